@@ -1,0 +1,2 @@
+"""headroom: benchmark orchestrator for agentic evaluations."""
+__version__ = "0.1.0"

@@ -1,0 +1,275 @@
+"""The ``headroom`` command line."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+from pydantic import ValidationError
+from rich.console import Console
+
+from orchestrator import sweep as sweep_mod
+from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.backends.local.cgroups import CgroupUnavailable
+from orchestrator.errors import SpecError, UserError
+from orchestrator.progress import SweepProgress
+from orchestrator.spec.experiment import DEFAULT_MULTIPLIERS, Experiment
+from orchestrator.spec.resources import LabelError, ResourceConfig
+from orchestrator.store.sqlite import Store
+
+DEFAULT_STORE = Path("headroom-results/headroom.db")
+BUNDLED_TASKS = Path(__file__).resolve().parent.parent / "tasks"
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def _validation_message(exc: ValidationError) -> tuple[str, str]:
+    e = exc.errors()[0]
+    field = ".".join(str(p) for p in e["loc"])
+    msg = "required field is missing" if e["type"] == "missing" else e["msg"].removeprefix("Value error, ")
+    return field, msg
+
+
+def parse_multipliers(text: str) -> list[ResourceConfig]:
+    try:
+        return [ResourceConfig.parse(part) for part in text.split(",") if part.strip()]
+    except LabelError as exc:
+        raise UserError(str(exc), field="--multipliers") from None
+    except ValidationError as exc:
+        raise UserError(_validation_message(exc)[1], field="--multipliers") from None
+
+
+def load_experiment_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise UserError(f"cannot read ({exc.strerror})", file=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"malformed YAML ({str(exc).splitlines()[0]})", file=str(path)) from None
+    if not isinstance(data, dict):
+        raise UserError("expected a mapping of experiment fields", file=str(path))
+    return data
+
+
+def build_experiment(fields: dict[str, Any], source: str | None) -> Experiment:
+    try:
+        return Experiment.model_validate(fields)
+    except ValidationError as exc:
+        field, msg = _validation_message(exc)
+        raise SpecError(msg, file=source, field=field) from None
+    except LabelError as exc:
+        raise SpecError(str(exc), file=source, field="configurations") from None
+
+
+def _make_backend(enforcement: str) -> LocalBackend:
+    try:
+        backend = LocalBackend(enforcement)  # type: ignore[arg-type]
+    except CgroupUnavailable as exc:
+        raise UserError(f"--enforcement cgroup: no usable cgroup hierarchy ({exc})") from None
+    if backend.enforcement == "rlimit":
+        err.print(
+            "[bold yellow]enforcement: rlimit[/] — no cgroup could be created"
+            f" ({backend.fallback_reason}). Memory is capped with RLIMIT_DATA and OOM is inferred from allocation"
+            " failures; CPU limits are NOT enforced. Results are recorded with enforcement=rlimit."
+        )
+    else:
+        err.print(f"enforcement: {backend.enforcement} (kernel memory limit, OOM counter, CPU quota)")
+    return backend
+
+
+def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: str | None, resume: bool,
+               enforcement: str, quiet: bool = False) -> tuple[Store, str, bool]:
+    """Returns (store, run_id, interrupted)."""
+    if resume:
+        store = Store.open_existing(store_path)
+        run_id, experiment, tasks = sweep_mod.resume(store, resume_run)
+        err.print(f"resuming run {run_id} from {store_path}")
+    else:
+        assert experiment is not None
+        task_list = sweep_mod.prepare(experiment)  # rejects bad input before anything is written
+        store = None  # type: ignore[assignment]
+    backend = _make_backend(enforcement)
+    try:
+        if not resume:
+            store = Store(store_path)
+            run_id, tasks = sweep_mod.start(experiment, task_list, store, backend, argv=sys.argv)
+            err.print(f"run {run_id}: {len(tasks)} tasks x {len(experiment.configurations)} configurations x "
+                      f"{experiment.attempts} attempts -> {store_path}")
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            with SweepProgress(err, disable=quiet) as progress:
+                result = sweep_mod.run(store, run_id, experiment, tasks, backend,
+                                       on_result=progress.on_result, on_pending=progress.on_pending, stop=stop)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    finally:
+        backend.close()
+    s = result.summary
+    if s.interrupted:
+        err.print(f"[bold]interrupted[/]: {s.ran} tries recorded this session; nothing finished is lost. "
+                  f"Resume with: headroom sweep --resume --store {store_path}")
+    elif s.already_done:
+        err.print(f"{s.already_done} trials were already finished and were not re-run")
+    return store, run_id, s.interrupted
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="headroom")
+def cli() -> None:
+    """headroom: benchmark sweeps with separate resource requests and limits, real enforcement and honest statistics."""
+
+
+@cli.command()
+@click.argument("tasks_dir", required=False, type=click.Path(path_type=Path))
+@click.option("--multipliers", default=",".join(DEFAULT_MULTIPLIERS), show_default=True,
+              help="comma-separated configurations: 1, 1.5, 3 (request 1x, limit Nx), 1x-strict, 2x/4x, unbounded")
+@click.option("--attempts", type=click.IntRange(1, 10_000), default=3, show_default=True, help="attempts per task and configuration")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=2, show_default=True)
+@click.option("--agent", "agent_kind", type=click.Choice(["oracle", "command"]), default="oracle", show_default=True)
+@click.option("--agent-command", help="shell command for --agent command (gets HEADROOM_* variables)")
+@click.option("--agent-env", multiple=True, help="host environment variable to pass to the agent (value never recorded)")
+@click.option("--model", help="model id being evaluated (recorded, not interpreted)")
+@click.option("--task", "task_patterns", multiple=True, help="task id or glob; repeatable (default: all)")
+@click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--retries", type=click.IntRange(0, 10), default=0, show_default=True,
+              help="retries of infra errors other than OOM kills (every try stays on record)")
+@click.option("--timeout-multiplier", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True)
+@click.option("--enforcement", type=click.Choice(["auto", "cgroup", "rlimit"]), default="auto", show_default=True)
+@click.option("--experiment", "experiment_file", type=click.Path(path_type=Path), help="experiment spec (YAML); flags override")
+@click.option("--resume", is_flag=True, help="continue the latest (or --run-id) run in --store")
+@click.option("--run-id", help="with --resume: which run")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "none"]), default="table", show_default=True,
+              help="report printed when the sweep ends")
+@click.pass_context
+def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts: int, concurrency: int,
+          agent_kind: str, agent_command: str | None, agent_env: tuple[str, ...], model: str | None,
+          task_patterns: tuple[str, ...], store_path: Path, seed: int, retries: int, timeout_multiplier: float,
+          enforcement: str, experiment_file: Path | None, resume: bool, run_id: str | None, fmt: str) -> None:
+    """Run a resource sweep over the tasks in TASKS_DIR."""
+    experiment = None
+    if not resume:
+        fields: dict[str, Any] = load_experiment_file(experiment_file) if experiment_file else {}
+        given = lambda name: ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT  # noqa: E731
+        if tasks_dir is not None:
+            fields["tasks_dir"] = str(tasks_dir)
+        if "tasks_dir" not in fields:
+            raise UserError("give TASKS_DIR (or tasks_dir in --experiment, or --resume)")
+        if given("multipliers") or "configurations" not in fields:
+            fields["configurations"] = parse_multipliers(multipliers)
+        for name, key, value in (("attempts", "attempts", attempts), ("concurrency", "concurrency", concurrency),
+                                 ("seed", "seed", seed), ("timeout_multiplier", "timeout_multiplier", timeout_multiplier)):
+            if given(name) or key not in fields:
+                fields[key] = value
+        agent = dict(fields.get("agent") or {})
+        if given("agent_kind") or "kind" not in agent:
+            agent["kind"] = agent_kind
+        if agent_command:
+            agent["command"] = agent_command
+        if agent_env:
+            agent["env_passthrough"] = list(agent_env)
+        fields["agent"] = agent
+        if model:
+            fields["model"] = {**(fields.get("model") or {}), "name": model}
+        if task_patterns:
+            fields["tasks"] = list(task_patterns)
+        if given("retries"):
+            fields["retry"] = {**(fields.get("retry") or {}), "max_retries": retries}
+        experiment = build_experiment(fields, str(experiment_file) if experiment_file else None)
+    store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=run_id, resume=resume, enforcement=enforcement)
+    if fmt != "none":
+        _print_report(store, rid, fmt)
+    if interrupted:
+        ctx.exit(130)
+
+
+def _print_report(store: Store, run_id: str | None, fmt: str, output: Path | None = None) -> None:
+    from orchestrator.report import render
+
+    if fmt == "table" and output is None:
+        render.print_table(store, run_id, out)
+        return
+    text = render.render(store, run_id, fmt)
+    if output:
+        output.write_text(text)
+        err.print(f"report written to {output}")
+    else:
+        click.echo(text)
+
+
+@cli.command()
+@click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
+@click.option("--run-id", help="which run (default: the latest)")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "html"]), default="table", show_default=True)
+@click.option("--output", "-o", type=click.Path(path_type=Path), help="write to a file instead of the terminal")
+def report(store_path: Path, run_id: str | None, fmt: str, output: Path | None) -> None:
+    """Report a run: outcomes, rates with Wilson 95% intervals, tests, provenance."""
+    store = Store.open_existing(store_path)
+    if fmt == "html" and output is None:
+        raise UserError("--format html needs --output FILE", field="--output")
+    _print_report(store, run_id, fmt, output)
+
+
+@cli.command()
+@click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
+def runs(store_path: Path) -> None:
+    """List the runs in a store."""
+    store = Store.open_existing(store_path)
+    for r in store.runs():
+        click.echo(f"{r.run_id}  {r.status:<11}  {r.enforcement:<9}  {r.name}  started {r.created_at}")
+
+
+@cli.command()
+@click.option("--store", "store_path", type=click.Path(path_type=Path), default=Path("headroom-results/demo.db"), show_default=True)
+@click.option("--attempts", type=click.IntRange(1, 1000), default=6, show_default=True)
+@click.option("--concurrency", type=click.IntRange(1, 64), default=2, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--enforcement", type=click.Choice(["auto", "cgroup", "rlimit"]), default="auto", show_default=True)
+@click.pass_context
+def demo(ctx: click.Context, store_path: Path, attempts: int, concurrency: int, seed: int, enforcement: str) -> None:
+    """Sweep the bundled demo tasks (about 3 minutes on 2 cores) and print the report."""
+    experiment = build_experiment(
+        {"name": "demo", "tasks_dir": str(BUNDLED_TASKS), "configurations": list(DEFAULT_MULTIPLIERS),
+         "attempts": attempts, "concurrency": concurrency, "seed": seed, "agent": {"kind": "oracle"},
+         "model": {"name": "oracle"}},
+        None,
+    )
+    store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=None, resume=False, enforcement=enforcement)
+    _print_report(store, rid, "table")
+    err.print(f"store: {store_path}   more: headroom report --store {store_path} --format markdown|json|html")
+    if interrupted:
+        ctx.exit(130)
+
+
+@cli.command()
+@click.argument("what", type=click.Choice(["experiment", "task"]))
+def schema(what: str) -> None:
+    """Print the JSON Schema of an experiment spec or a task.toml."""
+    import json
+
+    from orchestrator.spec.task import TaskSpec
+
+    model = Experiment if what == "experiment" else TaskSpec
+    click.echo(json.dumps(model.model_json_schema(), indent=2))
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
+    except UserError as exc:
+        err.print(f"[bold red]error:[/] {exc.one_line()}", soft_wrap=True)
+        sys.exit(2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

@@ -1,0 +1,89 @@
+"""The experiment: which tasks, which resource configurations, how many attempts, which agent.
+
+Agent, model and sampling metadata are opaque to the engine: recorded in
+provenance, never interpreted. Environment variables passed to the agent are
+recorded by NAME only, so an API key never reaches the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from orchestrator.spec.outcome import InfraReason
+from orchestrator.spec.resources import ResourceConfig
+
+DEFAULT_MULTIPLIERS = ("1", "1.5", "2", "3", "unbounded")
+
+
+class AgentSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["oracle", "command"] = "oracle"
+    command: str | None = Field(default=None, description="shell command for kind=command")
+    env_passthrough: list[str] = Field(
+        default_factory=list,
+        description="names of host environment variables handed to the agent (values are never recorded)",
+    )
+
+    @model_validator(mode="after")
+    def _command_needs_command(self) -> "AgentSpec":
+        if self.kind == "command" and not (self.command and self.command.strip()):
+            raise ValueError("agent kind 'command' needs a command")
+        return self
+
+
+class ModelSpec(BaseModel):
+    """Who is being evaluated. Opaque to the engine; recorded with every run."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None
+    sampling: dict[str, Any] = Field(default_factory=dict)
+
+
+class RetryPolicy(BaseModel):
+    """Bounded retries of infrastructure errors. Every try stays on record."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_retries: int = Field(default=0, ge=0, le=10)
+    reasons: list[InfraReason] = Field(
+        default_factory=lambda: [r for r in InfraReason if r is not InfraReason.OOM_KILLED],
+        description="infra reasons worth retrying; OOM kills are the measurement, so not retried by default",
+    )
+
+
+class Experiment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "sweep"
+    tasks_dir: str
+    tasks: list[str] | None = Field(default=None, description="task ids or glob patterns; None = all")
+    configurations: list[ResourceConfig] = Field(
+        default_factory=lambda: [ResourceConfig.parse(m) for m in DEFAULT_MULTIPLIERS], min_length=1
+    )
+    attempts: int = Field(default=3, ge=1, le=10_000)
+    agent: AgentSpec = Field(default_factory=AgentSpec)
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    concurrency: int = Field(default=2, ge=1, le=256)
+    seed: int = 0
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    timeout_multiplier: float = Field(default=1.0, gt=0)
+    reward_threshold: float = Field(default=1.0, description="reward at or above this passes")
+
+    @field_validator("configurations", mode="before")
+    @classmethod
+    def _parse_labels(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [ResourceConfig.parse(v) if isinstance(v, str) else v for v in value]
+        return value
+
+    @model_validator(mode="after")
+    def _unique_configurations(self) -> "Experiment":
+        labels = [c.label for c in self.configurations]
+        dupes = sorted({lab for lab in labels if labels.count(lab) > 1})
+        if dupes:
+            raise ValueError(f"configuration listed twice: {', '.join(dupes)}")
+        return self

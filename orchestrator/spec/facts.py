@@ -1,0 +1,50 @@
+"""Raw facts a backend returns about one trial. Classification turns them into an Outcome.
+
+Backends report what they saw and never decide the outcome themselves, so every
+backend is judged by the same rules (see :mod:`orchestrator.classify`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class StepFacts(BaseModel):
+    """One step (agent or verifier) of a trial."""
+
+    name: str
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    oom_kills: int = 0
+    oom_evidence: str | None = Field(default=None, description="where the OOM verdict came from")
+    duration_s: float = 0.0
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    spawn_error: str | None = None
+    # Container backends: the termination reason and message the runtime gave.
+    termination_reason: str | None = None
+
+
+class TrialFacts(BaseModel):
+    """Everything a backend observed about one trial."""
+
+    enforcement: str = Field(description="kubernetes | cgroup-v1 | cgroup-v2 | rlimit")
+    request_cpus: float
+    request_memory_bytes: int
+    limit_cpus: float | None
+    limit_memory_bytes: int | None
+    qos_class: str
+    setup_error: str | None = Field(default=None, description="the trial could not be set up at all")
+    infra_hint: str | None = Field(default=None, description="backend-observed infra reason (evicted, unschedulable, ...)")
+    agent: StepFacts | None = None
+    verifier: StepFacts | None = None
+    reward: float | None = None
+    reward_error: str | None = None
+    peak_memory_bytes: int | None = None
+    cpu_time_s: float | None = None
+    duration_s: float = 0.0
+    agent_result: dict[str, Any] = Field(default_factory=dict)
+    extra: dict[str, Any] = Field(default_factory=dict, description="backend-specific evidence: events, node, ...")

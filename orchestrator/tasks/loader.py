@@ -1,0 +1,89 @@
+"""Load task directories into :class:`Task` objects, refusing bad ones with a precise error."""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from orchestrator.errors import SpecError
+from orchestrator.spec.task import Task, TaskSpec
+
+REQUIRED_FILES = ("instruction.md", "tests/test.sh")
+
+
+def _first_error(exc: ValidationError) -> tuple[str, str]:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "(root)"
+    msg = err["msg"]
+    if err["type"] == "missing":
+        msg = "required field is missing"
+    return field, msg
+
+
+def digest_dir(path: Path) -> str:
+    """sha256 over relative paths and contents, so any edit to a task changes its digest."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(f.relative_to(path).as_posix().encode())
+        h.update(b"\0")
+        h.update(f.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def load_task(path: Path) -> Task:
+    toml_path = path / "task.toml"
+    if not toml_path.is_file():
+        raise SpecError("task.toml not found", file=str(toml_path))
+    try:
+        raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"malformed TOML ({exc})", file=str(toml_path)) from None
+    try:
+        spec = TaskSpec.model_validate(raw)
+    except ValidationError as exc:
+        field, msg = _first_error(exc)
+        raise SpecError(msg, file=str(toml_path), field=field) from None
+    for rel in REQUIRED_FILES:
+        if not (path / rel).is_file():
+            raise SpecError("required file is missing", file=str(path / rel))
+    return Task(
+        id=path.name,
+        path=str(path.resolve()),
+        spec=spec,
+        instruction=(path / "instruction.md").read_text(encoding="utf-8"),
+        digest=digest_dir(path),
+    )
+
+
+def load_tasks(root: Path, select: list[str] | None = None) -> list[Task]:
+    """Load every task under ``root`` (a directory of task directories, or one task).
+
+    ``select`` holds task ids or shell-style patterns; unknown ids are an error,
+    because a silently smaller task set changes the benchmark.
+    """
+    from fnmatch import fnmatch
+
+    if not root.exists():
+        raise SpecError("tasks directory does not exist", file=str(root))
+    if (root / "task.toml").is_file():
+        candidates = [root]
+    else:
+        candidates = sorted(p for p in root.iterdir() if p.is_dir() and (p / "task.toml").exists())
+        stray = sorted(
+            p for p in root.iterdir() if p.is_dir() and not (p / "task.toml").exists() and not p.name.startswith((".", "_"))
+        )
+        if stray and not candidates:
+            raise SpecError("no task.toml in any subdirectory", file=str(root))
+    if not candidates:
+        raise SpecError("no tasks found (expected <dir>/<task-id>/task.toml)", file=str(root))
+    if select:
+        chosen = [p for p in candidates if any(fnmatch(p.name, pat) for pat in select)]
+        for pat in select:
+            if not any(fnmatch(p.name, pat) for p in candidates):
+                raise SpecError(f"no task matches {pat!r}", file=str(root), field="tasks")
+        candidates = chosen
+    return [load_task(p) for p in candidates]

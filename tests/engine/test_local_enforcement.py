@@ -1,0 +1,135 @@
+"""Real trials under real kernel limits (cgroup v1 or v2, whichever this machine has)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.classify import classify
+from orchestrator.plan import plan
+from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.outcome import Outcome
+from orchestrator.tasks.loader import load_tasks
+from tests.taskfactory import HOG, requires_cgroups, write_task
+
+pytestmark = [pytest.mark.cgroup, requires_cgroups]
+
+
+def run_all(root: Path, configs: list[str], enforcement: str = "auto", **kw):
+    tasks = {t.id: t for t in load_tasks(root)}
+    exp = Experiment(tasks_dir=str(root), configurations=configs, attempts=1, **kw)
+    backend = LocalBackend(enforcement)  # type: ignore[arg-type]
+    try:
+        results = {}
+        for trial in plan(exp, list(tasks.values())):
+            facts = backend.run_trial(trial, tasks[trial.task_id], exp)
+            results[trial.config.label] = (facts, classify(facts))
+        return backend.enforcement, results
+    finally:
+        backend.close()
+
+
+def test_memory_hog_is_oom_killed_at_its_limit_and_passes_unbounded(tasks_root: Path) -> None:
+    write_task(tasks_root, "hog", solve=HOG.format(mb=100), memory_mb=64)
+    mechanism, res = run_all(tasks_root, ["1x-strict", "unbounded"])
+    assert mechanism.startswith("cgroup-")
+    strict_facts, strict = res["1x-strict"]
+    assert (strict.outcome, strict.reason) == (Outcome.INFRA_ERROR, "oom_killed")
+    assert strict_facts.agent and strict_facts.agent.oom_kills >= 1
+    assert "oom_kill counter" in (strict_facts.agent.oom_evidence or "")  # the kernel said so, not exit 137
+    assert strict_facts.verifier is None  # an OOM-killed container is not graded
+    unb_facts, unb = res["unbounded"]
+    assert unb.outcome is Outcome.PASSED
+    assert unb_facts.peak_memory_bytes is not None and unb_facts.peak_memory_bytes > 100 * 1024 * 1024
+    assert strict_facts.peak_memory_bytes is not None and strict_facts.peak_memory_bytes <= 64 * 1024 * 1024
+
+
+def test_oom_is_detected_from_the_cgroup_even_when_the_agent_exits_zero(tasks_root: Path) -> None:
+    # The agent swallows its child's SIGKILL and exits 0: exit codes alone would call this a pass.
+    write_task(tasks_root, "swallow", solve=HOG.format(mb=100).rstrip() + " || true\ntouch \"$HEADROOM_WORKDIR/out\"\n")
+    _, res = run_all(tasks_root, ["1x-strict"])
+    facts, verdict = res["1x-strict"]
+    assert facts.agent is not None and facts.agent.exit_code == 0
+    assert (verdict.outcome, verdict.reason) == (Outcome.INFRA_ERROR, "oom_killed")
+
+
+CPU_BURN = "python3 -c \"import time\nt=time.process_time()\nwhile time.process_time()-t < 0.4: pass\nopen('$HEADROOM_WORKDIR/out','w').write('ok')\"\n"
+
+
+def test_cpu_bound_task_slows_under_a_quota(tasks_root: Path) -> None:
+    write_task(tasks_root, "burn", solve=CPU_BURN, cpus=0.25)
+    _, res = run_all(tasks_root, ["1x-strict", "unbounded"])
+    strict, unb = res["1x-strict"][0], res["unbounded"][0]
+    assert res["1x-strict"][1].outcome is Outcome.PASSED and res["unbounded"][1].outcome is Outcome.PASSED
+    assert strict.cpu_time_s and strict.cpu_time_s >= 0.4
+    assert strict.agent and unb.agent
+    # 0.4 s of CPU at a 0.25-core quota cannot take less than 1.6 s of wall time, however idle the machine.
+    assert strict.agent.duration_s > 1.4
+    # The kernel's own account: the quota throttled the strict trial, and nothing throttled the unbounded one.
+    assert strict.extra["cpu_throttling"]["nr_throttled"] > 0
+    assert unb.extra["cpu_throttling"].get("nr_throttled", 0) == 0
+
+
+def test_timeout_kills_the_whole_process_tree(tasks_root: Path, tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    # A grandchild in its own session (setsid) escapes a process-group kill, not the cgroup.
+    solve = f"setsid sleep 300 & echo $! > {pidfile}\nsleep 300\n"
+    write_task(tasks_root, "hang", solve=solve, agent_timeout=1)
+    t0 = time.monotonic()
+    _, res = run_all(tasks_root, ["unbounded"])
+    facts, verdict = res["unbounded"]
+    assert verdict.outcome is Outcome.TIMEOUT
+    assert facts.agent is not None and facts.agent.timed_out
+    assert time.monotonic() - t0 < 30
+    pid = int(pidfile.read_text())
+    time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    """Running or sleeping; a zombie is dead (it waits only for its new parent to reap it)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_rlimit_fallback_caps_memory_and_says_so(tasks_root: Path) -> None:
+    write_task(tasks_root, "hog", solve=HOG.format(mb=100), memory_mb=64)
+    mechanism, res = run_all(tasks_root, ["1x-strict", "unbounded"], enforcement="rlimit")
+    assert mechanism == "rlimit"
+    facts, verdict = res["1x-strict"]
+    assert facts.enforcement == "rlimit"
+    assert (verdict.outcome, verdict.reason) == (Outcome.INFRA_ERROR, "oom_killed")
+    assert "rlimit" in (facts.agent.oom_evidence or "")
+    assert res["unbounded"][1].outcome is Outcome.PASSED
+
+
+def test_each_trial_gets_its_own_workdir_removed_after(tasks_root: Path, tmp_path: Path) -> None:
+    log = tmp_path / "dirs.txt"
+    write_task(tasks_root, "where", solve=f'echo "$HEADROOM_WORKDIR" >> {log}; touch "$HEADROOM_WORKDIR/out"\n')
+    run_all(tasks_root, ["1x-strict", "unbounded"])
+    dirs = log.read_text().split()
+    assert len(dirs) == 2 and len(set(dirs)) == 2
+    assert not any(Path(d).exists() for d in dirs)
+
+
+def test_secrets_handed_to_the_agent_never_reach_the_evidence(tasks_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEMO_API_KEY", "sk-live-abcdefghijklmnop1234567890")
+    write_task(tasks_root, "leaky", solve='echo "my key is $DEMO_API_KEY"; touch "$HEADROOM_WORKDIR/out"\n')
+    tasks = {t.id: t for t in load_tasks(tasks_root)}
+    exp = Experiment(tasks_dir=str(tasks_root), configurations=["unbounded"], attempts=1,
+                     agent={"kind": "command", "command": f"bash {tasks['leaky'].path}/solution/solve.sh",
+                            "env_passthrough": ["DEMO_API_KEY"]})
+    backend = LocalBackend()
+    try:
+        facts = backend.run_trial(plan(exp, list(tasks.values()))[0], tasks["leaky"], exp)
+    finally:
+        backend.close()
+    assert classify(facts).outcome is Outcome.PASSED  # the agent did get the key
+    assert "my key is" in facts.agent.stdout_tail
+    assert "sk-live-abcdefghijklmnop1234567890" not in facts.model_dump_json()

@@ -1,0 +1,61 @@
+"""Task directories written on the fly, and whether real cgroups are here."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from orchestrator.backends.local import cgroups
+
+
+def _cgroups_writable() -> bool:
+    try:
+        d = cgroups.detect("headroom-probe")
+    except cgroups.CgroupUnavailable:
+        return False
+    d.close()
+    return True
+
+
+CGROUPS = _cgroups_writable()
+requires_cgroups = pytest.mark.skipif(not CGROUPS, reason="no writable cgroup hierarchy on this machine")
+
+
+def write_task(
+    root: Path,
+    name: str,
+    *,
+    solve: str,
+    test: str = 'if [ -f "$HEADROOM_WORKDIR/out" ]; then echo 1; else echo 0; fi > "$HEADROOM_LOGS_DIR/reward.txt"\n',
+    cpus: float = 1,
+    memory_mb: int = 64,
+    agent_timeout: float = 20,
+    verifier_timeout: float = 10,
+    extra_toml: str = "",
+) -> Path:
+    d = root / name
+    (d / "tests").mkdir(parents=True)
+    (d / "solution").mkdir()
+    (d / "task.toml").write_text(textwrap.dedent(f"""\
+        version = "1.0"
+        [environment]
+        cpus = {cpus}
+        memory_mb = {memory_mb}
+        [agent]
+        timeout_sec = {agent_timeout}
+        [verifier]
+        timeout_sec = {verifier_timeout}
+        [provenance]
+        item_id = "test/{name}"
+        source = "headroom test suite"
+        """) + extra_toml)
+    (d / "instruction.md").write_text(f"Do {name}.\n")
+    (d / "solution" / "solve.sh").write_text(solve)
+    (d / "tests" / "test.sh").write_text(test)
+    return d
+
+
+HOG = 'python3 -c "b = b\'x\' * ({mb} * 1024 * 1024); open(\'$HEADROOM_WORKDIR/out\', \'w\').write(\'ok\')"\n'
+
