@@ -24,7 +24,7 @@ from orchestrator.store.sqlite import Store
 
 DEFAULT_STORE = Path("headroom-results/headroom.db")
 BUNDLED_TASKS = Path(__file__).resolve().parent.parent / "tasks"
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
@@ -261,7 +261,8 @@ def schema(what: str) -> None:
 
 def main() -> None:
     try:
-        cli.main(standalone_mode=False)
+        rv = cli.main(standalone_mode=False)
+        sys.exit(rv if isinstance(rv, int) else 0)
     except click.exceptions.Abort:
         err.print("aborted")
         sys.exit(130)

@@ -1,0 +1,98 @@
+"""Orchestrator overhead per trial, against running the same commands bare.
+
+    python benchmarks/bench_overhead.py [--trials 60] [--repeats 3]
+
+The workload is a short real program (agent: a Python process that writes a
+file; verifier: a shell test that writes the reward). "bare" runs the same two
+commands with subprocess, nothing else. "headroom" runs them as trials through
+the whole engine: plan, SQLite store (WAL), a cgroup per trial with limits,
+classification, evidence. Both are measured in this run, at concurrency 1 and
+2, and reported as medians and as a ratio (headroom / bare).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.spec.experiment import Experiment
+from orchestrator.store.sqlite import Store
+from orchestrator.sweep import prepare, run, start
+
+SOLVE = "python3 -c \"open('$HEADROOM_WORKDIR/out', 'w').write('x' * 1000)\"\n"
+TEST = 'if [ -f "$HEADROOM_WORKDIR/out" ]; then echo 1; else echo 0; fi > "$HEADROOM_LOGS_DIR/reward.txt"\n'
+
+
+def make_task(root: Path) -> Path:
+    d = root / "tasks" / "write-file"
+    (d / "tests").mkdir(parents=True)
+    (d / "solution").mkdir()
+    (d / "task.toml").write_text("[environment]\ncpus = 1\nmemory_mb = 256\n[agent]\ntimeout_sec = 30\n[verifier]\ntimeout_sec = 30\n")
+    (d / "instruction.md").write_text("write a file\n")
+    (d / "solution" / "solve.sh").write_text(SOLVE)
+    (d / "tests" / "test.sh").write_text(TEST)
+    return d
+
+
+def bare(task: Path, trials: int, concurrency: int, scratch: Path) -> float:
+    def one(i: int) -> None:
+        work = scratch / f"bare-{i}"
+        logs = work / "logs"
+        logs.mkdir(parents=True)
+        env = {"PATH": os.environ["PATH"], "HEADROOM_WORKDIR": str(work), "HEADROOM_LOGS_DIR": str(logs)}
+        subprocess.run(["bash", str(task / "solution" / "solve.sh")], env=env, cwd=work, check=True)
+        subprocess.run(["bash", str(task / "tests" / "test.sh")], env=env, cwd=work, check=True)
+        assert (logs / "reward.txt").read_text().strip() == "1"
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(one, range(trials)))
+    return (time.perf_counter() - t0) / trials
+
+
+def headroom(root: Path, trials: int, concurrency: int, tag: str) -> tuple[float, str]:
+    exp = Experiment(tasks_dir=str(root / "tasks"), configurations=["1x/3x"], attempts=trials, concurrency=concurrency)
+    tasks = prepare(exp)
+    store = Store(root / f"bench-{tag}.db")
+    backend = LocalBackend()
+    try:
+        run_id, tmap = start(exp, tasks, store, backend)
+        t0 = time.perf_counter()
+        result = run(store, run_id, exp, tmap, backend)
+        elapsed = time.perf_counter() - t0
+    finally:
+        backend.close()
+    assert result.summary.outcomes == {"passed": trials}, result.summary.outcomes
+    return elapsed / trials, backend.enforcement
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=60)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        task = make_task(root)
+        print(f"{args.trials} trials per measurement, {args.repeats} repeats, medians of per-trial wall time")
+        print(f"{'concurrency':>11}  {'bare ms':>9}  {'headroom ms':>11}  {'overhead ms':>11}  {'ratio':>6}  enforcement")
+        for conc in (1, 2):
+            b, h = [], []
+            mech = ""
+            for r in range(args.repeats):  # alternate, so drift hits both alike
+                b.append(bare(task, args.trials, conc, root / f"scratch-{conc}-{r}"))
+                t, mech = headroom(root, args.trials, conc, f"{conc}-{r}")
+                h.append(t)
+            mb, mh = statistics.median(b), statistics.median(h)
+            print(f"{conc:>11}  {mb * 1000:>9.1f}  {mh * 1000:>11.1f}  {(mh - mb) * 1000:>11.1f}  {mh / mb:>6.2f}  {mech}")
+
+
+if __name__ == "__main__":
+    main()
