@@ -1,58 +1,70 @@
 """The report as data: one JSON-serialisable document that every renderer reads.
 
-Renderers never compute statistics; they only lay out this document. The
-statistics themselves come from :mod:`orchestrator.stats`.
+Renderers never compute statistics; they lay out this document. The statistics
+come from :func:`orchestrator.stats.analyze.analyze`; this module adds what only
+the store knows: the run, its provenance, enforcement per configuration, the
+raw try accounting (retries, abandoned tries) and the exclusions.
 """
 
 from __future__ import annotations
 
-import math
+from collections import Counter
 from typing import Any
 
 import pandas as pd
 
-from orchestrator.spec.outcome import InfraReason, Outcome
-from orchestrator.stats.proportions import wilson
+from orchestrator.stats.analyze import analyze, compare_runs
 from orchestrator.store.sqlite import Store
 
 SCHEMA = "headroom.report/1"
 
 
-def _config_order(df: pd.DataFrame) -> list[tuple[str, float, float | None]]:
-    seen = df.drop_duplicates("config_label")[["config_label", "request_multiplier", "limit_multiplier"]]
-    rows = [(r.config_label, float(r.request_multiplier), None if pd.isna(r.limit_multiplier) else float(r.limit_multiplier))
-            for r in seen.itertuples()]
-    return sorted(rows, key=lambda r: (math.inf if r[2] is None else r[2], r[1], r[0]))
-
-
-def configuration_blocks(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per configuration: counts of each outcome and infra reason, pass and infra-error rates with Wilson 95%."""
-    blocks = []
-    for label, req, lim in _config_order(df):
-        sub = df[df["config_label"] == label]
-        n = len(sub)
-        counts = {o.value: int((sub["outcome"] == o.value).sum()) for o in Outcome}
-        infra = sub[sub["outcome"] == Outcome.INFRA_ERROR.value]["reason"].value_counts()
-        blocks.append({
-            "label": label,
-            "request_multiplier": req,
-            "limit_multiplier": lim,
+def _per_config_facts(df: pd.DataFrame) -> dict[str, dict[str, list[str]]]:
+    out: dict[str, dict[str, list[str]]] = {}
+    for label, sub in df.groupby("config_label", sort=False):
+        out[str(label)] = {
             "enforcement": sorted(sub["enforcement"].dropna().unique().tolist()),
             "qos_class": sorted(sub["qos_class"].dropna().unique().tolist()),
-            "trials": n,
-            "counts": counts,
-            "infra_reasons": {r.value: int(infra.get(r.value, 0)) for r in InfraReason if infra.get(r.value, 0)},
-            "pass_rate": wilson(counts["passed"], n).to_dict(),
-            "infra_error_rate": wilson(counts["infra_error"], n).to_dict(),
-            "peak_memory_bytes_max": None if sub["peak_memory_bytes"].isna().all() else float(sub["peak_memory_bytes"].max()),
-        })
-    return blocks
+        }
+    return out
 
 
-def build(store: Store, run_id: str | None = None) -> dict[str, Any]:
+def provenance_mix(prov: dict[str, Any]) -> dict[str, Any]:
+    """How the task set is made up: sources, licences, release status, clusters."""
+    tasks = prov.get("tasks", {})
+    fields = ("source", "license_or_access", "release_status", "transformation")
+    mix = {f: dict(Counter((t.get("provenance") or {}).get(f) or "unrecorded" for t in tasks.values())) for f in fields}
+    clusters = Counter(t.get("cluster_id") for t in tasks.values())
+    mix["n_tasks"] = len(tasks)
+    mix["n_clusters"] = len(clusters)
+    mix["largest_cluster_size"] = max(clusters.values(), default=0)
+    mix["missing_provenance"] = sorted(tid for tid, t in tasks.items() if not (t.get("provenance") or {}).get("source"))
+    return mix
+
+
+def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[str, Any]:
+    """What the infra-excluded score leaves out, and why; plus tries that never became results."""
+    excluded = df[df["outcome"].isin(["infra_error", "harness_error"])]
+    reasons = excluded.groupby(["outcome", "reason"], dropna=False).size()
+    return {
+        "excluded_from_infra_excluded_score": [
+            {"outcome": o, "reason": None if pd.isna(r) else r, "trials": int(n)} for (o, r), n in reasons.items()
+        ],
+        "retried_tries": int(sum(tries.values()) - tries.get("abandoned", 0) - len(df)),
+        "abandoned_tries": int(tries.get("abandoned", 0)),
+        "unfinished_trials": int(planned - len(df)),
+    }
+
+
+def build(store: Store, run_id: str | None = None, reference: str | None = None) -> dict[str, Any]:
     info = store.run(run_id)
     df = store.trial_frame(info.run_id)
     planned = len(store.planned_trials(info.run_id))
+    prov = store.provenance(info.run_id)
+    tries = store.try_counts(info.run_id)
+    stats = analyze(df, reference=reference) if len(df) else None
+    facts = _per_config_facts(df)
+    configurations = [{**c, **facts.get(c["label"], {})} for c in (stats or {}).get("configs", [])]
     return {
         "schema": SCHEMA,
         "run": {
@@ -61,7 +73,28 @@ def build(store: Store, run_id: str | None = None) -> dict[str, Any]:
             "trials_planned": planned, "trials_finished": len(df),
         },
         "experiment": info.spec,
-        "provenance": store.provenance(info.run_id),
-        "configurations": configuration_blocks(df),
-        "tries": store.try_counts(info.run_id),
+        "provenance": prov,
+        "task_provenance_mix": provenance_mix(prov),
+        "configurations": configurations,
+        "tries": tries,
+        "exclusions": exclusions(df, tries, planned),
+        "statistics": {k: v for k, v in (stats or {}).items() if k != "configs"},
+    }
+
+
+def build_comparison(store_a: Store, run_a: str | None, store_b: Store, run_b: str | None) -> dict[str, Any]:
+    ia, ib = store_a.run(run_a), store_b.run(run_b)
+    da, db = store_a.trial_frame(ia.run_id), store_b.trial_frame(ib.run_id)
+    pa, pb = store_a.provenance(ia.run_id), store_b.provenance(ib.run_id)
+    changed_tasks = sorted(
+        t for t in set(pa["tasks"]) & set(pb["tasks"]) if pa["tasks"][t]["digest"] != pb["tasks"][t]["digest"]
+    )
+    return {
+        "schema": "headroom.comparison/1",
+        "a": {"run_id": ia.run_id, "name": ia.name, "model": ia.spec.get("model"), "agent": ia.spec.get("agent"),
+              "enforcement": ia.enforcement},
+        "b": {"run_id": ib.run_id, "name": ib.name, "model": ib.spec.get("model"), "agent": ib.spec.get("agent"),
+              "enforcement": ib.enforcement},
+        "tasks_with_different_content": changed_tasks,
+        "statistics": compare_runs(da, db, name_a="A", name_b="B"),
     }

@@ -1,0 +1,11 @@
+"""Statistics for headroom sweeps: intervals, paired and trend tests, pass@k /
+pass^k, run-to-run spread, cluster-level scores, cost per solved task, power
+and the calibration recommendation.
+
+Entry points live in :mod:`orchestrator.stats.analyze`::
+
+    from orchestrator.stats.analyze import analyze, compare_runs
+
+(not re-exported here: the function ``analyze`` would shadow its own module,
+and importing the package should not pull in statsmodels.)
+"""

@@ -1,0 +1,371 @@
+"""The single entry point from trial rows to a JSON-ready statistics report.
+
+``analyze(df)`` reduces the rows once (``aggregate``) and then computes, per
+configuration, the rates with Wilson intervals, clustered SEs, pass@k/pass^k,
+run-to-run spread, cluster-level scores and cost per solved task; a per-task
+table; paired comparisons (each configuration vs the reference and between
+neighbours) with Holm adjustment over the whole family; trend tests; the
+minimum detectable difference; and the calibration recommendation.
+
+Headline score: ``score_infra_as_failure`` (passes / all trials), because that
+is leaderboard practice and what a reader of a published number assumes. The
+other view, ``score_infra_excluded``, drops infra and harness errors from the
+denominator (passes / (passed + failed + timeout)): those outcomes say nothing
+about the agent (see orchestrator.spec.outcome.MODEL_OUTCOMES).
+
+``compare_runs(df_a, df_b)`` compares two runs (different agents or models)
+on the same tasks, paired by task, with the same tests and intervals.
+
+Output is plain JSON types only (NaN/inf -> None), so
+``json.dumps(result, allow_nan=False)`` always works.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import calibration, power
+from .aggregate import FAILED, HARNESS, INFRA, OUTCOMES, PASSED, TIMEOUT, Aggregates, aggregate
+from .clustered import clustered_se, icc_anova
+from .clusters import cluster_scores
+from .cost import cost_latency
+from .multiplicity import holm
+from .paired import BOSCHLOO_MAX_CELLS, cmh_test, task_paired, two_rate_exact
+from .passk import pass_curves
+from .proportions import wilson
+from .spread import spread_from_counts
+from .trend import cochran_armitage, clustered_trend
+
+SCHEMA = "headroom.stats/1"
+HEADLINE = "score_infra_as_failure"
+DEFAULT_REFERENCE = "1x-strict"
+
+
+def jsonable(x: Any) -> Any:
+    """Recursively convert to plain JSON types; NaN/inf -> None."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        f = float(x)
+        return f if math.isfinite(f) else None
+    if x is None or isinstance(x, str):
+        return x
+    if hasattr(x, "to_dict"):
+        return jsonable(x.to_dict())
+    return str(x)
+
+
+def _lim(v: float) -> float | None:
+    return float(v) if np.isfinite(v) else None
+
+
+def _reference_index(agg: Aggregates, reference: str | None) -> int:
+    if reference is not None:
+        if reference not in agg.labels:
+            raise ValueError(f"reference configuration {reference!r} not in data: {agg.labels}")
+        return agg.labels.index(reference)
+    if DEFAULT_REFERENCE in agg.labels:
+        return agg.labels.index(DEFAULT_REFERENCE)
+    return 0
+
+
+def _config_block(agg: Aggregates, c: int) -> dict[str, Any]:
+    cnt = agg.counts[c]  # (T, 5)
+    tot = cnt.sum(axis=0)
+    n_t = cnt.sum(axis=1)
+    pass_t = cnt[:, PASSED]
+    n = int(tot.sum())
+    passed = int(tot[PASSED])
+    model_n = int(tot[PASSED] + tot[FAILED] + tot[TIMEOUT])
+    ran = n_t > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        task_rate = np.where(ran, pass_t / np.maximum(n_t, 1), np.nan)
+    score = wilson(passed, n)
+    se = clustered_se(pass_t, n_t)
+    at, hat = pass_curves(n_t, pass_t)
+    return {
+        "label": agg.labels[c],
+        "request_multiplier": float(agg.request[c]),
+        "limit_multiplier": _lim(agg.limit[c]),
+        "n": n,
+        "n_tasks": int(ran.sum()),
+        "attempts_per_task_min": int(n_t[ran].min()) if ran.any() else 0,
+        "attempts_per_task_max": int(n_t[ran].max()) if ran.any() else 0,
+        "counts": {o: int(tot[i]) for i, o in enumerate(OUTCOMES)},
+        "infra_reasons": dict(sorted(agg.reasons[c].items())),
+        "pass_rate": score.to_dict(),
+        "infra_error_rate": wilson(int(tot[INFRA]), n).to_dict(),
+        "timeout_rate": wilson(int(tot[TIMEOUT]), n).to_dict(),
+        "harness_error_rate": wilson(int(tot[HARNESS]), n).to_dict(),
+        "headline": HEADLINE,
+        "score_infra_as_failure": score.to_dict(),
+        "score_infra_excluded": wilson(passed, model_n).to_dict(),
+        "se": se.to_dict(),
+        "icc_infra": icc_anova(cnt[:, INFRA], n_t),
+        "pass_at_k": at,
+        "pass_hat_k": hat,
+        "spread": spread_from_counts(agg.attempt_pass[c], agg.attempt_n[c]).to_dict(),
+        "clusters": cluster_scores(task_rate, agg.task_cluster, agg.clusters).to_dict(),
+        "cost": cost_latency(
+            n,
+            passed,
+            float(agg.duration_sum[c]),
+            float(agg.cost_sum[c]),
+            int(agg.cost_n[c]),
+            float(agg.tok_in_sum[c]),
+            int(agg.tok_in_n[c]),
+            float(agg.tok_out_sum[c]),
+            int(agg.tok_out_n[c]),
+        ).to_dict(),
+    }
+
+
+def _task_table(agg: Aggregates) -> list[dict[str, Any]]:
+    cnt = agg.counts  # (C, T, 5)
+    n = cnt.sum(axis=2)
+    p = cnt[:, :, PASSED]
+    inf = cnt[:, :, INFRA]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(n > 0, p / np.maximum(n, 1), np.nan)
+    rows = []
+    for t, tid in enumerate(agg.tasks):
+        per = {}
+        for c, lab in enumerate(agg.labels):
+            if n[c, t] == 0:
+                continue
+            per[lab] = {
+                "n": int(n[c, t]),
+                "passed": int(p[c, t]),
+                "pass_rate": float(rate[c, t]),
+                "infra_errors": int(inf[c, t]),
+                "peak_memory_bytes_max": agg.peak_bytes_max[c, t],
+                "peak_memory_to_limit_max": agg.peak_ratio_max[c, t],
+                "peak_memory_to_limit_mean": agg.peak_ratio_mean[c, t],
+            }
+        rows.append({"task_id": tid, "cluster_id": agg.clusters[agg.task_cluster[t]], "configs": per})
+    return rows
+
+
+def _compare_cells(
+    label_a: str,
+    label_b: str,
+    cnt_a: np.ndarray,
+    cnt_b: np.ndarray,
+    boschloo_max_cells: int,
+) -> dict[str, Any]:
+    """One paired comparison from aligned (T, 5) count arrays (B relative to A)."""
+    na, nb = cnt_a.sum(axis=1), cnt_b.sum(axis=1)
+    pa, pb = cnt_a[:, PASSED], cnt_b[:, PASSED]
+    sa, sb = wilson(int(pa.sum()), int(na.sum())), wilson(int(pb.sum()), int(nb.sum()))
+    tp = task_paired(pa, na, pb, nb).to_dict()
+    sign = tp.pop("sign")
+    cmh = cmh_test(pa, na, pb, nb).to_dict()
+    infra = two_rate_exact(
+        int(cnt_a[:, INFRA].sum()), int(na.sum()), int(cnt_b[:, INFRA].sum()), int(nb.sum()), boschloo_max_cells
+    ).to_dict()
+    infra["a"] = wilson(infra["x_a"], infra["n_a"]).to_dict()
+    infra["b"] = wilson(infra["x_b"], infra["n_b"]).to_dict()
+    diff = None if sa.estimate is None or sb.estimate is None else sb.estimate - sa.estimate
+    return {
+        "a": label_a,
+        "b": label_b,
+        "score": {"a": sa.to_dict(), "b": sb.to_dict(), "diff": diff, "paired": tp, "sign": sign, "cmh": cmh},
+        "infra": infra,
+    }
+
+
+def _apply_holm(comparisons: list[dict[str, Any]]) -> int:
+    """Holm over every test in the list (sign, CMH, infra per comparison). Returns family size."""
+    slots = []
+    for comp in comparisons:
+        slots += [comp["score"]["sign"], comp["score"]["cmh"], comp["infra"]]
+    adj = holm([s["p"] for s in slots])
+    for s, a in zip(slots, adj):
+        s["p_holm"] = a
+    return len(slots)
+
+
+def _pairs(n_configs: int, ref: int) -> list[tuple[int, int, list[str]]]:
+    pairs: dict[frozenset[int], tuple[int, int, list[str]]] = {}
+    for c in range(n_configs):
+        if c != ref:
+            pairs[frozenset((ref, c))] = (ref, c, ["vs_reference"])
+    for c in range(n_configs - 1):
+        key = frozenset((c, c + 1))
+        if key in pairs:
+            pairs[key][2].append("neighbours")
+        else:
+            pairs[key] = (c, c + 1, ["neighbours"])
+    return list(pairs.values())
+
+
+def _mdd_block(block: dict[str, Any]) -> dict[str, Any]:
+    """MDD at the reference configuration, two ways.
+
+    ``conditional`` treats trials as independent given the task set. That is
+    the noise level of the paired comparisons in this report (CMH and the
+    infra test condition on the tasks: given the tasks, attempts are
+    independent, and task difficulty cancels within a task), so calibration
+    uses it. ``with_design_effect`` inflates n by 1 + (m - 1) * icc: the noise
+    level when the question is about the *population* of tasks (would the gap
+    hold on a fresh task sample?), which is what a leaderboard reader asks.
+    """
+    n = block["n"]
+    base = block["score_infra_as_failure"]["estimate"] or 0.0
+    icc = block["se"]["icc"] or 0.0
+    cond = power.mdd(n, base)
+    clus = power.mdd(n, base, n_tasks=block["n_tasks"], icc=icc)
+    return {
+        "config": block["label"],
+        "primary": "conditional",
+        "conditional": cond.to_dict(),
+        "with_design_effect": clus.to_dict(),
+        "mdd": cond.mdd,
+        "mdd_up": cond.mdd_up,
+        "mdd_down": cond.mdd_down,
+        "mdd_with_design_effect": clus.mdd,
+        "note": "two-sample arcsine (Cohen h) power via statsmodels NormalIndPower, 80% power, two-sided "
+        "alpha 0.05. 'conditional' (primary, used by calibration) is the noise of paired comparisons on "
+        "these tasks; 'with_design_effect' uses 1 + (m - 1) * icc (reference config's intra-task "
+        "correlation) and answers whether a gap would hold on a fresh sample of tasks",
+    }
+
+
+def analyze(
+    df: pd.DataFrame,
+    reference: str | None = None,
+    *,
+    boschloo_max_cells: int = BOSCHLOO_MAX_CELLS,
+    target_mdd: float = 0.03,
+    min_tasks: int = 10,
+    min_attempts: int = 2,
+) -> dict[str, Any]:
+    """Full statistics report for one sweep (see module docstring)."""
+    agg = aggregate(df)
+    ref = _reference_index(agg, reference)
+    blocks = [_config_block(agg, c) for c in range(agg.n_configs)]
+
+    comparisons = []
+    for a, b, kinds in _pairs(agg.n_configs, ref):
+        comp = _compare_cells(agg.labels[a], agg.labels[b], agg.counts[a], agg.counts[b], boschloo_max_cells)
+        comp["kinds"] = kinds
+        comparisons.append(comp)
+    family = _apply_holm(comparisons)
+
+    cells_n = agg.counts.sum(axis=2)  # (C, T)
+    rank = np.repeat(np.arange(agg.n_configs), agg.n_tasks)
+    task = np.tile(np.arange(agg.n_tasks), agg.n_configs)
+    totals = agg.counts.sum(axis=1)  # (C, 5)
+    n_c = totals.sum(axis=1)
+    trends = {"primary": "clustered", "score": "config rank in canonical order (0 = least headroom)"}
+    for name, col in (("pass", PASSED), ("infra_error", INFRA)):
+        trends[name] = {
+            "cochran_armitage": cochran_armitage(totals[:, col], n_c).to_dict(),
+            "clustered": clustered_trend(agg.counts[:, :, col].ravel(), cells_n.ravel(), rank, task).to_dict(),
+        }
+
+    mdd = _mdd_block(blocks[ref])
+    vs_ref = {c["b"]: c for c in comparisons if "vs_reference" in c["kinds"]}
+    calib = calibration.recommend(
+        blocks,
+        ref,
+        vs_ref,
+        mdd,
+        n_tasks=blocks[ref]["n_tasks"],
+        min_attempts_per_task=blocks[ref]["attempts_per_task_min"],
+        icc_pass=blocks[ref]["se"]["icc"] or 0.0,
+        icc_infra=blocks[ref]["icc_infra"] or 0.0,
+        family_size=family,
+        min_tasks=min_tasks,
+        min_attempts=min_attempts,
+        target_mdd=target_mdd,
+    )
+    out = {
+        "schema": SCHEMA,
+        "headline": HEADLINE,
+        "headline_note": "score_infra_as_failure counts infra errors as failures (leaderboard practice) and is "
+        "the headline; score_infra_excluded drops infra and harness errors from the denominator",
+        "reference": agg.labels[ref],
+        "n_trials": int(len(df)),
+        "n_tasks": agg.n_tasks,
+        "n_clusters": len(agg.clusters),
+        "config_order": agg.labels,
+        "configs": blocks,
+        "tasks": _task_table(agg),
+        "comparisons": {
+            "adjustment": "holm",
+            "family_size": family,
+            "family": "every sign, CMH and infra test in this list",
+            "items": comparisons,
+        },
+        "trends": trends,
+        "mdd": mdd,
+        "calibration": calib,
+        "notes": agg.notes,
+    }
+    return jsonable(out)
+
+
+def _align(agg: Aggregates, c: int, tasks: pd.Index) -> np.ndarray:
+    """(T_union, 5) counts of config c of agg re-indexed onto the union task list."""
+    out = np.zeros((len(tasks), 5), dtype=np.int64)
+    idx = tasks.get_indexer(agg.tasks)
+    out[idx] = agg.counts[c]
+    return out
+
+
+def compare_runs(
+    df_a: pd.DataFrame,
+    df_b: pd.DataFrame,
+    *,
+    name_a: str = "a",
+    name_b: str = "b",
+    boschloo_max_cells: int = BOSCHLOO_MAX_CELLS,
+) -> dict[str, Any]:
+    """Paired comparison of two runs (e.g. two agents) on the same tasks.
+
+    Configurations are matched by label; if the runs share no label but each
+    has exactly one configuration, those two are compared. Tasks present in
+    only one run are listed and excluded from the paired tests (they still
+    count in each run's own per-config blocks).
+    """
+    ga, gb = aggregate(df_a), aggregate(df_b)
+    shared = [lab for lab in ga.labels if lab in gb.labels]
+    pairs = [(ga.labels.index(l), gb.labels.index(l)) for l in shared]
+    notes = []
+    if not pairs and ga.n_configs == 1 and gb.n_configs == 1:
+        pairs = [(0, 0)]
+        notes.append(f"no shared configuration label; compared {ga.labels[0]!r} with {gb.labels[0]!r}")
+    tasks = pd.Index(sorted(set(ga.tasks) | set(gb.tasks)))
+    only_a = sorted(set(ga.tasks) - set(gb.tasks))
+    only_b = sorted(set(gb.tasks) - set(ga.tasks))
+    comparisons = []
+    for ca, cb in pairs:
+        xa, xb = _align(ga, ca, tasks), _align(gb, cb, tasks)
+        comp = _compare_cells(f"{name_a}:{ga.labels[ca]}", f"{name_b}:{gb.labels[cb]}", xa, xb, boschloo_max_cells)
+        comparisons.append(comp)
+    family = _apply_holm(comparisons)
+    blocks_a = [_config_block(ga, c) for c in range(ga.n_configs)]
+    blocks_b = [_config_block(gb, c) for c in range(gb.n_configs)]
+    mdd = _mdd_block(blocks_a[pairs[0][0]]) if pairs else None
+    out = {
+        "schema": SCHEMA,
+        "headline": HEADLINE,
+        "headline_note": "score_infra_as_failure counts infra errors as failures and is the headline",
+        "runs": {name_a: {"n_trials": int(len(df_a)), "configs": blocks_a}, name_b: {"n_trials": int(len(df_b)), "configs": blocks_b}},
+        "tasks_only_in": {name_a: only_a, name_b: only_b},
+        "comparisons": {"adjustment": "holm", "family_size": family, "items": comparisons},
+        "mdd": mdd,
+        "notes": notes,
+    }
+    return jsonable(out)

@@ -1,0 +1,230 @@
+"""The calibration recommendation: which resource band to publish.
+
+WHY: a task's resource spec used as both floor and ceiling ("1x strict") kills
+trials on transient memory spikes -- infrastructure errors, not model failures.
+Raising the ceiling removes those, but too much headroom starts to change what
+is measured (agents that need big dependencies succeed only with generous
+limits). The publishable ceiling is the smallest one that removes a
+*significant* share of infra errors while the score stays *within noise* of the
+floor; above the first ceiling whose score is significantly higher than the
+floor, extra headroom is measuring something else.
+
+Rules (all against the reference, by default "1x-strict"; only configurations
+later in the canonical order -- more headroom -- are candidates):
+
+* infra_reduced: Holm-adjusted exact test (Boschloo; Fisher above the size cap)
+  p < alpha AND the infra-error rate is below the reference's.
+* score_above_floor: Holm-adjusted CMH (stratified by task) p < alpha AND the
+  headline score (infra counted as failure) is higher than the reference's.
+* within_noise: the CMH test is not significant (Holm) AND the headline score
+  difference is within the minimum detectable difference (80% power, alpha
+  0.05) in the direction observed. The MDD used is the *conditional* one
+  (trials independent given the task set), which is the noise level of the
+  paired tests here; the design-effect MDD is far larger when tasks differ a
+  lot and would wave through real score changes.
+* recommended ceiling = the first candidate with infra_reduced AND within_noise
+  that comes before the first score_above_floor candidate.
+* score_changes_at = the first score_above_floor candidate; max_within_noise =
+  the last within_noise candidate before it (the top of the publishable band).
+
+It REFUSES (status "refused", reasons listed) when: the reference is missing,
+there is no candidate, fewer than ``min_tasks`` tasks or ``min_attempts``
+attempts per task, or no candidate significantly reduces infra errors while
+staying within noise. It then says how many attempts per task would be needed
+(power calculation: 80% power at alpha / family size, a Bonferroni bound on
+Holm's first step): to detect the best observed infra reduction (or, if none
+was observed, a two-thirds reduction as in the Terminal-Bench study; the
+planned reduction is capped at two thirds so a lucky 0/n does not make the
+plan look cheap) and to
+bring the score MDD down to ``target_mdd``. A second, "generalising" set of
+figures includes the intra-task design effect; None there means no number of
+attempts suffices with these tasks (intra-task correlation caps the
+information), i.e. more tasks are needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import power
+
+ALPHA = 0.05
+
+
+
+
+def recommend(
+    configs: list[dict[str, Any]],
+    ref: int | None,
+    vs_ref: dict[str, dict[str, Any]],
+    mdd: dict[str, Any] | None,
+    *,
+    n_tasks: int,
+    min_attempts_per_task: int,
+    icc_pass: float,
+    icc_infra: float,
+    family_size: int,
+    alpha: float = ALPHA,
+    min_tasks: int = 10,
+    min_attempts: int = 2,
+    target_mdd: float = 0.03,
+) -> dict[str, Any]:
+    """Build the recommendation dict (see module docstring for the rules).
+
+    ``configs`` are analyze's per-config blocks (canonical order), ``vs_ref``
+    maps a candidate label to its comparison entry against the reference.
+    """
+    reasons: list[str] = []
+    evidence: list[dict[str, Any]] = []
+    if ref is None:
+        return {"status": "refused", "reasons": ["reference configuration not present"], "evidence": []}
+    ref_cfg = configs[ref]
+    candidates = [c for c in configs[ref + 1 :]]
+    if not candidates:
+        reasons.append("no configuration with more headroom than the reference")
+    if n_tasks < min_tasks:
+        reasons.append(f"too few tasks: {n_tasks} < {min_tasks}")
+    if min_attempts_per_task < min_attempts:
+        reasons.append(f"too few attempts per task: {min_attempts_per_task} < {min_attempts}")
+
+    m_up = (mdd or {}).get("mdd_up")
+    m_down = (mdd or {}).get("mdd_down")
+    recommended = None
+    change = None
+    last_within = None
+    for c in candidates:
+        comp = vs_ref.get(c["label"])
+        if comp is None:
+            continue
+        infra = comp["infra"]
+        cmh = comp["score"]["cmh"]
+        diff = comp["score"]["diff"]
+        infra_reduced = (
+            infra["p_holm"] is not None
+            and infra["p_holm"] < alpha
+            and infra["rate_b"] is not None
+            and infra["rate_a"] is not None
+            and infra["rate_b"] < infra["rate_a"]
+        )
+        cmh_sig = cmh["p_holm"] is not None and cmh["p_holm"] < alpha
+        score_above = bool(cmh_sig and diff is not None and diff > 0)
+        bound = m_up if (diff is not None and diff >= 0) else m_down
+        within_mdd = diff is not None and bound is not None and abs(diff) <= bound
+        within_noise = bool(not cmh_sig and within_mdd)
+        evidence.append(
+            {
+                "label": c["label"],
+                "limit_multiplier": c["limit_multiplier"],
+                "request_multiplier": c["request_multiplier"],
+                "infra_error_rate": c["infra_error_rate"],
+                "score": c["score_infra_as_failure"],
+                "score_diff_vs_reference": diff,
+                "mean_task_diff_vs_reference": comp["score"]["paired"]["mean_task_diff"],
+                "infra_p": infra["p"],
+                "infra_p_holm": infra["p_holm"],
+                "infra_test": infra["method"],
+                "score_cmh_p": cmh["p"],
+                "score_cmh_p_holm": cmh["p_holm"],
+                "score_sign_p": comp["score"]["sign"]["p"],
+                "score_sign_p_holm": comp["score"]["sign"]["p_holm"],
+                "mdd_bound": bound,
+                "infra_reduced": bool(infra_reduced),
+                "score_above_floor": score_above,
+                "within_noise": within_noise,
+            }
+        )
+        if change is None:
+            if score_above:
+                change = c
+            else:
+                if within_noise:
+                    last_within = c
+                if recommended is None and infra_reduced and within_noise:
+                    recommended = c
+
+    if candidates and recommended is None:
+        reasons.append(
+            "no configuration significantly reduces infra errors (Holm-adjusted) while its score stays within noise of the reference"
+        )
+
+    # Power: attempts per task needed for a decisive sweep. "conditional" matches the
+    # tests used above (trials independent given the task set); "generalising" adds
+    # the intra-task design effect (would it hold on a fresh sample of tasks?).
+    alpha_plan = alpha / max(1, family_size)
+    ref_infra = ref_cfg["infra_error_rate"]["estimate"] or 0.0
+    best_infra = min(
+        (c["infra_error_rate"]["estimate"] for c in candidates if c["infra_error_rate"]["estimate"] is not None),
+        default=None,
+    )
+    # Plan for the best observed reduction, but never for more than two thirds:
+    # a lucky 0/n in a small sweep must not make the plan look cheap.
+    if best_infra is not None and ref_infra / 3.0 <= best_infra < ref_infra:
+        target_infra, infra_basis = best_infra, "best observed candidate infra rate"
+    elif best_infra is not None and best_infra < ref_infra:
+        target_infra, infra_basis = ref_infra / 3.0, "two-thirds reduction (observed reduction larger; capped)"
+    else:
+        target_infra, infra_basis = ref_infra / 3.0, "assumed two-thirds reduction (no reduction observed)"
+    n_eff_infra = power.n_effective_needed(ref_infra, target_infra, alpha=alpha_plan) if ref_infra > 0 else None
+    base = ref_cfg["score_infra_as_failure"]["estimate"] or 0.0
+    n_eff_score = power.n_effective_needed(base, min(1.0, base + target_mdd))
+
+    def need(n_eff: float | None, icc: float) -> int | None:
+        return None if n_eff is None else power.attempts_per_task_needed(n_eff, n_tasks, icc)
+
+    need_infra, need_score = need(n_eff_infra, 0.0), need(n_eff_score, 0.0)
+    gen_infra, gen_score = need(n_eff_infra, icc_infra), need(n_eff_score, icc_pass)
+    needs = [x for x in (need_infra, need_score) if x is not None]
+    gen_missing = (n_eff_infra is not None and gen_infra is None) or (n_eff_score is not None and gen_score is None)
+    planning = {
+        "alpha_per_test": alpha_plan,
+        "infra_reference_rate": ref_infra,
+        "infra_target_rate": target_infra,
+        "infra_target_basis": infra_basis,
+        "target_mdd": target_mdd,
+        "attempts_per_task_for_infra": need_infra,
+        "attempts_per_task_for_score_mdd": need_score,
+        "attempts_per_task_needed": max(needs) if needs else None,
+        "generalising_attempts_per_task_for_infra": gen_infra,
+        "generalising_attempts_per_task_for_score_mdd": gen_score,
+        "generalising_needs_more_tasks": bool(gen_missing),
+        "current_attempts_per_task": min_attempts_per_task,
+        "note": "80% power at alpha / family size. 'generalising' figures include the intra-task "
+        "design effect; None there means no number of attempts suffices with this many tasks: add tasks",
+    }
+    if reasons:
+        planning["additional_attempts_per_task"] = (
+            None if planning["attempts_per_task_needed"] is None
+            else max(0, planning["attempts_per_task_needed"] - min_attempts_per_task)
+        )
+        return {
+            "status": "refused",
+            "reasons": reasons,
+            "reference": ref_cfg["label"],
+            "recommended_label": None,
+            "recommended_limit_multiplier": None,
+            "max_within_noise_label": None,
+            "max_within_noise_limit_multiplier": None,
+            "score_changes_at_label": change["label"] if change else None,
+            "score_changes_at_limit_multiplier": change["limit_multiplier"] if change else None,
+            "evidence": evidence,
+            "power": planning,
+        }
+    return {
+        "status": "recommended",
+        "reasons": [],
+        "reference": ref_cfg["label"],
+        "recommended_label": recommended["label"],
+        "recommended_limit_multiplier": recommended["limit_multiplier"],
+        "recommended_request_multiplier": recommended["request_multiplier"],
+        "max_within_noise_label": last_within["label"] if last_within else None,
+        "max_within_noise_limit_multiplier": last_within["limit_multiplier"] if last_within else None,
+        "score_changes_at_label": change["label"] if change else None,
+        "score_changes_at_limit_multiplier": change["limit_multiplier"] if change else None,
+        "summary": (
+            f"publish limit {recommended['label']}: infra errors significantly below {ref_cfg['label']} "
+            f"with the score within noise"
+            + (f"; headroom at or above {change['label']} changes the score" if change else "; no configuration in the sweep significantly changes the score")
+        ),
+        "evidence": evidence,
+        "power": planning,
+    }

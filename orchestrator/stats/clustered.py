@@ -1,0 +1,95 @@
+"""Standard error of a pass rate when attempts are clustered by task.
+
+WHY: repeated attempts of one task are not independent draws -- an easy task
+passes almost every time, a hard one almost never. Treating all N trials as
+i.i.d. Bernoulli understates the uncertainty of the pass rate whenever tasks are
+heterogeneous. The honest standard error treats the *task* as the sampling unit.
+
+Method: this is the cluster-robust (CR1) standard error of the intercept in an
+OLS regression of the 0/1 outcome on a constant, exactly what
+``statsmodels.OLS(y, 1).fit(cov_type="cluster", groups=task)`` reports. For a
+constant-only model it has a closed form that only needs per-task counts, so we
+never materialise a million-row design matrix:
+
+    p = K / N,  S_g = k_g - n_g * p                 (cluster score sums)
+    Var = G / (G - 1) * (N - 1) / (N - 1) * sum_g S_g^2 / N^2
+
+(statsmodels' small-sample factor is G/(G-1) * (N-1)/(N-k) with k = 1 parameter,
+so the second factor is 1). A test checks equality with statsmodels.
+
+The i.i.d. contrast is the binomial sqrt(p (1 - p) / N). The ratio of variances
+is the empirical design effect; the one-way ANOVA intra-task correlation is also
+reported because the power calculation needs it to extrapolate to other numbers
+of attempts per task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ClusteredSE:
+    estimate: float | None
+    se_iid: float | None
+    se_clustered: float | None
+    design_effect: float | None  # (se_clustered / se_iid) ** 2
+    icc: float | None  # one-way ANOVA intra-task correlation, clipped at 0
+    n: int
+    n_clusters: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def icc_anova(k: np.ndarray, n: np.ndarray) -> float | None:
+    """One-way ANOVA estimator of the intra-cluster correlation of a 0/1 outcome.
+
+    Uses per-cluster successes ``k`` and sizes ``n``; clusters with n == 0 are
+    ignored. Negative estimates (less between-task variation than chance) are
+    clipped to 0, the usual convention for a design effect.
+    """
+    k = np.asarray(k, float)
+    n = np.asarray(n, float)
+    m = n > 0
+    k, n = k[m], n[m]
+    g = len(n)
+    big_n = n.sum()
+    if g < 2 or big_n <= g:
+        return None
+    p = k.sum() / big_n
+    ssb = np.sum((k - n * p) ** 2 / n)
+    ssw = np.sum(k - k**2 / n)  # sum over clusters of n_g p_g (1 - p_g)
+    msb = ssb / (g - 1)
+    msw = ssw / (big_n - g)
+    n0 = (big_n - np.sum(n**2) / big_n) / (g - 1)
+    denom = msb + (n0 - 1) * msw
+    if denom <= 0:
+        return None
+    return float(max(0.0, (msb - msw) / denom))
+
+
+def clustered_se(k: np.ndarray, n: np.ndarray) -> ClusteredSE:
+    """Pass-rate SE clustered by task, from per-task successes k and attempts n."""
+    k = np.asarray(k, float)
+    n = np.asarray(n, float)
+    m = n > 0
+    k, n = k[m], n[m]
+    big_n = float(n.sum())
+    g = int(len(n))
+    if big_n == 0:
+        return ClusteredSE(None, None, None, None, None, 0, 0)
+    p = k.sum() / big_n
+    se_iid = float(np.sqrt(p * (1 - p) / big_n))
+    if g < 2:
+        se_cl = None
+    else:
+        s = k - n * p
+        se_cl = float(np.sqrt(g / (g - 1) * np.sum(s**2)) / big_n)
+    deff = None
+    if se_cl is not None and se_iid > 0:
+        deff = float((se_cl / se_iid) ** 2)
+    return ClusteredSE(float(p), se_iid, se_cl, deff, icc_anova(k, n), int(big_n), g)
