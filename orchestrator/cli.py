@@ -189,13 +189,15 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
         ctx.exit(130)
 
 
-def _print_report(store: Store, run_id: str | None, fmt: str, output: Path | None = None) -> None:
-    from orchestrator.report import render
+def _print_report(store: Store, run_id: str | None, fmt: str, output: Path | None = None,
+                  reference: str | None = None) -> None:
+    from orchestrator.report import document, render, terminal
 
+    doc = document.build(store, run_id, reference=reference)
     if fmt == "table" and output is None:
-        render.print_table(store, run_id, out)
+        terminal.print_report(doc, out)
         return
-    text = render.render(store, run_id, fmt)
+    text = render.render_text(doc, "markdown" if fmt == "table" else fmt)
     if output:
         output.write_text(text)
         err.print(f"report written to {output}")
@@ -208,12 +210,58 @@ def _print_report(store: Store, run_id: str | None, fmt: str, output: Path | Non
 @click.option("--run-id", help="which run (default: the latest)")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "html"]), default="table", show_default=True)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="write to a file instead of the terminal")
-def report(store_path: Path, run_id: str | None, fmt: str, output: Path | None) -> None:
-    """Report a run: outcomes, rates with Wilson 95% intervals, tests, provenance."""
+@click.option("--reference", help="reference configuration for paired tests (default: 1x-strict)")
+def report(store_path: Path, run_id: str | None, fmt: str, output: Path | None, reference: str | None) -> None:
+    """Report a run: outcomes, rates with Wilson 95% intervals, paired and trend tests, calibration, provenance."""
     store = Store.open_existing(store_path)
     if fmt == "html" and output is None:
         raise UserError("--format html needs --output FILE", field="--output")
-    _print_report(store, run_id, fmt, output)
+    if reference is not None:
+        try:
+            reference = ResourceConfig.parse(reference).label
+        except (LabelError, ValidationError):
+            raise UserError(f"unknown configuration label {reference!r}", field="--reference") from None
+        planned = {r["config_label"] for r in store.planned_trials(store.run(run_id).run_id)}
+        if reference not in planned:
+            raise UserError(f"run has no configuration {reference!r} (has: {', '.join(sorted(planned))})", field="--reference")
+    _print_report(store, run_id, fmt, output, reference)
+
+
+def _open_run(ref: str, default_store: Path) -> tuple[Store, str | None]:
+    """A run named by id in --store, or a store file (its latest run), or FILE:RUN_ID."""
+    if Path(ref).is_file():
+        return Store.open_existing(ref), None
+    path, _, rid = ref.rpartition(":")
+    if path and Path(path).is_file():
+        store = Store.open_existing(path)
+        return store, store.run(rid).run_id
+    store = Store.open_existing(default_store)
+    return store, store.run(ref).run_id
+
+
+@cli.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True)
+def compare(run_a: str, run_b: str, store_path: Path, fmt: str) -> None:
+    """Paired comparison of two runs on the same tasks (different agents or models).
+
+    RUN_A and RUN_B are run ids in --store, store files (their latest run), or FILE:RUN_ID.
+    """
+    from orchestrator.report import comparison, document
+
+    sa, ra = _open_run(run_a, store_path)
+    sb, rb = _open_run(run_b, store_path)
+    doc = document.build_comparison(sa, ra, sb, rb)
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(doc, indent=2, allow_nan=False))
+    elif fmt == "markdown":
+        click.echo(comparison.markdown(doc))
+    else:
+        comparison.print_table(doc, out)
 
 
 @cli.command()

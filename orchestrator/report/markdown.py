@@ -1,0 +1,204 @@
+"""The report as Markdown: setup, task provenance mix, metrics, exclusions; then the tests.
+
+The HTML report is this Markdown rendered, plus plots, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.report.text import limit, mib, pct, pts, pval, rate
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    return out + [""]
+
+
+def setup_block(doc: dict[str, Any]) -> list[str]:
+    run, prov, exp = doc["run"], doc["provenance"], doc["experiment"]
+    orch, host = prov.get("orchestrator", {}), prov.get("backend", {})
+    agent, model = exp.get("agent", {}), exp.get("model", {})
+    pk = prov.get("packages", {})
+    configs = ", ".join(c["label"] for c in doc["configurations"])
+    rows = [
+        ["orchestrator", f"headroom {orch.get('version')} @ {orch.get('revision') or 'unknown'}"
+                         + (" (uncommitted changes)" if orch.get("dirty") else "")],
+        ["libraries", f"python {prov.get('python')}, scipy {pk.get('scipy')}, statsmodels {pk.get('statsmodels')}"],
+        ["backend", f"{run['backend']}; enforcement {run['enforcement']}"],
+        ["host", f"kernel {host.get('kernel')}, {host.get('cpu_model')} x{host.get('cpu_count')}, "
+                 f"{mib(host.get('memory_bytes'))} RAM, cgroup {host.get('cgroup_version')}"],
+        ["agent", f"{agent.get('kind')}" + (f": `{agent.get('command')}`" if agent.get("command") else "")],
+        ["model", f"{model.get('name') or 'unrecorded'}; sampling {model.get('sampling') or {}}"],
+        ["design", f"{exp.get('attempts')} attempts x {doc['task_provenance_mix']['n_tasks']} tasks x "
+                   f"{len(doc['configurations'])} configurations; seed {exp.get('seed')}; concurrency {exp.get('concurrency')}"],
+        ["configurations", configs],
+        ["dates", f"started {run['created_at']} (local {prov.get('started_at_local')}), finished {run['finished_at'] or '—'}"],
+        ["status", f"{run['status']}: {run['trials_finished']}/{run['trials_planned']} trials"],
+    ]
+    return ["## Setup", ""] + _table(["", ""], rows)
+
+
+def provenance_block(doc: dict[str, Any]) -> list[str]:
+    mix = doc["task_provenance_mix"]
+    lines = ["## Task provenance mix", "",
+             f"{mix['n_tasks']} tasks in {mix['n_clusters']} clusters (largest cluster: {mix['largest_cluster_size']} tasks).", ""]
+    rows = [[field, ", ".join(f"{k} ({v})" for k, v in sorted(counts.items()))]
+            for field, counts in mix.items() if isinstance(counts, dict)]
+    lines += _table(["field", "values (tasks)"], rows)
+    if mix["missing_provenance"]:
+        lines += [f"Tasks without a recorded source: {', '.join(mix['missing_provenance'])}.", ""]
+    return lines
+
+
+def metrics_block(doc: dict[str, Any]) -> list[str]:
+    stats = doc["statistics"]
+    lines = ["## Metrics", "", f"Headline: **{stats.get('headline')}** — {stats.get('headline_note')}. "
+             "Intervals are Wilson 95%; SE clustered by task.", ""]
+    rows = []
+    for c in doc["configurations"]:
+        se = c["se"]
+        cl = c["clusters"]
+        rows.append([
+            c["label"], f"{c['request_multiplier']:g}x", limit(c["limit_multiplier"]), ",".join(c.get("enforcement", [])),
+            str(c["n"]), rate(c["score_infra_as_failure"]), rate(c["score_infra_excluded"]),
+            pct(cl["cluster_score"]), f"{pct(cl['worst_cluster_score'])} ({cl['worst_cluster_id']})",
+            rate(c["infra_error_rate"]), rate(c["timeout_rate"]), rate(c["harness_error_rate"]),
+            f"{pct(se['se_iid'])} / {pct(se['se_clustered'])}",
+        ])
+    lines += _table(["config", "request", "limit", "enforcement", "n", "score (infra = fail)", "score (infra excluded)",
+                     "cluster-level", "worst cluster", "infra-error rate", "timeout", "harness error", "SE iid / clustered"], rows)
+    reasons = [[c["label"], ", ".join(f"{k} {v}" for k, v in c["infra_reasons"].items()) or "—"] for c in doc["configurations"]]
+    lines += ["Infra errors by reason:", ""] + _table(["config", "reasons"], reasons)
+    kmax = max((len(c["pass_at_k"]) for c in doc["configurations"]), default=0)
+    ks = [k for k in (1, 2, 3, 5, 8, 10) if k <= kmax] or list(range(1, kmax + 1))
+    if ks:
+        rows = [[c["label"]] + [f"{pct(c['pass_at_k'][k - 1])} / {pct(c['pass_hat_k'][k - 1])}" for k in ks]
+                for c in doc["configurations"]]
+        lines += ["pass@k / pass^k (unbiased estimators, averaged over tasks):", ""]
+        lines += _table(["config"] + [f"k={k}" for k in ks], rows)
+    rows = [[c["label"], str(c["spread"]["n_runs"]), pct(c["spread"]["mean"]), pct(c["spread"]["sd"]),
+             f"{pct(c['spread']['min'])} .. {pct(c['spread']['max'])}"] for c in doc["configurations"]]
+    lines += ["Run-to-run spread (score of each repeat index; SD is the sample SD):", ""]
+    lines += _table(["config", "repeats", "mean", "SD", "range"], rows)
+    rows = []
+    for c in doc["configurations"]:
+        k = c["cost"]
+        rows.append([c["label"], f"{k['latency_per_attempt_s']:.2f} s" if k["latency_per_attempt_s"] is not None else "—",
+                     f"{k['latency_per_solved_s']:.2f} s" if k["latency_per_solved_s"] is not None else "—",
+                     f"${k['cost_per_attempt_usd']:.6f}" if k["cost_per_attempt_usd"] is not None else "—",
+                     f"${k['cost_per_solved_usd']:.6f}" if k["cost_per_solved_usd"] is not None else "—"])
+    lines += ["Cost and latency (per solved task = total / tasks passed):", ""]
+    lines += _table(["config", "latency / attempt", "latency / solved", "cost / attempt", "cost / solved"], rows)
+    return lines
+
+
+def exclusions_block(doc: dict[str, Any]) -> list[str]:
+    ex = doc["exclusions"]
+    lines = ["## Exclusions", "", "Trials left out of the infra-excluded score, by reason:", ""]
+    rows = [[e["outcome"], e["reason"] or "—", str(e["trials"])] for e in ex["excluded_from_infra_excluded_score"]]
+    lines += _table(["outcome", "reason", "trials"], rows or [["none", "—", "0"]])
+    lines += [f"Tries retried after an infra error (kept on record, not counted): {ex['retried_tries']}. "
+              f"Tries abandoned by an interruption (re-run on resume, not counted): {ex['abandoned_tries']}. "
+              f"Planned trials without a result: {ex['unfinished_trials']}.", ""]
+    return lines
+
+
+def comparisons_block(stats: dict[str, Any]) -> list[str]:
+    comp = stats.get("comparisons") or {}
+    lines = ["## Paired comparisons", "",
+             f"Each configuration against the reference ({stats.get('reference')}) and against its neighbour. "
+             f"p values raw and Holm-adjusted over the family of {comp.get('family_size')} tests. "
+             "A task is solved under a configuration when a strict majority of its attempts pass; the sign test "
+             "counts tasks solved under only one of the two; CMH is stratified by task over all attempts.", ""]
+    rows = []
+    for it in comp.get("items", []):
+        s, inf = it["score"], it["infra"]
+        rows.append([
+            f"{it['a']} → {it['b']}", pts(s.get("diff")),
+            f"+{s['sign']['a_only']}/-{s['sign']['b_only']}: {pval(s['sign']['p'])} ({pval(s['sign'].get('p_holm'))})",
+            f"{pval(s['cmh']['p'])} ({pval(s['cmh'].get('p_holm'))})",
+            f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
+            f"{pval(inf.get('p'))} ({pval(inf.get('p_holm'))}) {inf.get('method') or ''}",
+        ])
+    return lines + _table(["comparison", "score diff", "sign test p (Holm)", "CMH p (Holm)", "infra-error rate",
+                           "exact infra test p (Holm)"], rows)
+
+
+def trends_block(stats: dict[str, Any]) -> list[str]:
+    tr = stats.get("trends") or {}
+    lines = ["## Trend across multipliers", "", f"Ordered by {tr.get('score')}; primary test: {tr.get('primary')}.", ""]
+    rows = []
+    for name in ("pass", "infra_error"):
+        t = tr.get(name) or {}
+        ca, cl = t.get("cochran_armitage") or {}, t.get("clustered") or {}
+        rows.append([name, f"z={ca.get('z') or 0:.2f}, p={pval(ca.get('p'))} ({ca.get('direction') or '—'})",
+                     f"p={pval(cl.get('p'))} ({cl.get('direction') or cl.get('note') or '—'})"])
+    return lines + _table(["rate", "Cochran–Armitage", "clustered by task"], rows)
+
+
+def calibration_block(stats: dict[str, Any]) -> list[str]:
+    cal = stats.get("calibration") or {}
+    mdd = stats.get("mdd") or {}
+    lines = ["## Calibration recommendation", ""]
+    if cal.get("status") == "recommended":
+        lines += [f"**Publish with limit {cal.get('recommended_label')}** "
+                  f"(limit multiplier {cal.get('recommended_limit_multiplier')}). {cal.get('summary') or ''}", ""]
+    else:
+        lines += ["**No recommendation**: the data cannot support one.", ""]
+        lines += [f"- {r}" for r in cal.get("reasons", [])] + [""]
+        need = cal.get("power") or {}
+        if need:
+            gen = [need.get("generalising_attempts_per_task_for_infra"), need.get("generalising_attempts_per_task_for_score_mdd")]
+            gen_text = "more tasks are needed" if need.get("generalising_needs_more_tasks") else str(max((g for g in gen if g), default="—"))
+            lines += [f"To decide, run about {need.get('attempts_per_task_needed')} attempts per task and configuration "
+                      f"({need.get('additional_attempts_per_task')} more than now; to generalise to new tasks: {gen_text}).", ""]
+    if cal.get("max_within_noise_label"):
+        lines += [f"Highest limit whose score stays within noise of the floor: {cal['max_within_noise_label']}.", ""]
+    if cal.get("score_changes_at_label"):
+        lines += [f"More headroom starts to change the score at: {cal['score_changes_at_label']}.", ""]
+    lines += [f"Minimum detectable difference of this design at 80% power: {pts(mdd.get('mdd'))} "
+              f"(with the task design effect: {pts(mdd.get('mdd_with_design_effect'))}).", ""]
+    rows = []
+    for e in cal.get("evidence", []):
+        verdict = "score changes" if e.get("score_above_floor") else ("within noise" if e.get("within_noise") else "unclear")
+        rows.append([e.get("label", ""), rate(e.get("infra_error_rate")), rate(e.get("score")),
+                     pts(e.get("score_diff_vs_reference")), pval(e.get("infra_p_holm")), pval(e.get("score_cmh_p_holm")),
+                     ("fewer infra errors; " if e.get("infra_reduced") else "") + verdict])
+    if rows:
+        lines += _table(["candidate", "infra-error rate", "score", "score diff vs floor", "infra p (Holm)",
+                         "score CMH p (Holm)", "reading"], rows)
+    return lines
+
+
+def tasks_block(doc: dict[str, Any]) -> list[str]:
+    stats = doc["statistics"]
+    labels = stats.get("config_order", [])
+    rows = []
+    for t in stats.get("tasks", []):
+        cells = []
+        for lab in labels:
+            c = t["configs"].get(lab)
+            if not c:
+                cells.append("—")
+                continue
+            ratio = c.get("peak_memory_to_limit_max")
+            cells.append(f"{c['passed']}/{c['n']} pass, {c['infra_errors']} infra"
+                         + (f", peak {ratio:.2f}x limit" if ratio is not None else ""))
+        rows.append([t["task_id"], t["cluster_id"]] + cells)
+    return ["## Per task", ""] + _table(["task", "cluster"] + labels, rows)
+
+
+def render(doc: dict[str, Any]) -> str:
+    run = doc["run"]
+    lines = [f"# headroom report — {run['name']} ({run['run_id']})", ""]
+    lines += setup_block(doc) + provenance_block(doc)
+    if not doc["configurations"]:
+        return "\n".join(lines + ["No finished trials yet.", ""])
+    lines += metrics_block(doc) + exclusions_block(doc)
+    stats = doc["statistics"]
+    lines += comparisons_block(stats) + trends_block(stats) + calibration_block(stats) + tasks_block(doc)
+    if stats.get("notes"):
+        lines += ["## Notes", ""] + [f"- {n}" for n in stats["notes"]] + [""]
+    return "\n".join(lines)

@@ -1,0 +1,65 @@
+"""Plots for the HTML report, rendered with matplotlib to PNG and embedded as data URIs."""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display; set before pyplot is imported
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def rates_vs_multiplier(configs: list[dict[str, Any]]) -> str:
+    """Pass rate and infra-error rate against the configuration, with Wilson 95% bands."""
+    labels = [c["label"] for c in configs]
+    x = np.arange(len(labels))
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for key, name, color in (("score_infra_as_failure", "pass rate (headline)", "tab:blue"),
+                             ("infra_error_rate", "infra-error rate", "tab:red")):
+        est = np.array([c[key]["estimate"] if c[key]["estimate"] is not None else np.nan for c in configs]) * 100
+        lo = np.array([c[key]["low"] if c[key]["low"] is not None else np.nan for c in configs]) * 100
+        hi = np.array([c[key]["high"] if c[key]["high"] is not None else np.nan for c in configs]) * 100
+        ax.plot(x, est, marker="o", color=color, label=name)
+        ax.fill_between(x, lo, hi, color=color, alpha=0.18)
+    ax.set_xticks(x, labels)
+    ax.set_xlabel("configuration (request / limit)")
+    ax.set_ylabel("% of trials")
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    ax.set_title("Rates by configuration, Wilson 95% bands", fontsize=10)
+    return _png(fig)
+
+
+def task_heatmap(tasks: list[dict[str, Any]], labels: list[str]) -> str:
+    """Per-task pass rate by configuration; cells with infra errors are annotated."""
+    rates = np.full((len(tasks), len(labels)), np.nan)
+    notes = [["" for _ in labels] for _ in tasks]
+    for i, t in enumerate(tasks):
+        for j, lab in enumerate(labels):
+            c = t["configs"].get(lab)
+            if c:
+                rates[i, j] = c["pass_rate"] if c["pass_rate"] is not None else np.nan
+                notes[i][j] = f"{c['infra_errors']} infra" if c["infra_errors"] else ""
+    fig, ax = plt.subplots(figsize=(1.3 * len(labels) + 3, 0.38 * len(tasks) + 1.5))
+    im = ax.imshow(rates * 100, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_yticks(range(len(tasks)), [t["task_id"] for t in tasks])
+    for i in range(len(tasks)):
+        for j in range(len(labels)):
+            if notes[i][j]:
+                ax.text(j, i, notes[i][j], ha="center", va="center", fontsize=7)
+    fig.colorbar(im, ax=ax, label="pass rate %")
+    ax.set_title("Per-task pass rate by configuration (annotated: infra errors)", fontsize=10)
+    return _png(fig)

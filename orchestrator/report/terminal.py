@@ -1,0 +1,64 @@
+"""The report on a terminal: the numbers a reader acts on first, with their intervals and tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.report.text import limit, pct, pts, pval, rate
+
+
+def print_report(doc: dict[str, Any], console: Console) -> None:
+    run = doc["run"]
+    host = doc["provenance"].get("backend", {})
+    console.print(f"[bold]run {run['run_id']}[/] ({run['name']}, {run['status']}, "
+                  f"{run['trials_finished']}/{run['trials_planned']} trials) — enforcement {run['enforcement']}, "
+                  f"kernel {host.get('kernel')}, {doc['task_provenance_mix']['n_tasks']} tasks")
+    if not doc["configurations"]:
+        console.print("no finished trials yet")
+        return
+    stats = doc["statistics"]
+    t = Table(title="Outcomes by configuration (rates with Wilson 95% intervals)", title_justify="left")
+    for h in ("config", "request", "limit", "n", "passed", "failed", "timeout", "infra", "harness",
+              "pass rate", "infra-error rate", "score excl. infra", "cluster-level"):
+        t.add_column(h, justify="left" if h == "config" else "right", no_wrap=True)
+    for c in doc["configurations"]:
+        k = c["counts"]
+        t.add_row(c["label"], f"{c['request_multiplier']:g}x", limit(c["limit_multiplier"]), str(c["n"]),
+                  str(k["passed"]), str(k["failed"]), str(k["timeout"]), str(k["infra_error"]), str(k["harness_error"]),
+                  rate(c["pass_rate"]), rate(c["infra_error_rate"]), rate(c["score_infra_excluded"]),
+                  pct(c["clusters"]["cluster_score"]))
+    console.print(t)
+    console.print(f"headline: {stats.get('headline')} (infra errors count as failures). "
+                  f"Infra reasons: " + "; ".join(
+                      f"{c['label']}: " + (", ".join(f"{r} {n}" for r, n in c["infra_reasons"].items()) or "none")
+                      for c in doc["configurations"]))
+    ref = stats.get("reference")
+    ct = Table(title=f"Against the reference {ref} (p raw / Holm-adjusted)", title_justify="left")
+    for h in ("config", "score diff", "sign test", "CMH (by task)", "infra rate", "exact infra test"):
+        ct.add_column(h, no_wrap=True)
+    for it in (stats.get("comparisons") or {}).get("items", []):
+        if it["a"] != ref:
+            continue
+        s, inf = it["score"], it["infra"]
+        ct.add_row(it["b"], pts(s.get("diff")),
+                   f"{pval(s['sign']['p'])} / {pval(s['sign'].get('p_holm'))}",
+                   f"{pval(s['cmh']['p'])} / {pval(s['cmh'].get('p_holm'))}",
+                   f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
+                   f"{pval(inf.get('p'))} / {pval(inf.get('p_holm'))}")
+    console.print(ct)
+    tr = stats.get("trends") or {}
+    inf_tr = (tr.get("infra_error") or {}).get("clustered") or {}
+    pass_tr = (tr.get("pass") or {}).get("clustered") or {}
+    console.print(f"trend across multipliers (clustered by task): infra-error rate {inf_tr.get('direction') or '—'} "
+                  f"p={pval(inf_tr.get('p'))}; pass rate {pass_tr.get('direction') or '—'} p={pval(pass_tr.get('p'))}. "
+                  f"Minimum detectable difference: {pts((stats.get('mdd') or {}).get('mdd'))}.")
+    cal = stats.get("calibration") or {}
+    if cal.get("status") == "recommended":
+        console.print(f"[bold green]calibration:[/] {cal.get('summary')}")
+    else:
+        need = (cal.get("power") or {}).get("attempts_per_task_needed")
+        console.print(f"[bold yellow]calibration: no recommendation[/] — {'; '.join(cal.get('reasons', []))}"
+                      + (f". About {need} attempts per task and configuration would be needed." if need else "."))

@@ -1,0 +1,35 @@
+"""Number formatting shared by every renderer, so a rate reads the same everywhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def pct(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None else f"{100 * x:.{digits}f}%"
+
+
+def rate(p: dict[str, Any] | None) -> str:
+    """``26.0% [20.4, 32.5]``: estimate with its Wilson 95% interval, in percent."""
+    if not p or p.get("estimate") is None:
+        return "—"
+    return f"{100 * p['estimate']:.1f}% [{100 * p['low']:.1f}, {100 * p['high']:.1f}]"
+
+
+def pval(p: float | None) -> str:
+    if p is None:
+        return "—"
+    return "<0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
+def pts(x: float | None) -> str:
+    """A difference of proportions, in percentage points."""
+    return "—" if x is None else f"{100 * x:+.1f} pts"
+
+
+def limit(mult: float | None) -> str:
+    return "none" if mult is None else f"{mult:g}x"
+
+
+def mib(b: float | None) -> str:
+    return "—" if b is None else f"{b / 2**20:.0f} MiB"
