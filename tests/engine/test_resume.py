@@ -97,7 +97,7 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tasks_root: Path, tmp_
     assert left == []
     import json
     report = json.loads(res.stdout)
-    assert sum(c["trials"] for c in report["configurations"]) == 20
+    assert sum(c["n"] for c in report["configurations"]) == 20
 
 
 def test_ctrl_c_then_resume(tasks_root: Path, tmp_path: Path) -> None:
