@@ -275,7 +275,7 @@ def runs(store_path: Path) -> None:
 
 @cli.command()
 @click.option("--store", "store_path", type=click.Path(path_type=Path), default=Path("headroom-results/demo.db"), show_default=True)
-@click.option("--attempts", type=click.IntRange(1, 1000), default=6, show_default=True)
+@click.option("--attempts", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option("--concurrency", type=click.IntRange(1, 64), default=2, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--enforcement", type=click.Choice(["auto", "cgroup", "rlimit"]), default="auto", show_default=True)
