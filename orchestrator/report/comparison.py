@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.report.text import pct, pts, pval, rate
+from orchestrator.report.text import gap, pct, pts, pval, rate
 
 
 def _who(side: dict[str, Any]) -> str:
@@ -45,7 +45,7 @@ def _notes(doc: dict[str, Any]) -> list[str]:
     if doc["tasks_with_different_content"]:
         notes.append("tasks whose content differs between the runs: " + ", ".join(doc["tasks_with_different_content"]))
     mdd = stats.get("mdd") or {}
-    notes.append(f"minimum detectable difference of this design at 80% power: {pts(mdd.get('mdd'))}")
+    notes.append(f"minimum detectable difference of this design at 80% power: {gap(mdd.get('mdd'))}")
     return notes
 
 

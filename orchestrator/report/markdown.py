@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.report.text import limit, mib, pct, pts, pval, rate
+from orchestrator.report.text import gap, limit, mib, pct, pts, pval, rate
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -111,19 +111,21 @@ def comparisons_block(stats: dict[str, Any]) -> list[str]:
              f"Each configuration against the reference ({stats.get('reference')}) and against its neighbour. "
              f"p values raw and Holm-adjusted over the family of {comp.get('family_size')} tests. "
              "A task is solved under a configuration when a strict majority of its attempts pass; the sign test "
-             "counts tasks solved under only one of the two; CMH is stratified by task over all attempts.", ""]
+             "counts tasks solved under only one of the two; CMH is stratified by task over all attempts, once on the "
+             "headline score and once on the infra-excluded score (the agent's own result where the infrastructure held).", ""]
     rows = []
     for it in comp.get("items", []):
-        s, inf = it["score"], it["infra"]
+        s, x, inf = it["score"], it["score_infra_excluded"], it["infra"]
         rows.append([
             f"{it['a']} → {it['b']}", pts(s.get("diff")),
             f"+{s['sign']['a_only']}/-{s['sign']['b_only']}: {pval(s['sign']['p'])} ({pval(s['sign'].get('p_holm'))})",
             f"{pval(s['cmh']['p'])} ({pval(s['cmh'].get('p_holm'))})",
+            f"{pts(x.get('diff'))}: {pval(x['cmh']['p'])} ({pval(x['cmh'].get('p_holm'))})",
             f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
             f"{pval(inf.get('p'))} ({pval(inf.get('p_holm'))}) {inf.get('method') or ''}",
         ])
-    return lines + _table(["comparison", "score diff", "sign test p (Holm)", "CMH p (Holm)", "infra-error rate",
-                           "exact infra test p (Holm)"], rows)
+    return lines + _table(["comparison", "score diff", "sign test p (Holm)", "CMH p (Holm)",
+                           "infra-excluded: diff, CMH p (Holm)", "infra-error rate", "exact infra test p (Holm)"], rows)
 
 
 def trends_block(stats: dict[str, Any]) -> list[str]:
@@ -141,7 +143,12 @@ def trends_block(stats: dict[str, Any]) -> list[str]:
 def calibration_block(stats: dict[str, Any]) -> list[str]:
     cal = stats.get("calibration") or {}
     mdd = stats.get("mdd") or {}
-    lines = ["## Calibration recommendation", ""]
+    lines = ["## Calibration recommendation", "",
+             "Rule: the smallest limit whose infra-error rate is significantly below the reference (exact test, Holm) "
+             "while the agent's score — infra-excluded, because under the headline every removed infra error raises the "
+             "score by construction — stays within noise (CMH not significant and the gap inside the minimum detectable "
+             "difference). The first limit whose agent score is significantly higher is where headroom starts to change "
+             "what is measured.", ""]
     if cal.get("status") == "recommended":
         lines += [f"**Publish with limit {cal.get('recommended_label')}** "
                   f"(limit multiplier {cal.get('recommended_limit_multiplier')}). {cal.get('summary') or ''}", ""]
@@ -158,17 +165,18 @@ def calibration_block(stats: dict[str, Any]) -> list[str]:
         lines += [f"Highest limit whose score stays within noise of the floor: {cal['max_within_noise_label']}.", ""]
     if cal.get("score_changes_at_label"):
         lines += [f"More headroom starts to change the score at: {cal['score_changes_at_label']}.", ""]
-    lines += [f"Minimum detectable difference of this design at 80% power: {pts(mdd.get('mdd'))} "
-              f"(with the task design effect: {pts(mdd.get('mdd_with_design_effect'))}).", ""]
+    lines += [f"Minimum detectable difference of this design at 80% power: {gap(mdd.get('mdd'))} "
+              f"(with the task design effect: {gap(mdd.get('mdd_with_design_effect'))}).", ""]
     rows = []
     for e in cal.get("evidence", []):
         verdict = "score changes" if e.get("score_above_floor") else ("within noise" if e.get("within_noise") else "unclear")
         rows.append([e.get("label", ""), rate(e.get("infra_error_rate")), rate(e.get("score")),
-                     pts(e.get("score_diff_vs_reference")), pval(e.get("infra_p_holm")), pval(e.get("score_cmh_p_holm")),
+                     pts(e.get("score_diff_vs_reference")), pts(e.get("headline_diff_vs_reference")),
+                     pval(e.get("infra_p_holm")), pval(e.get("score_cmh_p_holm")),
                      ("fewer infra errors; " if e.get("infra_reduced") else "") + verdict])
     if rows:
-        lines += _table(["candidate", "infra-error rate", "score", "score diff vs floor", "infra p (Holm)",
-                         "score CMH p (Holm)", "reading"], rows)
+        lines += _table(["candidate", "infra-error rate", "agent score (infra excl.)", "agent score diff", "headline diff",
+                         "infra p (Holm)", "agent score CMH p (Holm)", "reading"], rows)
     return lines
 
 

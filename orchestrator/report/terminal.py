@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.report.text import limit, pct, pts, pval, rate
+from orchestrator.report.text import gap, limit, pct, pts, pval, rate
 
 
 def print_report(doc: dict[str, Any], console: Console) -> None:
@@ -37,15 +37,16 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
                       for c in doc["configurations"]))
     ref = stats.get("reference")
     ct = Table(title=f"Against the reference {ref} (p raw / Holm-adjusted)", title_justify="left")
-    for h in ("config", "score diff", "sign test", "CMH (by task)", "infra rate", "exact infra test"):
+    for h in ("config", "score diff", "sign test", "CMH (by task)", "infra-excl. diff, CMH", "infra rate", "exact infra test"):
         ct.add_column(h, no_wrap=True)
     for it in (stats.get("comparisons") or {}).get("items", []):
         if it["a"] != ref:
             continue
-        s, inf = it["score"], it["infra"]
+        s, x, inf = it["score"], it["score_infra_excluded"], it["infra"]
         ct.add_row(it["b"], pts(s.get("diff")),
                    f"{pval(s['sign']['p'])} / {pval(s['sign'].get('p_holm'))}",
                    f"{pval(s['cmh']['p'])} / {pval(s['cmh'].get('p_holm'))}",
+                   f"{pts(x.get('diff'))}: {pval(x['cmh']['p'])} / {pval(x['cmh'].get('p_holm'))}",
                    f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
                    f"{pval(inf.get('p'))} / {pval(inf.get('p_holm'))}")
     console.print(ct)
@@ -54,7 +55,7 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
     pass_tr = (tr.get("pass") or {}).get("clustered") or {}
     console.print(f"trend across multipliers (clustered by task): infra-error rate {inf_tr.get('direction') or '—'} "
                   f"p={pval(inf_tr.get('p'))}; pass rate {pass_tr.get('direction') or '—'} p={pval(pass_tr.get('p'))}. "
-                  f"Minimum detectable difference: {pts((stats.get('mdd') or {}).get('mdd'))}.")
+                  f"Minimum detectable difference: {gap((stats.get('mdd') or {}).get('mdd'))}.")
     cal = stats.get("calibration") or {}
     if cal.get("status") == "recommended":
         console.print(f"[bold green]calibration:[/] {cal.get('summary')}")

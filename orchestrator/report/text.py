@@ -33,3 +33,8 @@ def limit(mult: float | None) -> str:
 
 def mib(b: float | None) -> str:
     return "—" if b is None else f"{b / 2**20:.0f} MiB"
+
+
+def gap(x: float | None) -> str:
+    """A size of difference (no sign), in percentage points."""
+    return "—" if x is None else f"{100 * x:.1f} pts"

@@ -176,19 +176,26 @@ def _compare_cells(
     infra["a"] = wilson(infra["x_a"], infra["n_a"]).to_dict()
     infra["b"] = wilson(infra["x_b"], infra["n_b"]).to_dict()
     diff = None if sa.estimate is None or sb.estimate is None else sb.estimate - sa.estimate
+    # The agent's score where the infrastructure held: infra and harness errors leave the denominator.
+    ma = cnt_a[:, PASSED] + cnt_a[:, FAILED] + cnt_a[:, TIMEOUT]
+    mb = cnt_b[:, PASSED] + cnt_b[:, FAILED] + cnt_b[:, TIMEOUT]
+    xa, xb = wilson(int(pa.sum()), int(ma.sum())), wilson(int(pb.sum()), int(mb.sum()))
+    xdiff = None if xa.estimate is None or xb.estimate is None else xb.estimate - xa.estimate
     return {
         "a": label_a,
         "b": label_b,
         "score": {"a": sa.to_dict(), "b": sb.to_dict(), "diff": diff, "paired": tp, "sign": sign, "cmh": cmh},
+        "score_infra_excluded": {"a": xa.to_dict(), "b": xb.to_dict(), "diff": xdiff,
+                                 "cmh": cmh_test(pa, ma, pb, mb).to_dict()},
         "infra": infra,
     }
 
 
 def _apply_holm(comparisons: list[dict[str, Any]]) -> int:
-    """Holm over every test in the list (sign, CMH, infra per comparison). Returns family size."""
+    """Holm over every test in the list (sign, both CMHs, infra per comparison). Returns family size."""
     slots = []
     for comp in comparisons:
-        slots += [comp["score"]["sign"], comp["score"]["cmh"], comp["infra"]]
+        slots += [comp["score"]["sign"], comp["score"]["cmh"], comp["score_infra_excluded"]["cmh"], comp["infra"]]
     adj = holm([s["p"] for s in slots])
     for s, a in zip(slots, adj):
         s["p_holm"] = a
@@ -225,6 +232,8 @@ def _mdd_block(block: dict[str, Any]) -> dict[str, Any]:
     icc = block["se"]["icc"] or 0.0
     cond = power.mdd(n, base)
     clus = power.mdd(n, base, n_tasks=block["n_tasks"], icc=icc)
+    excl = block["score_infra_excluded"]
+    cond_excl = power.mdd(excl["n"], excl["estimate"] or 0.0) if excl["n"] else None
     return {
         "config": block["label"],
         "primary": "conditional",
@@ -234,6 +243,7 @@ def _mdd_block(block: dict[str, Any]) -> dict[str, Any]:
         "mdd_up": cond.mdd_up,
         "mdd_down": cond.mdd_down,
         "mdd_with_design_effect": clus.mdd,
+        "infra_excluded": None if cond_excl is None else cond_excl.to_dict(),
         "note": "two-sample arcsine (Cohen h) power via statsmodels NormalIndPower, 80% power, two-sided "
         "alpha 0.05. 'conditional' (primary, used by calibration) is the noise of paired comparisons on "
         "these tasks; 'with_design_effect' uses 1 + (m - 1) * icc (reference config's intra-task "
@@ -305,7 +315,7 @@ def analyze(
         "comparisons": {
             "adjustment": "holm",
             "family_size": family,
-            "family": "every sign, CMH and infra test in this list",
+            "family": "every sign, CMH (both scores) and infra test in this list",
             "items": comparisons,
         },
         "trends": trends,

@@ -15,10 +15,19 @@ later in the canonical order -- more headroom -- are candidates):
 * infra_reduced: Holm-adjusted exact test (Boschloo; Fisher above the size cap)
   p < alpha AND the infra-error rate is below the reference's.
 * score_above_floor: Holm-adjusted CMH (stratified by task) p < alpha AND the
-  headline score (infra counted as failure) is higher than the reference's.
-* within_noise: the CMH test is not significant (Holm) AND the headline score
-  difference is within the minimum detectable difference (80% power, alpha
-  0.05) in the direction observed. The MDD used is the *conditional* one
+  infra-excluded score (passes among trials the infrastructure let finish) is
+  higher than the reference's.
+* within_noise: that CMH test is not significant (Holm) AND the infra-excluded
+  score difference is within its minimum detectable difference (80% power,
+  alpha 0.05) in the direction observed.
+
+  Why the infra-excluded score and not the headline: under the headline, infra
+  errors count as failures, so a ceiling that removes infra errors raises the
+  headline by construction, and "fewer infra errors" and "score within noise"
+  would contradict each other exactly when the infra effect is large. The
+  question here is whether headroom changes what the *agent* achieves; the
+  infra errors are judged by their own test. Headline differences stay in the
+  evidence for the reader. The MDD used is the *conditional* one
   (trials independent given the task set), which is the noise level of the
   paired tests here; the design-effect MDD is far larger when tasks differ a
   lot and would wave through real score changes.
@@ -87,8 +96,9 @@ def recommend(
     if min_attempts_per_task < min_attempts:
         reasons.append(f"too few attempts per task: {min_attempts_per_task} < {min_attempts}")
 
-    m_up = (mdd or {}).get("mdd_up")
-    m_down = (mdd or {}).get("mdd_down")
+    excl_mdd = (mdd or {}).get("infra_excluded") or {}
+    m_up = excl_mdd.get("mdd_up")
+    m_down = excl_mdd.get("mdd_down")
     recommended = None
     change = None
     last_within = None
@@ -97,8 +107,8 @@ def recommend(
         if comp is None:
             continue
         infra = comp["infra"]
-        cmh = comp["score"]["cmh"]
-        diff = comp["score"]["diff"]
+        cmh = comp["score_infra_excluded"]["cmh"]
+        diff = comp["score_infra_excluded"]["diff"]
         infra_reduced = (
             infra["p_holm"] is not None
             and infra["p_holm"] < alpha
@@ -117,8 +127,12 @@ def recommend(
                 "limit_multiplier": c["limit_multiplier"],
                 "request_multiplier": c["request_multiplier"],
                 "infra_error_rate": c["infra_error_rate"],
-                "score": c["score_infra_as_failure"],
+                "score": c["score_infra_excluded"],
+                "score_basis": "score_infra_excluded",
                 "score_diff_vs_reference": diff,
+                "headline_score": c["score_infra_as_failure"],
+                "headline_diff_vs_reference": comp["score"]["diff"],
+                "headline_cmh_p_holm": comp["score"]["cmh"]["p_holm"],
                 "mean_task_diff_vs_reference": comp["score"]["paired"]["mean_task_diff"],
                 "infra_p": infra["p"],
                 "infra_p_holm": infra["p_holm"],
@@ -165,7 +179,7 @@ def recommend(
     else:
         target_infra, infra_basis = ref_infra / 3.0, "assumed two-thirds reduction (no reduction observed)"
     n_eff_infra = power.n_effective_needed(ref_infra, target_infra, alpha=alpha_plan) if ref_infra > 0 else None
-    base = ref_cfg["score_infra_as_failure"]["estimate"] or 0.0
+    base = ref_cfg["score_infra_excluded"]["estimate"] or 0.0
     n_eff_score = power.n_effective_needed(base, min(1.0, base + target_mdd))
 
     def need(n_eff: float | None, icc: float) -> int | None:

@@ -24,7 +24,7 @@ class PlantedConfig:
 
 
 #: Resembles the Terminal-Bench 2.0 GKE study: infra 5.8% -> 2.1% (3x) -> 0.5%
-#: (unbounded); headline success flat up to 3x, +6 points unbounded.
+#: (unbounded); the agent's success flat up to 3x, +6 points unbounded.
 TERMINAL_BENCH_LIKE: tuple[PlantedConfig, ...] = (
     PlantedConfig("1x-strict", 1.0, 1.0, 0.058),
     PlantedConfig("1x/1.5x", 1.0, 1.5, 0.045),
@@ -47,10 +47,12 @@ def make_sweep(
     """Trial rows: n_tasks x len(configs) x attempts, seeded.
 
     Each task gets an ability p_t ~ Beta(*task_ability) (heterogeneous tasks,
-    so attempts are clustered). A trial passes with probability
-    clip(p_t + shift_c); an infra error takes the top ``infra_rate`` slice of the
-    same uniform draw (so the *headline* pass rate is exactly p_t + shift_c and
-    infra errors replace failures). Other failures split failed/timeout/harness.
+    so attempts are clustered). An infra error strikes with probability
+    ``infra_rate`` whatever the trial would have done (a transient memory spike
+    does not care whether the agent was on track); otherwise the trial passes
+    with probability clip(p_t + shift_c). So the infra-excluded pass rate is
+    p_t + shift_c and the headline is (p_t + shift_c)(1 - infra_rate). Other
+    failures split failed/timeout/harness.
     Task properties (ability, memory) come from ``task_seed`` (default: ``seed``)
     so two runs can share tasks but differ in trial draws.
     """
@@ -68,7 +70,8 @@ def make_sweep(
     p = np.clip(ability[task] + shift, 0.0, 1.0)
     u = rng.random(total)
     v = rng.random(total)
-    outcome_code = np.where(u < p, 0, np.where(u > 1 - q, 3, np.where(v < 0.85, 1, np.where(v < 0.99, 2, 4))))
+    w = rng.random(total)
+    outcome_code = np.where(w < q, 3, np.where(u < p, 0, np.where(v < 0.85, 1, np.where(v < 0.99, 2, 4))))
     outcomes = np.array(["passed", "failed", "timeout", "infra_error", "harness_error"], dtype=object)
     reasons = np.where(outcome_code == 3, np.where(rng.random(total) < 0.85, "oom_killed", "evicted"), None)
     lim_mult = np.array([c.limit_multiplier for c in configs])[cfg]

@@ -149,11 +149,12 @@ def _infra_sweep(rates, n_tasks=40, attempts=25, seed=0):
 
 def test_trend_detects_planted_infra_decline_not_flat():
     down = analyze(_infra_sweep([0.08, 0.05, 0.03, 0.01]))["trends"]["infra_error"]
-    flat = analyze(_infra_sweep([0.04, 0.04, 0.04, 0.04], seed=5))["trends"]["infra_error"]
     for t in (down["cochran_armitage"], down["clustered"]):
         assert t["p"] < 0.001 and t["direction"] == "decreasing"
-    for t in (flat["cochran_armitage"], flat["clustered"]):
-        assert t["p"] > 0.05
+    # A flat sweep is "detected" only at about the nominal 5% rate: count over 20 seeds, not one lucky draw.
+    flats = [analyze(_infra_sweep([0.04] * 4, seed=s))["trends"]["infra_error"] for s in range(20)]
+    for test in ("cochran_armitage", "clustered"):
+        assert sum(f[test]["p"] < 0.05 for f in flats) <= 3
 
 
 def test_cochran_armitage_scaling_documented():
@@ -273,9 +274,9 @@ def test_analyze_json_serialisable_and_shaped():
         assert c["score_infra_excluded"]["n"] == c["counts"]["passed"] + c["counts"]["failed"] + c["counts"]["timeout"]
     items = res["comparisons"]["items"]
     assert len(items) == 5 + 4  # 5 vs reference + 5 neighbours, one shared
-    assert res["comparisons"]["family_size"] == 3 * len(items)
+    assert res["comparisons"]["family_size"] == 4 * len(items)
     for it in items:
-        for t in (it["score"]["sign"], it["score"]["cmh"], it["infra"]):
+        for t in (it["score"]["sign"], it["score"]["cmh"], it["score_infra_excluded"]["cmh"], it["infra"]):
             assert t["p_holm"] >= t["p"]
     assert len(res["tasks"]) == 12
 
@@ -334,3 +335,26 @@ def test_contract_checks_and_notes():
     bad.loc[bad.index[0], "request_multiplier"] = 2.0
     with pytest.raises(ValueError, match="more than one request_multiplier"):
         analyze(bad)
+
+
+def test_calibration_judges_the_agent_score_not_the_headline():
+    """Large infra effect, agent unchanged: the headline rises with every infra error removed, which a
+    headline-based rule would read as 'headroom changes the score' and refuse. The rule judges the
+    infra-excluded score, so it recommends a ceiling and reports the headline jump beside it."""
+    big = (
+        PlantedConfig("1x-strict", 1.0, 1.0, 0.20),
+        PlantedConfig("1x/2x", 1.0, 2.0, 0.08),
+        PlantedConfig("1x/3x", 1.0, 3.0, 0.02),
+        PlantedConfig("unbounded", 1.0, float("nan"), 0.01),
+    )
+    res = analyze(make_sweep(40, 20, big, seed=3))
+    cal = res["calibration"]
+    assert cal["status"] == "recommended", cal["reasons"]
+    by = {e["label"]: e for e in cal["evidence"]}
+    rec = by[cal["recommended_label"]]
+    assert rec["score_basis"] == "score_infra_excluded" and rec["within_noise"] and rec["infra_reduced"]
+    # At 3x the headline is significantly higher, yet the agent's own score is within noise.
+    three = by["1x/3x"]
+    assert three["headline_diff_vs_reference"] > 0.05 and three["headline_cmh_p_holm"] < 0.05
+    assert three["within_noise"] and not three["score_above_floor"]
+    assert cal["score_changes_at_label"] is None
