@@ -85,3 +85,17 @@ def test_missing_tasks_dir_and_missing_store(tmp_path: Path, store: Path) -> Non
 def test_unknown_task_selection(tasks_root: Path, store: Path) -> None:
     write_task(tasks_root, "t", solve=OK_SOLVE)
     assert_user_error(headroom("sweep", str(tasks_root), "--task", "nope*", "--store", str(store)), "tasks", "nope*")
+
+
+def test_rlimit_enforcement_is_said_plainly_and_recorded(tasks_root: Path, store: Path) -> None:
+    write_task(tasks_root, "t", solve=OK_SOLVE)
+    proc = headroom("sweep", str(tasks_root), "--multipliers", "1,unbounded", "--attempts", "1", "--enforcement", "rlimit",
+                    "--store", str(store), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert "enforcement: rlimit" in proc.stderr and "CPU limits are NOT enforced" in proc.stderr
+    import json
+
+    doc = json.loads(proc.stdout)
+    assert doc["run"]["enforcement"] == "rlimit"
+    assert all(c["enforcement"] == ["rlimit"] for c in doc["configurations"])
+    assert doc["provenance"]["backend"]["enforcement_fallback_reason"] == "rlimit enforcement requested"
