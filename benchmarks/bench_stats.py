@@ -21,8 +21,38 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from orchestrator.report import document, markdown  # noqa: E402
 from orchestrator.stats.analyze import analyze  # noqa: E402
 from orchestrator.stats.synthetic import make_sweep  # noqa: E402
+from orchestrator.store.sqlite import Store  # noqa: E402
+
+
+def write_store(df, path: Path) -> Store:
+    """Load the frame into a real headroom store, as a finished run would leave it (not timed)."""
+    store = Store(path)
+    db = store.db
+    run_id = "bench"
+    db.execute("BEGIN")
+    db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?)", (run_id, "bench", "2026-01-01T00:00:00", None, "finished",
+                                                              "local", "cgroup-v1", "{}"))
+    db.execute("INSERT INTO provenance VALUES (?, '{}')", (run_id,))
+    tasks = df.drop_duplicates("task_id")[["task_id", "cluster_id"]]
+    db.executemany("INSERT INTO tasks VALUES (?,?,?,?,?)",
+                   [(run_id, t, "0" * 64, c, "{}") for t, c in tasks.itertuples(index=False)])
+    ids = [f"{t}:{c}:{a}" for t, c, a in zip(df["task_id"], df["config_label"], df["attempt"])]
+    lim = [None if v != v else v for v in df["limit_multiplier"].tolist()]
+    db.executemany("INSERT INTO trials VALUES (?,?,?,?,?,?,?,?,?)",
+                   zip([run_id] * len(df), ids, df["task_id"], df["config_label"], df["request_multiplier"], lim,
+                       df["attempt"], [0] * len(df), range(len(df))))
+    none = lambda col: [None if v != v else v for v in df[col].tolist()]  # noqa: E731
+    db.executemany(
+        "INSERT INTO executions (run_id, trial_id, try, status, final, started_at, outcome, reason, enforcement, qos_class,"
+        " duration_s, cost_usd, tokens_in, tokens_out, peak_memory_bytes, limit_memory_bytes)"
+        " VALUES (?,?,0,'finished',1,'2026-01-01',?,?,'cgroup-v1','Burstable',?,?,?,?,?,?)",
+        zip([run_id] * len(df), ids, df["outcome"], df["reason"], df["duration_s"], none("cost_usd"), none("tokens_in"),
+            none("tokens_out"), none("peak_memory_bytes"), none("memory_limit_bytes")))
+    db.execute("COMMIT")
+    return store
 
 
 def _rates(counts: dict[str, dict[str, int]]) -> dict[str, dict[str, float]]:
@@ -58,6 +88,8 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=100)
     ap.add_argument("--attempts", type=int, default=1667)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--store", action=argparse.BooleanOptionalAction, default=True,
+                    help="also time the whole `headroom report` path from a SQLite store")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -89,6 +121,18 @@ def main() -> None:
     print(f"ratio analyze / column-list loop               : {t_an / t_loop:8.2f}x")
     print(f"ratio analyze / itertuples loop                : {t_an / t_it:8.2f}x")
     print(f"calibration: {result['calibration']['status']} -> {result['calibration'].get('recommended_label')}")
+
+    if args.store:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            store = write_store(df, Path(tmp) / "bench.db")
+            t0 = time.perf_counter()
+            doc = document.build(store, "bench")
+            text = markdown.render(doc)
+            t_rep = time.perf_counter() - t0
+            assert sum(c["n"] for c in doc["configurations"]) == len(df) and "## Metrics" in text
+            print(f"store -> report document -> Markdown         : {t_rep:8.3f} s  ({t_rep / t_loop:.1f}x the column-list loop)")
 
 
 if __name__ == "__main__":

@@ -221,7 +221,7 @@ def report(store_path: Path, run_id: str | None, fmt: str, output: Path | None, 
             reference = ResourceConfig.parse(reference).label
         except (LabelError, ValidationError):
             raise UserError(f"unknown configuration label {reference!r}", field="--reference") from None
-        planned = {r["config_label"] for r in store.planned_trials(store.run(run_id).run_id)}
+        planned = store.planned_labels(store.run(run_id).run_id)
         if reference not in planned:
             raise UserError(f"run has no configuration {reference!r} (has: {', '.join(sorted(planned))})", field="--reference")
     _print_report(store, run_id, fmt, output, reference)

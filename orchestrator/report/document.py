@@ -19,16 +19,6 @@ from orchestrator.store.sqlite import Store
 SCHEMA = "headroom.report/1"
 
 
-def _per_config_facts(df: pd.DataFrame) -> dict[str, dict[str, list[str]]]:
-    out: dict[str, dict[str, list[str]]] = {}
-    for label, sub in df.groupby("config_label", sort=False):
-        out[str(label)] = {
-            "enforcement": sorted(sub["enforcement"].dropna().unique().tolist()),
-            "qos_class": sorted(sub["qos_class"].dropna().unique().tolist()),
-        }
-    return out
-
-
 def provenance_mix(prov: dict[str, Any]) -> dict[str, Any]:
     """How the task set is made up: sources, licences, release status, clusters."""
     tasks = prov.get("tasks", {})
@@ -59,11 +49,11 @@ def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[st
 def build(store: Store, run_id: str | None = None, reference: str | None = None) -> dict[str, Any]:
     info = store.run(run_id)
     df = store.trial_frame(info.run_id)
-    planned = len(store.planned_trials(info.run_id))
+    planned = store.planned_count(info.run_id)
     prov = store.provenance(info.run_id)
     tries = store.try_counts(info.run_id)
     stats = analyze(df, reference=reference) if len(df) else None
-    facts = _per_config_facts(df)
+    facts = store.config_facts(info.run_id)
     configurations = [{**c, **facts.get(c["label"], {})} for c in (stats or {}).get("configs", [])]
     return {
         "schema": SCHEMA,

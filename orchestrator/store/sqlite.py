@@ -178,22 +178,49 @@ class Store:
 
     # -- analysis input ------------------------------------------------------------------
     def trial_frame(self, run_id: str) -> pd.DataFrame:
-        """One row per planned trial with a final result: the statistics' input (see orchestrator.stats)."""
-        q = """
-            SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt, t.trial_id,
-                   k.cluster_id, e.outcome, e.reason, e.reward, e.duration_s, e.cost_usd, e.tokens_in, e.tokens_out,
-                   e.peak_memory_bytes, e.limit_memory_bytes AS memory_limit_bytes, e.cpu_time_s, e.enforcement,
-                   e.qos_class, e.try AS tries_before_final, e.started_at
-            FROM trials t
-            JOIN executions e ON e.run_id = t.run_id AND e.trial_id = t.trial_id AND e.final = 1
-            JOIN tasks k ON k.run_id = t.run_id AND k.task_id = t.task_id
-            WHERE t.run_id = ?
-            ORDER BY t.ord
+        """One row per planned trial with a final result: the statistics' input (see orchestrator.stats).
+
+        Built for a million rows: only the columns the statistics read, no ORDER BY,
+        tuples instead of Row objects, and the task -> cluster map joined in pandas.
         """
-        df = pd.read_sql_query(q, self.db, params=(run_id,))
-        for col in ("limit_multiplier", "cost_usd", "tokens_in", "tokens_out", "peak_memory_bytes", "memory_limit_bytes"):
+        cur = self.db.cursor()
+        cur.row_factory = None
+        cur.execute(
+            """SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,
+                      e.outcome, e.reason, e.duration_s, e.cost_usd, e.tokens_in, e.tokens_out,
+                      e.peak_memory_bytes, e.limit_memory_bytes AS memory_limit_bytes
+               FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
+               WHERE e.run_id = ? AND e.final = 1""",
+            (run_id,),
+        )
+        df = pd.DataFrame(cur.fetchall(), columns=[c[0] for c in cur.description])
+        clusters = dict(self.db.execute("SELECT task_id, cluster_id FROM tasks WHERE run_id=?", (run_id,)).fetchall())
+        df["cluster_id"] = df["task_id"].map(clusters)
+        for col in ("request_multiplier", "limit_multiplier", "duration_s", "cost_usd", "tokens_in", "tokens_out",
+                    "peak_memory_bytes", "memory_limit_bytes"):
             df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
         return df
+
+    def config_facts(self, run_id: str) -> dict[str, dict[str, list[str]]]:
+        """Per configuration: the enforcement mechanisms and QoS classes its final tries ran under."""
+        out: dict[str, dict[str, list[str]]] = {}
+        for label, enforcement, qos in self.db.execute(
+            """SELECT DISTINCT t.config_label, e.enforcement, e.qos_class
+               FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
+               WHERE e.run_id = ? AND e.final = 1""",
+            (run_id,),
+        ).fetchall():
+            facts = out.setdefault(label, {"enforcement": [], "qos_class": []})
+            for key, value in (("enforcement", enforcement), ("qos_class", qos)):
+                if value is not None and value not in facts[key]:
+                    facts[key] = sorted([*facts[key], value])
+        return out
+
+    def planned_labels(self, run_id: str) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT DISTINCT config_label FROM trials WHERE run_id=?", (run_id,))}
+
+    def planned_count(self, run_id: str) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM trials WHERE run_id=?", (run_id,)).fetchone()[0])
 
     def try_counts(self, run_id: str) -> dict[str, int]:
         """Raw accounting: every finished or abandoned try, retries included."""
