@@ -16,7 +16,7 @@ from rich.console import Console
 from orchestrator import sweep as sweep_mod
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.backends.local.cgroups import CgroupUnavailable
-from orchestrator.errors import SpecError, UserError
+from orchestrator.errors import SpecError, UserError, first_validation_error
 from orchestrator.progress import SweepProgress
 from orchestrator.spec.experiment import DEFAULT_MULTIPLIERS, Experiment
 from orchestrator.spec.resources import LabelError, ResourceConfig
@@ -28,20 +28,13 @@ err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() el
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
-def _validation_message(exc: ValidationError) -> tuple[str, str]:
-    e = exc.errors()[0]
-    field = ".".join(str(p) for p in e["loc"])
-    msg = "required field is missing" if e["type"] == "missing" else e["msg"].removeprefix("Value error, ")
-    return field, msg
-
-
 def parse_multipliers(text: str) -> list[ResourceConfig]:
     try:
         return [ResourceConfig.parse(part) for part in text.split(",") if part.strip()]
     except LabelError as exc:
         raise UserError(str(exc), field="--multipliers") from None
     except ValidationError as exc:
-        raise UserError(_validation_message(exc)[1], field="--multipliers") from None
+        raise UserError(first_validation_error(exc)[1], field="--multipliers") from None
 
 
 def load_experiment_file(path: Path) -> dict[str, Any]:
@@ -60,10 +53,8 @@ def build_experiment(fields: dict[str, Any], source: str | None) -> Experiment:
     try:
         return Experiment.model_validate(fields)
     except ValidationError as exc:
-        field, msg = _validation_message(exc)
+        field, msg = first_validation_error(exc)
         raise SpecError(msg, file=source, field=field) from None
-    except LabelError as exc:
-        raise SpecError(str(exc), file=source, field="configurations") from None
 
 
 def _make_backend(enforcement: str) -> LocalBackend:
@@ -71,6 +62,10 @@ def _make_backend(enforcement: str) -> LocalBackend:
         backend = LocalBackend(enforcement)  # type: ignore[arg-type]
     except CgroupUnavailable as exc:
         raise UserError(f"--enforcement cgroup: no usable cgroup hierarchy ({exc})") from None
+    return backend
+
+
+def _announce(backend: LocalBackend) -> None:
     if backend.enforcement == "rlimit":
         err.print(
             "[bold yellow]enforcement: rlimit[/] — no cgroup could be created"
@@ -79,14 +74,13 @@ def _make_backend(enforcement: str) -> LocalBackend:
         )
     else:
         err.print(f"enforcement: {backend.enforcement} (kernel memory limit, OOM counter, CPU quota)")
-    return backend
 
 
 def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: str | None, resume: bool,
                enforcement: str, quiet: bool = False) -> tuple[Store, str, bool]:
     """Returns (store, run_id, interrupted)."""
     if resume:
-        store = Store.open_existing(store_path)
+        store = Store.open_for_resume(store_path)
         run_id, experiment, tasks = sweep_mod.resume(store, resume_run)
         err.print(f"resuming run {run_id} from {store_path}")
     else:
@@ -94,9 +88,14 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
         task_list = sweep_mod.prepare(experiment)  # rejects bad input before anything is written
         store = None  # type: ignore[assignment]
     backend = _make_backend(enforcement)
+    if resume and backend.enforcement != store.run(run_id).enforcement:
+        err.print(f"[bold yellow]warning:[/] this run started under {store.run(run_id).enforcement}; the rest runs under "
+                  f"{backend.enforcement}. Each trial records its own enforcement.")
     try:
         if not resume:
             store = Store(store_path)
+        _announce(backend)
+        if not resume:
             run_id, tasks = sweep_mod.start(experiment, task_list, store, backend, argv=sys.argv)
             err.print(f"run {run_id}: {len(tasks)} tasks x {len(experiment.configurations)} configurations x "
                       f"{experiment.attempts} attempts -> {store_path}")
@@ -154,11 +153,24 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
           enforcement: str, experiment_file: Path | None, resume: bool, run_id: str | None, fmt: str) -> None:
     """Run a resource sweep over the tasks in TASKS_DIR."""
     experiment = None
-    if not resume:
+    if resume:
+        fixed = ("tasks_dir", "multipliers", "attempts", "concurrency", "agent_kind", "agent_command", "agent_env", "model",
+                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file")
+        changed = [n for n in fixed if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
+        if changed:
+            raise UserError(f"--resume continues the run as it was recorded; drop {', '.join(changed)}", field="--resume")
+    else:
         fields: dict[str, Any] = load_experiment_file(experiment_file) if experiment_file else {}
+        source = str(experiment_file) if experiment_file else None
+        for key in ("agent", "model", "retry"):  # merged with flags below, so they must be mappings
+            if key in fields and not isinstance(fields[key], dict):
+                raise SpecError(f"expected a mapping, got {type(fields[key]).__name__}", file=source, field=key)
         given = lambda name: ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT  # noqa: E731
         if tasks_dir is not None:
-            fields["tasks_dir"] = str(tasks_dir)
+            fields["tasks_dir"] = str(tasks_dir.resolve())
+        elif isinstance(fields.get("tasks_dir"), str) and experiment_file:
+            # Relative to the experiment file, and stored absolute so a resume works from anywhere.
+            fields["tasks_dir"] = str((experiment_file.parent / fields["tasks_dir"]).resolve())
         if "tasks_dir" not in fields:
             raise UserError("give TASKS_DIR (or tasks_dir in --experiment, or --resume)")
         if given("multipliers") or "configurations" not in fields:
@@ -168,10 +180,10 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
             if given(name) or key not in fields:
                 fields[key] = value
         agent = dict(fields.get("agent") or {})
-        if given("agent_kind") or "kind" not in agent:
+        if given("agent_kind"):
             agent["kind"] = agent_kind
         if agent_command:
-            agent["command"] = agent_command
+            agent["command"] = agent_command  # implies kind 'command' unless a kind was given
         if agent_env:
             agent["env_passthrough"] = list(agent_env)
         fields["agent"] = agent
@@ -181,7 +193,7 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
             fields["tasks"] = list(task_patterns)
         if given("retries"):
             fields["retry"] = {**(fields.get("retry") or {}), "max_retries": retries}
-        experiment = build_experiment(fields, str(experiment_file) if experiment_file else None)
+        experiment = build_experiment(fields, source)
     store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=run_id, resume=resume, enforcement=enforcement)
     if fmt != "none":
         _print_report(store, rid, fmt)
@@ -199,7 +211,10 @@ def _print_report(store: Store, run_id: str | None, fmt: str, output: Path | Non
         return
     text = render.render_text(doc, "markdown" if fmt == "table" else fmt)
     if output:
-        output.write_text(text)
+        try:
+            output.write_text(text)
+        except OSError as exc:
+            raise UserError(f"cannot write the report ({exc.strerror})", file=str(output)) from None
         err.print(f"report written to {output}")
     else:
         click.echo(text)
@@ -221,9 +236,10 @@ def report(store_path: Path, run_id: str | None, fmt: str, output: Path | None, 
             reference = ResourceConfig.parse(reference).label
         except (LabelError, ValidationError):
             raise UserError(f"unknown configuration label {reference!r}", field="--reference") from None
-        planned = store.planned_labels(store.run(run_id).run_id)
-        if reference not in planned:
-            raise UserError(f"run has no configuration {reference!r} (has: {', '.join(sorted(planned))})", field="--reference")
+        finished = store.finished_labels(store.run(run_id).run_id)
+        if reference not in finished:
+            raise UserError(f"run has no finished trials under {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
+                            field="--reference")
     _print_report(store, run_id, fmt, output, reference)
 
 

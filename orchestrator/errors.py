@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class UserError(Exception):
     """Bad input: names the file and the field when there is one."""
@@ -19,3 +24,11 @@ class UserError(Exception):
 
 class SpecError(UserError):
     """A task or experiment spec that cannot be used."""
+
+
+def first_validation_error(exc: "ValidationError") -> tuple[str, str]:
+    """The first problem pydantic found, as (dotted field path, plain message)."""
+    err = exc.errors()[0]
+    field = ".".join(str(part) for part in err["loc"]) or "(root)"
+    msg = "required field is missing" if err["type"] == "missing" else str(err["msg"]).removeprefix("Value error, ")
+    return field, msg

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from orchestrator.backends.base import Backend
 from orchestrator.classify import Verdict, classify
 from orchestrator.plan import Trial
+from orchestrator.redact import redact, secret_values
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.outcome import HarnessReason, Outcome
@@ -69,8 +70,10 @@ def execute(
     stop: threading.Event | None = None,
 ) -> ExecutionSummary:
     stop = stop or threading.Event()
+    store.claim(run_id)  # refuses if another live process is executing this run
     trials = trials_of(store, run_id)
     abandoned = store.abandon_running(run_id)
+    secrets = secret_values(experiment.agent.env_passthrough)
     tries = store.tries(run_id)
     queue: deque[tuple[Trial, int]] = deque()
     done = 0
@@ -105,6 +108,8 @@ def execute(
                     verdict = Verdict(Outcome.HARNESS_ERROR, HarnessReason.ORCHESTRATOR_ERROR.value)
                 else:
                     facts, verdict = result, classify(result, experiment.reward_threshold)
+                # One choke point for secrets: everything a backend saw passes through here before the store.
+                facts = TrialFacts.model_validate(redact(facts.model_dump(mode="json"), secrets))
                 n_finished = finished_tries.get(trial.trial_id, 0) + 1
                 finished_tries[trial.trial_id] = n_finished
                 retry = (
@@ -112,7 +117,8 @@ def execute(
                     and verdict.reason in experiment.retry.reasons
                     and n_finished <= experiment.retry.max_retries
                 )
-                store.finish_try(run_id, trial.trial_id, try_index, facts, verdict, final=not retry)
+                if not store.finish_try(run_id, trial.trial_id, try_index, facts, verdict, final=not retry):
+                    continue  # the try was settled elsewhere (abandoned); its result must not count
                 summary.ran += 1
                 if retry:
                     summary.retried += 1
@@ -135,6 +141,7 @@ def execute(
         else:
             pool.shutdown(wait=True)
             store.set_status(run_id, "finished")
+        store.release(run_id)
     return summary
 
 

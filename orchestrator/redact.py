@@ -14,7 +14,11 @@ _PATTERNS = [
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key ids
     re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),  # JWTs
     re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._\-]{12,}"),
-    re.compile(r"(?i)\b([A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*)=(\S+)"),
+    # Environment-style assignments (OPENAI_API_KEY=...): upper case only, so flags such as
+    # --max-tokens=4096 keep their value.
+    re.compile(r"\b([A-Z][A-Z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*)=(\S+)"),
+    # Flags that exist to carry a credential.
+    re.compile(r"(--(?:api[-_]?key|token|access[-_]token|auth[-_]token|secret|password))[= ](\S+)"),
 ]
 
 
@@ -33,7 +37,7 @@ def redact_text(text: str, extra: list[str] | None = None) -> str:
         text = text.replace(v, REDACTED)
     for pat in _PATTERNS:
         if pat.groups == 2:
-            text = pat.sub(lambda m: f"{m.group(1)}={REDACTED}" if "=" in m.group(0) else f"{m.group(1)} {REDACTED}", text)
+            text = pat.sub(lambda m: f"{m.group(1)}{m.group(0)[len(m.group(1))]}{REDACTED}", text)
         else:
             text = pat.sub(REDACTED, text)
     return text

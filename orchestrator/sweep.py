@@ -57,6 +57,7 @@ def start(
 def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str, Task]]:
     """Reload a run's experiment and tasks; refuse if the tasks changed since it started."""
     info = store.run(run_id)
+    store.claim(info.run_id)  # first: refuse at once if a live process is executing the run
     experiment = Experiment.model_validate(info.spec)
     if "[REDACTED]" in (experiment.agent.command or ""):
         raise SpecError(
@@ -65,6 +66,9 @@ def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str,
         )
     tasks = load_tasks(Path(experiment.tasks_dir), experiment.tasks)
     recorded = store.provenance(info.run_id)["tasks"]
+    missing = sorted(set(recorded) - {t.id for t in tasks})
+    if missing:
+        raise SpecError(f"tasks of this run are gone: {', '.join(missing)}", file=experiment.tasks_dir)
     for t in tasks:
         if t.id in recorded and recorded[t.id]["digest"] != t.digest:
             raise SpecError("task changed since the run started (content digest differs)", file=t.path)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from orchestrator.errors import UserError
 from orchestrator.stats.analyze import analyze, compare_runs
 from orchestrator.store.sqlite import Store
 
@@ -40,8 +41,9 @@ def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[st
         "excluded_from_infra_excluded_score": [
             {"outcome": o, "reason": None if pd.isna(r) else r, "trials": int(n)} for (o, r), n in reasons.items()
         ],
-        "retried_tries": int(sum(tries.values()) - tries.get("abandoned", 0) - len(df)),
-        "abandoned_tries": int(tries.get("abandoned", 0)),
+        "retried_tries": tries["retried"],
+        "abandoned_tries": tries["abandoned"],
+        "running_tries": tries["running"],
         "unfinished_trials": int(planned - len(df)),
     }
 
@@ -75,6 +77,9 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
 def build_comparison(store_a: Store, run_a: str | None, store_b: Store, run_b: str | None) -> dict[str, Any]:
     ia, ib = store_a.run(run_a), store_b.run(run_b)
     da, db = store_a.trial_frame(ia.run_id), store_b.trial_frame(ib.run_id)
+    for info, frame in ((ia, da), (ib, db)):
+        if frame.empty:
+            raise UserError(f"run {info.run_id} has no finished trials to compare")
     pa, pb = store_a.provenance(ia.run_id), store_b.provenance(ib.run_id)
     changed_tasks = sorted(
         t for t in set(pa["tasks"]) & set(pb["tasks"]) if pa["tasks"][t]["digest"] != pb["tasks"][t]["digest"]

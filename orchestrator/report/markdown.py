@@ -101,6 +101,7 @@ def exclusions_block(doc: dict[str, Any]) -> list[str]:
     lines += _table(["outcome", "reason", "trials"], rows or [["none", "—", "0"]])
     lines += [f"Tries retried after an infra error (kept on record, not counted): {ex['retried_tries']}. "
               f"Tries abandoned by an interruption (re-run on resume, not counted): {ex['abandoned_tries']}. "
+              f"Tries still running (or orphaned by a crash; a resume settles them): {ex['running_tries']}. "
               f"Planned trials without a result: {ex['unfinished_trials']}.", ""]
     return lines
 

@@ -27,10 +27,20 @@ class AgentSpec(BaseModel):
         description="names of host environment variables handed to the agent (values are never recorded)",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _command_implies_kind(cls, data: Any) -> Any:
+        # {command: ...} alone means the user's agent, never the oracle.
+        if isinstance(data, dict) and data.get("command") and "kind" not in data:
+            return {**data, "kind": "command"}
+        return data
+
     @model_validator(mode="after")
     def _command_needs_command(self) -> "AgentSpec":
         if self.kind == "command" and not (self.command and self.command.strip()):
             raise ValueError("agent kind 'command' needs a command")
+        if self.kind == "oracle" and self.command:
+            raise ValueError("the oracle agent runs the task's solution and takes no command; use kind 'command'")
         return self
 
 
@@ -76,8 +86,9 @@ class Experiment(BaseModel):
     @field_validator("configurations", mode="before")
     @classmethod
     def _parse_labels(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [ResourceConfig.parse(v) if isinstance(v, str) else v for v in value]
+        if isinstance(value, list):  # YAML gives [1, 3, unbounded] as ints and strings
+            return [ResourceConfig.parse(str(v)) if isinstance(v, (str, int, float)) and not isinstance(v, bool) else v
+                    for v in value]
         return value
 
     @model_validator(mode="after")

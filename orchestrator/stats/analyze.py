@@ -327,7 +327,7 @@ def analyze(
 
 
 def _align(agg: Aggregates, c: int, tasks: pd.Index) -> np.ndarray:
-    """(T_union, 5) counts of config c of agg re-indexed onto the union task list."""
+    """(T, 5) counts of config c of agg re-indexed onto the given task list (zeros where absent)."""
     out = np.zeros((len(tasks), 5), dtype=np.int64)
     idx = tasks.get_indexer(agg.tasks)
     out[idx] = agg.counts[c]
@@ -356,7 +356,8 @@ def compare_runs(
     if not pairs and ga.n_configs == 1 and gb.n_configs == 1:
         pairs = [(0, 0)]
         notes.append(f"no shared configuration label; compared {ga.labels[0]!r} with {gb.labels[0]!r}")
-    tasks = pd.Index(sorted(set(ga.tasks) | set(gb.tasks)))
+    # Paired tests and the compared rates use only the tasks both runs hold.
+    tasks = pd.Index(sorted(set(ga.tasks) & set(gb.tasks)))
     only_a = sorted(set(ga.tasks) - set(gb.tasks))
     only_b = sorted(set(gb.tasks) - set(ga.tasks))
     comparisons = []

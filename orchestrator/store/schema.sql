@@ -1,4 +1,5 @@
 -- headroom store. One file per project; many runs per file.
+PRAGMA application_id = 1213415757;  -- 'HRDM': marks the file as a headroom store
 -- A planned trial is a row of `trials`; every try of it is a row of `executions`.
 -- Only executions with status 'finished' count; the one with final = 1 is the trial's result.
 CREATE TABLE IF NOT EXISTS runs (
@@ -9,7 +10,8 @@ CREATE TABLE IF NOT EXISTS runs (
     status        TEXT NOT NULL,           -- planned | running | interrupted | finished
     backend       TEXT NOT NULL,
     enforcement   TEXT NOT NULL,
-    spec_json     TEXT NOT NULL            -- the full experiment spec
+    spec_json     TEXT NOT NULL,           -- the full experiment spec
+    owner         TEXT                     -- host:pid of the process executing it now, or NULL
 );
 CREATE TABLE IF NOT EXISTS provenance (
     run_id        TEXT PRIMARY KEY REFERENCES runs(run_id),

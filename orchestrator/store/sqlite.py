@@ -9,6 +9,8 @@ resume marks ``abandoned`` (kept on record, never counted) and runs again.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import uuid
 from dataclasses import dataclass
@@ -22,8 +24,12 @@ import pandas as pd
 from orchestrator.classify import Verdict
 from orchestrator.errors import UserError
 from orchestrator.plan import Trial
+from orchestrator.processes import pid_alive
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.task import Task
+
+
+APPLICATION_ID = 1213415757  # 'HRDM', set by schema.sql
 
 
 def now() -> str:
@@ -43,27 +49,49 @@ class RunInfo:
 
 
 class Store:
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, read_only: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        self.db.executescript(files("orchestrator.store").joinpath("schema.sql").read_text())
+        try:
+            if read_only:
+                self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30, isolation_level=None)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self.db.row_factory = sqlite3.Row
+            if not read_only:
+                # A headroom store carries its application id from birth; any other non-empty
+                # database belongs to someone else and must not be touched.
+                app_id = self.db.execute("PRAGMA application_id").fetchone()[0]
+                has_tables = self.db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None
+                if app_id != APPLICATION_ID and (app_id != 0 or has_tables):
+                    raise UserError("not a headroom store (another application's database)", file=str(self.path))
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA synchronous=NORMAL")
+                self.db.execute("PRAGMA foreign_keys=ON")
+                self.db.executescript(files("orchestrator.store").joinpath("schema.sql").read_text())
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"cannot use as a headroom store ({exc})", file=str(self.path)) from None
+        except OSError as exc:
+            raise UserError(f"cannot create the store ({exc.strerror})", file=str(self.path)) from None
 
     @classmethod
     def open_existing(cls, path: Path | str) -> "Store":
+        """Open a store to read it (report, runs, compare): never creates or changes anything."""
         p = Path(path)
         if not p.is_file():
             raise UserError("no such store (run `headroom sweep` first)", file=str(p))
+        store = cls(p, read_only=True)
         try:
-            store = cls(p)
-            store.db.execute("SELECT 1 FROM runs LIMIT 1").fetchall()
+            if store.db.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                raise UserError("not a headroom store", file=str(p))
         except sqlite3.DatabaseError as exc:
             raise UserError(f"not a headroom store ({exc})", file=str(p)) from None
         return store
+
+    @classmethod
+    def open_for_resume(cls, path: Path | str) -> "Store":
+        Store.open_existing(path).close()  # the same checks, before anything is written
+        return cls(path)
 
     def close(self) -> None:
         self.db.close()
@@ -77,8 +105,8 @@ class Store:
         run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
         with self._tx():
             self.db.execute(
-                "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?)",
-                (run_id, name, now(), None, "planned", backend, enforcement, json.dumps(spec, sort_keys=True)),
+                "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
+                (run_id, name, now(), None, "planned", backend, enforcement, json.dumps(spec, sort_keys=True), None),
             )
             self.db.execute("INSERT INTO provenance VALUES (?,?)", (run_id, json.dumps(provenance, sort_keys=True)))
             self.db.executemany(
@@ -94,6 +122,26 @@ class Store:
                 ],
             )
         return run_id
+
+    def claim(self, run_id: str) -> None:
+        """Take a run for execution; refuse while another live process executes it.
+
+        Without this, a resume started while the first process still runs would
+        mark that process's tries abandoned and run them a second time.
+        """
+        me = f"{socket.gethostname()}:{os.getpid()}"
+        with self._tx():
+            row = self.db.execute("SELECT owner FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            owner = row["owner"] if row else None
+            if owner and owner != me:
+                host, _, pid = owner.rpartition(":")
+                if host != socket.gethostname() or pid_alive(int(pid)):
+                    raise UserError(f"run {run_id} is being executed by process {owner}; wait for it or stop it first",
+                                    file=str(self.path))
+            self.db.execute("UPDATE runs SET owner=? WHERE run_id=?", (me, run_id))
+
+    def release(self, run_id: str) -> None:
+        self.db.execute("UPDATE runs SET owner=NULL WHERE run_id=?", (run_id,))
 
     def set_status(self, run_id: str, status: str) -> None:
         finished = now() if status == "finished" else None
@@ -153,22 +201,26 @@ class Store:
             (run_id, trial_id, try_index, "running", now()),
         )
 
-    def finish_try(self, run_id: str, trial_id: str, try_index: int, facts: TrialFacts, verdict: Verdict, final: bool) -> None:
+    def finish_try(self, run_id: str, trial_id: str, try_index: int, facts: TrialFacts, verdict: Verdict, final: bool) -> bool:
+        """Record a try's result; False (and nothing written) if the try is no longer running."""
         ar = facts.agent_result
         with self._tx():
-            self.db.execute(
+            cur = self.db.execute(
                 """UPDATE executions SET status='finished', final=?, finished_at=?, outcome=?, reason=?, reward=?,
                    enforcement=?, qos_class=?, request_cpus=?, request_memory_bytes=?, limit_cpus=?, limit_memory_bytes=?,
                    peak_memory_bytes=?, cpu_time_s=?, duration_s=?, tokens_in=?, tokens_out=?, cost_usd=?
-                   WHERE run_id=? AND trial_id=? AND try=?""",
+                   WHERE run_id=? AND trial_id=? AND try=? AND status='running'""",
                 (int(final), now(), verdict.outcome.value, verdict.reason, facts.reward, facts.enforcement, facts.qos_class,
                  facts.request_cpus, facts.request_memory_bytes, facts.limit_cpus, facts.limit_memory_bytes,
                  facts.peak_memory_bytes, facts.cpu_time_s, facts.duration_s, _num(ar.get("tokens_in")),
                  _num(ar.get("tokens_out")), _num(ar.get("cost_usd")), run_id, trial_id, try_index),
             )
+            if cur.rowcount != 1:
+                return False
             self.db.execute(
                 "INSERT OR REPLACE INTO evidence VALUES (?,?,?,?)", (run_id, trial_id, try_index, facts.model_dump_json())
             )
+        return True
 
     def evidence(self, run_id: str, trial_id: str) -> list[dict[str, Any]]:
         return [
@@ -216,22 +268,28 @@ class Store:
                     facts[key] = sorted([*facts[key], value])
         return out
 
-    def planned_labels(self, run_id: str) -> set[str]:
-        return {r[0] for r in self.db.execute("SELECT DISTINCT config_label FROM trials WHERE run_id=?", (run_id,))}
+    def finished_labels(self, run_id: str) -> set[str]:
+        """Configurations with at least one final result."""
+        return {r[0] for r in self.db.execute(
+            """SELECT DISTINCT t.config_label FROM executions e
+               JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
+               WHERE e.run_id = ? AND e.final = 1""", (run_id,))}
 
     def planned_count(self, run_id: str) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM trials WHERE run_id=?", (run_id,)).fetchone()[0])
 
     def try_counts(self, run_id: str) -> dict[str, int]:
-        """Raw accounting: every finished or abandoned try, retries included."""
-        rows = self.db.execute(
-            "SELECT status, outcome, COUNT(*) n FROM executions WHERE run_id=? GROUP BY status, outcome", (run_id,)
-        )
-        out: dict[str, int] = {}
-        for r in rows:
-            key = r["outcome"] if r["status"] == "finished" else r["status"]
-            out[key] = out.get(key, 0) + r["n"]
-        return out
+        """Raw accounting of every try: results, retried tries, abandoned and still-running ones."""
+        row = self.db.execute(
+            """SELECT COUNT(*) AS all_tries,
+                      SUM(status='finished' AND final=1) AS final,
+                      SUM(status='finished' AND final=0) AS retried,
+                      SUM(status='abandoned') AS abandoned,
+                      SUM(status='running') AS running
+               FROM executions WHERE run_id=?""",
+            (run_id,),
+        ).fetchone()
+        return {k: int(row[k] or 0) for k in ("all_tries", "final", "retried", "abandoned", "running")}
 
     # -- plumbing ----------------------------------------------------------------------
     def _tx(self) -> "_Tx":

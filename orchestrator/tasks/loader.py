@@ -8,19 +8,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from orchestrator.errors import SpecError
+from orchestrator.errors import SpecError, first_validation_error
 from orchestrator.spec.task import Task, TaskSpec
 
 REQUIRED_FILES = ("instruction.md", "tests/test.sh")
-
-
-def _first_error(exc: ValidationError) -> tuple[str, str]:
-    err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or "(root)"
-    msg = err["msg"]
-    if err["type"] == "missing":
-        msg = "required field is missing"
-    return field, msg
 
 
 def digest_dir(path: Path) -> str:
@@ -42,21 +33,22 @@ def load_task(path: Path) -> Task:
         raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"malformed TOML ({exc})", file=str(toml_path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read ({exc})", file=str(toml_path)) from None
     try:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as exc:
-        field, msg = _first_error(exc)
+        field, msg = first_validation_error(exc)
         raise SpecError(msg, file=str(toml_path), field=field) from None
     for rel in REQUIRED_FILES:
         if not (path / rel).is_file():
             raise SpecError("required file is missing", file=str(path / rel))
-    return Task(
-        id=path.name,
-        path=str(path.resolve()),
-        spec=spec,
-        instruction=(path / "instruction.md").read_text(encoding="utf-8"),
-        digest=digest_dir(path),
-    )
+    try:
+        instruction = (path / "instruction.md").read_text(encoding="utf-8")
+        digest = digest_dir(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"cannot read the task ({exc})", file=str(path)) from None
+    return Task(id=path.name, path=str(path.resolve()), spec=spec, instruction=instruction, digest=digest)
 
 
 def load_tasks(root: Path, select: list[str] | None = None) -> list[Task]:
@@ -69,6 +61,8 @@ def load_tasks(root: Path, select: list[str] | None = None) -> list[Task]:
 
     if not root.exists():
         raise SpecError("tasks directory does not exist", file=str(root))
+    if not root.is_dir():
+        raise SpecError("not a directory of tasks", file=str(root))
     if (root / "task.toml").is_file():
         candidates = [root]
     else:

@@ -13,6 +13,8 @@ from orchestrator.classify import classify
 from orchestrator.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.outcome import Outcome
+from orchestrator.store.sqlite import Store
+from orchestrator.sweep import prepare, run, start
 from orchestrator.tasks.loader import load_tasks
 from tests.taskfactory import HOG, requires_cgroups, write_task
 
@@ -118,18 +120,26 @@ def test_each_trial_gets_its_own_workdir_removed_after(tasks_root: Path, tmp_pat
     assert not any(Path(d).exists() for d in dirs)
 
 
-def test_secrets_handed_to_the_agent_never_reach_the_evidence(tasks_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DEMO_API_KEY", "sk-live-abcdefghijklmnop1234567890")
-    write_task(tasks_root, "leaky", solve='echo "my key is $DEMO_API_KEY"; touch "$HEADROOM_WORKDIR/out"\n')
-    tasks = {t.id: t for t in load_tasks(tasks_root)}
+def test_secrets_handed_to_the_agent_never_reach_the_store(tasks_root: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-live-abcdefghijklmnop1234567890"
+    monkeypatch.setenv("DEMO_API_KEY", secret)
+    seen = tmp_path / "verifier-saw.txt"
+    write_task(tasks_root, "leaky", solve='echo "my key is $DEMO_API_KEY"; echo "$DEMO_API_KEY" >&2; touch "$HEADROOM_WORKDIR/out"\n',
+               test=f'echo "${{DEMO_API_KEY:-unset}}" > {seen}\n'
+                    'if [ -f "$HEADROOM_WORKDIR/out" ]; then echo 1; else echo 0; fi > "$HEADROOM_LOGS_DIR/reward.txt"\n')
     exp = Experiment(tasks_dir=str(tasks_root), configurations=["unbounded"], attempts=1,
-                     agent={"kind": "command", "command": f"bash {tasks['leaky'].path}/solution/solve.sh",
+                     agent={"command": f"bash {tasks_root}/leaky/solution/solve.sh --token={secret}",
                             "env_passthrough": ["DEMO_API_KEY"]})
+    store = Store(tmp_path / "s.db")
     backend = LocalBackend()
     try:
-        facts = backend.run_trial(plan(exp, list(tasks.values()))[0], tasks["leaky"], exp)
+        run_id, tasks = start(exp, prepare(exp), store, backend)
+        run(store, run_id, exp, tasks, backend)
     finally:
         backend.close()
-    assert classify(facts).outcome is Outcome.PASSED  # the agent did get the key
-    assert "my key is" in facts.agent.stdout_tail
-    assert "sk-live-abcdefghijklmnop1234567890" not in facts.model_dump_json()
+    assert store.trial_frame(run_id)["outcome"].tolist() == ["passed"]  # the agent did get the key
+    assert seen.read_text().strip() == "unset"  # the verifier did not
+    dump = "\n".join(line for line in store.db.iterdump())
+    assert "my key is" in dump
+    assert secret not in dump

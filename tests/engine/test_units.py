@@ -141,7 +141,9 @@ def test_retries_are_bounded_and_every_try_stays_on_record(tasks_root: Path, tmp
     execute(store, run_id, exp, tmap, ScriptedBackend(2))
     df = store.trial_frame(run_id)
     assert len(df) == 4 and set(df["outcome"]) == {"passed"}
-    assert store.try_counts(run_id) == {"infra_error": 8, "passed": 4}
+    assert store.try_counts(run_id) == {"all_tries": 12, "final": 4, "retried": 8, "abandoned": 0, "running": 0}
+    retried = store.db.execute("SELECT DISTINCT outcome, reason FROM executions WHERE run_id=? AND final=0", (run_id,))
+    assert [tuple(r) for r in retried] == [("infra_error", "evicted")]  # the original tries stay on record
     # Evicted three times: retries run out, the infra error is the result.
     run2, tmap = start(exp, tasks, store, ScriptedBackend(3))
     backend = ScriptedBackend(3)

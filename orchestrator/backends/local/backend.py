@@ -16,8 +16,8 @@ import psutil
 
 from orchestrator.backends.local import cgroups
 from orchestrator.backends.local.process import Limits, kill_tree, run_step
-from orchestrator.redact import redact, secret_values
 from orchestrator.plan import Trial
+from orchestrator.processes import pid_alive
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.resources import scale
@@ -98,7 +98,7 @@ class LocalBackend:
         self._cancelled = threading.Event()
         for stale in Path(tempfile.gettempdir()).glob("headroom-*"):
             pid = stale.name.removeprefix("headroom-")
-            if pid.isdigit() and not cgroups.pid_alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 shutil.rmtree(stale, ignore_errors=True)
         self.workroot = Path(tempfile.gettempdir()) / name
         self.workroot.mkdir(parents=True, exist_ok=True)
@@ -111,6 +111,7 @@ class LocalBackend:
         for cg, pids in active:
             for pid in list(pids):
                 kill_tree(pid, cg)
+                kill_tree(pid, None)  # also the session, for a wrapper not yet inside its cgroup
 
     def facts(self) -> dict[str, Any]:
         f = host_facts()
@@ -145,14 +146,15 @@ class LocalBackend:
             qos_class=amounts.qos_class,
         )
         safe = "".join(ch if ch.isalnum() else "-" for ch in trial.trial_id)
+        # mkdtemp's random suffix makes the name unique even when two trial ids differ
+        # only in punctuation; the trial's cgroup takes the same name.
         workdir = Path(tempfile.mkdtemp(prefix=f"{safe}-", dir=self.workroot))
-        app, agent_logs, verifier_logs = workdir / "app", workdir / "logs" / "agent", workdir / "logs" / "verifier"
-        for d in (app, agent_logs, verifier_logs, workdir / "tmp"):
+        app, agent_logs = workdir / "app", workdir / "logs" / "agent"
+        for d in (app, agent_logs, workdir / "home", workdir / "tmp"):
             d.mkdir(parents=True)
         env = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
-        env.update({k: os.environ[k] for k in experiment.agent.env_passthrough if k in os.environ})
         env.update(
-            HOME=str(workdir),
+            HOME=str(workdir / "home"),
             TMPDIR=str(workdir / "tmp"),
             PYTHONDONTWRITEBYTECODE="1",
             HEADROOM_TASK_ID=task.id,
@@ -164,36 +166,47 @@ class LocalBackend:
             HEADROOM_WORKDIR=str(app),
             HEADROOM_INSTRUCTION=task.instruction,
             HEADROOM_INSTRUCTION_FILE=str(Path(task.path) / "instruction.md"),
-            HEADROOM_AGENT_RESULT=str(agent_logs / "result.json"),
         )
+        agent_env = {**env, **{k: os.environ[k] for k in experiment.agent.env_passthrough if k in os.environ},
+                     "HEADROOM_LOGS_DIR": str(agent_logs), "HEADROOM_AGENT_RESULT": str(agent_logs / "result.json")}
         cg = None
         pids: set[int] = set()
-        secrets = secret_values(experiment.agent.env_passthrough)
         started = time.monotonic()
         try:
+            if self._cancelled.is_set():
+                facts.setup_error = "cancelled before start"
+                return facts
             if self.driver:
                 try:
-                    cg = self.driver.create(safe, amounts)
+                    cg = self.driver.create(workdir.name, amounts)
                 except OSError as exc:
                     facts.setup_error = f"cannot create trial cgroup: {exc}"
                     return facts
             with self._lock:
                 self._active[trial.trial_id] = (cg, pids)
+
+            def on_spawn(pid: int) -> None:
+                pids.add(pid)
+                if self._cancelled.is_set():  # cancel() may have run before this pid was known
+                    kill_tree(pid, cg)
+
             limits = Limits(memory_bytes=amounts.limit_memory_bytes)
             tm = experiment.timeout_multiplier
             agent, usage_a = run_step(
-                "agent", self._agent_argv(task, experiment),
-                env={**env, "HEADROOM_LOGS_DIR": str(agent_logs)}, cwd=app, logs_dir=agent_logs,
-                timeout_s=task.spec.agent.timeout_sec * tm, cgroup=cg, limits=limits, on_spawn=pids.add,
+                "agent", self._agent_argv(task, experiment), env=agent_env, cwd=app, logs_dir=agent_logs,
+                timeout_s=task.spec.agent.timeout_sec * tm, cgroup=cg, limits=limits, on_spawn=on_spawn,
             )
             facts.agent = agent
             facts.agent_result = read_agent_result(agent_logs / "result.json")
             usage_v: dict[str, float | int | None] = {}
             if not (agent.timed_out or agent.oom_kills or agent.spawn_error or self._cancelled.is_set()):
+                # Made only now, after every agent process is dead, and outside anything the agent
+                # could write: a reward file here was written by the verifier and nobody else.
+                verifier_logs = Path(tempfile.mkdtemp(prefix="verifier-", dir=workdir))
                 verifier, usage_v = run_step(
                     "verifier", ["bash", str(Path(task.path) / "tests" / "test.sh")],
                     env={**env, "HEADROOM_LOGS_DIR": str(verifier_logs)}, cwd=app, logs_dir=verifier_logs,
-                    timeout_s=task.spec.verifier.timeout_sec * tm, cgroup=cg, limits=limits, on_spawn=pids.add,
+                    timeout_s=task.spec.verifier.timeout_sec * tm, cgroup=cg, limits=limits, on_spawn=on_spawn,
                 )
                 facts.verifier = verifier
                 facts.reward, facts.reward_error = read_reward(verifier_logs)
@@ -210,10 +223,6 @@ class LocalBackend:
         finally:
             with self._lock:
                 self._active.pop(trial.trial_id, None)
-            for step in (facts.agent, facts.verifier):
-                if step is not None:  # an agent may print the key it was handed
-                    step.stdout_tail = redact(step.stdout_tail, secrets)
-                    step.stderr_tail = redact(step.stderr_tail, secrets)
             facts.duration_s = time.monotonic() - started
             if cg is not None:
                 cg.remove()

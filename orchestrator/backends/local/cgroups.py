@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.processes import pid_alive
 from orchestrator.spec.resources import ResourceAmounts
 
 CFS_PERIOD_US = 100_000
@@ -230,17 +231,7 @@ class TrialCgroupV2(TrialCgroup):
         super().kill_all(deadline_s)
 
 
-_RUN_DIR = re.compile(r"^headroom-(\d+)$")
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+_RUN_DIR = re.compile(r"^headroom-(?:supervisor-)?(\d+)$")
 
 
 def reap_stale(base: Path) -> int:
@@ -310,10 +301,19 @@ class CgroupV1Driver(CgroupDriver):
         dirs: dict[str, Path] = {}
         for c, parent in self.parents.items():
             d = parent / name
-            d.mkdir(exist_ok=True)
+            d.mkdir()  # never share: an existing directory is another trial's
             dirs[c] = d
         cg = TrialCgroupV1(dirs)
-        mem, cpu = dirs["memory"], dirs["cpu"]
+        try:
+            self._configure(cg, amounts)
+        except OSError:
+            cg.remove()
+            raise
+        return cg
+
+    @staticmethod
+    def _configure(cg: TrialCgroupV1, amounts: ResourceAmounts) -> None:
+        mem, cpu = cg.dirs["memory"], cg.dirs["cpu"]
         if amounts.limit_memory_bytes is not None:
             _write(mem / "memory.limit_in_bytes", str(amounts.limit_memory_bytes))
             memsw = mem / "memory.memsw.limit_in_bytes"
@@ -327,7 +327,6 @@ class CgroupV1Driver(CgroupDriver):
         _write(cpu / "cpu.cfs_period_us", str(CFS_PERIOD_US))
         if amounts.limit_cpus is not None:
             _write(cpu / "cpu.cfs_quota_us", str(max(1000, int(amounts.limit_cpus * CFS_PERIOD_US))))
-        return cg
 
     def close(self) -> None:
         for p in self.parents.values():
@@ -367,19 +366,26 @@ class CgroupV2Driver(CgroupDriver):
         except OSError as exc:
             if exc.errno != errno.EBUSY:
                 raise
-            # "No internal processes": move our own processes into a leaf, then delegate.
-            leaf = cg / "headroom-supervisor"
+            # "No internal processes": move this orchestrator (only it) into a leaf, then delegate.
+            # If other processes share the cgroup the write still fails, and detect() falls back.
+            leaf = cg / f"headroom-supervisor-{os.getpid()}"
             leaf.mkdir(exist_ok=True)
-            for pid in (cg / "cgroup.procs").read_text().split():
-                try:
-                    _write(leaf / "cgroup.procs", pid)
-                except OSError:
-                    pass
+            _write(leaf / "cgroup.procs", str(os.getpid()))
             _write(ctl, "+memory +cpu")
 
     def create(self, name: str, amounts: ResourceAmounts) -> TrialCgroupV2:
         d = self.parent / name
-        d.mkdir(exist_ok=True)
+        d.mkdir()  # never share: an existing directory is another trial's
+        cg = TrialCgroupV2({"unified": d})
+        try:
+            self._configure(d, amounts)
+        except OSError:
+            cg.remove()
+            raise
+        return cg
+
+    @staticmethod
+    def _configure(d: Path, amounts: ResourceAmounts) -> None:
         if amounts.limit_memory_bytes is not None:
             _write(d / "memory.max", str(amounts.limit_memory_bytes))
             if (d / "memory.swap.max").exists():
@@ -390,7 +396,6 @@ class CgroupV2Driver(CgroupDriver):
         _write(d / "cpu.weight", str(cpu_weight(amounts.request_cpus)))
         if amounts.limit_cpus is not None:
             _write(d / "cpu.max", f"{max(1000, int(amounts.limit_cpus * CFS_PERIOD_US))} {CFS_PERIOD_US}")
-        return TrialCgroupV2({"unified": d})
 
     def close(self) -> None:
         try:
