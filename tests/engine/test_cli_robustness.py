@@ -60,7 +60,7 @@ def test_task_ids_that_differ_only_in_punctuation_do_not_share_a_cgroup(tasks_ro
 
 
 def test_a_second_process_cannot_resume_a_run_that_is_still_executing(tasks_root: Path, tmp_path: Path) -> None:
-    write_task(tasks_root, "slow", solve='sleep 2; touch "$HEADROOM_WORKDIR/out"\n')
+    write_task(tasks_root, "slow", solve='sleep 4; touch "$HEADROOM_WORKDIR/out"\n')
     store = tmp_path / "h.db"
     first = subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", str(tasks_root), "--multipliers", "1",
                               "--attempts", "2", "--concurrency", "1", "--store", str(store), "--format", "none"],
