@@ -1,5 +1,6 @@
 -- headroom store. One file per project; many runs per file.
 PRAGMA application_id = 1213415757;  -- 'HRDM': marks the file as a headroom store
+PRAGMA user_version = 1;             -- schema version, for migrations
 -- A planned trial is a row of `trials`; every try of it is a row of `executions`.
 -- Only executions with status 'finished' count; the one with final = 1 is the trial's result.
 CREATE TABLE IF NOT EXISTS runs (
