@@ -77,7 +77,7 @@ def _announce(backend: LocalBackend) -> None:
 
 
 def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: str | None, resume: bool,
-               enforcement: str, quiet: bool = False) -> tuple[Store, str, bool]:
+               enforcement: str) -> tuple[Store, str, bool]:
     """Returns (store, run_id, interrupted)."""
     if resume:
         store = Store.open_for_resume(store_path)
@@ -102,7 +102,7 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
         stop = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
-            with SweepProgress(err, disable=quiet) as progress:
+            with SweepProgress(err) as progress:
                 result = sweep_mod.run(store, run_id, experiment, tasks, backend,
                                        on_result=progress.on_result, on_pending=progress.on_pending, stop=stop)
         finally:

@@ -13,12 +13,12 @@ from orchestrator.plan import Trial
 
 
 class SweepProgress:
-    def __init__(self, console: Console, disable: bool = False) -> None:
+    def __init__(self, console: Console) -> None:
         self.tally: Counter[str] = Counter()
         self.progress = Progress(
             TextColumn("[bold]sweep[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[tally]}"),
-            console=console, disable=disable, transient=False,
+            console=console, transient=False,
         )
         self.task_id = self.progress.add_task("sweep", total=None, tally="")
 

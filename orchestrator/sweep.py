@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,7 +78,8 @@ def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str,
 
 def run(
     store: Store, run_id: str, experiment: Experiment, tasks: dict[str, Task], backend: Backend,
-    *, on_result: ResultHook | None = None, on_pending=None, stop: threading.Event | None = None,
+    *, on_result: ResultHook | None = None, on_pending: Callable[[int, int], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> SweepResult:
     summary = execute(store, run_id, experiment, tasks, backend, on_result=on_result, on_pending=on_pending, stop=stop)
     return SweepResult(run_id, summary)
