@@ -237,13 +237,23 @@ class Store:
         """
         cur = self.db.cursor()
         cur.row_factory = None
+        # Cost, tokens and time of a trial include its retried tries: they were really spent
+        # to get this result. The retried tries are few, so their aggregate is a small join.
         cur.execute(
             """SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,
-                      e.outcome, e.reason, e.duration_s, e.cost_usd, e.tokens_in, e.tokens_out,
+                      e.outcome, e.reason,
+                      e.duration_s + COALESCE(r.duration_s, 0) AS duration_s,
+                      e.cost_usd + COALESCE(r.cost_usd, 0) AS cost_usd,
+                      e.tokens_in + COALESCE(r.tokens_in, 0) AS tokens_in,
+                      e.tokens_out + COALESCE(r.tokens_out, 0) AS tokens_out,
                       e.peak_memory_bytes, e.limit_memory_bytes AS memory_limit_bytes
                FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
+               LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM(cost_usd) AS cost_usd,
+                                 SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out
+                          FROM executions WHERE run_id = ? AND final = 0 AND status = 'finished'
+                          GROUP BY trial_id) r ON r.trial_id = e.trial_id
                WHERE e.run_id = ? AND e.final = 1""",
-            (run_id,),
+            (run_id, run_id),
         )
         df = pd.DataFrame(cur.fetchall(), columns=[c[0] for c in cur.description])
         clusters = dict(self.db.execute("SELECT task_id, cluster_id FROM tasks WHERE run_id=?", (run_id,)).fetchall())

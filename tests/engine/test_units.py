@@ -127,8 +127,9 @@ class ScriptedBackend:
             self.calls[trial.trial_id] += 1
             n = self.calls[trial.trial_id]
         if n <= self.evict_first_n:
-            return _facts(infra_hint="evicted")
-        return _facts(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=0), reward=1.0)
+            return _facts(infra_hint="evicted", agent_result={"cost_usd": 0.25})
+        return _facts(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=0), reward=1.0,
+                      agent_result={"cost_usd": 0.5})
 
 
 def test_retries_are_bounded_and_every_try_stays_on_record(tasks_root: Path, tmp_path: Path) -> None:
@@ -141,6 +142,7 @@ def test_retries_are_bounded_and_every_try_stays_on_record(tasks_root: Path, tmp
     execute(store, run_id, exp, tmap, ScriptedBackend(2))
     df = store.trial_frame(run_id)
     assert len(df) == 4 and set(df["outcome"]) == {"passed"}
+    assert df["cost_usd"].tolist() == [1.0] * 4  # 0.5 for the result + 2 x 0.25 spent on the evicted tries
     assert store.try_counts(run_id) == {"all_tries": 12, "final": 4, "retried": 8, "abandoned": 0, "running": 0}
     retried = store.db.execute("SELECT DISTINCT outcome, reason FROM executions WHERE run_id=? AND final=0", (run_id,))
     assert [tuple(r) for r in retried] == [("infra_error", "evicted")]  # the original tries stay on record

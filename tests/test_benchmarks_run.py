@@ -1,0 +1,29 @@
+"""The benchmark scripts still run (tiny sizes). Their timings are never asserted here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.taskfactory import requires_cgroups
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def test_stats_benchmark_runs() -> None:
+    res = subprocess.run([sys.executable, str(BENCH / "bench_stats.py"), "--tasks", "12", "--attempts", "4"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "store -> report document -> Markdown" in res.stdout
+
+
+@pytest.mark.cgroup
+@requires_cgroups
+def test_overhead_benchmark_runs() -> None:
+    res = subprocess.run([sys.executable, str(BENCH / "bench_overhead.py"), "--trials", "3", "--repeats", "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("cgroup-v") == 2  # one row per concurrency level
