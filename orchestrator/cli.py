@@ -88,8 +88,8 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
         task_list = sweep_mod.prepare(experiment)  # rejects bad input before anything is written
         store = None  # type: ignore[assignment]
     backend = _make_backend(enforcement)
-    if resume and backend.enforcement != store.run(run_id).enforcement:
-        err.print(f"[bold yellow]warning:[/] this run started under {store.run(run_id).enforcement}; the rest runs under "
+    if resume and backend.enforcement != (started_under := store.run(run_id).enforcement):
+        err.print(f"[bold yellow]warning:[/] this run started under {started_under}; the rest runs under "
                   f"{backend.enforcement}. Each trial records its own enforcement.")
     try:
         if not resume:

@@ -265,6 +265,19 @@ class CgroupDriver:
     mechanism: str
 
     def create(self, name: str, amounts: ResourceAmounts) -> TrialCgroup:
+        """A fresh cgroup for one trial, with its limits set; nothing is left behind if a knob fails."""
+        cg = self._make(name)
+        try:
+            self._configure(cg, amounts)
+        except OSError:
+            cg.remove()
+            raise
+        return cg
+
+    def _make(self, name: str) -> TrialCgroup:
+        raise NotImplementedError
+
+    def _configure(self, cg: TrialCgroup, amounts: ResourceAmounts) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -297,22 +310,15 @@ class CgroupV1Driver(CgroupDriver):
             self.parents[c] = parent
         # Comounted controllers (cpu,cpuacct) share a directory; keep one entry per path.
 
-    def create(self, name: str, amounts: ResourceAmounts) -> TrialCgroupV1:
+    def _make(self, name: str) -> TrialCgroupV1:
         dirs: dict[str, Path] = {}
         for c, parent in self.parents.items():
             d = parent / name
             d.mkdir()  # never share: an existing directory is another trial's
             dirs[c] = d
-        cg = TrialCgroupV1(dirs)
-        try:
-            self._configure(cg, amounts)
-        except OSError:
-            cg.remove()
-            raise
-        return cg
+        return TrialCgroupV1(dirs)
 
-    @staticmethod
-    def _configure(cg: TrialCgroupV1, amounts: ResourceAmounts) -> None:
+    def _configure(self, cg: TrialCgroup, amounts: ResourceAmounts) -> None:
         mem, cpu = cg.dirs["memory"], cg.dirs["cpu"]
         if amounts.limit_memory_bytes is not None:
             _write(mem / "memory.limit_in_bytes", str(amounts.limit_memory_bytes))
@@ -373,19 +379,13 @@ class CgroupV2Driver(CgroupDriver):
             _write(leaf / "cgroup.procs", str(os.getpid()))
             _write(ctl, "+memory +cpu")
 
-    def create(self, name: str, amounts: ResourceAmounts) -> TrialCgroupV2:
+    def _make(self, name: str) -> TrialCgroupV2:
         d = self.parent / name
         d.mkdir()  # never share: an existing directory is another trial's
-        cg = TrialCgroupV2({"unified": d})
-        try:
-            self._configure(d, amounts)
-        except OSError:
-            cg.remove()
-            raise
-        return cg
+        return TrialCgroupV2({"unified": d})
 
-    @staticmethod
-    def _configure(d: Path, amounts: ResourceAmounts) -> None:
+    def _configure(self, cg: TrialCgroup, amounts: ResourceAmounts) -> None:
+        d = cg.dirs["unified"]
         if amounts.limit_memory_bytes is not None:
             _write(d / "memory.max", str(amounts.limit_memory_bytes))
             if (d / "memory.swap.max").exists():
