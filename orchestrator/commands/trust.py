@@ -1,0 +1,69 @@
+"""``headroom audit``, ``headroom tasks provenance`` and ``headroom judge``: how far a task set and its grading can be trusted."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from orchestrator.tasks.loader import load_tasks
+from orchestrator.trust import audit as audit_mod
+from orchestrator.trust.provenance import FIELDS, registry
+from orchestrator.trust.texts import file_items
+
+err = Console(stderr=True, highlight=False)
+
+
+@click.command("audit")
+@click.argument("tasks_dir", type=click.Path(path_type=Path))
+@click.option("--against", multiple=True, type=click.Path(path_type=Path),
+              help="train/dev file (CSV, TSV or JSONL) to check the tasks against; repeatable")
+@click.option("--id-column", default="id", show_default=True, help="id column of --against files")
+@click.option("--text-column", default="text", show_default=True, help="text column of --against files")
+@click.option("--field", "fields", type=click.Choice(["prompt", "prompt+answer", "both"]), default="both", show_default=True,
+              help="compare the prompt alone, prompt plus reference answer, or both")
+@click.option("--threshold", type=float, default=0.8, show_default=True, help="near-duplicate Jaccard similarity of word 3-shingles")
+@click.option("--accept-clusters", "accept", is_flag=True, help="write the proposed template clusters into each task's cluster_id")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="write the JSON lines here instead of stdout")
+def audit_cmd(tasks_dir: Path, against: tuple[Path, ...], id_column: str, text_column: str, fields: str,
+              threshold: float, accept: bool, output: Path | None) -> None:
+    """Find exact and near-duplicate tasks, within the set and against train/dev files (one JSON line per finding)."""
+    tasks = load_tasks(tasks_dir)
+    refs = [it for path in against for it in file_items(path, id_column, text_column)]
+    chosen = ["prompt", "prompt+answer"] if fields == "both" else [fields]
+    with err.status(f"auditing {len(tasks)} tasks against {len(refs)} reference texts"):
+        result = audit_mod.audit(tasks, refs, chosen, threshold)  # type: ignore[arg-type]
+    lines = [json.dumps(r, sort_keys=True) for r in result.records()]
+    if output:
+        output.write_text("".join(f"{line}\n" for line in lines))
+    else:
+        for line in lines:
+            click.echo(line)
+    kinds = {k: sum(1 for f in result.findings if f.type == k) for k in ("exact", "near")}
+    err.print(f"{kinds['exact']} exact and {kinds['near']} near-duplicate pairs; "
+              f"{len(result.clusters)} proposed template clusters")
+    if accept and result.clusters:
+        changed = audit_mod.accept_clusters(tasks, result.clusters)
+        err.print(f"cluster_id written into {len(changed)} task.toml files")
+
+
+@click.command("provenance")
+@click.argument("tasks_dir", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
+def provenance_cmd(tasks_dir: Path, fmt: str) -> None:
+    """Export every task's [provenance] fields, with the fields each task is missing."""
+    rows = registry(load_tasks(tasks_dir))
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=["task_id", *FIELDS, "access_class", "missing"], lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({**r, "missing": ";".join(r["missing"])})
+    sys.stdout.write(buf.getvalue())
