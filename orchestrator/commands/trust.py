@@ -67,3 +67,28 @@ def provenance_cmd(tasks_dir: Path, fmt: str) -> None:
     for r in rows:
         writer.writerow({**r, "missing": ";".join(r["missing"])})
     sys.stdout.write(buf.getvalue())
+
+
+@click.group("judge")
+def judge_group() -> None:
+    """LLM-judge graders: calibrate before trusting."""
+
+
+@judge_group.command("calibrate")
+@click.argument("pairs_file", type=click.Path(path_type=Path))
+@click.option("--endpoint", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+@click.option("--model", required=True, help="the judge model's name at that endpoint")
+@click.option("--api-key-env", help="NAME of the environment variable holding the API key (its value is never recorded)")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="write the JSON report here too")
+def judge_calibrate(pairs_file: Path, endpoint: str, model: str, api_key_env: str | None, output: Path | None) -> None:
+    """Judge every pair in both orders: order consistency, position bias, agreement with human labels (Cohen's kappa), length bias.
+
+    PAIRS_FILE is JSONL: {"id", "prompt", "response_a", "response_b", "human": "a"|"b"|null}.
+    """
+    from orchestrator.trust.judge import Judge, calibrate, judge_pairs, load_pairs, write_report
+
+    pairs = load_pairs(pairs_file)
+    judge = Judge(endpoint, model, api_key_env)
+    with err.status(f"judging {len(pairs)} pairs in both orders"):
+        judged = judge_pairs(judge, pairs)
+    click.echo(write_report({"endpoint": endpoint, "model": model, "calls": judge.calls, **calibrate(judged)}, output))

@@ -45,11 +45,12 @@ def shingles(text: str, k: int) -> set[bytes]:
     return {" ".join(words[i:i + k]).encode() for i in range(len(words) - k + 1)}
 
 
-def _minhash(sh: set[bytes], seed: int = 1) -> LeanMinHash:
-    m = MinHash(num_perm=NUM_PERM, seed=seed)
-    if sh:
-        m.update_batch(list(sh))
-    return LeanMinHash(m)
+def _minhashes(sets: list[set[bytes]], chunk: int = 5000) -> Iterator[LeanMinHash]:
+    """MinHashes of many shingle sets, computed in vectorized batches."""
+    for start in range(0, len(sets), chunk):
+        batch = sets[start:start + chunk]
+        for m in MinHash.bulk([list(s) for s in batch], num_perm=NUM_PERM, seed=1):
+            yield LeanMinHash(m)
 
 
 def _jaccard(a: set[bytes], b: set[bytes]) -> float:
@@ -81,13 +82,14 @@ def near_duplicates(items: list[Item], refs: list[Item], field: str, threshold: 
     keys = [_exact_key(it.text) for it in items]
     lsh = MinHashLSH(threshold=threshold, num_perm=NUM_PERM)
     exact = set(keys)
+    item_mh = list(_minhashes(item_sh))
     with lsh.insertion_session() as session:
-        for idx, sh in enumerate(item_sh):
-            session.insert(str(idx), _minhash(sh))
+        for idx, mh in enumerate(item_mh):
+            session.insert(str(idx), mh)
     # within the set: each item queries the index of all items
     seen: set[tuple[int, int]] = set()
     for i, sh in enumerate(item_sh):
-        for cand in lsh.query(_minhash(sh)):
+        for cand in lsh.query(item_mh[i]):
             j = int(cand)
             if j == i or (min(i, j), max(i, j)) in seen:
                 continue
@@ -99,11 +101,17 @@ def near_duplicates(items: list[Item], refs: list[Item], field: str, threshold: 
                 a, b = sorted((i, j))
                 yield Finding("near", "within", (items[a].id, items[b].id), round(sim, 4), field)
     # against references: each reference queries the items' index
-    for r in refs:
-        rsh = shingles(r.text, k)
+    for start in range(0, len(refs), 5000):
+        chunk = refs[start:start + 5000]
+        yield from _external(chunk, [shingles(r.text, k) for r in chunk], lsh, item_sh, items, exact, field, threshold)
+
+
+def _external(refs: list[Item], ref_sh: list[set[bytes]], lsh: MinHashLSH, item_sh: list[set[bytes]], items: list[Item],
+              exact: set[str], field: str, threshold: float) -> Iterator[Finding]:
+    for r, rsh, mh in zip(refs, ref_sh, _minhashes(ref_sh), strict=True):
         if _exact_key(r.text) in exact:
             continue
-        for cand in lsh.query(_minhash(rsh)):
+        for cand in lsh.query(mh):
             j = int(cand)
             sim = _jaccard(rsh, item_sh[j])
             if sim >= threshold:

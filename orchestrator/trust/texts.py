@@ -20,10 +20,21 @@ from orchestrator.spec.task import Task
 _SPACE = re.compile(r"\s+")
 
 
+class _PunctuationToSpace(dict[int, int | None]):
+    """A str.translate table that computes each character's entry once: punctuation becomes a space."""
+
+    def __missing__(self, code: int) -> int | None:
+        value = 32 if unicodedata.category(chr(code)).startswith("P") else None
+        self[code] = value if value is not None else code
+        return self[code]
+
+
+_PUNCT = _PunctuationToSpace()
+
+
 def normalize(text: str) -> str:
     """NFKC, case-folded, punctuation dropped, whitespace collapsed: what "the same text" means here."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in text)
+    text = unicodedata.normalize("NFKC", text).casefold().translate(_PUNCT)
     return _SPACE.sub(" ", text).strip()
 
 
