@@ -92,3 +92,39 @@ def judge_calibrate(pairs_file: Path, endpoint: str, model: str, api_key_env: st
     with err.status(f"judging {len(pairs)} pairs in both orders"):
         judged = judge_pairs(judge, pairs)
     click.echo(write_report({"endpoint": endpoint, "model": model, "calls": judge.calls, **calibrate(judged)}, output))
+
+
+@click.command("regrade")
+@click.argument("run_id", required=False)
+@click.option("--store", "store_path", type=click.Path(path_type=Path), default=Path("headroom-results/headroom.db"),
+              show_default=True)
+@click.option("--grader", "grader_file", required=True, type=click.Path(path_type=Path),
+              help="TOML with a [grader] table for every task and/or [graders.<task_id>] tables")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def regrade_cmd(run_id: str | None, store_path: Path, grader_file: Path, fmt: str) -> None:
+    """Re-grade a run's stored answers with another golden grader (no agent runs); show every flip."""
+    from rich.table import Table
+
+    from orchestrator.regrade import load_graders, regrade
+    from orchestrator.report import comparison, document
+    from orchestrator.store.sqlite import Store
+
+    default, per_task = load_graders(grader_file)
+    Store.open_existing(store_path).close()  # the read checks first: a missing or foreign store is refused
+    store = Store(store_path)
+    result = regrade(store, run_id, default, per_task, str(grader_file))
+    doc = document.build_comparison(store, store.run(run_id).run_id if run_id else
+                                    store.runs()[-2].run_id, store, result.run_id)
+    if fmt == "json":
+        click.echo(json.dumps({"regrade": result.summary(), "comparison": doc}, indent=2, allow_nan=False))
+        return
+    out = Console(highlight=False)
+    s = result.summary()
+    out.print(f"re-graded {s['regraded_trials']} trials into run {result.run_id}; flips: "
+              + (", ".join(f"{k}: {v}" for k, v in s["flips"].items()) or "none"))
+    if result.flips:
+        t = Table("task", "trial", "before", "after", title="flips, item by item")
+        for f in result.flips:
+            t.add_row(f.task_id, f.trial_id, f.before, f.after)
+        out.print(t)
+    comparison.print_table(doc, out)
