@@ -106,6 +106,7 @@ class ProvenanceSpec(BaseModel):
     cluster_id: str | None = None
     answer_owner: str | None = None
     release_status: str | None = None
+    paraphrase_of: str | None = Field(default=None, description="id of the task this one paraphrases (for the paraphrase gap)")
 
 
 class TaskSpec(BaseModel):

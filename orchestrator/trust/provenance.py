@@ -6,7 +6,8 @@ from typing import Any
 
 from orchestrator.spec.task import ProvenanceSpec, Task
 
-FIELDS = tuple(ProvenanceSpec.model_fields)
+#: The registry's required fields (``paraphrase_of`` is optional and not one of them).
+FIELDS = tuple(f for f in ProvenanceSpec.model_fields if f != "paraphrase_of")
 #: The release classes a report groups tasks by; `release_status` names one (e.g. "public", "internal-2025").
 ACCESS_CLASSES = ("public", "internal", "synthetic", "closed")
 
