@@ -362,6 +362,11 @@ def cleanup(backend_name: str, run_id: str | None) -> None:
     err.print(f"{len(report.removed)} removed, {len(report.kept)} kept")
 
 
+from orchestrator.commands.calibrate import calibrate  # noqa: E402
+
+cli.add_command(calibrate)
+
+
 def main() -> None:
     try:
         rv = cli.main(standalone_mode=False)

@@ -37,7 +37,19 @@ def prepare(experiment: Experiment) -> list[Task]:
     """Everything that can reject the input, before anything is written."""
     tasks = load_tasks(Path(experiment.tasks_dir), experiment.tasks)
     check_agent_can_run(experiment, tasks)
+    check_task_bands(experiment, tasks)
     return tasks
+
+
+def check_task_bands(experiment: Experiment, tasks: list[Task]) -> None:
+    """A task-band arm needs every task's ceiling; refuse before anything runs."""
+    if not any(c.task_band for c in experiment.configurations):
+        return
+    for t in tasks:
+        if t.spec.environment.memory_limit_mb is None:
+            raise SpecError("a task-band configuration needs each task's ceiling (memory_limit_mb); "
+                            "write it with `headroom calibrate RUN --tasks-out DIR`",
+                            file=str(Path(t.path) / "task.toml"), field="environment.memory_limit_mb")
 
 
 def start(

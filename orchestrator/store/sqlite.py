@@ -24,7 +24,7 @@ import pandas as pd
 from orchestrator.errors import UserError
 from orchestrator.processes import pid_alive
 from orchestrator.spec.facts import TrialFacts
-from orchestrator.spec.resources import ResourceConfig
+from orchestrator.spec.resources import TASK_BAND, ResourceConfig
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStatus, TryRecord
@@ -177,12 +177,18 @@ class Store:
         }
         return prov
 
+    def task_specs(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """Each task's ``task.toml`` as the run recorded it (the spec its multipliers scaled)."""
+        return {r["task_id"]: json.loads(r["spec_json"])
+                for r in self.db.execute("SELECT task_id, spec_json FROM tasks WHERE run_id=?", (run_id,))}
+
     # -- trials and tries --------------------------------------------------------------
     def planned(self, run_id: str) -> list[Trial]:
         return [
             Trial(
                 trial_id=r["trial_id"], task_id=r["task_id"],
-                config=ResourceConfig(request_multiplier=r["request_multiplier"], limit_multiplier=r["limit_multiplier"]),
+                config=(ResourceConfig(kind=TASK_BAND) if r["config_label"] == TASK_BAND else
+                        ResourceConfig(request_multiplier=r["request_multiplier"], limit_multiplier=r["limit_multiplier"])),
                 attempt=r["attempt"], seed=r["seed"], order=r["ord"],
             )
             for r in self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY ord", (run_id,))
