@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.backends.base import Backend, Handle
 from orchestrator.launch import build_launch, spec_digest
+from orchestrator.overcommit import Placement
 from orchestrator.redact import secret_values
 from orchestrator.settle import finished_counts, pending_tries, settle
 from orchestrator.spec.experiment import Experiment
@@ -56,6 +57,7 @@ def execute(
     on_result: ResultHook | None = None,
     on_pending: Callable[[int, int], None] | None = None,
     stop: threading.Event | None = None,
+    placement: Placement | None = None,
 ) -> ExecutionSummary:
     stop = stop or threading.Event()
     store.claim(run_id)  # refuses if another live process is executing this run
@@ -107,14 +109,20 @@ def execute(
     try:
         while (queue or in_flight) and not stop.is_set():
             while queue and len(in_flight) < experiment.concurrency and not stop.is_set():
-                trial, try_index = queue.popleft()
+                trial, try_index = queue[0]
+                launch = launch_of(trial, try_index)
+                if placement is not None and not placement.admit(launch):
+                    break  # limit-aware placement: wait until the head of the queue fits
+                queue.popleft()
                 store.start_try(run_id, trial.trial_id, try_index)
                 try:
-                    h = backend.submit(launch_of(trial, try_index))
+                    h = backend.submit(launch)
                 except Exception as exc:  # a backend bug or a refused try is recorded, not fatal
                     record(trial, try_index, exc)
                     continue
                 in_flight[h.name] = (trial, try_index, h)
+                if placement is not None:
+                    placement.started(h.name, launch)
             if not in_flight:
                 continue
             backend.wait([h for _, _, h in in_flight.values()], POLL_S)
@@ -128,6 +136,9 @@ def execute(
                 if result is None:
                     continue
                 del in_flight[name]
+                seen = placement.finished(name) if placement is not None else None
+                if seen is not None and isinstance(result, TrialFacts):
+                    result.extra.setdefault("overcommit", seen)  # a cluster backend's own node record wins
                 record(trial, try_index, result)
     except KeyboardInterrupt:
         stop.set()

@@ -33,6 +33,7 @@ from .aggregate import FAILED, HARNESS, INFRA, OUTCOMES, PASSED, TIMEOUT, Aggreg
 from .clustered import clustered_se, icc_anova
 from .clusters import cluster_scores
 from .cost import cost_latency
+from .drift import drift_check
 from .multiplicity import holm
 from .paired import BOSCHLOO_MAX_CELLS, cmh_test, task_paired, two_rate_exact
 from .passk import pass_curves
@@ -321,6 +322,7 @@ def analyze(
         "trends": trends,
         "mdd": mdd,
         "calibration": calib,
+        "drift": drift_check(df),
         "notes": agg.notes,
     }
     return jsonable(out)

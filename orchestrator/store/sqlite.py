@@ -269,7 +269,8 @@ class Store:
                       e.cost_usd + COALESCE(r.cost_usd, 0) AS cost_usd,
                       e.tokens_in + COALESCE(r.tokens_in, 0) AS tokens_in,
                       e.tokens_out + COALESCE(r.tokens_out, 0) AS tokens_out,
-                      e.peak_memory_bytes, e.limit_memory_bytes AS memory_limit_bytes
+                      e.peak_memory_bytes, e.limit_memory_bytes AS memory_limit_bytes,
+                      e.started_at, t.ord AS plan_order
                FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
                LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM(cost_usd) AS cost_usd,
                                  SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out
