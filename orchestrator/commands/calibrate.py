@@ -5,21 +5,24 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from orchestrator.errors import UserError
-from orchestrator.stats.analyze import jsonable
-from orchestrator.stats.bands import ALPHA, MARGIN, MIN_PEAKS, reserved_memory, task_bands
-from orchestrator.store.sqlite import Store
-from orchestrator.tasks.patch import patched_toml, read_task_toml, unified_patch
+
+if TYPE_CHECKING:  # the statistics stack loads only when the command runs: `headroom --help` stays fast
+    from orchestrator.store.sqlite import Store
 
 DEFAULT_STORE = Path("headroom-results/headroom.db")
+#: Defaults of orchestrator.stats.bands, repeated here so the CLI need not import it to show them.
+ALPHA, MARGIN, MIN_PEAKS = 0.05, 0.10, 5
 
 
 def _open(ref: str, default_store: Path) -> tuple[Store, str]:
     """A run id in --store, a store file (its latest run), or FILE:RUN_ID."""
+    from orchestrator.store.sqlite import Store
+
     if Path(ref).is_file():
         store = Store.open_existing(ref)
         return store, store.run(None).run_id
@@ -33,6 +36,10 @@ def _open(ref: str, default_store: Path) -> tuple[Store, str]:
 
 def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, margin: float = MARGIN,
                          min_peaks: int = MIN_PEAKS) -> dict[str, Any]:
+    from orchestrator.canary import flags_run
+    from orchestrator.stats.analyze import jsonable
+    from orchestrator.stats.bands import reserved_memory, task_bands
+
     info = store.run(run_id)
     df = store.trial_frame(run_id)
     if df.empty:
@@ -40,6 +47,9 @@ def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, mar
     specs = {tid: spec["environment"] for tid, spec in store.task_specs(run_id).items()}
     bands = task_bands(df, specs, alpha=alpha, margin=margin, min_peaks=min_peaks)
     canary = store.provenance(run_id).get("canary") or {}
+    if flags_run(canary):
+        raise UserError(f"run {run_id} is not a resource sweep: the enforcement canary shows its limits did not bite "
+                        f"({'; '.join(canary.get('problems', [])[:2])}); bands from it would mean nothing")
     return jsonable({
         "schema": "headroom.bands/1",
         "run": {"run_id": info.run_id, "name": info.name, "backend": info.backend, "enforcement": info.enforcement,
@@ -57,6 +67,7 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
     """summary.md, bands.json and one patch per published task; optionally patched copies of the tasks."""
     from orchestrator.report.bands import summary_markdown
     from orchestrator.stats.bands import LimitTest, TaskBand
+    from orchestrator.tasks.patch import patched_toml, read_task_toml, unified_patch
 
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "patches").mkdir(exist_ok=True)

@@ -302,6 +302,24 @@ class Store:
                     facts[key] = sorted([*facts[key], value])
         return out
 
+    def overcommit_by_config(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """Per configuration, what its final tries ran beside (see orchestrator.overcommit)."""
+        out: dict[str, dict[str, Any]] = {}
+        for label, n, worst, mean, unbounded, pressure in self.db.execute(
+            """SELECT t.config_label, COUNT(json_extract(v.json, '$.extra.overcommit')),
+                      MAX(json_extract(v.json, '$.extra.overcommit.ratio_max')),
+                      AVG(json_extract(v.json, '$.extra.overcommit.ratio_max')),
+                      SUM(json_extract(v.json, '$.extra.overcommit.unbounded_in_flight')),
+                      SUM(json_extract(v.json, '$.extra.overcommit.node_memory_pressure'))
+               FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
+               JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
+               WHERE e.run_id = ? AND e.final = 1 GROUP BY t.config_label""",
+            (run_id,),
+        ).fetchall():
+            out[label] = {"trials_recorded": int(n or 0), "ratio_max": worst, "ratio_mean": mean,
+                          "trials_beside_unbounded": int(unbounded or 0), "trials_under_memory_pressure": int(pressure or 0)}
+        return out
+
     def finished_labels(self, run_id: str) -> set[str]:
         """Configurations with at least one final result."""
         return {r[0] for r in self.db.execute(

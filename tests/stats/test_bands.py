@@ -115,3 +115,10 @@ def test_ceiling_below_floor_and_harbor_size_spelling() -> None:
     with pytest.raises(ValueError, match="below memory_mb"):
         EnvironmentSpec(cpus=1, memory_mb=64, memory_limit_mb=32)
     assert EnvironmentSpec(cpus=1, memory="1G", memory_limit="2G").memory_limit_mb == 2048
+
+
+def test_the_cli_shows_the_same_defaults_the_statistics_use() -> None:
+    from orchestrator.commands import calibrate
+    from orchestrator.stats import bands
+
+    assert (calibrate.ALPHA, calibrate.MARGIN, calibrate.MIN_PEAKS) == (bands.ALPHA, bands.MARGIN, bands.MIN_PEAKS)
