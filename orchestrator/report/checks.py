@@ -78,6 +78,14 @@ def _overcommit_lines(oc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def banner(doc: dict[str, Any]) -> list[str]:
+    """One line under the title when the run must not be read as a resource sweep."""
+    c = doc.get("checks")
+    if not c or c["resource_sweep"]["valid"]:
+        return []
+    return ["> **Not a resource sweep: the limits did not bite** (enforcement canary; see Checks on the run).", ""]
+
+
 def markdown(doc: dict[str, Any]) -> list[str]:
     c = doc.get("checks")
     if not c:
