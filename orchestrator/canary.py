@@ -203,10 +203,14 @@ def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: f
     run_id = f"canary-{uuid.uuid4().hex[:8]}"
     bounded = [(c, a) for c in configs if (a := _amounts(c, env.cpus, env.memory_mb)) is not None]
     pending: dict[str, tuple[str, str, str, Handle]] = {}
+    results: dict[tuple[str, str, str], TrialFacts | BaseException | None] = {}
 
     def submit(config: ResourceConfig, which: str, target: str, mb: int, spin: float, amounts: ResourceAmounts) -> None:
         launch = _launch(run_id, config, which, target, mb, spin, amounts)
-        pending[launch.name] = (config.label, target, which, backend.submit(launch))
+        try:
+            pending[launch.name] = (config.label, target, which, backend.submit(launch))
+        except Exception as exc:  # a backend that refuses the try is a finding, not a crash of the sweep
+            results[(config.label, target, which)] = exc
 
     probe_amounts = _amounts(ResourceConfig.parse("1x-strict"), env.cpus, env.memory_mb)
     assert probe_amounts is not None
@@ -222,7 +226,6 @@ def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: f
             # second says how much CPU this host gives a spinning thread right now.
             submit(ResourceConfig.parse("1x-strict"), "cpu-probe", target, 1, SPIN_S, probe_amounts)
             submit(ResourceConfig(limit_multiplier=None), "cpu-reference", target, 1, SPIN_S, free)
-    results: dict[tuple[str, str, str], TrialFacts | BaseException | None] = {}
     end = time.monotonic() + deadline_s
     while pending and time.monotonic() < end:
         backend.wait([p[3] for p in pending.values()], 0.2)

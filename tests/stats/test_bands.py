@@ -122,3 +122,16 @@ def test_the_cli_shows_the_same_defaults_the_statistics_use() -> None:
     from orchestrator.stats import bands
 
     assert (calibrate.ALPHA, calibrate.MARGIN, calibrate.MIN_PEAKS) == (bands.ALPHA, bands.MARGIN, bands.MIN_PEAKS)
+
+
+def test_a_task_band_arm_is_reported_but_is_no_point_on_the_multiplier_axis() -> None:
+    from orchestrator.stats.analyze import analyze
+
+    rng = np.random.default_rng(6)
+    df = pd.concat([frame(f"t{i}", 4, {"1x-strict": 2}, 20, rng) for i in range(3)])
+    band = df[df["config_label"] == "1x-strict"].assign(config_label="task-band", limit_multiplier=1.0,
+                                                         outcome="passed", reason=None)
+    out = analyze(pd.concat([df, band]).assign(cluster_id=lambda d: d["task_id"]))
+    assert out["config_order"][-1] == "task-band"  # sorted after unbounded
+    assert "task-band" not in [e["label"] for e in out["calibration"]["evidence"]]
+    assert any(c["b"] == "task-band" for c in out["comparisons"]["items"])  # still compared with the reference
