@@ -1,1 +1,1 @@
-"""CLI commands that live in their own modules; each is registered in orchestrator/cli.py with one line."""
+"""CLI commands beyond the core sweep/report set, one module per topic."""
