@@ -391,8 +391,6 @@ cli.add_command(audit_cmd)
 cli.add_command(judge_group)
 cli.add_command(regrade_cmd)
 
-
-
 from orchestrator.commands.calibrate import calibrate  # noqa: E402
 
 cli.add_command(calibrate)
