@@ -9,6 +9,7 @@ recommendation is replaced by a refusal.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from rich.console import Console
@@ -32,9 +33,24 @@ def attach(doc: dict[str, Any], store: Store) -> None:
         "overcommit": {**(prov.get("overcommit") or {}), "observed": store.overcommit_by_config(doc["run"]["run_id"])},
         "drift": stats.get("drift"),
     }
+    _local_times(doc["checks"]["drift"], prov.get("started_at_local"))
     if not valid and stats.get("calibration"):
         stats["calibration"] = {"status": "refused", "reasons": ["the enforcement canary shows the limits did not bite: "
                                                                   "this run is not a resource sweep"], "evidence": []}
+
+
+def _local_times(drift: dict[str, Any] | None, started_local: str | None) -> None:
+    """Each block's start and end as the time of day where the run was started (provenance's offset)."""
+    if not drift or not started_local:
+        return
+    try:
+        tz = timezone(datetime.fromisoformat(started_local).utcoffset() or timedelta(0))
+    except ValueError:
+        return
+    for b in drift.get("blocks", []):
+        for key in ("first_start", "last_start"):
+            if b.get(f"{key}_utc"):
+                b[f"{key}_local"] = datetime.fromisoformat(b[f"{key}_utc"]).astimezone(tz).isoformat(timespec="seconds")
 
 
 def _canary_line(canary: dict[str, Any]) -> str:
@@ -60,7 +76,10 @@ def _drift_line(drift: dict[str, Any] | None) -> str:
         parts.append(f"{name.replace('_', '-')} rate {t.get('direction') or t.get('note') or '—'} "
                      f"(p={pval(t.get('p'))}, adjusted {pval(t.get('p_adjusted'))})")
     blocks = drift.get("blocks", [])
-    span = (f" from {blocks[0]['first_start_utc']} to {blocks[-1]['last_start_utc']} (UTC)" if blocks else "")
+    first, last = (blocks[0], blocks[-1]) if blocks else ({}, {})
+    span = (f" from {first.get('first_start_local') or first.get('first_start_utc')} to "
+            f"{last.get('last_start_local') or last.get('last_start_utc')} (time of day where the run started)"
+            if blocks else "")
     head = "**Drift detected**" if drift.get("flagged") else "No drift detected"
     return f"{head} across {drift['n_blocks']} time blocks{span}: " + "; ".join(parts) + "."
 
