@@ -8,8 +8,8 @@ kills grow with the multiplier -- exactly the effect a sweep measures.
 * Every trial records ``extra.overcommit``: the largest sum of the memory
   limits of the tries running at the same time during its life (itself
   included), the capacity it is compared with, their ratio, how many tries ran
-  together at most, and whether an unbounded try (no limit: it may take
-  anything) was among them. Locally the engine fills it (scope ``host``,
+  together at most, and whether another try without a limit (it may take
+  anything) ran beside it. Locally the engine fills it (scope ``host``,
   capacity = host memory). In a cluster the backend fills the same keys with
   scope ``node``: the sum of memory limits on the trial's node at scheduling
   time, the node's allocatable memory, and ``node_memory_pressure`` (the
@@ -73,11 +73,12 @@ class Placement:
         with self._lock:
             self._live[name] = _Life(launch.amounts.limit_memory_bytes)
             total = sum(life.limit_bytes or 0 for life in self._live.values())
-            unbounded = any(life.limit_bytes is None for life in self._live.values())
+            n_unbounded = sum(1 for life in self._live.values() if life.limit_bytes is None)
             for life in self._live.values():
                 life.max_sum = max(life.max_sum, total)
                 life.max_count = max(life.max_count, len(self._live))
-                life.unbounded_beside = life.unbounded_beside or unbounded
+                others_unbounded = n_unbounded - (1 if life.limit_bytes is None else 0)
+                life.unbounded_beside = life.unbounded_beside or others_unbounded > 0
 
     def finished(self, name: str) -> dict[str, Any] | None:
         with self._lock:

@@ -38,6 +38,11 @@ def test_limit_aware_admission_and_the_record_each_try_gets() -> None:
     assert rec is not None and rec["concurrent_limit_bytes_max"] == 100 * MIB and rec["ratio_max"] == 1.0
     assert rec["concurrent_tries_max"] == 2 and rec["unbounded_in_flight"] is False and rec["scope"] == "host"
     assert Placement(100 * MIB, "default").admit(_launch(10_000))
+    q = Placement(None)
+    q.started("u", _launch(None))
+    q.started("v", _launch(10))
+    u, v = q.finished("u"), q.finished("v")
+    assert u and v and u["unbounded_in_flight"] is False and v["unbounded_in_flight"] is True  # beside, not itself
 
 
 def test_warnings_name_the_configurations_whose_limits_can_exceed_the_machine(tasks_root: Path) -> None:
@@ -75,3 +80,23 @@ def test_limit_aware_placement_caps_concurrent_limits_on_a_real_backend(tasks_ro
     assert max(r["concurrent_limit_bytes_max"] for r in capped) <= capacity
     assert all(r["ratio_max"] <= 1.0 and r["placement"] == "limit-aware" for r in capped)
     assert max(r["ratio_max"] for r in free) > 1.0  # the same sweep without the cap overcommits
+
+
+def test_the_cli_records_limit_aware_placement_in_the_spec_and_on_every_trial(tasks_root: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    write_task(tasks_root, "a", solve='touch "$HEADROOM_WORKDIR/out"\n')
+    store_path = tmp_path / "h.db"
+    res = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", str(tasks_root), "--multipliers", "1,unbounded",
+                          "--attempts", "2", "--placement", "limit-aware", "--no-canary", "--store", str(store_path),
+                          "--format", "none"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    store = Store.open_existing(store_path)
+    run = store.run()
+    assert run.spec["placement"] == "limit-aware"
+    assert store.provenance(run.run_id)["overcommit"]["placement"] == "limit-aware"
+    observed = store.overcommit_by_config(run.run_id)
+    assert observed["1x-strict"]["trials_recorded"] == 2
+    # An unbounded trial runs alone under limit-aware placement, so nothing ran beside one.
+    assert observed["1x-strict"]["trials_beside_unbounded"] == observed["unbounded"]["trials_beside_unbounded"] == 0
