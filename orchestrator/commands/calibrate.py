@@ -44,7 +44,7 @@ def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, mar
     df = store.trial_frame(run_id)
     if df.empty:
         raise UserError(f"run {run_id} has no finished trials to calibrate from")
-    specs = {tid: spec["environment"] for tid, spec in store.task_specs(run_id).items()}
+    specs = {t.id: t.spec.environment.model_dump() for t in store.task_specs(run_id)}
     bands = task_bands(df, specs, alpha=alpha, margin=margin, min_peaks=min_peaks)
     canary = store.provenance(run_id).get("canary") or {}
     if flags_run(canary):

@@ -177,11 +177,6 @@ class Store:
         }
         return prov
 
-    def task_specs(self, run_id: str) -> dict[str, dict[str, Any]]:
-        """Each task's ``task.toml`` as the run recorded it (the spec its multipliers scaled)."""
-        return {r["task_id"]: json.loads(r["spec_json"])
-                for r in self.db.execute("SELECT task_id, spec_json FROM tasks WHERE run_id=?", (run_id,))}
-
     # -- trials and tries --------------------------------------------------------------
     def planned(self, run_id: str) -> list[Trial]:
         return [
