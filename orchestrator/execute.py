@@ -26,6 +26,7 @@ from orchestrator.redact import secret_values
 from orchestrator.settle import finished_counts, pending_tries, settle
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.launch import Launch
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStore
@@ -111,18 +112,23 @@ def execute(
         while (queue or in_flight) and not stop.is_set():
             while queue and len(in_flight) < experiment.concurrency and not stop.is_set():
                 trial, try_index = queue[0]
-                launch = launch_of(trial, try_index)
-                if placement is not None and not placement.admit(launch):
+                try:
+                    launch: Launch | Exception = launch_of(trial, try_index)
+                except Exception as exc:  # recorded below as this try's result, like a refused submit
+                    launch = exc
+                if placement is not None and isinstance(launch, Launch) and not placement.admit(launch):
                     break  # limit-aware placement: wait until the head of the queue fits
                 queue.popleft()
                 store.start_try(run_id, trial.trial_id, try_index)
                 try:
+                    if isinstance(launch, Exception):
+                        raise launch
                     h = backend.submit(launch)
                 except Exception as exc:  # a backend bug or a refused try is recorded, not fatal
                     record(trial, try_index, exc)
                     continue
                 in_flight[h.name] = (trial, try_index, h)
-                if placement is not None:
+                if placement is not None and isinstance(launch, Launch):
                     placement.started(h.name, launch)
             if not in_flight:
                 continue
