@@ -111,3 +111,31 @@ def test_a_flagged_run_is_not_reported_as_a_resource_sweep(tasks_root: Path, tmp
                        "--store", str(tmp_path / "n.db"), "--format", "markdown")
     assert skipped.returncode == 0, skipped.stderr
     assert "whether the limits bite was not checked" in skipped.stdout
+
+
+class TwoNodes(LocalBackend):
+    """STAND-IN for a cluster backend with two nodes (no cluster backend runs in this test): it names its
+    nodes and records the node label each canary try carries, running every try on this host."""
+
+    def __init__(self) -> None:
+        super().__init__("auto")
+        self.seen: list[str] = []
+
+    def canary_targets(self) -> list[str]:
+        return ["node-a", "node-b"]
+
+    def run(self, launch: Launch) -> TrialFacts:
+        self.seen.append(launch.labels.get("headroom.dev/canary-node", "none"))
+        return super().run(launch)
+
+
+def test_the_canary_runs_on_every_node_a_backend_names() -> None:
+    backend = TwoNodes()
+    try:
+        got = run_canary(backend, CONFIGS[:1])
+    finally:
+        backend.close()
+    assert got["targets"] == ["node-a", "node-b"]
+    assert sorted({a["target"] for a in got["arms"]}) == ["node-a", "node-b"] and set(got["cpu"]) == {"node-a", "node-b"}
+    # above, below, the CPU probe and its unlimited reference: four tries pinned to each node
+    assert sorted(backend.seen) == ["node-a"] * 4 + ["node-b"] * 4
