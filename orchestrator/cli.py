@@ -396,6 +396,11 @@ from orchestrator.commands.calibrate import calibrate  # noqa: E402
 cli.add_command(calibrate)
 
 
+from orchestrator.commands.tasks import tasks as _tasks_group  # noqa: E402
+
+cli.add_command(_tasks_group)
+
+
 def main() -> None:
     try:
         rv = cli.main(standalone_mode=False)
