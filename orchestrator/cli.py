@@ -396,11 +396,6 @@ from orchestrator.commands.calibrate import calibrate  # noqa: E402
 cli.add_command(calibrate)
 
 
-from orchestrator.commands.tasks import tasks as _tasks_group  # noqa: E402
-
-cli.add_command(_tasks_group)
-
-
 def main() -> None:
     try:
         rv = cli.main(standalone_mode=False)
@@ -416,3 +411,10 @@ def main() -> None:
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+# Command groups in their own modules (imported last: they import nothing from here).
+from orchestrator.commands import results as _results, tasks as _tasks  # noqa: E402
+
+cli.add_command(_tasks.tasks)
+cli.add_command(_results.results)
