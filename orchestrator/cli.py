@@ -263,18 +263,21 @@ def _print_report(store: Store, run_id: str | None, fmt: str, output: Path | Non
 @click.option("--run-id", help="which run (default: the latest)")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "html"]), default="table", show_default=True)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="write to a file instead of the terminal")
-@click.option("--reference", help="reference configuration for paired tests (default: 1x-strict)")
+@click.option("--reference", help="reference configuration for paired tests, any label in the run "
+              "(default: 1x-strict in a sweep, the first label in an import)")
 def report(store_path: Path, run_id: str | None, fmt: str, output: Path | None, reference: str | None) -> None:
     """Report a run: outcomes, rates with Wilson 95% intervals, paired and trend tests, calibration, provenance."""
     store = Store.open_existing(store_path)
     if fmt == "html" and output is None:
         raise UserError("--format html needs --output FILE", field="--output")
     if reference is not None:
-        try:
-            reference = ResourceConfig.parse(reference).label
-        except (LabelError, ValidationError):
-            raise UserError(f"unknown configuration label {reference!r}", field="--reference") from None
         finished = store.finished_labels(store.run(run_id).run_id)
+        if reference not in finished:  # any label in the store is taken as written; else a resource spelling
+            try:
+                reference = ResourceConfig.parse(reference).label
+            except (LabelError, ValidationError):
+                raise UserError(f"unknown configuration label {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
+                                field="--reference") from None
         if reference not in finished:
             raise UserError(f"run has no finished trials under {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
                             field="--reference")

@@ -69,7 +69,9 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
     planned = store.planned_count(info.run_id)
     prov = store.provenance(info.run_id)
     tries = store.try_counts(info.run_id)
-    stats = analyze(df, reference=reference) if len(df) else None
+    order = info.spec.get("configurations") if info.axis == "labels" else None
+    order = [str(c) for c in order] if isinstance(order, list) else None
+    stats = analyze(df, reference=reference, axis=info.axis, config_order=order) if len(df) else None
     facts = store.config_facts(info.run_id)
     configurations = [{**c, **facts.get(c["label"], {})} for c in (stats or {}).get("configs", [])]
     doc = {
@@ -77,7 +79,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
         "run": {
             "run_id": info.run_id, "name": info.name, "status": info.status, "created_at": info.created_at,
             "finished_at": info.finished_at, "backend": info.backend, "enforcement": info.enforcement,
-            "trials_planned": planned, "trials_finished": len(df),
+            "axis": info.axis, "trials_planned": planned, "trials_finished": len(df),
         },
         "experiment": info.spec,
         "provenance": prov,
