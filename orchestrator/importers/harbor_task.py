@@ -15,7 +15,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from orchestrator.importers.fields import CONVERTED, DEFAULTED, KEPT, UNMAPPED, FieldReport, size_to_mib
+from orchestrator.importers.fields import CONVERTED, DEFAULTED, KEPT, UNMAPPED, FieldReport
+from orchestrator.spec.task import size_to_mb
 
 HARBOR_DEFAULTS = {"cpus": 1, "memory_mb": 2048, "storage_mb": 10240, "verifier_timeout_sec": 600.0}
 
@@ -26,8 +27,8 @@ _STEP_USED = {"timeout_sec", "env"}
 _TOP_USED = {"version", "schema_version", "environment", "agent", "verifier", "solution", "metadata", "provenance",
              "task", "source"}
 _NOT_ENFORCED = {
-    "gpus": "recorded; the local backend runs no GPU tasks",
-    "allow_internet": "recorded; the local backend does not cut the network",
+    "gpus": "a backend without GPUs refuses the task",
+    "allow_internet": "the task runs without network where the backend can cut it",
 }
 
 
@@ -59,7 +60,7 @@ def normalize(raw: dict[str, Any], *, agent_timeout_default: float | None = None
     for key, target in _ENV_SIZES.items():
         if key in env:
             try:
-                mib = size_to_mib(env[key], bare_unit="m")
+                mib = size_to_mb(env[key])  # the loader's own reading of Harbor sizes
             except ValueError as exc:
                 problems.append(f"environment.{key}: {exc}")
                 continue
@@ -68,7 +69,8 @@ def normalize(raw: dict[str, Any], *, agent_timeout_default: float | None = None
                 continue
             env.pop(key)
             env[target] = mib
-            rep.add(CONVERTED, f"environment.{key}", f"size string -> environment.{target} (MiB, 1G = 1024 MiB)")
+            rep.add(CONVERTED, f"environment.{key}", f"size -> environment.{target} (MiB; G = GiB); "
+                                                      "headroom's loader reads this spelling too")
     for key in ("cpus", "memory_mb", "storage_mb"):
         if key in env:
             if key in raw.get("environment", {}):

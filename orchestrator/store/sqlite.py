@@ -442,7 +442,7 @@ class Store:
                 tokens_out=r["tokens_out"], cost_usd=r["cost_usd"], evidence=evidence.get((r["trial_id"], r["try"]))))
         trials = [TrialRecord(r["trial_id"], r["task_id"], r["config_label"], r["request_multiplier"],
                               r["limit_multiplier"], r["attempt"], r["seed"], r["ord"], tries.get(r["trial_id"], []))
-                  for r in self.planned_trials(run_id)]
+                  for r in self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY ord", (run_id,))]
         return run, tasks, trials
 
     # -- plumbing ----------------------------------------------------------------------
