@@ -417,7 +417,9 @@ def main() -> None:
 
 
 # Command groups in their own modules (imported last: they import nothing from here).
-from orchestrator.commands import results as _results, tasks as _tasks  # noqa: E402
+from orchestrator.commands import bundle as _bundle, results as _results, tasks as _tasks  # noqa: E402
 
 cli.add_command(_tasks.tasks)
 cli.add_command(_results.results)
+cli.add_command(_bundle.bundle)
+cli.add_command(_bundle.verify)
