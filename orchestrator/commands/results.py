@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.commands import err, out
+from orchestrator.errors import UserError
 from orchestrator.importers import results as importer
 from orchestrator.importers.outcomes import parse_overrides
 from orchestrator.store.sqlite import Store
@@ -82,6 +83,9 @@ def import_(paths: tuple[Path, ...], store_path: Path, name: str | None, labels:
     configurations are the agents/models found, in the order given."""
     overrides = parse_overrides(mappings)
     sources = importer.read_sources(list(paths), threshold=reward_threshold, overrides=overrides)
+    if separate and labels and len(labels) != len(sources):
+        raise UserError(f"--label given {len(labels)} times for {len(sources)} sources; give one per source",
+                        field="--label")
     groups = [[s] for s in sources] if separate else [sources]
     label_groups = [[lab] for lab in labels] if (separate and labels) else [list(labels)] * len(groups)
     store = Store(store_path)
