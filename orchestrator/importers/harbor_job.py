@@ -1,4 +1,7 @@
-"""Harbor job directories: the job's ``result.json`` (and ``config.json``) plus each trial's ``result.json``.
+"""Harbor job directories: the job's ``result.json`` (and ``config.json``, ``lock.json``) plus each trial's ``result.json``.
+
+The harness version comes from ``lock.json`` (``harbor.version`` and ``harbor.git_commit_hash``)
+when the job wrote one.
 
 Per trial: ``verifier_result.rewards`` (the ``reward`` key, or the only key),
 ``exception_info.exception_type`` (mapped by :mod:`orchestrator.importers.outcomes`),
@@ -110,6 +113,10 @@ def read(path: Path, *, threshold: float, overrides: dict[str, tuple[str, str | 
     src = Source(path=path.resolve(), format="harbor-job", harness="harbor", harness_version=None)
     job = src.read_json("result.json") if (path / "result.json").is_file() else {}
     config = src.read_json("config.json") if (path / "config.json").is_file() else {}
+    lock = src.read_json("lock.json") if (path / "lock.json").is_file() else {}
+    harbor = lock.get("harbor") if isinstance(lock, dict) and isinstance(lock.get("harbor"), dict) else {}
+    if harbor.get("version") or harbor.get("git_commit_hash"):  # the job lock names the Harbor that ran it
+        src.harness_version = " @ ".join(str(v) for v in (harbor.get("version"), harbor.get("git_commit_hash")) if v)
     for holder in (job, config):
         for key in ("harbor_version", "version"):
             if isinstance(holder, dict) and isinstance(holder.get(key), str):

@@ -382,15 +382,19 @@ def compare_runs(
     name_a: str = "a",
     name_b: str = "b",
     boschloo_max_cells: int = BOSCHLOO_MAX_CELLS,
+    order_a: list[str] | None = None,
+    order_b: list[str] | None = None,
 ) -> dict[str, Any]:
     """Paired comparison of two runs (e.g. two agents) on the same tasks.
+
+    ``order_a`` / ``order_b``: a labels-axis run's configurations in the user's order.
 
     Configurations are matched by label; if the runs share no label but each
     has exactly one configuration, those two are compared. Tasks present in
     only one run are listed and excluded from the paired tests (they still
     count in each run's own per-config blocks).
     """
-    ga, gb = aggregate(df_a), aggregate(df_b)
+    ga, gb = aggregate(df_a, order_a), aggregate(df_b, order_b)
     shared = [lab for lab in ga.labels if lab in gb.labels]
     pairs = [(ga.labels.index(l), gb.labels.index(l)) for l in shared]
     notes = []

@@ -62,6 +62,7 @@ def test_harbor_job_maps_every_exception_type_and_lists_the_unmapped(tmp_path: P
     assert summary["unmapped"] == {"SandboxQuotaExceededError": 1}
     assert summary["timeouts_the_verifier_passed"] == 1
     [src] = summary["sources"]
+    assert src["harness_version"] == "0.3.1" and src["files_read"] == 11  # result, config, lock and 8 trials
     # Harbor's own mean reward (0.375) is recomputed from the imported trials by Harbor's rule.
     assert src["accuracy_checks"] == [{"reported_as": "terminus-2__model-a__mini-bench", "reported": 0.375,
                                        "recomputed": 0.375, "agrees": True}]
@@ -125,6 +126,8 @@ def test_terminal_bench_run_mapping_and_provenance(tmp_path: Path) -> None:
     assert doc["experiment"]["configurations"] == ["terminus@example/model-b"]
     checks = done["summary"]["sources"][0]["accuracy_checks"]
     assert {c["reported"] for c in checks} == {0.375} and all(c["agrees"] for c in checks)
+    resumed = headroom("sweep", "--resume", "--store", str(store), "--format", "none")
+    assert resumed.returncode == 2 and "nothing to resume" in resumed.stderr and "Traceback" not in resumed.stderr
 
 
 def test_leaderboard_accuracy_equals_each_submissions_own_metadata(tmp_path: Path) -> None:
