@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import orchestrator
 from orchestrator.errors import UserError
 from orchestrator.report import document
 from orchestrator.store.records import ExecutionRecord, RunRecord, TaskRecord, TrialRecord
@@ -136,6 +137,10 @@ def verify(bundle: dict[str, Any], *, file_name: str | None = None, tasks_dir: P
         if m and not digest.startswith(m.group(1)):
             problems.append(f"file name carries digest {m.group(1)}, the body hashes to {digest[:16]}")
     run, tasks, trials = _records(body)
+    published_by = (body.get("provenance") or {}).get("orchestrator", {}).get("version")
+    if published_by and published_by != orchestrator.__version__:
+        checks.append(f"note: published by headroom {published_by}, recomputed with headroom {orchestrator.__version__}; "
+                      "a field the two versions compute differently shows as a mismatch")
     for t in tasks:
         if t.digest != "unrecorded" and not _HEX64.match(t.digest):
             problems.append(f"task {t.task_id}: digest {t.digest!r} is not a sha256")

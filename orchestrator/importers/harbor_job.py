@@ -104,7 +104,8 @@ def _trial(src: Source, rel: str, data: dict[str, Any], threshold: float,
         source_resolved=bool(reward is not None and reward >= threshold),
         started_at=started, finished_at=finished, duration_s=seconds_between(started, finished),
         tokens_in=number(ar.get("n_input_tokens")), tokens_out=number(ar.get("n_output_tokens")),
-        cost_usd=number(ar.get("cost_usd")), task_digest=data.get("task_checksum"), enforcement=enforcement,
+        cost_usd=number(ar.get("cost_usd")), task_digest=data.get("task_checksum"),
+        task_source=data.get("source") if isinstance(data.get("source"), str) else None, enforcement=enforcement,
         evidence=evidence, file=rel,
     )
 

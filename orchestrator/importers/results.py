@@ -160,13 +160,19 @@ def records(p: ImportPlan, *, name: str, argv: list[str] | None = None) -> tuple
         for i, t in enumerate(sorted(ts, key=lambda t: (t.started_at or "", t.trial_name))):
             attempt[id(t)] = i
     digests: dict[str, set[str]] = {}
+    task_sources: dict[str, set[str]] = {}
     for t in p.trials:
         digests.setdefault(t.task_id, set()).add(t.task_digest or UNRECORDED_DIGEST)
+        if t.task_source:
+            task_sources.setdefault(t.task_id, set()).add(t.task_source)
     tasks = []
     for task_id, ds in sorted(digests.items()):
+        # Several digests for one task: its content changed between trials; none is recorded as the digest.
         known = sorted(d for d in ds if d != UNRECORDED_DIGEST)
+        origin = ", ".join(sorted(task_sources.get(task_id, ()))) or None
         tasks.append(TaskRecord(task_id, known[0] if len(known) == 1 else UNRECORDED_DIGEST, task_id,
-                                {"imported": True, "digests_seen": known}))
+                                {"imported": True, "digests_seen": known,
+                                 "provenance": {"source": origin, "transformation": "imported result"}}))
     trials = []
     for i, t in enumerate(p.trials):
         finished = t.finished_at or t.started_at or ""

@@ -31,6 +31,7 @@ class SourceTrial:
     tokens_out: float | None = None
     cost_usd: float | None = None
     task_digest: str | None = None
+    task_source: str | None = None  # the dataset the task came from, as the source names it
     enforcement: str | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
     file: str = ""

@@ -21,7 +21,8 @@ def is_run_dir(path: Path) -> bool:
         (path / "results.json").is_file() and not (path / "result.json").is_file())
 
 
-def _trial(src: Source, rel: str, r: dict[str, Any], label: str, overrides: dict[str, tuple[str, str | None]]) -> SourceTrial | None:
+def _trial(src: Source, rel: str, r: dict[str, Any], label: str, overrides: dict[str, tuple[str, str | None]],
+           dataset: str | None = None) -> SourceTrial | None:
     task = r.get("task_id")
     name = r.get("trial_name")
     if not isinstance(task, str) or not isinstance(name, str):
@@ -37,7 +38,7 @@ def _trial(src: Source, rel: str, r: dict[str, Any], label: str, overrides: dict
         reward=None if resolved is None else float(resolved), rule=verdict.rule, source_resolved=resolved is True,
         started_at=started, finished_at=ended, duration_s=seconds_between(started, ended),
         tokens_in=number(r.get("total_input_tokens")), tokens_out=number(r.get("total_output_tokens")),
-        enforcement="terminal-bench/docker",
+        task_source=dataset, enforcement="terminal-bench/docker",
         evidence={"source": "terminal-bench", "file": rel, "trial_uid": r.get("id"), "is_resolved": resolved,
                   "failure_mode": r.get("failure_mode"), "parser_results": r.get("parser_results"),
                   "phases_s": {"agent": seconds_between(r.get("agent_started_at"), r.get("agent_ended_at")),
@@ -74,8 +75,9 @@ def read(path: Path, *, overrides: dict[str, tuple[str, str | None]]) -> Source:
                 results.append((rel, data))
     if number(meta.get("accuracy")) is not None:
         src.reported[f"{label} (run_metadata.json)"] = {"score": number(meta["accuracy"])}
+    dataset = "@".join(str(v) for v in (meta.get("dataset_name"), meta.get("dataset_version")) if v) or None
     for rel, r in results:
-        trial = _trial(src, rel, r, label, overrides)
+        trial = _trial(src, rel, r, label, overrides, dataset)
         if trial is not None:
             src.trials.append(trial)
     return src

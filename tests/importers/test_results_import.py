@@ -164,3 +164,20 @@ def test_import_errors_are_one_line(tmp_path: Path) -> None:
     (bad / "result.json").write_text("{not json")
     res = headroom("results", "import", str(bad), "--store", str(tmp_path / "x.db"))
     assert res.returncode == 2 and "Traceback" not in res.stderr
+
+
+def test_imported_runs_compare_like_swept_ones(tmp_path: Path) -> None:
+    a = write_submission(tmp_path / "lb", agent="one", model="m", skill=0.9, n_tasks=15, n_attempts=3, seed=11)
+    b = write_submission(tmp_path / "lb", agent="two", model="m", skill=0.3, n_tasks=15, n_attempts=3, seed=12)
+    store = tmp_path / "c.db"
+    runs = import_json(store, str(a["dir"]), str(b["dir"]), "--separate")
+    assert len(runs) == 2
+    res = headroom("compare", runs[0]["run_id"], runs[1]["run_id"], "--store", str(store), "--format", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    [it] = doc["statistics"]["comparisons"]["items"]
+    assert (it["a"], it["b"]) == ("A:one@m", "B:two@m")
+    assert it["score"]["diff"] == pytest.approx(b["accuracy"] - a["accuracy"], abs=1e-12)
+    assert it["score"]["paired"]["n_tasks"] == 15 and it["score"]["paired"]["t_p"] is not None
+    md = headroom("compare", runs[0]["run_id"], runs[1]["run_id"], "--store", str(store), "--format", "markdown")
+    assert "paired t over tasks" in md.stdout and "with the task design effect" in md.stdout
