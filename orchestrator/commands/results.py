@@ -14,6 +14,7 @@ from orchestrator.commands import err, out
 from orchestrator.errors import UserError
 from orchestrator.importers import results as importer
 from orchestrator.importers.outcomes import parse_overrides
+from orchestrator.report.text import pct
 from orchestrator.store.sqlite import Store
 
 DEFAULT_STORE = Path("headroom-results/headroom.db")
@@ -28,8 +29,7 @@ def print_summary(summary: dict[str, Any], run_id: str, store: Path) -> None:
             out.print(f"  [yellow]note[/] {escape(prob)}", soft_wrap=True)
         for c in s["accuracy_checks"]:
             agrees = {True: "[green]agrees[/]", False: "[red]DISAGREES[/]", None: "—"}[c["agrees"]]
-            rep = "—" if c["reported"] is None else f"{c['reported']:.4f}"
-            rec = "—" if c["recomputed"] is None else f"{c['recomputed']:.4f}"
+            rep, rec = pct(c["reported"]), pct(c["recomputed"])  # "agrees" is decided on the exact values
             out.print(f"  its own score {escape(c['reported_as'])}: {rep}; recomputed from the imported trials "
                       f"({escape(s['source_rule'])}): {rec} — {agrees}", soft_wrap=True)
     for d in summary["duplicates_skipped"]:
@@ -56,7 +56,7 @@ def print_summary(summary: dict[str, Any], run_id: str, store: Path) -> None:
         h = summary["headline_by_label"][lab]
         t.add_row(escape(lab), str(sum(c.values())), str(c.get("passed", 0)), str(c.get("failed", 0)),
                   str(c.get("timeout", 0)), str(c.get("infra_error", 0)), str(c.get("harness_error", 0)),
-                  "—" if h is None else f"{100 * h:.1f}%")
+                  pct(h))
     out.print(t)
     out.print(f"run {run_id} written to {store}. Next: headroom report --store {store} --run-id {run_id}")
 

@@ -228,7 +228,7 @@ def calibration_block(stats: dict[str, Any]) -> list[str]:
              "what is measured.", ""]
     if cal.get("status") == "recommended":
         lines += [f"**Publish with limit {cal.get('recommended_label')}** "
-                  f"(limit multiplier {cal.get('recommended_limit_multiplier')}). {cal.get('summary') or ''}", ""]
+                  f"(limit {limit(cal.get('recommended_limit_multiplier'))}). {cal.get('summary') or ''}", ""]
     else:
         lines += ["**No recommendation**: the data cannot support one.", ""]
         lines += [f"- {r}" for r in cal.get("reasons", [])] + [""]
