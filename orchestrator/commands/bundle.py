@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 
 from orchestrator import bundle as bundle_mod
-from orchestrator.commands import err, out
+from orchestrator.commands.console import err, out
 from orchestrator.store.sqlite import Store
 
 DEFAULT_STORE = Path("headroom-results/headroom.db")

@@ -10,7 +10,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.commands import err, out
+from orchestrator.commands.console import err, out
 from orchestrator.errors import UserError
 from orchestrator.importers import results as importer
 from orchestrator.importers.outcomes import parse_overrides

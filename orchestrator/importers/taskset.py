@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tomli_w
+import tomlkit
 from pydantic import ValidationError
 
 from orchestrator.errors import SpecError, UserError, first_validation_error
@@ -253,7 +253,7 @@ def write_task_set(ts: TaskSet, out: Path, *, force: bool = False) -> list[Path]
             spec = dict(e.spec)
             if e.dataset_digest:
                 spec.setdefault("metadata", {})["dataset_digest"] = e.dataset_digest
-            (dest / "task.toml").write_text(tomli_w.dumps(_strip_none(spec)), encoding="utf-8")
+            (dest / "task.toml").write_text(tomlkit.dumps(_strip_none(spec)), encoding="utf-8")
         try:
             load_task(dest)
         except SpecError as exc:
