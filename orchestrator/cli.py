@@ -384,11 +384,9 @@ def cleanup(backend_name: str, run_id: str | None) -> None:
 from orchestrator.commands.trust import audit_cmd, judge_group, provenance_cmd, regrade_cmd  # noqa: E402
 
 
-@cli.group("tasks")
-def tasks_group() -> None:
-    """Task sets: provenance registry."""
+from orchestrator.commands.tasks import tasks as tasks_group  # noqa: E402  (one `tasks` group: import/list/show/validate)
 
-
+cli.add_command(tasks_group)
 tasks_group.add_command(provenance_cmd)
 cli.add_command(audit_cmd)
 cli.add_command(judge_group)
@@ -417,9 +415,8 @@ def main() -> None:
 
 
 # Command groups in their own modules (imported last: they import nothing from here).
-from orchestrator.commands import bundle as _bundle, results as _results, tasks as _tasks  # noqa: E402
+from orchestrator.commands import bundle as _bundle, results as _results  # noqa: E402
 
-cli.add_command(_tasks.tasks)
 cli.add_command(_results.results)
 cli.add_command(_bundle.bundle)
 cli.add_command(_bundle.verify)

@@ -63,7 +63,7 @@ def print_resources(res: dict[str, Any]) -> None:
 
 @click.group("tasks")
 def tasks() -> None:
-    """Import, list, show and validate task sets (Harbor task.toml, dataset.toml, legacy Terminal-Bench task.yaml)."""
+    """Task sets: import, list, show and validate (Harbor task.toml, dataset.toml, legacy Terminal-Bench task.yaml); provenance registry."""
 
 
 @tasks.command("import")
