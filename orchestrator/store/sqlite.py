@@ -113,15 +113,15 @@ class Store:
     # -- runs -----------------------------------------------------------------------
     def create_run(
         self, *, name: str, backend: str, enforcement: str, spec: dict[str, Any], provenance: dict[str, Any],
-        tasks: list[Task], trials: list[Trial],
+        tasks: list[Task], trials: list[Trial], axis: str = "resources",
     ) -> str:
         """Write a run, its provenance and its whole plan in one transaction: all or nothing."""
         run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
         with self._tx():
             self.db.execute(
-                "INSERT INTO runs (run_id, name, created_at, finished_at, status, backend, enforcement, spec_json, owner)"
-                " VALUES (?,?,?,?,?,?,?,?,?)",
-                (run_id, name, now(), None, "planned", backend, enforcement, json.dumps(spec, sort_keys=True), None),
+                "INSERT INTO runs (run_id, name, created_at, finished_at, status, backend, enforcement, spec_json, owner, axis)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (run_id, name, now(), None, "planned", backend, enforcement, json.dumps(spec, sort_keys=True), None, axis),
             )
             self.db.execute("INSERT INTO provenance VALUES (?,?)", (run_id, json.dumps(provenance, sort_keys=True)))
             self.db.executemany(
