@@ -362,6 +362,11 @@ def cleanup(backend_name: str, run_id: str | None) -> None:
     err.print(f"{len(report.removed)} removed, {len(report.kept)} kept")
 
 
+from orchestrator.commands import cluster as _cluster  # noqa: E402
+
+for _command in _cluster.COMMANDS: cli.add_command(_command)  # noqa: E701
+
+
 def main() -> None:
     try:
         rv = cli.main(standalone_mode=False)

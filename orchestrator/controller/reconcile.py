@@ -1,0 +1,459 @@
+"""Reconcile one Experiment: read the plan against its Trials, settle what ended, start what is due.
+
+Level-triggered and crash-only. Every decision is recomputed from the Experiment and its
+Trials; nothing lives only in this process:
+
+* a try's Trial is created *before* its pod, under a deterministic name, so a crash
+  between the two is healed by the next reconcile (the backend's submit is idempotent
+  and adopts a pod that already exists);
+* a try is settled by writing its Trial status with the resourceVersion it was read at,
+  and only if it is not already Finished, so a result is never written twice, even by
+  two replicas during a failover;
+* a retry's Trial is named by its try number, so it can be created only once.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from orchestrator.controller import engine, tasksets
+from orchestrator.controller.events import EventRecorder
+from orchestrator.controller.informer import Informer
+from orchestrator.controller.metrics import Metrics
+from orchestrator.controller.progress import (
+    Ledger,
+    Pending,
+    experiment_status,
+    failed_status,
+    is_finished,
+    ledger,
+    now_rfc3339,
+)
+from orchestrator.controller.resources import (
+    API_VERSION,
+    EVIDENCE_LIMIT_BYTES,
+    EXPERIMENT_PLURAL,
+    GROUP,
+    LABEL_CONFIGURATION,
+    LABEL_EXPERIMENT,
+    LABEL_FINAL,
+    LABEL_RUN,
+    LABEL_TASK,
+    TRIAL_PLURAL,
+    VERSION,
+    ExperimentResourceSpec,
+    ExperimentStatus,
+    TrialSpec,
+    TrialStatus,
+    TrialTimings,
+)
+from orchestrator.errors import SpecError, first_validation_error
+from orchestrator.plan import Trial as PlannedTrial
+from orchestrator.plan import plan
+from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.task import Task
+
+log = structlog.get_logger("headroom.reconcile")
+
+#: While trials are in flight, look again at least this often even without a watch event.
+IN_FLIGHT_RESYNC = 10.0
+
+
+def run_id_of(experiment: dict[str, Any]) -> str:
+    """Stable for the life of the Experiment object, different for a re-created one."""
+    meta = experiment["metadata"]
+    return f"{meta['name']}-{meta['uid'][:8]}"
+
+
+@dataclass
+class _Plan:
+    key: tuple[str, int, str]
+    experiment: ExperimentResourceSpec
+    tasks: dict[str, Task]
+    trials: list[PlannedTrial]
+    by_id: dict[str, PlannedTrial]
+
+
+@dataclass
+class Reconciler:
+    namespace: str
+    custom: client.CustomObjectsApi
+    core: client.CoreV1Api
+    experiments: Informer
+    trials: Informer
+    backend: engine.TrialBackend
+    metrics: Metrics
+    events: EventRecorder
+    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="headroom-tasks-")))
+    pods: Informer | None = None
+    clock: Callable[[], float] = time.time
+    _plans: dict[str, _Plan] = field(default_factory=dict)
+    _handles: dict[str, Any] = field(default_factory=dict)
+    _cleaned: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- entry point -----------------------------------------------------------------------
+    def reconcile(self, name: str) -> float | None:
+        """Bring one Experiment one step closer to done. Returns seconds until the next look, or None."""
+        exp = self.experiments.get(name)
+        if exp is None or exp["metadata"].get("deletionTimestamp"):
+            return None
+        bound = log.bind(experiment=name, namespace=self.namespace)
+        generation = exp["metadata"].get("generation")
+        previous = _status_of(exp)
+        try:
+            planned = self._plan(exp)
+        except ValidationError as exc:
+            field_name, msg = first_validation_error(exc)
+            self._fail(exp, previous, "SpecInvalid", f"spec.{field_name}: {msg}", terminal=True)
+            return None
+        except SpecError as exc:
+            self._fail(exp, previous, "TasksUnavailable", exc.one_line(), terminal=False)
+            return 30.0
+        run_id = run_id_of(exp)
+        book = ledger(planned.trials, self._trials_of(run_id))
+        settled_any = False
+        for trial in list(book.in_flight):
+            settled_any |= self._advance(exp, planned, trial, bound)
+        if settled_any:
+            book = ledger(planned.trials, self._trials_of(run_id))
+        capacity = planned.experiment.concurrency - len(book.in_flight)
+        for pending in book.to_start[: max(0, capacity)]:
+            self._start(exp, planned, run_id, pending, bound)
+        if book.to_start[: max(0, capacity)]:
+            book = ledger(planned.trials, self._trials_of(run_id))
+        status = experiment_status(
+            previous, generation=generation, run_id=run_id, plan=planned.trials, book=book,
+            task_digests={t.id: t.digest for t in planned.tasks.values()},
+        )
+        self._milestones(exp, previous, status)
+        self._write_experiment_status(exp, status)
+        if status.phase == "Complete":
+            if run_id not in self._cleaned:
+                self.backend.cleanup(run_id)  # pods a crash left behind after their harvest
+                self._cleaned.add(run_id)
+            return None
+        return IN_FLIGHT_RESYNC if book.in_flight else None
+
+    # -- plan --------------------------------------------------------------------------------
+    def _plan(self, exp: dict[str, Any]) -> _Plan:
+        meta = exp["metadata"]
+        spec = ExperimentResourceSpec.model_validate(exp.get("spec") or {})
+        source = spec.task_source
+        key = (meta["uid"], int(meta.get("generation") or 0), source.bundle or source.image or "")
+        cached = self._plans.get(meta["name"])
+        if cached is not None and cached.key == key:
+            return cached
+        if source.image is not None:
+            raise SpecError("task sets in images are not supported by this controller yet; push the tasks with "
+                            "`headroom tasks push DIR` and name the bundle", field="task_source.image")
+        assert source.bundle is not None
+        tasks = tasksets.load_set(self.core, self.namespace, source.bundle, self.scratch, spec.tasks)
+        root = self.scratch / source.bundle
+        experiment = spec.model_copy(update={"tasks_dir": str(root)})
+        trials = plan(experiment, tasks)
+        p = _Plan(key, experiment, {t.id: t for t in tasks}, trials, {t.trial_id: t for t in trials})
+        self._plans[meta["name"]] = p
+        return p
+
+    def _trials_of(self, run_id: str) -> list[dict[str, Any]]:
+        return [t for t in self.trials.items() if t["spec"].get("runId") == run_id]
+
+    # -- one try -------------------------------------------------------------------------------
+    def _start(self, exp: dict[str, Any], planned: _Plan, run_id: str, pending: Pending, bound: Any) -> None:
+        p = pending.trial
+        name = engine.trial_name(run_id, p.trial_id, pending.try_index)
+        task = planned.tasks[p.task_id]
+        spec = TrialSpec(
+            experiment=exp["metadata"]["name"], run_id=run_id, trial_id=p.trial_id, task=p.task_id,
+            task_digest=task.digest,
+            configuration={"label": p.config.label, "request_multiplier": p.config.request_multiplier,
+                           "limit_multiplier": p.config.limit_multiplier},
+            attempt=p.attempt, try_=pending.try_index, retry_of=pending.retry_of, seed=p.seed, order=p.order,
+        )
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": "Trial",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {LABEL_EXPERIMENT: exp["metadata"]["name"], LABEL_RUN: run_id,
+                           LABEL_TASK: _label_value(p.task_id), LABEL_CONFIGURATION: _label_value(p.config.label)},
+                "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Experiment", "name": exp["metadata"]["name"],
+                                     "uid": exp["metadata"]["uid"], "controller": True}],
+            },
+            "spec": spec.model_dump(by_alias=True, mode="json", exclude_none=True),
+        }
+        try:
+            created = self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            created = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, name)
+        self.trials.upsert(created)
+        bound.info("trial created", trial=name, trial_id=p.trial_id, attempt=p.attempt, try_=pending.try_index,
+                   retry_of=pending.retry_of)
+        self._submit(created, planned)
+
+    def _submit(self, trial: dict[str, Any], planned: _Plan) -> Any:
+        """The backend's handle for a Trial's pod: submitting is idempotent, so this also adopts."""
+        name = trial["metadata"]["name"]
+        handle = self._handles.get(name)
+        if handle is None:
+            spec = trial["spec"]
+            p = planned.by_id[spec["trialId"]]
+            launch = engine.build_launch(
+                planned.experiment, planned.tasks[p.task_id], p, spec["try"], spec["runId"], name,
+                labels={LABEL_EXPERIMENT: spec["experiment"], LABEL_RUN: spec["runId"]},
+                owner={"apiVersion": API_VERSION, "kind": "Trial", "name": name, "uid": trial["metadata"]["uid"],
+                       "controller": True},
+            )
+            handle = self.backend.submit(launch)
+            with self._lock:
+                self._handles[name] = handle
+        return handle
+
+    def _advance(self, exp: dict[str, Any], planned: _Plan, trial: dict[str, Any], bound: Any) -> bool:
+        """Observe one in-flight try; settle it when it ended. True when it was settled."""
+        name = trial["metadata"]["name"]
+        if trial["spec"]["trialId"] not in planned.by_id:
+            return False  # not in this plan (cannot happen while the spec is immutable)
+        handle = self._submit(trial, planned)
+        facts = self.backend.observe(handle)
+        if facts is None:
+            self._note_running(trial)
+            return False
+        spec = trial["spec"]
+        finished_tries = 1 + sum(
+            1 for t in self._trials_of(spec["runId"]) if t["spec"]["trialId"] == spec["trialId"] and is_finished(t)
+        )
+        settled = engine.settle(facts, planned.experiment, finished_tries)
+        written = self._finish(trial, settled, facts)
+        if written:
+            self._account(exp, trial, settled, bound)
+        self.backend.cancel(handle)  # the result is in the API: the pod may go
+        with self._lock:
+            self._handles.pop(name, None)
+        return True
+
+    def _note_running(self, trial: dict[str, Any]) -> None:
+        """Record when a pod was scheduled and started, and where, from the pod cache."""
+        if self.pods is None:
+            return
+        pod = self.pods.get(trial["metadata"]["name"])
+        if pod is None:
+            return
+        status = TrialStatus.model_validate(trial.get("status") or {})
+        ps = pod.get("status") or {}
+        cond = {c.get("type"): c for c in ps.get("conditions") or []}
+        scheduled = (cond.get("PodScheduled") or {}).get("lastTransitionTime") if (cond.get("PodScheduled") or {}).get("status") == "True" else None
+        started = ps.get("startTime") if ps.get("phase") in ("Running", "Succeeded", "Failed") else None
+        node = (pod.get("spec") or {}).get("nodeName")
+        want = status.model_copy(deep=True)
+        want.phase = "Running" if ps.get("phase") == "Running" else status.phase
+        want.pod = pod["metadata"]["name"]
+        want.node = node or status.node
+        want.qos_class = ps.get("qosClass") or status.qos_class
+        want.timings.queued = want.timings.queued or trial["metadata"].get("creationTimestamp")
+        want.timings.scheduled = want.timings.scheduled or scheduled
+        want.timings.started = want.timings.started or started
+        if want != status:
+            self._write_trial_status(trial, want, only_if_unfinished=True)
+
+    def _finish(self, trial: dict[str, Any], settled: engine.Settled, raw: TrialFacts) -> bool:
+        facts = settled.facts
+        status = TrialStatus.model_validate(trial.get("status") or {})
+        agent_s = facts.agent.duration_s if facts.agent else None
+        verifier_s = facts.verifier.duration_s if facts.verifier else None
+        evidence, truncated = bounded_evidence(facts)
+        extra = facts.extra or {}
+        done = status.model_copy(update={
+            "phase": "Finished",
+            "outcome": settled.verdict.outcome.value,
+            "reason": settled.verdict.reason,
+            "final": not settled.retry,
+            "reward": facts.reward,
+            "node": extra.get("node") or status.node,
+            "qos_class": facts.qos_class or status.qos_class,
+            "enforcement": facts.enforcement,
+            "request_cpus": facts.request_cpus,
+            "request_memory_bytes": facts.request_memory_bytes,
+            "limit_cpus": facts.limit_cpus,
+            "limit_memory_bytes": facts.limit_memory_bytes,
+            "peak_memory_bytes": facts.peak_memory_bytes,
+            "oom_kills": sum(s.oom_kills for s in (facts.agent, facts.verifier) if s is not None),
+            "duration_seconds": facts.duration_s,
+            "message": str(settled.verdict),
+            "evidence": evidence,
+            "evidence_truncated": truncated or None,
+            "timings": TrialTimings(
+                queued=status.timings.queued or trial["metadata"].get("creationTimestamp"),
+                scheduled=status.timings.scheduled, started=status.timings.started, finished=now_rfc3339(),
+                agent_seconds=agent_s, verifier_seconds=verifier_s,
+            ),
+        })
+        return self._write_trial_status(trial, done, only_if_unfinished=True)
+
+    def _account(self, exp: dict[str, Any], trial: dict[str, Any], settled: engine.Settled, bound: Any) -> None:
+        spec = trial["spec"]
+        label = spec["configuration"]["label"]
+        v = settled.verdict
+        m = self.metrics
+        m.tries_settled.labels(self.namespace, spec["experiment"], label, v.outcome.value, v.reason or "",
+                               "false" if settled.retry else "true").inc()
+        facts = settled.facts
+        if v.reason == "oom_killed":
+            m.oom_kills.labels(self.namespace, spec["experiment"], label).inc()
+        if facts.agent:
+            m.phase_duration.labels("agent").observe(facts.agent.duration_s)
+        if facts.verifier:
+            m.phase_duration.labels("verifier").observe(facts.verifier.duration_s)
+        m.phase_duration.labels("total").observe(facts.duration_s)
+        timings = (trial.get("status") or {}).get("timings") or {}
+        queued = _epoch(trial["metadata"].get("creationTimestamp"))
+        scheduled = _epoch(timings.get("scheduled"))
+        if queued is not None and scheduled is not None:
+            m.queue_wait.labels(self.namespace, spec["experiment"]).observe(max(0.0, scheduled - queued))
+            m.phase_duration.labels("scheduling").observe(max(0.0, scheduled - queued))
+        bound.info("trial settled", trial=trial["metadata"]["name"], trial_id=spec["trialId"], outcome=v.outcome.value,
+                   reason=v.reason, final=not settled.retry, reward=facts.reward)
+        if v.outcome.value == "infra_error":
+            self.events.record(
+                exp, "Warning", "TrialInfraError",
+                f"trial {spec['trialId']} try {spec['try']}: {v}" + (" (will retry)" if settled.retry else ""),
+                key=f"{trial['metadata']['name']}.infra",
+            )
+
+    # -- writes ---------------------------------------------------------------------------------
+    def _write_trial_status(self, trial: dict[str, Any], status: TrialStatus, *, only_if_unfinished: bool) -> bool:
+        """Write a Trial's status; on a conflict re-read and try again. False if it was already Finished."""
+        name = trial["metadata"]["name"]
+        current = trial
+        for _ in range(5):
+            if only_if_unfinished and is_finished(current):
+                return False
+            body = {
+                "apiVersion": API_VERSION, "kind": "Trial",
+                "metadata": {"name": name, "namespace": self.namespace,
+                             "resourceVersion": current["metadata"]["resourceVersion"]},
+                "spec": current["spec"],
+                "status": status.model_dump(by_alias=True, mode="json", exclude_none=True),
+            }
+            try:
+                written = self.custom.replace_namespaced_custom_object_status(
+                    GROUP, VERSION, self.namespace, TRIAL_PLURAL, name, body)
+                self.trials.upsert(written)
+                return True
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                current = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, name)
+        raise RuntimeError(f"trial {name}: status kept conflicting")
+
+    def _write_experiment_status(self, exp: dict[str, Any], status: ExperimentStatus) -> None:
+        want = status.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if want == (exp.get("status") or {}):
+            return
+        name = exp["metadata"]["name"]
+        current = exp
+        for _ in range(5):
+            body = {**{k: v for k, v in current.items() if k != "status"}, "status": want}
+            try:
+                written = self.custom.replace_namespaced_custom_object_status(
+                    GROUP, VERSION, self.namespace, EXPERIMENT_PLURAL, name, body)
+                self.experiments.upsert(written)
+                return
+            except ApiException as exc:
+                if exc.status == 404:
+                    return  # deleted meanwhile
+                if exc.status != 409:
+                    raise
+                current = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, EXPERIMENT_PLURAL, name)
+        raise RuntimeError(f"experiment {name}: status kept conflicting")
+
+    def _fail(self, exp: dict[str, Any], previous: ExperimentStatus, reason: str, message: str, terminal: bool) -> None:
+        status = failed_status(previous, generation=exp["metadata"].get("generation"), reason=reason, message=message,
+                               terminal=terminal)
+        if status != previous:
+            self.events.record(exp, "Warning", reason, message, key=f"{exp['metadata']['name']}.{reason.lower()}"
+                               f".{exp['metadata'].get('generation', 0)}")
+            log.warning("experiment cannot run", experiment=exp["metadata"]["name"], reason=reason, message=message)
+        self._write_experiment_status(exp, status)
+
+    def _milestones(self, exp: dict[str, Any], previous: ExperimentStatus, status: ExperimentStatus) -> None:
+        name = exp["metadata"]["name"]
+        if previous.phase in ("Pending", "Failed") and status.phase in ("Running", "Complete") and previous.tries == 0:
+            self.events.record(exp, "Normal", "Started",
+                               f"run {status.run_id}: {status.planned} trials, first tries submitted", key=f"{name}.started")
+        if previous.phase != "Complete" and status.phase == "Complete":
+            summary = ", ".join(f"{c.configuration}: {c.passed}/{c.finished} passed, {c.infra_error} infra errors"
+                                for c in status.configurations)
+            self.events.record(exp, "Normal", "Completed", f"all {status.planned} trials finished ({summary})",
+                               key=f"{name}.completed")
+            log.info("experiment complete", experiment=name, run_id=status.run_id, planned=status.planned)
+
+
+def bounded_evidence(facts: TrialFacts, limit: int = EVIDENCE_LIMIT_BYTES) -> tuple[dict[str, Any], bool]:
+    """The facts as JSON of at most ``limit`` bytes: long text is cut from the front, then extras dropped."""
+    data = facts.model_dump(mode="json")
+    if len(_json(data)) <= limit:
+        return data, False
+    for step in ("agent", "verifier"):
+        s = data.get(step)
+        if s:
+            for k in ("stdout_tail", "stderr_tail"):
+                if isinstance(s.get(k), str) and len(s[k]) > 512:
+                    s[k] = "…" + s[k][-512:]
+    if len(_json(data)) <= limit:
+        return data, True
+    extra = data.get("extra") or {}
+    for key in sorted(extra, key=lambda k: len(_json(extra[k])), reverse=True):
+        extra[key] = "[dropped: evidence limit]"
+        if len(_json(data)) <= limit:
+            return data, True
+    return {k: data[k] for k in ("enforcement", "qos_class", "reward", "setup_error", "infra_hint") if k in data}, True
+
+
+def _json(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _status_of(exp: dict[str, Any]) -> ExperimentStatus:
+    try:
+        return ExperimentStatus.model_validate(exp.get("status") or {})
+    except ValidationError:
+        return ExperimentStatus()
+
+
+def _label_value(text: str) -> str:
+    import re
+
+    v = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:63].strip("._-")
+    return v or "x"
+
+
+def _epoch(ts: str | None) -> float | None:
+    if not ts:
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+__all__ = ["Reconciler", "run_id_of", "bounded_evidence", "Ledger", "LABEL_FINAL"]
