@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.controller.engine import TrialBackend
+from orchestrator.controller.engine import Backend as TrialBackend
 from orchestrator.controller.manager import BackendFactory
 
 

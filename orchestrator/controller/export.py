@@ -17,7 +17,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator import provenance
-from orchestrator.classify import Verdict
 from orchestrator.controller import tasksets
 from orchestrator.controller.resources import (
     EXPERIMENT_PLURAL,
@@ -27,10 +26,11 @@ from orchestrator.controller.resources import (
     VERSION,
     ExperimentResourceSpec,
 )
-from orchestrator.errors import SpecError, UserError
+from orchestrator.errors import UserError
 from orchestrator.plan import plan
 from orchestrator.spec.facts import TrialFacts
-from orchestrator.spec.outcome import Outcome
+from orchestrator.spec.outcome import Outcome, parse_reason
+from orchestrator.spec.trial import Verdict
 from orchestrator.store.sqlite import Store
 
 
@@ -69,8 +69,6 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
     if not run_id:
         raise UserError(f"Experiment {name} has not started yet (no run id in its status)")
     spec = ExperimentResourceSpec.model_validate(exp["spec"])
-    if spec.task_source.bundle is None:
-        raise SpecError("export needs the task set's ConfigMaps (task_source.bundle)", field="task_source")
     trials = kube.call("list Trials", kube.custom.list_namespaced_custom_object, GROUP, VERSION, kube.namespace,
                        TRIAL_PLURAL, label_selector=f"{LABEL_EXPERIMENT}={name}")["items"]
     trials = [t for t in trials if t["spec"].get("runId") == run_id]
@@ -111,7 +109,7 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
         if st.get("phase") != "Finished":
             unfinished += 1
             continue
-        verdict = Verdict(Outcome(st["outcome"]), st.get("reason"))
+        verdict = Verdict(Outcome(st["outcome"]), parse_reason(st.get("reason")))
         store.finish_try(local_id, tid, try_index, facts_of(t), verdict, final=bool(st.get("final")))
     store.set_status(local_id, "finished" if status.get("phase") == "Complete" else "running")
     store.close()

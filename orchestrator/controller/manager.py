@@ -38,7 +38,7 @@ from orchestrator.controller.workqueue import ShutDown, WorkQueue
 
 log = structlog.get_logger("headroom.controller")
 
-BackendFactory = Callable[[InstrumentedApiClient, str], engine.TrialBackend]
+BackendFactory = Callable[[InstrumentedApiClient, str], engine.Backend]
 
 
 @dataclass

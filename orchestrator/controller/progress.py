@@ -20,7 +20,7 @@ from orchestrator.controller.resources import (
     ExperimentStatus,
     Interval,
 )
-from orchestrator.plan import Trial as PlannedTrial
+from orchestrator.spec.trial import Trial as PlannedTrial
 
 Obj = dict[str, Any]
 OUTCOMES = ("passed", "failed", "timeout", "infra_error", "harness_error")

@@ -59,7 +59,7 @@ from orchestrator.controller.resources import (
     TrialTimings,
 )
 from orchestrator.errors import SpecError, first_validation_error
-from orchestrator.plan import Trial as PlannedTrial
+from orchestrator.spec.trial import Trial as PlannedTrial
 from orchestrator.plan import plan
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.task import Task
@@ -79,6 +79,7 @@ def run_id_of(experiment: dict[str, Any]) -> str:
 @dataclass
 class _Plan:
     key: tuple[str, int, str]
+    digest: str
     experiment: ExperimentResourceSpec
     tasks: dict[str, Task]
     trials: list[PlannedTrial]
@@ -92,7 +93,7 @@ class Reconciler:
     core: client.CoreV1Api
     experiments: Informer
     trials: Informer
-    backend: engine.TrialBackend
+    backend: engine.Backend
     metrics: Metrics
     events: EventRecorder
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="headroom-tasks-")))
@@ -151,19 +152,16 @@ class Reconciler:
         meta = exp["metadata"]
         spec = ExperimentResourceSpec.model_validate(exp.get("spec") or {})
         source = spec.task_source
-        key = (meta["uid"], int(meta.get("generation") or 0), source.bundle or source.image or "")
+        key = (meta["uid"], int(meta.get("generation") or 0), source.bundle)
         cached = self._plans.get(meta["name"])
         if cached is not None and cached.key == key:
             return cached
-        if source.image is not None:
-            raise SpecError("task sets in images are not supported by this controller yet; push the tasks with "
-                            "`headroom tasks push DIR` and name the bundle", field="task_source.image")
-        assert source.bundle is not None
         tasks = tasksets.load_set(self.core, self.namespace, source.bundle, self.scratch, spec.tasks)
         root = self.scratch / source.bundle
         experiment = spec.model_copy(update={"tasks_dir": str(root)})
         trials = plan(experiment, tasks)
-        p = _Plan(key, experiment, {t.id: t for t in tasks}, trials, {t.trial_id: t for t in trials})
+        p = _Plan(key, engine.experiment_digest(experiment), experiment, {t.id: t for t in tasks}, trials,
+                  {t.trial_id: t for t in trials})
         self._plans[meta["name"]] = p
         return p
 
@@ -204,24 +202,39 @@ class Reconciler:
         self.trials.upsert(created)
         bound.info("trial created", trial=name, trial_id=p.trial_id, attempt=p.attempt, try_=pending.try_index,
                    retry_of=pending.retry_of)
-        self._submit(created, planned)
+        self._handle(created, planned)
 
-    def _submit(self, trial: dict[str, Any], planned: _Plan) -> Any:
-        """The backend's handle for a Trial's pod: submitting is idempotent, so this also adopts."""
+    def _launch(self, trial: dict[str, Any], planned: _Plan) -> Any:
+        spec = trial["spec"]
+        p = planned.by_id[spec["trialId"]]
+        return engine.launch_for(
+            planned.experiment, planned.tasks[p.task_id], p, spec["try"], spec["runId"], planned.digest,
+            labels={LABEL_EXPERIMENT: _label_value(spec["experiment"])},
+        )
+
+    def _handle(self, trial: dict[str, Any], planned: _Plan) -> engine.Handle:
+        """The backend's handle of a Trial's pod: from memory, from the Trial's status, or by submitting.
+
+        Submitting is idempotent on the try's name, so a pod created just before a crash
+        (and not yet recorded) is adopted, not started twice.
+        """
         name = trial["metadata"]["name"]
-        handle = self._handles.get(name)
-        if handle is None:
-            spec = trial["spec"]
-            p = planned.by_id[spec["trialId"]]
-            launch = engine.build_launch(
-                planned.experiment, planned.tasks[p.task_id], p, spec["try"], spec["runId"], name,
-                labels={LABEL_EXPERIMENT: spec["experiment"], LABEL_RUN: spec["runId"]},
-                owner={"apiVersion": API_VERSION, "kind": "Trial", "name": name, "uid": trial["metadata"]["uid"],
-                       "controller": True},
-            )
-            handle = self.backend.submit(launch)
-            with self._lock:
-                self._handles[name] = handle
+        with self._lock:
+            handle = self._handles.get(name)
+        if handle is not None:
+            return handle
+        recorded = (trial.get("status") or {}).get("handle")
+        if recorded:
+            handle = engine.Handle.model_validate(recorded)
+        else:
+            handle = self.backend.submit(self._launch(trial, planned))
+            status = TrialStatus.model_validate(trial.get("status") or {})
+            status.handle = handle.model_dump(mode="json")
+            status.pod = handle.name
+            status.timings.queued = status.timings.queued or trial["metadata"].get("creationTimestamp")
+            self._write_trial_status(trial, status, only_if_unfinished=True)
+        with self._lock:
+            self._handles[name] = handle
         return handle
 
     def _advance(self, exp: dict[str, Any], planned: _Plan, trial: dict[str, Any], bound: Any) -> bool:
@@ -229,17 +242,17 @@ class Reconciler:
         name = trial["metadata"]["name"]
         if trial["spec"]["trialId"] not in planned.by_id:
             return False  # not in this plan (cannot happen while the spec is immutable)
-        handle = self._submit(trial, planned)
+        handle = self._handle(trial, planned)
         facts = self.backend.observe(handle)
         if facts is None:
-            self._note_running(trial)
+            self._note_running(self.trials.get(name) or trial)
             return False
         spec = trial["spec"]
-        finished_tries = 1 + sum(
+        finished_before = sum(
             1 for t in self._trials_of(spec["runId"]) if t["spec"]["trialId"] == spec["trialId"] and is_finished(t)
         )
-        settled = engine.settle(facts, planned.experiment, finished_tries)
-        written = self._finish(trial, settled, facts)
+        settled = engine.settle_try(facts, planned.experiment, finished_before)
+        written = self._finish(self.trials.get(name) or trial, settled)
         if written:
             self._account(exp, trial, settled, bound)
         self.backend.cancel(handle)  # the result is in the API: the pod may go
@@ -271,7 +284,7 @@ class Reconciler:
         if want != status:
             self._write_trial_status(trial, want, only_if_unfinished=True)
 
-    def _finish(self, trial: dict[str, Any], settled: engine.Settled, raw: TrialFacts) -> bool:
+    def _finish(self, trial: dict[str, Any], settled: engine.Settlement) -> bool:
         facts = settled.facts
         status = TrialStatus.model_validate(trial.get("status") or {})
         agent_s = facts.agent.duration_s if facts.agent else None
@@ -281,8 +294,8 @@ class Reconciler:
         done = status.model_copy(update={
             "phase": "Finished",
             "outcome": settled.verdict.outcome.value,
-            "reason": settled.verdict.reason,
-            "final": not settled.retry,
+            "reason": settled.verdict.reason.value if settled.verdict.reason else None,
+            "final": settled.final,
             "reward": facts.reward,
             "node": extra.get("node") or status.node,
             "qos_class": facts.qos_class or status.qos_class,
@@ -305,15 +318,16 @@ class Reconciler:
         })
         return self._write_trial_status(trial, done, only_if_unfinished=True)
 
-    def _account(self, exp: dict[str, Any], trial: dict[str, Any], settled: engine.Settled, bound: Any) -> None:
+    def _account(self, exp: dict[str, Any], trial: dict[str, Any], settled: engine.Settlement, bound: Any) -> None:
         spec = trial["spec"]
         label = spec["configuration"]["label"]
         v = settled.verdict
+        reason = v.reason.value if v.reason else ""
         m = self.metrics
-        m.tries_settled.labels(self.namespace, spec["experiment"], label, v.outcome.value, v.reason or "",
-                               "false" if settled.retry else "true").inc()
+        m.tries_settled.labels(self.namespace, spec["experiment"], label, v.outcome.value, reason,
+                               "true" if settled.final else "false").inc()
         facts = settled.facts
-        if v.reason == "oom_killed":
+        if reason == "oom_killed":
             m.oom_kills.labels(self.namespace, spec["experiment"], label).inc()
         if facts.agent:
             m.phase_duration.labels("agent").observe(facts.agent.duration_s)
@@ -327,11 +341,11 @@ class Reconciler:
             m.queue_wait.labels(self.namespace, spec["experiment"]).observe(max(0.0, scheduled - queued))
             m.phase_duration.labels("scheduling").observe(max(0.0, scheduled - queued))
         bound.info("trial settled", trial=trial["metadata"]["name"], trial_id=spec["trialId"], outcome=v.outcome.value,
-                   reason=v.reason, final=not settled.retry, reward=facts.reward)
+                   reason=reason, final=settled.final, reward=facts.reward)
         if v.outcome.value == "infra_error":
             self.events.record(
                 exp, "Warning", "TrialInfraError",
-                f"trial {spec['trialId']} try {spec['try']}: {v}" + (" (will retry)" if settled.retry else ""),
+                f"trial {spec['trialId']} try {spec['try']}: {v}" + ("" if settled.final else " (will retry)"),
                 key=f"{trial['metadata']['name']}.infra",
             )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
@@ -43,19 +43,10 @@ class TaskSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    bundle: str | None = Field(
-        default=None,
+    bundle: str = Field(
         description="name of the task-set ConfigMap written by `headroom tasks push DIR` (content-addressed)",
+        min_length=1, max_length=253,
     )
-    image: str | None = Field(
-        default=None, description="an image holding the task set as <task-id>/task.toml ... under /tasks",
-    )
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> "TaskSource":
-        if (self.bundle is None) == (self.image is None):
-            raise ValueError("task_source needs exactly one of 'bundle' or 'image'")
-        return self
 
 
 class ExperimentResourceSpec(Experiment):
@@ -65,6 +56,7 @@ class ExperimentResourceSpec(Experiment):
     # prunes it) and filled in by the controller with where it unpacked the task set.
     tasks_dir: SkipJsonSchema[str] = ""
     task_source: TaskSource
+    backend: Literal["kubernetes"] = Field(default="kubernetes", description="a cluster runs trials as pods")
 
 
 class _Camel(BaseModel):
@@ -127,6 +119,9 @@ class TrialStatus(_Camel):
         default=None, description=f"the backend's raw facts, redacted and cut to {EVIDENCE_LIMIT_BYTES} bytes"
     )
     evidence_truncated: bool | None = None
+    handle: dict[str, Any] | None = Field(
+        default=None, description="the backend's handle of the submitted pod, so a restarted controller adopts it"
+    )
 
 
 class Interval(_Camel):
