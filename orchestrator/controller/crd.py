@@ -167,9 +167,14 @@ def _crd(kind: str, plural: str, short: list[str], spec: dict[str, Any], status:
 
 
 def experiment_crd() -> dict[str, Any]:
+    spec = structural_schema(ExperimentResourceSpec)
+    # The plan is derived from the spec: changing it under a running sweep would orphan Trials.
+    spec["x-kubernetes-validations"] = [
+        {"rule": "self == oldSelf", "message": "an Experiment's spec cannot change; create a new Experiment"}
+    ]
     return _crd(
         "Experiment", EXPERIMENT_PLURAL, ["hexp"],
-        structural_schema(ExperimentResourceSpec), structural_schema(ExperimentStatus),
+        spec, structural_schema(ExperimentStatus),
         [
             {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
             {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},

@@ -58,6 +58,21 @@ class ControllerConfig:
     pod_selector: str = LABEL_EXPERIMENT
 
 
+class LazyBackend:
+    """Builds the backend on first use, so a standby replica (or an idle leader) never needs it."""
+
+    def __init__(self, make: Callable[[], engine.Backend]) -> None:
+        self._make = make
+        self._backend: engine.Backend | None = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        with self._lock:
+            if self._backend is None:
+                self._backend = self._make()
+        return getattr(self._backend, name)
+
+
 def slim_trial(obj: dict[str, Any]) -> dict[str, Any]:
     """What the loop reads of a Trial: no evidence, no managed fields (10,000 must fit in memory)."""
     meta = obj.get("metadata") or {}
@@ -167,10 +182,10 @@ class Controller:
         """Run the loop (as the leader): informers, workers, periodic resync. Blocks until stopped."""
         self.leading.set()
         self.metrics.leader.set(1)
-        backend = self._backend_factory(self.api, self.cfg.namespace)
+        backend = LazyBackend(lambda: self._backend_factory(self.api, self.cfg.namespace))
         self.reconciler = Reconciler(
             namespace=self.cfg.namespace, custom=self.custom, core=self.core,
-            experiments=self.experiments, trials=self.trials, pods=self.pods, backend=backend,
+            experiments=self.experiments, trials=self.trials, pods=self.pods, backend=backend,  # type: ignore[arg-type]
             metrics=self.metrics, events=EventRecorder(self.core, self.cfg.namespace, self.cfg.identity),
         )
         for inf in self.informers:

@@ -141,7 +141,7 @@ class Reconciler:
         self._milestones(exp, previous, status)
         self._write_experiment_status(exp, status)
         if status.phase == "Complete":
-            if run_id not in self._cleaned:
+            if run_id not in self._cleaned and self._has_pods(name):
                 self.backend.cleanup(run_id)  # pods a crash left behind after their harvest
                 self._cleaned.add(run_id)
             return None
@@ -164,6 +164,12 @@ class Reconciler:
                   {t.trial_id: t for t in trials})
         self._plans[meta["name"]] = p
         return p
+
+    def _has_pods(self, experiment: str) -> bool:
+        if self.pods is None:
+            return True
+        value = _label_value(experiment)
+        return any((p["metadata"].get("labels") or {}).get(LABEL_EXPERIMENT) == value for p in self.pods.items())
 
     def _trials_of(self, run_id: str) -> list[dict[str, Any]]:
         return [t for t in self.trials.items() if t["spec"].get("runId") == run_id]

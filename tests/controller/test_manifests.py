@@ -1,0 +1,48 @@
+"""The example Experiment and its rendered resource stay in step with the code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from orchestrator.cli import cli
+from orchestrator.controller.resources import ExperimentResourceSpec
+from orchestrator.controller.tasksets import bundle_body, set_digest, set_name
+from orchestrator.spec.experiment import Experiment
+from orchestrator.tasks.loader import load_tasks
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "manifests" / "examples" / "experiment.yaml"
+RENDERED = REPO / "manifests" / "examples" / "experiment-resource.yaml"
+
+
+def test_rendered_example_matches_submit_dry_run() -> None:
+    result = CliRunner().invoke(cli, ["submit", str(EXAMPLE.relative_to(REPO)), "--dry-run", "-n", "headroom"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    committed = [line for line in RENDERED.read_text().splitlines() if not line.startswith("#")]
+    assert committed == result.output.splitlines(), (
+        "manifests/examples/experiment-resource.yaml is stale: re-render it with "
+        "headroom submit manifests/examples/experiment.yaml --dry-run -n headroom"
+    )
+
+
+def test_example_runs_locally_and_names_the_bundled_task_set() -> None:
+    fields = yaml.safe_load(EXAMPLE.read_text())
+    local = Experiment.model_validate({**fields, "tasks_dir": str((EXAMPLE.parent / fields["tasks_dir"]).resolve())})
+    assert [c.label for c in local.configurations] == ["1x-strict", "1x/3x", "unbounded"]
+    resource = yaml.safe_load(RENDERED.read_text())
+    spec = ExperimentResourceSpec.model_validate(resource["spec"])
+    tasks = load_tasks(REPO / "tasks")
+    assert spec.task_source.bundle == set_name(set_digest(tasks))  # content-addressed: names the bundled set
+    assert spec.configurations == local.configurations
+
+
+def test_every_bundled_task_fits_a_configmap() -> None:
+    for t in load_tasks(REPO / "tasks"):
+        body = bundle_body(t)
+        assert body["immutable"] is True
+        assert body["metadata"]["annotations"]["headroom.dev/task-digest"] == t.digest
+        assert "_files.json" in body["data"]
