@@ -66,7 +66,10 @@ class Kube:
         try:
             return fn(*args, **kwargs)
         except ApiException as exc:
-            raise UserError(f"{what}: {exc.status} {api_message(exc)}") from None
+            message = api_message(exc)
+            if exc.status == 404 and "could not find the requested resource" in message:
+                message = "the headroom CRDs are not installed in this cluster (helm install headroom helm/headroom)"
+            raise UserError(f"{what}: {exc.status} {message}") from None
         except (HTTPError, OSError) as exc:
             raise UserError(f"{what}: cannot reach the Kubernetes API ({type(exc).__name__})") from None
 

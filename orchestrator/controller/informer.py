@@ -109,6 +109,11 @@ class Informer:
                     return
                 self._restart("error")
                 log.warning("watch connection lost", kind=self.kind, error=f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # a closed or half-read response: the informer must outlive it
+                if self._stop.is_set():
+                    return
+                self._restart("error")
+                log.warning("watch failed unexpectedly", kind=self.kind, error=f"{type(exc).__name__}: {exc}")
             self._stop.wait(backoff)
             backoff = min(backoff * 2, 10.0)
 
@@ -118,6 +123,7 @@ class Informer:
 
     def _list(self) -> None:
         resp = self.list_fn(label_selector=self.label_selector, _preload_content=False, _request_timeout=60)
+        _raise_for_status(resp)
         body = json.loads(resp.data)
         fresh = {o["metadata"]["name"]: self.transform(o) for o in body.get("items", [])}
         with self._lock:
@@ -140,11 +146,14 @@ class Informer:
         )
         self._resp = resp
         try:
+            _raise_for_status(resp)  # raw responses do not raise by themselves (a 410 comes back this way too)
             for line in iter_resp_lines(resp):
                 if self._stop.is_set():
                     return
                 event = json.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
+                if kind is None and event.get("kind") == "Status":  # a bare Status instead of an event
+                    raise ApiException(status=event.get("code"), reason=event.get("reason"))
                 if kind == "ERROR":
                     raise ApiException(status=obj.get("code"), reason=obj.get("reason"))
                 rv = obj.get("metadata", {}).get("resourceVersion")
@@ -174,6 +183,16 @@ class Informer:
                 self.handler(kind, obj)
             except Exception:  # a handler bug must not kill the watch
                 log.exception("informer handler failed", kind=self.kind)
+
+
+def _raise_for_status(resp: Any) -> None:
+    status = getattr(resp, "status", 200)
+    if isinstance(status, int) and not 200 <= status <= 299:
+        try:
+            body = json.loads(resp.data)
+        except (ValueError, TypeError):
+            body = {}
+        raise ApiException(status=status, reason=body.get("reason") or getattr(resp, "reason", ""))
 
 
 def _rv(obj: Obj | None) -> int:

@@ -71,9 +71,9 @@ IN_FLIGHT_RESYNC = 10.0
 
 
 def run_id_of(experiment: dict[str, Any]) -> str:
-    """Stable for the life of the Experiment object, different for a re-created one."""
+    """Stable for the life of the Experiment object, different for a re-created one; a valid label value."""
     meta = experiment["metadata"]
-    return f"{meta['name']}-{meta['uid'][:8]}"
+    return f"{meta['name'][:54].rstrip('-.')}-{meta['uid'][:8]}"
 
 
 @dataclass
@@ -109,6 +109,7 @@ class Reconciler:
         """Bring one Experiment one step closer to done. Returns seconds until the next look, or None."""
         exp = self.experiments.get(name)
         if exp is None or exp["metadata"].get("deletionTimestamp"):
+            self._forget(name)
             return None
         bound = log.bind(experiment=name, namespace=self.namespace)
         generation = exp["metadata"].get("generation")
@@ -164,6 +165,18 @@ class Reconciler:
                   {t.trial_id: t for t in trials})
         self._plans[meta["name"]] = p
         return p
+
+    def _forget(self, name: str) -> None:
+        """An Experiment is gone: its Trials go with it (owner references); release its pods' finalizers."""
+        self._plans.pop(name, None)
+        if self.pods is None:
+            return
+        value = _label_value(name)
+        runs = {(p["metadata"].get("labels") or {}).get(LABEL_RUN) for p in self.pods.items()
+                if (p["metadata"].get("labels") or {}).get(LABEL_EXPERIMENT) == value}
+        for run in sorted(r for r in runs if r):
+            log.info("experiment deleted: cleaning up its pods", experiment=name, run_id=run)
+            self.backend.cleanup(run)
 
     def _has_pods(self, experiment: str) -> bool:
         if self.pods is None:
@@ -234,6 +247,7 @@ class Reconciler:
             handle = engine.Handle.model_validate(recorded)
         else:
             handle = self.backend.submit(self._launch(trial, planned))
+            self._own_pod(handle.name, trial)
             status = TrialStatus.model_validate(trial.get("status") or {})
             status.handle = handle.model_dump(mode="json")
             status.pod = handle.name
@@ -242,6 +256,19 @@ class Reconciler:
         with self._lock:
             self._handles[name] = handle
         return handle
+
+    def _own_pod(self, pod: str, trial: dict[str, Any]) -> None:
+        """Chain Experiment -> Trial -> Pod: deleting a Trial (or its Experiment) deletes its pod."""
+        ref = {"apiVersion": API_VERSION, "kind": "Trial", "name": trial["metadata"]["name"],
+               "uid": trial["metadata"]["uid"], "controller": True}
+        cached = self.pods.get(pod) if self.pods is not None else None
+        if cached is not None and any(r.get("uid") == ref["uid"] for r in cached["metadata"].get("ownerReferences") or []):
+            return
+        try:
+            self.core.patch_namespaced_pod(pod, self.namespace, {"metadata": {"ownerReferences": [ref]}})
+        except ApiException as exc:
+            if exc.status != 404:  # already gone: nothing to own
+                raise
 
     def _advance(self, exp: dict[str, Any], planned: _Plan, trial: dict[str, Any], bound: Any) -> bool:
         """Observe one in-flight try; settle it when it ended. True when it was settled."""

@@ -157,6 +157,7 @@ def unpack(core: client.CoreV1Api, namespace: str, name: str, into: Path) -> Pat
     root = into / name
     if root.is_dir():
         return root
+    into.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=into))
     try:
         for task_id, entry in index.items():

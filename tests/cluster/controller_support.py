@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client
 
@@ -28,6 +29,27 @@ KWOK_VALUES = [
     "--set", "tolerations[0].operator=Exists",
     "--set", "tolerations[0].effect=NoSchedule",
 ]
+
+
+def install_crds(cluster: Cluster) -> None:
+    """The chart's CRDs, as `helm install` would create them (idempotent; CRDs are cluster-wide)."""
+    ext = client.ApiextensionsV1Api(cluster.api_client)
+    for f in sorted((CHART / "crds").glob("*.yaml")):
+        body = yaml.safe_load(f.read_text())
+        try:
+            ext.create_custom_resource_definition(body)
+        except client.exceptions.ApiException as exc:
+            if exc.status != 409:
+                raise
+        name = body["metadata"]["name"]
+        wait_for(lambda: any(c.type == "Established" and c.status == "True"
+                             for c in (ext.read_custom_resource_definition(name).status.conditions or [])),
+                 30, f"CRD {name} established")
+
+
+@pytest.fixture
+def crds(cluster: Cluster) -> None:
+    install_crds(cluster)
 
 
 def helm_install(cluster: Cluster, namespace: str, *extra: str, wait: bool = True) -> subprocess.CompletedProcess[str]:

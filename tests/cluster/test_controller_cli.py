@@ -15,7 +15,7 @@ from orchestrator.controller import tasksets
 from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, VERSION
 from orchestrator.tasks.loader import load_tasks
 
-from .controller_support import helm_install, service_account_kubeconfig
+from .controller_support import crds, helm_install, service_account_kubeconfig
 from .plane import REPO, Cluster
 
 pytestmark = [pytest.mark.cluster]
@@ -26,7 +26,7 @@ def headroom(cluster: Cluster, *args: str, kubeconfig: Path | None = None) -> su
                            str(kubeconfig or cluster.kubeconfig)], capture_output=True, text=True, cwd=REPO, timeout=120)
 
 
-def test_tasks_push_is_content_addressed_and_loads_back(cluster: Cluster, tmp_path: Path) -> None:
+def test_tasks_push_is_content_addressed_and_loads_back(cluster: Cluster, crds: None, tmp_path: Path) -> None:
     ns = cluster.create_namespace(prefix="push")
     first = headroom(cluster, "tasks", "push", "tasks", "-n", ns)
     assert first.returncode == 0, first.stderr
@@ -64,7 +64,7 @@ def test_a_task_too_big_for_a_configmap_is_one_line(cluster: Cluster, tmp_path: 
     assert cluster.core.list_namespaced_config_map(ns, label_selector="headroom.dev/task-bundle").items == []
 
 
-def test_submit_pushes_and_creates_and_status_reads(cluster: Cluster) -> None:
+def test_submit_pushes_and_creates_and_status_reads(cluster: Cluster, crds: None) -> None:
     ns = cluster.create_namespace(prefix="sub")
     r = headroom(cluster, "submit", "manifests/examples/experiment.yaml", "-n", ns)
     assert r.returncode == 0, r.stderr
@@ -80,7 +80,7 @@ def test_submit_pushes_and_creates_and_status_reads(cluster: Cluster) -> None:
     one = headroom(cluster, "status", "bundled-demo", "-n", ns)
     assert one.returncode == 0 and "bundled-demo" in one.stdout
     missing = headroom(cluster, "status", "nope", "-n", ns)
-    assert missing.returncode == 2 and "404" in missing.stderr
+    assert missing.returncode == 2 and "not found" in missing.stderr and "Traceback" not in missing.stderr
 
 
 def test_submit_bad_spec_is_one_line(cluster: Cluster, tmp_path: Path) -> None:

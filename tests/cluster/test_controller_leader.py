@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from .controller_support import ControllerProcess, helm_install, service_account_kubeconfig
+from .controller_support import crds, ControllerProcess, helm_install, service_account_kubeconfig
 from .plane import Cluster, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -26,7 +26,7 @@ def _holder(cluster: Cluster, ns: str) -> str | None:
     return lease.spec.holder_identity
 
 
-def test_one_leader_and_failover_after_kill_9(cluster: Cluster, tmp_path: Path) -> None:
+def test_one_leader_and_failover_after_kill_9(cluster: Cluster, crds: None, tmp_path: Path) -> None:
     ns = cluster.create_namespace(prefix="hle")
     r = helm_install(cluster, ns, "--set", "replicaCount=1", "--skip-crds", wait=False)
     assert r.returncode == 0, r.stderr

@@ -89,3 +89,9 @@ def test_rendered_files_parse_as_one_document_each() -> None:
     for text in crd.rendered().values():
         docs = [d for d in yaml.safe_load_all(text) if d]
         assert len(docs) == 1 and docs[0]["kind"] == "CustomResourceDefinition"
+
+
+def test_yaml_11_booleans_are_quoted() -> None:
+    # Go's YAML reader (helm, kubectl) takes a bare n or yes for a boolean; the Wilson interval's n must stay a name.
+    text = crd.rendered()["headroom.dev_experiments.yaml"]
+    assert "- 'n'" in text and "\n                      - n\n" not in text
