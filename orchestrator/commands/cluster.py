@@ -279,11 +279,10 @@ def tasks_push(tasks_dir: Path, kubeconfig: Path | None, context: str | None, na
 @click.option("--retry-period", type=click.IntRange(1), default=2, show_default=True)
 @click.option("--identity", help="leader-election identity (default: $POD_NAME or host-pid)")
 @click.option("--keep-pods", is_flag=True, help="keep trial pods after their result is recorded")
-@click.option("--node-provenance", is_flag=True, help="read Nodes for provenance (needs the chart's ClusterRole)")
 def controller(kubeconfig: Path | None, namespace: str | None, metrics_address: str, workers: int,
                resync_seconds: float, log_level: str, leader_elect: bool, lease_name: str,
                lease_namespace: str | None, lease_duration: int, renew_deadline: int, retry_period: int,
-               identity: str | None, keep_pods: bool, node_provenance: bool) -> None:
+               identity: str | None, keep_pods: bool) -> None:
     """Run the controller: reconcile Experiments into Trials and trial pods (crash-only; all state in the API)."""
     from orchestrator.controller import logs
     from orchestrator.controller.backend import backend_factory
@@ -301,7 +300,8 @@ def controller(kubeconfig: Path | None, namespace: str | None, metrics_address: 
     )
     if identity:
         cfg.identity = identity
-    Controller(cfg, backend_factory(keep_pods=keep_pods, node_provenance=node_provenance)).run()
+    cfg.keep_pods = keep_pods
+    Controller(cfg, backend_factory()).run()
 
 
 COMMANDS = (submit, status, export, tasks, controller)

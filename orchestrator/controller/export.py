@@ -87,10 +87,7 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
                 raise UserError(f"{name} (run {run_id}) is already in this store as run {r.run_id}",
                                 file=str(store_path))
         version = _server_version(kube)
-        prov = provenance.collect(
-            {"backend": "kubernetes", "enforcement": "kubernetes", "server_version": version},
-            argv,
-        )
+        prov = provenance.collect(status.get("cluster") or {"backend": "kubernetes", "server_version": version}, argv)
         prov["cluster"] = {
             "namespace": kube.namespace, "experiment": name, "uid": exp["metadata"]["uid"], "run_id": run_id,
             "server_version": version, "task_set": spec.task_source.bundle,

@@ -35,10 +35,13 @@ from orchestrator.controller.resources import (
     VERSION,
 )
 from orchestrator.controller.workqueue import ShutDown, WorkQueue
+from orchestrator.spec.kubernetes import KubernetesOptions
 
 log = structlog.get_logger("headroom.controller")
 
-BackendFactory = Callable[[InstrumentedApiClient, str], engine.Backend]
+PodHook = Callable[[Any, dict[str, Any]], dict[str, Any]]
+#: (API client, the Experiment's kubernetes options, a hook that edits each pod body) -> backend
+BackendFactory = Callable[[InstrumentedApiClient, KubernetesOptions, PodHook], engine.Backend]
 
 
 @dataclass
@@ -55,22 +58,7 @@ class ControllerConfig:
     renew_deadline: int = 10
     retry_period: int = 2
     identity: str = field(default_factory=lambda: os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}")
-    pod_selector: str = LABEL_EXPERIMENT
-
-
-class LazyBackend:
-    """Builds the backend on first use, so a standby replica (or an idle leader) never needs it."""
-
-    def __init__(self, make: Callable[[], engine.Backend]) -> None:
-        self._make = make
-        self._backend: engine.Backend | None = None
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        with self._lock:
-            if self._backend is None:
-                self._backend = self._make()
-        return getattr(self._backend, name)
+    keep_pods: bool = False
 
 
 def slim_trial(obj: dict[str, Any]) -> dict[str, Any]:
@@ -82,17 +70,6 @@ def slim_trial(obj: dict[str, Any]) -> dict[str, Any]:
                                           "labels") if k in meta},
         "spec": obj.get("spec") or {},
         "status": status,
-    }
-
-
-def slim_pod(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata") or {}
-    status = obj.get("status") or {}
-    return {
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels",
-                                          "ownerReferences", "deletionTimestamp") if k in meta},
-        "spec": {"nodeName": (obj.get("spec") or {}).get("nodeName")},
-        "status": {k: status[k] for k in ("phase", "conditions", "startTime", "qosClass", "reason") if k in status},
     }
 
 
@@ -124,11 +101,7 @@ class Controller:
             lambda **kw: self.custom.list_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL, **kw),
             transform=slim_trial, handler=self._on_trial, metrics=self.metrics,
         )
-        self.pods = Informer(
-            "pod", lambda **kw: self.core.list_namespaced_pod(ns, **kw), label_selector=cfg.pod_selector,
-            transform=slim_pod, handler=self._on_pod, metrics=self.metrics,
-        )
-        self.informers = [self.experiments, self.trials, self.pods]
+        self.informers = [self.experiments, self.trials]
         self.reconciler: Reconciler | None = None
         self._threads: list[threading.Thread] = []
         self.metrics.observe_state(self._state)
@@ -147,8 +120,34 @@ class Controller:
     def _on_trial(self, kind: str, obj: dict[str, Any]) -> None:
         self._enqueue(obj.get("spec", {}).get("experiment"))
 
-    def _on_pod(self, kind: str, obj: dict[str, Any]) -> None:
-        self._enqueue((obj["metadata"].get("labels") or {}).get(LABEL_EXPERIMENT))
+    # -- one backend per Experiment ------------------------------------------------------------
+    def make_backend(self, name: str, spec: Any) -> engine.Backend:
+        """The Experiment's backend: its own kubernetes options, in this namespace, with this client.
+
+        A thread waits on it (the backend's own watch of the run's pods and events) and
+        enqueues the Experiment whenever something may have changed.
+        """
+        base = getattr(spec, "kubernetes", None) or KubernetesOptions()
+        options = base.model_copy(update={"namespace": self.cfg.namespace, "kubeconfig": None, "context": None,
+                                          "keep_pods": base.keep_pods or self.cfg.keep_pods})
+        assert self.reconciler is not None
+        reconciler = self.reconciler
+        # Its own client: a backend closes its client when it is closed (its Experiment completed).
+        backend = self._backend_factory(make_client(self.cfg.kubeconfig, self.metrics), options,
+                                        reconciler.owner_hook)
+
+        def wake() -> None:
+            while not self.stopping.is_set():
+                try:
+                    backend.wait([], 5.0)
+                except Exception:  # noqa: S112 - closed under us: the loop below notices
+                    time.sleep(1.0)
+                if reconciler.current_backend(name) is not backend:
+                    return  # dropped (its Experiment completed or was deleted)
+                self._enqueue(name)
+
+        threading.Thread(target=wake, name=f"wake-{name}", daemon=True).start()
+        return backend
 
     # -- metrics over the cache -----------------------------------------------------------------
     def _state(self) -> tuple[TrialCounts, dict[tuple[str, str], int]]:
@@ -182,18 +181,16 @@ class Controller:
         """Run the loop (as the leader): informers, workers, periodic resync. Blocks until stopped."""
         self.leading.set()
         self.metrics.leader.set(1)
-        backend = LazyBackend(lambda: self._backend_factory(self.api, self.cfg.namespace))
         self.reconciler = Reconciler(
             namespace=self.cfg.namespace, custom=self.custom, core=self.core,
-            experiments=self.experiments, trials=self.trials, pods=self.pods, backend=backend,  # type: ignore[arg-type]
+            experiments=self.experiments, trials=self.trials, make_backend=self.make_backend,
             metrics=self.metrics, events=EventRecorder(self.core, self.cfg.namespace, self.cfg.identity),
         )
         for inf in self.informers:
             self._threads.append(inf.start())
         if not wait_synced(self.informers, timeout=120):
             raise RuntimeError("informers did not sync within 120 s")
-        log.info("caches synced", experiments=len(self.experiments.items()), trials=len(self.trials.items()),
-                 pods=len(self.pods.items()))
+        log.info("caches synced", experiments=len(self.experiments.items()), trials=len(self.trials.items()))
         for i in range(self.cfg.workers):
             t = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
             t.start()

@@ -54,7 +54,8 @@ class Ledger:
 
 
 def is_finished(t: Obj) -> bool:
-    return (t.get("status") or {}).get("phase") == "Finished"
+    """Over: settled (Finished) or abandoned. Only a Finished try with final=true counts."""
+    return (t.get("status") or {}).get("phase") in ("Finished", "Abandoned")
 
 
 def ledger(plan: list[PlannedTrial], trials: Iterable[Obj]) -> Ledger:

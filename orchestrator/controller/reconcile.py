@@ -76,6 +76,10 @@ def run_id_of(experiment: dict[str, Any]) -> str:
     return f"{meta['name'][:54].rstrip('-.')}-{meta['uid'][:8]}"
 
 
+class SpecInvalid(Exception):
+    """The Experiment can never run as written (the API server's schema cannot see this)."""
+
+
 @dataclass
 class _Plan:
     key: tuple[str, int, str]
@@ -86,6 +90,9 @@ class _Plan:
     by_id: dict[str, PlannedTrial]
 
 
+BackendMaker = Callable[[str, "ExperimentResourceSpec | None"], engine.Backend]
+
+
 @dataclass
 class Reconciler:
     namespace: str
@@ -93,16 +100,36 @@ class Reconciler:
     core: client.CoreV1Api
     experiments: Informer
     trials: Informer
-    backend: engine.Backend
+    make_backend: BackendMaker  # one backend per Experiment (its kubernetes options), built on first need
     metrics: Metrics
     events: EventRecorder
     scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="headroom-tasks-")))
-    pods: Informer | None = None
-    clock: Callable[[], float] = time.time
     _plans: dict[str, _Plan] = field(default_factory=dict)
+    _backends: dict[str, engine.Backend] = field(default_factory=dict)
     _handles: dict[str, Any] = field(default_factory=dict)
     _cleaned: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def backend(self, name: str, planned: "_Plan") -> engine.Backend:
+        with self._lock:
+            b = self._backends.get(name)
+        if b is None:
+            b = self.make_backend(name, planned.experiment)
+            with self._lock:
+                self._backends[name] = b
+        return b
+
+    def current_backend(self, name: str) -> engine.Backend | None:
+        with self._lock:
+            return self._backends.get(name)
+
+    def _drop_backend(self, name: str) -> None:
+        with self._lock:
+            b = self._backends.pop(name, None)
+            for key in [k for k, h in self._handles.items() if h[0] == name]:
+                del self._handles[key]
+        if b is not None:
+            b.close()
 
     # -- entry point -----------------------------------------------------------------------
     def reconcile(self, name: str) -> float | None:
@@ -119,6 +146,9 @@ class Reconciler:
         except ValidationError as exc:
             field_name, msg = first_validation_error(exc)
             self._fail(exp, previous, "SpecInvalid", f"spec.{field_name}: {msg}", terminal=True)
+            return None
+        except SpecInvalid as exc:
+            self._fail(exp, previous, "SpecInvalid", str(exc), terminal=True)
             return None
         except SpecError as exc:
             self._fail(exp, previous, "TasksUnavailable", exc.one_line(), terminal=False)
@@ -139,12 +169,18 @@ class Reconciler:
             previous, generation=generation, run_id=run_id, plan=planned.trials, book=book,
             task_digests={t.id: t.digest for t in planned.tasks.values()},
         )
+        if status.cluster is None and (book.in_flight or book.to_start):
+            status.cluster = cluster_provenance(self.backend(name, planned))
         self._milestones(exp, previous, status)
         self._write_experiment_status(exp, status)
+        if book.in_flight or settled_any:
+            self.backend(name, planned).wait([], 0)  # lets it delete harvested pods (one request for many)
         if status.phase == "Complete":
-            if run_id not in self._cleaned and self._has_pods(name):
-                self.backend.cleanup(run_id)  # pods a crash left behind after their harvest
+            if run_id not in self._cleaned:
+                if self._pods_of(name):
+                    self.backend(name, planned).cleanup(run_id)  # pods a crash left behind after their harvest
                 self._cleaned.add(run_id)
+                self._drop_backend(name)
             return None
         return IN_FLIGHT_RESYNC if book.in_flight else None
 
@@ -158,6 +194,10 @@ class Reconciler:
         if cached is not None and cached.key == key:
             return cached
         tasks = tasksets.load_set(self.core, self.namespace, source.bundle, self.scratch, spec.tasks)
+        no_image = sorted(t.id for t in tasks if not (spec.image or t.spec.environment.docker_image))
+        if no_image:
+            raise SpecInvalid(f"spec.image: tasks without a docker_image need the experiment's image: "
+                              f"{', '.join(no_image[:5])}")
         root = self.scratch / source.bundle
         experiment = spec.model_copy(update={"tasks_dir": str(root)})
         trials = plan(experiment, tasks)
@@ -167,22 +207,25 @@ class Reconciler:
         return p
 
     def _forget(self, name: str) -> None:
-        """An Experiment is gone: its Trials go with it (owner references); release its pods' finalizers."""
+        """An Experiment is gone: its Trials and pods go with it (owner references); release the finalizers."""
         self._plans.pop(name, None)
-        if self.pods is None:
-            return
-        value = _label_value(name)
-        runs = {(p["metadata"].get("labels") or {}).get(LABEL_RUN) for p in self.pods.items()
-                if (p["metadata"].get("labels") or {}).get(LABEL_EXPERIMENT) == value}
-        for run in sorted(r for r in runs if r):
-            log.info("experiment deleted: cleaning up its pods", experiment=name, run_id=run)
-            self.backend.cleanup(run)
+        pods = self._pods_of(name)
+        with self._lock:
+            backend = self._backends.get(name)
+        runs = sorted({(p.metadata.labels or {}).get(LABEL_RUN) for p in pods} - {None})
+        if runs and backend is None:
+            backend = self.make_backend(name, None)
+            with self._lock:
+                self._backends[name] = backend
+        for run in runs:
+            log.info("experiment deleted: releasing its pods", experiment=name, run_id=run)
+            assert backend is not None
+            backend.cleanup(run)
+        self._drop_backend(name)
 
-    def _has_pods(self, experiment: str) -> bool:
-        if self.pods is None:
-            return True
-        value = _label_value(experiment)
-        return any((p["metadata"].get("labels") or {}).get(LABEL_EXPERIMENT) == value for p in self.pods.items())
+    def _pods_of(self, experiment: str) -> list[Any]:
+        return list(self.core.list_namespaced_pod(
+            self.namespace, label_selector=f"{LABEL_EXPERIMENT}={_label_value(experiment)}").items)
 
     def _trials_of(self, run_id: str) -> list[dict[str, Any]]:
         return [t for t in self.trials.items() if t["spec"].get("runId") == run_id]
@@ -221,7 +264,7 @@ class Reconciler:
         self.trials.upsert(created)
         bound.info("trial created", trial=name, trial_id=p.trial_id, attempt=p.attempt, try_=pending.try_index,
                    retry_of=pending.retry_of)
-        self._handle(created, planned)
+        self._handle(created, planned, self.backend(exp["metadata"]["name"], planned))
 
     def _launch(self, trial: dict[str, Any], planned: _Plan) -> Any:
         spec = trial["spec"]
@@ -231,89 +274,91 @@ class Reconciler:
             labels={LABEL_EXPERIMENT: _label_value(spec["experiment"])},
         )
 
-    def _handle(self, trial: dict[str, Any], planned: _Plan) -> engine.Handle:
-        """The backend's handle of a Trial's pod: from memory, from the Trial's status, or by submitting.
+    def _handle(self, trial: dict[str, Any], planned: _Plan, backend: engine.Backend) -> engine.Handle | None:
+        """The backend's handle of a Trial's pod, or None when the try was found dead and abandoned.
 
-        Submitting is idempotent on the try's name, so a pod created just before a crash
-        (and not yet recorded) is adopted, not started twice.
+        In this process: from memory. After a restart: the backend adopts the pod if it is
+        still there (running, or ended and not yet recorded); a Trial never submitted is
+        submitted now (idempotent on the name, so a pod created just before a crash is
+        adopted, not started twice); a pod that vanished while no controller ran leaves
+        its try abandoned (kept on record, never counted), and the next try runs.
         """
         name = trial["metadata"]["name"]
+        exp_name = trial["spec"]["experiment"]
         with self._lock:
-            handle = self._handles.get(name)
-        if handle is not None:
-            return handle
-        recorded = (trial.get("status") or {}).get("handle")
-        if recorded:
-            handle = engine.Handle.model_validate(recorded)
-        else:
-            handle = self.backend.submit(self._launch(trial, planned))
-            self._own_pod(handle.name, trial)
-            status = TrialStatus.model_validate(trial.get("status") or {})
+            held = self._handles.get(name)
+        if held is not None:
+            return held[1]
+        launch = self._launch(trial, planned)
+        status = TrialStatus.model_validate(trial.get("status") or {})
+        handle = backend.adopt(launch)
+        if handle is None and status.handle:
+            status.phase = "Abandoned"
+            status.message = "the pod was gone when the controller came back; the trial runs again"
+            status.timings.finished = now_rfc3339()
+            self._write_trial_status(trial, status, only_if_unfinished=True)
+            log.warning("try abandoned: its pod is gone", trial=name, trial_id=trial["spec"]["trialId"])
+            return None
+        if handle is None:
+            handle = backend.submit(launch)
+        if not status.handle:
             status.handle = handle.model_dump(mode="json")
             status.pod = handle.name
             status.timings.queued = status.timings.queued or trial["metadata"].get("creationTimestamp")
             self._write_trial_status(trial, status, only_if_unfinished=True)
         with self._lock:
-            self._handles[name] = handle
+            self._handles[name] = (exp_name, handle)
         return handle
 
-    def _own_pod(self, pod: str, trial: dict[str, Any]) -> None:
-        """Chain Experiment -> Trial -> Pod: deleting a Trial (or its Experiment) deletes its pod."""
-        ref = {"apiVersion": API_VERSION, "kind": "Trial", "name": trial["metadata"]["name"],
-               "uid": trial["metadata"]["uid"], "controller": True}
-        cached = self.pods.get(pod) if self.pods is not None else None
-        if cached is not None and any(r.get("uid") == ref["uid"] for r in cached["metadata"].get("ownerReferences") or []):
-            return
-        try:
-            self.core.patch_namespaced_pod(pod, self.namespace, {"metadata": {"ownerReferences": [ref]}})
-        except ApiException as exc:
-            if exc.status != 404:  # already gone: nothing to own
-                raise
+    def owner_hook(self, launch: Any, body: dict[str, Any]) -> dict[str, Any]:
+        """Chain Experiment -> Trial -> Pod in the pod's own body, so deleting a Trial deletes its pod."""
+        trial = self.trials.get(launch.name)
+        if trial is not None:
+            body["metadata"]["ownerReferences"] = [{
+                "apiVersion": API_VERSION, "kind": "Trial", "name": trial["metadata"]["name"],
+                "uid": trial["metadata"]["uid"], "controller": True,
+            }]
+        return body
 
     def _advance(self, exp: dict[str, Any], planned: _Plan, trial: dict[str, Any], bound: Any) -> bool:
-        """Observe one in-flight try; settle it when it ended. True when it was settled."""
+        """Observe one in-flight try; settle it when it ended. True when it was settled (or abandoned)."""
         name = trial["metadata"]["name"]
         if trial["spec"]["trialId"] not in planned.by_id:
             return False  # not in this plan (cannot happen while the spec is immutable)
-        handle = self._handle(trial, planned)
-        facts = self.backend.observe(handle)
+        backend = self.backend(exp["metadata"]["name"], planned)
+        handle = self._handle(trial, planned, backend)
+        if handle is None:
+            return True
+        facts = backend.observe(handle)
         if facts is None:
-            self._note_running(self.trials.get(name) or trial)
+            self._note_running(self.trials.get(name) or trial, backend)
             return False
         spec = trial["spec"]
         finished_before = sum(
-            1 for t in self._trials_of(spec["runId"]) if t["spec"]["trialId"] == spec["trialId"] and is_finished(t)
+            1 for t in self._trials_of(spec["runId"])
+            if t["spec"]["trialId"] == spec["trialId"] and (t.get("status") or {}).get("phase") == "Finished"
         )
         settled = engine.settle_try(facts, planned.experiment, finished_before)
         written = self._finish(self.trials.get(name) or trial, settled)
         if written:
             self._account(exp, trial, settled, bound)
-        self.backend.cancel(handle)  # the result is in the API: the pod may go
         with self._lock:
             self._handles.pop(name, None)
         return True
 
-    def _note_running(self, trial: dict[str, Any]) -> None:
-        """Record when a pod was scheduled and started, and where, from the pod cache."""
-        if self.pods is None:
+    def _note_running(self, trial: dict[str, Any], backend: engine.Backend) -> None:
+        """Record when the pod was scheduled and started, and where, from the backend's pod cache."""
+        informer = getattr(backend, "informer", None)
+        if informer is None:
             return
-        pod = self.pods.get(trial["metadata"]["name"])
+        pod = informer(trial["spec"]["runId"]).pod(trial["metadata"]["name"])
         if pod is None:
             return
         status = TrialStatus.model_validate(trial.get("status") or {})
-        ps = pod.get("status") or {}
-        cond = {c.get("type"): c for c in ps.get("conditions") or []}
-        scheduled = (cond.get("PodScheduled") or {}).get("lastTransitionTime") if (cond.get("PodScheduled") or {}).get("status") == "True" else None
-        started = ps.get("startTime") if ps.get("phase") in ("Running", "Succeeded", "Failed") else None
-        node = (pod.get("spec") or {}).get("nodeName")
         want = status.model_copy(deep=True)
-        want.phase = "Running" if ps.get("phase") == "Running" else status.phase
-        want.pod = pod["metadata"]["name"]
-        want.node = node or status.node
-        want.qos_class = ps.get("qosClass") or status.qos_class
-        want.timings.queued = want.timings.queued or trial["metadata"].get("creationTimestamp")
-        want.timings.scheduled = want.timings.scheduled or scheduled
-        want.timings.started = want.timings.started or started
+        _pod_timings(want, pod)
+        if (pod.get("status") or {}).get("phase") == "Running":
+            want.phase = "Running"
         if want != status:
             self._write_trial_status(trial, want, only_if_unfinished=True)
 
@@ -349,6 +394,9 @@ class Reconciler:
                 agent_seconds=agent_s, verifier_seconds=verifier_s,
             ),
         })
+        pod_status = extra.get("pod_status")
+        if isinstance(pod_status, dict):
+            _pod_timings(done, {"status": pod_status, "spec": {"nodeName": extra.get("node")}})
         return self._write_trial_status(trial, done, only_if_unfinished=True)
 
     def _account(self, exp: dict[str, Any], trial: dict[str, Any], settled: engine.Settlement, bound: Any) -> None:
@@ -449,6 +497,32 @@ class Reconciler:
             self.events.record(exp, "Normal", "Completed", f"all {status.planned} trials finished ({summary})",
                                key=f"{name}.completed")
             log.info("experiment complete", experiment=name, run_id=status.run_id, planned=status.planned)
+
+
+def cluster_provenance(backend: engine.Backend, max_nodes: int = 50) -> dict[str, Any]:
+    """The backend's cluster facts (server version, nodes, quotas, capabilities), kept small for the status."""
+    try:
+        facts = backend.facts()
+    except Exception as exc:  # provenance is recorded as unavailable, never a failed reconcile
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    nodes = facts.get("nodes")
+    if isinstance(nodes, list) and len(nodes) > max_nodes:
+        facts["nodes"] = nodes[:max_nodes]
+        facts["nodes_truncated"] = len(nodes)
+    return facts
+
+
+def _pod_timings(status: TrialStatus, pod: dict[str, Any]) -> None:
+    """Fill scheduled/started/node/QoS from a pod (or the pod status kept in the evidence)."""
+    ps = pod.get("status") or {}
+    cond = {c.get("type"): c for c in ps.get("conditions") or [] if isinstance(c, dict)}
+    sched = cond.get("PodScheduled") or {}
+    if sched.get("status") == "True":
+        status.timings.scheduled = status.timings.scheduled or sched.get("lastTransitionTime")
+    if ps.get("startTime") and ps.get("phase") in ("Running", "Succeeded", "Failed"):
+        status.timings.started = status.timings.started or ps.get("startTime")
+    status.node = status.node or (pod.get("spec") or {}).get("nodeName")
+    status.qos_class = status.qos_class or ps.get("qosClass")
 
 
 def bounded_evidence(facts: TrialFacts, limit: int = EVIDENCE_LIMIT_BYTES) -> tuple[dict[str, Any], bool]:

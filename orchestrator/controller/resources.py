@@ -97,7 +97,8 @@ class TrialTimings(_Camel):
 
 
 class TrialStatus(_Camel):
-    phase: Literal["Pending", "Running", "Finished"] = "Pending"
+    phase: Literal["Pending", "Running", "Finished", "Abandoned"] = Field(
+        default="Pending", description="Abandoned: its pod vanished while no controller ran; never counted, run again")
     outcome: Literal["passed", "failed", "timeout", "infra_error", "harness_error"] | None = None
     reason: str | None = None
     final: bool | None = Field(default=None, description="this try is the trial's result (false: it was retried)")
@@ -171,5 +172,8 @@ class ExperimentStatus(_Camel):
     started_at: str | None = None
     completed_at: str | None = None
     task_digests: dict[str, str] = Field(default_factory=dict)
+    cluster: dict[str, Any] | None = Field(
+        default=None, description="cluster provenance recorded when the run started: server version, nodes "
+                                  "(when the chart's nodeProvenance is on), quotas, limit ranges, the backend's capabilities")
     configurations: list[ConfigurationStatus] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)

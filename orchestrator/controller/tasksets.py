@@ -1,15 +1,16 @@
 """Task sets in the cluster as content-addressed ConfigMaps (`headroom tasks push DIR`).
 
-* one ConfigMap per task, named by the task's content digest (``headroom-task-<digest>``),
-  holding every file of the task directory; keys are flattened paths and ``_files.json``
-  maps each key back to its path and mode, so a pod can mount it with ``items``;
+* one ConfigMap per task, named by the task's content digest: exactly the object the Pod
+  backend mounts into trial pods (:mod:`orchestrator.backends.kubernetes.taskfiles`), so a
+  pushed task is never uploaded twice and its pods mount what was pushed;
 * one index ConfigMap per task set (``headroom-tasks-<digest of the set>``) listing the
-  tasks, their digests and their bundles. An Experiment names the index.
+  tasks, their digests, their bundles, and where each key of a bundle goes (path, mode).
+  An Experiment names the index.
 
 Both are immutable and named by content, so pushing twice is a no-op, two task sets
 share the bundles of tasks they have in common, and a bundle can never change under a
-running Experiment. The controller unpacks a set into a scratch folder and loads it with
-the same loader as a local run, then checks every digest against the index.
+running Experiment. The controller unpacks a set into a scratch folder, loads it with
+the same loader as a local run, and checks every digest against the index.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -27,20 +27,15 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from orchestrator.backends.kubernetes import taskfiles
+from orchestrator.backends.kubernetes.pod import MANAGED_BY
+from orchestrator.backends.kubernetes.taskfiles import TaskBundle
 from orchestrator.controller.resources import LABEL_TASK_BUNDLE, LABEL_TASK_SET
 from orchestrator.errors import SpecError, UserError
 from orchestrator.spec.task import Task
 from orchestrator.tasks.loader import load_tasks
 
-MANIFEST_KEY = "_files.json"
 INDEX_KEY = "tasks.json"
-#: A ConfigMap may hold at most 1 MiB (the API server's limit); keep room for metadata.
-BUNDLE_LIMIT_BYTES = 1024 * 1024 - 16 * 1024
-_KEY_UNSAFE = re.compile(r"[^-._a-zA-Z0-9]")
-
-
-def bundle_name(digest: str) -> str:
-    return f"headroom-task-{digest[:20]}"
 
 
 def set_digest(tasks: list[Task]) -> str:
@@ -54,51 +49,23 @@ def set_name(digest: str) -> str:
     return f"headroom-tasks-{digest[:20]}"
 
 
-def bundle_body(task: Task) -> dict[str, Any]:
-    """The ConfigMap for one task directory; raises SpecError when it cannot fit."""
-    root = Path(task.path)
-    data: dict[str, str] = {}
-    binary: dict[str, str] = {}
-    files: dict[str, dict[str, Any]] = {}
-    size = 0
-    for f in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        rel = f.relative_to(root).as_posix()
-        key = _KEY_UNSAFE.sub("_", rel.replace("/", "."))
-        while key in files or key in (MANIFEST_KEY,):
-            key = f"_{key}"
-        raw = f.read_bytes()
-        size += len(raw) + len(key)
-        try:
-            data[key] = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            binary[key] = base64.b64encode(raw).decode()
-            size += len(raw) // 3
-        files[key] = {"path": rel, "mode": 0o755 if f.stat().st_mode & 0o111 else 0o644}
-    data[MANIFEST_KEY] = json.dumps(files, sort_keys=True)
-    size += len(data[MANIFEST_KEY])
-    if size > BUNDLE_LIMIT_BYTES:
-        raise SpecError(
-            f"task is {size / 1024:.0f} KiB, more than a ConfigMap holds ({BUNDLE_LIMIT_BYTES // 1024} KiB); "
-            "ship it in an image instead (task_source.image)",
-            file=task.path,
-        )
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": bundle_name(task.digest),
-            "labels": {LABEL_TASK_BUNDLE: task.digest[:20], "app.kubernetes.io/part-of": "headroom"},
-            "annotations": {"headroom.dev/task-id": task.id, "headroom.dev/task-digest": task.digest},
-        },
-        "immutable": True,
-        "data": data,
-        **({"binaryData": binary} if binary else {}),
-    }
+def bundles(tasks: list[Task]) -> list[TaskBundle]:
+    """The Pod backend's bundle of each task; raises SpecError for a task too big for a ConfigMap."""
+    return [taskfiles.bundle(t.id, t.path, t.digest) for t in tasks]
 
 
-def index_body(tasks: list[Task]) -> dict[str, Any]:
+def bundle_body(b: TaskBundle) -> dict[str, Any]:
+    return b.configmap({**MANAGED_BY, LABEL_TASK_BUNDLE: b.digest[:20]})
+
+
+def index_body(tasks: list[Task], made: list[TaskBundle]) -> dict[str, Any]:
     digest = set_digest(tasks)
-    index = {t.id: {"digest": t.digest, "bundle": bundle_name(t.digest)} for t in sorted(tasks, key=lambda t: t.id)}
+    by_id = {b.task_id: b for b in made}
+    index = {
+        t.id: {"digest": t.digest, "bundle": by_id[t.id].name,
+               "files": {f.key: {"path": f.path, "mode": 0o755 if f.executable else 0o644} for f in by_id[t.id].files}}
+        for t in sorted(tasks, key=lambda t: t.id)
+    }
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -123,9 +90,9 @@ class PushResult:
 def push(core: client.CoreV1Api, namespace: str, tasks_dir: Path) -> PushResult:
     """Create the bundles and the index (idempotent: existing content-addressed objects are kept)."""
     tasks = load_tasks(tasks_dir)
-    bodies = [bundle_body(t) for t in tasks]  # every size check before anything is written
+    made = bundles(tasks)  # every size check before anything is written
     created = existing = 0
-    for body in [*bodies, index_body(tasks)]:
+    for body in [*(bundle_body(b) for b in made), index_body(tasks, made)]:
         try:
             core.create_namespaced_config_map(namespace, body)
             created += 1
@@ -163,8 +130,7 @@ def unpack(core: client.CoreV1Api, namespace: str, name: str, into: Path) -> Pat
         for task_id, entry in index.items():
             cm = core.read_namespaced_config_map(entry["bundle"], namespace)
             data, binary = cm.data or {}, cm.binary_data or {}
-            files = json.loads(data[MANIFEST_KEY])
-            for key, meta in files.items():
+            for key, meta in entry["files"].items():
                 target = tmp / task_id / meta["path"]
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if key in binary:

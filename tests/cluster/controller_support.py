@@ -82,10 +82,11 @@ def service_account_kubeconfig(cluster: Cluster, namespace: str, sa: str, path: 
 class ControllerProcess:
     """``headroom controller`` as a child process (so kill -9 is a real kill -9)."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, log: Path, *args: str) -> None:
+    def __init__(self, kubeconfig: Path, namespace: str, log: Path, *args: str, simulated: bool = False) -> None:
         self.port = free_port()
         self.log = log
-        self.argv = [sys.executable, "-m", "orchestrator", "controller", "--kubeconfig", str(kubeconfig),
+        entry = ["tests.cluster.run_controller"] if simulated else ["orchestrator", "controller"]
+        self.argv = [sys.executable, "-m", *entry, "--kubeconfig", str(kubeconfig),
                      "--namespace", namespace, "--metrics-address", f"127.0.0.1:{self.port}", *args]
         self.proc: subprocess.Popen[bytes] | None = None
 

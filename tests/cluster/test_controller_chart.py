@@ -30,7 +30,7 @@ def _template(cluster: Cluster, *args: str) -> Any:
 
 def test_helm_lint_is_clean(cluster: Cluster) -> None:
     for extra in ([], ["--set", "nodeProvenance.enabled=true", "--set", "metrics.serviceMonitor.enabled=true",
-                       "--set", "trialNetworkPolicy.enabled=true", "--set", "replicaCount=1"]):
+                       "--set", "trialNetworkPolicy.enabled=false", "--set", "replicaCount=1"]):
         r = cluster.helm("lint", "--strict", str(CHART), *extra)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "[WARNING]" not in r.stdout and "[ERROR]" not in r.stdout, r.stdout
@@ -58,11 +58,12 @@ def test_optional_objects_follow_their_values(cluster: Cluster) -> None:
         return sorted(d["kind"] for d in yaml.safe_load_all(r.stdout) if d)
 
     default = kinds()
-    assert default == sorted(["ServiceAccount", "Role", "RoleBinding", "Deployment", "Service", "PodDisruptionBudget"])
+    assert default == sorted(["ServiceAccount", "Role", "RoleBinding", "Deployment", "Service", "PodDisruptionBudget",
+                              "NetworkPolicy"])
     assert "ClusterRole" not in default  # no cluster-wide read unless asked for
-    full = kinds("--set", "nodeProvenance.enabled=true", "--set", "metrics.serviceMonitor.enabled=true",
-                 "--set", "trialNetworkPolicy.enabled=true")
+    full = kinds("--set", "nodeProvenance.enabled=true", "--set", "metrics.serviceMonitor.enabled=true")
     assert {"ClusterRole", "ClusterRoleBinding", "ServiceMonitor", "NetworkPolicy"} <= set(full)
+    assert "NetworkPolicy" not in kinds("--set", "trialNetworkPolicy.enabled=false")
     cr = next(d for d in yaml.safe_load_all(_template(cluster, "--set", "nodeProvenance.enabled=true").stdout)
               if d and d["kind"] == "ClusterRole")
     assert cr["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
@@ -161,14 +162,15 @@ ALLOWED = [
     ("create", "trials", GROUP, ""), ("watch", "trials", GROUP, ""), ("update", "trials", GROUP, "status"),
     ("create", "pods", "", ""), ("delete", "pods", "", ""), ("patch", "pods", "", ""), ("watch", "pods", "", ""),
     ("get", "pods", "", "log"), ("create", "events", "", ""), ("watch", "events", "", ""),
-    ("get", "configmaps", "", ""), ("list", "resourcequotas", "", ""), ("list", "limitranges", "", ""),
+    ("get", "configmaps", "", ""), ("create", "configmaps", "", ""), ("list", "resourcequotas", "", ""), ("list", "limitranges", "", ""),
     ("create", "leases", "coordination.k8s.io", ""),
 ]
 DENIED = [
     ("get", "secrets", "", ""), ("list", "secrets", "", ""),
     ("update", "experiments", GROUP, ""), ("delete", "experiments", GROUP, ""), ("create", "experiments", GROUP, ""),
     ("delete", "trials", GROUP, ""), ("update", "trials", GROUP, ""),
-    ("create", "configmaps", "", ""), ("delete", "configmaps", "", ""),
+    ("update", "configmaps", "", ""), ("delete", "configmaps", "", ""),
+    ("create", "networkpolicies", "networking.k8s.io", ""), ("create", "secrets", "", ""),
     ("create", "pods", "", "exec"), ("create", "rolebindings", "rbac.authorization.k8s.io", ""),
     ("create", "serviceaccounts", "", "token"), ("update", "deployments", "apps", ""),
 ]

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from orchestrator.cli import cli
 from orchestrator.controller.resources import ExperimentResourceSpec
-from orchestrator.controller.tasksets import bundle_body, set_digest, set_name
+from orchestrator.controller.tasksets import bundle_body, bundles, index_body, set_digest, set_name
 from orchestrator.spec.experiment import Experiment
 from orchestrator.tasks.loader import load_tasks
 
@@ -40,9 +40,14 @@ def test_example_runs_locally_and_names_the_bundled_task_set() -> None:
     assert spec.configurations == local.configurations
 
 
-def test_every_bundled_task_fits_a_configmap() -> None:
-    for t in load_tasks(REPO / "tasks"):
-        body = bundle_body(t)
-        assert body["immutable"] is True
-        assert body["metadata"]["annotations"]["headroom.dev/task-digest"] == t.digest
-        assert "_files.json" in body["data"]
+def test_pushed_bundles_are_the_pod_backends_configmaps() -> None:
+    from orchestrator.backends.kubernetes.taskfiles import bundle
+
+    tasks = load_tasks(REPO / "tasks")
+    made = bundles(tasks)
+    for t, b in zip(tasks, made):
+        body = bundle_body(b)
+        assert body["immutable"] is True and body["metadata"]["name"] == bundle(t.id, t.path, t.digest).name
+        assert body["data"] == bundle(t.id, t.path, t.digest).configmap({})["data"]  # what trial pods mount
+    index = index_body(tasks, made)
+    assert index["metadata"]["name"] == set_name(set_digest(tasks))

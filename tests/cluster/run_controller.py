@@ -1,0 +1,103 @@
+"""`headroom controller` for the kwok test plane: the real controller process, with the plane's
+simulated trial ends added to each pod body (kwok runs no containers: the outcome annotation
+of docs/kubernetes-test-plane.md picks how the task container ends, and the termination
+message carries what the in-pod runner would have reported).
+
+    python -m tests.cluster.run_controller [the options of `headroom controller`]
+
+How a try ends is decided from the try alone, so a controller restarted after kill -9
+decides the same way:
+
+* memory-spike tasks under 1x-strict are OOM-killed;
+* dedup-index under 1x/3x, attempt 0, is evicted on its first try (and passes on the retry);
+* prime-count under unbounded, attempt 0, asks for 1000 CPUs, so the real scheduler cannot
+  place it: unschedulable once the experiment's pending deadline passes;
+* crash-triage fails (reward 0); everything else passes (reward 1).
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from dataclasses import dataclass
+
+from orchestrator.backends.kubernetes import message
+from orchestrator.spec.launch import Launch
+
+from .plane import OUTCOME_AFTER_ANNOTATION, OUTCOME_ANNOTATION, OUTCOME_CONTAINER_ANNOTATION, OUTCOME_MESSAGE_ANNOTATION
+
+RUN_FOR = "2s"
+TASK_CONTAINER = "task"
+
+
+@dataclass(frozen=True)
+class Sim:
+    outcome: str  # the kwok Stage: succeed | oom | evict | exit:N
+    fields: dict[str, Any] | None = None  # what the in-pod runner would have written
+    after: str = RUN_FOR
+
+
+def report(reward: str | None = "1", *, agent_oom: int = 0) -> dict[str, Any]:
+    """The runner's report (orchestrator/backends/kubernetes/runner.sh writes these keys)."""
+    f: dict[str, Any] = {"agent_exit": 137 if agent_oom else 0, "agent_cs": 150, "agent_timeout": 0,
+                         "agent_oom0": 0, "agent_oom1": agent_oom, "agent_peak": 50_000_000}
+    if agent_oom:
+        return {**f, "verifier_skipped": "agent_oom"}
+    f.update({"verifier_exit": 0, "verifier_cs": 40, "verifier_timeout": 0, "verifier_oom0": 0, "verifier_oom1": 0,
+              "verifier_peak": 40_000_000})
+    if reward is not None:
+        f.update({"reward_file": "reward.txt", "reward_size": len(reward) + 1, "reward": reward})
+    return f
+
+
+@lru_cache(maxsize=None)
+def category(task_path: str) -> str:
+    meta = tomllib.loads((Path(task_path) / "task.toml").read_text()).get("metadata", {})
+    return str(meta.get("category", ""))
+
+
+def decide(launch: Launch) -> Sim:
+    if category(launch.task.path) == "memory-spike" and launch.config_label == "1x-strict":
+        return Sim("oom", report(agent_oom=1), after=RUN_FOR)
+    if launch.task_id == "dedup-index" and launch.config_label == "1x/3x" and launch.attempt == 0 \
+            and launch.try_index == 0:
+        return Sim("evict", after=RUN_FOR)
+    if launch.task_id == "crash-triage":
+        return Sim("succeed", report("0"), after=RUN_FOR)
+    return Sim("succeed", report("1"), after=RUN_FOR)
+
+
+def unschedulable(launch: Launch) -> bool:
+    return launch.task_id == "prime-count" and launch.config_label == "unbounded" and launch.attempt == 0
+
+
+def pod_hook(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:
+    sim = decide(launch)
+    ann = body["metadata"].setdefault("annotations", {})
+    ann[OUTCOME_ANNOTATION] = sim.outcome
+    ann[OUTCOME_CONTAINER_ANNOTATION] = TASK_CONTAINER
+    ann[OUTCOME_AFTER_ANNOTATION] = sim.after
+    if sim.fields is not None:
+        ann[OUTCOME_MESSAGE_ANNOTATION] = message.render(sim.fields)
+    if unschedulable(launch):
+        for c in body["spec"]["containers"]:
+            c.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "1000"
+    return body
+
+
+def main() -> None:
+    import orchestrator.controller.backend as backend_mod
+    from orchestrator.cli import main as cli_main
+
+    real = backend_mod.backend_factory
+    backend_mod.backend_factory = lambda extra_hook=None: real(extra_hook=pod_hook)  # type: ignore[assignment]
+    sys.argv = ["headroom", "controller", *sys.argv[1:]]
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()
