@@ -1,6 +1,6 @@
 """Count every request the backend makes to the API server (LIST, WATCH, POST, PATCH, DELETE, GET).
 
-Every call of the official client goes through ``ApiClient.request``; wrapping that
+Every call of the official client goes through ``ApiClient.call_api``; wrapping that
 one method counts them all, watches included, without touching the callers.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 _COLLECTIONS = {"pods", "configmaps", "secrets", "events", "nodes", "namespaces", "resourcequotas",
                 "limitranges", "runtimeclasses", "version"}
@@ -20,16 +21,17 @@ class RequestCounter:
         self.by_kind: Counter[str] = Counter()
 
     def install(self, api_client: Any) -> None:
-        inner = api_client.request
+        inner = api_client.call_api
 
         def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-            self.add(method, url, kwargs.get("query_params") or (args[0] if args else None))
+            self.add(method, url)
             return inner(method, url, *args, **kwargs)
 
-        api_client.request = counted
+        api_client.call_api = counted
 
-    def add(self, method: str, url: str, query: Any = None) -> None:
-        watch = any(k == "watch" and str(v).lower() == "true" for k, v in (query or []))
+    def add(self, method: str, url: str) -> None:
+        query = parse_qs(urlsplit(url).query)
+        watch = any(v.lower() in ("true", "1") for v in query.get("watch", []))
         parts = url.split("?", 1)[0].split("://", 1)[-1].split("/")[1:]
         what = "/".join(parts[-2:])
         for i in range(len(parts) - 1, -1, -1):

@@ -33,6 +33,7 @@ count_others() {  # processes that are not pause, us, or our children -> N, LIST
   done
 }
 seen=0
+asker=0
 delivered=0
 refusing=0
 while :; do
@@ -42,7 +43,11 @@ while :; do
   else
     seen=1
   fi
+  # Answered, and the runner that asked has ended: nothing is left for us to do.
+  [ "$delivered" = 1 ] && [ ! -d "/proc/$asker" ] && exit 0
   if [ "$delivered" = 0 ] && [ -f "$RUN/request" ] && [ -p "$RUN/wake" ]; then
+    read -r asker 2>/dev/null < "$RUN/request" || asker=0
+    case $asker in ''|*[!0-9]*) asker=0 ;; esac
     clean=0
     while [ "$N" = 1 ] && [ "$clean" -lt 3 ]; do
       clean=$((clean + 1))
