@@ -156,8 +156,14 @@ class Reconciler:
         run_id = run_id_of(exp)
         book = ledger(planned.trials, self._trials_of(run_id))
         settled_any = False
+        failures = 0
         for trial in list(book.in_flight):
-            settled_any |= self._advance(exp, planned, trial, bound)
+            try:
+                settled_any |= self._advance(exp, planned, trial, bound)
+            except Exception:  # one try's trouble must not stall the others; it is looked at again
+                failures += 1
+                bound.exception("observing a trial failed", trial=trial["metadata"]["name"])
+                self.metrics.reconcile_errors.inc()
         if settled_any:
             book = ledger(planned.trials, self._trials_of(run_id))
         capacity = planned.experiment.concurrency - len(book.in_flight)
@@ -182,6 +188,8 @@ class Reconciler:
                 self._cleaned.add(run_id)
                 self._drop_backend(name)
             return None
+        if failures:
+            return 2.0
         return IN_FLIGHT_RESYNC if book.in_flight else None
 
     # -- plan --------------------------------------------------------------------------------

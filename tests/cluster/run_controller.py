@@ -83,9 +83,10 @@ def pod_hook(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:
     ann[OUTCOME_AFTER_ANNOTATION] = sim.after
     if sim.fields is not None:
         ann[OUTCOME_MESSAGE_ANNOTATION] = message.render(sim.fields)
-    if unschedulable(launch):
+    if unschedulable(launch):  # unbounded: the task container has no limit, so this request is valid
         for c in body["spec"]["containers"]:
-            c.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "1000"
+            if c["name"] == TASK_CONTAINER:
+                c.setdefault("resources", {}).setdefault("requests", {})["cpu"] = "1000"
     return body
 
 
