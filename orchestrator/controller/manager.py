@@ -30,7 +30,6 @@ from orchestrator.controller.reconcile import Reconciler
 from orchestrator.controller.resources import (
     EXPERIMENT_PLURAL,
     GROUP,
-    LABEL_EXPERIMENT,
     TRIAL_PLURAL,
     VERSION,
 )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,10 +58,10 @@ from orchestrator.controller.resources import (
     TrialTimings,
 )
 from orchestrator.errors import SpecError, first_validation_error
-from orchestrator.spec.trial import Trial as PlannedTrial
 from orchestrator.plan import plan
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.task import Task
+from orchestrator.spec.trial import Trial as PlannedTrial
 
 log = structlog.get_logger("headroom.reconcile")
 
