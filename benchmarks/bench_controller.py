@@ -8,7 +8,7 @@ and one finished Trial per planned trial (as a long sweep leaves them). Then it 
 
 * **bare**: a process that only imports the Kubernetes client and lists the Trials once
   (raw JSON): the floor for time and memory of anything that reads them;
-* **controller**: ``headroom controller`` as a process: time from start to the Experiment's
+* **controller**: ``python -m orchestrator.controller`` (what the chart runs) as a process: time from start to the Experiment's
   status showing every trial, its peak and settled RSS (target: at most 150 MB), and, over
   ``--seconds`` of periodic resyncs, the reconcile latency from its own histogram, i.e.
   how many Trials a reconcile goes through per second.
@@ -176,7 +176,7 @@ def main() -> int:
         log = Path(tempfile.mkdtemp(prefix="bench-ctl-")) / "controller.log"
         t0 = time.perf_counter()
         with open(log, "wb") as out:
-            ctl = subprocess.Popen([sys.executable, "-m", "orchestrator", "controller", "--kubeconfig",
+            ctl = subprocess.Popen([sys.executable, "-m", "orchestrator.controller", "--kubeconfig",
                                     str(plane.kubeconfig), "--namespace", ns, "--metrics-address",
                                     f"127.0.0.1:{port}", "--resync-seconds", str(args.resync), "--workers", "1"],
                                    stdout=out, stderr=subprocess.STDOUT, cwd=REPO)

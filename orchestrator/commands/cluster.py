@@ -304,4 +304,16 @@ def controller(kubeconfig: Path | None, namespace: str | None, metrics_address: 
     Controller(cfg, backend_factory()).run()
 
 
+def controller_main(argv: list[str] | None = None) -> None:
+    """Entry point of ``python -m orchestrator.controller``: user mistakes are one line, exit 2."""
+    try:
+        controller.main(args=argv, prog_name="headroom controller", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except UserError as exc:
+        err.print(f"[bold red]error:[/] {exc.one_line()}", soft_wrap=True)
+        sys.exit(2)
+
+
 COMMANDS = (submit, status, export, tasks, controller)

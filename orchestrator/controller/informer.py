@@ -39,6 +39,7 @@ class Informer:
         handler: Handler | None = None,
         metrics: Metrics | None = None,
         watch_timeout: int = 240,
+        page_size: int = 250,
     ) -> None:
         self.kind = kind
         self.list_fn = list_fn
@@ -47,6 +48,7 @@ class Informer:
         self.handler = handler
         self.metrics = metrics
         self.watch_timeout = watch_timeout
+        self.page_size = page_size
         self._lock = threading.Lock()
         self._items: dict[str, Obj] = {}
         self.resource_version: str | None = None
@@ -122,10 +124,24 @@ class Informer:
             self.metrics.watch_restarts.labels(self.kind, reason).inc()
 
     def _list(self) -> None:
-        resp = self.list_fn(label_selector=self.label_selector, _preload_content=False, _request_timeout=60)
-        _raise_for_status(resp)
-        body = json.loads(resp.data)
-        fresh = {o["metadata"]["name"]: self.transform(o) for o in body.get("items", [])}
+        """A paginated LIST: a page at a time is parsed and slimmed, never the whole collection at once."""
+        fresh: dict[str, Obj] = {}
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": self.page_size}
+            if token:
+                kwargs["_continue"] = token
+            resp = self.list_fn(label_selector=self.label_selector, _preload_content=False, _request_timeout=60,
+                                **kwargs)
+            _raise_for_status(resp)
+            body = json.loads(resp.data)
+            del resp
+            for o in body.get("items", []):
+                fresh[o["metadata"]["name"]] = self.transform(o)
+            token = body.get("metadata", {}).get("continue")
+            if not token:
+                break
+            body = None
         with self._lock:
             gone = [o for n, o in self._items.items() if n not in fresh]
             changed = [o for n, o in fresh.items() if _rv(self._items.get(n)) != _rv(o)]

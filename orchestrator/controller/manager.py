@@ -61,14 +61,27 @@ class ControllerConfig:
 
 
 def slim_trial(obj: dict[str, Any]) -> dict[str, Any]:
-    """What the loop reads of a Trial: no evidence, no managed fields (10,000 must fit in memory)."""
+    """What the loop keeps of a Trial (10,000 of them must fit in memory).
+
+    A finished try is only counted: its id, try number, configuration and result. A try in
+    flight keeps its whole spec and status (without the evidence), which the loop needs to
+    launch, observe and settle it.
+    """
     meta = obj.get("metadata") or {}
-    status = {k: v for k, v in (obj.get("status") or {}).items() if k != "evidence"}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    keep_meta = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+    if status.get("phase") in ("Finished", "Abandoned"):
+        return {
+            "metadata": {k: meta[k] for k in ("name", "resourceVersion") if k in meta},
+            "spec": {"experiment": spec.get("experiment"), "runId": spec.get("runId"), "trialId": spec.get("trialId"),
+                     "try": spec.get("try"), "configuration": {"label": (spec.get("configuration") or {}).get("label")}},
+            "status": {k: status[k] for k in ("phase", "outcome", "reason", "final") if k in status},
+        }
     return {
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp",
-                                          "labels") if k in meta},
-        "spec": obj.get("spec") or {},
-        "status": status,
+        "metadata": {k: meta[k] for k in keep_meta if k in meta},
+        "spec": spec,
+        "status": {k: v for k, v in status.items() if k != "evidence"},
     }
 
 

@@ -85,7 +85,7 @@ class ControllerProcess:
     def __init__(self, kubeconfig: Path, namespace: str, log: Path, *args: str, simulated: bool = False) -> None:
         self.port = free_port()
         self.log = log
-        entry = ["tests.cluster.run_controller"] if simulated else ["orchestrator", "controller"]
+        entry = ["tests.cluster.run_controller"] if simulated else ["orchestrator.controller"]
         self.argv = [sys.executable, "-m", *entry, "--kubeconfig", str(kubeconfig),
                      "--namespace", namespace, "--metrics-address", f"127.0.0.1:{self.port}", *args]
         self.proc: subprocess.Popen[bytes] | None = None

@@ -92,12 +92,11 @@ def pod_hook(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     import orchestrator.controller.backend as backend_mod
-    from orchestrator.cli import main as cli_main
+    from orchestrator.commands.cluster import controller_main
 
     real = backend_mod.backend_factory
     backend_mod.backend_factory = lambda extra_hook=None: real(extra_hook=pod_hook)  # type: ignore[assignment]
-    sys.argv = ["headroom", "controller", *sys.argv[1:]]
-    cli_main()
+    controller_main(sys.argv[1:])
 
 
 if __name__ == "__main__":
