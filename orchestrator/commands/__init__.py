@@ -1,1 +1,1 @@
-"""CLI command groups, one module per topic (registered at the end of orchestrator/cli.py)."""
+"""CLI commands beyond the core sweep/report set, one module per topic."""

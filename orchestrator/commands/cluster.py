@@ -242,12 +242,7 @@ def export(experiment: str, store_path: Path, kubeconfig: Path | None, context: 
 # ---- tasks push -------------------------------------------------------------------------------
 
 
-@click.group()
-def tasks() -> None:
-    """Task sets in the cluster."""
-
-
-@tasks.command("push")
+@click.command("push")
 @click.argument("tasks_dir", type=click.Path(path_type=Path))
 @kube_options
 def tasks_push(tasks_dir: Path, kubeconfig: Path | None, context: str | None, namespace: str | None) -> None:
@@ -316,4 +311,6 @@ def controller_main(argv: list[str] | None = None) -> None:
         sys.exit(2)
 
 
-COMMANDS = (submit, status, export, tasks, controller)
+COMMANDS = (submit, status, export, controller)
+#: Registered under the `tasks` group of the CLI.
+TASK_COMMANDS = (tasks_push,)
