@@ -60,7 +60,7 @@ def test_a_task_too_big_for_a_configmap_is_one_line(cluster: Cluster, tmp_path: 
     (root / "word-index" / "environment" / "blob.bin").write_bytes(bytes(range(256)) * 6000)  # 1.5 MB
     r = headroom(cluster, "tasks", "push", str(root), "-n", ns)
     assert r.returncode == 2
-    assert r.stderr.count("\n") == 1 and "more than a ConfigMap holds" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1 and "ConfigMap, which holds at most" in r.stderr and "Traceback" not in r.stderr
     assert cluster.core.list_namespaced_config_map(ns, label_selector="headroom.dev/task-bundle").items == []
 
 
