@@ -36,7 +36,8 @@ def experiment_digest(experiment: Experiment) -> str:
     return spec_digest(experiment)
 
 
-def settle_try(facts: TrialFacts, experiment: Experiment, finished_before: int) -> Settlement:
-    """Classify, redact and decide on a retry, by the rules a local run uses."""
+def settle_try(facts: TrialFacts, experiment: Experiment, task: Task, finished_before: int) -> Settlement:
+    """Classify (or grade a golden task), redact and decide on a retry, by the rules a local run uses."""
     return settle(facts, reward_threshold=experiment.reward_threshold, retry=experiment.retry,
-                  finished_before=finished_before, secrets=secret_values(experiment.agent.env_passthrough))
+                  finished_before=finished_before, secrets=secret_values(experiment.agent.env_passthrough),
+                  grader=task.spec.grader)

@@ -345,7 +345,8 @@ class Reconciler:
             1 for t in self._trials_of(spec["runId"])
             if t["spec"]["trialId"] == spec["trialId"] and (t.get("status") or {}).get("phase") == "Finished"
         )
-        settled = engine.settle_try(facts, planned.experiment, finished_before)
+        task = planned.tasks[planned.by_id[spec["trialId"]].task_id]
+        settled = engine.settle_try(facts, planned.experiment, task, finished_before)
         written = self._finish(self.trials.get(name) or trial, settled)
         if written:
             self._account(exp, trial, settled, bound)
