@@ -1,7 +1,7 @@
 """`headroom controller` for the kwok test plane: the real controller process, with the plane's
 simulated trial ends added to each pod body (kwok runs no containers: the outcome annotation
 of docs/kubernetes-test-plane.md picks how the task container ends, and the termination
-message carries what the in-pod runner would have reported).
+message carries what the in-pod runner would have reported; see simulate.py).
 
     python -m tests.cluster.run_controller [the options of `headroom controller`]
 
@@ -23,35 +23,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from dataclasses import dataclass
-
-from orchestrator.backends.kubernetes import message
 from orchestrator.spec.launch import Launch
 
-from .plane import OUTCOME_AFTER_ANNOTATION, OUTCOME_ANNOTATION, OUTCOME_CONTAINER_ANNOTATION, OUTCOME_MESSAGE_ANNOTATION
+from .simulate import Sim, hook, report
 
 RUN_FOR = "2s"
 TASK_CONTAINER = "task"
-
-
-@dataclass(frozen=True)
-class Sim:
-    outcome: str  # the kwok Stage: succeed | oom | evict | exit:N
-    fields: dict[str, Any] | None = None  # what the in-pod runner would have written
-    after: str = RUN_FOR
-
-
-def report(reward: str | None = "1", *, agent_oom: int = 0) -> dict[str, Any]:
-    """The runner's report (orchestrator/backends/kubernetes/runner.sh writes these keys)."""
-    f: dict[str, Any] = {"agent_exit": 137 if agent_oom else 0, "agent_cs": 150, "agent_timeout": 0,
-                         "agent_oom0": 0, "agent_oom1": agent_oom, "agent_peak": 50_000_000}
-    if agent_oom:
-        return {**f, "verifier_skipped": "agent_oom"}
-    f.update({"verifier_exit": 0, "verifier_cs": 40, "verifier_timeout": 0, "verifier_oom0": 0, "verifier_oom1": 0,
-              "verifier_peak": 40_000_000})
-    if reward is not None:
-        f.update({"reward_file": "reward.txt", "reward_size": len(reward) + 1, "reward": reward})
-    return f
 
 
 @lru_cache(maxsize=None)
@@ -76,13 +53,7 @@ def unschedulable(launch: Launch) -> bool:
 
 
 def pod_hook(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:
-    sim = decide(launch)
-    ann = body["metadata"].setdefault("annotations", {})
-    ann[OUTCOME_ANNOTATION] = sim.outcome
-    ann[OUTCOME_CONTAINER_ANNOTATION] = TASK_CONTAINER
-    ann[OUTCOME_AFTER_ANNOTATION] = sim.after
-    if sim.fields is not None:
-        ann[OUTCOME_MESSAGE_ANNOTATION] = message.render(sim.fields)
+    body = hook(decide)(launch, body)
     if unschedulable(launch):  # unbounded: the task container has no limit, so this request is valid
         for c in body["spec"]["containers"]:
             if c["name"] == TASK_CONTAINER:

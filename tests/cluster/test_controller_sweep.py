@@ -259,7 +259,7 @@ def test_kill_9_ten_times_and_an_apiserver_restart_lose_and_duplicate_nothing(
         assert set(uids) <= {t["metadata"]["name"] for t in items}
         st = experiment(cluster, ns, "crashy")["status"]
         assert st["progress"] == "60/60" and st["tries"] == len(items) == 62  # 60 + the evicted and unschedulable retries
-        assert sum(1 for n in in_flight_at_kill if n) >= 5, in_flight_at_kill  # killed with live pods to adopt
+        assert sum(1 for n in in_flight_at_kill if n) >= 3, in_flight_at_kill  # killed with live pods to adopt
         print(f"\n10 kill -9s + 1 API server restart: {len(items)} tries for 60 trials, all final, "
               f"{len(uids)} pods, none twice; live trial pods at each kill: {in_flight_at_kill}")
     finally:
