@@ -29,12 +29,13 @@ from typing import Any
 
 import pytest
 
-from .plane import Cluster, LocalPlane, default_node_specs, find_bin_dir
+from .plane import Cluster, LocalPlane, PlaneError, default_node_specs, find_bin_dir
 from .realnode import (
     REAL_NODE_LABEL,
     RealNode,
     delete_pods_on_node,
     find_node_assets,
+    real_pod,
 )
 
 _active: list[Cluster] = []
@@ -86,6 +87,11 @@ class RealNodeHandle:
     name: str
     image: str
     node: RealNode | None
+    pull_policy: str = "Never"  # images are imported/loaded, not pulled (GKE: IfNotPresent)
+
+    def pod(self, name: str, command: list[str], **kw: Any) -> dict[str, Any]:
+        """``real_pod`` with this node's image and pull policy."""
+        return real_pod(name, self.image, command, pull_policy=self.pull_policy, **kw)
 
 
 def _node_ready(cluster: Cluster, name: str) -> bool:
@@ -107,7 +113,8 @@ def real_node(cluster: Cluster) -> Iterator[RealNodeHandle]:
         image = os.environ.get("HEADROOM_TEST_IMAGE", "")
         if not image:
             pytest.fail("HEADROOM_TEST_IMAGE=<image> is required against an existing cluster")
-        yield RealNodeHandle(ready[0], image, None)
+        yield RealNodeHandle(ready[0], image, None,
+                             os.environ.get("HEADROOM_TEST_IMAGE_PULL_POLICY", "Never"))
         return
     assert cluster.plane.pki is not None
     assets = find_node_assets(cluster.plane.bin)  # raises with "run scripts/node/install.sh"
@@ -128,6 +135,9 @@ def real_node(cluster: Cluster) -> Iterator[RealNodeHandle]:
                 cluster.core.delete_node(node.name)
             except Exception:
                 pass
+            left = node.leftovers()
+            if left:  # an error in the last test's teardown, not a silent leak
+                raise PlaneError("real test node left behind: " + "; ".join(left))
 
 
 @pytest.fixture

@@ -591,6 +591,7 @@ def real_pod(
     limits: Mapping[str, str] | None = None,
     restricted: bool = True,
     annotations: Mapping[str, str] | None = None,
+    pull_policy: str = "Never",
 ) -> dict[str, Any]:
     """A one-container Pod for the real node; ``restricted`` = PodSecurity restricted-ready."""
     resources: dict[str, Any] = {}
@@ -601,7 +602,7 @@ def real_pod(
     container: dict[str, Any] = {
         "name": "trial",
         "image": image,
-        "imagePullPolicy": "Never",  # imported into containerd; there is no registry
+        "imagePullPolicy": pull_policy,  # Never: imported into containerd, no registry
         "command": command,
         "resources": resources,
     }

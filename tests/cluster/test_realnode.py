@@ -24,7 +24,6 @@ from .realnode import (
     RealNode,
     delete_pods_on_node,
     find_node_assets,
-    real_pod,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow]
@@ -74,7 +73,7 @@ def test_real_and_fake_pods_stay_apart(cluster: Cluster, real_node: RealNodeHand
                                        namespace: str) -> None:
     if not cluster.nodes:
         pytest.skip("no kwok nodes in this session (HEADROOM_TEST_NODES=0)")
-    real = real_pod("real", real_node.image, ["true"])
+    real = real_node.pod("real", ["true"])
     fake = cluster.fake_pod("fake", outcome="succeed")
     for body in (real, fake):
         cluster.core.create_namespaced_pod(namespace, body)
@@ -86,7 +85,7 @@ def test_real_and_fake_pods_stay_apart(cluster: Cluster, real_node: RealNodeHand
     assert fake_node.metadata.labels.items() >= FAKE_NODE_LABELS.items()
 
     # a pod that selects neither kind tolerates neither taint: it fits nowhere
-    stray = real_pod("stray", real_node.image, ["true"])
+    stray = real_node.pod("stray", ["true"])
     stray["spec"].pop("nodeSelector")
     stray["spec"].pop("tolerations")
     cluster.core.create_namespaced_pod(namespace, stray)
@@ -98,7 +97,7 @@ def test_real_and_fake_pods_stay_apart(cluster: Cluster, real_node: RealNodeHand
 
 def test_memory_hog_over_32Mi_limit_is_oom_killed(cluster: Cluster, real_node: RealNodeHandle,
                                                   namespace: str) -> None:
-    body = real_pod("hog", real_node.image,
+    body = real_node.pod("hog",
                     ["dd", "if=/dev/zero", "of=/dev/null", "bs=100M", "count=1"],
                     requests={"cpu": "100m", "memory": "32Mi"},
                     limits={"cpu": "100m", "memory": "32Mi"})
@@ -110,7 +109,7 @@ def test_memory_hog_over_32Mi_limit_is_oom_killed(cluster: Cluster, real_node: R
 
 def test_same_hog_without_limit_completes(cluster: Cluster, real_node: RealNodeHandle,
                                           namespace: str) -> None:
-    body = real_pod("hog", real_node.image,
+    body = real_node.pod("hog",
                     ["dd", "if=/dev/zero", "of=/dev/null", "bs=100M", "count=1"],
                     requests={"cpu": "100m", "memory": "32Mi"})
     pod = run_to_end(cluster, namespace, body)
@@ -124,7 +123,7 @@ def test_guaranteed_pod_runs_under_restricted_pod_security(cluster: Cluster,
     ns = cluster.create_namespace(prefix="restricted", labels=RESTRICTED)
     script = ("id -u; cat /proc/self/oom_score_adj; "
               "python3 -c 'import json, csv, gzip, hashlib, random; print(\"python ok\")'")
-    body = real_pod("guaranteed", real_node.image, ["sh", "-c", script],
+    body = real_node.pod("guaranteed", ["sh", "-c", script],
                     requests={"cpu": "200m", "memory": "64Mi"},
                     limits={"cpu": "200m", "memory": "64Mi"})
     pod = run_to_end(cluster, ns, body)
@@ -139,7 +138,7 @@ def test_guaranteed_pod_runs_under_restricted_pod_security(cluster: Cluster,
         assert oom_adj == real_node.node.oom_score_adj == "0"
 
     # the same pod without the restricted settings is refused by admission
-    privileged = real_pod("loose", real_node.image, ["true"], restricted=False)
+    privileged = real_node.pod("loose", ["true"], restricted=False)
     from kubernetes.client.exceptions import ApiException
 
     with pytest.raises(ApiException) as err:
@@ -158,7 +157,7 @@ def test_peak_memory_from_inside_the_container_cgroup(cluster: Cluster, real_nod
     """The trial reads its own cgroup's high-water mark as its last act (any cluster)."""
     script = ("python3 -c 'b = bytearray(48 * 1024 * 1024); b[::4096] = b\"x\" * len(b[::4096])'"
               f" && {PEAK_SH}")
-    body = real_pod("peak", real_node.image, ["sh", "-c", script],
+    body = real_node.pod("peak", ["sh", "-c", script],
                     requests={"cpu": "100m", "memory": "128Mi"},
                     limits={"cpu": "500m", "memory": "128Mi"})
     pod = run_to_end(cluster, namespace, body)
@@ -175,7 +174,7 @@ def test_peak_memory_from_the_node_side_cgroup(cluster: Cluster, real_node: Real
         pytest.skip("needs the local real node (host access to its cgroups)")
     script = ("python3 -c 'import time; b = bytearray(40 * 1024 * 1024); "
               "b[::4096] = b\"x\" * len(b[::4096]); print(\"ready\", flush=True); time.sleep(300)'")
-    body = real_pod("holder", real_node.image, ["sh", "-c", script],
+    body = real_node.pod("holder", ["sh", "-c", script],
                     requests={"cpu": "100m", "memory": "96Mi"}, limits={"cpu": "500m", "memory": "96Mi"})
     cluster.core.create_namespaced_pod(namespace, body)
     pod = cluster.wait_pod(namespace, "holder", lambda p: p.status.phase == "Running", what="Running")
@@ -200,7 +199,7 @@ def test_teardown_leaves_no_process_mount_namespace_or_cgroup(cluster: Cluster,
     try:
         node.start()
         node.register(cluster.core)
-        body = real_pod("sleeper", real_node.image, ["sleep", "300"])
+        body = real_node.pod("sleeper", ["sleep", "300"])
         body["spec"]["nodeName"] = node.name  # bypass the scheduler: only this node
         cluster.core.create_namespaced_pod(namespace, body)
         cluster.wait_pod(namespace, "sleeper", lambda p: p.status.phase == "Running", what="Running")
@@ -225,7 +224,7 @@ def test_oom_killed_child_marks_the_container_oomkilled_with_exit_0(
     script = ("dd if=/dev/zero of=/dev/null bs=100M count=1; echo \"child exit $?\"; "
               "grep oom_kill /sys/fs/cgroup/memory/memory.oom_control "
               "|| grep oom_kill /sys/fs/cgroup/memory.events")
-    body = real_pod("child", real_node.image, ["sh", "-c", script],
+    body = real_node.pod("child", ["sh", "-c", script],
                     requests={"cpu": "100m", "memory": "32Mi"}, limits={"cpu": "500m", "memory": "32Mi"})
     pod = run_to_end(cluster, namespace, body)
     log = cluster.core.read_namespaced_pod_log("child", namespace)
