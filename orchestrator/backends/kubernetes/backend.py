@@ -20,6 +20,7 @@ from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.kubernetes import cluster_facts, pod as pod_mod, signals
@@ -40,6 +41,8 @@ SWEEP_EVERY_S = 5.0
 #: A pod created but not yet seen by the watch is looked up once after this long.
 UNSEEN_GRACE_S = 30.0
 LOG_TAIL_BYTES = 8192
+#: What an unreachable or failing API server raises through the client.
+API_ERRORS = (ApiException, HTTPError, OSError)
 
 
 def api_client_for(options: KubernetesOptions) -> Any:
@@ -113,6 +116,7 @@ class KubernetesBackend:
         self._secrets: set[str] = set()
         self._policy_done = False
         self._to_delete: set[str] = set()  # run labels with harvested pods awaiting the collection delete
+        self._unreleased: dict[str, tuple[Launch, bool]] = {}  # harvested, finalizer not yet removed
         self._last_sweep = 0.0
 
     # -- informers ------------------------------------------------------------------------
@@ -201,7 +205,7 @@ class KubernetesBackend:
             if self.pod_hook:
                 body = self.pod_hook(launch, body)
             t.body = body
-        except ApiException as exc:
+        except API_ERRORS as exc:
             self._api_failure(t, exc)
             return self._handle(launch)
         except BaseException:
@@ -250,7 +254,7 @@ class KubernetesBackend:
                                        self._secret(t.launch))
                 if self.pod_hook:
                     t.body = self.pod_hook(t.launch, t.body)
-            except ApiException as exc:
+            except API_ERRORS as exc:
                 self._api_failure(t, exc)
                 return
         try:
@@ -348,15 +352,22 @@ class KubernetesBackend:
         return facts
 
     def _release(self, launch: Launch, delete_now: bool = False) -> None:
-        """Harvested: drop our finalizer and mark the pod; it is deleted with the next collection delete."""
+        """Harvested: drop our finalizer and mark the pod; it is deleted with the next collection delete.
+
+        The result is already safe with the caller; if the API server is away, the release is
+        retried from ``wait`` (a finalizer left behind would keep the pod forever).
+        """
         patch = [{"op": "add", "path": "/metadata/finalizers", "value": []},
                  {"op": "add", "path": f"/metadata/labels/{pod_mod.HARVESTED_LABEL.replace('/', '~1')}", "value": "true"}]
         try:
             self.core.patch_namespaced_pod(launch.name, self.namespace, patch)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        except API_ERRORS as exc:
+            if getattr(exc, "status", None) != 404:
+                with self._lock:
+                    self._unreleased[launch.name] = (launch, delete_now)
             return
+        with self._lock:
+            self._unreleased.pop(launch.name, None)
         if self.options.keep_pods and not delete_now:
             return
         if delete_now:
@@ -368,15 +379,27 @@ class KubernetesBackend:
     def _delete(self, name: str) -> None:
         try:
             self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        except API_ERRORS as exc:
+            if getattr(exc, "status", None) != 404:
+                self.sweep_later(name)
+
+    def sweep_later(self, name: str) -> None:
+        """A pod whose delete failed: the collection delete of its run takes it."""
+        with self._lock:
+            for inf_run, inf in self._informers.items():
+                pod = inf.pod(name)
+                if pod is not None:
+                    self._to_delete.add(inf_run)
 
     def sweep_harvested(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last_sweep < SWEEP_EVERY_S:
             return
         self._last_sweep = now
+        with self._lock:
+            unreleased = list(self._unreleased.values())
+        for launch, delete_now in unreleased:
+            self._release(launch, delete_now)
         with self._lock:
             runs, self._to_delete = self._to_delete, set()
         for run_label in runs:
@@ -394,10 +417,7 @@ class KubernetesBackend:
         if t is None:
             return
         t.deleting = True
-        try:
-            self._release(t.launch, delete_now=True)
-        except ApiException:
-            pass
+        self._release(t.launch, delete_now=True)
 
     def wait(self, handles: Sequence[Handle], timeout: float) -> None:
         self.sweep_harvested()

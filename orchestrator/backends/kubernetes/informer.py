@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -50,11 +51,17 @@ class _Stream:
         self.interrupt()
 
     def interrupt(self) -> None:
+        """End the current watch from another thread.
+
+        Not ``resp.close()``: that waits for the TLS object the reading thread holds until the
+        server's watch timeout. Shutting the socket down wakes the reader at once.
+        """
         resp = self._resp
-        if resp is not None:
+        sock = getattr(getattr(resp, "connection", None), "sock", None)
+        if sock is not None:
             try:
-                resp.close()
-            except Exception:  # noqa: S110 - closing a dead connection
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
                 pass
 
     def _list(self) -> None:
