@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,8 @@ SWEEP_EVERY_S = 5.0
 #: A pod created but not yet seen by the watch is looked up once after this long.
 UNSEEN_GRACE_S = 30.0
 LOG_TAIL_BYTES = 8192
+#: Creates and finalizer releases run on this many workers, off the engine's loop.
+API_WORKERS = 8
 #: What an unreachable or failing API server raises through the client.
 API_ERRORS = (ApiException, HTTPError, OSError)
 
@@ -68,7 +71,11 @@ class _Try:
     queued_waits: int = 0
     looked_up_at: float | None = None
     deleting: bool = False
+    creating: bool = False
     result: TrialFacts | None = None
+    seen_version: int | None = None  # the informer's change count for this pod at the last classification
+    seen_state: str | None = None
+    seen_at: float = 0.0
 
 
 @dataclass
@@ -118,6 +125,8 @@ class KubernetesBackend:
         self._to_delete: set[str] = set()  # run labels with harvested pods awaiting the collection delete
         self._unreleased: dict[str, tuple[Launch, bool]] = {}  # harvested, finalizer not yet removed
         self._last_sweep = 0.0
+        self._sweeping = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=API_WORKERS, thread_name_prefix="k8s-api")
 
     # -- informers ------------------------------------------------------------------------
     def _notify(self) -> None:
@@ -213,8 +222,23 @@ class KubernetesBackend:
                 self._tries.pop(launch.name, None)
             raise
         self.stats.submitted += 1
-        self._try_create(t)
+        self._spawn_create(t)
         return self._handle(launch)
+
+    def _spawn_create(self, t: _Try) -> None:
+        """Create the pod on a worker: the engine's loop never waits for a POST."""
+        if t.creating:
+            return
+        t.creating = True
+
+        def work() -> None:
+            try:
+                self._try_create(t)
+            finally:
+                t.creating = False
+                self._notify()
+
+        self._pool.submit(work)
 
     def _api_failure(self, t: _Try, exc: BaseException) -> None:
         """Wait and retry: a full quota or a 429 forever, anything else for api_retry_s."""
@@ -287,12 +311,15 @@ class KubernetesBackend:
             raise KeyError(f"unknown try {handle.name}: submit or adopt it first")
         if t.result is None and not t.created:
             if self.clock() >= t.retry_at:
-                self._try_create(t)
-            if t.result is None:
-                return None
+                self._spawn_create(t)
+            return None
         if t.result is not None:
             return self._finish(t, t.result)
         inf = self.informer(t.launch.run_id)
+        version = inf.version(t.launch.name)
+        now = self.clock()
+        if version == t.seen_version and (t.seen_state == "running" or now - t.seen_at < 1.0):
+            return None  # nothing changed, and no deadline can have passed meanwhile
         pod = inf.pod(t.launch.name)
         gone = inf.is_gone(t.launch.name)
         if pod is None and not gone:
@@ -318,6 +345,7 @@ class KubernetesBackend:
         obs = signals.observe(pod, events, ctx)
         self.stats.by_state[obs.state] = self.stats.by_state.get(obs.state, 0) + 1
         if obs.state != "done" or obs.facts is None:
+            t.seen_version, t.seen_state, t.seen_at = version, obs.state, now
             return None
         facts = obs.facts
         if pod is not None and self._wants_log_tail(facts):
@@ -325,8 +353,8 @@ class KubernetesBackend:
             if tail:
                 facts.extra["log_tail"] = tail
         facts.extra["pod_events_total"] = len(events)
-        if pod is not None:
-            self._release(t.launch, delete_now=obs.stop)
+        if pod is not None:  # the result is in hand: the finalizer goes on a worker
+            self._pool.submit(self._release, t.launch, obs.stop)
         return self._finish(t, facts)
 
     @staticmethod
@@ -392,24 +420,36 @@ class KubernetesBackend:
                     self._to_delete.add(inf_run)
 
     def sweep_harvested(self, force: bool = False) -> None:
+        """Retry finalizer releases that failed, and delete harvested pods, one collection request a run.
+
+        On a worker, at most every SWEEP_EVERY_S: a collection delete of a few hundred pods takes
+        the API server a while, and the engine's loop must not wait for it.
+        """
         now = time.monotonic()
-        if not force and now - self._last_sweep < SWEEP_EVERY_S:
+        if not force and (now - self._last_sweep < SWEEP_EVERY_S or self._sweeping.locked()):
             return
         self._last_sweep = now
-        with self._lock:
-            unreleased = list(self._unreleased.values())
-        for launch, delete_now in unreleased:
-            self._release(launch, delete_now)
-        with self._lock:
-            runs, self._to_delete = self._to_delete, set()
-        for run_label in runs:
-            try:
-                self.core.delete_collection_namespaced_pod(
-                    self.namespace, label_selector=f"{RUN_LABEL}={run_label},{pod_mod.HARVESTED_LABEL}=true",
-                    grace_period_seconds=0)
-            except Exception:  # the API server is away: next time
-                with self._lock:
-                    self._to_delete.add(run_label)
+        if force:
+            self._sweep()
+        else:
+            self._pool.submit(self._sweep)
+
+    def _sweep(self) -> None:
+        with self._sweeping:
+            with self._lock:
+                unreleased = list(self._unreleased.values())
+            for launch, delete_now in unreleased:
+                self._release(launch, delete_now)
+            with self._lock:
+                runs, self._to_delete = self._to_delete, set()
+            for run_label in runs:
+                try:
+                    self.core.delete_collection_namespaced_pod(
+                        self.namespace, label_selector=f"{RUN_LABEL}={run_label},{pod_mod.HARVESTED_LABEL}=true",
+                        grace_period_seconds=0, _preload_content=False)
+                except Exception:  # the API server is away: next time
+                    with self._lock:
+                        self._to_delete.add(run_label)
 
     def cancel(self, handle: Handle) -> None:
         with self._lock:
@@ -469,6 +509,7 @@ class KubernetesBackend:
                 "informers": {k: v.stats() for k, v in self._informers.items()}}
 
     def close(self) -> None:
+        self._pool.shutdown(wait=True)
         try:
             self.sweep_harvested(force=True)
         finally:

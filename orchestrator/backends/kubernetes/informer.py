@@ -132,6 +132,7 @@ class RunInformer:
         self.gone: set[str] = set()
         self.interest: set[str] = set()
         self.events: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self.versions: dict[str, int] = {}  # per pod name: how many changes (pod or Event) seen
         self.stop_event = threading.Event()
         self.pod_stream = _Stream(
             "pods", core.list_namespaced_pod, {"namespace": namespace, "label_selector": selector},
@@ -164,6 +165,14 @@ class RunInformer:
             self.interest.discard(name)
             self.gone.discard(name)
             self.events.pop(name, None)
+            self.versions.pop(name, None)
+
+    def version(self, name: str) -> int:
+        with self._lock:
+            return self.versions.get(name, 0)
+
+    def _bump(self, name: str) -> None:
+        self.versions[name] = self.versions.get(name, 0) + 1
 
     def pod(self, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -182,12 +191,15 @@ class RunInformer:
             fresh = {p["metadata"]["name"]: p for p in items}
             self.gone |= set(self.pods) - set(fresh)
             self.gone -= set(fresh)
+            for name in set(self.pods) | set(fresh):
+                self._bump(name)
             self.pods = fresh
         self._on_change()
 
     def _pod_event(self, kind: str, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
         with self._lock:
+            self._bump(name)
             if kind == "DELETED":
                 self.pods.pop(name, None)
                 self.gone.add(name)
@@ -205,6 +217,7 @@ class RunInformer:
         evs[:] = [e for e in evs if (e.get("metadata") or {}).get("uid") != uid]
         evs.append(obj)
         del evs[:-MAX_EVENTS_PER_POD]
+        self._bump(name)
         self.events.move_to_end(name)
         while len(self.events) > MAX_EVENT_PODS:
             self.events.popitem(last=False)
