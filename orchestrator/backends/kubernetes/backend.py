@@ -73,6 +73,7 @@ class _Try:
     deleting: bool = False
     creating: bool = False
     result: TrialFacts | None = None
+    created_at: float | None = None
     seen_version: int | None = None  # the informer's change count for this pod at the last classification
     seen_state: str | None = None
     seen_at: float = 0.0
@@ -126,11 +127,15 @@ class KubernetesBackend:
         self._unreleased: dict[str, tuple[Launch, bool]] = {}  # harvested, finalizer not yet removed
         self._last_sweep = 0.0
         self._sweeping = threading.Lock()
+        self._latency: dict[str, float] = {"submit_to_created_s": 0.0, "created_to_harvest_s": 0.0, "n": 0}
+        self._generation = 0
+        self._waited_generation = 0
         self._pool = ThreadPoolExecutor(max_workers=API_WORKERS, thread_name_prefix="k8s-api")
 
     # -- informers ------------------------------------------------------------------------
     def _notify(self) -> None:
         with self._changed:
+            self._generation += 1
             self._changed.notify_all()
 
     def informer(self, run_id: str) -> RunInformer:
@@ -292,7 +297,7 @@ class KubernetesBackend:
         except Exception as exc:  # connection refused, reset: the API server is away
             self._api_failure(t, exc)
             return
-        t.created, t.api_errors_since = True, None
+        t.created, t.api_errors_since, t.created_at = True, None, self.clock()
 
     def adopt(self, launch: Launch) -> Handle | None:
         inf = self.informer(launch.run_id)
@@ -371,8 +376,13 @@ class KubernetesBackend:
         return str(text)[-LOG_TAIL_BYTES:]
 
     def _finish(self, t: _Try, facts: TrialFacts) -> TrialFacts:
+        now = self.clock()
         with self._lock:
             self._tries.pop(t.launch.name, None)
+            if t.created_at is not None:
+                self._latency["submit_to_created_s"] += t.created_at - t.submitted_at
+                self._latency["created_to_harvest_s"] += now - t.created_at
+                self._latency["n"] += 1
         self.informer(t.launch.run_id).forget(t.launch.name)
         self.stats.harvested += 1
         facts.extra.setdefault("pod", t.launch.name)
@@ -466,7 +476,10 @@ class KubernetesBackend:
         if due:
             timeout = min(timeout, max(0.05, min(t.retry_at for t in due) - self.clock()))
         with self._changed:
-            self._changed.wait(timeout)
+            # Anything since the last wait ended happened while the engine was observing: no sleep.
+            if self._generation == self._waited_generation:
+                self._changed.wait(timeout)
+            self._waited_generation = self._generation
 
     def cleanup(self, run_id: str | None = None) -> CleanupReport:
         report = CleanupReport()
@@ -506,6 +519,8 @@ class KubernetesBackend:
         total = self.requests.total
         return {"total": total, "by_kind": self.requests.snapshot(), "harvested": self.stats.harvested,
                 "per_trial": total / self.stats.harvested if self.stats.harvested else None,
+                "mean_latency_s": {k: v / self._latency["n"] for k, v in self._latency.items() if k != "n"}
+                if self._latency["n"] else {},
                 "informers": {k: v.stats() for k, v in self._informers.items()}}
 
     def close(self) -> None:
