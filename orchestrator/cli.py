@@ -357,9 +357,13 @@ def schema(what: str) -> None:
 @cli.command()
 @click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True)
 @click.option("--run-id", help="only what this run left behind (default: every run whose process is gone)")
-def cleanup(backend_name: str, run_id: str | None) -> None:
+@click.option("--namespace", help="--backend kubernetes: the namespace to clean")
+def cleanup(backend_name: str, run_id: str | None, namespace: str | None) -> None:
     """Remove what a crashed headroom left behind: trial cgroups, work dirs, containers, pods."""
-    experiment = build_experiment({"tasks_dir": ".", "backend": backend_name}, None)
+    fields: dict[str, Any] = {"tasks_dir": ".", "backend": backend_name}
+    if namespace:
+        fields["kubernetes"] = {"namespace": namespace}
+    experiment = build_experiment(fields, None)
     backend = _make_backend(experiment, "auto")
     try:
         report = backend.cleanup(run_id)
