@@ -90,6 +90,11 @@ class Experiment(BaseModel):
         default=False, description="give trials network access (a task with allow_internet = false still gets none)"
     )
     kubernetes: KubernetesOptions | None = Field(default=None, description="backend kubernetes: namespace, queue, ...")
+    placement: Literal["default", "limit-aware"] = Field(
+        default="default",
+        description="limit-aware: the memory limits of concurrently running trials never add up to more than the "
+        "machine has (local backend); default: only --concurrency bounds them",
+    )
 
     @field_validator("configurations", mode="before")
     @classmethod

@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orchestrator.spec.grader import GoldenGrader
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)(b?)\s*$", re.I)
 _POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
 MAX_MB = 16 * 1024 * 1024  # 16 TiB: beyond any machine, and far inside SQLite's INTEGER
@@ -61,6 +63,24 @@ class EnvironmentSpec(BaseModel):
     docker_image: str | None = Field(default=None, description="image for container backends")
     build_timeout_sec: float | None = None
     env: dict[str, str] = Field(default_factory=dict, description="[environment.env]: set for every step")
+    # The task's own ceiling (headroom's fields; Harbor has none): where a `task-band`
+    # configuration kills it. `memory_mb`/`cpus` above are the floor. Written by
+    # `headroom calibrate`; see docs/resource-specs.md.
+    memory_limit_mb: int | None = Field(
+        default=None, gt=0, le=MAX_MB, description="headroom: the task's memory ceiling (hard limit), MiB; `memory_limit = \"2G\"` also works"
+    )
+    cpus_limit: float | None = Field(
+        default=None, gt=0, le=4096, allow_inf_nan=False, description="headroom: the task's CPU ceiling (quota), cores"
+    )
+
+    @model_validator(mode="after")
+    def _ceiling_not_below_floor(self) -> "EnvironmentSpec":
+        if self.memory_limit_mb is not None and self.memory_limit_mb < self.memory_mb:
+            raise ValueError(f"memory_limit_mb {self.memory_limit_mb} is below memory_mb {self.memory_mb}: "
+                             "the ceiling cannot be under the floor")
+        if self.cpus_limit is not None and self.cpus_limit < self.cpus:
+            raise ValueError(f"cpus_limit {self.cpus_limit:g} is below cpus {self.cpus:g}: the ceiling cannot be under the floor")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -68,7 +88,7 @@ class EnvironmentSpec(BaseModel):
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        for short, long in (("memory", "memory_mb"), ("storage", "storage_mb")):
+        for short, long in (("memory", "memory_mb"), ("storage", "storage_mb"), ("memory_limit", "memory_limit_mb")):
             if short in data:
                 if long in data:
                     raise ValueError(f"give either {short} or {long}, not both")
@@ -104,6 +124,7 @@ class ProvenanceSpec(BaseModel):
     cluster_id: str | None = None
     answer_owner: str | None = None
     release_status: str | None = None
+    paraphrase_of: str | None = Field(default=None, description="id of the task this one paraphrases (for the paraphrase gap)")
 
 
 class TaskSpec(BaseModel):
@@ -118,6 +139,7 @@ class TaskSpec(BaseModel):
     solution: SolutionSpec = Field(default_factory=SolutionSpec)
     metadata: dict[str, Any] = Field(default_factory=dict)
     provenance: ProvenanceSpec = Field(default_factory=ProvenanceSpec)
+    grader: GoldenGrader | None = Field(default=None, description="a declarative golden-set grader instead of the tests' reward")
 
 
 class Task(BaseModel):

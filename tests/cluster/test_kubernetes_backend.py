@@ -208,8 +208,9 @@ def test_kill_9_then_resume_adopts_live_pods(cluster: Cluster, namespace: str, t
     spec = tmp_path / "exp.yaml"
     spec.write_text(yaml.safe_dump(exp))
     store_path = tmp_path / "h.db"
+    # --no-canary: kwok pods cannot be OOM-killed, so the enforcement canary has nothing to prove here
     cmd = [sys.executable, "-m", "orchestrator", "sweep", "--experiment", str(spec), "--store", str(store_path),
-           "--format", "none"]
+           "--format", "none", "--no-canary"]
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     wait_for(lambda: len(cluster.core.list_namespaced_pod(namespace).items) >= 16, 60, "16 pods in flight")
     first.send_signal(signal.SIGKILL)
