@@ -171,6 +171,10 @@ def cli() -> None:
 @click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True,
               help="where trials run (the experiment field 'backend')")
 @click.option("--experiment", "experiment_file", type=click.Path(path_type=Path), help="experiment spec (YAML); flags override")
+@click.option("--namespace", help="--backend kubernetes: namespace of the trial pods (kubernetes.namespace)")
+@click.option("--kube-context", help="--backend kubernetes: kubeconfig context (kubernetes.context)")
+@click.option("--queue", help="--backend kubernetes: Kueue LocalQueue for the trial pods (kubernetes.queue)")
+@click.option("--keep-pods", is_flag=True, default=None, help="--backend kubernetes: keep harvested pods for debugging")
 @click.option("--resume", is_flag=True, help="continue the latest (or --run-id) run in --store")
 @click.option("--run-id", help="with --resume: which run")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "none"]), default="table", show_default=True,
@@ -182,20 +186,22 @@ def cli() -> None:
 def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts: int, concurrency: int,
           agent_kind: str, agent_command: str | None, agent_env: tuple[str, ...], model: str | None,
           task_patterns: tuple[str, ...], store_path: Path, seed: int, retries: int, timeout_multiplier: float,
-          enforcement: str, backend_name: str, experiment_file: Path | None, resume: bool, run_id: str | None,
+          enforcement: str, backend_name: str, experiment_file: Path | None, namespace: str | None,
+          kube_context: str | None, queue: str | None, keep_pods: bool | None, resume: bool, run_id: str | None,
           fmt: str, no_canary: bool, placement: str) -> None:
     """Run a resource sweep over the tasks in TASKS_DIR."""
     experiment = None
     if resume:
         fixed = ("tasks_dir", "multipliers", "attempts", "concurrency", "agent_kind", "agent_command", "agent_env", "model",
-                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name", "placement")
+                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name", "placement",
+                 "namespace", "kube_context", "queue", "keep_pods")
         changed = [n for n in fixed if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
         if changed:
             raise UserError(f"--resume continues the run as it was recorded; drop {', '.join(changed)}", field="--resume")
     else:
         fields: dict[str, Any] = load_experiment_file(experiment_file) if experiment_file else {}
         source = str(experiment_file) if experiment_file else None
-        for key in ("agent", "model", "retry"):  # merged with flags below, so they must be mappings
+        for key in ("agent", "model", "retry", "kubernetes"):  # merged with flags below, so they must be mappings
             if key in fields and not isinstance(fields[key], dict):
                 raise SpecError(f"expected a mapping, got {type(fields[key]).__name__}", file=source, field=key)
         given = lambda name: ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT  # noqa: E731
@@ -230,6 +236,10 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
             fields["placement"] = placement
         if given("retries"):
             fields["retry"] = {**(fields.get("retry") or {}), "max_retries": retries}
+        kube = {k: v for k, v in (("namespace", namespace), ("context", kube_context), ("queue", queue),
+                                  ("keep_pods", keep_pods)) if v is not None}
+        if kube:
+            fields["kubernetes"] = {**(fields.get("kubernetes") or {}), **kube}
         experiment = build_experiment(fields, source)
     store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=run_id, resume=resume, enforcement=enforcement,
                                          canary=not no_canary)
@@ -364,9 +374,13 @@ def schema(what: str) -> None:
 @cli.command()
 @click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True)
 @click.option("--run-id", help="only what this run left behind (default: every run whose process is gone)")
-def cleanup(backend_name: str, run_id: str | None) -> None:
+@click.option("--namespace", help="--backend kubernetes: the namespace to clean")
+def cleanup(backend_name: str, run_id: str | None, namespace: str | None) -> None:
     """Remove what a crashed headroom left behind: trial cgroups, work dirs, containers, pods."""
-    experiment = build_experiment({"tasks_dir": ".", "backend": backend_name}, None)
+    fields: dict[str, Any] = {"tasks_dir": ".", "backend": backend_name}
+    if namespace:
+        fields["kubernetes"] = {"namespace": namespace}
+    experiment = build_experiment(fields, None)
     backend = _make_backend(experiment, "auto")
     try:
         report = backend.cleanup(run_id)

@@ -331,6 +331,7 @@ class NodeSpec:
     memory: str = "16Gi"
     pods: str = "110"
     labels: dict[str, str] = field(default_factory=dict)
+    ephemeral_storage: str = "200Gi"
 
 
 def default_node_specs() -> list[NodeSpec]:
@@ -597,7 +598,8 @@ class Cluster:
     # -- nodes ------------------------------------------------------------------------
     def add_node(self, spec: NodeSpec) -> None:
         """Create a kwok-managed Node with the given capacity (kwok marks it Ready)."""
-        capacity = {"cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods}
+        capacity = {"cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods,
+                    "ephemeral-storage": spec.ephemeral_storage}
         body = {
             "apiVersion": "v1",
             "kind": "Node",
