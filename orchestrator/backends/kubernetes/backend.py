@@ -14,12 +14,14 @@ from __future__ import annotations
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.kubernetes import cluster_facts, pod as pod_mod, signals
@@ -40,6 +42,10 @@ SWEEP_EVERY_S = 5.0
 #: A pod created but not yet seen by the watch is looked up once after this long.
 UNSEEN_GRACE_S = 30.0
 LOG_TAIL_BYTES = 8192
+#: Creates and finalizer releases run on this many workers, off the engine's loop.
+API_WORKERS = 8
+#: What an unreachable or failing API server raises through the client.
+API_ERRORS = (ApiException, HTTPError, OSError)
 
 
 def api_client_for(options: KubernetesOptions) -> Any:
@@ -65,7 +71,12 @@ class _Try:
     queued_waits: int = 0
     looked_up_at: float | None = None
     deleting: bool = False
+    creating: bool = False
     result: TrialFacts | None = None
+    created_at: float | None = None
+    seen_version: int | None = None  # the informer's change count for this pod at the last classification
+    seen_state: str | None = None
+    seen_at: float = 0.0
 
 
 @dataclass
@@ -113,11 +124,18 @@ class KubernetesBackend:
         self._secrets: set[str] = set()
         self._policy_done = False
         self._to_delete: set[str] = set()  # run labels with harvested pods awaiting the collection delete
+        self._unreleased: dict[str, tuple[Launch, bool]] = {}  # harvested, finalizer not yet removed
         self._last_sweep = 0.0
+        self._sweeping = threading.Lock()
+        self._latency: dict[str, float] = {"submit_to_created_s": 0.0, "created_to_harvest_s": 0.0, "n": 0}
+        self._generation = 0
+        self._waited_generation = 0
+        self._pool = ThreadPoolExecutor(max_workers=API_WORKERS, thread_name_prefix="k8s-api")
 
     # -- informers ------------------------------------------------------------------------
     def _notify(self) -> None:
         with self._changed:
+            self._generation += 1
             self._changed.notify_all()
 
     def informer(self, run_id: str) -> RunInformer:
@@ -201,7 +219,7 @@ class KubernetesBackend:
             if self.pod_hook:
                 body = self.pod_hook(launch, body)
             t.body = body
-        except ApiException as exc:
+        except API_ERRORS as exc:
             self._api_failure(t, exc)
             return self._handle(launch)
         except BaseException:
@@ -209,8 +227,23 @@ class KubernetesBackend:
                 self._tries.pop(launch.name, None)
             raise
         self.stats.submitted += 1
-        self._try_create(t)
+        self._spawn_create(t)
         return self._handle(launch)
+
+    def _spawn_create(self, t: _Try) -> None:
+        """Create the pod on a worker: the engine's loop never waits for a POST."""
+        if t.creating:
+            return
+        t.creating = True
+
+        def work() -> None:
+            try:
+                self._try_create(t)
+            finally:
+                t.creating = False
+                self._notify()
+
+        self._pool.submit(work)
 
     def _api_failure(self, t: _Try, exc: BaseException) -> None:
         """Wait and retry: a full quota or a 429 forever, anything else for api_retry_s."""
@@ -250,7 +283,7 @@ class KubernetesBackend:
                                        self._secret(t.launch))
                 if self.pod_hook:
                     t.body = self.pod_hook(t.launch, t.body)
-            except ApiException as exc:
+            except API_ERRORS as exc:
                 self._api_failure(t, exc)
                 return
         try:
@@ -264,7 +297,7 @@ class KubernetesBackend:
         except Exception as exc:  # connection refused, reset: the API server is away
             self._api_failure(t, exc)
             return
-        t.created, t.api_errors_since = True, None
+        t.created, t.api_errors_since, t.created_at = True, None, self.clock()
 
     def adopt(self, launch: Launch) -> Handle | None:
         inf = self.informer(launch.run_id)
@@ -283,12 +316,15 @@ class KubernetesBackend:
             raise KeyError(f"unknown try {handle.name}: submit or adopt it first")
         if t.result is None and not t.created:
             if self.clock() >= t.retry_at:
-                self._try_create(t)
-            if t.result is None:
-                return None
+                self._spawn_create(t)
+            return None
         if t.result is not None:
             return self._finish(t, t.result)
         inf = self.informer(t.launch.run_id)
+        version = inf.version(t.launch.name)
+        now = self.clock()
+        if version == t.seen_version and (t.seen_state == "running" or now - t.seen_at < 1.0):
+            return None  # nothing changed, and no deadline can have passed meanwhile
         pod = inf.pod(t.launch.name)
         gone = inf.is_gone(t.launch.name)
         if pod is None and not gone:
@@ -314,6 +350,7 @@ class KubernetesBackend:
         obs = signals.observe(pod, events, ctx)
         self.stats.by_state[obs.state] = self.stats.by_state.get(obs.state, 0) + 1
         if obs.state != "done" or obs.facts is None:
+            t.seen_version, t.seen_state, t.seen_at = version, obs.state, now
             return None
         facts = obs.facts
         if pod is not None and self._wants_log_tail(facts):
@@ -321,8 +358,8 @@ class KubernetesBackend:
             if tail:
                 facts.extra["log_tail"] = tail
         facts.extra["pod_events_total"] = len(events)
-        if pod is not None:
-            self._release(t.launch, delete_now=obs.stop)
+        if pod is not None:  # the result is in hand: the finalizer goes on a worker
+            self._pool.submit(self._release, t.launch, obs.stop)
         return self._finish(t, facts)
 
     @staticmethod
@@ -339,8 +376,13 @@ class KubernetesBackend:
         return str(text)[-LOG_TAIL_BYTES:]
 
     def _finish(self, t: _Try, facts: TrialFacts) -> TrialFacts:
+        now = self.clock()
         with self._lock:
             self._tries.pop(t.launch.name, None)
+            if t.created_at is not None:
+                self._latency["submit_to_created_s"] += t.created_at - t.submitted_at
+                self._latency["created_to_harvest_s"] += now - t.created_at
+                self._latency["n"] += 1
         self.informer(t.launch.run_id).forget(t.launch.name)
         self.stats.harvested += 1
         facts.extra.setdefault("pod", t.launch.name)
@@ -348,15 +390,22 @@ class KubernetesBackend:
         return facts
 
     def _release(self, launch: Launch, delete_now: bool = False) -> None:
-        """Harvested: drop our finalizer and mark the pod; it is deleted with the next collection delete."""
+        """Harvested: drop our finalizer and mark the pod; it is deleted with the next collection delete.
+
+        The result is already safe with the caller; if the API server is away, the release is
+        retried from ``wait`` (a finalizer left behind would keep the pod forever).
+        """
         patch = [{"op": "add", "path": "/metadata/finalizers", "value": []},
                  {"op": "add", "path": f"/metadata/labels/{pod_mod.HARVESTED_LABEL.replace('/', '~1')}", "value": "true"}]
         try:
             self.core.patch_namespaced_pod(launch.name, self.namespace, patch)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        except API_ERRORS as exc:
+            if getattr(exc, "status", None) != 404:
+                with self._lock:
+                    self._unreleased[launch.name] = (launch, delete_now)
             return
+        with self._lock:
+            self._unreleased.pop(launch.name, None)
         if self.options.keep_pods and not delete_now:
             return
         if delete_now:
@@ -368,25 +417,49 @@ class KubernetesBackend:
     def _delete(self, name: str) -> None:
         try:
             self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        except API_ERRORS as exc:
+            if getattr(exc, "status", None) != 404:
+                self.sweep_later(name)
+
+    def sweep_later(self, name: str) -> None:
+        """A pod whose delete failed: the collection delete of its run takes it."""
+        with self._lock:
+            for inf_run, inf in self._informers.items():
+                pod = inf.pod(name)
+                if pod is not None:
+                    self._to_delete.add(inf_run)
 
     def sweep_harvested(self, force: bool = False) -> None:
+        """Retry finalizer releases that failed, and delete harvested pods, one collection request a run.
+
+        On a worker, at most every SWEEP_EVERY_S: a collection delete of a few hundred pods takes
+        the API server a while, and the engine's loop must not wait for it.
+        """
         now = time.monotonic()
-        if not force and now - self._last_sweep < SWEEP_EVERY_S:
+        if not force and (now - self._last_sweep < SWEEP_EVERY_S or self._sweeping.locked()):
             return
         self._last_sweep = now
-        with self._lock:
-            runs, self._to_delete = self._to_delete, set()
-        for run_label in runs:
-            try:
-                self.core.delete_collection_namespaced_pod(
-                    self.namespace, label_selector=f"{RUN_LABEL}={run_label},{pod_mod.HARVESTED_LABEL}=true",
-                    grace_period_seconds=0)
-            except Exception:  # the API server is away: next time
-                with self._lock:
-                    self._to_delete.add(run_label)
+        if force:
+            self._sweep()
+        else:
+            self._pool.submit(self._sweep)
+
+    def _sweep(self) -> None:
+        with self._sweeping:
+            with self._lock:
+                unreleased = list(self._unreleased.values())
+            for launch, delete_now in unreleased:
+                self._release(launch, delete_now)
+            with self._lock:
+                runs, self._to_delete = self._to_delete, set()
+            for run_label in runs:
+                try:
+                    self.core.delete_collection_namespaced_pod(
+                        self.namespace, label_selector=f"{RUN_LABEL}={run_label},{pod_mod.HARVESTED_LABEL}=true",
+                        grace_period_seconds=0, _preload_content=False)
+                except Exception:  # the API server is away: next time
+                    with self._lock:
+                        self._to_delete.add(run_label)
 
     def cancel(self, handle: Handle) -> None:
         with self._lock:
@@ -394,10 +467,7 @@ class KubernetesBackend:
         if t is None:
             return
         t.deleting = True
-        try:
-            self._release(t.launch, delete_now=True)
-        except ApiException:
-            pass
+        self._release(t.launch, delete_now=True)
 
     def wait(self, handles: Sequence[Handle], timeout: float) -> None:
         self.sweep_harvested()
@@ -406,7 +476,10 @@ class KubernetesBackend:
         if due:
             timeout = min(timeout, max(0.05, min(t.retry_at for t in due) - self.clock()))
         with self._changed:
-            self._changed.wait(timeout)
+            # Anything since the last wait ended happened while the engine was observing: no sleep.
+            if self._generation == self._waited_generation:
+                self._changed.wait(timeout)
+            self._waited_generation = self._generation
 
     def cleanup(self, run_id: str | None = None) -> CleanupReport:
         report = CleanupReport()
@@ -446,9 +519,12 @@ class KubernetesBackend:
         total = self.requests.total
         return {"total": total, "by_kind": self.requests.snapshot(), "harvested": self.stats.harvested,
                 "per_trial": total / self.stats.harvested if self.stats.harvested else None,
+                "mean_latency_s": {k: v / self._latency["n"] for k, v in self._latency.items() if k != "n"}
+                if self._latency["n"] else {},
                 "informers": {k: v.stats() for k, v in self._informers.items()}}
 
     def close(self) -> None:
+        self._pool.shutdown(wait=True)
         try:
             self.sweep_harvested(force=True)
         finally:

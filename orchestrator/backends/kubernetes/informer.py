@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -50,11 +51,17 @@ class _Stream:
         self.interrupt()
 
     def interrupt(self) -> None:
+        """End the current watch from another thread.
+
+        Not ``resp.close()``: that waits for the TLS object the reading thread holds until the
+        server's watch timeout. Shutting the socket down wakes the reader at once.
+        """
         resp = self._resp
-        if resp is not None:
+        sock = getattr(getattr(resp, "connection", None), "sock", None)
+        if sock is not None:
             try:
-                resp.close()
-            except Exception:  # noqa: S110 - closing a dead connection
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
                 pass
 
     def _list(self) -> None:
@@ -125,6 +132,7 @@ class RunInformer:
         self.gone: set[str] = set()
         self.interest: set[str] = set()
         self.events: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self.versions: dict[str, int] = {}  # per pod name: how many changes (pod or Event) seen
         self.stop_event = threading.Event()
         self.pod_stream = _Stream(
             "pods", core.list_namespaced_pod, {"namespace": namespace, "label_selector": selector},
@@ -157,6 +165,14 @@ class RunInformer:
             self.interest.discard(name)
             self.gone.discard(name)
             self.events.pop(name, None)
+            self.versions.pop(name, None)
+
+    def version(self, name: str) -> int:
+        with self._lock:
+            return self.versions.get(name, 0)
+
+    def _bump(self, name: str) -> None:
+        self.versions[name] = self.versions.get(name, 0) + 1
 
     def pod(self, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -175,12 +191,15 @@ class RunInformer:
             fresh = {p["metadata"]["name"]: p for p in items}
             self.gone |= set(self.pods) - set(fresh)
             self.gone -= set(fresh)
+            for name in set(self.pods) | set(fresh):
+                self._bump(name)
             self.pods = fresh
         self._on_change()
 
     def _pod_event(self, kind: str, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
         with self._lock:
+            self._bump(name)
             if kind == "DELETED":
                 self.pods.pop(name, None)
                 self.gone.add(name)
@@ -198,6 +217,7 @@ class RunInformer:
         evs[:] = [e for e in evs if (e.get("metadata") or {}).get("uid") != uid]
         evs.append(obj)
         del evs[:-MAX_EVENTS_PER_POD]
+        self._bump(name)
         self.events.move_to_end(name)
         while len(self.events) > MAX_EVENT_PODS:
             self.events.popitem(last=False)
