@@ -12,8 +12,11 @@ a copied file) and call the ``parse_*`` functions; the local backend reads files
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +44,34 @@ def parse_reward(filename: str, text: str) -> tuple[float | None, str | None]:
     return value, None
 
 
+def read_regular_file(path: Path, limit: int = MAX_READ) -> bytes:
+    """At most ``limit + 1`` bytes of a regular file, never through a symlink and never blocking on a FIFO.
+
+    The file was made by a sandboxed step, and the orchestrator reading it may be
+    root: a symlink planted there must not make it read (and record) a host file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_reward(logs_dir: Path) -> tuple[float | None, str | None]:
     for name in REWARD_FILES:
         path = logs_dir / name
-        if path.is_file():
+        if path.is_symlink() or path.exists():
             try:
-                with path.open("rb") as f:
-                    raw = f.read(MAX_READ + 1)
+                raw = read_regular_file(path)
             except OSError as exc:
                 return None, f"malformed: cannot read {name} ({exc.strerror})"
             if len(raw) > MAX_READ:
@@ -77,8 +101,7 @@ def parse_agent_result(text: str) -> dict[str, Any]:
 
 def read_agent_result(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_READ + 1)
+        raw = read_regular_file(path)
     except OSError:
         return {}
     if len(raw) > MAX_READ:

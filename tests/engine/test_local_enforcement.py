@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -77,10 +78,10 @@ def test_cpu_bound_task_slows_under_a_quota(tasks_root: Path) -> None:
     assert unb.extra["cpu_throttling"].get("nr_throttled", 0) == 0
 
 
-def test_timeout_kills_the_whole_process_tree(tasks_root: Path, tmp_path: Path) -> None:
-    pidfile = tmp_path / "grandchild.pid"
+def test_timeout_kills_the_whole_process_tree(tasks_root: Path) -> None:
+    marker = f"{300 + os.getpid() % 1000}.{time.time_ns() % 10**6}"  # a sleep no other process runs
     # A grandchild in its own session (setsid) escapes a process-group kill, not the cgroup.
-    solve = f"setsid sleep 300 & echo $! > {pidfile}\nsleep 300\n"
+    solve = f"setsid sleep {marker} &\nsleep {marker}\n"
     write_task(tasks_root, "hang", solve=solve, agent_timeout=1)
     t0 = time.monotonic()
     _, res = run_all(tasks_root, ["unbounded"])
@@ -88,9 +89,8 @@ def test_timeout_kills_the_whole_process_tree(tasks_root: Path, tmp_path: Path) 
     assert verdict.outcome is Outcome.TIMEOUT
     assert facts.agent is not None and facts.agent.timed_out
     assert time.monotonic() - t0 < 30
-    pid = int(pidfile.read_text())
     time.sleep(0.1)
-    assert not _alive(pid)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", marker] and _alive(p.pid)]
 
 
 def _alive(pid: int) -> bool:
@@ -107,31 +107,49 @@ def test_rlimit_fallback_caps_memory_and_says_so(tasks_root: Path) -> None:
     assert mechanism == "rlimit"
     facts, verdict = res["1x-strict"]
     assert facts.enforcement == "rlimit"
-    assert (verdict.outcome, verdict.reason) == (Outcome.INFRA_ERROR, "oom_killed")
-    assert "rlimit" in (facts.agent.oom_evidence or "")
+    # The cap bit (the hog could not allocate, so wrote nothing), but without a cgroup no kernel
+    # said "OOM": the workload's MemoryError is its own text, so no OOM is claimed.
+    assert "MemoryError" in facts.agent.stderr_tail
+    assert facts.agent.oom_kills == 0 and facts.agent.oom_evidence is None
+    assert verdict.outcome is Outcome.FAILED
     assert res["unbounded"][1].outcome is Outcome.PASSED
 
 
-def test_each_trial_gets_its_own_workdir_removed_after(tasks_root: Path, tmp_path: Path) -> None:
-    log = tmp_path / "dirs.txt"
-    write_task(tasks_root, "where", solve=f'echo "$HEADROOM_WORKDIR" >> {log}; touch "$HEADROOM_WORKDIR/out"\n')
-    run_all(tasks_root, ["1x-strict", "unbounded"])
-    dirs = log.read_text().split()
-    assert len(dirs) == 2 and len(set(dirs)) == 2
-    assert not any(Path(d).exists() for d in dirs)
+def test_rlimit_mode_never_takes_an_oom_claim_from_agent_text(tasks_root: Path) -> None:
+    write_task(tasks_root, "liar", solve='echo "fatal: out of memory" >&2; echo "MemoryError" >&2\n'
+                                        'echo "std::bad_alloc: Cannot allocate memory" >&2; exit 1\n')
+    _, res = run_all(tasks_root, ["1x-strict"], enforcement="rlimit")
+    facts, verdict = res["1x-strict"]
+    assert "out of memory" in facts.agent.stderr_tail
+    assert facts.agent.oom_kills == 0
+    assert verdict.outcome is Outcome.FAILED  # graded on its work, as any other failing agent
+
+
+def test_each_trial_gets_its_own_workdir_removed_after(tasks_root: Path) -> None:
+    # Passes only in an empty work dir: a second trial that saw the first one's files would fail.
+    write_task(tasks_root, "where", solve='[ -z "$(ls -A "$HEADROOM_WORKDIR")" ] && touch "$HEADROOM_WORKDIR/out"\n')
+    tasks = {t.id: t for t in load_tasks(tasks_root)}
+    exp = Experiment(tasks_dir=str(tasks_root), configurations=["1x-strict", "unbounded"], attempts=1)
+    backend = LocalBackend()
+    try:
+        for trial in plan(exp, list(tasks.values())):
+            assert classify(backend.run(build_launch("test", trial, 0, tasks[trial.task_id], exp))).outcome is Outcome.PASSED
+        assert sorted(p.name for p in backend.workroot.iterdir()) in ([], ["tasks"])  # only the read-only task copy
+    finally:
+        backend.close()
+    assert not backend.workroot.exists()
 
 
 def test_secrets_handed_to_the_agent_never_reach_the_store(tasks_root: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-live-abcdefghijklmnop1234567890"
     monkeypatch.setenv("DEMO_API_KEY", secret)
-    seen = tmp_path / "verifier-saw.txt"
-    write_task(tasks_root, "leaky", solve='echo "my key is $DEMO_API_KEY"; echo "$DEMO_API_KEY" >&2; touch "$HEADROOM_WORKDIR/out"\n',
-               test=f'echo "${{DEMO_API_KEY:-unset}}" > {seen}\n'
+    write_task(tasks_root, "leaky", solve="true\n",
+               test='echo "verifier saw ${DEMO_API_KEY:-unset}"\n'
                     'if [ -f "$HEADROOM_WORKDIR/out" ]; then echo 1; else echo 0; fi > "$HEADROOM_LOGS_DIR/reward.txt"\n')
+    agent = f'echo "my key is $DEMO_API_KEY"; echo "$DEMO_API_KEY" >&2; touch "$HEADROOM_WORKDIR/out" # --token={secret}'
     exp = Experiment(tasks_dir=str(tasks_root), configurations=["unbounded"], attempts=1,
-                     agent={"command": f"bash {tasks_root}/leaky/solution/solve.sh --token={secret}",
-                            "env_passthrough": ["DEMO_API_KEY"]})
+                     agent={"command": agent, "env_passthrough": ["DEMO_API_KEY"]})
     store = Store(tmp_path / "s.db")
     backend = LocalBackend()
     try:
@@ -140,7 +158,8 @@ def test_secrets_handed_to_the_agent_never_reach_the_store(tasks_root: Path, tmp
     finally:
         backend.close()
     assert store.trial_frame(run_id)["outcome"].tolist() == ["passed"]  # the agent did get the key
-    assert seen.read_text().strip() == "unset"  # the verifier did not
+    (evidence,) = store.evidence(run_id, store.planned(run_id)[0].trial_id)
+    assert "verifier saw unset" in evidence["verifier"]["stdout_tail"]  # the verifier did not
     dump = "\n".join(line for line in store.db.iterdump())
     assert "my key is" in dump
     assert secret not in dump

@@ -1,4 +1,9 @@
-"""The local backend: each try a process tree in its own cgroup, on this machine."""
+"""The local backend: each try a process tree in its own cgroup and, per step, its own sandbox.
+
+A trial's steps run in bubblewrap sandboxes (:mod:`.sandbox`) inside the trial's
+cgroup (:mod:`.cgroups`), with its disk use watched (:mod:`.storage`). Where no
+sandbox can be made, the backend says so loudly and records ``isolation: none``.
+"""
 
 from __future__ import annotations
 
@@ -14,15 +19,19 @@ from typing import Any, Literal
 import psutil
 
 from orchestrator.backends.base import Capabilities, CleanupReport
-from orchestrator.backends.local import cgroups
+from orchestrator.backends.local import cgroups, sandbox
 from orchestrator.backends.local.process import Limits, kill_tree, run_step
+from orchestrator.backends.local.storage import DiskWatcher
 from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.processes import pid_alive
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch, StepLaunch
+from orchestrator.spec.outcome import InfraReason
+from orchestrator.spec.resources import MIB
 from orchestrator.trial_outputs import read_agent_result, read_reward
 
 Enforcement = Literal["auto", "cgroup", "rlimit"]
+IsolationChoice = Literal["auto", "sandbox", "none"]
 #: Host variables a workload needs to behave like itself; everything else stays out.
 _BASE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 _WORKROOT_PREFIX = "headroom-"
@@ -58,14 +67,40 @@ def _stale_workroots() -> list[Path]:
     return out
 
 
+def _make_dir(path: Path, owner: tuple[int, int] | None, mode: int = 0o755) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, mode)
+    if owner is not None:
+        os.chown(path, *owner)
+    return path
+
+
+def _snapshot(src: Path, dst: Path) -> None:
+    """A read-only, world-readable copy of a task: the sandbox user can read it wherever the original lives."""
+    tmp = dst.with_name(dst.name + f".partial-{threading.get_ident()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    for root, dirs, files in os.walk(tmp):
+        os.chmod(root, 0o755)
+        for f in files:
+            p = os.path.join(root, f)
+            if not os.path.islink(p):
+                os.chmod(p, (os.stat(p).st_mode & 0o777) | 0o444)
+    os.replace(tmp, dst)
+
+
 class LocalBackend(ThreadedBackend):
     name = "local"
 
-    def __init__(self, enforcement: Enforcement = "auto", run_name: str | None = None, keep_workdirs: bool = False) -> None:
+    def __init__(self, enforcement: Enforcement = "auto", run_name: str | None = None, keep_workdirs: bool = False,
+                 isolation: IsolationChoice = "auto", pids_max: int = cgroups.TRIAL_PIDS_MAX) -> None:
         super().__init__()
         self.keep_workdirs = keep_workdirs
         self.fallback_reason: str | None = None
+        self.isolation_fallback_reason: str | None = None
         self.driver: cgroups.CgroupDriver | None = None
+        self.sandbox: sandbox.Sandbox | None = None
+        self.pids_max = pids_max
         name = run_name or f"{_WORKROOT_PREFIX}{os.getpid()}"
         if enforcement in ("auto", "cgroup"):
             try:
@@ -76,20 +111,39 @@ class LocalBackend(ThreadedBackend):
                 self.fallback_reason = str(exc)
         else:
             self.fallback_reason = "rlimit enforcement requested"
+        if isolation in ("auto", "sandbox"):
+            try:
+                self.sandbox = sandbox.probe()
+            except sandbox.SandboxUnavailable as exc:
+                if isolation == "sandbox":
+                    if self.driver:
+                        self.driver.close()
+                    raise
+                self.isolation_fallback_reason = str(exc)
+        else:
+            self.isolation_fallback_reason = "isolation 'none' requested"
         self.enforcement = self.driver.mechanism if self.driver else "rlimit"
         cg = self.driver is not None
+        notes = [] if cg else [f"no cgroup ({self.fallback_reason}): CPU is not limited, memory is capped by RLIMIT_DATA "
+                               "and an exhausted cap cannot be told from the agent's own failure (no OOM verdicts)"]
+        if self.sandbox is None:
+            notes.append(f"NO ISOLATION ({self.isolation_fallback_reason}): agents run as this user with its view of "
+                         "the machine and can read or change the tests, the store and other trials")
         self.capabilities = Capabilities(
-            memory_limit=True, memory_request=cg, cpu_quota=cg, cpu_request=cg, storage_limit=False,
-            isolation="none", network_control=False, gpus=False,
+            memory_limit=True, memory_request=cg, cpu_quota=cg, cpu_request=cg, storage_limit=True,
+            isolation="namespaces" if self.sandbox else "none", network_control=self.sandbox is not None, gpus=False,
             oom_signal=f"{self.enforcement} oom_kill counter" if cg else "none: rlimit gives no kernel OOM signal",
-            notes=[] if cg else [f"no cgroup ({self.fallback_reason}): CPU is not limited, memory is capped by RLIMIT_DATA"],
+            notes=notes,
         )
         self._active: dict[str, tuple[cgroups.TrialCgroup | None, set[int]]] = {}
         self._killed: set[str] = set()
+        self._snapshots: dict[str, Path] = {}
+        self._snapshot_lock = threading.Lock()
         for stale in _stale_workroots():
             shutil.rmtree(stale, ignore_errors=True)
         self.workroot = Path(tempfile.gettempdir()) / name
-        self.workroot.mkdir(parents=True, exist_ok=True)
+        # Searchable but not listable: the sandbox user must reach its own binds, and nothing more.
+        _make_dir(self.workroot, None, 0o711)
 
     # -- lifecycle -------------------------------------------------------------------
     def kill(self, name: str) -> None:
@@ -122,8 +176,11 @@ class LocalBackend(ThreadedBackend):
         f = host_facts()
         f["enforcement"] = self.enforcement
         f["capabilities"] = self.capabilities.model_dump(mode="json")
+        f["isolation"] = self.sandbox.describe() if self.sandbox else {"tool": None,
+                                                                       "fallback_reason": self.isolation_fallback_reason}
         if self.driver:
             f.update(self.driver.describe())
+            f["trial_pids_max"] = self.pids_max
         else:
             f["cgroup_version"] = None
             f["enforcement_fallback_reason"] = self.fallback_reason
@@ -137,9 +194,21 @@ class LocalBackend(ThreadedBackend):
         shutil.rmtree(self.workroot, ignore_errors=True)
 
     # -- one try -----------------------------------------------------------------------
-    def _argv(self, step: StepLaunch, task_dir: Path) -> list[str]:
+    def _task_copy(self, launch: Launch) -> Path:
+        """The task's files as the sandbox sees them: one read-only snapshot per task and digest, per run."""
+        key = f"{launch.task.digest[:16]}"
+        with self._snapshot_lock:
+            if key not in self._snapshots:
+                dst = _make_dir(self.workroot / "tasks", None, 0o711) / key
+                if not dst.exists():
+                    _snapshot(Path(launch.task.path), dst)
+                self._snapshots[key] = dst
+            return self._snapshots[key]
+
+    @staticmethod
+    def _command(step: StepLaunch, task_dir: str) -> list[str]:
         if step.script is not None:
-            return ["bash", str(task_dir / step.script)]
+            return ["bash", f"{task_dir}/{step.script}"]
         assert step.shell is not None
         return ["bash", "-c", step.shell]
 
@@ -153,24 +222,39 @@ class LocalBackend(ThreadedBackend):
             limit_memory_bytes=amounts.limit_memory_bytes,
             qos_class=amounts.qos_class,
         )
-        task_dir = Path(launch.task.path)
+        facts.extra["isolation"] = self.capabilities.isolation
+        box = self.sandbox
+        owner = (box.uid, box.gid) if box and os.geteuid() == 0 else None
         # mkdtemp's random suffix keeps names unique; the try's cgroup takes the same name.
         workdir = Path(tempfile.mkdtemp(prefix=f"{launch.name}-", dir=self.workroot))
-        app, agent_logs = workdir / "app", workdir / "logs" / "agent"
-        for d in (app, agent_logs, workdir / "home", workdir / "tmp"):
-            d.mkdir(parents=True)
+        os.chmod(workdir, 0o711)
+        out_dir = _make_dir(workdir / "out", None, 0o700)  # step stdout/stderr: never inside a sandbox
+        app = _make_dir(workdir / "app", owner)
+        agent_logs = _make_dir(workdir / "logs" / "agent", owner)
+        task_host = Path(launch.task.path)
+        if box:
+            task_host = self._task_copy(launch)
+            where = {"task": sandbox.TASK, "app": sandbox.APP, "agent_logs": sandbox.AGENT_LOGS,
+                     "verifier_logs": sandbox.VERIFIER_LOGS}
+        else:
+            where = {"task": str(task_host), "app": str(app), "agent_logs": str(agent_logs), "verifier_logs": ""}
         base = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
         paths = {
-            "HOME": str(workdir / "home"),
-            "TMPDIR": str(workdir / "tmp"),
             "PYTHONDONTWRITEBYTECODE": "1",
-            "HEADROOM_TASK_DIR": str(task_dir),
-            "HEADROOM_WORKDIR": str(app),
-            "HEADROOM_INSTRUCTION_FILE": str(task_dir / "instruction.md"),
+            "HEADROOM_TASK_DIR": where["task"],
+            "HEADROOM_WORKDIR": where["app"],
+            "HEADROOM_INSTRUCTION_FILE": f"{where['task']}/instruction.md",
         }
         secrets = {k: os.environ[k] for k in launch.agent.secret_env if k in os.environ}
-        agent_env = {**base, **launch.agent.env, **paths, **secrets,
-                     "HEADROOM_LOGS_DIR": str(agent_logs), "HEADROOM_AGENT_RESULT": str(agent_logs / "result.json")}
+
+        def step_dirs(step: str) -> tuple[Path, Path, dict[str, str]]:
+            """A fresh HOME and TMPDIR for one step."""
+            home = _make_dir(workdir / step / "home", owner, 0o700)
+            tmp = _make_dir(workdir / step / "tmp", owner, 0o700)
+            if box:
+                return home, tmp, {"HOME": sandbox.HOME, "TMPDIR": sandbox.TMP}
+            return home, tmp, {"HOME": str(home), "TMPDIR": str(tmp)}
+
         cg = None
         pids: set[int] = set()
         started = time.monotonic()
@@ -181,7 +265,7 @@ class LocalBackend(ThreadedBackend):
                     return facts
             if self.driver:
                 try:
-                    cg = self.driver.create(workdir.name, amounts)
+                    cg = self.driver.create(workdir.name, amounts, pids_max=self.pids_max)
                 except OSError as exc:
                     facts.setup_error = f"cannot create trial cgroup: {exc}"
                     return facts
@@ -195,28 +279,77 @@ class LocalBackend(ThreadedBackend):
                 if killed:  # kill() may have run before this pid was known
                     kill_tree(pid, cg)
 
+            def over_disk_limit(used: int) -> None:
+                for pid in list(pids):
+                    kill_tree(pid, cg)
+
             limits = Limits(memory_bytes=amounts.limit_memory_bytes)
-            agent, usage_a = run_step(
-                "agent", self._argv(launch.agent, task_dir), env=agent_env, cwd=app, logs_dir=agent_logs,
-                timeout_s=launch.agent.timeout_s, cgroup=cg, limits=limits, on_spawn=on_spawn,
-            )
-            facts.agent = agent
-            facts.agent_result = read_agent_result(agent_logs / "result.json")
-            usage_v: dict[str, float | int | None] = {}
-            with self._lock:
-                killed = launch.name in self._killed
-            if not (agent.timed_out or agent.oom_kills or agent.spawn_error or killed):
-                # Made only now, after every agent process is dead, and outside anything the agent
-                # could write: a reward file here was written by the verifier and nobody else.
-                verifier_logs = Path(tempfile.mkdtemp(prefix="verifier-", dir=workdir))
-                verifier, usage_v = run_step(
-                    "verifier", self._argv(launch.verifier, task_dir),
-                    env={**base, **launch.verifier.env, **paths, "HEADROOM_LOGS_DIR": str(verifier_logs)},
-                    cwd=app, logs_dir=verifier_logs, timeout_s=launch.verifier.timeout_s, cgroup=cg, limits=limits,
-                    on_spawn=on_spawn,
+            watcher = (DiskWatcher([workdir], launch.limit_storage_bytes, over_disk_limit)
+                       if launch.limit_storage_bytes is not None else None)
+            if watcher:
+                watcher.__enter__()
+            try:
+                home, tmp, dirs_env = step_dirs("agent")
+                agent_env = {**base, **launch.agent.env, **paths, **dirs_env, **secrets,
+                             "HEADROOM_LOGS_DIR": where["agent_logs"],
+                             "HEADROOM_AGENT_RESULT": f"{where['agent_logs']}/result.json"}
+                argv = self._command(launch.agent, where["task"])
+                if box:
+                    view = sandbox.StepView(
+                        task_dir=task_host,
+                        task_entries=sandbox.task_entries(task_host, tests=False, solution=launch.task.include_solution),
+                        binds=[sandbox.Bind(app, sandbox.APP, True), sandbox.Bind(agent_logs, sandbox.AGENT_LOGS, True),
+                               sandbox.Bind(home, sandbox.HOME, True), sandbox.Bind(tmp, sandbox.TMP, True)],
+                        network=launch.allow_internet,
+                    )
+                    argv = box.argv(view, argv)
+                agent, usage_a = run_step(
+                    "agent", argv, env=agent_env, cwd=app, logs_dir=out_dir,
+                    timeout_s=launch.agent.timeout_s, cgroup=cg, limits=limits, on_spawn=on_spawn,
                 )
-                facts.verifier = verifier
-                facts.reward, facts.reward_error = read_reward(verifier_logs)
+                facts.agent = agent
+                facts.agent_result = read_agent_result(agent_logs / "result.json")
+                usage_v: dict[str, float | int | None] = {}
+                with self._lock:
+                    killed = launch.name in self._killed
+                over = watcher.check() if watcher else False
+                if not (agent.timed_out or agent.oom_kills or agent.spawn_error or killed or over):
+                    # Made only now, after every agent process is dead, and outside anything the agent
+                    # could write: a reward file here was written by the verifier and nobody else.
+                    verifier_logs = Path(tempfile.mkdtemp(prefix="verifier-logs-", dir=workdir))
+                    _make_dir(verifier_logs, owner)
+                    home, tmp, dirs_env = step_dirs("verifier")
+                    argv = self._command(launch.verifier, where["task"])
+                    logs_inside = str(verifier_logs)
+                    if box:
+                        logs_inside = sandbox.VERIFIER_LOGS
+                        view = sandbox.StepView(
+                            task_dir=task_host, task_entries=sandbox.task_entries(task_host, tests=True, solution=True),
+                            binds=[sandbox.Bind(app, sandbox.APP, True), sandbox.Bind(agent_logs, sandbox.AGENT_LOGS),
+                                   sandbox.Bind(verifier_logs, sandbox.VERIFIER_LOGS, True),
+                                   sandbox.Bind(home, sandbox.HOME, True), sandbox.Bind(tmp, sandbox.TMP, True)],
+                            network=launch.allow_internet,
+                        )
+                        argv = box.argv(view, argv)
+                    verifier, usage_v = run_step(
+                        "verifier", argv,
+                        env={**base, **launch.verifier.env, **paths, **dirs_env, "HEADROOM_LOGS_DIR": logs_inside},
+                        cwd=app, logs_dir=out_dir, timeout_s=launch.verifier.timeout_s, cgroup=cg, limits=limits,
+                        on_spawn=on_spawn,
+                    )
+                    facts.verifier = verifier
+                    facts.reward, facts.reward_error = read_reward(verifier_logs)
+                    if watcher:
+                        watcher.check()
+            finally:
+                if watcher:
+                    watcher.__exit__(None, None, None)
+            if watcher:
+                facts.extra["storage_peak_bytes"] = watcher.peak_bytes
+                if watcher.exceeded_bytes is not None:
+                    facts.infra_hint = InfraReason.STORAGE_LIMIT
+                    facts.infra_detail = (f"the trial wrote {watcher.exceeded_bytes / MIB:.1f} MiB, over its storage "
+                                          f"limit of {launch.limit_storage_bytes / MIB:.1f} MiB")
             if cg is not None:
                 facts.peak_memory_bytes = cg.peak_memory_bytes()
                 facts.cpu_time_s = cg.cpu_time_s()

@@ -10,7 +10,11 @@ CPU request            cpu.weight                       cpu.shares
 OOM kills              memory.events ``oom_kill``       memory.oom_control ``oom_kill``
 peak memory            memory.peak                      memory.max_usage_in_bytes
 CPU time               cpu.stat ``usage_usec``          cpuacct.usage
+process count limit    pids.max                         pids.max
 =====================  ===============================  =====================
+
+The process limit is the kubelet's ``podPidsLimit``: a fork storm stops at the
+trial's own ceiling instead of exhausting the host's pid space.
 
 Trial cgroups live under the orchestrator's own cgroup, so whatever bounds the
 orchestrator also bounds its trials.
@@ -30,6 +34,8 @@ from orchestrator.processes import pid_alive
 from orchestrator.spec.resources import ResourceAmounts
 
 CFS_PERIOD_US = 100_000
+#: Processes and threads one trial may hold at once (the kubelet's podPidsLimit).
+TRIAL_PIDS_MAX = 4096
 
 
 class CgroupUnavailable(RuntimeError):
@@ -98,7 +104,7 @@ def read_mounts(mountinfo: Path = Path("/proc/self/mountinfo"), cgroup_file: Pat
             m.v2_root = m.v2_root or mountpoint
         elif fstype == "cgroup":
             for c in superopts.split(","):
-                if c in ("memory", "cpu", "cpuacct", "freezer"):
+                if c in ("memory", "cpu", "cpuacct", "freezer", "pids"):
                     m.v1[c] = (mountpoint, own_v1.get(c, "/"))
     return m
 
@@ -269,11 +275,14 @@ class CgroupDriver:
     def reap_stale(self) -> list[str]:
         return [p for base in self.bases for p in reap_stale(base)]
 
-    def create(self, name: str, amounts: ResourceAmounts) -> TrialCgroup:
+    def create(self, name: str, amounts: ResourceAmounts, pids_max: int | None = TRIAL_PIDS_MAX) -> TrialCgroup:
         """A fresh cgroup for one trial, with its limits set; nothing is left behind if a knob fails."""
         cg = self._make(name)
         try:
             self._configure(cg, amounts)
+            pids_dir = cg.dirs.get("pids", cg.dirs.get("unified"))
+            if pids_max is not None and pids_dir is not None and (pids_dir / "pids.max").exists():
+                _write(pids_dir / "pids.max", str(pids_max))
         except OSError:
             cg.remove()
             raise
@@ -294,7 +303,7 @@ class CgroupDriver:
 
 class CgroupV1Driver(CgroupDriver):
     mechanism = "cgroup-v1"
-    CONTROLLERS = ("memory", "cpu", "cpuacct")
+    CONTROLLERS = ("memory", "cpu", "cpuacct", "pids")
 
     def __init__(self, mounts: Mounts, run_name: str) -> None:
         missing = [c for c in ("memory", "cpu") if c not in mounts.v1]
@@ -377,6 +386,7 @@ class CgroupV2Driver(CgroupDriver):
         ctl = cg / "cgroup.subtree_control"
         try:
             _write(ctl, "+memory +cpu")
+            CgroupV2Driver._enable_pids(cg)
         except OSError as exc:
             if exc.errno != errno.EBUSY:
                 raise
@@ -386,6 +396,16 @@ class CgroupV2Driver(CgroupDriver):
             leaf.mkdir(exist_ok=True)
             _write(leaf / "cgroup.procs", str(os.getpid()))
             _write(ctl, "+memory +cpu")
+            CgroupV2Driver._enable_pids(cg)
+
+    @staticmethod
+    def _enable_pids(cg: Path) -> None:
+        """The pids controller where the hierarchy offers it; without it trials simply have no process ceiling."""
+        try:
+            if "pids" in (cg / "cgroup.controllers").read_text().split():
+                _write(cg / "cgroup.subtree_control", "+pids")
+        except OSError:
+            pass
 
     def _make(self, name: str) -> TrialCgroupV2:
         d = self.parent / name

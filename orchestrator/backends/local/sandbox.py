@@ -1,0 +1,167 @@
+"""Each local trial step in a bubblewrap sandbox, so an agent cannot touch what grades it.
+
+bubblewrap (``bwrap``, the Debian package ``bubblewrap``) builds the sandbox from
+kernel namespaces without a daemon or an image. Per step it gives:
+
+* its own user, PID, IPC, UTS, cgroup and (unless the experiment allows the
+  internet) network namespaces: the step sees only its own processes, and none
+  of the orchestrator's;
+* an unprivileged uid: when headroom runs as root, ``setpriv`` drops to
+  :data:`SANDBOX_UID` (``nobody``) *before* bwrap, so the step is unprivileged on
+  the host too, not merely inside its user namespace;
+* a read-only view of the system (``/usr``, ``/etc``, ``/opt``, ``/sys`` with
+  the cgroup hierarchy), a fresh ``/proc`` and ``/dev``;
+* the task's files read-only under :data:`TASK` (the agent sees neither
+  ``tests/`` nor, unless it is the oracle, ``solution/``);
+* one writable work dir (:data:`APP`), and a fresh ``HOME`` and ``/tmp`` per step;
+* the verifier's logs dir (:data:`VERIFIER_LOGS`) exists only in the verifier's
+  sandbox, which starts after every agent process is gone.
+
+Nothing else of the host is mounted: not the store, not other trials' work
+dirs, not the orchestrator's home or checkout. ``--die-with-parent`` kills the
+sandbox if headroom dies (even by ``kill -9``), and the end of the PID namespace's
+init takes every process of the step with it, daemons included.
+
+The caller joins the trial's cgroup before this argv is exec'd, so bwrap and
+everything under it are inside the trial's limits.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: ``nobody``: owns nothing on the host, so a sandboxed step can change nothing it is not given.
+SANDBOX_UID = 65534
+SANDBOX_GID = 65534
+#: Where a step finds things inside its sandbox. Fixed, so nothing of the host layout leaks in.
+TASK = "/task"
+APP = "/app"
+AGENT_LOGS = "/logs/agent"
+VERIFIER_LOGS = "/logs/verifier"
+HOME = "/home/headroom"
+TMP = "/tmp"
+#: Read-only system directories (those that exist; symlinks such as /bin -> usr/bin are recreated).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys")
+#: Task entries a step never sees unless it is named for it.
+TESTS_DIR = "tests"
+SOLUTION_DIR = "solution"
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot create namespaces here."""
+
+
+@dataclass(frozen=True)
+class Bind:
+    host: Path
+    inside: str
+    writable: bool = False
+
+
+@dataclass
+class StepView:
+    """What one step sees besides the read-only system."""
+
+    task_dir: Path
+    task_entries: list[str]  # names of the task dir's top-level entries bound under TASK
+    binds: list[Bind] = field(default_factory=list)
+    network: bool = False
+
+
+def task_entries(task_dir: Path, *, tests: bool, solution: bool) -> list[str]:
+    """The task's top-level entries a step may see: never the tests for an agent, the solution for the oracle only."""
+    hidden = set()
+    if not tests:
+        hidden.add(TESTS_DIR)
+    if not solution:
+        hidden.add(SOLUTION_DIR)
+    return sorted(p.name for p in task_dir.iterdir() if p.name not in hidden)
+
+
+class Sandbox:
+    """Builds the argv that runs a command in a fresh bwrap sandbox."""
+
+    def __init__(self, bwrap: str, setpriv: str | None) -> None:
+        self.bwrap = bwrap
+        #: set when headroom runs as root: drop to SANDBOX_UID on the host before bwrap
+        self.setpriv = setpriv
+
+    @property
+    def uid(self) -> int:
+        return SANDBOX_UID if self.setpriv else os.getuid()
+
+    @property
+    def gid(self) -> int:
+        return SANDBOX_GID if self.setpriv else os.getgid()
+
+    def describe(self) -> dict[str, object]:
+        return {"tool": "bubblewrap", "bwrap": self.bwrap, "version": _version(self.bwrap), "host_uid": self.uid,
+                "namespaces": ["user", "pid", "ipc", "uts", "cgroup", "mount", "net (unless allow_internet)"]}
+
+    def argv(self, view: StepView, command: list[str], cwd: str = APP) -> list[str]:
+        args: list[str] = []
+        if self.setpriv:
+            args += [self.setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
+                     "--inh-caps=-all", "--no-new-privs", "--"]
+        args += [self.bwrap, "--unshare-all"]
+        if view.network:
+            args.append("--share-net")
+        args += ["--die-with-parent", "--new-session", "--hostname", "headroom", "--cap-drop", "ALL"]
+        for d in SYSTEM_DIRS:
+            p = Path(d)
+            if p.is_symlink():
+                args += ["--symlink", os.readlink(p), d]
+            elif p.is_dir():
+                args += ["--ro-bind", d, d]
+        args += ["--proc", "/proc", "--dev", "/dev", "--dir", "/run", "--dir", "/var", "--symlink", TMP, "/var/tmp"]
+        # Lower mounts first: a bind under /home or /logs needs its parent to exist in the sandbox.
+        args += ["--dir", TASK]
+        for name in view.task_entries:
+            args += ["--ro-bind", str(view.task_dir / name), f"{TASK}/{name}"]
+        for b in sorted(view.binds, key=lambda b: b.inside.count("/")):
+            args += ["--bind" if b.writable else "--ro-bind", str(b.host), b.inside]
+        # The sandbox's own root (a tmpfs holding the mount points) is read-only too: a step
+        # writes only where it was given a writable bind, all of it counted against storage.
+        args += ["--remount-ro", "/", "--chdir", cwd, "--"]
+        return args + command
+
+
+def _version(bwrap: str) -> str | None:
+    try:
+        out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def probe() -> Sandbox:
+    """A working sandbox, or :class:`SandboxUnavailable` with the reason.
+
+    It really starts one (with every namespace and the uid drop), because a bwrap
+    binary that exists may still be refused user namespaces by the kernel or a
+    container runtime.
+    """
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxUnavailable("bubblewrap (bwrap) is not installed")
+    setpriv = None
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            raise SandboxUnavailable("running as root but setpriv (util-linux) is missing: cannot drop to an unprivileged uid")
+    sandbox = Sandbox(bwrap, setpriv)
+    probe_dir = Path("/")  # any directory: the probe binds nothing writable
+    view = StepView(task_dir=probe_dir, task_entries=[])
+    argv = sandbox.argv(view, ["/bin/sh", "-c", "exit 0"], cwd="/")
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxUnavailable(f"bwrap could not be started: {exc}") from None
+    if res.returncode != 0:
+        msg = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
+        raise SandboxUnavailable(f"bwrap cannot create a sandbox here: {msg}")
+    return sandbox
