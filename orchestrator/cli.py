@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sqlite3
 import sys
 import threading
 from pathlib import Path
@@ -20,7 +21,7 @@ from orchestrator.errors import SpecError, UserError, first_validation_error
 from orchestrator.progress import SweepProgress
 from orchestrator.spec.experiment import DEFAULT_MULTIPLIERS, Experiment
 from orchestrator.spec.resources import LabelError, ResourceConfig
-from orchestrator.store.sqlite import Store
+from orchestrator.store.sqlite import Store, store_error
 
 DEFAULT_STORE = Path("headroom-results/headroom.db")
 BUNDLED_TASKS = Path(__file__).resolve().parent.parent / "tasks"
@@ -42,6 +43,8 @@ def load_experiment_file(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise UserError(f"cannot read ({exc.strerror})", file=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
     except yaml.YAMLError as exc:
         raise UserError(f"malformed YAML ({str(exc).splitlines()[0]})", file=str(path)) from None
     if not isinstance(data, dict):
@@ -87,6 +90,9 @@ def _announce(backend: Backend) -> None:
                                           ("storage limit", caps.storage_limit)) if on]
         err.print(f"backend: {backend.name}, enforcement: {backend.enforcement} ({', '.join(enforced)}; "
                   f"OOM from {caps.oom_signal}); isolation: {caps.isolation}", soft_wrap=True)
+    if caps.isolation == "none":
+        err.print("[bold red]isolation: none[/] — agents are not sandboxed; recorded in provenance and in every report",
+                  soft_wrap=True)
     for note in caps.notes:
         err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
 
@@ -127,6 +133,7 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
                       f"{experiment.attempts} attempts -> {store_path}")
         stop = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        counts = store.try_counts(run_id)
         try:
             with SweepProgress(err) as progress:
                 result = sweep_mod.run(store, run_id, experiment, tasks, backend,
@@ -136,6 +143,8 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
     finally:
         backend.close()
     s = result.summary
+    if (problem := store.verify(run_id, counts["final"] + counts["retried"] + s.ran)) is not None:
+        raise UserError(problem, file=str(store_path))
     if s.interrupted:
         err.print(f"[bold]interrupted[/]: {s.ran} tries recorded this session; nothing finished is lost. "
                   f"Resume with: headroom sweep --resume --store {store_path}")
@@ -424,6 +433,9 @@ def main() -> None:
         sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
     except UserError as exc:
         err.print(f"[bold red]error:[/] {exc.one_line()}", soft_wrap=True)
+        sys.exit(2)
+    except sqlite3.DatabaseError as exc:  # the store failed under us: a full disk, a corrupt or vanished file
+        err.print(f"[bold red]error:[/] store: {store_error(exc)}", soft_wrap=True)
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

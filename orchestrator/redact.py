@@ -22,19 +22,26 @@ _PATTERNS = [
 ]
 
 
+#: A variable that merely *looks* secret by its name is redacted from this length on; shorter values
+#: ("1", "true") would wipe ordinary text. A variable *named* as a secret (``--agent-env``) is
+#: redacted whatever its length: the user said it is one.
+MIN_GUESSED_SECRET = 8
+
+
 def secret_values(names: list[str] | None = None) -> list[str]:
-    """Values of environment variables that look secret (or are named), longest first."""
+    """Values of the named environment variables and of those that look secret, longest first."""
+    named = set(names or ())
     vals = {
         v for k, v in os.environ.items()
-        if (names and k in names) or _SECRET_NAME.search(k)
-        if len(v) >= 8
+        if v and ((k in named) or (_SECRET_NAME.search(k) and len(v) >= MIN_GUESSED_SECRET))
     }
     return sorted(vals, key=len, reverse=True)
 
 
 def redact_text(text: str, extra: list[str] | None = None) -> str:
     for v in extra or ():
-        text = text.replace(v, REDACTED)
+        if v:
+            text = text.replace(v, REDACTED)
     for pat in _PATTERNS:
         if pat.groups == 2:
             text = pat.sub(lambda m: f"{m.group(1)}{m.group(0)[len(m.group(1))]}{REDACTED}", text)

@@ -4,11 +4,12 @@
 #   scripts/test.sh [pytest args...]
 #
 # 1. a virtualenv in .venv with the package and its test extras (PyPI only);
-# 2. the Kubernetes test control plane, built from the Go module proxy and cached
+# 2. bubblewrap for the local backend's trial sandbox (Debian package; scripts/install-sandbox.sh);
+# 3. the Kubernetes test control plane, built from the Go module proxy and cached
 #    (scripts/k8s/build.sh: a no-op when the pins are unchanged);
-# 3. the real test node's parts (scripts/node/install.sh: containerd, runc, CNI plugins
+# 4. the real test node's parts (scripts/node/install.sh: containerd, runc, CNI plugins
 #    and mmdebstrap from apt, the local images; cached, skipped with HEADROOM_SKIP_REALNODE=1);
-# 4. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
+# 5. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,6 +26,9 @@ if [[ ! -f "${stamp}" || pyproject.toml -nt "${stamp}" ]]; then
   .venv/bin/pip install --quiet -e '.[test]'
   touch "${stamp}"
 fi
+
+echo "==> trial sandbox (scripts/install-sandbox.sh)"
+scripts/install-sandbox.sh
 
 echo "==> Kubernetes test control plane (scripts/k8s/build.sh)"
 scripts/k8s/build.sh

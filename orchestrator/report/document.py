@@ -48,6 +48,13 @@ def trust_block(df: pd.DataFrame, prov: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
+    """What kept agents away from what grades them, as the backend declared it (``unrecorded`` for old stores)."""
+    caps = (prov.get("backend") or {}).get("capabilities") or {}
+    return {"isolation": caps.get("isolation", "unrecorded"), "storage_limit": caps.get("storage_limit"),
+            "network_control": caps.get("network_control")}
+
+
 def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[str, Any]:
     """What the infra-excluded score leaves out, and why; plus tries that never became results."""
     excluded = df[df["outcome"].isin(["infra_error", "harness_error"])]
@@ -84,6 +91,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
             "run_id": info.run_id, "name": info.name, "status": info.status, "created_at": info.created_at,
             "finished_at": info.finished_at, "backend": info.backend, "enforcement": info.enforcement,
             "axis": info.axis, "trials_planned": planned, "trials_finished": len(df),
+            **isolation_facts(prov),
         },
         "experiment": info.spec,
         "provenance": prov,

@@ -25,6 +25,14 @@ def _known(*parts: Any) -> bool:
     return any(p not in (None, "", [], {}) for p in parts)
 
 
+def isolation_line(run: dict[str, Any]) -> str:
+    iso = run.get("isolation", "unrecorded")
+    text = f"**{iso}**" + {"none": " (NOT sandboxed: agents could reach the tests, the store and other trials)",
+                           "unrecorded": " (not recorded: treat the trials as not sandboxed)"}.get(iso, "")
+    storage = {True: "enforced", False: "NOT enforced", None: "unrecorded"}[run.get("storage_limit")]
+    return f"{text}; storage limit {storage}"
+
+
 def setup_block(doc: dict[str, Any]) -> list[str]:
     """What ran where. Rows whose facts were never recorded (an imported run has no host) are left out."""
     run, prov, exp = doc["run"], doc["provenance"], doc["experiment"]
@@ -38,6 +46,7 @@ def setup_block(doc: dict[str, Any]) -> list[str]:
                          + (" (uncommitted changes)" if orch.get("dirty") else "")],
         ["libraries", f"python {prov.get('python')}, scipy {pk.get('scipy')}, statsmodels {pk.get('statsmodels')}"],
         ["backend", f"{run['backend']}; enforcement {run['enforcement']}"],
+        ["isolation", isolation_line(run)],
     ]
     if _known(host.get("kernel"), host.get("cpu_model")):
         rows.append(["host", f"kernel {host.get('kernel')}, {host.get('cpu_model')} x{host.get('cpu_count')}, "

@@ -16,7 +16,13 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
     host = doc["provenance"].get("backend", {})
     console.print(f"[bold]run {run['run_id']}[/] ({run['name']}, {run['status']}, "
                   f"{run['trials_finished']}/{run['trials_planned']} trials) — enforcement {run['enforcement']}, "
+                  f"isolation {run.get('isolation', 'unrecorded')}, "
                   f"kernel {host.get('kernel')}, {doc['task_provenance_mix']['n_tasks']} tasks")
+    if run.get("isolation", "unrecorded") in ("none", "unrecorded"):
+        console.print(f"[bold red]isolation {run.get('isolation', 'unrecorded')}[/]: trials were not sandboxed; "
+                      "an agent could have read or changed what graded it")
+    if run.get("storage_limit") is False:
+        console.print("[yellow]storage limit not enforced[/] by this backend")
     checks.print_terminal(doc, console)
     if not doc["configurations"]:
         console.print("no finished trials yet")

@@ -32,6 +32,7 @@ from orchestrator.store.records import AXES, ExecutionRecord, RunRecord, TaskRec
 
 
 APPLICATION_ID = 1213415757  # 'HRDM', set by schema.sql
+#: The schema version this code writes (schema.sql's user_version). A newer store is refused, never downgraded.
 SCHEMA_VERSION = 2  # PRAGMA user_version written by schema.sql
 
 
@@ -52,16 +53,54 @@ class RunInfo:
     axis: str = "resources"  # resources (a sweep) | labels (agents, models, imports)
 
 
+def read_only_reason(path: Path) -> str | None:
+    """Why ``path`` (a store file, existing or not) cannot be written, or None if it can."""
+    where = path if path.exists() else path.parent
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        if os.statvfs(where).f_flag & os.ST_RDONLY:
+            return "on a read-only file system"
+    except OSError:
+        return None
+    if path.exists() and not os.access(path, os.W_OK):
+        return "the file is not writable"
+    if not os.access(where if where.is_dir() else where.parent, os.W_OK):
+        return "its directory is not writable (SQLite needs its journal files beside it)"
+    return None
+
+
+def store_error(exc: sqlite3.DatabaseError) -> str:
+    """SQLite's words, and what they mean for a store."""
+    text = str(exc)
+    if "disk is full" in text or "disk I/O error" in text:
+        return f"the disk under the store failed ({text}); free space and resume the run"
+    if "malformed" in text or "not a database" in text or "corrupt" in text:
+        return f"the store is corrupt ({text})"
+    if "readonly" in text or "read-only" in text:
+        return f"the store is read-only ({text})"
+    return text
+
+
 class Store:
     def __init__(self, path: Path | str, *, read_only: bool = False) -> None:
         self.path = Path(path)
         try:
             if read_only:
-                self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30, isolation_level=None)
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                if read_only_reason(self.path):
+                    # Nothing can write a store on a read-only location, and SQLite cannot make the
+                    # WAL index there: read it as the immutable file it is.
+                    uri += "&immutable=1"
+                self.db = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
             else:
+                if (why := read_only_reason(self.path)) is not None:
+                    raise UserError(f"the store is read-only ({why}); copy it to a writable place to continue",
+                                    file=str(self.path))
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self.db.row_factory = sqlite3.Row
+            self._check_version()
             if not read_only:
                 # A headroom store carries its application id from birth; any other non-empty
                 # database belongs to someone else and must not be touched.
@@ -77,7 +116,7 @@ class Store:
                 if has_tables and version < SCHEMA_VERSION:
                     self._migrate(version)
         except sqlite3.DatabaseError as exc:
-            raise UserError(f"cannot use as a headroom store ({exc})", file=str(self.path)) from None
+            raise UserError(f"cannot use as a headroom store: {store_error(exc)}", file=str(self.path)) from None
         except OSError as exc:
             raise UserError(f"cannot create the store ({exc.strerror})", file=str(self.path)) from None
 
@@ -87,6 +126,34 @@ class Store:
         if version < 2 and "axis" not in columns:
             self.db.execute("ALTER TABLE runs ADD COLUMN axis TEXT NOT NULL DEFAULT 'resources'")
         self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _check_version(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise UserError(f"written by a newer headroom (store schema {version}, this version reads up to "
+                            f"{SCHEMA_VERSION}); upgrade headroom to use it", file=str(self.path))
+
+    def verify(self, run_id: str, recorded: int) -> str | None:
+        """After a sweep: does a fresh connection see a sound file holding every result this process recorded?
+
+        A WAL truncated or lost under a running sweep would otherwise go unnoticed until
+        the next reader found fewer results than the sweep reported.
+        """
+        try:
+            fresh = sqlite3.connect(self.path, timeout=30)
+            try:
+                check = fresh.execute("PRAGMA quick_check").fetchone()[0]
+                if check != "ok":
+                    return f"the store is corrupt ({check})"
+                held = fresh.execute("SELECT COUNT(*) FROM executions WHERE run_id=? AND status='finished'",
+                                     (run_id,)).fetchone()[0]
+            finally:
+                fresh.close()
+        except sqlite3.DatabaseError as exc:
+            return store_error(exc)
+        if held < recorded:
+            return f"the store holds {held} results of this run but {recorded} were recorded: data was lost"
+        return None
 
     @classmethod
     def open_existing(cls, path: Path | str) -> "Store":

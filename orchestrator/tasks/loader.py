@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import tomllib
 from pathlib import Path
 
@@ -18,7 +19,7 @@ def digest_dir(path: Path) -> str:
     """sha256 over relative paths and contents, so any edit to a task changes its digest."""
     h = hashlib.sha256()
     for f in sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        h.update(f.relative_to(path).as_posix().encode())
+        h.update(os.fsencode(f.relative_to(path).as_posix()))  # a file name need not be UTF-8
         h.update(b"\0")
         h.update(f.read_bytes())
         h.update(b"\0")
@@ -26,6 +27,11 @@ def digest_dir(path: Path) -> str:
 
 
 def load_task(path: Path) -> Task:
+    try:
+        path.name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SpecError("the task directory's name is not UTF-8 (it becomes the task id)",
+                        file=os.fsencode(path).decode("utf-8", "replace")) from None
     toml_path = path / "task.toml"
     if not toml_path.is_file():
         raise SpecError("task.toml not found", file=str(toml_path))
