@@ -355,6 +355,7 @@ class LocalBackend(ThreadedBackend):
                 facts.cpu_time_s = cg.cpu_time_s()
                 facts.extra["memory_events"] = cg.memory_events()
                 facts.extra["cpu_throttling"] = cg.cpu_throttling()
+                facts.extra["pids_events"] = cg.pids_events()
             else:
                 peaks = [u.get("peak_memory_bytes") for u in (usage_a, usage_v) if u.get("peak_memory_bytes")]
                 facts.peak_memory_bytes = int(max(peaks)) if peaks else None

@@ -159,6 +159,11 @@ class TrialCgroup:
                         break
                     time.sleep(0.02)
 
+    def pids_events(self) -> dict[str, int]:
+        """``max``: forks refused at the trial's process ceiling (pids.max)."""
+        d = self.dirs.get("pids", self.dirs.get("unified"))
+        return _read_keyed(d / "pids.events") if d else {}
+
     # -- counters (implemented per version) ----------------------------------------
     def oom_kills(self) -> int:
         raise NotImplementedError
