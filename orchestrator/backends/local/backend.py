@@ -139,8 +139,11 @@ class LocalBackend(ThreadedBackend):
         self._killed: set[str] = set()
         self._snapshots: dict[str, Path] = {}
         self._snapshot_lock = threading.Lock()
+        #: what a crashed headroom left behind, removed as this one starts (``cleanup`` reports it)
+        self.reaped_at_start = list(self.driver.reaped) if self.driver else []
         for stale in _stale_workroots():
             shutil.rmtree(stale, ignore_errors=True)
+            self.reaped_at_start.append(str(stale))
         self.workroot = Path(tempfile.gettempdir()) / name
         # Searchable but not listable: the sandbox user must reach its own binds, and nothing more.
         _make_dir(self.workroot, None, 0o711)
@@ -164,7 +167,8 @@ class LocalBackend(ThreadedBackend):
 
     def cleanup(self, run_id: str | None = None) -> CleanupReport:
         """Work dirs and cgroups of headroom processes that died without cleaning up."""
-        report = CleanupReport()
+        report = CleanupReport(removed=list(self.reaped_at_start))
+        self.reaped_at_start = []
         for stale in _stale_workroots():
             shutil.rmtree(stale, ignore_errors=True)
             report.removed.append(str(stale))

@@ -276,6 +276,8 @@ class CgroupDriver:
     mechanism: str
     #: where this process's run parents live (what ``reap_stale`` scans)
     bases: list[Path]
+    #: trial cgroups of dead orchestrators reaped when this driver started
+    reaped: list[str]
 
     def reap_stale(self) -> list[str]:
         return [p for base in self.bases for p in reap_stale(base)]
@@ -316,12 +318,13 @@ class CgroupV1Driver(CgroupDriver):
             raise CgroupUnavailable(f"cgroup v1 controllers not mounted: {', '.join(missing)}")
         self.parents: dict[str, Path] = {}
         self.bases = []
+        self.reaped = []
         for c in self.CONTROLLERS:
             if c not in mounts.v1:
                 continue
             mount, own = mounts.v1[c]
             self.bases.append(mount / own.lstrip("/"))
-            reap_stale(self.bases[-1])
+            self.reaped += reap_stale(self.bases[-1])
             parent = mount / own.lstrip("/") / run_name
             try:
                 parent.mkdir(exist_ok=True)
@@ -377,7 +380,7 @@ class CgroupV2Driver(CgroupDriver):
         if not {"memory", "cpu"} <= controllers:
             raise CgroupUnavailable(f"cgroup v2 at {own} lacks memory/cpu controllers (has: {' '.join(sorted(controllers)) or 'none'})")
         self.bases = [own]
-        reap_stale(own)
+        self.reaped = reap_stale(own)
         self.parent = own / run_name
         try:
             self.parent.mkdir(exist_ok=True)
