@@ -1,13 +1,16 @@
-"""Orchestrator overhead per trial, against running the same commands bare.
+"""Orchestrator overhead per trial, against running the same commands bare, with and without the sandbox.
 
     python benchmarks/bench_overhead.py [--trials 60] [--repeats 3]
 
 The workload is a short real program (agent: a Python process that writes a
 file; verifier: a shell test that writes the reward). "bare" runs the same two
-commands with subprocess, nothing else. "headroom" runs them as trials through
-the whole engine: plan, SQLite store (WAL), a cgroup per trial with limits,
-classification, evidence. Both are measured in this run, at concurrency 1 and
-2, and reported as medians and as a ratio (headroom / bare).
+commands with subprocess, nothing else. "unsandboxed" runs them as trials
+through the whole engine (plan, SQLite store in WAL mode, a cgroup per trial
+with limits, disk watch, classification, evidence) with ``isolation="none"``;
+"sandboxed" is the same with each step in its bubblewrap sandbox, as headroom
+runs by default. All three are measured in this run, interleaved, at
+concurrency 1 and 2, and reported as medians per trial; "sandbox +ms" is the
+sandbox's added cost per trial (sandboxed - unsandboxed).
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ from orchestrator.spec.experiment import Experiment
 from orchestrator.store.sqlite import Store
 from orchestrator.sweep import prepare, run, start
 
-SOLVE = "python3 -c \"open('$HEADROOM_WORKDIR/out', 'w').write('x' * 1000)\"\n"
+#: One interpreter for all three, and one the sandbox can see (it mounts /usr, not a home dir's pyenv shims,
+#: which would otherwise make "bare" slower than "sandboxed" for a reason that has nothing to do with headroom).
+PY = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.path.exists(p)), "python3")
+SOLVE = f"{PY} -c \"open('$HEADROOM_WORKDIR/out', 'w').write('x' * 1000)\"\n"
 TEST = 'if [ -f "$HEADROOM_WORKDIR/out" ]; then echo 1; else echo 0; fi > "$HEADROOM_LOGS_DIR/reward.txt"\n'
 
 
@@ -57,11 +63,11 @@ def bare(task: Path, trials: int, concurrency: int, scratch: Path) -> float:
     return (time.perf_counter() - t0) / trials
 
 
-def headroom(root: Path, trials: int, concurrency: int, tag: str) -> tuple[float, str]:
+def headroom(root: Path, trials: int, concurrency: int, tag: str, isolation: str) -> tuple[float, str]:
     exp = Experiment(tasks_dir=str(root / "tasks"), configurations=["1x/3x"], attempts=trials, concurrency=concurrency)
     tasks = prepare(exp)
-    store = Store(root / f"bench-{tag}.db")
-    backend = LocalBackend()
+    store = Store(root / f"bench-{tag}-{isolation}.db")
+    backend = LocalBackend(isolation=isolation)  # type: ignore[arg-type]
     try:
         run_id, tmap = start(exp, tasks, store, backend)
         t0 = time.perf_counter()
@@ -70,7 +76,7 @@ def headroom(root: Path, trials: int, concurrency: int, tag: str) -> tuple[float
     finally:
         backend.close()
     assert result.summary.outcomes == {"passed": trials}, result.summary.outcomes
-    return elapsed / trials, backend.enforcement
+    return elapsed / trials, f"{backend.enforcement}, isolation {backend.capabilities.isolation}"
 
 
 def main() -> None:
@@ -82,16 +88,20 @@ def main() -> None:
         root = Path(tmp)
         task = make_task(root)
         print(f"{args.trials} trials per measurement, {args.repeats} repeats, medians of per-trial wall time")
-        print(f"{'concurrency':>11}  {'bare ms':>9}  {'headroom ms':>11}  {'overhead ms':>11}  {'ratio':>6}  enforcement")
+        print(f"{'concurrency':>11}  {'bare ms':>8}  {'unsandboxed ms':>14}  {'sandboxed ms':>12}  {'sandbox +ms':>11}  "
+              f"{'engine +ms':>10}  {'ratio':>6}  enforcement")
         for conc in (1, 2):
-            b, h = [], []
+            b, u, s = [], [], []
             mech = ""
-            for r in range(args.repeats):  # alternate, so drift hits both alike
+            for r in range(args.repeats):  # interleaved, so drift hits all three alike
                 b.append(bare(task, args.trials, conc, root / f"scratch-{conc}-{r}"))
-                t, mech = headroom(root, args.trials, conc, f"{conc}-{r}")
-                h.append(t)
-            mb, mh = statistics.median(b), statistics.median(h)
-            print(f"{conc:>11}  {mb * 1000:>9.1f}  {mh * 1000:>11.1f}  {(mh - mb) * 1000:>11.1f}  {mh / mb:>6.2f}  {mech}")
+                u.append(headroom(root, args.trials, conc, f"{conc}-{r}", "none")[0])
+                t, mech = headroom(root, args.trials, conc, f"{conc}-{r}", "sandbox")
+                s.append(t)
+            mb, mu, ms = statistics.median(b), statistics.median(u), statistics.median(s)
+            print(f"{conc:>11}  {mb * 1000:>8.1f}  {mu * 1000:>14.1f}  {ms * 1000:>12.1f}  {(ms - mu) * 1000:>11.1f}  "
+                  f"{(mu - mb) * 1000:>10.1f}  {ms / mb:>6.2f}  {mech}")
+        print("sandbox +ms = sandboxed - unsandboxed; engine +ms = unsandboxed - bare; ratio = sandboxed / bare")
 
 
 if __name__ == "__main__":

@@ -27,3 +27,4 @@ def test_overhead_benchmark_runs() -> None:
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("cgroup-v") == 2  # one row per concurrency level
+    assert "sandbox +ms" in res.stdout and res.stdout.count("isolation namespaces") == 2
