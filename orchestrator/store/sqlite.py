@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sqlite3
 import uuid
@@ -32,8 +33,9 @@ from orchestrator.store.records import AXES, ExecutionRecord, RunRecord, TaskRec
 
 
 APPLICATION_ID = 1213415757  # 'HRDM', set by schema.sql
+_SCHEMA_SQL = files("orchestrator.store").joinpath("schema.sql").read_text()
 #: The schema version this code writes (schema.sql's user_version). A newer store is refused, never downgraded.
-SCHEMA_VERSION = 2  # PRAGMA user_version written by schema.sql
+SCHEMA_VERSION = int(re.search(r"PRAGMA user_version = (\d+)", _SCHEMA_SQL).group(1))  # type: ignore[union-attr]
 
 
 def now() -> str:
@@ -112,7 +114,7 @@ class Store:
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.execute("PRAGMA foreign_keys=ON")
                 version = self.db.execute("PRAGMA user_version").fetchone()[0]
-                self.db.executescript(files("orchestrator.store").joinpath("schema.sql").read_text())
+                self.db.executescript(_SCHEMA_SQL)
                 if has_tables and version < SCHEMA_VERSION:
                     self._migrate(version)
         except sqlite3.DatabaseError as exc:

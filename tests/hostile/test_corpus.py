@@ -4,8 +4,8 @@ environment stopped it), leave no process behind, and leak nothing into the stor
 from __future__ import annotations
 
 import json
-import sqlite3
-import time
+import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -287,3 +287,44 @@ true
         assert evidence["extra"]["pids_events"]["max"] > 0
     assert_no_survivors(marker, ["storm"])
     assert reports(tmp_path / "h.db", run_id)["markdown"]
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_network_only_when_the_experiment_allows_it(tasks_root: Path, tmp_path: Path, allowed: bool) -> None:
+    # A server on the host's loopback: reachable from a step only if it shares the host's network namespace.
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    accepted: list[bytes] = []
+
+    def serve() -> None:
+        server.settimeout(20)
+        try:
+            conn, _ = server.accept()
+            accepted.append(conn.recv(100))
+            conn.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    attack = f"""
+python3 -c 'import socket; s = socket.create_connection(("127.0.0.1", {port}), timeout=3); s.sendall(b"exfiltrated")' \\
+  && echo CONNECTED || echo NO-NETWORK
+"""
+    write_hostile_task(tasks_root, "net", attack)
+    exp = Experiment(tasks_dir=str(tasks_root), configurations=["unbounded"], attempts=1, allow_internet=allowed,
+                     agent={"command": 'bash "$HEADROOM_TASK_DIR/environment/attack.sh"'})
+    store = Store(tmp_path / "h.db")
+    backend = LocalBackend()
+    try:
+        run_id, tasks = start(exp, prepare(exp), store, backend)
+        run(store, run_id, exp, tasks, backend)
+    finally:
+        backend.close()
+        server.close()
+    (evidence,) = store.evidence(run_id, store.planned(run_id)[0].trial_id)
+    store.close()
+    assert ("CONNECTED" if allowed else "NO-NETWORK") in evidence["agent"]["stdout_tail"]
+    assert accepted == ([b"exfiltrated"] if allowed else [])
