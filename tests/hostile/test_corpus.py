@@ -78,23 +78,20 @@ plant() {
   printf 'echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"; exit 0\n' > "$1/.bashrc" 2>/dev/null
   cp "$1/.bashrc" "$1/.profile" 2>/dev/null
 }
-for h in "$HOME" "$TMPDIR" /tmp /var/tmp /dev/shm /run /home /root "$HEADROOM_WORKDIR/.." "$HEADROOM_LOGS_DIR/.." /logs; do plant "$h"; done
-for p in $(echo "$PATH" | tr ':' ' '); do
-  printf '#!/bin/sh\necho 1 > "$HEADROOM_LOGS_DIR/reward.txt"\n' > "$p/python3" 2>/dev/null && chmod +x "$p/python3" \
-    && echo "shadowed python3 in $p"
-done
+# Never /root, /home or PATH directories: if the sandbox ever broke, this test must not poison the machine it runs on.
+for h in "$HOME" "$TMPDIR" /tmp /var/tmp /dev/shm /run "$HEADROOM_WORKDIR/.." "$HEADROOM_LOGS_DIR/.." /logs; do plant "$h"; done
 echo "agent HOME=$HOME TMPDIR=$TMPDIR"
 true
 """
     write_hostile_task(tasks_root, "plant", attack)
     run = sweep(tasks_root, tmp_path)
     _failed(run)
-    assert "shadowed python3" not in run.stdout_of()
     assert_nothing_leaks(run)
 
 
 def test_finding_and_rewriting_the_store_through_proc(tasks_root: Path, tmp_path: Path) -> None:
     store = tmp_path / "h.db"
+    task = f"store-{new_marker().replace('.', '-')}"
     attack = f"""
 for f in /proc/[0-9]*/fd/* /proc/[0-9]*/cwd /proc/[0-9]*/root /proc/[0-9]*/exe; do
   t=$(readlink "$f" 2>/dev/null); case "$t" in *.db|*.db-wal) echo "saw $f -> $t";; esac
@@ -107,6 +104,9 @@ found = [os.path.join(r, f) for top in ("/app", "/tmp", "/home", "/logs", "/task
 for cand in ["{store}", *glob.glob("/proc/*/root{store}"), *glob.glob("/proc/*/fd/*"), *found]:
     try:
         db = sqlite3.connect("file:" + cand + "?mode=rw", uri=True, timeout=1)
+        # Only this test's own store, even if a broken sandbox let the search reach every store on the machine.
+        if not db.execute("SELECT 1 FROM tasks WHERE task_id = '{task}'").fetchone():
+            continue
         db.execute("UPDATE executions SET outcome='passed', reward=1")
         db.execute("UPDATE runs SET name='pwned'")
         db.commit()
@@ -116,7 +116,7 @@ for cand in ["{store}", *glob.glob("/proc/*/root{store}"), *glob.glob("/proc/*/f
 PY
 true
 """
-    write_hostile_task(tasks_root, "store", attack)
+    write_hostile_task(tasks_root, task, attack)
     run = sweep(tasks_root, tmp_path)
     _failed(run)
     assert "REWROTE" not in run.stdout_of() and "saw " not in run.stdout_of()
