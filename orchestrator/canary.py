@@ -153,11 +153,16 @@ def judge(config: str, target: str, amounts: ResourceAmounts, above: TrialFacts 
     verdict = classify(above)
     killed = verdict.outcome is Outcome.INFRA_ERROR and verdict.reason is InfraReason.OOM_KILLED
     evidence = (above.agent.oom_evidence if above.agent else None) or ""
+    # Under rlimits no kernel gives an OOM verdict (and none is taken from the hog's own words):
+    # a hog that did not pass hit the cap, which is the most the fallback can show.
+    rlimit = above.enforcement == "rlimit" or "rlimit" in evidence
+    if rlimit and verdict.outcome is not Outcome.PASSED:
+        killed = True
     if not killed:
         check.status = "not_enforced"
         check.problems.append(f"a hog above the {(amounts.limit_memory_bytes or 0) // MIB} MiB limit was not OOM-killed "
                               f"({verdict}): the memory limit is set but not enforced")
-    elif above.enforcement == "rlimit" or "rlimit" in evidence:
+    elif rlimit:
         check.status = "weak"
         check.problems.append("memory is capped only by the rlimit fallback: no kernel OOM kill, allocation failures "
                               "instead, and page cache is not counted")
