@@ -193,8 +193,8 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
     experiment = None
     if resume:
         fixed = ("tasks_dir", "multipliers", "attempts", "concurrency", "agent_kind", "agent_command", "agent_env", "model",
-                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name", "placement",
-                 "namespace", "kube_context", "queue", "keep_pods")
+                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name",
+                 "namespace", "kube_context", "queue", "keep_pods", "placement")
         changed = [n for n in fixed if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
         if changed:
             raise UserError(f"--resume continues the run as it was recorded; drop {', '.join(changed)}", field="--resume")
@@ -273,18 +273,21 @@ def _print_report(store: Store, run_id: str | None, fmt: str, output: Path | Non
 @click.option("--run-id", help="which run (default: the latest)")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "html"]), default="table", show_default=True)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="write to a file instead of the terminal")
-@click.option("--reference", help="reference configuration for paired tests (default: 1x-strict)")
+@click.option("--reference", help="reference configuration for paired tests, any label in the run "
+              "(default: 1x-strict in a sweep, the first label in an import)")
 def report(store_path: Path, run_id: str | None, fmt: str, output: Path | None, reference: str | None) -> None:
     """Report a run: outcomes, rates with Wilson 95% intervals, paired and trend tests, calibration, provenance."""
     store = Store.open_existing(store_path)
     if fmt == "html" and output is None:
         raise UserError("--format html needs --output FILE", field="--output")
     if reference is not None:
-        try:
-            reference = ResourceConfig.parse(reference).label
-        except (LabelError, ValidationError):
-            raise UserError(f"unknown configuration label {reference!r}", field="--reference") from None
         finished = store.finished_labels(store.run(run_id).run_id)
+        if reference not in finished:  # any label in the store is taken as written; else a resource spelling
+            try:
+                reference = ResourceConfig.parse(reference).label
+            except (LabelError, ValidationError):
+                raise UserError(f"unknown configuration label {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
+                                field="--reference") from None
         if reference not in finished:
             raise UserError(f"run has no finished trials under {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
                             field="--reference")
@@ -374,13 +377,9 @@ def schema(what: str) -> None:
 @cli.command()
 @click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True)
 @click.option("--run-id", help="only what this run left behind (default: every run whose process is gone)")
-@click.option("--namespace", help="--backend kubernetes: the namespace to clean")
-def cleanup(backend_name: str, run_id: str | None, namespace: str | None) -> None:
+def cleanup(backend_name: str, run_id: str | None) -> None:
     """Remove what a crashed headroom left behind: trial cgroups, work dirs, containers, pods."""
-    fields: dict[str, Any] = {"tasks_dir": ".", "backend": backend_name}
-    if namespace:
-        fields["kubernetes"] = {"namespace": namespace}
-    experiment = build_experiment(fields, None)
+    experiment = build_experiment({"tasks_dir": ".", "backend": backend_name}, None)
     backend = _make_backend(experiment, "auto")
     try:
         report = backend.cleanup(run_id)
@@ -395,11 +394,9 @@ def cleanup(backend_name: str, run_id: str | None, namespace: str | None) -> Non
 from orchestrator.commands.trust import audit_cmd, judge_group, provenance_cmd, regrade_cmd  # noqa: E402
 
 
-@cli.group("tasks")
-def tasks_group() -> None:
-    """Task sets: provenance registry."""
+from orchestrator.commands.tasks import tasks as tasks_group  # noqa: E402  (one `tasks` group: import/list/show/validate)
 
-
+cli.add_command(tasks_group)
 tasks_group.add_command(provenance_cmd)
 cli.add_command(audit_cmd)
 cli.add_command(judge_group)
@@ -408,6 +405,11 @@ cli.add_command(regrade_cmd)
 from orchestrator.commands.calibrate import calibrate  # noqa: E402
 
 cli.add_command(calibrate)
+
+from orchestrator.commands import cluster as _cluster  # noqa: E402
+
+for _command in _cluster.COMMANDS: cli.add_command(_command)  # noqa: E701
+for _command in _cluster.TASK_COMMANDS: tasks_group.add_command(_command)  # noqa: E701
 
 
 def main() -> None:
@@ -425,3 +427,11 @@ def main() -> None:
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+# Command groups in their own modules (imported last: they import nothing from here).
+from orchestrator.commands import bundle as _bundle, results as _results  # noqa: E402
+
+cli.add_command(_results.results)
+cli.add_command(_bundle.bundle)
+cli.add_command(_bundle.verify)

@@ -6,7 +6,9 @@
 # 1. a virtualenv in .venv with the package and its test extras (PyPI only);
 # 2. the Kubernetes test control plane, built from the Go module proxy and cached
 #    (scripts/k8s/build.sh: a no-op when the pins are unchanged);
-# 3. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
+# 3. the real test node's parts (scripts/node/install.sh: containerd, runc, CNI plugins
+#    and mmdebstrap from apt, the local images; cached, skipped with HEADROOM_SKIP_REALNODE=1);
+# 4. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,6 +28,11 @@ fi
 
 echo "==> Kubernetes test control plane (scripts/k8s/build.sh)"
 scripts/k8s/build.sh
+
+if [[ "${HEADROOM_SKIP_REALNODE:-}" != 1 ]]; then
+  echo "==> real test node: packages and images (scripts/node/install.sh)"
+  scripts/node/install.sh
+fi
 
 echo "==> pytest"
 set +e

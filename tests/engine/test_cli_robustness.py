@@ -60,15 +60,21 @@ def test_task_ids_that_differ_only_in_punctuation_do_not_share_a_cgroup(tasks_ro
 
 
 def test_a_second_process_cannot_resume_a_run_that_is_still_executing(tasks_root: Path, tmp_path: Path) -> None:
-    write_task(tasks_root, "slow", solve='sleep 4; touch "$HEADROOM_WORKDIR/out"\n')
+    # Long enough that the second process (a fresh interpreter, slow on a loaded machine) starts
+    # while the first still executes; both trials run at once, so the test takes one sleep.
+    write_task(tasks_root, "slow", solve='sleep 15; touch "$HEADROOM_WORKDIR/out"\n', agent_timeout=60)
     store = tmp_path / "h.db"
     first = subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", str(tasks_root), "--multipliers", "1",
-                              "--attempts", "2", "--concurrency", "1", "--store", str(store), "--format", "none"],
+                              "--attempts", "2", "--concurrency", "2", "--store", str(store), "--format", "none",
+                              "--no-canary"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if store.exists() and sqlite3.connect(store).execute("SELECT COUNT(*) FROM executions").fetchone()[0]:
-            break
+        try:
+            if store.exists() and sqlite3.connect(store).execute("SELECT COUNT(*) FROM executions").fetchone()[0]:
+                break
+        except sqlite3.OperationalError:  # the file exists a moment before its tables do
+            pass
         time.sleep(0.05)
     second = headroom("sweep", "--resume", "--store", str(store), "--format", "none")
     assert_user_error(second, "being executed by process")

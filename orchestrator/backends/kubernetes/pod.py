@@ -76,6 +76,15 @@ def _step_env(step: StepLaunch, prefix: str) -> list[dict[str, str]]:
     return env
 
 
+def kubelet_literal(text: str) -> str:
+    """``text`` as a container command string the kubelet passes on unchanged.
+
+    The kubelet expands ``$(VAR)`` in command and args and turns ``$$`` into ``$``, so a
+    script's ``ME=$$`` arrived as ``ME=$``. Doubling every ``$`` is undone exactly.
+    """
+    return text.replace("$", "$$")
+
+
 def secret_name(run_label: str) -> str:
     return f"headroom-secrets-{run_label}"[:253].rstrip("-.")
 
@@ -135,7 +144,7 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle, image:
         pod_security = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     task_container: dict[str, Any] = {
         "name": TASK_CONTAINER, "image": image, "imagePullPolicy": options.image_pull_policy,
-        "command": ["/bin/sh", "-c", scripts.runner()], "env": env,
+        "command": ["/bin/sh", "-c", kubelet_literal(scripts.runner())], "env": env,
         "resources": resources(launch), "securityContext": task_security, "volumeMounts": task_mounts,
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
@@ -143,7 +152,7 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle, image:
         task_container["workingDir"] = options.workdir
     warden = {
         "name": WARDEN_CONTAINER, "image": options.warden_image or image, "imagePullPolicy": options.image_pull_policy,
-        "command": ["/bin/sh", "-c", scripts.warden()],
+        "command": ["/bin/sh", "-c", kubelet_literal(scripts.warden())],
         "resources": {"requests": dict(WARDEN_RESOURCES), "limits": dict(WARDEN_RESOURCES)},
         "securityContext": {"runAsNonRoot": True, "runAsUser": WARDEN_UID, "runAsGroup": WARDEN_UID,
                             "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
