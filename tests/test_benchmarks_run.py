@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,3 +29,14 @@ def test_overhead_benchmark_runs() -> None:
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("cgroup-v") == 2  # one row per concurrency level
     assert "sandbox +ms" in res.stdout and res.stdout.count("isolation namespaces") == 2
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_k8s_benchmark_runs() -> None:
+    if os.environ.get("HEADROOM_SKIP_CLUSTER") == "1":
+        pytest.skip("HEADROOM_SKIP_CLUSTER=1")
+    res = subprocess.run([sys.executable, str(BENCH / "bench_k8s.py"), "--trials", "12", "--in-flight", "6",
+                          "--nodes", "2", "--duration", "1"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "requests per trial (b) poll / headroom" in res.stdout
