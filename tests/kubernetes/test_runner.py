@@ -66,6 +66,8 @@ def test_a_bundled_task_passes_with_the_oracle(tmp_path: Path) -> None:
     assert "tail of" in res.stdout  # the log tail the backend keeps as evidence
 
 
+# The marker is made before the planted test.sh: the watching loop must never see a test.sh
+# without it unless the real tests arrived (it used to race the plant itself).
 PLANT = r'''
 ( while :; do
     ls "$HR_ROOT/tests" "$HR_ROOT/headroom/handoff" >> "$HEADROOM_WORKDIR/seen" 2>&1
@@ -74,7 +76,7 @@ PLANT = r'''
   done ) > /dev/null 2>&1 &
 setsid sh -c 'sleep 1000' > /dev/null 2>&1 &
 mkdir -p "$HR_ROOT/logs/verifier" && echo 1 > "$HR_ROOT/logs/verifier/reward.txt"
-echo 'echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"' > "$HR_ROOT/tests/test.sh"; touch "$HR_ROOT/tests/planted"
+touch "$HR_ROOT/tests/planted"; echo 'echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"' > "$HR_ROOT/tests/test.sh"
 mkdir -p "$HR_ROOT/headroom/run/vtask/tests" 2>/dev/null
 exit 0
 '''
