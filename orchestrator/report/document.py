@@ -15,6 +15,7 @@ import pandas as pd
 
 from orchestrator.errors import UserError
 from orchestrator.stats.analyze import analyze, compare_runs
+from orchestrator.store.frame import config_facts
 from orchestrator.store.sqlite import Store
 
 SCHEMA = "headroom.report/1"
@@ -38,9 +39,11 @@ def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[st
     excluded = df[df["outcome"].isin(["infra_error", "harness_error"])]
     reasons = excluded.groupby(["outcome", "reason"], dropna=False).size()
     return {
-        "excluded_from_infra_excluded_score": [
-            {"outcome": o, "reason": None if pd.isna(r) else r, "trials": int(n)} for (o, r), n in reasons.items()
-        ],
+        "excluded_from_infra_excluded_score": sorted(
+            ({"outcome": str(o), "reason": None if pd.isna(r) else str(r), "trials": int(n)}
+             for (o, r), n in reasons.items() if n),
+            key=lambda e: (e["outcome"], e["reason"] or ""),
+        ),
         "retried_tries": tries["retried"],
         "abandoned_tries": tries["abandoned"],
         "running_tries": tries["running"],
@@ -55,7 +58,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
     prov = store.provenance(info.run_id)
     tries = store.try_counts(info.run_id)
     stats = analyze(df, reference=reference) if len(df) else None
-    facts = store.config_facts(info.run_id)
+    facts = config_facts(df)
     configurations = [{**c, **facts.get(c["label"], {})} for c in (stats or {}).get("configs", [])]
     return {
         "schema": SCHEMA,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.report import costs
 from orchestrator.report.text import gap, limit, mib, pct, pts, pval, rate
 
 
@@ -82,15 +83,7 @@ def metrics_block(doc: dict[str, Any]) -> list[str]:
              f"{pct(c['spread']['min'])} .. {pct(c['spread']['max'])}"] for c in doc["configurations"]]
     lines += ["Run-to-run spread (score of each repeat index; SD is the sample SD):", ""]
     lines += _table(["config", "repeats", "mean", "SD", "range"], rows)
-    rows = []
-    for c in doc["configurations"]:
-        k = c["cost"]
-        rows.append([c["label"], f"{k['latency_per_attempt_s']:.2f} s" if k["latency_per_attempt_s"] is not None else "—",
-                     f"{k['latency_per_solved_s']:.2f} s" if k["latency_per_solved_s"] is not None else "—",
-                     f"${k['cost_per_attempt_usd']:.6f}" if k["cost_per_attempt_usd"] is not None else "—",
-                     f"${k['cost_per_solved_usd']:.6f}" if k["cost_per_solved_usd"] is not None else "—"])
-    lines += ["Cost and latency (per solved task = total / tasks passed):", ""]
-    lines += _table(["config", "latency / attempt", "latency / solved", "cost / attempt", "cost / solved"], rows)
+    lines += [costs.NOTE, ""] + _table(costs.HEADERS, costs.cost_rows(doc["configurations"]))
     return lines
 
 
