@@ -13,9 +13,9 @@ import yaml
 from pydantic import ValidationError
 from rich.console import Console
 
+from orchestrator import backends
 from orchestrator import sweep as sweep_mod
-from orchestrator.backends.local.backend import LocalBackend
-from orchestrator.backends.local.cgroups import CgroupUnavailable
+from orchestrator.backends.base import Backend
 from orchestrator.errors import SpecError, UserError, first_validation_error
 from orchestrator.progress import SweepProgress
 from orchestrator.spec.experiment import DEFAULT_MULTIPLIERS, Experiment
@@ -57,23 +57,38 @@ def build_experiment(fields: dict[str, Any], source: str | None) -> Experiment:
         raise SpecError(msg, file=source, field=field) from None
 
 
-def _make_backend(enforcement: str) -> LocalBackend:
-    try:
-        backend = LocalBackend(enforcement)  # type: ignore[arg-type]
-    except CgroupUnavailable as exc:
-        raise UserError(f"--enforcement cgroup: no usable cgroup hierarchy ({exc})") from None
-    return backend
+def _make_backend(experiment: Experiment, enforcement: str) -> Backend:
+    """The experiment's backend; the local one takes --enforcement, the others their experiment section."""
+    if experiment.backend == "local":
+        from orchestrator.backends.local.backend import LocalBackend
+        from orchestrator.backends.local.cgroups import CgroupUnavailable
+
+        try:
+            return LocalBackend(enforcement)  # type: ignore[arg-type]
+        except CgroupUnavailable as exc:
+            raise UserError(f"--enforcement cgroup: no usable cgroup hierarchy ({exc})") from None
+    if enforcement != "auto":
+        raise UserError(f"--enforcement applies to the local backend only (this run uses {experiment.backend})",
+                        field="--enforcement")
+    return backends.load(experiment.backend, options=getattr(experiment, experiment.backend, None))
 
 
-def _announce(backend: LocalBackend) -> None:
+def _announce(backend: Backend) -> None:
+    caps = backend.capabilities
     if backend.enforcement == "rlimit":
         err.print(
             "[bold yellow]enforcement: rlimit[/] — no cgroup could be created"
-            f" ({backend.fallback_reason}). Memory is capped with RLIMIT_DATA and OOM is inferred from allocation"
-            " failures; CPU limits are NOT enforced. Results are recorded with enforcement=rlimit."
+            f" ({getattr(backend, 'fallback_reason', None)}). Memory is capped with RLIMIT_DATA; OOM kills cannot be"
+            " observed and CPU limits are NOT enforced. Results are recorded with enforcement=rlimit.", soft_wrap=True,
         )
     else:
-        err.print(f"enforcement: {backend.enforcement} (kernel memory limit, OOM counter, CPU quota)")
+        enforced = [what for what, on in (("memory limit", caps.memory_limit), ("memory guarantee", caps.memory_request),
+                                          ("CPU quota", caps.cpu_quota), ("CPU weight", caps.cpu_request),
+                                          ("storage limit", caps.storage_limit)) if on]
+        err.print(f"backend: {backend.name}, enforcement: {backend.enforcement} ({', '.join(enforced)}; "
+                  f"OOM from {caps.oom_signal}); isolation: {caps.isolation}", soft_wrap=True)
+    for note in caps.notes:
+        err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
 
 
 def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: str | None, resume: bool,
@@ -87,7 +102,7 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
         assert experiment is not None
         task_list = sweep_mod.prepare(experiment)  # rejects bad input before anything is written
         store = None  # type: ignore[assignment]
-    backend = _make_backend(enforcement)
+    backend = _make_backend(experiment, enforcement)
     if resume and backend.enforcement != (started_under := store.run(run_id).enforcement):
         err.print(f"[bold yellow]warning:[/] this run started under {started_under}; the rest runs under "
                   f"{backend.enforcement}. Each trial records its own enforcement.")
@@ -140,7 +155,10 @@ def cli() -> None:
 @click.option("--retries", type=click.IntRange(0, 10), default=0, show_default=True,
               help="retries of infra errors other than OOM kills (every try stays on record)")
 @click.option("--timeout-multiplier", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True)
-@click.option("--enforcement", type=click.Choice(["auto", "cgroup", "rlimit"]), default="auto", show_default=True)
+@click.option("--enforcement", type=click.Choice(["auto", "cgroup", "rlimit"]), default="auto", show_default=True,
+              help="local backend: cgroup limits, or the rlimit fallback")
+@click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True,
+              help="where trials run (the experiment field 'backend')")
 @click.option("--experiment", "experiment_file", type=click.Path(path_type=Path), help="experiment spec (YAML); flags override")
 @click.option("--resume", is_flag=True, help="continue the latest (or --run-id) run in --store")
 @click.option("--run-id", help="with --resume: which run")
@@ -150,12 +168,13 @@ def cli() -> None:
 def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts: int, concurrency: int,
           agent_kind: str, agent_command: str | None, agent_env: tuple[str, ...], model: str | None,
           task_patterns: tuple[str, ...], store_path: Path, seed: int, retries: int, timeout_multiplier: float,
-          enforcement: str, experiment_file: Path | None, resume: bool, run_id: str | None, fmt: str) -> None:
+          enforcement: str, backend_name: str, experiment_file: Path | None, resume: bool, run_id: str | None,
+          fmt: str) -> None:
     """Run a resource sweep over the tasks in TASKS_DIR."""
     experiment = None
     if resume:
         fixed = ("tasks_dir", "multipliers", "attempts", "concurrency", "agent_kind", "agent_command", "agent_env", "model",
-                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file")
+                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name")
         changed = [n for n in fixed if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
         if changed:
             raise UserError(f"--resume continues the run as it was recorded; drop {', '.join(changed)}", field="--resume")
@@ -191,6 +210,8 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
             fields["model"] = {**(fields.get("model") or {}), "name": model}
         if task_patterns:
             fields["tasks"] = list(task_patterns)
+        if given("backend_name") or "backend" not in fields:
+            fields["backend"] = backend_name
         if given("retries"):
             fields["retry"] = {**(fields.get("retry") or {}), "max_retries": retries}
         experiment = build_experiment(fields, source)
@@ -321,6 +342,24 @@ def schema(what: str) -> None:
 
     model = Experiment if what == "experiment" else TaskSpec
     click.echo(json.dumps(model.model_json_schema(), indent=2))
+
+
+@cli.command()
+@click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True)
+@click.option("--run-id", help="only what this run left behind (default: every run whose process is gone)")
+def cleanup(backend_name: str, run_id: str | None) -> None:
+    """Remove what a crashed headroom left behind: trial cgroups, work dirs, containers, pods."""
+    experiment = build_experiment({"tasks_dir": ".", "backend": backend_name}, None)
+    backend = _make_backend(experiment, "auto")
+    try:
+        report = backend.cleanup(run_id)
+    finally:
+        backend.close()
+    for item in report.removed:
+        click.echo(f"removed {item}")
+    for item in report.kept:
+        click.echo(f"kept    {item}")
+    err.print(f"{len(report.removed)} removed, {len(report.kept)} kept")
 
 
 def main() -> None:

@@ -1,10 +1,15 @@
-"""Run a planned experiment: bounded concurrency, resume, bounded retries of infra errors.
+"""Run a planned experiment through any backend: bounded concurrency, resume, bounded retries.
 
-Only this module's caller thread writes to the store; workers only run trials.
-A trial counts once it has a finished try marked final. On resume, finished
-trials are skipped, tries a crash left 'running' are marked abandoned and the
-trial runs again, and a trial that was waiting for a retry continues with the
-next try number — so nothing is lost, re-run or counted twice.
+The loop only submits, observes and records; every decision is a pure function
+of :mod:`orchestrator.settle`. Only this loop writes to the store. A trial
+counts once it has a finished try marked final. On resume, a try a crash left
+``running`` is adopted if the backend says it is still alive (a pod outlives
+the CLI) and abandoned otherwise; a trial waiting for a retry continues with
+the next try number. Nothing is lost, run twice or counted twice.
+
+Any error inside the loop leaves no try ``running``: in-flight tries are
+cancelled and abandoned, and the run is marked ``failed`` (``interrupted`` on
+Ctrl-C or SIGTERM), so a resume picks it up.
 """
 
 from __future__ import annotations
@@ -12,21 +17,21 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from orchestrator.backends.base import Backend
-from orchestrator.classify import Verdict, classify
-from orchestrator.plan import Trial
-from orchestrator.redact import redact, secret_values
+from orchestrator.backends.base import Backend, Handle
+from orchestrator.launch import build_launch, spec_digest
+from orchestrator.redact import secret_values
+from orchestrator.settle import finished_counts, pending_tries, settle
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
-from orchestrator.spec.outcome import HarnessReason, Outcome
-from orchestrator.spec.resources import ResourceConfig
 from orchestrator.spec.task import Task
-from orchestrator.store.sqlite import Store
+from orchestrator.spec.trial import Trial, Verdict
+from orchestrator.store.base import RunStore
 
 ResultHook = Callable[[Trial, Verdict, bool], None]
+#: How long the loop waits for a backend's news before looking again.
+POLL_S = 0.5
 
 
 @dataclass
@@ -36,30 +41,13 @@ class ExecutionSummary:
     ran: int = 0
     retried: int = 0
     abandoned_before: int = 0
+    adopted: int = 0
     interrupted: bool = False
     outcomes: dict[str, int] = field(default_factory=dict)
 
 
-def trials_of(store: Store, run_id: str) -> list[Trial]:
-    return [
-        Trial(
-            trial_id=r["trial_id"], task_id=r["task_id"],
-            config=ResourceConfig(request_multiplier=r["request_multiplier"], limit_multiplier=r["limit_multiplier"]),
-            attempt=r["attempt"], seed=r["seed"], order=r["ord"],
-        )
-        for r in store.planned_trials(run_id)
-    ]
-
-
-def _run_guarded(backend: Backend, trial: Trial, task: Task, experiment: Experiment) -> TrialFacts | BaseException:
-    try:
-        return backend.run_trial(trial, task, experiment)
-    except Exception as exc:  # an orchestrator bug must not take the whole sweep down
-        return exc
-
-
 def execute(
-    store: Store,
+    store: RunStore,
     run_id: str,
     experiment: Experiment,
     tasks: dict[str, Task],
@@ -71,82 +59,92 @@ def execute(
 ) -> ExecutionSummary:
     stop = stop or threading.Event()
     store.claim(run_id)  # refuses if another live process is executing this run
-    trials = trials_of(store, run_id)
-    abandoned = store.abandon_running(run_id)
+    digest = spec_digest(experiment)
     secrets = secret_values(experiment.agent.env_passthrough)
+    trials = store.planned(run_id)
+    by_id = {t.trial_id: t for t in trials}
+
+    def launch_of(trial: Trial, try_index: int):  # type: ignore[no-untyped-def]
+        return build_launch(run_id, trial, try_index, tasks[trial.task_id], experiment, digest)
+
+    in_flight: dict[str, tuple[Trial, int, Handle]] = {}
+    abandoned = 0
+    for trial_id, records in store.tries(run_id).items():
+        for r in records:
+            if r.status != "running":
+                continue
+            h = backend.adopt(launch_of(by_id[trial_id], r.try_index))
+            if h is not None:
+                in_flight[h.name] = (by_id[trial_id], r.try_index, h)
+            elif store.abandon_try(run_id, trial_id, r.try_index):
+                abandoned += 1
     tries = store.tries(run_id)
-    queue: deque[tuple[Trial, int]] = deque()
-    done = 0
-    for t in trials:
-        rows = tries.get(t.trial_id, [])
-        if any(r["final"] for r in rows):
-            done += 1
-            continue
-        queue.append((t, 1 + max((r["try"] for r in rows), default=-1)))
-    summary = ExecutionSummary(total=len(trials), already_done=done, abandoned_before=abandoned)
+    pending = pending_tries(trials, tries, in_flight=(t.trial_id for t, _, _ in in_flight.values()))
+    queue = deque(pending.queue)
+    finished = finished_counts(tries)
+    summary = ExecutionSummary(total=len(trials), already_done=pending.done, abandoned_before=abandoned,
+                               adopted=len(in_flight))
     if on_pending:
-        on_pending(len(trials), done)
-    finished_tries = {tid: sum(1 for r in rows if r["status"] == "finished") for tid, rows in tries.items()}
+        on_pending(len(trials), pending.done)
+
+    def record(trial: Trial, try_index: int, result: TrialFacts | BaseException) -> None:
+        s = settle(result, reward_threshold=experiment.reward_threshold, retry=experiment.retry,
+                   finished_before=finished.get(trial.trial_id, 0), secrets=secrets)
+        if not store.finish_try(run_id, trial.trial_id, try_index, s.facts, s.verdict, final=s.final):
+            return  # the try was settled elsewhere (abandoned); its result must not count
+        finished[trial.trial_id] = finished.get(trial.trial_id, 0) + 1
+        summary.ran += 1
+        if not s.final:
+            summary.retried += 1
+            queue.appendleft((trial, try_index + 1))
+        else:
+            summary.outcomes[s.verdict.outcome.value] = summary.outcomes.get(s.verdict.outcome.value, 0) + 1
+        if on_result:
+            on_result(trial, s.verdict, s.final)
+
     store.set_status(run_id, "running")
-    running: dict[Future[TrialFacts | BaseException], tuple[Trial, int]] = {}
-    pool = ThreadPoolExecutor(max_workers=experiment.concurrency, thread_name_prefix="trial")
+    error: BaseException | None = None
     try:
-        while (queue or running) and not stop.is_set():
-            while queue and len(running) < experiment.concurrency and not stop.is_set():
+        while (queue or in_flight) and not stop.is_set():
+            while queue and len(in_flight) < experiment.concurrency and not stop.is_set():
                 trial, try_index = queue.popleft()
                 store.start_try(run_id, trial.trial_id, try_index)
-                fut = pool.submit(_run_guarded, backend, trial, tasks[trial.task_id], experiment)
-                running[fut] = (trial, try_index)
-            finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                trial, try_index = running.pop(fut)
+                try:
+                    h = backend.submit(launch_of(trial, try_index))
+                except Exception as exc:  # a backend bug or a refused try is recorded, not fatal
+                    record(trial, try_index, exc)
+                    continue
+                in_flight[h.name] = (trial, try_index, h)
+            if not in_flight:
+                continue
+            backend.wait([h for _, _, h in in_flight.values()], POLL_S)
+            for name, (trial, try_index, h) in list(in_flight.items()):
                 if stop.is_set():
-                    break  # a cancelled trial's facts describe the cancellation, not the trial
-                result = fut.result()
-                if isinstance(result, BaseException):
-                    facts = _orchestrator_error_facts(result)
-                    verdict = Verdict(Outcome.HARNESS_ERROR, HarnessReason.ORCHESTRATOR_ERROR.value)
-                else:
-                    facts, verdict = result, classify(result, experiment.reward_threshold)
-                # One choke point for secrets: everything a backend saw passes through here before the store.
-                facts = TrialFacts.model_validate(redact(facts.model_dump(mode="json"), secrets))
-                n_finished = finished_tries.get(trial.trial_id, 0) + 1
-                finished_tries[trial.trial_id] = n_finished
-                retry = (
-                    verdict.outcome is Outcome.INFRA_ERROR
-                    and verdict.reason in experiment.retry.reasons
-                    and n_finished <= experiment.retry.max_retries
-                )
-                if not store.finish_try(run_id, trial.trial_id, try_index, facts, verdict, final=not retry):
-                    continue  # the try was settled elsewhere (abandoned); its result must not count
-                summary.ran += 1
-                if retry:
-                    summary.retried += 1
-                    queue.appendleft((trial, try_index + 1))
-                else:
-                    summary.outcomes[verdict.outcome.value] = summary.outcomes.get(verdict.outcome.value, 0) + 1
-                if on_result:
-                    on_result(trial, verdict, not retry)
+                    break  # a cancelled try's facts describe the cancellation, not the trial
+                try:
+                    result: TrialFacts | BaseException | None = backend.observe(h)
+                except Exception as exc:
+                    result = exc
+                if result is None:
+                    continue
+                del in_flight[name]
+                record(trial, try_index, result)
     except KeyboardInterrupt:
         stop.set()
+    except BaseException as exc:
+        error = exc
+        raise
     finally:
-        if stop.is_set() or queue or running:
+        if stop.is_set() or queue or in_flight or error is not None:
             summary.interrupted = True
-            cancel = getattr(backend, "cancel", None)
-            if cancel:
-                cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
+            for _, _, h in in_flight.values():
+                try:
+                    backend.cancel(h)
+                except Exception:  # noqa: S110 - best effort: the try is abandoned either way
+                    pass
             store.abandon_running(run_id)
-            store.set_status(run_id, "interrupted")
+            store.set_status(run_id, "failed" if error is not None else "interrupted")
         else:
-            pool.shutdown(wait=True)
             store.set_status(run_id, "finished")
         store.release(run_id)
     return summary
-
-
-def _orchestrator_error_facts(exc: BaseException) -> TrialFacts:
-    return TrialFacts(
-        enforcement="unknown", request_cpus=0, request_memory_bytes=0, limit_cpus=None, limit_memory_bytes=None,
-        qos_class="unknown", extra={"orchestrator_error": f"{type(exc).__name__}: {exc}"},
-    )

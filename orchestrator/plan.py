@@ -17,22 +17,12 @@ from __future__ import annotations
 import hashlib
 import random
 
-from pydantic import BaseModel, ConfigDict
-
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.resources import ResourceConfig
 from orchestrator.spec.task import Task
+from orchestrator.spec.trial import Trial
 
-
-class Trial(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    trial_id: str
-    task_id: str
-    config: ResourceConfig
-    attempt: int
-    seed: int
-    order: int
+__all__ = ["Trial", "plan", "trial_id", "trial_seed"]
 
 
 def trial_id(task_id: str, config: ResourceConfig, attempt: int) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator import provenance
-from orchestrator.backends.base import Backend
+from orchestrator.backends.base import Backend, check_capabilities
 from orchestrator.errors import SpecError
 from orchestrator.execute import ExecutionSummary, ResultHook, execute
 from orchestrator.plan import plan
@@ -44,12 +44,13 @@ def start(
     experiment: Experiment, tasks: list[Task], store: Store, backend: Backend, *, argv: list[str] | None = None,
 ) -> tuple[str, dict[str, Task]]:
     """Write the run, its provenance and its plan in one transaction."""
+    check_capabilities(backend, {"gpus": max((t.spec.environment.gpus for t in tasks), default=0)})
     trials = plan(experiment, tasks)
     secrets = secret_values(experiment.agent.env_passthrough)
     spec = redact(experiment.model_dump(mode="json"), secrets)
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
     run_id = store.create_run(
-        name=experiment.name, backend="local", enforcement=backend.enforcement, spec=spec, provenance=prov,
+        name=experiment.name, backend=backend.name, enforcement=backend.enforcement, spec=spec, provenance=prov,
         tasks=tasks, trials=trials,
     )
     return run_id, {t.id: t for t in tasks}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.classify import classify
+from orchestrator.launch import build_launch
 from orchestrator.plan import plan, trial_seed
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.task import ProvenanceSpec
@@ -79,7 +80,7 @@ def _run(task_id: str, config: str, experiment_seed: int, attempt: int):
     trial = next(t for t in plan(e, list(tasks.values())) if t.attempt == attempt)
     backend = LocalBackend("cgroup")
     try:
-        facts = backend.run_trial(trial, tasks[task_id], e)
+        facts = backend.run(build_launch("test", trial, 0, tasks[task_id], e))
     finally:
         backend.close()
     return classify(facts, e.reward_threshold), facts

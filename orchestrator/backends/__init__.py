@@ -1,0 +1,35 @@
+"""Backends by name, imported lazily: the local path never imports a Kubernetes or Docker client."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from orchestrator.backends.base import Backend
+from orchestrator.errors import UserError
+
+_REGISTRY = {
+    "local": ("orchestrator.backends.local.backend", "LocalBackend"),
+    "kubernetes": ("orchestrator.backends.kubernetes.backend", "KubernetesBackend"),
+    "docker": ("orchestrator.backends.docker.backend", "DockerBackend"),
+}
+
+
+def names() -> list[str]:
+    return list(_REGISTRY)
+
+
+def load(name: str, **options: Any) -> Backend:
+    """Construct the backend called ``name`` with its options."""
+    try:
+        module_name, cls_name = _REGISTRY[name]
+    except KeyError:
+        raise UserError(f"unknown backend {name!r} (have: {', '.join(_REGISTRY)})", field="--backend") from None
+    try:
+        module = import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("orchestrator.backends"):
+            raise UserError(f"the {name} backend is not available in this version", field="--backend") from None
+        raise UserError(f"the {name} backend needs the Python package {exc.name!r}", field="--backend") from None
+    backend: Backend = getattr(module, cls_name)(**options)
+    return backend

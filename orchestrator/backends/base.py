@@ -1,23 +1,108 @@
-"""What the engine needs from a backend: run one trial and report raw facts."""
+"""What the engine needs from a backend, in a shape both a CLI loop and a reconcile loop can drive.
+
+* ``submit(launch)`` starts a try and returns a :class:`Handle`. It is idempotent
+  on ``launch.name``: submitting the same try twice starts it once.
+* ``observe(handle)`` never blocks: the try's raw :class:`TrialFacts` once it has
+  ended, else ``None``.
+* ``adopt(launch)``: on resume, the handle of a try a previous process left
+  running if it is still alive (a pod outlives the CLI), else ``None`` (the try
+  is abandoned and run again).
+* ``cancel(handle)`` stops a try; its result is not recorded.
+* ``wait(handles, timeout)`` blocks until something may have changed, so the
+  engine need not spin; a backend with nothing better may simply sleep.
+* ``cleanup(run_id)`` removes what a crash left behind (cgroups, work dirs,
+  containers, pods); ``None`` means every run of this backend.
+
+Each backend declares its :class:`Capabilities`; they are recorded in
+provenance, and a run that needs what a backend cannot give is refused before
+it starts (:func:`check_capabilities`).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from orchestrator.plan import Trial
-from orchestrator.spec.experiment import Experiment
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.errors import SpecError
 from orchestrator.spec.facts import TrialFacts
-from orchestrator.spec.task import Task
+from orchestrator.spec.launch import Launch
+
+Isolation = Literal["none", "namespaces", "container", "pod"]
 
 
+class Capabilities(BaseModel):
+    """What a backend really enforces. Reports show it; nothing is assumed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    memory_limit: bool = Field(description="a hard memory limit with kernel OOM kills")
+    memory_request: bool = Field(description="a memory guarantee (memory.min, soft limit, or the scheduler's request)")
+    cpu_quota: bool = Field(description="a CPU limit enforced by quota")
+    cpu_request: bool = Field(description="CPU shares/weight from the request")
+    storage_limit: bool = Field(description="the disk limit is enforced (storage_mb)")
+    isolation: Isolation = Field(description="what keeps the agent away from what grades it")
+    network_control: bool = Field(description="network can be switched off for a try")
+    gpus: bool = False
+    oom_signal: str = Field(description="where an OOM verdict comes from")
+    notes: list[str] = Field(default_factory=list, description="anything a reader of the report must know")
+
+
+class Handle(BaseModel):
+    """A submitted try. Serializable, so a controller can keep it in the API."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    run_id: str
+    trial_id: str
+    try_index: int
+    backend: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class CleanupReport(BaseModel):
+    removed: list[str] = Field(default_factory=list)
+    kept: list[str] = Field(default_factory=list, description="left alone, with why (e.g. still running)")
+
+
+@runtime_checkable
 class Backend(Protocol):
-    #: "kubernetes", "cgroup-v1", "cgroup-v2" or "rlimit"
+    #: "local", "kubernetes", "docker"
+    name: str
+    #: the enforcement mechanism: "cgroup-v1", "cgroup-v2", "rlimit", "kubernetes", "docker"
     enforcement: str
+    capabilities: Capabilities
 
-    def run_trial(self, trial: Trial, task: Task, experiment: Experiment) -> TrialFacts: ...
+    def submit(self, launch: Launch) -> Handle: ...
+
+    def observe(self, handle: Handle) -> TrialFacts | None: ...
+
+    def adopt(self, launch: Launch) -> Handle | None: ...
+
+    def cancel(self, handle: Handle) -> None: ...
+
+    def wait(self, handles: Sequence[Handle], timeout: float) -> None: ...
+
+    def cleanup(self, run_id: str | None = None) -> CleanupReport: ...
 
     def facts(self) -> dict[str, Any]:
-        """Host or cluster facts for provenance."""
+        """Host or cluster facts for provenance (capabilities included)."""
         ...
 
     def close(self) -> None: ...
+
+
+def check_capabilities(backend: Backend, launches_need: dict[str, Any]) -> None:
+    """Refuse a run that needs what the backend cannot give, before anything starts.
+
+    ``launches_need`` summarises the run: ``gpus`` (max over tasks), ``network_off``
+    (some try must run without network).
+    """
+    caps = backend.capabilities
+    if launches_need.get("gpus", 0) > 0 and not caps.gpus:
+        raise SpecError(
+            f"tasks need {launches_need['gpus']} GPU(s) but the {backend.name} backend cannot give GPUs",
+            field="environment.gpus",
+        )

@@ -15,6 +15,7 @@ from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import ResourceConfig
 
 DEFAULT_MULTIPLIERS = ("1", "1.5", "2", "3", "unbounded")
+BACKENDS = ("local", "kubernetes", "docker")
 
 
 class AgentSpec(BaseModel):
@@ -81,7 +82,12 @@ class Experiment(BaseModel):
     seed: int = 0
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     timeout_multiplier: float = Field(default=1.0, gt=0)
-    reward_threshold: float = Field(default=1.0, description="reward at or above this passes")
+    reward_threshold: float = Field(default=1.0, allow_inf_nan=False, description="reward at or above this passes")
+    backend: Literal["local", "kubernetes", "docker"] = Field(default="local", description="where trials run")
+    image: str | None = Field(default=None, description="container backends: image for every task, instead of each task's docker_image")
+    allow_internet: bool = Field(
+        default=False, description="give trials network access (a task with allow_internet = false still gets none)"
+    )
 
     @field_validator("configurations", mode="before")
     @classmethod

@@ -6,9 +6,12 @@ backend is judged by the same rules (see :mod:`orchestrator.classify`).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from orchestrator.spec.outcome import InfraReason, infra_reason
 
 
 class StepFacts(BaseModel):
@@ -38,7 +41,8 @@ class TrialFacts(BaseModel):
     limit_memory_bytes: int | None
     qos_class: str
     setup_error: str | None = Field(default=None, description="the trial could not be set up at all")
-    infra_hint: str | None = Field(default=None, description="backend-observed infra reason (evicted, unschedulable, ...)")
+    infra_hint: InfraReason | None = Field(default=None, description="backend-observed infra reason (evicted, unschedulable, ...)")
+    infra_detail: str | None = Field(default=None, description="the backend's own words for the infra failure")
     agent: StepFacts | None = None
     verifier: StepFacts | None = None
     reward: float | None = None
@@ -48,3 +52,20 @@ class TrialFacts(BaseModel):
     duration_s: float = 0.0
     agent_result: dict[str, Any] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict, description="backend-specific evidence: events, node, ...")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_reason_is_other(cls, data: Any) -> Any:
+        # A reason this version does not know must not crash a sweep: keep the text as detail.
+        if isinstance(data, dict) and isinstance(hint := data.get("infra_hint"), str):
+            typed = infra_reason(hint)
+            if typed is InfraReason.OTHER and hint != InfraReason.OTHER.value:
+                data = {**data, "infra_hint": typed, "infra_detail": data.get("infra_detail") or hint}
+        return data
+
+    @field_validator("reward")
+    @classmethod
+    def _finite_reward(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("reward must be a finite number")
+        return value

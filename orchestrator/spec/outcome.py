@@ -3,7 +3,9 @@
 A trial ends in exactly one :class:`Outcome`. Infrastructure errors carry an
 :class:`InfraReason` so a report can tell an OOM kill from an eviction; harness
 errors carry a :class:`HarnessReason`. Both enumerations are closed on purpose:
-a new reason is a design change, not a free-form string.
+a new reason is a design change, not a free-form string. A backend that reports
+a reason this version does not know gets :attr:`InfraReason.OTHER` (the raw text
+is kept as evidence), so a newer backend can never crash a sweep.
 """
 
 from __future__ import annotations
@@ -21,15 +23,21 @@ class Outcome(StrEnum):
 
 class InfraReason(StrEnum):
     OOM_KILLED = "oom_killed"
-    EVICTED = "evicted"
+    STORAGE_LIMIT = "storage_limit"  # the trial exceeded its disk limit (ephemeral-storage eviction)
+    EVICTED = "evicted"  # node-pressure eviction
+    API_EVICTION = "api_eviction"
+    TAINT_EVICTION = "taint_eviction"
     UNSCHEDULABLE = "unschedulable"
     IMAGE_PULL = "image_pull"
     CONTAINER_CONFIG = "container_config"
+    DEADLINE_EXCEEDED = "deadline_exceeded"  # the backend's own deadline (activeDeadlineSeconds)
     NODE_LOST = "node_lost"
     PREEMPTED = "preempted"
+    POD_GC = "pod_gc"
     API_ERROR = "api_error"
     POD_DELETED = "pod_deleted"
-    SPAWN_FAILED = "spawn_failed"  # local backend: the process could not be started
+    SPAWN_FAILED = "spawn_failed"  # the process or container could not be started
+    OTHER = "other"  # a backend reported a reason this version does not know
 
 
 class HarnessReason(StrEnum):
@@ -40,5 +48,27 @@ class HarnessReason(StrEnum):
     ORCHESTRATOR_ERROR = "orchestrator_error"
 
 
+Reason = InfraReason | HarnessReason
+
 #: Outcomes that say something about the agent (used for "infra excluded" scores).
 MODEL_OUTCOMES = frozenset({Outcome.PASSED, Outcome.FAILED, Outcome.TIMEOUT})
+
+
+def infra_reason(text: str | InfraReason) -> InfraReason:
+    """A backend's reason string as a typed reason; unknown text becomes OTHER, never an error."""
+    try:
+        return InfraReason(text)
+    except ValueError:
+        return InfraReason.OTHER
+
+
+def parse_reason(text: str | None) -> Reason | None:
+    """A stored reason string back to its type (stores and imports hold plain text)."""
+    if text is None:
+        return None
+    for enum in (InfraReason, HarnessReason):
+        try:
+            return enum(text)
+        except ValueError:
+            continue
+    return InfraReason.OTHER

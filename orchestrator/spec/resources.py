@@ -31,7 +31,7 @@ _LABEL_RE = re.compile(
     rf"^(?:(?P<strict>{_MULT})-strict|(?P<req>{_MULT})/(?P<lim>{_MULT}|unbounded)|(?P<single>{_MULT})|(?P<unb>unbounded))$"
 )
 
-Multiplier = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Multiplier = Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)]
 
 
 class LabelError(ValueError):

@@ -3,13 +3,49 @@
 A task directory holds ``task.toml``, ``instruction.md``, ``tests/test.sh`` (the
 verifier: writes a reward to ``reward.txt`` or ``reward.json`` under the logs
 dir the orchestrator provides) and ``solution/solve.sh`` (the oracle).
+
+Both of Harbor's spellings of sizes are accepted: ``memory = "2G"`` /
+``storage = "10G"`` (docker-style units, ``G`` = GiB) and ``memory_mb`` /
+``storage_mb``. They are stored as MiB, the unit every backend scales.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)(b?)\s*$", re.I)
+_POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+MAX_MB = 16 * 1024 * 1024  # 16 TiB: beyond any machine, and far inside SQLite's INTEGER
+
+
+def size_to_mb(text: str | int | float) -> int:
+    """``"2G"``, ``"512Mi"``, ``"1.5GB"``, ``"4096"`` (MiB) -> MiB.
+
+    Docker's convention: K/M/G/T and Ki/Mi/Gi/Ti are binary; KB/MB/GB/TB are decimal.
+    A bare number is MiB, as in ``memory_mb``.
+    """
+    if isinstance(text, bool):
+        raise ValueError("expected a size such as '2G' or a number of MiB")
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        m = _SIZE.match(text)
+        if m is None:
+            raise ValueError(f"cannot read size {text!r}; expected e.g. '2G', '512M', '1.5Gi'")
+        number, unit, binary, decimal_b = m.groups()
+        unit = unit.lower()
+        if not unit:
+            value = float(number)
+        else:
+            base = 1000 if (decimal_b and not binary) else 1024
+            value = float(number) * base ** _POW[unit] / (1024 * 1024)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError("size must be positive")
+    return max(1, math.ceil(value))
 
 
 class EnvironmentSpec(BaseModel):
@@ -17,17 +53,40 @@ class EnvironmentSpec(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    cpus: float = Field(gt=0, description="CPU cores the task is specified to need")
-    memory_mb: int = Field(gt=0, description="memory the task is specified to need, MiB")
-    storage_mb: int = Field(default=10240, gt=0, description="ephemeral storage, MiB")
+    cpus: float = Field(gt=0, le=4096, allow_inf_nan=False, description="CPU cores the task is specified to need")
+    memory_mb: int = Field(gt=0, le=MAX_MB, description="memory the task is specified to need, MiB (or `memory = \"2G\"`)")
+    storage_mb: int = Field(default=10240, gt=0, le=MAX_MB, description="ephemeral storage, MiB (or `storage = \"10G\"`)")
+    gpus: int = Field(default=0, ge=0, le=64, description="GPUs the task needs; refused where a backend has none")
+    allow_internet: bool = Field(default=True, description="false: the task must run without network")
     docker_image: str | None = Field(default=None, description="image for container backends")
     build_timeout_sec: float | None = None
+    env: dict[str, str] = Field(default_factory=dict, description="[environment.env]: set for every step")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _harbor_sizes(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for short, long in (("memory", "memory_mb"), ("storage", "storage_mb")):
+            if short in data:
+                if long in data:
+                    raise ValueError(f"give either {short} or {long}, not both")
+                data[long] = size_to_mb(data.pop(short))
+        return data
 
 
 class StepSpec(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    timeout_sec: float = Field(gt=0)
+    timeout_sec: float = Field(gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
+    env: dict[str, str] = Field(default_factory=dict, description="variables set for this step only")
+
+
+class SolutionSpec(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    env: dict[str, str] = Field(default_factory=dict, description="[solution.env]: set for the oracle only")
 
 
 class ProvenanceSpec(BaseModel):
@@ -56,6 +115,7 @@ class TaskSpec(BaseModel):
     environment: EnvironmentSpec
     agent: StepSpec
     verifier: StepSpec
+    solution: SolutionSpec = Field(default_factory=SolutionSpec)
     metadata: dict[str, Any] = Field(default_factory=dict)
     provenance: ProvenanceSpec = Field(default_factory=ProvenanceSpec)
 

@@ -8,7 +8,7 @@ CREATE TABLE IF NOT EXISTS runs (
     name          TEXT NOT NULL,
     created_at    TEXT NOT NULL,
     finished_at   TEXT,
-    status        TEXT NOT NULL,           -- planned | running | interrupted | finished
+    status        TEXT NOT NULL,           -- planned | running | interrupted | failed | finished
     backend       TEXT NOT NULL,
     enforcement   TEXT NOT NULL,
     spec_json     TEXT NOT NULL,           -- the full experiment spec

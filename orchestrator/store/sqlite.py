@@ -21,12 +21,13 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.classify import Verdict
 from orchestrator.errors import UserError
-from orchestrator.plan import Trial
 from orchestrator.processes import pid_alive
 from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.resources import ResourceConfig
 from orchestrator.spec.task import Task
+from orchestrator.spec.trial import Trial, Verdict
+from orchestrator.store.base import RunStatus, TryRecord
 from orchestrator.store.frame import read_trial_frame
 
 
@@ -144,7 +145,7 @@ class Store:
     def release(self, run_id: str) -> None:
         self.db.execute("UPDATE runs SET owner=NULL WHERE run_id=?", (run_id,))
 
-    def set_status(self, run_id: str, status: str) -> None:
+    def set_status(self, run_id: str, status: RunStatus) -> None:
         finished = now() if status == "finished" else None
         self.db.execute("UPDATE runs SET status=?, finished_at=? WHERE run_id=?", (status, finished, run_id))
 
@@ -178,8 +179,22 @@ class Store:
         return prov
 
     # -- trials and tries --------------------------------------------------------------
-    def planned_trials(self, run_id: str) -> list[sqlite3.Row]:
-        return self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY ord", (run_id,)).fetchall()
+    def planned(self, run_id: str) -> list[Trial]:
+        return [
+            Trial(
+                trial_id=r["trial_id"], task_id=r["task_id"],
+                config=ResourceConfig(request_multiplier=r["request_multiplier"], limit_multiplier=r["limit_multiplier"]),
+                attempt=r["attempt"], seed=r["seed"], order=r["ord"],
+            )
+            for r in self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY ord", (run_id,))
+        ]
+
+    def abandon_try(self, run_id: str, trial_id: str, try_index: int) -> bool:
+        cur = self.db.execute(
+            "UPDATE executions SET status='abandoned', finished_at=? WHERE run_id=? AND trial_id=? AND try=? AND status='running'",
+            (now(), run_id, trial_id, try_index),
+        )
+        return cur.rowcount == 1
 
     def abandon_running(self, run_id: str) -> int:
         """Tries left 'running' by a crash: keep them on record, never count them."""
@@ -188,12 +203,14 @@ class Store:
         )
         return cur.rowcount
 
-    def tries(self, run_id: str) -> dict[str, list[sqlite3.Row]]:
-        out: dict[str, list[sqlite3.Row]] = {}
+    def tries(self, run_id: str) -> dict[str, list[TryRecord]]:
+        out: dict[str, list[TryRecord]] = {}
         for r in self.db.execute(
             "SELECT trial_id, try, status, outcome, reason, final FROM executions WHERE run_id=? ORDER BY trial_id, try", (run_id,)
         ):
-            out.setdefault(r["trial_id"], []).append(r)
+            out.setdefault(r["trial_id"], []).append(
+                TryRecord(r["trial_id"], r["try"], r["status"], bool(r["final"]), r["outcome"], r["reason"])
+            )
         return out
 
     def start_try(self, run_id: str, trial_id: str, try_index: int) -> None:
@@ -211,7 +228,7 @@ class Store:
                    enforcement=?, qos_class=?, request_cpus=?, request_memory_bytes=?, limit_cpus=?, limit_memory_bytes=?,
                    peak_memory_bytes=?, cpu_time_s=?, duration_s=?, tokens_in=?, tokens_out=?, cost_usd=?
                    WHERE run_id=? AND trial_id=? AND try=? AND status='running'""",
-                (int(final), now(), verdict.outcome.value, verdict.reason, facts.reward, facts.enforcement, facts.qos_class,
+                (int(final), now(), verdict.outcome.value, verdict.reason.value if verdict.reason else None, facts.reward, facts.enforcement, facts.qos_class,
                  facts.request_cpus, facts.request_memory_bytes, facts.limit_cpus, facts.limit_memory_bytes,
                  facts.peak_memory_bytes, facts.cpu_time_s, facts.duration_s, _num(ar.get("tokens_in")),
                  _num(ar.get("tokens_out")), _num(ar.get("cost_usd")), run_id, trial_id, try_index),

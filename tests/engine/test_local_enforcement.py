@@ -10,6 +10,7 @@ import pytest
 
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.classify import classify
+from orchestrator.launch import build_launch
 from orchestrator.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.outcome import Outcome
@@ -28,7 +29,7 @@ def run_all(root: Path, configs: list[str], enforcement: str = "auto", **kw):
     try:
         results = {}
         for trial in plan(exp, list(tasks.values())):
-            facts = backend.run_trial(trial, tasks[trial.task_id], exp)
+            facts = backend.run(build_launch("test", trial, 0, tasks[trial.task_id], exp))
             results[trial.config.label] = (facts, classify(facts))
         return backend.enforcement, results
     finally:

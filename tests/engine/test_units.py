@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from orchestrator.backends.base import Capabilities
 from orchestrator.backends.local import cgroups
+from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.classify import classify
 from orchestrator.execute import execute
 from orchestrator.plan import plan
@@ -106,12 +108,16 @@ def test_plan_is_stable_block_randomized_and_pairs_seeds(tasks_root: Path) -> No
     assert len({next(iter(s)) for s in by.values()}) == len(by)
 
 
-class ScriptedBackend:
+class ScriptedBackend(ThreadedBackend):
     """Stands in for infra failures that cannot happen on a local machine (evictions): the test says so."""
 
+    name = "scripted"
     enforcement = "scripted"
+    capabilities = Capabilities(memory_limit=False, memory_request=False, cpu_quota=False, cpu_request=False,
+                                storage_limit=False, isolation="none", network_control=False, oom_signal="none")
 
     def __init__(self, evict_first_n: int) -> None:
+        super().__init__()
         self.calls: Counter[str] = Counter()
         self.evict_first_n = evict_first_n
         self.lock = threading.Lock()
@@ -120,12 +126,15 @@ class ScriptedBackend:
         return {"backend": "scripted"}
 
     def close(self) -> None:
+        self.shutdown()
+
+    def kill(self, name: str) -> None:
         pass
 
-    def run_trial(self, trial, task, experiment) -> TrialFacts:
+    def run(self, launch) -> TrialFacts:
         with self.lock:
-            self.calls[trial.trial_id] += 1
-            n = self.calls[trial.trial_id]
+            self.calls[launch.trial_id] += 1
+            n = self.calls[launch.trial_id]
         if n <= self.evict_first_n:
             return _facts(infra_hint="evicted", agent_result={"cost_usd": 0.25})
         return _facts(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=0), reward=1.0,

@@ -1,8 +1,7 @@
-"""The local backend: each trial a process tree in its own cgroup, on this machine."""
+"""The local backend: each try a process tree in its own cgroup, on this machine."""
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shutil
@@ -14,47 +13,19 @@ from typing import Any, Literal
 
 import psutil
 
+from orchestrator.backends.base import Capabilities, CleanupReport
 from orchestrator.backends.local import cgroups
 from orchestrator.backends.local.process import Limits, kill_tree, run_step
-from orchestrator.plan import Trial
+from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.processes import pid_alive
-from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
-from orchestrator.spec.resources import scale
-from orchestrator.spec.task import Task
+from orchestrator.spec.launch import Launch, StepLaunch
+from orchestrator.trial_outputs import read_agent_result, read_reward
 
 Enforcement = Literal["auto", "cgroup", "rlimit"]
 #: Host variables a workload needs to behave like itself; everything else stays out.
 _BASE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
-
-
-def read_reward(logs_dir: Path) -> tuple[float | None, str | None]:
-    """Harbor-style reward: ``reward.txt`` holds a number; ``reward.json`` a number or {"reward": x}."""
-    txt, js = logs_dir / "reward.txt", logs_dir / "reward.json"
-    try:
-        if txt.is_file():
-            return float(txt.read_text().strip()), None
-        if js.is_file():
-            data = json.loads(js.read_text())
-            value = data.get("reward") if isinstance(data, dict) else data
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                return None, "malformed: reward.json has no numeric 'reward'"
-            return float(value), None
-    except (ValueError, json.JSONDecodeError) as exc:
-        return None, f"malformed: {exc}"
-    return None, "missing: no reward.txt or reward.json"
-
-
-def read_agent_result(path: Path) -> dict[str, Any]:
-    """Optional tokens and cost an agent reports in ``$HEADROOM_AGENT_RESULT``."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    keep = ("tokens_in", "tokens_out", "cost_usd", "model")
-    return {k: data[k] for k in keep if k in data and isinstance(data[k], (int, float, str))}
+_WORKROOT_PREFIX = "headroom-"
 
 
 def host_facts() -> dict[str, Any]:
@@ -77,12 +48,25 @@ def host_facts() -> dict[str, Any]:
     }
 
 
-class LocalBackend:
+def _stale_workroots() -> list[Path]:
+    """Work roots of headroom processes that no longer exist."""
+    out = []
+    for p in Path(tempfile.gettempdir()).glob(f"{_WORKROOT_PREFIX}*"):
+        pid = p.name.removeprefix(_WORKROOT_PREFIX)
+        if pid.isdigit() and not pid_alive(int(pid)):
+            out.append(p)
+    return out
+
+
+class LocalBackend(ThreadedBackend):
+    name = "local"
+
     def __init__(self, enforcement: Enforcement = "auto", run_name: str | None = None, keep_workdirs: bool = False) -> None:
+        super().__init__()
         self.keep_workdirs = keep_workdirs
         self.fallback_reason: str | None = None
         self.driver: cgroups.CgroupDriver | None = None
-        name = run_name or f"headroom-{os.getpid()}"
+        name = run_name or f"{_WORKROOT_PREFIX}{os.getpid()}"
         if enforcement in ("auto", "cgroup"):
             try:
                 self.driver = cgroups.detect(name)
@@ -93,29 +77,51 @@ class LocalBackend:
         else:
             self.fallback_reason = "rlimit enforcement requested"
         self.enforcement = self.driver.mechanism if self.driver else "rlimit"
-        self._lock = threading.Lock()
+        cg = self.driver is not None
+        self.capabilities = Capabilities(
+            memory_limit=True, memory_request=cg, cpu_quota=cg, cpu_request=cg, storage_limit=False,
+            isolation="none", network_control=False, gpus=False,
+            oom_signal=f"{self.enforcement} oom_kill counter" if cg else "none: rlimit gives no kernel OOM signal",
+            notes=[] if cg else [f"no cgroup ({self.fallback_reason}): CPU is not limited, memory is capped by RLIMIT_DATA"],
+        )
         self._active: dict[str, tuple[cgroups.TrialCgroup | None, set[int]]] = {}
-        self._cancelled = threading.Event()
-        for stale in Path(tempfile.gettempdir()).glob("headroom-*"):
-            pid = stale.name.removeprefix("headroom-")
-            if pid.isdigit() and not pid_alive(int(pid)):
-                shutil.rmtree(stale, ignore_errors=True)
+        self._killed: set[str] = set()
+        for stale in _stale_workroots():
+            shutil.rmtree(stale, ignore_errors=True)
         self.workroot = Path(tempfile.gettempdir()) / name
         self.workroot.mkdir(parents=True, exist_ok=True)
 
-    def cancel(self) -> None:
-        """Kill every running trial (Ctrl-C): their tries are abandoned, not recorded as results."""
-        self._cancelled.set()
+    # -- lifecycle -------------------------------------------------------------------
+    def kill(self, name: str) -> None:
+        """Kill one running try: its result is abandoned, not recorded."""
         with self._lock:
-            active = list(self._active.values())
-        for cg, pids in active:
-            for pid in list(pids):
-                kill_tree(pid, cg)
-                kill_tree(pid, None)  # also the session, for a wrapper not yet inside its cgroup
+            self._killed.add(name)
+            cg, pids = self._active.get(name, (None, set()))
+            pids = set(pids)
+        for pid in pids:
+            kill_tree(pid, cg)
+            kill_tree(pid, None)  # also the session, for a wrapper not yet inside its cgroup
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            names = list(self._active)
+        for n in names:
+            self.kill(n)
+
+    def cleanup(self, run_id: str | None = None) -> CleanupReport:
+        """Work dirs and cgroups of headroom processes that died without cleaning up."""
+        report = CleanupReport()
+        for stale in _stale_workroots():
+            shutil.rmtree(stale, ignore_errors=True)
+            report.removed.append(str(stale))
+        if self.driver is not None:
+            report.removed.extend(self.driver.reap_stale())
+        return report
 
     def facts(self) -> dict[str, Any]:
         f = host_facts()
         f["enforcement"] = self.enforcement
+        f["capabilities"] = self.capabilities.model_dump(mode="json")
         if self.driver:
             f.update(self.driver.describe())
         else:
@@ -124,19 +130,21 @@ class LocalBackend:
         return f
 
     def close(self) -> None:
+        self.cancel_all()
+        self.shutdown()
         if self.driver:
             self.driver.close()
         shutil.rmtree(self.workroot, ignore_errors=True)
 
-    def _agent_argv(self, task: Task, experiment: Experiment) -> list[str]:
-        if experiment.agent.kind == "oracle":
-            return ["bash", str(Path(task.path) / "solution" / "solve.sh")]
-        assert experiment.agent.command
-        return ["bash", "-c", experiment.agent.command]
+    # -- one try -----------------------------------------------------------------------
+    def _argv(self, step: StepLaunch, task_dir: Path) -> list[str]:
+        if step.script is not None:
+            return ["bash", str(task_dir / step.script)]
+        assert step.shell is not None
+        return ["bash", "-c", step.shell]
 
-    def run_trial(self, trial: Trial, task: Task, experiment: Experiment) -> TrialFacts:
-        env_spec = task.spec.environment
-        amounts = scale(env_spec.cpus, env_spec.memory_mb, trial.config)
+    def run(self, launch: Launch) -> TrialFacts:
+        amounts = launch.amounts
         facts = TrialFacts(
             enforcement=self.enforcement,
             request_cpus=amounts.request_cpus,
@@ -145,37 +153,32 @@ class LocalBackend:
             limit_memory_bytes=amounts.limit_memory_bytes,
             qos_class=amounts.qos_class,
         )
-        safe = "".join(ch if ch.isalnum() else "-" for ch in trial.trial_id)
-        # mkdtemp's random suffix makes the name unique even when two trial ids differ
-        # only in punctuation; the trial's cgroup takes the same name.
-        workdir = Path(tempfile.mkdtemp(prefix=f"{safe}-", dir=self.workroot))
+        task_dir = Path(launch.task.path)
+        # mkdtemp's random suffix keeps names unique; the try's cgroup takes the same name.
+        workdir = Path(tempfile.mkdtemp(prefix=f"{launch.name}-", dir=self.workroot))
         app, agent_logs = workdir / "app", workdir / "logs" / "agent"
         for d in (app, agent_logs, workdir / "home", workdir / "tmp"):
             d.mkdir(parents=True)
-        env = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
-        env.update(
-            HOME=str(workdir / "home"),
-            TMPDIR=str(workdir / "tmp"),
-            PYTHONDONTWRITEBYTECODE="1",
-            HEADROOM_TASK_ID=task.id,
-            HEADROOM_TASK_DIR=task.path,
-            HEADROOM_TRIAL_ID=trial.trial_id,
-            HEADROOM_ATTEMPT=str(trial.attempt),
-            HEADROOM_SEED=str(trial.seed),
-            HEADROOM_CONFIG=trial.config.label,
-            HEADROOM_WORKDIR=str(app),
-            HEADROOM_INSTRUCTION=task.instruction,
-            HEADROOM_INSTRUCTION_FILE=str(Path(task.path) / "instruction.md"),
-        )
-        agent_env = {**env, **{k: os.environ[k] for k in experiment.agent.env_passthrough if k in os.environ},
+        base = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
+        paths = {
+            "HOME": str(workdir / "home"),
+            "TMPDIR": str(workdir / "tmp"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "HEADROOM_TASK_DIR": str(task_dir),
+            "HEADROOM_WORKDIR": str(app),
+            "HEADROOM_INSTRUCTION_FILE": str(task_dir / "instruction.md"),
+        }
+        secrets = {k: os.environ[k] for k in launch.agent.secret_env if k in os.environ}
+        agent_env = {**base, **launch.agent.env, **paths, **secrets,
                      "HEADROOM_LOGS_DIR": str(agent_logs), "HEADROOM_AGENT_RESULT": str(agent_logs / "result.json")}
         cg = None
         pids: set[int] = set()
         started = time.monotonic()
         try:
-            if self._cancelled.is_set():
-                facts.setup_error = "cancelled before start"
-                return facts
+            with self._lock:
+                if launch.name in self._killed:
+                    facts.setup_error = "cancelled before start"
+                    return facts
             if self.driver:
                 try:
                     cg = self.driver.create(workdir.name, amounts)
@@ -183,30 +186,34 @@ class LocalBackend:
                     facts.setup_error = f"cannot create trial cgroup: {exc}"
                     return facts
             with self._lock:
-                self._active[trial.trial_id] = (cg, pids)
+                self._active[launch.name] = (cg, pids)
 
             def on_spawn(pid: int) -> None:
                 pids.add(pid)
-                if self._cancelled.is_set():  # cancel() may have run before this pid was known
+                with self._lock:
+                    killed = launch.name in self._killed
+                if killed:  # kill() may have run before this pid was known
                     kill_tree(pid, cg)
 
             limits = Limits(memory_bytes=amounts.limit_memory_bytes)
-            tm = experiment.timeout_multiplier
             agent, usage_a = run_step(
-                "agent", self._agent_argv(task, experiment), env=agent_env, cwd=app, logs_dir=agent_logs,
-                timeout_s=task.spec.agent.timeout_sec * tm, cgroup=cg, limits=limits, on_spawn=on_spawn,
+                "agent", self._argv(launch.agent, task_dir), env=agent_env, cwd=app, logs_dir=agent_logs,
+                timeout_s=launch.agent.timeout_s, cgroup=cg, limits=limits, on_spawn=on_spawn,
             )
             facts.agent = agent
             facts.agent_result = read_agent_result(agent_logs / "result.json")
             usage_v: dict[str, float | int | None] = {}
-            if not (agent.timed_out or agent.oom_kills or agent.spawn_error or self._cancelled.is_set()):
+            with self._lock:
+                killed = launch.name in self._killed
+            if not (agent.timed_out or agent.oom_kills or agent.spawn_error or killed):
                 # Made only now, after every agent process is dead, and outside anything the agent
                 # could write: a reward file here was written by the verifier and nobody else.
                 verifier_logs = Path(tempfile.mkdtemp(prefix="verifier-", dir=workdir))
                 verifier, usage_v = run_step(
-                    "verifier", ["bash", str(Path(task.path) / "tests" / "test.sh")],
-                    env={**env, "HEADROOM_LOGS_DIR": str(verifier_logs)}, cwd=app, logs_dir=verifier_logs,
-                    timeout_s=task.spec.verifier.timeout_sec * tm, cgroup=cg, limits=limits, on_spawn=on_spawn,
+                    "verifier", self._argv(launch.verifier, task_dir),
+                    env={**base, **launch.verifier.env, **paths, "HEADROOM_LOGS_DIR": str(verifier_logs)},
+                    cwd=app, logs_dir=verifier_logs, timeout_s=launch.verifier.timeout_s, cgroup=cg, limits=limits,
+                    on_spawn=on_spawn,
                 )
                 facts.verifier = verifier
                 facts.reward, facts.reward_error = read_reward(verifier_logs)
@@ -222,7 +229,8 @@ class LocalBackend:
             return facts
         finally:
             with self._lock:
-                self._active.pop(trial.trial_id, None)
+                self._active.pop(launch.name, None)
+                self._killed.discard(launch.name)
             facts.duration_s = time.monotonic() - started
             if cg is not None:
                 cg.remove()

@@ -234,24 +234,24 @@ class TrialCgroupV2(TrialCgroup):
 _RUN_DIR = re.compile(r"^headroom-(?:supervisor-)?(\d+)$")
 
 
-def reap_stale(base: Path) -> int:
+def reap_stale(base: Path) -> list[str]:
     """Kill and remove trial cgroups left by an orchestrator that died (kill -9).
 
-    Its trials ran in their own sessions, so they outlive it; their results
-    were never recorded and a resume runs them again. Returns the number reaped.
+    Its trials ran in their own sessions, so they may outlive it; their results
+    were never recorded and a resume runs them again. Returns the cgroups reaped.
     """
-    reaped = 0
+    reaped: list[str] = []
     try:
         children = list(base.iterdir())
     except OSError:
-        return 0
+        return reaped
     for run_dir in children:
         m = _RUN_DIR.match(run_dir.name)
         if not m or not run_dir.is_dir() or pid_alive(int(m.group(1))):
             continue
         for trial_dir in [d for d in run_dir.iterdir() if d.is_dir()]:
             TrialCgroup({"x": trial_dir}).remove()
-            reaped += 1
+            reaped.append(str(trial_dir))
         try:
             run_dir.rmdir()
         except OSError:
@@ -263,6 +263,11 @@ class CgroupDriver:
     """Creates trial cgroups under a per-run parent; one subclass per cgroup version."""
 
     mechanism: str
+    #: where this process's run parents live (what ``reap_stale`` scans)
+    bases: list[Path]
+
+    def reap_stale(self) -> list[str]:
+        return [p for base in self.bases for p in reap_stale(base)]
 
     def create(self, name: str, amounts: ResourceAmounts) -> TrialCgroup:
         """A fresh cgroup for one trial, with its limits set; nothing is left behind if a knob fails."""
@@ -296,11 +301,13 @@ class CgroupV1Driver(CgroupDriver):
         if missing:
             raise CgroupUnavailable(f"cgroup v1 controllers not mounted: {', '.join(missing)}")
         self.parents: dict[str, Path] = {}
+        self.bases = []
         for c in self.CONTROLLERS:
             if c not in mounts.v1:
                 continue
             mount, own = mounts.v1[c]
-            reap_stale(mount / own.lstrip("/"))
+            self.bases.append(mount / own.lstrip("/"))
+            reap_stale(self.bases[-1])
             parent = mount / own.lstrip("/") / run_name
             try:
                 parent.mkdir(exist_ok=True)
@@ -355,6 +362,7 @@ class CgroupV2Driver(CgroupDriver):
         controllers = set((own / "cgroup.controllers").read_text().split()) if (own / "cgroup.controllers").exists() else set()
         if not {"memory", "cpu"} <= controllers:
             raise CgroupUnavailable(f"cgroup v2 at {own} lacks memory/cpu controllers (has: {' '.join(sorted(controllers)) or 'none'})")
+        self.bases = [own]
         reap_stale(own)
         self.parent = own / run_name
         try:

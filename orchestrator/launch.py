@@ -1,0 +1,105 @@
+"""Build the :class:`~orchestrator.spec.launch.Launch` of one try, and name it.
+
+Names are DNS-1123 labels (lower-case alphanumerics and '-', at most 63
+characters), derived only from the run id, the trial id and the try number, so
+the same try always has the same name: a backend can make ``submit`` idempotent
+on it, and a resumed run or a restarted controller finds what it started.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.launch import Launch, StepLaunch, TaskSource
+from orchestrator.spec.resources import MIB, scale
+from orchestrator.spec.task import Task
+from orchestrator.spec.trial import Trial
+
+_NOT_DNS = re.compile(r"[^a-z0-9]+")
+MAX_NAME = 63
+
+#: The environment contract every backend gives both steps (paths are added by the backend).
+CONTRACT = (
+    "HEADROOM_TASK_ID", "HEADROOM_TRIAL_ID", "HEADROOM_ATTEMPT", "HEADROOM_TRY", "HEADROOM_SEED",
+    "HEADROOM_CONFIG", "HEADROOM_INSTRUCTION",
+)
+#: Added by each backend, pointing at its own locations.
+CONTRACT_PATHS = (
+    "HEADROOM_WORKDIR", "HEADROOM_LOGS_DIR", "HEADROOM_TASK_DIR", "HEADROOM_INSTRUCTION_FILE", "HEADROOM_AGENT_RESULT",
+)
+
+
+def dns_label(text: str, limit: int = MAX_NAME) -> str:
+    """A readable DNS-1123 label for any text: slug plus a hash of the exact text, so no two texts collide."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    slug = _NOT_DNS.sub("-", text.lower()).strip("-")
+    slug = slug[: limit - len(digest) - 1].strip("-")
+    return f"{slug}-{digest}" if slug else f"x-{digest}"
+
+
+def launch_name(run_id: str, trial_id: str, try_index: int) -> str:
+    return dns_label(f"{run_id}/{trial_id}/{try_index}")
+
+
+def label_value(text: str) -> str:
+    """A Kubernetes label value (63 chars of [A-Za-z0-9._-], alphanumeric at both ends)."""
+    value = re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:63].strip("._-")
+    return value or "none"
+
+
+def spec_digest(experiment: Experiment) -> str:
+    return hashlib.sha256(json.dumps(experiment.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+
+def build_launch(run_id: str, trial: Trial, try_index: int, task: Task, experiment: Experiment,
+                 digest: str | None = None) -> Launch:
+    env_spec = task.spec.environment
+    amounts = scale(env_spec.cpus, env_spec.memory_mb, trial.config)
+    lim = trial.config.limit_multiplier
+    tm = experiment.timeout_multiplier
+    contract = {
+        "HEADROOM_TASK_ID": task.id,
+        "HEADROOM_TRIAL_ID": trial.trial_id,
+        "HEADROOM_ATTEMPT": str(trial.attempt),
+        "HEADROOM_TRY": str(try_index),
+        "HEADROOM_SEED": str(trial.seed),
+        "HEADROOM_CONFIG": trial.config.label,
+        "HEADROOM_INSTRUCTION": task.instruction,
+    }
+    oracle = experiment.agent.kind == "oracle"
+    agent_env = {**env_spec.env, **(task.spec.solution.env if oracle else {}), **task.spec.agent.env, **contract}
+    agent = StepLaunch(
+        name="agent",
+        script="solution/solve.sh" if oracle else None,
+        shell=None if oracle else experiment.agent.command,
+        env=agent_env,
+        secret_env=list(experiment.agent.env_passthrough),
+        timeout_s=task.spec.agent.timeout_sec * tm,
+    )
+    verifier = StepLaunch(
+        name="verifier", script="tests/test.sh",
+        env={**env_spec.env, **task.spec.verifier.env, **contract},
+        timeout_s=task.spec.verifier.timeout_sec * tm,
+    )
+    return Launch(
+        run_id=run_id, trial_id=trial.trial_id, try_index=try_index,
+        name=launch_name(run_id, trial.trial_id, try_index),
+        task_id=task.id, config_label=trial.config.label, attempt=trial.attempt, seed=trial.seed,
+        agent_kind=experiment.agent.kind,
+        task=TaskSource(task_id=task.id, path=task.path, digest=task.digest,
+                        docker_image=experiment.image or env_spec.docker_image, include_solution=oracle),
+        agent=agent, verifier=verifier, amounts=amounts,
+        request_storage_bytes=int(env_spec.storage_mb * MIB * trial.config.request_multiplier),
+        limit_storage_bytes=None if lim is None else int(env_spec.storage_mb * MIB * lim),
+        allow_internet=experiment.allow_internet and env_spec.allow_internet,
+        gpus=env_spec.gpus,
+        labels={
+            "headroom.dev/run": label_value(run_id), "headroom.dev/task": label_value(task.id),
+            "headroom.dev/config": label_value(trial.config.label), "headroom.dev/attempt": str(trial.attempt),
+            "headroom.dev/try": str(try_index),
+        },
+        spec_digest=digest or spec_digest(experiment),
+    )

@@ -1,0 +1,84 @@
+"""The engine's decisions as pure functions: what is left to run, and how a try's result settles.
+
+Both the CLI's loop (:mod:`orchestrator.execute`) and the in-cluster controller
+call these, so a trial is judged, redacted and retried by the same rules
+wherever it ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from orchestrator.classify import classify
+from orchestrator.redact import redact
+from orchestrator.spec.experiment import RetryPolicy
+from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.outcome import HarnessReason, Outcome
+from orchestrator.spec.trial import Trial, Verdict
+from orchestrator.store.base import TryRecord
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What a run still has to do."""
+
+    queue: list[tuple[Trial, int]]  # (trial, next try index), in plan order
+    done: int  # trials with a final result
+
+
+def pending_tries(trials: Iterable[Trial], tries: Mapping[str, list[TryRecord]],
+                  in_flight: Iterable[str] = ()) -> Pending:
+    """Trials without a final result, each with the next unused try number.
+
+    A trial with a try still in flight (adopted after a restart) is not queued again.
+    """
+    busy = set(in_flight)
+    queue: list[tuple[Trial, int]] = []
+    done = 0
+    for t in trials:
+        rows = tries.get(t.trial_id, [])
+        if any(r.final and r.status == "finished" for r in rows):
+            done += 1
+        elif t.trial_id not in busy:
+            queue.append((t, 1 + max((r.try_index for r in rows), default=-1)))
+    return Pending(queue, done)
+
+
+def finished_counts(tries: Mapping[str, list[TryRecord]]) -> dict[str, int]:
+    return {tid: sum(1 for r in rows if r.status == "finished") for tid, rows in tries.items()}
+
+
+@dataclass(frozen=True)
+class Settlement:
+    facts: TrialFacts  # redacted: safe to store
+    verdict: Verdict
+    final: bool  # False: an infra error worth another try
+
+
+def error_facts(exc: BaseException) -> TrialFacts:
+    """Facts for a try that failed inside headroom (an exception), so it is recorded, not lost."""
+    return TrialFacts(
+        enforcement="unknown", request_cpus=0, request_memory_bytes=0, limit_cpus=None, limit_memory_bytes=None,
+        qos_class="unknown", extra={"orchestrator_error": f"{type(exc).__name__}: {exc}"},
+    )
+
+
+def settle(result: TrialFacts | BaseException, *, reward_threshold: float, retry: RetryPolicy,
+           finished_before: int, secrets: list[str]) -> Settlement:
+    """Classify, redact, and decide whether to try again.
+
+    ``finished_before`` counts the trial's earlier finished tries, so retries stay bounded.
+    """
+    if isinstance(result, BaseException):
+        facts, verdict = error_facts(result), Verdict(Outcome.HARNESS_ERROR, HarnessReason.ORCHESTRATOR_ERROR)
+    else:
+        facts, verdict = result, classify(result, reward_threshold)
+    # One choke point for secrets: everything a backend saw passes through here before the store.
+    facts = TrialFacts.model_validate(redact(facts.model_dump(mode="json"), secrets))
+    again = (
+        verdict.outcome is Outcome.INFRA_ERROR
+        and verdict.reason in retry.reasons
+        and finished_before + 1 <= retry.max_retries
+    )
+    return Settlement(facts, verdict, final=not again)
