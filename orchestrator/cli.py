@@ -362,6 +362,11 @@ def cleanup(backend_name: str, run_id: str | None) -> None:
     err.print(f"{len(report.removed)} removed, {len(report.kept)} kept")
 
 
+from orchestrator.commands.view import view as view_command  # noqa: E402
+
+cli.add_command(view_command)
+
+
 def main() -> None:
     try:
         rv = cli.main(standalone_mode=False)
