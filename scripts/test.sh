@@ -4,9 +4,11 @@
 #   scripts/test.sh [pytest args...]
 #
 # 1. a virtualenv in .venv with the package and its test extras (PyPI only);
-# 2. the Kubernetes test control plane, built from the Go module proxy and cached
+# 2. Debian's chromium and chromium-driver for the `headroom view` browser tests
+#    (scripts/browser-deps.sh: apt-get, a no-op when installed);
+# 3. the Kubernetes test control plane, built from the Go module proxy and cached
 #    (scripts/k8s/build.sh: a no-op when the pins are unchanged);
-# 3. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
+# 4. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,6 +25,9 @@ if [[ ! -f "${stamp}" || pyproject.toml -nt "${stamp}" ]]; then
   .venv/bin/pip install --quiet -e '.[test]'
   touch "${stamp}"
 fi
+
+echo "==> headless Chromium for the viewer's browser tests (scripts/browser-deps.sh)"
+scripts/browser-deps.sh
 
 echo "==> Kubernetes test control plane (scripts/k8s/build.sh)"
 scripts/k8s/build.sh

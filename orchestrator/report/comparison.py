@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.console import Console
 
-from orchestrator.report.tables import print_table
+from orchestrator.report import tables
 from orchestrator.report.text import gap, pct, pts, pval, rate
 
 
@@ -61,6 +61,6 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def print_table(doc: dict[str, Any], console: Console) -> None:
     console.print(f"A: {_who(doc['a'])}\nB: {_who(doc['b'])}")
-    print_table(console, "Paired comparison, A vs B", HEADERS, _rows(doc))
+    tables.print_table(console, "Paired comparison, A vs B", HEADERS, _rows(doc))
     for n in _notes(doc):
         console.print(f"- {n}")
