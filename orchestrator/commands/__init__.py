@@ -1,1 +1,1 @@
-"""CLI commands that live in their own modules (registered at the end of orchestrator/cli.py)."""
+"""CLI commands beyond the core sweep/report set, one module per topic."""

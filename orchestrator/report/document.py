@@ -15,8 +15,10 @@ import pandas as pd
 
 from orchestrator.errors import UserError
 from orchestrator.stats.analyze import analyze, compare_runs
+from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
 from orchestrator.store.frame import config_facts
 from orchestrator.store.sqlite import Store
+from orchestrator.trust.provenance import ACCESS_CLASSES, access_class
 
 SCHEMA = "headroom.report/1"
 
@@ -31,13 +33,25 @@ def provenance_mix(prov: dict[str, Any]) -> dict[str, Any]:
     mix["n_clusters"] = len(clusters)
     mix["largest_cluster_size"] = max(clusters.values(), default=0)
     mix["missing_provenance"] = sorted(tid for tid, t in tasks.items() if not (t.get("provenance") or {}).get("source"))
+    access = Counter(access_class(t.get("provenance") or {}) for t in tasks.values())
+    mix["access"] = {c: access.get(c, 0) for c in (*ACCESS_CLASSES, "unknown")}
+    mix["unknown_access_share"] = access.get("unknown", 0) / len(tasks) if tasks else None
     return mix
+
+
+def trust_block(df: pd.DataFrame, prov: dict[str, Any]) -> dict[str, Any]:
+    """Abstentions per configuration and the paraphrase gap, when the task set has them."""
+    abst = df[df["reason"] == "abstained"].groupby("config_label", observed=True).size() if len(df) else pd.Series(dtype=int)
+    return {
+        "abstentions": {str(k): int(v) for k, v in abst.items()},
+        "paraphrase_gap": paraphrase_gap(df, paraphrase_pairs(prov.get("tasks", {}))),
+    }
 
 
 def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[str, Any]:
     """What the infra-excluded score leaves out, and why; plus tries that never became results."""
     excluded = df[df["outcome"].isin(["infra_error", "harness_error"])]
-    reasons = excluded.groupby(["outcome", "reason"], dropna=False).size()
+    reasons = excluded.groupby(["outcome", "reason"], dropna=False, observed=True).size()
     return {
         "excluded_from_infra_excluded_score": sorted(
             ({"outcome": str(o), "reason": None if pd.isna(r) else str(r), "trials": int(n)}
@@ -70,6 +84,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
         "experiment": info.spec,
         "provenance": prov,
         "task_provenance_mix": provenance_mix(prov),
+        "trust": trust_block(df, prov),
         "configurations": configurations,
         "tries": tries,
         "exclusions": exclusions(df, tries, planned),

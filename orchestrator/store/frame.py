@@ -63,18 +63,23 @@ def read_trial_frame(path: Path, run_id: str) -> pd.DataFrame:
 
 
 def _to_frame(table: pa.Table, clusters: dict[str, str]) -> pd.DataFrame:
-    """Arrow columns to pandas without a per-row loop: text as categoricals, numbers as float64."""
-    cols: dict[str, pa.Array] = {}
+    """Arrow columns to pandas without a per-row loop; numbers as float64, text as pandas strings.
+
+    Text stays plain strings rather than categoricals so every consumer of the frame
+    (groupby, comparisons) behaves as on any other frame; with pandas 3 they are
+    Arrow-backed, so the conversion copies no Python objects.
+    """
+    cols: dict[str, pa.ChunkedArray] = {}
     for name in table.column_names:
         col = table.column(name)
         if name in NUMERIC:
             col = col.cast(pa.float64())  # an all-NULL column arrives typed int64
         elif name != "attempt":
-            col = col.cast(pa.string()).dictionary_encode()  # few distinct values: codes, not a million strings
+            col = col.cast(pa.string())  # likewise, an all-NULL text column
         cols[name] = col
-    task = cols["task_id"].combine_chunks()
+    task = cols["task_id"].combine_chunks().dictionary_encode()
     cluster_of = pa.array([clusters.get(t) for t in task.dictionary.to_pylist()], pa.string())
-    cols["cluster_id"] = cluster_of.take(task.indices).dictionary_encode()
+    cols["cluster_id"] = pa.chunked_array([cluster_of.take(task.indices)], pa.string())
     return pa.table(cols).to_pandas()
 
 
