@@ -17,7 +17,10 @@ written by hand here because no maintained library provides it.
 
 Numerics: ``scipy.special.comb`` in floating point overflows to inf beyond
 n ~ 1020, where the ratio becomes inf/inf. Those entries are recomputed as
-exp(log-gamma differences), which is stable for any n.
+exp(log-gamma differences), which is stable for any n. ``pass_curves`` needs
+every k at once (a million trials can mean 1,667 of them per task) and uses the
+running product prod_{i<k} (top - i) / (n - i) instead: one cumulative product,
+no special functions, equal to the closed forms within ~1e-13.
 """
 
 from __future__ import annotations
