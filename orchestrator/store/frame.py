@@ -32,7 +32,7 @@ SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.at
        CAST(e.tokens_out + COALESCE(r.tokens_out, 0) AS REAL) AS tokens_out,
        CAST(e.peak_memory_bytes AS REAL) AS peak_memory_bytes,
        CAST(e.limit_memory_bytes AS REAL) AS memory_limit_bytes,
-       e.enforcement, e.qos_class
+       e.enforcement, e.qos_class, e.started_at, t.ord AS plan_order
 FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
 LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM(cost_usd) AS cost_usd,
                   SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out
@@ -44,6 +44,7 @@ WHERE e.run_id = ?1 AND e.final = 1
 # get this result. The retried tries are few (an index range on final = 0), so their
 # aggregate is a small join.
 
+INTEGER = ("attempt", "plan_order")
 NUMERIC = ("request_multiplier", "limit_multiplier", "duration_s", "cost_usd", "tokens_in", "tokens_out",
            "peak_memory_bytes", "memory_limit_bytes")
 
@@ -74,7 +75,7 @@ def _to_frame(table: pa.Table, clusters: dict[str, str]) -> pd.DataFrame:
         col = table.column(name)
         if name in NUMERIC:
             col = col.cast(pa.float64())  # an all-NULL column arrives typed int64
-        elif name != "attempt":
+        elif name not in INTEGER:
             col = col.cast(pa.string())  # likewise, an all-NULL text column
         cols[name] = col
     task = cols["task_id"].combine_chunks().dictionary_encode()

@@ -24,7 +24,7 @@ import pandas as pd
 from orchestrator.errors import UserError
 from orchestrator.processes import pid_alive
 from orchestrator.spec.facts import TrialFacts
-from orchestrator.spec.resources import ResourceConfig
+from orchestrator.spec.resources import TASK_BAND, ResourceConfig
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStatus, TryRecord
@@ -183,7 +183,8 @@ class Store:
         return [
             Trial(
                 trial_id=r["trial_id"], task_id=r["task_id"],
-                config=ResourceConfig(request_multiplier=r["request_multiplier"], limit_multiplier=r["limit_multiplier"]),
+                config=(ResourceConfig(kind=TASK_BAND) if r["config_label"] == TASK_BAND else
+                        ResourceConfig(request_multiplier=r["request_multiplier"], limit_multiplier=r["limit_multiplier"])),
                 attempt=r["attempt"], seed=r["seed"], order=r["ord"],
             )
             for r in self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY ord", (run_id,))
@@ -271,10 +272,28 @@ class Store:
     def trial_frame(self, run_id: str) -> pd.DataFrame:
         """One row per planned trial with a final result: the statistics' input (see orchestrator.stats).
 
-        Built for a million rows: read column by column (orchestrator.store.frame), text
-        columns as categoricals. Cost, tokens and time include the trial's retried tries.
+        Built for a million rows: read column by column (orchestrator.store.frame).
+        Cost, tokens and time include the trial's retried tries.
         """
         return read_trial_frame(self.path, run_id)
+
+    def overcommit_by_config(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """Per configuration, what its final tries ran beside (see orchestrator.overcommit)."""
+        out: dict[str, dict[str, Any]] = {}
+        for label, n, worst, mean, unbounded, pressure in self.db.execute(
+            """SELECT t.config_label, COUNT(json_extract(v.json, '$.extra.overcommit')),
+                      MAX(json_extract(v.json, '$.extra.overcommit.ratio_max')),
+                      AVG(json_extract(v.json, '$.extra.overcommit.ratio_max')),
+                      SUM(json_extract(v.json, '$.extra.overcommit.unbounded_in_flight')),
+                      SUM(json_extract(v.json, '$.extra.overcommit.node_memory_pressure'))
+               FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
+               JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
+               WHERE e.run_id = ? AND e.final = 1 GROUP BY t.config_label""",
+            (run_id,),
+        ).fetchall():
+            out[label] = {"trials_recorded": int(n or 0), "ratio_max": worst, "ratio_mean": mean,
+                          "trials_beside_unbounded": int(unbounded or 0), "trials_under_memory_pressure": int(pressure or 0)}
+        return out
 
     def finished_labels(self, run_id: str) -> set[str]:
         """Configurations with at least one final result."""
