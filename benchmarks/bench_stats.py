@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +60,14 @@ def write_store(df, path: Path) -> Store:
                    zip([run_id] * len(df), ids, df["task_id"], df["config_label"], df["request_multiplier"], lim,
                        df["attempt"], [0] * len(df), range(len(df))))
     none = lambda col: [None if v != v else v for v in df[col].tolist()]  # noqa: E731
+    # Start times as the store writes them (UTC with an offset), one trial every 0.1 s in plan order.
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    started = [(start + timedelta(milliseconds=100 * i)).isoformat(timespec="milliseconds") for i in range(len(df))]
     db.executemany(
         "INSERT INTO executions (run_id, trial_id, try, status, final, started_at, outcome, reason, enforcement, qos_class,"
         " duration_s, cost_usd, tokens_in, tokens_out, peak_memory_bytes, limit_memory_bytes)"
-        " VALUES (?,?,0,'finished',1,'2026-01-01',?,?,'cgroup-v1','Burstable',?,?,?,?,?,?)",
-        zip([run_id] * len(df), ids, df["outcome"], df["reason"], df["duration_s"], none("cost_usd"), none("tokens_in"),
+        " VALUES (?,?,0,'finished',1,?,?,?,'cgroup-v1','Burstable',?,?,?,?,?,?)",
+        zip([run_id] * len(df), ids, started, df["outcome"], df["reason"], df["duration_s"], none("cost_usd"), none("tokens_in"),
             none("tokens_out"), none("peak_memory_bytes"), none("memory_limit_bytes")))
     db.execute("COMMIT")
     return store
