@@ -38,7 +38,8 @@ def test_every_number_and_header_is_whole(store_path: Path, width: int) -> None:
     out = _render(doc, width)
     lines = out.splitlines()
     assert "…" not in out
-    assert max(len(line) for line in lines) <= width
+    # Tables fit the width (prose lines may be printed soft-wrapped: long, but whole).
+    assert max(len(line) for line in lines if line[:1] in "┏┃┡│└") <= width
     whole = lambda s: any(s in line for line in lines)  # noqa: E731  (on one line: not wrapped mid-number)
     for c in doc["configurations"]:
         for key in ("pass_rate", "infra_error_rate", "score_infra_excluded"):
