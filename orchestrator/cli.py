@@ -171,6 +171,10 @@ def cli() -> None:
 @click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True,
               help="where trials run (the experiment field 'backend')")
 @click.option("--experiment", "experiment_file", type=click.Path(path_type=Path), help="experiment spec (YAML); flags override")
+@click.option("--namespace", help="--backend kubernetes: namespace of the trial pods (kubernetes.namespace)")
+@click.option("--kube-context", help="--backend kubernetes: kubeconfig context (kubernetes.context)")
+@click.option("--queue", help="--backend kubernetes: Kueue LocalQueue for the trial pods (kubernetes.queue)")
+@click.option("--keep-pods", is_flag=True, default=None, help="--backend kubernetes: keep harvested pods for debugging")
 @click.option("--resume", is_flag=True, help="continue the latest (or --run-id) run in --store")
 @click.option("--run-id", help="with --resume: which run")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "none"]), default="table", show_default=True,
@@ -182,20 +186,22 @@ def cli() -> None:
 def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts: int, concurrency: int,
           agent_kind: str, agent_command: str | None, agent_env: tuple[str, ...], model: str | None,
           task_patterns: tuple[str, ...], store_path: Path, seed: int, retries: int, timeout_multiplier: float,
-          enforcement: str, backend_name: str, experiment_file: Path | None, resume: bool, run_id: str | None,
+          enforcement: str, backend_name: str, experiment_file: Path | None, namespace: str | None,
+          kube_context: str | None, queue: str | None, keep_pods: bool | None, resume: bool, run_id: str | None,
           fmt: str, no_canary: bool, placement: str) -> None:
     """Run a resource sweep over the tasks in TASKS_DIR."""
     experiment = None
     if resume:
         fixed = ("tasks_dir", "multipliers", "attempts", "concurrency", "agent_kind", "agent_command", "agent_env", "model",
-                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name", "placement")
+                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name",
+                 "namespace", "kube_context", "queue", "keep_pods", "placement")
         changed = [n for n in fixed if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
         if changed:
             raise UserError(f"--resume continues the run as it was recorded; drop {', '.join(changed)}", field="--resume")
     else:
         fields: dict[str, Any] = load_experiment_file(experiment_file) if experiment_file else {}
         source = str(experiment_file) if experiment_file else None
-        for key in ("agent", "model", "retry"):  # merged with flags below, so they must be mappings
+        for key in ("agent", "model", "retry", "kubernetes"):  # merged with flags below, so they must be mappings
             if key in fields and not isinstance(fields[key], dict):
                 raise SpecError(f"expected a mapping, got {type(fields[key]).__name__}", file=source, field=key)
         given = lambda name: ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT  # noqa: E731
@@ -230,6 +236,10 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
             fields["placement"] = placement
         if given("retries"):
             fields["retry"] = {**(fields.get("retry") or {}), "max_retries": retries}
+        kube = {k: v for k, v in (("namespace", namespace), ("context", kube_context), ("queue", queue),
+                                  ("keep_pods", keep_pods)) if v is not None}
+        if kube:
+            fields["kubernetes"] = {**(fields.get("kubernetes") or {}), **kube}
         experiment = build_experiment(fields, source)
     store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=run_id, resume=resume, enforcement=enforcement,
                                          canary=not no_canary)
@@ -263,18 +273,21 @@ def _print_report(store: Store, run_id: str | None, fmt: str, output: Path | Non
 @click.option("--run-id", help="which run (default: the latest)")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "html"]), default="table", show_default=True)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="write to a file instead of the terminal")
-@click.option("--reference", help="reference configuration for paired tests (default: 1x-strict)")
+@click.option("--reference", help="reference configuration for paired tests, any label in the run "
+              "(default: 1x-strict in a sweep, the first label in an import)")
 def report(store_path: Path, run_id: str | None, fmt: str, output: Path | None, reference: str | None) -> None:
     """Report a run: outcomes, rates with Wilson 95% intervals, paired and trend tests, calibration, provenance."""
     store = Store.open_existing(store_path)
     if fmt == "html" and output is None:
         raise UserError("--format html needs --output FILE", field="--output")
     if reference is not None:
-        try:
-            reference = ResourceConfig.parse(reference).label
-        except (LabelError, ValidationError):
-            raise UserError(f"unknown configuration label {reference!r}", field="--reference") from None
         finished = store.finished_labels(store.run(run_id).run_id)
+        if reference not in finished:  # any label in the store is taken as written; else a resource spelling
+            try:
+                reference = ResourceConfig.parse(reference).label
+            except (LabelError, ValidationError):
+                raise UserError(f"unknown configuration label {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
+                                field="--reference") from None
         if reference not in finished:
             raise UserError(f"run has no finished trials under {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
                             field="--reference")
@@ -381,11 +394,9 @@ def cleanup(backend_name: str, run_id: str | None) -> None:
 from orchestrator.commands.trust import audit_cmd, judge_group, provenance_cmd, regrade_cmd  # noqa: E402
 
 
-@cli.group("tasks")
-def tasks_group() -> None:
-    """Task sets: provenance registry."""
+from orchestrator.commands.tasks import tasks as tasks_group  # noqa: E402  (one `tasks` group: import/list/show/validate)
 
-
+cli.add_command(tasks_group)
 tasks_group.add_command(provenance_cmd)
 cli.add_command(audit_cmd)
 cli.add_command(judge_group)
@@ -394,6 +405,11 @@ cli.add_command(regrade_cmd)
 from orchestrator.commands.calibrate import calibrate  # noqa: E402
 
 cli.add_command(calibrate)
+
+from orchestrator.commands import cluster as _cluster  # noqa: E402
+
+for _command in _cluster.COMMANDS: cli.add_command(_command)  # noqa: E701
+for _command in _cluster.TASK_COMMANDS: tasks_group.add_command(_command)  # noqa: E701
 
 
 from orchestrator.commands.view import view as view_command  # noqa: E402
@@ -416,3 +432,11 @@ def main() -> None:
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+# Command groups in their own modules (imported last: they import nothing from here).
+from orchestrator.commands import bundle as _bundle, results as _results  # noqa: E402
+
+cli.add_command(_results.results)
+cli.add_command(_bundle.bundle)
+cli.add_command(_bundle.verify)

@@ -83,7 +83,7 @@ def regrade(store: Store, run_id: str | None, default: GoldenGrader | None, per_
                        "per_task": {k: v.model_dump() for k, v in per_task.items()}}
     new_id = store.create_run(name=f"{info.name} (regraded)", backend=info.backend, enforcement=info.enforcement,
                               spec={**info.spec, "regraded_from": info.run_id}, provenance=prov,
-                              tasks=store.task_specs(info.run_id), trials=trials)
+                              tasks=store.task_specs(info.run_id), trials=trials, axis=info.axis)
     out = RegradeResult(new_id, 0)
     for trial_id, outcome, reason, raw in results:
         facts = TrialFacts.model_validate(raw)

@@ -8,6 +8,11 @@
 #    (scripts/browser-deps.sh: apt-get, a no-op when installed);
 # 3. the Kubernetes test control plane, built from the Go module proxy and cached
 #    (scripts/k8s/build.sh: a no-op when the pins are unchanged);
+<<<<<<< HEAD
+=======
+# 3. the real test node's parts (scripts/node/install.sh: containerd, runc, CNI plugins
+#    and mmdebstrap from apt, the local images; cached, skipped with HEADROOM_SKIP_REALNODE=1);
+>>>>>>> main
 # 4. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
 set -euo pipefail
@@ -31,6 +36,11 @@ scripts/browser-deps.sh
 
 echo "==> Kubernetes test control plane (scripts/k8s/build.sh)"
 scripts/k8s/build.sh
+
+if [[ "${HEADROOM_SKIP_REALNODE:-}" != 1 ]]; then
+  echo "==> real test node: packages and images (scripts/node/install.sh)"
+  scripts/node/install.sh
+fi
 
 echo "==> pytest"
 set +e

@@ -26,7 +26,7 @@ def render(doc: dict[str, Any]) -> str:
     if doc["configurations"]:
         figures = (
             f'<h2>Plots</h2><p><img alt="pass and infra-error rates by configuration" '
-            f'src="{plots.rates_vs_multiplier(doc["configurations"])}"></p>'
+            f'src="{plots.rates_vs_multiplier(doc["configurations"], labels_axis=doc["run"].get("axis") == "labels")}"></p>'
             "<p>Per-task pass rate by configuration (passed/attempts; hover a cell for infra errors and peak memory):</p>"
             + heatmap.render(doc["statistics"]["tasks"], doc["statistics"]["config_order"])
         )

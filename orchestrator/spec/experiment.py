@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import ResourceConfig
 
@@ -88,6 +89,7 @@ class Experiment(BaseModel):
     allow_internet: bool = Field(
         default=False, description="give trials network access (a task with allow_internet = false still gets none)"
     )
+    kubernetes: KubernetesOptions | None = Field(default=None, description="backend kubernetes: namespace, queue, ...")
     placement: Literal["default", "limit-aware"] = Field(
         default="default",
         description="limit-aware: the memory limits of concurrently running trials never add up to more than the "

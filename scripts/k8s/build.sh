@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the Kubernetes test control plane (etcd, kube-apiserver, kube-scheduler,
-# kube-controller-manager, kwok, helm) from the Go module proxy only.
+# kube-controller-manager, kwok, helm) and the kubelet of the opt-in real node
+# from the Go module proxy only.
 #
 #   scripts/k8s/build.sh            build if the pins changed, else do nothing
 #   scripts/k8s/build.sh --force    rebuild even if the stamp is current
@@ -36,7 +37,7 @@ bin="${HEADROOM_K8S_BIN}"
 stamp="${out}/.stamp"
 log="${out}/build.log"
 work="${out}/work"
-components=(etcd kube-apiserver kube-scheduler kube-controller-manager kwok helm)
+components=(etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kwok helm)
 
 link_into_repo() {
   mkdir -p "${repo}/.cache/k8s"
@@ -188,9 +189,9 @@ for vp in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   kld+=" -X ${vp}.gitMinor=${kminor} -X ${vp}.gitTreeState=clean -X ${vp}.buildDate=${kdate}"
 done
 kpkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler
-       k8s.io/kubernetes/cmd/kube-controller-manager)
+       k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubelet)
 write_imports "${d}" "${kpkgs[@]}"
-build_in "${d}" "kube-apiserver, kube-scheduler, kube-controller-manager ${KUBERNETES_VERSION}" \
+build_in "${d}" "kube-apiserver, kube-scheduler, kube-controller-manager, kubelet ${KUBERNETES_VERSION}" \
   "${kld}" "${kpkgs[@]}"
 
 # ---- kwok -------------------------------------------------------------------------
@@ -243,6 +244,7 @@ done
   "${bin}/kube-apiserver" --version
   "${bin}/kube-scheduler" --version
   "${bin}/kube-controller-manager" --version
+  "${bin}/kubelet" --version
   "${bin}/kwok" --version
   "${bin}/helm" version --short
 } >> "${log}" 2>&1 || true

@@ -8,6 +8,12 @@
   of ``manifests/kwok`` applied.
 * ``HEADROOM_SKIP_CLUSTER=1``: skip every test that uses the fixture.
 
+Session fixture ``real_node`` (marker ``realnode``, opt-in: only tests that use it start
+it): a real kubelet + containerd node beside the kwok nodes (``realnode.py``). Against
+an existing cluster it starts nothing and uses a Ready node labelled
+``headroom.test/real-node=true`` instead. ``HEADROOM_SKIP_REALNODE=1`` skips its tests;
+otherwise missing parts are an error that says to run ``scripts/node/install.sh``.
+
 Node capacity: ``HEADROOM_TEST_NODES`` (2), ``HEADROOM_TEST_NODE_CPU`` (4),
 ``HEADROOM_TEST_NODE_MEMORY`` (16Gi), ``HEADROOM_TEST_NODE_PODS`` (110).
 ``HEADROOM_KEEP_PLANE=1`` keeps the plane's temp folder (logs, kubeconfig).
@@ -17,14 +23,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .plane import Cluster, LocalPlane, default_node_specs, find_bin_dir
+from .plane import Cluster, LocalPlane, PlaneError, default_node_specs, find_bin_dir
+from .realnode import (
+    REAL_NODE_LABEL,
+    RealNode,
+    delete_pods_on_node,
+    find_node_assets,
+    real_pod,
+)
 
 _active: list[Cluster] = []
+_nodes: list[RealNode] = []
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +79,67 @@ def cluster() -> Iterator[Cluster]:
                 plane.stop()
 
 
+@dataclass
+class RealNodeHandle:
+    """What a real-node test needs: the node's name, the task image, and (local plane
+    only) the running ``RealNode`` for host-side checks such as cgroup files."""
+
+    name: str
+    image: str
+    node: RealNode | None
+    pull_policy: str = "Never"  # images are imported/loaded, not pulled (GKE: IfNotPresent)
+
+    def pod(self, name: str, command: list[str], **kw: Any) -> dict[str, Any]:
+        """``real_pod`` with this node's image and pull policy."""
+        return real_pod(name, self.image, command, pull_policy=self.pull_policy, **kw)
+
+
+def _node_ready(cluster: Cluster, name: str) -> bool:
+    n = cluster.core.read_node(name)
+    return any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+
+
+@pytest.fixture(scope="session")
+def real_node(cluster: Cluster) -> Iterator[RealNodeHandle]:
+    if os.environ.get("HEADROOM_SKIP_REALNODE") == "1":
+        pytest.skip("HEADROOM_SKIP_REALNODE=1")
+    if cluster.plane is None:
+        nodes = [n.metadata.name for n in cluster.core.list_node(
+            label_selector=f"{REAL_NODE_LABEL}=true").items]
+        ready = [n for n in nodes if _node_ready(cluster, n)]
+        if not ready:
+            pytest.fail(f"HEADROOM_TEST_KUBECONFIG: no Ready node labelled {REAL_NODE_LABEL}=true "
+                        "(see docs/kubernetes-test-plane.md, 'Real clusters')")
+        image = os.environ.get("HEADROOM_TEST_IMAGE", "")
+        if not image:
+            pytest.fail("HEADROOM_TEST_IMAGE=<image> is required against an existing cluster")
+        yield RealNodeHandle(ready[0], image, None,
+                             os.environ.get("HEADROOM_TEST_IMAGE_PULL_POLICY", "Never"))
+        return
+    assert cluster.plane.pki is not None
+    assets = find_node_assets(cluster.plane.bin)  # raises with "run scripts/node/install.sh"
+    node = RealNode(assets, cluster.kubeconfig, cluster.plane.pki.ca_crt)
+    _nodes.append(node)
+    try:
+        node.start()
+        node.register(cluster.core)
+        yield RealNodeHandle(node.name, os.environ.get("HEADROOM_TEST_IMAGE") or assets.base_image,
+                             node)
+    finally:
+        _nodes.remove(node)
+        try:
+            delete_pods_on_node(cluster.core, node.name)
+        finally:
+            node.stop()
+            try:
+                cluster.core.delete_node(node.name)
+            except Exception:
+                pass
+            left = node.leftovers()
+            if left:  # an error in the last test's teardown, not a silent leak
+                raise PlaneError("real test node left behind: " + "; ".join(left))
+
+
 @pytest.fixture
 def namespace(cluster: Cluster) -> str:
     """A fresh namespace per test."""
@@ -76,3 +152,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     rep = outcome.get_result()
     if rep.failed and _active and item.get_closest_marker("cluster") is not None:
         rep.sections.append(("kubernetes test plane", _active[-1].diagnostics()))
+        if _nodes and item.get_closest_marker("realnode") is not None:
+            rep.sections.append(("real test node", _nodes[-1].diagnostics()))

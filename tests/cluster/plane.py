@@ -41,7 +41,7 @@ ENV_SH = REPO / "scripts" / "k8s" / "env.sh"
 BUILD_SH = "scripts/k8s/build.sh"
 
 PLANE_COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
-ALL_COMPONENTS = (*PLANE_COMPONENTS, "helm")
+ALL_COMPONENTS = (*PLANE_COMPONENTS, "helm", "kubelet")  # kubelet: the opt-in real node
 
 # Contract with manifests/kwok (documented in docs/kubernetes-test-plane.md).
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -234,6 +234,11 @@ class Pki:
             "controller-manager", "system:kube-controller-manager", (), server=False
         )
         self.kwok = issue("kwok", "kwok-controller", ("system:masters",), server=False)
+        # the apiserver's identity towards kubelets (logs, exec): a real node accepts it
+        self.kubelet_client = issue(
+            "apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",),
+            server=False,
+        )
 
         sa_key = ec.generate_private_key(ec.SECP256R1())
         self.sa_key = save_key(sa_key, "sa.key")
@@ -326,6 +331,7 @@ class NodeSpec:
     memory: str = "16Gi"
     pods: str = "110"
     labels: dict[str, str] = field(default_factory=dict)
+    ephemeral_storage: str = "200Gi"
 
 
 def default_node_specs() -> list[NodeSpec]:
@@ -348,6 +354,7 @@ class LocalPlane:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.components: list[Component] = []
         self.kubeconfig = self.dir / "admin.kubeconfig"
+        self.pki: Pki | None = None
         self.server = ""
         self._stopped = False
         self.startup_seconds = 0.0
@@ -366,7 +373,7 @@ class LocalPlane:
 
     def _start(self, deadline: float) -> None:
         d = self.dir
-        pki = Pki(d / "pki")
+        pki = self.pki = Pki(d / "pki")
         b = self.bin
 
         etcd_port, etcd_peer = free_port(), free_port()
@@ -403,6 +410,8 @@ class LocalPlane:
                 f"--tls-cert-file={pki.apiserver[0]}",
                 f"--tls-private-key-file={pki.apiserver[1]}",
                 f"--client-ca-file={pki.ca_crt}",
+                f"--kubelet-client-certificate={pki.kubelet_client[0]}",
+                f"--kubelet-client-key={pki.kubelet_client[1]}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
@@ -589,7 +598,8 @@ class Cluster:
     # -- nodes ------------------------------------------------------------------------
     def add_node(self, spec: NodeSpec) -> None:
         """Create a kwok-managed Node with the given capacity (kwok marks it Ready)."""
-        capacity = {"cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods}
+        capacity = {"cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods,
+                    "ephemeral-storage": spec.ephemeral_storage}
         body = {
             "apiVersion": "v1",
             "kind": "Node",

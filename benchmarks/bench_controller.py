@@ -1,0 +1,232 @@
+"""Controller memory and reconcile throughput with many Trials, against a bare list in the same run.
+
+    python benchmarks/bench_controller.py [--trials 10000] [--resync 2] [--seconds 20]
+
+On the test control plane (tests/cluster/plane.py; binaries from scripts/k8s/build.sh) it
+creates an Experiment over the bundled tasks with enough attempts for ``--trials`` trials,
+and one finished Trial per planned trial (as a long sweep leaves them). Then it measures:
+
+* **bare**: a process that only imports the Kubernetes client and lists the Trials once
+  (raw JSON): the floor for time and memory of anything that reads them;
+* **controller**: ``python -m orchestrator.controller`` (what the chart runs) as a process: time from start to the Experiment's
+  status showing every trial, its peak and settled RSS (target: at most 150 MB), and, over
+  ``--seconds`` of periodic resyncs, the reconcile latency from its own histogram, i.e.
+  how many Trials a reconcile goes through per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psutil
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kubernetes import client  # noqa: E402
+
+from orchestrator.controller import tasksets  # noqa: E402
+from orchestrator.controller.reconcile import run_id_of  # noqa: E402
+from orchestrator.controller.resources import (  # noqa: E402
+    API_VERSION, EXPERIMENT_PLURAL, GROUP, LABEL_CONFIGURATION, LABEL_EXPERIMENT, LABEL_RUN, LABEL_TASK,
+    TRIAL_PLURAL, VERSION, ExperimentResourceSpec,
+)
+from orchestrator.launch import label_value, launch_name  # noqa: E402
+from orchestrator.plan import plan  # noqa: E402
+from orchestrator.tasks.loader import load_tasks  # noqa: E402
+from tests.cluster.plane import Cluster, LocalPlane, find_bin_dir, free_port, wait_for  # noqa: E402
+
+TARGET_MB = 150
+OUTCOMES = ["passed", "passed", "failed", "infra_error", "passed", "timeout"]
+BARE = """
+import json, resource, sys, time
+from kubernetes import client, config
+t0 = time.perf_counter()
+api = config.new_client_from_config(config_file=sys.argv[1])
+resp = client.CustomObjectsApi(api).list_namespaced_custom_object("headroom.dev", "v1alpha1", sys.argv[2], "trials",
+                                                                  _preload_content=False)
+items = json.loads(resp.data)["items"]
+print(json.dumps({"n": len(items), "seconds": time.perf_counter() - t0,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def install_crds(cluster: Cluster) -> None:
+    ext = client.ApiextensionsV1Api(cluster.api_client)
+    for f in sorted((REPO / "helm" / "headroom" / "crds").glob("*.yaml")):
+        body = yaml.safe_load(f.read_text())
+        try:
+            ext.create_custom_resource_definition(body)
+        except client.exceptions.ApiException as exc:
+            if exc.status != 409:
+                raise
+        name = body["metadata"]["name"]
+        wait_for(lambda: any(c.type == "Established" and c.status == "True"
+                             for c in (ext.read_custom_resource_definition(name).status.conditions or [])),
+                 30, f"{name} established")
+
+
+def populate(cluster: Cluster, ns: str, trials: int) -> tuple[str, int]:
+    custom = client.CustomObjectsApi(cluster.api_client)
+    bundle = tasksets.push(cluster.core, ns, REPO / "tasks").name
+    tasks = load_tasks(REPO / "tasks")
+    per_attempt = len(tasks) * 3
+    attempts = max(1, math.ceil(trials / per_attempt))
+    spec = ExperimentResourceSpec.model_validate({
+        "name": "bench", "configurations": ["1x-strict", "3x", "unbounded"], "attempts": attempts,
+        "task_source": {"bundle": bundle}})
+    exp = custom.create_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, {
+        "apiVersion": API_VERSION, "kind": "Experiment", "metadata": {"name": "bench"},
+        "spec": spec.model_dump(mode="json", exclude={"tasks_dir"})})
+    run_id = run_id_of(exp)
+    planned = plan(spec.model_copy(update={"tasks_dir": str(REPO / "tasks")}), tasks)
+
+    def one(i: int) -> None:
+        p = planned[i]
+        name = launch_name(run_id, p.trial_id, 0)
+        body = {
+            "apiVersion": API_VERSION, "kind": "Trial",
+            "metadata": {"name": name, "labels": {LABEL_EXPERIMENT: "bench", LABEL_RUN: label_value(run_id),
+                                                  LABEL_TASK: label_value(p.task_id),
+                                                  LABEL_CONFIGURATION: label_value(p.config.label)},
+                         "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Experiment", "name": "bench",
+                                              "uid": exp["metadata"]["uid"], "controller": True}]},
+            "spec": {"experiment": "bench", "runId": run_id, "trialId": p.trial_id, "task": p.task_id,
+                     "taskDigest": "0" * 64, "configuration": {"label": p.config.label,
+                     "requestMultiplier": p.config.request_multiplier, "limitMultiplier": p.config.limit_multiplier},
+                     "attempt": p.attempt, "try": 0, "seed": p.seed, "order": p.order},
+        }
+        created = custom.create_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL, body)
+        outcome = OUTCOMES[i % len(OUTCOMES)]
+        created["status"] = {
+            "phase": "Finished", "outcome": outcome, "final": True,
+            "reason": "oom_killed" if outcome == "infra_error" else None,
+            "reward": 1.0 if outcome == "passed" else 0.0, "node": f"kwok-node-{i % 50}", "qosClass": "Burstable",
+            "enforcement": "kubernetes", "requestCpus": 1.0, "requestMemoryBytes": 67108864,
+            "peakMemoryBytes": 50_000_000, "durationSeconds": 3.5,
+            "timings": {"queued": "2026-11-30T10:00:00Z", "scheduled": "2026-11-30T10:00:01Z",
+                        "started": "2026-11-30T10:00:02Z", "finished": "2026-11-30T10:00:06Z",
+                        "agentSeconds": 2.5, "verifierSeconds": 1.0},
+            "evidence": {"enforcement": "kubernetes", "qos_class": "Burstable", "extra": {"events": ["x" * 200] * 5}},
+        }
+        created["status"] = {k: v for k, v in created["status"].items() if v is not None}
+        custom.replace_namespaced_custom_object_status(GROUP, VERSION, ns, TRIAL_PLURAL, name, created)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, range(len(planned))))
+    print(f"created {len(planned)} finished Trials in {time.perf_counter() - t0:.0f}s", flush=True)
+    return run_id, len(planned)
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def histogram(text: str, name: str, result: str = "ok") -> tuple[float, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total = count = 0.0
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.labels.get("result") == result and s.name == f"{name}_sum":
+                total = s.value
+            if s.labels.get("result") == result and s.name == f"{name}_count":
+                count = s.value
+    return total, count
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=10_000)
+    ap.add_argument("--resync", type=float, default=2.0, help="controller resync period during the measurement")
+    ap.add_argument("--seconds", type=float, default=20.0, help="how long to measure periodic reconciles")
+    ap.add_argument("--repeats", type=int, default=3, help="bare list repeats (median)")
+    args = ap.parse_args()
+
+    plane = LocalPlane(find_bin_dir())
+    plane.start()
+    cluster = Cluster(plane.kubeconfig, plane, None)
+    ctl: subprocess.Popen[bytes] | None = None
+    try:
+        install_crds(cluster)
+        ns = cluster.create_namespace(prefix="bench")
+        run_id, n = populate(cluster, ns, args.trials)
+
+        bare = [json.loads(subprocess.run([sys.executable, "-c", BARE, str(plane.kubeconfig), ns], check=True,
+                                          capture_output=True, text=True).stdout) for _ in range(args.repeats)]
+        assert all(b["n"] == n for b in bare)
+        bare_s = statistics.median(b["seconds"] for b in bare)
+        bare_mb = statistics.median(b["rss_mb"] for b in bare)
+
+        port = free_port()
+        log = Path(tempfile.mkdtemp(prefix="bench-ctl-")) / "controller.log"
+        t0 = time.perf_counter()
+        with open(log, "wb") as out:
+            ctl = subprocess.Popen([sys.executable, "-m", "orchestrator.controller", "--kubeconfig",
+                                    str(plane.kubeconfig), "--namespace", ns, "--metrics-address",
+                                    f"127.0.0.1:{port}", "--resync-seconds", str(args.resync), "--workers", "1"],
+                                   stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        proc = psutil.Process(ctl.pid)
+        peak = [0.0]
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                try:
+                    peak[0] = max(peak[0], proc.memory_info().rss / 2**20)
+                except psutil.Error:
+                    return
+                time.sleep(0.05)
+
+        threading.Thread(target=sample, daemon=True).start()
+        custom = client.CustomObjectsApi(cluster.api_client)
+
+        def complete() -> bool:
+            st = custom.get_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, "bench").get("status") or {}
+            if ctl.poll() is not None:
+                raise RuntimeError(f"controller exited: {log.read_text()[-2000:]}")
+            return st.get("progress") == f"{n}/{n}"
+
+        wait_for(complete, 600, "the Experiment status to count every Trial")
+        first_s = time.perf_counter() - t0
+        s0, c0 = histogram(scrape(port), "headroom_reconcile_duration_seconds")
+        time.sleep(args.seconds)
+        s1, c1 = histogram(scrape(port), "headroom_reconcile_duration_seconds")
+        settled_mb = proc.memory_info().rss / 2**20
+        stop.set()
+        errors = histogram(scrape(port), "headroom_reconcile_duration_seconds", "error")[1]
+        per = (s1 - s0) / max(1.0, c1 - c0)
+        print(f"\n{n} Trials (finished), one Experiment, run {run_id}")
+        print(f"{'':32}{'bare list':>14}{'controller':>14}{'ratio':>9}")
+        print(f"{'time to read them (s)':32}{bare_s:>14.2f}{first_s:>14.2f}{first_s / bare_s:>9.2f}"
+              "   (controller: start -> status counts all)")
+        print(f"{'RSS peak (MB)':32}{bare_mb:>14.1f}{peak[0]:>14.1f}{peak[0] / bare_mb:>9.2f}"
+              f"   target <= {TARGET_MB} MB: {'met' if peak[0] <= TARGET_MB else 'MISSED'}")
+        print(f"{'RSS after {:.0f}s of resyncs (MB)'.format(args.seconds):32}{'':>14}{settled_mb:>14.1f}")
+        print(f"reconcile of the {n}-Trial Experiment: {per * 1000:.1f} ms mean over {c1 - c0:.0f} "
+              f"reconciles -> {n / per:,.0f} Trials/s; reconcile errors: {errors:.0f}")
+        return 0
+    finally:
+        if ctl is not None and ctl.poll() is None:
+            ctl.kill()
+            ctl.wait(10)
+        cluster.cleanup()
+        plane.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,245 @@
+"""Trials as pods: headroom's Kubernetes backend against two baselines, on kwok nodes, in one run.
+
+    python benchmarks/bench_k8s.py [--trials 2000] [--in-flight 200] [--nodes 50] [--duration 10]
+
+Needs the test control plane (scripts/k8s/build.sh). Every pod "runs" --duration
+seconds on a kwok node and ends with the termination message the in-pod runner
+would write (kwok runs no containers). Measured, each in its own namespace:
+
+* headroom  the whole engine: plan, SQLite store, KubernetesBackend (one LIST+WATCH
+            per run on pods and on Events, finalizer harvest, collection delete),
+            classification, evidence; the cap on pods in flight is the concurrency;
+* (a) bare  a script that creates the same pods (same bodies, no finalizer) with the
+            same cap and waits on one watch; finished pods are deleted once, at the end;
+* (b) poll  the same creates, then a GET of every pod in flight once a second until
+            it ends, then a DELETE.
+
+Printed: wall time, trials per second and API requests per trial for each, and the
+ratios headroom/(a) for throughput and (b)/headroom for requests. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kubernetes import client  # noqa: E402
+from kubernetes.client.exceptions import ApiException  # noqa: E402
+
+from orchestrator.backends.kubernetes import message, pod as pod_mod  # noqa: E402
+from orchestrator.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
+from orchestrator.backends.kubernetes.requests import RequestCounter  # noqa: E402
+from orchestrator.backends.kubernetes.taskfiles import bundle  # noqa: E402
+from orchestrator.launch import build_launch  # noqa: E402
+from orchestrator.plan import plan  # noqa: E402
+from orchestrator.spec.experiment import Experiment  # noqa: E402
+from orchestrator.spec.kubernetes import KubernetesOptions  # noqa: E402
+from orchestrator.store.sqlite import Store  # noqa: E402
+from orchestrator.sweep import prepare, run, start  # noqa: E402
+from tests.cluster.plane import (  # noqa: E402
+    FAKE_NODE_TOLERATION, OUTCOME_AFTER_ANNOTATION, OUTCOME_ANNOTATION, OUTCOME_CONTAINER_ANNOTATION,
+    OUTCOME_MESSAGE_ANNOTATION, Cluster, LocalPlane, NodeSpec, find_bin_dir,
+)
+
+TASK = "csv-report"
+PASS = message.render({"agent_exit": 0, "agent_cs": 100, "agent_timeout": 0, "agent_oom0": 0, "agent_oom1": 0,
+                       "agent_peak": 1, "verifier_exit": 0, "verifier_cs": 10, "verifier_timeout": 0,
+                       "verifier_oom0": 0, "verifier_oom1": 0, "verifier_peak": 1, "reward_file": "reward.txt",
+                       "reward_size": 2, "reward": "1"})
+
+
+def options(namespace: str, kubeconfig: Path, duration: float) -> KubernetesOptions:
+    return KubernetesOptions(
+        namespace=namespace, kubeconfig=str(kubeconfig), node_selector={"type": "kwok"},
+        tolerations=[dict(FAKE_NODE_TOLERATION)],
+        pod_annotations={OUTCOME_ANNOTATION: "succeed", OUTCOME_CONTAINER_ANNOTATION: "task",
+                         OUTCOME_MESSAGE_ANNOTATION: PASS, OUTCOME_AFTER_ANNOTATION: f"{duration:g}s"},
+    )
+
+
+def experiment(opts: KubernetesOptions, trials: int, in_flight: int) -> Experiment:
+    return Experiment(tasks_dir=str(REPO / "tasks"), tasks=[TASK], configurations=["1x-strict"], attempts=trials,
+                      backend="kubernetes", concurrency=in_flight, kubernetes=opts)
+
+
+def pod_bodies(opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The pods headroom would create for the same experiment, without the finalizer (nobody harvests)."""
+    exp = experiment(opts, trials, in_flight)
+    tasks = prepare(exp)
+    b = bundle(TASK, tasks[0].path, tasks[0].digest)
+    bodies = []
+    for trial in plan(exp, tasks):
+        launch = build_launch("bench-baseline", trial, 0, tasks[0], exp)
+        body = pod_mod.build(launch, opts, b, tasks[0].spec.environment.docker_image or "bench:1")
+        body["metadata"].pop("finalizers")
+        bodies.append(body)
+    return bodies, b.configmap(dict(pod_mod.MANAGED_BY))
+
+
+def api(kubeconfig: Path) -> tuple[Any, client.CoreV1Api, RequestCounter]:
+    from kubernetes import config
+    ac = config.new_client_from_config(config_file=str(kubeconfig))
+    counter = RequestCounter()
+    counter.install(ac)
+    return ac, client.CoreV1Api(ac), counter
+
+
+def create(core: client.CoreV1Api, ns: str, body: dict[str, Any]) -> None:
+    while True:
+        try:
+            core.create_namespaced_pod(ns, body)
+            return
+        except ApiException as exc:
+            if exc.status not in (429, 500, 503):
+                raise
+            time.sleep(0.5)
+
+
+def bare(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[float, int]:
+    bodies, cm = pod_bodies(opts, trials, in_flight)
+    ac, core, counter = api(kubeconfig)
+    core.create_namespaced_config_map(ns, cm)
+    t0 = time.monotonic()
+    done: set[str] = set()
+    cond = threading.Condition()
+    rv: list[str | None] = [None]
+    started = threading.Event()
+
+    def watch() -> None:
+        from kubernetes.watch.watch import iter_resp_lines
+        resp = core.list_namespaced_pod(ns, watch=True, allow_watch_bookmarks=True, timeout_seconds=3600,
+                                        _preload_content=False, _request_timeout=(10, 3700))
+        started.set()
+        for line in iter_resp_lines(resp):
+            ev = json.loads(line)
+            obj = ev["object"]
+            if ev["type"] in ("ADDED", "MODIFIED") and (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                with cond:
+                    done.add(obj["metadata"]["name"])
+                    cond.notify_all()
+                    if len(done) >= trials:
+                        return
+
+    th = threading.Thread(target=watch, daemon=True)
+    th.start()
+    started.wait(30)
+    for i, body in enumerate(bodies):
+        with cond:
+            while i - len(done) >= in_flight:
+                cond.wait(1)
+        create(core, ns, body)
+    with cond:
+        while len(done) < trials:
+            cond.wait(1)
+    wall = time.monotonic() - t0
+    requests = counter.total
+    core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    ac.close()
+    return wall, requests
+
+
+def poll(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[float, int]:
+    bodies, cm = pod_bodies(opts, trials, in_flight)
+    ac, core, counter = api(kubeconfig)
+    core.create_namespaced_config_map(ns, cm)
+    t0 = time.monotonic()
+    queue = list(bodies)
+    flying: dict[str, float] = {}
+    finished = 0
+    while finished < trials:
+        while queue and len(flying) < in_flight:
+            body = queue.pop(0)
+            create(core, ns, body)
+            flying[body["metadata"]["name"]] = time.monotonic() + 1.0
+        now = time.monotonic()
+        due = [n for n, at in flying.items() if at <= now]
+        for name in due:
+            p = core.read_namespaced_pod(name, ns)
+            if p.status.phase in ("Succeeded", "Failed"):
+                core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
+                del flying[name]
+                finished += 1
+            else:
+                flying[name] = time.monotonic() + 1.0
+        if not due:
+            time.sleep(max(0.0, min(flying.values(), default=now + 0.05) - time.monotonic()))
+    wall = time.monotonic() - t0
+    requests = counter.total
+    ac.close()
+    return wall, requests
+
+
+def headroom(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_flight: int,
+             scratch: Path) -> tuple[float, int, dict[str, Any]]:
+    exp = experiment(opts, trials, in_flight)
+    backend = KubernetesBackend(options=opts)
+    store = Store(scratch / f"{ns}.db")
+    tasks = prepare(exp)
+    run_id, task_map = start(exp, tasks, store, backend)
+    before = backend.requests.total  # provenance: server version, nodes, quota, limit ranges
+    t0 = time.monotonic()
+    result = run(store, run_id, exp, task_map, backend)
+    backend.sweep_harvested(force=True)
+    wall = time.monotonic() - t0
+    requests = backend.requests.total - before
+    report = backend.request_report()
+    backend.close()
+    outcomes = result.summary.outcomes
+    if outcomes.get("passed") != trials:
+        raise SystemExit(f"headroom: expected {trials} passed trials, got {outcomes}")
+    return wall, requests, report
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=2000)
+    ap.add_argument("--in-flight", type=int, default=200)
+    ap.add_argument("--nodes", type=int, default=50)
+    ap.add_argument("--duration", type=float, default=10.0, help="seconds each pod 'runs'")
+    args = ap.parse_args()
+    plane = LocalPlane(find_bin_dir())
+    plane.start()
+    try:
+        cluster = Cluster(plane.kubeconfig, plane, None)
+        names = [f"bench-node-{i}" for i in range(args.nodes)]
+        for n in names:
+            cluster.add_node(NodeSpec(n, cpu="64", memory="256Gi", pods="110"))
+        cluster.wait_nodes_ready(names, timeout=120)
+        scratch = Path(tempfile.mkdtemp(prefix="bench-k8s-"))
+        print(f"{args.trials} trials, {args.in_flight} in flight, {args.nodes} kwok nodes, each pod runs "
+              f"{args.duration:g}s (control plane: etcd, kube-apiserver, scheduler, controller-manager, kwok)")
+        rows = {}
+        ns = cluster.create_namespace("bench-bare")
+        rows["(a) bare create + one watch"] = bare(plane.kubeconfig, ns, options(ns, plane.kubeconfig, args.duration),
+                                                   args.trials, args.in_flight)
+        ns = cluster.create_namespace("bench-headroom")
+        wall, req, report = headroom(plane.kubeconfig, ns, options(ns, plane.kubeconfig, args.duration), args.trials,
+                                     args.in_flight, scratch)
+        rows["headroom KubernetesBackend"] = (wall, req)
+        ns = cluster.create_namespace("bench-poll")
+        rows["(b) per-pod 1 s polling"] = poll(plane.kubeconfig, ns, options(ns, plane.kubeconfig, args.duration),
+                                               args.trials, args.in_flight)
+        print(f"{'approach':32} {'wall s':>8} {'trials/s':>9} {'requests':>9} {'req/trial':>9}")
+        for name, (wall, req) in rows.items():
+            print(f"{name:32} {wall:8.1f} {args.trials / wall:9.2f} {req:9d} {req / args.trials:9.2f}")
+        h = rows["headroom KubernetesBackend"]
+        a = rows["(a) bare create + one watch"]
+        b = rows["(b) per-pod 1 s polling"]
+        print(f"throughput headroom / (a) bare: {a[0] / h[0]:.2f}  (target >= 0.8)")
+        print(f"requests per trial (b) poll / headroom: {b[1] / h[1]:.1f}x  (target >= 5x)")
+        print("headroom requests by kind:", json.dumps(report["by_kind"], sort_keys=True))
+    finally:
+        plane.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,534 @@
+"""The Kubernetes backend: each try one Pod, watched through one informer per run.
+
+``submit`` creates the try's Pod (idempotent on its name; a ResourceQuota rejection
+or a 429 is retried later, never a trial failure; other API errors are retried for
+``api_retry_s`` and then end the try as ``api_error``). ``observe`` reads the
+informer's cache and never waits for the try: once :func:`signals.observe` says the
+pod is done, the status is harvested, the finalizer removed and the pod marked for
+deletion (harvested pods are deleted in one collection request every few seconds,
+or kept with ``keep_pods``). ``adopt`` finds a pod a previous process left running.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from orchestrator.backends.base import Capabilities, CleanupReport, Handle
+from orchestrator.backends.kubernetes import cluster_facts, pod as pod_mod, signals
+from orchestrator.backends.kubernetes.informer import RunInformer
+from orchestrator.backends.kubernetes.requests import RequestCounter
+from orchestrator.backends.kubernetes.taskfiles import TaskBundle, bundle as make_bundle
+from orchestrator.errors import UserError
+from orchestrator.launch import label_value
+from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.spec.launch import Launch
+from orchestrator.spec.outcome import InfraReason
+
+PodHook = Callable[[Launch, dict[str, Any]], dict[str, Any]]
+RUN_LABEL = "headroom.dev/run"
+#: Harvested pods are deleted together, at most this often (one request for all of them).
+SWEEP_EVERY_S = 5.0
+#: A pod created but not yet seen by the watch is looked up once after this long.
+UNSEEN_GRACE_S = 30.0
+LOG_TAIL_BYTES = 8192
+#: Creates and finalizer releases run on this many workers, off the engine's loop.
+API_WORKERS = 8
+#: What an unreachable or failing API server raises through the client.
+API_ERRORS = (ApiException, HTTPError, OSError)
+
+
+def api_client_for(options: KubernetesOptions) -> Any:
+    """An API client from the kubeconfig (path, context) or, inside a cluster, the service account."""
+    try:
+        if options.kubeconfig or os.environ.get("KUBECONFIG") or os.path.exists(os.path.expanduser("~/.kube/config")):
+            return config.new_client_from_config(config_file=options.kubeconfig, context=options.context)
+        config.load_incluster_config()
+        return client.ApiClient()
+    except (config.ConfigException, OSError) as exc:
+        raise UserError(f"cannot reach a Kubernetes cluster: {exc}", field="kubernetes.kubeconfig") from None
+
+
+@dataclass
+class _Try:
+    launch: Launch
+    body: dict[str, Any]
+    submitted_at: float
+    created: bool = False
+    retry_at: float = 0.0
+    api_errors_since: float | None = None
+    last_error: str | None = None
+    queued_waits: int = 0
+    looked_up_at: float | None = None
+    deleting: bool = False
+    creating: bool = False
+    result: TrialFacts | None = None
+    created_at: float | None = None
+    seen_version: int | None = None  # the informer's change count for this pod at the last classification
+    seen_state: str | None = None
+    seen_at: float = 0.0
+
+
+@dataclass
+class _Stats:
+    submitted: int = 0
+    harvested: int = 0
+    quota_waits: int = 0
+    api_retries: int = 0
+    lookups: int = 0
+    log_tails: int = 0
+    by_state: dict[str, int] = field(default_factory=dict)
+
+
+class KubernetesBackend:
+    name = "kubernetes"
+    enforcement = "kubernetes"
+
+    def __init__(self, options: KubernetesOptions | None = None, *, api_client: Any = None,
+                 pod_hook: PodHook | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.options = options or KubernetesOptions()
+        self.namespace = self.options.namespace
+        self.api_client = api_client or api_client_for(self.options)
+        self.requests = RequestCounter()
+        self.requests.install(self.api_client)
+        self.core = client.CoreV1Api(self.api_client)
+        self.pod_hook = pod_hook  # tests: the simulated plane's outcome annotations
+        self.clock = clock
+        self.stats = _Stats()
+        self.capabilities = Capabilities(
+            memory_limit=True, memory_request=True, cpu_quota=True, cpu_request=True, storage_limit=True,
+            isolation="pod", network_control=True, gpus=False,
+            oom_signal="container status OOMKilled, and the container cgroup's oom_kill counter read by the runner",
+            notes=[
+                "limits are enforced by the kubelet and container runtime of each node (recorded per trial)",
+                "allow_internet=false is a NetworkPolicy: enforced only where the cluster's network plugin implements it",
+                *(["task containers run as root (Pod Security 'baseline')"] if self.options.run_as_root else []),
+            ],
+        )
+        self._lock = threading.RLock()
+        self._changed = threading.Condition()
+        self._informers: dict[str, RunInformer] = {}
+        self._tries: dict[str, _Try] = {}
+        self._bundles: dict[str, TaskBundle] = {}
+        self._configmaps: set[str] = set()
+        self._secrets: set[str] = set()
+        self._policy_done = False
+        self._to_delete: set[str] = set()  # run labels with harvested pods awaiting the collection delete
+        self._unreleased: dict[str, tuple[Launch, bool]] = {}  # harvested, finalizer not yet removed
+        self._last_sweep = 0.0
+        self._sweeping = threading.Lock()
+        self._latency: dict[str, float] = {"submit_to_created_s": 0.0, "created_to_harvest_s": 0.0, "n": 0}
+        self._generation = 0
+        self._waited_generation = 0
+        self._pool = ThreadPoolExecutor(max_workers=API_WORKERS, thread_name_prefix="k8s-api")
+
+    # -- informers ------------------------------------------------------------------------
+    def _notify(self) -> None:
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
+
+    def informer(self, run_id: str) -> RunInformer:
+        run_label = label_value(run_id)
+        with self._lock:
+            inf = self._informers.get(run_label)
+            if inf is None:
+                selector = f"{RUN_LABEL}={run_label},app.kubernetes.io/managed-by=headroom"
+                inf = RunInformer(self.core, self.namespace, selector, self._notify)
+                self._informers[run_label] = inf
+                inf.start()
+            return inf
+
+    # -- objects a try needs --------------------------------------------------------------
+    def _bundle(self, launch: Launch) -> TaskBundle:
+        b = self._bundles.get(launch.task.digest)
+        if b is None:
+            b = make_bundle(launch.task.task_id, launch.task.path, launch.task.digest)
+            self._bundles[launch.task.digest] = b
+        if b.name not in self._configmaps:
+            self._create(self.core.create_namespaced_config_map, b.configmap(dict(pod_mod.MANAGED_BY)))
+            self._configmaps.add(b.name)
+        return b
+
+    def _create(self, fn: Callable[..., Any], body: dict[str, Any]) -> None:
+        try:
+            fn(self.namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:  # already there: created by an earlier try or process
+                raise
+
+    def _secret(self, launch: Launch) -> str | None:
+        if not launch.agent.secret_env:
+            return None
+        name = pod_mod.secret_name(launch.labels[RUN_LABEL])
+        if name not in self._secrets:
+            values = {k: os.environ[k] for k in launch.agent.secret_env if k in os.environ}
+            self._create(self.core.create_namespaced_secret, {
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": name, "labels": {**pod_mod.MANAGED_BY, RUN_LABEL: launch.labels[RUN_LABEL]}},
+                "stringData": values,
+            })
+            self._secrets.add(name)
+        return name
+
+    def _network_policy(self) -> None:
+        if self._policy_done:
+            return
+        try:
+            self._create(client.NetworkingV1Api(self.api_client).create_namespaced_network_policy,
+                         pod_mod.network_policy())
+        except ApiException as exc:
+            if exc.status not in (403, 404):
+                raise
+            self.capabilities.notes.append(f"could not create the no-network policy ({exc.status})")
+        self._policy_done = True
+
+    # -- the protocol ---------------------------------------------------------------------
+    def _handle(self, launch: Launch) -> Handle:
+        return Handle(name=launch.name, run_id=launch.run_id, trial_id=launch.trial_id, try_index=launch.try_index,
+                      backend=self.name, data={"namespace": self.namespace})
+
+    def submit(self, launch: Launch) -> Handle:
+        with self._lock:
+            if launch.name in self._tries:
+                return self._handle(launch)
+        inf = self.informer(launch.run_id)
+        inf.expect(launch.name)
+        image = launch.task.docker_image
+        if not image:
+            raise UserError(f"task {launch.task_id} has no docker_image; set one or the experiment's image",
+                            field="image")
+        t = _Try(launch=launch, body={}, submitted_at=self.clock())
+        with self._lock:
+            self._tries[launch.name] = t
+        try:
+            if not launch.allow_internet:
+                self._network_policy()
+            bundle = self._bundle(launch)
+            body = pod_mod.build(launch, self.options, bundle, image, self._secret(launch))
+            if self.pod_hook:
+                body = self.pod_hook(launch, body)
+            t.body = body
+        except API_ERRORS as exc:
+            self._api_failure(t, exc)
+            return self._handle(launch)
+        except BaseException:
+            with self._lock:
+                self._tries.pop(launch.name, None)
+            raise
+        self.stats.submitted += 1
+        self._spawn_create(t)
+        return self._handle(launch)
+
+    def _spawn_create(self, t: _Try) -> None:
+        """Create the pod on a worker: the engine's loop never waits for a POST."""
+        if t.creating:
+            return
+        t.creating = True
+
+        def work() -> None:
+            try:
+                self._try_create(t)
+            finally:
+                t.creating = False
+                self._notify()
+
+        self._pool.submit(work)
+
+    def _api_failure(self, t: _Try, exc: BaseException) -> None:
+        """Wait and retry: a full quota or a 429 forever, anything else for api_retry_s."""
+        now = self.clock()
+        status = getattr(exc, "status", None)
+        body = str(getattr(exc, "body", "") or exc)
+        t.last_error = f"{status} {getattr(exc, 'reason', '')}: {body}"[:500] if status else f"{type(exc).__name__}: {exc}"[:500]
+        if status == 429 or (status == 403 and "exceeded quota" in body):
+            self.stats.quota_waits += 1
+            t.queued_waits += 1
+            t.retry_at = now + min(30.0, 1.0 * 2 ** min(t.queued_waits, 5))
+            t.api_errors_since = None
+            return
+        if status is not None and 400 <= status < 500 and status not in (408, 409):
+            t.result = self._api_error_facts(t, f"the API server refused the pod: {t.last_error}")
+            return
+        self.stats.api_retries += 1
+        if t.api_errors_since is None:
+            t.api_errors_since = now
+        if now - t.api_errors_since > self.options.api_retry_s:
+            t.result = self._api_error_facts(t, f"API errors for {self.options.api_retry_s:.0f}s: {t.last_error}")
+            return
+        t.retry_at = now + 2.0
+
+    def _api_error_facts(self, t: _Try, detail: str) -> TrialFacts:
+        obs = signals.observe({"metadata": {"name": t.launch.name}}, [], signals.Context(now=self.clock(), amounts=t.launch.amounts))
+        facts = obs.facts
+        assert facts is not None
+        facts.infra_hint, facts.infra_detail = InfraReason.API_ERROR, detail[:500]
+        return facts
+
+    def _try_create(self, t: _Try) -> None:
+        if not t.body:  # the ConfigMap or Secret could not be made yet
+            try:
+                bundle = self._bundle(t.launch)
+                t.body = pod_mod.build(t.launch, self.options, bundle, t.launch.task.docker_image or "",
+                                       self._secret(t.launch))
+                if self.pod_hook:
+                    t.body = self.pod_hook(t.launch, t.body)
+            except API_ERRORS as exc:
+                self._api_failure(t, exc)
+                return
+        try:
+            self.core.create_namespaced_pod(self.namespace, t.body)
+        except ApiException as exc:
+            if exc.status == 409:
+                t.created = True  # an earlier create did reach the server
+                return
+            self._api_failure(t, exc)
+            return
+        except Exception as exc:  # connection refused, reset: the API server is away
+            self._api_failure(t, exc)
+            return
+        t.created, t.api_errors_since, t.created_at = True, None, self.clock()
+
+    def adopt(self, launch: Launch) -> Handle | None:
+        inf = self.informer(launch.run_id)
+        pod = inf.pod(launch.name)
+        if pod is None:
+            return None
+        inf.expect(launch.name)
+        with self._lock:
+            self._tries[launch.name] = _Try(launch=launch, body={}, submitted_at=self.clock(), created=True)
+        return self._handle(launch)
+
+    def observe(self, handle: Handle) -> TrialFacts | None:
+        with self._lock:
+            t = self._tries.get(handle.name)
+        if t is None:
+            raise KeyError(f"unknown try {handle.name}: submit or adopt it first")
+        if t.result is None and not t.created:
+            if self.clock() >= t.retry_at:
+                self._spawn_create(t)
+            return None
+        if t.result is not None:
+            return self._finish(t, t.result)
+        inf = self.informer(t.launch.run_id)
+        version = inf.version(t.launch.name)
+        now = self.clock()
+        if version == t.seen_version and (t.seen_state == "running" or now - t.seen_at < 1.0):
+            return None  # nothing changed, and no deadline can have passed meanwhile
+        pod = inf.pod(t.launch.name)
+        gone = inf.is_gone(t.launch.name)
+        if pod is None and not gone:
+            now = self.clock()
+            if now - t.submitted_at > UNSEEN_GRACE_S and (t.looked_up_at is None or now - t.looked_up_at > UNSEEN_GRACE_S):
+                t.looked_up_at = now
+                self.stats.lookups += 1
+                try:
+                    pod = self.api_client.sanitize_for_serialization(
+                        self.core.read_namespaced_pod(t.launch.name, self.namespace))
+                except ApiException as exc:
+                    gone = exc.status == 404
+                except Exception:  # noqa: S110 - the API server is away; look again later
+                    pass
+            if pod is None and not gone:
+                return None
+        ctx = signals.Context(
+            now=self.clock(), amounts=t.launch.amounts, pending_deadline_s=self.options.pending_deadline_s,
+            pull_deadline_s=self.options.pull_deadline_s, config_deadline_s=self.options.config_deadline_s,
+            deleting=t.deleting, gone=gone and pod is None,
+        )
+        events = inf.events_of(t.launch.name)
+        obs = signals.observe(pod, events, ctx)
+        self.stats.by_state[obs.state] = self.stats.by_state.get(obs.state, 0) + 1
+        if obs.state != "done" or obs.facts is None:
+            t.seen_version, t.seen_state, t.seen_at = version, obs.state, now
+            return None
+        facts = obs.facts
+        if pod is not None and self._wants_log_tail(facts):
+            tail = self._log_tail(t.launch.name)
+            if tail:
+                facts.extra["log_tail"] = tail
+        facts.extra["pod_events_total"] = len(events)
+        if pod is not None:  # the result is in hand: the finalizer goes on a worker
+            self._pool.submit(self._release, t.launch, obs.stop)
+        return self._finish(t, facts)
+
+    @staticmethod
+    def _wants_log_tail(facts: TrialFacts) -> bool:
+        return facts.reward is None or facts.infra_hint is not None or facts.setup_error is not None
+
+    def _log_tail(self, name: str) -> str | None:
+        self.stats.log_tails += 1
+        try:
+            text = self.core.read_namespaced_pod_log(name, self.namespace, container=signals.TASK_CONTAINER,
+                                                     limit_bytes=LOG_TAIL_BYTES, _request_timeout=10)
+        except Exception as exc:  # no kubelet behind the node (kwok), or the container never started
+            return f"(log unavailable: {str(exc).splitlines()[0][:200]})"
+        return str(text)[-LOG_TAIL_BYTES:]
+
+    def _finish(self, t: _Try, facts: TrialFacts) -> TrialFacts:
+        now = self.clock()
+        with self._lock:
+            self._tries.pop(t.launch.name, None)
+            if t.created_at is not None:
+                self._latency["submit_to_created_s"] += t.created_at - t.submitted_at
+                self._latency["created_to_harvest_s"] += now - t.created_at
+                self._latency["n"] += 1
+        self.informer(t.launch.run_id).forget(t.launch.name)
+        self.stats.harvested += 1
+        facts.extra.setdefault("pod", t.launch.name)
+        facts.extra["namespace"] = self.namespace
+        return facts
+
+    def _release(self, launch: Launch, delete_now: bool = False) -> None:
+        """Harvested: drop our finalizer and mark the pod; it is deleted with the next collection delete.
+
+        The result is already safe with the caller; if the API server is away, the release is
+        retried from ``wait`` (a finalizer left behind would keep the pod forever).
+        """
+        patch = [{"op": "add", "path": "/metadata/finalizers", "value": []},
+                 {"op": "add", "path": f"/metadata/labels/{pod_mod.HARVESTED_LABEL.replace('/', '~1')}", "value": "true"}]
+        try:
+            self.core.patch_namespaced_pod(launch.name, self.namespace, patch)
+        except API_ERRORS as exc:
+            if getattr(exc, "status", None) != 404:
+                with self._lock:
+                    self._unreleased[launch.name] = (launch, delete_now)
+            return
+        with self._lock:
+            self._unreleased.pop(launch.name, None)
+        if self.options.keep_pods and not delete_now:
+            return
+        if delete_now:
+            self._delete(launch.name)
+        else:
+            with self._lock:
+                self._to_delete.add(launch.labels[RUN_LABEL])
+
+    def _delete(self, name: str) -> None:
+        try:
+            self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+        except API_ERRORS as exc:
+            if getattr(exc, "status", None) != 404:
+                self.sweep_later(name)
+
+    def sweep_later(self, name: str) -> None:
+        """A pod whose delete failed: the collection delete of its run takes it."""
+        with self._lock:
+            for inf_run, inf in self._informers.items():
+                pod = inf.pod(name)
+                if pod is not None:
+                    self._to_delete.add(inf_run)
+
+    def sweep_harvested(self, force: bool = False) -> None:
+        """Retry finalizer releases that failed, and delete harvested pods, one collection request a run.
+
+        On a worker, at most every SWEEP_EVERY_S: a collection delete of a few hundred pods takes
+        the API server a while, and the engine's loop must not wait for it.
+        """
+        now = time.monotonic()
+        if not force and (now - self._last_sweep < SWEEP_EVERY_S or self._sweeping.locked()):
+            return
+        self._last_sweep = now
+        if force:
+            self._sweep()
+        else:
+            self._pool.submit(self._sweep)
+
+    def _sweep(self) -> None:
+        with self._sweeping:
+            with self._lock:
+                unreleased = list(self._unreleased.values())
+            for launch, delete_now in unreleased:
+                self._release(launch, delete_now)
+            with self._lock:
+                runs, self._to_delete = self._to_delete, set()
+            for run_label in runs:
+                try:
+                    self.core.delete_collection_namespaced_pod(
+                        self.namespace, label_selector=f"{RUN_LABEL}={run_label},{pod_mod.HARVESTED_LABEL}=true",
+                        grace_period_seconds=0, _preload_content=False)
+                except Exception:  # the API server is away: next time
+                    with self._lock:
+                        self._to_delete.add(run_label)
+
+    def cancel(self, handle: Handle) -> None:
+        with self._lock:
+            t = self._tries.pop(handle.name, None)
+        if t is None:
+            return
+        t.deleting = True
+        self._release(t.launch, delete_now=True)
+
+    def wait(self, handles: Sequence[Handle], timeout: float) -> None:
+        self.sweep_harvested()
+        with self._lock:
+            due = [t for t in self._tries.values() if not t.created and t.result is None]
+        if due:
+            timeout = min(timeout, max(0.05, min(t.retry_at for t in due) - self.clock()))
+        with self._changed:
+            # Anything since the last wait ended happened while the engine was observing: no sleep.
+            if self._generation == self._waited_generation:
+                self._changed.wait(timeout)
+            self._waited_generation = self._generation
+
+    def cleanup(self, run_id: str | None = None) -> CleanupReport:
+        report = CleanupReport()
+        selector = "app.kubernetes.io/managed-by=headroom"
+        if run_id:
+            selector += f",{RUN_LABEL}={label_value(run_id)}"
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        for p in pods:
+            name = p.metadata.name
+            try:
+                self.core.patch_namespaced_pod(name, self.namespace,
+                                               [{"op": "add", "path": "/metadata/finalizers", "value": []}])
+                self._delete(name)
+                report.removed.append(f"pod/{name}")
+            except ApiException as exc:
+                report.kept.append(f"pod/{name}: {exc.status} {exc.reason}")
+        for s in self.core.list_namespaced_secret(self.namespace, label_selector=selector).items:
+            self.core.delete_namespaced_secret(s.metadata.name, self.namespace)
+            report.removed.append(f"secret/{s.metadata.name}")
+        if run_id is None:
+            for cm in self.core.list_namespaced_config_map(self.namespace, label_selector=selector).items:
+                self.core.delete_namespaced_config_map(cm.metadata.name, self.namespace)
+                report.removed.append(f"configmap/{cm.metadata.name}")
+        return report
+
+    def facts(self) -> dict[str, Any]:
+        f = cluster_facts.collect(self.api_client, self.options)
+        f["enforcement"] = self.enforcement
+        f["capabilities"] = self.capabilities.model_dump(mode="json")
+        f["options"] = self.options.model_dump(mode="json")
+        f["pod_security"] = {"profile": "baseline" if self.options.run_as_root else "restricted",
+                             "run_as_root": self.options.run_as_root, "namespace_labels": f.get("pod_security")}
+        return f
+
+    def request_report(self) -> dict[str, Any]:
+        """API requests so far, by kind, and per harvested try."""
+        total = self.requests.total
+        return {"total": total, "by_kind": self.requests.snapshot(), "harvested": self.stats.harvested,
+                "per_trial": total / self.stats.harvested if self.stats.harvested else None,
+                "mean_latency_s": {k: v / self._latency["n"] for k, v in self._latency.items() if k != "n"}
+                if self._latency["n"] else {},
+                "informers": {k: v.stats() for k, v in self._informers.items()}}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        try:
+            self.sweep_harvested(force=True)
+        finally:
+            for inf in self._informers.values():
+                inf.stop()
+            self._informers.clear()
+            self.api_client.close()

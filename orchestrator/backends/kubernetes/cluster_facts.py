@@ -1,0 +1,80 @@
+"""Cluster provenance: server version, candidate nodes, runtime class, the namespace's quota and limits.
+
+Recorded once when a run starts. A namespace-scoped user may not read nodes or
+runtime classes; that is recorded as such, never an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from orchestrator.spec.kubernetes import KubernetesOptions
+
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+INSTANCE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+MAX_NODES = 200
+
+
+def node_facts(node: Any) -> dict[str, Any]:
+    info = node.status.node_info
+    labels = node.metadata.labels or {}
+    return {
+        "name": node.metadata.name,
+        "kubelet_version": info.kubelet_version if info else None,
+        "kernel": info.kernel_version if info else None,
+        "container_runtime": info.container_runtime_version if info else None,
+        "os_image": info.os_image if info else None,
+        "architecture": info.architecture if info else None,
+        "instance_type": next((labels[k] for k in INSTANCE_LABELS if k in labels), None),
+        "zone": next((labels[k] for k in ZONE_LABELS if k in labels), None),
+        "allocatable": dict(node.status.allocatable or {}),
+    }
+
+
+def _forbidden(exc: ApiException) -> str:
+    return f"not readable ({exc.status} {exc.reason})"
+
+
+def collect(api_client: Any, options: KubernetesOptions) -> dict[str, Any]:
+    core = client.CoreV1Api(api_client)
+    out: dict[str, Any] = {"namespace": options.namespace}
+    try:
+        v = client.VersionApi(api_client).get_code()
+        out["server_version"] = {"git_version": v.git_version, "platform": v.platform}
+    except ApiException as exc:
+        out["server_version"] = _forbidden(exc)
+    selector = ",".join(f"{k}={v}" for k, v in options.node_selector.items()) or None
+    try:
+        nodes = core.list_node(label_selector=selector, limit=MAX_NODES).items
+        out["nodes"] = [node_facts(n) for n in nodes]
+    except ApiException as exc:
+        out["nodes"] = _forbidden(exc)
+    out["runtime_class"] = options.runtime_class_name
+    if options.runtime_class_name:
+        try:
+            rc = client.NodeV1Api(api_client).read_runtime_class(options.runtime_class_name)
+            out["runtime_class_handler"] = rc.handler
+        except ApiException as exc:
+            out["runtime_class_handler"] = _forbidden(exc)
+    try:
+        out["resource_quotas"] = [
+            {"name": q.metadata.name, "hard": dict(q.spec.hard or {})}
+            for q in core.list_namespaced_resource_quota(options.namespace).items]
+    except ApiException as exc:
+        out["resource_quotas"] = _forbidden(exc)
+    try:
+        out["limit_ranges"] = [
+            {"name": lr.metadata.name, "limits": [api_client.sanitize_for_serialization(i) for i in lr.spec.limits or []]}
+            for lr in core.list_namespaced_limit_range(options.namespace).items]
+    except ApiException as exc:
+        out["limit_ranges"] = _forbidden(exc)
+    try:
+        ns = core.read_namespace(options.namespace)
+        out["pod_security"] = {k: v for k, v in (ns.metadata.labels or {}).items()
+                               if k.startswith("pod-security.kubernetes.io/")}
+    except ApiException as exc:
+        out["pod_security"] = _forbidden(exc)
+    return out

@@ -1,0 +1,196 @@
+"""The Pod of one try: requests and limits, the runner and the warden, the contract's mounts.
+
+Two containers share the pod's PID namespace:
+
+* ``task``: the task's image, running the runner (agent step, then verifier step)
+  with the image's WORKDIR as cwd; requests = base x request multiplier, limits =
+  base x limit multiplier (none when unbounded), for cpu, memory and ephemeral-storage.
+* ``warden``: the same image (already pulled), another uid, no capabilities, a few
+  MiB; the only container that mounts the task's tests. It hands them over through
+  an emptyDir only once no agent process is left (see ``warden.sh``).
+
+Security: Pod Security "restricted" by default (non-root, no privilege escalation,
+all capabilities dropped, RuntimeDefault seccomp); ``run_as_root`` relaxes the task
+container to "baseline" for images that need root, and is recorded in provenance.
+No service-account token is mounted, so an agent has no API credentials.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from typing import Any
+
+from orchestrator import container_contract as cc
+from orchestrator.backends.kubernetes import scripts
+from orchestrator.backends.kubernetes.signals import TASK_CONTAINER, WARDEN_CONTAINER
+from orchestrator.backends.kubernetes.taskfiles import TaskBundle
+from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.spec.launch import Launch, StepLaunch
+
+FINALIZER = "headroom.dev/harvest"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "headroom"}
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+NETWORK_LABEL = "headroom.dev/network"
+HARVESTED_LABEL = "headroom.dev/harvested"
+WARDEN_UID = 65532
+WARDEN_RESOURCES = {"cpu": "10m", "memory": "16Mi"}
+#: Time beyond the two step timeouts for the image pull, start-up and the tests' handover.
+DEADLINE_SLACK_S = 180
+
+
+def _cpu(value: float) -> str:
+    return f"{max(1, math.ceil(value * 1000))}m"
+
+
+def resources(launch: Launch) -> dict[str, dict[str, str]]:
+    a = launch.amounts
+    out: dict[str, dict[str, str]] = {"requests": {
+        "cpu": _cpu(a.request_cpus), "memory": str(a.request_memory_bytes),
+        "ephemeral-storage": str(launch.request_storage_bytes),
+    }}
+    limits: dict[str, str] = {}
+    if a.limit_cpus is not None:
+        limits["cpu"] = _cpu(a.limit_cpus)
+    if a.limit_memory_bytes is not None:
+        limits["memory"] = str(a.limit_memory_bytes)
+    if launch.limit_storage_bytes is not None:
+        limits["ephemeral-storage"] = str(launch.limit_storage_bytes)
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def env_script(env: dict[str, str]) -> str:
+    """Variables as ``export`` lines the runner evaluates in the step's own subshell."""
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()) if k.isidentifier())
+
+
+def _step_env(step: StepLaunch, prefix: str) -> list[dict[str, str]]:
+    env = [{"name": f"HR_{prefix}_ENV", "value": env_script(step.env)},
+           {"name": f"HR_{prefix}_TIMEOUT", "value": str(max(1, math.ceil(step.timeout_s)))}]
+    if step.script is not None:
+        env.append({"name": f"HR_{prefix}_SCRIPT", "value": step.script})
+    else:
+        env.append({"name": f"HR_{prefix}_SHELL", "value": step.shell or ""})
+    return env
+
+
+def kubelet_literal(text: str) -> str:
+    """``text`` as a container command string the kubelet passes on unchanged.
+
+    The kubelet expands ``$(VAR)`` in command and args and turns ``$$`` into ``$``, so a
+    script's ``ME=$$`` arrived as ``ME=$``. Doubling every ``$`` is undone exactly.
+    """
+    return text.replace("$", "$$")
+
+
+def secret_name(run_label: str) -> str:
+    return f"headroom-secrets-{run_label}"[:253].rstrip("-.")
+
+
+def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle, image: str,
+          secret: str | None = None) -> dict[str, Any]:
+    labels = {**options.pod_labels, **launch.labels, **MANAGED_BY,
+              NETWORK_LABEL: "internet" if launch.allow_internet else "none"}
+    if options.queue:
+        labels[QUEUE_LABEL] = options.queue
+    annotations = {
+        **options.pod_annotations,
+        "headroom.dev/spec-digest": launch.spec_digest,
+        "headroom.dev/run-id": launch.run_id,
+        "headroom.dev/trial-id": launch.trial_id,
+        "headroom.dev/task-digest": launch.task.digest,
+        "headroom.dev/agent-ran-in": f"container {TASK_CONTAINER}",
+    }
+    env = [
+        *_step_env(launch.agent, "AGENT"),
+        *_step_env(launch.verifier, "VERIFIER"),
+        {"name": "HR_TESTS_MANIFEST", "value": bundle.tests_manifest()},
+        {"name": "HR_SECRET_NAMES", "value": " ".join(launch.agent.secret_env)},
+    ]
+    if options.workdir:
+        env.append({"name": "HR_WORKDIR", "value": options.workdir})
+    if secret:
+        env += [{"name": n, "valueFrom": {"secretKeyRef": {"name": secret, "key": n, "optional": True}}}
+                for n in launch.agent.secret_env]
+    cm = bundle.name
+    volumes: list[dict[str, Any]] = [
+        {"name": "task", "configMap": {"name": cm, "items": bundle.items("")}},
+        {"name": "tests-src", "configMap": {"name": cm, "items": bundle.items("tests", strip=True)}},
+        {"name": "logs", "emptyDir": {}},
+        {"name": "tests", "emptyDir": {}},
+        {"name": "run", "emptyDir": {}},
+        {"name": "handoff", "emptyDir": {}},
+    ]
+    task_mounts = [
+        {"name": "task", "mountPath": cc.TASK_DIR, "readOnly": True},
+        {"name": "logs", "mountPath": cc.LOGS},
+        {"name": "tests", "mountPath": cc.TESTS},
+        {"name": "run", "mountPath": "/headroom/run"},
+        {"name": "handoff", "mountPath": "/headroom/handoff", "readOnly": True},
+    ]
+    if launch.task.include_solution:
+        sol = bundle.items("solution", strip=True)
+        volumes[0]["configMap"]["items"] += bundle.items("solution")
+        volumes.append({"name": "solution", "configMap": {"name": cm, "items": sol}})
+        task_mounts.append({"name": "solution", "mountPath": cc.SOLUTION, "readOnly": True})
+    if options.run_as_root:
+        task_security: dict[str, Any] = {"capabilities": {"drop": ["SYS_PTRACE"]}}
+        pod_security: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    else:
+        task_security = {"runAsNonRoot": True, "runAsUser": options.run_as_user, "allowPrivilegeEscalation": False,
+                         "capabilities": {"drop": ["ALL"]}}
+        pod_security = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    task_container: dict[str, Any] = {
+        "name": TASK_CONTAINER, "image": image, "imagePullPolicy": options.image_pull_policy,
+        "command": ["/bin/sh", "-c", kubelet_literal(scripts.runner())], "env": env,
+        "resources": resources(launch), "securityContext": task_security, "volumeMounts": task_mounts,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if options.workdir:
+        task_container["workingDir"] = options.workdir
+    warden = {
+        "name": WARDEN_CONTAINER, "image": options.warden_image or image, "imagePullPolicy": options.image_pull_policy,
+        "command": ["/bin/sh", "-c", kubelet_literal(scripts.warden())],
+        "resources": {"requests": dict(WARDEN_RESOURCES), "limits": dict(WARDEN_RESOURCES)},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": WARDEN_UID, "runAsGroup": WARDEN_UID,
+                            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [
+            {"name": "tests-src", "mountPath": "/headroom/tests-src", "readOnly": True},
+            {"name": "run", "mountPath": "/headroom/run"},
+            {"name": "handoff", "mountPath": "/headroom/handoff"},
+        ],
+    }
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": math.ceil(launch.agent.timeout_s + launch.verifier.timeout_s + DEADLINE_SLACK_S),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "shareProcessNamespace": True,
+        "terminationGracePeriodSeconds": 5,
+        "securityContext": pod_security,
+        "containers": [task_container, warden],
+        "volumes": volumes,
+    }
+    if options.node_selector:
+        spec["nodeSelector"] = dict(options.node_selector)
+    if options.tolerations:
+        spec["tolerations"] = list(options.tolerations)
+    if options.runtime_class_name:
+        spec["runtimeClassName"] = options.runtime_class_name
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": launch.name, "labels": labels, "annotations": annotations, "finalizers": [FINALIZER]},
+        "spec": spec,
+    }
+
+
+def network_policy() -> dict[str, Any]:
+    """Deny all traffic to and from trial pods labelled network=none (enforced where the CNI supports it)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "headroom-no-network", "labels": dict(MANAGED_BY)},
+        "spec": {"podSelector": {"matchLabels": {NETWORK_LABEL: "none"}}, "policyTypes": ["Ingress", "Egress"]},
+    }

@@ -1,0 +1,254 @@
+"""Pod status + Events -> the facts of one try, or "not yet". A pure function.
+
+Kubernetes signals, strongest first:
+
+====================================================================  ==========================
+signal                                                                facts
+====================================================================  ==========================
+pod gone without a harvest (finalizer removed by someone else)         infra ``pod_deleted``
+``DisruptionTarget`` condition: PreemptionByScheduler                  infra ``preempted``
+  EvictionByEvictionAPI / DeletionByTaintManager / DeletionByPodGC     ``api_eviction`` / ``taint_eviction``
+                                                                       (``node_lost`` if the node became
+                                                                       unreachable) / ``pod_gc``
+  TerminationByKubelet, or ``status.reason: Evicted``                  ``evicted``, or ``storage_limit`` when
+                                                                       the message names ephemeral storage
+``status.reason: DeadlineExceeded``                                    ``deadline_exceeded``
+``OOMKilled`` in any container, init containers included               ``oom_killed``
+deletionTimestamp we did not set                                       ``pod_deleted``
+``ErrImagePull``/``ImagePullBackOff`` past the pull deadline;          ``image_pull`` (at once for the two
+``InvalidImageName``/``ErrImageNeverPull``                             that never recover)
+``CreateContainerConfigError``/``CreateContainerError`` past deadline  ``container_config``
+``Unschedulable`` past the pending deadline (a ``TriggeredScaleUp``    ``unschedulable``
+event restarts the clock); a scheduling gate is queued, never failing
+task container terminated                                              the runner's report: steps, OOM
+                                                                       counter, reward -> the usual rules
+====================================================================  ==========================
+
+The raw pod status and the relevant Events go into ``facts.extra`` as evidence.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from orchestrator.backends.kubernetes import message as runner_message
+from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.outcome import InfraReason
+from orchestrator.spec.resources import ResourceAmounts
+
+TASK_CONTAINER = "task"
+WARDEN_CONTAINER = "warden"
+_PULL_WAITING = {"ErrImagePull", "ImagePullBackOff"}
+_PULL_FATAL = {"InvalidImageName", "ErrImageNeverPull"}
+_CONFIG_WAITING = {"CreateContainerConfigError", "CreateContainerError"}
+_START_FAILED = {"StartError", "ContainerCannotRun"}
+_DISRUPTION = {
+    "PreemptionByScheduler": InfraReason.PREEMPTED,
+    "PreemptionByKubeScheduler": InfraReason.PREEMPTED,
+    "EvictionByEvictionAPI": InfraReason.API_EVICTION,
+    "DeletionByTaintManager": InfraReason.TAINT_EVICTION,
+    "DeletionByPodGC": InfraReason.POD_GC,
+    "TerminationByKubelet": InfraReason.EVICTED,
+}
+MAX_EVENTS = 20
+
+State = Literal["queued", "pending", "running", "done"]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the pure function needs besides the objects: the clock, the deadlines, our own actions."""
+
+    now: float  # epoch seconds
+    amounts: ResourceAmounts
+    pending_deadline_s: float = 600
+    pull_deadline_s: float = 300
+    config_deadline_s: float = 60
+    deleting: bool = False  # we asked for the deletion (cancel): not an outside deletion
+    gone: bool = False  # the pod no longer exists and was never harvested
+    log_tail: str | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    state: State
+    facts: TrialFacts | None = None
+    stop: bool = False  # the pod must be deleted (a deadline passed while it waited)
+
+
+def _ts(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _statuses(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    st = pod.get("status") or {}
+    return [*(st.get("initContainerStatuses") or []), *(st.get("containerStatuses") or [])]
+
+
+def _condition(pod: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c
+    return None
+
+
+def _storage_words(text: str) -> bool:
+    t = text.lower()
+    return "ephemeral-storage" in t or "ephemeral local storage" in t or "ephemeral storage" in t
+
+
+def relevant_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pod's events, newest last, trimmed to what a report shows."""
+    keep = []
+    for e in events[-MAX_EVENTS:]:
+        keep.append({k: e.get(k) for k in ("type", "reason", "message", "count") if e.get(k) is not None}
+                    | {"time": e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")})
+    return keep
+
+
+def _base(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Context) -> TrialFacts:
+    a = ctx.amounts
+    status = (pod or {}).get("status") or {}
+    spec = (pod or {}).get("spec") or {}
+    extra: dict[str, Any] = {
+        "pod": (pod or {}).get("metadata", {}).get("name"),
+        "node": spec.get("nodeName"),
+        "ran_in": f"container {TASK_CONTAINER!r} of the trial pod (the task image)",
+        "pod_status": {k: status.get(k) for k in ("phase", "reason", "message", "qosClass", "startTime",
+                                                 "conditions", "initContainerStatuses", "containerStatuses")
+                       if status.get(k) is not None},
+        "events": relevant_events(events),
+    }
+    images = {s.get("name"): {"image": s.get("image"), "image_id": s.get("imageID")}
+              for s in _statuses(pod or {}) if s.get("imageID")}
+    if images:
+        extra["images"] = images
+    if ctx.log_tail:
+        extra["log_tail"] = ctx.log_tail
+    return TrialFacts(
+        enforcement="kubernetes", request_cpus=a.request_cpus, request_memory_bytes=a.request_memory_bytes,
+        limit_cpus=a.limit_cpus, limit_memory_bytes=a.limit_memory_bytes,
+        qos_class=status.get("qosClass") or a.qos_class, extra=extra,
+    )
+
+
+def _infra(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Context, reason: InfraReason,
+           detail: str | None, stop: bool = False) -> Observation:
+    facts = _base(pod, events, ctx)
+    facts.infra_hint = reason
+    facts.infra_detail = (detail or reason.value)[:500]
+    _add_report(pod, facts)
+    return Observation("done", facts, stop=stop)
+
+
+def _task_status(pod: dict[str, Any]) -> dict[str, Any] | None:
+    for s in (pod.get("status") or {}).get("containerStatuses") or []:
+        if s.get("name") == TASK_CONTAINER:
+            return s
+    return None
+
+
+def _add_report(pod: dict[str, Any] | None, facts: TrialFacts) -> runner_message.RunnerReport | None:
+    """Whatever the runner reported (also for an infra end: the agent may have finished first)."""
+    s = _task_status(pod or {})
+    term = ((s or {}).get("state") or {}).get("terminated") or ((s or {}).get("lastState") or {}).get("terminated")
+    report = runner_message.parse((term or {}).get("message"))
+    if report is None:
+        return None
+    facts.agent = report.step("agent")
+    facts.verifier = report.step("verifier")
+    facts.reward, facts.reward_error = report.reward()
+    facts.agent_result = report.agent_result()
+    facts.peak_memory_bytes = report.peak_memory_bytes()
+    facts.duration_s = sum(s.duration_s for s in (facts.agent, facts.verifier) if s is not None)
+    facts.extra["runner"] = report.evidence()
+    return report
+
+
+def _scale_up_time(events: list[dict[str, Any]]) -> float | None:
+    times = [_ts(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp"))
+             for e in events if e.get("reason") == "TriggeredScaleUp"]
+    times = [t for t in times if t is not None]
+    return max(times) if times else None
+
+
+def observe(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Context) -> Observation:
+    """Classify one try's pod. Pure: the same objects and clock give the same answer."""
+    if pod is None or ctx.gone:
+        return _infra(pod, events, ctx, InfraReason.POD_DELETED, "the pod was deleted before its result was harvested")
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    spec = pod.get("spec") or {}
+    phase = status.get("phase") or "Pending"
+
+    disruption = _condition(pod, "DisruptionTarget")
+    if disruption and disruption.get("status") == "True":
+        reason = _DISRUPTION.get(disruption.get("reason") or "", InfraReason.OTHER)
+        text = f"{disruption.get('reason')}: {disruption.get('message') or ''}".strip()
+        if reason is InfraReason.TAINT_EVICTION and any(w in text for w in ("unreachable", "not-ready")):
+            reason = InfraReason.NODE_LOST
+        if reason is InfraReason.EVICTED and _storage_words(f"{text} {status.get('message') or ''}"):
+            reason = InfraReason.STORAGE_LIMIT
+        if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
+            return _infra(pod, events, ctx, reason, text)
+    if status.get("reason") == "Evicted":
+        msg = status.get("message") or ""
+        return _infra(pod, events, ctx, InfraReason.STORAGE_LIMIT if _storage_words(msg) else InfraReason.EVICTED, msg)
+    if status.get("reason") == "NodeLost":
+        return _infra(pod, events, ctx, InfraReason.NODE_LOST, status.get("message"))
+    if status.get("reason") == "DeadlineExceeded":
+        return _infra(pod, events, ctx, InfraReason.DEADLINE_EXCEEDED, status.get("message"))
+    for s in _statuses(pod):
+        for state_key in ("state", "lastState"):
+            term = ((s.get(state_key) or {}).get("terminated")) or {}
+            if term.get("reason") == "OOMKilled":
+                return _infra(pod, events, ctx, InfraReason.OOM_KILLED,
+                              f"container {s.get('name')} OOMKilled (exit {term.get('exitCode')})")
+    if meta.get("deletionTimestamp") and not ctx.deleting:
+        return _infra(pod, events, ctx, InfraReason.POD_DELETED, "the pod was deleted from outside headroom")
+
+    task = _task_status(pod)
+    term = ((task or {}).get("state") or {}).get("terminated")
+    if term is not None:
+        facts = _base(pod, events, ctx)
+        report = _add_report(pod, facts)
+        if term.get("reason") in _START_FAILED:
+            facts.setup_error = f"the runner could not start ({term.get('reason')}): {term.get('message') or ''}"[:500]
+        elif report is None:
+            facts.setup_error = (f"the runner ended without a report (exit {term.get('exitCode')}, "
+                                 f"{term.get('reason')})")
+        elif not report.complete:
+            facts.extra["runner_incomplete"] = f"exit {term.get('exitCode')}, {term.get('reason')}"
+        return Observation("done", facts)
+
+    if phase in ("Succeeded", "Failed"):  # ended, yet the task container never terminated
+        return _infra(pod, events, ctx, InfraReason.OTHER, f"pod {phase} ({status.get('reason')}: {status.get('message')})")
+
+    # Still waiting or running: fail only past a deadline, and say so.
+    created = _ts(meta.get("creationTimestamp")) or ctx.now
+    for s in _statuses(pod):
+        waiting = (s.get("state") or {}).get("waiting") or {}
+        why = waiting.get("reason")
+        text = f"container {s.get('name')}: {why}: {waiting.get('message') or ''}"
+        if why in _PULL_FATAL:
+            return _infra(pod, events, ctx, InfraReason.IMAGE_PULL, text, stop=True)
+        if why in _PULL_WAITING and ctx.now - created > ctx.pull_deadline_s:
+            return _infra(pod, events, ctx, InfraReason.IMAGE_PULL, text, stop=True)
+        if why in _CONFIG_WAITING and ctx.now - created > ctx.config_deadline_s:
+            return _infra(pod, events, ctx, InfraReason.CONTAINER_CONFIG, text, stop=True)
+    if spec.get("schedulingGates"):
+        return Observation("queued")
+    scheduled = _condition(pod, "PodScheduled")
+    if scheduled and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        since = max(created, _scale_up_time(events) or created)
+        if ctx.now - since > ctx.pending_deadline_s:
+            return _infra(pod, events, ctx, InfraReason.UNSCHEDULABLE, scheduled.get("message"), stop=True)
+        return Observation("pending")
+    return Observation("running" if phase == "Running" else "pending")

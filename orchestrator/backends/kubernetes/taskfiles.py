@@ -1,0 +1,138 @@
+"""Task files as one immutable ConfigMap per task content digest, shared by all its trials.
+
+Why a ConfigMap: the files reach the pod without building or pushing an image and
+without an init container that needs network access or a second image; one object
+per task digest is created once and mounted by every trial, and ``immutable: true``
+lets kubelets stop watching it. Each container mounts only its items: the task
+container gets the instruction, ``task.toml`` and ``environment/`` (plus ``solution/``
+for the oracle); only the warden container gets ``tests/``.
+
+The limit is the API server's object size (about 1 MiB of data); a bigger task gets
+a clear error naming its size.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import SpecError
+
+#: What a ConfigMap may hold (etcd's request limit is 1.5 MiB; the API server caps ConfigMap data at 1 MiB).
+MAX_CONFIGMAP_BYTES = 1024 * 1024
+_KEY_BAD = re.compile(r"[^-._a-zA-Z0-9]+")
+#: Not delivered: VCS and cache litter.
+_SKIP_PARTS = {".git", "__pycache__", ".pytest_cache"}
+
+
+def _crc_table() -> list[int]:
+    table = []
+    for i in range(256):
+        c = i << 24
+        for _ in range(8):
+            c = ((c << 1) ^ 0x04C11DB7) if c & 0x80000000 else (c << 1)
+        table.append(c & 0xFFFFFFFF)
+    return table
+
+
+_TABLE = _crc_table()
+
+
+def posix_cksum(data: bytes) -> int:
+    """The CRC that POSIX ``cksum`` prints: what the in-pod runner can compute with nothing but POSIX tools."""
+    crc = 0
+    for b in data:
+        crc = ((crc << 8) & 0xFFFFFFFF) ^ _TABLE[(crc >> 24) ^ b]
+    n = len(data)
+    while n:
+        crc = ((crc << 8) & 0xFFFFFFFF) ^ _TABLE[(crc >> 24) ^ (n & 0xFF)]
+        n >>= 8
+    return (~crc) & 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    path: str  # relative, '/'-separated
+    key: str  # ConfigMap key
+    data: bytes
+    executable: bool
+
+
+@dataclass
+class TaskBundle:
+    """A task's files, keyed for one ConfigMap."""
+
+    task_id: str
+    digest: str
+    files: list[TaskFile] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"headroom-task-{self.digest[:40]}"
+
+    def items(self, prefix: str, strip: bool = False) -> list[dict[str, Any]]:
+        """Volume items for the files under ``prefix`` (``""``: all but tests and solution)."""
+        out = []
+        for f in self.files:
+            top = f.path.split("/", 1)[0]
+            if prefix:
+                if top != prefix or "/" not in f.path:
+                    continue
+            elif top in ("tests", "solution"):
+                continue
+            path = f.path.split("/", 1)[1] if strip else f.path
+            out.append({"key": f.key, "path": path, "mode": 0o755 if f.executable else 0o644})
+        return out
+
+    def tests_manifest(self) -> str:
+        """What the runner's ``manifest`` prints for the delivered tests: ``crc size ./path;`` sorted by path."""
+        tests = sorted((f.path.split("/", 1)[1], f.data) for f in self.files
+                       if f.path.startswith("tests/"))
+        tests.sort(key=lambda t: ("./" + t[0]).encode())
+        return "".join(f"{posix_cksum(d)} {len(d)} ./{p};" for p, d in tests)
+
+    def configmap(self, labels: dict[str, str]) -> dict[str, Any]:
+        data: dict[str, str] = {}
+        binary: dict[str, str] = {}
+        for f in self.files:
+            try:
+                data[f.key] = f.data.decode("utf-8")
+            except UnicodeDecodeError:
+                binary[f.key] = base64.b64encode(f.data).decode()
+        body: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": self.name, "labels": {**labels, "headroom.dev/task-digest": self.digest[:63]},
+                         "annotations": {"headroom.dev/task": self.task_id}},
+            "immutable": True, "data": data,
+        }
+        if binary:
+            body["binaryData"] = binary
+        return body
+
+
+def bundle(task_id: str, task_dir: str | Path, digest: str) -> TaskBundle:
+    """Read a task directory into a bundle; refuse one too big for a ConfigMap."""
+    root = Path(task_dir)
+    b = TaskBundle(task_id=task_id, digest=digest)
+    total = 0
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root)
+        if _SKIP_PARTS & set(rel.parts):
+            continue
+        data = path.read_bytes()
+        rel_s = rel.as_posix()
+        key = f"{_KEY_BAD.sub('_', rel_s)[:200]}.{hashlib.sha256(rel_s.encode()).hexdigest()[:8]}"
+        b.files.append(TaskFile(rel_s, key, data, os.access(path, os.X_OK)))
+        total += len(data) + len(key)
+    if total > MAX_CONFIGMAP_BYTES:
+        raise SpecError(
+            f"task {task_id} holds {total / 1024:.0f} KiB of files; the Kubernetes backend delivers task files as one "
+            f"ConfigMap, which holds at most {MAX_CONFIGMAP_BYTES // 1024} KiB: ship the large inputs in the task's image",
+            file=str(root),
+        )
+    return b

@@ -1,0 +1,316 @@
+"""Cluster commands: submit, status, export, tasks push, controller.
+
+They talk to the Kubernetes API with the user's kubeconfig (``--kubeconfig``, ``KUBECONFIG``
+or ``~/.kube/config``; in a pod, the service account). The Kubernetes client is imported
+only when one of these commands runs, so local sweeps never load it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+import yaml
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.errors import SpecError, UserError, first_validation_error
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+_kube_options = [
+    click.option("--kubeconfig", type=click.Path(path_type=Path), envvar="KUBECONFIG",
+                 help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)"),
+    click.option("--context", help="kubeconfig context"),
+    click.option("--namespace", "-n", help="namespace (default: the context's, else 'default')"),
+]
+
+
+def kube_options(f: Any) -> Any:
+    for opt in reversed(_kube_options):
+        f = opt(f)
+    return f
+
+
+class Kube:
+    """API handles for one command."""
+
+    def __init__(self, kubeconfig: Path | None, context: str | None, namespace: str | None) -> None:
+        from kubernetes import client, config
+
+        from orchestrator.controller.kube import current_namespace, make_client
+
+        if kubeconfig is not None and ":" in str(kubeconfig):
+            kubeconfig = Path(str(kubeconfig).split(":")[0])
+        try:
+            self.api = make_client(kubeconfig, context=context)
+        except (config.ConfigException, OSError) as exc:
+            raise UserError(f"cannot load a kubeconfig ({exc})", field="--kubeconfig") from None
+        self.namespace = namespace or current_namespace(kubeconfig)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.core = client.CoreV1Api(self.api)
+
+    def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """An API call whose failure is a one-line error, not a traceback."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return fn(*args, **kwargs)
+        except ApiException as exc:
+            message = api_message(exc)
+            if exc.status == 404 and "could not find the requested resource" in message:
+                message = "the headroom CRDs are not installed in this cluster (helm install headroom helm/headroom)"
+            raise UserError(f"{what}: {exc.status} {message}") from None
+        except (HTTPError, OSError) as exc:
+            raise UserError(f"{what}: cannot reach the Kubernetes API ({type(exc).__name__})") from None
+
+
+def api_message(exc: Any) -> str:
+    import json
+
+    try:
+        return str(json.loads(exc.body).get("message") or exc.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.reason)
+
+
+def dns_name(text: str) -> str:
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63].strip("-")
+    if not name:
+        raise UserError(f"cannot make a Kubernetes name from {text!r}; pass --name", field="--name")
+    return name
+
+
+# ---- submit ---------------------------------------------------------------------------------
+
+
+def experiment_resource(fields: dict[str, Any], source: str, name: str | None, namespace: str,
+                        push_tasks: Any) -> dict[str, Any]:
+    """An Experiment resource from an experiment file (or from a resource manifest)."""
+    from orchestrator.controller.resources import API_VERSION, ExperimentResourceSpec
+
+    meta: dict[str, Any] = {}
+    if fields.get("kind") == "Experiment":
+        meta = dict(fields.get("metadata") or {})
+        fields = dict(fields.get("spec") or {})
+    fields = dict(fields)
+    if "task_source" not in fields:
+        tasks_dir = fields.pop("tasks_dir", None)
+        if not isinstance(tasks_dir, str):
+            raise SpecError("give tasks_dir (pushed as ConfigMaps) or task_source", file=source, field="tasks_dir")
+        folder = Path(tasks_dir)
+        if not folder.is_absolute():
+            folder = (Path(source).parent / folder).resolve()
+        fields["task_source"] = {"bundle": push_tasks(folder)}
+    else:
+        fields.pop("tasks_dir", None)
+    try:
+        spec = ExperimentResourceSpec.model_validate(fields)
+    except ValidationError as exc:
+        field, msg = first_validation_error(exc)
+        raise SpecError(msg, file=source, field=field) from None
+    meta["name"] = name or meta.get("name") or dns_name(spec.name)
+    meta["namespace"] = namespace
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Experiment",
+        "metadata": meta,
+        "spec": spec.model_dump(mode="json", exclude={"tasks_dir"}),
+    }
+
+
+@click.command()
+@click.argument("experiment_file", type=click.Path(path_type=Path))
+@click.option("--name", help="the Experiment's name (default: its spec name)")
+@click.option("--dry-run", is_flag=True, help="print the Experiment resource instead of creating it")
+@kube_options
+def submit(experiment_file: Path, name: str | None, dry_run: bool, kubeconfig: Path | None, context: str | None,
+           namespace: str | None) -> None:
+    """Create an Experiment in the cluster from EXPERIMENT_FILE (the same YAML as `sweep --experiment`).
+
+    A tasks_dir in the file is pushed first as content-addressed ConfigMaps (see `tasks push`);
+    a resource manifest (kind: Experiment) is accepted as well.
+    """
+    from orchestrator.cli import load_experiment_file
+    from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, VERSION
+
+    fields = load_experiment_file(experiment_file)
+    if dry_run:  # content-addressed: the task set's name is known without pushing it
+        from orchestrator.controller import tasksets
+        from orchestrator.tasks.loader import load_tasks
+
+        def local_name(folder: Path) -> str:
+            return tasksets.set_name(tasksets.set_digest(load_tasks(folder)))
+
+        body = experiment_resource(fields, str(experiment_file), name, namespace or "default", local_name)
+        click.echo(yaml.safe_dump(body, sort_keys=False), nl=False)
+        return
+    kube = Kube(kubeconfig, context, namespace)
+
+    def push(folder: Path) -> str:
+        from orchestrator.controller import tasksets
+
+        result = kube.call("push tasks", tasksets.push, kube.core, kube.namespace, folder)
+        err.print(f"tasks: {result.tasks} from {folder} -> ConfigMap {result.name} "
+                  f"({result.created} created, {result.existing} already there)")
+        return result.name
+
+    body = experiment_resource(fields, str(experiment_file), name, kube.namespace, push)
+    created = kube.call(f"create Experiment {body['metadata']['name']}", kube.custom.create_namespaced_custom_object,
+                        GROUP, VERSION, kube.namespace, EXPERIMENT_PLURAL, body)
+    err.print(f"experiment {created['metadata']['name']} created in {kube.namespace}; "
+              f"watch it with: headroom status {created['metadata']['name']} -n {kube.namespace}")
+    click.echo(created["metadata"]["name"])
+
+
+# ---- status ---------------------------------------------------------------------------------
+
+
+def _pct(interval: dict[str, Any]) -> str:
+    if interval.get("estimate") is None:
+        return "-"
+    return f"{interval['estimate']:.0%} [{interval['low']:.0%}, {interval['high']:.0%}]"
+
+
+@click.command()
+@click.argument("experiment", required=False)
+@kube_options
+def status(experiment: str | None, kubeconfig: Path | None, context: str | None, namespace: str | None) -> None:
+    """Progress of the Experiments in a namespace, or one Experiment per configuration."""
+    from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, VERSION
+
+    kube = Kube(kubeconfig, context, namespace)
+    if experiment is None:
+        items = kube.call("list Experiments", kube.custom.list_namespaced_custom_object, GROUP, VERSION,
+                          kube.namespace, EXPERIMENT_PLURAL)["items"]
+        table = Table(title=f"Experiments in {kube.namespace}")
+        for col in ("name", "phase", "progress", "in flight", "infra errors", "created"):
+            table.add_column(col)
+        for e in items:
+            st = e.get("status") or {}
+            table.add_row(e["metadata"]["name"], st.get("phase", "Pending"), st.get("progress", ""),
+                          str(st.get("inFlight", 0)), st.get("infraErrors", ""), e["metadata"]["creationTimestamp"])
+        out.print(table if items else f"no Experiments in {kube.namespace}")
+        return
+    e = kube.call(f"get Experiment {experiment}", kube.custom.get_namespaced_custom_object, GROUP, VERSION,
+                  kube.namespace, EXPERIMENT_PLURAL, experiment)
+    st = e.get("status") or {}
+    out.print(f"[bold]{experiment}[/]  {st.get('phase', 'Pending')}  {st.get('progress', '0/?')} finished, "
+              f"{st.get('inFlight', 0)} in flight, {st.get('tries', 0)} tries  run {st.get('runId', '-')}")
+    table = Table()
+    for col in ("configuration", "finished", "passed", "failed", "timeout", "infra", "harness",
+                "pass rate [95% CI]", "infra-error rate [95% CI]"):
+        table.add_column(col, justify="left" if col == "configuration" else "right")
+    for c in st.get("configurations", []):
+        table.add_row(c["configuration"], f"{c['finished']}/{c['planned']}", str(c["passed"]), str(c["failed"]),
+                      str(c["timeout"]), str(c["infraError"]), str(c["harnessError"]), _pct(c["passRate"]),
+                      _pct(c["infraErrorRate"]))
+    out.print(table)
+    for c in st.get("conditions", []):
+        out.print(f"  {c['type']}={c['status']}  {c['reason']}: {c.get('message', '')}")
+
+
+# ---- export ---------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("experiment")
+@click.option("--store", "store_path", type=click.Path(path_type=Path), required=True,
+              help="SQLite store to write (created if missing); `headroom report --store` reads it")
+@kube_options
+def export(experiment: str, store_path: Path, kubeconfig: Path | None, context: str | None,
+           namespace: str | None) -> None:
+    """Copy an Experiment's Trials into a local store, so `report` and `compare` work unchanged."""
+    from orchestrator.controller import export as export_mod
+
+    kube = Kube(kubeconfig, context, namespace)
+    result = export_mod.export(kube, experiment, store_path, argv=sys.argv)
+    err.print(f"exported {experiment}: {result.trials} trials, {result.tries} tries "
+              f"({result.unfinished} unfinished) -> {store_path} run {result.run_id}")
+    click.echo(result.run_id)
+
+
+# ---- tasks push -------------------------------------------------------------------------------
+
+
+@click.command("push")
+@click.argument("tasks_dir", type=click.Path(path_type=Path))
+@kube_options
+def tasks_push(tasks_dir: Path, kubeconfig: Path | None, context: str | None, namespace: str | None) -> None:
+    """Store the tasks of TASKS_DIR as content-addressed ConfigMaps; prints the task set's name."""
+    from orchestrator.controller import tasksets
+
+    kube = Kube(kubeconfig, context, namespace)
+    result = kube.call("push tasks", tasksets.push, kube.core, kube.namespace, tasks_dir)
+    err.print(f"{result.tasks} tasks -> {result.created} ConfigMaps created, {result.existing} already there "
+              f"(namespace {kube.namespace})")
+    click.echo(result.name)
+
+
+# ---- controller ---------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--kubeconfig", type=click.Path(path_type=Path), help="kubeconfig (default: in-cluster, else ~/.kube/config)")
+@click.option("--namespace", "-n", help="namespace whose Experiments to run (default: the pod's or the context's)")
+@click.option("--metrics-address", default="127.0.0.1:8080", show_default=True, help="HOST:PORT for /metrics and /healthz")
+@click.option("--workers", type=click.IntRange(1, 16), default=2, show_default=True)
+@click.option("--resync-seconds", type=click.FloatRange(min=1), default=30.0, show_default=True)
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
+@click.option("--leader-elect", is_flag=True, help="take a coordination.k8s.io Lease first (run two replicas)")
+@click.option("--lease-name", default="headroom-controller", show_default=True)
+@click.option("--lease-namespace", help="default: --namespace")
+@click.option("--lease-duration", type=click.IntRange(2), default=15, show_default=True)
+@click.option("--renew-deadline", type=click.IntRange(2), default=10, show_default=True)
+@click.option("--retry-period", type=click.IntRange(1), default=2, show_default=True)
+@click.option("--identity", help="leader-election identity (default: $POD_NAME or host-pid)")
+@click.option("--keep-pods", is_flag=True, help="keep trial pods after their result is recorded")
+def controller(kubeconfig: Path | None, namespace: str | None, metrics_address: str, workers: int,
+               resync_seconds: float, log_level: str, leader_elect: bool, lease_name: str,
+               lease_namespace: str | None, lease_duration: int, renew_deadline: int, retry_period: int,
+               identity: str | None, keep_pods: bool) -> None:
+    """Run the controller: reconcile Experiments into Trials and trial pods (crash-only; all state in the API)."""
+    from orchestrator.controller import logs
+    from orchestrator.controller.backend import backend_factory
+    from orchestrator.controller.kube import current_namespace
+    from orchestrator.controller.manager import Controller, ControllerConfig
+
+    if leader_elect and not lease_duration > renew_deadline > 1.2 * retry_period:
+        raise UserError("need --lease-duration > --renew-deadline > 1.2 x --retry-period", field="--lease-duration")
+    logs.configure(log_level)
+    cfg = ControllerConfig(
+        namespace=namespace or current_namespace(kubeconfig), kubeconfig=kubeconfig, metrics_address=metrics_address,
+        workers=workers, resync_seconds=resync_seconds, leader_elect=leader_elect, lease_name=lease_name,
+        lease_namespace=lease_namespace, lease_duration=lease_duration, renew_deadline=renew_deadline,
+        retry_period=retry_period,
+    )
+    if identity:
+        cfg.identity = identity
+    cfg.keep_pods = keep_pods
+    Controller(cfg, backend_factory()).run()
+
+
+def controller_main(argv: list[str] | None = None) -> None:
+    """Entry point of ``python -m orchestrator.controller``: user mistakes are one line, exit 2."""
+    try:
+        controller.main(args=argv, prog_name="headroom controller", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except UserError as exc:
+        err.print(f"[bold red]error:[/] {exc.one_line()}", soft_wrap=True)
+        sys.exit(2)
+
+
+COMMANDS = (submit, status, export, controller)
+#: Registered under the `tasks` group of the CLI.
+TASK_COMMANDS = (tasks_push,)

@@ -1,0 +1,9 @@
+"""``python -m orchestrator.controller [OPTIONS]``: the controller process on its own.
+
+The same command as ``headroom controller``, without importing the rest of the CLI (the
+report stack pulls in pandas), so a long-running controller stays small.
+"""
+
+from orchestrator.commands.cluster import controller_main
+
+controller_main()

@@ -1,0 +1,588 @@
+"""Reconcile one Experiment: read the plan against its Trials, settle what ended, start what is due.
+
+Level-triggered and crash-only. Every decision is recomputed from the Experiment and its
+Trials; nothing lives only in this process:
+
+* a try's Trial is created *before* its pod, under a deterministic name, so a crash
+  between the two is healed by the next reconcile (the backend's submit is idempotent
+  and adopts a pod that already exists);
+* a try is settled by writing its Trial status with the resourceVersion it was read at,
+  and only if it is not already Finished, so a result is never written twice, even by
+  two replicas during a failover;
+* a retry's Trial is named by its try number, so it can be created only once.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from orchestrator.controller import engine, tasksets
+from orchestrator.controller.events import EventRecorder
+from orchestrator.controller.informer import Informer
+from orchestrator.controller.metrics import Metrics
+from orchestrator.controller.progress import (
+    Ledger,
+    Pending,
+    experiment_status,
+    failed_status,
+    is_finished,
+    ledger,
+    now_rfc3339,
+)
+from orchestrator.controller.resources import (
+    API_VERSION,
+    EVIDENCE_LIMIT_BYTES,
+    EXPERIMENT_PLURAL,
+    GROUP,
+    LABEL_CONFIGURATION,
+    LABEL_EXPERIMENT,
+    LABEL_FINAL,
+    LABEL_RUN,
+    LABEL_TASK,
+    TRIAL_PLURAL,
+    VERSION,
+    ExperimentResourceSpec,
+    ExperimentStatus,
+    TrialSpec,
+    TrialStatus,
+    TrialTimings,
+)
+from orchestrator.errors import SpecError, first_validation_error
+from orchestrator.plan import plan
+from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.task import Task
+from orchestrator.spec.trial import Trial as PlannedTrial
+
+log = structlog.get_logger("headroom.reconcile")
+
+#: While trials are in flight, look again at least this often even without a watch event.
+IN_FLIGHT_RESYNC = 10.0
+
+
+def run_id_of(experiment: dict[str, Any]) -> str:
+    """Stable for the life of the Experiment object, different for a re-created one; a valid label value."""
+    meta = experiment["metadata"]
+    return f"{meta['name'][:54].rstrip('-.')}-{meta['uid'][:8]}"
+
+
+class SpecInvalid(Exception):
+    """The Experiment can never run as written (the API server's schema cannot see this)."""
+
+
+@dataclass
+class _Plan:
+    key: tuple[str, int, str]
+    digest: str
+    experiment: ExperimentResourceSpec
+    tasks: dict[str, Task]
+    trials: list[PlannedTrial]
+    by_id: dict[str, PlannedTrial]
+
+
+BackendMaker = Callable[[str, "ExperimentResourceSpec | None"], engine.Backend]
+
+
+@dataclass
+class Reconciler:
+    namespace: str
+    custom: client.CustomObjectsApi
+    core: client.CoreV1Api
+    experiments: Informer
+    trials: Informer
+    make_backend: BackendMaker  # one backend per Experiment (its kubernetes options), built on first need
+    metrics: Metrics
+    events: EventRecorder
+    scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="headroom-tasks-")))
+    _plans: dict[str, _Plan] = field(default_factory=dict)
+    _backends: dict[str, engine.Backend] = field(default_factory=dict)
+    _handles: dict[str, Any] = field(default_factory=dict)
+    _cleaned: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def backend(self, name: str, planned: "_Plan") -> engine.Backend:
+        with self._lock:
+            b = self._backends.get(name)
+        if b is None:
+            b = self.make_backend(name, planned.experiment)
+            with self._lock:
+                self._backends[name] = b
+        return b
+
+    def current_backend(self, name: str) -> engine.Backend | None:
+        with self._lock:
+            return self._backends.get(name)
+
+    def _drop_backend(self, name: str) -> None:
+        with self._lock:
+            b = self._backends.pop(name, None)
+            for key in [k for k, h in self._handles.items() if h[0] == name]:
+                del self._handles[key]
+        if b is not None:
+            b.close()
+
+    # -- entry point -----------------------------------------------------------------------
+    def reconcile(self, name: str) -> float | None:
+        """Bring one Experiment one step closer to done. Returns seconds until the next look, or None."""
+        exp = self.experiments.get(name)
+        if exp is None or exp["metadata"].get("deletionTimestamp"):
+            self._forget(name)
+            return None
+        bound = log.bind(experiment=name, namespace=self.namespace)
+        generation = exp["metadata"].get("generation")
+        previous = _status_of(exp)
+        try:
+            planned = self._plan(exp)
+        except ValidationError as exc:
+            field_name, msg = first_validation_error(exc)
+            self._fail(exp, previous, "SpecInvalid", f"spec.{field_name}: {msg}", terminal=True)
+            return None
+        except SpecInvalid as exc:
+            self._fail(exp, previous, "SpecInvalid", str(exc), terminal=True)
+            return None
+        except SpecError as exc:
+            self._fail(exp, previous, "TasksUnavailable", exc.one_line(), terminal=False)
+            return 30.0
+        run_id = run_id_of(exp)
+        book = ledger(planned.trials, self._trials_of(run_id))
+        settled_any = False
+        failures = 0
+        for trial in list(book.in_flight):
+            try:
+                settled_any |= self._advance(exp, planned, trial, bound)
+            except Exception:  # one try's trouble must not stall the others; it is looked at again
+                failures += 1
+                bound.exception("observing a trial failed", trial=trial["metadata"]["name"])
+                self.metrics.reconcile_errors.inc()
+        if settled_any:
+            book = ledger(planned.trials, self._trials_of(run_id))
+        capacity = planned.experiment.concurrency - len(book.in_flight)
+        for pending in book.to_start[: max(0, capacity)]:
+            self._start(exp, planned, run_id, pending, bound)
+        if book.to_start[: max(0, capacity)]:
+            book = ledger(planned.trials, self._trials_of(run_id))
+        status = experiment_status(
+            previous, generation=generation, run_id=run_id, plan=planned.trials, book=book,
+            task_digests={t.id: t.digest for t in planned.tasks.values()},
+        )
+        if status.cluster is None and (book.in_flight or book.to_start):
+            status.cluster = cluster_provenance(self.backend(name, planned))
+        self._milestones(exp, previous, status)
+        self._write_experiment_status(exp, status)
+        if book.in_flight or settled_any:
+            self.backend(name, planned).wait([], 0)  # lets it delete harvested pods (one request for many)
+        if status.phase == "Complete":
+            if run_id not in self._cleaned:
+                if self._pods_of(name):
+                    self.backend(name, planned).cleanup(run_id)  # pods a crash left behind after their harvest
+                self._cleaned.add(run_id)
+                self._drop_backend(name)
+            return None
+        if failures:
+            return 2.0
+        return IN_FLIGHT_RESYNC if book.in_flight else None
+
+    # -- plan --------------------------------------------------------------------------------
+    def _plan(self, exp: dict[str, Any]) -> _Plan:
+        meta = exp["metadata"]
+        spec = ExperimentResourceSpec.model_validate(exp.get("spec") or {})
+        source = spec.task_source
+        key = (meta["uid"], int(meta.get("generation") or 0), source.bundle)
+        cached = self._plans.get(meta["name"])
+        if cached is not None and cached.key == key:
+            return cached
+        tasks = tasksets.load_set(self.core, self.namespace, source.bundle, self.scratch, spec.tasks)
+        no_image = sorted(t.id for t in tasks if not (spec.image or t.spec.environment.docker_image))
+        if no_image:
+            raise SpecInvalid(f"spec.image: tasks without a docker_image need the experiment's image: "
+                              f"{', '.join(no_image[:5])}")
+        root = self.scratch / source.bundle
+        experiment = spec.model_copy(update={"tasks_dir": str(root)})
+        trials = plan(experiment, tasks)
+        p = _Plan(key, engine.experiment_digest(experiment), experiment, {t.id: t for t in tasks}, trials,
+                  {t.trial_id: t for t in trials})
+        self._plans[meta["name"]] = p
+        return p
+
+    def _forget(self, name: str) -> None:
+        """An Experiment is gone: its Trials and pods go with it (owner references); release the finalizers."""
+        self._plans.pop(name, None)
+        pods = self._pods_of(name)
+        with self._lock:
+            backend = self._backends.get(name)
+        runs = sorted({(p.metadata.labels or {}).get(LABEL_RUN) for p in pods} - {None})
+        if runs and backend is None:
+            backend = self.make_backend(name, None)
+            with self._lock:
+                self._backends[name] = backend
+        for run in runs:
+            log.info("experiment deleted: releasing its pods", experiment=name, run_id=run)
+            assert backend is not None
+            backend.cleanup(run)
+        self._drop_backend(name)
+
+    def _pods_of(self, experiment: str) -> list[Any]:
+        return list(self.core.list_namespaced_pod(
+            self.namespace, label_selector=f"{LABEL_EXPERIMENT}={_label_value(experiment)}").items)
+
+    def _trials_of(self, run_id: str) -> list[dict[str, Any]]:
+        return [t for t in self.trials.items() if t["spec"].get("runId") == run_id]
+
+    # -- one try -------------------------------------------------------------------------------
+    def _start(self, exp: dict[str, Any], planned: _Plan, run_id: str, pending: Pending, bound: Any) -> None:
+        p = pending.trial
+        name = engine.trial_name(run_id, p.trial_id, pending.try_index)
+        task = planned.tasks[p.task_id]
+        spec = TrialSpec(
+            experiment=exp["metadata"]["name"], run_id=run_id, trial_id=p.trial_id, task=p.task_id,
+            task_digest=task.digest,
+            configuration={"label": p.config.label, "request_multiplier": p.config.request_multiplier,
+                           "limit_multiplier": p.config.limit_multiplier},
+            attempt=p.attempt, try_=pending.try_index, retry_of=pending.retry_of, seed=p.seed, order=p.order,
+        )
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": "Trial",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {LABEL_EXPERIMENT: exp["metadata"]["name"], LABEL_RUN: run_id,
+                           LABEL_TASK: _label_value(p.task_id), LABEL_CONFIGURATION: _label_value(p.config.label)},
+                "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Experiment", "name": exp["metadata"]["name"],
+                                     "uid": exp["metadata"]["uid"], "controller": True}],
+            },
+            "spec": spec.model_dump(by_alias=True, mode="json", exclude_none=True),
+        }
+        try:
+            created = self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            created = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, name)
+        self.trials.upsert(created)
+        bound.info("trial created", trial=name, trial_id=p.trial_id, attempt=p.attempt, try_=pending.try_index,
+                   retry_of=pending.retry_of)
+        self._handle(created, planned, self.backend(exp["metadata"]["name"], planned))
+
+    def _launch(self, trial: dict[str, Any], planned: _Plan) -> Any:
+        spec = trial["spec"]
+        p = planned.by_id[spec["trialId"]]
+        return engine.launch_for(
+            planned.experiment, planned.tasks[p.task_id], p, spec["try"], spec["runId"], planned.digest,
+            labels={LABEL_EXPERIMENT: _label_value(spec["experiment"])},
+        )
+
+    def _handle(self, trial: dict[str, Any], planned: _Plan, backend: engine.Backend) -> engine.Handle | None:
+        """The backend's handle of a Trial's pod, or None when the try was found dead and abandoned.
+
+        In this process: from memory. After a restart: the backend adopts the pod if it is
+        still there (running, or ended and not yet recorded); a Trial never submitted is
+        submitted now (idempotent on the name, so a pod created just before a crash is
+        adopted, not started twice); a pod that vanished while no controller ran leaves
+        its try abandoned (kept on record, never counted), and the next try runs.
+        """
+        name = trial["metadata"]["name"]
+        exp_name = trial["spec"]["experiment"]
+        with self._lock:
+            held = self._handles.get(name)
+        if held is not None:
+            return held[1]
+        launch = self._launch(trial, planned)
+        status = TrialStatus.model_validate(trial.get("status") or {})
+        handle = backend.adopt(launch)
+        if handle is None and status.handle:
+            status.phase = "Abandoned"
+            status.message = "the pod was gone when the controller came back; the trial runs again"
+            status.timings.finished = now_rfc3339()
+            self._write_trial_status(trial, status, only_if_unfinished=True)
+            log.warning("try abandoned: its pod is gone", trial=name, trial_id=trial["spec"]["trialId"])
+            return None
+        if handle is None:
+            handle = backend.submit(launch)
+        if not status.handle:
+            status.handle = handle.model_dump(mode="json")
+            status.pod = handle.name
+            status.timings.queued = status.timings.queued or trial["metadata"].get("creationTimestamp")
+            self._write_trial_status(trial, status, only_if_unfinished=True)
+        with self._lock:
+            self._handles[name] = (exp_name, handle)
+        return handle
+
+    def owner_hook(self, launch: Any, body: dict[str, Any]) -> dict[str, Any]:
+        """Chain Experiment -> Trial -> Pod in the pod's own body, so deleting a Trial deletes its pod."""
+        trial = self.trials.get(launch.name)
+        if trial is not None:
+            body["metadata"]["ownerReferences"] = [{
+                "apiVersion": API_VERSION, "kind": "Trial", "name": trial["metadata"]["name"],
+                "uid": trial["metadata"]["uid"], "controller": True,
+            }]
+        return body
+
+    def _advance(self, exp: dict[str, Any], planned: _Plan, trial: dict[str, Any], bound: Any) -> bool:
+        """Observe one in-flight try; settle it when it ended. True when it was settled (or abandoned)."""
+        name = trial["metadata"]["name"]
+        if trial["spec"]["trialId"] not in planned.by_id:
+            return False  # not in this plan (cannot happen while the spec is immutable)
+        backend = self.backend(exp["metadata"]["name"], planned)
+        handle = self._handle(trial, planned, backend)
+        if handle is None:
+            return True
+        facts = backend.observe(handle)
+        if facts is None:
+            self._note_running(self.trials.get(name) or trial, backend)
+            return False
+        spec = trial["spec"]
+        finished_before = sum(
+            1 for t in self._trials_of(spec["runId"])
+            if t["spec"]["trialId"] == spec["trialId"] and (t.get("status") or {}).get("phase") == "Finished"
+        )
+        task = planned.tasks[planned.by_id[spec["trialId"]].task_id]
+        settled = engine.settle_try(facts, planned.experiment, task, finished_before)
+        written = self._finish(self.trials.get(name) or trial, settled)
+        if written:
+            self._account(exp, trial, settled, bound)
+        with self._lock:
+            self._handles.pop(name, None)
+        return True
+
+    def _note_running(self, trial: dict[str, Any], backend: engine.Backend) -> None:
+        """Record when the pod was scheduled and started, and where, from the backend's pod cache."""
+        informer = getattr(backend, "informer", None)
+        if informer is None:
+            return
+        pod = informer(trial["spec"]["runId"]).pod(trial["metadata"]["name"])
+        if pod is None:
+            return
+        status = TrialStatus.model_validate(trial.get("status") or {})
+        want = status.model_copy(deep=True)
+        _pod_timings(want, pod)
+        if (pod.get("status") or {}).get("phase") == "Running":
+            want.phase = "Running"
+        if want != status:
+            self._write_trial_status(trial, want, only_if_unfinished=True)
+
+    def _finish(self, trial: dict[str, Any], settled: engine.Settlement) -> bool:
+        facts = settled.facts
+        status = TrialStatus.model_validate(trial.get("status") or {})
+        agent_s = facts.agent.duration_s if facts.agent else None
+        verifier_s = facts.verifier.duration_s if facts.verifier else None
+        evidence, truncated = bounded_evidence(facts)
+        extra = facts.extra or {}
+        done = status.model_copy(update={
+            "phase": "Finished",
+            "outcome": settled.verdict.outcome.value,
+            "reason": settled.verdict.reason.value if settled.verdict.reason else None,
+            "final": settled.final,
+            "reward": facts.reward,
+            "node": extra.get("node") or status.node,
+            "qos_class": facts.qos_class or status.qos_class,
+            "enforcement": facts.enforcement,
+            "request_cpus": facts.request_cpus,
+            "request_memory_bytes": facts.request_memory_bytes,
+            "limit_cpus": facts.limit_cpus,
+            "limit_memory_bytes": facts.limit_memory_bytes,
+            "peak_memory_bytes": facts.peak_memory_bytes,
+            "oom_kills": sum(s.oom_kills for s in (facts.agent, facts.verifier) if s is not None),
+            "duration_seconds": facts.duration_s,
+            "message": str(settled.verdict),
+            "evidence": evidence,
+            "evidence_truncated": truncated or None,
+            "timings": TrialTimings(
+                queued=status.timings.queued or trial["metadata"].get("creationTimestamp"),
+                scheduled=status.timings.scheduled, started=status.timings.started, finished=now_rfc3339(),
+                agent_seconds=agent_s, verifier_seconds=verifier_s,
+            ),
+        })
+        pod_status = extra.get("pod_status")
+        if isinstance(pod_status, dict):
+            _pod_timings(done, {"status": pod_status, "spec": {"nodeName": extra.get("node")}})
+        return self._write_trial_status(trial, done, only_if_unfinished=True)
+
+    def _account(self, exp: dict[str, Any], trial: dict[str, Any], settled: engine.Settlement, bound: Any) -> None:
+        spec = trial["spec"]
+        label = spec["configuration"]["label"]
+        v = settled.verdict
+        reason = v.reason.value if v.reason else ""
+        m = self.metrics
+        m.tries_settled.labels(self.namespace, spec["experiment"], label, v.outcome.value, reason,
+                               "true" if settled.final else "false").inc()
+        facts = settled.facts
+        if reason == "oom_killed":
+            m.oom_kills.labels(self.namespace, spec["experiment"], label).inc()
+        if facts.agent:
+            m.phase_duration.labels("agent").observe(facts.agent.duration_s)
+        if facts.verifier:
+            m.phase_duration.labels("verifier").observe(facts.verifier.duration_s)
+        m.phase_duration.labels("total").observe(facts.duration_s)
+        timings = (trial.get("status") or {}).get("timings") or {}
+        queued = _epoch(trial["metadata"].get("creationTimestamp"))
+        scheduled = _epoch(timings.get("scheduled"))
+        if queued is not None and scheduled is not None:
+            m.queue_wait.labels(self.namespace, spec["experiment"]).observe(max(0.0, scheduled - queued))
+            m.phase_duration.labels("scheduling").observe(max(0.0, scheduled - queued))
+        bound.info("trial settled", trial=trial["metadata"]["name"], trial_id=spec["trialId"], outcome=v.outcome.value,
+                   reason=reason, final=settled.final, reward=facts.reward)
+        if v.outcome.value == "infra_error":
+            self.events.record(
+                exp, "Warning", "TrialInfraError",
+                f"trial {spec['trialId']} try {spec['try']}: {v}" + ("" if settled.final else " (will retry)"),
+                key=f"{trial['metadata']['name']}.infra",
+            )
+
+    # -- writes ---------------------------------------------------------------------------------
+    def _write_trial_status(self, trial: dict[str, Any], status: TrialStatus, *, only_if_unfinished: bool) -> bool:
+        """Write a Trial's status; on a conflict re-read and try again. False if it was already Finished."""
+        name = trial["metadata"]["name"]
+        current = trial
+        for _ in range(5):
+            if only_if_unfinished and is_finished(current):
+                return False
+            body = {
+                "apiVersion": API_VERSION, "kind": "Trial",
+                "metadata": {"name": name, "namespace": self.namespace,
+                             "resourceVersion": current["metadata"]["resourceVersion"]},
+                "spec": current["spec"],
+                "status": status.model_dump(by_alias=True, mode="json", exclude_none=True),
+            }
+            try:
+                written = self.custom.replace_namespaced_custom_object_status(
+                    GROUP, VERSION, self.namespace, TRIAL_PLURAL, name, body)
+                self.trials.upsert(written)
+                return True
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                current = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, name)
+        raise RuntimeError(f"trial {name}: status kept conflicting")
+
+    def _write_experiment_status(self, exp: dict[str, Any], status: ExperimentStatus) -> None:
+        want = status.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if want == (exp.get("status") or {}):
+            return
+        name = exp["metadata"]["name"]
+        current = exp
+        for _ in range(5):
+            body = {**{k: v for k, v in current.items() if k != "status"}, "status": want}
+            try:
+                written = self.custom.replace_namespaced_custom_object_status(
+                    GROUP, VERSION, self.namespace, EXPERIMENT_PLURAL, name, body)
+                self.experiments.upsert(written)
+                return
+            except ApiException as exc:
+                if exc.status == 404:
+                    return  # deleted meanwhile
+                if exc.status != 409:
+                    raise
+                current = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, EXPERIMENT_PLURAL, name)
+        raise RuntimeError(f"experiment {name}: status kept conflicting")
+
+    def _fail(self, exp: dict[str, Any], previous: ExperimentStatus, reason: str, message: str, terminal: bool) -> None:
+        status = failed_status(previous, generation=exp["metadata"].get("generation"), reason=reason, message=message,
+                               terminal=terminal)
+        if status != previous:
+            self.events.record(exp, "Warning", reason, message, key=f"{exp['metadata']['name']}.{reason.lower()}"
+                               f".{exp['metadata'].get('generation', 0)}")
+            log.warning("experiment cannot run", experiment=exp["metadata"]["name"], reason=reason, message=message)
+        self._write_experiment_status(exp, status)
+
+    def _milestones(self, exp: dict[str, Any], previous: ExperimentStatus, status: ExperimentStatus) -> None:
+        name = exp["metadata"]["name"]
+        if previous.phase in ("Pending", "Failed") and status.phase in ("Running", "Complete") and previous.tries == 0:
+            self.events.record(exp, "Normal", "Started",
+                               f"run {status.run_id}: {status.planned} trials, first tries submitted", key=f"{name}.started")
+        if previous.phase != "Complete" and status.phase == "Complete":
+            summary = ", ".join(f"{c.configuration}: {c.passed}/{c.finished} passed, {c.infra_error} infra errors"
+                                for c in status.configurations)
+            self.events.record(exp, "Normal", "Completed", f"all {status.planned} trials finished ({summary})",
+                               key=f"{name}.completed")
+            log.info("experiment complete", experiment=name, run_id=status.run_id, planned=status.planned)
+
+
+def cluster_provenance(backend: engine.Backend, max_nodes: int = 50) -> dict[str, Any]:
+    """The backend's cluster facts (server version, nodes, quotas, capabilities), kept small for the status."""
+    try:
+        facts = backend.facts()
+    except Exception as exc:  # provenance is recorded as unavailable, never a failed reconcile
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    nodes = facts.get("nodes")
+    if isinstance(nodes, list) and len(nodes) > max_nodes:
+        facts["nodes"] = nodes[:max_nodes]
+        facts["nodes_truncated"] = len(nodes)
+    return facts
+
+
+def _pod_timings(status: TrialStatus, pod: dict[str, Any]) -> None:
+    """Fill scheduled/started/node/QoS from a pod (or the pod status kept in the evidence)."""
+    ps = pod.get("status") or {}
+    cond = {c.get("type"): c for c in ps.get("conditions") or [] if isinstance(c, dict)}
+    sched = cond.get("PodScheduled") or {}
+    if sched.get("status") == "True":
+        status.timings.scheduled = status.timings.scheduled or sched.get("lastTransitionTime")
+    if ps.get("startTime") and ps.get("phase") in ("Running", "Succeeded", "Failed"):
+        status.timings.started = status.timings.started or ps.get("startTime")
+    status.node = status.node or (pod.get("spec") or {}).get("nodeName")
+    status.qos_class = status.qos_class or ps.get("qosClass")
+
+
+def bounded_evidence(facts: TrialFacts, limit: int = EVIDENCE_LIMIT_BYTES) -> tuple[dict[str, Any], bool]:
+    """The facts as JSON of at most ``limit`` bytes: long text is cut from the front, then extras dropped."""
+    data = facts.model_dump(mode="json")
+    if len(_json(data)) <= limit:
+        return data, False
+    for step in ("agent", "verifier"):
+        s = data.get(step)
+        if s:
+            for k in ("stdout_tail", "stderr_tail"):
+                if isinstance(s.get(k), str) and len(s[k]) > 512:
+                    s[k] = "…" + s[k][-512:]
+    if len(_json(data)) <= limit:
+        return data, True
+    extra = data.get("extra") or {}
+    for key in sorted(extra, key=lambda k: len(_json(extra[k])), reverse=True):
+        extra[key] = "[dropped: evidence limit]"
+        if len(_json(data)) <= limit:
+            return data, True
+    return {k: data[k] for k in ("enforcement", "qos_class", "reward", "setup_error", "infra_hint") if k in data}, True
+
+
+def _json(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _status_of(exp: dict[str, Any]) -> ExperimentStatus:
+    try:
+        return ExperimentStatus.model_validate(exp.get("status") or {})
+    except ValidationError:
+        return ExperimentStatus()
+
+
+def _label_value(text: str) -> str:
+    import re
+
+    v = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:63].strip("._-")
+    return v or "x"
+
+
+def _epoch(ts: str | None) -> float | None:
+    if not ts:
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+__all__ = ["Reconciler", "run_id_of", "bounded_evidence", "Ledger", "LABEL_FINAL"]

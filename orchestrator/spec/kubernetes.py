@@ -1,0 +1,44 @@
+"""The experiment's ``kubernetes:`` section: where and how trial Pods run.
+
+The image override is the experiment's ``image`` and the cap on Pods in flight
+is its ``concurrency``; everything cluster-specific lives here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+
+
+class KubernetesOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str = Field(default="default", min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    kubeconfig: str | None = Field(default=None, description="path; default: $KUBECONFIG, ~/.kube/config, then in-cluster")
+    context: str | None = Field(default=None, description="kubeconfig context (default: the current one)")
+    image_pull_policy: PullPolicy = "IfNotPresent"
+    run_as_root: bool = Field(
+        default=False,
+        description="the task images must run as root: Pod Security 'baseline' instead of 'restricted' (recorded)",
+    )
+    run_as_user: int = Field(default=1000, ge=1, description="the agent's uid under 'restricted'")
+    keep_pods: bool = Field(default=False, description="keep harvested pods for debugging (finalizer still removed)")
+    queue: str | None = Field(default=None, description="Kueue LocalQueue: sets the kueue.x-k8s.io/queue-name label")
+    pending_deadline_s: float = Field(
+        default=600, gt=0, description="an unschedulable pod fails after this (a TriggeredScaleUp event restarts it)"
+    )
+    pull_deadline_s: float = Field(default=300, gt=0, description="an image that cannot be pulled fails after this")
+    config_deadline_s: float = Field(default=60, gt=0, description="CreateContainerConfigError fails after this")
+    api_retry_s: float = Field(default=120, gt=0, description="API errors are retried this long before api_error")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    runtime_class_name: str | None = Field(default=None, description="e.g. gvisor or kata for stronger isolation")
+    workdir: str | None = Field(default=None, description="override the image's WORKDIR (the agent's cwd)")
+    pod_annotations: dict[str, str] = Field(default_factory=dict, description="added to every trial pod")
+    pod_labels: dict[str, str] = Field(default_factory=dict, description="added to every trial pod")
+    warden_image: str | None = Field(
+        default=None, description="image of the container holding the tests (default: the task image, which is cached)"
+    )

@@ -1,0 +1,122 @@
+"""Run the in-pod runner and warden for real on this host, laid out as in a trial pod.
+
+What is real: the two POSIX-sh programs (run by dash), the task's own scripts, a PID
+namespace shared by runner and warden (``unshare --pid``, as ``shareProcessNamespace``
+gives a pod), and a memory cgroup of its own for the runner's "container" (its OOM
+counter, its peak, and the boundary the runner sweeps). What stands in for the pod:
+the directories (under ``HR_ROOT`` instead of ``/``), the ConfigMap mounts (plain
+copies), the termination message file, and one uid for both containers (the pod gives
+the warden its own uid and mount namespace; a host test cannot).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.backends.kubernetes import message, scripts
+from orchestrator.backends.kubernetes.pod import build
+from orchestrator.backends.kubernetes.taskfiles import TaskBundle
+from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.spec.launch import Launch
+
+CGROUP_V1_MEMORY = Path("/sys/fs/cgroup/memory")
+CGROUP_V2 = Path("/sys/fs/cgroup")
+
+
+def cgroup_usable() -> str | None:
+    """Why these tests cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root (a memory cgroup and a PID namespace)"
+    if shutil.which("unshare") is None or shutil.which("dash") is None:
+        return "needs unshare and dash"
+    if not (CGROUP_V1_MEMORY / "cgroup.procs").exists() and not (CGROUP_V2 / "cgroup.controllers").exists():
+        return "no memory cgroup hierarchy"
+    return None
+
+
+class MemoryCgroup:
+    def __init__(self, limit_bytes: int | None = None) -> None:
+        v1 = (CGROUP_V1_MEMORY / "cgroup.procs").exists()
+        base = CGROUP_V1_MEMORY if v1 else CGROUP_V2
+        self.path = base / f"headroom-runner-test-{uuid.uuid4().hex[:8]}"
+        self.path.mkdir()
+        if limit_bytes is not None:
+            (self.path / ("memory.limit_in_bytes" if v1 else "memory.max")).write_text(str(limit_bytes))
+            if v1:
+                try:
+                    (self.path / "memory.memsw.limit_in_bytes").write_text(str(limit_bytes))
+                except OSError:
+                    pass
+
+    def remove(self) -> None:
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                import time
+                time.sleep(0.1)
+
+
+@dataclass
+class RunResult:
+    message: str
+    report: message.RunnerReport | None
+    root: Path
+    stdout: str
+    returncode: int
+
+
+def lay_out(root: Path, bundle: TaskBundle, include_solution: bool) -> None:
+    for sub in ("headroom/task", "headroom/tests-src", "headroom/run", "headroom/handoff", "logs", "tests", "app"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    for f in bundle.files:
+        top = f.path.split("/", 1)[0]
+        targets = []
+        if top == "tests":
+            targets.append(root / "headroom/tests-src" / f.path.split("/", 1)[1])
+        elif top == "solution":
+            if include_solution:
+                targets += [root / "headroom/task" / f.path, root / "solution" / f.path.split("/", 1)[1]]
+        else:
+            targets.append(root / "headroom/task" / f.path)
+        for t in targets:
+            t.parent.mkdir(parents=True, exist_ok=True)
+            t.write_bytes(f.data)
+            t.chmod(0o755 if f.executable else 0o644)
+
+
+def run_pod(tmp: Path, launch: Launch, bundle: TaskBundle, *, memory_limit: int | None = None,
+            extra_env: dict[str, str] | None = None, stray: bool = False, timeout: float = 120) -> RunResult:
+    """Run the pod's two programs in a fresh PID namespace; ``stray`` adds a process the runner cannot kill."""
+    root = tmp / "pod"
+    lay_out(root, bundle, launch.task.include_solution)
+    pod = build(launch, KubernetesOptions(), bundle, "unused:image")
+    env = {"PATH": os.environ["PATH"], "LC_ALL": "C"}
+    for e in pod["spec"]["containers"][0]["env"]:
+        if "value" in e:
+            env[e["name"]] = e["value"]
+    termlog = root / "termination-log"
+    cg = MemoryCgroup(memory_limit)
+    env.update({"HR_ROOT": str(root), "HR_TERMINATION_LOG": str(termlog), "HR_MEMCG": str(cg.path),
+                "HR_WORKDIR": str(root / "app"), "HR_WARDEN_PATIENCE": "10", **(extra_env or {})})
+    (root / "runner.sh").write_text(scripts.runner())
+    (root / "warden.sh").write_text(scripts.warden())
+    stray_cmd = "sleep 300 & " if stray else ""
+    wrapper = (  # PID 1 of the namespace plays the pause container; its end kills whatever is left
+        f"{stray_cmd}dash {root}/warden.sh & w=$!; "
+        f"dash -c 'echo $$ > {cg.path}/cgroup.procs; exec dash {root}/runner.sh' & r=$!; "
+        "wait $r; wait $w"
+    )
+    try:
+        proc = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "dash", "-c", wrapper],
+                              env=env, capture_output=True, text=True, timeout=timeout, cwd=root / "app")
+    finally:
+        cg.remove()
+    text = termlog.read_text() if termlog.exists() else ""
+    return RunResult(text, message.parse(text), root, proc.stdout + proc.stderr, proc.returncode)

@@ -1,0 +1,85 @@
+"""The trial Pod as built: amounts, security, what each container can see, task files."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.backends.kubernetes.pod import FINALIZER, QUEUE_LABEL, build
+from orchestrator.backends.kubernetes.taskfiles import MAX_CONFIGMAP_BYTES, bundle, posix_cksum
+from orchestrator.errors import SpecError
+from orchestrator.launch import build_launch
+from orchestrator.plan import plan
+from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.tasks.loader import load_tasks
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pod_for(config: str, **opts: object) -> dict:
+    exp = Experiment(tasks_dir=str(REPO / "tasks"), tasks=["word-index"], configurations=[config], attempts=1)
+    tasks = load_tasks(REPO / "tasks", ["word-index"])
+    launch = build_launch("run-p", plan(exp, tasks)[0], 0, tasks[0], exp)
+    b = bundle("word-index", tasks[0].path, tasks[0].digest)
+    return build(launch, KubernetesOptions(**opts), b, "img:1")  # type: ignore[arg-type]
+
+
+def test_requests_and_limits_scale_the_task_spec() -> None:
+    task = pod_for("1x/3x")["spec"]["containers"][0]  # word-index: 1 cpu, 96 MiB, 512 MiB storage
+    assert task["resources"]["requests"] == {"cpu": "1000m", "memory": str(96 << 20),
+                                             "ephemeral-storage": str(512 << 20)}
+    assert task["resources"]["limits"] == {"cpu": "3000m", "memory": str(3 * (96 << 20)),
+                                           "ephemeral-storage": str(3 * (512 << 20))}
+    assert "limits" not in pod_for("unbounded")["spec"]["containers"][0]["resources"]
+
+
+def test_pod_settings_and_restricted_security() -> None:
+    p = pod_for("1x-strict", queue="team-a")
+    spec = p["spec"]
+    assert spec["restartPolicy"] == "Never" and spec["automountServiceAccountToken"] is False
+    assert spec["activeDeadlineSeconds"] >= 30 and spec["shareProcessNamespace"] is True
+    assert p["metadata"]["finalizers"] == [FINALIZER]
+    assert p["metadata"]["labels"][QUEUE_LABEL] == "team-a"
+    assert "headroom.dev/spec-digest" in p["metadata"]["annotations"]
+    task, warden = spec["containers"]
+    assert task["securityContext"]["runAsNonRoot"] and task["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert warden["securityContext"]["runAsUser"] != task["securityContext"]["runAsUser"]
+    assert "workingDir" not in task  # the image's WORKDIR
+    root = pod_for("1x-strict", run_as_root=True)["spec"]["containers"][0]["securityContext"]
+    assert "runAsNonRoot" not in root
+
+
+def test_only_the_warden_mounts_the_tests() -> None:
+    spec = pod_for("1x-strict")["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    task, warden = spec["containers"]
+
+    def paths(container: dict) -> set[str]:
+        out = set()
+        for m in container["volumeMounts"]:
+            cm = volumes[m["name"]].get("configMap")
+            if cm:
+                out |= {i["path"] for i in cm["items"]}
+        return out
+    assert not any(p.startswith("tests/") or p == "test.sh" for p in paths(task))
+    assert {"test.sh", "check.py"} <= paths(warden)
+    assert all(i["path"] for v in volumes.values() if (cm := v.get("configMap")) for i in cm["items"])
+    handoff = next(m for m in task["volumeMounts"] if m["name"] == "handoff")
+    assert handoff["readOnly"] is True
+
+
+def test_posix_cksum_matches_the_cksum_tool(tmp_path: Path) -> None:
+    for data in (b"", b"a", b"hello world\n", bytes(range(256)) * 300):
+        f = tmp_path / "f"
+        f.write_bytes(data)
+        out = subprocess.run(["cksum", str(f)], capture_output=True, text=True, check=True).stdout.split()
+        assert (int(out[0]), int(out[1])) == (posix_cksum(data), len(data))
+
+
+def test_a_task_too_big_for_a_configmap_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "big.bin").write_bytes(b"x" * (MAX_CONFIGMAP_BYTES + 1))
+    with pytest.raises(SpecError, match="ConfigMap"):
+        bundle("big", tmp_path, "0" * 64)

@@ -1,0 +1,166 @@
+"""The in-pod runner and warden, run for real (dash, a PID namespace, a memory cgroup).
+
+See ``runner_harness.py`` for what stands in for the pod. These tests check the
+in-container contract: the agent's processes are gone before the tests arrive, an
+agent cannot plant a reward or tests, step timeouts, the container cgroup's OOM
+counter, secrets for the agent only, and the 4 KiB termination message.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.backends.kubernetes import message
+from orchestrator.backends.kubernetes.signals import Context, observe
+from orchestrator.backends.kubernetes.taskfiles import bundle
+from orchestrator.classify import classify
+from orchestrator.launch import build_launch
+from orchestrator.plan import plan
+from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.outcome import InfraReason, Outcome
+from orchestrator.tasks.loader import load_tasks
+from tests.taskfactory import write_task
+
+from .runner_harness import RunResult, cgroup_usable, run_pod
+
+pytestmark = [pytest.mark.cgroup, pytest.mark.skipif(cgroup_usable() is not None, reason=str(cgroup_usable()))]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(tmp: Path, tasks_dir: Path, task_id: str, command: str | None = None, **kw: object) -> RunResult:
+    agent = {"kind": "command", "command": command} if command else {"kind": "oracle"}
+    if "secret" in kw:
+        agent["env_passthrough"] = ["HEADROOM_TEST_SECRET"]
+    exp = Experiment(tasks_dir=str(tasks_dir), tasks=[task_id], configurations=["unbounded"], attempts=1,
+                     agent=agent)
+    tasks = load_tasks(tasks_dir, [task_id])
+    launch = build_launch("run-r", plan(exp, tasks)[0], 0, tasks[0], exp)
+    extra = dict(kw.pop("extra_env", {}) or {})  # type: ignore[call-overload]
+    if "secret" in kw:
+        extra["HEADROOM_TEST_SECRET"] = str(kw.pop("secret"))
+    res = run_pod(tmp, launch, bundle(task_id, tasks[0].path, tasks[0].digest), extra_env=extra, **kw)  # type: ignore[arg-type]
+    assert len(res.message.encode()) <= message.MAX_MESSAGE_BYTES
+    return res
+
+
+def judged(res: RunResult) -> tuple[object, object]:
+    pod = {"metadata": {"name": "p"}, "status": {"phase": "Succeeded", "containerStatuses": [
+        {"name": "task", "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": res.message}}}]}}
+    from orchestrator.spec.resources import ResourceAmounts
+    obs = observe(pod, [], Context(now=0, amounts=ResourceAmounts(request_cpus=1, request_memory_bytes=1,
+                                                                   limit_cpus=None, limit_memory_bytes=None)))
+    assert obs.facts is not None
+    v = classify(obs.facts)
+    return v.outcome, v.reason
+
+
+def test_a_bundled_task_passes_with_the_oracle(tmp_path: Path) -> None:
+    res = run(tmp_path, REPO / "tasks", "csv-report")
+    assert res.report is not None and res.report.complete, res.stdout
+    assert res.report.reward() == (1.0, None)
+    assert judged(res) == (Outcome.PASSED, None)
+    assert res.report.fields["memcg"] in ("v1", "v2") and int(res.report.fields["agent_peak"]) > 0
+    assert "tail of" in res.stdout  # the log tail the backend keeps as evidence
+
+
+PLANT = r'''
+( while :; do
+    ls "$HR_ROOT/tests" "$HR_ROOT/headroom/handoff" >> "$HEADROOM_WORKDIR/seen" 2>&1
+    [ -e "$HR_ROOT/tests/test.sh" ] && [ ! -e "$HR_ROOT/tests/planted" ] && echo leak >> "$HEADROOM_WORKDIR/leak"
+    sleep 0.05
+  done ) > /dev/null 2>&1 &
+setsid sh -c 'sleep 1000' > /dev/null 2>&1 &
+mkdir -p "$HR_ROOT/logs/verifier" && echo 1 > "$HR_ROOT/logs/verifier/reward.txt"
+echo 'echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"' > "$HR_ROOT/tests/test.sh"; touch "$HR_ROOT/tests/planted"
+mkdir -p "$HR_ROOT/headroom/run/vtask/tests" 2>/dev/null
+exit 0
+'''
+
+
+def test_agent_processes_are_gone_before_the_tests_arrive_and_plants_do_not_count(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "plant", solve="exit 0\n",
+               test='[ -e "$HEADROOM_WORKDIR/leak" ] && echo LEAKED; echo 0 > "$HEADROOM_LOGS_DIR/reward.txt"\n')
+    res = run(tmp_path, tasks, "plant", command=PLANT)
+    assert res.report is not None and res.report.complete, res.stdout
+    assert res.report.reward() == (0.0, None)  # the real verifier's reward, not the planted 1
+    app = res.root / "app"
+    assert not (app / "leak").exists(), "an agent process saw the tests"
+    assert (app / "seen").exists()  # the background loop did run during the agent step
+    assert "LEAKED" not in res.stdout
+    assert not (res.root / "tests" / "planted").exists()  # /tests was emptied before the handover
+
+
+def test_a_step_timeout_kills_the_agent_and_skips_the_verifier(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "slow", solve="exit 0\n", agent_timeout=1)
+    res = run(tmp_path, tasks, "slow", command="sleep 60")
+    assert res.report is not None
+    assert res.report.fields["agent_timeout"] == "1" and res.report.fields["verifier_skipped"] == "agent_timeout"
+    assert judged(res) == (Outcome.TIMEOUT, None)
+    assert int(res.report.fields["agent_cs"]) < 1000
+
+
+def test_the_container_cgroup_oom_counter_is_read_around_the_step(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "hog", solve="exit 0\n")
+    hog = "python3 -c \"b = bytearray(400 * 1024 * 1024); print(len(b))\""
+    res = run(tmp_path, tasks, "hog", command=hog, memory_limit=64 * 1024 * 1024)
+    assert res.report is not None, res.stdout
+    f = res.report.fields
+    assert int(f["agent_oom1"]) > int(f["agent_oom0"]) == 0, f
+    assert f["verifier_skipped"] == "agent_oom"
+    assert judged(res) == (Outcome.INFRA_ERROR, InfraReason.OOM_KILLED)
+
+
+def test_secrets_reach_the_agent_and_never_the_verifier(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "sec", solve="exit 0\n",
+               test='echo "${HEADROOM_TEST_SECRET:-unset}" > "$HEADROOM_WORKDIR/verifier_saw"; '
+                    'echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"\n')
+    res = run(tmp_path, tasks, "sec", command='echo "$HEADROOM_TEST_SECRET" > "$HEADROOM_WORKDIR/agent_saw"',
+              secret="s3cret-value", extra_env={"HR_SECRET_NAMES": "HEADROOM_TEST_SECRET"})
+    assert (res.root / "app" / "agent_saw").read_text().strip() == "s3cret-value"
+    assert (res.root / "app" / "verifier_saw").read_text().strip() == "unset"
+
+
+def test_tests_are_withheld_while_a_process_the_runner_cannot_kill_lives(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "stray", solve="exit 0\n")
+    res = run(tmp_path, tasks, "stray", command="exit 0", stray=True)
+    assert res.report is not None
+    assert res.report.fields["verifier_skipped"] == "tests_withheld"
+    assert "sleep" in res.report.fields["detail"]
+    assert not (res.root / "tests" / "test.sh").exists()
+
+
+def test_tests_that_do_not_match_the_manifest_are_not_run(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "mm", solve="exit 0\n")
+    res = run(tmp_path, tasks, "mm", command="exit 0", extra_env={"HR_TESTS_MANIFEST": "0 0 ./test.sh;"})
+    assert res.report is not None and res.report.fields["verifier_skipped"] == "tests_mismatch"
+
+
+@pytest.mark.parametrize("result_bytes,reward_bytes", [(1400, 500), (100_000, 100_000), (1500, 512)])
+def test_the_termination_message_stays_within_4_kib(tmp_path: Path, result_bytes: int, reward_bytes: int) -> None:
+    tasks = tmp_path / "tasks"
+    reward = json.dumps({"reward": 1, "pad": "r" * max(0, reward_bytes - 30)})
+    write_task(tasks, "big", solve="exit 0\n",
+               test=f"printf '%s' '{reward}' > \"$HEADROOM_LOGS_DIR/reward.json\"\n")
+    result = json.dumps({"tokens_in": 7, "model": "m" * max(0, result_bytes - 40)})
+    res = run(tmp_path, tasks, "big", command=f"printf '%s' '{result}' > \"$HEADROOM_AGENT_RESULT\"")
+    assert res.report is not None and res.report.complete
+    assert len(res.message.encode()) <= message.MAX_MESSAGE_BYTES  # the kubelet keeps no more
+    got_result = res.report.agent_result()
+    if len(result) <= 1500:
+        assert got_result["tokens_in"] == 7
+    else:
+        assert got_result == {} and res.report.fields["agent_result_size"] == str(len(result))
+    value, err = res.report.reward()
+    if len(reward) <= message.MAX_REWARD_BYTES:
+        assert value == 1.0
+    else:
+        assert value is None and err is not None and err.startswith("malformed")
