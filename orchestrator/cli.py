@@ -421,6 +421,11 @@ for _command in _cluster.COMMANDS: cli.add_command(_command)  # noqa: E701
 for _command in _cluster.TASK_COMMANDS: tasks_group.add_command(_command)  # noqa: E701
 
 
+from orchestrator.commands.view import view as view_command  # noqa: E402
+
+cli.add_command(view_command)
+
+
 def main() -> None:
     try:
         rv = cli.main(standalone_mode=False)

@@ -5,11 +5,13 @@
 #
 # 1. a virtualenv in .venv with the package and its test extras (PyPI only);
 # 2. bubblewrap for the local backend's trial sandbox (Debian package; scripts/install-sandbox.sh);
-# 3. the Kubernetes test control plane, built from the Go module proxy and cached
+# 3. Debian's chromium and chromium-driver for the `headroom view` browser tests
+#    (scripts/browser-deps.sh: apt-get, a no-op when installed);
+# 4. the Kubernetes test control plane, built from the Go module proxy and cached
 #    (scripts/k8s/build.sh: a no-op when the pins are unchanged);
-# 4. the real test node's parts (scripts/node/install.sh: containerd, runc, CNI plugins
+# 5. the real test node's parts (scripts/node/install.sh: containerd, runc, CNI plugins
 #    and mmdebstrap from apt, the local images; cached, skipped with HEADROOM_SKIP_REALNODE=1);
-# 5. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
+# 6. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,6 +31,9 @@ fi
 
 echo "==> trial sandbox (scripts/install-sandbox.sh)"
 scripts/install-sandbox.sh
+
+echo "==> headless Chromium for the viewer's browser tests (scripts/browser-deps.sh)"
+scripts/browser-deps.sh
 
 echo "==> Kubernetes test control plane (scripts/k8s/build.sh)"
 scripts/k8s/build.sh

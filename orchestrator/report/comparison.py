@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
+from orchestrator.report import tables
 from orchestrator.report.text import gap, interval_pts, pct, pts, pval, rate, sign_counts
 
 
@@ -70,11 +70,6 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def print_table(doc: dict[str, Any], console: Console) -> None:
     console.print(f"A: {_who(doc['a'])}\nB: {_who(doc['b'])}")
-    t = Table(title="Paired comparison, A vs B", title_justify="left")
-    for h in HEADERS:
-        t.add_column(h, no_wrap=True)
-    for r in _rows(doc):
-        t.add_row(*r)
-    console.print(t)
+    tables.print_table(console, "Paired comparison, A vs B", HEADERS, _rows(doc))
     for n in _notes(doc):
         console.print(f"- {n}")

@@ -17,8 +17,9 @@ from orchestrator.errors import UserError
 from orchestrator.report import checks
 from orchestrator.stats.analyze import analyze, compare_runs
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
-from orchestrator.trust.provenance import ACCESS_CLASSES, access_class
+from orchestrator.store.frame import config_facts
 from orchestrator.store.sqlite import RunInfo, Store
+from orchestrator.trust.provenance import ACCESS_CLASSES, access_class
 
 SCHEMA = "headroom.report/1"
 
@@ -41,7 +42,7 @@ def provenance_mix(prov: dict[str, Any]) -> dict[str, Any]:
 
 def trust_block(df: pd.DataFrame, prov: dict[str, Any]) -> dict[str, Any]:
     """Abstentions per configuration and the paraphrase gap, when the task set has them."""
-    abst = df[df["reason"] == "abstained"].groupby("config_label").size() if len(df) else pd.Series(dtype=int)
+    abst = df[df["reason"] == "abstained"].groupby("config_label", observed=True).size() if len(df) else pd.Series(dtype=int)
     return {
         "abstentions": {str(k): int(v) for k, v in abst.items()},
         "paraphrase_gap": paraphrase_gap(df, paraphrase_pairs(prov.get("tasks", {}))),
@@ -58,11 +59,13 @@ def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
 def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[str, Any]:
     """What the infra-excluded score leaves out, and why; plus tries that never became results."""
     excluded = df[df["outcome"].isin(["infra_error", "harness_error"])]
-    reasons = excluded.groupby(["outcome", "reason"], dropna=False).size()
+    reasons = excluded.groupby(["outcome", "reason"], dropna=False, observed=True).size()
     return {
-        "excluded_from_infra_excluded_score": [
-            {"outcome": o, "reason": None if pd.isna(r) else r, "trials": int(n)} for (o, r), n in reasons.items()
-        ],
+        "excluded_from_infra_excluded_score": sorted(
+            ({"outcome": str(o), "reason": None if pd.isna(r) else str(r), "trials": int(n)}
+             for (o, r), n in reasons.items() if n),
+            key=lambda e: (e["outcome"], e["reason"] or ""),
+        ),
         "retried_tries": tries["retried"],
         "abandoned_tries": tries["abandoned"],
         "running_tries": tries["running"],
@@ -83,7 +86,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
     prov = store.provenance(info.run_id)
     tries = store.try_counts(info.run_id)
     stats = analyze(df, reference=reference, axis=info.axis, config_order=_label_order(info)) if len(df) else None
-    facts = store.config_facts(info.run_id)
+    facts = config_facts(df)
     configurations = [{**c, **facts.get(c["label"], {})} for c in (stats or {}).get("configs", [])]
     doc = {
         "schema": SCHEMA,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.report import checks
+from orchestrator.report import checks, costs
 from orchestrator.report.text import gap, interval_pts, limit, mib, pct, pts, pval, rate, seconds, sign_counts, usd
 
 
@@ -146,13 +146,7 @@ def metrics_block(doc: dict[str, Any]) -> list[str]:
              f"{pct(c['spread']['min'])} .. {pct(c['spread']['max'])}"] for c in doc["configurations"]]
     lines += ["Run-to-run spread (score of each repeat index; SD is the sample SD):", ""]
     lines += _table(["config", "repeats", "mean", "SD", "range"], rows)
-    rows = []
-    for c in doc["configurations"]:
-        k = c["cost"]
-        rows.append([c["label"], seconds(k["latency_per_attempt_s"]), seconds(k["latency_per_solved_s"]),
-                     usd(k["cost_per_attempt_usd"]), usd(k["cost_per_solved_usd"])])
-    lines += ["Cost and latency (per solved task = total / tasks passed):", ""]
-    lines += _table(["config", "latency / attempt", "latency / solved", "cost / attempt", "cost / solved"], rows)
+    lines += [costs.NOTE, ""] + _table(costs.HEADERS, costs.cost_rows(doc["configurations"]))
     return lines
 
 

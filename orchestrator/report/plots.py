@@ -46,26 +46,3 @@ def rates_vs_multiplier(configs: list[dict[str, Any]], *, labels_axis: bool = Fa
     ax.legend(loc="best", fontsize=8)
     ax.set_title("Rates by configuration, Wilson 95% bands", fontsize=10)
     return _png(fig)
-
-
-def task_heatmap(tasks: list[dict[str, Any]], labels: list[str]) -> str:
-    """Per-task pass rate by configuration; cells with infra errors are annotated."""
-    rates = np.full((len(tasks), len(labels)), np.nan)
-    notes = [["" for _ in labels] for _ in tasks]
-    for i, t in enumerate(tasks):
-        for j, lab in enumerate(labels):
-            c = t["configs"].get(lab)
-            if c:
-                rates[i, j] = c["pass_rate"] if c["pass_rate"] is not None else np.nan
-                notes[i][j] = f"{c['infra_errors']} infra" if c["infra_errors"] else ""
-    fig, ax = plt.subplots(figsize=(1.3 * len(labels) + 3, 0.38 * len(tasks) + 1.5))
-    im = ax.imshow(rates * 100, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
-    ax.set_xticks(range(len(labels)), labels)
-    ax.set_yticks(range(len(tasks)), [t["task_id"] for t in tasks])
-    for i in range(len(tasks)):
-        for j in range(len(labels)):
-            if notes[i][j]:
-                ax.text(j, i, notes[i][j], ha="center", va="center", fontsize=7)
-    fig.colorbar(im, ax=ax, label="pass rate %")
-    ax.set_title("Per-task pass rate by configuration (annotated: infra errors)", fontsize=10)
-    return _png(fig)

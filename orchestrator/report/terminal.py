@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-from orchestrator.report import checks
+from orchestrator.report import checks, costs
+from orchestrator.report.tables import print_table
 from orchestrator.report.text import gap, interval_pts, limit, pct, pts, pval, rate, sign_counts
 
 
@@ -29,41 +29,43 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
         return
     stats = doc["statistics"]
     labels = doc["run"].get("axis") == "labels"  # agents/models/imports: no resource axis, trend or calibration
-    t = Table(title="Outcomes by configuration (rates with Wilson 95% intervals)", title_justify="left")
-    for h in ("config", *([] if labels else ["request", "limit"]), "n", "passed", "failed", "timeout", "infra", "harness",
-              "pass rate", "infra-error rate", "score excl. infra", "cluster-level"):
-        t.add_column(h, justify="left" if h == "config" else "right", no_wrap=True)
+    headers = ["config", *([] if labels else ["request", "limit"]), "n", "passed", "failed", "timeout", "infra", "harness",
+               "pass rate", "infra-error rate", "score excl. infra", "cluster-level"]
+    rows = []
     for c in doc["configurations"]:
         k = c["counts"]
         axis_cells = [] if labels else [f"{c['request_multiplier']:g}x", limit(c["limit_multiplier"])]
-        t.add_row(c["label"], *axis_cells, str(c["n"]),
-                  str(k["passed"]), str(k["failed"]), str(k["timeout"]), str(k["infra_error"]), str(k["harness_error"]),
-                  rate(c["pass_rate"]), rate(c["infra_error_rate"]), rate(c["score_infra_excluded"]),
-                  pct(c["clusters"]["cluster_score"]))
-    console.print(t)
+        rows.append([c["label"], *axis_cells, str(c["n"]),
+                     str(k["passed"]), str(k["failed"]), str(k["timeout"]), str(k["infra_error"]), str(k["harness_error"]),
+                     rate(c["pass_rate"]), rate(c["infra_error_rate"]), rate(c["score_infra_excluded"]),
+                     pct(c["clusters"]["cluster_score"])])
+    print_table(console, "Outcomes by configuration (rates with Wilson 95% intervals)", headers, rows,
+                right=range(1, len(headers)))
     console.print(f"headline: {stats.get('headline')} (infra errors count as failures). "
                   f"Infra reasons: " + "; ".join(
                       f"{c['label']}: " + (", ".join(f"{r} {n}" for r, n in c["infra_reasons"].items()) or "none")
                       for c in doc["configurations"]))
+    print_table(console, "Cost and latency", costs.HEADERS, costs.cost_rows(doc["configurations"]),
+                right=range(1, len(costs.HEADERS)))
+    console.print(costs.NOTE)
     ref = stats.get("reference")
-    ct = Table(title=f"Against the reference {ref} (p raw / Holm-adjusted)", title_justify="left")
-    for h in ("config", "score diff", "per-task diff [95% CI]", "paired t (tasks)", "sign test +B/−A", "CMH (by task)",
-              "infra-excl. diff, CMH", "infra rate", "exact infra test"):
-        ct.add_column(h, no_wrap=True)
+    rows = []
     for it in (stats.get("comparisons") or {}).get("items", []):
         if it["a"] != ref:
             continue
         s, x, inf = it["score"], it["score_infra_excluded"], it["infra"]
         tp = s.get("paired") or {}
-        ct.add_row(it["b"], pts(s.get("diff")),
-                   interval_pts(tp.get("mean_task_diff"), tp.get("mean_task_diff_low"), tp.get("mean_task_diff_high")),
-                   f"{pval(tp.get('t_p'))} / {pval(tp.get('t_p_holm'))}",
-                   f"{sign_counts(s['sign'])} {pval(s['sign']['p'])} / {pval(s['sign'].get('p_holm'))}",
-                   f"{pval(s['cmh']['p'])} / {pval(s['cmh'].get('p_holm'))}",
-                   f"{pts(x.get('diff'))}: {pval(x['cmh']['p'])} / {pval(x['cmh'].get('p_holm'))}",
-                   f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
-                   f"{pval(inf.get('p'))} / {pval(inf.get('p_holm'))}")
-    console.print(ct)
+        rows.append([it["b"], pts(s.get("diff")),
+                     interval_pts(tp.get("mean_task_diff"), tp.get("mean_task_diff_low"), tp.get("mean_task_diff_high")),
+                     f"{pval(tp.get('t_p'))} / {pval(tp.get('t_p_holm'))}",
+                     f"{sign_counts(s['sign'])} {pval(s['sign']['p'])} / {pval(s['sign'].get('p_holm'))}",
+                     f"{pval(s['cmh']['p'])} / {pval(s['cmh'].get('p_holm'))}",
+                     f"{pts(x.get('diff'))}: {pval(x['cmh']['p'])} / {pval(x['cmh'].get('p_holm'))}",
+                     f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
+                     f"{pval(inf.get('p'))} / {pval(inf.get('p_holm'))}"])
+    print_table(console, f"Against the reference {ref} (p raw / Holm-adjusted)",
+                ["config", "score diff", "per-task diff [95% CI]", "paired t (tasks)", "sign test +B/−A", "CMH (by task)",
+                 "infra-excl. diff, CMH", "infra rate", "exact infra test"], rows)
     mdd = stats.get("mdd") or {}
     if labels:
         console.print(f"Minimum detectable difference: {gap(mdd.get('mdd'))} on these tasks, "

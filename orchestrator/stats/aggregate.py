@@ -49,10 +49,14 @@ class Aggregates:
     duration_n: np.ndarray  # (C,) trials with a recorded duration
     cost_sum: np.ndarray
     cost_n: np.ndarray
+    cost_pass_n: np.ndarray  # (C,) passes among the trials that reported a cost
     tok_in_sum: np.ndarray
     tok_in_n: np.ndarray
     tok_out_sum: np.ndarray
     tok_out_n: np.ndarray
+    tok_sum: np.ndarray  # (C,) in + out tokens over trials that reported both
+    tok_n: np.ndarray
+    tok_pass_n: np.ndarray
     peak_ratio_max: np.ndarray  # (C, T) NaN when no limit / no measurement
     peak_ratio_mean: np.ndarray
     peak_bytes_max: np.ndarray
@@ -145,7 +149,7 @@ def aggregate(df: pd.DataFrame, config_order: list[str] | None = None) -> Aggreg
     tfirst = t_first[t_order]
     t_n = len(task_uniques)
     if "cluster_id" in df.columns:
-        cl = df["cluster_id"].to_numpy(dtype=object)[tfirst]
+        cl = df["cluster_id"].iloc[tfirst].to_numpy(dtype=object)  # pick, then convert: not a million values
         cl = np.where(pd.isna(cl), np.asarray(task_uniques, dtype=object), cl).astype(str)
     else:
         cl = np.asarray(task_uniques, dtype=object).astype(str)
@@ -187,24 +191,27 @@ def aggregate(df: pd.DataFrame, config_order: list[str] | None = None) -> Aggreg
     reasons: list[dict[str, int]] = [dict() for _ in range(c_n)]
     infra_rows = np.flatnonzero(out_codes == INFRA)
     if len(infra_rows):
-        r = df["reason"].to_numpy(dtype=object)[infra_rows] if "reason" in df.columns else np.full(len(infra_rows), None)
+        r = df["reason"].iloc[infra_rows].to_numpy(dtype=object) if "reason" in df.columns else np.full(len(infra_rows), None)
         r = np.where(pd.isna(r), "unspecified", r).astype(str)
         vc = pd.Series(1, index=pd.MultiIndex.from_arrays([cfg[infra_rows], r])).groupby(level=[0, 1]).sum()
         for (ci, reason), v in vc.items():
             reasons[int(ci)][str(reason)] = int(v)
 
-    def sums(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def sums(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per config: sum over the rows that reported x, their count, and the passes among them."""
         ok = np.isfinite(x)
         return (
             np.bincount(cfg[ok], weights=x[ok], minlength=c_n),
             np.bincount(cfg[ok], minlength=c_n),
+            np.bincount(cfg[ok & is_pass], minlength=c_n),
         )
 
-    dur = _col(df, "duration_s")
-    duration_sum, duration_n = sums(dur)
-    cost_sum, cost_n = sums(_col(df, "cost_usd"))
-    tin_sum, tin_n = sums(_col(df, "tokens_in"))
-    tout_sum, tout_n = sums(_col(df, "tokens_out"))
+    duration_sum, duration_n, _ = sums(_col(df, "duration_s"))
+    cost_sum, cost_n, cost_pass_n = sums(_col(df, "cost_usd"))
+    tin, tout = _col(df, "tokens_in"), _col(df, "tokens_out")
+    tin_sum, tin_n, _ = sums(tin)
+    tout_sum, tout_n, _ = sums(tout)
+    tok_sum, tok_n, tok_pass_n = sums(tin + tout)  # NaN unless both were reported
 
     peak = _col(df, "peak_memory_bytes")
     mlim = _col(df, "memory_limit_bytes")
@@ -240,10 +247,14 @@ def aggregate(df: pd.DataFrame, config_order: list[str] | None = None) -> Aggreg
         duration_n=duration_n,
         cost_sum=cost_sum,
         cost_n=cost_n,
+        cost_pass_n=cost_pass_n,
         tok_in_sum=tin_sum,
         tok_in_n=tin_n,
         tok_out_sum=tout_sum,
         tok_out_n=tout_n,
+        tok_sum=tok_sum,
+        tok_n=tok_n,
+        tok_pass_n=tok_pass_n,
         peak_ratio_max=pr_max.reshape(c_n, t_n),
         peak_ratio_mean=pr_mean.reshape(c_n, t_n),
         peak_bytes_max=pb_max.reshape(c_n, t_n),

@@ -116,6 +116,10 @@ def _config_block(agg: Aggregates, c: int) -> dict[str, Any]:
         int(agg.tok_in_n[c]),
         float(agg.tok_out_sum[c]),
         int(agg.tok_out_n[c]),
+        passed_with_cost=int(agg.cost_pass_n[c]),
+        tokens_sum=float(agg.tok_sum[c]),
+        n_tokens=int(agg.tok_n[c]),
+        passed_with_tokens=int(agg.tok_pass_n[c]),
     ).to_dict()
     if int(agg.duration_n[c]) == 0:  # no trial recorded a duration: latency is unknown, not zero
         cost.update(latency_total_s=None, latency_per_attempt_s=None, latency_per_solved_s=None)

@@ -17,7 +17,10 @@ written by hand here because no maintained library provides it.
 
 Numerics: ``scipy.special.comb`` in floating point overflows to inf beyond
 n ~ 1020, where the ratio becomes inf/inf. Those entries are recomputed as
-exp(log-gamma differences), which is stable for any n.
+exp(log-gamma differences), which is stable for any n. ``pass_curves`` needs
+every k at once (a million trials can mean 1,667 of them per task) and uses the
+running product prod_{i<k} (top - i) / (n - i) instead: one cumulative product,
+no special functions, equal to the closed forms within ~1e-13.
 """
 
 from __future__ import annotations
@@ -78,7 +81,12 @@ def pass_curves(n: np.ndarray, c: np.ndarray, k_max: int | None = None) -> tuple
     kmax = int(n.min()) if k_max is None else min(int(k_max), int(n.min()))
     if kmax < 1:
         return [], []
-    ks = np.arange(1, kmax + 1, dtype=float)[None, :]
-    at = pass_at_k_per_task(n[:, None], c[:, None], ks).mean(axis=0)
-    hat = pass_hat_k_per_task(n[:, None], c[:, None], ks).mean(axis=0)
+    # C(top, k) / C(n, k) = prod_{i<k} (top - i) / (n - i): one running product over k gives
+    # every k at once, with no factorial or gamma function (n - i > 0 because k <= min n).
+    i = np.arange(kmax, dtype=float)[None, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fail_all = np.maximum(np.cumprod(((n - c)[:, None] - i) / (n[:, None] - i), axis=1), 0.0)
+        pass_all = np.maximum(np.cumprod((c[:, None] - i) / (n[:, None] - i), axis=1), 0.0)
+    at = (1.0 - fail_all).mean(axis=0)
+    hat = pass_all.mean(axis=0)
     return [float(x) for x in at], [float(x) for x in hat]

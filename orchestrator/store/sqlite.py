@@ -29,6 +29,7 @@ from orchestrator.spec.resources import TASK_BAND, ResourceConfig
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStatus, TryRecord
+from orchestrator.store.frame import read_trial_frame
 from orchestrator.store.records import AXES, ExecutionRecord, RunRecord, TaskRecord, TrialRecord
 
 
@@ -355,52 +356,10 @@ class Store:
     def trial_frame(self, run_id: str) -> pd.DataFrame:
         """One row per planned trial with a final result: the statistics' input (see orchestrator.stats).
 
-        Built for a million rows: only the columns the statistics read, no ORDER BY,
-        tuples instead of Row objects, and the task -> cluster map joined in pandas.
+        Built for a million rows: read column by column (orchestrator.store.frame).
+        Cost, tokens and time include the trial's retried tries.
         """
-        cur = self.db.cursor()
-        cur.row_factory = None
-        # Cost, tokens and time of a trial include its retried tries: they were really spent
-        # to get this result. The retried tries are few, so their aggregate is a small join.
-        cur.execute(
-            """SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,
-                      e.outcome, e.reason,
-                      e.duration_s + COALESCE(r.duration_s, 0) AS duration_s,
-                      e.cost_usd + COALESCE(r.cost_usd, 0) AS cost_usd,
-                      e.tokens_in + COALESCE(r.tokens_in, 0) AS tokens_in,
-                      e.tokens_out + COALESCE(r.tokens_out, 0) AS tokens_out,
-                      e.peak_memory_bytes, e.limit_memory_bytes AS memory_limit_bytes,
-                      e.started_at, t.ord AS plan_order
-               FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
-               LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM(cost_usd) AS cost_usd,
-                                 SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out
-                          FROM executions WHERE run_id = ? AND final = 0 AND status = 'finished'
-                          GROUP BY trial_id) r ON r.trial_id = e.trial_id
-               WHERE e.run_id = ? AND e.final = 1""",
-            (run_id, run_id),
-        )
-        df = pd.DataFrame(cur.fetchall(), columns=[c[0] for c in cur.description])
-        clusters = dict(self.db.execute("SELECT task_id, cluster_id FROM tasks WHERE run_id=?", (run_id,)).fetchall())
-        df["cluster_id"] = df["task_id"].map(clusters)
-        for col in ("request_multiplier", "limit_multiplier", "duration_s", "cost_usd", "tokens_in", "tokens_out",
-                    "peak_memory_bytes", "memory_limit_bytes"):
-            df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
-        return df
-
-    def config_facts(self, run_id: str) -> dict[str, dict[str, list[str]]]:
-        """Per configuration: the enforcement mechanisms and QoS classes its final tries ran under."""
-        out: dict[str, dict[str, list[str]]] = {}
-        for label, enforcement, qos in self.db.execute(
-            """SELECT DISTINCT t.config_label, e.enforcement, e.qos_class
-               FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
-               WHERE e.run_id = ? AND e.final = 1""",
-            (run_id,),
-        ).fetchall():
-            facts = out.setdefault(label, {"enforcement": [], "qos_class": []})
-            for key, value in (("enforcement", enforcement), ("qos_class", qos)):
-                if value is not None and value not in facts[key]:
-                    facts[key] = sorted([*facts[key], value])
-        return out
+        return read_trial_frame(self.path, run_id)
 
     def overcommit_by_config(self, run_id: str) -> dict[str, dict[str, Any]]:
         """Per configuration, what its final tries ran beside (see orchestrator.overcommit)."""
@@ -431,17 +390,19 @@ class Store:
         return int(self.db.execute("SELECT COUNT(*) FROM trials WHERE run_id=?", (run_id,)).fetchone()[0])
 
     def try_counts(self, run_id: str) -> dict[str, int]:
-        """Raw accounting of every try: results, retried tries, abandoned and still-running ones."""
-        row = self.db.execute(
-            """SELECT COUNT(*) AS all_tries,
-                      SUM(status='finished' AND final=1) AS final,
-                      SUM(status='finished' AND final=0) AS retried,
-                      SUM(status='abandoned') AS abandoned,
-                      SUM(status='running') AS running
-               FROM executions WHERE run_id=?""",
+        """Raw accounting of every try: results, retried tries, abandoned and still-running ones.
+
+        A final try is always a finished one, so the big class is an index-only count and
+        only the few non-final tries are read.
+        """
+        final = self.db.execute("SELECT COUNT(*) FROM executions WHERE run_id=? AND final=1", (run_id,)).fetchone()[0]
+        other = dict(self.db.execute(
+            "SELECT status, COUNT(*) FROM executions INDEXED BY executions_final WHERE run_id=? AND final=0 GROUP BY status",
             (run_id,),
-        ).fetchone()
-        return {k: int(row[k] or 0) for k in ("all_tries", "final", "retried", "abandoned", "running")}
+        ).fetchall())
+        counts = {"final": int(final), "retried": int(other.get("finished", 0)),
+                  "abandoned": int(other.get("abandoned", 0)), "running": int(other.get("running", 0))}
+        return {"all_tries": int(final) + sum(int(v) for v in other.values()), **counts}
 
     # -- whole runs made elsewhere (imports, bundles) -------------------------------------
     def import_run(self, run: RunRecord, tasks: list[TaskRecord], trials: list[TrialRecord]) -> str:

@@ -71,7 +71,8 @@ def test_html_is_one_self_contained_file_with_plots(sweep_store: Path, tmp_path:
     res = headroom("report", "--store", str(sweep_store), "--format", "html", "-o", str(out))
     assert res.returncode == 0, res.stderr
     html = out.read_text()
-    assert html.count('src="data:image/png;base64,') == 2
+    assert html.count('src="data:image/png;base64,') == 1  # the rates plot
+    assert html.count('<table class="heatmap">') == 1 and 'title="hog × 1x-strict: 0/3 passed, 3 infra' in html
     assert not re.search(r'(src|href)="(?!data:)', html)  # nothing fetched from elsewhere
     for block in ("Setup", "Task provenance mix", "Metrics", "Exclusions"):
         assert f"<h2>{block}</h2>" in html

@@ -1,0 +1,47 @@
+"""The cost and latency table, shared by every renderer so coverage is never dropped.
+
+Each cost or token figure sits beside the number of trials it stands on
+("30/100 reported"); see :mod:`orchestrator.stats.cost` for why per-solved
+figures use only the trials that reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+HEADERS = ["config", "latency / attempt", "latency / solved", "cost / attempt", "cost / solved", "cost reported",
+           "tokens / attempt", "tokens / solved", "tokens reported"]
+
+NOTE = ("Per solved task = total / tasks passed, over the trials that reported the figure "
+        "(cost and tokens: trials that reported them, and the passes among those).")
+
+
+def _s(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f} s"
+
+
+def _usd(x: float | None) -> str:
+    return "—" if x is None else f"${x:.6f}"
+
+
+def _tok(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def _reported(n: int, total: int, passes: int) -> str:
+    return f"{n}/{total} reported ({passes} passed)" if n else f"0/{total} reported"
+
+
+def cost_rows(configurations: list[dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    for c in configurations:
+        k = c["cost"]
+        tin, tout = k.get("tokens_in_per_attempt"), k.get("tokens_out_per_attempt")
+        per_attempt = "—" if tin is None and tout is None else f"{_tok(tin)} in + {_tok(tout)} out"
+        rows.append([
+            c["label"], _s(k["latency_per_attempt_s"]), _s(k["latency_per_solved_s"]),
+            _usd(k["cost_per_attempt_usd"]), _usd(k["cost_per_solved_usd"]),
+            _reported(k["n_cost"], k["n"], k["passed_with_cost"]),
+            per_attempt, _tok(k["tokens_per_solved"]), _reported(k["n_tokens"], k["n"], k["passed_with_tokens"]),
+        ])
+    return rows

@@ -1,0 +1,58 @@
+"""The task x configuration heatmap as an HTML table, for the HTML report and the viewer.
+
+WHY a table and not an image: it stays sharp and searchable at any size, costs
+milliseconds for hundreds of tasks (a rendered image of 100 tasks took seconds),
+and in the viewer every cell is a link to its trials.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import Any
+
+
+def colour(rate: float | None) -> str:
+    """Red (0% pass) through yellow to green (100%); grey when nothing ran."""
+    if rate is None:
+        return "#eeeeee"
+    return f"hsl({120 * rate:.0f}, 65%, 72%)"
+
+
+def cell_text(c: dict[str, Any]) -> tuple[str, str]:
+    """(visible text, hover title) of one cell."""
+    text = f"{c['passed']}/{c['n']}"
+    extra = []
+    if c.get("infra_errors"):
+        extra.append(f"{c['infra_errors']} infra")
+    ratio = c.get("peak_memory_to_limit_max")
+    if ratio is not None:
+        extra.append(f"peak {ratio:.2f}x limit")
+    return text, ", ".join(extra)
+
+
+def render(tasks: list[dict[str, Any]], labels: list[str],
+           href: Callable[[str, str], str] | None = None) -> str:
+    """``href(task_id, label)`` makes each cell a link (the viewer); None for the static report."""
+    esc = html.escape
+    head = "".join(f"<th>{esc(lab)}</th>" for lab in labels)
+    out = ['<table class="heatmap"><thead><tr><th>task</th><th>cluster</th>', head, "</tr></thead><tbody>"]
+    for t in tasks:
+        out.append(f"<tr><th>{esc(t['task_id'])}</th><td>{esc(str(t['cluster_id']))}</td>")
+        for lab in labels:
+            c = t["configs"].get(lab)
+            if not c:
+                out.append(f'<td style="background:{colour(None)}">—</td>')
+                continue
+            text, extra = cell_text(c)
+            title = esc(f"{t['task_id']} × {lab}: {text} passed" + (f", {extra}" if extra else ""), quote=True)
+            inner = esc(text)
+            if href is not None:
+                inner = f'<a href="{esc(href(t["task_id"], lab), quote=True)}">{inner}</a>'
+            small = f" <small>{esc(extra)}</small>" if extra else ""
+            out.append(f'<td class="cell" style="background:{colour(c.get("pass_rate"))}" title="{title}" '
+                       f'data-task="{esc(t["task_id"], quote=True)}" data-config="{esc(lab, quote=True)}">'
+                       f"{inner}{small}</td>")
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)

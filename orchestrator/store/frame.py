@@ -1,0 +1,111 @@
+"""The statistics' input, read from a store column by column.
+
+WHY not the sqlite3 module: a million trials through ``cursor.fetchall()`` make
+thirteen million Python objects before pandas sees one, and that alone took
+several times longer than the whole analysis. The ADBC SQLite driver runs the
+same SQL and hands back Arrow columns built in C; pandas wraps them without a
+per-row loop. The query, not the driver, defines what a trial is (see
+:meth:`orchestrator.store.sqlite.Store.trial_frame`).
+
+Type inference: the driver infers each column's type from its first batch, and
+an all-NULL first batch (no agent reported a cost in the first rows) would be
+typed int64 and then fail on the first float. One batch holding every row
+makes the inference see every value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+
+# Enough for any store: the whole result arrives as one batch (see module docstring).
+_ONE_BATCH = str(2**30)
+
+TRIAL_QUERY = """
+SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,
+       e.outcome, e.reason,
+       CAST(e.duration_s + COALESCE(r.duration_s, 0) AS REAL) AS duration_s,
+       CAST(e.cost_usd + COALESCE(r.cost_usd, 0) AS REAL) AS cost_usd,
+       CAST(e.tokens_in + COALESCE(r.tokens_in, 0) AS REAL) AS tokens_in,
+       CAST(e.tokens_out + COALESCE(r.tokens_out, 0) AS REAL) AS tokens_out,
+       CAST(e.peak_memory_bytes AS REAL) AS peak_memory_bytes,
+       CAST(e.limit_memory_bytes AS REAL) AS memory_limit_bytes,
+       e.enforcement, e.qos_class, e.started_at, t.ord AS plan_order
+FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
+LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM(cost_usd) AS cost_usd,
+                  SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out
+           FROM executions INDEXED BY executions_final WHERE run_id = ?1 AND final = 0 AND status = 'finished'
+           GROUP BY trial_id) r ON r.trial_id = e.trial_id
+WHERE e.run_id = ?1 AND e.final = 1
+"""
+# Cost, tokens and time of a trial include its retried tries: they were really spent to
+# get this result. The retried tries are few (an index range on final = 0), so their
+# aggregate is a small join.
+
+INTEGER = ("attempt", "plan_order")
+NUMERIC = ("request_multiplier", "limit_multiplier", "duration_s", "cost_usd", "tokens_in", "tokens_out",
+           "peak_memory_bytes", "memory_limit_bytes")
+
+
+def read_trial_frame(path: Path, run_id: str) -> pd.DataFrame:
+    """One row per trial with a final result, plus its cluster; opened read-only."""
+    import adbc_driver_sqlite.dbapi as adbc  # heavy import, only when a report is made
+
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    with adbc.connect(uri) as conn, conn.cursor() as cur:
+        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": _ONE_BATCH})
+        cur.execute(TRIAL_QUERY, (run_id,))
+        table = cur.fetch_arrow_table()
+        cur.execute("SELECT task_id, cluster_id FROM tasks WHERE run_id = ?", (run_id,))
+        clusters = dict(zip(*(c.to_pylist() for c in cur.fetch_arrow_table().columns)))
+    return _to_frame(table, clusters)
+
+
+def _to_frame(table: pa.Table, clusters: dict[str, str]) -> pd.DataFrame:
+    """Arrow columns to pandas without a per-row loop; numbers as float64, text as pandas strings.
+
+    Text stays plain strings rather than categoricals so every consumer of the frame
+    (groupby, comparisons) behaves as on any other frame; with pandas 3 they are
+    Arrow-backed, so the conversion copies no Python objects.
+    """
+    cols: dict[str, pa.ChunkedArray] = {}
+    for name in table.column_names:
+        col = table.column(name)
+        if name in NUMERIC:
+            col = col.cast(pa.float64())  # an all-NULL column arrives typed int64
+        elif name == "started_at":
+            col = _timestamps(col.cast(pa.string()))
+        elif name not in INTEGER:
+            col = col.cast(pa.string())  # likewise, an all-NULL text column
+        cols[name] = col
+    task = cols["task_id"].combine_chunks().dictionary_encode()
+    cluster_of = pa.array([clusters.get(t) for t in task.dictionary.to_pylist()], pa.string())
+    cols["cluster_id"] = pa.chunked_array([cluster_of.take(task.indices)], pa.string())
+    return pa.table(cols).to_pandas()
+
+
+def _timestamps(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """ISO times as UTC timestamps, parsed in C (a million strings through pandas take a second).
+
+    The store writes them with an offset; anything else stays text for the reader to parse.
+    """
+    try:
+        return col.cast(pa.timestamp("ms", tz="UTC"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return col
+
+
+def config_facts(df: pd.DataFrame) -> dict[str, dict[str, list[str]]]:
+    """Per configuration: the enforcement mechanisms and QoS classes its final tries ran under."""
+    out: dict[str, dict[str, list[str]]] = {}
+    if df.empty:
+        return out
+    seen = df[["config_label", "enforcement", "qos_class"]].drop_duplicates()
+    for label, enforcement, qos in seen.itertuples(index=False):
+        facts = out.setdefault(str(label), {"enforcement": [], "qos_class": []})
+        for key, value in (("enforcement", enforcement), ("qos_class", qos)):
+            if pd.notna(value) and value not in facts[key]:
+                facts[key] = sorted([*facts[key], str(value)])
+    return out

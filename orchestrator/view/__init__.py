@@ -1,0 +1,1 @@
+"""``headroom view``: a local, read-only web browser for a results store."""

@@ -1,0 +1,179 @@
+"""The viewer's web application: server-rendered pages over a read-only store.
+
+Pages: the run list, a run (the report, an interactive rates plot, the task x
+configuration heatmap), one heatmap cell (its trials), one trial (every try
+with its evidence), and a comparison of two runs. Every asset is served from
+the installed package (plotly.js from the plotly package); nothing is fetched
+from elsewhere.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from markdown_it import MarkdownIt
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from orchestrator.errors import UserError
+from orchestrator.report import comparison, document, heatmap, markdown
+from orchestrator.report.text import mib
+from orchestrator.store.sqlite import Store
+from orchestrator.view import data, figures
+
+HERE = files("orchestrator.view")
+PLOTLY_JS = files("plotly") / "package_data" / "plotly.min.js"
+# Loopback names only: a page on another site cannot reach this server through DNS rebinding.
+ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+
+
+def _md() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
+_PER_TASK = re.compile(r"<h2>Per task</h2>.*?(?=<h2>|\Z)", re.S)
+
+
+def run_body(doc: dict[str, Any], run_id: str) -> str:
+    """The report rendered (same Markdown as ``headroom report``), with the per-task table as a linked heatmap."""
+    body = _md().render(markdown.render(doc))
+    if not doc["configurations"]:
+        return body
+    stats = doc["statistics"]
+
+    def href(task: str, label: str) -> str:
+        return f"/runs/{run_id}/cell?" + urlencode({"task": task, "config": label})
+
+    grid = ('<h2 id="heatmap">Tasks × configurations</h2><p>Each cell: passed/attempts, coloured by pass rate; '
+            "click a cell for its trials and every try's evidence.</p>"
+            + heatmap.render(stats["tasks"], stats["config_order"], href=href))
+    if _PER_TASK.search(body):
+        body = _PER_TASK.sub(lambda _: grid, body, count=1)
+    else:
+        body += grid
+    plot = ('<h2 id="plots">Plots</h2><div id="rates-plot" class="plot"></div>'
+            '<script type="application/json" id="rates-plot-spec">'
+            # Raw text inside <script>: only "</" could end it early; JSON.parse reads "<\/" back as "</".
+            + json.dumps(figures.rates_by_configuration(doc["configurations"])).replace("</", "<\\/")
+            + "</script>")
+    return body.replace("<h2>Exclusions</h2>", plot + "<h2>Exclusions</h2>", 1)
+
+
+def create_app(store_path: Path) -> Starlette:
+    store_path = Path(store_path)
+    Store.open_existing(store_path).close()  # fail now, with a one-line error, if it is not a store
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates.env.filters["mib"] = mib
+    docs = data.DocumentCache()
+
+    def open_store() -> Store:
+        # One read-only connection per request: requests run on worker threads and
+        # sqlite3 connections stay on the thread that made them.
+        return Store.open_existing(store_path)
+
+    def run_or_404(store: Store, run_id: str) -> Any:
+        try:
+            return store.run(run_id)
+        except UserError:
+            raise HTTPException(404, f"no run {run_id!r} in {store_path}") from None
+
+    def page(request: Request, name: str, **ctx: Any) -> Response:
+        return templates.TemplateResponse(request, name, {"store_path": str(store_path), **ctx})
+
+    def runs(request: Request) -> Response:
+        store = open_store()
+        try:
+            return page(request, "runs.html", runs=data.runs_overview(store))
+        finally:
+            store.close()
+
+    def run(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        store = open_store()
+        try:
+            info = run_or_404(store, run_id)
+            doc = docs.get(store, run_id)
+            prov = doc["provenance"]
+            return page(request, "run.html", run=doc["run"], info=info, body=run_body(doc, run_id),
+                        isolation=data.isolation_of(prov))
+        finally:
+            store.close()
+
+    def cell(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        task, label = request.query_params.get("task", ""), request.query_params.get("config", "")
+        store = open_store()
+        try:
+            run_or_404(store, run_id)
+            trials = data.cell_trials(store, run_id, task, label)
+            if not trials:
+                raise HTTPException(404, f"run {run_id} has no trials of task {task!r} under {label!r}")
+            return page(request, "cell.html", run_id=run_id, task=task, label=label, trials=trials)
+        finally:
+            store.close()
+
+    def trial(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        trial_id = request.query_params.get("id", "")
+        store = open_store()
+        try:
+            info = run_or_404(store, run_id)
+            detail = data.trial_detail(store, run_id, trial_id)
+            if detail is None:
+                raise HTTPException(404, f"run {run_id} has no trial {trial_id!r}")
+            prov = store.provenance(run_id)
+            task_prov = prov.pop("tasks", {}).get(detail["plan"]["task_id"])
+            return page(request, "trial.html", run_id=run_id, info=info, trial=detail, task_provenance=task_prov,
+                        provenance_json=json.dumps(prov, indent=2, sort_keys=True),
+                        task_provenance_json=json.dumps(task_prov, indent=2, sort_keys=True))
+        finally:
+            store.close()
+
+    def compare(request: Request) -> Response:
+        a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
+        store = open_store()
+        try:
+            runs_list = data.runs_overview(store)
+            body = None
+            if a and b:
+                run_or_404(store, a)
+                run_or_404(store, b)
+                try:
+                    body = _md().render(comparison.markdown(document.build_comparison(store, a, store, b)))
+                except UserError as exc:
+                    body = f"<p class=\"error\">{html.escape(exc.one_line())}</p>"
+            return page(request, "compare.html", runs=runs_list, a=a, b=b, body=body)
+        finally:
+            store.close()
+
+    def plotly_js(request: Request) -> Response:
+        return FileResponse(str(PLOTLY_JS), media_type="text/javascript")
+
+    async def not_found(request: Request, exc: HTTPException) -> Response:
+        return HTMLResponse(f"<!doctype html><title>not found</title><p>{html.escape(str(exc.detail))}</p>"
+                            '<p><a href="/">all runs</a></p>', status_code=exc.status_code)
+
+    routes = [
+        Route("/", runs),
+        Route("/runs/{run_id}", run),
+        Route("/runs/{run_id}/cell", cell),
+        Route("/runs/{run_id}/trial", trial),
+        Route("/compare", compare),
+        Route("/assets/plotly.min.js", plotly_js),
+        Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=ALLOWED_HOSTS)],
+                     exception_handlers={HTTPException: not_found})

@@ -1,0 +1,76 @@
+"""The terminal report never cuts a number or a column header, at any width and off a TTY."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from benchmarks.bench_stats import write_store
+from orchestrator.report import comparison, costs, document, terminal
+from orchestrator.report.text import rate
+from orchestrator.stats.synthetic import make_sweep
+from orchestrator.store.sqlite import Store
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("layout") / "h.db"
+    df = make_sweep(12, 5, seed=3)
+    df.loc[df.index[::3], "cost_usd"] = float("nan")  # partial cost coverage, as agents report it
+    write_store(df, path).close()
+    return path
+
+
+def _render(doc: dict, width: int) -> str:
+    buf = io.StringIO()
+    terminal.print_report(doc, Console(width=width, file=buf, highlight=False))  # a file: not a TTY
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("width", [60, 80, 120, 160])
+def test_every_number_and_header_is_whole(store_path: Path, width: int) -> None:
+    doc = document.build(Store.open_existing(store_path))
+    out = _render(doc, width)
+    lines = out.splitlines()
+    assert "…" not in out
+    # Tables fit the width (prose lines may be printed soft-wrapped: long, but whole).
+    assert max(len(line) for line in lines if line[:1] in "┏┃┡│└") <= width
+    whole = lambda s: any(s in line for line in lines)  # noqa: E731  (on one line: not wrapped mid-number)
+    for c in doc["configurations"]:
+        for key in ("pass_rate", "infra_error_rate", "score_infra_excluded"):
+            assert whole(rate(c[key])), (width, rate(c[key]))
+        for cell in costs.cost_rows([c])[0]:
+            assert whole(cell), (width, cell)
+    for header in ("pass rate", "infra-error rate", "score excl. infra", "cluster-level", *costs.HEADERS):
+        assert whole(header), (width, header)
+
+
+def test_narrow_console_splits_tables_instead_of_shrinking(store_path: Path) -> None:
+    doc = document.build(Store.open_existing(store_path))
+    assert "(1/" in _render(doc, 80) and "(1/" not in _render(doc, 400).split("Cost and latency")[0]
+
+
+def test_cli_off_a_tty_prints_whole_numbers(store_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "orchestrator", "report", "--store", str(store_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "…" not in res.stdout and "cluster-level" in res.stdout and "cost reported" in res.stdout
+    doc = document.build(Store.open_existing(store_path))
+    for c in doc["configurations"]:
+        assert rate(c["pass_rate"]) in res.stdout
+
+
+def test_comparison_table_is_whole_on_a_narrow_console(store_path: Path) -> None:
+    store = Store.open_existing(store_path)
+    doc = document.build_comparison(store, None, store, None)
+    buf = io.StringIO()
+    comparison.print_table(doc, Console(width=70, file=buf))
+    out = buf.getvalue()
+    assert "…" not in out and max(len(line) for line in out.splitlines()) <= 70
+    for header in comparison.HEADERS:
+        assert any(header in line for line in out.splitlines()), header

@@ -1,0 +1,87 @@
+"""`headroom view` over HTTP: loopback only, read-only, local assets, clear errors."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import psutil
+import pytest
+from starlette.testclient import TestClient
+
+from orchestrator.store.sqlite import Store
+from orchestrator.view import data
+from orchestrator.view.app import create_app
+
+
+def _digest(path: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.parent.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def client(view_store: Path) -> TestClient:
+    return TestClient(create_app(view_store), base_url="http://127.0.0.1")
+
+
+def test_pages_leave_the_store_untouched_and_link_only_local_assets(client: TestClient, view_store: Path) -> None:
+    before = _digest(view_store)
+    store = Store.open_existing(view_store)
+    run_id = store.runs()[0].run_id
+    trial_id = store.db.execute("SELECT trial_id FROM trials WHERE run_id=? LIMIT 1", (run_id,)).fetchone()[0]
+    pages = ["/", f"/runs/{run_id}", f"/runs/{run_id}/cell?task=hog&config=1x-strict",
+             f"/runs/{run_id}/trial?id={quote(trial_id)}", f"/compare?a={run_id}&b={store.runs()[1].run_id}"]
+    for url in pages:
+        res = client.get(url)
+        assert res.status_code == 200, url
+        refs = re.findall(r'(?:src|href)="([^"]*)"', res.text)
+        assert refs and all(r.startswith(("/", "#")) for r in refs), (url, [r for r in refs if not r.startswith(("/", "#"))])
+        for asset in re.findall(r'src="(/[^"]*)"', res.text) + re.findall(r'href="(/static/[^"]*)"', res.text):
+            assert client.get(asset).status_code == 200, asset
+    assert client.get("/assets/plotly.min.js").headers["content-type"].startswith("text/javascript")
+    assert _digest(view_store) == before  # nothing written, not even a journal
+
+
+def test_unknown_things_are_404_with_a_message(client: TestClient, view_store: Path) -> None:
+    run_id = Store.open_existing(view_store).runs()[0].run_id
+    for url, words in (("/runs/nope", "no run 'nope'"), (f"/runs/{run_id}/trial?id=nope", "no trial 'nope'"),
+                       (f"/runs/{run_id}/cell?task=nope&config=1x-strict", "no trials of task 'nope'")):
+        res = client.get(url)
+        assert res.status_code == 404 and words in html.unescape(res.text)
+
+
+def test_foreign_host_header_is_refused(view_store: Path) -> None:
+    # A page elsewhere that rebinds its DNS name to 127.0.0.1 still sends its own Host.
+    res = TestClient(create_app(view_store), base_url="http://attacker.example").get("/")
+    assert res.status_code == 400
+
+
+def test_isolation_shown_when_recorded_and_unknown_otherwise() -> None:
+    assert data.isolation_of({"backend": {"capabilities": {"isolation": "namespace"}}}) == "namespace"
+    assert data.isolation_of({"backend": {"kernel": "6.1"}}) == "unknown"
+
+
+def test_server_listens_on_loopback_only(view_server: str) -> None:
+    port = int(view_server.rsplit(":", 1)[1])
+    listening = [c for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+    assert listening and all(c.laddr.ip == "127.0.0.1" for c in listening)
+    assert httpx.get(view_server + "/").status_code == 200
+
+
+def test_busy_port_and_missing_store_are_one_line_errors(view_store: Path, tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = str(busy.getsockname()[1])
+        res = subprocess.run([sys.executable, "-m", "orchestrator", "view", "--store", str(view_store), "--port", port],
+                             capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "--port" in res.stderr and "Traceback" not in res.stderr
+    res = subprocess.run([sys.executable, "-m", "orchestrator", "view", "--store", str(tmp_path / "none.db")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "no such store" in res.stderr and "Traceback" not in res.stderr
