@@ -1,0 +1,3 @@
+module headroom.local/pause
+
+go 1.22
