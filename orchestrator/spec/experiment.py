@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import ResourceConfig
 
@@ -88,6 +89,7 @@ class Experiment(BaseModel):
     allow_internet: bool = Field(
         default=False, description="give trials network access (a task with allow_internet = false still gets none)"
     )
+    docker: DockerOptions | None = Field(default=None, description="options of the docker backend")
 
     @field_validator("configurations", mode="before")
     @classmethod
