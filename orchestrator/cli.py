@@ -159,6 +159,7 @@ def cli() -> None:
               help="local backend: cgroup limits, or the rlimit fallback")
 @click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True,
               help="where trials run (the experiment field 'backend')")
+@click.option("--build", is_flag=True, help="docker backend: build every task image from environment/Dockerfile")
 @click.option("--experiment", "experiment_file", type=click.Path(path_type=Path), help="experiment spec (YAML); flags override")
 @click.option("--resume", is_flag=True, help="continue the latest (or --run-id) run in --store")
 @click.option("--run-id", help="with --resume: which run")
@@ -168,20 +169,20 @@ def cli() -> None:
 def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts: int, concurrency: int,
           agent_kind: str, agent_command: str | None, agent_env: tuple[str, ...], model: str | None,
           task_patterns: tuple[str, ...], store_path: Path, seed: int, retries: int, timeout_multiplier: float,
-          enforcement: str, backend_name: str, experiment_file: Path | None, resume: bool, run_id: str | None,
-          fmt: str) -> None:
+          enforcement: str, backend_name: str, build: bool, experiment_file: Path | None, resume: bool,
+          run_id: str | None, fmt: str) -> None:
     """Run a resource sweep over the tasks in TASKS_DIR."""
     experiment = None
     if resume:
         fixed = ("tasks_dir", "multipliers", "attempts", "concurrency", "agent_kind", "agent_command", "agent_env", "model",
-                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name")
+                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name", "build")
         changed = [n for n in fixed if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
         if changed:
             raise UserError(f"--resume continues the run as it was recorded; drop {', '.join(changed)}", field="--resume")
     else:
         fields: dict[str, Any] = load_experiment_file(experiment_file) if experiment_file else {}
         source = str(experiment_file) if experiment_file else None
-        for key in ("agent", "model", "retry"):  # merged with flags below, so they must be mappings
+        for key in ("agent", "model", "retry", "docker"):  # merged with flags below, so they must be mappings
             if key in fields and not isinstance(fields[key], dict):
                 raise SpecError(f"expected a mapping, got {type(fields[key]).__name__}", file=source, field=key)
         given = lambda name: ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT  # noqa: E731
@@ -214,7 +215,11 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
             fields["backend"] = backend_name
         if given("retries"):
             fields["retry"] = {**(fields.get("retry") or {}), "max_retries": retries}
+        if build:
+            fields["docker"] = {**(fields.get("docker") or {}), "build": True}
         experiment = build_experiment(fields, source)
+        if build and experiment.backend != "docker":
+            raise UserError(f"--build applies to the docker backend (this run uses {experiment.backend})", field="--build")
     store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=run_id, resume=resume, enforcement=enforcement)
     if fmt != "none":
         _print_report(store, rid, fmt)

@@ -6,7 +6,9 @@
 # 1. a virtualenv in .venv with the package and its test extras (PyPI only);
 # 2. the Kubernetes test control plane, built from the Go module proxy and cached
 #    (scripts/k8s/build.sh: a no-op when the pins are unchanged);
-# 3. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
+# 3. Debian's docker.io and the Debian base image for the Docker backend's tests
+#    (scripts/docker/install.sh: a no-op when installed and cached);
+# 4. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,6 +28,9 @@ fi
 
 echo "==> Kubernetes test control plane (scripts/k8s/build.sh)"
 scripts/k8s/build.sh
+
+echo "==> Docker daemon and base image (scripts/docker/install.sh)"
+scripts/docker/install.sh
 
 echo "==> pytest"
 set +e

@@ -57,19 +57,28 @@ class PrivateDockerd:
         ]
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        assert self.proc is not None
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise DaemonError(f"dockerd exited with {self.proc.returncode}:\n{self.log_tail()}")
             if self.socket.exists():
+                c = docker.DockerClient(base_url=self.host, timeout=5)
                 try:
-                    with docker.DockerClient(base_url=self.host, timeout=5) as c:
-                        c.ping()
+                    c.ping()
                     return
                 except docker.errors.DockerException:
                     pass
+                finally:
+                    c.close()
             time.sleep(0.2)
-        self.stop()
         raise DaemonError(f"dockerd did not answer within {timeout_s:.0f}s:\n{self.log_tail()}")
 
     def log_tail(self, n: int = 40) -> str:
@@ -81,9 +90,12 @@ class PrivateDockerd:
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:
-                with docker.DockerClient(base_url=self.host, timeout=30) as c:
+                c = docker.DockerClient(base_url=self.host, timeout=30)
+                try:
                     for ctr in c.api.containers(all=True):
                         c.api.remove_container(ctr["Id"], force=True, v=True)
+                finally:
+                    c.close()
             except docker.errors.DockerException:
                 pass
             self.proc.send_signal(signal.SIGTERM)
