@@ -37,18 +37,7 @@ from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.local.backend import host_facts
 from orchestrator.backends.local.cgroups import TrialCgroup, cpu_shares
 from orchestrator.backends.threaded import ThreadedBackend
-from orchestrator.container_contract import (
-    AGENT_LOGS_DIR,
-    AGENT_RESULT_FILE,
-    DEFAULT_WORKDIR,
-    HEADROOM_DIR,
-    INSTRUCTION_FILE,
-    REWARD_FILES,
-    SOLUTION_DIR,
-    TESTS_DIR,
-    VERIFIER_LOGS_DIR,
-    container_path,
-)
+from orchestrator import container_contract as cc
 from orchestrator.errors import UserError
 from orchestrator.launch import label_value
 from orchestrator.spec.docker import DockerOptions
@@ -63,6 +52,28 @@ from .images import ImageResolver, ImageUnavailable
 from .labels import LAUNCH, MANAGED, OWNER, RUN, Owner
 
 KEEP_ALIVE = ["sleep", "infinity"]
+#: The verifier's HEADROOM_TASK_DIR: a fresh copy of the task's files with tests/ -> /tests (as the Pod runner has).
+VERIFIER_TASK_DIR = "/headroom/run/vtask"
+#: The image's WORKDIR when it sets none.
+DEFAULT_WORKDIR = "/"
+#: What of the task directory the agent sees under HEADROOM_TASK_DIR (solution/ for the oracle only; never tests/).
+AGENT_TASK_FILES = ("instruction.md", "task.toml", "environment")
+
+
+def container_path(script: str) -> str:
+    """A step's script, relative to the task directory, where the contract puts it in the container."""
+    head, _, rest = script.partition("/")
+    if head == "tests":
+        return f"{cc.TESTS}/{rest}"
+    if head == "solution":
+        return f"{cc.SOLUTION}/{rest}"
+    return f"{cc.TASK_DIR}/{script}"
+
+
+def task_trees(task_dir: Path, target: str, *, solution: bool) -> list[tuple[Path, str]]:
+    """(host path, container path) of the task files a step may see under ``target``."""
+    names = [*AGENT_TASK_FILES, *(("solution",) if solution else ())]
+    return [(task_dir / n, f"{target}/{n}") for n in names if (task_dir / n).exists()]
 _API_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
 
 
@@ -316,19 +327,18 @@ class DockerBackend(ThreadedBackend):
         cg = cgroup_mod.locate(int(state.get("Pid") or 0), cid)
         ooms = _OomCounter(api, cid, cg, since=int(time.time()) - 2)
         facts.extra["cgroup"] = cg.version if cg is not None else None
-        paths = {"HEADROOM_WORKDIR": workdir, "HEADROOM_TASK_DIR": HEADROOM_DIR,
-                 "HEADROOM_INSTRUCTION_FILE": INSTRUCTION_FILE}
-        instruction = (launch.agent.env.get("HEADROOM_INSTRUCTION") or "").encode()
         task_dir = Path(launch.task.path)
-        trees = [(task_dir / "solution", SOLUTION_DIR)] if launch.task.include_solution else []
+        oracle = launch.task.include_solution
+        trees = task_trees(task_dir, cc.TASK_DIR, solution=oracle)
+        if oracle and (task_dir / "solution").is_dir():
+            trees.append((task_dir / "solution", cc.SOLUTION))
         steps.put_archive(api, cid, steps.tree_archive(
-            dirs=[("/logs", 0o755), (AGENT_LOGS_DIR, 0o777), (VERIFIER_LOGS_DIR, 0o777), (HEADROOM_DIR, 0o755)],
-            trees=[(src, dst) for src, dst in trees if src.is_dir()],
-            files=[(INSTRUCTION_FILE, instruction, 0o644)],
+            dirs=[(cc.LOGS, 0o755), (cc.AGENT_LOGS, 0o777), (cc.VERIFIER_LOGS, 0o777), ("/headroom", 0o755),
+                  (cc.TASK_DIR, 0o755)],
+            trees=trees,
         ))
         secrets = {k: os.environ[k] for k in launch.agent.secret_env if k in os.environ}
-        agent_env = {**launch.agent.env, **paths, **secrets, "HEADROOM_LOGS_DIR": AGENT_LOGS_DIR,
-                     "HEADROOM_AGENT_RESULT": AGENT_RESULT_FILE}
+        agent_env = {**launch.agent.env, **cc.step_paths("agent", workdir), **secrets}
         if cancelled.is_set():
             raise _Cancelled
         before = ooms.count()
@@ -342,13 +352,13 @@ class DockerBackend(ThreadedBackend):
         agent.oom_kills, before = self._ooms_since(ooms, before)
         if agent.oom_kills:
             agent.oom_evidence = ooms.evidence
-        raw, _why = steps.read_small(api, cid, AGENT_RESULT_FILE, MAX_READ)
+        raw, _why = steps.read_small(api, cid, cc.AGENT_RESULT, MAX_READ)
         facts.agent_result = parse_agent_result(raw.decode("utf-8", "replace")) if raw else {}
         if survivors:
             facts.infra_hint = InfraReason.OTHER
             facts.infra_detail = f"{survivors} agent process(es) survived being killed; the verifier was not run"
         elif not (agent.timed_out or agent.oom_kills or agent.spawn_error):
-            verifier = self._verify(cid, launch, workdir, paths, facts, cancelled)
+            verifier = self._verify(cid, launch, workdir, facts, cancelled)
             verifier.oom_kills, before = self._ooms_since(ooms, before)
             if verifier.oom_kills:
                 verifier.oom_evidence = ooms.evidence
@@ -359,19 +369,24 @@ class DockerBackend(ThreadedBackend):
         now = ooms.count()
         return max(0, now - before), now
 
-    def _verify(self, cid: str, launch: Launch, workdir: str, paths: dict[str, str], facts: TrialFacts,
+    def _verify(self, cid: str, launch: Launch, workdir: str, facts: TrialFacts,
                 cancelled: threading.Event) -> StepFacts:
         api = self.api
         # Whatever the agent put where the tests and the reward go is not theirs.
-        code, out = steps.exec_once(api, cid, ["sh", "-c", f"rm -rf {TESTS_DIR} {VERIFIER_LOGS_DIR}"])
+        code, out = steps.exec_once(api, cid, ["sh", "-c", f"rm -rf {cc.TESTS} {cc.VERIFIER_LOGS} {VERIFIER_TASK_DIR}"])
         if code != 0:
-            facts.verifier = StepFacts(name="verifier", spawn_error=f"cannot clear {TESTS_DIR}: {out.strip()[-500:]}")
+            facts.verifier = StepFacts(name="verifier", spawn_error=f"cannot clear {cc.TESTS}: {out.strip()[-500:]}")
             return facts.verifier
+        task_dir = Path(launch.task.path)
         steps.put_archive(api, cid, steps.tree_archive(
-            dirs=[(VERIFIER_LOGS_DIR, 0o777)], trees=[(Path(launch.task.path) / "tests", TESTS_DIR)]))
+            dirs=[(cc.VERIFIER_LOGS, 0o777), (VERIFIER_TASK_DIR, 0o755)],
+            trees=[(task_dir / "tests", cc.TESTS),
+                   *task_trees(task_dir, VERIFIER_TASK_DIR, solution=launch.task.include_solution)],
+            links=[(f"{VERIFIER_TASK_DIR}/tests", cc.TESTS)],
+        ))
         if cancelled.is_set():
             raise _Cancelled
-        env = {**launch.verifier.env, **paths, "HEADROOM_LOGS_DIR": VERIFIER_LOGS_DIR}
+        env = {**launch.verifier.env, **cc.step_paths("verifier", workdir, task_dir=VERIFIER_TASK_DIR)}
         verifier = facts.verifier = steps.run_step(
             api, self.stream_api, cid, "verifier", self._argv(launch.verifier), env=env, workdir=workdir,
             timeout_s=launch.verifier.timeout_s, cancelled=cancelled)
@@ -379,8 +394,8 @@ class DockerBackend(ThreadedBackend):
         if cancelled.is_set():
             raise _Cancelled
         facts.reward, facts.reward_error = None, "missing: no reward.txt or reward.json"
-        for name in REWARD_FILES:
-            raw, why = steps.read_small(api, cid, f"{VERIFIER_LOGS_DIR}/{name}", MAX_READ)
+        for name in cc.REWARD_FILES:
+            raw, why = steps.read_small(api, cid, f"{cc.VERIFIER_LOGS}/{name}", MAX_READ)
             if why is not None:
                 facts.reward, facts.reward_error = None, f"malformed: {name} is {why}"
                 break

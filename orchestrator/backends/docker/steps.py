@@ -157,8 +157,9 @@ def _add_dir(tar: tarfile.TarFile, arcname: str, mode: int) -> None:
 
 
 def tree_archive(dirs: Iterable[tuple[str, int]], trees: Iterable[tuple[Path, str]] = (),
-                 files: Iterable[tuple[str, bytes, int]] = ()) -> bytes:
-    """A tar to unpack at ``/``: empty dirs (path, mode), host trees (source, target), files (path, bytes, mode).
+                 files: Iterable[tuple[str, bytes, int]] = (), links: Iterable[tuple[str, str]] = ()) -> bytes:
+    """A tar to unpack at ``/``: empty dirs (path, mode), host trees or files (source, target),
+    files (path, bytes, mode), symlinks (path, target).
 
     Everything is owned by root; file modes are kept, so test.sh needs no chmod.
     """
@@ -168,24 +169,36 @@ def tree_archive(dirs: Iterable[tuple[str, int]], trees: Iterable[tuple[Path, st
             _add_dir(tar, path.strip("/"), mode)
         for source, target in trees:
             root = target.strip("/")
+            if source.is_file():
+                _add_file(tar, source, root)
+                continue
             _add_dir(tar, root, 0o755)
             for p in sorted(source.rglob("*")):
-                arc = f"{root}/{p.relative_to(source).as_posix()}"
-                ti = tar.gettarinfo(str(p), arcname=arc)
-                ti.uid = ti.gid = 0
-                ti.uname = ti.gname = "root"
-                if p.is_file() and not p.is_symlink():
-                    with p.open("rb") as f:
-                        tar.addfile(ti, f)
-                else:
-                    tar.addfile(ti)
+                _add_file(tar, p, f"{root}/{p.relative_to(source).as_posix()}")
         for path, data, mode in files:
             ti = tarfile.TarInfo(path.strip("/"))
             ti.size = len(data)
             ti.mode = mode
             ti.mtime = int(time.time())
             tar.addfile(ti, io.BytesIO(data))
+        for path, target in links:
+            ti = tarfile.TarInfo(path.strip("/"))
+            ti.type = tarfile.SYMTYPE
+            ti.linkname = target
+            ti.mtime = int(time.time())
+            tar.addfile(ti)
     return buf.getvalue()
+
+
+def _add_file(tar: tarfile.TarFile, path: Path, arcname: str) -> None:
+    ti = tar.gettarinfo(str(path), arcname=arcname)
+    ti.uid = ti.gid = 0
+    ti.uname = ti.gname = "root"
+    if ti.isfile():
+        with path.open("rb") as f:
+            tar.addfile(ti, f)
+    else:
+        tar.addfile(ti)
 
 
 def put_archive(api: docker.APIClient, container_id: str, data: bytes) -> None:
