@@ -282,3 +282,21 @@ def test_resume_after_kill_9_replaces_the_orphaned_try(docker_env: DockerEnv, do
     assert docker_env.managed_containers() == []
     ids = [c["Id"] for c in docker_env.client.api.containers(all=True)]
     assert orphan["Id"] not in ids
+
+
+def test_without_the_hosts_cgroup_files_the_api_gives_the_oom_verdict(backend: DockerBackend,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon on another machine (Docker Desktop's VM, a remote host): its containers' cgroups are not
+    readable here. That cannot be set up on this machine, so the lookup is made to fail; the verdict then
+    comes from the daemon's 'oom' events and State.OOMKilled, the usage from its stats endpoint."""
+    from orchestrator.backends.docker import backend as backend_mod
+
+    monkeypatch.setattr(backend_mod.cgroup_mod, "locate", lambda *a, **k: None)
+    (strict, v_strict), (unb, v_unb) = run_tries(backend, _experiment(), [("memory-spike", "1x-strict"),
+                                                                        ("memory-spike", "unbounded")])
+    assert v_strict.reason is InfraReason.OOM_KILLED
+    assert strict.agent is not None and strict.agent.oom_kills >= 1
+    assert "docker 'oom' events" in (strict.agent.oom_evidence or "")
+    assert strict.extra["cgroup"] is None and strict.extra["usage_source"] == "docker stats endpoint"
+    assert v_unb.outcome is Outcome.PASSED and unb.agent is not None and unb.agent.oom_kills == 0
+    assert unb.peak_memory_bytes is not None and unb.peak_memory_bytes > 150 * MIB  # cgroup v1 daemon: max_usage

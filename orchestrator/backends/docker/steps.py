@@ -61,12 +61,19 @@ def kill_all(api: docker.APIClient, container_id: str) -> int:
     for _ in range(KILL_ROUNDS):
         # kill(-1) reaches every process this root may signal except the caller and init.
         exec_once(api, container_id, ["sh", "-c", "kill -9 -1 2>/dev/null; exit 0"])
-        procs = api.top(container_id, ps_args="-o pid").get("Processes") or []
+        procs = _processes(api, container_id)
         remaining = max(0, len(procs) - 1)  # the keep-alive stays
         if remaining == 0:
             return 0
         time.sleep(0.02)
     return remaining
+
+
+def _processes(api: docker.APIClient, container_id: str) -> list[list[str]]:
+    try:
+        return api.top(container_id, ps_args="-o pid").get("Processes") or []
+    except docker.errors.APIError:  # a daemon whose top takes no ps arguments (Podman's compat API)
+        return api.top(container_id).get("Processes") or []
 
 
 def run_step(
@@ -227,6 +234,6 @@ def read_small(api: docker.APIClient, container_id: str, path: str, limit: int) 
 
 def stats_once(api: docker.APIClient, container_id: str) -> dict[str, Any]:
     try:
-        return api.stats(container_id, stream=False) or {}
+        return api.stats(container_id, stream=False, one_shot=True) or {}
     except docker.errors.APIError:
         return {}
