@@ -28,5 +28,7 @@ class DockerOptions(BaseModel):
         default=False, description="leave each try's container stopped instead of removing it (for debugging)"
     )
     api_timeout_s: float = Field(default=120, gt=0, description="timeout of one Engine API call (steps have their own)")
-    build_timeout_s: float = Field(default=1800, gt=0, description="longest one image build may take")
+    build_timeout_s: float = Field(
+        default=1800, gt=0, description="longest an image build may go without the daemon sending any output"
+    )
     cpu_period_us: int = Field(default=100_000, ge=1000, le=1_000_000, description="CFS period the CPU quota is a share of")
