@@ -366,6 +366,20 @@ def cleanup(backend_name: str, run_id: str | None) -> None:
         click.echo(f"kept    {item}")
     err.print(f"{len(report.removed)} removed, {len(report.kept)} kept")
 
+from orchestrator.commands.trust import audit_cmd, judge_group, provenance_cmd, regrade_cmd  # noqa: E402
+
+
+@cli.group("tasks")
+def tasks_group() -> None:
+    """Task sets: provenance registry."""
+
+
+tasks_group.add_command(provenance_cmd)
+cli.add_command(audit_cmd)
+cli.add_command(judge_group)
+cli.add_command(regrade_cmd)
+
+
 
 def main() -> None:
     try:

@@ -89,7 +89,8 @@ def execute(
 
     def record(trial: Trial, try_index: int, result: TrialFacts | BaseException) -> None:
         s = settle(result, reward_threshold=experiment.reward_threshold, retry=experiment.retry,
-                   finished_before=finished.get(trial.trial_id, 0), secrets=secrets)
+                   finished_before=finished.get(trial.trial_id, 0), secrets=secrets,
+                   grader=tasks[trial.task_id].spec.grader)
         if not store.finish_try(run_id, trial.trial_id, try_index, s.facts, s.verdict, final=s.final):
             return  # the try was settled elsewhere (abandoned); its result must not count
         finished[trial.trial_id] = finished.get(trial.trial_id, 0) + 1

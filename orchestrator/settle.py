@@ -11,10 +11,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from orchestrator.classify import classify
+from orchestrator.grade import grade
 from orchestrator.redact import redact
 from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.spec.facts import TrialFacts
-from orchestrator.spec.outcome import HarnessReason, Outcome
+from orchestrator.spec.grader import GoldenGrader
+from orchestrator.spec.outcome import HarnessReason, ModelReason, Outcome
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import TryRecord
 
@@ -64,9 +66,28 @@ def error_facts(exc: BaseException) -> TrialFacts:
     )
 
 
+def apply_grader(grader: GoldenGrader, facts: TrialFacts, verdict: Verdict,
+                 reward_threshold: float) -> tuple[TrialFacts, Verdict]:
+    """A golden task: the grader, not the tests' reward, judges the agent's answer.
+
+    Infra errors and timeouts stand: there was no fair attempt to grade.
+    """
+    if verdict.outcome in (Outcome.INFRA_ERROR, Outcome.TIMEOUT):
+        return facts, verdict
+    g = grade(grader, facts.agent_result.get("answer"))
+    facts = facts.model_copy(update={"reward": g.reward, "reward_error": None if g.reward is not None else
+                                     "missing: no 'answer' in the agent result",
+                                     "extra": {**facts.extra, "grade": {"checks": g.checks, "abstained": g.abstained}}})
+    if g.reward is None:
+        return facts, Verdict(Outcome.HARNESS_ERROR, HarnessReason.REWARD_MISSING)
+    if g.abstained:
+        return facts, Verdict(Outcome.FAILED, ModelReason.ABSTAINED)
+    return facts, Verdict(Outcome.PASSED if g.reward >= reward_threshold else Outcome.FAILED)
+
+
 def settle(result: TrialFacts | BaseException, *, reward_threshold: float, retry: RetryPolicy,
-           finished_before: int, secrets: list[str]) -> Settlement:
-    """Classify, redact, and decide whether to try again.
+           finished_before: int, secrets: list[str], grader: GoldenGrader | None = None) -> Settlement:
+    """Classify (or grade, for a golden task), redact, and decide whether to try again.
 
     ``finished_before`` counts the trial's earlier finished tries, so retries stay bounded.
     """
@@ -74,6 +95,8 @@ def settle(result: TrialFacts | BaseException, *, reward_threshold: float, retry
         facts, verdict = error_facts(result), Verdict(Outcome.HARNESS_ERROR, HarnessReason.ORCHESTRATOR_ERROR)
     else:
         facts, verdict = result, classify(result, reward_threshold)
+        if grader is not None:
+            facts, verdict = apply_grader(grader, facts, verdict, reward_threshold)
     # One choke point for secrets: everything a backend saw passes through here before the store.
     facts = TrialFacts.model_validate(redact(facts.model_dump(mode="json"), secrets))
     again = (

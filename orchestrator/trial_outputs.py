@@ -3,7 +3,8 @@
 * the reward, Harbor-style: ``reward.txt`` holds one number; ``reward.json`` a
   number or ``{"reward": x}``. NaN and infinities are malformed, never a pass.
 * the agent's optional self-report (``$HEADROOM_AGENT_RESULT``):
-  ``{"tokens_in", "tokens_out", "cost_usd", "model"}``; anything else is ignored.
+  ``{"tokens_in", "tokens_out", "cost_usd", "model", "answer"}`` (``answer`` is what a
+  golden-set grader grades); anything else is ignored.
 
 Container backends bring the file contents back (in a termination message or
 a copied file) and call the ``parse_*`` functions; the local backend reads files.
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 REWARD_FILES = ("reward.txt", "reward.json")
-_AGENT_KEYS = ("tokens_in", "tokens_out", "cost_usd", "model")
+_AGENT_KEYS = ("tokens_in", "tokens_out", "cost_usd", "model", "answer")
+MAX_ANSWER = 4096  # a golden-set answer; a longer one is cut (and then graded as cut)
 MAX_READ = 64 * 1024  # a reward file is a number; a huge one is malformed, not a reason to run out of memory
 
 
@@ -66,6 +68,8 @@ def parse_agent_result(text: str) -> dict[str, Any]:
         v = data.get(k)
         if isinstance(v, str) and k == "model":
             out[k] = v[:200]
+        elif isinstance(v, str) and k == "answer":
+            out[k] = v[:MAX_ANSWER]
         elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
             out[k] = v
     return out

@@ -15,6 +15,8 @@ import pandas as pd
 
 from orchestrator.errors import UserError
 from orchestrator.stats.analyze import analyze, compare_runs
+from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
+from orchestrator.trust.provenance import ACCESS_CLASSES, access_class
 from orchestrator.store.sqlite import Store
 
 SCHEMA = "headroom.report/1"
@@ -30,7 +32,19 @@ def provenance_mix(prov: dict[str, Any]) -> dict[str, Any]:
     mix["n_clusters"] = len(clusters)
     mix["largest_cluster_size"] = max(clusters.values(), default=0)
     mix["missing_provenance"] = sorted(tid for tid, t in tasks.items() if not (t.get("provenance") or {}).get("source"))
+    access = Counter(access_class(t.get("provenance") or {}) for t in tasks.values())
+    mix["access"] = {c: access.get(c, 0) for c in (*ACCESS_CLASSES, "unknown")}
+    mix["unknown_access_share"] = access.get("unknown", 0) / len(tasks) if tasks else None
     return mix
+
+
+def trust_block(df: pd.DataFrame, prov: dict[str, Any]) -> dict[str, Any]:
+    """Abstentions per configuration and the paraphrase gap, when the task set has them."""
+    abst = df[df["reason"] == "abstained"].groupby("config_label").size() if len(df) else pd.Series(dtype=int)
+    return {
+        "abstentions": {str(k): int(v) for k, v in abst.items()},
+        "paraphrase_gap": paraphrase_gap(df, paraphrase_pairs(prov.get("tasks", {}))),
+    }
 
 
 def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[str, Any]:
@@ -67,6 +81,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
         "experiment": info.spec,
         "provenance": prov,
         "task_provenance_mix": provenance_mix(prov),
+        "trust": trust_block(df, prov),
         "configurations": configurations,
         "tries": tries,
         "exclusions": exclusions(df, tries, planned),

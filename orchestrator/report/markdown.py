@@ -45,10 +45,30 @@ def provenance_block(doc: dict[str, Any]) -> list[str]:
     lines = ["## Task provenance mix", "",
              f"{mix['n_tasks']} tasks in {mix['n_clusters']} clusters (largest cluster: {mix['largest_cluster_size']} tasks).", ""]
     rows = [[field, ", ".join(f"{k} ({v})" for k, v in sorted(counts.items()))]
-            for field, counts in mix.items() if isinstance(counts, dict)]
+            for field, counts in mix.items() if isinstance(counts, dict) and field != "access"]
+    if "access" in mix:
+        share = mix.get("unknown_access_share")
+        lines += ["Access: " + ", ".join(f"{k} {v}" for k, v in mix["access"].items())
+                  + (f" (unknown: {share:.0%} of tasks)." if share is not None else "."), ""]
     lines += _table(["field", "values (tasks)"], rows)
     if mix["missing_provenance"]:
         lines += [f"Tasks without a recorded source: {', '.join(mix['missing_provenance'])}.", ""]
+    return lines
+
+
+def trust_lines(doc: dict[str, Any]) -> list[str]:
+    trust = doc.get("trust") or {}
+    lines: list[str] = []
+    if trust.get("abstentions"):
+        lines += ["## Abstentions", "", "Honest \"cannot answer\" verdicts allowed by golden graders (counted as not passed):", ""]
+        lines += _table(["configuration", "abstained"], [[k, str(v)] for k, v in trust["abstentions"].items()])
+    if trust.get("paraphrase_gap"):
+        lines += ["## Paraphrase gap", "", "Original minus paraphrase pass rate over task pairs; paired Wilcoxon and t-test.", ""]
+        fmt = lambda v, f: "—" if v is None else format(v, f)  # noqa: E731
+        lines += _table(["configuration", "pairs", "original", "paraphrase", "gap", "Wilcoxon p", "paired t p"],
+                        [[g["config"], str(g["pairs"]), fmt(g["original_rate"], ".1%"), fmt(g["paraphrase_rate"], ".1%"),
+                          fmt(g["mean_gap"], "+.1%"), fmt(g["wilcoxon_p"], ".3g"), fmt(g["paired_t_p"], ".3g")]
+                         for g in trust["paraphrase_gap"]])
     return lines
 
 
@@ -202,7 +222,7 @@ def tasks_block(doc: dict[str, Any]) -> list[str]:
 def render(doc: dict[str, Any]) -> str:
     run = doc["run"]
     lines = [f"# headroom report — {run['name']} ({run['run_id']})", ""]
-    lines += setup_block(doc) + provenance_block(doc)
+    lines += setup_block(doc) + provenance_block(doc) + trust_lines(doc)
     if not doc["configurations"]:
         return "\n".join(lines + ["No finished trials yet.", ""])
     lines += metrics_block(doc) + exclusions_block(doc)

@@ -48,7 +48,13 @@ class HarnessReason(StrEnum):
     ORCHESTRATOR_ERROR = "orchestrator_error"
 
 
-Reason = InfraReason | HarnessReason
+class ModelReason(StrEnum):
+    """Why a model outcome is what it is, where that matters."""
+
+    ABSTAINED = "abstained"  # an honest "cannot answer", allowed by a golden grader: not a plain failure
+
+
+Reason = InfraReason | HarnessReason | ModelReason
 
 #: Outcomes that say something about the agent (used for "infra excluded" scores).
 MODEL_OUTCOMES = frozenset({Outcome.PASSED, Outcome.FAILED, Outcome.TIMEOUT})
@@ -66,7 +72,7 @@ def parse_reason(text: str | None) -> Reason | None:
     """A stored reason string back to its type (stores and imports hold plain text)."""
     if text is None:
         return None
-    for enum in (InfraReason, HarnessReason):
+    for enum in (InfraReason, HarnessReason, ModelReason):
         try:
             return enum(text)
         except ValueError:

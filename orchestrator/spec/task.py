@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orchestrator.spec.grader import GoldenGrader
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)(b?)\s*$", re.I)
 _POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
 MAX_MB = 16 * 1024 * 1024  # 16 TiB: beyond any machine, and far inside SQLite's INTEGER
@@ -104,6 +106,7 @@ class ProvenanceSpec(BaseModel):
     cluster_id: str | None = None
     answer_owner: str | None = None
     release_status: str | None = None
+    paraphrase_of: str | None = Field(default=None, description="id of the task this one paraphrases (for the paraphrase gap)")
 
 
 class TaskSpec(BaseModel):
@@ -118,6 +121,7 @@ class TaskSpec(BaseModel):
     solution: SolutionSpec = Field(default_factory=SolutionSpec)
     metadata: dict[str, Any] = Field(default_factory=dict)
     provenance: ProvenanceSpec = Field(default_factory=ProvenanceSpec)
+    grader: GoldenGrader | None = Field(default=None, description="a declarative golden-set grader instead of the tests' reward")
 
 
 class Task(BaseModel):

@@ -245,6 +245,27 @@ class Store:
             for r in self.db.execute("SELECT * FROM evidence WHERE run_id=? AND trial_id=? ORDER BY try", (run_id, trial_id))
         ]
 
+    def final_results(self, run_id: str) -> list[tuple[str, str, str | None, dict[str, Any]]]:
+        """(trial_id, outcome, reason, raw facts) of every trial's final try, in plan order."""
+        return [
+            (r["trial_id"], r["outcome"], r["reason"], json.loads(r["json"]))
+            for r in self.db.execute(
+                """SELECT e.trial_id, e.outcome, e.reason, v.json FROM executions e
+                   JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
+                   JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
+                   WHERE e.run_id = ? AND e.final = 1 ORDER BY t.ord""", (run_id,))
+        ]
+
+    def task_specs(self, run_id: str) -> list[Task]:
+        """The run's tasks as recorded (spec and digest; not their files)."""
+        from orchestrator.spec.task import TaskSpec
+
+        return [
+            Task(id=r["task_id"], path="", spec=TaskSpec.model_validate_json(r["spec_json"]), instruction="",
+                 digest=r["digest"])
+            for r in self.db.execute("SELECT * FROM tasks WHERE run_id=? ORDER BY task_id", (run_id,))
+        ]
+
     # -- analysis input ------------------------------------------------------------------
     def trial_frame(self, run_id: str) -> pd.DataFrame:
         """One row per planned trial with a final result: the statistics' input (see orchestrator.stats).

@@ -1,0 +1,1 @@
+"""CLI commands beyond the core sweep/report set, one module per topic."""

@@ -1,0 +1,130 @@
+"""``headroom audit``, ``headroom tasks provenance`` and ``headroom judge``: how far a task set and its grading can be trusted."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from orchestrator.tasks.loader import load_tasks
+from orchestrator.trust import audit as audit_mod
+from orchestrator.trust.provenance import FIELDS, registry
+from orchestrator.trust.texts import file_items
+
+err = Console(stderr=True, highlight=False)
+
+
+@click.command("audit")
+@click.argument("tasks_dir", type=click.Path(path_type=Path))
+@click.option("--against", multiple=True, type=click.Path(path_type=Path),
+              help="train/dev file (CSV, TSV or JSONL) to check the tasks against; repeatable")
+@click.option("--id-column", default="id", show_default=True, help="id column of --against files")
+@click.option("--text-column", default="text", show_default=True, help="text column of --against files")
+@click.option("--field", "fields", type=click.Choice(["prompt", "prompt+answer", "both"]), default="both", show_default=True,
+              help="compare the prompt alone, prompt plus reference answer, or both")
+@click.option("--threshold", type=float, default=0.8, show_default=True, help="near-duplicate Jaccard similarity of word 3-shingles")
+@click.option("--accept-clusters", "accept", is_flag=True, help="write the proposed template clusters into each task's cluster_id")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="write the JSON lines here instead of stdout")
+def audit_cmd(tasks_dir: Path, against: tuple[Path, ...], id_column: str, text_column: str, fields: str,
+              threshold: float, accept: bool, output: Path | None) -> None:
+    """Find exact and near-duplicate tasks, within the set and against train/dev files (one JSON line per finding)."""
+    tasks = load_tasks(tasks_dir)
+    refs = [it for path in against for it in file_items(path, id_column, text_column)]
+    chosen = ["prompt", "prompt+answer"] if fields == "both" else [fields]
+    with err.status(f"auditing {len(tasks)} tasks against {len(refs)} reference texts"):
+        result = audit_mod.audit(tasks, refs, chosen, threshold)  # type: ignore[arg-type]
+    lines = [json.dumps(r, sort_keys=True) for r in result.records()]
+    if output:
+        output.write_text("".join(f"{line}\n" for line in lines))
+    else:
+        for line in lines:
+            click.echo(line)
+    kinds = {k: sum(1 for f in result.findings if f.type == k) for k in ("exact", "near")}
+    err.print(f"{kinds['exact']} exact and {kinds['near']} near-duplicate pairs; "
+              f"{len(result.clusters)} proposed template clusters")
+    if accept and result.clusters:
+        changed = audit_mod.accept_clusters(tasks, result.clusters)
+        err.print(f"cluster_id written into {len(changed)} task.toml files")
+
+
+@click.command("provenance")
+@click.argument("tasks_dir", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
+def provenance_cmd(tasks_dir: Path, fmt: str) -> None:
+    """Export every task's [provenance] fields, with the fields each task is missing."""
+    rows = registry(load_tasks(tasks_dir))
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=["task_id", *FIELDS, "access_class", "missing"], lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({**r, "missing": ";".join(r["missing"])})
+    sys.stdout.write(buf.getvalue())
+
+
+@click.group("judge")
+def judge_group() -> None:
+    """LLM-judge graders: calibrate before trusting."""
+
+
+@judge_group.command("calibrate")
+@click.argument("pairs_file", type=click.Path(path_type=Path))
+@click.option("--endpoint", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+@click.option("--model", required=True, help="the judge model's name at that endpoint")
+@click.option("--api-key-env", help="NAME of the environment variable holding the API key (its value is never recorded)")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="write the JSON report here too")
+def judge_calibrate(pairs_file: Path, endpoint: str, model: str, api_key_env: str | None, output: Path | None) -> None:
+    """Judge every pair in both orders: order consistency, position bias, agreement with human labels (Cohen's kappa), length bias.
+
+    PAIRS_FILE is JSONL: {"id", "prompt", "response_a", "response_b", "human": "a"|"b"|null}.
+    """
+    from orchestrator.trust.judge import Judge, calibrate, judge_pairs, load_pairs, write_report
+
+    pairs = load_pairs(pairs_file)
+    judge = Judge(endpoint, model, api_key_env)
+    with err.status(f"judging {len(pairs)} pairs in both orders"):
+        judged = judge_pairs(judge, pairs)
+    click.echo(write_report({"endpoint": endpoint, "model": model, "calls": judge.calls, **calibrate(judged)}, output))
+
+
+@click.command("regrade")
+@click.argument("run_id", required=False)
+@click.option("--store", "store_path", type=click.Path(path_type=Path), default=Path("headroom-results/headroom.db"),
+              show_default=True)
+@click.option("--grader", "grader_file", required=True, type=click.Path(path_type=Path),
+              help="TOML with a [grader] table for every task and/or [graders.<task_id>] tables")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def regrade_cmd(run_id: str | None, store_path: Path, grader_file: Path, fmt: str) -> None:
+    """Re-grade a run's stored answers with another golden grader (no agent runs); show every flip."""
+    from rich.table import Table
+
+    from orchestrator.regrade import load_graders, regrade
+    from orchestrator.report import comparison, document
+    from orchestrator.store.sqlite import Store
+
+    default, per_task = load_graders(grader_file)
+    Store.open_existing(store_path).close()  # the read checks first: a missing or foreign store is refused
+    store = Store(store_path)
+    result = regrade(store, run_id, default, per_task, str(grader_file))
+    doc = document.build_comparison(store, store.run(run_id).run_id if run_id else
+                                    store.runs()[-2].run_id, store, result.run_id)
+    if fmt == "json":
+        click.echo(json.dumps({"regrade": result.summary(), "comparison": doc}, indent=2, allow_nan=False))
+        return
+    out = Console(highlight=False)
+    s = result.summary()
+    out.print(f"re-graded {s['regraded_trials']} trials into run {result.run_id}; flips: "
+              + (", ".join(f"{k}: {v}" for k, v in s["flips"].items()) or "none"))
+    if result.flips:
+        t = Table("task", "trial", "before", "after", title="flips, item by item")
+        for f in result.flips:
+            t.add_row(f.task_id, f.trial_id, f.before, f.after)
+        out.print(t)
+    comparison.print_table(doc, out)

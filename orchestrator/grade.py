@@ -1,0 +1,48 @@
+"""Grade an answer against a golden grader: a pure function, used when a try settles and by ``regrade``."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from orchestrator.spec.grader import GoldenGrader
+
+
+@dataclass(frozen=True)
+class Grade:
+    reward: float | None  # None: no answer to grade
+    abstained: bool = False
+    checks: dict[str, bool] = field(default_factory=dict)
+
+
+def grade(grader: GoldenGrader, answer: Any) -> Grade:
+    if not isinstance(answer, str):
+        return Grade(None)
+    text = answer.strip()
+    if grader.allow_abstain and any(re.search(p, text) for p in grader.abstain_patterns):
+        return Grade(0.0, abstained=True)
+    checks: dict[str, bool] = {}
+    if grader.must:
+        checks["must"] = all(re.search(p, text) for p in grader.must)
+    if grader.must_not:
+        checks["must_not"] = not any(re.search(p, text) for p in grader.must_not)
+    if grader.exact is not None:
+        checks["exact"] = text == grader.exact.strip()
+    if grader.numeric is not None:
+        try:
+            value = float(text)
+            checks["numeric"] = math.isfinite(value) and abs(value - grader.numeric.value) <= grader.numeric.tolerance
+        except ValueError:
+            checks["numeric"] = False
+    if grader.json_schema is not None:
+        try:
+            jsonschema.validate(json.loads(text), grader.json_schema)
+            checks["json_schema"] = True
+        except (ValueError, jsonschema.ValidationError, jsonschema.SchemaError):
+            checks["json_schema"] = False
+    return Grade(1.0 if checks and all(checks.values()) else 0.0, checks=checks)

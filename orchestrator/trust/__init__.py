@@ -1,0 +1,1 @@
+"""How far a task set and its grading can be trusted: provenance, duplicates, judges."""
