@@ -429,8 +429,11 @@ class DockerBackend(ThreadedBackend):
     def _finish(self, cid: str, facts: TrialFacts, cancelled: threading.Event) -> None:
         """Stop the container, take the runtime's OOM verdict, remove it."""
         try:
-            self.api.kill(cid)
-            self.api.wait(cid, timeout=30)
+            try:
+                self.api.kill(cid)
+                self.api.wait(cid, timeout=30)
+            except _API_ERRORS:
+                pass  # already stopped (PID 1 died) or gone (cancelled): the state still tells
             state = self.api.inspect_container(cid)["State"]
             facts.extra["container_state"] = {k: state.get(k) for k in ("OOMKilled", "ExitCode", "Error")}
             if state.get("OOMKilled") and not cancelled.is_set():
@@ -442,7 +445,7 @@ class DockerBackend(ThreadedBackend):
                 elif steps_run:
                     hit = next(s for s in steps_run if s.oom_kills)
                     hit.oom_evidence = f"{hit.oom_evidence} and container State.OOMKilled"
-        except (*_API_ERRORS, docker.errors.NotFound):
+        except _API_ERRORS:
             pass
         finally:
             if not self.options.keep_containers:

@@ -234,6 +234,9 @@ def read_small(api: docker.APIClient, container_id: str, path: str, limit: int) 
 
 def stats_once(api: docker.APIClient, container_id: str) -> dict[str, Any]:
     try:
-        return api.stats(container_id, stream=False, one_shot=True) or {}
+        try:
+            return api.stats(container_id, stream=False, one_shot=True) or {}
+        except docker.errors.InvalidVersion:  # API before 1.41: one sample after a second's wait
+            return api.stats(container_id, stream=False) or {}
     except docker.errors.APIError:
         return {}
