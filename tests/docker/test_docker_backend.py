@@ -300,3 +300,53 @@ def test_without_the_hosts_cgroup_files_the_api_gives_the_oom_verdict(backend: D
     assert strict.extra["cgroup"] is None and strict.extra["usage_source"] == "docker stats endpoint"
     assert v_unb.outcome is Outcome.PASSED and unb.agent is not None and unb.agent.oom_kills == 0
     assert unb.peak_memory_bytes is not None and unb.peak_memory_bytes > 150 * MIB  # cgroup v1 daemon: max_usage
+
+
+#: Spin until 0.6 s of CPU time are spent: at a 0.25-core quota that takes at least 2.4 s of wall time.
+BUSY = "python3 -c 'import time\nwhile time.process_time() < 0.6: pass'"
+
+
+def test_cpu_quota_binds_and_unbounded_has_none(backend: DockerBackend, tmp_path: Path) -> None:
+    root = tmp_path / "tasks"
+    copy_task("tests-hidden", root, {"task.toml": ("cpus = 1", "cpus = 0.25")})
+    exp = _experiment(tasks_dir=str(root), agent=AgentSpec(kind="command", command=BUSY))
+    (strict, _), (unb, _) = run_tries(backend, exp, [("tests-hidden", "1x-strict"), ("tests-hidden", "unbounded")],
+                                      root=root)
+    assert strict.limit_cpus == 0.25
+    # The container's cgroup ran under a CFS quota (periods are counted only then) and never got more than it.
+    assert strict.extra["cpu_throttling"]["nr_periods"] > 0
+    assert strict.cpu_time_s is not None and strict.cpu_time_s >= 0.6
+    assert strict.cpu_time_s <= 0.25 * strict.duration_s + 0.1
+    # Throttled periods show up whenever the machine leaves the try more than its quota (load-dependent here).
+    assert "nr_throttled" in strict.extra["cpu_throttling"]
+    assert unb.extra["cpu_throttling"]["nr_periods"] == 0  # no quota at all
+
+
+def test_a_private_daemon_leaves_nothing_behind(docker_env: DockerEnv) -> None:
+    """The fixture's own promise, checked on a second daemon: no process, folder, mount or cgroup survives stop()."""
+    import shutil
+
+    import docker as docker_sdk
+
+    from .conftest import _base_archive
+    from .daemon import PrivateDockerd, _mounts_under
+
+    name, archive = _base_archive()
+    d = PrivateDockerd(shutil.which("dockerd") or "dockerd")
+    d.start()
+    c = docker_sdk.DockerClient(base_url=d.host, timeout=120)
+    try:
+        with archive.open("rb") as f:
+            c.api.load_image(f)
+        cid = c.api.create_container(name, ["sleep", "infinity"],
+                                     host_config=c.api.create_host_config(network_mode="none"))["Id"]
+        c.api.start(cid)
+        pid = c.api.inspect_container(cid)["State"]["Pid"]
+        assert Path(f"/proc/{pid}").exists()
+    finally:
+        c.close()
+        d.stop()
+    assert d.proc is not None and d.proc.poll() is not None
+    assert not Path(f"/proc/{pid}").exists()  # the container's process went with its daemon
+    assert not d.root.exists() and _mounts_under(d.root) == []
+    assert not list(Path("/sys/fs/cgroup").glob(f"*/{d.cgroup_parent.lstrip('/')}"))
