@@ -347,8 +347,10 @@ class DockerBackend(ThreadedBackend):
         facts.agent = agent
         if cancelled.is_set():
             raise _Cancelled
-        # Nothing of the agent may run on while the verifier does, or write after it.
-        survivors = steps.kill_all(api, cid)
+        # Nothing of the agent may run on while the verifier does, or write after it; and whatever
+        # it put where the tests, the verifier's task copy and the reward go is not theirs.
+        survivors, not_cleared = steps.kill_all(
+            api, cid, then=f"rm -rf {cc.TESTS} {cc.VERIFIER_LOGS} {VERIFIER_TASK_DIR}")
         agent.oom_kills, before = self._ooms_since(ooms, before)
         if agent.oom_kills:
             agent.oom_evidence = ooms.evidence
@@ -357,6 +359,8 @@ class DockerBackend(ThreadedBackend):
         if survivors:
             facts.infra_hint = InfraReason.OTHER
             facts.infra_detail = f"{survivors} agent process(es) survived being killed; the verifier was not run"
+        elif not_cleared is not None:
+            facts.verifier = StepFacts(name="verifier", spawn_error=f"cannot clear {cc.TESTS}: {not_cleared}")
         elif not (agent.timed_out or agent.oom_kills or agent.spawn_error):
             verifier = self._verify(cid, launch, workdir, facts, cancelled)
             verifier.oom_kills, before = self._ooms_since(ooms, before)
@@ -372,11 +376,6 @@ class DockerBackend(ThreadedBackend):
     def _verify(self, cid: str, launch: Launch, workdir: str, facts: TrialFacts,
                 cancelled: threading.Event) -> StepFacts:
         api = self.api
-        # Whatever the agent put where the tests and the reward go is not theirs.
-        code, out = steps.exec_once(api, cid, ["sh", "-c", f"rm -rf {cc.TESTS} {cc.VERIFIER_LOGS} {VERIFIER_TASK_DIR}"])
-        if code != 0:
-            facts.verifier = StepFacts(name="verifier", spawn_error=f"cannot clear {cc.TESTS}: {out.strip()[-500:]}")
-            return facts.verifier
         task_dir = Path(launch.task.path)
         steps.put_archive(api, cid, steps.tree_archive(
             dirs=[(cc.VERIFIER_LOGS, 0o777), (VERIFIER_TASK_DIR, 0o755)],
@@ -390,7 +389,6 @@ class DockerBackend(ThreadedBackend):
         verifier = facts.verifier = steps.run_step(
             api, self.stream_api, cid, "verifier", self._argv(launch.verifier), env=env, workdir=workdir,
             timeout_s=launch.verifier.timeout_s, cancelled=cancelled)
-        steps.kill_all(api, cid)
         if cancelled.is_set():
             raise _Cancelled
         facts.reward, facts.reward_error = None, "missing: no reward.txt or reward.json"

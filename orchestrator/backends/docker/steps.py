@@ -55,18 +55,25 @@ def exec_once(api: docker.APIClient, container_id: str, argv: list[str], *, user
     return (code if code is not None else -1), (out or b"").decode("utf-8", "replace")
 
 
-def kill_all(api: docker.APIClient, container_id: str) -> int:
-    """Kill every process but PID 1; returns how many remain (0 on success)."""
+def kill_all(api: docker.APIClient, container_id: str, then: str = "") -> tuple[int, str | None]:
+    """Kill every process but PID 1, then run ``then`` (a shell command) in the same exec, until the
+    process list shows PID 1 alone.
+
+    Returns (processes left, None) or, when ``then`` failed in the last round, (0, its output).
+    ``then`` runs after the last kill round that left nothing behind, so what it cleans no agent
+    process can write to again.
+    """
     remaining = -1
+    script = "kill -9 -1 2>/dev/null; " + (then or "true")
+    code, out = 0, ""
     for _ in range(KILL_ROUNDS):
         # kill(-1) reaches every process this root may signal except the caller and init.
-        exec_once(api, container_id, ["sh", "-c", "kill -9 -1 2>/dev/null; exit 0"])
-        procs = _processes(api, container_id)
-        remaining = max(0, len(procs) - 1)  # the keep-alive stays
+        code, out = exec_once(api, container_id, ["sh", "-c", script])
+        remaining = max(0, len(_processes(api, container_id)) - 1)  # the keep-alive stays
         if remaining == 0:
-            return 0
+            break
         time.sleep(0.02)
-    return remaining
+    return remaining, (None if code == 0 or remaining else out.strip()[-500:] or f"exit {code}")
 
 
 def _processes(api: docker.APIClient, container_id: str) -> list[list[str]]:
