@@ -35,6 +35,13 @@ def _mounts_under(root: Path) -> list[str]:
     return sorted(out, key=len, reverse=True)
 
 
+#: What dockerd 20.10 and its containerd make outside their roots, at fixed paths: the daemon's
+#: trust key, the plugin socket folder, the shim socket folder. Removed at stop() when this
+#: daemon created them (and, for folders, when they are empty: another daemon may use them).
+FIXED_PATHS = (Path("/etc/docker/key.json"), Path("/etc/docker"), Path("/run/docker/plugins"), Path("/run/docker"),
+               Path("/run/containerd/s"), Path("/run/containerd"))
+
+
 class PrivateDockerd:
     def __init__(self, dockerd: str) -> None:
         self.dockerd = dockerd
@@ -45,8 +52,10 @@ class PrivateDockerd:
         self.log_path = self.root / "dockerd.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.cgroup_parent = f"/headroom-test-{os.getpid()}"
+        self.preexisting: set[Path] = set(FIXED_PATHS)
 
     def start(self, timeout_s: float = 60) -> None:
+        self.preexisting = {p for p in FIXED_PATHS if p.exists()}
         ns = f"headroom-test-{os.getpid()}"
         argv = [
             self.dockerd, "--host", self.host, "--data-root", str(self.root / "data"), "--exec-root",
@@ -108,6 +117,13 @@ class PrivateDockerd:
         for target in _mounts_under(self.root):
             subprocess.run(["umount", "-l", target], check=False, capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
+        for p in FIXED_PATHS:  # files before their folders
+            if p in self.preexisting:
+                continue
+            try:
+                p.rmdir() if p.is_dir() else p.unlink()
+            except OSError:
+                pass  # not empty (in use by another daemon) or already gone
         name = self.cgroup_parent.lstrip("/")
         base = Path("/sys/fs/cgroup")
         for d in [*base.glob(f"*/{name}"), base / name]:
