@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.backends.docker.labels import MANAGED
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.experiment import AgentSpec, Experiment
 from orchestrator.spec.outcome import InfraReason, Outcome

@@ -7,11 +7,13 @@ A try, in order (docs/docker-backend.md has the why of each step):
 2. one container from it, labelled, kept alive by ``sleep infinity`` as PID 1, with
    the try's memory limit and reservation, CPU quota and shares, and no network
    unless the try may use the internet;
-3. ``/logs/agent`` and ``/logs/verifier`` made, ``/solution`` copied in for the oracle;
+3. ``/logs/agent``, ``/logs/verifier`` and ``/headroom/task`` made; ``/solution``
+   copied in for the oracle;
 4. the agent step, by ``exec`` in the image's WORKDIR, under its timeout;
-5. every process but PID 1 killed, checked with the API's process list;
-6. ``/tests`` and ``/logs/verifier`` emptied, the task's tests copied to ``/tests``,
-   the verifier step run; the reward read from ``/logs/verifier/reward.*``;
+5. every process but PID 1 killed (checked with the API's process list) and, in the
+   same ``exec``, ``/tests`` and ``/logs/verifier`` emptied;
+6. the task's tests copied to ``/tests``, the verifier step run, the reward read from
+   ``/logs/verifier/reward.*``;
 7. counters read from the container's cgroup (OOM kills per step, peak memory,
    CPU time and throttling), the container stopped, ``State.OOMKilled`` read,
    and the container removed with its anonymous volumes.
@@ -33,11 +35,11 @@ import docker
 import docker.errors
 import requests
 
+from orchestrator import container_contract as cc
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.local.backend import host_facts
 from orchestrator.backends.local.cgroups import TrialCgroup, cpu_shares
 from orchestrator.backends.threaded import ThreadedBackend
-from orchestrator import container_contract as cc
 from orchestrator.errors import UserError
 from orchestrator.launch import label_value
 from orchestrator.spec.docker import DockerOptions
@@ -74,6 +76,8 @@ def task_trees(task_dir: Path, target: str, *, solution: bool) -> list[tuple[Pat
     """(host path, container path) of the task files a step may see under ``target``."""
     names = [*AGENT_TASK_FILES, *(("solution",) if solution else ())]
     return [(task_dir / n, f"{target}/{n}") for n in names if (task_dir / n).exists()]
+
+
 _API_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
 
 
@@ -113,7 +117,9 @@ class DockerBackend(ThreadedBackend):
             self.client = docker.from_env(environment=environment, timeout=int(self.options.api_timeout_s),
                                           max_pool_size=64)
             # Steps stream output for as long as they run: their deadline is enforced here, not by a socket timeout.
-            self.stream_api = docker.from_env(environment=environment, timeout=None, max_pool_size=64).api  # type: ignore[arg-type]
+            streaming = docker.from_env(environment=environment, timeout=None,  # type: ignore[arg-type]
+                                        max_pool_size=64)
+            self.stream_api = streaming.api
             self.info: dict[str, Any] = self.client.info()
             self.version: dict[str, Any] = self.client.version()
         except docker.errors.DockerException as exc:
@@ -174,11 +180,11 @@ class DockerBackend(ThreadedBackend):
             what = f"container {c['Names'][0].lstrip('/') if c.get('Names') else c['Id'][:12]} ({c['Id'][:12]})"
             owner = Owner.parse(labels.get(OWNER, ""))
             alive = owner.alive() if owner else False
-            if alive:
-                report.kept.append(f"{what}: its headroom process {owner.pid} is still running")  # type: ignore[union-attr]
+            if owner is not None and alive:
+                report.kept.append(f"{what}: its headroom process {owner.pid} is still running")
                 continue
-            if alive is None and run_id is None:
-                report.kept.append(f"{what}: started on host {owner.host}; name its run with --run-id to remove it")  # type: ignore[union-attr]
+            if owner is not None and alive is None and run_id is None:
+                report.kept.append(f"{what}: started on host {owner.host}; name its run with --run-id to remove it")
                 continue
             self._remove(c["Id"])
             report.removed.append(what)

@@ -132,7 +132,8 @@ class ImageResolver:
                     log.append(chunk["stream"])
                 if "error" in chunk:
                     tail = "".join(log)[-MAX_BUILD_LOG:]
-                    raise ImageUnavailable(f"building {tag} from environment/Dockerfile failed: {chunk['error'].strip()}\n{tail}")
+                    raise ImageUnavailable(
+                        f"building {tag} from environment/Dockerfile failed: {chunk['error'].strip()}\n{tail}")
         except docker.errors.APIError as exc:
             raise ImageUnavailable(f"building {tag} failed: {exc.explanation or exc}") from None
         except docker.errors.DockerException as exc:
@@ -140,4 +141,4 @@ class ImageResolver:
         try:
             return _info(self.client.images.get(tag), tag, built=True)
         except docker.errors.ImageNotFound:
-            raise ImageUnavailable(f"the build of {tag} ended without an image").with_traceback(None) from None
+            raise ImageUnavailable(f"the build of {tag} ended without an image") from None
