@@ -91,8 +91,18 @@ def _announce(backend: Backend) -> None:
         err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
 
 
+def _announce_checks(prov: dict[str, Any]) -> None:
+    """The canary's verdict and overcommit warnings, before the first trial runs."""
+    from orchestrator.canary import describe
+
+    for line in describe(prov.get("canary") or {}):
+        err.print(line, soft_wrap=True)
+    for w in (prov.get("overcommit") or {}).get("warnings", []):
+        err.print(f"[bold yellow]overcommit:[/] {w}", soft_wrap=True)
+
+
 def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: str | None, resume: bool,
-               enforcement: str) -> tuple[Store, str, bool]:
+               enforcement: str, canary: bool = True) -> tuple[Store, str, bool]:
     """Returns (store, run_id, interrupted)."""
     if resume:
         store = Store.open_for_resume(store_path)
@@ -111,7 +121,8 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
             store = Store(store_path)
         _announce(backend)
         if not resume:
-            run_id, tasks = sweep_mod.start(experiment, task_list, store, backend, argv=sys.argv)
+            run_id, tasks = sweep_mod.start(experiment, task_list, store, backend, argv=sys.argv, canary=canary)
+            _announce_checks(store.provenance(run_id))
             err.print(f"run {run_id}: {len(tasks)} tasks x {len(experiment.configurations)} configurations x "
                       f"{experiment.attempts} attempts -> {store_path}")
         stop = threading.Event()
@@ -165,17 +176,21 @@ def cli() -> None:
 @click.option("--run-id", help="with --resume: which run")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "none"]), default="table", show_default=True,
               help="report printed when the sweep ends")
+@click.option("--no-canary", is_flag=True, help="skip the enforcement canary (the report then says limits were not checked)")
+@click.option("--placement", type=click.Choice(["default", "limit-aware"]), default="default", show_default=True,
+              help="limit-aware: never run trials whose memory limits add up to more than this machine has")
 @click.pass_context
 def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts: int, concurrency: int,
           agent_kind: str, agent_command: str | None, agent_env: tuple[str, ...], model: str | None,
           task_patterns: tuple[str, ...], store_path: Path, seed: int, retries: int, timeout_multiplier: float,
           enforcement: str, backend_name: str, build: bool, experiment_file: Path | None, resume: bool,
-          run_id: str | None, fmt: str) -> None:
+          run_id: str | None, fmt: str, no_canary: bool, placement: str) -> None:
     """Run a resource sweep over the tasks in TASKS_DIR."""
     experiment = None
     if resume:
         fixed = ("tasks_dir", "multipliers", "attempts", "concurrency", "agent_kind", "agent_command", "agent_env", "model",
-                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name", "build")
+                 "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name", "placement",
+                 "build")
         changed = [n for n in fixed if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
         if changed:
             raise UserError(f"--resume continues the run as it was recorded; drop {', '.join(changed)}", field="--resume")
@@ -213,6 +228,8 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
             fields["tasks"] = list(task_patterns)
         if given("backend_name") or "backend" not in fields:
             fields["backend"] = backend_name
+        if given("placement") or "placement" not in fields:
+            fields["placement"] = placement
         if given("retries"):
             fields["retry"] = {**(fields.get("retry") or {}), "max_retries": retries}
         if build:
@@ -220,7 +237,8 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
         experiment = build_experiment(fields, source)
         if build and experiment.backend != "docker":
             raise UserError(f"--build applies to the docker backend (this run uses {experiment.backend})", field="--build")
-    store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=run_id, resume=resume, enforcement=enforcement)
+    store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=run_id, resume=resume, enforcement=enforcement,
+                                         canary=not no_canary)
     if fmt != "none":
         _print_report(store, rid, fmt)
     if interrupted:
@@ -379,6 +397,9 @@ cli.add_command(audit_cmd)
 cli.add_command(judge_group)
 cli.add_command(regrade_cmd)
 
+from orchestrator.commands.calibrate import calibrate  # noqa: E402
+
+cli.add_command(calibrate)
 
 
 def main() -> None:

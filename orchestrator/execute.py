@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 
 from orchestrator.backends.base import Backend, Handle
 from orchestrator.launch import build_launch, spec_digest
+from orchestrator.overcommit import Placement
 from orchestrator.redact import secret_values
 from orchestrator.settle import finished_counts, pending_tries, settle
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.launch import Launch
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStore
@@ -56,6 +58,7 @@ def execute(
     on_result: ResultHook | None = None,
     on_pending: Callable[[int, int], None] | None = None,
     stop: threading.Event | None = None,
+    placement: Placement | None = None,
 ) -> ExecutionSummary:
     stop = stop or threading.Event()
     store.claim(run_id)  # refuses if another live process is executing this run
@@ -108,14 +111,25 @@ def execute(
     try:
         while (queue or in_flight) and not stop.is_set():
             while queue and len(in_flight) < experiment.concurrency and not stop.is_set():
-                trial, try_index = queue.popleft()
+                trial, try_index = queue[0]
+                try:
+                    launch: Launch | Exception = launch_of(trial, try_index)
+                except Exception as exc:  # recorded below as this try's result, like a refused submit
+                    launch = exc
+                if placement is not None and isinstance(launch, Launch) and not placement.admit(launch):
+                    break  # limit-aware placement: wait until the head of the queue fits
+                queue.popleft()
                 store.start_try(run_id, trial.trial_id, try_index)
                 try:
-                    h = backend.submit(launch_of(trial, try_index))
+                    if isinstance(launch, Exception):
+                        raise launch
+                    h = backend.submit(launch)
                 except Exception as exc:  # a backend bug or a refused try is recorded, not fatal
                     record(trial, try_index, exc)
                     continue
                 in_flight[h.name] = (trial, try_index, h)
+                if placement is not None and isinstance(launch, Launch):
+                    placement.started(h.name, launch)
             if not in_flight:
                 continue
             backend.wait([h for _, _, h in in_flight.values()], POLL_S)
@@ -129,6 +143,9 @@ def execute(
                 if result is None:
                     continue
                 del in_flight[name]
+                seen = placement.finished(name) if placement is not None else None
+                if seen is not None and isinstance(result, TrialFacts):
+                    result.extra.setdefault("overcommit", seen)  # a cluster backend's own node record wins
                 record(trial, try_index, result)
     except KeyboardInterrupt:
         stop.set()

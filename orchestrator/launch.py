@@ -14,7 +14,7 @@ import re
 
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import Launch, StepLaunch, TaskSource
-from orchestrator.spec.resources import MIB, scale
+from orchestrator.spec.resources import MIB, ResourceAmounts, band_amounts, scale
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
 
@@ -54,10 +54,18 @@ def spec_digest(experiment: Experiment) -> str:
     return hashlib.sha256(json.dumps(experiment.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
 
+def trial_amounts(task: Task, trial: Trial) -> ResourceAmounts:
+    """Request and limit of one trial: the configuration's multipliers, or the task's own band."""
+    env = task.spec.environment
+    if trial.config.task_band:
+        return band_amounts(env.cpus, env.memory_mb, env.cpus_limit, env.memory_limit_mb, task.id)
+    return scale(env.cpus, env.memory_mb, trial.config)
+
+
 def build_launch(run_id: str, trial: Trial, try_index: int, task: Task, experiment: Experiment,
                  digest: str | None = None) -> Launch:
     env_spec = task.spec.environment
-    amounts = scale(env_spec.cpus, env_spec.memory_mb, trial.config)
+    amounts = trial_amounts(task, trial)
     lim = trial.config.limit_multiplier
     tm = experiment.timeout_multiplier
     contract = {

@@ -7,8 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator import provenance
+from orchestrator import overcommit, provenance
 from orchestrator.backends.base import Backend, check_capabilities
+from orchestrator.canary import not_run as canary_not_run
+from orchestrator.canary import run_canary
 from orchestrator.errors import SpecError
 from orchestrator.execute import ExecutionSummary, ResultHook, execute
 from orchestrator.plan import plan
@@ -37,18 +39,38 @@ def prepare(experiment: Experiment) -> list[Task]:
     """Everything that can reject the input, before anything is written."""
     tasks = load_tasks(Path(experiment.tasks_dir), experiment.tasks)
     check_agent_can_run(experiment, tasks)
+    check_task_bands(experiment, tasks)
     return tasks
+
+
+def check_task_bands(experiment: Experiment, tasks: list[Task]) -> None:
+    """A task-band arm needs every task's ceiling; refuse before anything runs."""
+    if not any(c.task_band for c in experiment.configurations):
+        return
+    for t in tasks:
+        if t.spec.environment.memory_limit_mb is None:
+            raise SpecError("a task-band configuration needs each task's ceiling (memory_limit_mb); "
+                            "write it with `headroom calibrate RUN --tasks-out DIR`",
+                            file=str(Path(t.path) / "task.toml"), field="environment.memory_limit_mb")
 
 
 def start(
     experiment: Experiment, tasks: list[Task], store: Store, backend: Backend, *, argv: list[str] | None = None,
+    canary: bool = False,
 ) -> tuple[str, dict[str, Task]]:
-    """Write the run, its provenance and its plan in one transaction."""
+    """Write the run, its provenance and its plan in one transaction.
+
+    With ``canary``, the enforcement canary (:mod:`orchestrator.canary`) runs first on this
+    backend for every configuration, and its verdict goes into the provenance.
+    """
     check_capabilities(backend, {"gpus": max((t.spec.environment.gpus for t in tasks), default=0)})
     trials = plan(experiment, tasks)
     secrets = secret_values(experiment.agent.env_passthrough)
     spec = redact(experiment.model_dump(mode="json"), secrets)
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
+    prov["canary"] = (run_canary(backend, list(experiment.configurations)) if canary
+                      else canary_not_run("not requested (--no-canary)"))
+    prov["overcommit"] = overcommit.warnings_for(experiment, tasks, overcommit.capacity_of(prov.get("backend") or {}))
     run_id = store.create_run(
         name=experiment.name, backend=backend.name, enforcement=backend.enforcement, spec=spec, provenance=prov,
         tasks=tasks, trials=trials,
@@ -77,10 +99,21 @@ def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str,
     return info.run_id, experiment, {t.id: t for t in tasks}
 
 
+def placement_for(experiment: Experiment, backend: Backend) -> overcommit.Placement | None:
+    """The engine's overcommit record-keeper for the local host; a cluster backend records per node itself."""
+    if backend.name != "local":
+        if experiment.placement == "limit-aware":
+            raise SpecError(f"--placement limit-aware caps limits on this host; the {backend.name} backend places "
+                            "trials itself", field="placement")
+        return None
+    return overcommit.Placement(overcommit.capacity_of(backend.facts()), experiment.placement)
+
+
 def run(
     store: Store, run_id: str, experiment: Experiment, tasks: dict[str, Task], backend: Backend,
     *, on_result: ResultHook | None = None, on_pending: Callable[[int, int], None] | None = None,
     stop: threading.Event | None = None,
 ) -> SweepResult:
-    summary = execute(store, run_id, experiment, tasks, backend, on_result=on_result, on_pending=on_pending, stop=stop)
+    summary = execute(store, run_id, experiment, tasks, backend, on_result=on_result, on_pending=on_pending, stop=stop,
+                      placement=placement_for(experiment, backend))
     return SweepResult(run_id, summary)

@@ -18,7 +18,7 @@ from orchestrator.classify import classify
 from orchestrator.launch import build_launch
 from orchestrator.plan import plan, trial_seed
 from orchestrator.spec.experiment import Experiment
-from orchestrator.spec.task import ProvenanceSpec
+from orchestrator.trust.provenance import FIELDS as REGISTRY_FIELDS
 from orchestrator.tasks.loader import load_tasks
 from tests.taskfactory import requires_cgroups
 
@@ -41,7 +41,7 @@ def test_every_bundled_task_loads_with_provenance_filled() -> None:
     tasks = load_tasks(TASKS)
     assert len(tasks) >= 8
     for t in tasks:
-        for field in ProvenanceSpec.model_fields:
+        for field in REGISTRY_FIELDS:
             assert getattr(t.spec.provenance, field), f"{t.id}: provenance.{field} is empty"
         assert t.spec.provenance.item_id == f"headroom-demo/{t.id}"
         assert t.spec.metadata.get("category"), t.id

@@ -62,7 +62,7 @@ def provenance_cmd(tasks_dir: Path, fmt: str) -> None:
         click.echo(json.dumps(rows, indent=2))
         return
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=["task_id", *FIELDS, "access_class", "missing"], lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=["task_id", *FIELDS, "paraphrase_of", "access_class", "missing"], lineterminator="\n")
     writer.writeheader()
     for r in rows:
         writer.writerow({**r, "missing": ";".join(r["missing"])})

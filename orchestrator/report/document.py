@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.errors import UserError
+from orchestrator.report import checks
 from orchestrator.stats.analyze import analyze, compare_runs
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
 from orchestrator.trust.provenance import ACCESS_CLASSES, access_class
@@ -71,7 +72,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
     stats = analyze(df, reference=reference) if len(df) else None
     facts = store.config_facts(info.run_id)
     configurations = [{**c, **facts.get(c["label"], {})} for c in (stats or {}).get("configs", [])]
-    return {
+    doc = {
         "schema": SCHEMA,
         "run": {
             "run_id": info.run_id, "name": info.name, "status": info.status, "created_at": info.created_at,
@@ -87,6 +88,8 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
         "exclusions": exclusions(df, tries, planned),
         "statistics": {k: v for k, v in (stats or {}).items() if k != "configs"},
     }
+    checks.attach(doc, store)  # canary, overcommit, drift (orchestrator/report/checks.py)
+    return doc
 
 
 def build_comparison(store_a: Store, run_a: str | None, store_b: Store, run_b: str | None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.report import checks
 from orchestrator.report.text import gap, limit, mib, pct, pts, pval, rate
 
 
@@ -222,10 +223,10 @@ def tasks_block(doc: dict[str, Any]) -> list[str]:
 def render(doc: dict[str, Any]) -> str:
     run = doc["run"]
     lines = [f"# headroom report — {run['name']} ({run['run_id']})", ""]
-    lines += setup_block(doc) + provenance_block(doc) + trust_lines(doc)
+    lines += checks.banner(doc) + setup_block(doc) + provenance_block(doc) + trust_lines(doc)
     if not doc["configurations"]:
         return "\n".join(lines + ["No finished trials yet.", ""])
-    lines += metrics_block(doc) + exclusions_block(doc)
+    lines += metrics_block(doc) + exclusions_block(doc) + checks.markdown(doc)
     stats = doc["statistics"]
     lines += comparisons_block(stats) + trends_block(stats) + calibration_block(stats) + tasks_block(doc)
     if stats.get("notes"):

@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.report import checks
 from orchestrator.report.text import gap, limit, pct, pts, pval, rate
 
 
@@ -16,6 +17,7 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
     console.print(f"[bold]run {run['run_id']}[/] ({run['name']}, {run['status']}, "
                   f"{run['trials_finished']}/{run['trials_planned']} trials) — enforcement {run['enforcement']}, "
                   f"kernel {host.get('kernel')}, {doc['task_provenance_mix']['n_tasks']} tasks")
+    checks.print_terminal(doc, console)
     if not doc["configurations"]:
         console.print("no finished trials yet")
         return

@@ -89,6 +89,11 @@ class Experiment(BaseModel):
     allow_internet: bool = Field(
         default=False, description="give trials network access (a task with allow_internet = false still gets none)"
     )
+    placement: Literal["default", "limit-aware"] = Field(
+        default="default",
+        description="limit-aware: the memory limits of concurrently running trials never add up to more than the "
+        "machine has (local backend); default: only --concurrency bounds them",
+    )
     docker: DockerOptions | None = Field(default=None, description="options of the docker backend")
 
     @field_validator("configurations", mode="before")

@@ -15,14 +15,20 @@ label              request  limit
 ``3x``             1        3  (shorthand: request defaults to 1x)
 ``unbounded``      1        none
 ``2x/unbounded``   2        none
+``task-band``      each task's own floor and ceiling
 =================  =======  =========
+
+``task-band`` is not a multiplier: each task runs at the band its ``task.toml``
+publishes (``memory_mb``/``cpus`` as the floor, ``memory_limit_mb``/``cpus_limit``
+as the ceiling, see ``headroom calibrate``). Its stored multipliers are 1/1 ("1x of
+the band"), and it sorts after every multiplier configuration.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -32,6 +38,7 @@ _LABEL_RE = re.compile(
 )
 
 Multiplier = Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)]
+TASK_BAND = "task-band"
 
 
 class LabelError(ValueError):
@@ -49,9 +56,12 @@ class ResourceConfig(BaseModel):
 
     request_multiplier: Multiplier = 1.0
     limit_multiplier: Multiplier | None = 1.0
+    kind: Literal["multiplier", "task-band"] = "multiplier"
 
     @model_validator(mode="after")
     def _limit_not_below_request(self) -> "ResourceConfig":
+        if self.kind == TASK_BAND and (self.request_multiplier, self.limit_multiplier) != (1.0, 1.0):
+            raise ValueError("a task-band configuration runs each task at its own floor and ceiling (multipliers 1/1)")
         if self.limit_multiplier is not None and self.limit_multiplier < self.request_multiplier:
             raise ValueError(
                 f"limit_multiplier {self.limit_multiplier:g} is below request_multiplier "
@@ -64,7 +74,13 @@ class ResourceConfig(BaseModel):
         return self.limit_multiplier is None
 
     @property
+    def task_band(self) -> bool:
+        return self.kind == TASK_BAND
+
+    @property
     def label(self) -> str:
+        if self.task_band:
+            return TASK_BAND
         r, lim = self.request_multiplier, self.limit_multiplier
         if lim is None:
             return "unbounded" if r == 1 else f"{_fmt(r)}/unbounded"
@@ -74,17 +90,21 @@ class ResourceConfig(BaseModel):
 
     @property
     def sort_key(self) -> tuple[float, float]:
-        """Order configurations by ceiling, then floor; unbounded last."""
+        """Order configurations by ceiling, then floor; unbounded, then task-band, last."""
+        if self.task_band:
+            return (math.inf, math.inf)
         lim = math.inf if self.limit_multiplier is None else self.limit_multiplier
         return (lim, self.request_multiplier)
 
     @classmethod
     def parse(cls, text: str) -> "ResourceConfig":
         """Parse a label such as ``1x-strict``, ``1x/3x``, ``3`` or ``unbounded``."""
+        if text.strip().lower() == TASK_BAND:
+            return cls(kind=TASK_BAND)
         m = _LABEL_RE.match(text.strip().lower())
         if m is None:
             raise LabelError(
-                f"unknown configuration label {text!r}; expected e.g. '1x-strict', '1x/3x', '3', 'unbounded'"
+                f"unknown configuration label {text!r}; expected e.g. '1x-strict', '1x/3x', '3', 'unbounded', 'task-band'"
             )
         g = m.groupdict()
         if g["unb"]:
@@ -136,4 +156,22 @@ def scale(cpus: float, memory_mb: int, config: ResourceConfig) -> ResourceAmount
         request_memory_bytes=int(memory_mb * MIB * config.request_multiplier),
         limit_cpus=None if lim is None else cpus * lim,
         limit_memory_bytes=None if lim is None else int(memory_mb * MIB * lim),
+    )
+
+
+def band_amounts(cpus: float, memory_mb: int, cpus_limit: float | None, memory_limit_mb: int | None,
+                 task_id: str) -> ResourceAmounts:
+    """A task's own band: its spec as the floor, its published ceiling as the limit.
+
+    Refuses a task without a memory ceiling: a task-band arm that silently ran it
+    unbounded would not be the band the maintainer publishes.
+    """
+    if memory_limit_mb is None:
+        raise ValueError(f"task {task_id} has no memory_limit_mb: a task-band configuration needs each task's "
+                         "ceiling (write it with `headroom calibrate RUN --tasks-out DIR`)")
+    return ResourceAmounts(
+        request_cpus=cpus,
+        request_memory_bytes=int(memory_mb * MIB),
+        limit_cpus=cpus_limit if cpus_limit is not None else cpus,
+        limit_memory_bytes=int(memory_limit_mb * MIB),
     )

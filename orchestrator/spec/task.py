@@ -63,6 +63,24 @@ class EnvironmentSpec(BaseModel):
     docker_image: str | None = Field(default=None, description="image for container backends")
     build_timeout_sec: float | None = None
     env: dict[str, str] = Field(default_factory=dict, description="[environment.env]: set for every step")
+    # The task's own ceiling (headroom's fields; Harbor has none): where a `task-band`
+    # configuration kills it. `memory_mb`/`cpus` above are the floor. Written by
+    # `headroom calibrate`; see docs/resource-specs.md.
+    memory_limit_mb: int | None = Field(
+        default=None, gt=0, le=MAX_MB, description="headroom: the task's memory ceiling (hard limit), MiB; `memory_limit = \"2G\"` also works"
+    )
+    cpus_limit: float | None = Field(
+        default=None, gt=0, le=4096, allow_inf_nan=False, description="headroom: the task's CPU ceiling (quota), cores"
+    )
+
+    @model_validator(mode="after")
+    def _ceiling_not_below_floor(self) -> "EnvironmentSpec":
+        if self.memory_limit_mb is not None and self.memory_limit_mb < self.memory_mb:
+            raise ValueError(f"memory_limit_mb {self.memory_limit_mb} is below memory_mb {self.memory_mb}: "
+                             "the ceiling cannot be under the floor")
+        if self.cpus_limit is not None and self.cpus_limit < self.cpus:
+            raise ValueError(f"cpus_limit {self.cpus_limit:g} is below cpus {self.cpus:g}: the ceiling cannot be under the floor")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -70,7 +88,7 @@ class EnvironmentSpec(BaseModel):
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        for short, long in (("memory", "memory_mb"), ("storage", "storage_mb")):
+        for short, long in (("memory", "memory_mb"), ("storage", "storage_mb"), ("memory_limit", "memory_limit_mb")):
             if short in data:
                 if long in data:
                     raise ValueError(f"give either {short} or {long}, not both")

@@ -87,7 +87,9 @@ def _factorize_first(values: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def config_sort_key(label: str, request: float, limit: float) -> tuple[float, float, str]:
-    """Canonical order: limit (unbounded = +inf), then request, then label."""
+    """Canonical order: limit (unbounded = +inf), then request, then label; a task-band arm last."""
+    if label == "task-band":  # each task at its own band: not a point on the multiplier axis
+        return (np.inf, np.inf, label)
     lim = np.inf if (limit is None or not np.isfinite(limit)) else float(limit)
     return (lim, float(request), str(label))
 

@@ -33,6 +33,7 @@ from .aggregate import FAILED, HARNESS, INFRA, OUTCOMES, PASSED, TIMEOUT, Aggreg
 from .clustered import clustered_se, icc_anova
 from .clusters import cluster_scores
 from .cost import cost_latency
+from .drift import drift_check
 from .multiplicity import holm
 from .paired import BOSCHLOO_MAX_CELLS, cmh_test, task_paired, two_rate_exact
 from .passk import pass_curves
@@ -272,22 +273,27 @@ def analyze(
         comparisons.append(comp)
     family = _apply_holm(comparisons)
 
-    cells_n = agg.counts.sum(axis=2)  # (C, T)
-    rank = np.repeat(np.arange(agg.n_configs), agg.n_tasks)
-    task = np.tile(np.arange(agg.n_tasks), agg.n_configs)
-    totals = agg.counts.sum(axis=1)  # (C, 5)
+    # A task-band arm (sorted last) is each task at its own band, not a point on the multiplier
+    # axis: it stays out of the trend and is no calibration candidate.
+    n_axis = sum(1 for lab in agg.labels if lab != "task-band")
+    n_axis = n_axis if ref < n_axis else agg.n_configs
+    axis_counts = agg.counts[:n_axis]
+    cells_n = axis_counts.sum(axis=2)  # (C, T)
+    rank = np.repeat(np.arange(n_axis), agg.n_tasks)
+    task = np.tile(np.arange(agg.n_tasks), n_axis)
+    totals = axis_counts.sum(axis=1)  # (C, 5)
     n_c = totals.sum(axis=1)
     trends = {"primary": "clustered", "score": "config rank in canonical order (0 = least headroom)"}
     for name, col in (("pass", PASSED), ("infra_error", INFRA)):
         trends[name] = {
             "cochran_armitage": cochran_armitage(totals[:, col], n_c).to_dict(),
-            "clustered": clustered_trend(agg.counts[:, :, col].ravel(), cells_n.ravel(), rank, task).to_dict(),
+            "clustered": clustered_trend(axis_counts[:, :, col].ravel(), cells_n.ravel(), rank, task).to_dict(),
         }
 
     mdd = _mdd_block(blocks[ref])
     vs_ref = {c["b"]: c for c in comparisons if "vs_reference" in c["kinds"]}
     calib = calibration.recommend(
-        blocks,
+        blocks[:n_axis],
         ref,
         vs_ref,
         mdd,
@@ -321,6 +327,7 @@ def analyze(
         "trends": trends,
         "mdd": mdd,
         "calibration": calib,
+        "drift": drift_check(df),
         "notes": agg.notes,
     }
     return jsonable(out)

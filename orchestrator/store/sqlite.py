@@ -24,7 +24,7 @@ import pandas as pd
 from orchestrator.errors import UserError
 from orchestrator.processes import pid_alive
 from orchestrator.spec.facts import TrialFacts
-from orchestrator.spec.resources import ResourceConfig
+from orchestrator.spec.resources import TASK_BAND, ResourceConfig
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStatus, TryRecord
@@ -182,7 +182,8 @@ class Store:
         return [
             Trial(
                 trial_id=r["trial_id"], task_id=r["task_id"],
-                config=ResourceConfig(request_multiplier=r["request_multiplier"], limit_multiplier=r["limit_multiplier"]),
+                config=(ResourceConfig(kind=TASK_BAND) if r["config_label"] == TASK_BAND else
+                        ResourceConfig(request_multiplier=r["request_multiplier"], limit_multiplier=r["limit_multiplier"])),
                 attempt=r["attempt"], seed=r["seed"], order=r["ord"],
             )
             for r in self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY ord", (run_id,))
@@ -284,7 +285,8 @@ class Store:
                       e.cost_usd + COALESCE(r.cost_usd, 0) AS cost_usd,
                       e.tokens_in + COALESCE(r.tokens_in, 0) AS tokens_in,
                       e.tokens_out + COALESCE(r.tokens_out, 0) AS tokens_out,
-                      e.peak_memory_bytes, e.limit_memory_bytes AS memory_limit_bytes
+                      e.peak_memory_bytes, e.limit_memory_bytes AS memory_limit_bytes,
+                      e.started_at, t.ord AS plan_order
                FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
                LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM(cost_usd) AS cost_usd,
                                  SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out
@@ -314,6 +316,24 @@ class Store:
             for key, value in (("enforcement", enforcement), ("qos_class", qos)):
                 if value is not None and value not in facts[key]:
                     facts[key] = sorted([*facts[key], value])
+        return out
+
+    def overcommit_by_config(self, run_id: str) -> dict[str, dict[str, Any]]:
+        """Per configuration, what its final tries ran beside (see orchestrator.overcommit)."""
+        out: dict[str, dict[str, Any]] = {}
+        for label, n, worst, mean, unbounded, pressure in self.db.execute(
+            """SELECT t.config_label, COUNT(json_extract(v.json, '$.extra.overcommit')),
+                      MAX(json_extract(v.json, '$.extra.overcommit.ratio_max')),
+                      AVG(json_extract(v.json, '$.extra.overcommit.ratio_max')),
+                      SUM(json_extract(v.json, '$.extra.overcommit.unbounded_in_flight')),
+                      SUM(json_extract(v.json, '$.extra.overcommit.node_memory_pressure'))
+               FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
+               JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
+               WHERE e.run_id = ? AND e.final = 1 GROUP BY t.config_label""",
+            (run_id,),
+        ).fetchall():
+            out[label] = {"trials_recorded": int(n or 0), "ratio_max": worst, "ratio_mean": mean,
+                          "trials_beside_unbounded": int(unbounded or 0), "trials_under_memory_pressure": int(pressure or 0)}
         return out
 
     def finished_labels(self, run_id: str) -> set[str]:

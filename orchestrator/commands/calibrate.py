@@ -1,0 +1,130 @@
+"""``headroom calibrate RUN``: per-task floor and ceiling from a sweep, as task.toml patches and a summary."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from orchestrator.errors import UserError
+
+if TYPE_CHECKING:  # the statistics stack loads only when the command runs: `headroom --help` stays fast
+    from orchestrator.store.sqlite import Store
+
+DEFAULT_STORE = Path("headroom-results/headroom.db")
+#: Defaults of orchestrator.stats.bands, repeated here so the CLI need not import it to show them.
+ALPHA, MARGIN, MIN_PEAKS = 0.05, 0.10, 5
+
+
+def _open(ref: str, default_store: Path) -> tuple[Store, str]:
+    """A run id in --store, a store file (its latest run), or FILE:RUN_ID."""
+    from orchestrator.store.sqlite import Store
+
+    if Path(ref).is_file():
+        store = Store.open_existing(ref)
+        return store, store.run(None).run_id
+    path, _, rid = ref.rpartition(":")
+    if path and Path(path).is_file():
+        store = Store.open_existing(path)
+        return store, store.run(rid).run_id
+    store = Store.open_existing(default_store)
+    return store, store.run(ref).run_id
+
+
+def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, margin: float = MARGIN,
+                         min_peaks: int = MIN_PEAKS) -> dict[str, Any]:
+    from orchestrator.canary import flags_run
+    from orchestrator.stats.analyze import jsonable
+    from orchestrator.stats.bands import reserved_memory, task_bands
+
+    info = store.run(run_id)
+    df = store.trial_frame(run_id)
+    if df.empty:
+        raise UserError(f"run {run_id} has no finished trials to calibrate from")
+    specs = {t.id: t.spec.environment.model_dump() for t in store.task_specs(run_id)}
+    bands = task_bands(df, specs, alpha=alpha, margin=margin, min_peaks=min_peaks)
+    canary = store.provenance(run_id).get("canary") or {}
+    if flags_run(canary):
+        raise UserError(f"run {run_id} is not a resource sweep: the enforcement canary shows its limits did not bite "
+                        f"({'; '.join(canary.get('problems', [])[:2])}); bands from it would mean nothing")
+    return jsonable({
+        "schema": "headroom.bands/1",
+        "run": {"run_id": info.run_id, "name": info.name, "backend": info.backend, "enforcement": info.enforcement,
+                "tasks_dir": info.spec.get("tasks_dir")},
+        "canary_status": canary.get("status"),
+        "n_trials": len(df),
+        "configurations": sorted(set(df["config_label"]), key=lambda lab: (lab == "unbounded", lab)),
+        "parameters": {"alpha": alpha, "margin": margin, "min_peaks": min_peaks},
+        "bands": [b.to_dict() for b in bands],
+        "reserved_memory": reserved_memory(bands, 3.0),
+    })
+
+
+def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) -> list[str]:
+    """summary.md, bands.json and one patch per published task; optionally patched copies of the tasks."""
+    from orchestrator.report.bands import summary_markdown
+    from orchestrator.stats.bands import LimitTest, TaskBand
+    from orchestrator.tasks.patch import patched_toml, read_task_toml, unified_patch
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "patches").mkdir(exist_ok=True)
+    (out_dir / "summary.md").write_text(summary_markdown(doc))
+    (out_dir / "bands.json").write_text(json.dumps(doc, indent=2, allow_nan=False))
+    tasks_dir = Path(doc["run"]["tasks_dir"] or ".")
+    notes = []
+    for b in doc["bands"]:
+        if b["status"] != "recommended":
+            continue
+        band = TaskBand(**{**b, "limits": [LimitTest(**lt) for lt in b["limits"]]})
+        before = read_task_toml(tasks_dir, band.task_id)
+        if before is None:
+            notes.append(f"{band.task_id}: task.toml not found under {tasks_dir}; no patch written")
+            continue
+        after = patched_toml(before, band, f"headroom calibrate {doc['run']['run_id']}: floor p95 peak, "
+                                           f"ceiling {band.ceiling_label}")
+        (out_dir / "patches" / f"{band.task_id}.patch").write_text(unified_patch(band.task_id, before, after))
+        if tasks_out is not None:
+            dest = tasks_out / band.task_id
+            if dest.exists():
+                raise UserError("already exists; choose an empty --tasks-out", file=str(dest))
+            shutil.copytree(tasks_dir / band.task_id, dest, ignore=shutil.ignore_patterns("__pycache__"))
+            (dest / "task.toml").write_text(after)
+    return notes
+
+
+@click.command()
+@click.argument("run")
+@click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
+@click.option("--output", "-o", "out_dir", type=click.Path(path_type=Path),
+              help="directory for summary.md, bands.json and patches/ (default: headroom-results/bands-RUN)")
+@click.option("--tasks-out", type=click.Path(path_type=Path),
+              help="also write copies of the published tasks with the bands applied (for a task-band sweep)")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=ALPHA, show_default=True)
+@click.option("--margin", type=click.FloatRange(0, 1, min_open=True), default=MARGIN, show_default=True,
+              help="largest infra-error rate difference to unbounded still called within noise")
+def calibrate(run: str, store_path: Path, out_dir: Path | None, tasks_out: Path | None, alpha: float,
+              margin: float) -> None:
+    """Per-task floor (request) and ceiling (limit) from RUN, with the evidence, as task.toml patches.
+
+    RUN is a run id in --store, a store file (its latest run), or FILE:RUN_ID.
+    """
+    store, run_id = _open(run, store_path)
+    doc = calibration_document(store, run_id, alpha=alpha, margin=margin)
+    out_dir = out_dir or Path("headroom-results") / f"bands-{run_id}"
+    notes = write_outputs(doc, out_dir, tasks_out)
+    for b in doc["bands"]:
+        if b["status"] == "recommended":
+            click.echo(f"{b['task_id']:<20} floor {b['floor_memory_mb']:>5} MiB {b['floor_cpus']:g} cpu   "
+                       f"ceiling {b['ceiling_memory_mb']:>5} MiB {b['ceiling_cpus']:g} cpu ({b['ceiling_label']})")
+        else:
+            click.echo(f"{b['task_id']:<20} refused: {'; '.join(b['reasons'])}")
+    res = doc["reserved_memory"]
+    click.echo(f"reserved memory, one trial per published task: {res['task_band_mb']:.0f} MiB with the bands, "
+               f"{res['uniform_3x_mb']:.0f} MiB at uniform 3x")
+    for n in notes:
+        click.echo(f"note: {n}", err=True)
+    click.echo(f"written: {out_dir / 'summary.md'}, {out_dir / 'bands.json'}, {out_dir / 'patches'}/"
+               + (f"; patched tasks in {tasks_out}" if tasks_out else ""), err=True)

@@ -1,0 +1,128 @@
+"""Overcommit made visible: what each trial ran beside, against what the machine has.
+
+WHY: limits are promises the machine may not be able to keep all at once. When
+the limits of the trials running together add up to more than the host (or
+node) has, a trial can be killed by memory pressure it did not cause, and such
+kills grow with the multiplier -- exactly the effect a sweep measures.
+
+* Every trial records ``extra.overcommit``: the largest sum of the memory
+  limits of the tries running at the same time during its life (itself
+  included), the capacity it is compared with, their ratio, how many tries ran
+  together at most, and whether another try without a limit (it may take
+  anything) ran beside it. Locally the engine fills it (scope ``host``,
+  capacity = host memory). In a cluster the backend fills the same keys with
+  scope ``node``: the sum of memory limits on the trial's node at scheduling
+  time, the node's allocatable memory, and ``node_memory_pressure`` (the
+  node's MemoryPressure condition) -- the engine leaves a record the backend
+  has already set alone.
+* :func:`warnings_for` says, before a run, which configurations' limits can
+  exceed the capacity at the run's concurrency.
+* ``placement = "limit-aware"`` (``--placement limit-aware``) caps the sum of
+  the limits of concurrently running tries locally at the capacity: a try
+  waits until it fits, an unbounded try runs alone, and a try larger than the
+  capacity runs alone rather than never.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.launch import Launch
+from orchestrator.spec.resources import MIB
+from orchestrator.spec.task import Task
+
+PlacementMode = Literal["default", "limit-aware"]
+
+
+@dataclass
+class _Life:
+    limit_bytes: int | None
+    max_sum: int = 0
+    max_count: int = 0
+    unbounded_beside: bool = False
+
+
+class Placement:
+    """Tracks the limits of in-flight tries; with ``limit_aware``, admits a try only if it fits."""
+
+    def __init__(self, capacity_bytes: int | None, mode: PlacementMode = "default", scope: str = "host") -> None:
+        self.capacity = capacity_bytes
+        self.mode = mode
+        self.scope = scope
+        self._lock = threading.Lock()
+        self._live: dict[str, _Life] = {}
+
+    def _reserved(self, limit: int | None) -> int:
+        """What a try holds against the cap: its limit, or everything when it has none."""
+        assert self.capacity is not None
+        return self.capacity if limit is None else limit
+
+    def admit(self, launch: Launch) -> bool:
+        if self.mode != "limit-aware" or self.capacity is None:
+            return True
+        with self._lock:
+            if not self._live:
+                return True
+            held = sum(self._reserved(life.limit_bytes) for life in self._live.values())
+            return held + self._reserved(launch.amounts.limit_memory_bytes) <= self.capacity
+
+    def started(self, name: str, launch: Launch) -> None:
+        with self._lock:
+            self._live[name] = _Life(launch.amounts.limit_memory_bytes)
+            total = sum(life.limit_bytes or 0 for life in self._live.values())
+            n_unbounded = sum(1 for life in self._live.values() if life.limit_bytes is None)
+            for life in self._live.values():
+                life.max_sum = max(life.max_sum, total)
+                life.max_count = max(life.max_count, len(self._live))
+                others_unbounded = n_unbounded - (1 if life.limit_bytes is None else 0)
+                life.unbounded_beside = life.unbounded_beside or others_unbounded > 0
+
+    def finished(self, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            life = self._live.pop(name, None)
+        if life is None:
+            return None
+        return {
+            "scope": self.scope,
+            "placement": self.mode,
+            "capacity_bytes": self.capacity,
+            "concurrent_limit_bytes_max": life.max_sum,
+            "ratio_max": (life.max_sum / self.capacity) if self.capacity else None,
+            "concurrent_tries_max": life.max_count,
+            "unbounded_in_flight": life.unbounded_beside,
+        }
+
+
+def capacity_of(backend_facts: dict[str, Any]) -> int | None:
+    """The memory trials share: the host's, for the local backend; None where a backend reports per node."""
+    value = backend_facts.get("memory_bytes")
+    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def warnings_for(experiment: Experiment, tasks: list[Task], capacity: int | None) -> dict[str, Any]:
+    """Per configuration, the worst sum of limits at the run's concurrency, and warnings where it exceeds capacity."""
+    from orchestrator.launch import trial_amounts
+    from orchestrator.spec.trial import Trial
+
+    per_config: dict[str, int | None] = {}
+    warnings: list[str] = []
+    k = experiment.concurrency
+    for config in experiment.configurations:
+        limits = [trial_amounts(t, Trial(trial_id="", task_id=t.id, config=config, attempt=0, seed=0, order=0))
+                  .limit_memory_bytes for t in tasks]
+        if any(lim is None for lim in limits):
+            per_config[config.label] = None
+            if k > 1:
+                warnings.append(f"{config.label}: trials without a memory limit run {k} at a time and can together "
+                                "take more memory than the machine has")
+            continue
+        worst = sum(sorted((lim or 0 for lim in limits), reverse=True)[:k])
+        per_config[config.label] = worst
+        if capacity is not None and worst > capacity and experiment.placement != "limit-aware":
+            warnings.append(f"{config.label}: {k} trials at once can hold {worst / MIB:.0f} MiB of limits, more than "
+                            f"the {capacity / MIB:.0f} MiB available; use --placement limit-aware or lower --concurrency")
+    return {"capacity_bytes": capacity, "placement": experiment.placement, "concurrency": k,
+            "worst_concurrent_limit_bytes": per_config, "warnings": warnings}

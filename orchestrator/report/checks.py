@@ -1,0 +1,133 @@
+"""Checks on the run itself: did the limits bite (canary), did trials run overcommitted, did the run drift?
+
+Kept apart from the rest of the report so other sections stay as they are: the
+document gets one ``checks`` block, and renderers call :func:`markdown` and
+:func:`print_terminal`. When the canary shows the limits did not bite, the run
+is not a resource sweep: the block says so first, and the calibration
+recommendation is replaced by a refusal.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from rich.console import Console
+
+from orchestrator.canary import flags_run
+from orchestrator.report.text import pct, pval
+from orchestrator.store.sqlite import Store
+
+
+def attach(doc: dict[str, Any], store: Store) -> None:
+    """Add ``doc["checks"]``; refuse the calibration of a run whose limits did not bite."""
+    prov = doc["provenance"]
+    canary = prov.get("canary") or {"status": "not recorded", "reason": "run started before the canary existed",
+                                    "arms": [], "problems": []}
+    valid = not flags_run(canary)
+    reasons = [] if valid else list(canary.get("problems", []))
+    stats = doc.get("statistics") or {}
+    doc["checks"] = {
+        "resource_sweep": {"valid": valid, "reasons": reasons},
+        "canary": canary,
+        "overcommit": {**(prov.get("overcommit") or {}), "observed": store.overcommit_by_config(doc["run"]["run_id"])},
+        "drift": stats.get("drift"),
+    }
+    _local_times(doc["checks"]["drift"], prov.get("started_at_local"))
+    if not valid and stats.get("calibration"):
+        stats["calibration"] = {"status": "refused", "reasons": ["the enforcement canary shows the limits did not bite: "
+                                                                  "this run is not a resource sweep"], "evidence": []}
+
+
+def _local_times(drift: dict[str, Any] | None, started_local: str | None) -> None:
+    """Each block's start and end as the time of day where the run was started (provenance's offset)."""
+    if not drift or not started_local:
+        return
+    try:
+        tz = timezone(datetime.fromisoformat(started_local).utcoffset() or timedelta(0))
+    except ValueError:
+        return
+    for b in drift.get("blocks", []):
+        for key in ("first_start", "last_start"):
+            if b.get(f"{key}_utc"):
+                b[f"{key}_local"] = datetime.fromisoformat(b[f"{key}_utc"]).astimezone(tz).isoformat(timespec="seconds")
+
+
+def _canary_line(canary: dict[str, Any]) -> str:
+    status = canary.get("status")
+    if status == "enforced":
+        arms = [a["config"] for a in canary.get("arms", []) if a["status"] == "enforced"]
+        notes = sorted({n for a in canary.get("arms", []) for n in a.get("notes", []) if "unbounded" not in n})
+        return (f"Enforcement canary: limits bite ({', '.join(arms)} on {', '.join(canary.get('targets', []))}: a hog "
+                "above each memory limit was OOM-killed, one below it passed)" + (f"; {'; '.join(notes)}" if notes else "") + ".")
+    if status == "flagged":
+        return "Enforcement canary: **limits do not bite as configured**."
+    return f"Enforcement canary: {status} ({canary.get('reason')}); whether the limits bite was not checked."
+
+
+def _drift_line(drift: dict[str, Any] | None) -> str:
+    if not drift:
+        return "Drift over the run: not computed."
+    if drift.get("note"):
+        return f"Drift over the run: {drift['note']}."
+    parts = []
+    for name in ("pass", "infra_error"):
+        t = drift.get(name) or {}
+        parts.append(f"{name.replace('_', '-')} rate {t.get('direction') or t.get('note') or '—'} "
+                     f"(p={pval(t.get('p'))}, adjusted {pval(t.get('p_adjusted'))})")
+    blocks = drift.get("blocks", [])
+    first, last = (blocks[0], blocks[-1]) if blocks else ({}, {})
+    span = (f" from {first.get('first_start_local') or first.get('first_start_utc')} to "
+            f"{last.get('last_start_local') or last.get('last_start_utc')} (time of day where the run started)"
+            if blocks else "")
+    head = "**Drift detected**" if drift.get("flagged") else "No drift detected"
+    return f"{head} across {drift['n_blocks']} time blocks{span}: " + "; ".join(parts) + "."
+
+
+def _overcommit_lines(oc: dict[str, Any]) -> list[str]:
+    lines = [f"Overcommit warning: {w}." for w in oc.get("warnings", [])]
+    observed = oc.get("observed") or {}
+    if observed:
+        cells = [f"{label} max {pct(o['ratio_max'], 2)} of host memory in limits"
+                 + (f", {o['trials_beside_unbounded']} beside an unbounded trial" if o["trials_beside_unbounded"] else "")
+                 + (f", {o['trials_under_memory_pressure']} under node memory pressure" if o["trials_under_memory_pressure"] else "")
+                 for label, o in observed.items() if o["trials_recorded"]]
+        if cells:
+            lines.append(f"Overcommit while running (placement {oc.get('placement', 'default')}): " + "; ".join(cells) + ".")
+    return lines
+
+
+def banner(doc: dict[str, Any]) -> list[str]:
+    """One line under the title when the run must not be read as a resource sweep."""
+    c = doc.get("checks")
+    if not c or c["resource_sweep"]["valid"]:
+        return []
+    return ["> **Not a resource sweep: the limits did not bite** (enforcement canary; see Checks on the run).", ""]
+
+
+def markdown(doc: dict[str, Any]) -> list[str]:
+    c = doc.get("checks")
+    if not c:
+        return []
+    lines = ["## Checks on the run", ""]
+    if not c["resource_sweep"]["valid"]:
+        lines += ["**Not a resource sweep: the limits did not bite.** The configurations below did not get the limits "
+                  "their labels name, so differences between them are not effects of those limits.", ""]
+        lines += [f"- {r}" for r in c["resource_sweep"]["reasons"]] + [""]
+    lines += [_canary_line(c["canary"]), ""] + [f"{line}\n" for line in _overcommit_lines(c["overcommit"])]
+    lines += [_drift_line(c.get("drift")), ""]
+    return lines
+
+
+def print_terminal(doc: dict[str, Any], console: Console) -> None:
+    c = doc.get("checks")
+    if not c:
+        return
+    if not c["resource_sweep"]["valid"]:
+        console.print("[bold red]NOT A RESOURCE SWEEP: the enforcement canary shows the limits did not bite[/] — "
+                      + "; ".join(c["resource_sweep"]["reasons"]), soft_wrap=True)
+    else:
+        console.print(_canary_line(c["canary"]).replace("**", ""), soft_wrap=True)
+    for line in _overcommit_lines(c["overcommit"]):
+        console.print(line, soft_wrap=True)
+    console.print(_drift_line(c.get("drift")).replace("**", ""), soft_wrap=True)

@@ -1,0 +1,59 @@
+"""The issue's evidence, end to end on the bundled tasks and the real local backend:
+
+calibrate per-task bands from a sweep, write them into copies of the tasks, and sweep those with a
+``task-band`` arm. Heavy-strategy tasks get a higher ceiling than plain ones, and the task-band arm
+has infra errors within noise of unbounded while reserving far less memory than a uniform 3x limit.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.stats.paired import two_rate_exact
+from orchestrator.store.sqlite import Store
+
+BUNDLED = Path(__file__).resolve().parents[2] / "tasks"
+HEAVY, PLAIN = ["crash-triage"], ["csv-report", "unit-convert"]
+
+
+def headroom(*args: str) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=1200)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+@pytest.mark.slow
+def test_task_band_sweep_matches_unbounded_at_far_less_reserved_memory(tmp_path: Path) -> None:
+    picks = [a for t in HEAVY + PLAIN for a in ("--task", t)]
+    headroom("sweep", str(BUNDLED), *picks, "--multipliers", "1,3,unbounded", "--attempts", "10", "--concurrency", "2",
+             "--store", str(tmp_path / "calib.db"), "--format", "none")
+    out, tasks_out = tmp_path / "bands", tmp_path / "tasks"
+    # 10 attempts cannot settle a 10-point margin (that takes ~35); 30 points is what this size supports.
+    headroom("calibrate", str(tmp_path / "calib.db"), "-o", str(out), "--tasks-out", str(tasks_out), "--margin", "0.3")
+    doc = json.loads((out / "bands.json").read_text())
+    bands = {b["task_id"]: b for b in doc["bands"]}
+    assert all(b["status"] == "recommended" for b in bands.values()), [b["reasons"] for b in bands.values()]
+    for heavy in HEAVY:
+        for plain in PLAIN:
+            assert bands[heavy]["ceiling_limit_multiplier"] > bands[plain]["ceiling_limit_multiplier"]
+    assert (out / "patches" / "crash-triage.patch").read_text().count("+memory_limit_mb") == 1
+    assert "| crash-triage | published |" in (out / "summary.md").read_text()
+
+    headroom("sweep", str(tasks_out), "--multipliers", "task-band,3,unbounded", "--attempts", "10", "--concurrency", "2",
+             "--store", str(tmp_path / "band.db"), "--format", "none")
+    store = Store.open_existing(tmp_path / "band.db")
+    df = store.trial_frame(store.run().run_id)
+    infra = df.assign(infra=df["outcome"] == "infra_error").groupby("config_label")["infra"].agg(["sum", "count"])
+    band, unbounded = infra.loc["task-band"], infra.loc["unbounded"]
+    test = two_rate_exact(int(unbounded["sum"]), int(unbounded["count"]), int(band["sum"]), int(band["count"]))
+    assert test.p >= 0.05, (band.to_dict(), unbounded.to_dict())  # within noise of unbounded
+    limits = df.groupby("config_label")["memory_limit_bytes"].sum()  # memory set aside, summed over trials
+    assert limits["task-band"] < 0.75 * limits["1x/3x"], limits.to_dict()
+    assert doc["reserved_memory"]["task_band_mb"] < 0.75 * doc["reserved_memory"]["uniform_3x_mb"]
+    report = headroom("report", "--store", str(tmp_path / "band.db"), "--format", "markdown").stdout
+    assert "task-band" in report and "## Checks on the run" in report

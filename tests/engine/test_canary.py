@@ -1,0 +1,141 @@
+"""The enforcement canary: limits that bite pass it; the rlimit fallback and ignored limits are caught."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.canary import judge_cpu, run_canary
+from orchestrator.spec.facts import StepFacts, TrialFacts
+from orchestrator.spec.launch import Launch
+from orchestrator.spec.resources import ResourceAmounts, ResourceConfig
+from tests.taskfactory import requires_cgroups, write_task
+
+CONFIGS = [ResourceConfig.parse(x) for x in ("1x-strict", "1x/2x", "unbounded")]
+
+
+@pytest.mark.cgroup
+@requires_cgroups
+def test_cgroup_limits_pass_the_canary_through_the_backend_seam() -> None:
+    backend = LocalBackend("auto")
+    try:
+        got = run_canary(backend, CONFIGS)
+    finally:
+        backend.close()
+    assert got["status"] == "enforced", got["problems"]
+    arms = {a["config"]: a for a in got["arms"]}
+    assert arms["unbounded"]["status"] == "skipped"
+    for label, limit_mib in (("1x-strict", 64), ("1x/2x", 128)):
+        arm = arms[label]
+        assert arm["status"] == "enforced" and arm["limit_memory_bytes"] == limit_mib * 2**20
+        assert arm["above"]["verdict"] == "infra_error(oom_killed)"
+        assert "oom_kill counter" in arm["above"]["oom_evidence"]  # the kernel's word, not an exit code
+        assert arm["below"]["verdict"] == "passed"
+    assert got["cpu"]["local"]["declared"] is True and got["cpu"]["local"]["limited"] is not False
+
+
+def test_the_rlimit_fallback_is_flagged_memory_weak_and_cpu_unlimited() -> None:
+    backend = LocalBackend("rlimit")
+    try:
+        got = run_canary(backend, CONFIGS[:1])
+    finally:
+        backend.close()
+    assert got["status"] == "flagged"
+    arm = got["arms"][0]
+    assert arm["status"] == "weak"
+    assert any("rlimit fallback" in p for p in arm["problems"])
+    assert any("CPU not limited" in p for p in arm["problems"])
+
+
+class IgnoresLimits(LocalBackend):
+    """STAND-IN for a runtime that accepts a limit and does not enforce it (a sandboxed runtime that
+    ignores cgroup limits, a misconfigured node): such a runtime cannot run on this machine, so the
+    real local backend runs the try with its limits removed and reports the limits it was asked for,
+    as that runtime would."""
+
+    def run(self, launch: Launch) -> TrialFacts:
+        asked = launch.amounts
+        free = ResourceAmounts(request_cpus=asked.request_cpus, request_memory_bytes=asked.request_memory_bytes,
+                               limit_cpus=None, limit_memory_bytes=None)
+        facts = super().run(launch.model_copy(update={"amounts": free}))
+        return facts.model_copy(update={"limit_cpus": asked.limit_cpus, "limit_memory_bytes": asked.limit_memory_bytes})
+
+
+def test_a_limit_that_is_set_but_not_enforced_is_flagged() -> None:
+    backend = IgnoresLimits("auto")
+    try:
+        got = run_canary(backend, CONFIGS[:1])
+    finally:
+        backend.close()
+    assert got["status"] == "flagged"
+    arm = got["arms"][0]
+    assert arm["status"] == "not_enforced"
+    assert arm["above"]["verdict"] == "passed"
+    assert any("set but not enforced" in p for p in got["problems"])
+
+
+def _spun(share: float) -> TrialFacts:
+    out = json.dumps({"spin_wall_s": 1.0, "spin_cpu_s": share})
+    return TrialFacts(enforcement="x", request_cpus=0.25, request_memory_bytes=1, limit_cpus=0.25, limit_memory_bytes=1,
+                      qos_class="Guaranteed", agent=StepFacts(name="agent", exit_code=0, stdout_tail=out + "\n"))
+
+
+def test_cpu_quota_judgement_compares_with_an_unlimited_spin() -> None:
+    assert judge_cpu(0.25, _spun(0.95), _spun(0.97), declared=True)["limited"] is False  # quota ignored
+    assert judge_cpu(0.25, _spun(0.24), _spun(0.97), declared=True)["limited"] is True
+    busy = judge_cpu(0.25, _spun(0.2), _spun(0.3), declared=True)  # host too busy to tell
+    assert busy["limited"] is None and "too busy" in busy["notes"][0]
+    assert judge_cpu(0.25, _spun(0.2), _spun(0.3), declared=False)["limited"] is False
+
+
+def headroom(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_a_flagged_run_is_not_reported_as_a_resource_sweep(tasks_root: Path, tmp_path: Path) -> None:
+    write_task(tasks_root, "t", solve='touch "$HEADROOM_WORKDIR/out"\n')
+    store = tmp_path / "h.db"
+    res = headroom("sweep", str(tasks_root), "--multipliers", "1,unbounded", "--attempts", "1", "--enforcement", "rlimit",
+                   "--store", str(store), "--format", "markdown")
+    assert res.returncode == 0, res.stderr
+    assert "limits do NOT bite" in res.stderr
+    assert "**Not a resource sweep: the limits did not bite.**" in res.stdout
+    assert "this run is not a resource sweep" in res.stdout  # the calibration refuses
+    assert "Publish with limit" not in res.stdout
+    skipped = headroom("sweep", str(tasks_root), "--multipliers", "1", "--attempts", "1", "--no-canary",
+                       "--store", str(tmp_path / "n.db"), "--format", "markdown")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "whether the limits bite was not checked" in skipped.stdout
+
+
+class TwoNodes(LocalBackend):
+    """STAND-IN for a cluster backend with two nodes (no cluster backend runs in this test): it names its
+    nodes and records the node label each canary try carries, running every try on this host."""
+
+    def __init__(self) -> None:
+        super().__init__("auto")
+        self.seen: list[str] = []
+
+    def canary_targets(self) -> list[str]:
+        return ["node-a", "node-b"]
+
+    def run(self, launch: Launch) -> TrialFacts:
+        self.seen.append(launch.labels.get("headroom.dev/canary-node", "none"))
+        return super().run(launch)
+
+
+def test_the_canary_runs_on_every_node_a_backend_names() -> None:
+    backend = TwoNodes()
+    try:
+        got = run_canary(backend, CONFIGS[:1])
+    finally:
+        backend.close()
+    assert got["targets"] == ["node-a", "node-b"]
+    assert sorted({a["target"] for a in got["arms"]}) == ["node-a", "node-b"] and set(got["cpu"]) == {"node-a", "node-b"}
+    # above, below, the CPU probe and its unlimited reference: four tries pinned to each node
+    assert sorted(backend.seen) == ["node-a"] * 4 + ["node-b"] * 4
