@@ -23,6 +23,11 @@ class DockerOptions(BaseModel):
     network: str | None = Field(
         default=None, description="network of tries that may use the internet; default: the daemon's (bridge)"
     )
+    default_image: str | None = Field(
+        default=None,
+        description="image for a task that names no docker_image and has no environment/Dockerfile (headroom's "
+        "enforcement canary is one: it needs bash and python3)",
+    )
     pull: bool = Field(default=True, description="pull a task's docker_image when the daemon does not have it")
     keep_containers: bool = Field(
         default=False, description="leave each try's container stopped instead of removing it (for debugging)"

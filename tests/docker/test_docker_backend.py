@@ -349,3 +349,27 @@ def test_a_private_daemon_leaves_nothing_behind(docker_env: DockerEnv) -> None:
     assert not Path(f"/proc/{pid}").exists()  # the container's process went with its daemon
     assert not d.root.exists() and _mounts_under(d.root) == []
     assert not list(Path("/sys/fs/cgroup").glob(f"*/{d.cgroup_parent.lstrip('/')}"))
+
+
+def test_the_enforcement_canary_runs_on_docker_with_a_default_image(docker_env: DockerEnv, docker_host: str,
+                                                                   tmp_path: Path) -> None:
+    """headroom's canary task names no image: docker.default_image gives it one, and its limits bite."""
+    import yaml
+
+    from orchestrator.store.sqlite import Store
+
+    spec = {"tasks_dir": str(FIXTURES), "tasks": ["tests-hidden"], "backend": "docker", "attempts": 1,
+            "configurations": ["1x-strict", "2x", "unbounded"],
+            "docker": {"build": True, "default_image": docker_env.base_image}}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(spec))
+    res = headroom("sweep", "--experiment", str(tmp_path / "exp.yaml"), "--store", str(tmp_path / "r.db"),
+                   "--format", "none")
+    assert res.returncode == 0, res.stderr
+    store = Store.open_existing(tmp_path / "r.db")
+    canary = store.provenance(store.run().run_id)["canary"]
+    store.close()
+    assert canary["status"] == "enforced", canary["problems"]
+    checked = {a["config"]: a["status"] for a in canary["arms"]}
+    assert checked["1x-strict"] == "enforced" and checked["1x/2x"] == "enforced"
+    above = next(a for a in canary["arms"] if a["config"] == "1x-strict")["above"]
+    assert "oom_kill counter" in above["oom_evidence"]  # the kernel's verdict, not an exit code

@@ -32,6 +32,7 @@ def _sweep(tmp_path: Path, backend: str, image: str | None, env: dict[str, str])
             "configurations": CONFIGS, "attempts": ATTEMPTS, "backend": backend, "concurrency": 2}
     if image:
         spec["image"] = image
+        spec["docker"] = {"default_image": image}  # for the enforcement canary's task, which names no image
     exp = tmp_path / f"{backend}.yaml"
     exp.write_text(yaml.safe_dump(spec))
     store = tmp_path / f"{backend}.db"

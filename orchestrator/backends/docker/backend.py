@@ -129,7 +129,8 @@ class DockerBackend(ThreadedBackend):
         self.api: docker.APIClient = self.client.api
         self.owner = Owner.me()
         self.images = ImageResolver(self.client, build=self.options.build, build_network=self.options.build_network,
-                                    pull=self.options.pull, build_timeout_s=self.options.build_timeout_s)
+                                    pull=self.options.pull, build_timeout_s=self.options.build_timeout_s,
+                                    default_image=self.options.default_image)
         self._cancel: dict[str, threading.Event] = {}
         self.capabilities = Capabilities(
             memory_limit=True, memory_request=True, cpu_quota=True, cpu_request=True, storage_limit=False,

@@ -65,8 +65,9 @@ def _info(image: Any, ref: str, built: bool) -> ImageInfo:
 
 class ImageResolver:
     def __init__(self, client: docker.DockerClient, *, build: bool, build_network: str | None, pull: bool,
-                 build_timeout_s: float) -> None:
+                 build_timeout_s: float, default_image: str | None = None) -> None:
         self.client = client
+        self.default_image = default_image
         self.force_build = build
         self.build_network = build_network
         self.pull = pull
@@ -77,10 +78,15 @@ class ImageResolver:
 
     def resolve(self, task: TaskSource) -> ImageInfo:
         env_dir = Path(task.path) / "environment"
+        has_dockerfile = (env_dir / "Dockerfile").is_file()
+        if task.docker_image is None and not has_dockerfile and self.default_image:
+            return self._once(self.default_image, lambda: self._existing(self.default_image))  # type: ignore[arg-type]
         if self.force_build or task.docker_image is None:
-            if not (env_dir / "Dockerfile").is_file():
-                why = "--build was given" if task.docker_image else "the task names no docker_image"
-                raise ImageUnavailable(f"{why} and it has no environment/Dockerfile")
+            if not has_dockerfile:
+                if task.docker_image:
+                    raise ImageUnavailable("--build was given and the task has no environment/Dockerfile")
+                raise ImageUnavailable("the task names no docker_image, has no environment/Dockerfile, and "
+                                       "docker.default_image is unset")
             tag = f"headroom.local/task-{dns_label(task.task_id, 40)}:{environment_digest(env_dir)[:12]}"
             return self._once(tag, lambda: self._build(env_dir, tag, task.task_id))
         ref = task.docker_image
