@@ -33,7 +33,8 @@ def write_store(df, path: Path) -> Store:
     db = store.db
     run_id = "bench"
     db.execute("BEGIN")
-    db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)", (run_id, "bench", "2026-01-01T00:00:00", None, "finished",
+    db.execute("INSERT INTO runs (run_id, name, created_at, finished_at, status, backend, enforcement, spec_json, owner)"
+               " VALUES (?,?,?,?,?,?,?,?,?)", (run_id, "bench", "2026-01-01T00:00:00", None, "finished",
                                                                 "local", "cgroup-v1", "{}", None))
     db.execute("INSERT INTO provenance VALUES (?, '{}')", (run_id,))
     tasks = df.drop_duplicates("task_id")[["task_id", "cluster_id"]]

@@ -269,18 +269,21 @@ def _print_report(store: Store, run_id: str | None, fmt: str, output: Path | Non
 @click.option("--run-id", help="which run (default: the latest)")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "html"]), default="table", show_default=True)
 @click.option("--output", "-o", type=click.Path(path_type=Path), help="write to a file instead of the terminal")
-@click.option("--reference", help="reference configuration for paired tests (default: 1x-strict)")
+@click.option("--reference", help="reference configuration for paired tests, any label in the run "
+              "(default: 1x-strict in a sweep, the first label in an import)")
 def report(store_path: Path, run_id: str | None, fmt: str, output: Path | None, reference: str | None) -> None:
     """Report a run: outcomes, rates with Wilson 95% intervals, paired and trend tests, calibration, provenance."""
     store = Store.open_existing(store_path)
     if fmt == "html" and output is None:
         raise UserError("--format html needs --output FILE", field="--output")
     if reference is not None:
-        try:
-            reference = ResourceConfig.parse(reference).label
-        except (LabelError, ValidationError):
-            raise UserError(f"unknown configuration label {reference!r}", field="--reference") from None
         finished = store.finished_labels(store.run(run_id).run_id)
+        if reference not in finished:  # any label in the store is taken as written; else a resource spelling
+            try:
+                reference = ResourceConfig.parse(reference).label
+            except (LabelError, ValidationError):
+                raise UserError(f"unknown configuration label {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
+                                field="--reference") from None
         if reference not in finished:
             raise UserError(f"run has no finished trials under {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
                             field="--reference")
@@ -387,11 +390,9 @@ def cleanup(backend_name: str, run_id: str | None) -> None:
 from orchestrator.commands.trust import audit_cmd, judge_group, provenance_cmd, regrade_cmd  # noqa: E402
 
 
-@cli.group("tasks")
-def tasks_group() -> None:
-    """Task sets: provenance registry."""
+from orchestrator.commands.tasks import tasks as tasks_group  # noqa: E402  (one `tasks` group: import/list/show/validate)
 
-
+cli.add_command(tasks_group)
 tasks_group.add_command(provenance_cmd)
 cli.add_command(audit_cmd)
 cli.add_command(judge_group)
@@ -417,3 +418,11 @@ def main() -> None:
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+
+
+# Command groups in their own modules (imported last: they import nothing from here).
+from orchestrator.commands import bundle as _bundle, results as _results  # noqa: E402
+
+cli.add_command(_results.results)
+cli.add_command(_bundle.bundle)
+cli.add_command(_bundle.verify)

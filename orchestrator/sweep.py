@@ -81,6 +81,9 @@ def start(
 def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str, Task]]:
     """Reload a run's experiment and tasks; refuse if the tasks changed since it started."""
     info = store.run(run_id)
+    if info.spec.get("kind") == "import":
+        raise SpecError(f"run {info.run_id} was imported from results made elsewhere; there is nothing to resume",
+                        field="--resume")
     store.claim(info.run_id)  # first: refuse at once if a live process is executing the run
     experiment = Experiment.model_validate(info.spec)
     if "[REDACTED]" in (experiment.agent.command or ""):

@@ -7,13 +7,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.report.text import gap, pct, pts, pval, rate
+from orchestrator.report.text import gap, interval_pts, pct, pts, pval, rate, sign_counts
 
 
 def _who(side: dict[str, Any]) -> str:
     model = (side.get("model") or {}).get("name") or "unrecorded model"
-    agent = (side.get("agent") or {}).get("kind")
-    return f"{side['run_id']} ({side['name']}; agent {agent}; model {model})"
+    agent_spec = side.get("agent") or {}
+    agent = ", ".join(agent_spec.get("names") or []) if agent_spec.get("kind") == "imported" else agent_spec.get("kind")
+    return f"{side['run_id']} ({side['name']}; agent {agent or 'unrecorded'}; model {model})"
 
 
 def _rows(doc: dict[str, Any]) -> list[list[str]]:
@@ -22,17 +23,21 @@ def _rows(doc: dict[str, Any]) -> list[list[str]]:
     rows = []
     for it in stats["comparisons"]["items"]:
         s, inf = it["score"], it["infra"]
+        tp = s.get("paired") or {}
         rows.append([
             f"{it['a']} vs {it['b']}", rate(blocks.get(it["a"], {}).get("score_infra_as_failure")),
             rate(blocks.get(it["b"], {}).get("score_infra_as_failure")), pts(s.get("diff")),
-            f"+{s['sign']['a_only']}/-{s['sign']['b_only']} p={pval(s['sign']['p'])} (Holm {pval(s['sign'].get('p_holm'))})",
+            interval_pts(tp.get("mean_task_diff"), tp.get("mean_task_diff_low"), tp.get("mean_task_diff_high")),
+            f"p={pval(tp.get('t_p'))} (Holm {pval(tp.get('t_p_holm'))}), {tp.get('n_tasks', 0)} tasks",
+            f"{sign_counts(s['sign'])} p={pval(s['sign']['p'])} (Holm {pval(s['sign'].get('p_holm'))})",
             f"{pval(s['cmh']['p'])} (Holm {pval(s['cmh'].get('p_holm'))})",
             f"{pct(inf.get('rate_a'))} vs {pct(inf.get('rate_b'))} p={pval(inf.get('p'))}",
         ])
     return rows
 
 
-HEADERS = ["configurations", "score A", "score B", "B − A", "sign test (tasks)", "CMH (by task)", "infra-error rates"]
+HEADERS = ["configurations", "score A", "score B", "B − A", "per-task mean diff [95% CI]", "paired t over tasks",
+           "sign test +B/−A (tasks)", "CMH (by task)", "infra-error rates"]
 
 
 def _notes(doc: dict[str, Any]) -> list[str]:
@@ -45,14 +50,18 @@ def _notes(doc: dict[str, Any]) -> list[str]:
     if doc["tasks_with_different_content"]:
         notes.append("tasks whose content differs between the runs: " + ", ".join(doc["tasks_with_different_content"]))
     mdd = stats.get("mdd") or {}
-    notes.append(f"minimum detectable difference of this design at 80% power: {gap(mdd.get('mdd'))}")
+    notes.append(f"minimum detectable difference of this design at 80% power: {gap(mdd.get('mdd'))} on these tasks, "
+                 f"{gap(mdd.get('mdd_with_design_effect'))} with the task design effect (for a claim about new tasks)")
     return notes
 
 
 def markdown(doc: dict[str, Any]) -> str:
     lines = ["# headroom comparison", "", f"- A: {_who(doc['a'])}", f"- B: {_who(doc['b'])}", "",
-             "Scores count infra errors as failures (headline); intervals Wilson 95%; sign test on tasks solved by "
-             "a strict majority of attempts under only one run; CMH stratified by task; p Holm-adjusted.", "",
+             "Scores count infra errors as failures (headline); intervals Wilson 95%. Across tasks (the claim about "
+             "the benchmark's population of tasks, and the headline test): mean per-task difference in pass rate with "
+             "its 95% t interval, paired t-test over tasks. On these tasks only: sign test on tasks solved by a strict "
+             "majority of attempts under only one run (+B-only/−A-only); CMH stratified by task. p Holm-adjusted "
+             "within each family.", "",
              "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(r) + " |" for r in _rows(doc)]
     lines += [""] + [f"- {n}" for n in _notes(doc)]

@@ -18,7 +18,7 @@ from orchestrator.report import checks
 from orchestrator.stats.analyze import analyze, compare_runs
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
 from orchestrator.trust.provenance import ACCESS_CLASSES, access_class
-from orchestrator.store.sqlite import Store
+from orchestrator.store.sqlite import RunInfo, Store
 
 SCHEMA = "headroom.report/1"
 
@@ -63,13 +63,19 @@ def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[st
     }
 
 
+def _label_order(info: RunInfo) -> list[str] | None:
+    """A labels-axis run's configurations in the order the user gave (None: a sweep's canonical order)."""
+    order = info.spec.get("configurations") if info.axis == "labels" else None
+    return [str(c) for c in order] if isinstance(order, list) else None
+
+
 def build(store: Store, run_id: str | None = None, reference: str | None = None) -> dict[str, Any]:
     info = store.run(run_id)
     df = store.trial_frame(info.run_id)
     planned = store.planned_count(info.run_id)
     prov = store.provenance(info.run_id)
     tries = store.try_counts(info.run_id)
-    stats = analyze(df, reference=reference) if len(df) else None
+    stats = analyze(df, reference=reference, axis=info.axis, config_order=_label_order(info)) if len(df) else None
     facts = store.config_facts(info.run_id)
     configurations = [{**c, **facts.get(c["label"], {})} for c in (stats or {}).get("configs", [])]
     doc = {
@@ -77,7 +83,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
         "run": {
             "run_id": info.run_id, "name": info.name, "status": info.status, "created_at": info.created_at,
             "finished_at": info.finished_at, "backend": info.backend, "enforcement": info.enforcement,
-            "trials_planned": planned, "trials_finished": len(df),
+            "axis": info.axis, "trials_planned": planned, "trials_finished": len(df),
         },
         "experiment": info.spec,
         "provenance": prov,
@@ -109,5 +115,5 @@ def build_comparison(store_a: Store, run_a: str | None, store_b: Store, run_b: s
         "b": {"run_id": ib.run_id, "name": ib.name, "model": ib.spec.get("model"), "agent": ib.spec.get("agent"),
               "enforcement": ib.enforcement},
         "tasks_with_different_content": changed_tasks,
-        "statistics": compare_runs(da, db, name_a="A", name_b="B"),
+        "statistics": compare_runs(da, db, name_a="A", name_b="B", order_a=_label_order(ia), order_b=_label_order(ib)),
     }

@@ -24,7 +24,7 @@ def render(doc: dict[str, Any]) -> str:
     if doc["configurations"]:
         figures = (
             f'<h2>Plots</h2><p><img alt="pass and infra-error rates by configuration" '
-            f'src="{plots.rates_vs_multiplier(doc["configurations"])}"></p>'
+            f'src="{plots.rates_vs_multiplier(doc["configurations"], labels_axis=doc["run"].get("axis") == "labels")}"></p>'
             f'<p><img alt="per-task heatmap" '
             f'src="{plots.task_heatmap(doc["statistics"]["tasks"], doc["statistics"]["config_order"])}"></p>'
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.report import checks
-from orchestrator.report.text import gap, limit, mib, pct, pts, pval, rate
+from orchestrator.report.text import gap, interval_pts, limit, mib, pct, pts, pval, rate, seconds, sign_counts, usd
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -17,27 +17,55 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out + [""]
 
 
+def _is_labels(doc: dict[str, Any]) -> bool:
+    return doc["run"].get("axis") == "labels"
+
+
+def _known(*parts: Any) -> bool:
+    return any(p not in (None, "", [], {}) for p in parts)
+
+
 def setup_block(doc: dict[str, Any]) -> list[str]:
+    """What ran where. Rows whose facts were never recorded (an imported run has no host) are left out."""
     run, prov, exp = doc["run"], doc["provenance"], doc["experiment"]
     orch, host = prov.get("orchestrator", {}), prov.get("backend", {})
-    agent, model = exp.get("agent", {}), exp.get("model", {})
+    agent, model = exp.get("agent") or {}, exp.get("model") or {}
     pk = prov.get("packages", {})
+    imported = prov.get("import")
     configs = ", ".join(c["label"] for c in doc["configurations"])
     rows = [
         ["orchestrator", f"headroom {orch.get('version')} @ {orch.get('revision') or 'unknown'}"
                          + (" (uncommitted changes)" if orch.get("dirty") else "")],
         ["libraries", f"python {prov.get('python')}, scipy {pk.get('scipy')}, statsmodels {pk.get('statsmodels')}"],
         ["backend", f"{run['backend']}; enforcement {run['enforcement']}"],
-        ["host", f"kernel {host.get('kernel')}, {host.get('cpu_model')} x{host.get('cpu_count')}, "
-                 f"{mib(host.get('memory_bytes'))} RAM, cgroup {host.get('cgroup_version')}"],
-        ["agent", f"{agent.get('kind')}" + (f": `{agent.get('command')}`" if agent.get("command") else "")],
-        ["model", f"{model.get('name') or 'unrecorded'}; sampling {model.get('sampling') or {}}"],
-        ["design", f"{exp.get('attempts')} attempts x {doc['task_provenance_mix']['n_tasks']} tasks x "
-                   f"{len(doc['configurations'])} configurations; seed {exp.get('seed')}; concurrency {exp.get('concurrency')}"],
-        ["configurations", configs],
-        ["dates", f"started {run['created_at']} (local {prov.get('started_at_local')}), finished {run['finished_at'] or '—'}"],
-        ["status", f"{run['status']}: {run['trials_finished']}/{run['trials_planned']} trials"],
     ]
+    if _known(host.get("kernel"), host.get("cpu_model")):
+        rows.append(["host", f"kernel {host.get('kernel')}, {host.get('cpu_model')} x{host.get('cpu_count')}, "
+                             f"{mib(host.get('memory_bytes'))} RAM, cgroup {host.get('cgroup_version')}"])
+    if imported:
+        for src in imported.get("sources", []):
+            rows.append(["imported from", f"{src.get('format')} `{src.get('path')}` — {src.get('harness')} "
+                                          f"{src.get('harness_version') or '(version unrecorded)'}; "
+                                          f"{len(src.get('files_sha256') or {})} files, sha256 in provenance"])
+    if agent.get("kind") == "imported":
+        rows.append(["agents", ", ".join(agent.get("names") or []) or "unrecorded"])
+    elif _known(agent.get("kind")):
+        rows.append(["agent", f"{agent.get('kind')}" + (f": `{agent.get('command')}`" if agent.get("command") else "")])
+    if _known(model.get("name"), model.get("sampling")):
+        rows.append(["model", f"{model.get('name') or 'unrecorded'}"
+                              + (f"; sampling {model.get('sampling')}" if model.get("sampling") else "")])
+    design = f"{exp.get('attempts')} attempts x {doc['task_provenance_mix']['n_tasks']} tasks x {len(doc['configurations'])} configurations"
+    if _known(exp.get("seed"), exp.get("concurrency")) and not imported:
+        design += f"; seed {exp.get('seed')}; concurrency {exp.get('concurrency')}"
+    rows.append(["design", design])
+    rows.append(["configurations", configs + (" (labels, in the order given: no resource axis)" if _is_labels(doc)
+                                              else " (resource levels)")])
+    dates = f"started {run['created_at']}" + (f" (local {prov['started_at_local']})" if prov.get("started_at_local") else "")
+    if imported:
+        rows.append(["dates", f"imported {imported.get('imported_at') or run['created_at']}"])
+    else:
+        rows.append(["dates", f"{dates}, finished {run['finished_at'] or '—'}"])
+    rows.append(["status", f"{run['status']}: {run['trials_finished']}/{run['trials_planned']} trials"])
     return ["## Setup", ""] + _table(["", ""], rows)
 
 
@@ -77,25 +105,31 @@ def metrics_block(doc: dict[str, Any]) -> list[str]:
     stats = doc["statistics"]
     lines = ["## Metrics", "", f"Headline: **{stats.get('headline')}** — {stats.get('headline_note')}. "
              "Intervals are Wilson 95%; SE clustered by task.", ""]
+    labels = _is_labels(doc)
     rows = []
     for c in doc["configurations"]:
         se = c["se"]
         cl = c["clusters"]
+        axis_cells = [] if labels else [f"{c['request_multiplier']:g}x", limit(c["limit_multiplier"])]
         rows.append([
-            c["label"], f"{c['request_multiplier']:g}x", limit(c["limit_multiplier"]), ",".join(c.get("enforcement", [])),
+            c["label"], *axis_cells, ",".join(c.get("enforcement", [])),
             str(c["n"]), rate(c["score_infra_as_failure"]), rate(c["score_infra_excluded"]),
             pct(cl["cluster_score"]), f"{pct(cl['worst_cluster_score'])} ({cl['worst_cluster_id']})",
             rate(c["infra_error_rate"]), rate(c["timeout_rate"]), rate(c["harness_error_rate"]),
             f"{pct(se['se_iid'])} / {pct(se['se_clustered'])}",
         ])
-    lines += _table(["config", "request", "limit", "enforcement", "n", "score (infra = fail)", "score (infra excluded)",
-                     "cluster-level", "worst cluster", "infra-error rate", "timeout", "harness error", "SE iid / clustered"], rows)
+    lines += _table(["config", *([] if labels else ["request", "limit"]), "enforcement", "n", "score (infra = fail)",
+                     "score (infra excluded)", "cluster-level", "worst cluster", "infra-error rate", "timeout",
+                     "harness error", "SE iid / clustered"], rows)
     reasons = [[c["label"], ", ".join(f"{k} {v}" for k, v in c["infra_reasons"].items()) or "—"] for c in doc["configurations"]]
     lines += ["Infra errors by reason:", ""] + _table(["config", "reasons"], reasons)
     kmax = max((len(c["pass_at_k"]) for c in doc["configurations"]), default=0)
     ks = [k for k in (1, 2, 3, 5, 8, 10) if k <= kmax] or list(range(1, kmax + 1))
     if ks:
-        rows = [[c["label"]] + [f"{pct(c['pass_at_k'][k - 1])} / {pct(c['pass_hat_k'][k - 1])}" for k in ks]
+        def at(curve: list[float | None], k: int) -> str:  # configurations may reach different k
+            return pct(curve[k - 1]) if k <= len(curve) else "—"
+
+        rows = [[c["label"]] + [f"{at(c['pass_at_k'], k)} / {at(c['pass_hat_k'], k)}" for k in ks]
                 for c in doc["configurations"]]
         lines += ["pass@k / pass^k (unbiased estimators, averaged over tasks):", ""]
         lines += _table(["config"] + [f"k={k}" for k in ks], rows)
@@ -106,10 +140,8 @@ def metrics_block(doc: dict[str, Any]) -> list[str]:
     rows = []
     for c in doc["configurations"]:
         k = c["cost"]
-        rows.append([c["label"], f"{k['latency_per_attempt_s']:.2f} s" if k["latency_per_attempt_s"] is not None else "—",
-                     f"{k['latency_per_solved_s']:.2f} s" if k["latency_per_solved_s"] is not None else "—",
-                     f"${k['cost_per_attempt_usd']:.6f}" if k["cost_per_attempt_usd"] is not None else "—",
-                     f"${k['cost_per_solved_usd']:.6f}" if k["cost_per_solved_usd"] is not None else "—"])
+        rows.append([c["label"], seconds(k["latency_per_attempt_s"]), seconds(k["latency_per_solved_s"]),
+                     usd(k["cost_per_attempt_usd"]), usd(k["cost_per_solved_usd"])])
     lines += ["Cost and latency (per solved task = total / tasks passed):", ""]
     lines += _table(["config", "latency / attempt", "latency / solved", "cost / attempt", "cost / solved"], rows)
     return lines
@@ -129,40 +161,63 @@ def exclusions_block(doc: dict[str, Any]) -> list[str]:
 
 def comparisons_block(stats: dict[str, Any]) -> list[str]:
     comp = stats.get("comparisons") or {}
+    labels = stats.get("axis") == "labels"
+    mdd = stats.get("mdd") or {}
+    against = (f"Each configuration against the reference ({stats.get('reference')})"
+               + ("." if labels else " and against its neighbour."))
     lines = ["## Paired comparisons", "",
-             f"Each configuration against the reference ({stats.get('reference')}) and against its neighbour. "
-             f"p values raw and Holm-adjusted over the family of {comp.get('family_size')} tests. "
-             "A task is solved under a configuration when a strict majority of its attempts pass; the sign test "
-             "counts tasks solved under only one of the two; CMH is stratified by task over all attempts, once on the "
-             "headline score and once on the infra-excluded score (the agent's own result where the infrastructure held).", ""]
+             f"{against} Two questions, two families of tests, each Holm-adjusted on its own. "
+             "**Across tasks** (would the gap hold on new tasks like these? tasks are the sampling unit): the mean "
+             "per-task difference in pass rate with its 95% t interval, and the paired t-test over tasks"
+             + (" — the headline test when configurations are agents or models. " if labels else ". ")
+             + f"**On these tasks** (conditional on the task set; family of {comp.get('family_size')} tests): the sign "
+             "test on tasks solved by a strict majority of attempts under only one side (+B-only/−A-only), CMH "
+             "stratified by task over all attempts on the headline score and on the infra-excluded score, and the exact "
+             "test on infra-error rates (the method that ran is named).", ""]
     rows = []
     for it in comp.get("items", []):
         s, x, inf = it["score"], it["score_infra_excluded"], it["infra"]
+        tp = s.get("paired") or {}
         rows.append([
             f"{it['a']} → {it['b']}", pts(s.get("diff")),
-            f"+{s['sign']['a_only']}/-{s['sign']['b_only']}: {pval(s['sign']['p'])} ({pval(s['sign'].get('p_holm'))})",
+            interval_pts(tp.get("mean_task_diff"), tp.get("mean_task_diff_low"), tp.get("mean_task_diff_high")),
+            f"{pval(tp.get('t_p'))} ({pval(tp.get('t_p_holm'))}), {tp.get('n_tasks', 0)} tasks",
+            f"{sign_counts(s['sign'])}: {pval(s['sign']['p'])} ({pval(s['sign'].get('p_holm'))})",
             f"{pval(s['cmh']['p'])} ({pval(s['cmh'].get('p_holm'))})",
             f"{pts(x.get('diff'))}: {pval(x['cmh']['p'])} ({pval(x['cmh'].get('p_holm'))})",
             f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
             f"{pval(inf.get('p'))} ({pval(inf.get('p_holm'))}) {inf.get('method') or ''}",
         ])
-    return lines + _table(["comparison", "score diff", "sign test p (Holm)", "CMH p (Holm)",
-                           "infra-excluded: diff, CMH p (Holm)", "infra-error rate", "exact infra test p (Holm)"], rows)
+    lines += _table(["comparison", "score diff", "per-task mean diff [95% CI]", "paired t over tasks p (Holm)",
+                     "sign test +B/−A: p (Holm)", "CMH p (Holm)", "infra-excluded: diff, CMH p (Holm)",
+                     "infra-error rate", "exact infra test p (Holm)"], rows)
+    lines += [f"Minimum detectable difference at 80% power (reference {mdd.get('config') or '—'}): "
+              f"{gap(mdd.get('mdd'))} on these tasks; {gap(mdd.get('mdd_with_design_effect'))} with the task design "
+              "effect (the noise level for a claim about new tasks).", ""]
+    return lines
 
 
 def trends_block(stats: dict[str, Any]) -> list[str]:
-    tr = stats.get("trends") or {}
-    lines = ["## Trend across multipliers", "", f"Ordered by {tr.get('score')}; primary test: {tr.get('primary')}.", ""]
+    tr = stats.get("trends")
+    if not tr:
+        return []
+    lines = ["## Trend across multipliers", "", f"Ordered by {tr.get('score')}; primary test: {tr.get('primary')}. "
+             "Cochran–Armitage is the classical test (variance with N; statsmodels' linear-by-linear variant, with "
+             "N − 1, is in the JSON).", ""]
     rows = []
     for name in ("pass", "infra_error"):
         t = tr.get(name) or {}
         ca, cl = t.get("cochran_armitage") or {}, t.get("clustered") or {}
-        rows.append([name, f"z={ca.get('z') or 0:.2f}, p={pval(ca.get('p'))} ({ca.get('direction') or '—'})",
-                     f"p={pval(cl.get('p'))} ({cl.get('direction') or cl.get('note') or '—'})"])
-    return lines + _table(["rate", "Cochran–Armitage", "clustered by task"], rows)
+        z = ca.get("z_classic")
+        rows.append([name, "—" if z is None else f"z={z:.2f}, p={pval(ca.get('p_classic'))} ({ca.get('direction') or '—'})",
+                     f"p={pval(cl.get('p'))} ({cl.get('direction') or '—'})" if cl.get("p") is not None
+                     else f"— ({cl.get('note') or 'not testable'})"])
+    return lines + _table(["rate", "Cochran–Armitage (classical)", "clustered by task"], rows)
 
 
 def calibration_block(stats: dict[str, Any]) -> list[str]:
+    if stats.get("calibration") is None:
+        return []
     cal = stats.get("calibration") or {}
     mdd = stats.get("mdd") or {}
     lines = ["## Calibration recommendation", "",
@@ -173,7 +228,7 @@ def calibration_block(stats: dict[str, Any]) -> list[str]:
              "what is measured.", ""]
     if cal.get("status") == "recommended":
         lines += [f"**Publish with limit {cal.get('recommended_label')}** "
-                  f"(limit multiplier {cal.get('recommended_limit_multiplier')}). {cal.get('summary') or ''}", ""]
+                  f"(limit {limit(cal.get('recommended_limit_multiplier'))}). {cal.get('summary') or ''}", ""]
     else:
         lines += ["**No recommendation**: the data cannot support one.", ""]
         lines += [f"- {r}" for r in cal.get("reasons", [])] + [""]

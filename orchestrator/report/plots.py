@@ -20,8 +20,11 @@ def _png(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def rates_vs_multiplier(configs: list[dict[str, Any]]) -> str:
-    """Pass rate and infra-error rate against the configuration, with Wilson 95% bands."""
+def rates_vs_multiplier(configs: list[dict[str, Any]], *, labels_axis: bool = False) -> str:
+    """Pass rate and infra-error rate against the configuration, with Wilson 95% bands.
+
+    Labels (agents, models, imports) have no order to connect: points with error bars, no line.
+    """
     labels = [c["label"] for c in configs]
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(7, 3.6))
@@ -30,10 +33,13 @@ def rates_vs_multiplier(configs: list[dict[str, Any]]) -> str:
         est = np.array([c[key]["estimate"] if c[key]["estimate"] is not None else np.nan for c in configs]) * 100
         lo = np.array([c[key]["low"] if c[key]["low"] is not None else np.nan for c in configs]) * 100
         hi = np.array([c[key]["high"] if c[key]["high"] is not None else np.nan for c in configs]) * 100
-        ax.plot(x, est, marker="o", color=color, label=name)
-        ax.fill_between(x, lo, hi, color=color, alpha=0.18)
-    ax.set_xticks(x, labels)
-    ax.set_xlabel("configuration (request / limit)")
+        if labels_axis:
+            ax.errorbar(x, est, yerr=[est - lo, hi - est], fmt="o", color=color, capsize=4, label=name)
+        else:
+            ax.plot(x, est, marker="o", color=color, label=name)
+            ax.fill_between(x, lo, hi, color=color, alpha=0.18)
+    ax.set_xticks(x, labels, rotation=20 if labels_axis else 0, ha="right" if labels_axis else "center")
+    ax.set_xlabel("configuration" if labels_axis else "configuration (request / limit)")
     ax.set_ylabel("% of trials")
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.report import checks
-from orchestrator.report.text import gap, limit, pct, pts, pval, rate
+from orchestrator.report.text import gap, interval_pts, limit, pct, pts, pval, rate, sign_counts
 
 
 def print_report(doc: dict[str, Any], console: Console) -> None:
@@ -22,13 +22,15 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
         console.print("no finished trials yet")
         return
     stats = doc["statistics"]
+    labels = doc["run"].get("axis") == "labels"  # agents/models/imports: no resource axis, trend or calibration
     t = Table(title="Outcomes by configuration (rates with Wilson 95% intervals)", title_justify="left")
-    for h in ("config", "request", "limit", "n", "passed", "failed", "timeout", "infra", "harness",
+    for h in ("config", *([] if labels else ["request", "limit"]), "n", "passed", "failed", "timeout", "infra", "harness",
               "pass rate", "infra-error rate", "score excl. infra", "cluster-level"):
         t.add_column(h, justify="left" if h == "config" else "right", no_wrap=True)
     for c in doc["configurations"]:
         k = c["counts"]
-        t.add_row(c["label"], f"{c['request_multiplier']:g}x", limit(c["limit_multiplier"]), str(c["n"]),
+        axis_cells = [] if labels else [f"{c['request_multiplier']:g}x", limit(c["limit_multiplier"])]
+        t.add_row(c["label"], *axis_cells, str(c["n"]),
                   str(k["passed"]), str(k["failed"]), str(k["timeout"]), str(k["infra_error"]), str(k["harness_error"]),
                   rate(c["pass_rate"]), rate(c["infra_error_rate"]), rate(c["score_infra_excluded"]),
                   pct(c["clusters"]["cluster_score"]))
@@ -39,25 +41,36 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
                       for c in doc["configurations"]))
     ref = stats.get("reference")
     ct = Table(title=f"Against the reference {ref} (p raw / Holm-adjusted)", title_justify="left")
-    for h in ("config", "score diff", "sign test", "CMH (by task)", "infra-excl. diff, CMH", "infra rate", "exact infra test"):
+    for h in ("config", "score diff", "per-task diff [95% CI]", "paired t (tasks)", "sign test +B/−A", "CMH (by task)",
+              "infra-excl. diff, CMH", "infra rate", "exact infra test"):
         ct.add_column(h, no_wrap=True)
     for it in (stats.get("comparisons") or {}).get("items", []):
         if it["a"] != ref:
             continue
         s, x, inf = it["score"], it["score_infra_excluded"], it["infra"]
+        tp = s.get("paired") or {}
         ct.add_row(it["b"], pts(s.get("diff")),
-                   f"{pval(s['sign']['p'])} / {pval(s['sign'].get('p_holm'))}",
+                   interval_pts(tp.get("mean_task_diff"), tp.get("mean_task_diff_low"), tp.get("mean_task_diff_high")),
+                   f"{pval(tp.get('t_p'))} / {pval(tp.get('t_p_holm'))}",
+                   f"{sign_counts(s['sign'])} {pval(s['sign']['p'])} / {pval(s['sign'].get('p_holm'))}",
                    f"{pval(s['cmh']['p'])} / {pval(s['cmh'].get('p_holm'))}",
                    f"{pts(x.get('diff'))}: {pval(x['cmh']['p'])} / {pval(x['cmh'].get('p_holm'))}",
                    f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
                    f"{pval(inf.get('p'))} / {pval(inf.get('p_holm'))}")
     console.print(ct)
+    mdd = stats.get("mdd") or {}
+    if labels:
+        console.print(f"Minimum detectable difference: {gap(mdd.get('mdd'))} on these tasks, "
+                      f"{gap(mdd.get('mdd_with_design_effect'))} with the task design effect. "
+                      "No trend test or calibration: the configurations are labels, not resource levels.")
+        return
     tr = stats.get("trends") or {}
     inf_tr = (tr.get("infra_error") or {}).get("clustered") or {}
     pass_tr = (tr.get("pass") or {}).get("clustered") or {}
     console.print(f"trend across multipliers (clustered by task): infra-error rate {inf_tr.get('direction') or '—'} "
                   f"p={pval(inf_tr.get('p'))}; pass rate {pass_tr.get('direction') or '—'} p={pval(pass_tr.get('p'))}. "
-                  f"Minimum detectable difference: {gap((stats.get('mdd') or {}).get('mdd'))}.")
+                  f"Minimum detectable difference: {gap(mdd.get('mdd'))} on these tasks, "
+                  f"{gap(mdd.get('mdd_with_design_effect'))} with the task design effect.")
     cal = stats.get("calibration") or {}
     if cal.get("status") == "recommended":
         console.print(f"[bold green]calibration:[/] {cal.get('summary')}")

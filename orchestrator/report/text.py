@@ -38,3 +38,27 @@ def mib(b: float | None) -> str:
 def gap(x: float | None) -> str:
     """A size of difference (no sign), in percentage points."""
     return "—" if x is None else f"{100 * x:.1f} pts"
+
+
+def usd(x: float | None) -> str:
+    """A cost in US dollars: six decimals, since a single attempt often costs a fraction of a cent."""
+    return "—" if x is None else f"${x:.6f}"
+
+
+def seconds(x: float | None) -> str:
+    """A duration; missing (nothing recorded) is "—", never 0.00 s."""
+    return "—" if x is None else f"{x:.2f} s"
+
+
+def interval_pts(est: float | None, low: float | None, high: float | None) -> str:
+    """``+4.2 pts [-1.0, +9.4]``: a difference with its 95% interval, in percentage points."""
+    if est is None:
+        return "—"
+    if low is None or high is None:
+        return pts(est)
+    return f"{pts(est)} [{100 * low:+.1f}, {100 * high:+.1f}]"
+
+
+def sign_counts(sign: dict[str, Any]) -> str:
+    """Discordant tasks, read as B relative to A: ``+3/−1`` = 3 tasks solved only under B, 1 only under A."""
+    return f"+{sign['b_only']}/−{sign['a_only']}"

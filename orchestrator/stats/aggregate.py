@@ -46,6 +46,7 @@ class Aggregates:
     attempt_pass: np.ndarray  # (C, A) passes per repeat index
     reasons: list[dict[str, int]]  # per config: infra reason -> count
     duration_sum: np.ndarray  # (C,)
+    duration_n: np.ndarray  # (C,) trials with a recorded duration
     cost_sum: np.ndarray
     cost_n: np.ndarray
     tok_in_sum: np.ndarray
@@ -94,8 +95,13 @@ def config_sort_key(label: str, request: float, limit: float) -> tuple[float, fl
     return (lim, float(request), str(label))
 
 
-def aggregate(df: pd.DataFrame) -> Aggregates:
-    """Reduce trial rows to count arrays. Raises ValueError on contract violations."""
+def aggregate(df: pd.DataFrame, config_order: list[str] | None = None) -> Aggregates:
+    """Reduce trial rows to count arrays. Raises ValueError on contract violations.
+
+    ``config_order`` (labels-axis runs: agents, models, imports) keeps the configurations in
+    the user's order instead of the canonical resource order; labels it does not
+    name follow in order of first appearance.
+    """
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"trial frame lacks columns: {missing}")
@@ -111,7 +117,12 @@ def aggregate(df: pd.DataFrame) -> Aggregates:
     cfg_raw, cfg_uniques, first = _factorize_first(df["config_label"])
     req = _col(df, "request_multiplier")
     lim = _col(df, "limit_multiplier")
-    keys = [config_sort_key(str(cfg_uniques[i]), req[first[i]], lim[first[i]]) for i in range(len(cfg_uniques))]
+    keys: list[tuple[float, float] | tuple[float, float, str]]
+    if config_order is not None:
+        rank = {lab: i for i, lab in enumerate(config_order)}
+        keys = [(float(rank.get(str(cfg_uniques[i]), len(rank))), float(first[i])) for i in range(len(cfg_uniques))]
+    else:
+        keys = [config_sort_key(str(cfg_uniques[i]), req[first[i]], lim[first[i]]) for i in range(len(cfg_uniques))]
     order = sorted(range(len(cfg_uniques)), key=lambda i: keys[i])
     remap = np.empty(len(order), dtype=np.int64)
     remap[order] = np.arange(len(order))
@@ -190,7 +201,7 @@ def aggregate(df: pd.DataFrame) -> Aggregates:
         )
 
     dur = _col(df, "duration_s")
-    duration_sum, _ = sums(dur)
+    duration_sum, duration_n = sums(dur)
     cost_sum, cost_n = sums(_col(df, "cost_usd"))
     tin_sum, tin_n = sums(_col(df, "tokens_in"))
     tout_sum, tout_n = sums(_col(df, "tokens_out"))
@@ -226,6 +237,7 @@ def aggregate(df: pd.DataFrame) -> Aggregates:
         attempt_pass=attempt_pass,
         reasons=reasons,
         duration_sum=duration_sum,
+        duration_n=duration_n,
         cost_sum=cost_sum,
         cost_n=cost_n,
         tok_in_sum=tin_sum,

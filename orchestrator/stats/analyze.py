@@ -13,6 +13,18 @@ other view, ``score_infra_excluded``, drops infra and harness errors from the
 denominator (passes / (passed + failed + timeout)): those outcomes say nothing
 about the agent (see orchestrator.spec.outcome.MODEL_OUTCOMES).
 
+When the configurations are labels (agents, models, imported submissions:
+``axis="labels"``) rather than resource levels, they keep the given order, each
+is compared with the reference only (the first label unless named), and there
+is no trend test and no calibration: neither means anything without a resource
+axis.
+
+Two families of paired tests, each Holm-adjusted on its own: the *conditional*
+family (sign test, CMH on both scores, the exact infra test: given these tasks)
+and the *population* family (the paired t-test over tasks: would the gap hold on
+new tasks?). Keeping them apart leaves each family's adjustment unchanged by the
+other.
+
 ``compare_runs(df_a, df_b)`` compares two runs (different agents or models)
 on the same tasks, paired by task, with the same tests and intervals.
 
@@ -70,12 +82,12 @@ def _lim(v: float) -> float | None:
     return float(v) if np.isfinite(v) else None
 
 
-def _reference_index(agg: Aggregates, reference: str | None) -> int:
+def _reference_index(agg: Aggregates, reference: str | None, axis: str = "resources") -> int:
     if reference is not None:
         if reference not in agg.labels:
             raise ValueError(f"reference configuration {reference!r} not in data: {agg.labels}")
         return agg.labels.index(reference)
-    if DEFAULT_REFERENCE in agg.labels:
+    if axis == "resources" and DEFAULT_REFERENCE in agg.labels:
         return agg.labels.index(DEFAULT_REFERENCE)
     return 0
 
@@ -94,6 +106,19 @@ def _config_block(agg: Aggregates, c: int) -> dict[str, Any]:
     score = wilson(passed, n)
     se = clustered_se(pass_t, n_t)
     at, hat = pass_curves(n_t, pass_t)
+    cost = cost_latency(
+        n,
+        passed,
+        float(agg.duration_sum[c]),
+        float(agg.cost_sum[c]),
+        int(agg.cost_n[c]),
+        float(agg.tok_in_sum[c]),
+        int(agg.tok_in_n[c]),
+        float(agg.tok_out_sum[c]),
+        int(agg.tok_out_n[c]),
+    ).to_dict()
+    if int(agg.duration_n[c]) == 0:  # no trial recorded a duration: latency is unknown, not zero
+        cost.update(latency_total_s=None, latency_per_attempt_s=None, latency_per_solved_s=None)
     return {
         "label": agg.labels[c],
         "request_multiplier": float(agg.request[c]),
@@ -117,17 +142,7 @@ def _config_block(agg: Aggregates, c: int) -> dict[str, Any]:
         "pass_hat_k": hat,
         "spread": spread_from_counts(agg.attempt_pass[c], agg.attempt_n[c]).to_dict(),
         "clusters": cluster_scores(task_rate, agg.task_cluster, agg.clusters).to_dict(),
-        "cost": cost_latency(
-            n,
-            passed,
-            float(agg.duration_sum[c]),
-            float(agg.cost_sum[c]),
-            int(agg.cost_n[c]),
-            float(agg.tok_in_sum[c]),
-            int(agg.tok_in_n[c]),
-            float(agg.tok_out_sum[c]),
-            int(agg.tok_out_n[c]),
-        ).to_dict(),
+        "cost": cost,
     }
 
 
@@ -193,22 +208,26 @@ def _compare_cells(
 
 
 def _apply_holm(comparisons: list[dict[str, Any]]) -> int:
-    """Holm over every test in the list (sign, both CMHs, infra per comparison). Returns family size."""
+    """Holm over every conditional test in the list (sign, both CMHs, infra per comparison), and
+    separately over the population tests (paired t over tasks). Returns the conditional family's size."""
     slots = []
     for comp in comparisons:
         slots += [comp["score"]["sign"], comp["score"]["cmh"], comp["score_infra_excluded"]["cmh"], comp["infra"]]
     adj = holm([s["p"] for s in slots])
     for s, a in zip(slots, adj):
         s["p_holm"] = a
+    pop = [comp["score"]["paired"] for comp in comparisons if comp["score"]["paired"].get("t_p") is not None]
+    for s, a in zip(pop, holm([s["t_p"] for s in pop]) if pop else []):
+        s["t_p_holm"] = a
     return len(slots)
 
 
-def _pairs(n_configs: int, ref: int) -> list[tuple[int, int, list[str]]]:
+def _pairs(n_configs: int, ref: int, neighbours: bool = True) -> list[tuple[int, int, list[str]]]:
     pairs: dict[frozenset[int], tuple[int, int, list[str]]] = {}
     for c in range(n_configs):
         if c != ref:
             pairs[frozenset((ref, c))] = (ref, c, ["vs_reference"])
-    for c in range(n_configs - 1):
+    for c in range(n_configs - 1 if neighbours else 0):
         key = frozenset((c, c + 1))
         if key in pairs:
             pairs[key][2].append("neighbours")
@@ -260,18 +279,28 @@ def analyze(
     target_mdd: float = 0.03,
     min_tasks: int = 10,
     min_attempts: int = 2,
+    axis: str = "resources",
+    config_order: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Full statistics report for one sweep (see module docstring)."""
-    agg = aggregate(df)
-    ref = _reference_index(agg, reference)
+    """Full statistics report for one run (see module docstring)."""
+    labels_axis = axis == "labels"
+    agg = aggregate(df, config_order if labels_axis else None)
+    ref = _reference_index(agg, reference, axis)
     blocks = [_config_block(agg, c) for c in range(agg.n_configs)]
 
     comparisons = []
-    for a, b, kinds in _pairs(agg.n_configs, ref):
+    for a, b, kinds in _pairs(agg.n_configs, ref, neighbours=not labels_axis):
         comp = _compare_cells(agg.labels[a], agg.labels[b], agg.counts[a], agg.counts[b], boschloo_max_cells)
         comp["kinds"] = kinds
         comparisons.append(comp)
     family = _apply_holm(comparisons)
+
+    mdd = _mdd_block(blocks[ref])
+    if labels_axis:
+        not_applicable = "not applicable: the configurations are labels (agents, models, imports), not resource levels"
+        out = _result(df, agg, ref, blocks, comparisons, family, mdd, None, None)
+        out["trends_note"] = out["calibration_note"] = not_applicable
+        return jsonable(out)
 
     # A task-band arm (sorted last) is each task at its own band, not a point on the multiplier
     # axis: it stays out of the trend and is no calibration candidate.
@@ -283,14 +312,13 @@ def analyze(
     task = np.tile(np.arange(agg.n_tasks), n_axis)
     totals = axis_counts.sum(axis=1)  # (C, 5)
     n_c = totals.sum(axis=1)
-    trends = {"primary": "clustered", "score": "config rank in canonical order (0 = least headroom)"}
+    trends: dict[str, Any] = {"primary": "clustered", "score": "config rank in canonical order (0 = least headroom)"}
     for name, col in (("pass", PASSED), ("infra_error", INFRA)):
         trends[name] = {
             "cochran_armitage": cochran_armitage(totals[:, col], n_c).to_dict(),
             "clustered": clustered_trend(axis_counts[:, :, col].ravel(), cells_n.ravel(), rank, task).to_dict(),
         }
 
-    mdd = _mdd_block(blocks[ref])
     vs_ref = {c["b"]: c for c in comparisons if "vs_reference" in c["kinds"]}
     calib = calibration.recommend(
         blocks[:n_axis],
@@ -306,11 +334,17 @@ def analyze(
         min_attempts=min_attempts,
         target_mdd=target_mdd,
     )
-    out = {
+    return jsonable(_result(df, agg, ref, blocks, comparisons, family, mdd, trends, calib))
+
+
+def _result(df: pd.DataFrame, agg: Aggregates, ref: int, blocks: list[dict[str, Any]], comparisons: list[dict[str, Any]],
+            family: int, mdd: dict[str, Any], trends: dict[str, Any] | None, calib: dict[str, Any] | None) -> dict[str, Any]:
+    return {
         "schema": SCHEMA,
         "headline": HEADLINE,
         "headline_note": "score_infra_as_failure counts infra errors as failures (leaderboard practice) and is "
         "the headline; score_infra_excluded drops infra and harness errors from the denominator",
+        "axis": "resources" if trends is not None else "labels",
         "reference": agg.labels[ref],
         "n_trials": int(len(df)),
         "n_tasks": agg.n_tasks,
@@ -322,6 +356,7 @@ def analyze(
             "adjustment": "holm",
             "family_size": family,
             "family": "every sign, CMH (both scores) and infra test in this list",
+            "population_family": "the paired t-tests over tasks (score.paired.t_p), Holm-adjusted among themselves",
             "items": comparisons,
         },
         "trends": trends,
@@ -330,7 +365,6 @@ def analyze(
         "drift": drift_check(df),
         "notes": agg.notes,
     }
-    return jsonable(out)
 
 
 def _align(agg: Aggregates, c: int, tasks: pd.Index) -> np.ndarray:
@@ -348,15 +382,19 @@ def compare_runs(
     name_a: str = "a",
     name_b: str = "b",
     boschloo_max_cells: int = BOSCHLOO_MAX_CELLS,
+    order_a: list[str] | None = None,
+    order_b: list[str] | None = None,
 ) -> dict[str, Any]:
     """Paired comparison of two runs (e.g. two agents) on the same tasks.
+
+    ``order_a`` / ``order_b``: a labels-axis run's configurations in the user's order.
 
     Configurations are matched by label; if the runs share no label but each
     has exactly one configuration, those two are compared. Tasks present in
     only one run are listed and excluded from the paired tests (they still
     count in each run's own per-config blocks).
     """
-    ga, gb = aggregate(df_a), aggregate(df_b)
+    ga, gb = aggregate(df_a, order_a), aggregate(df_b, order_b)
     shared = [lab for lab in ga.labels if lab in gb.labels]
     pairs = [(ga.labels.index(l), gb.labels.index(l)) for l in shared]
     notes = []

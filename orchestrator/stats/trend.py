@@ -12,7 +12,8 @@ Two tests are reported:
   linear-by-linear association statistic, which equals the classical
   Cochran-Armitage z multiplied by sqrt((N-1)/N); we report statsmodels' z and p
   and also the classical z (= z * sqrt(N/(N-1))) for comparison with sources
-  that print it. ``Table`` is built with ``shift_zeros=False`` so a config with
+  that print it, with its p (``p_classic``, two-sided normal). Reports print the
+  classical pair and name it; ``variant`` says which is which. ``Table`` is built with ``shift_zeros=False`` so a config with
   zero infra errors is not given 0.5 phantom errors. It treats every trial as
   independent, which is wrong when some tasks are far more error-prone (or
   harder) than others.
@@ -35,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import statsmodels.api as sm
+from scipy import stats
 from statsmodels.stats.contingency_tables import Table
 
 
@@ -42,9 +44,12 @@ from statsmodels.stats.contingency_tables import Table
 class TrendCA:
     z: float | None  # statsmodels linear-by-linear z (= CA z * sqrt((N-1)/N))
     z_classic: float | None  # classical Cochran-Armitage z
-    p: float | None
+    p: float | None  # of z (linear-by-linear)
     direction: str | None  # "increasing" | "decreasing" | "flat"
     note: str | None = None
+    p_classic: float | None = None  # of z_classic, two-sided
+    variant: str = ("classical Cochran-Armitage (z_classic, p_classic; variance with N); "
+                    "z, p: statsmodels linear-by-linear association (variance with N - 1)")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,7 +87,9 @@ def cochran_armitage(events: np.ndarray, n: np.ndarray, scores: np.ndarray | Non
     tab = Table(np.column_stack([n - k, k]), shift_zeros=False)
     res = tab.test_ordinal_association(row_scores=sc, col_scores=np.array([0.0, 1.0]))
     z = float(res.zscore)
-    return TrendCA(z, z * float(np.sqrt(big_n / (big_n - 1))), float(res.pvalue), _direction(z))
+    z_classic = z * float(np.sqrt(big_n / (big_n - 1)))
+    p_classic = float(2 * stats.norm.sf(abs(z_classic)))
+    return TrendCA(z, z_classic, float(res.pvalue), _direction(z), None, p_classic)
 
 
 def clustered_trend(

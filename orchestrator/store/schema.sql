@@ -1,6 +1,6 @@
 -- headroom store. One file per project; many runs per file.
 PRAGMA application_id = 1213415757;  -- 'HRDM': marks the file as a headroom store
-PRAGMA user_version = 1;             -- schema version, for migrations
+PRAGMA user_version = 2;             -- schema version, for migrations (2: runs.axis)
 -- A planned trial is a row of `trials`; every try of it is a row of `executions`.
 -- Only executions with status 'finished' count; the one with final = 1 is the trial's result.
 CREATE TABLE IF NOT EXISTS runs (
@@ -12,7 +12,8 @@ CREATE TABLE IF NOT EXISTS runs (
     backend       TEXT NOT NULL,
     enforcement   TEXT NOT NULL,
     spec_json     TEXT NOT NULL,           -- the full experiment spec
-    owner         TEXT                     -- host:pid of the process executing it now, or NULL
+    owner         TEXT,                    -- host:pid of the process executing it now, or NULL
+    axis          TEXT NOT NULL DEFAULT 'resources'  -- what the configurations are: resources (a sweep) | labels
 );
 CREATE TABLE IF NOT EXISTS provenance (
     run_id        TEXT PRIMARY KEY REFERENCES runs(run_id),

@@ -28,9 +28,11 @@ from orchestrator.spec.resources import TASK_BAND, ResourceConfig
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStatus, TryRecord
+from orchestrator.store.records import AXES, ExecutionRecord, RunRecord, TaskRecord, TrialRecord
 
 
 APPLICATION_ID = 1213415757  # 'HRDM', set by schema.sql
+SCHEMA_VERSION = 2  # PRAGMA user_version written by schema.sql
 
 
 def now() -> str:
@@ -47,6 +49,7 @@ class RunInfo:
     backend: str
     enforcement: str
     spec: dict[str, Any]
+    axis: str = "resources"  # resources (a sweep) | labels (agents, models, imports)
 
 
 class Store:
@@ -69,11 +72,21 @@ class Store:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.execute("PRAGMA foreign_keys=ON")
+                version = self.db.execute("PRAGMA user_version").fetchone()[0]
                 self.db.executescript(files("orchestrator.store").joinpath("schema.sql").read_text())
+                if has_tables and version < SCHEMA_VERSION:
+                    self._migrate(version)
         except sqlite3.DatabaseError as exc:
             raise UserError(f"cannot use as a headroom store ({exc})", file=str(self.path)) from None
         except OSError as exc:
             raise UserError(f"cannot create the store ({exc.strerror})", file=str(self.path)) from None
+
+    def _migrate(self, version: int) -> None:
+        """Bring an older store up to this schema, in place (schema.sql only creates what is missing)."""
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
+        if version < 2 and "axis" not in columns:
+            self.db.execute("ALTER TABLE runs ADD COLUMN axis TEXT NOT NULL DEFAULT 'resources'")
+        self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @classmethod
     def open_existing(cls, path: Path | str) -> "Store":
@@ -106,7 +119,8 @@ class Store:
         run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
         with self._tx():
             self.db.execute(
-                "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO runs (run_id, name, created_at, finished_at, status, backend, enforcement, spec_json, owner)"
+                " VALUES (?,?,?,?,?,?,?,?,?)",
                 (run_id, name, now(), None, "planned", backend, enforcement, json.dumps(spec, sort_keys=True), None),
             )
             self.db.execute("INSERT INTO provenance VALUES (?,?)", (run_id, json.dumps(provenance, sort_keys=True)))
@@ -152,7 +166,8 @@ class Store:
         rows = self.db.execute("SELECT * FROM runs ORDER BY created_at").fetchall()
         return [
             RunInfo(r["run_id"], r["name"], r["status"], r["created_at"], r["finished_at"], r["backend"],
-                    r["enforcement"], json.loads(r["spec_json"]))
+                    r["enforcement"], json.loads(r["spec_json"]),
+                    r["axis"] if "axis" in r.keys() else "resources")  # a read-only store from before schema 2
             for r in rows
         ]
 
@@ -359,9 +374,87 @@ class Store:
         ).fetchone()
         return {k: int(row[k] or 0) for k in ("all_tries", "final", "retried", "abandoned", "running")}
 
+    # -- whole runs made elsewhere (imports, bundles) -------------------------------------
+    def import_run(self, run: RunRecord, tasks: list[TaskRecord], trials: list[TrialRecord]) -> str:
+        """Write a complete run (run, provenance, tasks, trials, every try and its evidence) in one transaction.
+
+        Each trial needs exactly one finished try with ``final`` set, or the reports would
+        count it as unfinished; a record that breaks this is refused before anything is written.
+        """
+        if run.axis not in AXES:
+            raise ValueError(f"axis must be one of {AXES}, not {run.axis!r}")
+        for t in trials:
+            finals = [e for e in t.executions if e.final]
+            if len(finals) != 1 or finals[0].status != "finished" or finals[0].outcome is None:
+                raise ValueError(f"trial {t.trial_id}: needs exactly one finished final try with an outcome")
+        run_id = run.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+        with self._tx():
+            self.db.execute(
+                "INSERT INTO runs (run_id, name, created_at, finished_at, status, backend, enforcement, spec_json, owner, axis)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (run_id, run.name, run.created_at or now(), run.finished_at or now(), run.status, run.backend,
+                 run.enforcement, json.dumps(run.spec, sort_keys=True), None, run.axis),
+            )
+            self.db.execute("INSERT INTO provenance VALUES (?,?)", (run_id, json.dumps(run.provenance, sort_keys=True)))
+            self.db.executemany(
+                "INSERT INTO tasks VALUES (?,?,?,?,?)",
+                [(run_id, t.task_id, t.digest, t.cluster_id, json.dumps(t.spec, sort_keys=True)) for t in tasks],
+            )
+            self.db.executemany(
+                "INSERT INTO trials VALUES (?,?,?,?,?,?,?,?,?)",
+                [(run_id, t.trial_id, t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,
+                  t.seed, t.order) for t in trials],
+            )
+            rows, evidence = [], []
+            for t in trials:
+                for e in t.executions:
+                    rows.append((run_id, t.trial_id, e.try_index, e.status, int(e.final), e.started_at, e.finished_at,
+                                 e.outcome, e.reason, e.reward, e.enforcement, e.qos_class, e.request_cpus,
+                                 e.request_memory_bytes, e.limit_cpus, e.limit_memory_bytes, e.peak_memory_bytes,
+                                 e.cpu_time_s, e.duration_s, e.tokens_in, e.tokens_out, e.cost_usd))
+                    if e.evidence is not None:
+                        evidence.append((run_id, t.trial_id, e.try_index, json.dumps(e.evidence, sort_keys=True)))
+            self.db.executemany(f"INSERT INTO executions ({', '.join(EXECUTION_COLUMNS)}) "
+                                f"VALUES ({','.join('?' * len(EXECUTION_COLUMNS))})", rows)
+            self.db.executemany("INSERT INTO evidence VALUES (?,?,?,?)", evidence)
+        return run_id
+
+    def export_run(self, run_id: str) -> tuple[RunRecord, list[TaskRecord], list[TrialRecord]]:
+        """Every row of a run as records: the inverse of :meth:`import_run` (bundles are built from it)."""
+        info = self.run(run_id)
+        prov_row = self.db.execute("SELECT json FROM provenance WHERE run_id=?", (run_id,)).fetchone()
+        run = RunRecord(name=info.name, backend=info.backend, enforcement=info.enforcement, axis=info.axis,
+                        spec=info.spec, provenance=json.loads(prov_row["json"]) if prov_row else {},
+                        status=info.status, created_at=info.created_at, finished_at=info.finished_at, run_id=run_id)
+        tasks = [TaskRecord(r["task_id"], r["digest"], r["cluster_id"], json.loads(r["spec_json"]))
+                 for r in self.db.execute("SELECT * FROM tasks WHERE run_id=? ORDER BY task_id", (run_id,))]
+        evidence = {(r["trial_id"], r["try"]): json.loads(r["json"])
+                    for r in self.db.execute("SELECT * FROM evidence WHERE run_id=?", (run_id,))}
+        tries: dict[str, list[ExecutionRecord]] = {}
+        for r in self.db.execute("SELECT * FROM executions WHERE run_id=? ORDER BY trial_id, try", (run_id,)):
+            tries.setdefault(r["trial_id"], []).append(ExecutionRecord(
+                try_index=r["try"], status=r["status"], final=bool(r["final"]), started_at=r["started_at"],
+                finished_at=r["finished_at"], outcome=r["outcome"], reason=r["reason"], reward=r["reward"],
+                enforcement=r["enforcement"], qos_class=r["qos_class"], request_cpus=r["request_cpus"],
+                request_memory_bytes=r["request_memory_bytes"], limit_cpus=r["limit_cpus"],
+                limit_memory_bytes=r["limit_memory_bytes"], peak_memory_bytes=r["peak_memory_bytes"],
+                cpu_time_s=r["cpu_time_s"], duration_s=r["duration_s"], tokens_in=r["tokens_in"],
+                tokens_out=r["tokens_out"], cost_usd=r["cost_usd"], evidence=evidence.get((r["trial_id"], r["try"]))))
+        trials = [TrialRecord(r["trial_id"], r["task_id"], r["config_label"], r["request_multiplier"],
+                              r["limit_multiplier"], r["attempt"], r["seed"], r["ord"], tries.get(r["trial_id"], []))
+                  for r in self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY ord", (run_id,))]
+        return run, tasks, trials
+
     # -- plumbing ----------------------------------------------------------------------
     def _tx(self) -> "_Tx":
         return _Tx(self.db)
+
+
+EXECUTION_COLUMNS = (
+    "run_id", "trial_id", "try", "status", "final", "started_at", "finished_at", "outcome", "reason", "reward",
+    "enforcement", "qos_class", "request_cpus", "request_memory_bytes", "limit_cpus", "limit_memory_bytes",
+    "peak_memory_bytes", "cpu_time_s", "duration_s", "tokens_in", "tokens_out", "cost_usd",
+)
 
 
 def _num(v: Any) -> float | None:

@@ -1,0 +1,55 @@
+"""``headroom bundle`` and ``headroom verify``: a leaderboard entry anyone can check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from orchestrator import bundle as bundle_mod
+from orchestrator.commands.console import err, out
+from orchestrator.store.sqlite import Store
+
+DEFAULT_STORE = Path("headroom-results/headroom.db")
+
+
+@click.command("bundle")
+@click.argument("run_id", required=False)
+@click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
+@click.option("--output", "-o", "output", type=click.Path(path_type=Path), required=True,
+              help="the bundle file, or a directory (the file is then named by its content digest)")
+def bundle(run_id: str | None, store_path: Path, output: Path) -> None:
+    """Write RUN_ID (default: the latest run) as one self-contained, content-addressed file."""
+    store = Store.open_existing(store_path)
+    try:
+        b = bundle_mod.build(store, run_id)
+    finally:
+        store.close()
+    path = bundle_mod.write(b, output)
+    body = b["body"]
+    out.print(f"{escape(str(path))}: run {body['run']['run_id']}, {len(body['trials'])} trials, "
+              f"{len(body['tasks'])} tasks, sha256:{b['content_sha256']}")
+    err.print(f"check it with: headroom verify {path}")
+
+
+@click.command("verify")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path, file_okay=False),
+              help="task directories to check against the bundle's task digests")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.pass_context
+def verify(ctx: click.Context, file: Path, tasks_dir: Path | None, fmt: str) -> None:
+    """Recompute every published number of a bundle from its trials and check its digests (exit 1 on any mismatch)."""
+    result = bundle_mod.verify(bundle_mod.load(file), file_name=file.name, tasks_dir=tasks_dir)
+    if fmt == "json":
+        click.echo(json.dumps(result, indent=2))
+    else:
+        for c in result["checks"]:
+            out.print(f"[green]ok[/]       {escape(c)}")
+        for p in result["problems"]:
+            out.print(f"[red]mismatch[/] {escape(p)}", soft_wrap=True)
+        out.print("[bold green]verified[/]" if result["ok"] else f"[bold red]NOT verified[/]: {len(result['problems'])} problem(s)")
+    if not result["ok"]:
+        ctx.exit(1)

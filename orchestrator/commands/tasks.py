@@ -1,0 +1,149 @@
+"""``headroom tasks import|list|show|validate``: task sets made for Harbor or Terminal-Bench."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from orchestrator.commands.console import err, out
+from orchestrator.errors import UserError
+from orchestrator.importers.fields import KINDS, size_to_mib
+from orchestrator.importers.taskset import BadTask, TaskSet, above, read_task, read_task_set, write_task_set
+
+
+def _memory_option(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return size_to_mib(text, bare_unit="m")
+    except ValueError as exc:
+        raise UserError(str(exc), field="--above-memory") from None
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def print_summary(ts: TaskSet, *, verb: str) -> None:
+    s = ts.summary()
+    if ts.dataset:
+        out.print(f"dataset {ts.dataset.get('name')} {ts.dataset.get('version') or ''}: "
+                  f"{ts.dataset['tasks_listed']} tasks listed in {ts.dataset['manifest']}")
+    fmt = ", ".join(f"{n} {f}" for f, n in s["formats"].items()) or "none"
+    out.print(f"{verb}: {s['tasks_ok']} tasks ({fmt}); {s['tasks_bad']} bad")
+    for b in ts.bad:
+        out.print(f"  [red]bad[/] {escape(b.path)}: {escape(b.reason)}", soft_wrap=True)
+    t = Table(title="Fields (tasks each applies to)", title_justify="left")
+    for h in ("what happened", "field", "tasks", "note"):
+        t.add_column(h, overflow="fold")
+    for kind in KINDS:
+        for row in s["fields"][kind]:
+            t.add_row(kind, escape(str(row["field"])), str(row["tasks"]), escape(str(row["note"])))
+    if t.row_count:
+        out.print(t)
+    print_resources(s["resources"])
+
+
+def print_resources(res: dict[str, Any]) -> None:
+    if not res.get("n_tasks"):
+        return
+    t = Table(title=f"Resources across {res['n_tasks']} tasks", title_justify="left")
+    for h in ("", "min", "median", "max", "largest"):
+        t.add_column(h, justify="left" if h in ("", "largest") else "right")
+    for key, label in (("cpus", "cpus"), ("memory_mb", "memory (MiB)"), ("agent_timeout_sec", "agent timeout (s)")):
+        r = res[key]
+        t.add_row(label, _num(r["min"]), _num(r["median"]), _num(r["max"]), r["max_task"])
+    out.print(t)
+
+
+@click.group("tasks")
+def tasks() -> None:
+    """Task sets: import, list, show and validate (Harbor task.toml, dataset.toml, legacy Terminal-Bench task.yaml); provenance registry."""
+
+
+@tasks.command("import")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--output", "-o", "output", type=click.Path(path_type=Path), required=True,
+              help="directory to write the headroom task directories into")
+@click.option("--agent-timeout", type=click.FloatRange(min=0, min_open=True),
+              help="agent timeout (s) for Harbor tasks that set none")
+@click.option("--force", is_flag=True, help="replace task directories that already exist in --output")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.pass_context
+def import_(ctx: click.Context, path: Path, output: Path, agent_timeout: float | None, force: bool, fmt: str) -> None:
+    """Import every task under PATH into --output; bad tasks are listed and skipped."""
+    ts = read_task_set(path, agent_timeout=agent_timeout)
+    written = write_task_set(ts, output, force=force)
+    summary = {**ts.summary(), "output": str(output), "written": [str(p) for p in written]}
+    (output / "import-summary.json").write_text(json.dumps(summary, indent=2))
+    if fmt == "json":
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        print_summary(ts, verb=f"imported into {output}")
+        err.print(f"summary written to {output / 'import-summary.json'}")
+    if ts.bad:
+        ctx.exit(1)
+
+
+@tasks.command("list")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--above-cpus", type=float, help="list only tasks asking for more CPUs than this")
+@click.option("--above-memory", help="list only tasks asking for more memory than this (e.g. 4G, 2048M)")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def list_(path: Path, above_cpus: float | None, above_memory: str | None, fmt: str) -> None:
+    """One line per task with its resources, and the distribution across the set."""
+    ts = read_task_set(path)
+    mem = _memory_option(above_memory)
+    chosen = above(ts.entries, cpus=above_cpus, memory_mb=mem) if (above_cpus is not None or mem is not None) else ts.entries
+    rows = [{"task": e.task_id, "format": e.source_format, "cpus": e.cpus, "memory_mb": e.memory_mb,
+             "agent_timeout_sec": e.spec["agent"]["timeout_sec"], "verifier_timeout_sec": e.spec["verifier"]["timeout_sec"],
+             "gpus": e.spec["environment"].get("gpus", 0)} for e in chosen]
+    if fmt == "json":
+        click.echo(json.dumps({"tasks": rows, "resources": ts.summary()["resources"],
+                               "bad": [b.__dict__ for b in ts.bad]}, indent=2))
+        return
+    t = Table(title=f"{len(rows)} of {len(ts.entries)} tasks" + (" above the given size" if len(rows) != len(ts.entries) else ""),
+              title_justify="left")
+    for h in ("task", "format", "cpus", "memory (MiB)", "agent timeout (s)", "verifier timeout (s)", "gpus"):
+        t.add_column(h, justify="left" if h in ("task", "format") else "right")
+    for r in rows:
+        t.add_row(r["task"], r["format"], _num(r["cpus"]), str(r["memory_mb"]), _num(r["agent_timeout_sec"]),
+                  _num(r["verifier_timeout_sec"]), str(r["gpus"]))
+    out.print(t)
+    print_resources(ts.summary()["resources"])
+    for b in ts.bad:
+        out.print(f"[red]bad[/] {escape(b.path)}: {escape(b.reason)}", soft_wrap=True)
+
+
+@tasks.command("show")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("task_id", required=False)
+def show(path: Path, task_id: str | None) -> None:
+    """The task as headroom reads it (PATH is the task, or TASK_ID names one under PATH), and what became of each field."""
+    target = path / task_id if task_id else path
+    if not target.is_dir():
+        raise UserError("no such task directory", file=str(target))
+    entry = read_task(target)
+    if isinstance(entry, BadTask):
+        raise UserError(entry.reason, file=entry.path)
+    click.echo(json.dumps({"task": entry.task_id, "format": entry.source_format, "spec": entry.spec,
+                           "fields": [{"what": k, "field": p, "note": n} for k, p, n in entry.report.entries]},
+                          indent=2, default=str))
+
+
+@tasks.command("validate")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--agent-timeout", type=click.FloatRange(min=0, min_open=True),
+              help="agent timeout (s) for Harbor tasks that set none")
+@click.pass_context
+def validate(ctx: click.Context, path: Path, agent_timeout: float | None) -> None:
+    """Check every task under PATH; list each bad one with its reason (exit 1 if any)."""
+    ts = read_task_set(path, agent_timeout=agent_timeout)
+    print_summary(ts, verb="valid")
+    if ts.bad:
+        ctx.exit(1)

@@ -1,0 +1,125 @@
+"""How results produced elsewhere map onto headroom's outcome taxonomy.
+
+The tables below are the whole rule set; docs/import.md repeats them and every
+import summary counts how often each rule fired. A Harbor exception type not
+listed here is *unmapped*: the trial becomes ``harness_error(orchestrator_error)``
+(it ran, but nobody can say whose failure it was) and the type is listed in the
+summary so the user can map it with ``--map TYPE=OUTCOME[:REASON]``.
+
+Agent-side failures (``failed`` below: context or output length exceeded, a
+non-zero agent exit) let the verifier's reward decide when there is one, as
+headroom does for its own trials (the agent's exit status never decides).
+A timeout stays a timeout even when the verifier later passed the work: the
+agent exceeded its budget. The source harness counts such a trial by its
+reward; the summary says how many there were, so the two numbers reconcile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.errors import UserError
+from orchestrator.spec.outcome import HarnessReason, InfraReason, Outcome
+
+HARBOR_EXCEPTIONS: dict[str, tuple[str, str | None]] = {
+    "AgentTimeoutError": ("timeout", None),
+    "AgentSetupTimeoutError": ("infra_error", InfraReason.SPAWN_FAILED.value),
+    "EnvironmentStartTimeoutError": ("infra_error", InfraReason.SPAWN_FAILED.value),
+    "EnvironmentBuildTimeoutError": ("infra_error", InfraReason.IMAGE_PULL.value),
+    "VerifierTimeoutError": ("harness_error", HarnessReason.VERIFIER_TIMEOUT.value),
+    "RewardFileNotFoundError": ("harness_error", HarnessReason.REWARD_MISSING.value),
+    "RewardFileEmptyError": ("harness_error", HarnessReason.REWARD_MALFORMED.value),
+    "VerifierOutputParseError": ("harness_error", HarnessReason.REWARD_MALFORMED.value),
+    "AddTestsDirError": ("harness_error", HarnessReason.ORCHESTRATOR_ERROR.value),
+    "DownloadVerifierDirError": ("harness_error", HarnessReason.ORCHESTRATOR_ERROR.value),
+    "CancelledError": ("harness_error", HarnessReason.ORCHESTRATOR_ERROR.value),
+    "ContextLengthExceededError": ("failed", None),
+    "OutputLengthExceededError": ("failed", None),
+    "NonZeroAgentExitCodeError": ("failed", None),
+}
+UNMAPPED_EXCEPTION = ("harness_error", HarnessReason.ORCHESTRATOR_ERROR.value)
+
+#: Terminal-Bench ``failure_mode`` when ``is_resolved`` is not true. ``is_resolved`` true is passed,
+#: except after an agent timeout (then timeout, as above).
+TB_FAILURE_MODES: dict[str, tuple[str, str | None]] = {
+    "unset": ("failed", None),
+    "none": ("failed", None),
+    "agent_timeout": ("timeout", None),
+    "test_timeout": ("harness_error", HarnessReason.VERIFIER_TIMEOUT.value),
+    "parse_error": ("harness_error", HarnessReason.REWARD_MALFORMED.value),
+    "agent_installation_failed": ("infra_error", InfraReason.SPAWN_FAILED.value),
+    "unknown_agent_error": ("failed", None),
+    "fatal_llm_parse_error": ("failed", None),
+    "context_length_exceeded": ("failed", None),
+    "output_length_exceeded": ("failed", None),
+    "unknown": ("harness_error", HarnessReason.ORCHESTRATOR_ERROR.value),
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str
+    reason: str | None
+    rule: str  # which rule decided, for the summary
+    unmapped: str | None = None  # the source's label when no rule covered it
+
+
+def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, tuple[str, str | None]]:
+    """``--map TYPE=OUTCOME[:REASON]`` -> {TYPE: (outcome, reason)}, checked against the taxonomy."""
+    out: dict[str, tuple[str, str | None]] = {}
+    reasons = {Outcome.INFRA_ERROR.value: {r.value for r in InfraReason},
+               Outcome.HARNESS_ERROR.value: {r.value for r in HarnessReason}}
+    for item in items:
+        name, sep, target = item.partition("=")
+        outcome, _, reason = target.partition(":")
+        if not sep or not name or outcome not in {o.value for o in Outcome}:
+            raise UserError(f"expected TYPE=OUTCOME[:REASON] with OUTCOME one of "
+                            f"{', '.join(o.value for o in Outcome)}, got {item!r}", field="--map")
+        if outcome in reasons:
+            if reason not in reasons[outcome]:
+                raise UserError(f"{outcome} needs a reason, one of {', '.join(sorted(reasons[outcome]))}", field="--map")
+        elif reason:
+            raise UserError(f"{outcome} takes no reason", field="--map")
+        out[name] = (outcome, reason or None)
+    return out
+
+
+def by_reward(reward: float | None, threshold: float, rule: str) -> Verdict:
+    if reward is None:
+        return Verdict("harness_error", HarnessReason.REWARD_MISSING.value, f"{rule}; no reward")
+    return Verdict("passed" if reward >= threshold else "failed", None, rule)
+
+
+def harbor_verdict(exception_type: str | None, reward: float | None, threshold: float,
+                   overrides: dict[str, tuple[str, str | None]]) -> Verdict:
+    if exception_type is None:
+        return by_reward(reward, threshold, "no exception: reward decides")
+    table = {**HARBOR_EXCEPTIONS, **overrides}
+    if exception_type not in table:
+        outcome, reason = UNMAPPED_EXCEPTION
+        return Verdict(outcome, reason, f"{exception_type} (unmapped)", unmapped=exception_type)
+    outcome, reason = table[exception_type]
+    if outcome == "failed":
+        if reward is None:
+            return Verdict("failed", None, f"{exception_type} -> failed (no reward)")
+        return by_reward(reward, threshold, f"{exception_type} -> the reward decides")
+    return Verdict(outcome, reason, f"{exception_type} -> {outcome}" + (f"({reason})" if reason else ""))
+
+
+def tb_verdict(is_resolved: bool | None, failure_mode: str | None,
+               overrides: dict[str, tuple[str, str | None]]) -> Verdict:
+    mode = (failure_mode or "unset").lower()
+    table = {**TB_FAILURE_MODES, **overrides}
+    if is_resolved is True:
+        if mode == "agent_timeout" and "agent_timeout" not in overrides:
+            return Verdict("timeout", None, "is_resolved true after agent_timeout -> timeout")
+        return Verdict("passed", None, "is_resolved true -> passed")
+    if mode not in table:
+        outcome, reason = UNMAPPED_EXCEPTION
+        return Verdict(outcome, reason, f"failure_mode {mode} (unmapped)", unmapped=mode)
+    outcome, reason = table[mode]
+    if is_resolved is None and outcome == "failed" and mode in ("unset", "none"):
+        return Verdict("harness_error", HarnessReason.REWARD_MISSING.value,
+                       f"is_resolved null, failure_mode {mode} -> harness_error(reward_missing)")
+    state = "null" if is_resolved is None else "false"
+    return Verdict(outcome, reason, f"is_resolved {state}, failure_mode {mode} -> {outcome}" + (f"({reason})" if reason else ""))

@@ -1,0 +1,136 @@
+"""``headroom tasks import|list|show|validate`` on Harbor tasks, a dataset manifest and legacy Terminal-Bench tasks.
+
+The fixtures are written for these tests in the formats' shapes (Harbor task.toml 1.0 and 1.1,
+dataset.toml, terminal-bench task.yaml + docker-compose.yaml).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.importers.taskset import read_task_set, write_task_set
+from orchestrator.tasks.loader import load_task
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def headroom(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
+
+
+def fields(summary: dict, kind: str) -> set[str]:
+    return {f["field"] for f in summary["fields"][kind]}
+
+
+def test_harbor_tasks_import_and_bad_ones_are_listed(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = headroom("tasks", "import", str(FIX / "harbor_tasks"), "-o", str(out), "--format", "json")
+    assert res.returncode == 1  # some tasks were bad; the good ones are written anyway
+    summary = json.loads(res.stdout)
+    assert summary["tasks_ok"] == 3
+    bad = {Path(b["path"]).name if Path(b["path"]).name != "task.toml" else Path(b["path"]).parent.name: b["reason"]
+           for b in summary["bad"]}
+    assert set(bad) == {"broken-toml", "no-agent-timeout"}
+    assert "malformed TOML" in bad["broken-toml"] and "--agent-timeout" in bad["no-agent-timeout"]
+    assert fields(summary, "converted") == {"environment.memory", "environment.storage"}
+    assert {"custom_grading", "environment.healthcheck"} <= fields(summary, "unmapped")
+    assert {"environment.gpus", "environment.allow_internet", "environment.env", "verifier.env", "solution.env",
+            "task"} <= fields(summary, "kept")
+    assert json.loads((out / "import-summary.json").read_text())["tasks_ok"] == 3
+
+    # A Harbor task runs without conversion: its task.toml is copied as written and headroom's loader reads it.
+    assert (out / "fix-git" / "task.toml").read_text() == (FIX / "harbor_tasks/fix-git/task.toml").read_text()
+    fix_git = load_task(out / "fix-git")
+    assert (fix_git.spec.environment.memory_mb, fix_git.spec.environment.storage_mb) == (2048, 10240)
+    model = load_task(out / "train-model").spec
+    assert model.environment.gpus == 1 and model.environment.allow_internet is False
+    assert model.environment.env == {"HF_HOME": "/cache/hf"} and model.verifier.env == {"EXPECTED_ACCURACY": "0.9"}
+    assert model.solution.env == {"SEED": "7"}
+    dumped = model.model_dump()
+    assert dumped["custom_grading"] == {"rubric": "rubric.md"}  # other sections are kept, not dropped
+    assert dumped["environment"]["healthcheck"] == {"command": "test -f /app/ready"}
+    # Without storage, Harbor's default (10240 MiB) and headroom's agree: the file stays as written.
+    api = load_task(out / "serve-api").spec
+    assert api.environment.storage_mb == 10240 and "storage" not in (out / "serve-api/task.toml").read_text()
+
+
+def test_agent_timeout_default_makes_a_harbor_task_importable(tmp_path: Path) -> None:
+    ts = read_task_set(FIX / "harbor_tasks" / "no-agent-timeout", agent_timeout=120)
+    assert not ts.bad and ts.entries[0].spec["agent"]["timeout_sec"] == 120
+    assert ("agent.timeout_sec", "absent: --agent-timeout 120") in ts.entries[0].report.by_kind("defaulted")
+    write_task_set(ts, tmp_path)
+    task = load_task(tmp_path / "no-agent-timeout")
+    assert task.spec.agent.timeout_sec == 120 and task.spec.environment.memory_mb == 1024
+
+
+def test_legacy_terminal_bench_tasks_are_converted(tmp_path: Path) -> None:
+    ts = read_task_set(FIX / "tb_tasks")
+    assert [b.reason for b in ts.bad] == ["task.yaml has no instruction; run-tests.sh is missing"]
+    written = write_task_set(ts, tmp_path)
+    assert sorted(p.name for p in written) == ["big-build", "hello-world"]
+    hello = load_task(tmp_path / "hello-world")
+    assert (hello.spec.agent.timeout_sec, hello.spec.verifier.timeout_sec) == (900, 180)
+    assert (hello.spec.environment.cpus, hello.spec.environment.memory_mb) == (1, 2048)  # compose gives none
+    assert hello.instruction.startswith("Create a file called /app/hello.txt")
+    assert hello.spec.metadata["difficulty"] == "easy" and hello.spec.metadata["expert_time_estimate_min"] == 1
+    assert (tmp_path / "hello-world/solution/solve.sh").is_file()
+    big = load_task(tmp_path / "big-build")
+    assert (big.spec.environment.cpus, big.spec.environment.memory_mb) == (4, 8192)  # from docker-compose
+    assert (tmp_path / "big-build/environment/task-deps/build.cfg").read_text() == "opt=3\n"
+    summary = ts.summary()
+    assert {"run_tests_in_same_shell", "solution.yaml", "docker-compose.services", "disable_asciinema"} <= fields(summary, "unmapped")
+    assert {"environment.cpus", "environment.memory_mb"} <= fields(summary, "defaulted")
+    assert {"max_agent_timeout_sec", "max_test_timeout_sec", "docker-compose.memory"} <= fields(summary, "converted")
+
+
+@pytest.mark.parametrize("exit_code, reward", [(0, "1"), (3, "0")])
+def test_converted_verifier_rewards_by_the_exit_status_of_run_tests(tmp_path: Path, exit_code: int, reward: str) -> None:
+    src = tmp_path / "src" / "t"
+    shutil.copytree(FIX / "tb_tasks/hello-world", src)
+    (src / "run-tests.sh").write_text(f'#!/bin/bash\ntest -n "$TEST_DIR" || exit 9\nexit {exit_code}\n')
+    ts = read_task_set(src)
+    write_task_set(ts, tmp_path / "out")
+    logs = tmp_path / "logs"
+    subprocess.run(["bash", str(tmp_path / "out/t/tests/test.sh")], check=True, timeout=30,
+                   env={**os.environ, "HEADROOM_LOGS_DIR": str(logs)})
+    assert (logs / "reward.txt").read_text().strip() == reward
+
+
+def test_dataset_manifest_imports_in_one_call(tmp_path: Path) -> None:
+    ts = read_task_set(FIX / "dataset" / "dataset.toml")
+    assert [e.task_id for e in ts.entries] == ["serve-api", "fix-git"]  # the manifest's order
+    assert ts.entries[0].dataset_digest == "sha256:" + "1" * 64
+    assert [b.path for b in ts.bad] == ["example-org/not-downloaded"] and "not found" in ts.bad[0].reason
+    assert ts.summary()["dataset"]["name"] == "example-org/mini-bench"
+
+
+def test_list_shows_distribution_and_tasks_above_a_size() -> None:
+    res = headroom("tasks", "list", str(FIX / "harbor_tasks"), "--above-memory", "3G", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert [t["task"] for t in doc["tasks"]] == ["serve-api", "train-model"]
+    mem = doc["resources"]["memory_mb"]
+    assert (mem["min"], mem["median"], mem["max"], mem["max_task"]) == (2048, 4096, 16384, "train-model")
+    cpus = doc["resources"]["cpus"]
+    assert (cpus["min"], cpus["median"], cpus["max"]) == (1, 2, 4)
+    table = headroom("tasks", "list", str(FIX / "harbor_tasks"), "--above-cpus", "3")
+    assert table.returncode == 0 and "train-model" in table.stdout and "serve-api" not in table.stdout.split("Resources")[0]
+
+
+def test_validate_and_show() -> None:
+    bad = headroom("tasks", "validate", str(FIX / "tb_tasks"))
+    assert bad.returncode == 1 and "no-instruction" in bad.stdout and "Traceback" not in bad.stderr
+    good = headroom("tasks", "validate", str(FIX / "dataset" / "tasks"))
+    assert good.returncode == 0, good.stdout + good.stderr
+    show = headroom("tasks", "show", str(FIX / "tb_tasks"), "big-build")
+    doc = json.loads(show.stdout)
+    assert doc["format"] == "terminal-bench" and doc["spec"]["environment"]["memory_mb"] == 8192
+    missing = headroom("tasks", "show", str(FIX / "tb_tasks"), "nope")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
