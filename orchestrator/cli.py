@@ -179,6 +179,7 @@ def cli() -> None:
               help="local backend: cgroup limits, or the rlimit fallback")
 @click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True,
               help="where trials run (the experiment field 'backend')")
+@click.option("--build", is_flag=True, help="docker backend: build every task image from environment/Dockerfile")
 @click.option("--experiment", "experiment_file", type=click.Path(path_type=Path), help="experiment spec (YAML); flags override")
 @click.option("--namespace", help="--backend kubernetes: namespace of the trial pods (kubernetes.namespace)")
 @click.option("--kube-context", help="--backend kubernetes: kubeconfig context (kubernetes.context)")
@@ -195,7 +196,7 @@ def cli() -> None:
 def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts: int, concurrency: int,
           agent_kind: str, agent_command: str | None, agent_env: tuple[str, ...], model: str | None,
           task_patterns: tuple[str, ...], store_path: Path, seed: int, retries: int, timeout_multiplier: float,
-          enforcement: str, backend_name: str, experiment_file: Path | None, namespace: str | None,
+          enforcement: str, backend_name: str, build: bool, experiment_file: Path | None, namespace: str | None,
           kube_context: str | None, queue: str | None, keep_pods: bool | None, resume: bool, run_id: str | None,
           fmt: str, no_canary: bool, placement: str) -> None:
     """Run a resource sweep over the tasks in TASKS_DIR."""
@@ -203,14 +204,14 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
     if resume:
         fixed = ("tasks_dir", "multipliers", "attempts", "concurrency", "agent_kind", "agent_command", "agent_env", "model",
                  "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name",
-                 "namespace", "kube_context", "queue", "keep_pods", "placement")
+                 "namespace", "kube_context", "queue", "keep_pods", "placement", "build")
         changed = [n for n in fixed if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
         if changed:
             raise UserError(f"--resume continues the run as it was recorded; drop {', '.join(changed)}", field="--resume")
     else:
         fields: dict[str, Any] = load_experiment_file(experiment_file) if experiment_file else {}
         source = str(experiment_file) if experiment_file else None
-        for key in ("agent", "model", "retry", "kubernetes"):  # merged with flags below, so they must be mappings
+        for key in ("agent", "model", "retry", "kubernetes", "docker"):  # merged with flags below, so they must be mappings
             if key in fields and not isinstance(fields[key], dict):
                 raise SpecError(f"expected a mapping, got {type(fields[key]).__name__}", file=source, field=key)
         given = lambda name: ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT  # noqa: E731
@@ -249,7 +250,11 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
                                   ("keep_pods", keep_pods)) if v is not None}
         if kube:
             fields["kubernetes"] = {**(fields.get("kubernetes") or {}), **kube}
+        if build:
+            fields["docker"] = {**(fields.get("docker") or {}), "build": True}
         experiment = build_experiment(fields, source)
+        if build and experiment.backend != "docker":
+            raise UserError(f"--build applies to the docker backend (this run uses {experiment.backend})", field="--build")
     store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=run_id, resume=resume, enforcement=enforcement,
                                          canary=not no_canary)
     if fmt != "none":

@@ -11,7 +11,9 @@
 #    (scripts/k8s/build.sh: a no-op when the pins are unchanged);
 # 5. the real test node's parts (scripts/node/install.sh: containerd, runc, CNI plugins
 #    and mmdebstrap from apt, the local images; cached, skipped with HEADROOM_SKIP_REALNODE=1);
-# 6. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
+# 6. Debian's docker.io and the Debian base image for the Docker backend's tests
+#    (scripts/docker/install.sh: a no-op when installed and cached);
+# 7. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,6 +44,9 @@ if [[ "${HEADROOM_SKIP_REALNODE:-}" != 1 ]]; then
   echo "==> real test node: packages and images (scripts/node/install.sh)"
   scripts/node/install.sh
 fi
+
+echo "==> Docker daemon and base image (scripts/docker/install.sh)"
+scripts/docker/install.sh
 
 echo "==> pytest"
 set +e

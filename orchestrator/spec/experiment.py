@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import ResourceConfig
@@ -95,6 +96,7 @@ class Experiment(BaseModel):
         description="limit-aware: the memory limits of concurrently running trials never add up to more than the "
         "machine has (local backend); default: only --concurrency bounds them",
     )
+    docker: DockerOptions | None = Field(default=None, description="options of the docker backend")
 
     @field_validator("configurations", mode="before")
     @classmethod

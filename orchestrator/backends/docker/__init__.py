@@ -1,0 +1,1 @@
+"""The Docker backend: each try one container, speaking the Docker Engine API (which Podman also serves)."""

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install what the Docker backend's tests need (tests/docker, marker docker).
+# Idempotent and cached: a second run does nothing and takes well under a second.
+#
+#   scripts/docker/install.sh
+#
+# 1. Debian packages (apt-get, only if one is missing): docker.io (dockerd 20.10 with
+#    its containerd and runc) and mmdebstrap (builds the base image). No system-wide
+#    dockerd is started here: the test session starts its own (tests/docker/daemon.py)
+#    with its own data root, exec root and unix socket under a temp folder.
+# 2. The local base image (scripts/images/build.sh): headroom.local/debian-base, built
+#    from Debian's packages and cached by the digest of its inputs. Task images in the
+#    tests are built `FROM` it; no registry is ever contacted.
+set -Eeuo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "${here}/../.." && pwd)"
+packages=(docker.io mmdebstrap)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${db:Status-Status}' "${p}" 2>/dev/null | grep -qx installed || missing+=("${p}")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  if [[ "$(id -u)" != 0 ]]; then
+    echo "docker/install.sh: need root to apt-get install: ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "==> apt-get install ${missing[*]}"
+  t0=$SECONDS
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq -o DPkg::Lock::Timeout=600
+  # --no-install-recommends: no cgroupfs-mount, git, xz ... only what dockerd needs.
+  apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
+    "${missing[@]}" > /dev/null
+  echo "    done in $((SECONDS - t0))s"
+fi
+echo "docker packages: $(for p in "${packages[@]}"; do
+  printf '%s=%s ' "${p}" "$(dpkg-query -W -f='${Version}' "${p}")"; done)"
+
+"${repo}/scripts/images/build.sh"
