@@ -49,11 +49,15 @@ NUMERIC = ("request_multiplier", "limit_multiplier", "duration_s", "cost_usd", "
            "peak_memory_bytes", "memory_limit_bytes")
 
 
-def read_trial_frame(path: Path, run_id: str) -> pd.DataFrame:
-    """One row per trial with a final result, plus its cluster; opened read-only."""
+def read_trial_frame(path: Path, run_id: str, *, immutable: bool = False) -> pd.DataFrame:
+    """One row per trial with a final result, plus its cluster; opened read-only.
+
+    ``immutable``: the file sits where nothing can write (a read-only mount), so SQLite
+    cannot make its WAL index there; it is then read as the immutable file it is.
+    """
     import adbc_driver_sqlite.dbapi as adbc  # heavy import, only when a report is made
 
-    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")
     with adbc.connect(uri) as conn, conn.cursor() as cur:
         cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": _ONE_BATCH})
         cur.execute(TRIAL_QUERY, (run_id,))

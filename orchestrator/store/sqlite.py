@@ -359,7 +359,7 @@ class Store:
         Built for a million rows: read column by column (orchestrator.store.frame).
         Cost, tokens and time include the trial's retried tries.
         """
-        return read_trial_frame(self.path, run_id)
+        return read_trial_frame(self.path, run_id, immutable=read_only_reason(self.path) is not None)
 
     def overcommit_by_config(self, run_id: str) -> dict[str, dict[str, Any]]:
         """Per configuration, what its final tries ran beside (see orchestrator.overcommit)."""
