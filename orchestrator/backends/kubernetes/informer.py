@@ -43,11 +43,16 @@ class _Stream:
         self.bookmarks = 0
         self.last_error: str | None = None
         self._resp: Any = None
+        self._forced_rv: str | None = None
         self.thread = threading.Thread(target=self._loop, name=f"informer-{name}", daemon=True)
 
     def force_resource_version(self, rv: str) -> None:
-        """Tests: resume the next watch from ``rv`` (an old one draws a 410 and a relist)."""
-        self.resource_version = rv
+        """Tests: resume the next watch from ``rv`` (an old one draws a 410 and a relist).
+
+        Kept apart from ``resource_version`` so that events still buffered in the current
+        stream cannot overwrite it before the watch ends.
+        """
+        self._forced_rv = rv
         self.interrupt()
 
     def interrupt(self) -> None:
@@ -95,13 +100,15 @@ class _Stream:
             backoff = min(backoff * 2, 5.0)
 
     def _watch(self) -> None:
+        if self._forced_rv is not None:
+            self.resource_version, self._forced_rv = self._forced_rv, None
         resp = self.list_fn(**self.kwargs, watch=True, resource_version=self.resource_version,
                             allow_watch_bookmarks=True, timeout_seconds=WATCH_TIMEOUT_S,
                             _preload_content=False, _request_timeout=(10, WATCH_TIMEOUT_S + 30))
         self._resp = resp
         try:
             for line in iter_resp_lines(resp):
-                if self.stop.is_set():
+                if self.stop.is_set() or self._forced_rv is not None:
                     return
                 event = json.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
