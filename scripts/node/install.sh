@@ -19,23 +19,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "${here}/../.." && pwd)"
 packages=(containerd runc containernetworking-plugins mmdebstrap iproute2 util-linux)
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${db:Status-Status}' "${p}" 2>/dev/null | grep -qx installed || missing+=("${p}")
-done
-if [[ ${#missing[@]} -gt 0 ]]; then
-  if [[ "$(id -u)" != 0 ]]; then
-    echo "node/install.sh: need root to apt-get install: ${missing[*]}" >&2
-    exit 1
-  fi
-  echo "==> apt-get install ${missing[*]}"
-  t0=$SECONDS
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq -o DPkg::Lock::Timeout=600
-  apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
-    "${missing[@]}" > /dev/null
-  echo "    done in $((SECONDS - t0))s"
-fi
+# shellcheck source=../lib/apt.sh
+source "${repo}/scripts/lib/apt.sh"
+apt_install_missing node/install.sh "${packages[@]}"
 echo "node packages: $(for p in containerd runc containernetworking-plugins mmdebstrap; do
   printf '%s=%s ' "${p}" "$(dpkg-query -W -f='${Version}' "${p}")"; done)"
 
