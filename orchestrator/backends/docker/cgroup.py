@@ -16,7 +16,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.backends.local.cgroups import Mounts, TrialCgroup, TrialCgroupV1, TrialCgroupV2, read_mounts
+from orchestrator.backends.local.cgroups import (
+    Mounts,
+    TrialCgroup,
+    TrialCgroupV1,
+    TrialCgroupV2,
+    parse_proc_cgroup,
+    read_mounts,
+)
 
 
 def locate(pid: int, container_id: str, proc: Path = Path("/proc"), mounts: Mounts | None = None) -> TrialCgroup | None:
@@ -28,19 +35,10 @@ def locate(pid: int, container_id: str, proc: Path = Path("/proc"), mounts: Moun
     if pid <= 0:
         return None
     try:
-        lines = (proc / str(pid) / "cgroup").read_text().splitlines()
+        v1, v2 = parse_proc_cgroup((proc / str(pid) / "cgroup").read_text())
         mounts = mounts or read_mounts()
     except OSError:
         return None
-    v1: dict[str, str] = {}
-    v2: str | None = None
-    for line in lines:
-        hier, ctrls, path = line.split(":", 2)
-        if hier == "0" and ctrls == "":
-            v2 = path
-        else:
-            for c in ctrls.split(","):
-                v1[c] = path
     if "memory" in v1 and "memory" in mounts.v1:
         dirs: dict[str, Path] = {}
         for ctrl in ("memory", "cpu", "cpuacct"):

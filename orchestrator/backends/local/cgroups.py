@@ -85,17 +85,23 @@ class Mounts:
     v1: dict[str, tuple[Path, str]] = field(default_factory=dict)  # controller -> (mount, own path)
 
 
-def read_mounts(mountinfo: Path = Path("/proc/self/mountinfo"), cgroup_file: Path = Path("/proc/self/cgroup")) -> Mounts:
-    own_v1: dict[str, str] = {}
-    own_v2 = "/"
-    for line in cgroup_file.read_text().splitlines():
+def parse_proc_cgroup(text: str) -> tuple[dict[str, str], str | None]:
+    """A ``/proc/PID/cgroup`` file: (v1 controller -> path, the v2 path or None)."""
+    v1: dict[str, str] = {}
+    v2: str | None = None
+    for line in text.splitlines():
         hier, ctrls, path = line.split(":", 2)
         if hier == "0" and ctrls == "":
-            own_v2 = path
+            v2 = path
         else:
             for c in ctrls.split(","):
-                own_v1[c] = path
-    m = Mounts(v2_own=own_v2)
+                v1[c] = path
+    return v1, v2
+
+
+def read_mounts(mountinfo: Path = Path("/proc/self/mountinfo"), cgroup_file: Path = Path("/proc/self/cgroup")) -> Mounts:
+    own_v1, own_v2 = parse_proc_cgroup(cgroup_file.read_text())
+    m = Mounts(v2_own=own_v2 or "/")
     for line in mountinfo.read_text().splitlines():
         pre, _, post = line.partition(" - ")
         fstype, _src, superopts = (post.split() + ["", "", ""])[:3]
