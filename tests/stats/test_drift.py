@@ -56,3 +56,26 @@ def test_a_strong_drift_is_flagged_with_its_direction_and_time_blocks() -> None:
 def test_too_few_trials_is_not_testable() -> None:
     got = drift_check(simulated_run(1).head(20))
     assert not got["flagged"] and "not testable" in got["note"]
+
+
+@pytest.mark.parametrize("seed,pass_drift", [(3, 0.0), (11, -4.0)])
+def test_the_score_test_is_statsmodels_gee_score_test(seed: int, pass_drift: float) -> None:
+    """The O(rows) statistic is the generalized score test of the stratum-dummy GEE, computed by statsmodels."""
+    import statsmodels.api as sm
+
+    df = simulated_run(seed, pass_drift=pass_drift)
+    got = drift_check(df)
+    when = pd.to_datetime(df["started_at"], format="ISO8601").rank(method="first").to_numpy() - 1
+    frame = df.assign(b=np.floor(when * got["n_blocks"] / len(df)), y=(df["outcome"] == "passed").astype(float),
+                      s=df["config_label"] + "/" + df["task_id"], u=df["task_id"] + "/" + df["attempt"].astype(str))
+    frame = frame[frame.groupby("s")["y"].transform("nunique") > 1].reset_index(drop=True)
+    dummies = pd.get_dummies(frame["s"], dtype=float).to_numpy()
+    groups = pd.factorize(frame["u"])[0]
+    family, independence = sm.families.Binomial(), sm.cov_struct.Independence()
+    null = sm.GEE(frame["y"].to_numpy(), dummies, groups=groups, family=family, cov_struct=independence).fit()
+    full = sm.GEE(frame["y"].to_numpy(), np.column_stack([frame["b"].to_numpy(), dummies]), groups=groups,
+                  family=family, cov_struct=independence)
+    reference = full.compare_score_test(null)
+    clusters = frame["u"].nunique()
+    # statsmodels' robust variance has no G/(G-1) factor; ours does.
+    assert got["pass"]["z"] ** 2 * clusters / (clusters - 1) == pytest.approx(reference["statistic"], rel=1e-6)

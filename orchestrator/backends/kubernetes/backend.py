@@ -44,6 +44,10 @@ UNSEEN_GRACE_S = 30.0
 LOG_TAIL_BYTES = 8192
 #: Creates and finalizer releases run on this many workers, off the engine's loop.
 API_WORKERS = 8
+#: An infrastructure ending is held this long for its Events: they come on their own watch and
+#: are often written after the status change (the kubelet's eviction, kwok's stages), so a
+#: harvest at the first sight of the status would keep the classification but lose its evidence.
+EVENT_GRACE_S = 2.0
 #: What an unreachable or failing API server raises through the client.
 API_ERRORS = (ApiException, HTTPError, OSError)
 
@@ -77,6 +81,7 @@ class _Try:
     seen_version: int | None = None  # the informer's change count for this pod at the last classification
     seen_state: str | None = None
     seen_at: float = 0.0
+    ended_at: float | None = None  # when an infrastructure ending was first seen (see EVENT_GRACE_S)
 
 
 @dataclass
@@ -353,6 +358,11 @@ class KubernetesBackend:
             t.seen_version, t.seen_state, t.seen_at = version, obs.state, now
             return None
         facts = obs.facts
+        if pod is not None and facts.infra_hint is not None and not t.deleting:
+            t.ended_at = now if t.ended_at is None else t.ended_at
+            if now - t.ended_at < EVENT_GRACE_S:
+                t.seen_version, t.seen_state, t.seen_at = version, "settling", now
+                return None
         if pod is not None and self._wants_log_tail(facts):
             tail = self._log_tail(t.launch.name)
             if tail:
