@@ -66,10 +66,13 @@ def write_store(df, path: Path) -> Store:
     started = [(start + timedelta(milliseconds=100 * i)).isoformat(timespec="milliseconds") for i in range(len(df))]
     db.executemany(
         "INSERT INTO executions (run_id, trial_id, try, status, final, started_at, outcome, reason, enforcement, qos_class,"
-        " duration_s, cost_usd, tokens_in, tokens_out, peak_memory_bytes, limit_memory_bytes)"
-        " VALUES (?,?,0,'finished',1,?,?,?,'cgroup-v1','Burstable',?,?,?,?,?,?)",
+        " duration_s, cost_usd, tokens_in, tokens_out, peak_memory_bytes, limit_memory_bytes,"
+        " overcommit_ratio, overcommit_beside_unbounded, overcommit_memory_pressure)"
+        " VALUES (?,?,0,'finished',1,?,?,?,'cgroup-v1','Burstable',?,?,?,?,?,?,?,?,0)",
         zip([run_id] * len(df), ids, started, df["outcome"], df["reason"], df["duration_s"], none("cost_usd"), none("tokens_in"),
-            none("tokens_out"), none("peak_memory_bytes"), none("memory_limit_bytes")))
+            none("tokens_out"), none("peak_memory_bytes"), none("memory_limit_bytes"),
+            # every try carries an overcommit record, as a sweep writes it
+            (0.25 + (i % 7) / 10 for i in range(len(df))), (i % 5 == 0 for i in range(len(df)))))
     db.execute("COMMIT")
     return store
 

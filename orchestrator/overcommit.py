@@ -29,6 +29,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import pandas as pd
+
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import Launch
 from orchestrator.spec.resources import MIB
@@ -94,6 +96,25 @@ class Placement:
             "concurrent_tries_max": life.max_count,
             "unbounded_in_flight": life.unbounded_beside,
         }
+
+
+def observed_by_config(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per configuration, what its final tries ran beside: the trial frame's ``overcommit_*`` columns."""
+    if frame.empty or "overcommit_ratio" not in frame.columns:
+        return {}
+    recorded = frame["overcommit_beside_unbounded"].notna() | frame["overcommit_ratio"].notna()
+    per = frame.assign(recorded=recorded).groupby("config_label", sort=True).agg(
+        trials_recorded=("recorded", "sum"), ratio_max=("overcommit_ratio", "max"),
+        ratio_mean=("overcommit_ratio", "mean"), beside=("overcommit_beside_unbounded", "sum"),
+        pressure=("overcommit_memory_pressure", "sum"))
+    return {str(label): {"trials_recorded": int(r.trials_recorded), "ratio_max": _finite(r.ratio_max),
+                         "ratio_mean": _finite(r.ratio_mean), "trials_beside_unbounded": int(r.beside),
+                         "trials_under_memory_pressure": int(r.pressure)}
+            for label, r in per.iterrows()}
+
+
+def _finite(v: Any) -> float | None:
+    return None if v is None or pd.isna(v) else float(v)
 
 
 def capacity_of(backend_facts: dict[str, Any]) -> int | None:

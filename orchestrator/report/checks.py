@@ -12,14 +12,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pandas as pd
 from rich.console import Console
 
 from orchestrator.canary import flags_run
+from orchestrator.overcommit import observed_by_config
 from orchestrator.report.text import pct, pval
-from orchestrator.store.sqlite import Store
 
 
-def attach(doc: dict[str, Any], store: Store) -> None:
+def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
     """Add ``doc["checks"]``; refuse the calibration of a run whose limits did not bite."""
     prov = doc["provenance"]
     canary = prov.get("canary") or {"status": "not recorded", "reason": "run started before the canary existed",
@@ -30,7 +31,7 @@ def attach(doc: dict[str, Any], store: Store) -> None:
     doc["checks"] = {
         "resource_sweep": {"valid": valid, "reasons": reasons},
         "canary": canary,
-        "overcommit": {**(prov.get("overcommit") or {}), "observed": store.overcommit_by_config(doc["run"]["run_id"])},
+        "overcommit": {**(prov.get("overcommit") or {}), "observed": observed_by_config(frame)},
         "drift": stats.get("drift"),
     }
     _local_times(doc["checks"]["drift"], prov.get("started_at_local"))

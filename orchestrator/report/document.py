@@ -105,7 +105,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
         "exclusions": exclusions(df, tries, planned),
         "statistics": {k: v for k, v in (stats or {}).items() if k != "configs"},
     }
-    checks.attach(doc, store)  # canary, overcommit, drift (orchestrator/report/checks.py)
+    checks.attach(doc, df)  # canary, overcommit, drift (orchestrator/report/checks.py)
     return doc
 
 

@@ -61,20 +61,30 @@ def bonferroni(pvalues: list[float | None]) -> list[float | None]:
     return out
 
 
+def _codes(*columns: pd.Series) -> np.ndarray:
+    """One dense integer code per distinct combination of the columns (strings never concatenated)."""
+    code = np.zeros(len(columns[0]), dtype=np.int64)
+    for col in columns:
+        c, uniques = pd.factorize(col, sort=False)
+        code = code * max(len(uniques), 1) + c
+    return pd.factorize(code, sort=False)[0]
+
+
 def _trend(y: np.ndarray, block: np.ndarray, strata: np.ndarray, units: np.ndarray) -> dict[str, Any]:
-    frame = pd.DataFrame({"y": y, "b": block.astype(float), "s": strata, "u": units})
-    frame = frame[frame.groupby("s")["y"].transform("nunique").to_numpy() > 1]
-    n_strata, clusters = int(frame["s"].nunique()), int(frame["u"].nunique())
+    """``strata`` and ``units`` are dense integer codes (see :func:`_codes`)."""
+    n_per = np.bincount(strata)
+    p_null = (np.bincount(strata, weights=y) / np.maximum(n_per, 1))[strata]  # stratum baselines under no drift
+    keep = (p_null > 0) & (p_null < 1)  # a stratum whose outcome never varies carries no slope information
+    y, b, strata, units, p_null = y[keep], block[keep].astype(float), strata[keep], units[keep], p_null[keep]
+    n_strata, clusters = int(np.unique(strata).size), int(np.unique(units).size)
     none = {"slope_log_odds_per_block": None, "odds_ratio_per_block": None, "z": None, "p": None,
             "informative_strata": n_strata, "clusters": clusters}
-    if n_strata == 0 or frame["b"].nunique() < 2 or clusters < 2:
+    if n_strata == 0 or np.unique(b).size < 2 or clusters < 2:
         return {**none, "note": "not testable: no stratum whose outcome varies over time"}
-    by_stratum = frame.groupby("s")
-    p_null = by_stratum["y"].transform("mean").to_numpy()  # each stratum's baseline, fitted under no drift
-    b_centred = frame["b"].to_numpy() - by_stratum["b"].transform("mean").to_numpy()
-    contribution = b_centred * (frame["y"].to_numpy() - p_null)  # the slope's efficient score, per trial
+    b_centred = b - (np.bincount(strata, weights=b) / np.maximum(np.bincount(strata), 1))[strata]
+    contribution = b_centred * (y - p_null)  # the slope's efficient score, per trial
     score = float(contribution.sum())
-    per_cluster = pd.Series(contribution).groupby(frame["u"].to_numpy()).sum().to_numpy()
+    per_cluster = np.bincount(units, weights=contribution)
     variance = float((per_cluster ** 2).sum()) * clusters / (clusters - 1)
     information = float((b_centred ** 2 * p_null * (1 - p_null)).sum())
     if variance <= 0 or information <= 0:
@@ -110,7 +120,7 @@ def drift_check(df: pd.DataFrame, *, n_blocks: int = N_BLOCKS, alpha: float = AL
         return out
     rank = when.rank(method="first").to_numpy() - 1
     block = np.floor(rank * n_blocks / len(df)).astype(int)
-    strata = (df["config_label"].astype(str) + "\0" + df["task_id"].astype(str)).to_numpy()
+    strata = _codes(df["config_label"], df["task_id"])
     passed = (df["outcome"] == "passed").to_numpy(float)
     infra = (df["outcome"] == "infra_error").to_numpy(float)
     for b in range(n_blocks):
@@ -123,8 +133,7 @@ def drift_check(df: pd.DataFrame, *, n_blocks: int = N_BLOCKS, alpha: float = AL
         })
     # Trials of one task and attempt share a seed in every configuration (common random numbers), so
     # they are correlated: the sandwich is clustered on (task, attempt), the independent unit.
-    units = (df["task_id"].astype(str) + "\0" + df["attempt"].astype(str)).to_numpy() if "attempt" in df.columns \
-        else np.arange(len(df)).astype(str)
+    units = _codes(df["task_id"], df["attempt"]) if "attempt" in df.columns else np.arange(len(df))
     tests = {"pass": _trend(passed, block, strata, units), "infra_error": _trend(infra, block, strata, units)}
     adjusted = bonferroni([tests["pass"]["p"], tests["infra_error"]["p"]])
     for t, a in zip(tests.values(), adjusted):

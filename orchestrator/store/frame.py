@@ -32,7 +32,8 @@ SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.at
        CAST(e.tokens_out + COALESCE(r.tokens_out, 0) AS REAL) AS tokens_out,
        CAST(e.peak_memory_bytes AS REAL) AS peak_memory_bytes,
        CAST(e.limit_memory_bytes AS REAL) AS memory_limit_bytes,
-       e.enforcement, e.qos_class, e.started_at, t.ord AS plan_order
+       e.enforcement, e.qos_class, e.started_at, t.ord AS plan_order,
+       {overcommit}
 FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
 LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM(cost_usd) AS cost_usd,
                   SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out
@@ -40,27 +41,32 @@ LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM(cost_usd) AS cost
            GROUP BY trial_id) r ON r.trial_id = e.trial_id
 WHERE e.run_id = ?1 AND e.final = 1
 """
+OVERCOMMIT = ("overcommit_ratio", "overcommit_beside_unbounded", "overcommit_memory_pressure")
+# Stores older than schema 3 opened read-only have no such columns: the frame then carries NULLs.
+_OVERCOMMIT_SELECT = {True: ", ".join(f"CAST(e.{c} AS REAL) AS {c}" for c in OVERCOMMIT),
+                      False: ", ".join(f"CAST(NULL AS REAL) AS {c}" for c in OVERCOMMIT)}
 # Cost, tokens and time of a trial include its retried tries: they were really spent to
 # get this result. The retried tries are few (an index range on final = 0), so their
 # aggregate is a small join.
 
 INTEGER = ("attempt", "plan_order")
 NUMERIC = ("request_multiplier", "limit_multiplier", "duration_s", "cost_usd", "tokens_in", "tokens_out",
-           "peak_memory_bytes", "memory_limit_bytes")
+           "peak_memory_bytes", "memory_limit_bytes", *OVERCOMMIT)
 
 
-def read_trial_frame(path: Path, run_id: str, *, immutable: bool = False) -> pd.DataFrame:
+def read_trial_frame(path: Path, run_id: str, *, immutable: bool = False, with_overcommit: bool = True) -> pd.DataFrame:
     """One row per trial with a final result, plus its cluster; opened read-only.
 
     ``immutable``: the file sits where nothing can write (a read-only mount), so SQLite
     cannot make its WAL index there; it is then read as the immutable file it is.
+    ``with_overcommit``: the store has schema 3's overcommit columns.
     """
     import adbc_driver_sqlite.dbapi as adbc  # heavy import, only when a report is made
 
     uri = f"{Path(path).resolve().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")
     with adbc.connect(uri) as conn, conn.cursor() as cur:
         cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": _ONE_BATCH})
-        cur.execute(TRIAL_QUERY, (run_id,))
+        cur.execute(TRIAL_QUERY.format(overcommit=_OVERCOMMIT_SELECT[with_overcommit]), (run_id,))
         table = cur.fetch_arrow_table()
         cur.execute("SELECT task_id, cluster_id FROM tasks WHERE run_id = ?", (run_id,))
         clusters = dict(zip(*(c.to_pylist() for c in cur.fetch_arrow_table().columns)))

@@ -1,6 +1,6 @@
 -- headroom store. One file per project; many runs per file.
 PRAGMA application_id = 1213415757;  -- 'HRDM': marks the file as a headroom store
-PRAGMA user_version = 2;             -- schema version, for migrations (2: runs.axis)
+PRAGMA user_version = 3;             -- schema version, for migrations (2: runs.axis; 3: executions.overcommit_*)
 -- A planned trial is a row of `trials`; every try of it is a row of `executions`.
 -- Only executions with status 'finished' count; the one with final = 1 is the trial's result.
 CREATE TABLE IF NOT EXISTS runs (
@@ -62,6 +62,11 @@ CREATE TABLE IF NOT EXISTS executions (
     tokens_in           REAL,
     tokens_out          REAL,
     cost_usd            REAL,
+    -- What the try ran beside (the evidence's extra.overcommit, see orchestrator/overcommit.py), kept as
+    -- columns so a report over a million tries reads them with the trial frame instead of parsing JSON.
+    overcommit_ratio           REAL,       -- largest sum of concurrent limits / memory; NULL = not recorded
+    overcommit_beside_unbounded INTEGER,   -- 1 if an unbounded try ran beside it
+    overcommit_memory_pressure INTEGER,    -- 1 if its node reported MemoryPressure
     PRIMARY KEY (run_id, trial_id, try),
     FOREIGN KEY (run_id, trial_id) REFERENCES trials(run_id, trial_id)
 );

@@ -128,6 +128,15 @@ class Store:
         columns = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
         if version < 2 and "axis" not in columns:
             self.db.execute("ALTER TABLE runs ADD COLUMN axis TEXT NOT NULL DEFAULT 'resources'")
+        if version < 3:
+            with self._tx():
+                present = {r[1] for r in self.db.execute("PRAGMA table_info(executions)")}
+                for name, kind in OVERCOMMIT_COLUMNS.items():
+                    if name not in present:
+                        self.db.execute(f"ALTER TABLE executions ADD COLUMN {name} {kind}")
+                self.db.execute(f"""UPDATE executions SET {', '.join(f"{c} = ({OVERCOMMIT_FROM_EVIDENCE[c]})"
+                                                                      for c in OVERCOMMIT_COLUMNS)}
+                                    WHERE EXISTS (SELECT 1 FROM evidence v WHERE {_SAME_TRY})""")
         self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _check_version(self) -> None:
@@ -311,12 +320,14 @@ class Store:
             cur = self.db.execute(
                 """UPDATE executions SET status='finished', final=?, finished_at=?, outcome=?, reason=?, reward=?,
                    enforcement=?, qos_class=?, request_cpus=?, request_memory_bytes=?, limit_cpus=?, limit_memory_bytes=?,
-                   peak_memory_bytes=?, cpu_time_s=?, duration_s=?, tokens_in=?, tokens_out=?, cost_usd=?
+                   peak_memory_bytes=?, cpu_time_s=?, duration_s=?, tokens_in=?, tokens_out=?, cost_usd=?,
+                   overcommit_ratio=?, overcommit_beside_unbounded=?, overcommit_memory_pressure=?
                    WHERE run_id=? AND trial_id=? AND try=? AND status='running'""",
                 (int(final), now(), verdict.outcome.value, verdict.reason.value if verdict.reason else None, facts.reward, facts.enforcement, facts.qos_class,
                  facts.request_cpus, facts.request_memory_bytes, facts.limit_cpus, facts.limit_memory_bytes,
                  facts.peak_memory_bytes, facts.cpu_time_s, facts.duration_s, _num(ar.get("tokens_in")),
-                 _num(ar.get("tokens_out")), _num(ar.get("cost_usd")), run_id, trial_id, try_index),
+                 _num(ar.get("tokens_out")), _num(ar.get("cost_usd")), *overcommit_values(facts.extra),
+                 run_id, trial_id, try_index),
             )
             if cur.rowcount != 1:
                 return False
@@ -359,25 +370,9 @@ class Store:
         Built for a million rows: read column by column (orchestrator.store.frame).
         Cost, tokens and time include the trial's retried tries.
         """
-        return read_trial_frame(self.path, run_id, immutable=read_only_reason(self.path) is not None)
-
-    def overcommit_by_config(self, run_id: str) -> dict[str, dict[str, Any]]:
-        """Per configuration, what its final tries ran beside (see orchestrator.overcommit)."""
-        out: dict[str, dict[str, Any]] = {}
-        for label, n, worst, mean, unbounded, pressure in self.db.execute(
-            """SELECT t.config_label, COUNT(json_extract(v.json, '$.extra.overcommit')),
-                      MAX(json_extract(v.json, '$.extra.overcommit.ratio_max')),
-                      AVG(json_extract(v.json, '$.extra.overcommit.ratio_max')),
-                      SUM(json_extract(v.json, '$.extra.overcommit.unbounded_in_flight')),
-                      SUM(json_extract(v.json, '$.extra.overcommit.node_memory_pressure'))
-               FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
-               JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
-               WHERE e.run_id = ? AND e.final = 1 GROUP BY t.config_label""",
-            (run_id,),
-        ).fetchall():
-            out[label] = {"trials_recorded": int(n or 0), "ratio_max": worst, "ratio_mean": mean,
-                          "trials_beside_unbounded": int(unbounded or 0), "trials_under_memory_pressure": int(pressure or 0)}
-        return out
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        return read_trial_frame(self.path, run_id, immutable=read_only_reason(self.path) is not None,
+                                with_overcommit=version >= 3)
 
     def finished_labels(self, run_id: str) -> set[str]:
         """Configurations with at least one final result."""
@@ -441,7 +436,8 @@ class Store:
                     rows.append((run_id, t.trial_id, e.try_index, e.status, int(e.final), e.started_at, e.finished_at,
                                  e.outcome, e.reason, e.reward, e.enforcement, e.qos_class, e.request_cpus,
                                  e.request_memory_bytes, e.limit_cpus, e.limit_memory_bytes, e.peak_memory_bytes,
-                                 e.cpu_time_s, e.duration_s, e.tokens_in, e.tokens_out, e.cost_usd))
+                                 e.cpu_time_s, e.duration_s, e.tokens_in, e.tokens_out, e.cost_usd,
+                                 *overcommit_values((e.evidence or {}).get("extra") or {})))
                     if e.evidence is not None:
                         evidence.append((run_id, t.trial_id, e.try_index, json.dumps(e.evidence, sort_keys=True)))
             self.db.executemany(f"INSERT INTO executions ({', '.join(EXECUTION_COLUMNS)}) "
@@ -484,7 +480,26 @@ EXECUTION_COLUMNS = (
     "run_id", "trial_id", "try", "status", "final", "started_at", "finished_at", "outcome", "reason", "reward",
     "enforcement", "qos_class", "request_cpus", "request_memory_bytes", "limit_cpus", "limit_memory_bytes",
     "peak_memory_bytes", "cpu_time_s", "duration_s", "tokens_in", "tokens_out", "cost_usd",
+    "overcommit_ratio", "overcommit_beside_unbounded", "overcommit_memory_pressure",
 )
+OVERCOMMIT_COLUMNS = {"overcommit_ratio": "REAL", "overcommit_beside_unbounded": "INTEGER",
+                      "overcommit_memory_pressure": "INTEGER"}
+_SAME_TRY = "v.run_id = executions.run_id AND v.trial_id = executions.trial_id AND v.try = executions.try"
+# The migration's backfill: the same three values, read once from the evidence JSON of older stores.
+OVERCOMMIT_FROM_EVIDENCE = {
+    column: f"SELECT json_extract(v.json, '$.extra.overcommit.{key}') FROM evidence v WHERE {_SAME_TRY}"
+    for column, key in (("overcommit_ratio", "ratio_max"), ("overcommit_beside_unbounded", "unbounded_in_flight"),
+                        ("overcommit_memory_pressure", "node_memory_pressure"))
+}
+
+
+def overcommit_values(extra: dict[str, Any]) -> tuple[float | None, int | None, int | None]:
+    """The evidence's ``extra.overcommit`` record as the three executions columns."""
+    rec = extra.get("overcommit")
+    if not isinstance(rec, dict):
+        return None, None, None
+    flag = (lambda v: None if v is None else int(bool(v)))
+    return _num(rec.get("ratio_max")), flag(rec.get("unbounded_in_flight")), flag(rec.get("node_memory_pressure"))
 
 
 def _num(v: Any) -> float | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.execute import execute
-from orchestrator.overcommit import Placement, warnings_for
+from orchestrator.overcommit import Placement, observed_by_config, warnings_for
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import Launch, StepLaunch, TaskSource
 from orchestrator.spec.resources import MIB, ResourceAmounts
@@ -96,7 +96,7 @@ def test_the_cli_records_limit_aware_placement_in_the_spec_and_on_every_trial(ta
     run = store.run()
     assert run.spec["placement"] == "limit-aware"
     assert store.provenance(run.run_id)["overcommit"]["placement"] == "limit-aware"
-    observed = store.overcommit_by_config(run.run_id)
+    observed = observed_by_config(store.trial_frame(run.run_id))
     assert observed["1x-strict"]["trials_recorded"] == 2
     # An unbounded trial runs alone under limit-aware placement, so nothing ran beside one.
     assert observed["1x-strict"]["trials_beside_unbounded"] == observed["unbounded"]["trials_beside_unbounded"] == 0

@@ -144,3 +144,39 @@ def test_a_store_from_schema_1_is_migrated_and_readable(tmp_path: Path) -> None:
     assert rw.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert rw.run("r1").axis == "resources" and rw.run("r1").name == "old"
     rw.close()
+
+
+def test_a_schema_2_store_gets_its_overcommit_columns_back_filled_from_the_evidence(tmp_path: Path) -> None:
+    """Schema 3 keeps each try's overcommit record as columns; an older store's are filled from its evidence JSON."""
+    from orchestrator.overcommit import observed_by_config
+    from orchestrator.store.sqlite import OVERCOMMIT_COLUMNS
+
+    path = tmp_path / "v2.db"
+    store = Store(path)
+    db = store.db
+    db.execute("INSERT INTO runs (run_id, name, created_at, status, backend, enforcement, spec_json) "
+               "VALUES ('r', 'n', '2026-01-01', 'finished', 'local', 'cgroup-v1', '{}')")
+    db.execute("INSERT INTO tasks VALUES ('r', 't', 'd', 'c', '{}')")
+    for i, (label, rec) in enumerate([("a", {"ratio_max": 1.5, "unbounded_in_flight": True}),
+                                      ("a", {"ratio_max": 0.5, "unbounded_in_flight": False}),
+                                      ("b", None)]):
+        db.execute("INSERT INTO trials VALUES ('r', ?, 't', ?, 1, 1, ?, 0, ?)", (f"x{i}", label, i, i))
+        db.execute("INSERT INTO executions (run_id, trial_id, try, status, final, started_at, outcome) "
+                   "VALUES ('r', ?, 0, 'finished', 1, '2026-01-01T00:00:00+00:00', 'passed')", (f"x{i}",))
+        db.execute("INSERT INTO evidence VALUES ('r', ?, 0, ?)",
+                   (f"x{i}", json.dumps({"extra": {"overcommit": rec} if rec else {}})))
+    for column in OVERCOMMIT_COLUMNS:  # back to the schema-2 shape
+        db.execute(f"ALTER TABLE executions DROP COLUMN {column}")
+    db.execute("PRAGMA user_version = 2")
+    store.close()
+
+    old = Store.open_existing(path)  # read-only: no columns to read, and no crash
+    assert observed_by_config(old.trial_frame("r"))["a"]["trials_recorded"] == 0
+    old.close()
+    migrated = Store(path)
+    assert migrated.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    got = observed_by_config(migrated.trial_frame("r"))
+    assert got["a"] == {"trials_recorded": 2, "ratio_max": 1.5, "ratio_mean": 1.0, "trials_beside_unbounded": 1,
+                        "trials_under_memory_pressure": 0}
+    assert got["b"]["trials_recorded"] == 0 and got["b"]["ratio_max"] is None
+    migrated.close()
