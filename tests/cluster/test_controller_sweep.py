@@ -75,6 +75,18 @@ def expected(task: str, label: str, attempt: int) -> tuple[str, str | None]:
     return "passed", None
 
 
+#: What an API server restart can do to a try in flight: hold its pod Pending past the deadline, or
+#: keep the backend from creating it for longer than it waits out API errors.
+DISRUPTION_REASONS = {"unschedulable", "api_error"}
+
+
+def _designed_retry(t: dict[str, Any]) -> bool:
+    """The evicted try (dedup-index under 1x/3x, attempt 0) or the unschedulable one (prime-count, unbounded, 0)."""
+    spec = t["spec"]
+    where = (spec["task"], spec["configuration"]["label"], spec["attempt"], spec["try"])
+    return where in {("dedup-index", "1x/3x", 0, 0), ("prime-count", "unbounded", 0, 0)}
+
+
 def wait_complete(cluster: Cluster, ns: str, name: str, ctl: ControllerProcess, timeout: float) -> None:
     def complete() -> bool:
         assert ctl.alive(), ctl.log.read_text()[-4000:]
@@ -258,9 +270,21 @@ def test_kill_9_ten_times_and_an_apiserver_restart_lose_and_duplicate_nothing(
         assert uids and all(len(u) == 1 for u in uids.values()), {k: v for k, v in uids.items() if len(v) > 1}
         assert set(uids) <= {t["metadata"]["name"] for t in items}
         st = experiment(cluster, ns, "crashy")["status"]
-        assert st["progress"] == "60/60" and st["tries"] == len(items) == 62  # 60 + the evicted and unschedulable retries
+        # 60 + the designed retries (the evicted try and the unschedulable one). The API server's restart
+        # may add more: a pod created just before it can sit Pending past the 4 s pending deadline while
+        # the scheduler reconnects, and is rightly classified unschedulable and retried (this is how the
+        # CI run of 2026-11-30 got 64). Any such extra
+        # try must be a non-final infrastructure error of that kind, never a second result.
+        designed = [t for t in items if t["status"].get("reason") in ("evicted", "unschedulable")
+                    and not t["status"]["final"] and _designed_retry(t)]
+        extra = [t for t in items if not t["status"]["final"] and t not in designed]
+        assert len(designed) == 2, [t["status"] for t in designed]
+        assert all(t["status"]["outcome"] == "infra_error" and t["status"].get("reason") in DISRUPTION_REASONS
+                   for t in extra), [(t["metadata"]["name"], t["status"]) for t in extra]
+        assert st["progress"] == "60/60" and st["tries"] == len(items) == 62 + len(extra)
         assert sum(1 for n in in_flight_at_kill if n) >= 3, in_flight_at_kill  # killed with live pods to adopt
         print(f"\n10 kill -9s + 1 API server restart: {len(items)} tries for 60 trials, all final, "
+              f"{len(extra)} retried after the restart ({Counter(t['status'].get('reason') for t in extra)}), "
               f"{len(uids)} pods, none twice; live trial pods at each kill: {in_flight_at_kill}")
     finally:
         ctl.stop()
