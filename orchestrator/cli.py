@@ -391,12 +391,23 @@ def schema(what: str) -> None:
 @cli.command()
 @click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True)
 @click.option("--run-id", help="only what this run left behind (default: every run whose process is gone)")
-def cleanup(backend_name: str, run_id: str | None) -> None:
+@click.option("--namespace", help="--backend kubernetes: namespace of the trial pods (default: 'default')")
+@click.option("--kube-context", help="--backend kubernetes: kubeconfig context")
+@click.option("--force", is_flag=True,
+              help="--backend kubernetes: also remove runs whose Lease says they are still executing")
+def cleanup(backend_name: str, run_id: str | None, namespace: str | None, kube_context: str | None,
+            force: bool) -> None:
     """Remove what a crashed headroom left behind: trial cgroups, work dirs, containers, pods."""
-    experiment = build_experiment({"tasks_dir": ".", "backend": backend_name}, None)
+    fields: dict[str, Any] = {"tasks_dir": ".", "backend": backend_name}
+    kube = {k: v for k, v in (("namespace", namespace), ("context", kube_context)) if v is not None}
+    if (kube or force) and backend_name != "kubernetes":
+        raise UserError("--namespace, --kube-context and --force apply to --backend kubernetes", field="--backend")
+    if kube:
+        fields["kubernetes"] = kube
+    experiment = build_experiment(fields, None)
     backend = _make_backend(experiment, "auto")
     try:
-        report = backend.cleanup(run_id)
+        report = backend.cleanup(run_id, force=True) if force else backend.cleanup(run_id)  # type: ignore[call-arg]
     finally:
         backend.close()
     for item in report.removed:

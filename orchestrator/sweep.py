@@ -13,10 +13,12 @@ from orchestrator.canary import not_run as canary_not_run
 from orchestrator.canary import run_canary
 from orchestrator.errors import SpecError
 from orchestrator.execute import ExecutionSummary, ResultHook, execute
+from orchestrator.launch import trial_amounts
 from orchestrator.plan import plan
 from orchestrator.redact import redact, secret_values
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.task import Task
+from orchestrator.spec.trial import Trial
 from orchestrator.store.sqlite import Store
 from orchestrator.tasks.loader import load_tasks
 
@@ -65,6 +67,7 @@ def start(
     """
     check_capabilities(backend, {"gpus": max((t.spec.environment.gpus for t in tasks), default=0)})
     trials = plan(experiment, tasks)
+    check_fit(backend, tasks, trials)
     secrets = secret_values(experiment.agent.env_passthrough)
     spec = redact(experiment.model_dump(mode="json"), secrets)
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
@@ -76,6 +79,16 @@ def start(
         tasks=tasks, trials=trials,
     )
     return run_id, {t.id: t for t in tasks}
+
+
+def check_fit(backend: Backend, tasks: list[Task], trials: list[Trial]) -> None:
+    """A backend that knows its nodes refuses, before anything is written, a try no node could hold."""
+    check = getattr(backend, "check_fit", None)
+    if check is None:
+        return
+    by_id = {t.id: t for t in tasks}
+    needs = {(tr.task_id, tr.config.label): trial_amounts(by_id[tr.task_id], tr) for tr in trials}
+    check([(task_id, label, amounts) for (task_id, label), amounts in needs.items()])
 
 
 def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str, Task]]:
@@ -117,6 +130,9 @@ def run(
     *, on_result: ResultHook | None = None, on_pending: Callable[[int, int], None] | None = None,
     stop: threading.Event | None = None,
 ) -> SweepResult:
+    hold = getattr(backend, "hold_run", None)
+    if hold is not None:  # a liveness signal other processes' cleanup can see (kubernetes: a Lease)
+        hold(run_id)
     summary = execute(store, run_id, experiment, tasks, backend, on_result=on_result, on_pending=on_pending, stop=stop,
                       placement=placement_for(experiment, backend))
     return SweepResult(run_id, summary)

@@ -13,6 +13,14 @@
 * ``cleanup(run_id)`` removes what a crash left behind (cgroups, work dirs,
   containers, pods); ``None`` means every run of this backend.
 
+Two optional methods, called by :mod:`orchestrator.sweep` when a backend has them:
+
+* ``check_fit([(task_id, config_label, amounts), ...])`` raises ``UserError`` before
+  the run when a try's request could never be placed (kubernetes: larger than every
+  candidate node's allocatable);
+* ``hold_run(run_id)`` keeps a liveness signal for the run while this process executes
+  it (kubernetes: a Lease), so a ``cleanup`` elsewhere leaves the run alone.
+
 Each backend declares its :class:`Capabilities`; they are recorded in
 provenance, and a run that needs what a backend cannot give is refused before
 it starts (:func:`check_capabilities`).

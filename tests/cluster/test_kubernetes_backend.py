@@ -32,7 +32,7 @@ from orchestrator.store.sqlite import Store
 from .plane import OUTCOME_AFTER_ANNOTATION, OUTCOME_ANNOTATION, OUTCOME_CONTAINER_ANNOTATION, \
     OUTCOME_MESSAGE_ANNOTATION, Cluster, wait_for
 from .simulate import Sim, hook, kwok_options, report
-from orchestrator.backends.kubernetes import message
+from orchestrator.backends.kubernetes import message, runlease
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -314,10 +314,14 @@ def test_cleanup_removes_what_a_crash_left(cluster: Cluster, namespace: str, tmp
                                                    concurrency=3, tmp=tmp_path, stop=stop))
     th.start()
     wait_for(lambda: len(cluster.core.list_namespaced_pod(namespace).items) == 3, 60, "three pods")
-    # a crash: the process is gone, the pods (with our finalizer) are not
+    # a crash: the process is gone, the pods (with our finalizer) are not, and its run Lease is renewed no more
     for inf in list(backend._informers.values()):
         inf.stop()
+    backend._leases._stop.set()
     other = make_backend(cluster, namespace)
+    assert other.cleanup(None).removed == []  # until the Lease expires the run counts as live
+    wait_for(lambda: not runlease.live_runs(cluster.core.api_client, namespace, time.time())[0],
+             runlease.DURATION_S * 3, "the crashed run's Lease to expire")
     try:
         report_ = other.cleanup(None)
         assert sum(r.startswith("pod/") for r in report_.removed) == 3

@@ -11,6 +11,8 @@ or kept with ``keep_pods``). ``adopt`` finds a pod a previous process left runni
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import threading
 import time
@@ -24,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
-from orchestrator.backends.kubernetes import cluster_facts, pod as pod_mod, signals
+from orchestrator.backends.kubernetes import cluster_facts, fit, pod as pod_mod, runlease, signals
 from orchestrator.backends.kubernetes.informer import RunInformer
 from orchestrator.backends.kubernetes.requests import RequestCounter
 from orchestrator.backends.kubernetes.taskfiles import TaskBundle, bundle as make_bundle
@@ -34,7 +36,9 @@ from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch
 from orchestrator.spec.outcome import InfraReason
+from orchestrator.spec.resources import ResourceAmounts
 
+log = logging.getLogger(__name__)
 PodHook = Callable[[Launch, dict[str, Any]], dict[str, Any]]
 RUN_LABEL = "headroom.dev/run"
 #: Harvested pods are deleted together, at most this often (one request for all of them).
@@ -50,6 +54,17 @@ API_WORKERS = 8
 EVENT_GRACE_S = 2.0
 #: What an unreachable or failing API server raises through the client.
 API_ERRORS = (ApiException, HTTPError, OSError)
+
+
+def _api_message(exc: BaseException) -> str:
+    """The API server's own message from a Status body, else the exception's text (one line)."""
+    body = getattr(exc, "body", None)
+    try:
+        message = json.loads(body).get("message") if body else None
+    except (TypeError, ValueError, AttributeError):
+        message = None
+    text = message or (f"{getattr(exc, 'status', '')} {getattr(exc, 'reason', '')}".strip() or str(exc))
+    return " ".join(str(text).split())[:450]
 
 
 def api_client_for(options: KubernetesOptions) -> Any:
@@ -136,6 +151,8 @@ class KubernetesBackend:
         self._generation = 0
         self._waited_generation = 0
         self._pool = ThreadPoolExecutor(max_workers=API_WORKERS, thread_name_prefix="k8s-api")
+        self._leases = runlease.RunLeases(self.api_client, self.namespace, self.clock)
+        self._fit_check: dict[str, Any] = {"checked": False, "why": "not asked (no run started here)"}
 
     # -- informers ------------------------------------------------------------------------
     def _notify(self) -> None:
@@ -263,7 +280,12 @@ class KubernetesBackend:
             t.api_errors_since = None
             return
         if status is not None and 400 <= status < 500 and status not in (408, 409):
-            t.result = self._api_error_facts(t, f"the API server refused the pod: {t.last_error}")
+            # A refused spec (422 Invalid, an admission webhook's or Pod Security's 403): retrying
+            # cannot help, and the try never started. The server's own words are the evidence.
+            t.result = self._api_error_facts(t, f"the API server refused the pod: {_api_message(exc)}",
+                                             InfraReason.SPAWN_FAILED)
+            t.result.extra["api_refusal"] = {"status": status, "reason": getattr(exc, "reason", None),
+                                             "message": _api_message(exc)}
             return
         self.stats.api_retries += 1
         if t.api_errors_since is None:
@@ -273,12 +295,9 @@ class KubernetesBackend:
             return
         t.retry_at = now + 2.0
 
-    def _api_error_facts(self, t: _Try, detail: str) -> TrialFacts:
-        obs = signals.observe({"metadata": {"name": t.launch.name}}, [], signals.Context(now=self.clock(), amounts=t.launch.amounts))
-        facts = obs.facts
-        assert facts is not None
-        facts.infra_hint, facts.infra_detail = InfraReason.API_ERROR, detail[:500]
-        return facts
+    def _api_error_facts(self, t: _Try, detail: str, reason: InfraReason = InfraReason.API_ERROR) -> TrialFacts:
+        ctx = signals.Context(now=self.clock(), amounts=t.launch.amounts)
+        return signals.without_pod(t.launch.name, ctx, reason, detail)
 
     def _try_create(self, t: _Try) -> None:
         if not t.body:  # the ConfigMap or Secret could not be made yet
@@ -491,14 +510,73 @@ class KubernetesBackend:
                 self._changed.wait(timeout)
             self._waited_generation = self._generation
 
-    def cleanup(self, run_id: str | None = None) -> CleanupReport:
+    def hold_run(self, run_id: str) -> None:
+        """This process executes ``run_id``: hold its Lease, so ``cleanup`` elsewhere leaves it alone."""
+        self._leases.hold(run_id)
+
+    def check_fit(self, needs: Sequence[tuple[str, str, ResourceAmounts]]) -> None:
+        """Refuse a try whose pod no candidate node (``node_selector``) could ever hold, before the run.
+
+        A caller that may not list nodes cannot check: the check is skipped, with a warning in the
+        log and in the provenance (``fit_check``), never an error.
+        """
+        selector = ",".join(f"{k}={v}" for k, v in self.options.node_selector.items()) or None
+        where = f"node matching {selector}" if selector else "node"
+        try:
+            nodes = self.core.list_node(label_selector=selector, _preload_content=False, _request_timeout=30)
+            items = json.loads(nodes.data).get("items") or []
+        except ApiException as exc:
+            why = f"cannot list nodes ({exc.status} {exc.reason}): oversized requests were not checked"
+            log.warning("kubernetes backend: %s", why)
+            self._fit_check = {"checked": False, "why": why}
+            return
+        rooms = [fit.node_room(n) for n in items]
+        if not rooms:
+            self._fit_check = {"checked": False, "why": f"no {where} yet (an autoscaler may add one)"}
+            return
+        self._fit_check = {"checked": True, "candidate_nodes": len(rooms), "node_selector": selector,
+                           "largest_cpus": max(r.cpus for r in rooms),
+                           "largest_memory_bytes": max(r.memory_bytes for r in rooms)}
+        problem = fit.refusal([fit.Need(*n) for n in needs], rooms, where)
+        if problem:
+            raise UserError(problem, field="resources")
+
+    def cleanup(self, run_id: str | None = None, *, force: bool = False) -> CleanupReport:
+        """Remove the pods, Secrets (and, for every run, task ConfigMaps) a dead process left.
+
+        A run whose Lease is fresh is still executing somewhere: it is left alone, and so are
+        pods owned by the controller's Trials (the controller removes those itself). ``force``
+        removes them all the same. If the Leases cannot be read, nothing is removed without
+        ``force``: a live run could not be told from a dead one.
+        """
         report = CleanupReport()
         selector = "app.kubernetes.io/managed-by=headroom"
-        if run_id:
-            selector += f",{RUN_LABEL}={label_value(run_id)}"
-        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
-        for p in pods:
+        only = label_value(run_id) if run_id else None
+        if only:
+            selector += f",{RUN_LABEL}={only}"
+        live: dict[str, str] = {}
+        try:
+            live, stale = runlease.live_runs(self.api_client, self.namespace, self.clock())
+        except ApiException as exc:
+            if not force:
+                report.kept.append(f"everything: the run Leases are not readable ({exc.status} {exc.reason}), so a "
+                                   "live run cannot be told from a dead one (--force removes anyway)")
+                return report
+            stale = []
+        if force:
+            live = {}
+        controller_owned: set[str] = set()
+        skipped: dict[str, list[str]] = {}
+        for p in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items:
             name = p.metadata.name
+            run_label = (p.metadata.labels or {}).get(RUN_LABEL, "")
+            if run_label in live:
+                skipped.setdefault(run_label, []).append(f"pod/{name}")
+                continue
+            owners = [o for o in p.metadata.owner_references or [] if o.api_version.startswith("headroom.dev/")]
+            if owners and not force:
+                controller_owned.add(f"pod/{name}")
+                continue
             try:
                 self.core.patch_namespaced_pod(name, self.namespace,
                                                [{"op": "add", "path": "/metadata/finalizers", "value": []}])
@@ -506,20 +584,56 @@ class KubernetesBackend:
                 report.removed.append(f"pod/{name}")
             except ApiException as exc:
                 report.kept.append(f"pod/{name}: {exc.status} {exc.reason}")
-        for s in self.core.list_namespaced_secret(self.namespace, label_selector=selector).items:
-            self.core.delete_namespaced_secret(s.metadata.name, self.namespace)
-            report.removed.append(f"secret/{s.metadata.name}")
+        for sec in self.core.list_namespaced_secret(self.namespace, label_selector=selector).items:
+            run_label = (sec.metadata.labels or {}).get(RUN_LABEL, "")
+            if run_label in live:
+                skipped.setdefault(run_label, []).append(f"secret/{sec.metadata.name}")
+                continue
+            self.core.delete_namespaced_secret(sec.metadata.name, self.namespace)
+            report.removed.append(f"secret/{sec.metadata.name}")
+        for run_label, what in sorted(skipped.items()):
+            report.kept.append(f"run {run_label}: still executing (its Lease is renewed by {live[run_label]}); "
+                               f"left {len(what)} objects alone (--force removes them)")
+        if only in live and not skipped:
+            report.kept.append(f"run {only}: still executing (its Lease is renewed by {live[only]})")
+        if controller_owned:
+            report.kept.append(f"{len(controller_owned)} pods owned by the controller's Trials: the controller "
+                               "removes them (--force removes them)")
         if run_id is None:
-            for cm in self.core.list_namespaced_config_map(self.namespace, label_selector=selector).items:
-                self.core.delete_namespaced_config_map(cm.metadata.name, self.namespace)
-                report.removed.append(f"configmap/{cm.metadata.name}")
+            configmaps = self.core.list_namespaced_config_map(self.namespace, label_selector=selector).items
+            if live or controller_owned:  # shared by content digest: a live run may still mount any of them
+                if configmaps:
+                    report.kept.append(f"{len(configmaps)} task ConfigMaps: shared with the runs still executing")
+            else:
+                for cm in configmaps:
+                    self.core.delete_namespaced_config_map(cm.metadata.name, self.namespace)
+                    report.removed.append(f"configmap/{cm.metadata.name}")
+        coordination = client.CoordinationV1Api(self.api_client)
+        for lease in stale if not force else self._run_lease_names(coordination):
+            if only and lease != runlease.lease_name(run_id or ""):
+                continue
+            try:
+                coordination.delete_namespaced_lease(lease, self.namespace)
+                report.removed.append(f"lease/{lease}")
+            except ApiException as exc:
+                if exc.status != 404:
+                    report.kept.append(f"lease/{lease}: {exc.status} {exc.reason}")
         return report
+
+    def _run_lease_names(self, coordination: Any) -> list[str]:
+        try:
+            items = coordination.list_namespaced_lease(
+                self.namespace, label_selector=f"app.kubernetes.io/managed-by=headroom,{runlease.KIND_LABEL}=run").items
+        except ApiException:
+            return []
+        return [lease.metadata.name for lease in items]
 
     def facts(self) -> dict[str, Any]:
         f = cluster_facts.collect(self.api_client, self.options)
         f["enforcement"] = self.enforcement
         f["capabilities"] = self.capabilities.model_dump(mode="json")
         f["options"] = self.options.model_dump(mode="json")
+        f["fit_check"] = dict(self._fit_check)
         f["pod_security"] = {"profile": "baseline" if self.options.run_as_root else "restricted",
                              "run_as_root": self.options.run_as_root, "namespace_labels": f.get("pod_security")}
         return f
@@ -533,12 +647,26 @@ class KubernetesBackend:
                 if self._latency["n"] else {},
                 "informers": {k: v.stats() for k, v in self._informers.items()}}
 
+    def threads(self) -> list[threading.Thread]:
+        """Every thread this backend started (watches, lease renewal, API workers)."""
+        with self._lock:
+            infs = list(self._informers.values())
+        out = [t for inf in infs for t in inf.threads()]
+        if self._leases.thread is not None:
+            out.append(self._leases.thread)
+        return out + list(getattr(self._pool, "_threads", ()))
+
     def close(self) -> None:
+        """Stop everything at once: the watches end now, not at the server's watch timeout."""
         self._pool.shutdown(wait=True)
         try:
             self.sweep_harvested(force=True)
         finally:
-            for inf in self._informers.values():
-                inf.stop()
-            self._informers.clear()
-            self.api_client.close()
+            try:
+                with self._lock:
+                    infs, self._informers = list(self._informers.values()), {}
+                for inf in infs:
+                    inf.stop()
+                self._leases.close()
+            finally:
+                self.api_client.close()

@@ -28,13 +28,57 @@ MAX_EVENTS_PER_POD = 20
 MAX_EVENT_PODS = 20_000
 
 
+class ConnectionsInUse:
+    """Which pooled HTTP connection each thread took last, so another thread can cut it.
+
+    A WATCH request can wait a long time for its response headers (the API server sends
+    them with the first event), and until then there is no response to shut down: a stop
+    at that moment would wait for the server's watch timeout. The connection is known from
+    the moment the pool hands it out, so its socket can be shut down at any point.
+    """
+
+    def __init__(self, api_client: Any) -> None:
+        self._by_thread: dict[int, Any] = {}
+        try:
+            pool = api_client.rest_client.pool_manager.connection_from_url(api_client.configuration.host)
+            take, give_back = pool._get_conn, pool._put_conn
+        except AttributeError:  # another client or urllib3: interrupt() falls back to the response's socket
+            return
+
+        def taken(*args: Any, **kwargs: Any) -> Any:
+            conn = take(*args, **kwargs)
+            self._by_thread[threading.get_ident()] = conn
+            return conn
+
+        def returned(conn: Any) -> Any:
+            # back in the pool, another thread may take it next: it is no longer this thread's to cut
+            if self._by_thread.get(threading.get_ident()) is conn:
+                self._by_thread.pop(threading.get_ident(), None)
+            return give_back(conn)
+
+        pool._get_conn, pool._put_conn = taken, returned
+
+    def cut(self, thread: threading.Thread) -> None:
+        conn = self._by_thread.get(thread.ident or -1)
+        _shutdown(getattr(conn, "sock", None))
+
+
+def _shutdown(sock: Any) -> None:
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class _Stream:
     """LIST then WATCH one collection forever, feeding ``apply``; relist on 410."""
 
     def __init__(self, name: str, list_fn: Callable[..., Any], kwargs: dict[str, Any],
                  on_list: Callable[[list[dict[str, Any]]], None], on_event: Callable[[str, dict[str, Any]], None],
-                 stop: threading.Event) -> None:
+                 stop: threading.Event, connections: ConnectionsInUse | None = None) -> None:
         self.name, self.list_fn, self.kwargs = name, list_fn, kwargs
+        self.connections = connections
         self.on_list, self.on_event, self.stop = on_list, on_event, stop
         self.resource_version: str | None = None
         self.synced = threading.Event()
@@ -62,12 +106,9 @@ class _Stream:
         server's watch timeout. Shutting the socket down wakes the reader at once.
         """
         resp = self._resp
-        sock = getattr(getattr(resp, "connection", None), "sock", None)
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        _shutdown(getattr(getattr(resp, "connection", None), "sock", None))
+        if self.connections is not None and self.stop.is_set():  # maybe still waiting for the headers
+            self.connections.cut(self.thread)
 
     def _list(self) -> None:
         resp = self.list_fn(**self.kwargs, _preload_content=False, _request_timeout=60)
@@ -107,6 +148,8 @@ class _Stream:
                             _preload_content=False, _request_timeout=(10, WATCH_TIMEOUT_S + 30))
         self._resp = resp
         try:
+            if self.stop.is_set():  # stopped while the request was on its way: interrupt() saw no response
+                return
             for line in iter_resp_lines(resp):
                 if self.stop.is_set() or self._forced_rv is not None:
                     return
@@ -141,12 +184,14 @@ class RunInformer:
         self.events: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         self.versions: dict[str, int] = {}  # per pod name: how many changes (pod or Event) seen
         self.stop_event = threading.Event()
+        api_client = getattr(core, "api_client", None)
+        connections = ConnectionsInUse(api_client) if api_client is not None else None
         self.pod_stream = _Stream(
             "pods", core.list_namespaced_pod, {"namespace": namespace, "label_selector": selector},
-            self._pods_listed, self._pod_event, self.stop_event)
+            self._pods_listed, self._pod_event, self.stop_event, connections)
         self.event_stream = _Stream(
             "events", core.list_namespaced_event, {"namespace": namespace, "field_selector": "involvedObject.kind=Pod"},
-            self._events_listed, self._event_event, self.stop_event)
+            self._events_listed, self._event_event, self.stop_event, connections)
 
     def start(self, sync_timeout: float = 60) -> None:
         self.pod_stream.thread.start()
@@ -156,10 +201,23 @@ class RunInformer:
             raise TimeoutError(f"could not list pods: {self.pod_stream.last_error}")
         self.event_stream.synced.wait(max(0.0, deadline - time.monotonic()))
 
-    def stop(self) -> None:
+    def stop(self, join_s: float = 10.0) -> None:
+        """End both watches and wait for their threads (a stopped watch ends at once, see interrupt)."""
         self.stop_event.set()
-        for s in (self.pod_stream, self.event_stream):
+        streams = (self.pod_stream, self.event_stream)
+        for s in streams:
             s.interrupt()
+        deadline = time.monotonic() + join_s
+        for s in streams:
+            # the client retries a request whose connection broke on a fresh connection: cut again
+            while s.thread.is_alive() and time.monotonic() < deadline:
+                s.thread.join(min(0.2, max(0.0, deadline - time.monotonic())))
+                s.interrupt()
+            if s.thread.is_alive():  # a read the socket shutdown did not wake: log it, never hang the caller
+                log.warning("informer thread %s still running after stop", s.thread.name)
+
+    def threads(self) -> list[threading.Thread]:
+        return [self.pod_stream.thread, self.event_stream.thread]
 
     # -- cache -------------------------------------------------------------------------
     def expect(self, name: str) -> None:

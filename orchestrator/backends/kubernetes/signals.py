@@ -148,6 +148,13 @@ def _infra(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Contex
     return Observation("done", facts, stop=stop)
 
 
+def without_pod(name: str, ctx: Context, reason: InfraReason, detail: str) -> TrialFacts:
+    """The facts of a try that never got a pod (refused by the API server, or API errors throughout)."""
+    facts = _base({"metadata": {"name": name}}, [], ctx)
+    facts.infra_hint, facts.infra_detail = reason, detail[:500]
+    return facts
+
+
 def _task_status(pod: dict[str, Any]) -> dict[str, Any] | None:
     for s in (pod.get("status") or {}).get("containerStatuses") or []:
         if s.get("name") == TASK_CONTAINER:
