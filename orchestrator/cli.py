@@ -390,7 +390,7 @@ def schema(what: str) -> None:
 
 @cli.command()
 @click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True)
-@click.option("--run-id", help="only what this run left behind (default: every run whose process is gone)")
+@click.option("--run-id", help="only what this run left behind, live or not (default: every run whose process is gone)")
 @click.option("--namespace", help="--backend kubernetes: namespace of the trial pods (default: 'default')")
 @click.option("--kube-context", help="--backend kubernetes: kubeconfig context")
 @click.option("--force", is_flag=True,

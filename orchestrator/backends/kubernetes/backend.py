@@ -542,29 +542,31 @@ class KubernetesBackend:
             raise UserError(problem, field="resources")
 
     def cleanup(self, run_id: str | None = None, *, force: bool = False) -> CleanupReport:
-        """Remove the pods, Secrets (and, for every run, task ConfigMaps) a dead process left.
+        """Remove the pods and Secrets of one run (``run_id``), or of every dead run and the task ConfigMaps.
 
-        A run whose Lease is fresh is still executing somewhere: it is left alone, and so are
-        pods owned by the controller's Trials (the controller removes those itself). ``force``
-        removes them all the same. If the Leases cannot be read, nothing is removed without
-        ``force``: a live run could not be told from a dead one.
+        ``run_id`` names the run deliberately (the controller does, for its own runs): its objects
+        go whatever its state, as before. Without it, a run whose Lease is fresh is still executing
+        somewhere and is left alone, and so are pods owned by the controller's Trials (the
+        controller removes those itself); ``force`` removes them all the same. If the Leases
+        cannot be read, nothing is removed without ``force``: a live run could not be told from a
+        dead one.
         """
         report = CleanupReport()
         selector = "app.kubernetes.io/managed-by=headroom"
-        only = label_value(run_id) if run_id else None
-        if only:
-            selector += f",{RUN_LABEL}={only}"
+        if run_id:
+            selector += f",{RUN_LABEL}={label_value(run_id)}"
         live: dict[str, str] = {}
-        try:
-            live, stale = runlease.live_runs(self.api_client, self.namespace, self.clock())
-        except ApiException as exc:
-            if not force:
+        stale: list[str] = []
+        guarded = run_id is None and not force
+        if guarded:
+            try:
+                live, stale = runlease.live_runs(self.api_client, self.namespace, self.clock())
+            except ApiException as exc:
                 report.kept.append(f"everything: the run Leases are not readable ({exc.status} {exc.reason}), so a "
                                    "live run cannot be told from a dead one (--force removes anyway)")
                 return report
-            stale = []
-        if force:
-            live = {}
+        elif run_id is None:  # --force: every run Lease goes with its run
+            stale = self._run_lease_names(client.CoordinationV1Api(self.api_client))
         controller_owned: set[str] = set()
         skipped: dict[str, list[str]] = {}
         for p in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items:
@@ -574,7 +576,7 @@ class KubernetesBackend:
                 skipped.setdefault(run_label, []).append(f"pod/{name}")
                 continue
             owners = [o for o in p.metadata.owner_references or [] if o.api_version.startswith("headroom.dev/")]
-            if owners and not force:
+            if owners and guarded:
                 controller_owned.add(f"pod/{name}")
                 continue
             try:
@@ -591,11 +593,9 @@ class KubernetesBackend:
                 continue
             self.core.delete_namespaced_secret(sec.metadata.name, self.namespace)
             report.removed.append(f"secret/{sec.metadata.name}")
-        for run_label, what in sorted(skipped.items()):
-            report.kept.append(f"run {run_label}: still executing (its Lease is renewed by {live[run_label]}); "
-                               f"left {len(what)} objects alone (--force removes them)")
-        if only in live and not skipped:
-            report.kept.append(f"run {only}: still executing (its Lease is renewed by {live[only]})")
+        for run_label, holder in sorted(live.items()):
+            report.kept.append(f"run {run_label}: still executing (its Lease is renewed by {holder}); "
+                               f"left {len(skipped.get(run_label, []))} objects alone (--force removes them)")
         if controller_owned:
             report.kept.append(f"{len(controller_owned)} pods owned by the controller's Trials: the controller "
                                "removes them (--force removes them)")
@@ -609,9 +609,7 @@ class KubernetesBackend:
                     self.core.delete_namespaced_config_map(cm.metadata.name, self.namespace)
                     report.removed.append(f"configmap/{cm.metadata.name}")
         coordination = client.CoordinationV1Api(self.api_client)
-        for lease in stale if not force else self._run_lease_names(coordination):
-            if only and lease != runlease.lease_name(run_id or ""):
-                continue
+        for lease in stale:
             try:
                 coordination.delete_namespaced_lease(lease, self.namespace)
                 report.removed.append(f"lease/{lease}")
