@@ -107,6 +107,9 @@ def test_stop_while_a_watch_request_is_on_its_way_ends_the_watch(cluster: Cluste
     assert in_flight.wait(30)
     informer.stop()
     assert [t.name for t in informer.threads() if t.is_alive()] == []
+    # the watch's connection went back to the shared pool closed, not with a live stream on it
+    for _ in range(3):
+        cluster.core.list_namespaced_pod(namespace)
 
 
 def test_a_cli_sweep_exits_after_its_last_trial(cluster: Cluster, namespace: str, tmp_path: Path,

@@ -152,7 +152,7 @@ class KubernetesBackend:
         self._waited_generation = 0
         self._pool = ThreadPoolExecutor(max_workers=API_WORKERS, thread_name_prefix="k8s-api")
         self._leases = runlease.RunLeases(self.api_client, self.namespace, self.clock)
-        self._fit_check: dict[str, Any] = {"checked": False, "why": "not asked (no run started here)"}
+        self._fit_check: dict[str, Any] = {"checked": False, "why": "not asked (headroom sweep asks before a run starts)"}
 
     # -- informers ------------------------------------------------------------------------
     def _notify(self) -> None:

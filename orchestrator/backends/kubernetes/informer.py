@@ -169,6 +169,10 @@ class _Stream:
                 self.on_event(kind, obj)
         finally:
             self._resp = None
+            # A watch left early still has a stream on its connection: back in the pool, the next
+            # request on it would read the watch's chunks as its response. Close it (this thread
+            # owns it); the pool opens a fresh one.
+            resp.close()
             resp.release_conn()
 
 
