@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 _COLLECTIONS = {"pods", "configmaps", "secrets", "events", "nodes", "namespaces", "resourcequotas",
-                "limitranges", "runtimeclasses", "version"}
+                "limitranges", "runtimeclasses", "version", "leases", "networkpolicies"}
 
 
 class RequestCounter:
