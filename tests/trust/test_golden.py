@@ -65,7 +65,7 @@ def test_sweep_grades_answers_then_regrade_shows_every_flip(tmp_path: Path) -> N
 
     rows = sqlite3.connect(store).execute("SELECT trial_id, outcome, reason FROM executions WHERE final=1").fetchall()
     by_task = {t.split(":")[0]: (o, r) for t, o, r in rows}
-    assert by_task == {"capital": ("passed", None), "pi": ("passed", None), "unknown": ("failed", "abstained")}
+    assert by_task == {"capital": ("passed", None), "pi": ("passed", None), "unknown": ("abstained", None)}
     # A stricter grader: pi now needs two more digits; the others keep theirs.
     stricter = tmp_path / "g.toml"
     stricter.write_text('[graders.pi]\nnumeric = {value = 3.14159, tolerance = 0.0001}\n'
@@ -73,7 +73,7 @@ def test_sweep_grades_answers_then_regrade_shows_every_flip(tmp_path: Path) -> N
     proc = _headroom("regrade", "--store", str(store), "--grader", str(stricter), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["regrade"]["flips"] == {"passed -> failed": 2, "failed(abstained) -> failed": 2}
+    assert out["regrade"]["flips"] == {"passed -> failed": 2, "abstained -> failed": 2}
     assert {i["task_id"] for i in out["regrade"]["items"]} == {"pi", "unknown"}
     assert len(_headroom("runs", "--store", str(store)).stdout.splitlines()) == 2  # the regrade is its own run
     report = _headroom("report", "--store", str(store), "--format", "json")
