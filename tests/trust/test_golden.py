@@ -113,7 +113,7 @@ def test_a_golden_task_without_tests_is_graded_with_the_verifier_skipped(tmp_pat
         assert ev["agent"]["exit_code"] == 0 and ev["agent"]["duration_s"] > 0  # the agent really ran, under its cgroup
         assert ev["verifier"]["skipped"] and ev["verifier"]["duration_s"] == 0 and ev["verifier"]["exit_code"] is None
         assert "checks" in ev["extra"]["grade"]  # the grader decided
-    assert by_task["capital"][2]["reward"] == 1.0 and by_task["wrong"][2]["grade"]["checks"] == {"exact": False}
+    assert by_task["capital"][2]["reward"] == 1.0 and by_task["wrong"][2]["extra"]["grade"]["checks"] == {"exact": False}
     report = json.loads(_headroom("report", "--store", str(store), "--format", "json").stdout)
     [c] = report["configurations"]
     assert (c["counts"]["passed"], c["counts"]["failed"], c["counts"]["abstained"], c["n"]) == (1, 1, 1, 3)
