@@ -25,7 +25,7 @@ from orchestrator.report.render import render_text
 from orchestrator.spec.outcome import MODEL_OUTCOMES, Outcome
 from orchestrator.stats.aggregate import OUTCOMES
 from orchestrator.store.records import ExecutionRecord, RunRecord, TaskRecord, TrialRecord
-from orchestrator.store.sqlite import Store
+from orchestrator.store.sqlite import SCHEMA_VERSION, Store
 from orchestrator.view import data as view_data
 
 ALL = [o.value for o in Outcome]
@@ -101,7 +101,7 @@ def test_an_old_store_reads_failed_abstained_as_abstained(tmp_path: Path) -> Non
         raw.executemany("UPDATE executions SET outcome='failed', reason='abstained' WHERE trial_id=?",
                         [(t,) for t in legacy_ids])
     assert raw.execute("SELECT COUNT(*) FROM executions WHERE outcome='failed' AND reason='abstained'").fetchone()[0] == 3
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == 2  # nothing was migrated: read as it is
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION  # no schema change: read as it is
     raw.close()
 
     ro = Store(path, read_only=True)
@@ -126,6 +126,9 @@ def test_an_old_store_reads_failed_abstained_as_abstained(tmp_path: Path) -> Non
     detail = view_data.trial_detail(ro, run_id, legacy)
     assert detail is not None and detail["tries"][0]["outcome"] == "abstained"
     ro.close()
+    raw = sqlite3.connect(path)  # reading rewrote nothing
+    assert raw.execute("SELECT COUNT(*) FROM executions WHERE outcome='failed' AND reason='abstained'").fetchone()[0] == 3
+    raw.close()
 
 
 @pytest.mark.parametrize("stored", [("abstained", None), ("failed", "abstained")])
