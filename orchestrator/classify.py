@@ -44,6 +44,8 @@ def classify(facts: TrialFacts, reward_threshold: float = 1.0) -> Verdict:
     v = facts.verifier
     if v is None or v.spawn_error:
         return Verdict(Outcome.HARNESS_ERROR, HarnessReason.VERIFIER_CRASHED)
+    if v.skipped:  # no verifier to give a reward: only a golden task's grader (settle) can judge this try
+        return Verdict(Outcome.HARNESS_ERROR, HarnessReason.REWARD_MISSING)
     if v.timed_out:
         return Verdict(Outcome.HARNESS_ERROR, HarnessReason.VERIFIER_TIMEOUT)
     if facts.reward is None or not math.isfinite(facts.reward):

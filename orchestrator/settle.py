@@ -16,7 +16,7 @@ from orchestrator.redact import redact
 from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.grader import GoldenGrader
-from orchestrator.spec.outcome import HarnessReason, ModelReason, Outcome
+from orchestrator.spec.outcome import HarnessReason, Outcome
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import TryRecord
 
@@ -81,7 +81,7 @@ def apply_grader(grader: GoldenGrader, facts: TrialFacts, verdict: Verdict,
     if g.reward is None:
         return facts, Verdict(Outcome.HARNESS_ERROR, HarnessReason.REWARD_MISSING)
     if g.abstained:
-        return facts, Verdict(Outcome.FAILED, ModelReason.ABSTAINED)
+        return facts, Verdict(Outcome.ABSTAINED)
     return facts, Verdict(Outcome.PASSED if g.reward >= reward_threshold else Outcome.FAILED)
 
 

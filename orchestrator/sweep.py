@@ -65,7 +65,8 @@ def start(
     With ``canary``, the enforcement canary (:mod:`orchestrator.canary`) runs first on this
     backend for every configuration, and its verdict goes into the provenance.
     """
-    check_capabilities(backend, {"gpus": max((t.spec.environment.gpus for t in tasks), default=0)})
+    check_capabilities(backend, {"gpus": max((t.spec.environment.gpus for t in tasks), default=0),
+                                 "without_tests": [t.id for t in tasks if not t.has_tests]})
     trials = plan(experiment, tasks)
     check_fit(backend, tasks, trials)
     secrets = secret_values(experiment.agent.env_passthrough)

@@ -53,6 +53,8 @@ class Capabilities(BaseModel):
     isolation: Isolation = Field(description="what keeps the agent away from what grades it")
     network_control: bool = Field(description="network can be switched off for a try")
     gpus: bool = False
+    skips_verifier: bool = Field(
+        default=False, description="runs a golden task without tests/: the verifier step is skipped, the grader decides")
     oom_signal: str = Field(description="where an OOM verdict comes from")
     notes: list[str] = Field(default_factory=list, description="anything a reader of the report must know")
 
@@ -106,9 +108,15 @@ def check_capabilities(backend: Backend, launches_need: dict[str, Any]) -> None:
     """Refuse a run that needs what the backend cannot give, before anything starts.
 
     ``launches_need`` summarises the run: ``gpus`` (max over tasks), ``network_off``
-    (some try must run without network).
+    (some try must run without network), ``without_tests`` (ids of golden tasks without tests/).
     """
     caps = backend.capabilities
+    if (bare := launches_need.get("without_tests")) and not caps.skips_verifier:
+        raise SpecError(
+            f"golden task(s) without tests/ ({', '.join(sorted(bare)[:5])}{', ...' if len(bare) > 5 else ''}) run on the "
+            f"local backend only; the {backend.name} backend needs tests/test.sh (it may be `exit 0`)",
+            field="tests/test.sh",
+        )
     if launches_need.get("gpus", 0) > 0 and not caps.gpus:
         raise SpecError(
             f"tasks need {launches_need['gpus']} GPU(s) but the {backend.name} backend cannot give GPUs",

@@ -207,12 +207,12 @@ def status(experiment: str | None, kubeconfig: Path | None, context: str | None,
     out.print(f"[bold]{experiment}[/]  {st.get('phase', 'Pending')}  {st.get('progress', '0/?')} finished, "
               f"{st.get('inFlight', 0)} in flight, {st.get('tries', 0)} tries  run {st.get('runId', '-')}")
     table = Table()
-    for col in ("configuration", "finished", "passed", "failed", "timeout", "infra", "harness",
+    for col in ("configuration", "finished", "passed", "failed", "abstained", "timeout", "infra", "harness",
                 "pass rate [95% CI]", "infra-error rate [95% CI]"):
         table.add_column(col, justify="left" if col == "configuration" else "right")
     for c in st.get("configurations", []):
         table.add_row(c["configuration"], f"{c['finished']}/{c['planned']}", str(c["passed"]), str(c["failed"]),
-                      str(c["timeout"]), str(c["infraError"]), str(c["harnessError"]), _pct(c["passRate"]),
+                      str(c.get("abstained", 0)), str(c["timeout"]), str(c["infraError"]), str(c["harnessError"]), _pct(c["passRate"]),
                       _pct(c["infraErrorRate"]))
     out.print(table)
     for c in st.get("conditions", []):

@@ -14,6 +14,7 @@ from orchestrator.commands.console import err, out
 from orchestrator.errors import UserError
 from orchestrator.importers import results as importer
 from orchestrator.importers.outcomes import parse_overrides
+from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.text import pct
 from orchestrator.store.sqlite import Store
 
@@ -49,14 +50,12 @@ def print_summary(summary: dict[str, Any], run_id: str, store: Path) -> None:
         out.print(f"{summary['timeouts_the_verifier_passed']} trial(s) timed out but the verifier passed them: "
                   "headroom counts them as timeout, the source as passed.", soft_wrap=True)
     t = Table(title="Configurations (in this order)", title_justify="left")
-    for h in ("label", "trials", "passed", "failed", "timeout", "infra", "harness", "headline"):
+    for h in ("label", "trials", *OUTCOME_HEADERS.values(), "headline"):
         t.add_column(h, justify="left" if h == "label" else "right")
     for lab in summary["labels"]:
         c = summary["outcomes_by_label"][lab]
         h = summary["headline_by_label"][lab]
-        t.add_row(escape(lab), str(sum(c.values())), str(c.get("passed", 0)), str(c.get("failed", 0)),
-                  str(c.get("timeout", 0)), str(c.get("infra_error", 0)), str(c.get("harness_error", 0)),
-                  pct(h))
+        t.add_row(escape(lab), str(sum(c.values())), *count_cells(c), pct(h))
     out.print(t)
     out.print(f"run {run_id} written to {store}. Next: headroom report --store {store} --run-id {run_id}")
 

@@ -29,7 +29,7 @@ from orchestrator.controller.resources import (
 from orchestrator.errors import UserError
 from orchestrator.plan import plan
 from orchestrator.spec.facts import TrialFacts
-from orchestrator.spec.outcome import Outcome, parse_reason
+from orchestrator.spec.outcome import Outcome, current_outcome, parse_reason
 from orchestrator.spec.trial import Verdict
 from orchestrator.store.sqlite import Store
 
@@ -106,7 +106,8 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
         if st.get("phase") != "Finished":
             unfinished += 1
             continue
-        verdict = Verdict(Outcome(st["outcome"]), parse_reason(st.get("reason")))
+        outcome, reason = current_outcome(st["outcome"], st.get("reason"))  # a Trial settled by an older controller
+        verdict = Verdict(Outcome(outcome), parse_reason(reason))
         store.finish_try(local_id, tid, try_index, facts_of(t), verdict, final=bool(st.get("final")))
     store.set_status(local_id, "finished" if status.get("phase") == "Complete" else "running")
     store.close()

@@ -20,10 +20,10 @@ from orchestrator.controller.resources import (
     ExperimentStatus,
     Interval,
 )
+from orchestrator.spec.outcome import current_outcome
 from orchestrator.spec.trial import Trial as PlannedTrial
 
 Obj = dict[str, Any]
-OUTCOMES = ("passed", "failed", "timeout", "infra_error", "harness_error")
 
 
 def now_rfc3339() -> str:
@@ -134,7 +134,9 @@ def configuration_status(plan: list[PlannedTrial], book: Ledger) -> list[Configu
         planned[p.config.label] += 1
     counts: dict[str, dict[str, int]] = {lab: defaultdict(int) for lab in labels}
     for t in book.final.values():
-        counts[t["spec"]["configuration"]["label"]][t["status"].get("outcome") or "harness_error"] += 1
+        st = t["status"]
+        outcome, _ = current_outcome(st.get("outcome"), st.get("reason"))  # a Trial settled before abstained was an outcome
+        counts[t["spec"]["configuration"]["label"]][outcome or "harness_error"] += 1
     in_flight: dict[str, int] = defaultdict(int)
     for t in book.in_flight:
         in_flight[t["spec"]["configuration"]["label"]] += 1
@@ -146,8 +148,9 @@ def configuration_status(plan: list[PlannedTrial], book: Ledger) -> list[Configu
         out.append(ConfigurationStatus(
             configuration=lab, planned=planned[lab], finished=finished, in_flight=in_flight[lab],
             passed=c["passed"], failed=c["failed"], timeout=c["timeout"], infra_error=c["infra_error"],
-            harness_error=c["harness_error"], retried=book.retried_by_label.get(lab, 0),
+            harness_error=c["harness_error"], abstained=c["abstained"], retried=book.retried_by_label.get(lab, 0),
             pass_rate=wilson(c["passed"], finished), infra_error_rate=wilson(c["infra_error"], finished),
+            abstention_rate=wilson(c["abstained"], finished),
         ))
     return out
 

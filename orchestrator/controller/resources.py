@@ -99,7 +99,8 @@ class TrialTimings(_Camel):
 class TrialStatus(_Camel):
     phase: Literal["Pending", "Running", "Finished", "Abandoned"] = Field(
         default="Pending", description="Abandoned: its pod vanished while no controller ran; never counted, run again")
-    outcome: Literal["passed", "failed", "timeout", "infra_error", "harness_error"] | None = None
+    # Every orchestrator.spec.outcome.Outcome (tests/controller checks the two stay equal).
+    outcome: Literal["passed", "failed", "timeout", "infra_error", "harness_error", "abstained"] | None = None
     reason: str | None = None
     final: bool | None = Field(default=None, description="this try is the trial's result (false: it was retried)")
     reward: float | None = None
@@ -145,9 +146,11 @@ class ConfigurationStatus(_Camel):
     timeout: int
     infra_error: int
     harness_error: int
+    abstained: int = Field(default=0, description="honest \"cannot answer\" a golden grader allows: not a pass")
     retried: int
     pass_rate: Interval
     infra_error_rate: Interval
+    abstention_rate: Interval = Field(default_factory=lambda: Interval(k=0, n=0))
 
 
 class Condition(_Camel):

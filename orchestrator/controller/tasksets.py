@@ -50,7 +50,12 @@ def set_name(digest: str) -> str:
 
 
 def bundles(tasks: list[Task]) -> list[TaskBundle]:
-    """The Pod backend's bundle of each task; raises SpecError for a task too big for a ConfigMap."""
+    """The Pod backend's bundle of each task; raises SpecError for a task too big for a ConfigMap,
+    or for a golden task without tests/ (the Pod's runner always runs a verifier: local backend only)."""
+    if bare := sorted(t.id for t in tasks if not t.has_tests):
+        raise SpecError(f"golden task(s) without tests/ ({', '.join(bare[:5])}{', ...' if len(bare) > 5 else ''}) run on "
+                        "the local backend only; the kubernetes backend needs tests/test.sh (it may be `exit 0`)",
+                        field="tests/test.sh")
     return [taskfiles.bundle(t.id, t.path, t.digest) for t in tasks]
 
 

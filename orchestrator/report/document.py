@@ -40,11 +40,10 @@ def provenance_mix(prov: dict[str, Any]) -> dict[str, Any]:
     return mix
 
 
-def trust_block(df: pd.DataFrame, prov: dict[str, Any]) -> dict[str, Any]:
-    """Abstentions per configuration and the paraphrase gap, when the task set has them."""
-    abst = df[df["reason"] == "abstained"].groupby("config_label", observed=True).size() if len(df) else pd.Series(dtype=int)
+def trust_block(df: pd.DataFrame, prov: dict[str, Any], configs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Abstention rates (configurations with any abstention) and the paraphrase gap, when the task set has them."""
     return {
-        "abstentions": {str(k): int(v) for k, v in abst.items()},
+        "abstentions": {c["label"]: c["abstention_rate"] for c in configs if c["abstention_rate"]["k"]},
         "paraphrase_gap": paraphrase_gap(df, paraphrase_pairs(prov.get("tasks", {}))),
     }
 
@@ -99,7 +98,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
         "experiment": info.spec,
         "provenance": prov,
         "task_provenance_mix": provenance_mix(prov),
-        "trust": trust_block(df, prov),
+        "trust": trust_block(df, prov, configurations),
         "configurations": configurations,
         "tries": tries,
         "exclusions": exclusions(df, tries, planned),

@@ -25,6 +25,8 @@ def cell_text(c: dict[str, Any]) -> tuple[str, str]:
     extra = []
     if c.get("infra_errors"):
         extra.append(f"{c['infra_errors']} infra")
+    if c.get("abstained"):
+        extra.append(f"{c['abstained']} abstained")
     ratio = c.get("peak_memory_to_limit_max")
     if ratio is not None:
         extra.append(f"peak {ratio:.2f}x limit")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.report import checks, costs
+from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.text import gap, interval_pts, limit, mib, pct, pts, pval, rate, seconds, sign_counts, usd
 
 
@@ -98,8 +99,10 @@ def trust_lines(doc: dict[str, Any]) -> list[str]:
     trust = doc.get("trust") or {}
     lines: list[str] = []
     if trust.get("abstentions"):
-        lines += ["## Abstentions", "", "Honest \"cannot answer\" verdicts allowed by golden graders (counted as not passed):", ""]
-        lines += _table(["configuration", "abstained"], [[k, str(v)] for k, v in trust["abstentions"].items()])
+        lines += ["## Abstentions", "", "Honest \"cannot answer\" answers a golden grader allows: their own outcome, "
+                  "not a failure, but not a pass either (they stay in the pass rate's denominator):", ""]
+        lines += _table(["configuration", "abstained", "trials", "abstention rate"],
+                        [[k, str(v["k"]), str(v["n"]), rate(v)] for k, v in trust["abstentions"].items()])
     if trust.get("paraphrase_gap"):
         lines += ["## Paraphrase gap", "", "Original minus paraphrase pass rate over task pairs; paired Wilcoxon and t-test.", ""]
         fmt = lambda v, f: "—" if v is None else format(v, f)  # noqa: E731
@@ -124,12 +127,15 @@ def metrics_block(doc: dict[str, Any]) -> list[str]:
             c["label"], *axis_cells, ",".join(c.get("enforcement", [])),
             str(c["n"]), rate(c["score_infra_as_failure"]), rate(c["score_infra_excluded"]),
             pct(cl["cluster_score"]), f"{pct(cl['worst_cluster_score'])} ({cl['worst_cluster_id']})",
-            rate(c["infra_error_rate"]), rate(c["timeout_rate"]), rate(c["harness_error_rate"]),
+            rate(c["infra_error_rate"]), rate(c["timeout_rate"]), rate(c["harness_error_rate"]), rate(c["abstention_rate"]),
             f"{pct(se['se_iid'])} / {pct(se['se_clustered'])}",
         ])
     lines += _table(["config", *([] if labels else ["request", "limit"]), "enforcement", "n", "score (infra = fail)",
                      "score (infra excluded)", "cluster-level", "worst cluster", "infra-error rate", "timeout",
-                     "harness error", "SE iid / clustered"], rows)
+                     "harness error", "abstention", "SE iid / clustered"], rows)
+    lines += ["Outcomes (trials):", ""]
+    lines += _table(["config", "n", *OUTCOME_HEADERS.values()],
+                    [[c["label"], str(c["n"]), *count_cells(c["counts"])] for c in doc["configurations"]])
     reasons = [[c["label"], ", ".join(f"{k} {v}" for k, v in c["infra_reasons"].items()) or "—"] for c in doc["configurations"]]
     lines += ["Infra errors by reason:", ""] + _table(["config", "reasons"], reasons)
     kmax = max((len(c["pass_at_k"]) for c in doc["configurations"]), default=0)
@@ -273,6 +279,7 @@ def tasks_block(doc: dict[str, Any]) -> list[str]:
                 continue
             ratio = c.get("peak_memory_to_limit_max")
             cells.append(f"{c['passed']}/{c['n']} pass, {c['infra_errors']} infra"
+                         + (f", {c['abstained']} abstained" if c.get("abstained") else "")
                          + (f", peak {ratio:.2f}x limit" if ratio is not None else ""))
         rows.append([t["task_id"], t["cluster_id"]] + cells)
     return ["## Per task", ""] + _table(["task", "cluster"] + labels, rows)

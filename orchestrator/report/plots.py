@@ -21,15 +21,17 @@ def _png(fig: Any) -> str:
 
 
 def rates_vs_multiplier(configs: list[dict[str, Any]], *, labels_axis: bool = False) -> str:
-    """Pass rate and infra-error rate against the configuration, with Wilson 95% bands.
+    """Pass rate, infra-error rate (and abstention rate) against the configuration, with Wilson 95% bands.
 
     Labels (agents, models, imports) have no order to connect: points with error bars, no line.
     """
     labels = [c["label"] for c in configs]
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    for key, name, color in (("score_infra_as_failure", "pass rate (headline)", "tab:blue"),
-                             ("infra_error_rate", "infra-error rate", "tab:red")):
+    series = [("score_infra_as_failure", "pass rate (headline)", "tab:blue"), ("infra_error_rate", "infra-error rate", "tab:red")]
+    if any((c.get("abstention_rate") or {}).get("k") for c in configs):  # only where someone abstained
+        series.append(("abstention_rate", "abstention rate", "tab:purple"))
+    for key, name, color in series:
         est = np.array([c[key]["estimate"] if c[key]["estimate"] is not None else np.nan for c in configs]) * 100
         lo = np.array([c[key]["low"] if c[key]["low"] is not None else np.nan for c in configs]) * 100
         hi = np.array([c[key]["high"] if c[key]["high"] is not None else np.nan for c in configs]) * 100

@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.report import checks, costs
+from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.tables import print_table
 from orchestrator.report.text import gap, interval_pts, limit, pct, pts, pval, rate, sign_counts
 
@@ -29,15 +30,16 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
         return
     stats = doc["statistics"]
     labels = doc["run"].get("axis") == "labels"  # agents/models/imports: no resource axis, trend or calibration
-    headers = ["config", *([] if labels else ["request", "limit"]), "n", "passed", "failed", "timeout", "infra", "harness",
-               "pass rate", "infra-error rate", "score excl. infra", "cluster-level"]
+    headers = ["config", *([] if labels else ["request", "limit"]), "n", *OUTCOME_HEADERS.values(),
+               "pass rate", "infra-error rate", "abstention rate", "score excl. infra", "cluster-level"]
     rows = []
     for c in doc["configurations"]:
         k = c["counts"]
         axis_cells = [] if labels else [f"{c['request_multiplier']:g}x", limit(c["limit_multiplier"])]
         rows.append([c["label"], *axis_cells, str(c["n"]),
-                     str(k["passed"]), str(k["failed"]), str(k["timeout"]), str(k["infra_error"]), str(k["harness_error"]),
-                     rate(c["pass_rate"]), rate(c["infra_error_rate"]), rate(c["score_infra_excluded"]),
+                     *count_cells(k),
+                     rate(c["pass_rate"]), rate(c["infra_error_rate"]), rate(c["abstention_rate"]),
+                     rate(c["score_infra_excluded"]),
                      pct(c["clusters"]["cluster_score"])])
     print_table(console, "Outcomes by configuration (rates with Wilson 95% intervals)", headers, rows,
                 right=range(1, len(headers)))

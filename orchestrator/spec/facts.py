@@ -29,6 +29,7 @@ class StepFacts(BaseModel):
     spawn_error: str | None = None
     # Container backends: the termination reason and message the runtime gave.
     termination_reason: str | None = None
+    skipped: str | None = Field(default=None, description="why the step did not run at all (then it took no time)")
 
 
 class TrialFacts(BaseModel):

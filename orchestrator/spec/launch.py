@@ -67,7 +67,8 @@ class Launch(BaseModel):
     agent_kind: Literal["oracle", "command"]
     task: TaskSource
     agent: StepLaunch
-    verifier: StepLaunch
+    verifier: StepLaunch | None = Field(
+        description="None: a golden task without tests/; the verifier step is skipped and the grader decides")
     amounts: ResourceAmounts
     request_storage_bytes: int
     limit_storage_bytes: int | None

@@ -1,6 +1,10 @@
 """The one outcome taxonomy every backend classifies into.
 
-A trial ends in exactly one :class:`Outcome`. Infrastructure errors carry an
+A trial ends in exactly one :class:`Outcome`. ``abstained`` is its own outcome,
+not a kind of failure: an honest "cannot answer", allowed by a golden grader,
+must never be read as "answered wrong". It still is not a pass (it counts in a
+pass rate's denominator) and it says something about the agent (it is one of
+:data:`MODEL_OUTCOMES`). Infrastructure errors carry an
 :class:`InfraReason` so a report can tell an OOM kill from an eviction; harness
 errors carry a :class:`HarnessReason`. Both enumerations are closed on purpose:
 a new reason is a design change, not a free-form string. A backend that reports
@@ -19,6 +23,7 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"  # the agent step exceeded its budget
     INFRA_ERROR = "infra_error"  # the environment failed the trial, not the agent
     HARNESS_ERROR = "harness_error"  # verifier crashed, reward missing/malformed, our bug
+    ABSTAINED = "abstained"  # an honest "cannot answer" that the golden grader allows: not an answer, not a wrong one
 
 
 class InfraReason(StrEnum):
@@ -49,15 +54,37 @@ class HarnessReason(StrEnum):
 
 
 class ModelReason(StrEnum):
-    """Why a model outcome is what it is, where that matters."""
+    """Why a model outcome is what it is, where that matters.
 
-    ABSTAINED = "abstained"  # an honest "cannot answer", allowed by a golden grader: not a plain failure
+    ``abstained`` as a *reason* is the shape stores, bundles and Trial objects
+    written before abstention became an :class:`Outcome` hold (``failed(abstained)``);
+    :func:`current_outcome` reads it as the outcome it now is. Nothing writes it.
+    """
+
+    ABSTAINED = "abstained"
 
 
 Reason = InfraReason | HarnessReason | ModelReason
 
 #: Outcomes that say something about the agent (used for "infra excluded" scores).
-MODEL_OUTCOMES = frozenset({Outcome.PASSED, Outcome.FAILED, Outcome.TIMEOUT})
+MODEL_OUTCOMES = frozenset({Outcome.PASSED, Outcome.FAILED, Outcome.TIMEOUT, Outcome.ABSTAINED})
+
+#: SQL (for a table aliased ``e``) reading an older ``failed(abstained)`` row as ``abstained``, reason NULL.
+LEGACY_ABSTAINED = "(e.outcome = 'failed' AND e.reason = 'abstained')"
+OUTCOME_SQL = f"CASE WHEN {LEGACY_ABSTAINED} THEN 'abstained' ELSE e.outcome END"
+REASON_SQL = f"CASE WHEN {LEGACY_ABSTAINED} THEN NULL ELSE e.reason END"
+
+
+def current_outcome(outcome: str | None, reason: str | None) -> tuple[str | None, str | None]:
+    """A stored (outcome, reason) in this version's taxonomy.
+
+    Before abstention was an outcome it was stored as ``failed`` with reason
+    ``abstained``; such a row is read as ``abstained`` with no reason, so an old
+    store, bundle or Trial status reads exactly like a new one (no migration needed).
+    """
+    if outcome == Outcome.FAILED.value and reason == ModelReason.ABSTAINED.value:
+        return Outcome.ABSTAINED.value, None
+    return outcome, reason
 
 
 def infra_reason(text: str | InfraReason) -> InfraReason:

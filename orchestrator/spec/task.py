@@ -152,6 +152,7 @@ class Task(BaseModel):
     spec: TaskSpec
     instruction: str
     digest: str = Field(description="sha256 over every file of the task directory")
+    has_tests: bool = Field(default=True, description="False: a golden task without tests/; its grader alone decides")
 
     @property
     def cluster_id(self) -> str:

@@ -20,8 +20,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-OUTCOMES: tuple[str, ...] = ("passed", "failed", "timeout", "infra_error", "harness_error")
-PASSED, FAILED, TIMEOUT, INFRA, HARNESS = range(5)
+#: Every outcome of orchestrator.spec.outcome.Outcome, in the order of the counts' last axis.
+OUTCOMES: tuple[str, ...] = ("passed", "failed", "timeout", "infra_error", "harness_error", "abstained")
+PASSED, FAILED, TIMEOUT, INFRA, HARNESS, ABSTAINED = range(len(OUTCOMES))
+N_OUTCOMES = len(OUTCOMES)
+#: Outcomes that say something about the agent: the denominator of the infra-excluded score.
+MODEL_COLUMNS = (PASSED, FAILED, TIMEOUT, ABSTAINED)
 
 REQUIRED_COLUMNS: tuple[str, ...] = (
     "task_id",
@@ -41,7 +45,7 @@ class Aggregates:
     tasks: list[str]  # (T,)
     task_cluster: np.ndarray  # (T,) int code into clusters
     clusters: list[str]
-    counts: np.ndarray  # (C, T, 5) outcome counts
+    counts: np.ndarray  # (C, T, N_OUTCOMES) outcome counts
     attempt_n: np.ndarray  # (C, A) trials per repeat index
     attempt_pass: np.ndarray  # (C, A) passes per repeat index
     reasons: list[dict[str, int]]  # per config: infra reason -> count
@@ -156,7 +160,7 @@ def aggregate(df: pd.DataFrame, config_order: list[str] | None = None) -> Aggreg
     cl_codes, cl_uniques = pd.factorize(cl, sort=True)
 
     cell = cfg * t_n + task_codes
-    counts = np.bincount(cell * 5 + out_codes, minlength=c_n * t_n * 5).reshape(c_n, t_n, 5)
+    counts = np.bincount(cell * N_OUTCOMES + out_codes, minlength=c_n * t_n * N_OUTCOMES).reshape(c_n, t_n, N_OUTCOMES)
 
     att = pd.to_numeric(df["attempt"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
     if np.any(~np.isfinite(att)) or np.any(att < 0):

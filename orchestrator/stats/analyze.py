@@ -10,8 +10,13 @@ minimum detectable difference; and the calibration recommendation.
 Headline score: ``score_infra_as_failure`` (passes / all trials), because that
 is leaderboard practice and what a reader of a published number assumes. The
 other view, ``score_infra_excluded``, drops infra and harness errors from the
-denominator (passes / (passed + failed + timeout)): those outcomes say nothing
-about the agent (see orchestrator.spec.outcome.MODEL_OUTCOMES).
+denominator (passes / (passed + failed + timeout + abstained)): those outcomes
+say nothing about the agent (see orchestrator.spec.outcome.MODEL_OUTCOMES).
+
+Abstentions (an honest "cannot answer" a golden grader allows) are their own
+outcome. They stay in both scores' denominators, because an abstention is not a
+pass; ``abstention_rate`` (abstained / all trials, Wilson interval) reports them
+per configuration, so "did not answer" is never hidden inside "answered wrong".
 
 When the configurations are labels (agents, models, imported submissions:
 ``axis="labels"``) rather than resource levels, they keep the given order, each
@@ -41,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from . import calibration, power
-from .aggregate import FAILED, HARNESS, INFRA, OUTCOMES, PASSED, TIMEOUT, Aggregates, aggregate
+from .aggregate import ABSTAINED, HARNESS, INFRA, MODEL_COLUMNS, N_OUTCOMES, OUTCOMES, PASSED, TIMEOUT, Aggregates, aggregate
 from .clustered import clustered_se, icc_anova
 from .clusters import cluster_scores
 from .cost import cost_latency
@@ -93,13 +98,13 @@ def _reference_index(agg: Aggregates, reference: str | None, axis: str = "resour
 
 
 def _config_block(agg: Aggregates, c: int) -> dict[str, Any]:
-    cnt = agg.counts[c]  # (T, 5)
+    cnt = agg.counts[c]  # (T, N_OUTCOMES)
     tot = cnt.sum(axis=0)
     n_t = cnt.sum(axis=1)
     pass_t = cnt[:, PASSED]
     n = int(tot.sum())
     passed = int(tot[PASSED])
-    model_n = int(tot[PASSED] + tot[FAILED] + tot[TIMEOUT])
+    model_n = int(tot[list(MODEL_COLUMNS)].sum())
     ran = n_t > 0
     with np.errstate(invalid="ignore", divide="ignore"):
         task_rate = np.where(ran, pass_t / np.maximum(n_t, 1), np.nan)
@@ -137,6 +142,7 @@ def _config_block(agg: Aggregates, c: int) -> dict[str, Any]:
         "infra_error_rate": wilson(int(tot[INFRA]), n).to_dict(),
         "timeout_rate": wilson(int(tot[TIMEOUT]), n).to_dict(),
         "harness_error_rate": wilson(int(tot[HARNESS]), n).to_dict(),
+        "abstention_rate": wilson(int(tot[ABSTAINED]), n).to_dict(),
         "headline": HEADLINE,
         "score_infra_as_failure": score.to_dict(),
         "score_infra_excluded": wilson(passed, model_n).to_dict(),
@@ -151,10 +157,11 @@ def _config_block(agg: Aggregates, c: int) -> dict[str, Any]:
 
 
 def _task_table(agg: Aggregates) -> list[dict[str, Any]]:
-    cnt = agg.counts  # (C, T, 5)
+    cnt = agg.counts  # (C, T, N_OUTCOMES)
     n = cnt.sum(axis=2)
     p = cnt[:, :, PASSED]
     inf = cnt[:, :, INFRA]
+    abst = cnt[:, :, ABSTAINED]
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(n > 0, p / np.maximum(n, 1), np.nan)
     rows = []
@@ -168,6 +175,7 @@ def _task_table(agg: Aggregates) -> list[dict[str, Any]]:
                 "passed": int(p[c, t]),
                 "pass_rate": float(rate[c, t]),
                 "infra_errors": int(inf[c, t]),
+                "abstained": int(abst[c, t]),
                 "peak_memory_bytes_max": agg.peak_bytes_max[c, t],
                 "peak_memory_to_limit_max": agg.peak_ratio_max[c, t],
                 "peak_memory_to_limit_mean": agg.peak_ratio_mean[c, t],
@@ -183,7 +191,7 @@ def _compare_cells(
     cnt_b: np.ndarray,
     boschloo_max_cells: int,
 ) -> dict[str, Any]:
-    """One paired comparison from aligned (T, 5) count arrays (B relative to A)."""
+    """One paired comparison from aligned (T, N_OUTCOMES) count arrays (B relative to A)."""
     na, nb = cnt_a.sum(axis=1), cnt_b.sum(axis=1)
     pa, pb = cnt_a[:, PASSED], cnt_b[:, PASSED]
     sa, sb = wilson(int(pa.sum()), int(na.sum())), wilson(int(pb.sum()), int(nb.sum()))
@@ -197,8 +205,8 @@ def _compare_cells(
     infra["b"] = wilson(infra["x_b"], infra["n_b"]).to_dict()
     diff = None if sa.estimate is None or sb.estimate is None else sb.estimate - sa.estimate
     # The agent's score where the infrastructure held: infra and harness errors leave the denominator.
-    ma = cnt_a[:, PASSED] + cnt_a[:, FAILED] + cnt_a[:, TIMEOUT]
-    mb = cnt_b[:, PASSED] + cnt_b[:, FAILED] + cnt_b[:, TIMEOUT]
+    ma = cnt_a[:, list(MODEL_COLUMNS)].sum(axis=1)
+    mb = cnt_b[:, list(MODEL_COLUMNS)].sum(axis=1)
     xa, xb = wilson(int(pa.sum()), int(ma.sum())), wilson(int(pb.sum()), int(mb.sum()))
     xdiff = None if xa.estimate is None or xb.estimate is None else xb.estimate - xa.estimate
     return {
@@ -314,7 +322,7 @@ def analyze(
     cells_n = axis_counts.sum(axis=2)  # (C, T)
     rank = np.repeat(np.arange(n_axis), agg.n_tasks)
     task = np.tile(np.arange(agg.n_tasks), n_axis)
-    totals = axis_counts.sum(axis=1)  # (C, 5)
+    totals = axis_counts.sum(axis=1)  # (C, N_OUTCOMES)
     n_c = totals.sum(axis=1)
     trends: dict[str, Any] = {"primary": "clustered", "score": "config rank in canonical order (0 = least headroom)"}
     for name, col in (("pass", PASSED), ("infra_error", INFRA)):
@@ -372,8 +380,8 @@ def _result(df: pd.DataFrame, agg: Aggregates, ref: int, blocks: list[dict[str, 
 
 
 def _align(agg: Aggregates, c: int, tasks: pd.Index) -> np.ndarray:
-    """(T, 5) counts of config c of agg re-indexed onto the given task list (zeros where absent)."""
-    out = np.zeros((len(tasks), 5), dtype=np.int64)
+    """(T, N_OUTCOMES) counts of config c of agg re-indexed onto the given task list (zeros where absent)."""
+    out = np.zeros((len(tasks), N_OUTCOMES), dtype=np.int64)
     idx = tasks.get_indexer(agg.tasks)
     out[idx] = agg.counts[c]
     return out

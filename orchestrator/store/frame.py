@@ -20,12 +20,14 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
+from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL
+
 # Enough for any store: the whole result arrives as one batch (see module docstring).
 _ONE_BATCH = str(2**30)
 
-TRIAL_QUERY = """
+TRIAL_QUERY = f"""
 SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,
-       e.outcome, e.reason,
+       {OUTCOME_SQL} AS outcome, {REASON_SQL} AS reason,
        CAST(e.duration_s + COALESCE(r.duration_s, 0) AS REAL) AS duration_s,
        CAST(e.cost_usd + COALESCE(r.cost_usd, 0) AS REAL) AS cost_usd,
        CAST(e.tokens_in + COALESCE(r.tokens_in, 0) AS REAL) AS tokens_in,
@@ -33,7 +35,7 @@ SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.at
        CAST(e.peak_memory_bytes AS REAL) AS peak_memory_bytes,
        CAST(e.limit_memory_bytes AS REAL) AS memory_limit_bytes,
        e.enforcement, e.qos_class, e.started_at, t.ord AS plan_order,
-       {overcommit}
+       {{overcommit}}
 FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
 LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM(cost_usd) AS cost_usd,
                   SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out
@@ -45,6 +47,8 @@ OVERCOMMIT = ("overcommit_ratio", "overcommit_beside_unbounded", "overcommit_mem
 # Stores older than schema 3 opened read-only have no such columns: the frame then carries NULLs.
 _OVERCOMMIT_SELECT = {True: ", ".join(f"CAST(e.{c} AS REAL) AS {c}" for c in OVERCOMMIT),
                       False: ", ".join(f"CAST(NULL AS REAL) AS {c}" for c in OVERCOMMIT)}
+# The outcome and reason are read in this version's taxonomy (an older failed(abstained) row is
+# abstained): see orchestrator.spec.outcome.current_outcome.
 # Cost, tokens and time of a trial include its retried tries: they were really spent to
 # get this result. The retried tries are few (an index range on final = 0), so their
 # aggregate is a small join.

@@ -25,6 +25,7 @@ import pandas as pd
 from orchestrator.errors import UserError
 from orchestrator.processes import pid_alive
 from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.outcome import current_outcome
 from orchestrator.spec.resources import TASK_BAND, ResourceConfig
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
@@ -303,7 +304,7 @@ class Store:
             "SELECT trial_id, try, status, outcome, reason, final FROM executions WHERE run_id=? ORDER BY trial_id, try", (run_id,)
         ):
             out.setdefault(r["trial_id"], []).append(
-                TryRecord(r["trial_id"], r["try"], r["status"], bool(r["final"]), r["outcome"], r["reason"])
+                TryRecord(r["trial_id"], r["try"], r["status"], bool(r["final"]), *current_outcome(r["outcome"], r["reason"]))
             )
         return out
 
@@ -345,7 +346,7 @@ class Store:
     def final_results(self, run_id: str) -> list[tuple[str, str, str | None, dict[str, Any]]]:
         """(trial_id, outcome, reason, raw facts) of every trial's final try, in plan order."""
         return [
-            (r["trial_id"], r["outcome"], r["reason"], json.loads(r["json"]))
+            (r["trial_id"], *current_outcome(r["outcome"], r["reason"]), json.loads(r["json"]))
             for r in self.db.execute(
                 """SELECT e.trial_id, e.outcome, e.reason, v.json FROM executions e
                    JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
@@ -434,7 +435,7 @@ class Store:
             for t in trials:
                 for e in t.executions:
                     rows.append((run_id, t.trial_id, e.try_index, e.status, int(e.final), e.started_at, e.finished_at,
-                                 e.outcome, e.reason, e.reward, e.enforcement, e.qos_class, e.request_cpus,
+                                 *current_outcome(e.outcome, e.reason), e.reward, e.enforcement, e.qos_class, e.request_cpus,
                                  e.request_memory_bytes, e.limit_cpus, e.limit_memory_bytes, e.peak_memory_bytes,
                                  e.cpu_time_s, e.duration_s, e.tokens_in, e.tokens_out, e.cost_usd,
                                  *overcommit_values((e.evidence or {}).get("extra") or {})))
@@ -460,7 +461,8 @@ class Store:
         for r in self.db.execute("SELECT * FROM executions WHERE run_id=? ORDER BY trial_id, try", (run_id,)):
             tries.setdefault(r["trial_id"], []).append(ExecutionRecord(
                 try_index=r["try"], status=r["status"], final=bool(r["final"]), started_at=r["started_at"],
-                finished_at=r["finished_at"], outcome=r["outcome"], reason=r["reason"], reward=r["reward"],
+                finished_at=r["finished_at"], **dict(zip(("outcome", "reason"), current_outcome(r["outcome"], r["reason"]))),
+                reward=r["reward"],
                 enforcement=r["enforcement"], qos_class=r["qos_class"], request_cpus=r["request_cpus"],
                 request_memory_bytes=r["request_memory_bytes"], limit_cpus=r["limit_cpus"],
                 limit_memory_bytes=r["limit_memory_bytes"], peak_memory_bytes=r["peak_memory_bytes"],

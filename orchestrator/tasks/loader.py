@@ -13,6 +13,18 @@ from orchestrator.errors import SpecError, first_validation_error
 from orchestrator.spec.task import Task, TaskSpec
 
 REQUIRED_FILES = ("instruction.md", "tests/test.sh")
+#: What a golden task (one with a ``[grader]``) needs: it may omit tests/ entirely.
+GOLDEN_REQUIRED_FILES = ("instruction.md",)
+
+
+def required_files(spec: TaskSpec, path: Path) -> tuple[str, ...]:
+    """A golden task without a tests/ directory is graded by its grader alone; any other task needs tests/test.sh.
+
+    A golden task *with* tests/ still needs its test.sh: a tests/ directory without one is a mistake, not a choice.
+    """
+    if spec.grader is not None and not (path / "tests").exists():
+        return GOLDEN_REQUIRED_FILES
+    return REQUIRED_FILES
 
 
 def digest_dir(path: Path) -> str:
@@ -46,7 +58,7 @@ def load_task(path: Path) -> Task:
     except ValidationError as exc:
         field, msg = first_validation_error(exc)
         raise SpecError(msg, file=str(toml_path), field=field) from None
-    for rel in REQUIRED_FILES:
+    for rel in required_files(spec, path):
         if not (path / rel).is_file():
             raise SpecError("required file is missing", file=str(path / rel))
     try:
@@ -54,7 +66,8 @@ def load_task(path: Path) -> Task:
         digest = digest_dir(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read the task ({exc})", file=str(path)) from None
-    return Task(id=path.name, path=str(path.resolve()), spec=spec, instruction=instruction, digest=digest)
+    return Task(id=path.name, path=str(path.resolve()), spec=spec, instruction=instruction, digest=digest,
+                has_tests=(path / "tests" / "test.sh").is_file())
 
 
 def load_tasks(root: Path, select: list[str] | None = None) -> list[Task]:

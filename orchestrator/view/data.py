@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestrator.report import document
 from orchestrator.store.sqlite import Store
+from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL, current_outcome
 
 UNKNOWN = "unknown"
 
@@ -45,7 +46,8 @@ def runs_overview(store: Store) -> list[dict[str, Any]]:
 def cell_trials(store: Store, run_id: str, task_id: str, label: str) -> list[dict[str, Any]]:
     """The trials of one task under one configuration, each with its tries in order."""
     rows = store.db.execute(
-        """SELECT t.trial_id, t.attempt, t.seed, e.try, e.status, e.final, e.outcome, e.reason, e.duration_s,
+        f"""SELECT t.trial_id, t.attempt, t.seed, e.try, e.status, e.final, {OUTCOME_SQL} AS outcome,
+                  {REASON_SQL} AS reason, e.duration_s,
                   e.peak_memory_bytes, e.limit_memory_bytes
            FROM trials t LEFT JOIN executions e ON e.run_id = t.run_id AND e.trial_id = t.trial_id
            WHERE t.run_id = ? AND t.task_id = ? AND t.config_label = ?
@@ -76,6 +78,7 @@ def trial_detail(store: Store, run_id: str, trial_id: str) -> dict[str, Any] | N
     for r in store.db.execute("SELECT * FROM executions WHERE run_id = ? AND trial_id = ? ORDER BY try",
                               (run_id, trial_id)).fetchall():
         row = dict(r)
+        row["outcome"], row["reason"] = current_outcome(row["outcome"], row["reason"])
         ev = evidence.get(row["try"])
         steps = []
         for name in ("agent", "verifier"):

@@ -10,6 +10,8 @@ from typing import Any
 
 SERIES = (("score_infra_as_failure", "pass rate (headline)", "#1f77b4"),
           ("infra_error_rate", "infra-error rate", "#d62728"))
+#: Shown only where some configuration abstained: a flat zero line would be noise on every other run.
+ABSTENTION = ("abstention_rate", "abstention rate", "#4a4a8a")
 
 
 def _pct(x: float | None) -> float | None:
@@ -17,10 +19,11 @@ def _pct(x: float | None) -> float | None:
 
 
 def rates_by_configuration(configs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pass and infra-error rates per configuration with Wilson 95% error bars; hover shows the numbers."""
+    """Pass, infra-error (and abstention) rates per configuration with Wilson 95% error bars; hover shows the numbers."""
     labels = [c["label"] for c in configs]
     traces = []
-    for key, name, color in SERIES:
+    series = SERIES + ((ABSTENTION,) if any((c.get("abstention_rate") or {}).get("k") for c in configs) else ())
+    for key, name, color in series:
         est = [_pct(c[key]["estimate"]) for c in configs]
         lo = [_pct(c[key]["low"]) for c in configs]
         hi = [_pct(c[key]["high"]) for c in configs]

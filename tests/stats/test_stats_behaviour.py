@@ -284,7 +284,7 @@ def test_analyze_json_serialisable_and_shaped():
 def test_analyze_rejects_bad_input():
     df = make_sweep(3, 2, seed=0)
     bad = df.copy()
-    bad.loc[0, "outcome"] = "abstained"
+    bad.loc[0, "outcome"] = "vanished"
     with pytest.raises(ValueError, match="unknown outcome"):
         analyze(bad)
     with pytest.raises(ValueError, match="reference"):

@@ -8,6 +8,7 @@ from scipy import stats
 
 from orchestrator.report.document import provenance_mix, trust_block
 from orchestrator.report.markdown import trust_lines
+from orchestrator.stats.proportions import wilson
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
 
 
@@ -50,8 +51,11 @@ def test_report_shows_access_mix_unknown_share_abstentions_and_gap() -> None:
     mix = provenance_mix(prov)
     assert mix["access"]["public"] == 1 and mix["access"]["unknown"] == 1 and mix["unknown_access_share"] == 0.5
     df = _frame({"o0": 1.0, "p0": 0.5})
-    df.loc[df.index[-1], "reason"] = "abstained"
-    doc = {"trust": trust_block(df, prov)}
-    assert doc["trust"]["abstentions"] == {"1x/3x": 1}
+    df.loc[df.index[-1], "outcome"] = "abstained"
+    configs = [{"label": "1x/3x", "abstention_rate": wilson(1, 8).to_dict()},
+               {"label": "2x/none", "abstention_rate": wilson(0, 8).to_dict()}]
+    doc = {"trust": trust_block(df, prov, configs)}
+    assert doc["trust"]["abstentions"] == {"1x/3x": wilson(1, 8).to_dict()}  # a configuration without any: left out
     text = "\n".join(trust_lines(doc))
     assert "## Abstentions" in text and "## Paraphrase gap" in text and "+50.0%" in text
+    assert "| 1x/3x | 1 | 8 | 12.5% [" in text

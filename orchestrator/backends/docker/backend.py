@@ -286,6 +286,9 @@ class DockerBackend(ThreadedBackend):
         started = time.monotonic()
         cid: str | None = None
         try:
+            if launch.verifier is None:  # refused before any run (check_capabilities); this guards direct callers
+                facts.setup_error = "a golden task without tests/: the docker backend needs tests/test.sh"
+                return facts
             if launch.gpus:
                 facts.setup_error = f"the task needs {launch.gpus} GPU(s); the docker backend gives none"
                 return facts

@@ -226,6 +226,9 @@ class KubernetesBackend:
                 return self._handle(launch)
         inf = self.informer(launch.run_id)
         inf.expect(launch.name)
+        if launch.verifier is None:  # refused before any run (check_capabilities); this guards direct callers
+            raise UserError(f"task {launch.task_id} has no tests/: the kubernetes backend needs tests/test.sh",
+                            field="tests/test.sh")
         image = launch.task.docker_image
         if not image:
             raise UserError(f"task {launch.task_id} has no docker_image; set one or the experiment's image",

@@ -24,7 +24,7 @@ from orchestrator.backends.local.process import Limits, kill_tree, run_step
 from orchestrator.backends.local.storage import DiskWatcher
 from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.processes import pid_alive
-from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch, StepLaunch
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import MIB
@@ -132,6 +132,7 @@ class LocalBackend(ThreadedBackend):
         self.capabilities = Capabilities(
             memory_limit=True, memory_request=cg, cpu_quota=cg, cpu_request=cg, storage_limit=True,
             isolation="namespaces" if self.sandbox else "none", network_control=self.sandbox is not None, gpus=False,
+            skips_verifier=True,
             oom_signal=f"{self.enforcement} oom_kill counter" if cg else "none: rlimit gives no kernel OOM signal",
             notes=notes,
         )
@@ -317,7 +318,10 @@ class LocalBackend(ThreadedBackend):
                 with self._lock:
                     killed = launch.name in self._killed
                 over = watcher.check() if watcher else False
-                if not (agent.timed_out or agent.oom_kills or agent.spawn_error or killed or over):
+                if launch.verifier is None:
+                    # A golden task without tests/: nothing to run; the grader judges the answer when the try settles.
+                    facts.verifier = StepFacts(name="verifier", skipped="no tests/: a golden task, its grader decides")
+                elif not (agent.timed_out or agent.oom_kills or agent.spawn_error or killed or over):
                     # Made only now, after every agent process is dead, and outside anything the agent
                     # could write: a reward file here was written by the verifier and nobody else.
                     verifier_logs = Path(tempfile.mkdtemp(prefix="verifier-logs-", dir=workdir))
