@@ -195,3 +195,25 @@ def test_each_try_records_its_node_s_limits_at_scheduling_against_allocatable_an
         assert "of its node's allocatable memory in this run's limits, 4 under node memory pressure" in res.stdout
     finally:
         cluster.core.delete_node(name)
+
+
+def test_a_user_who_may_not_read_nodes_gets_a_canary_not_run_and_one_refused_list(
+        cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    from .controller_support import service_account_kubeconfig
+
+    # the namespace's default ServiceAccount, admin of its namespace only (the built-in ClusterRole "admin")
+    from kubernetes import client
+
+    client.RbacAuthorizationV1Api(cluster.api_client).create_namespaced_role_binding(namespace, {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "default-admin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}]})
+    kubeconfig = service_account_kubeconfig(cluster, namespace, "default", tmp_path / "sa.kubeconfig")
+    backend = KubernetesBackend(options=KubernetesOptions(namespace=namespace, kubeconfig=str(kubeconfig)))
+    try:
+        got = run_canary(backend, [ResourceConfig.parse("1x-strict")], image=IMAGE)
+        assert got["status"] == "not run" and got["reason"].startswith("no node to check: *: nodes not readable (403")
+        assert backend.nodes.forbidden is not None and backend.nodes.forbidden.startswith("403")
+        assert backend.request_report()["by_kind"].get("GET nodes") == 1  # refused once, not retried in a loop
+    finally:
+        backend.close()

@@ -90,3 +90,10 @@ def test_the_overcommit_of_a_pod_is_the_run_s_limits_on_its_node_when_it_was_bou
     p6 = nodes.overcommit("p6")
     assert p6 is not None and p6["concurrent_tries_max"] == 3  # p6, p2 and p1 (still in the cache)
     assert p6["concurrent_limit_bytes_max"] == (512 + 16) * 2**20 + 2**30 + 16 * 2**20
+
+
+def test_a_pod_seen_only_after_it_ended_leaves_no_record() -> None:
+    nodes = Nodes(core=None, options=KubernetesOptions())
+    done = pod("p", "n", "1Gi", phase="Succeeded")
+    nodes.pod_seen("p", done, {"p": done})  # a harvested pod's finalizer release, or a relist after the harvest
+    assert nodes.overcommit("p") is None and not nodes._placements

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
 from orchestrator.backends.kubernetes.informer import _Stream
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 SYNC_TIMEOUT_S = 30.0
+MAX_PLACEMENTS = 50_000
 COUNTED = "this run's pods (other workloads on the node are not watched)"
 
 PodHook = Callable[[Launch, dict[str, Any]], dict[str, Any]]
@@ -147,6 +149,7 @@ class Nodes:
         self._by_label: dict[str, str] = {}
         self._skipped: list[dict[str, str]] = []
         self._placements: dict[str, dict[str, Any]] = {}
+        self.forbidden: str | None = None  # set when this user may not list nodes: the watch then stops
 
     # -- the node cache ----------------------------------------------------------------
     def _listed(self, items: list[dict[str, Any]]) -> None:
@@ -160,16 +163,30 @@ class Nodes:
             else:
                 self._nodes[obj["metadata"]["name"]] = obj
 
+    def _list_nodes(self, **kwargs: Any) -> Any:
+        try:
+            return self.core.list_node(**kwargs)
+        except ApiException as exc:
+            if exc.status in (401, 403):  # not a passing failure: retrying would only repeat the refusal
+                self.forbidden = f"{exc.status} {exc.reason}"
+                self._stop.set()
+            raise
+
     def start(self, wait: bool = True) -> bool:
         """Start the node watch once; with ``wait``, False when nodes cannot be read (a namespace-scoped user)."""
         with self._lock:
             if self._stream is None:
                 selector = ",".join(f"{k}={v}" for k, v in self.options.node_selector.items())
-                self._stream = _Stream("nodes", self.core.list_node, {"label_selector": selector} if selector else {},
+                self._stream = _Stream("nodes", self._list_nodes, {"label_selector": selector} if selector else {},
                                        self._listed, self._event, self._stop)
                 self._stream.thread.start()
             stream = self._stream
-        return stream.synced.wait(SYNC_TIMEOUT_S) if wait else stream.synced.is_set()
+        if not wait:
+            return stream.synced.is_set()
+        for _ in range(int(SYNC_TIMEOUT_S / 0.1)):
+            if stream.synced.wait(0.1) or self.forbidden:
+                break
+        return stream.synced.is_set()
 
     def node(self, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -183,7 +200,7 @@ class Nodes:
     # -- the enforcement canary ---------------------------------------------------------
     def canary_targets(self) -> list[str]:
         if not self.start():
-            error = self._stream.last_error if self._stream else None
+            error = self.forbidden or (self._stream.last_error if self._stream else None)
             self._skipped = [{"target": "*", "reason": f"nodes not readable ({error})"}]
             return []
         with self._lock:
@@ -208,8 +225,8 @@ class Nodes:
     def pod_seen(self, name: str, pod: dict[str, Any], pods: dict[str, dict[str, Any]]) -> None:
         """Called by the run informer (under its lock) for every pod it sees; records the first binding."""
         node_name = (pod.get("spec") or {}).get("nodeName")
-        if not node_name or name in self._placements:
-            return
+        if not node_name or name in self._placements or not _alive(pod):
+            return  # not bound yet, already recorded, or ended (a harvested pod's last events, a relist)
         beside = [p for n, p in pods.items() if n != name and _alive(p)
                   and (p.get("spec") or {}).get("nodeName") == node_name]
         limits = [memory_limit(p) for p in beside]
@@ -219,6 +236,8 @@ class Nodes:
                   "concurrent_tries_max": 1 + len(beside), "unbounded_in_flight": any(lim is None for lim in limits),
                   "limits_counted": COUNTED}
         self._placements[name] = self._with_node(record, "scheduling")
+        while len(self._placements) > MAX_PLACEMENTS:  # records of cancelled tries are never read
+            self._placements.pop(next(iter(self._placements)))
 
     def _with_node(self, record: dict[str, Any], when: str) -> dict[str, Any]:
         node = self.node(record["node"])
