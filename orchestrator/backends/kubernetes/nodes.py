@@ -103,9 +103,10 @@ def choose(nodes: list[dict[str, Any]], tolerations: list[dict[str, Any]],
             skipped.append({"target": node["metadata"]["name"], "reason": reason})
         else:
             usable.append(node)
-    seen: set[tuple[str, ...]] = set()
-    first = [n for n in usable if not (_setup(n) in seen or seen.add(_setup(n)))]  # type: ignore[func-returns-value]
-    ordered = first + [n for n in usable if n not in first]
+    first: dict[tuple[str, ...], dict[str, Any]] = {}
+    for n in usable:
+        first.setdefault(_setup(n), n)
+    ordered = list(first.values()) + [n for n in usable if all(n is not f for f in first.values())]
     chosen = ordered[:cap]
     checked_setups = {_setup(n) for n in chosen}
     for n in ordered[cap:]:
@@ -149,6 +150,7 @@ class Nodes:
         self._by_label: dict[str, str] = {}
         self._skipped: list[dict[str, str]] = []
         self._placements: dict[str, dict[str, Any]] = {}
+        self._placements_lock = threading.Lock()  # the informers of several runs feed it
         self.forbidden: str | None = None  # set when this user may not list nodes: the watch then stops
 
     # -- the node cache ----------------------------------------------------------------
@@ -224,6 +226,10 @@ class Nodes:
     # -- overcommit per try ---------------------------------------------------------------
     def pod_seen(self, name: str, pod: dict[str, Any], pods: dict[str, dict[str, Any]]) -> None:
         """Called by the run informer (under its lock) for every pod it sees; records the first binding."""
+        with self._placements_lock:
+            self._record(name, pod, pods)
+
+    def _record(self, name: str, pod: dict[str, Any], pods: dict[str, dict[str, Any]]) -> None:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if not node_name or name in self._placements or not _alive(pod):
             return  # not bound yet, already recorded, or ended (a harvested pod's last events, a relist)
@@ -257,7 +263,8 @@ class Nodes:
         list arrived gets the node's allocatable and condition as of its harvest
         (``node_read_at`` says which).
         """
-        record = self._placements.pop(name, None)
+        with self._placements_lock:
+            record = self._placements.pop(name, None)
         if record is not None and record.get("node_read_at") is None:
             record = self._with_node(record, "harvest")
         return record
