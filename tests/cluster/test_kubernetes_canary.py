@@ -30,6 +30,7 @@ from orchestrator import sweep
 from orchestrator.backends.kubernetes import message
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.canary import NODE_LABEL, run_canary
+from orchestrator.overcommit import observed_by_config
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.resources import ResourceConfig
@@ -186,8 +187,8 @@ def test_each_try_records_its_node_s_limits_at_scheduling_against_allocatable_an
             assert rec["ratio_max"] == pytest.approx(rec["concurrent_limit_bytes_max"] / (3 * 2**30))
         # bound one after another while the earlier ones still ran: 1, 2, 3, 4 pods of limits on the node
         assert sorted(r["concurrent_tries_max"] for r in records) == [1, 2, 3, 4]
-        observed = store.overcommit_by_config(run_id)["1x/4x"]
-        assert observed["scope"] == "node" and observed["trials_under_memory_pressure"] == 4
+        observed = observed_by_config(store.trial_frame(run_id))["1x/4x"]
+        assert observed["trials_recorded"] == 4 and observed["trials_under_memory_pressure"] == 4
         assert observed["ratio_max"] == pytest.approx(4 * per_pod / (3 * 2**30))
         res = subprocess.run([sys.executable, "-m", "orchestrator", "report", "--store", str(tmp_path / "h.db"), "--format",
                               "markdown"], capture_output=True, text=True, cwd=REPO, timeout=120)
