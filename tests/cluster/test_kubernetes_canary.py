@@ -136,6 +136,7 @@ def test_a_cli_sweep_on_kwok_nodes_is_not_reported_as_a_resource_sweep(
                           str(tmp_path / "h.db"), "--format", "markdown"], capture_output=True, text=True, cwd=REPO,
                          timeout=300)
     assert res.returncode == 0, res.stderr
+    print("\n".join(line for line in res.stdout.splitlines() if "canary" in line or "resource sweep" in line))
     assert "limits do NOT bite" in res.stderr and f"per node: {a} not_enforced" in res.stderr
     assert "**Not a resource sweep: the limits did not bite.**" in res.stdout
     assert f"Per node: {a} not enforced, {b} not enforced, {c} not enforced." in res.stdout
@@ -193,6 +194,7 @@ def test_each_try_records_its_node_s_limits_at_scheduling_against_allocatable_an
         res = subprocess.run([sys.executable, "-m", "orchestrator", "report", "--store", str(tmp_path / "h.db"), "--format",
                               "markdown"], capture_output=True, text=True, cwd=REPO, timeout=120)
         assert res.returncode == 0, res.stderr
+        print("\n".join(line for line in res.stdout.splitlines() if "Overcommit" in line))
         assert "of its node's allocatable memory in this run's limits, 4 under node memory pressure" in res.stdout
     finally:
         cluster.core.delete_node(name)
