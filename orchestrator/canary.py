@@ -24,8 +24,13 @@ pass, so the canary itself could not run). Anything but ``enforced`` flags the
 run: the report does not present it as a resource sweep.
 
 Targets: a backend that schedules onto nodes exposes ``canary_targets()`` (node
-names); the canary labels each try ``headroom.dev/canary-node`` and the backend
-pins it there (nodeSelector). A backend without it is one target.
+names) and may expose ``canary_skipped()`` (``[{target, reason}]``: candidate
+nodes it left out, kept in the record); the canary labels each try
+``headroom.dev/canary-node`` and the backend pins it there (the Pod backend: a
+required node affinity, see ``backends/kubernetes/nodes.py``). A backend without
+it is one target. A backend that names no target gets the record ``not run``.
+The canary's task names no image: ``image`` gives it one (a cluster run passes
+the experiment's image, else the first task's).
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ def hog_sizes(limit_bytes: int) -> tuple[int, int]:
 
 
 def _launch(run_id: str, config: ResourceConfig, which: str, target: str, mb: int, spin_s: float,
-            amounts: ResourceAmounts) -> Launch:
+            amounts: ResourceAmounts, image: str | None = None) -> Launch:
     task = load_task(CANARY_TASK)
     trial_id = f"canary:{config.label}:{which}:{target}"
     env = {"HEADROOM_CANARY_MB": str(mb), "HEADROOM_CANARY_SPIN_S": str(spin_s), "HEADROOM_TASK_ID": task.id,
@@ -103,7 +108,7 @@ def _launch(run_id: str, config: ResourceConfig, which: str, target: str, mb: in
     return Launch(
         run_id=run_id, trial_id=trial_id, try_index=0, name=launch_name(run_id, trial_id, 0), task_id=task.id,
         config_label=config.label, attempt=0, seed=0, agent_kind="oracle",
-        task=TaskSource(task_id=task.id, path=task.path, digest=task.digest, include_solution=True),
+        task=TaskSource(task_id=task.id, path=task.path, digest=task.digest, docker_image=image, include_solution=True),
         agent=StepLaunch(name="agent", script="solution/solve.sh", env=env, timeout_s=task.spec.agent.timeout_sec),
         verifier=StepLaunch(name="verifier", script="tests/test.sh", env=env, timeout_s=task.spec.verifier.timeout_sec),
         amounts=amounts, request_storage_bytes=task.spec.environment.storage_mb * MIB, limit_storage_bytes=None,
@@ -198,20 +203,27 @@ def judge_cpu(limit_cpus: float, probe: TrialFacts | BaseException | None,
     return out
 
 
-def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: float = DEADLINE_S) -> dict[str, Any]:
+def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: float = DEADLINE_S,
+               image: str | None = None) -> dict[str, Any]:
     """Run the canary for every configuration on every target; the provenance record."""
     started = datetime.now(UTC).isoformat(timespec="seconds")
     task = load_task(CANARY_TASK)
     env = task.spec.environment
     targets_of = getattr(backend, "canary_targets", None)
+    skipped_of = getattr(backend, "canary_skipped", None)
     targets: list[str] = list(targets_of()) if callable(targets_of) else ["local"]
+    skipped: list[dict[str, str]] = list(skipped_of()) if callable(skipped_of) else []
+    if not targets:
+        out = not_run("no node to check: " + ("; ".join(f"{s['target']}: {s['reason']}" for s in skipped[:5])
+                                              or "the backend named none"))
+        return {**out, "started_at": started, "skipped_targets": skipped}
     run_id = f"canary-{uuid.uuid4().hex[:8]}"
     bounded = [(c, a) for c in configs if (a := _amounts(c, env.cpus, env.memory_mb)) is not None]
     pending: dict[str, tuple[str, str, str, Handle]] = {}
     results: dict[tuple[str, str, str], TrialFacts | BaseException | None] = {}
 
     def submit(config: ResourceConfig, which: str, target: str, mb: int, spin: float, amounts: ResourceAmounts) -> None:
-        launch = _launch(run_id, config, which, target, mb, spin, amounts)
+        launch = _launch(run_id, config, which, target, mb, spin, amounts, image)
         try:
             pending[launch.name] = (config.label, target, which, backend.submit(launch))
         except Exception as exc:  # a backend that refuses the try is a finding, not a crash of the sweep
@@ -264,18 +276,29 @@ def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: f
                     check.status = "weak"
             check.notes += cpu[target]["notes"]
             checks.append(check)
-    return record(checks, backend, started, cpu)
+    return record(checks, backend, started, cpu, skipped)
+
+
+def _worst(statuses: list[str]) -> str:
+    for s in ("not_enforced", "inconclusive", "weak", "enforced"):
+        if s in statuses:
+            return s
+    return "skipped"
 
 
 def record(checks: list[ArmCheck], backend: Backend, started: str,
-           cpu: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+           cpu: dict[str, dict[str, Any]] | None = None, skipped: list[dict[str, str]] | None = None) -> dict[str, Any]:
     flagged = [c for c in checks if c.status not in ("enforced", "skipped")]
+    targets = sorted({c.target for c in checks})
     return {
         "status": "flagged" if flagged else "enforced",
         "backend": backend.name,
         "enforcement": backend.enforcement,
         "started_at": started,
-        "targets": sorted({c.target for c in checks}),
+        "targets": targets,
+        # per target (node): the worst verdict of its configurations
+        "by_target": {t: _worst([c.status for c in checks if c.target == t]) for t in targets},
+        "skipped_targets": skipped or [],
         "arms": [asdict(c) for c in checks],
         "cpu": cpu or {},
         "problems": sorted({f"{c.config} on {c.target}: {p}" for c in flagged for p in c.problems}),
@@ -291,15 +314,45 @@ def flags_run(canary: dict[str, Any] | None) -> bool:
     return bool(canary) and canary.get("status") == "flagged"
 
 
+def of_run(prov: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every canary of a run, labelled: the one at its start, then one per ``--resume``."""
+    out = [("at start", prov["canary"])] if prov.get("canary") else []
+    out += [(f"on resume at {c.get('resumed_at', '?')}", c) for c in prov.get("canary_resumed") or []]
+    return out
+
+
+def run_problems(prov: dict[str, Any]) -> list[str] | None:
+    """None when no canary of the run flagged it; else every problem, labelled by when it was seen."""
+    flagged = [(when, c) for when, c in of_run(prov) if flags_run(c)]
+    if not flagged:
+        return None
+    many = len(of_run(prov)) > 1
+    return [f"{when}: {p}" if many else p for when, c in flagged for p in c.get("problems", [])]
+
+
+def _per_target(canary: dict[str, Any]) -> list[str]:
+    """Per node, when there are nodes: the verdict of each, and the nodes left out."""
+    by_target = canary.get("by_target") or {}
+    skipped = canary.get("skipped_targets") or []
+    if set(by_target) <= {"local"} and not skipped:
+        return []
+    out = ["  per node: " + ", ".join(f"{t} {v}" for t, v in by_target.items())] if by_target else []
+    if skipped:
+        out.append(f"  not checked ({len(skipped)}): "
+                   + "; ".join(f"{s['target']} ({s['reason']})" for s in skipped[:10]) + (" ..." if len(skipped) > 10 else ""))
+    return out
+
+
 def describe(canary: dict[str, Any]) -> list[str]:
     """Lines for a terminal: the verdict, and every problem when the run is flagged."""
     status = canary.get("status")
+    lines = _per_target(canary)
     if status == "enforced":
         n = sum(1 for a in canary.get("arms", []) if a["status"] == "enforced")
         notes = sorted({n for a in canary.get("arms", []) for n in a.get("notes", []) if "unbounded" not in n})
         return [f"enforcement canary: limits bite in {n} configuration(s) on {', '.join(canary.get('targets', []))}"
-                + (f" ({'; '.join(notes)})" if notes else "")]
+                + (f" ({'; '.join(notes)})" if notes else "")] + lines
     if status == "flagged":
         return (["[bold red]enforcement canary: limits do NOT bite as configured; this run will not be reported as a "
-                 "resource sweep[/]"] + [f"  - {p}" for p in canary.get("problems", [])])
+                 "resource sweep[/]"] + [f"  - {p}" for p in canary.get("problems", [])] + lines)
     return [f"[yellow]enforcement canary: {status}[/] ({canary.get('reason')}): the report will say limits were not checked"]

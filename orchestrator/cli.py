@@ -131,6 +131,12 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
             _announce_checks(store.provenance(run_id))
             err.print(f"run {run_id}: {len(tasks)} tasks x {len(experiment.configurations)} configurations x "
                       f"{experiment.attempts} attempts -> {store_path}")
+        else:  # the nodes, or how they are set up, may have changed since the run started
+            from orchestrator.canary import describe
+
+            for line in describe(sweep_mod.rerun_canary(store, run_id, experiment, list(tasks.values()), backend,
+                                                        canary=canary)):
+                err.print(f"(resume) {line}", soft_wrap=True)
         stop = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
         counts = store.try_counts(run_id)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from orchestrator import overcommit, provenance
 from orchestrator.backends.base import Backend, check_capabilities
@@ -72,8 +74,8 @@ def start(
     secrets = secret_values(experiment.agent.env_passthrough)
     spec = redact(experiment.model_dump(mode="json"), secrets)
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
-    prov["canary"] = (run_canary(backend, list(experiment.configurations)) if canary
-                      else canary_not_run("not requested (--no-canary)"))
+    prov["canary"] = (run_canary(backend, list(experiment.configurations), image=canary_image(experiment, tasks, backend))
+                      if canary else canary_not_run("not requested (--no-canary)"))
     prov["overcommit"] = overcommit.warnings_for(experiment, tasks, overcommit.capacity_of(prov.get("backend") or {}))
     run_id = store.create_run(
         name=experiment.name, backend=backend.name, enforcement=backend.enforcement, spec=spec, provenance=prov,
@@ -90,6 +92,30 @@ def check_fit(backend: Backend, tasks: list[Task], trials: list[Trial]) -> None:
     by_id = {t.id: t for t in tasks}
     needs = {(tr.task_id, tr.config.label): trial_amounts(by_id[tr.task_id], tr) for tr in trials}
     check([(task_id, label, amounts) for (task_id, label), amounts in needs.items()])
+
+
+def canary_image(experiment: Experiment, tasks: list[Task], backend: Backend) -> str | None:
+    """The image of the canary's try on a cluster: the experiment's, else the first task's that names one.
+
+    Other backends keep their own way (the docker backend's ``default_image``; none locally).
+    """
+    if backend.name != "kubernetes":
+        return None
+    return experiment.image or next((t.spec.environment.docker_image for t in sorted(tasks, key=lambda t: t.id)
+                                     if t.spec.environment.docker_image), None)
+
+
+def rerun_canary(store: Store, run_id: str, experiment: Experiment, tasks: list[Task], backend: Backend, *,
+                 canary: bool = True) -> dict[str, Any]:
+    """On ``--resume``: the canary again (the backend, its nodes or their setup may have changed since the start).
+
+    Appended to the provenance's ``canary_resumed`` list; the canary of the start stays as it was.
+    """
+    got = (run_canary(backend, list(experiment.configurations), image=canary_image(experiment, tasks, backend))
+           if canary else canary_not_run("not requested (--no-canary)"))
+    got["resumed_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    store.append_provenance(run_id, "canary_resumed", got)
+    return got
 
 
 def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str, Task]]:

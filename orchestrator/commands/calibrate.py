@@ -36,7 +36,7 @@ def _open(ref: str, default_store: Path) -> tuple[Store, str]:
 
 def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, margin: float = MARGIN,
                          min_peaks: int = MIN_PEAKS) -> dict[str, Any]:
-    from orchestrator.canary import flags_run
+    from orchestrator.canary import run_problems
     from orchestrator.stats.analyze import jsonable
     from orchestrator.stats.bands import reserved_memory, task_bands
 
@@ -46,10 +46,11 @@ def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, mar
         raise UserError(f"run {run_id} has no finished trials to calibrate from")
     specs = {t.id: t.spec.environment.model_dump() for t in store.task_specs(run_id)}
     bands = task_bands(df, specs, alpha=alpha, margin=margin, min_peaks=min_peaks)
-    canary = store.provenance(run_id).get("canary") or {}
-    if flags_run(canary):
+    prov = store.provenance(run_id)
+    canary = prov.get("canary") or {}
+    if (problems := run_problems(prov)) is not None:  # at the start or on any --resume
         raise UserError(f"run {run_id} is not a resource sweep: the enforcement canary shows its limits did not bite "
-                        f"({'; '.join(canary.get('problems', [])[:2])}); bands from it would mean nothing")
+                        f"({'; '.join(problems[:2])}); bands from it would mean nothing")
     return jsonable({
         "schema": "headroom.bands/1",
         "run": {"run_id": info.run_id, "name": info.name, "backend": info.backend, "enforcement": info.enforcement,

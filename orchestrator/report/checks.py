@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
-from orchestrator.canary import flags_run
+from orchestrator.canary import of_run, run_problems
 from orchestrator.overcommit import observed_by_config
 from orchestrator.report.text import pct, pval
 
@@ -25,13 +25,17 @@ def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
     prov = doc["provenance"]
     canary = prov.get("canary") or {"status": "not recorded", "reason": "run started before the canary existed",
                                     "arms": [], "problems": []}
-    valid = not flags_run(canary)
-    reasons = [] if valid else list(canary.get("problems", []))
+    problems = run_problems(prov)  # the canary of the start and of every --resume
+    valid = problems is None
+    reasons = problems or []
     stats = doc.get("statistics") or {}
     doc["checks"] = {
         "resource_sweep": {"valid": valid, "reasons": reasons},
         "canary": canary,
-        "overcommit": {**(prov.get("overcommit") or {}), "observed": observed_by_config(frame)},
+        "canary_resumed": [c for when, c in of_run(prov) if when != "at start"],
+        "overcommit": {**(prov.get("overcommit") or {}), "observed": observed_by_config(frame),
+                       # a cluster backend records overcommit per node, the engine per host
+                       "scope": "node" if (doc.get("run") or {}).get("backend") == "kubernetes" else "host"},
         "drift": stats.get("drift"),
     }
     _local_times(doc["checks"]["drift"], prov.get("started_at_local"))
@@ -54,16 +58,37 @@ def _local_times(drift: dict[str, Any] | None, started_local: str | None) -> Non
                 b[f"{key}_local"] = datetime.fromisoformat(b[f"{key}_utc"]).astimezone(tz).isoformat(timespec="seconds")
 
 
-def _canary_line(canary: dict[str, Any]) -> str:
+def _nodes_part(canary: dict[str, Any]) -> str:
+    """Per node (cluster runs): each node's verdict, and the candidate nodes left unchecked."""
+    by_target = canary.get("by_target") or {}
+    skipped = canary.get("skipped_targets") or []
+    if set(by_target) <= {"local"} and not skipped:
+        return ""
+    part = (" Per node: " + ", ".join(f"{t} {v.replace('_', ' ')}" for t, v in by_target.items()) + ".") if by_target else ""
+    if skipped:
+        part += (f" Not checked: " + "; ".join(f"{s['target']} ({s['reason']})" for s in skipped[:10])
+                 + ("; ..." if len(skipped) > 10 else "") + ".")
+    return part
+
+
+def _canary_line(canary: dict[str, Any], when: str = "") -> str:
     status = canary.get("status")
+    head = f"Enforcement canary{f' ({when})' if when else ''}"
     if status == "enforced":
-        arms = [a["config"] for a in canary.get("arms", []) if a["status"] == "enforced"]
+        arms = sorted({a["config"] for a in canary.get("arms", []) if a["status"] == "enforced"})
         notes = sorted({n for a in canary.get("arms", []) for n in a.get("notes", []) if "unbounded" not in n})
-        return (f"Enforcement canary: limits bite ({', '.join(arms)} on {', '.join(canary.get('targets', []))}: a hog "
-                "above each memory limit was OOM-killed, one below it passed)" + (f"; {'; '.join(notes)}" if notes else "") + ".")
+        return (f"{head}: limits bite ({', '.join(arms)} on {', '.join(canary.get('targets', []))}: a hog "
+                "above each memory limit was OOM-killed, one below it passed)" + (f"; {'; '.join(notes)}" if notes else "")
+                + "." + _nodes_part(canary))
     if status == "flagged":
-        return "Enforcement canary: **limits do not bite as configured**."
-    return f"Enforcement canary: {status} ({canary.get('reason')}); whether the limits bite was not checked."
+        return f"{head}: **limits do not bite as configured**." + _nodes_part(canary)
+    return f"{head}: {status} ({canary.get('reason')}); whether the limits bite was not checked."
+
+
+def _canary_lines(c: dict[str, Any]) -> list[str]:
+    resumed = c.get("canary_resumed") or []
+    lines = [_canary_line(c["canary"], "at start" if resumed else "")]
+    return lines + [_canary_line(r, f"on resume at {r.get('resumed_at', '?')}") for r in resumed]
 
 
 def _drift_line(drift: dict[str, Any] | None) -> str:
@@ -89,7 +114,8 @@ def _overcommit_lines(oc: dict[str, Any]) -> list[str]:
     lines = [f"Overcommit warning: {w}." for w in oc.get("warnings", [])]
     observed = oc.get("observed") or {}
     if observed:
-        cells = [f"{label} max {pct(o['ratio_max'], 2)} of host memory in limits"
+        cells = [f"{label} max {pct(o['ratio_max'], 2)} of "
+                 + ("its node's allocatable memory in this run's limits" if oc.get("scope") == "node" else "host memory in limits")
                  + (f", {o['trials_beside_unbounded']} beside an unbounded trial" if o["trials_beside_unbounded"] else "")
                  + (f", {o['trials_under_memory_pressure']} under node memory pressure" if o["trials_under_memory_pressure"] else "")
                  for label, o in observed.items() if o["trials_recorded"]]
@@ -115,7 +141,7 @@ def markdown(doc: dict[str, Any]) -> list[str]:
         lines += ["**Not a resource sweep: the limits did not bite.** The configurations below did not get the limits "
                   "their labels name, so differences between them are not effects of those limits.", ""]
         lines += [f"- {r}" for r in c["resource_sweep"]["reasons"]] + [""]
-    lines += [_canary_line(c["canary"]), ""] + [f"{line}\n" for line in _overcommit_lines(c["overcommit"])]
+    lines += [f"{line}\n" for line in _canary_lines(c)] + [f"{line}\n" for line in _overcommit_lines(c["overcommit"])]
     lines += [_drift_line(c.get("drift")), ""]
     return lines
 
@@ -128,7 +154,8 @@ def print_terminal(doc: dict[str, Any], console: Console) -> None:
         console.print("[bold red]NOT A RESOURCE SWEEP: the enforcement canary shows the limits did not bite[/] — "
                       + "; ".join(c["resource_sweep"]["reasons"]), soft_wrap=True)
     else:
-        console.print(_canary_line(c["canary"]).replace("**", ""), soft_wrap=True)
+        for line in _canary_lines(c):
+            console.print(line.replace("**", ""), soft_wrap=True)
     for line in _overcommit_lines(c["overcommit"]):
         console.print(line, soft_wrap=True)
     console.print(_drift_line(c.get("drift")).replace("**", ""), soft_wrap=True)

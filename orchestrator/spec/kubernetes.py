@@ -35,6 +35,10 @@ class KubernetesOptions(BaseModel):
     api_retry_s: float = Field(default=120, gt=0, description="API errors are retried this long before api_error")
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    canary_max_nodes: int = Field(
+        default=8, ge=1, le=1000,
+        description="the enforcement canary checks at most this many candidate nodes (one of each node setup first)",
+    )
     runtime_class_name: str | None = Field(default=None, description="e.g. gvisor or kata for stronger isolation")
     workdir: str | None = Field(default=None, description="override the image's WORKDIR (the agent's cwd)")
     pod_annotations: dict[str, str] = Field(default_factory=dict, description="added to every trial pod")

@@ -262,6 +262,14 @@ class Store:
                 return r
         raise UserError(f"no run {run_id!r} (have: {', '.join(r.run_id for r in runs)})", file=str(self.path))
 
+    def append_provenance(self, run_id: str, key: str, value: Any) -> None:
+        """Add ``value`` to the list under ``key`` of a run's provenance (e.g. the canary of a ``--resume``)."""
+        with self._tx():
+            row = self.db.execute("SELECT json FROM provenance WHERE run_id=?", (run_id,)).fetchone()
+            prov: dict[str, Any] = json.loads(row["json"]) if row else {}
+            prov.setdefault(key, []).append(value)
+            self.db.execute("UPDATE provenance SET json=? WHERE run_id=?", (json.dumps(prov, sort_keys=True), run_id))
+
     def provenance(self, run_id: str) -> dict[str, Any]:
         row = self.db.execute("SELECT json FROM provenance WHERE run_id=?", (run_id,)).fetchone()
         prov: dict[str, Any] = json.loads(row["json"]) if row else {}

@@ -139,3 +139,37 @@ def test_the_canary_runs_on_every_node_a_backend_names() -> None:
     assert sorted({a["target"] for a in got["arms"]}) == ["node-a", "node-b"] and set(got["cpu"]) == {"node-a", "node-b"}
     # above, below, the CPU probe and its unlimited reference: four tries pinned to each node
     assert sorted(backend.seen) == ["node-a"] * 4 + ["node-b"] * 4
+
+
+@pytest.mark.cgroup
+@requires_cgroups
+def test_resume_runs_the_canary_again_and_a_resume_whose_limits_do_not_bite_flags_the_run(
+        tasks_root: Path, tmp_path: Path) -> None:
+    write_task(tasks_root, "t", solve='touch "$HEADROOM_WORKDIR/out"\n')
+    store = tmp_path / "h.db"
+    first = headroom("sweep", str(tasks_root), "--multipliers", "1,unbounded", "--attempts", "2", "--store", str(store),
+                     "--format", "none")
+    assert first.returncode == 0, first.stderr
+    # the same run resumed under the rlimit fallback: the machine the rest would run on no longer enforces
+    resumed = headroom("sweep", "--resume", "--store", str(store), "--enforcement", "rlimit", "--format", "markdown")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "(resume) [" not in resumed.stderr and "(resume) enforcement canary: limits do NOT bite" in resumed.stderr
+    from orchestrator.store.sqlite import Store
+
+    s = Store(store)
+    prov = s.provenance(s.run().run_id)
+    assert prov["canary"]["status"] == "enforced"  # the start's verdict is kept as it was
+    (again,) = prov["canary_resumed"]
+    assert again["status"] == "flagged" and again["resumed_at"] and again["enforcement"] == "rlimit"
+    assert "**Not a resource sweep: the limits did not bite.**" in resumed.stdout
+    assert "Enforcement canary (at start): limits bite" in resumed.stdout
+    assert f"Enforcement canary (on resume at {again['resumed_at']}): **limits do not bite" in resumed.stdout
+    assert f"on resume at {again['resumed_at']}: 1x-strict on local: memory is capped only by the rlimit" in resumed.stdout
+    # a second resume that is fine again does not wash the flag out: every canary of the run counts
+    second = headroom("sweep", "--resume", "--store", str(store), "--format", "markdown")
+    assert second.returncode == 0, second.stderr
+    prov = s.provenance(s.run().run_id)
+    assert [c["status"] for c in prov["canary_resumed"]] == ["flagged", "enforced"]
+    assert "**Not a resource sweep: the limits did not bite.**" in second.stdout
+    calibrate = headroom("calibrate", str(store))
+    assert calibrate.returncode == 2 and "is not a resource sweep" in calibrate.stderr

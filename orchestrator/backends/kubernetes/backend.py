@@ -27,6 +27,7 @@ from urllib3.exceptions import HTTPError
 
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.kubernetes import cluster_facts, fit, pod as pod_mod, runlease, signals
+from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.informer import RunInformer
 from orchestrator.backends.kubernetes.requests import RequestCounter
 from orchestrator.backends.kubernetes.taskfiles import TaskBundle, bundle as make_bundle
@@ -122,7 +123,8 @@ class KubernetesBackend:
         self.requests = RequestCounter()
         self.requests.install(self.api_client)
         self.core = client.CoreV1Api(self.api_client)
-        self.pod_hook = pod_hook  # tests: the simulated plane's outcome annotations
+        self.nodes = Nodes(self.core, self.options)  # canary targets and per-node overcommit (nodes.py)
+        self.pod_hook = self.nodes.pinning(pod_hook)  # tests add the simulated plane's outcome annotations
         self.clock = clock
         self.stats = _Stats()
         self.capabilities = Capabilities(
@@ -166,7 +168,8 @@ class KubernetesBackend:
             inf = self._informers.get(run_label)
             if inf is None:
                 selector = f"{RUN_LABEL}={run_label},app.kubernetes.io/managed-by=headroom"
-                inf = RunInformer(self.core, self.namespace, selector, self._notify)
+                inf = RunInformer(self.core, self.namespace, selector, self._notify, self.nodes.pod_seen)
+                self.nodes.start(wait=False)
                 self._informers[run_label] = inf
                 inf.start()
             return inf
@@ -418,6 +421,8 @@ class KubernetesBackend:
         self.informer(t.launch.run_id).forget(t.launch.name)
         self.stats.harvested += 1
         facts.extra.setdefault("pod", t.launch.name)
+        if (placed := self.nodes.overcommit(t.launch.name)) is not None:
+            facts.extra["overcommit"] = placed
         facts.extra["namespace"] = self.namespace
         return facts
 
@@ -629,6 +634,12 @@ class KubernetesBackend:
             return []
         return [lease.metadata.name for lease in items]
 
+    def canary_targets(self) -> list[str]:
+        return self.nodes.canary_targets()
+
+    def canary_skipped(self) -> list[dict[str, str]]:
+        return self.nodes.canary_skipped()
+
     def facts(self) -> dict[str, Any]:
         f = cluster_facts.collect(self.api_client, self.options)
         f["enforcement"] = self.enforcement
@@ -664,6 +675,7 @@ class KubernetesBackend:
             self.sweep_harvested(force=True)
         finally:
             try:
+                self.nodes.stop()
                 with self._lock:
                     infs, self._informers = list(self._informers.values()), {}
                 for inf in infs:

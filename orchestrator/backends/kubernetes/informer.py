@@ -179,9 +179,11 @@ class _Stream:
 class RunInformer:
     """The pods of one run and their Events, kept current by two watches."""
 
-    def __init__(self, core: Any, namespace: str, selector: str, on_change: Callable[[], None]) -> None:
+    def __init__(self, core: Any, namespace: str, selector: str, on_change: Callable[[], None],
+                 on_pod: Callable[[str, dict[str, Any], dict[str, dict[str, Any]]], None] | None = None) -> None:
         self._lock = threading.Lock()
         self._on_change = on_change
+        self._on_pod = on_pod  # sees every pod as it arrives, with the cache (nodes.Nodes.pod_seen)
         self.pods: dict[str, dict[str, Any]] = {}
         self.gone: set[str] = set()
         self.interest: set[str] = set()
@@ -263,6 +265,9 @@ class RunInformer:
             for name in set(self.pods) | set(fresh):
                 self._bump(name)
             self.pods = fresh
+            if self._on_pod:
+                for name, pod in fresh.items():
+                    self._on_pod(name, pod, fresh)
         self._on_change()
 
     def _pod_event(self, kind: str, obj: dict[str, Any]) -> None:
@@ -275,6 +280,8 @@ class RunInformer:
             else:
                 self.pods[name] = obj
                 self.gone.discard(name)
+                if self._on_pod:
+                    self._on_pod(name, obj, self.pods)
         self._on_change()
 
     def _keep_event(self, obj: dict[str, Any]) -> None:

@@ -1,0 +1,270 @@
+"""The nodes of a cluster run: where the enforcement canary runs, and what each try ran beside on its node.
+
+Both come from one LIST+WATCH on the nodes matching the run's ``node_selector``
+(started on first use, shared by every run of the backend) and from the run
+informer's pod cache: nothing here reads a pod or a node on its own.
+
+* **Canary targets** (:meth:`Nodes.canary_targets`): the nodes a trial pod could
+  land on -- matching ``node_selector``, Ready, not cordoned, every NoSchedule /
+  NoExecute taint tolerated by ``tolerations``. At most ``canary_max_nodes`` are
+  checked: first one node of each distinct (kernel, container runtime, kubelet,
+  instance type) -- a limit that does not bite is a property of how a node is set
+  up, so a new setup is worth more than a second node of a known one -- then the
+  rest by name. Every node left out is kept with its reason
+  (:meth:`Nodes.canary_skipped`). A canary try carries ``headroom.dev/canary-node``;
+  :meth:`Nodes.pinning` turns it into a required node affinity on ``metadata.name``
+  (what DaemonSets use), so the scheduler still checks taints and resources.
+* **Overcommit per try** (:meth:`Nodes.pod_seen`, :meth:`Nodes.overcommit`): the
+  first time the informer sees a pod bound to a node, the memory limits of the
+  run's pods alive on that node then (itself included) are summed and compared
+  with the node's allocatable memory; the node's MemoryPressure condition is read
+  at the same moment. Only the run's own pods are watched: other workloads on the
+  node are not counted (``limits_counted`` says so in every record).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import parse_quantity
+
+from orchestrator.backends.kubernetes.informer import _Stream
+from orchestrator.canary import NODE_LABEL as CANARY_NODE_LABEL
+from orchestrator.launch import label_value
+from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.spec.launch import Launch
+
+log = logging.getLogger(__name__)
+
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+SYNC_TIMEOUT_S = 30.0
+MAX_PLACEMENTS = 50_000
+COUNTED = "this run's pods (other workloads on the node are not watched)"
+
+PodHook = Callable[[Launch, dict[str, Any]], dict[str, Any]]
+
+
+def tolerates(tolerations: Iterable[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    """Kubernetes' matching of one taint against a pod's tolerations."""
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        op = t.get("operator") or "Equal"
+        if not t.get("key"):
+            if op == "Exists":
+                return True
+            continue
+        if t["key"] != taint.get("key"):
+            continue
+        if op == "Exists" or (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def _condition(node: dict[str, Any], kind: str) -> bool | None:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return {"True": True, "False": False}.get(c.get("status"))
+    return None
+
+
+def _setup(node: dict[str, Any]) -> tuple[str, ...]:
+    """What decides whether limits bite on a node: its kernel, runtime, kubelet and machine type."""
+    info = (node.get("status") or {}).get("nodeInfo") or {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return (info.get("kernelVersion", ""), info.get("containerRuntimeVersion", ""), info.get("kubeletVersion", ""),
+            labels.get("node.kubernetes.io/instance-type", ""))
+
+
+def why_not(node: dict[str, Any], tolerations: list[dict[str, Any]]) -> str | None:
+    """Why a trial pod could not land on this node, or None if it could."""
+    if (node.get("spec") or {}).get("unschedulable"):
+        return "cordoned (unschedulable)"
+    if _condition(node, "Ready") is not True:
+        return "not Ready"
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in BLOCKING_EFFECTS and not tolerates(tolerations, taint):
+            return f"taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')} not tolerated"
+    return None
+
+
+def choose(nodes: list[dict[str, Any]], tolerations: list[dict[str, Any]],
+           cap: int) -> tuple[list[str], list[dict[str, str]]]:
+    """(nodes to check, [{target, reason}] left out); one node of each setup first, then by name."""
+    usable: list[dict[str, Any]] = []
+    skipped: list[dict[str, str]] = []
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        reason = why_not(node, tolerations)
+        if reason:
+            skipped.append({"target": node["metadata"]["name"], "reason": reason})
+        else:
+            usable.append(node)
+    first: dict[tuple[str, ...], dict[str, Any]] = {}
+    for n in usable:
+        first.setdefault(_setup(n), n)
+    ordered = list(first.values()) + [n for n in usable if all(n is not f for f in first.values())]
+    chosen = ordered[:cap]
+    checked_setups = {_setup(n) for n in chosen}
+    for n in ordered[cap:]:
+        same = " (same kernel, runtime, kubelet and instance type as a checked node)" if _setup(n) in checked_setups else ""
+        skipped.append({"target": n["metadata"]["name"], "reason": f"over canary_max_nodes={cap}{same}"})
+    return [n["metadata"]["name"] for n in chosen], skipped
+
+
+def pin(body: dict[str, Any], node: str) -> dict[str, Any]:
+    """Require the pod to run on ``node`` (through the scheduler, not ``nodeName``: taints still apply)."""
+    body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+    return body
+
+
+def memory_limit(pod: dict[str, Any]) -> int | None:
+    """The pod's memory limit (all its containers), or None when a container has none."""
+    total = 0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        value = ((c.get("resources") or {}).get("limits") or {}).get("memory")
+        if value is None:
+            return None
+        total += int(parse_quantity(value))
+    return total
+
+
+def _alive(pod: dict[str, Any]) -> bool:
+    return ((pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and not (pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+class Nodes:
+    """The node cache of one backend, the canary's node choice, and each pod's node at scheduling time."""
+
+    def __init__(self, core: Any, options: KubernetesOptions) -> None:
+        self.core, self.options = core, options
+        self._lock = threading.Lock()
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._stop = threading.Event()
+        self._stream: _Stream | None = None
+        self._by_label: dict[str, str] = {}
+        self._skipped: list[dict[str, str]] = []
+        self._placements: dict[str, dict[str, Any]] = {}
+        self._placements_lock = threading.Lock()  # the informers of several runs feed it
+        self.forbidden: str | None = None  # set when this user may not list nodes: the watch then stops
+
+    # -- the node cache ----------------------------------------------------------------
+    def _listed(self, items: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._nodes = {n["metadata"]["name"]: n for n in items}
+
+    def _event(self, kind: str, obj: dict[str, Any]) -> None:
+        with self._lock:
+            if kind == "DELETED":
+                self._nodes.pop(obj["metadata"]["name"], None)
+            else:
+                self._nodes[obj["metadata"]["name"]] = obj
+
+    def _list_nodes(self, **kwargs: Any) -> Any:
+        try:
+            return self.core.list_node(**kwargs)
+        except ApiException as exc:
+            if exc.status in (401, 403):  # not a passing failure: retrying would only repeat the refusal
+                self.forbidden = f"{exc.status} {exc.reason}"
+                self._stop.set()
+            raise
+
+    def start(self, wait: bool = True) -> bool:
+        """Start the node watch once; with ``wait``, False when nodes cannot be read (a namespace-scoped user)."""
+        with self._lock:
+            if self._stream is None:
+                selector = ",".join(f"{k}={v}" for k, v in self.options.node_selector.items())
+                self._stream = _Stream("nodes", self._list_nodes, {"label_selector": selector} if selector else {},
+                                       self._listed, self._event, self._stop)
+                self._stream.thread.start()
+            stream = self._stream
+        if not wait:
+            return stream.synced.is_set()
+        for _ in range(int(SYNC_TIMEOUT_S / 0.1)):
+            if stream.synced.wait(0.1) or self.forbidden:
+                break
+        return stream.synced.is_set()
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._nodes.get(name)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._stream is not None:
+            self._stream.interrupt()
+
+    # -- the enforcement canary ---------------------------------------------------------
+    def canary_targets(self) -> list[str]:
+        if not self.start():
+            error = self.forbidden or (self._stream.last_error if self._stream else None)
+            self._skipped = [{"target": "*", "reason": f"nodes not readable ({error})"}]
+            return []
+        with self._lock:
+            nodes = list(self._nodes.values())
+        chosen, self._skipped = choose(nodes, list(self.options.tolerations), self.options.canary_max_nodes)
+        self._by_label.update({label_value(n): n for n in chosen})
+        return chosen
+
+    def canary_skipped(self) -> list[dict[str, str]]:
+        return list(self._skipped)
+
+    def pinning(self, hook: PodHook | None) -> PodHook | None:
+        """The backend's pod hook with canary tries pinned to their node first."""
+        def apply(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:
+            node = self._by_label.get(launch.labels.get(CANARY_NODE_LABEL, ""))
+            if node is not None:
+                body = pin(body, node)
+            return hook(launch, body) if hook else body
+        return apply
+
+    # -- overcommit per try ---------------------------------------------------------------
+    def pod_seen(self, name: str, pod: dict[str, Any], pods: dict[str, dict[str, Any]]) -> None:
+        """Called by the run informer (under its lock) for every pod it sees; records the first binding."""
+        with self._placements_lock:
+            self._record(name, pod, pods)
+
+    def _record(self, name: str, pod: dict[str, Any], pods: dict[str, dict[str, Any]]) -> None:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name or name in self._placements or not _alive(pod):
+            return  # not bound yet, already recorded, or ended (a harvested pod's last events, a relist)
+        beside = [p for n, p in pods.items() if n != name and _alive(p)
+                  and (p.get("spec") or {}).get("nodeName") == node_name]
+        limits = [memory_limit(p) for p in beside]
+        own = memory_limit(pod)
+        total = (own or 0) + sum(lim or 0 for lim in limits)
+        record = {"scope": "node", "node": node_name, "placement": "default", "concurrent_limit_bytes_max": total,
+                  "concurrent_tries_max": 1 + len(beside), "unbounded_in_flight": any(lim is None for lim in limits),
+                  "limits_counted": COUNTED}
+        self._placements[name] = self._with_node(record, "scheduling")
+        while len(self._placements) > MAX_PLACEMENTS:  # records of cancelled tries are never read
+            self._placements.pop(next(iter(self._placements)))
+
+    def _with_node(self, record: dict[str, Any], when: str) -> dict[str, Any]:
+        node = self.node(record["node"])
+        if node is None:
+            record.update(capacity_bytes=None, ratio_max=None, node_memory_pressure=None)
+            return record
+        alloc = ((node.get("status") or {}).get("allocatable") or {}).get("memory")
+        capacity = int(parse_quantity(alloc)) if alloc else None
+        record.update(capacity_bytes=capacity, node_memory_pressure=_condition(node, "MemoryPressure"),
+                      ratio_max=record["concurrent_limit_bytes_max"] / capacity if capacity else None, node_read_at=when)
+        return record
+
+    def overcommit(self, name: str) -> dict[str, Any] | None:
+        """The record of a harvested try (taken out: each is read once).
+
+        The node watch starts with the run's first informer; a pod bound before the node
+        list arrived gets the node's allocatable and condition as of its harvest
+        (``node_read_at`` says which).
+        """
+        with self._placements_lock:
+            record = self._placements.pop(name, None)
+        if record is not None and record.get("node_read_at") is None:
+            record = self._with_node(record, "harvest")
+        return record
