@@ -188,11 +188,19 @@ def test_the_chart_runs_the_controller_on_the_real_node(
     text = node.http_get(metrics_url) or ""
     from prometheus_client.parser import text_string_to_metric_families
 
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for fam in text_string_to_metric_families(text) for s in fam.samples}
-    oom_metric = samples.get(("headroom_trial_oom_kills_total",
-                              (("configuration", "1x-strict"), ("experiment", "realnode"))))
-    assert oom_metric == got[("1x-strict", "infra_error", "oom_killed")], text[-3000:]
+    def metric(name: str, **labels: str) -> float | None:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                    return float(s.value)
+        return None
+
+    oom_metric = metric("headroom_trial_oom_kills_total", experiment="realnode", configuration="1x-strict")
+    assert oom_metric == got[("1x-strict", "infra_error", "oom_killed")], [
+        line for line in text.splitlines() if "oom" in line]
+    for (label, outcome, reason), n in got.items():
+        assert metric("headroom_trials", experiment="realnode", configuration=label, outcome=outcome,
+                      reason=reason) == n
 
 
 def _controller_logs(cluster: Cluster, ns: str) -> str:
