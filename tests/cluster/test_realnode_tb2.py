@@ -15,6 +15,7 @@ come from the kernel (the container cgroup's oom_kill counter), not from an exit
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ BASELINE = {"pod-security.kubernetes.io/enforce": "baseline"}
 
 
 @pytest.fixture(scope="module")
-def tb2_images(docker_env: DockerEnv, real_node: RealNodeHandle) -> dict[str, str]:
+def tb2_images(docker_env: DockerEnv, real_node: RealNodeHandle) -> Iterator[dict[str, str]]:
     """task id -> the image reference its trial pods run, present in the real node's containerd."""
     if real_node.node is None:
         pytest.skip("an existing cluster's real node: push the fixture images to its registry instead")
@@ -55,7 +56,12 @@ def tb2_images(docker_env: DockerEnv, real_node: RealNodeHandle) -> dict[str, st
         refs[task.id] = named or built.ref
     imported = real_node.node.import_image(*sorted(set(refs.values())), docker_host=docker_env.host)
     assert set(refs.values()) <= set(imported)
-    return refs
+    yield refs
+    # the daemon is the session's (tests/docker share it): take back the names given here, so a
+    # test there that expects a task's docker_image to be missing still finds it missing
+    for ref in refs.values():
+        if not ref.startswith("headroom.local/task-"):
+            docker_env.client.images.remove(ref)
 
 
 def kubernetes_experiment(tmp_path: Path, cluster: Cluster, real_node: RealNodeHandle, **extra: Any) -> Path:
