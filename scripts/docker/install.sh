@@ -11,6 +11,9 @@
 # 2. The local base image (scripts/images/build.sh): headroom.local/debian-base, built
 #    from Debian's packages and cached by the digest of its inputs. Task images in the
 #    tests are built `FROM` it; no registry is ever contacted.
+# 3. The wheelhouse of the controller image (scripts/images/wheelhouse.sh): headroom's
+#    dependencies as wheels from PyPI, cached by the digest of pyproject.toml, so the test
+#    that builds helm/Dockerfile on the local base image needs no network.
 set -Eeuo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,3 +27,4 @@ echo "docker packages: $(for p in "${packages[@]}"; do
   printf '%s=%s ' "${p}" "$(dpkg-query -W -f='${Version}' "${p}")"; done)"
 
 "${repo}/scripts/images/build.sh"
+"${repo}/scripts/images/wheelhouse.sh" >/dev/null

@@ -48,6 +48,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -381,10 +382,7 @@ class RealNode:
         self.oom_score_adj = Path(f"/proc/{containerd.proc.pid}/oom_score_adj").read_text().strip()
 
         # 3. the images (no registry): the pause image first, the sandbox needs it
-        for archive in (self.assets.pause_archive, self.assets.base_archive):
-            r = self._ctr("image", "import", str(archive), timeout=300)
-            if r.returncode != 0:
-                raise PlaneError(f"ctr image import {archive} failed: {r.stderr.strip()}")
+        self.import_image(self.assets.pause_archive, self.assets.base_archive)
 
         # 4. the kubelet
         port, healthz = free_port(), free_port()
@@ -491,6 +489,79 @@ class RealNode:
 
         wait_for(ready, timeout, f"node {self.name} Ready")
 
+    def import_image(self, *sources: Path | str, docker_host: str | None = None) -> list[str]:
+        """Put images into the node's containerd (namespace ``k8s.io``), where the kubelet finds
+        them with ``imagePullPolicy: Never``: what a registry pull would do, without a registry.
+
+        A ``Path`` is an image archive (OCI layout or ``docker save``); a ``str`` is an image
+        reference on the Docker daemon at ``docker_host``, exported through the Engine API's
+        ``docker save`` into this node's folder first. Returns the image names containerd lists.
+        """
+        imported: list[str] = []
+        for source in sources:
+            archive, names = (source, []) if isinstance(source, Path) else self._docker_save(source, docker_host)
+            try:
+                r = self._ctr("image", "import", str(archive), timeout=600)
+                if r.returncode != 0:
+                    raise PlaneError(f"ctr image import {source} failed: {r.stderr.strip()}")
+            finally:
+                if names:
+                    archive.unlink(missing_ok=True)
+            imported += names or re.findall(r"^unpacking (\S+) ", r.stdout, re.M)
+        listed = set(self._ctr("image", "ls", "-q").stdout.split())
+        missing = [n for n in imported if n not in listed]
+        if missing:
+            raise PlaneError(f"containerd does not list the imported images {missing}")
+        return imported
+
+    def expose_api_service(self, server: str, cluster_ip: str = "10.96.0.1", port: int = 443,
+                           timeout: float = 30) -> None:
+        """Make the ``kubernetes`` Service's ClusterIP reach the API server from this node's pods
+        (tests/cluster/netns_bridge.py: kube-proxy for that one Service), so a pod using the
+        in-cluster config, such as the chart's controller, talks to the test plane."""
+        if any(c.name == "api-service-bridge" for c in self.components):
+            return
+        containerd = next(c for c in self.components if c.name == "containerd")
+        assert containerd.proc is not None
+        upstream = server.removeprefix("https://").rstrip("/")
+        bridge = self._component("api-service-bridge", [
+            sys.executable, "-m", "tests.cluster.netns_bridge", f"/proc/{containerd.proc.pid}/ns/net",
+            f"{cluster_ip}:{port}", upstream])
+        bridge.start(env={**os.environ, "PYTHONPATH": str(REPO)})
+        self._wait("the API service bridge", lambda: "relaying" in bridge.log.read_text(errors="replace"),
+                   time.monotonic() + timeout, bridge)
+
+    def http_get(self, url: str, timeout: float = 10) -> str | None:
+        """GET ``url`` from inside the node's network namespace, where pod IPs are routed (the
+        host has no route to them); None when it cannot be fetched."""
+        containerd = next(c for c in self.components if c.name == "containerd")
+        assert containerd.proc is not None
+        code = ("import sys, urllib.request\n"
+                "print(urllib.request.urlopen(sys.argv[1], timeout=float(sys.argv[2])).read().decode(), end='')")
+        r = subprocess.run(["nsenter", f"--net=/proc/{containerd.proc.pid}/ns/net", "--", sys.executable, "-c",
+                            code, url, str(timeout)], capture_output=True, text=True, timeout=timeout + 10,
+                           check=False)
+        return r.stdout if r.returncode == 0 else None
+
+    def _docker_save(self, ref: str, docker_host: str | None) -> tuple[Path, list[str]]:
+        import docker
+
+        if not docker_host:
+            raise PlaneError(f"import_image({ref!r}): a Docker reference needs docker_host")
+        client = docker.DockerClient(base_url=docker_host, timeout=600)
+        try:
+            image = client.images.get(ref)
+            (self.dir / "images").mkdir(exist_ok=True)
+            archive = self.dir / "images" / f"{uuid.uuid4().hex[:12]}.tar"
+            with archive.open("wb") as f:
+                for chunk in image.save(named=ref):
+                    f.write(chunk)
+        finally:
+            client.close()
+        # containerd names a docker-archive image by its normalised reference
+        name = ref if "/" in ref and "." in ref.split("/", 1)[0] else f"docker.io/{ref if '/' in ref else 'library/' + ref}"
+        return archive, [name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"]
+
     def _ctr(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(self.assets.ctr), "--address", str(self.socket),
                                "--namespace", "k8s.io", *args],
@@ -518,7 +589,7 @@ class RealNode:
             return
         self._stopped = True
         by_name = {c.name: c for c in self.components}
-        for name in ("kubelet", "containerd"):
+        for name in ("kubelet", "containerd", "api-service-bridge"):
             if name in by_name:
                 by_name[name].stop(grace=10)
         # shims and containers outlive containerd by design; they are in this node's

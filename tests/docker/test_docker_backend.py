@@ -327,7 +327,7 @@ def test_a_private_daemon_leaves_nothing_behind(docker_env: DockerEnv) -> None:
 
     import docker as docker_sdk
 
-    from .conftest import _base_archive
+    from .fixtures import _base_archive
     from .daemon import PrivateDockerd, _mounts_under
 
     name, archive = _base_archive()

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from orchestrator.backends.docker import cgroup as cgroup_mod
 from orchestrator.backends.docker import steps
 from orchestrator.backends.docker.backend import container_path, task_trees
-from orchestrator.backends.docker.images import environment_digest
+from orchestrator.task_images import environment_digest
 from orchestrator.backends.docker.labels import Owner
 from orchestrator.backends.local.cgroups import Mounts, TrialCgroupV1, TrialCgroupV2
 from orchestrator.spec.docker import DockerOptions

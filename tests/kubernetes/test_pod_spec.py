@@ -52,6 +52,16 @@ def test_pod_settings_and_restricted_security() -> None:
     assert "runAsNonRoot" not in root
 
 
+def test_a_root_task_container_has_no_tests_folder_until_the_runner_makes_one() -> None:
+    """As in Harbor, /tests does not exist during the agent step; non-root cannot create it, so it is mounted."""
+    def mounts(**kw: bool) -> list[str]:
+        return [m["mountPath"] for m in pod_for("1x-strict", **kw)["spec"]["containers"][0]["volumeMounts"]]
+
+    assert "/tests" in mounts()
+    assert "/tests" not in mounts(run_as_root=True)
+    assert "tests" not in [v["name"] for v in pod_for("1x-strict", run_as_root=True)["spec"]["volumes"]]
+
+
 def test_only_the_warden_mounts_the_tests() -> None:
     spec = pod_for("1x-strict")["spec"]
     volumes = {v["name"]: v for v in spec["volumes"]}

@@ -12,7 +12,6 @@ image reaches an unchanged task.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 import docker
 import docker.errors
 
-from orchestrator.launch import dns_label
+from orchestrator.task_images import built_image_ref
 from orchestrator.spec.launch import TaskSource
 
 from .labels import MANAGED
@@ -43,18 +42,6 @@ class ImageInfo:
 
     def provenance(self) -> dict[str, Any]:
         return {"ref": self.ref, "id": self.id, "repo_digests": list(self.repo_digests), "built_here": self.built}
-
-
-def environment_digest(env_dir: Path) -> str:
-    """sha256 over the relative path, mode bit and bytes of every file of the build context."""
-    h = hashlib.sha256()
-    for p in sorted(env_dir.rglob("*")):
-        if p.is_file():
-            h.update(p.relative_to(env_dir).as_posix().encode() + b"\0")
-            h.update(b"x" if p.stat().st_mode & 0o111 else b"-")
-            h.update(p.read_bytes())
-            h.update(b"\0")
-    return h.hexdigest()
 
 
 def _info(image: Any, ref: str, built: bool) -> ImageInfo:
@@ -87,7 +74,8 @@ class ImageResolver:
                     raise ImageUnavailable("--build was given and the task has no environment/Dockerfile")
                 raise ImageUnavailable("the task names no docker_image, has no environment/Dockerfile, and "
                                        "docker.default_image is unset")
-            tag = f"headroom.local/task-{dns_label(task.task_id, 40)}:{environment_digest(env_dir)[:12]}"
+            tag = built_image_ref(task.task_id, task.path)
+            assert tag is not None  # has_dockerfile
             return self._once(tag, lambda: self._build(env_dir, tag, task.task_id))
         ref = task.docker_image
         return self._once(ref, lambda: self._existing(ref))

@@ -38,6 +38,7 @@ from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import ResourceAmounts
+from orchestrator.task_images import built_image_ref
 
 log = logging.getLogger(__name__)
 PodHook = Callable[[Launch, dict[str, Any]], dict[str, Any]]
@@ -232,10 +233,10 @@ class KubernetesBackend:
         if launch.verifier is None:  # refused before any run (check_capabilities); this guards direct callers
             raise UserError(f"task {launch.task_id} has no tests/: the kubernetes backend needs tests/test.sh",
                             field="tests/test.sh")
-        image = launch.task.docker_image
+        image = launch.task.docker_image or built_image_ref(launch.task_id, launch.task.path)
         if not image:
-            raise UserError(f"task {launch.task_id} has no docker_image; set one or the experiment's image",
-                            field="image")
+            raise UserError(f"task {launch.task_id} has no docker_image and no environment/Dockerfile; set one "
+                            "or the experiment's image", field="image")
         t = _Try(launch=launch, body={}, submitted_at=self.clock())
         with self._lock:
             self._tries[launch.name] = t
@@ -309,8 +310,8 @@ class KubernetesBackend:
         if not t.body:  # the ConfigMap or Secret could not be made yet
             try:
                 bundle = self._bundle(t.launch)
-                t.body = pod_mod.build(t.launch, self.options, bundle, t.launch.task.docker_image or "",
-                                       self._secret(t.launch))
+                image = t.launch.task.docker_image or built_image_ref(t.launch.task_id, t.launch.task.path) or ""
+                t.body = pod_mod.build(t.launch, self.options, bundle, image, self._secret(t.launch))
                 if self.pod_hook:
                     t.body = self.pod_hook(t.launch, t.body)
             except API_ERRORS as exc:

@@ -119,17 +119,21 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle, image:
         {"name": "task", "configMap": {"name": cm, "items": bundle.items("")}},
         {"name": "tests-src", "configMap": {"name": cm, "items": bundle.items("tests", strip=True)}},
         {"name": "logs", "emptyDir": {}},
-        {"name": "tests", "emptyDir": {}},
+        *([] if options.run_as_root else [{"name": "tests", "emptyDir": {}}]),
         {"name": "run", "emptyDir": {}},
         {"name": "handoff", "emptyDir": {}},
     ]
     task_mounts = [
         {"name": "task", "mountPath": cc.TASK_DIR, "readOnly": True},
         {"name": "logs", "mountPath": cc.LOGS},
-        {"name": "tests", "mountPath": cc.TESTS},
         {"name": "run", "mountPath": "/headroom/run"},
         {"name": "handoff", "mountPath": "/headroom/handoff", "readOnly": True},
     ]
+    if not options.run_as_root:
+        # A non-root runner cannot create /tests in the image's root folder, so an empty folder
+        # waits there during the agent step. As root the runner creates /tests for the verifier
+        # only, and the agent sees no /tests at all, as in Harbor (a task may check for it).
+        task_mounts.insert(2, {"name": "tests", "mountPath": cc.TESTS})
     if launch.task.include_solution:
         sol = bundle.items("solution", strip=True)
         volumes[0]["configMap"]["items"] += bundle.items("solution")

@@ -180,8 +180,10 @@ if [ -z "$skip" ]; then
   esac
 fi
 if [ -z "$skip" ]; then
-  rm -rf "$TESTS"/* "$TESTS"/.[!.]* "$TESTS"/..?* 2>/dev/null
-  mkdir -p "$TESTS"
+  # A mount point (non-root pods) keeps its folder and loses its contents; anything else the
+  # agent left at /tests (a folder, a link) is removed whole and made afresh.
+  rm -rf "$TESTS" "$TESTS"/* "$TESTS"/.[!.]* "$TESTS"/..?* 2>/dev/null
+  mkdir -p "$TESTS" || skip=tests_copy
   cp -R "$HANDOFF/tests/." "$TESTS/" 2>/dev/null || skip=tests_copy
   if [ -z "$skip" ] && [ "$(manifest "$TESTS")" != "${HR_TESTS_MANIFEST:-}" ]; then skip=tests_mismatch; fi
 fi
