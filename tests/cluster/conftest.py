@@ -32,6 +32,7 @@ import pytest
 from .plane import Cluster, LocalPlane, PlaneError, default_node_specs, find_bin_dir
 from .realnode import (
     REAL_NODE_LABEL,
+    REAL_NODE_TOLERATION,
     RealNode,
     delete_pods_on_node,
     find_node_assets,
@@ -92,6 +93,11 @@ class RealNodeHandle:
     def pod(self, name: str, command: list[str], **kw: Any) -> dict[str, Any]:
         """``real_pod`` with this node's image and pull policy."""
         return real_pod(name, self.image, command, pull_policy=self.pull_policy, **kw)
+
+    def kubernetes_options(self, cluster: Cluster, namespace: str, **extra: Any) -> dict[str, Any]:
+        """An experiment's ``kubernetes`` section that puts every trial pod on this node."""
+        return {"kubeconfig": str(cluster.kubeconfig), "namespace": namespace, "image_pull_policy": self.pull_policy,
+                "node_selector": {REAL_NODE_LABEL: "true"}, "tolerations": [REAL_NODE_TOLERATION], **extra}
 
 
 def _node_ready(cluster: Cluster, name: str) -> bool:

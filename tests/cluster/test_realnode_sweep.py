@@ -21,7 +21,6 @@ import yaml
 
 from .conftest import RealNodeHandle
 from .plane import REPO, Cluster
-from .realnode import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow]
 
@@ -56,14 +55,8 @@ def test_bundled_sweep_on_the_real_node_against_the_local_backend(
     experiment = tmp_path / "experiment.yaml"
     experiment.write_text(yaml.safe_dump({
         "image": real_node.image,
-        "kubernetes": {
-            "kubeconfig": str(cluster.kubeconfig),
-            "namespace": ns,
-            "image_pull_policy": real_node.pull_policy,
-            "node_selector": {REAL_NODE_LABEL: "true"},
-            "tolerations": [REAL_NODE_TOLERATION],
-            "workdir": "/tmp",  # the base image has no WORKDIR; / is not writable for uid 1000
-        },
+        # the base image has no WORKDIR; / is not writable for uid 1000
+        "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp"),
     }))
     k8s = sweep(tmp_path, "kubernetes", "--experiment", str(experiment))
     local = sweep(tmp_path, "local")

@@ -30,7 +30,6 @@ from tests.docker.helpers import evidence, headroom, outcomes
 
 from .conftest import RealNodeHandle
 from .plane import REPO, Cluster
-from .realnode import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.docker, pytest.mark.slow]
 
@@ -69,15 +68,8 @@ def kubernetes_experiment(tmp_path: Path, cluster: Cluster, real_node: RealNodeH
     path = tmp_path / "k8s-experiment.yaml"
     path.write_text(yaml.safe_dump({
         **extra,
-        "kubernetes": {
-            "kubeconfig": str(cluster.kubeconfig),
-            "namespace": ns,
-            "image_pull_policy": real_node.pull_policy,
-            "node_selector": {REAL_NODE_LABEL: "true"},
-            "tolerations": [REAL_NODE_TOLERATION],
-            # Terminal-Bench 2 images run as root (Harbor's containers do): Pod Security baseline
-            "run_as_root": True,
-        },
+        # Terminal-Bench 2 images run as root (Harbor's containers do): Pod Security baseline
+        "kubernetes": real_node.kubernetes_options(cluster, ns, run_as_root=True),
     }))
     return path
 
@@ -149,11 +141,9 @@ def test_memory_tasks_agree_on_local_docker_and_the_real_node(
         "docker": side_sweep(tmp_path, "docker", {"image": docker_env.base_image,
                                                   "docker": {"default_image": docker_env.base_image}},
                              {"DOCKER_HOST": docker_host}),
-        "kubernetes": side_sweep(tmp_path, "kubernetes", {"image": real_node.image, "kubernetes": {
-            "kubeconfig": str(cluster.kubeconfig), "namespace": ns, "image_pull_policy": real_node.pull_policy,
-            "node_selector": {REAL_NODE_LABEL: "true"}, "tolerations": [REAL_NODE_TOLERATION],
-            "workdir": "/tmp",  # the base image sets no WORKDIR and / is not writable for the agent's uid
-        }}, {}),
+        # the base image sets no WORKDIR and / is not writable for the agent's uid
+        "kubernetes": side_sweep(tmp_path, "kubernetes", {
+            "image": real_node.image, "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp")}, {}),
     }
     keys = sorted(runs["local"])
     assert len(keys) == len(MEMORY_TASKS) * len(SIDE_CONFIGS) * SIDE_ATTEMPTS
