@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.base import Backend, Handle
+from orchestrator.backends.base import Backend, Handle, recorded
 from orchestrator.classify import classify
 from orchestrator.launch import label_value, launch_name
 from orchestrator.spec.facts import TrialFacts
@@ -254,6 +254,7 @@ def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: f
             if got is not None:
                 results[(label, target, which)] = got
                 del pending[name]
+                recorded(backend, handle)  # a canary's result lives in memory: nothing to wait for
     for label, target, which, handle in pending.values():
         backend.cancel(handle)
         results[(label, target, which)] = None

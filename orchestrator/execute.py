@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from orchestrator.backends.base import Backend, Handle
+from orchestrator.backends.base import Backend, Handle, recorded
 from orchestrator.launch import build_launch, spec_digest
 from orchestrator.overcommit import Placement
 from orchestrator.redact import secret_values
@@ -147,6 +147,7 @@ def execute(
                 if seen is not None and isinstance(result, TrialFacts):
                     result.extra.setdefault("overcommit", seen)  # a cluster backend's own node record wins
                 record(trial, try_index, result)
+                recorded(backend, h)
     except KeyboardInterrupt:
         stop.set()
     except BaseException as exc:

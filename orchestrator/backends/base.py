@@ -13,13 +13,18 @@
 * ``cleanup(run_id)`` removes what a crash left behind (cgroups, work dirs,
   containers, pods); ``None`` means every run of this backend.
 
-Two optional methods, called by :mod:`orchestrator.sweep` when a backend has them:
+Optional methods, called when a backend has them:
 
 * ``check_fit([(task_id, config_label, amounts), ...])`` raises ``UserError`` before
   the run when a try's request could never be placed (kubernetes: larger than every
   candidate node's allocatable);
 * ``hold_run(run_id)`` keeps a liveness signal for the run while this process executes
-  it (kubernetes: a Lease), so a ``cleanup`` elsewhere leaves the run alone.
+  it (kubernetes: a Lease), so a ``cleanup`` elsewhere leaves the run alone;
+* ``recorded(handle)``, called through :func:`recorded` by every caller of ``observe``
+  once the try's result is durable (the store row, the Trial status): only then may
+  the backend let the try's remains go (kubernetes: drop the pod's finalizer and delete
+  it). A crash between ``observe`` and the write must find the try still adoptable, or
+  it is abandoned and run again, and its result is lost.
 
 Each backend declares its :class:`Capabilities`; they are recorded in
 provenance, and a run that needs what a backend cannot give is refused before
@@ -102,6 +107,13 @@ class Backend(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def recorded(backend: Backend, handle: Handle) -> None:
+    """Tell the backend the try's result is durable, so what holds it (a pod) may be released."""
+    note = getattr(backend, "recorded", None)
+    if note is not None:
+        note(handle)
 
 
 def check_capabilities(backend: Backend, launches_need: dict[str, Any]) -> None:

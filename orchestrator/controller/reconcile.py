@@ -26,6 +26,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
+from orchestrator.backends.base import recorded
 from orchestrator.controller import engine, tasksets
 from orchestrator.controller.events import EventRecorder
 from orchestrator.controller.informer import Informer
@@ -299,7 +300,13 @@ class Reconciler:
         launch = self._launch(trial, planned)
         status = TrialStatus.model_validate(trial.get("status") or {})
         handle = backend.adopt(launch)
-        if handle is None and status.handle:
+        if handle is None and status.handle and not _ever_placed(status):
+            # The handle was written while the pod's create was still on its way (creates are
+            # asynchronous) and the controller died before it landed: the try never ran, so it is
+            # submitted now under its own name, not abandoned. A pod that was placed keeps its
+            # finalizer until its result is recorded, so "placed and gone" means someone removed it.
+            log.info("try resubmitted: its pod was never created", trial=name, trial_id=trial["spec"]["trialId"])
+        elif handle is None and status.handle:
             status.phase = "Abandoned"
             status.message = "the pod was gone when the controller came back; the trial runs again"
             status.timings.finished = now_rfc3339()
@@ -347,7 +354,13 @@ class Reconciler:
         )
         task = planned.tasks[planned.by_id[spec["trialId"]].task_id]
         settled = engine.settle_try(facts, planned.experiment, task, finished_before)
-        written = self._finish(self.trials.get(name) or trial, settled)
+        try:
+            written = self._finish(self.trials.get(name) or trial, settled)
+        except Exception:
+            with self._lock:  # the pod is still held: the next pass adopts and harvests it again
+                self._handles.pop(name, None)
+            raise
+        recorded(backend, handle)  # the result is in the Trial's status (or was already): the pod may go
         if written:
             self._account(exp, trial, settled, bound)
         with self._lock:
@@ -505,6 +518,11 @@ class Reconciler:
             self.events.record(exp, "Normal", "Completed", f"all {status.planned} trials finished ({summary})",
                                key=f"{name}.completed")
             log.info("experiment complete", experiment=name, run_id=status.run_id, planned=status.planned)
+
+
+def _ever_placed(status: TrialStatus) -> bool:
+    """The controller saw this try's pod bound to a node or running (so it existed)."""
+    return bool(status.timings.scheduled or status.timings.started or status.phase == "Running" or status.node)
 
 
 def cluster_provenance(backend: engine.Backend, max_nodes: int = 50) -> dict[str, Any]:

@@ -82,18 +82,26 @@ def service_account_kubeconfig(cluster: Cluster, namespace: str, sa: str, path: 
 class ControllerProcess:
     """``headroom controller`` as a child process (so kill -9 is a real kill -9)."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, log: Path, *args: str, simulated: bool = False) -> None:
+    def __init__(self, kubeconfig: Path, namespace: str, log: Path, *args: str, simulated: bool = False,
+                 env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.log = log
+        self.env = env or {}
         entry = ["tests.cluster.run_controller"] if simulated else ["orchestrator.controller"]
         self.argv = [sys.executable, "-m", *entry, "--kubeconfig", str(kubeconfig),
                      "--namespace", namespace, "--metrics-address", f"127.0.0.1:{self.port}", *args]
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> "ControllerProcess":
+    def launch(self) -> "ControllerProcess":
+        """Start the process and return at once (``start`` also waits for its /metrics)."""
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-                                         start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                         start_new_session=True,
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
+        return self
+
+    def start(self) -> "ControllerProcess":
+        self.launch()
         wait_for(lambda: self.scrape() is not None or not self.alive(), 30, "controller /metrics")
         assert self.alive(), self.log.read_text()[-3000:]
         return self

@@ -13,11 +13,17 @@ decides the same way:
 * prime-count under unbounded, attempt 0, asks for 1000 CPUs, so the real scheduler cannot
   place it: unschedulable once the experiment's pending deadline passes;
 * crash-triage fails (reward 0); everything else passes (reward 1).
+
+With ``HEADROOM_TEST_CRASH_BEFORE_CREATE=<marker file>`` (and no such file yet) the process
+dies like a kill -9 at the worst point of a submit: the Trial's status already names the
+pod, and the pod's create has not been sent.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 import tomllib
 from functools import lru_cache
 from pathlib import Path
@@ -61,10 +67,37 @@ def pod_hook(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def crash_before_first_create(marker: Path) -> None:
+    """Die (no cleanup, like kill -9) once a Trial's status names a pod whose create is about to be sent."""
+    from kubernetes import client
+
+    from orchestrator.backends.kubernetes.backend import KubernetesBackend
+    from orchestrator.controller.resources import GROUP, TRIAL_PLURAL, VERSION
+
+    real_create = KubernetesBackend._try_create
+
+    def create(self: KubernetesBackend, t: Any) -> None:
+        if marker.exists():
+            return real_create(self, t)
+        marker.write_text(t.launch.name)
+        custom = client.CustomObjectsApi(self.api_client)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            trial = custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, t.launch.name)
+            if (trial.get("status") or {}).get("pod") == t.launch.name:
+                os._exit(137)
+            time.sleep(0.05)
+        raise AssertionError("the Trial's status never named its pod")
+
+    KubernetesBackend._try_create = create  # type: ignore[method-assign]
+
+
 def main() -> None:
     import orchestrator.controller.backend as backend_mod
     from orchestrator.commands.cluster import controller_main
 
+    if marker := os.environ.get("HEADROOM_TEST_CRASH_BEFORE_CREATE"):
+        crash_before_first_create(Path(marker))
     real = backend_mod.backend_factory
     backend_mod.backend_factory = lambda extra_hook=None: real(extra_hook=pod_hook)  # type: ignore[assignment]
     controller_main(sys.argv[1:])

@@ -113,7 +113,8 @@ def check_ledger(items: list[dict[str, Any]], planned: int) -> dict[str, dict[st
     for tid, tries in by_trial.items():
         tries.sort(key=lambda t: t["spec"]["try"])
         assert [t["spec"]["try"] for t in tries] == list(range(len(tries))), tid  # no gap, no duplicate
-        assert all(t["status"]["phase"] == "Finished" for t in tries), (tid, [t["status"] for t in tries])
+        assert all(t["status"]["phase"] == "Finished" for t in tries), (
+            tid, [(t["status"]["phase"], t["status"].get("message")) for t in tries])
         final = [t for t in tries if t["status"].get("final")]
         assert len(final) == 1 and final[0] is tries[-1], tid
         for earlier, later in zip(tries, tries[1:]):
@@ -230,6 +231,35 @@ def _restart_apiserver(cluster: Cluster) -> None:
             return False
 
     wait_for(ready, 90, "the API server back")
+
+
+def test_a_crash_between_the_handle_write_and_the_pod_create_reruns_the_try_not_abandons_it(
+        cluster: Cluster, crds: None, tmp_path: Path) -> None:
+    """Creates are asynchronous, so a Trial can name a pod that was never created. A controller
+    dying right then left a try that never ran, which its successor used to abandon as lost."""
+    ns, kc = setup(cluster, tmp_path, "unborn")
+    spec = tmp_path / "unborn.yaml"
+    spec.write_text(yaml.safe_dump({**yaml.safe_load(experiment_file(tmp_path, "unborn", 1, 1).read_text()),
+                                    "tasks": ["csv-report"], "configurations": ["1x-strict"]}))
+    assert headroom(cluster, "submit", str(spec), "-n", ns).returncode == 0
+    marker, log = tmp_path / "crashed", tmp_path / "controller.log"
+    first = ControllerProcess(kc, ns, log, "--resync-seconds", "3", simulated=True,
+                              env={"HEADROOM_TEST_CRASH_BEFORE_CREATE": str(marker)}).launch()
+    wait_for(lambda: not first.alive(), 60, "the controller to die before its first create")
+    assert marker.exists(), log.read_text()[-3000:]
+    [unborn] = trials(cluster, ns, "unborn")
+    assert unborn["status"]["pod"] == marker.read_text()
+    assert not cluster.core.list_namespaced_pod(ns, label_selector="headroom.dev/experiment=unborn").items
+
+    ctl = ControllerProcess(kc, ns, log, "--resync-seconds", "3", simulated=True).start()
+    try:
+        wait_complete(cluster, ns, "unborn", ctl, 120)
+        items = trials(cluster, ns, "unborn")
+        final = check_ledger(items, 1)  # one try, Finished: not abandoned and run again
+        assert len(items) == 1 and final["csv-report:1x-strict:0"]["status"]["outcome"] == "passed", items
+        assert "try resubmitted: its pod was never created" in log.read_text()
+    finally:
+        ctl.stop()
 
 
 def test_kill_9_ten_times_and_an_apiserver_restart_lose_and_duplicate_nothing(

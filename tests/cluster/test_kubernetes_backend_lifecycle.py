@@ -24,12 +24,17 @@ import yaml
 from kubernetes import client, config
 
 from orchestrator import sweep
+from orchestrator.backends.base import Handle, recorded
 from orchestrator.backends.kubernetes import message, runlease
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.backends.kubernetes.informer import RunInformer
 from orchestrator.errors import UserError
+from orchestrator.launch import build_launch
 from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch
+from orchestrator.spec.resources import ResourceConfig
+from orchestrator.spec.trial import Trial
 from orchestrator.store.sqlite import Store
 
 from .plane import OUTCOME_ANNOTATION, OUTCOME_CONTAINER_ANNOTATION, OUTCOME_MESSAGE_ANNOTATION, Cluster, wait_for
@@ -125,6 +130,48 @@ def test_a_cli_sweep_exits_after_its_last_trial(cluster: Cluster, namespace: str
     assert proc.returncode == 0, err
     store = Store(tmp_path / "h.db")
     assert set(finals(store, store.run(None).run_id).values()) == {("passed", None)}
+
+
+def test_a_harvested_pod_is_kept_until_its_result_is_recorded(cluster: Cluster, namespace: str) -> None:
+    """The class behind a controller's lost try: the pod went while the status write was still to come.
+
+    A process that harvests a try and dies before it records the result must leave the pod for
+    the next process to adopt and harvest again; only ``recorded`` lets it go.
+    """
+    exp = Experiment(tasks_dir=str(TASKS), tasks=["csv-report"], configurations=["1x-strict"], attempts=1,
+                     backend="kubernetes", kubernetes=kwok_options(namespace, kubeconfig=str(cluster.kubeconfig)))
+    task = sweep.prepare(exp)[0]
+    trial = Trial(trial_id="csv-report:1x-strict:0", task_id=task.id, config=ResourceConfig.parse("1x-strict"),
+                  attempt=0, seed=1, order=0)
+    launch = build_launch("held-run", trial, 0, task, exp)
+
+    def harvest(backend: KubernetesBackend, handle: Handle) -> TrialFacts:
+        deadline = time.monotonic() + 60
+        while (facts := backend.observe(handle)) is None:
+            assert time.monotonic() < deadline, "the try never ended"
+            backend.wait([handle], 1.0)
+        return facts
+
+    first = make_backend(cluster, namespace, lambda launch: Sim("succeed", report("1")))
+    try:
+        got = harvest(first, first.submit(launch))
+        assert got.reward == 1.0
+        time.sleep(1.5)  # a release on a worker would have landed by now
+    finally:
+        first.close()  # the process ends before its write: no recorded()
+    pod = cluster.core.read_namespaced_pod(launch.name, namespace)
+    assert pod.metadata.deletion_timestamp is None and pod.metadata.finalizers, "the pod was let go unrecorded"
+
+    second = make_backend(cluster, namespace, lambda launch: Sim("succeed", report("1")))
+    try:
+        handle = second.adopt(launch)
+        assert handle is not None  # the next process finds the try, not an abandoned one
+        again = harvest(second, handle)
+        assert (again.reward, again.extra.get("pod")) == (got.reward, launch.name)
+        recorded(second, handle)
+    finally:
+        second.close()
+    wait_for(lambda: not cluster.core.list_namespaced_pod(namespace).items, 30, "the pod gone once recorded")
 
 
 # ---- 2. cleanup leaves a live run alone ----------------------------------------------------------------

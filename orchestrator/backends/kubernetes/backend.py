@@ -148,6 +148,9 @@ class KubernetesBackend:
         self._policy_done = False
         self._to_delete: set[str] = set()  # run labels with harvested pods awaiting the collection delete
         self._unreleased: dict[str, tuple[Launch, bool]] = {}  # harvested, finalizer not yet removed
+        # Harvested, but the caller has not yet said the result is durable: the finalizer stays,
+        # so a crash before that write finds the pod again (adopt) instead of losing the result.
+        self._harvested: dict[str, tuple[Launch, bool]] = {}
         self._last_sweep = 0.0
         self._sweeping = threading.Lock()
         self._latency: dict[str, float] = {"submit_to_created_s": 0.0, "created_to_harvest_s": 0.0, "n": 0}
@@ -394,9 +397,17 @@ class KubernetesBackend:
             if tail:
                 facts.extra["log_tail"] = tail
         facts.extra["pod_events_total"] = len(events)
-        if pod is not None:  # the result is in hand: the finalizer goes on a worker
-            self._pool.submit(self._release, t.launch, obs.stop)
+        if pod is not None:  # released once the caller has recorded the result (``recorded``)
+            with self._lock:
+                self._harvested[t.launch.name] = (t.launch, obs.stop)
         return self._finish(t, facts)
+
+    def recorded(self, handle: Handle) -> None:
+        """The try's result is durable with the caller: drop the finalizer (on a worker) and delete the pod."""
+        with self._lock:
+            held = self._harvested.pop(handle.name, None)
+        if held is not None:
+            self._pool.submit(self._release, *held)
 
     @staticmethod
     def _wants_log_tail(facts: TrialFacts) -> bool:
