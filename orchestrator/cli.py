@@ -442,6 +442,10 @@ from orchestrator.commands import cluster as _cluster  # noqa: E402
 for _command in _cluster.COMMANDS: cli.add_command(_command)  # noqa: E701
 for _command in _cluster.TASK_COMMANDS: tasks_group.add_command(_command)  # noqa: E701
 
+from orchestrator.commands.taskimage import image as _task_image  # noqa: E402
+
+tasks_group.add_command(_task_image)
+
 
 from orchestrator.commands.view import view as view_command  # noqa: E402
 

@@ -141,7 +141,8 @@ class Controller:
         """
         base = getattr(spec, "kubernetes", None) or KubernetesOptions()
         options = base.model_copy(update={"namespace": self.cfg.namespace, "kubeconfig": None, "context": None,
-                                          "keep_pods": base.keep_pods or self.cfg.keep_pods})
+                                          "keep_pods": base.keep_pods or self.cfg.keep_pods,
+                                          "task_set_image": getattr(getattr(spec, "task_source", None), "image", None)})
         assert self.reconciler is not None
         reconciler = self.reconciler
         # Its own client: a backend closes its client when it is closed (its Experiment completed).

@@ -27,7 +27,7 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from orchestrator.backends.base import recorded
-from orchestrator.controller import engine, tasksets
+from orchestrator.controller import engine, taskimage, tasksets
 from orchestrator.controller.events import EventRecorder
 from orchestrator.controller.informer import Informer
 from orchestrator.controller.metrics import Metrics
@@ -61,6 +61,7 @@ from orchestrator.controller.resources import (
 from orchestrator.errors import SpecError, first_validation_error
 from orchestrator.plan import plan
 from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial as PlannedTrial
 
@@ -153,6 +154,8 @@ class Reconciler:
         except SpecError as exc:
             self._fail(exp, previous, "TasksUnavailable", exc.one_line(), terminal=False)
             return 30.0
+        except taskimage.CatalogPending:
+            return 2.0  # the task-set image's catalog pod is still running
         run_id = run_id_of(exp)
         book = ledger(planned.trials, self._trials_of(run_id))
         settled_any = False
@@ -197,22 +200,32 @@ class Reconciler:
         meta = exp["metadata"]
         spec = ExperimentResourceSpec.model_validate(exp.get("spec") or {})
         source = spec.task_source
-        key = (meta["uid"], int(meta.get("generation") or 0), source.bundle)
+        key = (meta["uid"], int(meta.get("generation") or 0), source.key)
         cached = self._plans.get(meta["name"])
         if cached is not None and cached.key == key:
             return cached
-        tasks = tasksets.load_set(self.core, self.namespace, source.bundle, self.scratch, spec.tasks)
+        if source.image is not None:
+            cat = taskimage.read_catalog(self.core, self.namespace, source.image, spec.kubernetes or KubernetesOptions(),
+                                         on_read=self._catalog_read)
+            tasks, root = taskimage.load_set(cat, source.image, self.scratch, spec.tasks)
+        else:
+            assert source.bundle is not None
+            tasks = tasksets.load_set(self.core, self.namespace, source.bundle, self.scratch, spec.tasks)
+            root = self.scratch / source.bundle
         no_image = sorted(t.id for t in tasks if not (spec.image or t.spec.environment.docker_image))
         if no_image:
             raise SpecInvalid(f"spec.image: tasks without a docker_image need the experiment's image: "
                               f"{', '.join(no_image[:5])}")
-        root = self.scratch / source.bundle
         experiment = spec.model_copy(update={"tasks_dir": str(root)})
         trials = plan(experiment, tasks)
         p = _Plan(key, engine.experiment_digest(experiment), experiment, {t.id: t for t in tasks}, trials,
                   {t.trial_id: t for t in trials})
         self._plans[meta["name"]] = p
         return p
+
+    @staticmethod
+    def _catalog_read(image: str, image_id: str, tasks: int) -> None:
+        log.info("task-set catalog read from image", image=image, image_id=image_id, tasks=tasks)
 
     def _forget(self, name: str) -> None:
         """An Experiment is gone: its Trials and pods go with it (owner references); release the finalizers."""

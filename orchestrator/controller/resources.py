@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
@@ -39,14 +39,31 @@ EVIDENCE_LIMIT_BYTES = 8192
 
 
 class TaskSource(BaseModel):
-    """Where trial pods get the task files. Never a host path."""
+    """Where trial pods get the task files: exactly one of a pushed bundle or a task-set image. Never a host path."""
 
     model_config = ConfigDict(extra="forbid")
 
-    bundle: str = Field(
+    bundle: str | None = Field(
+        default=None,
         description="name of the task-set ConfigMap written by `headroom tasks push DIR` (content-addressed)",
         min_length=1, max_length=253,
     )
+    image: str | None = Field(
+        default=None,
+        description="a task-set image built by `headroom tasks image DIR` (/headroom-tasks/catalog.json and one "
+                    "folder per task); pin it by digest or use an immutable tag: its catalog is read once and cached",
+        min_length=1, max_length=1024, pattern=r"^\S+$",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "TaskSource":
+        if (self.bundle is None) == (self.image is None):
+            raise ValueError("give exactly one of bundle (a pushed ConfigMap task set) or image (a task-set image)")
+        return self
+
+    @property
+    def key(self) -> str:
+        return f"image:{self.image}" if self.image else f"bundle:{self.bundle}"
 
 
 class ExperimentResourceSpec(Experiment):
@@ -57,6 +74,11 @@ class ExperimentResourceSpec(Experiment):
     tasks_dir: SkipJsonSchema[str] = ""
     task_source: TaskSource
     backend: Literal["kubernetes"] = Field(default="kubernetes", description="a cluster runs trials as pods")
+
+    @field_serializer("task_source")
+    def _only_the_source_given(self, source: TaskSource) -> dict[str, str]:
+        # {"bundle": name} as before the image source existed: same resources, same experiment digests.
+        return source.model_dump(exclude_none=True)
 
 
 class _Camel(BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 
@@ -43,6 +44,10 @@ class KubernetesOptions(BaseModel):
     workdir: str | None = Field(default=None, description="override the image's WORKDIR (the agent's cwd)")
     pod_annotations: dict[str, str] = Field(default_factory=dict, description="added to every trial pod")
     pod_labels: dict[str, str] = Field(default_factory=dict, description="added to every trial pod")
+    # Set by the controller from an Experiment's taskSource.image (never by hand, so not in the CRD):
+    # trial pods then copy their task's files from this image instead of mounting ConfigMaps.
+    # Excluded from dumps, so experiment digests stay what they were.
+    task_set_image: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
     warden_image: str | None = Field(
         default=None, description="image of the container holding the tests (default: the task image, which is cached)"
     )

@@ -30,7 +30,7 @@ from orchestrator.backends.kubernetes import cluster_facts, fit, pod as pod_mod,
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.informer import RunInformer
 from orchestrator.backends.kubernetes.requests import RequestCounter
-from orchestrator.backends.kubernetes.taskfiles import TaskBundle, bundle as make_bundle
+from orchestrator.backends.kubernetes.taskfiles import ImageTaskFiles, TaskBundle, bundle as make_bundle
 from orchestrator.errors import UserError
 from orchestrator.launch import label_value
 from orchestrator.spec.facts import TrialFacts
@@ -179,7 +179,14 @@ class KubernetesBackend:
             return inf
 
     # -- objects a try needs --------------------------------------------------------------
-    def _bundle(self, launch: Launch) -> TaskBundle:
+    def _bundle(self, launch: Launch) -> TaskBundle | ImageTaskFiles:
+        if self.options.task_set_image:
+            # The files come from the task-set image; its catalog's tests manifest is next to the
+            # task's metadata the controller wrote out (see orchestrator.controller.taskimage).
+            from orchestrator.controller.taskimage import tests_manifest_of
+
+            return ImageTaskFiles(launch.task.task_id, self.options.task_set_image,
+                                  tests_manifest_of(launch.task.path))
         b = self._bundles.get(launch.task.digest)
         if b is None:
             b = make_bundle(launch.task.task_id, launch.task.path, launch.task.digest)

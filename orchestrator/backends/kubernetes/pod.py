@@ -24,7 +24,7 @@ from typing import Any
 from orchestrator import container_contract as cc
 from orchestrator.backends.kubernetes import scripts
 from orchestrator.backends.kubernetes.signals import TASK_CONTAINER, WARDEN_CONTAINER
-from orchestrator.backends.kubernetes.taskfiles import TaskBundle
+from orchestrator.backends.kubernetes.taskfiles import ImageTaskFiles, TaskBundle
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch, StepLaunch
 
@@ -35,6 +35,10 @@ NETWORK_LABEL = "headroom.dev/network"
 HARVESTED_LABEL = "headroom.dev/harvested"
 WARDEN_UID = 65532
 WARDEN_RESOURCES = {"cpu": "10m", "memory": "16Mi"}
+TASK_FILES_CONTAINER = "task-files"
+#: requests = limits, so a Guaranteed trial pod stays Guaranteed; cp needs little memory.
+TASK_FILES_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
+_FILL = "/headroom/fill"
 #: Time beyond the two step timeouts for the image pull, start-up and the tests' handover.
 DEADLINE_SLACK_S = 180
 
@@ -89,7 +93,46 @@ def secret_name(run_label: str) -> str:
     return f"headroom-secrets-{run_label}"[:253].rstrip("-.")
 
 
-def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle, image: str,
+def copy_task_script(task_id: str, root: str, solution: bool, fill: str = _FILL) -> str:
+    """The init container's copy of ``<root>/<task id>/`` into the volumes a ConfigMap bundle would fill:
+    everything but tests/ and solution/ into the task volume, tests/ into tests-src (the warden's),
+    solution/ into both when the oracle runs (as the ConfigMap items do). Modes come from the image
+    (``headroom tasks image`` makes files world-readable), so the task and warden uids can read them."""
+    src, fill = shlex.quote(f"{root}/{task_id}"), shlex.quote(fill)
+    lines = [
+        "set -eu",
+        f"cd {src}",
+        "for e in * .[!.]* ..?*; do",
+        '  [ -e "$e" ] || continue',
+        '  case "$e" in tests|solution) continue ;; esac',
+        f'  cp -R "$e" {fill}/task/',
+        "done",
+        f"if [ -d tests ]; then cp -R tests/. {fill}/tests-src/; fi",
+    ]
+    if solution:
+        lines.append(f"if [ -d solution ]; then cp -R solution {fill}/task/ && cp -R solution/. {fill}/solution/; fi")
+    return "\n".join(lines) + "\n"
+
+
+def _image_task_files(files: ImageTaskFiles, options: KubernetesOptions, solution: bool
+                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The init container that fills the task, tests-src (and solution) emptyDirs from the task-set image."""
+    from orchestrator.tasks.image import ROOT
+
+    names = ["task", "tests-src", *(["solution"] if solution else [])]
+    container = {
+        "name": TASK_FILES_CONTAINER, "image": files.image, "imagePullPolicy": options.image_pull_policy,
+        "command": ["/bin/sh", "-c", kubelet_literal(copy_task_script(files.task_id, ROOT, solution))],
+        "resources": {"requests": dict(TASK_FILES_RESOURCES), "limits": dict(TASK_FILES_RESOURCES)},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": WARDEN_UID, "runAsGroup": WARDEN_UID,
+                            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": n, "mountPath": f"{_FILL}/{n}"} for n in names],
+    }
+    return container, [{"name": n, "emptyDir": {}} for n in names]
+
+
+def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | ImageTaskFiles, image: str,
           secret: str | None = None) -> dict[str, Any]:
     labels = {**options.pod_labels, **launch.labels, **MANAGED_BY,
               NETWORK_LABEL: "internet" if launch.allow_internet else "none"}
@@ -114,10 +157,18 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle, image:
     if secret:
         env += [{"name": n, "valueFrom": {"secretKeyRef": {"name": secret, "key": n, "optional": True}}}
                 for n in launch.agent.secret_env]
-    cm = bundle.name
+    init: list[dict[str, Any]] = []
+    if isinstance(bundle, ImageTaskFiles):
+        copier, file_volumes = _image_task_files(bundle, options, launch.task.include_solution)
+        init.append(copier)
+    else:
+        cm = bundle.name
+        file_volumes = [
+            {"name": "task", "configMap": {"name": cm, "items": bundle.items("")}},
+            {"name": "tests-src", "configMap": {"name": cm, "items": bundle.items("tests", strip=True)}},
+        ]
     volumes: list[dict[str, Any]] = [
-        {"name": "task", "configMap": {"name": cm, "items": bundle.items("")}},
-        {"name": "tests-src", "configMap": {"name": cm, "items": bundle.items("tests", strip=True)}},
+        *file_volumes[:2],
         {"name": "logs", "emptyDir": {}},
         *([] if options.run_as_root else [{"name": "tests", "emptyDir": {}}]),
         {"name": "run", "emptyDir": {}},
@@ -135,9 +186,12 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle, image:
         # only, and the agent sees no /tests at all, as in Harbor (a task may check for it).
         task_mounts.insert(2, {"name": "tests", "mountPath": cc.TESTS})
     if launch.task.include_solution:
-        sol = bundle.items("solution", strip=True)
-        volumes[0]["configMap"]["items"] += bundle.items("solution")
-        volumes.append({"name": "solution", "configMap": {"name": cm, "items": sol}})
+        if isinstance(bundle, ImageTaskFiles):
+            volumes.append(file_volumes[2])
+        else:
+            sol = bundle.items("solution", strip=True)
+            volumes[0]["configMap"]["items"] += bundle.items("solution")
+            volumes.append({"name": "solution", "configMap": {"name": cm, "items": sol}})
         task_mounts.append({"name": "solution", "mountPath": cc.SOLUTION, "readOnly": True})
     if options.run_as_root:
         task_security: dict[str, Any] = {"capabilities": {"drop": ["SYS_PTRACE"]}}
@@ -178,6 +232,8 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle, image:
         "containers": [task_container, warden],
         "volumes": volumes,
     }
+    if init:
+        spec["initContainers"] = init
     if options.node_selector:
         spec["nodeSelector"] = dict(options.node_selector)
     if options.tolerations:

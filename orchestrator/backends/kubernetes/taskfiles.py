@@ -115,24 +115,42 @@ class TaskBundle:
         return body
 
 
-def bundle(task_id: str, task_dir: str | Path, digest: str) -> TaskBundle:
-    """Read a task directory into a bundle; refuse one too big for a ConfigMap."""
+def read_files(task_dir: str | Path) -> list[TaskFile]:
+    """Every file a task delivers (VCS and cache litter left out), keyed for a ConfigMap, sorted by path."""
     root = Path(task_dir)
-    b = TaskBundle(task_id=task_id, digest=digest)
-    total = 0
+    files = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root)
         if _SKIP_PARTS & set(rel.parts):
             continue
-        data = path.read_bytes()
         rel_s = rel.as_posix()
         key = f"{_KEY_BAD.sub('_', rel_s)[:200]}.{hashlib.sha256(rel_s.encode()).hexdigest()[:8]}"
-        b.files.append(TaskFile(rel_s, key, data, os.access(path, os.X_OK)))
-        total += len(data) + len(key)
+        files.append(TaskFile(rel_s, key, path.read_bytes(), os.access(path, os.X_OK)))
+    return files
+
+
+def bundle(task_id: str, task_dir: str | Path, digest: str) -> TaskBundle:
+    """Read a task directory into a bundle; refuse one too big for a ConfigMap."""
+    b = TaskBundle(task_id=task_id, digest=digest, files=read_files(task_dir))
+    total = sum(len(f.data) + len(f.key) for f in b.files)
     if total > MAX_CONFIGMAP_BYTES:
         raise SpecError(
             f"task {task_id} holds {total / 1024:.0f} KiB of files; the Kubernetes backend delivers task files as one "
-            f"ConfigMap, which holds at most {MAX_CONFIGMAP_BYTES // 1024} KiB: ship the large inputs in the task's image",
-            file=str(root),
+            f"ConfigMap, which holds at most {MAX_CONFIGMAP_BYTES // 1024} KiB: ship the task set as an image "
+            "(`headroom tasks image`) or the large inputs in the task's image",
+            file=str(Path(task_dir)),
         )
     return b
+
+
+@dataclass(frozen=True)
+class ImageTaskFiles:
+    """A task's files delivered by a task-set image (``headroom tasks image``): an init container
+    copies ``/headroom-tasks/<task id>/`` into the pod's volumes, where a ConfigMap bundle would be mounted."""
+
+    task_id: str
+    image: str
+    manifest: str  # the tests' manifest, recorded in the image's catalog when it was built
+
+    def tests_manifest(self) -> str:
+        return self.manifest
