@@ -1,0 +1,113 @@
+"""An Experiment that names its task set as an image (`taskSource.image`), run by the real controller
+on the real node, with no registry.
+
+The task-set image is the build context `headroom tasks image` writes (two bundled tasks on the
+project's Debian base), built by the session's private dockerd and imported into the real node's
+containerd (``RealNode.import_image``): what a push and a pull would do. The controller runs out
+of cluster as the chart's ServiceAccount (so its Role is what allows the catalog pod, its log and
+the catalog ConfigMap), and never sees the task folder: it learns the set from the catalog pod's
+log, and trial pods copy their files with the init container. A second Experiment over the same
+image reads the cached catalog: the catalog pod runs once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator.controller import taskimage
+from orchestrator.tasks.image import write_context
+from orchestrator.tasks.loader import load_tasks
+from tests.docker.fixtures import DockerEnv
+
+from .conftest import RealNodeHandle
+from .controller_support import ControllerProcess, crds, helm_install, service_account_kubeconfig  # noqa: F401
+from .plane import REPO, Cluster
+from .test_controller_sweep import experiment, trials, wait_complete
+
+pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.docker, pytest.mark.slow,
+              pytest.mark.timeout(900)]
+
+TASKS = ["word-index", "csv-report"]
+TASK_SET_IMAGE = "headroom.local/test-task-set:two"
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
+
+
+def build_task_set_image(docker_env: DockerEnv, tmp: Path) -> str:
+    src = tmp / "tasks"
+    src.mkdir()
+    for t in TASKS:
+        subprocess.run(["cp", "-a", str(REPO / "tasks" / t), str(src / t)], check=True)
+    ctx = tmp / "context"
+    write_context(src, ctx, docker_env.base_image)
+    log: list[str] = []
+    for chunk in docker_env.client.api.build(path=str(ctx), tag=TASK_SET_IMAGE, rm=True, forcerm=True, decode=True,
+                                             network_mode="none"):
+        log.append(chunk.get("stream", ""))
+        assert "error" not in chunk, chunk["error"] + "".join(log)[-3000:]
+    return TASK_SET_IMAGE
+
+
+def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
+        cluster: Cluster, real_node: RealNodeHandle, docker_env: DockerEnv, crds: None, tmp_path: Path) -> None:
+    node = real_node.node
+    if node is None:
+        pytest.skip("needs the local plane's real node (the image is imported into its containerd)")
+    ref = build_task_set_image(docker_env, tmp_path)
+    assert ref in node.import_image(ref, docker_host=docker_env.host)
+
+    ns = cluster.create_namespace(prefix="timg", labels=RESTRICTED)
+    r = helm_install(cluster, ns, "--set", "replicaCount=1", "--skip-crds", wait=False)
+    assert r.returncode == 0, r.stderr
+    kc = service_account_kubeconfig(cluster, ns, "headroom", tmp_path / "sa.kubeconfig")
+    ctl = ControllerProcess(kc, ns, tmp_path / "controller.log", "--resync-seconds", "3").start()
+    local = {t.id: t.digest for t in load_tasks(REPO / "tasks", TASKS)}
+    try:
+        cm_uid = None
+        for name in ("timg-a", "timg-b"):
+            opts = real_node.kubernetes_options(cluster, ns)
+            spec: dict[str, Any] = {
+                "name": name, "task_source": {"image": ref}, "configurations": ["unbounded"], "attempts": 1,
+                "concurrency": 2, "seed": 7, "agent": {"kind": "oracle"}, "image": real_node.image,
+                "kubernetes": {k: opts[k] for k in ("node_selector", "tolerations", "image_pull_policy")}
+                | {"workdir": "/tmp"},
+            }
+            f = tmp_path / f"{name}.yaml"
+            f.write_text(yaml.safe_dump(spec))
+            sub = subprocess.run([sys.executable, "-m", "orchestrator", "submit", str(f), "-n", ns,
+                                  "--kubeconfig", str(cluster.kubeconfig)], capture_output=True, text=True,
+                                 cwd=tmp_path, timeout=120)
+            assert sub.returncode == 0, sub.stderr
+            wait_complete(cluster, ns, name, ctl, 420)
+
+            items = trials(cluster, ns, name)
+            finals = [t for t in items if t["status"].get("final")]
+            got = Counter((t["spec"]["task"], t["status"]["outcome"]) for t in finals)
+            assert got == Counter({(t, "passed"): 1 for t in TASKS}), [
+                (t["spec"]["task"], t["status"].get("outcome"), t["status"].get("reason"), t["status"].get("message"))
+                for t in items]
+            assert all(t["status"]["node"] == real_node.name and t["status"]["reward"] == 1.0 for t in finals)
+            # the digests the catalog recorded are the ones a local run of the same folders records
+            assert {t["spec"]["task"]: t["spec"]["taskDigest"] for t in finals} == local
+            assert experiment(cluster, ns, name)["status"]["taskDigests"] == local
+
+            cm = cluster.core.read_namespaced_config_map(taskimage.catalog_name(ref), ns)
+            assert cm.immutable and cm.metadata.annotations[taskimage.ANNOTATION_IMAGE] == ref
+            assert cm.metadata.annotations[taskimage.ANNOTATION_IMAGE_ID]  # the image the node ran
+            if cm_uid is None:
+                cm_uid = cm.metadata.uid
+            assert cm.metadata.uid == cm_uid  # the second Experiment reused the cached catalog
+        # the catalog pod ran once (for the first Experiment) and is gone; no task ConfigMap was made
+        assert ctl.log.read_text().count("task-set catalog read from image") == 1
+        assert not [p for p in cluster.core.list_namespaced_pod(ns).items
+                    if p.metadata.name == taskimage.catalog_name(ref)]
+        assert not [c for c in cluster.core.list_namespaced_config_map(ns).items
+                    if c.metadata.name.startswith("headroom-task-")]
+    finally:
+        ctl.stop()
