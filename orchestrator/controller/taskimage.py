@@ -169,6 +169,8 @@ def read_catalog(core: client.CoreV1Api, namespace: str, image: str, options: Ku
         return cat
     stuck = [s.state.waiting.reason for s in statuses
              if s.state and s.state.waiting and s.state.waiting.reason in _STUCK]
+    stuck += [f"Unschedulable: {c.message}" for c in (pod.status.conditions or []) if pod.status
+              and c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"]
     if phase == "Failed" or stuck:
         detail = stuck[0] if stuck else (pod.status.reason or pod.status.message or "failed")
         if phase == "Failed":

@@ -1,17 +1,21 @@
 """An Experiment that names its task set as an image (`taskSource.image`), run by the real controller
 on the real node, with no registry.
 
-The task-set image is the build context `headroom tasks image` writes (two bundled tasks on the
-project's Debian base), built by the session's private dockerd and imported into the real node's
+The task-set image is built by `headroom tasks image` (two bundled tasks on the project's Debian
+base) with the session's private dockerd and imported into the real node's
 containerd (``RealNode.import_image``): what a push and a pull would do. The controller runs out
 of cluster as the chart's ServiceAccount (so its Role is what allows the catalog pod, its log and
 the catalog ConfigMap), and never sees the task folder: it learns the set from the catalog pod's
 log, and trial pods copy their files with the init container. A second Experiment over the same
-image reads the cached catalog: the catalog pod runs once.
+image reads the cached catalog: the catalog pod runs once. One task carries an input too big for
+a ConfigMap bundle, which only the image can deliver. An image the node lacks is reported on the
+Experiment's Planned condition (TasksUnavailable: ErrImageNeverPull).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -20,15 +24,17 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
 
 from orchestrator.controller import taskimage
-from orchestrator.tasks.image import write_context
+from orchestrator.controller.tasksets import bundles
+from orchestrator.errors import SpecError
 from orchestrator.tasks.loader import load_tasks
 from tests.docker.fixtures import DockerEnv
 
 from .conftest import RealNodeHandle
 from .controller_support import ControllerProcess, crds, helm_install, service_account_kubeconfig  # noqa: F401
-from .plane import REPO, Cluster
+from .plane import REPO, Cluster, wait_for
 from .test_controller_sweep import experiment, trials, wait_complete
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.docker, pytest.mark.slow,
@@ -39,18 +45,29 @@ TASK_SET_IMAGE = "headroom.local/test-task-set:two"
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 
 
-def build_task_set_image(docker_env: DockerEnv, tmp: Path) -> str:
+def task_set(tmp: Path) -> Path:
+    """Two bundled tasks; word-index carries 1.5 MiB more input, too big for a ConfigMap bundle."""
     src = tmp / "tasks"
     src.mkdir()
     for t in TASKS:
         subprocess.run(["cp", "-a", str(REPO / "tasks" / t), str(src / t)], check=True)
-    ctx = tmp / "context"
-    write_context(src, ctx, docker_env.base_image)
-    log: list[str] = []
-    for chunk in docker_env.client.api.build(path=str(ctx), tag=TASK_SET_IMAGE, rm=True, forcerm=True, decode=True,
-                                             network_mode="none"):
-        log.append(chunk.get("stream", ""))
-        assert "error" not in chunk, chunk["error"] + "".join(log)[-3000:]
+    blob = os.urandom(3 << 19)
+    (src / "word-index" / "environment" / "inputs.bin").write_bytes(blob)
+    # its verifier fails the trial unless the input reached the pod byte for byte
+    test_sh = src / "word-index" / "tests" / "test.sh"
+    lines = test_sh.read_text().splitlines(keepends=True)
+    lines.insert(2, f'echo "{hashlib.sha256(blob).hexdigest()}  $HEADROOM_TASK_DIR/environment/inputs.bin" '
+                    '| sha256sum -c - || { echo 0 > "$HEADROOM_LOGS_DIR/reward.txt"; exit 1; }\n')
+    test_sh.write_text("".join(lines))
+    return src
+
+
+def build_task_set_image(docker_env: DockerEnv, src: Path) -> str:
+    r = subprocess.run([sys.executable, "-m", "orchestrator", "tasks", "image", str(src), "--tag", TASK_SET_IMAGE,
+                        "--base", docker_env.base_image], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "DOCKER_HOST": docker_env.host})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == TASK_SET_IMAGE
     return TASK_SET_IMAGE
 
 
@@ -59,7 +76,10 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
     node = real_node.node
     if node is None:
         pytest.skip("needs the local plane's real node (the image is imported into its containerd)")
-    ref = build_task_set_image(docker_env, tmp_path)
+    src = task_set(tmp_path)
+    with pytest.raises(SpecError, match="ConfigMap"):
+        bundles(load_tasks(src))  # `headroom tasks push` cannot deliver this set
+    ref = build_task_set_image(docker_env, src)
     assert ref in node.import_image(ref, docker_host=docker_env.host)
 
     ns = cluster.create_namespace(prefix="timg", labels=RESTRICTED)
@@ -67,7 +87,7 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
     assert r.returncode == 0, r.stderr
     kc = service_account_kubeconfig(cluster, ns, "headroom", tmp_path / "sa.kubeconfig")
     ctl = ControllerProcess(kc, ns, tmp_path / "controller.log", "--resync-seconds", "3").start()
-    local = {t.id: t.digest for t in load_tasks(REPO / "tasks", TASKS)}
+    local = {t.id: t.digest for t in load_tasks(src)}
     try:
         cm_uid = None
         for name in ("timg-a", "timg-b"):
@@ -109,5 +129,27 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
                     if p.metadata.name == taskimage.catalog_name(ref)]
         assert not [c for c in cluster.core.list_namespaced_config_map(ns).items
                     if c.metadata.name.startswith("headroom-task-")]
+
+        # an image the node does not have: one line on the Experiment's Planned condition, nothing cached
+        missing = "headroom.local/no-such-task-set:1"
+        spec = {**spec, "name": "timg-missing", "task_source": {"image": missing}}
+        f = tmp_path / "missing.yaml"
+        f.write_text(yaml.safe_dump(spec))
+        sub = subprocess.run([sys.executable, "-m", "orchestrator", "submit", str(f), "-n", ns,
+                              "--kubeconfig", str(cluster.kubeconfig)], capture_output=True, text=True,
+                             cwd=tmp_path, timeout=120)
+        assert sub.returncode == 0, sub.stderr
+
+        def planned_condition() -> dict[str, Any] | None:
+            conds = (experiment(cluster, ns, "timg-missing").get("status") or {}).get("conditions") or []
+            return next((c for c in conds if c["type"] == "Planned" and c["status"] == "False"), None)
+
+        wait_for(lambda: planned_condition() is not None, 120, "the missing image's condition")
+        cond = planned_condition()
+        assert cond is not None and cond["reason"] == "TasksUnavailable", cond
+        assert missing in cond["message"] and "ErrImageNeverPull" in cond["message"], cond
+        assert [t for t in trials(cluster, ns, "timg-missing")] == []
+        with pytest.raises(client.exceptions.ApiException):
+            cluster.core.read_namespaced_config_map(taskimage.catalog_name(missing), ns)
     finally:
         ctl.stop()
