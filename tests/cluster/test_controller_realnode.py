@@ -2,8 +2,9 @@
 
 No registry: the controller image is built from helm/Dockerfile by the session's private
 dockerd on the local Debian base image (``--build-arg BASE_IMAGE``), with the dependencies
-from the cached wheelhouse of scripts/images/wheelhouse.sh, then exported and imported into
-the real node's containerd (``RealNode.import_image``). ``helm install`` runs the chart with
+from the cached wheelhouse of scripts/images/wheelhouse.sh, saved under the cache folder by
+the digest of its inputs (tests/cluster/controller_image.py: unchanged inputs skip the
+build), and imported into the real node's containerd (``RealNode.import_image``). ``helm install`` runs the chart with
 that image (pullPolicy Never) on the real node under Pod Security "restricted"; the
 controller uses its in-cluster config, the ``kubernetes`` Service's ClusterIP, which
 ``RealNode.expose_api_service`` routes to the test plane (the plane has no kube-proxy).
@@ -16,11 +17,9 @@ node's network namespace.
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
-import tarfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -34,6 +33,7 @@ from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, TRIAL_PL
 from tests.docker.fixtures import DockerEnv
 
 from .conftest import RealNodeHandle
+from .controller_image import IMAGE_REPO, IMAGE_TAG, controller_image
 from .controller_support import CHART, RELEASE, crds  # noqa: F401
 from .plane import REPO, Cluster, wait_for
 from .realnode import REAL_NODE_LABEL, REAL_NODE_TOLERATION
@@ -42,46 +42,11 @@ from .realnode import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.docker, pytest.mark.slow,
               pytest.mark.timeout(1800)]
 
-IMAGE_REPO = "headroom.local/headroom-controller"
-IMAGE_TAG = "test"
 TASKS = ["bundle-digest", "word-index", "csv-report"]
 CONFIGS = ["1x-strict", "unbounded"]
 ATTEMPTS = 1  # seed 7: attempt 0 of bundle-digest and word-index overruns 1x
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 EXEC_HEALTHZ = ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=3)"]
-
-
-def wheelhouse() -> Path:
-    r = subprocess.run([str(REPO / "scripts" / "images" / "wheelhouse.sh"), "--path"], capture_output=True,
-                       text=True, check=False)
-    if r.returncode != 0:
-        pytest.fail("the controller image's wheelhouse is missing: run scripts/images/wheelhouse.sh "
-                    "(scripts/test.sh does)")
-    return Path(r.stdout.strip())
-
-
-def build_context() -> io.BytesIO:
-    """What `docker build -f helm/Dockerfile .` sends with .dockerignore and a .wheelhouse/ in place."""
-    buf = io.BytesIO()
-    skip = lambda ti: None if "__pycache__" in ti.name else ti  # noqa: E731
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name in ("pyproject.toml", "README.md", "orchestrator", "tasks", "helm/Dockerfile"):
-            tar.add(REPO / name, arcname=name, filter=skip)
-        tar.add(wheelhouse(), arcname=".wheelhouse")
-    buf.seek(0)
-    return buf
-
-
-def build_controller_image(docker_env: DockerEnv) -> tuple[str, float]:
-    t0 = time.monotonic()
-    ref = f"{IMAGE_REPO}:{IMAGE_TAG}"
-    log: list[str] = []
-    for chunk in docker_env.client.api.build(
-            fileobj=build_context(), custom_context=True, dockerfile="helm/Dockerfile", tag=ref, rm=True,
-            forcerm=True, decode=True, buildargs={"BASE_IMAGE": docker_env.base_image}, network_mode="none"):
-        log.append(chunk.get("stream", ""))
-        assert "error" not in chunk, chunk["error"] + "".join(log)[-4000:]
-    return ref, time.monotonic() - t0
 
 
 def values_file(tmp_path: Path) -> Path:
@@ -121,9 +86,9 @@ def test_the_chart_runs_the_controller_on_the_real_node(
     if node is None or cluster.plane is None:
         pytest.skip("needs the local plane's real node (the image is imported into its containerd)")
     t0 = time.monotonic()
-    ref, build_s = build_controller_image(docker_env)
+    image = controller_image(docker_env)
     t1 = time.monotonic()
-    assert ref in node.import_image(ref, docker_host=docker_env.host)
+    assert image.ref in node.import_image(image.archive)
     import_s = time.monotonic() - t1
     node.expose_api_service(cluster.plane.server)
 
@@ -170,7 +135,7 @@ def test_the_chart_runs_the_controller_on_the_real_node(
     assert all(t["status"]["node"] == real_node.name for t in trials)
     got = Counter((t["spec"]["configuration"]["label"], t["status"]["outcome"], t["status"].get("reason") or "")
                   for t in finals)
-    print(f"\nbuild {build_s:.0f}s, import {import_s:.0f}s, Ready after {ready_s:.0f}s, Experiment {run_s:.0f}s; "
+    print(f"\n{'build' if image.built else 'cached image (same inputs)'} {image.seconds:.0f}s, import {import_s:.0f}s, Ready after {ready_s:.0f}s, Experiment {run_s:.0f}s; "
           f"final outcomes: {dict(sorted(got.items()))}")
     # the kernel's OOM kills at 1x-strict, classified oom_killed; none unbounded
     assert got[("1x-strict", "infra_error", "oom_killed")] >= 1
