@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator import provenance
-from orchestrator.controller import tasksets
+from orchestrator.controller import taskimage, tasksets
 from orchestrator.controller.resources import (
     EXPERIMENT_PLURAL,
     GROUP,
@@ -73,9 +73,16 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
                        TRIAL_PLURAL, label_selector=f"{LABEL_EXPERIMENT}={name}")["items"]
     trials = [t for t in trials if t["spec"].get("runId") == run_id]
     with tempfile.TemporaryDirectory(prefix="headroom-export-") as scratch:
-        tasks = kube.call("read the task set", tasksets.load_set, kube.core, kube.namespace, spec.task_source.bundle,
-                          Path(scratch), spec.tasks)
-        experiment = spec.model_copy(update={"tasks_dir": f"configmap:{spec.task_source.bundle}"})
+        source = spec.task_source
+        if source.image is not None:  # the catalog the controller cached (export never runs a catalog pod)
+            cat = kube.call("read the task catalog", taskimage.cached_catalog, kube.core, kube.namespace, source.image)
+            tasks, _ = taskimage.load_set(cat, source.image, Path(scratch), spec.tasks)
+            where = f"image:{source.image}"
+        else:
+            tasks = kube.call("read the task set", tasksets.load_set, kube.core, kube.namespace, source.bundle,
+                              Path(scratch), spec.tasks)
+            where = f"configmap:{source.bundle}"
+        experiment = spec.model_copy(update={"tasks_dir": where})
         planned = plan(experiment, tasks)
         planned_ids = {p.trial_id for p in planned}
         strangers = sorted({t["spec"]["trialId"] for t in trials} - planned_ids)
@@ -90,7 +97,7 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
         prov = provenance.collect(status.get("cluster") or {"backend": "kubernetes", "server_version": version}, argv)
         prov["cluster"] = {
             "namespace": kube.namespace, "experiment": name, "uid": exp["metadata"]["uid"], "run_id": run_id,
-            "server_version": version, "task_set": spec.task_source.bundle,
+            "server_version": version, "task_set": source.bundle or source.image,
             "started_at": status.get("startedAt"), "completed_at": status.get("completedAt"),
         }
         local_id = store.create_run(

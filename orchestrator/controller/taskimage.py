@@ -111,6 +111,19 @@ def _delete_pod(core: client.CoreV1Api, namespace: str, name: str) -> None:
             raise
 
 
+def cached_catalog(core: client.CoreV1Api, namespace: str, image: str) -> dict[str, Any]:
+    """The catalog the controller cached for ``image`` (SpecError when it has not read it yet)."""
+    try:
+        cm = core.read_namespaced_config_map(catalog_name(image), namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            raise SpecError(f"no cached task catalog of image {image} in {namespace} (the controller writes "
+                            f"ConfigMap {catalog_name(image)} when it first plans an Experiment over it)",
+                            field="task_source.image") from None
+        raise
+    return parse((cm.data or {}).get(CATALOG_KEY, ""), image)
+
+
 def read_catalog(core: client.CoreV1Api, namespace: str, image: str, options: KubernetesOptions,
                  on_read: Any = None) -> dict[str, Any]:
     """The image's catalog: from its cache ConfigMap, else from the catalog pod (created when missing).
@@ -213,7 +226,8 @@ def tests_manifest_of(task_path: str) -> str:
 
 def load_set(cat: dict[str, Any], image: str, scratch: Path, select: list[str] | None = None) -> tuple[list[Task], Path]:
     """The tasks of a task-set image, with the digests and built images its catalog recorded."""
-    root = scratch / f"image-{ref_key(image)}"
+    content = hashlib.sha256(json.dumps(cat, sort_keys=True).encode()).hexdigest()[:12]
+    root = scratch / f"image-{ref_key(image)}-{content}"
     write_metadata(cat, root)
     tasks = load_tasks(root, select)
     out = []

@@ -15,7 +15,9 @@ Experiment's Planned condition (TasksUnavailable: ErrImageNeverPull).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -122,6 +124,21 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
             assert cm.metadata.annotations[taskimage.ANNOTATION_IMAGE_ID]  # the image the node ran
             if cm_uid is None:
                 cm_uid = cm.metadata.uid
+                # export reads the cached catalog: the local store gets the run as from a local sweep
+                store = tmp_path / "results.db"
+                ex = subprocess.run([sys.executable, "-m", "orchestrator", "export", name, "--store", str(store),
+                                     "-n", ns, "--kubeconfig", str(cluster.kubeconfig)], capture_output=True,
+                                    text=True, cwd=tmp_path, timeout=120)
+                assert ex.returncode == 0, ex.stderr
+                rep = subprocess.run([sys.executable, "-m", "orchestrator", "report", "--store", str(store),
+                                      "--format", "json"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                assert rep.returncode == 0, rep.stderr
+                json.loads(rep.stdout)
+                db = sqlite3.connect(store)
+                assert dict(db.execute("SELECT task_id, digest FROM tasks").fetchall()) == local
+                assert sorted(db.execute("SELECT outcome FROM executions WHERE final = 1").fetchall()) == [
+                    ("passed",), ("passed",)]
+                db.close()
             assert cm.metadata.uid == cm_uid  # the second Experiment reused the cached catalog
         # the catalog pod ran once (for the first Experiment) and is gone; no task ConfigMap was made
         assert ctl.log.read_text().count("task-set catalog read from image") == 1
