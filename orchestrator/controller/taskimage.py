@@ -33,7 +33,7 @@ from orchestrator.backends.kubernetes.pod import MANAGED_BY
 from orchestrator.errors import SpecError
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.task import Task
-from orchestrator.tasks.image import CATALOG, FORMAT
+from orchestrator.tasks.image import CATALOG, FORMAT, TESTS_MANIFEST_FILE
 from orchestrator.tasks.loader import load_tasks
 
 CATALOG_KEY = "catalog.json"
@@ -41,8 +41,6 @@ LABEL_CATALOG = "headroom.dev/task-catalog"
 ANNOTATION_IMAGE = "headroom.dev/task-set-image"
 ANNOTATION_IMAGE_ID = "headroom.dev/task-set-image-id"
 CONTAINER = "catalog"
-#: Next to each task's metadata in the scratch folder: the tests' manifest from the catalog.
-TESTS_MANIFEST_FILE = ".headroom-tests-manifest"
 #: Image pull or start failures that will not go away by waiting.
 _STUCK = {"ErrImageNeverPull", "InvalidImageName", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
           "CreateContainerError"}
@@ -218,10 +216,6 @@ def write_metadata(cat: dict[str, Any], root: Path) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def tests_manifest_of(task_path: str) -> str:
-    return (Path(task_path) / TESTS_MANIFEST_FILE).read_text()
 
 
 def load_set(cat: dict[str, Any], image: str, scratch: Path, select: list[str] | None = None) -> tuple[list[Task], Path]:

@@ -31,6 +31,13 @@ from orchestrator.tasks.loader import load_tasks
 ROOT = "/headroom-tasks"
 CATALOG = f"{ROOT}/catalog.json"
 FORMAT = 1
+#: Where the controller keeps a task's tests manifest from the catalog, next to the task's metadata
+#: in its scratch folder; the Pod backend reads it there for trial pods (see tests_manifest_of).
+TESTS_MANIFEST_FILE = ".headroom-tests-manifest"
+
+
+def tests_manifest_of(task_path: str) -> str:
+    return (Path(task_path) / TESTS_MANIFEST_FILE).read_text()
 
 
 def task_entry(task: Task) -> dict[str, Any]:

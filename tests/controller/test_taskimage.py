@@ -23,6 +23,7 @@ from orchestrator.launch import build_launch
 from orchestrator.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.tasks.image import tests_manifest_of as manifest_of  # (a `test*` name pytest would collect)
 from orchestrator.tasks.image import write_context
 from orchestrator.tasks.loader import load_tasks
 
@@ -81,7 +82,7 @@ def test_the_controller_plans_from_the_catalog_alone(context: tuple[Path, dict],
     assert [t.id for t in tasks] == ["word-index"]
     (local,) = load_tasks(REPO / "tasks", ["word-index"])
     assert tasks[0].digest == local.digest and tasks[0].spec == local.spec
-    assert taskimage.tests_manifest_of(tasks[0].path) == cat["tasks"]["word-index"]["tests_manifest"]
+    assert manifest_of(tasks[0].path) == cat["tasks"]["word-index"]["tests_manifest"]
     with pytest.raises(SpecError, match="no task matches"):
         taskimage.load_set(cat, "r/tasks:1", tmp_path, ["nope"])
     with pytest.raises(SpecError, match="no headroom task catalog"):

@@ -183,7 +183,7 @@ class KubernetesBackend:
         if self.options.task_set_image:
             # The files come from the task-set image; its catalog's tests manifest is next to the
             # task's metadata the controller wrote out (see orchestrator.controller.taskimage).
-            from orchestrator.controller.taskimage import tests_manifest_of
+            from orchestrator.tasks.image import tests_manifest_of
 
             return ImageTaskFiles(launch.task.task_id, self.options.task_set_image,
                                   tests_manifest_of(launch.task.path))
