@@ -10,6 +10,11 @@ of tests/cluster (which build task images with it) share one daemon per session.
   (Docker Desktop, Podman's API socket, ...). Its containers are removed by the tests.
 * ``HEADROOM_SKIP_DOCKER=1``: skip every test that uses the fixture.
 
+Session fixture ``podman_env`` is the same for Podman: a private rootful ``podman system
+service`` (tests/docker/podman.py) from Debian's podman, serving the Docker Engine API on
+its own unix socket; ``HEADROOM_SKIP_PODMAN=1`` skips the tests that use it. Tests that
+take ``engine_env`` run once per engine.
+
 No registry is reachable from the test machines, so the base image comes from
 ``scripts/images/build.sh`` (Debian packages via mmdebstrap, cached by input digest)
 and is loaded with the API's ``load`` (``docker load``). It is tagged
@@ -29,6 +34,7 @@ import docker
 import pytest
 
 from .daemon import PrivateDockerd
+from .podman import PrivatePodman
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_TAG = "headroom.local/tb2-base:latest"
@@ -40,7 +46,8 @@ class DockerEnv:
     host: str
     client: docker.DockerClient
     base_image: str
-    daemon: PrivateDockerd | None
+    daemon: PrivateDockerd | PrivatePodman | None
+    engine: str = "docker"
 
     def managed_containers(self) -> list[dict]:
         return self.client.api.containers(all=True, filters={"label": "headroom.dev/managed=true"})
@@ -69,6 +76,37 @@ def docker_env() -> Iterator[DockerEnv]:
         daemon = PrivateDockerd(dockerd)
         daemon.start()
         host = daemon.host
+    yield from _serve(host, daemon, "docker")
+
+
+@pytest.fixture(scope="session")
+def podman_env() -> Iterator[DockerEnv]:
+    if os.environ.get("HEADROOM_SKIP_PODMAN") == "1":
+        pytest.skip("HEADROOM_SKIP_PODMAN=1")
+    podman = shutil.which("podman")
+    if podman is None:
+        pytest.fail("podman is not installed: run scripts/docker/install.sh (Debian's podman)")
+    daemon = PrivatePodman(podman)
+    daemon.start()
+    yield from _serve(daemon.host, daemon, "podman")
+
+
+@pytest.fixture(params=["docker", "podman"])
+def engine_env(request: pytest.FixtureRequest) -> DockerEnv:
+    """The session's dockerd or Podman service: a test taking this runs once on each engine."""
+    env: DockerEnv = request.getfixturevalue(f"{request.param}_env")
+    return env
+
+
+@pytest.fixture
+def engine_host(engine_env: DockerEnv, monkeypatch: pytest.MonkeyPatch) -> str:
+    """DOCKER_HOST pointing at ``engine_env``'s daemon, for the backend and CLI subprocesses."""
+    monkeypatch.setenv("DOCKER_HOST", engine_env.host)
+    return engine_env.host
+
+
+def _serve(host: str, daemon: PrivateDockerd | PrivatePodman | None, engine: str) -> Iterator[DockerEnv]:
+    """The base image loaded and tagged on the daemon at ``host``; every managed container removed at the end."""
     client = docker.DockerClient(base_url=host, timeout=300)
     try:
         name, archive = _base_archive()
@@ -76,9 +114,11 @@ def docker_env() -> Iterator[DockerEnv]:
             client.images.get(name)
         except docker.errors.ImageNotFound:
             with archive.open("rb") as f:
-                client.api.load_image(f)
-        client.images.get(name).tag(BASE_TAG)
-        yield DockerEnv(host=host, client=client, base_image=BASE_TAG, daemon=daemon)
+                for _ in client.api.load_image(f):  # the load's progress: read to its end
+                    pass
+        repo, _, tag = BASE_TAG.rpartition(":")
+        client.images.get(name).tag(repo, tag)  # Podman takes no "repo:tag" in the repository field
+        yield DockerEnv(host=host, client=client, base_image=BASE_TAG, daemon=daemon, engine=engine)
     finally:
         try:
             for c in client.api.containers(all=True, filters={"label": "headroom.dev/managed=true"}):

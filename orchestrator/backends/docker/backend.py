@@ -81,6 +81,25 @@ def task_trees(task_dir: Path, target: str, *, solution: bool) -> list[tuple[Pat
 _API_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
 
 
+#: What a Podman daemon whose containers' cgroups cannot be read from here (another machine, a VM) cannot do.
+PODMAN_OOM_NOTE = ("on Podman, OOM kills are seen only in the container's cgroup (its API reports neither 'oom' "
+                   "events nor State.OOMKilled for a step's process): a try whose cgroup cannot be read from this "
+                   "machine is an infra error, not a guess")
+
+
+def engine_of(version: dict[str, Any]) -> str:
+    """'podman' or 'docker': which engine serves the Engine API (Podman names itself among the components)."""
+    names = " ".join(str(c.get("Name", "")) for c in version.get("Components") or [])
+    return "podman" if "podman" in names.lower() else "docker"
+
+
+def engine_version(version: dict[str, Any], engine: str) -> str | None:
+    for c in version.get("Components") or []:
+        if engine == "podman" and "podman" in str(c.get("Name", "")).lower():
+            return c.get("Version")
+    return version.get("Version")
+
+
 class _Cancelled(Exception):
     pass
 
@@ -128,6 +147,7 @@ class DockerBackend(ThreadedBackend):
         super().__init__()
         self.api: docker.APIClient = self.client.api
         self.owner = Owner.me()
+        self.engine = engine_of(self.version)
         self.images = ImageResolver(self.client, build=self.options.build, build_network=self.options.build_network,
                                     pull=self.options.pull, build_timeout_s=self.options.build_timeout_s,
                                     default_image=self.options.default_image)
@@ -135,11 +155,14 @@ class DockerBackend(ThreadedBackend):
         self.capabilities = Capabilities(
             memory_limit=True, memory_request=True, cpu_quota=True, cpu_request=True, storage_limit=False,
             isolation="container", network_control=True, gpus=False,
-            oom_signal="container cgroup oom_kill counter (else docker 'oom' events) and State.OOMKilled",
+            oom_signal=("container cgroup oom_kill counter (Podman reports no OOM kill of a step's process through "
+                        "its API, so the cgroup must be readable from here)" if self.engine == "podman" else
+                        "container cgroup oom_kill counter (else docker 'oom' events) and State.OOMKilled"),
             notes=[
                 "storage is recorded, not enforced (a per-container disk quota needs overlay2 on xfs with pquota)",
                 "the agent and the verifier share one container, as in Harbor: the verifier sees what the agent left "
                 "outside /tests and /logs/verifier",
+                *([PODMAN_OOM_NOTE] if self.engine == "podman" else []),
             ],
         )
 
@@ -209,6 +232,8 @@ class DockerBackend(ThreadedBackend):
             "capabilities": self.capabilities.model_dump(mode="json"),
             "cgroup_version": f"cgroup-v{info.get('CgroupVersion', '1')}",
             "docker": {
+                "engine": self.engine,
+                "engine_version": engine_version(self.version, self.engine),
                 "address": self.address,
                 "server_version": version.get("Version"),
                 "api_version": version.get("ApiVersion"),
@@ -337,6 +362,10 @@ class DockerBackend(ThreadedBackend):
         cg = cgroup_mod.locate(int(state.get("Pid") or 0), cid)
         ooms = _OomCounter(api, cid, cg, since=int(time.time()) - 2)
         facts.extra["cgroup"] = cg.version if cg is not None else None
+        if cg is None and self.engine == "podman":
+            # Nothing would tell an OOM kill of a step from a failure: refuse rather than misclassify.
+            facts.infra_hint, facts.infra_detail = InfraReason.OTHER, PODMAN_OOM_NOTE
+            return
         task_dir = Path(launch.task.path)
         oracle = launch.task.include_solution
         trees = task_trees(task_dir, cc.TASK_DIR, solution=oracle)

@@ -77,10 +77,15 @@ def kill_all(api: docker.APIClient, container_id: str, then: str = "") -> tuple[
 
 
 def _processes(api: docker.APIClient, container_id: str) -> list[list[str]]:
-    try:
-        return api.top(container_id, ps_args="-o pid").get("Processes") or []
-    except docker.errors.APIError:  # a daemon whose top takes no ps arguments (Podman's compat API)
-        return api.top(container_id).get("Processes") or []
+    """The container's live processes (the API's default ``top``; its last column is the command).
+
+    Zombies are left out: PID 1 (``sleep``) reaps no orphan, and a zombie runs no code. dockerd's
+    list never shows them (it lists the cgroup's members, and an exited process leaves its cgroup);
+    Podman's does, as ``[name] <defunct>``. No ``ps`` arguments are passed: Podman runs ``ps`` with
+    arguments inside the container, where it would count itself (and the image may have no ``ps``).
+    """
+    rows = api.top(container_id).get("Processes") or []
+    return [r for r in rows if r and not str(r[-1]).rstrip().endswith("<defunct>")]
 
 
 def run_step(

@@ -1,0 +1,185 @@
+"""A private rootful Podman API service for the test session: its own storage, run root, config and unix socket.
+
+``podman system service`` serves the Docker Engine API (Podman's compat API) on a
+unix socket under a temp folder; no TCP listener and no network set-up (tries run
+with ``network_mode=none``). Everything Podman keeps is under that folder:
+``storage.conf`` (graph root, run root), ``containers.conf`` (cgroupfs, file
+events, tmp/volume/network-config dirs) and an empty ``registries.conf``, handed
+to it through CONTAINERS_CONF, CONTAINERS_STORAGE_CONF and CONTAINERS_REGISTRIES_CONF.
+
+Two quirks of this machine's sandboxed kernel, which the config works around:
+
+* root here may not raise a resource limit (no CAP_SYS_RESOURCE) and Podman asks
+  the runtime for RLIMIT_NOFILE/RLIMIT_NPROC of 1048576 in every container (and
+  build step): ``default_ulimits`` pins them to what the service process itself has;
+* crun refuses this hybrid cgroup v1 + v2 layout ("cgroups in hybrid mode not
+  supported"), so the runtime is runc (Debian's, installed with docker.io).
+
+:meth:`stop` removes every container, stops the service and the conmon monitors it
+left (found by this service's root folder in their command line), unmounts what
+is mounted under the folder, deletes it, and removes the fixed paths and cgroups
+Podman made outside it when this service created them.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from .daemon import DaemonError, _mounts_under
+
+#: What Podman 4.3 makes outside its roots, at fixed paths: the image library's blob cache, crun's
+#: state folder (made at start even with runc), and the cgroupfs parent of containers and conmon.
+FIXED_PATHS = (Path("/var/lib/containers/cache/blob-info-cache-v1.boltdb"), Path("/var/lib/containers/cache"),
+               Path("/var/lib/containers"), Path("/run/crun"))
+CGROUP_PARENT = "libpod_parent"
+#: Podman lowers its own RLIMIT_NPROC to this at start (the ulimit asked for may not exceed it).
+PODMAN_NPROC = 32768
+
+
+def _hard(kind: int, cap: int) -> int:
+    hard = resource.getrlimit(kind)[1]
+    return cap if hard == resource.RLIM_INFINITY else min(hard, cap)
+
+
+class PrivatePodman:
+    def __init__(self, podman: str) -> None:
+        self.podman = podman
+        self.root = Path(tempfile.mkdtemp(prefix="hd-podman-", dir="/tmp"))
+        self.socket = self.root / "podman.sock"
+        self.host = f"unix://{self.socket}"
+        self.log_path = self.root / "podman.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.preexisting: set[Path] = set(FIXED_PATHS)
+        self.cgroups_preexisting = True
+
+    def _write_config(self) -> dict[str, str]:
+        r = self.root
+        (r / "storage.conf").write_text(
+            f'[storage]\ndriver = "overlay"\ngraphroot = "{r}/root"\nrunroot = "{r}/run"\n')
+        nofile = _hard(resource.RLIMIT_NOFILE, 1048576)
+        nproc = _hard(resource.RLIMIT_NPROC, PODMAN_NPROC)
+        (r / "containers.conf").write_text(
+            "[containers]\n"
+            f'default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
+            "[engine]\n"
+            'runtime = "runc"\n'
+            'cgroup_manager = "cgroupfs"\n'
+            # Each exec's conmon stays this long after the exec ends (300 s by default): many processes in a sweep.
+            "exit_command_delay = 10\n"
+            'events_logger = "file"\n'
+            f'events_logfile_path = "{r}/events.log"\n'
+            f'tmp_dir = "{r}/tmp"\n'
+            f'static_dir = "{r}/root/libpod"\n'
+            f'volume_path = "{r}/root/volumes"\n'
+            "[network]\n"
+            f'network_config_dir = "{r}/net"\n')
+        # No registry is reachable, and none is searched: an unknown short name fails at once.
+        (r / "registries.conf").write_text("unqualified-search-registries = []\n")
+        return {"CONTAINERS_CONF": str(r / "containers.conf"), "CONTAINERS_STORAGE_CONF": str(r / "storage.conf"),
+                "CONTAINERS_REGISTRIES_CONF": str(r / "registries.conf")}
+
+    def start(self, timeout_s: float = 60) -> None:
+        self.preexisting = {p for p in FIXED_PATHS if p.exists()}
+        self.cgroups_preexisting = any(Path("/sys/fs/cgroup").glob(f"*/{CGROUP_PARENT}"))
+        env = {**os.environ, **self._write_config()}
+        argv = [self.podman, "--log-level", "warn", "system", "service", "--time=0", self.host]
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise DaemonError(f"podman system service exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if self.socket.exists():
+                c = docker.DockerClient(base_url=self.host, timeout=5)
+                try:
+                    c.ping()
+                    return
+                except docker.errors.DockerException:
+                    pass
+                finally:
+                    c.close()
+            time.sleep(0.2)
+        raise DaemonError(f"podman did not answer within {timeout_s:.0f}s:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def _leftover_pids(self) -> list[int]:
+        """conmon (and its exit commands) of this service: detached from it, named by its root in their argv."""
+        mine = str(self.root).encode()
+        pids = []
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit() or int(d.name) == os.getpid():
+                continue
+            try:
+                if mine in (d / "cmdline").read_bytes():
+                    pids.append(int(d.name))
+            except OSError:
+                pass
+        return pids
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                c = docker.DockerClient(base_url=self.host, timeout=60)
+                try:
+                    for ctr in c.api.containers(all=True):
+                        c.api.remove_container(ctr["Id"], force=True, v=True)
+                finally:
+                    c.close()
+            except docker.errors.DockerException:
+                pass
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        # Exec sessions' conmons linger (--exit-delay) after their container is gone.
+        for pid in self._leftover_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for target in _mounts_under(self.root):
+            subprocess.run(["umount", "-l", target], check=False, capture_output=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+        for p in FIXED_PATHS:  # files before their folders
+            if p in self.preexisting:
+                continue
+            try:
+                p.rmdir() if p.is_dir() else p.unlink()
+            except OSError:
+                pass
+        if not self.cgroups_preexisting:
+            for d in Path("/sys/fs/cgroup").glob(f"*/{CGROUP_PARENT}"):
+                for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+                    try:
+                        sub.rmdir()
+                    except OSError:
+                        pass
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
