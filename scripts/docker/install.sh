@@ -5,9 +5,10 @@
 #   scripts/docker/install.sh
 #
 # 1. Debian packages (apt-get, only if one is missing): docker.io (dockerd 20.10 with
-#    its containerd and runc) and mmdebstrap (builds the base image). No system-wide
-#    dockerd is started here: the test session starts its own (tests/docker/daemon.py)
-#    with its own data root, exec root and unix socket under a temp folder.
+#    its containerd and runc), podman (4.3, with conmon; it runs containers with docker.io's
+#    runc) and mmdebstrap (builds the base image). No system-wide dockerd or Podman service
+#    is started here: the test session starts its own (tests/docker/daemon.py,
+#    tests/docker/podman.py), each with its own roots and unix socket under a temp folder.
 # 2. The local base image (scripts/images/build.sh): headroom.local/debian-base, built
 #    from Debian's packages and cached by the digest of its inputs. Task images in the
 #    tests are built `FROM` it; no registry is ever contacted.
@@ -18,7 +19,7 @@ set -Eeuo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "${here}/../.." && pwd)"
-packages=(docker.io mmdebstrap)
+packages=(docker.io podman mmdebstrap)
 
 # shellcheck source=../lib/apt.sh
 source "${repo}/scripts/lib/apt.sh"
