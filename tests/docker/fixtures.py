@@ -33,6 +33,8 @@ from pathlib import Path
 import docker
 import pytest
 
+from orchestrator.backends.docker.backend import engine_of
+
 from .daemon import PrivateDockerd
 from .podman import PrivatePodman
 
@@ -76,7 +78,7 @@ def docker_env() -> Iterator[DockerEnv]:
         daemon = PrivateDockerd(dockerd)
         daemon.start()
         host = daemon.host
-    yield from _serve(host, daemon, "docker")
+    yield from _serve(host, daemon)
 
 
 @pytest.fixture(scope="session")
@@ -88,7 +90,7 @@ def podman_env() -> Iterator[DockerEnv]:
         pytest.fail("podman is not installed: run scripts/docker/install.sh (Debian's podman)")
     daemon = PrivatePodman(podman)
     daemon.start()
-    yield from _serve(daemon.host, daemon, "podman")
+    yield from _serve(daemon.host, daemon)
 
 
 @pytest.fixture(params=["docker", "podman"])
@@ -105,10 +107,11 @@ def engine_host(engine_env: DockerEnv, monkeypatch: pytest.MonkeyPatch) -> str:
     return engine_env.host
 
 
-def _serve(host: str, daemon: PrivateDockerd | PrivatePodman | None, engine: str) -> Iterator[DockerEnv]:
+def _serve(host: str, daemon: PrivateDockerd | PrivatePodman | None) -> Iterator[DockerEnv]:
     """The base image loaded and tagged on the daemon at ``host``; every managed container removed at the end."""
     client = docker.DockerClient(base_url=host, timeout=300)
     try:
+        engine = engine_of(client.version())  # an existing DOCKER_HOST may be a Podman too
         name, archive = _base_archive()
         try:
             client.images.get(name)

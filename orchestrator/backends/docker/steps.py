@@ -79,10 +79,9 @@ def kill_all(api: docker.APIClient, container_id: str, then: str = "") -> tuple[
 def _processes(api: docker.APIClient, container_id: str) -> list[list[str]]:
     """The container's live processes (the API's default ``top``; its last column is the command).
 
-    Zombies are left out: PID 1 (``sleep``) reaps no orphan, and a zombie runs no code. dockerd's
-    list never shows them (it lists the cgroup's members, and an exited process leaves its cgroup);
-    Podman's does, as ``[name] <defunct>``. No ``ps`` arguments are passed: Podman runs ``ps`` with
-    arguments inside the container, where it would count itself (and the image may have no ``ps``).
+    Zombies (``<defunct>``, as Podman lists them) are left out: PID 1 (``sleep``) reaps no orphan,
+    and a zombie runs no code. No ``ps`` arguments are passed: Podman runs ``ps`` with arguments
+    inside the container, where it counts itself (and the image may have no ``ps``).
     """
     rows = api.top(container_id).get("Processes") or []
     return [r for r in rows if r and not str(r[-1]).rstrip().endswith("<defunct>")]
