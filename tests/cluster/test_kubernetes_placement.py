@@ -1,0 +1,190 @@
+"""Limit-aware placement in a cluster, on the kwok test plane: the real kube-scheduler places trial
+pods by the extended resource ``headroom.dev/memory-limit-mib`` that ``headroom nodes advertise``
+puts on nodes.
+
+kwok nodes run no containers (a pod's end is its ``headroom.test/outcome`` annotation), but the
+API server, the scheduler's fit on the extended resource, the node status patches and the
+backend's per-node overcommit records are all real. kwok keeps a node's status capacity and
+allocatable as they are written (its node Stages template only the conditions, or copy the
+existing values), so an advertised amount stays until it is removed.
+
+The node of this module has its own pool label (not ``type=kwok``), so the other cluster tests
+never schedule onto it, and it is deleted at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from orchestrator import sweep
+from orchestrator.backends.kubernetes.backend import KubernetesBackend
+from orchestrator.backends.kubernetes.limit_resource import RESOURCE
+from orchestrator.errors import UserError
+from orchestrator.plan import plan
+from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.store.sqlite import Store
+from tests.taskfactory import write_task
+
+from .plane import FAKE_NODE_ANNOTATION, FAKE_NODE_TAINT, FAKE_NODE_TOLERATION, FAKE_NODE_VALUE, REPO, Cluster, \
+    wait_for
+from .simulate import Sim, hook, report
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+POOL_LABEL = "headroom.test/pool"
+IMAGE = "python:3.11-slim"  # never pulled: kwok runs no containers
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+NODE_MIB = 3072  # the node's allocatable memory
+POD_MIB = 2048 + 16  # a 512 MiB task at 1x/4x, and the warden's 16 MiB: two of them do not fit the node
+
+
+@pytest.fixture(scope="module")
+def node(cluster: Cluster) -> Iterator[str]:
+    """One kwok node with 3 GiB allocatable, in a pool of its own; deleted at the end."""
+    name = f"place-{uuid.uuid4().hex[:6]}"
+    capacity = {"cpu": "8", "memory": f"{NODE_MIB}Mi", "pods": "110", "ephemeral-storage": "200Gi"}
+    cluster.core.create_node({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "annotations": {FAKE_NODE_ANNOTATION: FAKE_NODE_VALUE},
+                     "labels": {POOL_LABEL: name, "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}},
+        "spec": {"taints": [FAKE_NODE_TAINT]},
+        "status": {"capacity": capacity, "allocatable": capacity}})
+    try:
+        def ready() -> bool:
+            n = cluster.core.read_node(name)
+            return (any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+                    and not any(t.key in NOT_READY_TAINTS for t in n.spec.taints or []))
+        wait_for(ready, 90, f"node {name} Ready and untainted")
+        yield name
+    finally:
+        cluster.core.delete_node(name)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=240)
+
+
+def _advertised(cluster: Cluster, name: str) -> tuple[str | None, str | None]:
+    status = cluster.core.read_node_status(name).status
+    return (status.capacity or {}).get(RESOURCE), (status.allocatable or {}).get(RESOURCE)
+
+
+def _tasks(tmp_path: Path, memory_mb: int = 512) -> Path:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "t", solve="true\n", memory_mb=memory_mb)
+    toml = tasks / "t" / "task.toml"
+    toml.write_text(toml.read_text().replace(f"memory_mb = {memory_mb}",
+                                             f'memory_mb = {memory_mb}\ndocker_image = "{IMAGE}"'))
+    return tasks
+
+
+def _options(cluster: Cluster, namespace: str, node: str) -> KubernetesOptions:
+    return KubernetesOptions(namespace=namespace, kubeconfig=str(cluster.kubeconfig), node_selector={POOL_LABEL: node},
+                             tolerations=[dict(FAKE_NODE_TOLERATION)])
+
+
+def _sweep(cluster: Cluster, namespace: str, node: str, tmp_path: Path, placement: str,
+           configurations: list[str]) -> list[dict[str, Any]]:
+    """Three attempts per configuration, all submitted at once, each pod "running" 4 s; the records."""
+    opts = _options(cluster, namespace, node)
+    backend = KubernetesBackend(options=opts, pod_hook=hook(lambda launch: Sim("succeed", report("1"), after="4s")))
+    exp = Experiment(tasks_dir=str(_tasks(tmp_path)), configurations=configurations, attempts=3, backend="kubernetes",
+                     concurrency=8, kubernetes=opts, placement=placement)  # type: ignore[arg-type]
+    store = Store(tmp_path / f"{placement}.db")
+    try:
+        run_id, task_map = sweep.start(exp, sweep.prepare(exp), store, backend)
+        sweep.run(store, run_id, exp, task_map, backend)
+    finally:
+        backend.close()
+    rows = store.db.execute("SELECT x.outcome, e.json FROM executions x JOIN evidence e USING (run_id, trial_id, try) "
+                            "WHERE x.run_id=? AND x.final=1", (run_id,)).fetchall()
+    assert len(rows) == 3 * len(configurations)
+    assert all(outcome == "passed" for outcome, _ in rows), rows  # every trial still finishes
+    return [json.loads(ev)["extra"]["overcommit"] for _, ev in rows]
+
+
+def test_nothing_advertised_refuses_a_limit_aware_sweep_in_one_line(cluster: Cluster, namespace: str, node: str,
+                                                                    tmp_path: Path) -> None:
+    assert _advertised(cluster, node) == (None, None)
+    exp = {"tasks_dir": str(_tasks(tmp_path)), "configurations": ["1x/4x"], "attempts": 1, "backend": "kubernetes",
+           "placement": "limit-aware", "kubernetes": _options(cluster, namespace, node).model_dump(mode="json")}
+    spec = tmp_path / "exp.yaml"
+    spec.write_text(yaml.safe_dump(exp))
+    res = _cli("sweep", "--experiment", str(spec), "--store", str(tmp_path / "h.db"), "--format", "none", "--no-canary")
+    assert res.returncode == 2, res.stdout + res.stderr
+    errors = [line for line in res.stderr.splitlines() if "error" in line.lower()]
+    assert "Traceback" not in res.stderr and len(errors) == 1, res.stderr  # one line (after the backend's banner)
+    assert errors[0].startswith("error: resources: placement limit-aware: "
+                                f"no node matching {POOL_LABEL}={node} advertises {RESOURCE}")
+    assert "headroom nodes advertise" in errors[0]
+    assert not cluster.core.list_namespaced_pod(namespace).items  # refused before any pod
+
+
+def test_advertise_then_remove_round_trip(cluster: Cluster, node: str) -> None:
+    kc = str(cluster.kubeconfig)
+    try:
+        res = _cli("nodes", "advertise", "--selector", f"{POOL_LABEL}={node}", "--kubeconfig", kc)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.strip() == f"{node}: {RESOURCE}={NODE_MIB} (allocatable memory {NODE_MIB} MiB)"
+        assert _advertised(cluster, node) == (str(NODE_MIB), str(NODE_MIB))
+        assert _cli("nodes", "advertise", "-l", f"{POOL_LABEL}={node}", "--kubeconfig", kc).returncode == 0  # again
+        assert _advertised(cluster, node) == (str(NODE_MIB), str(NODE_MIB))
+        assert all(_advertised(cluster, n) == (None, None) for n in cluster.nodes)  # the session's nodes untouched
+    finally:
+        res = _cli("nodes", "advertise", "--remove", "--selector", f"{POOL_LABEL}={node}", "--kubeconfig", kc)
+    assert res.returncode == 0 and res.stdout.strip() == f"{node}: removed {RESOURCE}", res.stdout + res.stderr
+    assert _advertised(cluster, node) == (None, None)
+    res = _cli("nodes", "advertise", "--remove", "--selector", f"{POOL_LABEL}={node}", "--kubeconfig", kc)
+    assert res.returncode == 0 and res.stdout.strip() == f"{node}: had no {RESOURCE}"
+    res = _cli("nodes", "advertise", "--selector", f"{POOL_LABEL}=no-such-pool", "--kubeconfig", kc)
+    assert res.returncode == 2 and "no node matches" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_limit_aware_keeps_every_node_s_limits_within_its_memory_where_default_placement_does_not(
+        cluster: Cluster, namespace: str, node: str, tmp_path: Path) -> None:
+    # default placement: the scheduler places by request (512 MiB), so the 4x limits pile up on the node
+    free = _sweep(cluster, namespace, node, tmp_path / "default", "default", ["1x/4x"])
+    print(f"default: ratio_max per trial {sorted(round(r['ratio_max'], 3) for r in free)}, "
+          f"tries together {sorted(r['concurrent_tries_max'] for r in free)}")
+    assert all(r["placement"] == "default" and r["node"] == node for r in free)
+    assert max(r["ratio_max"] for r in free) > 1.0  # the limits on the node went beyond its memory
+    assert max(r["concurrent_tries_max"] for r in free) >= 2
+    kc = str(cluster.kubeconfig)
+    assert _cli("nodes", "advertise", "--selector", f"{POOL_LABEL}={node}", "--kubeconfig", kc).returncode == 0
+    try:
+        # limit-aware: each pod holds its limit of the resource; an unbounded one holds all the node advertises
+        held = _sweep(cluster, namespace, node, tmp_path / "limit-aware", "limit-aware", ["1x/4x", "unbounded"])
+        print(f"limit-aware: ratio_max per trial {sorted(round(r['ratio_max'], 3) for r in held)}, "
+              f"tries together {sorted(r['concurrent_tries_max'] for r in held)}")
+        for r in held:
+            assert r["placement"] == "limit-aware" and r["node"] == node and r["capacity_bytes"] == NODE_MIB * 2**20
+            assert r["ratio_max"] <= 1.0, r
+            assert r["concurrent_tries_max"] == 1 and r["unbounded_in_flight"] is False, r  # two never fit together
+        bounded = [r for r in held if r["concurrent_limit_bytes_max"] > 0]
+        assert len(bounded) == 3 and all(r["concurrent_limit_bytes_max"] == POD_MIB * 2**20 for r in bounded)
+
+        # a limit larger than anything advertised is refused before the run
+        big = Experiment(tasks_dir=str(_tasks(tmp_path / "big", memory_mb=1024)), configurations=["1x/4x"],
+                         attempts=1, backend="kubernetes", placement="limit-aware",
+                         kubernetes=_options(cluster, namespace, node))
+        backend = KubernetesBackend(options=big.kubernetes)
+        try:
+            tasks = sweep.prepare(big)
+            with pytest.raises(UserError, match=f"pod memory limit of {4096 + 16} MiB but the largest {RESOURCE} "
+                                                f"advertised \\({node}\\) is {NODE_MIB}"):
+                sweep.check_fit(backend, tasks, plan(big, tasks), "limit-aware")
+        finally:
+            backend.close()
+    finally:
+        assert _cli("nodes", "advertise", "--remove", "--selector", f"{POOL_LABEL}={node}",
+                    "--kubeconfig", kc).returncode == 0
