@@ -130,6 +130,27 @@ def test_nothing_advertised_refuses_a_limit_aware_sweep_in_one_line(cluster: Clu
     assert not cluster.core.list_namespaced_pod(namespace).items  # refused before any pod
 
 
+def test_an_unbounded_try_with_nothing_advertised_ends_as_a_spawn_failure_naming_the_command(
+        cluster: Cluster, namespace: str, node: str, tmp_path: Path) -> None:
+    """What a controller run (no pre-flight fit check) gets: no pod, and the reason in the try's facts."""
+    from orchestrator.launch import build_launch
+    from orchestrator.spec.outcome import InfraReason
+
+    exp = Experiment(tasks_dir=str(_tasks(tmp_path)), configurations=["unbounded"], attempts=1, backend="kubernetes",
+                     placement="limit-aware", kubernetes=_options(cluster, namespace, node))
+    tasks = sweep.prepare(exp)
+    launch = build_launch("run-unadvertised", plan(exp, tasks)[0], 0, tasks[0], exp)
+    backend = KubernetesBackend(options=exp.kubernetes)
+    try:
+        facts = backend.observe(backend.submit(launch))
+    finally:
+        backend.close()
+    assert facts is not None and facts.infra_hint == InfraReason.SPAWN_FAILED
+    assert f"no candidate node advertises {RESOURCE}" in (facts.infra_detail or "")
+    assert "headroom nodes advertise" in (facts.infra_detail or "")
+    assert not cluster.core.list_namespaced_pod(namespace).items
+
+
 def test_advertise_then_remove_round_trip(cluster: Cluster, node: str) -> None:
     kc = str(cluster.kubeconfig)
     try:

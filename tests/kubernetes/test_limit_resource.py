@@ -100,3 +100,13 @@ def test_limit_aware_is_refused_only_where_nothing_places_by_limit() -> None:
     assert sweep.placement_for(exp, Named("kubernetes")) is None  # type: ignore[arg-type]  # the backend places
     with pytest.raises(SpecError, match="the docker backend places trials itself"):
         sweep.placement_for(exp, Named("docker"))  # type: ignore[arg-type]
+
+
+def test_the_controller_s_launches_carry_the_experiment_s_placement() -> None:
+    from orchestrator.controller.engine import launch_for
+
+    exp = Experiment(tasks_dir=str(REPO / "tasks"), tasks=["word-index"], configurations=["1x/3x"], attempts=1,
+                     placement="limit-aware", backend="kubernetes")
+    tasks = load_tasks(REPO / "tasks", ["word-index"])
+    launch = launch_for(exp, tasks[0], plan(exp, tasks)[0], 0, "run-c", "d" * 64, {"headroom.dev/experiment": "e"})
+    assert launch.placement == "limit-aware" and launch.labels["headroom.dev/experiment"] == "e"

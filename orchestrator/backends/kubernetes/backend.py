@@ -254,10 +254,12 @@ class KubernetesBackend:
         if launch.placement == "limit-aware":
             t.extended = self._limit_resource(launch)
             if t.extended is None:  # the CLI refuses this before the run (check_fit); a controller run lands here
+                why = (f"nodes cannot be read ({self.nodes.forbidden})" if self.nodes.forbidden else
+                       f"no candidate node advertises {limit_resource.RESOURCE} (an admin runs "
+                       f"`{limit_resource.ADVERTISE_COMMAND}`)")
                 t.result = self._api_error_facts(
-                    t, f"placement limit-aware: no candidate node advertises {limit_resource.RESOURCE}, so a try "
-                    f"without a memory limit has nothing to request (an admin runs `{limit_resource.ADVERTISE_COMMAND}`)",
-                    InfraReason.SPAWN_FAILED)
+                    t, f"placement limit-aware: a try without a memory limit requests the largest amount of "
+                    f"{limit_resource.RESOURCE} a candidate node advertises, but {why}", InfraReason.SPAWN_FAILED)
                 return self._handle(launch)
         try:
             if not launch.allow_internet:
