@@ -37,6 +37,7 @@ from tests.taskfactory import write_task
 
 from .plane import FAKE_NODE_ANNOTATION, FAKE_NODE_TAINT, FAKE_NODE_TOLERATION, FAKE_NODE_VALUE, REPO, Cluster, \
     wait_for
+from .controller_support import crds  # noqa: F401  (the fixture)
 from .simulate import Sim, hook, report
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -209,3 +210,49 @@ def test_limit_aware_keeps_every_node_s_limits_within_its_memory_where_default_p
     finally:
         assert _cli("nodes", "advertise", "--remove", "--selector", f"{POOL_LABEL}={node}",
                     "--kubeconfig", kc).returncode == 0
+
+
+def test_the_controller_places_an_experiment_by_limit_too(cluster: Cluster, crds: None, node: str,
+                                                           tmp_path: Path) -> None:
+    """The controller builds its launches from the same Experiment: its trial pods hold the resource.
+
+    Real controller process as the chart's ServiceAccount (with nodeProvenance on, so it may read
+    the nodes: an unbounded trial needs the largest advertised amount)."""
+    from .controller_support import ControllerProcess, helm_install, service_account_kubeconfig
+    from .test_controller_sweep import experiment, wait_complete
+
+    ns = cluster.create_namespace(prefix="place", labels={"pod-security.kubernetes.io/enforce": "restricted"})
+    r = helm_install(cluster, ns, "--set", "replicaCount=1", "--set", "nodeProvenance.enabled=true", "--skip-crds",
+                     wait=False)
+    assert r.returncode == 0, r.stderr
+    kc = service_account_kubeconfig(cluster, ns, "headroom", tmp_path / "sa.kubeconfig")
+    spec = tmp_path / "placed.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "placed", "tasks_dir": str(_tasks(tmp_path)), "configurations": ["1x/4x", "unbounded"],
+        "attempts": 3, "concurrency": 8, "agent": {"kind": "oracle"}, "placement": "limit-aware",
+        "kubernetes": {"node_selector": {POOL_LABEL: node}, "tolerations": [dict(FAKE_NODE_TOLERATION)]}}))
+    admin = str(cluster.kubeconfig)
+    assert _cli("nodes", "advertise", "--selector", f"{POOL_LABEL}={node}", "--kubeconfig", admin).returncode == 0
+    ctl = ControllerProcess(kc, ns, tmp_path / "controller.log", "--resync-seconds", "5", simulated=True)
+    try:
+        r = _cli("submit", str(spec), "-n", ns, "--kubeconfig", admin)
+        assert r.returncode == 0, r.stderr
+        ctl.start()
+        wait_complete(cluster, ns, "placed", ctl, 240)
+        assert experiment(cluster, ns, "placed")["status"]["progress"] == "6/6"
+        store = tmp_path / "placed.db"
+        r = _cli("export", "placed", "-n", ns, "--store", str(store), "--kubeconfig", admin)
+        assert r.returncode == 0, r.stderr
+        db = Store(store)
+        rows = db.db.execute("SELECT x.outcome, e.json FROM executions x JOIN evidence e USING (run_id, trial_id, try) "
+                             "WHERE x.final=1").fetchall()
+        assert len(rows) == 6 and all(o == "passed" for o, _ in rows), rows
+        records = [json.loads(ev)["extra"]["overcommit"] for _, ev in rows]
+        print(f"controller, limit-aware: ratio_max per trial {sorted(round(r['ratio_max'], 3) for r in records)}")
+        for rec in records:
+            assert rec["placement"] == "limit-aware" and rec["node"] == node and rec["ratio_max"] <= 1.0, rec
+            assert rec["concurrent_tries_max"] == 1, rec
+    finally:
+        ctl.stop()
+        assert _cli("nodes", "advertise", "--remove", "--selector", f"{POOL_LABEL}={node}",
+                    "--kubeconfig", admin).returncode == 0
