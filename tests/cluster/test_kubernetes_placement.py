@@ -75,6 +75,17 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=240)
 
 
+def _advertise(cluster: Cluster, *args: str) -> str:
+    """`headroom nodes advertise ARGS` in this process (a subprocess costs seconds of imports); its stdout."""
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    res = CliRunner().invoke(cli, ["nodes", "advertise", *args, "--kubeconfig", str(cluster.kubeconfig)])
+    assert res.exit_code == 0 and res.exception is None, (res.output, res.exception)
+    return res.stdout
+
+
 def _advertised(cluster: Cluster, name: str) -> tuple[str | None, str | None]:
     status = cluster.core.read_node_status(name).status
     return (status.capacity or {}).get(RESOURCE), (status.allocatable or {}).get(RESOURCE)
@@ -153,23 +164,22 @@ def test_an_unbounded_try_with_nothing_advertised_ends_as_a_spawn_failure_naming
 
 
 def test_advertise_then_remove_round_trip(cluster: Cluster, node: str) -> None:
-    kc = str(cluster.kubeconfig)
+    pool = f"{POOL_LABEL}={node}"
     try:
-        res = _cli("nodes", "advertise", "--selector", f"{POOL_LABEL}={node}", "--kubeconfig", kc)
-        assert res.returncode == 0, res.stderr
-        assert res.stdout.strip() == f"{node}: {RESOURCE}={NODE_MIB} (allocatable memory {NODE_MIB} MiB)"
+        assert _advertise(cluster, "--selector", pool).strip() == \
+            f"{node}: {RESOURCE}={NODE_MIB} (allocatable memory {NODE_MIB} MiB)"
         assert _advertised(cluster, node) == (str(NODE_MIB), str(NODE_MIB))
-        assert _cli("nodes", "advertise", "-l", f"{POOL_LABEL}={node}", "--kubeconfig", kc).returncode == 0  # again
+        _advertise(cluster, "-l", pool)  # again: the same amount, no error
         assert _advertised(cluster, node) == (str(NODE_MIB), str(NODE_MIB))
         assert all(_advertised(cluster, n) == (None, None) for n in cluster.nodes)  # the session's nodes untouched
     finally:
-        res = _cli("nodes", "advertise", "--remove", "--selector", f"{POOL_LABEL}={node}", "--kubeconfig", kc)
-    assert res.returncode == 0 and res.stdout.strip() == f"{node}: removed {RESOURCE}", res.stdout + res.stderr
+        removed = _advertise(cluster, "--remove", "--selector", pool)
+    assert removed.strip() == f"{node}: removed {RESOURCE}"
     assert _advertised(cluster, node) == (None, None)
-    res = _cli("nodes", "advertise", "--remove", "--selector", f"{POOL_LABEL}={node}", "--kubeconfig", kc)
-    assert res.returncode == 0 and res.stdout.strip() == f"{node}: had no {RESOURCE}"
-    res = _cli("nodes", "advertise", "--selector", f"{POOL_LABEL}=no-such-pool", "--kubeconfig", kc)
-    assert res.returncode == 2 and "no node matches" in res.stderr and "Traceback" not in res.stderr
+    assert _advertise(cluster, "--remove", "--selector", pool).strip() == f"{node}: had no {RESOURCE}"
+    res = _cli("nodes", "advertise", "--selector", f"{POOL_LABEL}=no-such-pool", "--kubeconfig", str(cluster.kubeconfig))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip() == f"error: --selector: no node matches {POOL_LABEL}=no-such-pool", res.stderr
 
 
 def test_limit_aware_keeps_every_node_s_limits_within_its_memory_where_default_placement_does_not(
@@ -181,8 +191,7 @@ def test_limit_aware_keeps_every_node_s_limits_within_its_memory_where_default_p
     assert all(r["placement"] == "default" and r["node"] == node for r in free)
     assert max(r["ratio_max"] for r in free) > 1.0  # the limits on the node went beyond its memory
     assert max(r["concurrent_tries_max"] for r in free) >= 2
-    kc = str(cluster.kubeconfig)
-    assert _cli("nodes", "advertise", "--selector", f"{POOL_LABEL}={node}", "--kubeconfig", kc).returncode == 0
+    _advertise(cluster, "--selector", f"{POOL_LABEL}={node}")
     try:
         # limit-aware: each pod holds its limit of the resource; an unbounded one holds all the node advertises
         held = _sweep(cluster, namespace, node, tmp_path / "limit-aware", "limit-aware", ["1x/4x", "unbounded"])
@@ -208,8 +217,7 @@ def test_limit_aware_keeps_every_node_s_limits_within_its_memory_where_default_p
         finally:
             backend.close()
     finally:
-        assert _cli("nodes", "advertise", "--remove", "--selector", f"{POOL_LABEL}={node}",
-                    "--kubeconfig", kc).returncode == 0
+        _advertise(cluster, "--remove", "--selector", f"{POOL_LABEL}={node}")
 
 
 def test_the_controller_places_an_experiment_by_limit_too(cluster: Cluster, crds: None, node: str,
@@ -232,7 +240,7 @@ def test_the_controller_places_an_experiment_by_limit_too(cluster: Cluster, crds
         "attempts": 3, "concurrency": 8, "agent": {"kind": "oracle"}, "placement": "limit-aware",
         "kubernetes": {"node_selector": {POOL_LABEL: node}, "tolerations": [dict(FAKE_NODE_TOLERATION)]}}))
     admin = str(cluster.kubeconfig)
-    assert _cli("nodes", "advertise", "--selector", f"{POOL_LABEL}={node}", "--kubeconfig", admin).returncode == 0
+    _advertise(cluster, "--selector", f"{POOL_LABEL}={node}")
     ctl = ControllerProcess(kc, ns, tmp_path / "controller.log", "--resync-seconds", "5", simulated=True)
     try:
         r = _cli("submit", str(spec), "-n", ns, "--kubeconfig", admin)
@@ -254,5 +262,4 @@ def test_the_controller_places_an_experiment_by_limit_too(cluster: Cluster, crds
             assert rec["concurrent_tries_max"] == 1, rec
     finally:
         ctl.stop()
-        assert _cli("nodes", "advertise", "--remove", "--selector", f"{POOL_LABEL}={node}",
-                    "--kubeconfig", admin).returncode == 0
+        _advertise(cluster, "--remove", "--selector", f"{POOL_LABEL}={node}")
