@@ -197,7 +197,8 @@ def cli() -> None:
               help="report printed when the sweep ends")
 @click.option("--no-canary", is_flag=True, help="skip the enforcement canary (the report then says limits were not checked)")
 @click.option("--placement", type=click.Choice(["default", "limit-aware"]), default="default", show_default=True,
-              help="limit-aware: never run trials whose memory limits add up to more than this machine has")
+              help="limit-aware: never run trials whose memory limits add up to more than this machine "
+              "(kubernetes: each node) has")
 @click.pass_context
 def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts: int, concurrency: int,
           agent_kind: str, agent_command: str | None, agent_env: tuple[str, ...], model: str | None,
@@ -478,3 +479,7 @@ from orchestrator.commands import bundle as _bundle, results as _results  # noqa
 cli.add_command(_results.results)
 cli.add_command(_bundle.bundle)
 cli.add_command(_bundle.verify)
+
+from orchestrator.commands.nodes import nodes as _nodes  # noqa: E402
+
+cli.add_command(_nodes)

@@ -110,4 +110,5 @@ def build_launch(run_id: str, trial: Trial, try_index: int, task: Task, experime
             "headroom.dev/try": str(try_index),
         },
         spec_digest=digest or spec_digest(experiment),
+        placement=experiment.placement,
     )

@@ -70,7 +70,7 @@ def start(
     check_capabilities(backend, {"gpus": max((t.spec.environment.gpus for t in tasks), default=0),
                                  "without_tests": [t.id for t in tasks if not t.has_tests]})
     trials = plan(experiment, tasks)
-    check_fit(backend, tasks, trials)
+    check_fit(backend, tasks, trials, experiment.placement)
     secrets = secret_values(experiment.agent.env_passthrough)
     spec = redact(experiment.model_dump(mode="json"), secrets)
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
@@ -84,14 +84,15 @@ def start(
     return run_id, {t.id: t for t in tasks}
 
 
-def check_fit(backend: Backend, tasks: list[Task], trials: list[Trial]) -> None:
-    """A backend that knows its nodes refuses, before anything is written, a try no node could hold."""
+def check_fit(backend: Backend, tasks: list[Task], trials: list[Trial], placement: str = "default") -> None:
+    """A backend that knows its nodes refuses, before anything is written, a try no node could hold
+    (and, under limit-aware placement, a run no node is set up to place by limit)."""
     check = getattr(backend, "check_fit", None)
     if check is None:
         return
     by_id = {t.id: t for t in tasks}
     needs = {(tr.task_id, tr.config.label): trial_amounts(by_id[tr.task_id], tr) for tr in trials}
-    check([(task_id, label, amounts) for (task_id, label), amounts in needs.items()])
+    check([(task_id, label, amounts) for (task_id, label), amounts in needs.items()], placement=placement)
 
 
 def canary_image(experiment: Experiment, tasks: list[Task], backend: Backend) -> str | None:
@@ -143,9 +144,13 @@ def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str,
 
 
 def placement_for(experiment: Experiment, backend: Backend) -> overcommit.Placement | None:
-    """The engine's overcommit record-keeper for the local host; a cluster backend records per node itself."""
+    """The engine's overcommit record-keeper for the local host; a cluster backend records per node itself.
+
+    The kubernetes backend places a limit-aware try itself (the Launch carries ``placement``; its
+    pod requests an extended resource, see ``backends/kubernetes/limit_resource.py``).
+    """
     if backend.name != "local":
-        if experiment.placement == "limit-aware":
+        if experiment.placement == "limit-aware" and backend.name != "kubernetes":
             raise SpecError(f"--placement limit-aware caps limits on this host; the {backend.name} backend places "
                             "trials itself", field="placement")
         return None

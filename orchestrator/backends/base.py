@@ -15,9 +15,10 @@
 
 Optional methods, called when a backend has them:
 
-* ``check_fit([(task_id, config_label, amounts), ...])`` raises ``UserError`` before
-  the run when a try's request could never be placed (kubernetes: larger than every
-  candidate node's allocatable);
+* ``check_fit([(task_id, config_label, amounts), ...], placement=...)`` raises ``UserError``
+  before the run when a try's request could never be placed (kubernetes: larger than every
+  candidate node's allocatable; under limit-aware placement also no node advertising the
+  extended resource, or a limit larger than every node advertises);
 * ``hold_run(run_id)`` keeps a liveness signal for the run while this process executes
   it (kubernetes: a Lease), so a ``cleanup`` elsewhere leaves the run alone;
 * ``recorded(handle)``, called through :func:`recorded` by every caller of ``observe``

@@ -76,3 +76,6 @@ class Launch(BaseModel):
     gpus: int = 0
     labels: dict[str, str] = Field(description="run, task, configuration, attempt, try: for selectors and humans")
     spec_digest: str = Field(description="sha256 of the experiment spec this try belongs to")
+    placement: Literal["default", "limit-aware"] = Field(
+        default="default", description="the experiment's placement: a cluster backend schedules a limit-aware try "
+        "by its memory limit (an extended resource), the engine caps the local host")

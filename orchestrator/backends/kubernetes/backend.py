@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
-from orchestrator.backends.kubernetes import cluster_facts, fit, pod as pod_mod, runlease, signals
+from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, pod as pod_mod, runlease, signals
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.informer import RunInformer
 from orchestrator.backends.kubernetes.requests import RequestCounter
@@ -98,6 +98,7 @@ class _Try:
     seen_version: int | None = None  # the informer's change count for this pod at the last classification
     seen_state: str | None = None
     seen_at: float = 0.0
+    extended: dict[str, str] | None = None  # limit-aware placement: the extended resource the task container holds
     ended_at: float | None = None  # when an infrastructure ending was first seen (see EVENT_GRACE_S)
 
 
@@ -250,11 +251,21 @@ class KubernetesBackend:
         t = _Try(launch=launch, body={}, submitted_at=self.clock())
         with self._lock:
             self._tries[launch.name] = t
+        if launch.placement == "limit-aware":
+            t.extended = self._limit_resource(launch)
+            if t.extended is None:  # the CLI refuses this before the run (check_fit); a controller run lands here
+                why = (f"nodes cannot be read ({self.nodes.forbidden})" if self.nodes.forbidden else
+                       f"no candidate node advertises {limit_resource.RESOURCE} (an admin runs "
+                       f"`{limit_resource.ADVERTISE_COMMAND}`)")
+                t.result = self._api_error_facts(
+                    t, f"placement limit-aware: a try without a memory limit requests the largest amount of "
+                    f"{limit_resource.RESOURCE} a candidate node advertises, but {why}", InfraReason.SPAWN_FAILED)
+                return self._handle(launch)
         try:
             if not launch.allow_internet:
                 self._network_policy()
             bundle = self._bundle(launch)
-            body = pod_mod.build(launch, self.options, bundle, image, self._secret(launch))
+            body = pod_mod.build(launch, self.options, bundle, image, self._secret(launch), t.extended)
             if self.pod_hook:
                 body = self.pod_hook(launch, body)
             t.body = body
@@ -268,6 +279,19 @@ class KubernetesBackend:
         self.stats.submitted += 1
         self._spawn_create(t)
         return self._handle(launch)
+
+    def _limit_resource(self, launch: Launch) -> dict[str, str] | None:
+        """The extended resource a limit-aware try requests: its pod's memory limit in MiB.
+
+        A try without a memory limit takes the largest amount a candidate node advertises, so it
+        runs alone on such a node; None when no candidate node advertises any.
+        """
+        limit = launch.amounts.limit_memory_bytes
+        if limit is not None:
+            return {limit_resource.RESOURCE: str(limit_resource.pod_limit_mib(limit))}
+        self.nodes.start()
+        largest = self.nodes.largest_advertised()
+        return None if largest is None else {limit_resource.RESOURCE: str(largest)}
 
     def _spawn_create(self, t: _Try) -> None:
         """Create the pod on a worker: the engine's loop never waits for a POST."""
@@ -321,7 +345,7 @@ class KubernetesBackend:
             try:
                 bundle = self._bundle(t.launch)
                 image = t.launch.task.docker_image or built_image_ref(t.launch.task_id, t.launch.task.path) or ""
-                t.body = pod_mod.build(t.launch, self.options, bundle, image, self._secret(t.launch))
+                t.body = pod_mod.build(t.launch, self.options, bundle, image, self._secret(t.launch), t.extended)
                 if self.pod_hook:
                     t.body = self.pod_hook(t.launch, t.body)
             except API_ERRORS as exc:
@@ -541,8 +565,11 @@ class KubernetesBackend:
         """This process executes ``run_id``: hold its Lease, so ``cleanup`` elsewhere leaves it alone."""
         self._leases.hold(run_id)
 
-    def check_fit(self, needs: Sequence[tuple[str, str, ResourceAmounts]]) -> None:
+    def check_fit(self, needs: Sequence[tuple[str, str, ResourceAmounts]], placement: str = "default") -> None:
         """Refuse a try whose pod no candidate node (``node_selector``) could ever hold, before the run.
+
+        Under ``placement="limit-aware"`` also refuse when no candidate node advertises the extended
+        resource, or a try's memory limit is more than any advertises (``fit.limit_refusal``).
 
         A caller that may not list nodes cannot check: the check is skipped, with a warning in the
         log and in the provenance (``fit_check``), never an error.
@@ -564,7 +591,12 @@ class KubernetesBackend:
         self._fit_check = {"checked": True, "candidate_nodes": len(rooms), "node_selector": selector,
                            "largest_cpus": max(r.cpus for r in rooms),
                            "largest_memory_bytes": max(r.memory_bytes for r in rooms)}
+        if placement == "limit-aware":
+            self._fit_check["largest_advertised_mib"] = max(
+                (r.advertised_mib for r in rooms if r.advertised_mib is not None), default=None)
         problem = fit.refusal([fit.Need(*n) for n in needs], rooms, where)
+        if problem is None and placement == "limit-aware":
+            problem = fit.limit_refusal([fit.Need(*n) for n in needs], rooms, where)
         if problem:
             raise UserError(problem, field="resources")
 

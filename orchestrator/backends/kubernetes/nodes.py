@@ -19,7 +19,8 @@ informer's pod cache: nothing here reads a pod or a node on its own.
   run's pods alive on that node then (itself included) are summed and compared
   with the node's allocatable memory; the node's MemoryPressure condition is read
   at the same moment. Only the run's own pods are watched: other workloads on the
-  node are not counted (``limits_counted`` says so in every record).
+  node are not counted (``limits_counted`` says so in every record). ``placement`` is
+  ``limit-aware`` for a pod that holds the extended resource of ``limit_resource.py``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
+from orchestrator.backends.kubernetes import limit_resource
 from orchestrator.backends.kubernetes.informer import _Stream
 from orchestrator.canary import NODE_LABEL as CANARY_NODE_LABEL
 from orchestrator.launch import label_value
@@ -194,6 +196,12 @@ class Nodes:
         with self._lock:
             return self._nodes.get(name)
 
+    def largest_advertised(self) -> int | None:
+        """The largest amount of the limit-aware resource a node matching ``node_selector`` advertises."""
+        with self._lock:
+            amounts = [limit_resource.advertised_mib(n) for n in self._nodes.values()]
+        return max((a for a in amounts if a is not None), default=None)
+
     def stop(self) -> None:
         self._stop.set()
         if self._stream is not None:
@@ -238,7 +246,8 @@ class Nodes:
         limits = [memory_limit(p) for p in beside]
         own = memory_limit(pod)
         total = (own or 0) + sum(lim or 0 for lim in limits)
-        record = {"scope": "node", "node": node_name, "placement": "default", "concurrent_limit_bytes_max": total,
+        placement = "limit-aware" if limit_resource.held_mib(pod) is not None else "default"
+        record = {"scope": "node", "node": node_name, "placement": placement, "concurrent_limit_bytes_max": total,
                   "concurrent_tries_max": 1 + len(beside), "unbounded_in_flight": any(lim is None for lim in limits),
                   "limits_counted": COUNTED}
         self._placements[name] = self._with_node(record, "scheduling")

@@ -4,7 +4,8 @@ Two containers share the pod's PID namespace:
 
 * ``task``: the task's image, running the runner (agent step, then verifier step)
   with the image's WORKDIR as cwd; requests = base x request multiplier, limits =
-  base x limit multiplier (none when unbounded), for cpu, memory and ephemeral-storage.
+  base x limit multiplier (none when unbounded), for cpu, memory and ephemeral-storage;
+  under limit-aware placement also the extended resource of ``limit_resource.py``.
 * ``warden``: the same image (already pulled), another uid, no capabilities, a few
   MiB; the only container that mounts the task's tests. It hands them over through
   an emptyDir only once no agent process is left (see ``warden.sh``).
@@ -47,7 +48,8 @@ def _cpu(value: float) -> str:
     return f"{max(1, math.ceil(value * 1000))}m"
 
 
-def resources(launch: Launch) -> dict[str, dict[str, str]]:
+def resources(launch: Launch, extended: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """Requests and limits of the task container; ``extended`` resources are both (Kubernetes needs them equal)."""
     a = launch.amounts
     out: dict[str, dict[str, str]] = {"requests": {
         "cpu": _cpu(a.request_cpus), "memory": str(a.request_memory_bytes),
@@ -60,6 +62,8 @@ def resources(launch: Launch) -> dict[str, dict[str, str]]:
         limits["memory"] = str(a.limit_memory_bytes)
     if launch.limit_storage_bytes is not None:
         limits["ephemeral-storage"] = str(launch.limit_storage_bytes)
+    out["requests"].update(extended or {})
+    limits.update(extended or {})
     if limits:
         out["limits"] = limits
     return out
@@ -133,7 +137,7 @@ def _image_task_files(files: ImageTaskFiles, options: KubernetesOptions, solutio
 
 
 def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | ImageTaskFiles, image: str,
-          secret: str | None = None) -> dict[str, Any]:
+          secret: str | None = None, extended: dict[str, str] | None = None) -> dict[str, Any]:
     labels = {**options.pod_labels, **launch.labels, **MANAGED_BY,
               NETWORK_LABEL: "internet" if launch.allow_internet else "none"}
     if options.queue:
@@ -203,7 +207,7 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
     task_container: dict[str, Any] = {
         "name": TASK_CONTAINER, "image": image, "imagePullPolicy": options.image_pull_policy,
         "command": ["/bin/sh", "-c", kubelet_literal(scripts.runner())], "env": env,
-        "resources": resources(launch), "securityContext": task_security, "volumeMounts": task_mounts,
+        "resources": resources(launch, extended), "securityContext": task_security, "volumeMounts": task_mounts,
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if options.workdir:
