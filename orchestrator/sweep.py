@@ -71,6 +71,7 @@ def start(
                                  "without_tests": [t.id for t in tasks if not t.has_tests]})
     trials = plan(experiment, tasks)
     check_fit(backend, tasks, trials, experiment.placement)
+    placement_for(experiment, backend)  # a placement the backend cannot keep is refused before the run is written
     secrets = secret_values(experiment.agent.env_passthrough)
     spec = redact(experiment.model_dump(mode="json"), secrets)
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
@@ -144,17 +145,20 @@ def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str,
 
 
 def placement_for(experiment: Experiment, backend: Backend) -> overcommit.Placement | None:
-    """The engine's overcommit record-keeper for the local host; a cluster backend records per node itself.
+    """The engine's overcommit record-keeper for one host (local, docker); a cluster backend records per node.
 
     The kubernetes backend places a limit-aware try itself (the Launch carries ``placement``; its
-    pod requests an extended resource, see ``backends/kubernetes/limit_resource.py``).
+    pod requests an extended resource, see ``backends/kubernetes/limit_resource.py``). The Docker
+    backend runs every container on its daemon's host, so the engine caps and records there,
+    against the memory the daemon reports.
     """
-    if backend.name != "local":
-        if experiment.placement == "limit-aware" and backend.name != "kubernetes":
-            raise SpecError(f"--placement limit-aware caps limits on this host; the {backend.name} backend places "
-                            "trials itself", field="placement")
+    if backend.name == "kubernetes":
         return None
-    return overcommit.Placement(overcommit.capacity_of(backend.facts()), experiment.placement)
+    capacity = overcommit.capacity_of(backend.facts())
+    if capacity is None and experiment.placement == "limit-aware":
+        raise SpecError(f"--placement limit-aware needs the host's memory, and the {backend.name} backend reports "
+                        "none", field="placement")
+    return overcommit.Placement(capacity, experiment.placement)
 
 
 def run(

@@ -55,6 +55,8 @@ def test_tb2_tasks_run_unmodified_with_the_oracle(engine_env: DockerEnv, engine_
         assert ev["enforcement"] == "docker"
         assert ev["extra"]["image"]["id"].startswith("sha256:")  # what ran, whatever the tag says
         assert ev["extra"]["image"]["built_here"] is True
+        # one daemon, one host: the engine records what each try ran beside, against the daemon's memory
+        assert ev["extra"]["overcommit"]["scope"] == "host" and ev["extra"]["overcommit"]["capacity_bytes"] > 0
         assert ev["verifier"]["exit_code"] == 0
     hello = next(e for e in evidence(store) if "PASSED test_env_tables" in e["verifier"]["stdout_tail"])
     assert "FAILED" not in hello["verifier"]["stdout_tail"]

@@ -90,16 +90,21 @@ def test_the_status_patches_escape_the_slash_and_remove_only_what_is_there() -> 
     assert lr.remove_patch(node) == [{"op": "remove", "path": "/status/capacity/headroom.dev~1memory-limit-mib"}]
 
 
-def test_limit_aware_is_refused_only_where_nothing_places_by_limit() -> None:
+def test_limit_aware_is_placed_by_the_cluster_or_the_engine_and_refused_without_a_capacity() -> None:
     exp = Experiment(tasks_dir=str(REPO / "tasks"), configurations=["1x"], placement="limit-aware")
 
-    class Named:
-        def __init__(self, name: str) -> None:
-            self.name = name
+    class Named:  # only the name and the facts matter to the choice (the real backends need daemons)
+        def __init__(self, name: str, memory_bytes: int | None) -> None:
+            self.name, self.memory_bytes = name, memory_bytes
 
-    assert sweep.placement_for(exp, Named("kubernetes")) is None  # type: ignore[arg-type]  # the backend places
-    with pytest.raises(SpecError, match="the docker backend places trials itself"):
-        sweep.placement_for(exp, Named("docker"))  # type: ignore[arg-type]
+        def facts(self) -> dict[str, int | None]:
+            return {"memory_bytes": self.memory_bytes}
+
+    assert sweep.placement_for(exp, Named("kubernetes", None)) is None  # type: ignore[arg-type]  # the backend places
+    host = sweep.placement_for(exp, Named("docker", 8 << 30))  # type: ignore[arg-type]  # one daemon, one host
+    assert host is not None and (host.capacity, host.mode, host.scope) == (8 << 30, "limit-aware", "host")
+    with pytest.raises(SpecError, match="the docker backend reports none"):
+        sweep.placement_for(exp, Named("docker", None))  # type: ignore[arg-type]
 
 
 def test_the_controller_s_launches_carry_the_experiment_s_placement() -> None:
