@@ -42,7 +42,96 @@ FIXED_PATHS = (Path("/etc/docker/key.json"), Path("/etc/docker"), Path("/run/doc
                Path("/run/containerd/s"), Path("/run/containerd"))
 
 
-class PrivateDockerd:
+class PrivateEngine:
+    """What a private dockerd and a private Podman service share: readiness, logs, and teardown."""
+
+    name = "engine"
+    root: Path
+    socket: Path
+    host: str
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None
+    preexisting: set[Path]
+    fixed_paths: tuple[Path, ...] = ()
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise DaemonError(f"{self.name} exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if self.socket.exists():
+                c = docker.DockerClient(base_url=self.host, timeout=5)
+                try:
+                    c.ping()
+                    return
+                except docker.errors.DockerException:
+                    pass
+                finally:
+                    c.close()
+            time.sleep(0.2)
+        raise DaemonError(f"{self.name} did not answer within {timeout_s:.0f}s:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def _stop_process(self, api_timeout: float) -> None:
+        """Remove every container (with its volumes), then stop the process group."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            c = docker.DockerClient(base_url=self.host, timeout=api_timeout)
+            try:
+                for ctr in c.api.containers(all=True):
+                    c.api.remove_container(ctr["Id"], force=True, v=True)
+            finally:
+                c.close()
+        except docker.errors.DockerException:
+            pass
+        # The whole group: the daemon and what it started (dockerd would otherwise wait 15 s for its containerd).
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def _remove_root_and_fixed_paths(self) -> None:
+        for target in _mounts_under(self.root):
+            subprocess.run(["umount", "-l", target], check=False, capture_output=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+        for p in self.fixed_paths:  # files before their folders
+            if p in self.preexisting:
+                continue
+            try:
+                p.rmdir() if p.is_dir() else p.unlink()
+            except OSError:
+                pass  # not empty (in use by another daemon) or already gone
+
+
+def _remove_cgroup_trees(dirs: list[Path]) -> None:
+    """Remove each cgroup folder and its children, deepest first; a busy one stays."""
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            try:
+                sub.rmdir()
+            except OSError:
+                pass
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
+class PrivateDockerd(PrivateEngine):
+    name = "dockerd"
+    fixed_paths = FIXED_PATHS
+
     def __init__(self, dockerd: str) -> None:
         self.dockerd = dockerd
         # A short path: containerd's sockets live under the exec root and unix paths max out at 108 bytes.
@@ -72,68 +161,9 @@ class PrivateDockerd:
             self.stop()
             raise
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        assert self.proc is not None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise DaemonError(f"dockerd exited with {self.proc.returncode}:\n{self.log_tail()}")
-            if self.socket.exists():
-                c = docker.DockerClient(base_url=self.host, timeout=5)
-                try:
-                    c.ping()
-                    return
-                except docker.errors.DockerException:
-                    pass
-                finally:
-                    c.close()
-            time.sleep(0.2)
-        raise DaemonError(f"dockerd did not answer within {timeout_s:.0f}s:\n{self.log_tail()}")
-
-    def log_tail(self, n: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                c = docker.DockerClient(base_url=self.host, timeout=30)
-                try:
-                    for ctr in c.api.containers(all=True):
-                        c.api.remove_container(ctr["Id"], force=True, v=True)
-                finally:
-                    c.close()
-            except docker.errors.DockerException:
-                pass
-            # The whole group: dockerd and the containerd it started (which dockerd would otherwise wait 15 s for).
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        for target in _mounts_under(self.root):
-            subprocess.run(["umount", "-l", target], check=False, capture_output=True)
-        shutil.rmtree(self.root, ignore_errors=True)
-        for p in FIXED_PATHS:  # files before their folders
-            if p in self.preexisting:
-                continue
-            try:
-                p.rmdir() if p.is_dir() else p.unlink()
-            except OSError:
-                pass  # not empty (in use by another daemon) or already gone
+        self._stop_process(api_timeout=30)
+        self._remove_root_and_fixed_paths()
         name = self.cgroup_parent.lstrip("/")
         base = Path("/sys/fs/cgroup")
-        for d in [*base.glob(f"*/{name}"), base / name]:
-            if d.is_dir():
-                for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-                    try:
-                        sub.rmdir()
-                    except OSError:
-                        pass
-                try:
-                    d.rmdir()
-                except OSError:
-                    pass
+        _remove_cgroup_trees([*base.glob(f"*/{name}"), base / name])

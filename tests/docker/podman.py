@@ -25,17 +25,12 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-import docker
-import docker.errors
-
-from .daemon import DaemonError, _mounts_under
+from .daemon import PrivateEngine, _remove_cgroup_trees
 
 #: What Podman 4.3 makes outside its roots, at fixed paths: the image library's blob cache, crun's
 #: state folder (made at start even with runc), and the cgroupfs parent of containers and conmon.
@@ -51,7 +46,10 @@ def _hard(kind: int, cap: int) -> int:
     return cap if hard == resource.RLIM_INFINITY else min(hard, cap)
 
 
-class PrivatePodman:
+class PrivatePodman(PrivateEngine):
+    name = "podman system service"
+    fixed_paths = FIXED_PATHS
+
     def __init__(self, podman: str) -> None:
         self.podman = podman
         self.root = Path(tempfile.mkdtemp(prefix="hd-podman-", dir="/tmp"))
@@ -101,30 +99,6 @@ class PrivatePodman:
             self.stop()
             raise
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        assert self.proc is not None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise DaemonError(f"podman system service exited with {self.proc.returncode}:\n{self.log_tail()}")
-            if self.socket.exists():
-                c = docker.DockerClient(base_url=self.host, timeout=5)
-                try:
-                    c.ping()
-                    return
-                except docker.errors.DockerException:
-                    pass
-                finally:
-                    c.close()
-            time.sleep(0.2)
-        raise DaemonError(f"podman did not answer within {timeout_s:.0f}s:\n{self.log_tail()}")
-
-    def log_tail(self, n: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
     def _leftover_pids(self) -> list[int]:
         """conmon (and its exit commands) of this service: detached from it, named by its root in their argv."""
         mine = str(self.root).encode()
@@ -140,46 +114,13 @@ class PrivatePodman:
         return pids
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                c = docker.DockerClient(base_url=self.host, timeout=60)
-                try:
-                    for ctr in c.api.containers(all=True):
-                        c.api.remove_container(ctr["Id"], force=True, v=True)
-                finally:
-                    c.close()
-            except docker.errors.DockerException:
-                pass
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        self._stop_process(api_timeout=60)
         # Exec sessions' conmons linger (--exit-delay) after their container is gone.
         for pid in self._leftover_pids():
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        for target in _mounts_under(self.root):
-            subprocess.run(["umount", "-l", target], check=False, capture_output=True)
-        shutil.rmtree(self.root, ignore_errors=True)
-        for p in FIXED_PATHS:  # files before their folders
-            if p in self.preexisting:
-                continue
-            try:
-                p.rmdir() if p.is_dir() else p.unlink()
-            except OSError:
-                pass
+        self._remove_root_and_fixed_paths()
         if not self.cgroups_preexisting:
-            for d in Path("/sys/fs/cgroup").glob(f"*/{CGROUP_PARENT}"):
-                for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-                    try:
-                        sub.rmdir()
-                    except OSError:
-                        pass
-                try:
-                    d.rmdir()
-                except OSError:
-                    pass
+            _remove_cgroup_trees(list(Path("/sys/fs/cgroup").glob(f"*/{CGROUP_PARENT}")))
