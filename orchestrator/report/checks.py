@@ -35,7 +35,8 @@ def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
         "canary_resumed": [c for when, c in of_run(prov) if when != "at start"],
         "overcommit": {**(prov.get("overcommit") or {}), "observed": observed_by_config(frame),
                        # a cluster backend records overcommit per node, the engine per host
-                       "scope": "node" if (doc.get("run") or {}).get("backend") == "kubernetes" else "host"},
+                       "scope": "node" if (doc.get("run") or {}).get("backend") == "kubernetes" else "host",
+                       "other_workloads": (prov.get("backend") or {}).get("other_workloads")},
         "drift": stats.get("drift"),
     }
     _local_times(doc["checks"]["drift"], prov.get("started_at_local"))
@@ -110,12 +111,20 @@ def _drift_line(drift: dict[str, Any] | None) -> str:
     return f"{head} across {drift['n_blocks']} time blocks{span}: " + "; ".join(parts) + "."
 
 
+def _counted(oc: dict[str, Any]) -> str:
+    """What the ratio is of: host memory, or a node's allocatable memory in whose limits."""
+    if oc.get("scope") != "node":
+        return "host memory in limits"
+    if oc.get("other_workloads") == "counted":
+        return "its node's allocatable memory in the limits of every pod on it"
+    return "its node's allocatable memory in this run's limits (other workloads not counted)"
+
+
 def _overcommit_lines(oc: dict[str, Any]) -> list[str]:
     lines = [f"Overcommit warning: {w}." for w in oc.get("warnings", [])]
     observed = oc.get("observed") or {}
     if observed:
-        cells = [f"{label} max {pct(o['ratio_max'], 2)} of "
-                 + ("its node's allocatable memory in this run's limits" if oc.get("scope") == "node" else "host memory in limits")
+        cells = [f"{label} max {pct(o['ratio_max'], 2)} of " + _counted(oc)
                  + (f", {o['trials_beside_unbounded']} beside an unbounded trial" if o["trials_beside_unbounded"] else "")
                  + (f", {o['trials_under_memory_pressure']} under node memory pressure" if o["trials_under_memory_pressure"] else "")
                  for label, o in observed.items() if o["trials_recorded"]]

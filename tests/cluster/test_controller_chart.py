@@ -66,7 +66,12 @@ def test_optional_objects_follow_their_values(cluster: Cluster) -> None:
     assert "NetworkPolicy" not in kinds("--set", "trialNetworkPolicy.enabled=false")
     cr = next(d for d in yaml.safe_load_all(_template(cluster, "--set", "nodeProvenance.enabled=true").stdout)
               if d and d["kind"] == "ClusterRole")
-    assert cr["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    assert cr["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+                           {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]
+    nodes_only = next(d for d in yaml.safe_load_all(_template(cluster, "--set", "nodeProvenance.enabled=true", "--set",
+                                                              "nodeProvenance.otherWorkloads=false").stdout)
+                      if d and d["kind"] == "ClusterRole")
+    assert nodes_only["rules"] == cr["rules"][:1]
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +203,7 @@ def test_service_account_permission_matrix(cluster: Cluster, installed: str) -> 
     assert not can(cluster, user, groups, None, "list", "nodes")
 
 
-def test_node_provenance_grants_node_reads_only(cluster: Cluster) -> None:
+def test_node_provenance_grants_node_and_pod_reads_only(cluster: Cluster) -> None:
     ns = cluster.create_namespace(prefix="hrn")
     r = helm_install(cluster, ns, "--set", "nodeProvenance.enabled=true", "--set", "replicaCount=1",
                      "--skip-crds", wait=False)
@@ -207,7 +212,14 @@ def test_node_provenance_grants_node_reads_only(cluster: Cluster) -> None:
     groups = ["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"]
     wait_for(lambda: can(cluster, user, groups, None, "list", "nodes"), 30, "node read granted")
     assert not can(cluster, user, groups, None, "update", "nodes")
-    assert not can(cluster, user, groups, None, "list", "pods")  # cluster-wide: still no
+    # other workloads' limits on a trial's node: pods of every namespace may be listed, never changed
+    assert can(cluster, user, groups, None, "list", "pods") and can(cluster, user, groups, None, "watch", "pods")
+    assert not any(can(cluster, user, groups, None, verb, "pods") for verb in ("create", "delete", "patch"))
+    r = cluster.helm("upgrade", "headroom", str(CHART), "--namespace", ns, "--reuse-values", "--set",
+                     "nodeProvenance.otherWorkloads=false", "--skip-crds")
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: not can(cluster, user, groups, None, "list", "pods"), 30, "pod read revoked")
+    assert can(cluster, user, groups, None, "list", "nodes")
     r = cluster.helm("uninstall", "headroom", "--namespace", ns, "--wait")
     assert r.returncode == 0, r.stderr
     wait_for(lambda: not can(cluster, user, groups, None, "list", "nodes"), 30, "node read revoked")

@@ -78,7 +78,7 @@ def test_close_leaves_no_watch_or_lease_thread_running(cluster: Cluster, namespa
         threads = backend.threads()
         names = {t.name for t in threads if t.is_alive()}
         # the watches are blocked in a read of a quiet stream right now (the server holds them open)
-        assert {"informer-pods", "informer-events", "k8s-run-lease"} <= names, names
+        assert {"informer-pods", "informer-events", "k8s-run-lease", "informer-nodes", "informer-node-pods"} <= names, names
     finally:
         backend.close()
     assert [t.name for t in threads if t.is_alive()] == []

@@ -163,6 +163,13 @@ def test_each_try_records_its_node_s_limits_at_scheduling_against_allocatable_an
                            "message": "test", "lastHeartbeatTime": conditions[0]["lastHeartbeatTime"],
                            "lastTransitionTime": conditions[0]["lastTransitionTime"]})
         cluster.core.patch_node_status(name, {"status": {"conditions": conditions}})
+        # another team's workload on the node: a 256 MiB limit and a container without one
+        other_ns = cluster.create_namespace(prefix="team")
+        cluster.core.create_namespaced_pod(other_ns, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+            "spec": {"nodeName": name, "containers": [
+                {"name": "app", "image": IMAGE, "resources": {"limits": {"memory": "256Mi"}}},
+                {"name": "sidecar", "image": IMAGE}]}})
         tasks = tmp_path / "tasks"
         write_task(tasks, "t", solve="true\n", memory_mb=512)
         toml = tasks / "t" / "task.toml"
@@ -185,21 +192,25 @@ def test_each_try_records_its_node_s_limits_at_scheduling_against_allocatable_an
             "SELECT json FROM evidence WHERE run_id=?", (run_id,))]
         assert len(records) == 4
         per_pod = (2048 + 16) * 2**20  # the task container's 4x limit and the warden's 16 MiB
+        other = 256 * 2**20
         for rec in records:
             assert rec["scope"] == "node" and rec["node"] == name and rec["capacity_bytes"] == 3 * 2**30
             assert rec["node_memory_pressure"] is True and rec["unbounded_in_flight"] is False
-            assert rec["concurrent_limit_bytes_max"] == rec["concurrent_tries_max"] * per_pod
+            assert rec["limits_counted"].startswith("every pod on the node"), rec
+            assert (rec["other_pods"], rec["other_limit_bytes"], rec["other_pods_without_limit"]) == (1, other, 1), rec
+            assert rec["concurrent_limit_bytes_max"] == rec["concurrent_tries_max"] * per_pod + other
             assert rec["ratio_max"] == pytest.approx(rec["concurrent_limit_bytes_max"] / (3 * 2**30))
         # bound one after another while the earlier ones still ran: 1, 2, 3, 4 pods of limits on the node
         assert sorted(r["concurrent_tries_max"] for r in records) == [1, 2, 3, 4]
         observed = observed_by_config(store.trial_frame(run_id))["1x/4x"]
         assert observed["trials_recorded"] == 4 and observed["trials_under_memory_pressure"] == 4
-        assert observed["ratio_max"] == pytest.approx(4 * per_pod / (3 * 2**30))
+        assert observed["ratio_max"] == pytest.approx((4 * per_pod + other) / (3 * 2**30))
         res = subprocess.run([sys.executable, "-m", "orchestrator", "report", "--store", str(tmp_path / "h.db"), "--format",
                               "markdown"], capture_output=True, text=True, cwd=REPO, timeout=120)
         assert res.returncode == 0, res.stderr
         print("\n".join(line for line in res.stdout.splitlines() if "Overcommit" in line))
-        assert "of its node's allocatable memory in this run's limits, 4 under node memory pressure" in res.stdout
+        assert "of its node's allocatable memory in the limits of every pod on it, 4 under node memory pressure" \
+            in res.stdout
     finally:
         cluster.core.delete_node(name)
 
@@ -222,5 +233,7 @@ def test_a_user_who_may_not_read_nodes_gets_a_canary_not_run_and_one_refused_lis
         assert got["status"] == "not run" and got["reason"].startswith("no node to check: *: nodes not readable (403")
         assert backend.nodes.forbidden is not None and backend.nodes.forbidden.startswith("403")
         assert backend.request_report()["by_kind"].get("GET nodes") == 1  # refused once, not retried in a loop
+        # nor may it list other namespaces' pods: overcommit records then count the run's own pods, and say so
+        assert backend.facts()["other_workloads"].startswith("not readable (403")
     finally:
         backend.close()

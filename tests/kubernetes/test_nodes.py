@@ -97,3 +97,66 @@ def test_a_pod_seen_only_after_it_ended_leaves_no_record() -> None:
     done = pod("p", "n", "1Gi", phase="Succeeded")
     nodes.pod_seen("p", done, {"p": done})  # a harvested pod's finalizer release, or a relist after the harvest
     assert nodes.overcommit("p") is None and not nodes._placements
+
+
+def foreign(name: str, node_name: str | None, limits: list[str | None], *, namespace: str = "team-b",
+            phase: str = "Running", init: str | None = None, run: str | None = None) -> dict[str, Any]:
+    """A pod of another workload, as the cluster-wide watch delivers it."""
+    containers = [{"name": f"c{i}", "resources": {"limits": {"memory": lim}} if lim else {}}
+                  for i, lim in enumerate(limits)]
+    spec: dict[str, Any] = {"nodeName": node_name, "containers": containers}
+    if init:
+        spec["initContainers"] = [{"name": "init", "resources": {"limits": {"memory": init}}}]
+    return {"metadata": {"name": name, "namespace": namespace, "labels": {"headroom.dev/run": run} if run else {}},
+            "spec": spec, "status": {"phase": phase}}
+
+
+def test_the_limits_of_other_workloads_on_the_node_are_counted_as_kubectl_counts_them() -> None:
+    from orchestrator.backends.kubernetes.node_pods import held
+
+    # containers summed, a container without a limit adds nothing but is flagged; a larger init container wins
+    a = held(foreign("a", "n", ["1Gi", None]))
+    assert a is not None and a.limit_bytes == 2**30 and a.without_limit is True
+    b = held(foreign("b", "n", ["100Mi"], init="300Mi"))
+    assert b is not None and b.limit_bytes == 300 * 2**20 and b.without_limit is False
+    assert held(foreign("c", None, ["1Gi"])) is None  # not bound
+    assert held(foreign("d", "n", ["1Gi"], phase="Succeeded")) is None  # ended
+
+    nodes = Nodes(core=None, options=KubernetesOptions())
+    nodes._listed([node("n", memory="4Gi")])
+    nodes.pods._listed([foreign("a", "n", ["1Gi", None]), foreign("b", "n", ["100Mi"], init="300Mi"),
+                        foreign("e", "other", ["2Gi"]),  # another node
+                        foreign("r", "n", ["512Mi"], namespace="ns", run="run-1"),  # the run's own: from its informer
+                        foreign("s", "n", ["256Mi"], namespace="ns", run="run-2")])  # another headroom run: counted
+    mine = pod("r", "n", "512Mi")
+    mine["metadata"]["labels"] = {"headroom.dev/run": "run-1"}
+    nodes.pod_seen("r", mine, {"r": mine})
+    rec = nodes.overcommit("r")
+    assert rec is not None and rec["limits_counted"].startswith("every pod on the node")
+    own = (512 + 16) * 2**20
+    assert rec["other_pods"] == 3 and rec["other_pods_without_limit"] == 1
+    assert rec["other_limit_bytes"] == 2**30 + 300 * 2**20 + 256 * 2**20
+    assert rec["concurrent_limit_bytes_max"] == own + rec["other_limit_bytes"]
+    assert rec["ratio_max"] == rec["concurrent_limit_bytes_max"] / (4 * 2**30)
+    assert rec["concurrent_tries_max"] == 1 and rec["others_read_at"] == "scheduling"
+    assert "_run" not in rec and "_run_limit_bytes" not in rec
+
+
+def test_without_the_pod_list_the_record_counts_the_run_s_pods_and_says_why() -> None:
+    nodes = Nodes(core=None, options=KubernetesOptions())
+    nodes._listed([node("n", memory="4Gi")])
+    nodes.pods.forbidden = "403 Forbidden"  # a namespace-scoped user
+    p = pod("p", "n", "1Gi")
+    nodes.pod_seen("p", p, {"p": p})
+    rec = nodes.overcommit("p")
+    assert rec is not None and rec["concurrent_limit_bytes_max"] == 2**30 + 16 * 2**20 and rec["other_pods"] is None
+    assert rec["limits_counted"] == "this run's pods only: other workloads not readable (pods cluster-wide: 403 Forbidden)"
+
+    # a watch that had not listed at binding time is read at the harvest instead
+    late = Nodes(core=None, options=KubernetesOptions())
+    late._listed([node("n", memory="4Gi")])
+    late.pod_seen("p", p, {"p": p})
+    late.pods._listed([foreign("x", "n", ["1Gi"])])
+    rec = late.overcommit("p")
+    assert rec is not None and rec["others_read_at"] == "harvest" and rec["other_limit_bytes"] == 2**30
+    assert rec["concurrent_limit_bytes_max"] == 2 * 2**30 + 16 * 2**20

@@ -714,7 +714,7 @@ class KubernetesBackend:
         """Every thread this backend started (watches, lease renewal, API workers)."""
         with self._lock:
             infs = list(self._informers.values())
-        out = [t for inf in infs for t in inf.threads()]
+        out = [t for inf in infs for t in inf.threads()] + self.nodes.threads()
         if self._leases.thread is not None:
             out.append(self._leases.thread)
         return out + list(getattr(self._pool, "_threads", ()))

@@ -11,6 +11,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from orchestrator.backends.kubernetes.node_pods import FIELD_SELECTOR
 from orchestrator.spec.kubernetes import KubernetesOptions
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
@@ -52,6 +53,12 @@ def collect(api_client: Any, options: KubernetesOptions) -> dict[str, Any]:
         out["nodes"] = [node_facts(n) for n in nodes]
     except ApiException as exc:
         out["nodes"] = _forbidden(exc)
+    try:  # whether each trial's overcommit record can count the other workloads on its node (node_pods.py)
+        core.list_pod_for_all_namespaces(limit=1, field_selector=FIELD_SELECTOR, _preload_content=False,
+                                         _request_timeout=30)
+        out["other_workloads"] = "counted"
+    except ApiException as exc:
+        out["other_workloads"] = _forbidden(exc)
     out["runtime_class"] = options.runtime_class_name
     if options.runtime_class_name:
         try:

@@ -15,11 +15,12 @@ informer's pod cache: nothing here reads a pod or a node on its own.
   :meth:`Nodes.pinning` turns it into a required node affinity on ``metadata.name``
   (what DaemonSets use), so the scheduler still checks taints and resources.
 * **Overcommit per try** (:meth:`Nodes.pod_seen`, :meth:`Nodes.overcommit`): the
-  first time the informer sees a pod bound to a node, the memory limits of the
-  run's pods alive on that node then (itself included) are summed and compared
+  first time the informer sees a pod bound to a node, the memory limits of every
+  pod alive on that node then are summed -- the run's own from its informer, every
+  other workload's from one cluster-wide watch (``node_pods.py``) -- and compared
   with the node's allocatable memory; the node's MemoryPressure condition is read
-  at the same moment. Only the run's own pods are watched: other workloads on the
-  node are not counted (``limits_counted`` says so in every record). ``placement`` is
+  at the same moment. A user who may not list pods cluster-wide gets the run's own
+  pods counted, and ``limits_counted`` says so in every record. ``placement`` is
   ``limit-aware`` for a pod that holds the extended resource of ``limit_resource.py``.
 """
 
@@ -34,7 +35,9 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
 from orchestrator.backends.kubernetes import limit_resource
-from orchestrator.backends.kubernetes.informer import _Stream
+from orchestrator.backends.kubernetes.informer import ConnectionsInUse, _Stream
+from orchestrator.backends.kubernetes.node_pods import NodePods
+from orchestrator.backends.kubernetes.runlease import RUN_LABEL
 from orchestrator.canary import NODE_LABEL as CANARY_NODE_LABEL
 from orchestrator.launch import label_value
 from orchestrator.spec.kubernetes import KubernetesOptions
@@ -45,7 +48,8 @@ log = logging.getLogger(__name__)
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 SYNC_TIMEOUT_S = 30.0
 MAX_PLACEMENTS = 50_000
-COUNTED = "this run's pods (other workloads on the node are not watched)"
+ALL_COUNTED = "every pod on the node (containers without a memory limit add nothing, as in kubectl describe node)"
+RUN_ONLY = "this run's pods only: other workloads not readable ({why})"
 
 PodHook = Callable[[Launch, dict[str, Any]], dict[str, Any]]
 
@@ -154,6 +158,10 @@ class Nodes:
         self._placements: dict[str, dict[str, Any]] = {}
         self._placements_lock = threading.Lock()  # the informers of several runs feed it
         self.forbidden: str | None = None  # set when this user may not list nodes: the watch then stops
+        api_client = getattr(core, "api_client", None)
+        # so that stop() also ends a watch still waiting for its response headers
+        self._connections = ConnectionsInUse(api_client) if api_client is not None else None
+        self.pods = NodePods(core, self._connections)  # the other workloads on each node
 
     # -- the node cache ----------------------------------------------------------------
     def _listed(self, items: list[dict[str, Any]]) -> None:
@@ -182,8 +190,9 @@ class Nodes:
             if self._stream is None:
                 selector = ",".join(f"{k}={v}" for k, v in self.options.node_selector.items())
                 self._stream = _Stream("nodes", self._list_nodes, {"label_selector": selector} if selector else {},
-                                       self._listed, self._event, self._stop)
+                                       self._listed, self._event, self._stop, self._connections)
                 self._stream.thread.start()
+                self.pods.start()
             stream = self._stream
         if not wait:
             return stream.synced.is_set()
@@ -202,10 +211,18 @@ class Nodes:
             amounts = [limit_resource.advertised_mib(n) for n in self._nodes.values()]
         return max((a for a in amounts if a is not None), default=None)
 
-    def stop(self) -> None:
+    def stop(self, join_s: float = 10.0) -> None:
         self._stop.set()
         if self._stream is not None:
             self._stream.interrupt()
+        self.pods.stop()
+        for t in self.threads():
+            t.join(join_s)
+            if t.is_alive():
+                log.warning("watch thread %s still running after stop", t.name)
+
+    def threads(self) -> list[threading.Thread]:
+        return ([self._stream.thread] if self._stream is not None else []) + self.pods.threads()
 
     # -- the enforcement canary ---------------------------------------------------------
     def canary_targets(self) -> list[str]:
@@ -247,10 +264,11 @@ class Nodes:
         own = memory_limit(pod)
         total = (own or 0) + sum(lim or 0 for lim in limits)
         placement = "limit-aware" if limit_resource.held_mib(pod) is not None else "default"
+        run = ((pod.get("metadata") or {}).get("labels") or {}).get(RUN_LABEL, "")
         record = {"scope": "node", "node": node_name, "placement": placement, "concurrent_limit_bytes_max": total,
                   "concurrent_tries_max": 1 + len(beside), "unbounded_in_flight": any(lim is None for lim in limits),
-                  "limits_counted": COUNTED}
-        self._placements[name] = self._with_node(record, "scheduling")
+                  "_run": run, "_run_limit_bytes": total}
+        self._placements[name] = self._with_others(self._with_node(record, "scheduling"), "scheduling")
         while len(self._placements) > MAX_PLACEMENTS:  # records of cancelled tries are never read
             self._placements.pop(next(iter(self._placements)))
 
@@ -265,15 +283,39 @@ class Nodes:
                       ratio_max=record["concurrent_limit_bytes_max"] / capacity if capacity else None, node_read_at=when)
         return record
 
+    def _with_others(self, record: dict[str, Any], when: str) -> dict[str, Any]:
+        """Add the other workloads on the node, once the cluster-wide pod watch has them (else left for later)."""
+        if self.pods.forbidden is not None:
+            record.update(limits_counted=RUN_ONLY.format(why=f"pods cluster-wide: {self.pods.forbidden}"),
+                          other_pods=None, other_limit_bytes=None, other_pods_without_limit=None)
+        elif self.pods.synced:
+            others = self.pods.beside(record["node"], record["_run"])
+            total = record["_run_limit_bytes"] + others.limit_bytes
+            record.update(limits_counted=ALL_COUNTED, others_read_at=when, other_pods=others.pods,
+                          other_limit_bytes=others.limit_bytes, other_pods_without_limit=others.without_limit,
+                          concurrent_limit_bytes_max=total,
+                          ratio_max=total / record["capacity_bytes"] if record.get("capacity_bytes") else None)
+        return record
+
     def overcommit(self, name: str) -> dict[str, Any] | None:
         """The record of a harvested try (taken out: each is read once).
 
-        The node watch starts with the run's first informer; a pod bound before the node
-        list arrived gets the node's allocatable and condition as of its harvest
-        (``node_read_at`` says which).
+        The node and pod watches start with the run's first informer; a pod bound before
+        their lists arrived gets the node's allocatable and condition, and the other
+        workloads, as of its harvest (``node_read_at`` and ``others_read_at`` say which).
         """
         with self._placements_lock:
             record = self._placements.pop(name, None)
-        if record is not None and record.get("node_read_at") is None:
+        if record is None:
+            return None
+        if record.get("node_read_at") is None:
             record = self._with_node(record, "harvest")
+        if record.get("limits_counted") is None:
+            record = self._with_others(record, "harvest")
+        if record.get("limits_counted") is None:  # the pod watch never listed (the API refused or failed)
+            why = self.pods.last_error or "the cluster-wide pod watch had not listed yet"
+            record.update(limits_counted=RUN_ONLY.format(why=why), other_pods=None, other_limit_bytes=None,
+                          other_pods_without_limit=None)
+        record.pop("_run", None)
+        record.pop("_run_limit_bytes", None)
         return record
