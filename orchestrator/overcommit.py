@@ -123,17 +123,67 @@ def capacity_of(backend_facts: dict[str, Any]) -> int | None:
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def warnings_for(experiment: Experiment, tasks: list[Task], capacity: int | None) -> dict[str, Any]:
-    """Per configuration, the worst sum of limits at the run's concurrency, and warnings where it exceeds capacity."""
+def node_capacities(backend_facts: dict[str, Any]) -> dict[str, int] | str | None:
+    """A cluster backend's candidate nodes and their allocatable memory; why not, when it could not list them.
+
+    None for a backend without nodes (local, docker)."""
+    nodes = backend_facts.get("nodes")
+    if nodes is None:
+        return None
+    if not isinstance(nodes, list):
+        return str(nodes)  # "not readable (403 Forbidden)"
+    from kubernetes.utils import parse_quantity
+
+    return {n["name"]: int(parse_quantity(n["allocatable"]["memory"])) for n in nodes
+            if isinstance(n, dict) and (n.get("allocatable") or {}).get("memory")}
+
+
+def fill_by_request(amounts: list[tuple[int, int]], room: int, k: int, copies: int) -> tuple[int, int]:
+    """At most ``k`` trials (each of ``amounts`` up to ``copies`` times: its attempts) whose memory requests
+    fit ``room``, chosen for a large sum of limits: (how many, that sum).
+
+    The scheduler places by request, so such a set can share a node. Greedy (most limit per
+    request first) rather than the exact knapsack: the set it finds is one the scheduler could
+    make, so a sum above the node's memory is an overcommit that can happen.
+    """
+    n = used = held = 0
+    for request, limit in sorted(amounts, key=lambda a: (a[1] / max(a[0], 1), a[1]), reverse=True):
+        for _ in range(copies):
+            if n >= k or used + request > room:
+                break
+            n, used, held = n + 1, used + request, held + limit
+    return n, held
+
+
+def warnings_for(experiment: Experiment, tasks: list[Task], capacity: int | None,
+                 nodes: dict[str, int] | str | None = None) -> dict[str, Any]:
+    """Per configuration, the worst sum of limits at the run's concurrency, and warnings where it exceeds capacity.
+
+    ``capacity`` is the host's memory (local, docker). In a cluster (``nodes``: each candidate
+    node's allocatable memory) the worst case is per node: the trials that fit one node by
+    their requests, and the limits they then hold there.
+    """
     from orchestrator.launch import trial_amounts
     from orchestrator.spec.trial import Trial
 
     per_config: dict[str, int | None] = {}
+    per_node: dict[str, dict[str, Any]] = {}
     warnings: list[str] = []
     k = experiment.concurrency
     for config in experiment.configurations:
-        limits = [trial_amounts(t, Trial(trial_id="", task_id=t.id, config=config, attempt=0, seed=0, order=0))
-                  .limit_memory_bytes for t in tasks]
+        amounts = [trial_amounts(t, Trial(trial_id="", task_id=t.id, config=config, attempt=0, seed=0, order=0))
+                   for t in tasks]
+        limits = [a.limit_memory_bytes for a in amounts]
+        if isinstance(nodes, dict) and nodes and all(lim is not None for lim in limits):
+            worst = max(((name, room, *fill_by_request([(a.request_memory_bytes, a.limit_memory_bytes or 0)
+                                                        for a in amounts], room, k, experiment.attempts))
+                         for name, room in nodes.items()), key=lambda w: w[3] / max(w[1], 1))
+            name, room, n, held = worst
+            per_node[config.label] = {"node": name, "capacity_bytes": room, "trials": n, "limit_bytes": held}
+            if held > room and experiment.placement != "limit-aware":
+                warnings.append(f"{config.label}: {n} trials fit node {name} ({room / MIB:.0f} MiB allocatable) by "
+                                f"their requests, and their limits then add up to {held / MIB:.0f} MiB; use "
+                                "--placement limit-aware (after `headroom nodes advertise`) or lower --concurrency")
         if any(lim is None for lim in limits):
             per_config[config.label] = None
             if k > 1:
@@ -145,5 +195,9 @@ def warnings_for(experiment: Experiment, tasks: list[Task], capacity: int | None
         if capacity is not None and worst > capacity and experiment.placement != "limit-aware":
             warnings.append(f"{config.label}: {k} trials at once can hold {worst / MIB:.0f} MiB of limits, more than "
                             f"the {capacity / MIB:.0f} MiB available; use --placement limit-aware or lower --concurrency")
-    return {"capacity_bytes": capacity, "placement": experiment.placement, "concurrency": k,
-            "worst_concurrent_limit_bytes": per_config, "warnings": warnings}
+    out: dict[str, Any] = {"capacity_bytes": capacity, "placement": experiment.placement, "concurrency": k,
+                           "worst_concurrent_limit_bytes": per_config, "warnings": warnings}
+    if nodes is not None:
+        out["worst_node"] = per_node
+        out["nodes_checked"] = len(nodes) if isinstance(nodes, dict) else f"nodes {nodes}: not checked per node"
+    return out

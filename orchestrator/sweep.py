@@ -77,7 +77,9 @@ def start(
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
     prov["canary"] = (run_canary(backend, list(experiment.configurations), image=canary_image(experiment, tasks, backend))
                       if canary else canary_not_run("not requested (--no-canary)"))
-    prov["overcommit"] = overcommit.warnings_for(experiment, tasks, overcommit.capacity_of(prov.get("backend") or {}))
+    facts = prov.get("backend") or {}
+    prov["overcommit"] = overcommit.warnings_for(experiment, tasks, overcommit.capacity_of(facts),
+                                                 overcommit.node_capacities(facts))
     run_id = store.create_run(
         name=experiment.name, backend=backend.name, enforcement=backend.enforcement, spec=spec, provenance=prov,
         tasks=tasks, trials=trials,

@@ -106,8 +106,9 @@ def _options(cluster: Cluster, namespace: str, node: str) -> KubernetesOptions:
 
 
 def _sweep(cluster: Cluster, namespace: str, node: str, tmp_path: Path, placement: str,
-           configurations: list[str]) -> list[dict[str, Any]]:
-    """Three attempts per configuration, all submitted at once, each pod "running" 4 s; the records."""
+           configurations: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Three attempts per configuration, all submitted at once, each pod "running" 4 s; the records and the
+    run's overcommit provenance."""
     opts = _options(cluster, namespace, node)
     backend = KubernetesBackend(options=opts, pod_hook=hook(lambda launch: Sim("succeed", report("1"), after="4s")))
     exp = Experiment(tasks_dir=str(_tasks(tmp_path)), configurations=configurations, attempts=3, backend="kubernetes",
@@ -122,7 +123,7 @@ def _sweep(cluster: Cluster, namespace: str, node: str, tmp_path: Path, placemen
                             "WHERE x.run_id=? AND x.final=1", (run_id,)).fetchall()
     assert len(rows) == 3 * len(configurations)
     assert all(outcome == "passed" for outcome, _ in rows), rows  # every trial still finishes
-    return [json.loads(ev)["extra"]["overcommit"] for _, ev in rows]
+    return [json.loads(ev)["extra"]["overcommit"] for _, ev in rows], store.provenance(run_id)["overcommit"]
 
 
 def test_nothing_advertised_refuses_a_limit_aware_sweep_in_one_line(cluster: Cluster, namespace: str, node: str,
@@ -185,7 +186,13 @@ def test_advertise_then_remove_round_trip(cluster: Cluster, node: str) -> None:
 def test_limit_aware_keeps_every_node_s_limits_within_its_memory_where_default_placement_does_not(
         cluster: Cluster, namespace: str, node: str, tmp_path: Path) -> None:
     # default placement: the scheduler places by request (512 MiB), so the 4x limits pile up on the node
-    free = _sweep(cluster, namespace, node, tmp_path / "default", "default", ["1x/4x"])
+    free, before = _sweep(cluster, namespace, node, tmp_path / "default", "default", ["1x/4x"])
+    # warned before the run: three 512 MiB requests fit the 3 GiB node, and their 4x limits then do not
+    assert before["worst_node"]["1x/4x"] == {"node": node, "capacity_bytes": NODE_MIB * 2**20, "trials": 3,
+                                             "limit_bytes": 3 * 2048 * 2**20}
+    assert before["warnings"] == [f"1x/4x: 3 trials fit node {node} ({NODE_MIB} MiB allocatable) by their requests, "
+                                  "and their limits then add up to 6144 MiB; use --placement limit-aware (after "
+                                  "`headroom nodes advertise`) or lower --concurrency"]
     print(f"default: ratio_max per trial {sorted(round(r['ratio_max'], 3) for r in free)}, "
           f"tries together {sorted(r['concurrent_tries_max'] for r in free)}")
     assert all(r["placement"] == "default" and r["node"] == node for r in free)
@@ -194,7 +201,8 @@ def test_limit_aware_keeps_every_node_s_limits_within_its_memory_where_default_p
     _advertise(cluster, "--selector", f"{POOL_LABEL}={node}")
     try:
         # limit-aware: each pod holds its limit of the resource; an unbounded one holds all the node advertises
-        held = _sweep(cluster, namespace, node, tmp_path / "limit-aware", "limit-aware", ["1x/4x", "unbounded"])
+        held, before = _sweep(cluster, namespace, node, tmp_path / "limit-aware", "limit-aware", ["1x/4x", "unbounded"])
+        assert not any(w.startswith("1x/4x") for w in before["warnings"])  # the scheduler now places by limit
         print(f"limit-aware: ratio_max per trial {sorted(round(r['ratio_max'], 3) for r in held)}, "
               f"tries together {sorted(r['concurrent_tries_max'] for r in held)}")
         for r in held:

@@ -56,6 +56,29 @@ def test_warnings_name_the_configurations_whose_limits_can_exceed_the_machine(ta
     assert [w.split(":")[0] for w in limit_aware["warnings"]] == ["unbounded"]
 
 
+def test_in_a_cluster_the_warning_is_per_node_what_fits_by_request_and_the_limits_it_then_holds(
+        tasks_root: Path) -> None:
+    write_task(tasks_root, "big", solve="true\n", memory_mb=1024)
+    write_task(tasks_root, "small", solve="true\n", memory_mb=64)
+    exp = Experiment(tasks_dir=str(tasks_root), configurations=["1", "1x/4x", "unbounded"], concurrency=8, attempts=3)
+    nodes = {"small-node": 3072 * MIB, "large-node": 8192 * MIB}
+    got = warnings_for(exp, prepare(exp), None, nodes)
+    # three attempts of "big" fill the small node by request (3 x 1024 MiB) and hold 4x that in limits
+    assert got["worst_node"]["1x/4x"] == {"node": "small-node", "capacity_bytes": 3072 * MIB, "trials": 3,
+                                          "limit_bytes": 3 * 4096 * MIB}
+    assert got["worst_node"]["1x-strict"]["limit_bytes"] <= 3072 * MIB  # limits = requests: never beyond the node
+    assert got["nodes_checked"] == 2
+    assert [w.split(":")[0] for w in got["warnings"]] == ["1x/4x", "unbounded"]
+    assert "3 trials fit node small-node (3072 MiB allocatable)" in got["warnings"][0]
+    assert "12288 MiB" in got["warnings"][0]
+    limit_aware = warnings_for(exp.model_copy(update={"placement": "limit-aware"}), prepare(exp), None, nodes)
+    assert [w.split(":")[0] for w in limit_aware["warnings"]] == ["unbounded"]
+    unread = warnings_for(exp, prepare(exp), None, "not readable (403 Forbidden)")
+    assert unread["nodes_checked"] == "nodes not readable (403 Forbidden): not checked per node"
+    assert [w.split(":")[0] for w in unread["warnings"]] == ["unbounded"]
+    assert "worst_node" not in warnings_for(exp, prepare(exp), 10 * 1024 * MIB)  # a host has no nodes
+
+
 def _sweep(root: Path, store_path: Path, placement: Placement) -> list[dict]:
     exp = Experiment(tasks_dir=str(root), configurations=["1"], attempts=3, concurrency=4, agent={"kind": "oracle"})
     backend = LocalBackend("auto")
