@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator import provenance
+from orchestrator import overcommit, provenance
 from orchestrator.controller import taskimage, tasksets
 from orchestrator.controller.resources import (
     EXPERIMENT_PLURAL,
@@ -95,6 +95,9 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
                                 file=str(store_path))
         version = _server_version(kube)
         prov = provenance.collect(status.get("cluster") or {"backend": "kubernetes", "server_version": version}, argv)
+        # the warning a CLI sweep prints before its run, from the nodes the controller recorded when it started
+        prov["overcommit"] = overcommit.warnings_for(experiment, tasks, None,
+                                                     overcommit.node_capacities(status.get("cluster") or {}))
         prov["cluster"] = {
             "namespace": kube.namespace, "experiment": name, "uid": exp["metadata"]["uid"], "run_id": run_id,
             "server_version": version, "task_set": source.bundle or source.image,

@@ -268,6 +268,10 @@ def test_the_controller_places_an_experiment_by_limit_too(cluster: Cluster, crds
         for rec in records:
             assert rec["placement"] == "limit-aware" and rec["node"] == node and rec["ratio_max"] <= 1.0, rec
             assert rec["concurrent_tries_max"] == 1, rec
+        # the pre-run check of a CLI sweep, from the nodes the controller recorded: limit-aware, so no 1x/4x warning
+        before = db.provenance(db.run().run_id)["overcommit"]
+        assert before["nodes_checked"] == 1 and before["worst_node"]["1x/4x"]["node"] == node, before
+        assert not any(w.startswith("1x/4x") for w in before["warnings"]), before
     finally:
         ctl.stop()
         _advertise(cluster, "--remove", "--selector", f"{POOL_LABEL}={node}")
