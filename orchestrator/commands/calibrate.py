@@ -38,12 +38,15 @@ def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, mar
                          min_peaks: int = MIN_PEAKS) -> dict[str, Any]:
     from orchestrator.canary import run_problems
     from orchestrator.stats.analyze import jsonable
-    from orchestrator.stats.bands import reserved_memory, task_bands
+    from orchestrator.stats.bands import CPU_STEP, MIN_CPUS, reserved_memory, task_bands
 
     info = store.run(run_id)
     df = store.trial_frame(run_id)
     if df.empty:
         raise UserError(f"run {run_id} has no finished trials to calibrate from")
+    # The CPU columns (CPU time, the steps' wall time, throttling) join each trial's row: the CPU floor's input.
+    cpu = store.cpu_frame(run_id).drop(columns=["enforcement"])
+    df = df.merge(cpu, on=["task_id", "config_label", "attempt"], how="left", validate="one_to_one")
     specs = {t.id: t.spec.environment.model_dump() for t in store.task_specs(run_id)}
     bands = task_bands(df, specs, alpha=alpha, margin=margin, min_peaks=min_peaks)
     prov = store.provenance(run_id)
@@ -58,7 +61,8 @@ def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, mar
         "canary_status": canary.get("status"),
         "n_trials": len(df),
         "configurations": sorted(set(df["config_label"]), key=lambda lab: (lab == "unbounded", lab)),
-        "parameters": {"alpha": alpha, "margin": margin, "min_peaks": min_peaks},
+        "parameters": {"alpha": alpha, "margin": margin, "min_peaks": min_peaks, "cpu_step": CPU_STEP,
+                       "min_cpus": MIN_CPUS},
         "bands": [b.to_dict() for b in bands],
         "reserved_memory": reserved_memory(bands, 3.0),
     })
@@ -84,8 +88,9 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
         if before is None:
             notes.append(f"{band.task_id}: task.toml not found under {tasks_dir}; no patch written")
             continue
-        after = patched_toml(before, band, f"headroom calibrate {doc['run']['run_id']}: floor p95 peak, "
-                                           f"ceiling {band.ceiling_label}")
+        cpu_note = "p95 CPU use" if (band.cpu_floor_source or "").startswith("measured") else "spec cpus"
+        after = patched_toml(before, band, f"headroom calibrate {doc['run']['run_id']}: floor p95 peak and "
+                                           f"{cpu_note}, ceiling {band.ceiling_label}")
         (out_dir / "patches" / f"{band.task_id}.patch").write_text(unified_patch(band.task_id, before, after))
         if tasks_out is not None:
             dest = tasks_out / band.task_id
@@ -118,7 +123,8 @@ def calibrate(run: str, store_path: Path, out_dir: Path | None, tasks_out: Path 
     notes = write_outputs(doc, out_dir, tasks_out)
     for b in doc["bands"]:
         if b["status"] == "recommended":
-            click.echo(f"{b['task_id']:<20} floor {b['floor_memory_mb']:>5} MiB {b['floor_cpus']:g} cpu   "
+            how = "measured" if (b["cpu_floor_source"] or "").startswith("measured") else "spec"
+            click.echo(f"{b['task_id']:<20} floor {b['floor_memory_mb']:>5} MiB {b['floor_cpus']:g} cpu ({how})   "
                        f"ceiling {b['ceiling_memory_mb']:>5} MiB {b['ceiling_cpus']:g} cpu ({b['ceiling_label']})")
         else:
             click.echo(f"{b['task_id']:<20} refused: {'; '.join(b['reasons'])}")

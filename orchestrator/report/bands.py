@@ -11,6 +11,32 @@ def _interval(lt: dict[str, Any]) -> str:
     return f"{100 * lt['diff']:+.1f} pts [{100 * lt['diff_low']:+.1f}, {100 * lt['diff_high']:+.1f}]"
 
 
+def _cpus(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}"
+
+
+def _cpu_use(b: dict[str, Any]) -> str:
+    """The CPU floor's evidence cell: the per-trial CPU use, or why the spec was kept."""
+    c = b.get("cpu") or {}
+    if not (b.get("cpu_floor_source") or "").startswith("measured"):
+        why = (b.get("cpu_floor_source") or "").partition("(")[2].rstrip(")") or "no CPU time measured"
+        return f"not calibrated: {why}; floor = spec x request multiplier"
+    cell = (f"{_cpus(c.get('median_cpus'))} / {_cpus(c.get('p95_cpus'))} / {_cpus(c.get('p99_cpus'))} / "
+            f"{_cpus(c.get('max_cpus'))} cpu ({c.get('n', 0)})")
+    return cell + (" — capped at the ceiling" if "capped" in b["cpu_floor_source"] else "")
+
+
+def _limit_cpu(lt: dict[str, Any]) -> str:
+    c = lt.get("cpu") or {}
+    parts = []
+    if "median_cpus" in c:
+        parts.append(f"CPU use median {c['median_cpus']:.2f}")
+    if "n_throttling" in c:
+        parts.append(f"throttled in {c['throttled_trials']}/{c['n_throttling']} trials, median "
+                     f"{pct(c['median_throttled_share'], 0)} of periods")
+    return f"; {', '.join(parts)}" if parts else ""
+
+
 def summary_markdown(doc: dict[str, Any]) -> str:
     run = doc["run"]
     bands = doc["bands"]
@@ -25,13 +51,16 @@ def summary_markdown(doc: dict[str, Any]) -> str:
         "",
         "Each task publishes a **floor** (the guaranteed request: Harbor's `memory_mb` / `cpus`) and a **ceiling** "
         "(the hard kill limit: headroom's `memory_limit_mb` / `cpus_limit`). "
-        "Floor = 95th percentile of the task's peak memory at the generous limits (trials not OOM-killed). "
+        "Floor = 95th percentile of the task's peak memory at the generous limits (trials not OOM-killed); "
+        "CPU floor = 95th percentile of the same trials' average CPU use (CPU time over the agent and verifier "
+        f"steps' wall time), rounded up to {p.get('cpu_step', 0.05):g} cpu, at least {p.get('min_cpus', 0.1):g}, "
+        "capped at the CPU ceiling; where no CPU time was recorded, the spec's cpus times the request multiplier. "
         f"Ceiling = the smallest tested limit from which every larger tested limit has an infra-error rate within noise "
         f"of unbounded: exact test (Boschloo) not significant at alpha {p['alpha']:g} and the upper end of the 95% "
         f"Newcombe interval of the rate difference at most {100 * p['margin']:.0f} points.",
         "",
-        "| task | status | floor | ceiling | peak memory median / p95 / p99 / max (n) | infra errors at ceiling vs unbounded | difference [95% CI] | test p |",
-        "|---|---|---|---|---|---|---|---|",
+        "| task | status | floor | ceiling | peak memory median / p95 / p99 / max (n) | CPU use median / p95 / p99 / max (n) | infra errors at ceiling vs unbounded | difference [95% CI] | test p |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for b in bands:
         pk = b["peaks"]
@@ -43,11 +72,12 @@ def summary_markdown(doc: dict[str, Any]) -> str:
             floor = f"{b['floor_memory_mb']} MiB, {b['floor_cpus']:g} cpu"
             ceiling = f"{b['ceiling_memory_mb']} MiB, {b['ceiling_cpus']:g} cpu ({b['ceiling_label']})"
             infra = (f"{chosen['infra']['k']}/{chosen['infra']['n']} vs {unb.get('k')}/{unb.get('n')}")
-            lines.append(f"| {b['task_id']} | published | {floor} | {ceiling} | {peaks} | {infra} | {_interval(chosen)} | "
+            lines.append(f"| {b['task_id']} | published | {floor} | {ceiling} | {peaks} | {_cpu_use(b)} | {infra} | "
+                         f"{_interval(chosen)} | "
                          f"{pval(chosen['p'])} |")
         else:
             need = f"; ~{b['attempts_needed']} attempts/config needed" if b.get("attempts_needed") else ""
-            lines.append(f"| {b['task_id']} | **refused**{need} | — | — | {peaks} | "
+            lines.append(f"| {b['task_id']} | **refused**{need} | — | — | {peaks} | {_cpu_use(b)} | "
                          f"unbounded {unb.get('k', '—')}/{unb.get('n', '—')} | — | — |")
     refused = [b for b in bands if b["status"] != "recommended"]
     if refused:
@@ -59,14 +89,19 @@ def summary_markdown(doc: dict[str, Any]) -> str:
         f"**{res['task_band_mb']:.0f} MiB** with these bands vs **{res['uniform_3x_mb']:.0f} MiB** at a uniform 3x "
         f"limit ({pct(res['ratio'], 0)}).",
         "",
-        "Tested limits per task (infra-error rate, Wilson 95%; difference to unbounded with its interval):",
+        "Tested limits per task (infra-error rate and its reading against unbounded; the trials' median CPU use "
+        "and how many were throttled by the CPU quota, where the backend recorded it):",
         "",
     ]
     for b in bands:
-        cells = [f"{lt['label']}: {pct(lt['infra']['estimate'], 0)} ({'within noise' if lt['within_noise'] else 'significant' if lt['significant'] else 'too few attempts'})"
+        cells = [f"{lt['label']}: {pct(lt['infra']['estimate'], 0)} ({'within noise' if lt['within_noise'] else 'significant' if lt['significant'] else 'too few attempts'}{_limit_cpu(lt)})"
                  for lt in b["limits"]]
         lines.append(f"- `{b['task_id']}` (spec {b['spec_memory_mb']} MiB, {b['spec_cpus']:g} cpu): " + ", ".join(cells))
-    lines += ["", "CPU is not calibrated: the floor keeps the spec's cpus and the ceiling scales it like the memory "
-              "limit. Apply the bands with `git apply` on the patches, or run `headroom calibrate --tasks-out DIR` "
+    published = [b for b in bands if b["status"] == "recommended"]
+    measured = [b for b in published if (b.get("cpu_floor_source") or "").startswith("measured")]
+    lines += ["", f"CPU floor measured for {len(measured)} of {len(published)} published tasks"
+              + ("" if len(measured) == len(published) else
+                 " (the others keep the spec's cpus times the request multiplier; the CPU column says why)")
+              + "; the CPU ceiling scales the spec's cpus like the memory limit. Apply the bands with `git apply` on the patches, or run `headroom calibrate --tasks-out DIR` "
               "and sweep DIR with the `task-band` configuration.", ""]
     return "\n".join(lines)

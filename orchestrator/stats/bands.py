@@ -9,8 +9,17 @@ task's peak memory at the *generous* limits (the unbounded configuration, else
 the highest limit tested), over trials that were not OOM-killed (an OOM-killed
 trial's peak is cut off at its limit). Percentiles are numpy's (linear
 interpolation); with fewer than 20 peaks the p95/p99 are close to the maximum,
-and the evidence says how many there were. CPU: the spec's ``cpus`` times the
-chosen configuration's request multiplier -- CPU need is not calibrated here.
+and the evidence says how many there were.
+
+CPU floor: the 95th percentile, over the same trials, of each trial's average CPU
+use -- its CPU time (the backend's cgroup or container counter) divided by the wall
+time its agent and verifier steps ran (see orchestrator.store.cpu for why that span)
+-- rounded up to ``CPU_STEP`` cpu, at least ``MIN_CPUS``, capped at the CPU ceiling.
+An average over the trial is what one counter per trial can give: the floor is the
+sustained use a trial should be guaranteed; bursts above it are what the ceiling is
+for. Where fewer than ``min_peaks`` trials have a CPU time (the Kubernetes backend
+records none), the floor falls back to the spec's ``cpus`` times the chosen
+configuration's request multiplier, and ``cpu_floor_source`` says so.
 
 Ceiling (limit, headroom's ``memory_limit_mb``/``cpus_limit``): the smallest
 tested limit L such that L *and every larger tested limit* are within noise of
@@ -54,6 +63,10 @@ MARGIN = 0.10
 MIN_PEAKS = 5
 MAX_PLANNED_ATTEMPTS = 10_000
 MIB = 1024 * 1024
+CPU_STEP = 0.05  # a measured CPU floor is rounded up to this (50 millicores)
+MIN_CPUS = 0.1  # and is never below this: a request of a few millicores starves any process under contention
+CPU_MEASURED = "measured"
+CPU_FALLBACK = "spec x request multiplier"
 
 
 @dataclass
@@ -72,6 +85,7 @@ class LimitTest:
     significant: bool
     within_margin: bool
     within_noise: bool
+    cpu: dict[str, Any] = field(default_factory=dict)  # CPU use and throttling at this limit (empty: not recorded)
 
 
 @dataclass
@@ -87,6 +101,8 @@ class TaskBand:
     ceiling_label: str | None = None
     ceiling_limit_multiplier: float | None = None
     peaks: dict[str, Any] = field(default_factory=dict)
+    cpu: dict[str, Any] = field(default_factory=dict)  # per-trial average CPU use at the generous limits
+    cpu_floor_source: str | None = None
     unbounded_infra: dict[str, Any] | None = None
     limits: list[LimitTest] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
@@ -102,6 +118,53 @@ def _peaks(sample: np.ndarray, basis: str) -> dict[str, Any]:
         q = np.quantile(sample, [0.5, 0.95, 0.99])
         out.update(median_bytes=float(q[0]), p95_bytes=float(q[1]), p99_bytes=float(q[2]), max_bytes=float(sample.max()))
     return out
+
+
+def cpu_use(rows: pd.DataFrame) -> pd.Series:
+    """Per trial, its average CPU use in cpus (CPU time / the steps' wall time); NaN where not recorded."""
+    if "cpu_time_s" not in rows.columns or "busy_s" not in rows.columns:
+        return pd.Series(np.nan, index=rows.index, dtype=float)
+    cpu, busy = rows["cpu_time_s"].astype(float), rows["busy_s"].astype(float)
+    return (cpu / busy).where((busy > 0) & (cpu >= 0))
+
+
+def _cpu_evidence(rows: pd.DataFrame, use: pd.Series, basis: str) -> dict[str, Any]:
+    sample = use.dropna().to_numpy()
+    out: dict[str, Any] = {"basis": basis, "n": int(len(sample)), "not_measured": int(use.isna().sum())}
+    if len(sample):
+        q = np.quantile(sample, [0.5, 0.95, 0.99])
+        out.update(median_cpus=float(q[0]), p95_cpus=float(q[1]), p99_cpus=float(q[2]), max_cpus=float(sample.max()))
+        if "enforcement" in rows.columns:  # where the counters came from (a cgroup, a container, rusage)
+            seen = rows.loc[use.notna(), "enforcement"].value_counts()
+            out["enforcement"] = {str(k): int(v) for k, v in seen.items()}
+    return out
+
+
+def _limit_cpu(rows: pd.DataFrame) -> dict[str, Any]:
+    """CPU use and quota throttling of the trials at one tested limit: did the CPU limit bite?"""
+    out: dict[str, Any] = {}
+    use = cpu_use(rows).dropna()
+    if len(use):
+        out.update(n_use=int(len(use)), median_cpus=float(use.median()))
+    if "nr_periods" in rows.columns:
+        t = rows[rows["nr_periods"].astype(float) > 0]
+        if len(t):
+            share = t["nr_throttled"].astype(float) / t["nr_periods"].astype(float)
+            out.update(n_throttling=int(len(t)), throttled_trials=int((t["nr_throttled"].astype(float) > 0).sum()),
+                       median_throttled_share=float(share.median()))
+            secs = t["throttled_s"].astype(float).dropna()
+            if len(secs):
+                out["median_throttled_s"] = float(secs.median())
+    return out
+
+
+def measured_cpu_floor(p95_cpus: float, ceiling_cpus: float | None) -> tuple[float, bool]:
+    """The p95 rounded up to the step, at least the minimum, capped at the ceiling; and whether the cap bit."""
+    steps = math.ceil(round(p95_cpus / CPU_STEP, 6))  # round first: 0.30000000000000004 / 0.05 is 6, not 7
+    floor = round(max(MIN_CPUS, steps * CPU_STEP), 3)
+    if ceiling_cpus is not None and floor > ceiling_cpus:
+        return ceiling_cpus, True
+    return floor, False
 
 
 def _diff_interval(x_l: int, n_l: int, x_u: int, n_u: int, alpha: float) -> tuple[float, float]:
@@ -147,13 +210,16 @@ def task_band(task_id: str, rows: pd.DataFrame, spec_memory_mb: int, spec_cpus: 
         generous, basis = bounded[bounded["limit_multiplier"] == top], f"highest tested limit ({top:g}x)"
     else:
         generous, basis = rows.iloc[:0], "none"
-    peak = generous.loc[~oom.loc[generous.index], "peak_memory_bytes"].astype(float).dropna().to_numpy()
+    kept = generous.loc[~oom.loc[generous.index]]  # the memory and the CPU floor read the same trials
+    peak = kept["peak_memory_bytes"].astype(float).dropna().to_numpy()
     band.peaks = _peaks(peak, basis)
+    band.cpu = _cpu_evidence(kept, cpu_use(kept), basis)
     if len(peak) < min_peaks:
         band.reasons.append(f"floor: {len(peak)} peak-memory measurements at generous limits, need {min_peaks}")
 
     if not len(unb):
         band.reasons.append("ceiling: the run has no unbounded configuration to compare infra errors against")
+        _cpu_floor(band, None, min_peaks)
         return band
     x_u, n_u = int((unb["outcome"] == "infra_error").sum()), len(unb)
     band.unbounded_infra = wilson(x_u, n_u).to_dict()
@@ -168,7 +234,7 @@ def task_band(task_id: str, rows: pd.DataFrame, spec_memory_mb: int, spec_cpus: 
         band.limits.append(LimitTest(
             label=str(label), limit_multiplier=float(mult), request_multiplier=float(req), infra=wilson(x, n).to_dict(),
             test=t.method, p=t.p, diff=x / n - x_u / n_u, diff_low=low, diff_high=high, significant=bool(sig),
-            within_margin=bool(within), within_noise=bool(not sig and within),
+            within_margin=bool(within), within_noise=bool(not sig and within), cpu=_limit_cpu(g),
         ))
     chosen: LimitTest | None = None
     for lt in reversed(band.limits):  # the smallest limit from which every larger one is within noise
@@ -208,13 +274,29 @@ def task_band(task_id: str, rows: pd.DataFrame, spec_memory_mb: int, spec_cpus: 
         band.ceiling_limit_multiplier = chosen.limit_multiplier
         band.ceiling_memory_mb = math.ceil(spec_memory_mb * chosen.limit_multiplier)
         band.ceiling_cpus = round(spec_cpus * chosen.limit_multiplier, 3)
-        band.floor_cpus = round(spec_cpus * chosen.request_multiplier, 3)
+    _cpu_floor(band, chosen, min_peaks)
     if len(peak) >= min_peaks:
         floor = max(1, math.ceil(band.peaks["p95_bytes"] / MIB))
         band.floor_memory_mb = min(floor, band.ceiling_memory_mb) if band.ceiling_memory_mb else floor
     if band.ceiling_memory_mb is not None and band.floor_memory_mb is not None:
         band.status = "recommended"
     return band
+
+
+def _cpu_floor(band: TaskBand, chosen: LimitTest | None, min_peaks: int) -> None:
+    """Measured when enough trials have a CPU time; else the spec x request multiplier (said so), given a ceiling."""
+    n = band.cpu.get("n", 0)
+    if n >= min_peaks:
+        floor, capped = measured_cpu_floor(band.cpu["p95_cpus"], band.ceiling_cpus)
+        band.floor_cpus = floor
+        band.cpu_floor_source = (f"{CPU_MEASURED}: p95 of per-trial CPU use at {band.cpu['basis']} (n={n}), "
+                                 f"rounded up to {CPU_STEP:g} cpu, at least {MIN_CPUS:g}"
+                                 + (" -- capped at the CPU ceiling" if capped else ""))
+        return
+    why = "no CPU time measured" if n == 0 else f"only {n} CPU-time measurements, need {min_peaks}"
+    band.cpu_floor_source = f"{CPU_FALLBACK} ({why})"
+    if chosen is not None:
+        band.floor_cpus = round(band.spec_cpus * chosen.request_multiplier, 3)
 
 
 def task_bands(df: pd.DataFrame, specs: dict[str, dict[str, Any]], *, alpha: float = ALPHA, margin: float = MARGIN,

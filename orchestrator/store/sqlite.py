@@ -383,6 +383,12 @@ class Store:
         return read_trial_frame(self.path, run_id, immutable=read_only_reason(self.path) is not None,
                                 with_overcommit=version >= 3)
 
+    def cpu_frame(self, run_id: str) -> pd.DataFrame:
+        """Per final try: CPU time, the steps' wall time and the quota's throttling (orchestrator.store.cpu)."""
+        from orchestrator.store.cpu import cpu_frame
+
+        return cpu_frame(self.db, run_id)
+
     def finished_labels(self, run_id: str) -> set[str]:
         """Configurations with at least one final result."""
         return {r[0] for r in self.db.execute(

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.stats.bands import measured_cpu_floor
 from orchestrator.stats.paired import two_rate_exact
 from orchestrator.store.sqlite import Store
+from orchestrator.tasks.loader import load_task
 
 BUNDLED = Path(__file__).resolve().parents[2] / "tasks"
 HEAVY, PLAIN = ["crash-triage"], ["csv-report", "unit-convert"]
@@ -43,6 +45,19 @@ def test_task_band_sweep_matches_unbounded_at_far_less_reserved_memory(tmp_path:
             assert bands[heavy]["ceiling_limit_multiplier"] > bands[plain]["ceiling_limit_multiplier"]
     assert (out / "patches" / "crash-triage.patch").read_text().count("+memory_limit_mb") == 1
     assert "| crash-triage | published |" in (out / "summary.md").read_text()
+    # The CPU floor is measured too: the trial cgroups' CPU time over the steps' time of the 10 unbounded
+    # trials, p95 rounded up to the step and capped at the ceiling -- and that is what the patched task asks for.
+    for task, b in bands.items():
+        cpu = b["cpu"]
+        assert b["cpu_floor_source"].startswith("measured"), (task, b["cpu_floor_source"])
+        assert cpu["n"] == 10 and set(cpu["enforcement"]) <= {"cgroup-v1", "cgroup-v2"}, cpu
+        assert 0 < cpu["median_cpus"] <= cpu["p95_cpus"] <= cpu["max_cpus"], cpu
+        expected = measured_cpu_floor(cpu["p95_cpus"], b["ceiling_cpus"])
+        assert (b["floor_cpus"], "capped" in b["cpu_floor_source"]) == expected
+        assert load_task(tasks_out / task).spec.environment.cpus == b["floor_cpus"]
+        # Every tested limit shows the CPU quota's throttling counters of its 10 trials.
+        assert all(lt["cpu"]["n_throttling"] == 10 for lt in b["limits"]), b["limits"]
+    assert "CPU floor measured for 3 of 3 published tasks" in (out / "summary.md").read_text()
 
     headroom("sweep", str(tasks_out), "--multipliers", "task-band,3,unbounded", "--attempts", "10", "--concurrency", "2",
              "--store", str(tmp_path / "band.db"), "--format", "none")

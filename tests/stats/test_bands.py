@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 
@@ -11,7 +12,17 @@ import pytest
 
 from orchestrator.spec.resources import ResourceConfig
 from orchestrator.spec.task import EnvironmentSpec
-from orchestrator.stats.bands import MIB, _diff_interval, attempts_needed, reserved_memory, task_band, task_bands
+from orchestrator.stats.bands import (
+    CPU_STEP,
+    MIB,
+    MIN_CPUS,
+    _diff_interval,
+    attempts_needed,
+    measured_cpu_floor,
+    reserved_memory,
+    task_band,
+    task_bands,
+)
 from orchestrator.tasks.loader import load_task
 from orchestrator.tasks.patch import patched_toml, unified_patch
 from tests.taskfactory import write_task
@@ -19,15 +30,27 @@ from tests.taskfactory import write_task
 LIMITS = {"1x-strict": 1.0, "1x/2x": 2.0, "1x/3x": 3.0, "unbounded": None}
 
 
-def frame(task: str, n: int, oom_at: dict[str, int], peak_mb: float, rng: np.random.Generator) -> pd.DataFrame:
+def frame(task: str, n: int, oom_at: dict[str, int], peak_mb: float, rng: np.random.Generator,
+          cpus_used: float | None = None, spec_cpus: float = 1.0) -> pd.DataFrame:
+    """Trial rows as the store gives them; with ``cpus_used``, the CPU columns calibrate joins on (see store.cpu).
+
+    A trial is throttled for half its periods where its limit (``spec_cpus`` x the multiplier) is below its use.
+    """
     rows = []
     for label, lim in LIMITS.items():
         for a in range(n):
             oom = a < oom_at.get(label, 0)
-            rows.append({"task_id": task, "config_label": label, "request_multiplier": 1.0,
-                         "limit_multiplier": np.nan if lim is None else lim, "attempt": a,
-                         "outcome": "infra_error" if oom else "passed", "reason": "oom_killed" if oom else None,
-                         "peak_memory_bytes": peak_mb * MIB * rng.uniform(0.8, 1.0)})
+            row = {"task_id": task, "config_label": label, "request_multiplier": 1.0,
+                   "limit_multiplier": np.nan if lim is None else lim, "attempt": a,
+                   "outcome": "infra_error" if oom else "passed", "reason": "oom_killed" if oom else None,
+                   "peak_memory_bytes": peak_mb * MIB * rng.uniform(0.8, 1.0)}
+            if cpus_used is not None:
+                busy = rng.uniform(5, 50)  # the agent's and verifier's wall time, s
+                bites = lim is not None and lim * spec_cpus < cpus_used
+                row.update(enforcement="cgroup-v2", busy_s=busy, cpu_time_s=busy * cpus_used * rng.uniform(0.7, 1.0),
+                           nr_periods=busy * 10, nr_throttled=busy * 5 if bites else 0.0,
+                           throttled_s=busy / 2 if bites else 0.0)
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -135,3 +158,78 @@ def test_a_task_band_arm_is_reported_but_is_no_point_on_the_multiplier_axis() ->
     assert out["config_order"][-1] == "task-band"  # sorted after unbounded
     assert "task-band" not in [e["label"] for e in out["calibration"]["evidence"]]
     assert any(c["b"] == "task-band" for c in out["comparisons"]["items"])  # still compared with the reference
+
+
+def test_a_cpu_hungry_task_gets_a_higher_measured_cpu_floor_than_an_idle_one() -> None:
+    rng = np.random.default_rng(7)
+    df = pd.concat([frame("hungry", 30, {"1x-strict": 30, "1x/2x": 12}, 90, rng, cpus_used=1.7),
+                    frame("idle", 30, {}, 20, rng, cpus_used=0.02)])
+    # An OOM-killed trial at the generous limits is left out, as for the memory floor: its counters stop at the kill.
+    df.loc[(df["task_id"] == "hungry") & (df["config_label"] == "unbounded") & (df["attempt"] == 0),
+           ["outcome", "reason", "cpu_time_s"]] = ["infra_error", "oom_killed", 1e6]
+    bands = {b.task_id: b for b in task_bands(df, {"hungry": {"memory_mb": 32, "cpus": 1},
+                                                   "idle": {"memory_mb": 32, "cpus": 1}}, margin=0.15)}
+    hungry, idle = bands["hungry"], bands["idle"]
+    assert hungry.status == idle.status == "recommended" and (hungry.ceiling_cpus, idle.ceiling_cpus) == (3.0, 1.0)
+    assert hungry.cpu_floor_source.startswith("measured") and idle.cpu_floor_source.startswith("measured")
+    # The evidence is the per-trial CPU time over the steps' time, of the unbounded trials not OOM-killed.
+    unb = df[(df["task_id"] == "hungry") & (df["config_label"] == "unbounded") & (df["outcome"] != "infra_error")]
+    use = (unb["cpu_time_s"] / unb["busy_s"]).to_numpy()
+    assert hungry.cpu["n"] == 29 and hungry.cpu["enforcement"] == {"cgroup-v2": 29}
+    assert hungry.cpu["p95_cpus"] == pytest.approx(np.quantile(use, 0.95))
+    assert hungry.cpu["max_cpus"] == pytest.approx(use.max()) and use.max() < 1.7
+    # p95 rounded up to the 0.05-cpu step; the idle task sits at the minimum.
+    assert hungry.floor_cpus == pytest.approx(math.ceil(hungry.cpu["p95_cpus"] / CPU_STEP) * CPU_STEP)
+    assert 1.2 <= hungry.floor_cpus <= 1.7 and idle.floor_cpus == MIN_CPUS < hungry.floor_cpus
+    # Throttling per tested limit: the 1-cpu quota bites the hungry task, its 2-cpu one does not, nor any the idle one.
+    cpu = {(b, lt.label): lt.cpu for b in bands for lt in bands[b].limits}
+    assert cpu["hungry", "1x-strict"]["throttled_trials"] == 30
+    assert cpu["hungry", "1x-strict"]["median_throttled_share"] == 0.5
+    assert cpu["hungry", "1x/2x"]["throttled_trials"] == 0 and cpu["hungry", "1x/2x"]["n_throttling"] == 30
+    assert cpu["idle", "1x-strict"]["throttled_trials"] == 0 and cpu["idle", "1x-strict"]["median_cpus"] < 0.02
+
+
+def test_no_cpu_time_falls_back_to_the_spec_and_says_so() -> None:
+    rng = np.random.default_rng(8)
+    band = task_band("t", frame("t", 30, {}, 20, rng), 32, 1.5, margin=0.15)  # no CPU columns at all
+    assert band.status == "recommended" and band.floor_cpus == 1.5
+    assert band.cpu_floor_source == "spec x request multiplier (no CPU time measured)" and band.cpu["n"] == 0
+    # A backend that records no CPU time (the Kubernetes one) leaves the column empty: the same fallback.
+    df = frame("t", 30, {}, 20, rng, cpus_used=1.0).assign(cpu_time_s=np.nan)
+    band = task_band("t", df, 32, 1.5, margin=0.15)
+    assert band.floor_cpus == 1.5 and band.cpu_floor_source.endswith("(no CPU time measured)")
+    assert band.cpu["not_measured"] == 30 and band.limits[0].cpu.get("n_use") is None
+    # Too few measured trials: the fallback names how many there were.
+    df = frame("t", 30, {}, 20, rng, cpus_used=0.3)
+    df.loc[df["attempt"] >= 3, "cpu_time_s"] = np.nan
+    band = task_band("t", df, 32, 1.5, margin=0.15)
+    assert band.floor_cpus == 1.5 and band.cpu_floor_source.endswith("(only 3 CPU-time measurements, need 5)")
+
+
+def test_a_measured_cpu_floor_is_capped_at_the_ceiling_and_the_loader_accepts_the_patch(tasks_root: Path) -> None:
+    rng = np.random.default_rng(9)
+    df = frame("busy", 30, {}, 20, rng, cpus_used=2.5)  # unbounded, it takes 2.5 cpus; no limit shows infra errors
+    band = task_band("busy", df, 32, 1.0, margin=0.15)
+    assert band.ceiling_label == "1x-strict" and band.ceiling_cpus == 1.0
+    assert band.cpu["p95_cpus"] > 1.0 and band.floor_cpus == 1.0
+    assert band.cpu_floor_source.endswith("capped at the CPU ceiling")
+    d = write_task(tasks_root, "busy", solve="true\n", memory_mb=32)
+    (d / "task.toml").write_text(patched_toml((d / "task.toml").read_text(), band, "from run X"))
+    env = load_task(d).spec.environment
+    assert (env.cpus, env.cpus_limit) == (1.0, 1.0)
+
+
+def test_measured_cpu_floor_rounding() -> None:
+    assert measured_cpu_floor(0.1 + 0.2, None) == (0.3, False)  # 0.30000000000000004 is not rounded up to 0.35
+    assert measured_cpu_floor(0.301, None) == (0.35, False)
+    assert measured_cpu_floor(0.001, None) == (MIN_CPUS, False)
+    assert measured_cpu_floor(0.7, 0.5) == (0.5, True)
+
+
+def test_throttling_counters_read_from_every_backend_spelling() -> None:
+    from orchestrator.store.cpu import throttling
+
+    assert throttling({"nr_periods": 10, "nr_throttled": 4, "throttled_usec": 2_000_000}) == (10, 4, 2.0)  # cgroup v2
+    assert throttling({"nr_periods": 10, "nr_throttled": 4, "throttled_time": 3 * 10**9}) == (10, 4, 3.0)  # cgroup v1
+    assert throttling('{"periods": 8, "throttled_periods": 1, "throttled_time": 5e8}') == (8, 1, 0.5)  # Docker stats
+    assert throttling({}) == throttling(None) == (None, None, None)
