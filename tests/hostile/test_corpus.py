@@ -328,3 +328,21 @@ python3 -c 'import socket; s = socket.create_connection(("127.0.0.1", {port}), t
     store.close()
     assert ("CONNECTED" if allowed else "NO-NETWORK") in evidence["agent"]["stdout_tail"]
     assert accepted == ([b"exfiltrated"] if allowed else [])
+
+
+def test_a_work_dir_nested_deeper_than_python_recurses_is_removed(tasks_root: Path, tmp_path: Path) -> None:
+    from orchestrator.backends.local.backend import _stale_workroots
+
+    attack = """
+python3 -c '
+import os
+for _ in range(3000):
+    os.mkdir("d"); os.chdir("d")
+' 
+"""
+    write_hostile_task(tasks_root, "deep", attack)
+    run = sweep(tasks_root, tmp_path)
+    _failed(run)
+    assert _stale_workroots() == []  # the CLI removed its work root, the deep tree included
+    LocalBackend().close()  # and the next start has nothing to trip on
+    assert_nothing_leaks(run)

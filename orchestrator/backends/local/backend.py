@@ -21,6 +21,7 @@ import psutil
 from orchestrator.backends.base import Capabilities, CleanupReport
 from orchestrator.backends.local import cgroups, sandbox
 from orchestrator.backends.local.process import Limits, kill_tree, run_step
+from orchestrator.backends.local.removal import remove_tree
 from orchestrator.backends.local.storage import DiskWatcher
 from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.processes import pid_alive
@@ -143,7 +144,7 @@ class LocalBackend(ThreadedBackend):
         #: what a crashed headroom left behind, removed as this one starts (``cleanup`` reports it)
         self.reaped_at_start = list(self.driver.reaped) if self.driver else []
         for stale in _stale_workroots():
-            shutil.rmtree(stale, ignore_errors=True)
+            remove_tree(stale)
             self.reaped_at_start.append(str(stale))
         self.workroot = Path(tempfile.gettempdir()) / name
         # Searchable but not listable: the sandbox user must reach its own binds, and nothing more.
@@ -171,7 +172,7 @@ class LocalBackend(ThreadedBackend):
         report = CleanupReport(removed=list(self.reaped_at_start))
         self.reaped_at_start = []
         for stale in _stale_workroots():
-            shutil.rmtree(stale, ignore_errors=True)
+            remove_tree(stale)
             report.removed.append(str(stale))
         if self.driver is not None:
             report.removed.extend(self.driver.reap_stale())
@@ -196,7 +197,7 @@ class LocalBackend(ThreadedBackend):
         self.shutdown()
         if self.driver:
             self.driver.close()
-        shutil.rmtree(self.workroot, ignore_errors=True)
+        remove_tree(self.workroot)
 
     # -- one try -----------------------------------------------------------------------
     def _task_copy(self, launch: Launch) -> Path:
@@ -377,6 +378,6 @@ class LocalBackend(ThreadedBackend):
             if cg is not None:
                 cg.remove()
             if not self.keep_workdirs:
-                shutil.rmtree(workdir, ignore_errors=True)
+                remove_tree(workdir)
             else:
                 facts.extra["workdir"] = str(workdir)

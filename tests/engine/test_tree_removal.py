@@ -1,0 +1,49 @@
+"""An agent's work dir is removed whatever the agent made of it (a defect found by a hostile probe:
+a directory nested a few thousand levels deep made ``shutil.rmtree`` raise RecursionError, the tree
+stayed, and every later headroom start crashed while reaping it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator.backends.local.backend import LocalBackend, _stale_workroots
+from orchestrator.backends.local.removal import remove_tree
+
+DEPTH = 3000  # far past Python's recursion limit, and past PATH_MAX (2 bytes a level, 6000 bytes)
+
+
+def _deep(top: Path, depth: int = DEPTH) -> None:
+    """``mkdir d; cd d`` ``depth`` times, as an agent's shell loop would (relative: no path is ever that long)."""
+    subprocess.run([sys.executable, "-c", f"import os\nfor _ in range({depth}):\n    os.mkdir('d'); os.chdir('d')\n"
+                    "open('f', 'w').write('x')"], cwd=top, check=True)
+
+
+def test_a_tree_deeper_than_python_can_recurse_is_removed_without_following_links(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("mine")
+    tree = tmp_path / "work"
+    tree.mkdir()
+    _deep(tree)
+    (tree / "link").symlink_to(outside)  # removing the tree must not remove what a link points at
+    assert remove_tree(tree) is True
+    assert not tree.exists() and (outside / "keep").read_text() == "mine"
+    assert remove_tree(tree) is True  # already gone: still fine
+
+
+def test_a_deep_tree_left_by_a_crashed_run_does_not_stop_the_next_start(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid no process has now
+    stale = Path(os.environ.get("TMPDIR", "/tmp")) / f"headroom-{dead.pid}"
+    (stale / "trial").mkdir(parents=True)
+    _deep(stale / "trial")
+    assert stale in _stale_workroots()
+    backend = LocalBackend()  # reaps what crashed runs left, as every start does
+    try:
+        assert str(stale) in backend.reaped_at_start
+        assert not stale.exists()
+    finally:
+        backend.close()
