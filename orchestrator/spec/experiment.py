@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.kubernetes import KubernetesOptions
-from orchestrator.spec.outcome import InfraReason
+from orchestrator.spec.outcome import TRIAL_CAUSED, InfraReason
 from orchestrator.spec.resources import ResourceConfig
 
 DEFAULT_MULTIPLIERS = ("1", "1.5", "2", "3", "unbounded")
@@ -63,8 +63,10 @@ class RetryPolicy(BaseModel):
 
     max_retries: int = Field(default=0, ge=0, le=10)
     reasons: list[InfraReason] = Field(
-        default_factory=lambda: [r for r in InfraReason if r is not InfraReason.OOM_KILLED],
-        description="infra reasons worth retrying; OOM kills are the measurement, so not retried by default",
+        default_factory=lambda: [r for r in InfraReason if r not in TRIAL_CAUSED],
+        description="infra reasons worth retrying; by default none a trial's own processes can cause (OOM kills, "
+                    "the storage limit, node-pressure evictions): those are the measurement, and retrying them "
+                    "would let an agent re-roll a try it is failing",
     )
 
 

@@ -45,6 +45,13 @@ class InfraReason(StrEnum):
     OTHER = "other"  # a backend reported a reason this version does not know
 
 
+#: Infra reasons a trial's own processes can bring about: using memory (the measurement itself),
+#: writing to disk, pushing its node into pressure. Retrying them would let an agent re-roll a
+#: try it is failing by blowing a limit on purpose (a probe scored 4/4 so at 50% accuracy).
+TRIAL_CAUSED: frozenset[InfraReason] = frozenset({InfraReason.OOM_KILLED, InfraReason.STORAGE_LIMIT,
+                                                  InfraReason.EVICTED})
+
+
 class HarnessReason(StrEnum):
     REWARD_MISSING = "reward_missing"
     REWARD_MALFORMED = "reward_malformed"

@@ -3,7 +3,8 @@
 Layout (read by the controller and by trial pods; nothing else in the image matters)::
 
     /headroom-tasks/catalog.json     what the controller plans from (see :func:`catalog`)
-    /headroom-tasks/<task id>/...    the task directory, byte for byte
+    /headroom-tasks/<task id>/...    the task directory, byte for byte but task.toml, which is the
+                                     agent's view (tasks/agent_view.py: no grader, verifier or oracle secrets)
 
 The catalog holds, per task, its content digest (the loader's, so a trial's digest is the
 same as a local run's over the same folder), its ``task.toml`` and instruction, the
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from orchestrator.backends.kubernetes.taskfiles import TaskBundle, read_files
 from orchestrator.errors import SpecError
 from orchestrator.spec.task import Task
 from orchestrator.task_images import built_image_ref
+from orchestrator.tasks import agent_view
 from orchestrator.tasks.loader import load_tasks
 
 ROOT = "/headroom-tasks"
@@ -88,7 +89,8 @@ def write_context(tasks_dir: Path, out: Path, base: str) -> dict[str, Any]:
         for rel in cat["tasks"][t.id]["files"]:
             target = dest / t.id / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(Path(t.path) / rel, target)
+            # trial pods copy this folder: task.toml as the agent may read it (the catalog keeps the original)
+            target.write_bytes(agent_view.delivered(rel, (Path(t.path) / rel).read_bytes()))
             target.chmod(0o755 if os.access(Path(t.path) / rel, os.X_OK) else 0o644)
     (dest / "catalog.json").write_text(json.dumps(cat, sort_keys=True))
     (dest / "catalog.json").chmod(0o644)

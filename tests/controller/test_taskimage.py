@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from orchestrator.backends.kubernetes.pod import TASK_FILES_CONTAINER, build, copy_task_script
-from orchestrator.backends.kubernetes.taskfiles import ImageTaskFiles, bundle
+from orchestrator.backends.kubernetes.taskfiles import AGENT_TOML_KEY, ImageTaskFiles, bundle
 from orchestrator.cli import cli
 from orchestrator.controller import taskimage
 from orchestrator.controller.resources import ExperimentResourceSpec, TaskSource
@@ -147,10 +147,10 @@ def test_the_init_script_lays_out_the_files_a_configmap_bundle_would(context: tu
     subprocess.run(["sh", "-c", script], check=True)
     (t,) = load_tasks(REPO / "tasks", ["word-index"])
     b = bundle(t.id, t.path, t.digest)
-    by_key = {f.key: f for f in b.files}
+    by_key = {f.key: f.data for f in b.files} | {AGENT_TOML_KEY: b.agent_toml()}  # task.toml: the agent's view
 
     def expected(items: list[dict]) -> dict[str, tuple[bytes, bool]]:
-        return {i["path"]: (by_key[i["key"]].data, i["mode"] == 0o755) for i in items}
+        return {i["path"]: (by_key[i["key"]], i["mode"] == 0o755) for i in items}
 
     task_items = b.items("") + (b.items("solution") if oracle else [])
     assert _tree(fill / "task") == expected(task_items)

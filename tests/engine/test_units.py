@@ -136,7 +136,7 @@ class ScriptedBackend(ThreadedBackend):
             self.calls[launch.trial_id] += 1
             n = self.calls[launch.trial_id]
         if n <= self.evict_first_n:
-            return _facts(infra_hint="evicted", agent_result={"cost_usd": 0.25})
+            return _facts(infra_hint="preempted", agent_result={"cost_usd": 0.25})
         return _facts(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=0), reward=1.0,
                       agent_result={"cost_usd": 0.5})
 
@@ -146,7 +146,7 @@ def test_retries_are_bounded_and_every_try_stays_on_record(tasks_root: Path, tmp
     exp = _exp(tasks_root, attempts=2, configurations=["1", "unbounded"], retry={"max_retries": 2})
     tasks = prepare(exp)
     store = Store(tmp_path / "s.db")
-    # Evicted twice then fine: two retries suffice.
+    # Preempted twice then fine: two retries suffice.
     run_id, tmap = start(exp, tasks, store, ScriptedBackend(2))
     execute(store, run_id, exp, tmap, ScriptedBackend(2))
     df = store.trial_frame(run_id)
@@ -154,16 +154,18 @@ def test_retries_are_bounded_and_every_try_stays_on_record(tasks_root: Path, tmp
     assert df["cost_usd"].tolist() == [1.0] * 4  # 0.5 for the result + 2 x 0.25 spent on the evicted tries
     assert store.try_counts(run_id) == {"all_tries": 12, "final": 4, "retried": 8, "abandoned": 0, "running": 0}
     retried = store.db.execute("SELECT DISTINCT outcome, reason FROM executions WHERE run_id=? AND final=0", (run_id,))
-    assert [tuple(r) for r in retried] == [("infra_error", "evicted")]  # the original tries stay on record
-    # Evicted three times: retries run out, the infra error is the result.
+    assert [tuple(r) for r in retried] == [("infra_error", "preempted")]  # the original tries stay on record
+    # Preempted three times: retries run out, the infra error is the result.
     run2, tmap = start(exp, tasks, store, ScriptedBackend(3))
     backend = ScriptedBackend(3)
     execute(store, run2, exp, tmap, backend)
     df2 = store.trial_frame(run2)
-    assert set(df2["outcome"]) == {"infra_error"} and set(df2["reason"]) == {"evicted"}
+    assert set(df2["outcome"]) == {"infra_error"} and set(df2["reason"]) == {"preempted"}
     assert max(backend.calls.values()) == 3
-    # OOM kills are the measurement: not retried by default.
-    assert "oom_killed" not in exp.retry.reasons
+    # OOM kills are the measurement, and nothing a trial can bring about itself is retried by default:
+    # an agent could otherwise blow its disk limit to re-roll a try it is failing
+    assert {"oom_killed", "storage_limit", "evicted"}.isdisjoint(exp.retry.reasons)
+    assert {"preempted", "api_error", "image_pull", "node_lost"} <= set(exp.retry.reasons)
 
 
 def test_store_is_wal(tmp_path: Path) -> None:

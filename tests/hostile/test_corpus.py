@@ -346,3 +346,70 @@ for _ in range(3000):
     assert _stale_workroots() == []  # the CLI removed its work root, the deep tree included
     LocalBackend().close()  # and the next start has nothing to trip on
     assert_nothing_leaks(run)
+
+
+def test_reading_answer_keys_from_task_toml(tasks_root: Path, tmp_path: Path) -> None:
+    """task.toml reaches the agent without [grader], [verifier.env] and [solution] (a probe passed both tasks)."""
+    import shutil
+    import secrets as _secrets
+
+    steal = """python3 - <<'PY'
+import json, os, re
+text = open(os.path.join(os.environ["HEADROOM_TASK_DIR"], "task.toml")).read()
+found = re.findall(r'(?:exact|EXPECTED) = "([^"]+)"', text)
+answer = found[0] if found else ""
+open(os.path.join(os.environ["HEADROOM_WORKDIR"], "answer"), "w").write(answer)
+json.dump({"answer": answer}, open(os.environ["HEADROOM_AGENT_RESULT"], "w"))
+PY
+"""
+    # a golden task: its grader holds the answer
+    golden_answer = _secrets.token_hex(12)
+    d, _ = write_hostile_task(tasks_root, "golden", steal, extra_toml=f'[grader]\nexact = "{golden_answer}"\n')
+    shutil.rmtree(d / "tests")
+    # a Terminal-Bench 2 style task: the expected value reaches its tests through [verifier.env]
+    expected = _secrets.token_hex(12)
+    d, _ = write_hostile_task(tasks_root, "verifier-env", steal, extra_toml=f'[verifier.env]\nEXPECTED = "{expected}"\n')
+    (d / "tests" / "check.py").write_text(
+        "import os\n"
+        "got = open(os.path.join(os.environ['HEADROOM_WORKDIR'], 'answer')).read().strip()\n"
+        "open(os.path.join(os.environ['HEADROOM_LOGS_DIR'], 'reward.txt'), 'w')"
+        ".write('1' if got == os.environ['EXPECTED'] else '0')\n")
+    run = sweep(tasks_root, tmp_path)
+    _failed(run)
+    assert golden_answer not in json.dumps(run.evidence) and expected not in json.dumps(run.evidence)
+
+
+def test_the_verifier_still_gets_its_environment(tasks_root: Path, tmp_path: Path) -> None:
+    """The control for the test above: [verifier.env] reaches the verifier step, so an honest agent passes."""
+    import secrets as _secrets
+
+    expected = _secrets.token_hex(12)
+    d, _ = write_hostile_task(tasks_root, "honest-env", f'echo {expected} > "$HEADROOM_WORKDIR/answer"\n',
+                              extra_toml=f'[verifier.env]\nEXPECTED = "{expected}"\n')
+    (d / "tests" / "check.py").write_text(
+        "import os\n"
+        "got = open(os.path.join(os.environ['HEADROOM_WORKDIR'], 'answer')).read().strip()\n"
+        "open(os.path.join(os.environ['HEADROOM_LOGS_DIR'], 'reward.txt'), 'w')"
+        ".write('1' if got == os.environ['EXPECTED'] else '0')\n")
+    run = sweep(tasks_root, tmp_path)
+    assert run.outcomes == [("passed", None)], run.outcomes
+
+
+def test_links_the_verifier_would_follow_into_the_tests(tasks_root: Path, tmp_path: Path) -> None:
+    """The agent never reads the tests; it leaves links for the verifier to read them (a probe passed so)."""
+    attacks = {
+        "direct": 'ln -s /task/tests/expected.txt "$HEADROOM_WORKDIR/answer"\n',
+        "relative": 'cd "$HEADROOM_WORKDIR" && ln -s ../task/tests/expected.txt answer\n',
+        "via-a-dir-link": 'cd "$HEADROOM_WORKDIR" && ln -s /task t && ln -s t/tests/expected.txt answer\n',
+        "via-a-link-chain": 'cd "$HEADROOM_WORKDIR" && ln -s /task/tests/expected.txt /logs/agent/x && ln -s /logs/agent/x answer\n',
+        "through-proc": 'ln -s /proc/self/root/task/tests/expected.txt "$HEADROOM_WORKDIR/answer"\n',
+    }
+    for name, attack in attacks.items():
+        write_hostile_task(tasks_root, name, attack + 'ln -s /usr/bin/python3 "$HEADROOM_WORKDIR/py"\n')
+    run = sweep(tasks_root, tmp_path)
+    _failed(run)
+    for ev in run.evidence:
+        removed = ev["extra"]["verifier_only_links_removed"]
+        assert "/app/answer" in removed["paths"], removed
+        assert "/app/py" not in removed["paths"]  # a link to the system is the agent's business
+    assert_nothing_leaks(run)

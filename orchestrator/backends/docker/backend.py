@@ -46,6 +46,7 @@ from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch, StepLaunch
 from orchestrator.spec.outcome import InfraReason
+from orchestrator.tasks import agent_view
 from orchestrator.trial_outputs import MAX_READ, parse_agent_result, parse_reward
 
 from . import cgroup as cgroup_mod
@@ -58,8 +59,9 @@ KEEP_ALIVE = ["sleep", "infinity"]
 VERIFIER_TASK_DIR = "/headroom/run/vtask"
 #: The image's WORKDIR when it sets none.
 DEFAULT_WORKDIR = "/"
-#: What of the task directory the agent sees under HEADROOM_TASK_DIR (solution/ for the oracle only; never tests/).
-AGENT_TASK_FILES = ("instruction.md", "task.toml", "environment")
+#: What of the task directory the agent sees under HEADROOM_TASK_DIR (solution/ for the oracle only; never tests/),
+#: besides task.toml, which it gets without the grader's, verifier's and oracle's sections (tasks/agent_view.py).
+AGENT_TASK_FILES = ("instruction.md", "environment")
 
 
 def container_path(script: str) -> str:
@@ -73,9 +75,15 @@ def container_path(script: str) -> str:
 
 
 def task_trees(task_dir: Path, target: str, *, solution: bool) -> list[tuple[Path, str]]:
-    """(host path, container path) of the task files a step may see under ``target``."""
+    """(host path, container path) of the task files a step may see under ``target`` (task.toml: task_toml)."""
     names = [*AGENT_TASK_FILES, *(("solution",) if solution else ())]
     return [(task_dir / n, f"{target}/{n}") for n in names if (task_dir / n).exists()]
+
+
+def task_toml(task_dir: Path, target: str) -> list[tuple[str, bytes, int]]:
+    """The task's ``task.toml`` as a step sees it under ``target``."""
+    src = task_dir / agent_view.TASK_TOML
+    return [(f"{target}/{agent_view.TASK_TOML}", agent_view.delivered(agent_view.TASK_TOML, src.read_bytes()), 0o644)]
 
 
 _API_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
@@ -374,7 +382,7 @@ class DockerBackend(ThreadedBackend):
         steps.put_archive(api, cid, steps.tree_archive(
             dirs=[(cc.LOGS, 0o755), (cc.AGENT_LOGS, 0o777), (cc.VERIFIER_LOGS, 0o777), ("/headroom", 0o755),
                   (cc.TASK_DIR, 0o755)],
-            trees=trees,
+            trees=trees, files=task_toml(task_dir, cc.TASK_DIR),
         ))
         secrets = {k: os.environ[k] for k in launch.agent.secret_env if k in os.environ}
         agent_env = {**launch.agent.env, **cc.step_paths("agent", workdir), **secrets}
@@ -420,6 +428,7 @@ class DockerBackend(ThreadedBackend):
             dirs=[(cc.VERIFIER_LOGS, 0o777), (VERIFIER_TASK_DIR, 0o755)],
             trees=[(task_dir / "tests", cc.TESTS),
                    *task_trees(task_dir, VERIFIER_TASK_DIR, solution=launch.task.include_solution)],
+            files=task_toml(task_dir, VERIFIER_TASK_DIR),
             links=[(f"{VERIFIER_TASK_DIR}/tests", cc.TESTS)],
         ))
         if cancelled.is_set():

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import SpecError
+from orchestrator.tasks import agent_view
 
 #: What a ConfigMap may hold (etcd's request limit is 1.5 MiB; the API server caps ConfigMap data at 1 MiB).
 MAX_CONFIGMAP_BYTES = 1024 * 1024
@@ -63,9 +64,14 @@ class TaskFile:
     executable: bool
 
 
+#: The ConfigMap key of the task.toml trial pods mount (tasks/agent_view.py): not a file of the task,
+#: so a pushed set's index (which lists the files) never unpacks it.
+AGENT_TOML_KEY = "headroom.agent-view.task.toml"
+
+
 @dataclass
 class TaskBundle:
-    """A task's files, keyed for one ConfigMap."""
+    """A task's files, keyed for one ConfigMap, and the view of its ``task.toml`` a trial pod gets."""
 
     task_id: str
     digest: str
@@ -73,7 +79,13 @@ class TaskBundle:
 
     @property
     def name(self) -> str:
-        return f"headroom-task-{self.digest[:40]}"
+        # "v2": bundles since task.toml is delivered as the agent's view; an older immutable bundle of the
+        # same digest lacks that key, so it must not be taken for this one
+        return f"headroom-task-v2-{self.digest[:37]}"
+
+    def agent_toml(self) -> bytes | None:
+        own = next((f for f in self.files if f.path == agent_view.TASK_TOML), None)
+        return agent_view.delivered(own.path, own.data) if own is not None else None
 
     def items(self, prefix: str, strip: bool = False) -> list[dict[str, Any]]:
         """Volume items for the files under ``prefix`` (``""``: all but tests and solution)."""
@@ -86,7 +98,8 @@ class TaskBundle:
             elif top in ("tests", "solution"):
                 continue
             path = f.path.split("/", 1)[1] if strip else f.path
-            out.append({"key": f.key, "path": path, "mode": 0o755 if f.executable else 0o644})
+            key = AGENT_TOML_KEY if f.path == agent_view.TASK_TOML else f.key
+            out.append({"key": key, "path": path, "mode": 0o755 if f.executable else 0o644})
         return out
 
     def tests_manifest(self) -> str:
@@ -104,6 +117,8 @@ class TaskBundle:
                 data[f.key] = f.data.decode("utf-8")
             except UnicodeDecodeError:
                 binary[f.key] = base64.b64encode(f.data).decode()
+        if (view := self.agent_toml()) is not None:
+            data[AGENT_TOML_KEY] = view.decode("utf-8")
         body: dict[str, Any] = {
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": self.name, "labels": {**labels, "headroom.dev/task-digest": self.digest[:63]},

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import psutil
 
 from orchestrator.backends.base import Capabilities, CleanupReport
-from orchestrator.backends.local import cgroups, sandbox
+from orchestrator.backends.local import cgroups, links, sandbox
 from orchestrator.backends.local.process import Limits, kill_tree, run_step
 from orchestrator.backends.local.removal import remove_tree
 from orchestrator.backends.local.storage import DiskWatcher
@@ -29,6 +29,7 @@ from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch, StepLaunch
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import MIB
+from orchestrator.tasks import agent_view
 from orchestrator.trial_outputs import read_agent_result, read_reward
 
 Enforcement = Literal["auto", "cgroup", "rlimit"]
@@ -81,6 +82,9 @@ def _snapshot(src: Path, dst: Path) -> None:
     tmp = dst.with_name(dst.name + f".partial-{threading.get_ident()}")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(src, tmp, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    toml = tmp / agent_view.TASK_TOML
+    if toml.is_file() and not toml.is_symlink():  # the grader's, verifier's and oracle's secrets stay outside
+        toml.write_bytes(agent_view.delivered(agent_view.TASK_TOML, toml.read_bytes()))
     for root, dirs, files in os.walk(tmp):
         os.chmod(root, 0o755)
         for f in files:
@@ -323,6 +327,15 @@ class LocalBackend(ThreadedBackend):
                     # A golden task without tests/: nothing to run; the grader judges the answer when the try settles.
                     facts.verifier = StepFacts(name="verifier", skipped="no tests/: a golden task, its grader decides")
                 elif not (agent.timed_out or agent.oom_kills or agent.spawn_error or killed or over):
+                    if box:  # every agent process is dead: what it left can no longer change
+                        hidden = [f"{sandbox.TASK}/{sandbox.TESTS_DIR}", sandbox.VERIFIER_LOGS]
+                        if not launch.task.include_solution:
+                            hidden.append(f"{sandbox.TASK}/{sandbox.SOLUTION_DIR}")
+                        gone = links.remove_verifier_only_links({sandbox.APP: app, sandbox.AGENT_LOGS: agent_logs},
+                                                                hidden)
+                        if gone:
+                            facts.extra["verifier_only_links_removed"] = {"count": len(gone),
+                                                                          "paths": gone[:links.MAX_LISTED]}
                     # Made only now, after every agent process is dead, and outside anything the agent
                     # could write: a reward file here was written by the verifier and nobody else.
                     verifier_logs = Path(tempfile.mkdtemp(prefix="verifier-logs-", dir=workdir))
