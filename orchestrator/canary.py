@@ -8,8 +8,13 @@ go through the backend's own ``submit``/``observe``, exactly like a trial:
 * **above**: allocates a little more than the arm's memory limit. It must end
   as ``infra_error(oom_killed)``, with the OOM seen by the kernel or runtime
   (not inferred from an allocation failure the workload printed).
-* **below**: allocates a little less, after spinning one CPU for a moment. It
-  must pass; its CPU time against wall time shows whether the CPU quota bites.
+* **below**: allocates a little less. It must pass.
+
+Once per target, after those, a **cpu-probe** try spins one CPU for a moment
+under the canary's quota, beside a **cpu-reference** try spinning without one.
+Each reports its CPU time against wall time in the agent's self-report
+(``$HEADROOM_AGENT_RESULT``, which every backend brings back for every try): the
+pair shows whether the CPU quota bites.
 
 The canary's memory limit for an arm is the arm applied to the canary's own
 spec (64 MiB); its CPU limit is the canary's fixed 0.25 cpu whatever the arm
@@ -35,7 +40,6 @@ the experiment's image, else the first task's).
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -51,6 +55,7 @@ from orchestrator.spec.launch import Launch, StepLaunch, TaskSource
 from orchestrator.spec.outcome import InfraReason, Outcome
 from orchestrator.spec.resources import MIB, ResourceAmounts, ResourceConfig
 from orchestrator.tasks.loader import load_task
+from orchestrator.trial_outputs import CANARY_KEYS, non_negative_number, parse_agent_result
 
 CANARY_TASK = Path(__file__).resolve().parent / "canary_task"
 NODE_LABEL = "headroom.dev/canary-node"
@@ -131,14 +136,17 @@ def _summary(facts: TrialFacts | BaseException | None) -> dict[str, Any]:
 
 
 def _spin(facts: TrialFacts) -> dict[str, float]:
-    """The spin's own account of wall and CPU time, from the first JSON line it printed."""
-    for line in (facts.agent.stdout_tail if facts.agent else "").splitlines():
-        try:
-            got = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(got, dict) and {"spin_wall_s", "spin_cpu_s"} <= got.keys():
-            return {k: float(got[k]) for k in ("spin_wall_s", "spin_cpu_s")}
+    """The spin's own account of wall and CPU time.
+
+    First from the agent's self-report (``$HEADROOM_AGENT_RESULT``), which every backend brings
+    back for every try (the Pod backend in its termination message); else from the first JSON
+    line the spin printed, for a backend that keeps a passing try's stdout. Either way only
+    finite, non-negative numbers count (``parse_agent_result``): the try's own words are input.
+    """
+    lines = (facts.agent.stdout_tail if facts.agent else "").splitlines()
+    for got in (facts.agent_result, *(parse_agent_result(line) for line in lines)):
+        if all(non_negative_number(got.get(k)) for k in CANARY_KEYS):
+            return {k: float(got[k]) for k in CANARY_KEYS}
     return {}
 
 
@@ -233,28 +241,36 @@ def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: f
     assert probe_amounts is not None
     free = ResourceAmounts(request_cpus=env.cpus, request_memory_bytes=env.memory_mb * MIB, limit_cpus=None,
                            limit_memory_bytes=None)
+    end = time.monotonic() + deadline_s
+
+    def collect() -> None:
+        """Observe the pending tries until none is left or the canary's deadline has passed."""
+        while pending and time.monotonic() < end:
+            backend.wait([p[3] for p in pending.values()], 0.2)
+            for name, (label, target, which, handle) in list(pending.items()):
+                try:
+                    got: TrialFacts | BaseException | None = backend.observe(handle)
+                except Exception as exc:  # recorded as the canary's result, not raised: the report shows it
+                    got = exc
+                if got is not None:
+                    results[(label, target, which)] = got
+                    del pending[name]
+                    recorded(backend, handle)  # a canary's result lives in memory: nothing to wait for
+
     for target in targets:
         for config, amounts in bounded:
             above_mb, below_mb = hog_sizes(amounts.limit_memory_bytes or 0)
             submit(config, "above", target, above_mb, 0.0, amounts)
             submit(config, "below", target, below_mb, 0.0, amounts)
-        if bounded:
-            # One spin under the canary's quota and the same spin with none, side by side: the
-            # second says how much CPU this host gives a spinning thread right now.
-            submit(ResourceConfig.parse("1x-strict"), "cpu-probe", target, 1, SPIN_S, probe_amounts)
-            submit(ResourceConfig(limit_multiplier=None), "cpu-reference", target, 1, SPIN_S, free)
-    end = time.monotonic() + deadline_s
-    while pending and time.monotonic() < end:
-        backend.wait([p[3] for p in pending.values()], 0.2)
-        for name, (label, target, which, handle) in list(pending.items()):
-            try:
-                got: TrialFacts | BaseException | None = backend.observe(handle)
-            except Exception as exc:  # recorded as the canary's result, not raised: the report shows it
-                got = exc
-            if got is not None:
-                results[(label, target, which)] = got
-                del pending[name]
-                recorded(backend, handle)  # a canary's result lives in memory: nothing to wait for
+    collect()
+    # The CPU pair runs once the memory tries are over: on a small node their start-up (runtime,
+    # python) would eat the CPU the pair measures and leave the check "too busy" to tell.
+    for target in targets if bounded else []:
+        # One spin under the canary's quota and the same spin with none, side by side: the
+        # second says how much CPU this host gives a spinning thread right now.
+        submit(ResourceConfig.parse("1x-strict"), "cpu-probe", target, 1, SPIN_S, probe_amounts)
+        submit(ResourceConfig(limit_multiplier=None), "cpu-reference", target, 1, SPIN_S, free)
+    collect()
     for label, target, which, handle in pending.values():
         backend.cancel(handle)
         results[(label, target, which)] = None

@@ -4,7 +4,9 @@
   number or ``{"reward": x}``. NaN and infinities are malformed, never a pass.
 * the agent's optional self-report (``$HEADROOM_AGENT_RESULT``):
   ``{"tokens_in", "tokens_out", "cost_usd", "model", "answer"}`` (``answer`` is what a
-  golden-set grader grades); anything else is ignored.
+  golden-set grader grades); anything else is ignored. The bundled enforcement canary's
+  spin also reports its ``spin_wall_s`` and ``spin_cpu_s`` here (``CANARY_KEYS``): this file
+  is the one channel every backend brings back for every try, passed or not.
 
 Container backends bring the file contents back (in a termination message or
 a copied file) and call the ``parse_*`` functions; the local backend reads files.
@@ -22,6 +24,8 @@ from typing import Any
 
 REWARD_FILES = ("reward.txt", "reward.json")
 _AGENT_KEYS = ("tokens_in", "tokens_out", "cost_usd", "model", "answer")
+#: The canary spin's account of itself (orchestrator/canary.py reads them; nothing else does).
+CANARY_KEYS = ("spin_wall_s", "spin_cpu_s")
 MAX_ANSWER = 4096  # a golden-set answer; a longer one is cut (and then graded as cut)
 MAX_READ = 64 * 1024  # a reward file is a number; a huge one is malformed, not a reason to run out of memory
 
@@ -80,6 +84,11 @@ def read_reward(logs_dir: Path) -> tuple[float | None, str | None]:
     return None, "missing: no reward.txt or reward.json"
 
 
+def non_negative_number(value: Any) -> bool:
+    """A number an agent may report: finite and >= 0 (a bool is not a number here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
 def parse_agent_result(text: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
@@ -88,13 +97,13 @@ def parse_agent_result(text: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         return {}
     out: dict[str, Any] = {}
-    for k in _AGENT_KEYS:
+    for k in _AGENT_KEYS + CANARY_KEYS:
         v = data.get(k)
         if isinstance(v, str) and k == "model":
             out[k] = v[:200]
         elif isinstance(v, str) and k == "answer":
             out[k] = v[:MAX_ANSWER]
-        elif isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
+        elif non_negative_number(v):
             out[k] = v
     return out
 

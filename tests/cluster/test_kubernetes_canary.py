@@ -33,6 +33,7 @@ from orchestrator.canary import NODE_LABEL, run_canary
 from orchestrator.overcommit import observed_by_config
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.spec.launch import Launch
 from orchestrator.spec.resources import ResourceConfig
 from orchestrator.store.sqlite import Store
 from tests.taskfactory import write_task
@@ -98,9 +99,14 @@ def options(cluster: Cluster, namespace: str, pool: str, **kw: Any) -> Kubernete
 def test_the_canary_runs_pinned_on_each_candidate_node_and_finds_kwok_nodes_not_enforcing(
         cluster: Cluster, namespace: str, pool: tuple[str, list[str]]) -> None:
     label, (a, b, c, d, e) = pool
-    # kwok's stand-in for a node that runs the hog and ignores its limit: every container "finishes"
+    # kwok's stand-in for a node that runs the hog and ignores its limits: every container "finishes", and a
+    # spin gets a whole CPU under its 0.25-cpu quota, as its self-report in the runner's message says
+    def ignores_limits(launch: Launch) -> Sim:
+        spin = json.dumps({"spin_wall_s": 0.3, "spin_cpu_s": 0.29}) if ":cpu-" in launch.trial_id else None
+        return Sim("succeed", report("1", agent_result=spin))
+
     backend = KubernetesBackend(options=options(cluster, namespace, label, canary_max_nodes=2, keep_pods=True),
-                                pod_hook=hook(lambda launch: Sim("succeed", report("1"))))
+                                pod_hook=hook(ignores_limits))
     try:
         got = run_canary(backend, [ResourceConfig.parse(x) for x in ("1x-strict", "unbounded")], image=IMAGE,
                          deadline_s=90)
@@ -117,6 +123,10 @@ def test_the_canary_runs_pinned_on_each_candidate_node_and_finds_kwok_nodes_not_
         assert arms[(node, "unbounded")]["status"] == "skipped"
         assert any(p.startswith(f"1x-strict on {node}: a hog above the 64 MiB limit was not OOM-killed")
                    for p in got["problems"])
+        # the spin's account reached the canary through the termination message of a pod that passed
+        assert got["cpu"][node]["cpu_share"] == pytest.approx(0.29 / 0.3) and got["cpu"][node]["limited"] is False
+        assert f"1x-strict on {node}: CPU not limited: a spinning thread got 0.97 cpu under a 0.25-cpu quota " \
+               "(without a quota: 0.97)" in got["problems"]
     # every canary pod ran on the node it was pinned to (by the scheduler, through the required affinity)
     pods = cluster.core.list_namespaced_pod(namespace, label_selector=NODE_LABEL).items
     assert len(pods) == 8  # above, below, CPU probe and its reference, on each of the two nodes

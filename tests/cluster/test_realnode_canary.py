@@ -5,7 +5,8 @@ them. On the real kubelet + containerd node the kernel must OOM-kill the hog abo
 limit (the verdict is ``enforced``); on the kwok node, which runs no containers and so
 enforces nothing, the hog "finishes" (its outcome annotation says succeed, as a node
 ignoring limits would end it) and the verdict is ``not_enforced``. One canary, two nodes,
-two verdicts: the run is flagged because of the kwok node only.
+two verdicts: the run is flagged because of the kwok node only. On the real node the
+CPU-quota check is measured too (a spin under the kubelet's CFS quota of 0.25 cpu).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
-from orchestrator.canary import run_canary
+from orchestrator.canary import CPU_SLACK, run_canary
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.resources import ResourceConfig
 
@@ -59,14 +60,21 @@ def test_the_canary_reports_enforcement_per_node_real_node_enforced_kwok_node_no
     finally:
         backend.close()
     print(got["by_target"], got["cpu"].get(real))
-    assert got["targets"] == sorted([real, kwok])
+    assert got["targets"] == sorted([real, kwok]), got.get("skipped_targets")
     assert got["by_target"][kwok] == "not_enforced"
-    assert got["by_target"][real] in ("enforced", "weak"), got["problems"]
-    assert got["cpu"][real]["limited"] is not False, got["cpu"][real]  # a CFS quota bites on a real node
+    assert got["by_target"][real] == "enforced", got["problems"]
+    # The CPU check is measured on a pod: the spin's account comes back in the runner's termination
+    # message (the agent's self-report), though a passing pod's log is never read. The kubelet's CFS
+    # quota bites on a real node; only a host too busy to give an unlimited spin more than the quota
+    # leaves it unjudged (as in tests/engine/test_canary.py), never "not limited".
+    cpu = got["cpu"][real]
+    assert cpu["cpu_share"] is not None and cpu["unlimited_cpu_share"] is not None, cpu
+    assert cpu["limited"] is True or any("too busy" in n for n in cpu["notes"]), cpu
+    assert cpu["cpu_share"] <= 0.25 * CPU_SLACK, cpu
     arms = {(a["target"], a["config"]): a for a in got["arms"]}
     for label, mib in (("1x-strict", 64), ("1x/2x", 128)):
         arm = arms[(real, label)]
-        # memory: the kernel killed the hog, the one below passed (weak only if the CPU quota were found not to bite)
+        # memory: the kernel killed the hog, the one below passed
         assert arm["status"] == got["by_target"][real], arm["problems"]
         assert arm["limit_memory_bytes"] == mib * 2**20
         assert arm["above"]["verdict"] == "infra_error(oom_killed)" and arm["below"]["verdict"] == "passed"

@@ -14,6 +14,7 @@ from orchestrator.canary import judge_cpu, run_canary
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch
 from orchestrator.spec.resources import ResourceAmounts, ResourceConfig
+from orchestrator.trial_outputs import parse_agent_result
 from tests.taskfactory import requires_cgroups, write_task
 
 CONFIGS = [ResourceConfig.parse(x) for x in ("1x-strict", "1x/2x", "unbounded")]
@@ -36,7 +37,9 @@ def test_cgroup_limits_pass_the_canary_through_the_backend_seam() -> None:
         assert arm["above"]["verdict"] == "infra_error(oom_killed)"
         assert "oom_kill counter" in arm["above"]["oom_evidence"]  # the kernel's word, not an exit code
         assert arm["below"]["verdict"] == "passed"
-    assert got["cpu"]["local"]["declared"] is True and got["cpu"]["local"]["limited"] is not False
+    cpu = got["cpu"]["local"]
+    assert cpu["declared"] is True and cpu["limited"] is not False
+    assert cpu["cpu_share"] is not None and cpu["unlimited_cpu_share"] is not None  # measured
 
 
 def test_the_rlimit_fallback_is_flagged_memory_weak_and_cpu_unlimited() -> None:
@@ -79,18 +82,38 @@ def test_a_limit_that_is_set_but_not_enforced_is_flagged() -> None:
     assert any("set but not enforced" in p for p in got["problems"])
 
 
-def _spun(share: float) -> TrialFacts:
-    out = json.dumps({"spin_wall_s": 1.0, "spin_cpu_s": share})
+def _spun(share: float | str, *, via: str = "result", wall: float | str = 1.0) -> TrialFacts:
+    """A finished spin that reported its account through ``via``: the self-report, or stdout."""
+    account = {"spin_wall_s": wall, "spin_cpu_s": share}
+    stdout = json.dumps(account) + "\n" if via == "stdout" else ""
+    result = parse_agent_result(json.dumps(account)) if via == "result" else {}
     return TrialFacts(enforcement="x", request_cpus=0.25, request_memory_bytes=1, limit_cpus=0.25, limit_memory_bytes=1,
-                      qos_class="Guaranteed", agent=StepFacts(name="agent", exit_code=0, stdout_tail=out + "\n"))
+                      qos_class="Guaranteed", agent=StepFacts(name="agent", exit_code=0, stdout_tail=stdout),
+                      agent_result=result)
 
 
-def test_cpu_quota_judgement_compares_with_an_unlimited_spin() -> None:
-    assert judge_cpu(0.25, _spun(0.95), _spun(0.97), declared=True)["limited"] is False  # quota ignored
-    assert judge_cpu(0.25, _spun(0.24), _spun(0.97), declared=True)["limited"] is True
-    busy = judge_cpu(0.25, _spun(0.2), _spun(0.3), declared=True)  # host too busy to tell
+@pytest.mark.parametrize("via", ["result", "stdout"])
+def test_cpu_quota_judgement_compares_with_an_unlimited_spin(via: str) -> None:
+    assert judge_cpu(0.25, _spun(0.95, via=via), _spun(0.97, via=via), declared=True)["limited"] is False  # ignored
+    assert judge_cpu(0.25, _spun(0.24, via=via), _spun(0.97, via=via), declared=True)["limited"] is True
+    busy = judge_cpu(0.25, _spun(0.2, via=via), _spun(0.3, via=via), declared=True)  # host too busy to tell
     assert busy["limited"] is None and "too busy" in busy["notes"][0]
-    assert judge_cpu(0.25, _spun(0.2), _spun(0.3), declared=False)["limited"] is False
+    assert judge_cpu(0.25, _spun(0.2, via=via), _spun(0.3, via=via), declared=False)["limited"] is False
+
+
+def test_the_self_report_wins_over_stdout_and_a_bad_account_is_not_measured() -> None:
+    # what the pod backend harvests for every try is the self-report, not a passing try's stdout
+    both = _spun(0.24).model_copy(update={"agent": StepFacts(name="agent", exit_code=0,
+                                                             stdout_tail='{"spin_wall_s": 1, "spin_cpu_s": 0.9}\n')})
+    assert judge_cpu(0.25, both, _spun(0.97), declared=True)["cpu_share"] == 0.24
+    # the try's own words are input: a NaN, a negative or a string is no account (and no crash)
+    for bad in ("NaN", "-0.1", '"0.2"'):
+        line = f'{{"spin_wall_s": 1.0, "spin_cpu_s": {bad}}}\n'
+        facts = _spun(0.0, via="none").model_copy(update={"agent": StepFacts(name="agent", exit_code=0, stdout_tail=line)})
+        got = judge_cpu(0.25, facts, _spun(0.97), declared=True)
+        assert got["cpu_share"] is None and got["limited"] is None, bad
+        assert "reported no CPU time" in got["notes"][0]
+    assert judge_cpu(0.25, _spun(0.2, wall=0.0), _spun(0.97), declared=True)["cpu_share"] is None
 
 
 def headroom(*args: str) -> subprocess.CompletedProcess[str]:
@@ -120,12 +143,14 @@ class TwoNodes(LocalBackend):
     def __init__(self) -> None:
         super().__init__("auto")
         self.seen: list[str] = []
+        self.order: list[str] = []
 
     def canary_targets(self) -> list[str]:
         return ["node-a", "node-b"]
 
     def run(self, launch: Launch) -> TrialFacts:
         self.seen.append(launch.labels.get("headroom.dev/canary-node", "none"))
+        self.order.append(launch.trial_id.split(":")[2])  # canary:<config>:<which>:<target>
         return super().run(launch)
 
 
@@ -139,6 +164,9 @@ def test_the_canary_runs_on_every_node_a_backend_names() -> None:
     assert sorted({a["target"] for a in got["arms"]}) == ["node-a", "node-b"] and set(got["cpu"]) == {"node-a", "node-b"}
     # above, below, the CPU probe and its unlimited reference: four tries pinned to each node
     assert sorted(backend.seen) == ["node-a"] * 4 + ["node-b"] * 4
+    # the CPU pair starts only when every memory try is over (their start-up would eat the CPU it measures)
+    assert sorted(backend.order[:4]) == ["above", "above", "below", "below"]
+    assert sorted(backend.order[4:]) == ["cpu-probe", "cpu-probe", "cpu-reference", "cpu-reference"]
 
 
 @pytest.mark.cgroup
