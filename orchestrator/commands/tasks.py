@@ -12,8 +12,8 @@ from rich.table import Table
 
 from orchestrator.commands.console import err, out
 from orchestrator.errors import UserError
-from orchestrator.importers.fields import KINDS, size_to_mib
-from orchestrator.importers.taskset import BadTask, TaskSet, above, read_task, read_task_set, write_task_set
+from orchestrator.importers.fields import DEFAULTED, KINDS, size_to_mib
+from orchestrator.importers.taskset import HARBOR, BadTask, TaskEntry, TaskSet, above, read_task, read_task_set, write_task_set
 
 
 def _memory_option(text: str | None) -> int | None:
@@ -142,8 +142,23 @@ def show(path: Path, task_id: str | None) -> None:
               help="agent timeout (s) for Harbor tasks that set none")
 @click.pass_context
 def validate(ctx: click.Context, path: Path, agent_timeout: float | None) -> None:
-    """Check every task under PATH; list each bad one with its reason (exit 1 if any)."""
+    """Check every task under PATH: which `headroom sweep` runs as it is, which need `headroom tasks import`
+    first, and why each bad one cannot be used (exit 1 unless every task runs as it is)."""
     ts = read_task_set(path, agent_timeout=agent_timeout)
     print_summary(ts, verb="valid")
-    if ts.bad:
+    needs_import = [e for e in ts.entries if not e.verbatim]
+    if needs_import:
+        def why_not(e: TaskEntry) -> str:
+            if e.source_format != HARBOR:
+                return "a legacy Terminal-Bench task.yaml"
+            defaulted = [path for kind, path, _note in e.report.entries if kind == DEFAULTED]
+            return ("leaves " + ", ".join(defaulted) + " to Harbor's defaults, which the import writes in"
+                    if defaulted else "its task.toml does not load as written")
+
+        why = {e.task_id: why_not(e) for e in needs_import}
+        out.print(f"[yellow]{len(needs_import)} of {len(ts.entries)} valid tasks do not run as they are[/]: "
+                  "`headroom sweep` needs them through `headroom tasks import PATH -o DIR` first", soft_wrap=True)
+        for task_id, reason in sorted(why.items()):
+            out.print(f"  needs import {escape(task_id)}: {escape(reason)}", soft_wrap=True)
+    if ts.bad or needs_import:
         ctx.exit(1)

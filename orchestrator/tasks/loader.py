@@ -13,6 +13,8 @@ from orchestrator.errors import SpecError, first_validation_error
 from orchestrator.spec.task import Task, TaskSpec
 
 REQUIRED_FILES = ("instruction.md", "tests/test.sh")
+#: Fields a Harbor task may leave to Harbor's defaults; headroom wants them written (they are what a sweep scales).
+HARBOR_DEFAULTED = ("environment", "environment.cpus", "environment.memory_mb", "verifier", "verifier.timeout_sec")
 #: What a golden task (one with a ``[grader]``) needs: it may omit tests/ entirely.
 GOLDEN_REQUIRED_FILES = ("instruction.md",)
 
@@ -57,6 +59,9 @@ def load_task(path: Path) -> Task:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as exc:
         field, msg = first_validation_error(exc)
+        if field in HARBOR_DEFAULTED:
+            msg += (" (Harbor would use its default here; headroom runs resources as written: "
+                    "`headroom tasks import` writes Harbor's defaults in)")
         raise SpecError(msg, file=str(toml_path), field=field) from None
     for rel in required_files(spec, path):
         if not (path / rel).is_file():

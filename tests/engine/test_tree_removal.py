@@ -7,7 +7,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from orchestrator.backends.local.backend import LocalBackend, _stale_workroots
 from orchestrator.backends.local.removal import remove_tree
@@ -19,6 +22,13 @@ def _deep(top: Path, depth: int = DEPTH) -> None:
     """``mkdir d; cd d`` ``depth`` times, as an agent's shell loop would (relative: no path is ever that long)."""
     subprocess.run([sys.executable, "-c", f"import os\nfor _ in range({depth}):\n    os.mkdir('d'); os.chdir('d')\n"
                     "open('f', 'w').write('x')"], cwd=top, check=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_deep_tree_left(tmp_path: Path) -> Iterator[None]:
+    """A deep tree left in tmp_path (a failed assertion) would crash pytest's own cleanup of old tmp dirs."""
+    yield
+    remove_tree(tmp_path)
 
 
 def test_a_tree_deeper_than_python_can_recurse_is_removed_without_following_links(tmp_path: Path) -> None:
@@ -41,9 +51,12 @@ def test_a_deep_tree_left_by_a_crashed_run_does_not_stop_the_next_start(tmp_path
     (stale / "trial").mkdir(parents=True)
     _deep(stale / "trial")
     assert stale in _stale_workroots()
-    backend = LocalBackend()  # reaps what crashed runs left, as every start does
     try:
-        assert str(stale) in backend.reaped_at_start
-        assert not stale.exists()
+        backend = LocalBackend()  # reaps what crashed runs left, as every start does
+        try:
+            assert str(stale) in backend.reaped_at_start
+            assert not stale.exists()
+        finally:
+            backend.close()
     finally:
-        backend.close()
+        remove_tree(stale)

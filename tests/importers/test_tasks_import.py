@@ -129,8 +129,28 @@ def test_validate_and_show() -> None:
     assert bad.returncode == 1 and "no-instruction" in bad.stdout and "Traceback" not in bad.stderr
     good = headroom("tasks", "validate", str(FIX / "dataset" / "tasks"))
     assert good.returncode == 0, good.stdout + good.stderr
+    assert "do not run as they are" not in good.stdout  # Harbor's spellings ("2G") load as written
     show = headroom("tasks", "show", str(FIX / "tb_tasks"), "big-build")
     doc = json.loads(show.stdout)
     assert doc["format"] == "terminal-bench" and doc["spec"]["environment"]["memory_mb"] == 8192
     missing = headroom("tasks", "show", str(FIX / "tb_tasks"), "nope")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_validate_and_sweep_agree_on_a_task_that_leaves_its_resources_to_harbor_s_defaults(tmp_path: Path) -> None:
+    task = tmp_path / "bare"
+    (task / "tests").mkdir(parents=True)
+    (task / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = 60\n')
+    (task / "instruction.md").write_text("Say hi.\n")
+    (task / "tests" / "test.sh").write_text('echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"\n')
+    check = headroom("tasks", "validate", str(task))
+    assert check.returncode == 1, check.stdout  # not "valid": sweep would refuse it
+    assert "needs import bare: leaves environment.cpus, environment.memory_mb, environment.storage_mb, " \
+           "verifier.timeout_sec to Harbor's defaults" in " ".join(check.stdout.split())
+    run = headroom("sweep", str(task), "--attempts", "1", "--store", str(tmp_path / "h.db"), "--format", "none")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "environment: required field is missing" in run.stderr and "headroom tasks import" in run.stderr
+    imported = headroom("tasks", "import", str(task), "-o", str(tmp_path / "out"))
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    again = headroom("tasks", "validate", str(tmp_path / "out"))
+    assert again.returncode == 0, again.stdout  # the import wrote Harbor's defaults in: it runs as it is now
