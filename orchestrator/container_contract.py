@@ -30,6 +30,17 @@ AGENT_RESULT: Final = "/logs/agent/result.json"
 TASK_DIR: Final = "/headroom/task"
 INSTRUCTION_FILE: Final = "/headroom/task/instruction.md"
 
+#: Paths only the verifier may read (the solution too, unless the agent is the oracle). Before the
+#: verifier runs, a symlink the agent left in its work dir or logs that resolves into one of them
+#: is removed (a checker reading ``/app/answer`` must not be handed ``/tests/expected.txt``).
+VERIFIER_ONLY: Final = (TESTS, VERIFIER_LOGS)
+
+
+def verifier_only_paths(include_solution: bool) -> tuple[str, ...]:
+    """The verifier-only paths of a try: :data:`VERIFIER_ONLY`, plus :data:`SOLUTION` unless the oracle runs."""
+    return VERIFIER_ONLY if include_solution else (*VERIFIER_ONLY, SOLUTION)
+
+
 #: The reward files a verifier may write, in the order they are looked for.
 REWARD_FILES: Final = ("reward.txt", "reward.json")
 

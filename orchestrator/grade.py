@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -10,6 +9,7 @@ from typing import Any
 
 import jsonschema
 
+from orchestrator import safejson
 from orchestrator.spec.grader import GoldenGrader
 
 
@@ -18,6 +18,8 @@ class Grade:
     reward: float | None  # None: no answer to grade
     abstained: bool = False
     checks: dict[str, bool] = field(default_factory=dict)
+    #: Why a check failed on the answer itself (unparseable, too deep, ...): evidence, not an error.
+    notes: dict[str, str] = field(default_factory=dict)
 
 
 def grade(grader: GoldenGrader, answer: Any) -> Grade:
@@ -27,6 +29,7 @@ def grade(grader: GoldenGrader, answer: Any) -> Grade:
     if grader.allow_abstain and any(re.search(p, text) for p in grader.abstain_patterns):
         return Grade(0.0, abstained=True)
     checks: dict[str, bool] = {}
+    notes: dict[str, str] = {}
     if grader.must:
         checks["must"] = all(re.search(p, text) for p in grader.must)
     if grader.must_not:
@@ -41,8 +44,12 @@ def grade(grader: GoldenGrader, answer: Any) -> Grade:
             checks["numeric"] = False
     if grader.json_schema is not None:
         try:
-            jsonschema.validate(json.loads(text), grader.json_schema)
+            jsonschema.validate(safejson.loads(text), grader.json_schema)
             checks["json_schema"] = True
-        except (ValueError, jsonschema.ValidationError, jsonschema.SchemaError):
+        except (ValueError, jsonschema.ValidationError, jsonschema.SchemaError) as exc:
             checks["json_schema"] = False
-    return Grade(1.0 if checks and all(checks.values()) else 0.0, checks=checks)
+            notes["json_schema"] = str(getattr(exc, "message", exc))[:300]
+        except RecursionError:  # a schema validating a (depth-bounded) answer still recursed too far
+            checks["json_schema"] = False
+            notes["json_schema"] = "the answer nests too deep to validate"
+    return Grade(1.0 if checks and all(checks.values()) else 0.0, checks=checks, notes=notes)

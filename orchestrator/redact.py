@@ -59,3 +59,68 @@ def redact(obj: Any, extra: list[str] | None = None) -> Any:
     if isinstance(obj, list):
         return [redact(v, extra) for v in obj]
     return obj
+
+
+#: A step's stdout/stderr tail keeps this many bytes. Backends that have the whole output hand
+#: over up to :data:`TAIL_SLACK` more: redaction then sees a secret printed across the cut whole,
+#: and only the redacted text is cut (:func:`cut_tail`).
+TAIL_BYTES = 4096
+TAIL_SLACK = 4096
+#: The shortest fragment of a known secret scrubbed at a cut edge: shorter ones match ordinary text.
+MIN_FRAGMENT = 4
+
+
+def _longest_suffix_at_start(text: str, secret: str) -> int:
+    for k in range(min(len(secret) - 1, len(text)), MIN_FRAGMENT - 1, -1):
+        if text.startswith(secret[-k:]):
+            return k
+    return 0
+
+
+def _longest_prefix_at_end(text: str, secret: str) -> int:
+    for k in range(min(len(secret) - 1, len(text)), MIN_FRAGMENT - 1, -1):
+        if text.endswith(secret[:k]):
+            return k
+    return 0
+
+
+def scrub_edges(text: str, secrets: list[str] | None, *, start: bool = True, end: bool = False) -> str:
+    """A cut through a secret leaves a fragment the whole-value redaction cannot see: the
+    secret's tail at the start of a cut text (its head at the end). Fragments of
+    :data:`MIN_FRAGMENT` characters or more are replaced."""
+    vals = [v for v in secrets or () if len(v) > MIN_FRAGMENT]
+    if not vals or not text:
+        return text
+    if start and (k := max(_longest_suffix_at_start(text, v) for v in vals)):
+        text = REDACTED + text[k:]
+    if end and (k := max(_longest_prefix_at_end(text, v) for v in vals)):
+        text = text[:-k] + REDACTED
+    return text
+
+
+def cut_tail(text: str, secrets: list[str] | None, limit: int = TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of an already redacted output, with a fragment at the cut scrubbed.
+
+    The backend's own cut (it read only the end of the output) is an edge too, so the start
+    is scrubbed whether or not this cut removes anything.
+    """
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) > limit:
+        text = raw[-limit:].decode("utf-8", "ignore")
+    return scrub_edges(text, secrets, start=True)
+
+
+_SECTION = re.compile(r"^===== tail of [^\n]* =====\n", re.M)
+
+
+def scrub_sections(text: str, secrets: list[str] | None) -> str:
+    """A log made of cut tails (the Kubernetes runner's ``===== tail of FILE =====`` sections, read
+    with a byte limit): scrub the start and end of the whole and the start of every section."""
+    parts: list[str] = []
+    pos = 0
+    for m in _SECTION.finditer(text):
+        parts.append(scrub_edges(text[pos:m.start()], secrets, start=True))
+        parts.append(m.group())
+        pos = m.end()
+    parts.append(scrub_edges(text[pos:], secrets, start=True))
+    return scrub_edges("".join(parts), secrets, start=False, end=True)

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from orchestrator.classify import classify
-from orchestrator.grade import grade
-from orchestrator.redact import redact
+from orchestrator.grade import Grade, grade
+from orchestrator.redact import cut_tail, redact, scrub_sections
 from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.grader import GoldenGrader
@@ -71,18 +71,44 @@ def apply_grader(grader: GoldenGrader, facts: TrialFacts, verdict: Verdict,
     """A golden task: the grader, not the tests' reward, judges the agent's answer.
 
     Infra errors and timeouts stand: there was no fair attempt to grade.
+    Grading runs on the agent's answer, so an answer that breaks a grader is a failed answer
+    (the reason kept as evidence), never an exception: that would crash the sweep or the
+    controller, and a harness error would drop the try from the score.
     """
     if verdict.outcome in (Outcome.INFRA_ERROR, Outcome.TIMEOUT):
         return facts, verdict
-    g = grade(grader, facts.agent_result.get("answer"))
+    answer = facts.agent_result.get("answer")
+    try:
+        g = grade(grader, answer)
+    except Exception as exc:  # noqa: BLE001 -- see above (RecursionError included)
+        g = Grade(0.0 if isinstance(answer, str) else None, checks={"grader": False},
+                  notes={"grader": f"grading the answer failed: {type(exc).__name__}: {str(exc)[:300]}"})
+    record: dict[str, object] = {"checks": g.checks, "abstained": g.abstained}
+    if g.notes:
+        record["notes"] = g.notes
     facts = facts.model_copy(update={"reward": g.reward, "reward_error": None if g.reward is not None else
                                      "missing: no 'answer' in the agent result",
-                                     "extra": {**facts.extra, "grade": {"checks": g.checks, "abstained": g.abstained}}})
+                                     "extra": {**facts.extra, "grade": record}})
     if g.reward is None:
         return facts, Verdict(Outcome.HARNESS_ERROR, HarnessReason.REWARD_MISSING)
     if g.abstained:
         return facts, Verdict(Outcome.ABSTAINED)
     return facts, Verdict(Outcome.PASSED if g.reward >= reward_threshold else Outcome.FAILED)
+
+
+def _redact_facts(facts: TrialFacts, secrets: list[str]) -> dict[str, object]:
+    """Redact everything, then cut the step tails (read with slack, so a secret printed across the
+    cut was redacted whole) and scrub a secret's fragment left at any cut edge."""
+    data = redact(facts.model_dump(mode="json"), secrets)
+    for step in ("agent", "verifier"):
+        if isinstance(data.get(step), dict):
+            for key in ("stdout_tail", "stderr_tail"):
+                if isinstance(data[step].get(key), str):
+                    data[step][key] = cut_tail(data[step][key], secrets)
+    extra = data.get("extra")
+    if isinstance(extra, dict) and isinstance(extra.get("log_tail"), str):
+        extra["log_tail"] = scrub_sections(extra["log_tail"], secrets)
+    return data
 
 
 def settle(result: TrialFacts | BaseException, *, reward_threshold: float, retry: RetryPolicy,
@@ -98,7 +124,7 @@ def settle(result: TrialFacts | BaseException, *, reward_threshold: float, retry
         if grader is not None:
             facts, verdict = apply_grader(grader, facts, verdict, reward_threshold)
     # One choke point for secrets: everything a backend saw passes through here before the store.
-    facts = TrialFacts.model_validate(redact(facts.model_dump(mode="json"), secrets))
+    facts = TrialFacts.model_validate(_redact_facts(facts, secrets))
     again = (
         verdict.outcome is Outcome.INFRA_ERROR
         and verdict.reason in retry.reasons

@@ -4,9 +4,13 @@
   number or ``{"reward": x}``. NaN and infinities are malformed, never a pass.
 * the agent's optional self-report (``$HEADROOM_AGENT_RESULT``):
   ``{"tokens_in", "tokens_out", "cost_usd", "model", "answer"}`` (``answer`` is what a
-  golden-set grader grades); anything else is ignored. The bundled enforcement canary's
+  golden-set grader grades); anything else is ignored. A count or cost above a sane cap
+  (:data:`USAGE_CAPS`) is treated as not reported, and ``rejected`` says so: summed over a
+  run, one ``1e308`` would make the report's totals infinite. The bundled enforcement canary's
   spin also reports its ``spin_wall_s`` and ``spin_cpu_s`` here (``CANARY_KEYS``): this file
   is the one channel every backend brings back for every try, passed or not.
+
+Both are parsed with :func:`orchestrator.safejson.loads` (bounded size and nesting).
 
 Container backends bring the file contents back (in a termination message or
 a copied file) and call the ``parse_*`` functions; the local backend reads files.
@@ -15,12 +19,13 @@ a copied file) and call the ``parse_*`` functions; the local backend reads files
 from __future__ import annotations
 
 import errno
-import json
 import math
 import os
 import stat
 from pathlib import Path
 from typing import Any
+
+from orchestrator import safejson
 
 REWARD_FILES = ("reward.txt", "reward.json")
 _AGENT_KEYS = ("tokens_in", "tokens_out", "cost_usd", "model", "answer")
@@ -36,12 +41,12 @@ def parse_reward(filename: str, text: str) -> tuple[float | None, str | None]:
         if filename == "reward.txt":
             value: Any = float(text.strip())
         else:
-            data = json.loads(text)
+            data = safejson.loads(text)
             value = data.get("reward") if isinstance(data, dict) else data
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 return None, "malformed: reward.json has no numeric 'reward'"
             value = float(value)
-    except (ValueError, json.JSONDecodeError) as exc:
+    except (ValueError, OverflowError) as exc:  # OverflowError: an integer too large for a float
         return None, f"malformed: {exc}"
     if not math.isfinite(value):
         return None, f"malformed: reward is {value}"
@@ -84,27 +89,54 @@ def read_reward(logs_dir: Path) -> tuple[float | None, str | None]:
     return None, "missing: no reward.txt or reward.json"
 
 
+#: The largest self-reported usage that is believed, per try: a trillion tokens, a million dollars.
+#: Above it the value is not reported (a run's sums of capped values stay finite).
+USAGE_CAPS: dict[str, float] = {"tokens_in": 1e12, "tokens_out": 1e12, "cost_usd": 1e6}
+_DEFAULT_CAP = 1e12  # any other numeric key of the self-report
+
+
+def usage_value(key: str, value: Any) -> tuple[float | int | None, str | None]:
+    """(value, None) for a sane self-reported number, else (None, why it is not counted)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None, None
+    # Compared as they are: an int of 400 digits has no float (math.isfinite would raise).
+    if (isinstance(value, float) and not math.isfinite(value)) or value < 0:
+        return None, f"{value!r} is not a finite non-negative number"
+    cap = USAGE_CAPS.get(key, _DEFAULT_CAP)
+    if value > cap:
+        shown = f"{value:.6g}" if isinstance(value, float) else f"an integer of {len(str(value))} digits"
+        return None, f"{shown} is above the cap of {cap:.6g} per try: treated as not reported"
+    return value, None
+
+
 def non_negative_number(value: Any) -> bool:
-    """A number an agent may report: finite and >= 0 (a bool is not a number here)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    """A number an agent may report: finite, >= 0 and under the cap (a bool is not a number here)."""
+    return usage_value("", value)[0] is not None
 
 
 def parse_agent_result(text: str) -> dict[str, Any]:
     try:
-        data = json.loads(text)
-    except ValueError:
-        return {}
+        data = safejson.loads(text)
+    except ValueError as exc:
+        return {"rejected": {"result.json": f"not read: {str(exc)[:200]}"}} if text.strip() else {}
     if not isinstance(data, dict):
         return {}
     out: dict[str, Any] = {}
+    rejected: dict[str, str] = {}
     for k in _AGENT_KEYS + CANARY_KEYS:
         v = data.get(k)
         if isinstance(v, str) and k == "model":
             out[k] = v[:200]
         elif isinstance(v, str) and k == "answer":
             out[k] = v[:MAX_ANSWER]
-        elif non_negative_number(v):
-            out[k] = v
+        else:
+            value, why = usage_value(k, v)
+            if value is not None:
+                out[k] = value
+            elif why:
+                rejected[k] = why
+    if rejected:
+        out["rejected"] = rejected
     return out
 
 

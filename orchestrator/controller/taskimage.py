@@ -29,6 +29,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from orchestrator import safejson
 from orchestrator.backends.kubernetes.pod import MANAGED_BY
 from orchestrator.errors import SpecError
 from orchestrator.spec.kubernetes import KubernetesOptions
@@ -91,7 +92,7 @@ def catalog_pod(image: str, options: KubernetesOptions) -> dict[str, Any]:
 
 def parse(text: str, image: str) -> dict[str, Any]:
     try:
-        cat = json.loads(text)
+        cat = safejson.loads(text, max_bytes=max(len(text), safejson.MAX_BYTES))  # the image's own output
         ok = isinstance(cat, dict) and cat.get("format") == FORMAT and isinstance(cat.get("tasks"), dict)
     except ValueError:
         ok = False

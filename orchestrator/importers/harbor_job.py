@@ -14,14 +14,17 @@ only their names: Harbor redacts secrets only partly.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from orchestrator import safejson
 from orchestrator.importers.outcomes import harbor_verdict
 from orchestrator.importers.source import Source, SourceTrial, label_for, number, seconds_between
 from orchestrator.redact import redact_text
+from orchestrator.trial_outputs import usage_value
 
+#: A Harbor result.json written by another harness: larger than an agent's self-report, still bounded.
+IMPORT_MAX_BYTES = 64 * 1024 * 1024
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
 OVERRIDES = ("type", "override_cpus", "override_memory_mb", "override_storage_mb", "override_gpus",
              "cpu_enforcement_policy", "memory_enforcement_policy")
@@ -29,7 +32,7 @@ OVERRIDES = ("type", "override_cpus", "override_memory_mb", "override_storage_mb
 
 def _peek(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_bytes())
+        data = safejson.loads(path.read_bytes(), max_bytes=IMPORT_MAX_BYTES)
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -103,8 +106,9 @@ def _trial(src: Source, rel: str, data: dict[str, Any], threshold: float,
         outcome=verdict.outcome, reason=verdict.reason, reward=reward, rule=verdict.rule,
         source_resolved=bool(reward is not None and reward >= threshold),
         started_at=started, finished_at=finished, duration_s=seconds_between(started, finished),
-        tokens_in=number(ar.get("n_input_tokens")), tokens_out=number(ar.get("n_output_tokens")),
-        cost_usd=number(ar.get("cost_usd")), task_digest=data.get("task_checksum"),
+        tokens_in=usage_value("tokens_in", ar.get("n_input_tokens"))[0],
+        tokens_out=usage_value("tokens_out", ar.get("n_output_tokens"))[0],
+        cost_usd=usage_value("cost_usd", ar.get("cost_usd"))[0], task_digest=data.get("task_checksum"),
         task_source=data.get("source") if isinstance(data.get("source"), str) else None, enforcement=enforcement,
         evidence=evidence, file=rel,
     )

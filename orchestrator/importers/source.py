@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator import safejson
 from orchestrator.errors import UserError
 
 
@@ -59,8 +59,9 @@ class Source:
             raise UserError(f"cannot read ({exc.strerror})", file=str(p)) from None
         self.files[rel] = hashlib.sha256(data).hexdigest()
         try:
-            return json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            # Depth-bounded (a crafted file must not crash the import); the size is the file's own.
+            return safejson.loads(data, max_bytes=max(len(data), safejson.MAX_BYTES))
+        except (ValueError, UnicodeDecodeError) as exc:
             raise UserError(f"malformed JSON ({exc})", file=str(p)) from None
 
     def rules(self) -> Counter[str]:
@@ -81,7 +82,12 @@ def seconds_between(start: str | None, end: str | None) -> float | None:
 
 
 def number(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return None
+    try:
+        return float(x)
+    except OverflowError:  # an integer of hundreds of digits in a file someone else wrote
+        return None
 
 
 def label_for(agent: str | None, model: str | None) -> str:

@@ -17,28 +17,38 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL
+from orchestrator.trial_outputs import USAGE_CAPS
 
 # Enough for any store: the whole result arrives as one batch (see module docstring).
 _ONE_BATCH = str(2**30)
+
+
+
+def _capped(col: str) -> str:
+    """A self-reported usage column within its per-try cap, else NULL (not reported). Stores are
+    capped as they are written; one written before may hold 1e308, and two of those sum to inf."""
+    return f"(CASE WHEN {col} <= {USAGE_CAPS[col.rpartition('.')[2]]!r} THEN {col} END)"
+
 
 TRIAL_QUERY = f"""
 SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,
        {OUTCOME_SQL} AS outcome, {REASON_SQL} AS reason,
        CAST(e.duration_s + COALESCE(r.duration_s, 0) AS REAL) AS duration_s,
-       CAST(e.cost_usd + COALESCE(r.cost_usd, 0) AS REAL) AS cost_usd,
-       CAST(e.tokens_in + COALESCE(r.tokens_in, 0) AS REAL) AS tokens_in,
-       CAST(e.tokens_out + COALESCE(r.tokens_out, 0) AS REAL) AS tokens_out,
+       CAST({_capped('e.cost_usd')} + COALESCE(r.cost_usd, 0) AS REAL) AS cost_usd,
+       CAST({_capped('e.tokens_in')} + COALESCE(r.tokens_in, 0) AS REAL) AS tokens_in,
+       CAST({_capped('e.tokens_out')} + COALESCE(r.tokens_out, 0) AS REAL) AS tokens_out,
        CAST(e.peak_memory_bytes AS REAL) AS peak_memory_bytes,
        CAST(e.limit_memory_bytes AS REAL) AS memory_limit_bytes,
        e.enforcement, e.qos_class, e.started_at, t.ord AS plan_order,
        {{overcommit}}
 FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
-LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM(cost_usd) AS cost_usd,
-                  SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out
+LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM({_capped('cost_usd')}) AS cost_usd,
+                  SUM({_capped('tokens_in')}) AS tokens_in, SUM({_capped('tokens_out')}) AS tokens_out
            FROM executions INDEXED BY executions_final WHERE run_id = ?1 AND final = 0 AND status = 'finished'
            GROUP BY trial_id) r ON r.trial_id = e.trial_id
 WHERE e.run_id = ?1 AND e.final = 1
@@ -54,6 +64,7 @@ _OVERCOMMIT_SELECT = {True: ", ".join(f"CAST(e.{c} AS REAL) AS {c}" for c in OVE
 # aggregate is a small join.
 
 INTEGER = ("attempt", "plan_order")
+USAGE = ("cost_usd", "tokens_in", "tokens_out")
 NUMERIC = ("request_multiplier", "limit_multiplier", "duration_s", "cost_usd", "tokens_in", "tokens_out",
            "peak_memory_bytes", "memory_limit_bytes", *OVERCOMMIT)
 
@@ -97,7 +108,13 @@ def _to_frame(table: pa.Table, clusters: dict[str, str]) -> pd.DataFrame:
     task = cols["task_id"].combine_chunks().dictionary_encode()
     cluster_of = pa.array([clusters.get(t) for t in task.dictionary.to_pylist()], pa.string())
     cols["cluster_id"] = pa.chunked_array([cluster_of.take(task.indices)], pa.string())
-    return pa.table(cols).to_pandas()
+    df = pa.table(cols).to_pandas()
+    # Self-reported usage is capped when stored; a store written before the caps may hold 1e308,
+    # whose sum is inf. Such a trial did not report (NaN): a report total must stay finite.
+    for name in USAGE:
+        if name in df:
+            df[name] = df[name].where(np.isfinite(df[name]))
+    return df
 
 
 def _timestamps(col: pa.ChunkedArray) -> pa.ChunkedArray:

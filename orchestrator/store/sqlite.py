@@ -32,6 +32,7 @@ from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStatus, TryRecord
 from orchestrator.store.frame import read_trial_frame
 from orchestrator.store.records import AXES, ExecutionRecord, RunRecord, TaskRecord, TrialRecord
+from orchestrator.trial_outputs import usage_value
 
 
 APPLICATION_ID = 1213415757  # 'HRDM', set by schema.sql
@@ -334,8 +335,8 @@ class Store:
                    WHERE run_id=? AND trial_id=? AND try=? AND status='running'""",
                 (int(final), now(), verdict.outcome.value, verdict.reason.value if verdict.reason else None, facts.reward, facts.enforcement, facts.qos_class,
                  facts.request_cpus, facts.request_memory_bytes, facts.limit_cpus, facts.limit_memory_bytes,
-                 facts.peak_memory_bytes, facts.cpu_time_s, facts.duration_s, _num(ar.get("tokens_in")),
-                 _num(ar.get("tokens_out")), _num(ar.get("cost_usd")), *overcommit_values(facts.extra),
+                 facts.peak_memory_bytes, facts.cpu_time_s, facts.duration_s, _usage(ar, "tokens_in"),
+                 _usage(ar, "tokens_out"), _usage(ar, "cost_usd"), *overcommit_values(facts.extra),
                  run_id, trial_id, try_index),
             )
             if cur.rowcount != 1:
@@ -451,7 +452,8 @@ class Store:
                     rows.append((run_id, t.trial_id, e.try_index, e.status, int(e.final), e.started_at, e.finished_at,
                                  *current_outcome(e.outcome, e.reason), e.reward, e.enforcement, e.qos_class, e.request_cpus,
                                  e.request_memory_bytes, e.limit_cpus, e.limit_memory_bytes, e.peak_memory_bytes,
-                                 e.cpu_time_s, e.duration_s, e.tokens_in, e.tokens_out, e.cost_usd,
+                                 e.cpu_time_s, e.duration_s, _capped("tokens_in", e.tokens_in),
+                                 _capped("tokens_out", e.tokens_out), _capped("cost_usd", e.cost_usd),
                                  *overcommit_values((e.evidence or {}).get("extra") or {})))
                     if e.evidence is not None:
                         evidence.append((run_id, t.trial_id, e.try_index, json.dumps(e.evidence, sort_keys=True)))
@@ -516,6 +518,16 @@ def overcommit_values(extra: dict[str, Any]) -> tuple[float | None, int | None, 
         return None, None, None
     flag = (lambda v: None if v is None else int(bool(v)))
     return _num(rec.get("ratio_max")), flag(rec.get("unbounded_in_flight")), flag(rec.get("node_memory_pressure"))
+
+
+def _usage(ar: dict[str, Any], key: str) -> float | None:
+    """A self-reported count or cost as stored: within its cap, else not reported (sums stay finite)."""
+    return _capped(key, ar.get(key))
+
+
+def _capped(key: str, v: Any) -> float | None:
+    value, _ = usage_value(key, v)
+    return None if value is None else float(value)
 
 
 def _num(v: Any) -> float | None:

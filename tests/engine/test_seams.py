@@ -81,10 +81,12 @@ def test_verifier_killed_by_a_signal_is_a_crash_not_a_missing_reward() -> None:
 
 
 def test_agent_result_keeps_only_finite_known_numbers() -> None:
-    assert parse_agent_result('{"tokens_in": 10, "cost_usd": NaN, "tokens_out": -1, "model": "m", "x": 1}') == {
-        "tokens_in": 10, "model": "m"}
+    got = parse_agent_result('{"tokens_in": 10, "cost_usd": NaN, "tokens_out": -1, "model": "m", "x": 1}')
+    assert {k: v for k, v in got.items() if k != "rejected"} == {"tokens_in": 10, "model": "m"}
+    assert set(got["rejected"]) == {"cost_usd", "tokens_out"}  # not counted, and the evidence says why
     # the canary spin's account is kept under the same rule
-    assert parse_agent_result('{"spin_wall_s": 0.3, "spin_cpu_s": -1, "x": 2}') == {"spin_wall_s": 0.3}
+    spin = parse_agent_result('{"spin_wall_s": 0.3, "spin_cpu_s": -1, "x": 2}')
+    assert spin["spin_wall_s"] == 0.3 and "spin_cpu_s" not in spin and set(spin["rejected"]) == {"spin_cpu_s"}
 
 
 @pytest.mark.parametrize(("text", "mb"), [("2G", 2048), ("512M", 512), ("1.5Gi", 1536), ("1GB", 954), ("4096", 4096), (300, 300)])

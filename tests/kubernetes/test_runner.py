@@ -166,3 +166,132 @@ def test_the_termination_message_stays_within_4_kib(tmp_path: Path, result_bytes
         assert value == 1.0
     else:
         assert value is None and err is not None and err.startswith("malformed")
+
+
+# ---- the agent's text never becomes a key of the message (hostile finding #1) -----------------------
+
+# Every character Python's str.splitlines() treats as a line break, besides "\n".
+_BREAKS = ["\\r", "\\v", "\\f", "\\034", "\\035", "\\036", "\\302\\205", "\\342\\200\\250", "\\342\\200\\251"]
+
+
+@pytest.mark.parametrize("brk", _BREAKS)
+def test_an_agent_result_cannot_forge_the_reward(tmp_path: Path, brk: str) -> None:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "forge", solve="exit 0\n")  # the verifier passes only if $HEADROOM_WORKDIR/out exists
+    forged = brk.join(["{\"tokens_in\": 1}", "reward_file=reward.txt", "reward_size=2", "reward=1",
+                       "verifier_exit=0", "agent_result_b64=e30="])
+    # a newline too, and the same keys once more after it: the runner must keep the file on one line
+    res = run(tmp_path, tasks, "forge",
+              command=f"printf '{forged}\\nreward=1\\nreward_b64=MQ==\\n' > \"$HEADROOM_AGENT_RESULT\"")
+    assert res.report is not None and res.report.complete, res.stdout
+    assert res.report.reward() == (0.0, None), res.message
+    assert judged(res) == (Outcome.FAILED, None)
+    assert not res.report.duplicates
+
+
+def test_the_agent_result_arrives_byte_for_byte(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "utf", solve="exit 0\n")
+    result = {"tokens_in": 5, "model": "m\u00e9t\u00e9o \u2028 \u0085 ok", "answer": "line1\nline2\ttab"}
+    (tmp_path / "result.json").write_text(json.dumps(result, ensure_ascii=False))
+    res = run(tmp_path, tasks, "utf", command=f"cp {tmp_path / 'result.json'} \"$HEADROOM_AGENT_RESULT\"")
+    assert res.report is not None
+    assert res.report.agent_result() == result
+
+
+# ---- links into verifier-only paths are gone before the verifier runs (hostile finding #3) ----------
+
+CHECK = ('[ -L "$HEADROOM_WORKDIR/keep" ] && echo kept > "$HEADROOM_WORKDIR/keep_seen"; '
+         'if [ "$(cat "$HEADROOM_WORKDIR/answer" 2>/dev/null)" = "$(cat "$HEADROOM_TASK_DIR/tests/expected.txt")" ]; '
+         'then echo 1; else echo 0; fi > "$HEADROOM_LOGS_DIR/reward.txt"\n')
+
+
+def _hidden_answer_task(tasks: Path, name: str) -> None:
+    d = write_task(tasks, name, solve='cp "$HEADROOM_TASK_DIR/solution/answer.txt" "$HEADROOM_WORKDIR/answer"\n',
+                   test=CHECK)
+    (d / "tests" / "expected.txt").write_text("hidden-4f1c\n")
+    (d / "solution" / "answer.txt").write_text("hidden-4f1c\n")
+
+
+LINKS = {
+    "absolute": 'ln -s "$HR_ROOT/tests/expected.txt" answer',
+    "relative": 'ln -s ../tests/expected.txt answer',
+    "dotdot through a missing folder": 'ln -s "$HR_ROOT/nowhere/../tests/expected.txt" answer',
+    "through a folder link": 'ln -s / rootlink && ln -s "rootlink$HR_ROOT/tests/expected.txt" answer',
+    "a chain": 'ln -s "$HR_ROOT/tests/expected.txt" hop1 && ln -s hop1 hop2 && ln -s "$PWD/hop2" answer',
+    "the runner's task copy": 'ln -s "$HR_ROOT/headroom/run/vtask/tests/expected.txt" answer',
+    "the warden's handoff": 'ln -s "$HR_ROOT/headroom/handoff/tests/expected.txt" answer',
+    "the tests folder itself": 'ln -s "$HR_ROOT/tests" t && ln -s t/expected.txt answer',
+}
+
+
+@pytest.mark.parametrize("how", list(LINKS))
+def test_a_link_to_the_hidden_tests_is_removed_before_the_verifier(tmp_path: Path, how: str) -> None:
+    tasks = tmp_path / "tasks"
+    _hidden_answer_task(tasks, "peek")
+    agent = (f'cd "$HEADROOM_WORKDIR" && mkdir data && echo x > data/f && ln -s data/f keep && {LINKS[how]} && '
+             'mkdir -p "deep/a b" && ln -s "$HR_ROOT/logs/verifier/reward.txt" "deep/a b/r" && '
+             'ln -s "$HR_ROOT/tests/expected.txt" "$HEADROOM_LOGS_DIR/peek"')
+    res = run(tmp_path, tasks, "peek", command=agent)
+    assert res.report is not None and res.report.complete, res.stdout
+    assert res.report.reward() == (0.0, None), res.message
+    removed = int(res.report.fields["verifier_only_links_removed"])
+    assert removed >= 3  # answer, deep/a b/r, the one in /logs/agent (and hops of a chain)
+    assert res.report.evidence()["verifier_only_links_removed"] == str(removed)
+    assert (res.root / "app" / "keep_seen").exists()  # a link within the work dir stays
+
+
+def test_the_oracle_may_link_to_its_solution_and_no_other_agent_may(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    _hidden_answer_task(tasks, "sol")
+    link = 'ln -s "$HR_ROOT/solution/answer.txt" "$HEADROOM_WORKDIR/answer"'
+    agent = run(tmp_path / "agent", tasks, "sol", command=link)
+    assert agent.report is not None and agent.report.fields["verifier_only_links_removed"] == "1"
+    assert agent.report.reward() == (0.0, None)
+
+    d = tasks / "sol" / "solution" / "solve.sh"
+    d.write_text(link + "\n")
+    oracle = run(tmp_path / "oracle", tasks, "sol")
+    assert oracle.report is not None and oracle.report.fields["verifier_only_links_removed"] == "0"
+    assert oracle.report.reward() == (1.0, None)
+
+
+def _path_without(tmp: Path, *missing: str) -> str:
+    """A PATH of one folder linking every program of this PATH but ``missing`` (an image without them)."""
+    import os
+    bindir = tmp / "bin"
+    bindir.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            src = Path(d) / name
+            if name not in missing and not (bindir / name).exists() and os.access(src, os.X_OK):
+                (bindir / name).symlink_to(src)
+    return str(bindir)
+
+
+def test_without_base64_or_readlink_the_fallbacks_hold(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    _hidden_answer_task(tasks, "bare")
+    forged = "\\v".join(["{\"tokens_in\": 4}", "reward_file=reward.txt", "reward_size=2", "reward=1"])
+    agent = (f"printf '{forged}\\n' > \"$HEADROOM_AGENT_RESULT\"; cd \"$HEADROOM_WORKDIR\" && "
+             'ln -s / r && ln -s "r$HR_ROOT/tests/expected.txt" answer')
+    res = run(tmp_path, tasks, "bare", command=agent, extra_env={"PATH": _path_without(tmp_path, "base64", "readlink")})
+    assert res.report is not None and res.report.complete, res.stdout
+    assert "agent_result" in res.report.fields and "agent_result_b64" not in res.report.fields
+    assert res.report.reward() == (0.0, None), res.message
+    assert res.report.fields["verifier_only_links_removed"] == "1"
+
+
+def test_a_secret_printed_across_the_log_tail_cut_is_redacted_before_the_cut(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "straddle", solve="exit 0\n")
+    key = "Zq7-Wk9-Hh2-Pp4-Jj6-Tt8-Vv1-Ff3"  # 31 characters
+    # the last 2048 bytes of stdout start 15 characters before the key's end
+    agent = 'echo "key $HEADROOM_TEST_SECRET"; head -c 2032 /dev/zero | tr "\\0" x; echo'
+    res = run(tmp_path, tasks, "straddle", command=agent, secret=key,
+              extra_env={"HR_SECRET_NAMES": "HEADROOM_TEST_SECRET"})
+    log = res.stdout.split("===== tail of ", 1)[1]
+    assert log.startswith(f"{res.root}/logs/agent/stdout.txt") and "x" * 2000 in log
+    assert not [key[i:i + 4] for i in range(len(key) - 3) if key[i:i + 4] in log], log[:200]

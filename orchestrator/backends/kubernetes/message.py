@@ -5,24 +5,38 @@ carries each step's exit code, duration, timeout flag, the container cgroup's
 OOM-kill counter before and after the step, the peak memory, the reward file's
 content (<= 512 bytes) and the agent's self-report (<= 1500 bytes), so a pod that
 is gone still leaves its result in the status the backend harvested.
+
+The agent writes some of what the message carries, so none of it may ever read as a
+key of its own: file contents arrive base64-encoded (``agent_result_b64``,
+``reward_b64``; as text without control characters when the image has no
+``base64``), lines are split on ``"\n"`` only (``str.splitlines`` also splits on
+``\v``, ``\f``, ``\x1c``-``\x1e``, ``\x85``, ``\u2028``...), and a message that
+names a key twice is not believed: its reward is malformed.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.spec.facts import StepFacts
-from orchestrator.trial_outputs import parse_agent_result, parse_reward
+from orchestrator.trial_outputs import REWARD_FILES, parse_agent_result, parse_reward
 
 #: The kubelet keeps at most this much of a container's termination message.
 MAX_MESSAGE_BYTES = 4096
 MAX_REWARD_BYTES = 512
+MAX_AGENT_RESULT_BYTES = 1500
+#: A message read from elsewhere (the simulated plane) is cut here before parsing.
+_PARSE_LIMIT = 4 * MAX_MESSAGE_BYTES
 
 
 @dataclass
 class RunnerReport:
     fields: dict[str, str] = field(default_factory=dict)
+    #: Keys the message named more than once: the runner never does, so it was forged.
+    duplicates: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -54,24 +68,46 @@ class RunnerReport:
         peaks = [p for p in (self._int("agent_peak"), self._int("verifier_peak")) if p is not None and p >= 0]
         return max(peaks) if peaks else None
 
+    def _content(self, key: str, limit: int) -> str | None:
+        """A file's content the runner sent as ``KEY_b64`` (or ``KEY`` without base64), or None."""
+        if f"{key}_b64" in self.fields:
+            try:
+                raw = base64.b64decode(self.fields[f"{key}_b64"], validate=True)
+            except (binascii.Error, ValueError):
+                return None
+            return raw[:limit].decode("utf-8", "replace")
+        text = self.fields.get(key)
+        return None if text is None else text[:limit]
+
     def reward(self) -> tuple[float | None, str | None]:
+        if self.duplicates:
+            return None, f"malformed: the runner message names {', '.join(self.duplicates[:5])} more than once"
         name = self.fields.get("reward_file")
         if name is None:
             skipped = self.fields.get("verifier_skipped")
             return None, f"missing: verifier not run ({skipped})" if skipped else "missing: no reward.txt or reward.json"
+        if name not in REWARD_FILES:
+            return None, "malformed: the runner message names no known reward file"
         size = self._int("reward_size") or 0
-        if size > MAX_REWARD_BYTES or "reward" not in self.fields:
+        text = self._content("reward", MAX_REWARD_BYTES)
+        if size > MAX_REWARD_BYTES or text is None:
             return None, f"malformed: {name} is {size} bytes (more than {MAX_REWARD_BYTES})"
-        return parse_reward(name, self.fields["reward"])
+        return parse_reward(name, text)
 
     def agent_result(self) -> dict[str, Any]:
-        text = self.fields.get("agent_result")
+        if self.duplicates:  # nothing of a forged message is believed
+            return {}
+        text = self._content("agent_result", MAX_AGENT_RESULT_BYTES)
         return parse_agent_result(text) if text else {}
 
-    def evidence(self) -> dict[str, str]:
-        keep = ("workdir", "memcg", "ptrace_scope", "verifier_skipped", "detail", "sweep_left", "truncated",
-                "agent_result_size")
-        return {k: v for k, v in self.fields.items() if k in keep}
+    def evidence(self) -> dict[str, Any]:
+        keep = ("workdir", "memcg", "ptrace_scope", "verifier_skipped", "detail", "agent_sweep_left",
+                "verifier_sweep_left", "truncated", "agent_result_size", "verifier_only_links_removed",
+                "links_removed_unchecked")
+        out: dict[str, Any] = {k: v for k, v in self.fields.items() if k in keep}
+        if self.duplicates:
+            out["duplicate_keys"] = self.duplicates[:20]
+        return out
 
 
 def parse(message: str | None) -> RunnerReport | None:
@@ -79,13 +115,18 @@ def parse(message: str | None) -> RunnerReport | None:
     if not message:
         return None
     fields: dict[str, str] = {}
-    for line in message.splitlines():
+    duplicates: list[str] = []
+    # "\n" only: the runner writes no other line break, and a value may hold any other character.
+    for line in message[:_PARSE_LIMIT].split("\n"):
         key, sep, value = line.partition("=")
-        if sep and key and key.replace("_", "").isalnum():
-            fields.setdefault(key, value)
+        if sep and key and key.replace("_", "").isascii() and key.replace("_", "").isalnum():
+            if key in fields:
+                duplicates.append(key)
+            else:
+                fields[key] = value
     if fields.get("v") != "1":
         return None
-    return RunnerReport(fields)
+    return RunnerReport(fields, duplicates)
 
 
 def render(fields: dict[str, Any]) -> str:

@@ -40,6 +40,8 @@ TASK_FILES_CONTAINER = "task-files"
 #: requests = limits, so a Guaranteed trial pod stays Guaranteed; cp needs little memory.
 TASK_FILES_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
 _FILL = "/headroom/fill"
+#: The warden copies the tests here for the runner (both containers mount it).
+HANDOFF = "/headroom/handoff"
 #: Time beyond the two step timeouts for the image pull, start-up and the tests' handover.
 DEADLINE_SLACK_S = 180
 
@@ -155,6 +157,9 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
         *_step_env(launch.verifier, "VERIFIER"),
         {"name": "HR_TESTS_MANIFEST", "value": bundle.tests_manifest()},
         {"name": "HR_SECRET_NAMES", "value": " ".join(launch.agent.secret_env)},
+        # The warden's handoff holds the tests too: a link into it is as good as one into /tests.
+        {"name": "HR_VERIFIER_ONLY",
+         "value": " ".join((*cc.verifier_only_paths(launch.task.include_solution), HANDOFF))},
     ]
     if options.workdir:
         env.append({"name": "HR_WORKDIR", "value": options.workdir})
@@ -182,7 +187,7 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
         {"name": "task", "mountPath": cc.TASK_DIR, "readOnly": True},
         {"name": "logs", "mountPath": cc.LOGS},
         {"name": "run", "mountPath": "/headroom/run"},
-        {"name": "handoff", "mountPath": "/headroom/handoff", "readOnly": True},
+        {"name": "handoff", "mountPath": HANDOFF, "readOnly": True},
     ]
     if not options.run_as_root:
         # A non-root runner cannot create /tests in the image's root folder, so an empty folder

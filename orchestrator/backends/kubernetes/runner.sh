@@ -4,8 +4,12 @@
 # 2. kill every other process of this container (same cgroup), until none is left;
 # 3. ask the warden container (which alone holds the tests) for them and block on a
 #    FIFO: it hands them over only when it sees no process of this container but us;
-# 4. copy them to /tests, check their manifest, run the verifier (fresh /logs/verifier);
-# 5. write the facts as key=value lines, at most 4 KiB, to the termination message.
+# 4. copy them to /tests, check their manifest, remove the agent's symlinks into verifier-only
+#    paths (HR_VERIFIER_ONLY), run the verifier (fresh /logs/verifier);
+# 5. write the facts as key=value lines, at most 4 KiB, to the termination message. Nothing an
+#    agent (or a verifier) wrote reaches it as text: file contents go base64-encoded
+#    (agent_result_b64, reward_b64), other agent-influenced text loses its control characters,
+#    so no such value can hold a line break, and the parser splits on "\n" only.
 # The OOM-kill counter of the container's own memory cgroup is read around each step.
 # Every path can be moved under $HR_ROOT so tests run this script on a plain host.
 set -u
@@ -31,7 +35,7 @@ emit() { MSG="$MSG$1
 flush() {  # the termination message so far (rewritten after each step: an OOM kill keeps the first)
   out=$MSG
   if [ "${#out}" -gt 4000 ]; then
-    out="$(printf '%s' "$out" | grep -v -e '^agent_result=' -e '^detail=')
+    out="$(printf '%s' "$out" | grep -v -e '^agent_result=' -e '^agent_result_b64=' -e '^detail=')
 truncated=1
 "
   fi
@@ -91,7 +95,7 @@ sweep() {  # SIGKILL every process of this container (our cgroup) except the run
     done
     [ "$left" = 0 ] && break
     rounds=$((rounds + 1))
-    [ "$rounds" -ge 200 ] && { emit "sweep_left=$left"; break; }
+    [ "$rounds" -ge 200 ] && { emit "${name}_sweep_left=$left"; break; }
   done
   wait 2>/dev/null
 }
@@ -135,16 +139,100 @@ step_env() {  # the contract's paths for this step (names in orchestrator/launch
     HEADROOM_INSTRUCTION_FILE="$TASK/instruction.md"
   if [ "$name" = agent ]; then export HEADROOM_AGENT_RESULT="$LOGS/agent/result.json"; fi
 }
-one_line() {  # file -> at most $2 bytes on one line
-  tr '\n\r\t' '   ' < "$1" | dd bs="$2" count=1 2>/dev/null
+HAVE_B64=""
+command -v base64 >/dev/null 2>&1 && HAVE_B64=1
+no_ctl() {  # stdin -> stdout without control characters (a value stays on its line whatever the parser)
+  tr -d '\000-\037\177'
+}
+emit_file() {  # KEY FILE MAX: the file's first MAX bytes as KEY_b64=BASE64 (KEY=TEXT without base64)
+  if [ -n "$HAVE_B64" ]; then
+    emit "${1}_b64=$(dd if="$2" bs="$3" count=1 2>/dev/null | base64 | tr -d '\n\r ')"
+  else
+    emit "$1=$(dd if="$2" bs="$3" count=1 2>/dev/null | no_ctl)"
+  fi
 }
 size_of() { wc -c < "$1" | tr -d ' '; }
 manifest() {  # "cksum size path" per file under $1, sorted: what the warden must have handed over
   ( cd "$1" && find . -type f | LC_ALL=C sort | while IFS= read -r f; do cksum "$f"; done ) | tr '\n' ';'
 }
 
+# Run by `find -exec` on the symlinks the agent left (paths as arguments, so no name can split):
+# resolves each link's target as `readlink -m` does -- every component that exists as a link
+# is followed (at most 40), `.`/`..` are applied by name, components that do not exist yet are
+# kept as written -- and removes the link when that lands in (or is) a verifier-only path, or
+# does not resolve within 40 links. Prints one line per removal.
+LINKS_SH='
+HAVE_RL=""; command -v readlink >/dev/null 2>&1 && HAVE_RL=1
+target() {
+  if [ -n "$HAVE_RL" ]; then T=$(readlink "$1"); else T=$(ls -ld "$1"); T=${T#*" -> "}; fi
+}
+canon() {
+  CANON="" rem=$1 hops=0 LOOP=""
+  case $rem in /*) ;; *) rem="$PWD/$rem" ;; esac
+  while [ -n "$rem" ]; do
+    case $rem in */*) c=${rem%%/*}; rem=${rem#*/} ;; *) c=$rem; rem="" ;; esac
+    case $c in ""|.) continue ;; ..) CANON=${CANON%/*}; continue ;; esac
+    if [ -L "$CANON/$c" ]; then
+      hops=$((hops + 1))
+      [ "$hops" -gt 40 ] && { LOOP=1; return; }
+      target "$CANON/$c"
+      case $T in /*) CANON="" ;; esac
+      rem="$T/$rem"
+    else
+      CANON="$CANON/$c"
+    fi
+  done
+}
+for l in "$@"; do
+  [ -L "$l" ] || continue
+  target "$l"
+  case $T in /*) canon "$T" ;; *) canon "${l%/*}/$T" ;; esac
+  bad=$LOOP
+  for v in $HR_VONLY_CANON; do
+    case $CANON/ in "$v"/*) bad=1 ;; esac
+  done
+  [ -n "$bad" ] && rm -f "$l" && echo removed
+done
+'
+drop_verifier_only_links() {  # -> LINKS_REMOVED, LINKS_UNCHECKED
+  vonly=""
+  for v in ${HR_VERIFIER_ONLY:-/tests /logs/verifier /solution /headroom/handoff}; do
+    c=$(HR_VONLY_CANON="" "$SH" -c "$LINKS_SH
+canon \"\$0\"; printf %s \"\$CANON\"" "$R$v")
+    [ -n "$c" ] && vonly="$vonly $c"
+  done
+  # Not searched (a work dir of / holds them): the kernel's trees, headroom's own folders (the
+  # runner's vtask/tests link) and the verifier-only paths, whose own links are the task's.
+  prune="-path /proc"
+  for v in /sys /dev "$R/headroom" "$TESTS" "$LOGS/verifier" "$SOLUTION"; do prune="$prune -o -path $v"; done
+  LINKS_REMOVED=0 LINKS_UNCHECKED=0
+  # Bounded work: beyond HR_MAX_LINKS links (one fork each) the rest are removed unchecked.
+  # shellcheck disable=SC2086
+  n=$(find "$WORKDIR" "$LOGS/agent" \( $prune \) -prune -o -type l -print 2>/dev/null | wc -l | tr -d ' ')
+  if [ "$n" -gt "${HR_MAX_LINKS:-20000}" ]; then
+    # shellcheck disable=SC2086
+    LINKS_UNCHECKED=$(find "$WORKDIR" "$LOGS/agent" \( $prune \) -prune -o -type l -exec rm -f {} + -print \
+      2>/dev/null | wc -l | tr -d ' ')
+    return 0
+  fi
+  # shellcheck disable=SC2086
+  LINKS_REMOVED=$(HR_VONLY_CANON="$vonly" find "$WORKDIR" "$LOGS/agent" \( $prune \) -prune -o -type l \
+    -exec "$SH" -c "$LINKS_SH" sh {} + 2>/dev/null | wc -l | tr -d ' ')
+}
+
+# Each secret named in HR_SECRET_NAMES (its value from the environment) -> [REDACTED], literally.
+REDACT_AWK='BEGIN { n = split(ENVIRON["HR_SECRET_NAMES"], names, " ") }
+{ line = $0
+  for (i = 1; i <= n; i++) {
+    v = ENVIRON[names[i]]; if (v == "") continue
+    out = ""
+    while ((j = index(line, v)) > 0) { out = out substr(line, 1, j - 1) "[REDACTED]"; line = substr(line, j + length(v)) }
+    line = out line
+  }
+  print line }'
+
 emit "v=1"
-emit "workdir=$(printf '%s' "$WORKDIR" | dd bs=200 count=1 2>/dev/null)"
+emit "workdir=$(printf '%s' "$WORKDIR" | no_ctl | dd bs=200 count=1 2>/dev/null)"
 if [ -n "$MEMCG" ]; then
   if [ -r "$MEMCG/memory.events" ]; then emit "memcg=v2"; else emit "memcg=v1"; fi
 else emit "memcg=none"; fi
@@ -156,9 +244,22 @@ agent_script=""
 [ -n "${HR_AGENT_SCRIPT:-}" ] && agent_script=$(command_of "$HR_AGENT_SCRIPT")
 run_step agent "${HR_AGENT_TIMEOUT:-600}" "${HR_AGENT_ENV:-}" "$agent_script" "${HR_AGENT_SHELL:-}" "$LOGS/agent" "$TASK"
 agent_oom=$STEP_OOM agent_timeout=$STEP_TIMEOUT
+# The agent's output tails for the container log, taken now: the secrets are still in our
+# environment, so they are redacted in 4 KiB of slack before the 2 KiB cut (a secret printed
+# across the cut leaves no piece; the backend redacts again and scrubs the cut edges).
+for stream in stdout stderr; do
+  f="$LOGS/agent/$stream.txt"
+  rm -f "$RUN/agent-$stream.tail"
+  { [ -f "$f" ] && [ ! -L "$f" ] && [ -s "$f" ]; } || continue
+  if [ -n "${HR_SECRET_NAMES:-}" ] && command -v awk >/dev/null 2>&1; then
+    tail -c 6144 "$f" | awk "$REDACT_AWK" | tail -c 2048 > "$RUN/agent-$stream.tail"
+  else
+    tail -c 2048 "$f" > "$RUN/agent-$stream.tail"
+  fi
+done
 if [ -f "$LOGS/agent/result.json" ] && [ ! -L "$LOGS/agent/result.json" ]; then
   n=$(size_of "$LOGS/agent/result.json")
-  if [ "$n" -le 1500 ]; then emit "agent_result=$(one_line "$LOGS/agent/result.json" 1500)"; else emit "agent_result_size=$n"; fi
+  if [ "$n" -le 1500 ]; then emit_file agent_result "$LOGS/agent/result.json" 1500; else emit "agent_result_size=$n"; fi
 fi
 flush
 
@@ -176,7 +277,7 @@ if [ -z "$skip" ]; then
   read -r answer rest < "$RUN/wake"
   case $answer in
     ok) ;;
-    *) skip=tests_withheld; emit "detail=$(printf '%s' "$answer $rest" | dd bs=300 count=1 2>/dev/null)" ;;
+    *) skip=tests_withheld; emit "detail=$(printf '%s' "$answer $rest" | no_ctl | dd bs=300 count=1 2>/dev/null)" ;;
   esac
 fi
 if [ -z "$skip" ]; then
@@ -194,6 +295,9 @@ if [ -z "$skip" ]; then
   rm -rf "$RUN/vtask/tests"
   ln -s "$TESTS" "$RUN/vtask/tests"
   for name in ${HR_SECRET_NAMES:-}; do unset "$name"; done
+  drop_verifier_only_links
+  emit "verifier_only_links_removed=$LINKS_REMOVED"
+  [ "$LINKS_UNCHECKED" -gt 0 ] && emit "links_removed_unchecked=$LINKS_UNCHECKED"
   run_step verifier "${HR_VERIFIER_TIMEOUT:-600}" "${HR_VERIFIER_ENV:-}" "$(command_of "${HR_VERIFIER_SCRIPT:-tests/test.sh}")" "" "$LOGS/verifier" "$RUN/vtask"
   for f in reward.txt reward.json; do
     p="$LOGS/verifier/$f"
@@ -201,14 +305,20 @@ if [ -z "$skip" ]; then
     n=$(size_of "$p")
     emit "reward_file=$f"
     emit "reward_size=$n"
-    [ "$n" -le 512 ] && emit "reward=$(one_line "$p" 512)"
+    [ "$n" -le 512 ] && emit_file reward "$p" 512
     break
   done
 else
   emit "verifier_skipped=$skip"
 fi
 flush
-for f in "$LOGS/agent/stdout.txt" "$LOGS/agent/stderr.txt" "$LOGS/verifier/stdout.txt" "$LOGS/verifier/stderr.txt"; do
+for stream in stdout stderr; do
+  [ -s "$RUN/agent-$stream.tail" ] || continue
+  echo "===== tail of $LOGS/agent/$stream.txt ====="
+  cat "$RUN/agent-$stream.tail"
+  echo
+done
+for f in "$LOGS/verifier/stdout.txt" "$LOGS/verifier/stderr.txt"; do
   [ -s "$f" ] || continue
   echo "===== tail of $f ====="
   tail -c 2048 "$f"

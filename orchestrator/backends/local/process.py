@@ -14,10 +14,13 @@ from pathlib import Path
 
 import psutil
 
+from orchestrator import redact
 from orchestrator.backends.local.cgroups import TrialCgroup
 from orchestrator.spec.facts import StepFacts
 
-TAIL_BYTES = 4096
+# The end of a step's output, with slack: settle() redacts it whole, then cuts it to
+# redact.TAIL_BYTES, so a secret printed across the cut never leaves a piece behind.
+TAIL_BYTES = redact.TAIL_BYTES + redact.TAIL_SLACK
 
 # The child joins the trial's cgroup(s) before exec'ing the real command, so not one
 # instruction of the workload runs outside its limits. A shell does this instead of
