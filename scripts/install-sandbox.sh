@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The local backend's trial sandbox: bubblewrap (bwrap) and setpriv (util-linux), from Debian packages.
-# Idempotent: a no-op when both are installed. Without root or apt-get it only says what is missing;
-# headroom then runs trials with `isolation: none` and says so in every report.
+# The local backend's trial sandbox: bubblewrap (bwrap), setpriv (util-linux) and libseccomp (libseccomp2, for
+# the seccomp filter built through the pyseccomp binding), from Debian packages.
+# Idempotent: a no-op when all are installed. Without root or apt-get it only says what is missing;
+# headroom then runs trials with `isolation: none` (without libseccomp: sandboxed, but with no keyring filter)
+# and says so.
 set -euo pipefail
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+/sbin/ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2 ' || missing+=(libseccomp2)
 if [[ ${#missing[@]} -eq 0 ]]; then
   exit 0
 fi

@@ -62,9 +62,10 @@ def new_marker() -> str:
 
 
 def write_hostile_task(root: Path, name: str, attack: str, *, expected: str | None = None, memory_mb: int = 128,
-                       agent_timeout: float = 30, extra_toml: str = "") -> tuple[Path, str]:
+                       agent_timeout: float = 30, extra_toml: str = "", storage_mb: int | None = None) -> tuple[Path, str]:
     """A task whose agent is ``attack``; returns (task dir, the expected answer)."""
     expected = expected or secrets.token_hex(12)
+    # storage_mb: Harbor's default (10 GiB) unless a test sets it; only limited configurations enforce it.
     d = root / name
     (d / "tests").mkdir(parents=True)
     (d / "environment").mkdir()
@@ -73,6 +74,7 @@ def write_hostile_task(root: Path, name: str, attack: str, *, expected: str | No
         [environment]
         cpus = 1
         memory_mb = {memory_mb}
+        storage_mb = {storage_mb or 10240}
         [agent]
         timeout_sec = {agent_timeout}
         [verifier]
@@ -108,10 +110,12 @@ def canary_env() -> tuple[dict[str, str], list[str]]:
     return {"HOST_CANARY": host, "SHORTPW": short}, [host, short]
 
 
-def sweep(tasks_root: Path, tmp_path: Path, *args: str, concurrency: int = 1, timeout: float = 300) -> HostileRun:
+def sweep(tasks_root: Path, tmp_path: Path, *args: str, concurrency: int = 1, timeout: float = 300,
+          wrapper: tuple[str, ...] = ()) -> HostileRun:
+    """Run the CLI on ``tasks_root``; ``wrapper`` is a command prefix that execs it (e.g. to set up its keyring)."""
     env, canaries = canary_env()
     store = tmp_path / "h.db"
-    cmd = [sys.executable, "-m", "orchestrator", "sweep", str(tasks_root), "--multipliers", "unbounded", "--attempts", "1",
+    cmd = [*wrapper, sys.executable, "-m", "orchestrator", "sweep", str(tasks_root), "--multipliers", "unbounded", "--attempts", "1",
            "--concurrency", str(concurrency), "--agent-command", 'bash "$HEADROOM_TASK_DIR/environment/attack.sh"',
            "--agent-env", "SHORTPW", "--store", str(store), "--format", "none", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **env})

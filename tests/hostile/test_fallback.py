@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from orchestrator.backends.local import sandbox
+from orchestrator.backends.local import sandbox, seccomp
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.redact import REDACTED, redact_text, secret_values
 from orchestrator.report import document, render, terminal
@@ -61,3 +61,23 @@ def test_named_secrets_are_redacted_whatever_their_length(monkeypatch: pytest.Mo
     values = secret_values(["SHORTPW", "EMPTY_SECRET"])
     assert "pw7" in values and "tiny" not in values and "" not in values
     assert redact_text("the password is pw7", values) == f"the password is {REDACTED}"
+
+
+def test_a_seccomp_filter_that_cannot_be_built_is_said_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Stands in for a machine without libseccomp: the sandbox still runs, without the keyring filter, and says so.
+    def no_filter() -> None:
+        raise seccomp.FilterUnavailable("libseccomp is not usable (RuntimeError: Unable to find libseccomp)")
+
+    monkeypatch.setattr(seccomp, "build", no_filter)
+    backend = LocalBackend()
+    try:
+        if backend.sandbox is None:
+            pytest.skip("no bubblewrap sandbox here")
+        assert backend.capabilities.isolation == "namespaces"
+        assert any(n.startswith("NO SECCOMP FILTER (libseccomp is not usable") and "kernel keyring" in n
+                   for n in backend.capabilities.notes)
+        assert backend.facts()["isolation"]["seccomp"] == {
+            "filter": None, "fallback_reason": "libseccomp is not usable (RuntimeError: Unable to find libseccomp)"}
+        assert "--seccomp" not in backend.sandbox.argv(sandbox.StepView(task_dir=Path("/"), task_entries=[]), ["true"])
+    finally:
+        backend.close()

@@ -28,7 +28,6 @@ from orchestrator.processes import pid_alive
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch, StepLaunch
 from orchestrator.spec.outcome import InfraReason
-from orchestrator.spec.resources import MIB
 from orchestrator.tasks import agent_view
 from orchestrator.trial_outputs import read_agent_result, read_reward
 
@@ -134,6 +133,9 @@ class LocalBackend(ThreadedBackend):
         if self.sandbox is None:
             notes.append(f"NO ISOLATION ({self.isolation_fallback_reason}): agents run as this user with its view of "
                          "the machine and can read or change the tests, the store and other trials")
+        elif self.sandbox.filter is None:
+            notes.append(f"NO SECCOMP FILTER ({self.sandbox.filter_fallback_reason}): sandboxed steps can use the "
+                         "kernel keyring, i.e. read keys of the orchestrator's session and pass keys between trials")
         self.capabilities = Capabilities(
             memory_limit=True, memory_request=cg, cpu_quota=cg, cpu_request=cg, storage_limit=True,
             isolation="namespaces" if self.sandbox else "none", network_control=self.sandbox is not None, gpus=False,
@@ -368,10 +370,11 @@ class LocalBackend(ThreadedBackend):
                     watcher.__exit__(None, None, None)
             if watcher:
                 facts.extra["storage_peak_bytes"] = watcher.peak_bytes
-                if watcher.exceeded_bytes is not None:
+                facts.extra["storage_peak_inodes"] = watcher.peak_inodes
+                facts.extra["storage_inode_ceiling"] = watcher.limit_inodes
+                if watcher.exceeded is not None:
                     facts.infra_hint = InfraReason.STORAGE_LIMIT
-                    facts.infra_detail = (f"the trial wrote {watcher.exceeded_bytes / MIB:.1f} MiB, over its storage "
-                                          f"limit of {launch.limit_storage_bytes / MIB:.1f} MiB")
+                    facts.infra_detail = watcher.detail()
             if cg is not None:
                 facts.peak_memory_bytes = cg.peak_memory_bytes()
                 facts.cpu_time_s = cg.cpu_time_s()

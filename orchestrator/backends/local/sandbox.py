@@ -15,7 +15,12 @@ kernel namespaces without a daemon or an image. Per step it gives:
   ``tests/`` nor, unless it is the oracle, ``solution/``);
 * one writable work dir (:data:`APP`), and a fresh ``HOME`` and ``/tmp`` per step;
 * the verifier's logs dir (:data:`VERIFIER_LOGS`) exists only in the verifier's
-  sandbox, which starts after every agent process is gone.
+  sandbox, which starts after every agent process is gone;
+* a seccomp filter (:mod:`.seccomp`) that refuses the kernel keyring syscalls, as
+  Docker's default profile does: the keyring is the one kernel store the namespaces
+  above do not separate (a step would inherit the orchestrator's session keyring,
+  and keys one step adds would be seen by later trials); and
+  ``/proc/keys``, ``/proc/key-users`` masked, as Docker masks them.
 
 Nothing else of the host is mounted: not the store, not other trials' work
 dirs, not the orchestrator's home or checkout. ``--die-with-parent`` kills the
@@ -34,6 +39,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.backends.local import seccomp
+
 #: ``nobody``: owns nothing on the host, so a sandboxed step can change nothing it is not given.
 SANDBOX_UID = 65534
 SANDBOX_GID = 65534
@@ -46,6 +53,13 @@ HOME = "/home/headroom"
 TMP = "/tmp"
 #: Read-only system directories (those that exist; symlinks such as /bin -> usr/bin are recreated).
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys")
+#: Host files hidden from a step (Docker's maskedPaths for the keyring): they list keys by description.
+MASKED_PROC = ("/proc/keys", "/proc/key-users")
+#: The fd on which bwrap reads the seccomp program (0-2 are the step's stdio; nothing else is inherited).
+SECCOMP_FD = 3
+#: Opens the filter on SECCOMP_FD, then execs the rest: a fresh open file per step, so concurrent
+#: steps never share a read offset, and nothing but the sandbox's own bwrap ever holds it.
+_OPEN_FILTER = f'exec {SECCOMP_FD}<"$1" || exit 127; shift; exec "$@"'
 #: Task entries a step never sees unless it is named for it.
 TESTS_DIR = "tests"
 SOLUTION_DIR = "solution"
@@ -85,10 +99,14 @@ def task_entries(task_dir: Path, *, tests: bool, solution: bool) -> list[str]:
 class Sandbox:
     """Builds the argv that runs a command in a fresh bwrap sandbox."""
 
-    def __init__(self, bwrap: str, setpriv: str | None) -> None:
+    def __init__(self, bwrap: str, setpriv: str | None, filter: seccomp.Filter | None = None,
+                 filter_fallback_reason: str | None = None) -> None:
         self.bwrap = bwrap
         #: set when headroom runs as root: drop to SANDBOX_UID on the host before bwrap
         self.setpriv = setpriv
+        #: the seccomp program bwrap installs before exec'ing the step; None (with the reason) where it cannot be built
+        self.filter = filter
+        self.filter_fallback_reason = filter_fallback_reason
 
     @property
     def uid(self) -> int:
@@ -100,10 +118,15 @@ class Sandbox:
 
     def describe(self) -> dict[str, object]:
         return {"tool": "bubblewrap", "bwrap": self.bwrap, "version": _version(self.bwrap), "host_uid": self.uid,
-                "namespaces": ["user", "pid", "ipc", "uts", "cgroup", "mount", "net (unless allow_internet)"]}
+                "namespaces": ["user", "pid", "ipc", "uts", "cgroup", "mount", "net (unless allow_internet)"],
+                "seccomp": (self.filter.describe() if self.filter else
+                            {"filter": None, "fallback_reason": self.filter_fallback_reason}),
+                "masked": [p for p in MASKED_PROC if Path(p).exists()]}
 
     def argv(self, view: StepView, command: list[str], cwd: str = APP) -> list[str]:
         args: list[str] = []
+        if self.filter:
+            args += ["/bin/sh", "-c", _OPEN_FILTER, "headroom-seccomp", self.filter.path]
         if self.setpriv:
             args += [self.setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
                      "--inh-caps=-all", "--no-new-privs", "--"]
@@ -118,6 +141,11 @@ class Sandbox:
             elif p.is_dir():
                 args += ["--ro-bind", d, d]
         args += ["--proc", "/proc", "--dev", "/dev", "--dir", "/run", "--dir", "/var", "--symlink", TMP, "/var/tmp"]
+        for p in MASKED_PROC:
+            if Path(p).exists():  # a kernel without keyrings has no such file, and bwrap cannot bind onto nothing
+                args += ["--ro-bind", "/dev/null", p]  # nodev: opening it fails with EACCES
+        if self.filter:
+            args += ["--seccomp", str(SECCOMP_FD)]
         # Lower mounts first: a bind under /home or /logs needs its parent to exist in the sandbox.
         args += ["--dir", TASK]
         for name in view.task_entries:
@@ -153,15 +181,33 @@ def probe() -> Sandbox:
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             raise SandboxUnavailable("running as root but setpriv (util-linux) is missing: cannot drop to an unprivileged uid")
-    sandbox = Sandbox(bwrap, setpriv)
+    try:
+        flt: seccomp.Filter | None = seccomp.build()
+        reason = None
+    except seccomp.FilterUnavailable as exc:
+        flt, reason = None, str(exc)
+    sandbox = Sandbox(bwrap, setpriv, flt, reason)
+    err = _try(sandbox)
+    if err and flt is not None:
+        # The filter is what failed if the same sandbox starts without it: run without, and say so.
+        bare = Sandbox(bwrap, setpriv, None, f"bwrap refused the seccomp filter: {err}")
+        if _try(bare) is None:
+            return bare
+    if err:
+        raise SandboxUnavailable(err)
+    return sandbox
+
+
+def _try(sandbox: Sandbox) -> str | None:
+    """Start ``sandbox`` once with a no-op; None if it worked, else why not."""
     probe_dir = Path("/")  # any directory: the probe binds nothing writable
     view = StepView(task_dir=probe_dir, task_entries=[])
     argv = sandbox.argv(view, ["/bin/sh", "-c", "exit 0"], cwd="/")
     try:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SandboxUnavailable(f"bwrap could not be started: {exc}") from None
+        return f"bwrap could not be started: {exc}"
     if res.returncode != 0:
         msg = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
-        raise SandboxUnavailable(f"bwrap cannot create a sandbox here: {msg}")
-    return sandbox
+        return f"bwrap cannot create a sandbox here: {msg}"
+    return None
