@@ -139,3 +139,31 @@ def test_cgroup_lookup_v2(tmp_path: Path) -> None:
 @pytest.mark.skipif(not os.path.exists("/proc/self/cgroup"), reason="needs /proc")
 def test_this_process_is_not_a_container() -> None:
     assert cgroup_mod.locate(os.getpid(), "0" * 64) is None
+
+
+def test_a_link_counts_when_it_resolves_into_or_above_a_verifier_only_path() -> None:
+    from orchestrator.backends.docker.links import reaches, verifier_only_paths
+
+    forbidden = verifier_only_paths("/headroom/run/vtask", oracle=False)
+    for target in ("/tests", "/tests/expected.txt", "/logs/verifier/reward.txt", "/solution/solve.sh",
+                   "/headroom/run/vtask/tests", "/", "/logs", "/headroom/run", "/tests/../tests/x"):
+        assert reaches(target, forbidden), target
+    for target in ("/app/real", "/testsuite", "/logs/agent/x", "/logs/verifier2", "/headroom/task", "/tmp"):
+        assert not reaches(target, forbidden), target
+    assert not reaches("/solution/solve.sh", verifier_only_paths("/headroom/run/vtask", oracle=True))
+
+
+def test_usage_over_the_two_runs_of_a_container() -> None:
+    """A restart gives the container a fresh cgroup: peaks are the larger run's, counters the sums."""
+    from orchestrator.backends.docker.backend import merge_usage
+
+    agent = {"peak": 300, "cpu": 1.5, "memory_events": {"oom_kill": 0, "under_oom": 1, "failcnt": 4},
+             "cpu_throttling": {"nr_periods": 10, "nr_throttled": 2}}
+    verifier = {"peak": 100, "cpu": 0.25, "memory_events": {"oom_kill": 1, "under_oom": 1, "failcnt": 1},
+                "cpu_throttling": {"nr_periods": 5, "nr_throttled": 0}}
+    merged = merge_usage([agent, verifier])
+    assert merged["peak"] == 300 and merged["cpu"] == 1.75
+    assert merged["memory_events"] == {"oom_kill": 1, "under_oom": 1, "failcnt": 5}
+    assert merged["cpu_throttling"] == {"nr_periods": 15, "nr_throttled": 2}
+    assert merge_usage([{"peak": None, "cpu": None, "usage_source": "docker stats endpoint"}]) == {
+        "peak": None, "cpu": None, "usage_source": "docker stats endpoint"}

@@ -10,12 +10,15 @@ A try, in order (docs/docker-backend.md has the why of each step):
 3. ``/logs/agent``, ``/logs/verifier`` and ``/headroom/task`` made; ``/solution``
    copied in for the oracle;
 4. the agent step, by ``exec`` in the image's WORKDIR, under its timeout;
-5. every process but PID 1 killed (checked with the API's process list) and, in the
-   same ``exec``, ``/tests`` and ``/logs/verifier`` emptied;
-6. the task's tests copied to ``/tests``, the verifier step run, the reward read from
+5. the container stopped through the API (counters read first): the kernel kills every
+   process in it, whatever the agent changed inside; its files stay. Unless the verifier
+   is skipped, it is started again and the API's process list must show PID 1 alone;
+6. the agent's symlinks into verifier-only paths found through the API (``links``) and
+   replaced; ``/tests``, ``/logs/verifier`` and the verifier's task copy emptied and
+   filled by one archive upload; the verifier step run, the reward read from
    ``/logs/verifier/reward.*``;
-7. counters read from the container's cgroup (OOM kills per step, peak memory,
-   CPU time and throttling), the container stopped, ``State.OOMKilled`` read,
+7. counters read again (the restart gave the container a fresh cgroup; the two runs'
+   usage is combined), the container stopped, ``State.OOMKilled`` read (after each run),
    and the container removed with its anonymous volumes.
 
 OOM verdicts come from the kernel's ``oom_kill`` counter of the container's own
@@ -50,6 +53,7 @@ from orchestrator.tasks import agent_view
 from orchestrator.trial_outputs import MAX_READ, parse_agent_result, parse_reward
 
 from . import cgroup as cgroup_mod
+from . import links as links_mod
 from . import steps
 from .images import ImageResolver, ImageUnavailable
 from .labels import LAUNCH, MANAGED, OWNER, RUN, Owner
@@ -127,6 +131,88 @@ class _OomCounter:
         events = self.api.events(since=self.since, until=int(time.time()) + 1, decode=True,
                                  filters={"container": self.container_id, "event": "oom"})
         return sum(1 for _ in events)
+
+
+#: Counters that are flags, not counts: across the container's two runs the larger value is kept.
+_FLAGS = ("oom_kill_disable", "under_oom")
+
+
+def merge_usage(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The container's usage over its runs: each (re)start gives it a fresh cgroup, so peaks are the
+    largest of the runs', CPU time and event counters their sums."""
+    peaks = [p["peak"] for p in parts if p.get("peak") is not None]
+    cpus = [p["cpu"] for p in parts if p.get("cpu") is not None]
+    out: dict[str, Any] = {"peak": max(peaks) if peaks else None, "cpu": sum(cpus) if cpus else None}
+    for key in ("memory_events", "cpu_throttling"):
+        if any(key in p for p in parts):
+            merged: dict[str, int] = {}
+            for p in parts:
+                for k, v in (p.get(key) or {}).items():
+                    merged[k] = max(merged.get(k, 0), v) if k in _FLAGS else merged.get(k, 0) + v
+            out[key] = merged
+    if any("usage_source" in p for p in parts):
+        out["usage_source"] = "docker stats endpoint"
+    return out
+
+
+class _Container:
+    """One try's container over its runs: the agent's, then (after a stop and a start) the verifier's.
+
+    Stopping it through the API is how the agent's processes end: the runtime kills PID 1 and
+    the kernel every other process of its PID namespace, whatever the agent changed inside.
+    Each run has its own cgroup, so the counters are read before each stop.
+    """
+
+    def __init__(self, backend: DockerBackend, cid: str) -> None:
+        self.backend, self.api, self.cid = backend, backend.api, cid
+        self.since = int(time.time()) - 2
+        self.parts: list[dict[str, Any]] = []
+        self.running = True
+        self.state: dict[str, Any] | None = None
+        self.runs, self.judged = 1, 0  # runs started; runs whose final state gave its OOM verdict
+        self._locate()
+
+    def _locate(self) -> None:
+        state = self.api.inspect_container(self.cid)["State"]
+        self.cg = cgroup_mod.locate(int(state.get("Pid") or 0), self.cid)
+        self.ooms = _OomCounter(self.api, self.cid, self.cg, since=self.since)
+        self._frozen = self.mark = 0  # each step starts with step_ooms(), which sets the mark
+
+    def oom_count(self) -> int:
+        return self.ooms.count() if self.running else self._frozen
+
+    def step_ooms(self) -> int:
+        """OOM kills since the last call (or the start of this run)."""
+        now = self.oom_count()
+        new, self.mark = max(0, now - self.mark), now
+        return new
+
+    def halt(self) -> None:
+        """Read this run's counters, then stop the container (SIGKILL to PID 1; the kernel kills the rest)
+        and keep its final state. Nothing happens if it is stopped already."""
+        if not self.running:
+            return
+        self.running = False
+        try:
+            self._frozen = self.ooms.count()
+            self.parts.append(self.backend._snapshot(self.cid, self.cg))
+        except (*_API_ERRORS, OSError):
+            pass
+        try:
+            self.api.kill(self.cid)
+        except _API_ERRORS:
+            pass  # already stopped (PID 1 died) or gone (cancelled): the state still tells
+        try:
+            self.api.wait(self.cid, timeout=30)
+            self.state = self.api.inspect_container(self.cid)["State"]
+        except _API_ERRORS:
+            self.state = None
+
+    def restart(self) -> None:
+        self.api.start(self.cid)
+        self.running = True
+        self.runs += 1
+        self._locate()
 
 
 class DockerBackend(ThreadedBackend):
@@ -318,6 +404,7 @@ class DockerBackend(ThreadedBackend):
             cancelled = self._cancel.setdefault(launch.name, threading.Event())
         started = time.monotonic()
         cid: str | None = None
+        ctr: _Container | None = None
         try:
             if launch.verifier is None:  # refused before any run (check_capabilities); this guards direct callers
                 facts.setup_error = "a golden task without tests/: the docker backend needs tests/test.sh"
@@ -340,7 +427,8 @@ class DockerBackend(ThreadedBackend):
                 facts.infra_hint = InfraReason.CONTAINER_CONFIG
                 facts.infra_detail = f"cannot start the container: {exc.explanation or exc}"
                 return facts
-            self._run_in(cid, launch, image.workdir or DEFAULT_WORKDIR, facts, cancelled)
+            ctr = _Container(self, cid)
+            self._run_in(ctr, launch, image.workdir or DEFAULT_WORKDIR, facts, cancelled)
             return facts
         except _Cancelled:
             facts.setup_error = "cancelled"
@@ -348,7 +436,7 @@ class DockerBackend(ThreadedBackend):
         except _API_ERRORS as exc:
             if cancelled.is_set():
                 facts.setup_error = "cancelled"
-            elif cid is not None and (st := self._stopped(cid)) is not None:
+            elif cid is not None and (ctr is None or ctr.running) and (st := self._stopped(cid)) is not None:
                 # PID 1 died under us: an OOM kill of the keep-alive is an OOM (see _finish), anything else is not ours.
                 facts.infra_detail = f"the container stopped during the try (exit {st.get('ExitCode')}): {exc}"
                 if not st.get("OOMKilled"):
@@ -359,18 +447,16 @@ class DockerBackend(ThreadedBackend):
             return facts
         finally:
             if cid is not None:
-                self._finish(cid, facts, cancelled)
+                self._finish(cid, ctr, facts, cancelled)
             facts.duration_s = time.monotonic() - started
             with self._lock:
                 self._cancel.pop(launch.name, None)
 
-    def _run_in(self, cid: str, launch: Launch, workdir: str, facts: TrialFacts, cancelled: threading.Event) -> None:
-        api = self.api
-        state = api.inspect_container(cid)["State"]
-        cg = cgroup_mod.locate(int(state.get("Pid") or 0), cid)
-        ooms = _OomCounter(api, cid, cg, since=int(time.time()) - 2)
-        facts.extra["cgroup"] = cg.version if cg is not None else None
-        if cg is None and self.engine == "podman":
+    def _run_in(self, ctr: _Container, launch: Launch, workdir: str, facts: TrialFacts,
+                cancelled: threading.Event) -> None:
+        api, cid = self.api, ctr.cid
+        facts.extra["cgroup"] = ctr.cg.version if ctr.cg is not None else None
+        if ctr.cg is None and self.engine == "podman":
             # Nothing would tell an OOM kill of a step from a failure: refuse rather than misclassify.
             facts.infra_hint, facts.infra_detail = InfraReason.OTHER, PODMAN_OOM_NOTE
             return
@@ -388,57 +474,95 @@ class DockerBackend(ThreadedBackend):
         agent_env = {**launch.agent.env, **cc.step_paths("agent", workdir), **secrets}
         if cancelled.is_set():
             raise _Cancelled
-        before = ooms.count()
+        ctr.step_ooms()
         agent = steps.run_step(api, self.stream_api, cid, "agent", self._argv(launch.agent), env=agent_env,
-                               workdir=workdir, timeout_s=launch.agent.timeout_s, cancelled=cancelled)
+                               workdir=workdir, timeout_s=launch.agent.timeout_s, cancelled=cancelled,
+                               on_expiry=ctr.halt)
         facts.agent = agent
         if cancelled.is_set():
             raise _Cancelled
-        # Nothing of the agent may run on while the verifier does, or write after it; and whatever
-        # it put where the tests, the verifier's task copy and the reward go is not theirs.
-        survivors, not_cleared = steps.kill_all(
-            api, cid, then=f"rm -rf {cc.TESTS} {cc.VERIFIER_LOGS} {VERIFIER_TASK_DIR}")
-        agent.oom_kills, before = self._ooms_since(ooms, before)
+        # Nothing of the agent may run on while the verifier does, or write after it: the container is
+        # stopped through the API (the kernel kills every process in it; its files stay), whatever the
+        # agent changed inside (a shadowed `sh` once made an in-container kill a no-op).
+        handover = time.monotonic()
+        agent.oom_kills = ctr.step_ooms()
         if agent.oom_kills:
-            agent.oom_evidence = ooms.evidence
+            agent.oom_evidence = ctr.ooms.evidence
+        ctr.halt()
+        if ctr.state is not None and not cancelled.is_set():
+            self._runtime_oom(ctr.state, [agent])
+            ctr.judged = ctr.runs
         raw, _why = steps.read_small(api, cid, cc.AGENT_RESULT, MAX_READ)
         facts.agent_result = parse_agent_result(raw.decode("utf-8", "replace")) if raw else {}
-        if survivors:
-            facts.infra_hint = InfraReason.OTHER
-            facts.infra_detail = f"{survivors} agent process(es) survived being killed; the verifier was not run"
-        elif not_cleared is not None:
-            facts.verifier = StepFacts(name="verifier", spawn_error=f"cannot clear {cc.TESTS}: {not_cleared}")
-        elif not (agent.timed_out or agent.oom_kills or agent.spawn_error):
-            verifier = self._verify(cid, launch, workdir, facts, cancelled)
-            verifier.oom_kills, before = self._ooms_since(ooms, before)
-            if verifier.oom_kills:
-                verifier.oom_evidence = ooms.evidence
-        self._usage(cid, cg, facts)
+        if agent.timed_out or agent.oom_kills or agent.spawn_error:
+            return  # no verifier: the container stays stopped
+        if cancelled.is_set():
+            raise _Cancelled
+        ctr.restart()
+        if ctr.cg is None and self.engine == "podman":
+            facts.infra_hint, facts.infra_detail = InfraReason.OTHER, PODMAN_OOM_NOTE
+            return
+        self._verify(ctr, launch, workdir, facts, cancelled, handover)
 
     @staticmethod
-    def _ooms_since(ooms: _OomCounter, before: int) -> tuple[int, int]:
-        now = ooms.count()
-        return max(0, now - before), now
+    def _runtime_oom(state: dict[str, Any], steps_run: list[StepFacts]) -> None:
+        """The runtime's own verdict for the run that just stopped (``steps_run``: its steps, last first)."""
+        if not state.get("OOMKilled") or not steps_run:
+            return
+        if not any(s.oom_kills for s in steps_run):
+            # The runtime saw a kill the counter did not (it cannot tell which step): the last step ran.
+            steps_run[0].oom_kills = 1
+            steps_run[0].oom_evidence = "container State.OOMKilled"
+        else:
+            hit = next(s for s in steps_run if s.oom_kills)
+            hit.oom_evidence = f"{hit.oom_evidence} and container State.OOMKilled"
 
-    def _verify(self, cid: str, launch: Launch, workdir: str, facts: TrialFacts,
-                cancelled: threading.Event) -> StepFacts:
-        api = self.api
+    def _verify(self, ctr: _Container, launch: Launch, workdir: str, facts: TrialFacts,
+                cancelled: threading.Event, handover: float) -> None:
+        """Links out, tests in, process check, verifier step, reward (the container restarted, no agent process)."""
+        api, cid = self.api, ctr.cid
         task_dir = Path(launch.task.path)
+        oracle = launch.task.include_solution
+        forbidden = links_mod.verifier_only_paths(VERIFIER_TASK_DIR, oracle=oracle)
+        scan = links_mod.scan(api, cid, (workdir, cc.AGENT_LOGS), forbidden)
+        # Links inside the folders emptied below go with them; the others are replaced by empty files.
+        emptied = (cc.TESTS, cc.VERIFIER_LOGS, VERIFIER_TASK_DIR)
+        replaced = [p for p in scan.links if not any(p == e or p.startswith(e + "/") for e in emptied)]
+        facts.extra["verifier_only_links_removed"] = len(scan.links)
+        facts.extra["link_scan"] = scan.evidence()
+        # /tests, /logs/verifier and the verifier's task copy are emptied, whatever the agent put there
+        # (a directory, a file, a symlink), by the daemon unpacking the archive, not by the image's tools.
         steps.put_archive(api, cid, steps.tree_archive(
-            dirs=[(cc.VERIFIER_LOGS, 0o777), (VERIFIER_TASK_DIR, 0o755)],
+            dirs=[(cc.LOGS, 0o755), ("/headroom", 0o755), ("/headroom/run", 0o755)],
+            fresh=[(cc.TESTS, 0o755), (cc.VERIFIER_LOGS, 0o777), (VERIFIER_TASK_DIR, 0o755)],
             trees=[(task_dir / "tests", cc.TESTS),
-                   *task_trees(task_dir, VERIFIER_TASK_DIR, solution=launch.task.include_solution)],
-            files=task_toml(task_dir, VERIFIER_TASK_DIR),
+                   *task_trees(task_dir, VERIFIER_TASK_DIR, solution=oracle)],
+            files=[*task_toml(task_dir, VERIFIER_TASK_DIR), *((p, b"", 0o644) for p in replaced)],
             links=[(f"{VERIFIER_TASK_DIR}/tests", cc.TESTS)],
         ))
+        facts.extra["handover_s"] = round(time.monotonic() - handover, 3)
         if cancelled.is_set():
             raise _Cancelled
+        # A fresh process tree: PID 1 (the keep-alive) alone, checked last before the verifier (after the
+        # scan and the upload, so a process started with the keep-alive has had time to show). Anything
+        # else was started by a file the agent replaced (a `sleep` earlier in PATH): no verifier result
+        # could be trusted then. Every process counts, whatever its command line says.
+        procs = steps.processes(api, cid)
+        if len(procs) != 1:
+            facts.infra_hint = InfraReason.OTHER
+            facts.infra_detail = (f"{len(procs)} processes in the restarted container, where only its keep-alive "
+                                  f"({' '.join(KEEP_ALIVE)}) should run; the verifier was not run")
+            return
         env = {**launch.verifier.env, **cc.step_paths("verifier", workdir, task_dir=VERIFIER_TASK_DIR)}
+        ctr.step_ooms()
         verifier = facts.verifier = steps.run_step(
             api, self.stream_api, cid, "verifier", self._argv(launch.verifier), env=env, workdir=workdir,
-            timeout_s=launch.verifier.timeout_s, cancelled=cancelled)
+            timeout_s=launch.verifier.timeout_s, cancelled=cancelled, on_expiry=ctr.halt)
         if cancelled.is_set():
             raise _Cancelled
+        verifier.oom_kills = ctr.step_ooms()
+        if verifier.oom_kills:
+            verifier.oom_evidence = ctr.ooms.evidence
         facts.reward, facts.reward_error = None, "missing: no reward.txt or reward.json"
         for name in cc.REWARD_FILES:
             raw, why = steps.read_small(api, cid, f"{cc.VERIFIER_LOGS}/{name}", MAX_READ)
@@ -448,22 +572,28 @@ class DockerBackend(ThreadedBackend):
             if raw is not None:
                 facts.reward, facts.reward_error = parse_reward(name, raw.decode("utf-8", "replace"))
                 break
-        return verifier
 
-    def _usage(self, cid: str, cg: TrialCgroup | None, facts: TrialFacts) -> None:
+    def _snapshot(self, cid: str, cg: TrialCgroup | None) -> dict[str, Any]:
+        """This run's usage: from the container's cgroup, else from the daemon's stats endpoint."""
         if cg is not None:
-            facts.peak_memory_bytes = cg.peak_memory_bytes()
-            facts.cpu_time_s = cg.cpu_time_s()
-            facts.extra["memory_events"] = cg.memory_events()
-            facts.extra["cpu_throttling"] = cg.cpu_throttling()
-            return
+            return {"peak": cg.peak_memory_bytes(), "cpu": cg.cpu_time_s(), "memory_events": cg.memory_events(),
+                    "cpu_throttling": cg.cpu_throttling()}
         stats = steps.stats_once(self.api, cid)
         mem, cpu = stats.get("memory_stats") or {}, stats.get("cpu_stats") or {}
-        facts.peak_memory_bytes = mem.get("max_usage")  # cgroup v1 daemons only; v2 gives no peak here
         total = (cpu.get("cpu_usage") or {}).get("total_usage")
-        facts.cpu_time_s = total / 1e9 if total is not None else None
-        facts.extra["cpu_throttling"] = cpu.get("throttling_data") or {}
-        facts.extra["usage_source"] = "docker stats endpoint"
+        return {"peak": mem.get("max_usage"),  # cgroup v1 daemons only; v2 gives no peak here
+                "cpu": total / 1e9 if total is not None else None,
+                "cpu_throttling": cpu.get("throttling_data") or {}, "usage_source": "docker stats endpoint"}
+
+    @staticmethod
+    def _usage(parts: list[dict[str, Any]], facts: TrialFacts) -> None:
+        if not parts:
+            return
+        usage = merge_usage(parts)
+        facts.peak_memory_bytes, facts.cpu_time_s = usage["peak"], usage["cpu"]
+        for key in ("memory_events", "cpu_throttling", "usage_source"):
+            if key in usage:
+                facts.extra[key] = usage[key]
 
     def _stopped(self, cid: str) -> dict[str, Any] | None:
         try:
@@ -472,25 +602,22 @@ class DockerBackend(ThreadedBackend):
             return None
         return None if state.get("Running") else state
 
-    def _finish(self, cid: str, facts: TrialFacts, cancelled: threading.Event) -> None:
-        """Stop the container, take the runtime's OOM verdict, remove it."""
+    def _finish(self, cid: str, ctr: _Container | None, facts: TrialFacts, cancelled: threading.Event) -> None:
+        """Stop the container (reading its last run's counters first), take the runtime's OOM verdict, remove it."""
         try:
-            try:
-                self.api.kill(cid)
-                self.api.wait(cid, timeout=30)
-            except _API_ERRORS:
-                pass  # already stopped (PID 1 died) or gone (cancelled): the state still tells
-            state = self.api.inspect_container(cid)["State"]
-            facts.extra["container_state"] = {k: state.get(k) for k in ("OOMKilled", "ExitCode", "Error")}
-            if state.get("OOMKilled") and not cancelled.is_set():
-                steps_run = [s for s in (facts.verifier, facts.agent) if s is not None]
-                if steps_run and not any(s.oom_kills for s in steps_run):
-                    # The runtime saw a kill the counter did not (it cannot tell which step): the last step ran.
-                    steps_run[0].oom_kills = 1
-                    steps_run[0].oom_evidence = "container State.OOMKilled"
-                elif steps_run:
-                    hit = next(s for s in steps_run if s.oom_kills)
-                    hit.oom_evidence = f"{hit.oom_evidence} and container State.OOMKilled"
+            if ctr is None:
+                try:
+                    self.api.kill(cid)
+                except _API_ERRORS:
+                    pass
+            else:
+                ctr.halt()
+                self._usage(ctr.parts, facts)
+                state = ctr.state
+                if state is not None:
+                    facts.extra["container_state"] = {k: state.get(k) for k in ("OOMKilled", "ExitCode", "Error")}
+                    if ctr.judged < ctr.runs and not cancelled.is_set():
+                        self._runtime_oom(state, [s for s in (facts.verifier, facts.agent) if s is not None])
         except _API_ERRORS:
             pass
         finally:

@@ -2,12 +2,17 @@
 
 * :func:`run_step` runs a command with ``exec`` in the image's WORKDIR, streams
   its output (keeping the tails) and enforces the step's timeout from outside:
-  on expiry every process but the keep-alive is killed, which ends the exec.
-* :func:`kill_all` kills every process in the container except PID 1 (the
-  keep-alive, which the kernel protects from signals sent inside its PID
-  namespace) and checks with the API's process list that none is left.
-* :func:`put_tree` / :func:`read_small` copy files in and out with the archive
-  endpoints, so the image needs no ``tar``, ``cat`` or shell for them.
+  on expiry it calls ``on_expiry`` (the backend stops the container through the
+  API, which kills every process in it and ends the exec).
+* :func:`processes` is the API's view of the container's processes.
+* :func:`tree_archive` / :func:`read_small` copy files in and out with the archive
+  endpoints, so the image needs no ``tar``, ``cat`` or shell for them; an
+  archive can also empty a folder or replace a path (the daemon unpacks it with
+  its own code, not the container's tools).
+
+Nothing here runs a command of the image's on headroom's behalf: a root agent
+can replace any of them (a shadowed ``sh`` once made the old in-container kill
+step a no-op).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import tarfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +34,6 @@ from orchestrator.spec.facts import StepFacts
 TAIL_BYTES = 4096
 #: After the step's main process has exited, how long its output may keep flowing (background children).
 DRAIN_S = 5.0
-KILL_ROUNDS = 50
 
 
 class _Tail:
@@ -47,44 +51,14 @@ class _Tail:
         return b"".join(self.chunks)[-TAIL_BYTES:].decode("utf-8", "replace")
 
 
-def exec_once(api: docker.APIClient, container_id: str, argv: list[str], *, user: str = "0") -> tuple[int, str]:
-    """A short helper command as root: (exit code, output)."""
-    exec_id = api.exec_create(container_id, argv, user=user, stdout=True, stderr=True)["Id"]
-    out = api.exec_start(exec_id)
-    code = api.exec_inspect(exec_id).get("ExitCode")
-    return (code if code is not None else -1), (out or b"").decode("utf-8", "replace")
+def processes(api: docker.APIClient, container_id: str) -> list[list[str]]:
+    """Every process the API lists in the container, zombies included.
 
-
-def kill_all(api: docker.APIClient, container_id: str, then: str = "") -> tuple[int, str | None]:
-    """Kill every process but PID 1, then run ``then`` (a shell command) in the same exec, until the
-    process list shows PID 1 alone.
-
-    Returns (processes left, None) or, when ``then`` failed in the last round, (0, its output).
-    ``then`` runs after the last kill round that left nothing behind, so what it cleans no agent
-    process can write to again.
+    No row is skipped for what its command line says: a process chooses its own command
+    line (one named ``... <defunct>`` once passed for a zombie). No ``ps`` arguments are
+    passed: Podman then runs ``ps`` inside the container (which the agent may have replaced).
     """
-    remaining = -1
-    script = "kill -9 -1 2>/dev/null; " + (then or "true")
-    code, out = 0, ""
-    for _ in range(KILL_ROUNDS):
-        # kill(-1) reaches every process this root may signal except the caller and init.
-        code, out = exec_once(api, container_id, ["sh", "-c", script])
-        remaining = max(0, len(_processes(api, container_id)) - 1)  # the keep-alive stays
-        if remaining == 0:
-            break
-        time.sleep(0.02)
-    return remaining, (None if code == 0 or remaining else out.strip()[-500:] or f"exit {code}")
-
-
-def _processes(api: docker.APIClient, container_id: str) -> list[list[str]]:
-    """The container's live processes (the API's default ``top``; its last column is the command).
-
-    Zombies (``<defunct>``, as Podman lists them) are left out: PID 1 (``sleep``) reaps no orphan,
-    and a zombie runs no code. No ``ps`` arguments are passed: Podman runs ``ps`` with arguments
-    inside the container, where it counts itself (and the image may have no ``ps``).
-    """
-    rows = api.top(container_id).get("Processes") or []
-    return [r for r in rows if r and not str(r[-1]).rstrip().endswith("<defunct>")]
+    return [r for r in api.top(container_id).get("Processes") or [] if r]
 
 
 def run_step(
@@ -98,7 +72,9 @@ def run_step(
     workdir: str,
     timeout_s: float,
     cancelled: threading.Event,
+    on_expiry: Callable[[], object],
 ) -> StepFacts:
+    """Run one step; on timeout or cancel, ``on_expiry`` stops what runs (from outside the container)."""
     facts = StepFacts(name=name)
     started = time.monotonic()
     try:
@@ -137,10 +113,7 @@ def run_step(
         if exited_at is not None and now - exited_at > DRAIN_S:
             break  # a background child holds the output open; the step itself is over
     if facts.timed_out or cancelled.is_set():
-        try:
-            kill_all(api, container_id)
-        except docker.errors.APIError:
-            pass
+        on_expiry()
         reader.join(10)
     facts.duration_s = time.monotonic() - started
     try:
@@ -175,15 +148,25 @@ def _add_dir(tar: tarfile.TarFile, arcname: str, mode: int) -> None:
 
 
 def tree_archive(dirs: Iterable[tuple[str, int]], trees: Iterable[tuple[Path, str]] = (),
-                 files: Iterable[tuple[str, bytes, int]] = (), links: Iterable[tuple[str, str]] = ()) -> bytes:
-    """A tar to unpack at ``/``: empty dirs (path, mode), host trees or files (source, target),
-    files (path, bytes, mode), symlinks (path, target).
+                 files: Iterable[tuple[str, bytes, int]] = (), links: Iterable[tuple[str, str]] = (),
+                 fresh: Iterable[tuple[str, int]] = ()) -> bytes:
+    """A tar to unpack at ``/``: dirs (path, mode), fresh dirs (path, mode), host trees or files
+    (source, target), files (path, bytes, mode), symlinks (path, target).
 
+    A dir entry over an existing directory merges into it; over anything else (a file, a
+    symlink) it replaces it. A *fresh* dir is emptied: it is written first as a file, which
+    makes the daemon remove whatever is at the path (``os.RemoveAll``, without following a
+    link), then as a directory. A file entry likewise replaces whatever is at its path.
     Everything is owned by root; file modes are kept, so test.sh needs no chmod.
     """
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for path, mode in dirs:
+            _add_dir(tar, path.strip("/"), mode)
+        for path, mode in fresh:
+            ti = tarfile.TarInfo(path.strip("/"))
+            ti.mtime = int(time.time())
+            tar.addfile(ti, io.BytesIO(b""))
             _add_dir(tar, path.strip("/"), mode)
         for source, target in trees:
             root = target.strip("/")
