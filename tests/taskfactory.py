@@ -59,3 +59,33 @@ def write_task(
 
 HOG = 'python3 -c "b = b\'x\' * ({mb} * 1024 * 1024); open(\'$HEADROOM_WORKDIR/out\', \'w\').write(\'ok\')"\n'
 
+
+
+def runs_sharing_nothing(tmp: Path, store: Path) -> dict[str, str]:
+    """Three real sweeps into one store, for `headroom compare` on runs that cannot be compared.
+
+    "base": tasks alpha+beta under 1x-strict and unbounded; "other_tasks": task gamma only (no shared task);
+    "other_configs": alpha+beta under 1x/2x and 1x/3x (shared tasks, no shared configuration). Returns run ids.
+    """
+    import subprocess
+    import sys
+
+    from orchestrator.store.sqlite import Store
+
+    steady = 'touch "$HEADROOM_WORKDIR/out"\n'
+    ab, g = tmp / "ab", tmp / "g"
+    for root, names in ((ab, ("alpha", "beta")), (g, ("gamma",))):
+        for name in names:
+            write_task(root, name, solve=steady)
+    ids: dict[str, str] = {}
+    for key, root, mult in (("base", ab, "1,unbounded"), ("other_tasks", g, "1,unbounded"), ("other_configs", ab, "2,3")):
+        res = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", str(root), "--multipliers", mult,
+                              "--attempts", "1", "--store", str(store), "--format", "none"],
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        s = Store.open_existing(store)
+        try:
+            ids[key] = s.runs()[-1].run_id
+        finally:
+            s.close()
+    return ids

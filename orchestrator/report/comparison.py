@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.report import tables
-from orchestrator.report.text import gap, interval_pts, pct, pts, pval, rate, sign_counts
+from orchestrator.report.text import clipped_note, gap, interval_pts, pct, pts, pval, rate, sign_counts
 
 
 def _who(side: dict[str, Any]) -> str:
@@ -18,17 +18,18 @@ def _who(side: dict[str, Any]) -> str:
 
 
 def _rows(doc: dict[str, Any]) -> list[list[str]]:
+    """One row per compared configuration pair. Scores come from the comparison itself (the tasks both runs
+    hold, where both configurations ran), never from the whole runs, so score B − score A is the B − A column."""
     stats = doc["statistics"]
-    blocks = {f"{name}:{c['label']}": c for name, r in stats["runs"].items() for c in r["configs"]}
     rows = []
     for it in stats["comparisons"]["items"]:
         s, inf = it["score"], it["infra"]
         tp = s.get("paired") or {}
         rows.append([
-            f"{it['a']} vs {it['b']}", rate(blocks.get(it["a"], {}).get("score_infra_as_failure")),
-            rate(blocks.get(it["b"], {}).get("score_infra_as_failure")), pts(s.get("diff")),
+            f"{it['a']} vs {it['b']}", str(it.get("n_tasks", tp.get("n_tasks", 0))), rate(s.get("a")), rate(s.get("b")),
+            pts(s.get("diff")),
             interval_pts(tp.get("mean_task_diff"), tp.get("mean_task_diff_low"), tp.get("mean_task_diff_high")),
-            f"p={pval(tp.get('t_p'))} (Holm {pval(tp.get('t_p_holm'))}), {tp.get('n_tasks', 0)} tasks",
+            f"p={pval(tp.get('t_p'))} (Holm {pval(tp.get('t_p_holm'))})",
             f"{sign_counts(s['sign'])} p={pval(s['sign']['p'])} (Holm {pval(s['sign'].get('p_holm'))})",
             f"{pval(s['cmh']['p'])} (Holm {pval(s['cmh'].get('p_holm'))})",
             f"{pct(inf.get('rate_a'))} vs {pct(inf.get('rate_b'))} p={pval(inf.get('p'))}",
@@ -36,7 +37,7 @@ def _rows(doc: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-HEADERS = ["configurations", "score A", "score B", "B − A", "per-task mean diff [95% CI]", "paired t over tasks",
+HEADERS = ["configurations", "shared tasks", "score A", "score B", "B − A", "per-task mean diff [95% CI]", "paired t over tasks",
            "sign test +B/−A (tasks)", "CMH (by task)", "infra-error rates"]
 
 
@@ -46,17 +47,27 @@ def _notes(doc: dict[str, Any]) -> list[str]:
     only = stats.get("tasks_only_in", {})
     for side, tasks in only.items():
         if tasks:
-            notes.append(f"tasks only in {side} (excluded from paired tests): {', '.join(tasks)}")
+            notes.append(f"tasks only in {side} (excluded from every figure above): {', '.join(tasks)}")
     if doc["tasks_with_different_content"]:
         notes.append("tasks whose content differs between the runs: " + ", ".join(doc["tasks_with_different_content"]))
+    cut = clipped_note(stats["comparisons"]["items"])
+    if cut:
+        notes.append(cut)
     mdd = stats.get("mdd") or {}
-    notes.append(f"minimum detectable difference of this design at 80% power: {gap(mdd.get('mdd'))} on these tasks, "
+    notes.append(f"minimum detectable difference of this design at 80% power: {gap(mdd.get('mdd'))} on the shared tasks, "
                  f"{gap(mdd.get('mdd_with_design_effect'))} with the task design effect (for a claim about new tasks)")
     return notes
 
 
+def basis(doc: dict[str, Any]) -> str:
+    """What every figure is computed on: the shared tasks (the same sentence in every format)."""
+    n = doc["statistics"].get("shared_tasks")
+    return (f"Every figure is computed on the {n} task(s) both runs hold, configuration by configuration on the "
+            "tasks both configurations ran (column 'shared tasks'); tasks only one run holds are listed below.")
+
+
 def markdown(doc: dict[str, Any]) -> str:
-    lines = ["# headroom comparison", "", f"- A: {_who(doc['a'])}", f"- B: {_who(doc['b'])}", "",
+    lines = ["# headroom comparison", "", f"- A: {_who(doc['a'])}", f"- B: {_who(doc['b'])}", "", basis(doc), "",
              "Scores count infra errors as failures (headline); intervals Wilson 95%. Across tasks (the claim about "
              "the benchmark's population of tasks, and the headline test): mean per-task difference in pass rate with "
              "its 95% t interval, paired t-test over tasks. On these tasks only: sign test on tasks solved by a strict "
@@ -69,7 +80,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def print_table(doc: dict[str, Any], console: Console) -> None:
-    console.print(f"A: {_who(doc['a'])}\nB: {_who(doc['b'])}")
+    console.print(f"A: {_who(doc['a'])}\nB: {_who(doc['b'])}\n{basis(doc)}")
     tables.print_table(console, "Paired comparison, A vs B", HEADERS, _rows(doc))
     for n in _notes(doc):
         console.print(f"- {n}")

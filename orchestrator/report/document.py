@@ -15,7 +15,7 @@ import pandas as pd
 
 from orchestrator.errors import UserError
 from orchestrator.report import checks
-from orchestrator.stats.analyze import analyze, compare_runs
+from orchestrator.stats.analyze import NothingToCompare, analyze, compare_runs
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
 from orchestrator.store.frame import config_facts
 from orchestrator.store.sqlite import RunInfo, Store
@@ -118,6 +118,10 @@ def build_comparison(store_a: Store, run_a: str | None, store_b: Store, run_b: s
     changed_tasks = sorted(
         t for t in set(pa["tasks"]) & set(pb["tasks"]) if pa["tasks"][t]["digest"] != pb["tasks"][t]["digest"]
     )
+    try:
+        stats = compare_runs(da, db, name_a="A", name_b="B", order_a=_label_order(ia), order_b=_label_order(ib))
+    except NothingToCompare as exc:
+        raise UserError(f"cannot compare run {ia.run_id} (A) with run {ib.run_id} (B): {exc}") from None
     return {
         "schema": "headroom.comparison/1",
         "a": {"run_id": ia.run_id, "name": ia.name, "model": ia.spec.get("model"), "agent": ia.spec.get("agent"),
@@ -125,5 +129,5 @@ def build_comparison(store_a: Store, run_a: str | None, store_b: Store, run_b: s
         "b": {"run_id": ib.run_id, "name": ib.name, "model": ib.spec.get("model"), "agent": ib.spec.get("agent"),
               "enforcement": ib.enforcement},
         "tasks_with_different_content": changed_tasks,
-        "statistics": compare_runs(da, db, name_a="A", name_b="B", order_a=_label_order(ia), order_b=_label_order(ib)),
+        "statistics": stats,
     }

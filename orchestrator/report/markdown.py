@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.report import checks, costs
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
-from orchestrator.report.text import gap, interval_pts, limit, mib, pct, pts, pval, rate, seconds, sign_counts, usd
+from orchestrator.report.text import clipped_note, gap, interval_pts, limit, mib, pct, pts, pval, rate, seconds, sign_counts, usd
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -200,6 +200,8 @@ def comparisons_block(stats: dict[str, Any]) -> list[str]:
     lines += _table(["comparison", "score diff", "per-task mean diff [95% CI]", "paired t over tasks p (Holm)",
                      "sign test +B/−A: p (Holm)", "CMH p (Holm)", "infra-excluded: diff, CMH p (Holm)",
                      "infra-error rate", "exact infra test p (Holm)"], rows)
+    cut = clipped_note(comp.get("items", []))
+    lines += [f"Note: {cut}.", ""] if cut else []
     lines += [f"Minimum detectable difference at 80% power (reference {mdd.get('config') or '—'}): "
               f"{gap(mdd.get('mdd'))} on these tasks; {gap(mdd.get('mdd_with_design_effect'))} with the task design "
               "effect (the noise level for a claim about new tasks).", ""]
@@ -255,7 +257,8 @@ def calibration_block(stats: dict[str, Any]) -> list[str]:
               f"(with the task design effect: {gap(mdd.get('mdd_with_design_effect'))}).", ""]
     rows = []
     for e in cal.get("evidence", []):
-        verdict = "score changes" if e.get("score_above_floor") else ("within noise" if e.get("within_noise") else "unclear")
+        verdict = "score changes" if e.get("score_above_floor") else ("within noise" if e.get("within_noise") else
+                                                                     f"not shown within noise ({e.get('not_within_noise_short') or '—'})")
         rows.append([e.get("label", ""), rate(e.get("infra_error_rate")), rate(e.get("score")),
                      pts(e.get("score_diff_vs_reference")), pts(e.get("headline_diff_vs_reference")),
                      pval(e.get("infra_p_holm")), pval(e.get("score_cmh_p_holm")),

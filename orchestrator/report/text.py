@@ -59,6 +59,15 @@ def interval_pts(est: float | None, low: float | None, high: float | None) -> st
     return f"{pts(est)} [{100 * low:+.1f}, {100 * high:+.1f}]"
 
 
+def clipped_note(items: list[dict[str, Any]]) -> str | None:
+    """Say so when a per-task mean difference interval was cut to ±100 pts (too few tasks for the t interval)."""
+    cut = [f"{it['a']} vs {it['b']}" for it in items if (it["score"].get("paired") or {}).get("mean_task_diff_clipped")]
+    if not cut:
+        return None
+    return ("per-task mean diff interval cut to the possible range ±100 pts (the 95% t interval over this few tasks "
+            "reaches past it; cutting drops only impossible values): " + ", ".join(cut))
+
+
 def sign_counts(sign: dict[str, Any]) -> str:
     """Discordant tasks, read as B relative to A: ``+3/−1`` = 3 tasks solved only under B, 1 only under A."""
     return f"+{sign['b_only']}/−{sign['a_only']}"

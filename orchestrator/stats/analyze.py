@@ -31,7 +31,8 @@ new tasks?). Keeping them apart leaves each family's adjustment unchanged by the
 other.
 
 ``compare_runs(df_a, df_b)`` compares two runs (different agents or models)
-on the same tasks, paired by task, with the same tests and intervals.
+on the tasks and configurations both hold, paired by task, with the same tests
+and intervals; every figure it returns is computed on those shared tasks only.
 
 Output is plain JSON types only (NaN/inf -> None), so
 ``json.dumps(result, allow_nan=False)`` always works.
@@ -379,12 +380,28 @@ def _result(df: pd.DataFrame, agg: Aggregates, ref: int, blocks: list[dict[str, 
     }
 
 
-def _align(agg: Aggregates, c: int, tasks: pd.Index) -> np.ndarray:
-    """(T, N_OUTCOMES) counts of config c of agg re-indexed onto the given task list (zeros where absent)."""
-    out = np.zeros((len(tasks), N_OUTCOMES), dtype=np.int64)
-    idx = tasks.get_indexer(agg.tasks)
-    out[idx] = agg.counts[c]
-    return out
+class NothingToCompare(ValueError):
+    """The two runs share no task, or no configuration ran a shared task in both: no paired comparison exists."""
+
+
+def _align(agg: Aggregates, c: int, tasks: list[str]) -> np.ndarray:
+    """(len(tasks), N_OUTCOMES) counts of config c of agg, row i being task ``tasks[i]``.
+
+    WHY a gather by name: scattering agg's rows into the shared list
+    (``out[tasks.get_indexer(agg.tasks)] = ...``) sends every task the list lacks
+    to index -1, i.e. onto the last shared task. Looking each shared task up in
+    agg instead cannot misplace a row, and a task agg lacks is an error here, not
+    a silent zero: callers pass only tasks both runs hold.
+    """
+    idx = pd.Index(agg.tasks).get_indexer(tasks)
+    if np.any(idx < 0):
+        missing = [t for t, i in zip(tasks, idx) if i < 0]
+        raise ValueError(f"_align: tasks not in this run: {missing[:5]}")
+    return agg.counts[c][idx]
+
+
+def _shared_tasks_only(df: pd.DataFrame, tasks: list[str]) -> pd.DataFrame:
+    return df[df["task_id"].astype(str).isin(tasks)]
 
 
 def compare_runs(
@@ -397,43 +414,78 @@ def compare_runs(
     order_a: list[str] | None = None,
     order_b: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Paired comparison of two runs (e.g. two agents) on the same tasks.
+    """Paired comparison of two runs (e.g. two agents) on the tasks both ran.
 
     ``order_a`` / ``order_b``: a labels-axis run's configurations in the user's order.
 
+    Everything is computed on the shared tasks only: both runs' frames are cut
+    to the tasks they have in common before anything is aggregated, so the
+    per-config blocks, the MDD, the scores shown beside B - A and the paired
+    tests all describe the same trials. Within one compared pair of
+    configurations, a task is used only when both configurations ran it
+    (``n_tasks`` of the comparison). Tasks present in only one run are listed in
+    ``tasks_only_in``; ``n_trials`` keeps each run's full size.
+
     Configurations are matched by label; if the runs share no label but each
-    has exactly one configuration, those two are compared. Tasks present in
-    only one run are listed and excluded from the paired tests (they still
-    count in each run's own per-config blocks).
+    has exactly one configuration, those two are compared. Raises
+    NothingToCompare when the runs share no task or no configuration.
     """
-    ga, gb = aggregate(df_a, order_a), aggregate(df_b, order_b)
+    tasks_a, tasks_b = set(df_a["task_id"].astype(str)), set(df_b["task_id"].astype(str))
+    tasks = sorted(tasks_a & tasks_b)
+    only_a, only_b = sorted(tasks_a - tasks_b), sorted(tasks_b - tasks_a)
+    if not tasks:
+        raise NothingToCompare(f"the runs share no task ({name_a} has {_few(only_a)}; {name_b} has {_few(only_b)})")
+    sub_a, sub_b = _shared_tasks_only(df_a, tasks), _shared_tasks_only(df_b, tasks)
+    ga, gb = aggregate(sub_a, order_a), aggregate(sub_b, order_b)
     shared = [lab for lab in ga.labels if lab in gb.labels]
     pairs = [(ga.labels.index(l), gb.labels.index(l)) for l in shared]
     notes = []
     if not pairs and ga.n_configs == 1 and gb.n_configs == 1:
         pairs = [(0, 0)]
         notes.append(f"no shared configuration label; compared {ga.labels[0]!r} with {gb.labels[0]!r}")
-    # Paired tests and the compared rates use only the tasks both runs hold.
-    tasks = pd.Index(sorted(set(ga.tasks) & set(gb.tasks)))
-    only_a = sorted(set(ga.tasks) - set(gb.tasks))
-    only_b = sorted(set(gb.tasks) - set(ga.tasks))
-    comparisons = []
+    if not pairs:
+        raise NothingToCompare(f"the runs share no configuration on their {len(tasks)} shared task(s) "
+                               f"({name_a} has {_few(ga.labels)}; {name_b} has {_few(gb.labels)})")
+    comparisons: list[dict[str, Any]] = []
+    compared: list[int] = []  # A's configuration index of each comparison
     for ca, cb in pairs:
         xa, xb = _align(ga, ca, tasks), _align(gb, cb, tasks)
-        comp = _compare_cells(f"{name_a}:{ga.labels[ca]}", f"{name_b}:{gb.labels[cb]}", xa, xb, boschloo_max_cells)
+        both = (xa.sum(axis=1) > 0) & (xb.sum(axis=1) > 0)  # a task one side never ran pairs with nothing
+        if not both.any():
+            notes.append(f"{ga.labels[ca]!r} and {gb.labels[cb]!r} ran no task in common: not compared")
+            continue
+        comp = _compare_cells(f"{name_a}:{ga.labels[ca]}", f"{name_b}:{gb.labels[cb]}", xa[both], xb[both],
+                              boschloo_max_cells)
+        comp["n_tasks"] = int(both.sum())
         comparisons.append(comp)
+        compared.append(ca)
+    if not comparisons:
+        raise NothingToCompare("no configuration of one run ran any task in common with the same configuration "
+                               "of the other")
     family = _apply_holm(comparisons)
     blocks_a = [_config_block(ga, c) for c in range(ga.n_configs)]
     blocks_b = [_config_block(gb, c) for c in range(gb.n_configs)]
-    mdd = _mdd_block(blocks_a[pairs[0][0]]) if pairs else None
+    mdd = _mdd_block(blocks_a[compared[0]])
     out = {
         "schema": SCHEMA,
         "headline": HEADLINE,
         "headline_note": "score_infra_as_failure counts infra errors as failures and is the headline",
-        "runs": {name_a: {"n_trials": int(len(df_a)), "configs": blocks_a}, name_b: {"n_trials": int(len(df_b)), "configs": blocks_b}},
+        "shared_tasks": len(tasks),
+        "basis": f"every figure is computed on the {len(tasks)} task(s) both runs hold and on configurations both "
+                 "runs have; n_trials counts each whole run",
+        "runs": {name_a: {"n_trials": int(len(df_a)), "n_trials_shared_tasks": int(len(sub_a)), "configs": blocks_a},
+                 name_b: {"n_trials": int(len(df_b)), "n_trials_shared_tasks": int(len(sub_b)), "configs": blocks_b}},
         "tasks_only_in": {name_a: only_a, name_b: only_b},
         "comparisons": {"adjustment": "holm", "family_size": family, "items": comparisons},
         "mdd": mdd,
         "notes": notes,
     }
     return jsonable(out)
+
+
+def _few(names: list[str], k: int = 5) -> str:
+    """'a, b, c and 4 more' -- a one-line error must stay one line."""
+    if not names:
+        return "none"
+    head = ", ".join(names[:k])
+    return head + (f" and {len(names) - k} more" if len(names) > k else "")

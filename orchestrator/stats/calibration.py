@@ -39,7 +39,14 @@ later in the canonical order -- more headroom -- are candidates):
 It REFUSES (status "refused", reasons listed) when: the reference is missing,
 there is no candidate, fewer than ``min_tasks`` tasks or ``min_attempts``
 attempts per task, or no candidate significantly reduces infra errors while
-staying within noise. It then says how many attempts per task would be needed
+staying within noise. That last reason names the condition that failed, as the
+evidence table shows it: no significant infra reduction (with the smallest Holm
+p), or, for each candidate that does reduce infra errors, why its score is not
+within noise (a significant score difference, a gap above the MDD, or an MDD
+that does not exist in that direction: near a 90% score with few trials no
+rate up to 100% is detectable, so no gap can be called noise). Each evidence
+row carries the same reason (``not_within_noise_because`` and its short form).
+It then says how many attempts per task would be needed
 (power calculation: 80% power at alpha / family size, a Bonferroni bound on
 Holm's first step): to detect the best observed infra reduction (or, if none
 was observed, a two-thirds reduction as in the Terminal-Bench study; the
@@ -60,6 +67,52 @@ from . import power
 ALPHA = 0.05
 
 
+def _pts(x: float) -> str:
+    return f"{100 * x:+.1f} pts"
+
+
+def _not_within_noise(diff: float | None, bound: float | None, cmh_sig: bool, cmh_p_holm: float | None,
+                      excl_mdd: dict[str, Any], ref_cfg: dict[str, Any]) -> tuple[str, str]:
+    """Why a candidate's agent score is not "within noise" of the reference: (short reading, sentence with numbers).
+
+    Same conditions, in the same order, as ``within_noise`` in :func:`recommend`.
+    """
+    if diff is None:
+        return "no agent score", "no agent score to compare (no trial the infrastructure let finish on one side)"
+    if cmh_sig:
+        return "score differs", f"agent score differs significantly ({_pts(diff)}, CMH Holm p {cmh_p_holm:.4f})"
+    if bound is None:
+        ref = ref_cfg["score_infra_excluded"]
+        direction, edge = ("upward", "100%") if diff >= 0 else ("downward", "0%")
+        return ("MDD undefined",
+                f"the {direction} minimum detectable difference is undefined: at the reference's infra-excluded score "
+                f"{100 * (ref['estimate'] or 0.0):.1f}% with {excl_mdd.get('n_per_config', ref['n'])} trials, no rate "
+                f"between it and {edge} is detectable at 80% power, so a gap of {_pts(diff)} cannot be shown to be "
+                "within noise")
+    return (f"gap > MDD {100 * bound:.1f} pts",
+            f"agent score gap {_pts(diff)} is larger than the minimum detectable difference ({100 * bound:.1f} pts)")
+
+
+def _no_recommendation_reason(evidence: list[dict[str, Any]], change: dict[str, Any] | None, alpha: float) -> str:
+    """The refusal reason the evidence table shows: which condition failed, for which candidate, with the numbers."""
+    considered = evidence
+    if change is not None:  # candidates at or above the first score change cannot be recommended
+        considered = evidence[: next(i for i, e in enumerate(evidence) if e["label"] == change["label"])]
+    reduced = [e for e in considered if e["infra_reduced"] and not e["within_noise"]]
+    if not reduced:
+        ps = [e for e in evidence if e["infra_p_holm"] is not None]
+        best = min(ps, key=lambda e: e["infra_p_holm"]) if ps else None
+        text = "no configuration significantly reduces infra errors (Holm-adjusted exact test, alpha " + f"{alpha:g})"
+        if best is not None:
+            text += f"; the smallest Holm p is {best['infra_p_holm']:.4f} ({best['label']})"
+        later = [e["label"] for e in evidence if e["infra_reduced"] and e not in considered]
+        if later:
+            text = (f"only {', '.join(later)} significantly reduce infra errors, at or above {change['label']} "  # type: ignore[index]
+                    "where the agent score is significantly higher than the reference's (headroom changes what is measured)")
+        return text
+    parts = [f"{e['label']} (infra Holm p {e['infra_p_holm']:.4f}): {e['not_within_noise_because']}" for e in reduced]
+    return ("the configurations that significantly reduce infra errors do not keep the agent score within noise "
+            "of the reference: " + "; ".join(parts))
 
 
 def recommend(
@@ -121,6 +174,8 @@ def recommend(
         bound = m_up if (diff is not None and diff >= 0) else m_down
         within_mdd = diff is not None and bound is not None and abs(diff) <= bound
         within_noise = bool(not cmh_sig and within_mdd)
+        why_short, why_not = (None, None) if within_noise else _not_within_noise(
+            diff, bound, cmh_sig, cmh["p_holm"], excl_mdd, ref_cfg)
         evidence.append(
             {
                 "label": c["label"],
@@ -145,6 +200,8 @@ def recommend(
                 "infra_reduced": bool(infra_reduced),
                 "score_above_floor": score_above,
                 "within_noise": within_noise,
+                "not_within_noise_because": why_not,
+                "not_within_noise_short": why_short,
             }
         )
         if change is None:
@@ -157,9 +214,7 @@ def recommend(
                     recommended = c
 
     if candidates and recommended is None:
-        reasons.append(
-            "no configuration significantly reduces infra errors (Holm-adjusted) while its score stays within noise of the reference"
-        )
+        reasons.append(_no_recommendation_reason(evidence, change, alpha))
 
     # Power: attempts per task needed for a decisive sweep. "conditional" matches the
     # tests used above (trials independent given the task set); "generalising" adds

@@ -15,7 +15,9 @@ Definitions (a task may have several attempts per side):
   ``b_only`` (only B). The exact two-sided sign test is binomtest(a_only,
   a_only + b_only, 0.5). Fewer than 6 discordant tasks can never give p < 0.05.
 * the **mean per-task difference** mean_t(r_B - r_A) uses every attempt and is
-  reported with a t interval over tasks (tasks are the sampling unit), the
+  reported with a t interval over tasks (tasks are the sampling unit; cut to
+  [-1, 1], the only values a difference of rates can take -- with 2 tasks the
+  t quantile is 12.7 and the raw interval reaches far past +-1), the
   **paired t-test** over tasks (scipy ttest_1samp of the per-task differences
   against 0) and a **bootstrap** percentile interval that resamples tasks
   (scipy.stats.bootstrap, 2,000 resamples, fixed seed). This is the test for a
@@ -88,13 +90,14 @@ class TaskPaired:
     sign: SignTest
     mean_task_diff: float | None  # mean over tasks of r_B - r_A
     mean_task_diff_se: float | None
-    mean_task_diff_low: float | None  # 95% t interval
+    mean_task_diff_low: float | None  # 95% t interval, intersected with [-1, 1]
     mean_task_diff_high: float | None
     t_statistic: float | None = None  # paired t-test over tasks (H0: mean per-task difference = 0)
     t_p: float | None = None
     bootstrap_low: float | None = None  # 95% percentile interval, tasks resampled
     bootstrap_high: float | None = None
     method: str = "paired t-test over tasks (scipy ttest_1samp); bootstrap percentile interval over tasks"
+    mean_task_diff_clipped: bool = False  # the t interval reached past +-1 and was cut to the possible range
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,6 +118,7 @@ def task_paired(
     sign = sign_test(int(np.sum(sa & ~sb)), int(np.sum(sb & ~sa)))
     t = int(m.sum())
     mean = se = lo = hi = t_stat = t_p = b_lo = b_hi = None
+    clipped = False
     if t >= 1:
         d = rb - ra
         mean = float(d.mean())
@@ -122,6 +126,12 @@ def task_paired(
             se = float(d.std(ddof=1) / np.sqrt(t))
             q = float(stats.t.ppf(0.975, t - 1))
             lo, hi = mean - q * se, mean + q * se
+            # A difference of two rates lies in [-1, 1]; with few tasks the t quantile (12.7 at 2 tasks)
+            # throws the interval far past that. Intersecting it with [-1, 1] drops only impossible
+            # values, so coverage is unchanged: whenever the t interval holds the true mean, so does
+            # the clipped one. ``mean_task_diff_clipped`` says when this happened.
+            clipped = lo < -1.0 or hi > 1.0
+            lo, hi = max(lo, -1.0), min(hi, 1.0)
             if se > 0:
                 res = stats.ttest_1samp(d, 0.0)
                 t_stat, t_p = float(res.statistic), float(res.pvalue)
@@ -131,7 +141,8 @@ def task_paired(
             else:  # every task moved by the same amount: no spread to test against
                 t_p = 1.0 if mean == 0 else None
                 b_lo = b_hi = mean
-    return TaskPaired(t, int(sa.sum()), int(sb.sum()), sign, mean, se, lo, hi, t_stat, t_p, b_lo, b_hi)
+    return TaskPaired(t, int(sa.sum()), int(sb.sum()), sign, mean, se, lo, hi, t_stat, t_p, b_lo, b_hi,
+                      mean_task_diff_clipped=clipped)
 
 
 @dataclass(frozen=True)

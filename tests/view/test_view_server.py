@@ -85,3 +85,17 @@ def test_busy_port_and_missing_store_are_one_line_errors(view_store: Path, tmp_p
     res = subprocess.run([sys.executable, "-m", "orchestrator", "view", "--store", str(tmp_path / "none.db")],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "no such store" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_compare_with_nothing_shared_explains_instead_of_failing(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from tests.taskfactory import runs_sharing_nothing
+
+    store = tmp_path_factory.mktemp("disjoint") / "h.db"
+    ids = runs_sharing_nothing(tmp_path_factory.mktemp("disjoint-tasks"), store)
+    client = TestClient(create_app(store), base_url="http://127.0.0.1", raise_server_exceptions=False)
+    for other, words in (("other_tasks", "the runs share no task"), ("other_configs", "the runs share no configuration")):
+        res = client.get(f"/compare?a={ids['base']}&b={ids[other]}")
+        assert res.status_code == 200, res.status_code
+        assert 'class="error"' in res.text and words in html.unescape(res.text)
+    ok = client.get(f"/compare?a={ids['base']}&b={ids['base']}")
+    assert ok.status_code == 200 and "both runs hold" in ok.text and 'class="error"' not in ok.text
