@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,7 @@ def test_resume_refuses_changed_flags_and_missing_tasks(tasks_root: Path, tmp_pa
                     "--format", "none").returncode == 0
     assert_user_error(headroom("sweep", "--resume", "--attempts", "5", "--store", str(store)), "--resume", "attempts")
     shutil.rmtree(tasks_root / "u")
-    with sqlite3.connect(store) as db:  # as if interrupted: a finished run has nothing to resume and is left alone
+    with closing(sqlite3.connect(store)) as db, db:  # as if interrupted: a finished run has nothing to resume
         db.execute("UPDATE runs SET status='interrupted'")
     assert_user_error(headroom("sweep", "--resume", "--store", str(store)), "tasks of this run are gone: u")
 

@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,7 +33,7 @@ def headroom(*args: str, env: dict[str, str] | None = None, cwd: Path | None = N
 
 
 def _copy_store(src: Path, dest_dir: Path) -> Path:
-    with sqlite3.connect(src) as db:
+    with closing(sqlite3.connect(src)) as db, db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     dest = dest_dir / src.name
     shutil.copy(src, dest)
@@ -41,7 +42,7 @@ def _copy_store(src: Path, dest_dir: Path) -> Path:
 
 def _record(store: Path) -> dict[str, Any]:
     """Everything a resume could change about a run: its row, its provenance and its tries."""
-    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+    with closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db, db:
         return {"runs": db.execute("SELECT * FROM runs").fetchall(),
                 "provenance": db.execute("SELECT * FROM provenance").fetchall(),
                 "executions": db.execute("SELECT run_id, trial_id, try, status, final FROM executions ORDER BY 1, 2, 3").fetchall()}
@@ -76,7 +77,7 @@ def test_unset_agent_env_refuses_the_sweep_before_anything_is_written(tasks_root
 
 def test_unset_agent_env_refuses_a_resume_and_leaves_the_run_alone(swept: tuple[Path, Path], tmp_path: Path) -> None:
     store = _copy_store(swept[1], tmp_path)
-    with sqlite3.connect(store) as db:  # a run with work left, as after an interruption
+    with closing(sqlite3.connect(store)) as db, db:  # a run with work left, as after an interruption
         db.execute("UPDATE runs SET status='interrupted'")
         db.execute("DELETE FROM executions WHERE trial_id = (SELECT MIN(trial_id) FROM executions)")
     before = _record(store)
@@ -234,7 +235,7 @@ def test_regrade_twice_regrades_the_sweep_with_one_suffix(swept: tuple[Path, Pat
     for _ in range(2):
         res = headroom("regrade", "--store", str(store), "--grader", str(graders), "--format", "json")
         assert res.returncode == 0, res.stderr
-    with sqlite3.connect(store) as db:
+    with closing(sqlite3.connect(store)) as db, db:
         rows = db.execute("SELECT name, spec_json FROM runs ORDER BY created_at").fetchall()
     assert [name for name, _ in rows] == ["sweep", "sweep (regraded)", "sweep (regraded)"]
     assert [json.loads(spec).get("regraded_from") for _, spec in rows[1:]] == [sweep_id, sweep_id]
