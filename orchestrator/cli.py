@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import os
 import signal
 import sqlite3
 import sys
@@ -46,10 +48,45 @@ def load_experiment_file(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise UserError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
     except yaml.YAMLError as exc:
-        raise UserError(f"malformed YAML ({str(exc).splitlines()[0]})", file=str(path)) from None
+        raise UserError(f"malformed YAML ({yaml_problem(exc)})", file=str(path)) from None
     if not isinstance(data, dict):
         raise UserError("expected a mapping of experiment fields", file=str(path))
     return data
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """What the parser found and where (1-based line and column), on one line."""
+    mark = getattr(exc, "problem_mark", None)
+    what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"line {mark.line + 1}, column {mark.column + 1}: {what}" if mark is not None else what
+
+
+def check_agent_env(names: list[str]) -> None:
+    """Every --agent-env variable must be set here: an agent run without its key fails as if it were the model's fault."""
+    missing = [n for n in names if n not in os.environ]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise UserError(f"{', '.join(missing)} {verb} not set in this environment; set it before the sweep "
+                        "(the agent would run without it)", field="--agent-env")
+
+
+def _nothing_left(store_path: Path, run_id: str | None) -> tuple[str, int] | None:
+    """On --resume, read-only and before anything is written: (run id, trials) if the run is already complete.
+
+    Also refuses a resume whose --agent-env variables are not set here.
+    """
+    peek = Store.open_existing(store_path)
+    try:
+        info = peek.run(run_id)
+        if info.spec.get("kind") == "import":
+            return None  # sweep.resume says why an import cannot be resumed
+        planned = peek.planned_count(info.run_id)
+        if info.status == "finished" and peek.try_counts(info.run_id)["final"] >= planned:
+            return info.run_id, planned
+        check_agent_env(list((info.spec.get("agent") or {}).get("env_passthrough") or []))
+        return None
+    finally:
+        peek.close()
 
 
 def build_experiment(fields: dict[str, Any], source: str | None) -> Experiment:
@@ -111,11 +148,16 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
                enforcement: str, canary: bool = True) -> tuple[Store, str, bool]:
     """Returns (store, run_id, interrupted)."""
     if resume:
+        if (done := _nothing_left(store_path, resume_run)) is not None:
+            err.print(f"run {done[0]}: all {done[1]} trials are already finished; nothing to resume "
+                      "(the run and its record are unchanged)")
+            return Store.open_existing(store_path), done[0], False
         store = Store.open_for_resume(store_path)
         run_id, experiment, tasks = sweep_mod.resume(store, resume_run)
         err.print(f"resuming run {run_id} from {store_path}")
     else:
         assert experiment is not None
+        check_agent_env(list(experiment.agent.env_passthrough))
         task_list = sweep_mod.prepare(experiment)  # rejects bad input before anything is written
         store = None  # type: ignore[assignment]
     backend = _make_backend(experiment, enforcement)
@@ -209,6 +251,8 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
           fmt: str, no_canary: bool, placement: str) -> None:
     """Run a resource sweep over the tasks in TASKS_DIR."""
     experiment = None
+    if run_id is not None and not resume:
+        raise UserError("applies only with --resume (a new sweep always gets a new run id)", field="--run-id")
     if resume:
         fixed = ("tasks_dir", "multipliers", "attempts", "concurrency", "agent_kind", "agent_command", "agent_env", "model",
                  "task_patterns", "seed", "retries", "timeout_multiplier", "experiment_file", "backend_name",
@@ -273,18 +317,23 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, attempts
 
 def _print_report(store: Store, run_id: str | None, fmt: str, output: Path | None = None,
                   reference: str | None = None) -> None:
+    from orchestrator.commands.outputs import write_file
     from orchestrator.report import document, render, terminal
 
     doc = document.build(store, run_id, reference=reference)
-    if fmt == "table" and output is None:
-        terminal.print_report(doc, out)
-        return
-    text = render.render_text(doc, "markdown" if fmt == "table" else fmt)
+    if fmt == "table":
+        if output is None:
+            terminal.print_report(doc, out)
+            return
+        # The same table as on a terminal, as plain text (no colour codes) at a fixed width.
+        buf = io.StringIO()
+        terminal.print_report(doc, Console(file=buf, width=160, highlight=False, color_system=None,
+                                           force_terminal=False, soft_wrap=False))
+        text = buf.getvalue()
+    else:
+        text = render.render_text(doc, fmt)
     if output:
-        try:
-            output.write_text(text)
-        except OSError as exc:
-            raise UserError(f"cannot write the report ({exc.strerror})", file=str(output)) from None
+        write_file(output, text, "--output")
         err.print(f"report written to {output}")
     else:
         click.echo(text)
@@ -294,14 +343,19 @@ def _print_report(store: Store, run_id: str | None, fmt: str, output: Path | Non
 @click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
 @click.option("--run-id", help="which run (default: the latest)")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown", "html"]), default="table", show_default=True)
-@click.option("--output", "-o", type=click.Path(path_type=Path), help="write to a file instead of the terminal")
+@click.option("--output", "-o", type=click.Path(path_type=Path),
+              help="write to a file instead of the terminal (--format table: the terminal table as plain text)")
 @click.option("--reference", help="reference configuration for paired tests, any label in the run "
               "(default: 1x-strict in a sweep, the first label in an import)")
 def report(store_path: Path, run_id: str | None, fmt: str, output: Path | None, reference: str | None) -> None:
     """Report a run: outcomes, rates with Wilson 95% intervals, paired and trend tests, calibration, provenance."""
+    from orchestrator.commands.outputs import check_file
+
     store = Store.open_existing(store_path)
     if fmt == "html" and output is None:
         raise UserError("--format html needs --output FILE", field="--output")
+    if output is not None:
+        check_file(output, "--output")
     if reference is not None:
         finished = store.finished_labels(store.run(run_id).run_id)
         if reference not in finished:  # any label in the store is taken as written; else a resource spelling
@@ -318,14 +372,9 @@ def report(store_path: Path, run_id: str | None, fmt: str, output: Path | None, 
 
 def _open_run(ref: str, default_store: Path) -> tuple[Store, str | None]:
     """A run named by id in --store, or a store file (its latest run), or FILE:RUN_ID."""
-    if Path(ref).is_file():
-        return Store.open_existing(ref), None
-    path, _, rid = ref.rpartition(":")
-    if path and Path(path).is_file():
-        store = Store.open_existing(path)
-        return store, store.run(rid).run_id
-    store = Store.open_existing(default_store)
-    return store, store.run(ref).run_id
+    from orchestrator.commands.runref import open_run
+
+    return open_run(ref, default_store)
 
 
 @cli.command()

@@ -64,9 +64,23 @@ def load_graders(path: Path) -> tuple[GoldenGrader | None, dict[str, GoldenGrade
     return default, per_task
 
 
+REGRADED = " (regraded)"
+
+
+def source_run(store: Store, run_id: str | None) -> str:
+    """The run to re-grade: RUN_ID, else the latest run that is not itself a re-grade.
+
+    Regrading twice without a run id must grade the sweep again, not the previous re-grade.
+    """
+    if run_id is not None:
+        return store.run(run_id).run_id
+    originals = [r for r in store.runs() if "regraded_from" not in r.spec]
+    return originals[-1].run_id if originals else store.run(None).run_id
+
+
 def regrade(store: Store, run_id: str | None, default: GoldenGrader | None, per_task: dict[str, GoldenGrader],
             source: str) -> RegradeResult:
-    info = store.run(run_id)
+    info = store.run(source_run(store, run_id))
     results = store.final_results(info.run_id)
     if not results:
         raise UserError(f"run {info.run_id} has no finished trials to re-grade")
@@ -81,7 +95,8 @@ def regrade(store: Store, run_id: str | None, default: GoldenGrader | None, per_
     prov["regrade"] = {"from_run": info.run_id, "grader_file": source,
                        "default": default.model_dump() if default else None,
                        "per_task": {k: v.model_dump() for k, v in per_task.items()}}
-    new_id = store.create_run(name=f"{info.name} (regraded)", backend=info.backend, enforcement=info.enforcement,
+    # One suffix however often a run is re-graded: the chain is in spec.regraded_from.
+    new_id = store.create_run(name=info.name.removesuffix(REGRADED) + REGRADED, backend=info.backend, enforcement=info.enforcement,
                               spec={**info.spec, "regraded_from": info.run_id}, provenance=prov,
                               tasks=store.task_specs(info.run_id), trials=trials, axis=info.axis)
     out = RegradeResult(new_id, 0)

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from orchestrator import bundle as bundle_mod
 from orchestrator.commands.console import err, out
+from orchestrator.commands.outputs import check_file
 from orchestrator.store.sqlite import Store
 
 DEFAULT_STORE = Path("headroom-results/headroom.db")
@@ -22,6 +23,8 @@ DEFAULT_STORE = Path("headroom-results/headroom.db")
               help="the bundle file, or a directory (the file is then named by its content digest)")
 def bundle(run_id: str | None, store_path: Path, output: Path) -> None:
     """Write RUN_ID (default: the latest run) as one self-contained, content-addressed file."""
+    if not output.is_dir():  # a directory gets a file named by the digest; anything else is the file itself
+        check_file(output, "--output")
     store = Store.open_existing(store_path)
     try:
         b = bundle_mod.build(store, run_id)

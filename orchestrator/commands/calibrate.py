@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from orchestrator.commands.outputs import check_dir, make_dir, write_file
 from orchestrator.errors import UserError
 
 if TYPE_CHECKING:  # the statistics stack loads only when the command runs: `headroom --help` stays fast
@@ -21,17 +22,10 @@ ALPHA, MARGIN, MIN_PEAKS = 0.05, 0.10, 5
 
 def _open(ref: str, default_store: Path) -> tuple[Store, str]:
     """A run id in --store, a store file (its latest run), or FILE:RUN_ID."""
-    from orchestrator.store.sqlite import Store
+    from orchestrator.commands.runref import open_run
 
-    if Path(ref).is_file():
-        store = Store.open_existing(ref)
-        return store, store.run(None).run_id
-    path, _, rid = ref.rpartition(":")
-    if path and Path(path).is_file():
-        store = Store.open_existing(path)
-        return store, store.run(rid).run_id
-    store = Store.open_existing(default_store)
-    return store, store.run(ref).run_id
+    store, run_id = open_run(ref, default_store)
+    return store, store.run(run_id).run_id
 
 
 def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, margin: float = MARGIN,
@@ -68,18 +62,21 @@ def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, mar
     })
 
 
-def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) -> list[str]:
-    """summary.md, bands.json and one patch per published task; optionally patched copies of the tasks."""
+def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) -> tuple[list[str], list[str]]:
+    """summary.md, bands.json and one patch per published task; optionally patched copies of the tasks.
+
+    Returns (notes, the published tasks whose patch was written).
+    """
     from orchestrator.report.bands import summary_markdown
     from orchestrator.stats.bands import LimitTest, TaskBand
     from orchestrator.tasks.patch import patched_toml, read_task_toml, unified_patch
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "patches").mkdir(exist_ok=True)
-    (out_dir / "summary.md").write_text(summary_markdown(doc))
-    (out_dir / "bands.json").write_text(json.dumps(doc, indent=2, allow_nan=False))
+    make_dir(out_dir, "--output")
+    write_file(out_dir / "summary.md", summary_markdown(doc), "--output")
+    write_file(out_dir / "bands.json", json.dumps(doc, indent=2, allow_nan=False), "--output")
     tasks_dir = Path(doc["run"]["tasks_dir"] or ".")
-    notes = []
+    notes: list[str] = []
+    patched: list[str] = []
     for b in doc["bands"]:
         if b["status"] != "recommended":
             continue
@@ -91,14 +88,21 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
         cpu_note = "p95 CPU use" if (band.cpu_floor_source or "").startswith("measured") else "spec cpus"
         after = patched_toml(before, band, f"headroom calibrate {doc['run']['run_id']}: floor p95 peak and "
                                            f"{cpu_note}, ceiling {band.ceiling_label}")
-        (out_dir / "patches" / f"{band.task_id}.patch").write_text(unified_patch(band.task_id, before, after))
+        make_dir(out_dir / "patches", "--output")  # only when there is a patch to put in it
+        write_file(out_dir / "patches" / f"{band.task_id}.patch", unified_patch(band.task_id, before, after), "--output")
         if tasks_out is not None:
             dest = tasks_out / band.task_id
             if dest.exists():
                 raise UserError("already exists; choose an empty --tasks-out", file=str(dest))
-            shutil.copytree(tasks_dir / band.task_id, dest, ignore=shutil.ignore_patterns("__pycache__"))
-            (dest / "task.toml").write_text(after)
-    return notes
+            make_dir(tasks_out, "--tasks-out")
+            try:
+                shutil.copytree(tasks_dir / band.task_id, dest, ignore=shutil.ignore_patterns("__pycache__"))
+            except OSError as exc:
+                raise UserError(f"cannot copy the task ({exc.strerror or exc})", file=str(dest),
+                                field="--tasks-out") from None
+            write_file(dest / "task.toml", after, "--tasks-out")
+        patched.append(band.task_id)
+    return notes, patched
 
 
 @click.command()
@@ -118,9 +122,12 @@ def calibrate(run: str, store_path: Path, out_dir: Path | None, tasks_out: Path 
     RUN is a run id in --store, a store file (its latest run), or FILE:RUN_ID.
     """
     store, run_id = _open(run, store_path)
-    doc = calibration_document(store, run_id, alpha=alpha, margin=margin)
     out_dir = out_dir or Path("headroom-results") / f"bands-{run_id}"
-    notes = write_outputs(doc, out_dir, tasks_out)
+    check_dir(out_dir, "--output")  # path mistakes before the statistics run
+    if tasks_out is not None:
+        check_dir(tasks_out, "--tasks-out")
+    doc = calibration_document(store, run_id, alpha=alpha, margin=margin)
+    notes, patched = write_outputs(doc, out_dir, tasks_out)
     for b in doc["bands"]:
         if b["status"] == "recommended":
             how = "measured" if (b["cpu_floor_source"] or "").startswith("measured") else "spec"
@@ -133,5 +140,12 @@ def calibrate(run: str, store_path: Path, out_dir: Path | None, tasks_out: Path 
                f"{res['uniform_3x_mb']:.0f} MiB at uniform 3x")
     for n in notes:
         click.echo(f"note: {n}", err=True)
-    click.echo(f"written: {out_dir / 'summary.md'}, {out_dir / 'bands.json'}, {out_dir / 'patches'}/"
-               + (f"; patched tasks in {tasks_out}" if tasks_out else ""), err=True)
+    # Claim only what was written: no patch and no task copy when every task was refused.
+    written = f"written: {out_dir / 'summary.md'}, {out_dir / 'bands.json'}"
+    if patched:
+        written += f", {len(patched)} patch(es) in {out_dir / 'patches'}/"
+        if tasks_out is not None:
+            written += f"; patched tasks in {tasks_out}"
+    else:
+        written += "; no task was published, so no patch" + (f" and nothing in {tasks_out}" if tasks_out else "")
+    click.echo(written, err=True)

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.commands.console import err, out
+from orchestrator.commands.outputs import check_dir, make_dir, write_file
 from orchestrator.errors import UserError
 from orchestrator.importers.fields import DEFAULTED, KINDS, size_to_mib
 from orchestrator.importers.taskset import HARBOR, BadTask, TaskEntry, TaskSet, above, read_task, read_task_set, write_task_set
@@ -77,10 +78,16 @@ def tasks() -> None:
 @click.pass_context
 def import_(ctx: click.Context, path: Path, output: Path, agent_timeout: float | None, force: bool, fmt: str) -> None:
     """Import every task under PATH into --output; bad tasks are listed and skipped."""
+    check_dir(output, "--output")
     ts = read_task_set(path, agent_timeout=agent_timeout)
-    written = write_task_set(ts, output, force=force)
+    make_dir(output, "--output")
+    try:
+        written = write_task_set(ts, output, force=force)
+    except OSError as exc:  # a full disk or a place that refuses files: one line, not a traceback
+        raise UserError(f"cannot write the tasks ({exc.strerror or exc})", file=str(exc.filename or output),
+                        field="--output") from None
     summary = {**ts.summary(), "output": str(output), "written": [str(p) for p in written]}
-    (output / "import-summary.json").write_text(json.dumps(summary, indent=2))
+    write_file(output / "import-summary.json", json.dumps(summary, indent=2), "--output")
     if fmt == "json":
         click.echo(json.dumps(summary, indent=2))
     else:

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from orchestrator.commands.outputs import check_file, write_file
 from orchestrator.tasks.loader import load_tasks
 from orchestrator.trust import audit as audit_mod
 from orchestrator.trust.provenance import FIELDS, registry
@@ -33,6 +34,8 @@ err = Console(stderr=True, highlight=False)
 def audit_cmd(tasks_dir: Path, against: tuple[Path, ...], id_column: str, text_column: str, fields: str,
               threshold: float, accept: bool, output: Path | None) -> None:
     """Find exact and near-duplicate tasks, within the set and against train/dev files (one JSON line per finding)."""
+    if output is not None:
+        check_file(output, "--output")
     tasks = load_tasks(tasks_dir)
     refs = [it for path in against for it in file_items(path, id_column, text_column)]
     chosen = ["prompt", "prompt+answer"] if fields == "both" else [fields]
@@ -40,7 +43,7 @@ def audit_cmd(tasks_dir: Path, against: tuple[Path, ...], id_column: str, text_c
         result = audit_mod.audit(tasks, refs, chosen, threshold)  # type: ignore[arg-type]
     lines = [json.dumps(r, sort_keys=True) for r in result.records()]
     if output:
-        output.write_text("".join(f"{line}\n" for line in lines))
+        write_file(output, "".join(f"{line}\n" for line in lines), "--output")
     else:
         for line in lines:
             click.echo(line)
@@ -87,11 +90,16 @@ def judge_calibrate(pairs_file: Path, endpoint: str, model: str, api_key_env: st
     """
     from orchestrator.trust.judge import Judge, calibrate, judge_pairs, load_pairs, write_report
 
+    if output is not None:
+        check_file(output, "--output")
     pairs = load_pairs(pairs_file)
     judge = Judge(endpoint, model, api_key_env)
     with err.status(f"judging {len(pairs)} pairs in both orders"):
         judged = judge_pairs(judge, pairs)
-    click.echo(write_report({"endpoint": endpoint, "model": model, "calls": judge.calls, **calibrate(judged)}, output))
+    text = write_report({"endpoint": endpoint, "model": model, "calls": judge.calls, **calibrate(judged)}, None)
+    if output is not None:
+        write_file(output, text + "\n", "--output")
+    click.echo(text)
 
 
 @click.command("regrade")
@@ -105,16 +113,16 @@ def regrade_cmd(run_id: str | None, store_path: Path, grader_file: Path, fmt: st
     """Re-grade a run's stored answers with another golden grader (no agent runs); show every flip."""
     from rich.table import Table
 
-    from orchestrator.regrade import load_graders, regrade
+    from orchestrator.regrade import load_graders, regrade, source_run
     from orchestrator.report import comparison, document
     from orchestrator.store.sqlite import Store
 
     default, per_task = load_graders(grader_file)
     Store.open_existing(store_path).close()  # the read checks first: a missing or foreign store is refused
     store = Store(store_path)
-    result = regrade(store, run_id, default, per_task, str(grader_file))
-    doc = document.build_comparison(store, store.run(run_id).run_id if run_id else
-                                    store.runs()[-2].run_id, store, result.run_id)
+    source = source_run(store, run_id)
+    result = regrade(store, source, default, per_task, str(grader_file))
+    doc = document.build_comparison(store, source, store, result.run_id)
     if fmt == "json":
         click.echo(json.dumps({"regrade": result.summary(), "comparison": doc}, indent=2, allow_nan=False))
         return

@@ -11,7 +11,7 @@ from orchestrator.report.text import clipped_note, gap, interval_pts, pct, pts, 
 
 
 def _who(side: dict[str, Any]) -> str:
-    model = (side.get("model") or {}).get("name") or "unrecorded model"
+    model = (side.get("model") or {}).get("name") or "unrecorded"
     agent_spec = side.get("agent") or {}
     agent = ", ".join(agent_spec.get("names") or []) if agent_spec.get("kind") == "imported" else agent_spec.get("kind")
     return f"{side['run_id']} ({side['name']}; agent {agent or 'unrecorded'}; model {model})"

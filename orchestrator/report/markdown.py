@@ -9,6 +9,7 @@ from typing import Any
 
 from orchestrator.report import checks, costs
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
+from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.report.text import clipped_note, gap, interval_pts, limit, mib, pct, pts, pval, rate, seconds, sign_counts, usd
 
 
@@ -34,6 +35,38 @@ def isolation_line(run: dict[str, Any]) -> str:
     return f"{text}; storage limit {storage}"
 
 
+def host_line(host: dict[str, Any]) -> str:
+    """The machine, naming only what was recorded; without a cgroup it says what applied instead."""
+    cpu = " ".join(p for p in (host.get("cpu_model"), f"x{host['cpu_count']}" if host.get("cpu_count") else None) if p)
+    if host.get("cgroup_version"):
+        cgroup = f"cgroup {host['cgroup_version']}"
+    else:
+        why = host.get("enforcement_fallback_reason")
+        cgroup = "no cgroup: rlimit" + (f" ({why})" if why else "")
+    parts = [f"kernel {host['kernel']}" if host.get("kernel") else None, cpu or None,
+             f"{mib(host['memory_bytes'])} RAM" if host.get("memory_bytes") else None, cgroup]
+    return ", ".join(p for p in parts if p)
+
+
+def timeout_text(exp: dict[str, Any]) -> str:
+    tm = float(exp.get("timeout_multiplier") or 1.0)
+    return f"{tm:g} (" + ("each task's agent and verifier timeouts as written" if tm == 1 else
+                          f"each task's agent and verifier timeouts multiplied by {tm:g}") + ")"
+
+
+def retry_text(exp: dict[str, Any]) -> str:
+    retry = exp.get("retry") or {}
+    n = int(retry.get("max_retries") or 0)
+    if n == 0:
+        return "none: every infra error is final"
+    reasons = retry.get("reasons") or []
+    if sorted(reasons) == sorted(RetryPolicy().reasons):
+        which = "infra errors a trial cannot cause itself (not OOM kills, the storage limit or node-pressure evictions)"
+    else:
+        which = "infra errors from: " + (", ".join(reasons) or "no reason")
+    return f"up to {n} per trial, of {which}; every try stays on record"
+
+
 def setup_block(doc: dict[str, Any]) -> list[str]:
     """What ran where. Rows whose facts were never recorded (an imported run has no host) are left out."""
     run, prov, exp = doc["run"], doc["provenance"], doc["experiment"]
@@ -50,8 +83,7 @@ def setup_block(doc: dict[str, Any]) -> list[str]:
         ["isolation", isolation_line(run)],
     ]
     if _known(host.get("kernel"), host.get("cpu_model")):
-        rows.append(["host", f"kernel {host.get('kernel')}, {host.get('cpu_model')} x{host.get('cpu_count')}, "
-                             f"{mib(host.get('memory_bytes'))} RAM, cgroup {host.get('cgroup_version')}"])
+        rows.append(["host", host_line(host)])
     if imported:
         for src in imported.get("sources", []):
             rows.append(["imported from", f"{src.get('format')} `{src.get('path')}` — {src.get('harness')} "
@@ -68,6 +100,9 @@ def setup_block(doc: dict[str, Any]) -> list[str]:
     if _known(exp.get("seed"), exp.get("concurrency")) and not imported:
         design += f"; seed {exp.get('seed')}; concurrency {exp.get('concurrency')}"
     rows.append(["design", design])
+    if not imported:  # an import records how its source ran, not headroom's policies
+        rows.append(["timeout multiplier", timeout_text(exp)])
+        rows.append(["retries", retry_text(exp)])
     rows.append(["configurations", configs + (" (labels, in the order given: no resource axis)" if _is_labels(doc)
                                               else " (resource levels)")])
     dates = f"started {run['created_at']}" + (f" (local {prov['started_at_local']})" if prov.get("started_at_local") else "")
@@ -247,8 +282,12 @@ def calibration_block(stats: dict[str, Any]) -> list[str]:
         if need:
             gen = [need.get("generalising_attempts_per_task_for_infra"), need.get("generalising_attempts_per_task_for_score_mdd")]
             gen_text = "more tasks are needed" if need.get("generalising_needs_more_tasks") else str(max((g for g in gen if g), default="—"))
-            lines += [f"To decide, run about {need.get('attempts_per_task_needed')} attempts per task and configuration "
-                      f"({need.get('additional_attempts_per_task')} more than now; to generalise to new tasks: {gen_text}).", ""]
+            if need.get("attempts_per_task_needed") is not None:
+                lines += [f"To decide, run about {need['attempts_per_task_needed']} attempts per task and configuration "
+                          f"({need.get('additional_attempts_per_task')} more than now; to generalise to new tasks: "
+                          f"{gen_text}).", ""]
+            else:  # no comparison to size (e.g. one configuration): say so rather than print "None"
+                lines += ["How many attempts would decide cannot be estimated from this run.", ""]
     if cal.get("max_within_noise_label"):
         lines += [f"Highest limit whose score stays within noise of the floor: {cal['max_within_noise_label']}.", ""]
     if cal.get("score_changes_at_label"):

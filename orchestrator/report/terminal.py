@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.report import checks, costs
+from orchestrator.report.markdown import retry_text, timeout_text
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.tables import print_table
 from orchestrator.report.text import gap, interval_pts, limit, pct, pts, pval, rate, sign_counts
@@ -18,7 +19,10 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
     console.print(f"[bold]run {run['run_id']}[/] ({run['name']}, {run['status']}, "
                   f"{run['trials_finished']}/{run['trials_planned']} trials) — enforcement {run['enforcement']}, "
                   f"isolation {run.get('isolation', 'unrecorded')}, "
-                  f"kernel {host.get('kernel')}, {doc['task_provenance_mix']['n_tasks']} tasks")
+                  + (f"kernel {host['kernel']}, " if host.get("kernel") else "")
+                  + f"{doc['task_provenance_mix']['n_tasks']} tasks")
+    if not (doc["provenance"].get("import")):  # the policies headroom ran under; an import has its source's
+        console.print(f"timeout multiplier {timeout_text(doc['experiment'])}; retries: {retry_text(doc['experiment'])}")
     if run.get("isolation", "unrecorded") in ("none", "unrecorded"):
         console.print(f"[bold red]isolation {run.get('isolation', 'unrecorded')}[/]: trials were not sandboxed; "
                       "an agent could have read or changed what graded it")

@@ -40,6 +40,13 @@ PLOTLY_JS = files("plotly") / "package_data" / "plotly.min.js"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 
 
+def count(value: float | int | None) -> str:
+    """A count stored as a number (token counts come back from SQLite as floats): 11704, not 11704.0."""
+    if value is None:
+        return "—"
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 def _md() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False}).enable("table")
 
@@ -77,6 +84,7 @@ def create_app(store_path: Path) -> Starlette:
     Store.open_existing(store_path).close()  # fail now, with a one-line error, if it is not a store
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["mib"] = mib
+    templates.env.filters["count"] = count
     docs = data.DocumentCache()
 
     def open_store() -> Store:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,14 @@ def test_the_canary_runs_on_every_node_a_backend_names() -> None:
     assert sorted(backend.order[4:]) == ["cpu-probe", "cpu-probe", "cpu-reference", "cpu-reference"]
 
 
+def interrupt(store: Path) -> None:
+    """Mark the run interrupted: a finished run has nothing to resume, and a resume of it runs no canary."""
+    import sqlite3
+
+    with closing(sqlite3.connect(store)) as db, db:
+        db.execute("UPDATE runs SET status='interrupted'")
+
+
 @pytest.mark.cgroup
 @requires_cgroups
 def test_resume_runs_the_canary_again_and_a_resume_whose_limits_do_not_bite_flags_the_run(
@@ -178,6 +187,7 @@ def test_resume_runs_the_canary_again_and_a_resume_whose_limits_do_not_bite_flag
     first = headroom("sweep", str(tasks_root), "--multipliers", "1,unbounded", "--attempts", "2", "--store", str(store),
                      "--format", "none")
     assert first.returncode == 0, first.stderr
+    interrupt(store)
     # the same run resumed under the rlimit fallback: the machine the rest would run on no longer enforces
     resumed = headroom("sweep", "--resume", "--store", str(store), "--enforcement", "rlimit", "--format", "markdown")
     assert resumed.returncode == 0, resumed.stderr
@@ -194,6 +204,7 @@ def test_resume_runs_the_canary_again_and_a_resume_whose_limits_do_not_bite_flag
     assert f"Enforcement canary (on resume at {again['resumed_at']}): **limits do not bite" in resumed.stdout
     assert f"on resume at {again['resumed_at']}: 1x-strict on local: memory is capped only by the rlimit" in resumed.stdout
     # a second resume that is fine again does not wash the flag out: every canary of the run counts
+    interrupt(store)
     second = headroom("sweep", "--resume", "--store", str(store), "--format", "markdown")
     assert second.returncode == 0, second.stderr
     prov = s.provenance(s.run().run_id)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,8 @@ def test_a_full_disk_under_the_store_gets_one_line(tasks_root: Path, small_fs: P
 def test_a_store_in_a_read_only_place_says_read_only(tasks_root: Path, small_fs: Path) -> None:
     store = small_fs / "h.db"
     _one_run(tasks_root, store)
+    with closing(sqlite3.connect(store)) as db, db:  # work left: a finished run has nothing to resume
+        db.execute("UPDATE runs SET status='interrupted'")
     subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
     assert_user_error(headroom("sweep", "--resume", "--store", str(store)), "read-only")
     assert_user_error(headroom("sweep", str(tasks_root), "--attempts", "1", "--store", str(store)), "read-only")
