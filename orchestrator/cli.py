@@ -383,7 +383,7 @@ def _open_run(ref: str, default_store: Path) -> tuple[Store, str | None]:
 @click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True)
 def compare(run_a: str, run_b: str, store_path: Path, fmt: str) -> None:
-    """Paired comparison of two runs on the same tasks (different agents or models).
+    """Paired comparison of two runs on the tasks and configurations both hold (different agents or models).
 
     RUN_A and RUN_B are run ids in --store, store files (their latest run), or FILE:RUN_ID.
     """
