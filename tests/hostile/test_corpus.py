@@ -348,6 +348,13 @@ for _ in range(3000):
     assert_nothing_leaks(run)
 
 
+#: A checker that compares the answer with the value [verifier.env] gives the verifier, as Terminal-Bench 2 tasks do.
+ENV_CHECK = ("import os\n"
+             "got = open(os.path.join(os.environ['HEADROOM_WORKDIR'], 'answer')).read().strip()\n"
+             "open(os.path.join(os.environ['HEADROOM_LOGS_DIR'], 'reward.txt'), 'w')"
+             ".write('1' if got == os.environ['EXPECTED'] else '0')\n")
+
+
 def test_reading_answer_keys_from_task_toml(tasks_root: Path, tmp_path: Path) -> None:
     """task.toml reaches the agent without [grader], [verifier.env] and [solution] (a probe passed both tasks)."""
     import shutil
@@ -369,11 +376,7 @@ PY
     # a Terminal-Bench 2 style task: the expected value reaches its tests through [verifier.env]
     expected = _secrets.token_hex(12)
     d, _ = write_hostile_task(tasks_root, "verifier-env", steal, extra_toml=f'[verifier.env]\nEXPECTED = "{expected}"\n')
-    (d / "tests" / "check.py").write_text(
-        "import os\n"
-        "got = open(os.path.join(os.environ['HEADROOM_WORKDIR'], 'answer')).read().strip()\n"
-        "open(os.path.join(os.environ['HEADROOM_LOGS_DIR'], 'reward.txt'), 'w')"
-        ".write('1' if got == os.environ['EXPECTED'] else '0')\n")
+    (d / "tests" / "check.py").write_text(ENV_CHECK)
     run = sweep(tasks_root, tmp_path)
     _failed(run)
     assert golden_answer not in json.dumps(run.evidence) and expected not in json.dumps(run.evidence)
@@ -386,11 +389,7 @@ def test_the_verifier_still_gets_its_environment(tasks_root: Path, tmp_path: Pat
     expected = _secrets.token_hex(12)
     d, _ = write_hostile_task(tasks_root, "honest-env", f'echo {expected} > "$HEADROOM_WORKDIR/answer"\n',
                               extra_toml=f'[verifier.env]\nEXPECTED = "{expected}"\n')
-    (d / "tests" / "check.py").write_text(
-        "import os\n"
-        "got = open(os.path.join(os.environ['HEADROOM_WORKDIR'], 'answer')).read().strip()\n"
-        "open(os.path.join(os.environ['HEADROOM_LOGS_DIR'], 'reward.txt'), 'w')"
-        ".write('1' if got == os.environ['EXPECTED'] else '0')\n")
+    (d / "tests" / "check.py").write_text(ENV_CHECK)
     run = sweep(tasks_root, tmp_path)
     assert run.outcomes == [("passed", None)], run.outcomes
 
