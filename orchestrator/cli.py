@@ -221,8 +221,8 @@ def cli() -> None:
 @click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--retries", type=click.IntRange(0, 10), default=0, show_default=True,
-              help="retries of infra errors a trial cannot cause itself (not OOM kills, the storage limit or "
-                   "node-pressure evictions); every try stays on record")
+              help="retries of infra errors a trial cannot cause itself (not OOM kills or the storage limit); "
+                   "every try stays on record")
 @click.option("--timeout-multiplier", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True)
 @click.option("--enforcement", type=click.Choice(["auto", "cgroup", "rlimit"]), default="auto", show_default=True,
               help="local backend: cgroup limits, or the rlimit fallback")

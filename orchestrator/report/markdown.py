@@ -61,7 +61,7 @@ def retry_text(exp: dict[str, Any]) -> str:
         return "none: every infra error is final"
     reasons = retry.get("reasons") or []
     if sorted(reasons) == sorted(RetryPolicy().reasons):
-        which = "infra errors a trial cannot cause itself (not OOM kills, the storage limit or node-pressure evictions)"
+        which = "infra errors a trial cannot cause itself (not OOM kills or the storage limit)"
     else:
         which = "infra errors from: " + (", ".join(reasons) or "no reason")
     return f"up to {n} per trial, of {which}; every try stays on record"

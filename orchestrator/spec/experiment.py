@@ -65,7 +65,7 @@ class RetryPolicy(BaseModel):
     reasons: list[InfraReason] = Field(
         default_factory=lambda: [r for r in InfraReason if r not in TRIAL_CAUSED],
         description="infra reasons worth retrying; by default none a trial's own processes can cause (OOM kills, "
-                    "the storage limit, node-pressure evictions): those are the measurement, and retrying them "
+                    "the storage limit): those are the measurement, and retrying them "
                     "would let an agent re-roll a try it is failing",
     )
 

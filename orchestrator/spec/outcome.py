@@ -45,11 +45,11 @@ class InfraReason(StrEnum):
     OTHER = "other"  # a backend reported a reason this version does not know
 
 
-#: Infra reasons a trial's own processes can bring about: using memory (the measurement itself),
-#: writing to disk, pushing its node into pressure. Retrying them would let an agent re-roll a
-#: try it is failing by blowing a limit on purpose (a probe scored 4/4 so at 50% accuracy).
-TRIAL_CAUSED: frozenset[InfraReason] = frozenset({InfraReason.OOM_KILLED, InfraReason.STORAGE_LIMIT,
-                                                  InfraReason.EVICTED})
+#: Infra reasons a trial's own processes bring about against its own limits: using memory (the
+#: measurement itself), writing past its disk limit. Retrying them would let an agent re-roll a try
+#: it is failing by blowing a limit on purpose (a probe scored 4/4 so at 50% accuracy). A node-pressure
+#: eviction is the kubelet's choice over the whole node (other pods' use included), so it stays retryable.
+TRIAL_CAUSED: frozenset[InfraReason] = frozenset({InfraReason.OOM_KILLED, InfraReason.STORAGE_LIMIT})
 
 
 class HarnessReason(StrEnum):

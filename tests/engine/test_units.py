@@ -164,8 +164,8 @@ def test_retries_are_bounded_and_every_try_stays_on_record(tasks_root: Path, tmp
     assert max(backend.calls.values()) == 3
     # OOM kills are the measurement, and nothing a trial can bring about itself is retried by default:
     # an agent could otherwise blow its disk limit to re-roll a try it is failing
-    assert {"oom_killed", "storage_limit", "evicted"}.isdisjoint(exp.retry.reasons)
-    assert {"preempted", "api_error", "image_pull", "node_lost"} <= set(exp.retry.reasons)
+    assert {"oom_killed", "storage_limit"}.isdisjoint(exp.retry.reasons)
+    assert {"preempted", "api_error", "image_pull", "node_lost", "evicted"} <= set(exp.retry.reasons)
 
 
 def test_store_is_wal(tmp_path: Path) -> None:
