@@ -114,7 +114,8 @@ def _measure_deep(tmp_path: Path) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert used.bytes >= 8 * MIB and used.complete
     assert used.inodes == 1 + 2 + 20 + 3000 + 2  # tmp_path, the two tops, the directories, the two blobs
-    assert len(os.listdir("/proc/self/fd")) == open_before  # none left open
+    # none left open by the walk (other threads of a long test session may close theirs meanwhile)
+    assert len(os.listdir("/proc/self/fd")) <= open_before
 
 
 def test_empty_files_count_as_inodes_and_a_walk_stops_past_a_ceiling(tmp_path: Path) -> None:
@@ -144,9 +145,13 @@ def test_a_directory_its_owner_made_unreadable_is_still_measured() -> None:
     top = Path(tempfile.mkdtemp(prefix="headroom-test-"))
     try:
         os.chown(top, 65534, 65534)
+        # nobody may not be able to read the checkout (a clone under a 0700 folder): run a copy of the module
+        module = top / "storage_copy.py"
+        shutil.copyfile(storage.__file__, module)
+        os.chmod(module, 0o644)
         script = textwrap.dedent(f"""
             import importlib.util, os, sys
-            spec = importlib.util.spec_from_file_location("storage", {storage.__file__!r})  # stdlib only
+            spec = importlib.util.spec_from_file_location("storage", {str(module)!r})  # stdlib only
             mod = sys.modules["storage"] = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
             os.makedirs("{top}/w/hid/den")
