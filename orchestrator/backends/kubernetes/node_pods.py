@@ -51,20 +51,26 @@ class Beside:
     without_limit: int
 
 
-def _limit(c: dict[str, Any]) -> int | None:
+def container_limit(c: dict[str, Any]) -> int | None:
+    """A container's memory limit in bytes, None without one."""
     value = ((c.get("resources") or {}).get("limits") or {}).get("memory")
     return int(parse_quantity(value)) if value is not None else None
+
+
+def alive(pod: dict[str, Any]) -> bool:
+    """Neither ended nor being deleted: it still holds what it was given."""
+    return ((pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and not (pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def held(pod: dict[str, Any]) -> Held | None:
     """The pod's node and memory limits, or None when it holds nothing (not bound, ended, being deleted)."""
     spec = pod.get("spec") or {}
     node = spec.get("nodeName")
-    if (not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-            or (pod.get("metadata") or {}).get("deletionTimestamp")):
+    if not node or not alive(pod):
         return None
-    limits = [_limit(c) for c in spec.get("containers") or []]
-    init = [lim for c in spec.get("initContainers") or [] if (lim := _limit(c)) is not None]
+    limits = [container_limit(c) for c in spec.get("containers") or []]
+    init = [lim for c in spec.get("initContainers") or [] if (lim := container_limit(c)) is not None]
     overhead = (spec.get("overhead") or {}).get("memory")
     total = max(sum(lim or 0 for lim in limits), max(init, default=0))
     total += int(parse_quantity(overhead)) if overhead else 0

@@ -36,7 +36,7 @@ from kubernetes.utils import parse_quantity
 
 from orchestrator.backends.kubernetes import limit_resource
 from orchestrator.backends.kubernetes.informer import ConnectionsInUse, _Stream
-from orchestrator.backends.kubernetes.node_pods import NodePods
+from orchestrator.backends.kubernetes.node_pods import NodePods, alive, container_limit
 from orchestrator.backends.kubernetes.runlease import RUN_LABEL
 from orchestrator.canary import NODE_LABEL as CANARY_NODE_LABEL
 from orchestrator.launch import label_value
@@ -130,18 +130,8 @@ def pin(body: dict[str, Any], node: str) -> dict[str, Any]:
 
 def memory_limit(pod: dict[str, Any]) -> int | None:
     """The pod's memory limit (all its containers), or None when a container has none."""
-    total = 0
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        value = ((c.get("resources") or {}).get("limits") or {}).get("memory")
-        if value is None:
-            return None
-        total += int(parse_quantity(value))
-    return total
-
-
-def _alive(pod: dict[str, Any]) -> bool:
-    return ((pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-            and not (pod.get("metadata") or {}).get("deletionTimestamp"))
+    limits = [container_limit(c) for c in (pod.get("spec") or {}).get("containers") or []]
+    return None if any(lim is None for lim in limits) else sum(lim or 0 for lim in limits)
 
 
 class Nodes:
@@ -256,9 +246,9 @@ class Nodes:
 
     def _record(self, name: str, pod: dict[str, Any], pods: dict[str, dict[str, Any]]) -> None:
         node_name = (pod.get("spec") or {}).get("nodeName")
-        if not node_name or name in self._placements or not _alive(pod):
+        if not node_name or name in self._placements or not alive(pod):
             return  # not bound yet, already recorded, or ended (a harvested pod's last events, a relist)
-        beside = [p for n, p in pods.items() if n != name and _alive(p)
+        beside = [p for n, p in pods.items() if n != name and alive(p)
                   and (p.get("spec") or {}).get("nodeName") == node_name]
         limits = [memory_limit(p) for p in beside]
         own = memory_limit(pod)
