@@ -408,7 +408,8 @@ def test_links_the_verifier_would_follow_into_the_tests(tasks_root: Path, tmp_pa
     run = sweep(tasks_root, tmp_path)
     _failed(run)
     for ev in run.evidence:
-        removed = ev["extra"]["verifier_only_links_removed"]
-        assert "/app/answer" in removed["paths"], removed
-        assert "/app/py" not in removed["paths"]  # a link to the system is the agent's business
+        removed = ev["extra"]["link_scan"]["links"]
+        assert ev["extra"]["verifier_only_links_removed"] == len(removed) >= 1
+        assert "/app/answer" in removed, removed
+        assert "/app/py" not in removed  # a link to the system is the agent's business
     assert_nothing_leaks(run)

@@ -335,9 +335,10 @@ class LocalBackend(ThreadedBackend):
                             hidden.append(f"{sandbox.TASK}/{sandbox.SOLUTION_DIR}")
                         gone = links.remove_verifier_only_links({sandbox.APP: app, sandbox.AGENT_LOGS: agent_logs},
                                                                 hidden)
+                        # the same keys as the Docker backend's: a count, and the links in link_scan
+                        facts.extra["verifier_only_links_removed"] = len(gone)
                         if gone:
-                            facts.extra["verifier_only_links_removed"] = {"count": len(gone),
-                                                                          "paths": gone[:links.MAX_LISTED]}
+                            facts.extra["link_scan"] = {"links": gone[:links.MAX_LISTED]}
                     # Made only now, after every agent process is dead, and outside anything the agent
                     # could write: a reward file here was written by the verifier and nobody else.
                     verifier_logs = Path(tempfile.mkdtemp(prefix="verifier-logs-", dir=workdir))
