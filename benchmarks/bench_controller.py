@@ -40,8 +40,16 @@ from kubernetes import client  # noqa: E402
 from orchestrator.controller import tasksets  # noqa: E402
 from orchestrator.controller.reconcile import run_id_of  # noqa: E402
 from orchestrator.controller.resources import (  # noqa: E402
-    API_VERSION, EXPERIMENT_PLURAL, GROUP, LABEL_CONFIGURATION, LABEL_EXPERIMENT, LABEL_RUN, LABEL_TASK,
-    TRIAL_PLURAL, VERSION, ExperimentResourceSpec,
+    API_VERSION,
+    EXPERIMENT_PLURAL,
+    GROUP,
+    LABEL_CONFIGURATION,
+    LABEL_EXPERIMENT,
+    LABEL_RUN,
+    LABEL_TASK,
+    TRIAL_PLURAL,
+    VERSION,
+    ExperimentResourceSpec,
 )
 from orchestrator.launch import label_value, launch_name  # noqa: E402
 from orchestrator.plan import plan  # noqa: E402
@@ -73,8 +81,9 @@ def install_crds(cluster: Cluster) -> None:
             if exc.status != 409:
                 raise
         name = body["metadata"]["name"]
+        # wait_for calls the lambda before the loop moves on, so the late binding is harmless.
         wait_for(lambda: any(c.type == "Established" and c.status == "True"
-                             for c in (ext.read_custom_resource_definition(name).status.conditions or [])),
+                             for c in (ext.read_custom_resource_definition(name).status.conditions or [])),  # noqa: B023
                  30, f"{name} established")
 
 
@@ -216,7 +225,7 @@ def main() -> int:
               "   (controller: start -> status counts all)")
         print(f"{'RSS peak (MB)':32}{bare_mb:>14.1f}{peak[0]:>14.1f}{peak[0] / bare_mb:>9.2f}"
               f"   target <= {TARGET_MB} MB: {'met' if peak[0] <= TARGET_MB else 'MISSED'}")
-        print(f"{'RSS after {:.0f}s of resyncs (MB)'.format(args.seconds):32}{'':>14}{settled_mb:>14.1f}")
+        print(f"{f'RSS after {args.seconds:.0f}s of resyncs (MB)':32}{'':>14}{settled_mb:>14.1f}")
         print(f"reconcile of the {n}-Trial Experiment: {per * 1000:.1f} ms mean over {c1 - c0:.0f} "
               f"reconciles -> {n / per:,.0f} Trials/s; reconcile errors: {errors:.0f}")
         return 0

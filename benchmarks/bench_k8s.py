@@ -49,10 +49,12 @@ sys.path.insert(0, str(REPO))
 from kubernetes import client  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
-from orchestrator.backends.kubernetes import message, pod as pod_mod  # noqa: E402
+from orchestrator.backends.kubernetes import message  # noqa: E402
+from orchestrator.backends.kubernetes import pod as pod_mod  # noqa: E402
 from orchestrator.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
-from orchestrator.backends.kubernetes.requests import RequestCounter  # noqa: E402
 from orchestrator.backends.kubernetes.taskfiles import bundle  # noqa: E402
+from orchestrator.kube.client import connect  # noqa: E402
+from orchestrator.kube.requests import RequestCounter  # noqa: E402
 from orchestrator.launch import build_launch  # noqa: E402
 from orchestrator.plan import plan  # noqa: E402
 from orchestrator.spec.experiment import Experiment  # noqa: E402
@@ -60,8 +62,15 @@ from orchestrator.spec.kubernetes import KubernetesOptions  # noqa: E402
 from orchestrator.store.sqlite import Store  # noqa: E402
 from orchestrator.sweep import prepare, run, start  # noqa: E402
 from tests.cluster.plane import (  # noqa: E402
-    FAKE_NODE_TOLERATION, OUTCOME_AFTER_ANNOTATION, OUTCOME_ANNOTATION, OUTCOME_CONTAINER_ANNOTATION,
-    OUTCOME_MESSAGE_ANNOTATION, Cluster, LocalPlane, NodeSpec, find_bin_dir,
+    FAKE_NODE_TOLERATION,
+    OUTCOME_AFTER_ANNOTATION,
+    OUTCOME_ANNOTATION,
+    OUTCOME_CONTAINER_ANNOTATION,
+    OUTCOME_MESSAGE_ANNOTATION,
+    Cluster,
+    LocalPlane,
+    NodeSpec,
+    find_bin_dir,
 )
 
 TASK = "csv-report"
@@ -100,11 +109,8 @@ def pod_bodies(opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[li
 
 
 def api(kubeconfig: Path) -> tuple[Any, client.CoreV1Api, RequestCounter]:
-    from kubernetes import config
-    ac = config.new_client_from_config(config_file=str(kubeconfig))
-    counter = RequestCounter()
-    counter.install(ac)
-    return ac, client.CoreV1Api(ac), counter
+    ac = connect(kubeconfig)
+    return ac, client.CoreV1Api(ac), ac.requests
 
 
 def create(core: client.CoreV1Api, ns: str, body: dict[str, Any]) -> None:
@@ -125,7 +131,6 @@ def bare(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_fli
     t0 = time.monotonic()
     done: set[str] = set()
     cond = threading.Condition()
-    rv: list[str | None] = [None]
     started = threading.Event()
 
     def watch() -> None:
@@ -244,6 +249,7 @@ def main() -> None:
     ap.add_argument("--in-flight", type=int, default=200)
     ap.add_argument("--nodes", type=int, default=50)
     ap.add_argument("--duration", type=float, default=10.0, help="seconds each pod 'runs'")
+    ap.add_argument("--no-poll", action="store_true", help="skip (b): measure headroom against (a) only")
     args = ap.parse_args()
     plane = LocalPlane(find_bin_dir())
     plane.start()
@@ -267,19 +273,21 @@ def main() -> None:
         wall, req, report = headroom(plane.kubeconfig, ns, options(ns, plane.kubeconfig, args.duration), args.trials,
                                      args.in_flight, scratch)
         rows["headroom KubernetesBackend"] = (wall, req)
-        ns = cluster.create_namespace("bench-poll")
-        poll_wall, poll_sent, poll_owed = poll(plane.kubeconfig, ns, options(ns, plane.kubeconfig, args.duration),
-                                               args.trials, args.in_flight)
-        rows["(b) 1 s polling, sent"] = (poll_wall, poll_sent)
-        rows["(b) 1 s polling, owed"] = (poll_wall, poll_owed)
+        if not args.no_poll:
+            ns = cluster.create_namespace("bench-poll")
+            poll_wall, poll_sent, poll_owed = poll(plane.kubeconfig, ns, options(ns, plane.kubeconfig, args.duration),
+                                                   args.trials, args.in_flight)
+            rows["(b) 1 s polling, sent"] = (poll_wall, poll_sent)
+            rows["(b) 1 s polling, owed"] = (poll_wall, poll_owed)
         print(f"{'approach':32} {'wall s':>8} {'trials/s':>9} {'requests':>9} {'req/trial':>9}")
         for name, (wall, req) in rows.items():
             print(f"{name:32} {wall:8.1f} {args.trials / wall:9.2f} {req:9d} {req / args.trials:9.2f}")
         h = rows["headroom KubernetesBackend"]
         a = rows["(a) bare create + one watch"]
         print(f"throughput headroom / (a) bare: {a[0] / h[0]:.2f}  (target >= 0.8)")
-        print(f"requests per trial (b) poll / headroom, polls sent:  {poll_sent / h[1]:.1f}x  (target >= 5x)")
-        print(f"requests per trial (b) poll / headroom, polls owed:  {poll_owed / h[1]:.1f}x  (target >= 5x)")
+        if not args.no_poll:
+            print(f"requests per trial (b) poll / headroom, polls sent:  {poll_sent / h[1]:.1f}x  (target >= 5x)")
+            print(f"requests per trial (b) poll / headroom, polls owed:  {poll_owed / h[1]:.1f}x  (target >= 5x)")
         print("headroom requests by kind:", json.dumps(report["by_kind"], sort_keys=True))
         load_after = os.getloadavg()
         print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")

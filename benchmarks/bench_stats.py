@@ -57,7 +57,8 @@ def write_store(df, path: Path) -> Store:
                    [(run_id, t, "0" * 64, c, "{}") for t, c in tasks.itertuples(index=False)])
     ids = [f"{t}:{c}:{a}" for t, c, a in zip(df["task_id"], df["config_label"], df["attempt"])]
     lim = [None if v != v else v for v in df["limit_multiplier"].tolist()]
-    db.executemany("INSERT INTO trials VALUES (?,?,?,?,?,?,?,?,?)",
+    db.executemany("INSERT INTO trials (run_id, trial_id, task_id, config_label, request_multiplier, limit_multiplier, "
+                   "attempt, seed, ord) VALUES (?,?,?,?,?,?,?,?,?)",
                    zip([run_id] * len(df), ids, df["task_id"], df["config_label"], df["request_multiplier"], lim,
                        df["attempt"], [0] * len(df), range(len(df))))
     none = lambda col: [None if v != v else v for v in df[col].tolist()]  # noqa: E731

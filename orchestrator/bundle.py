@@ -5,6 +5,13 @@ trusting whoever published it: the run's spec, provenance, task digests, every
 trial with every try (outcome, reward, timings, tokens, cost, evidence), and the
 published report (the same document ``headroom report --format json`` prints).
 
+Artifacts (what each try left: logs dir, output, exec log, gateway transcript) are
+carried as a manifest of digests, not content: ``body.artifacts`` lists each one's
+trial, try, name, status, kept and original size and the sha256 of its redacted
+content. A bundle stays small and publishable (artifacts can be large, and can hold
+task material not licensed for redistribution), and anyone holding the store can
+check its artifacts against the bundle (``headroom verify FILE --store STORE``).
+
 ``content_sha256`` is the sha256 of the canonical JSON of ``body`` (sorted keys,
 no whitespace, UTF-8); the file's default name carries its first 16 hex digits.
 ``verify`` recomputes that digest, loads the trials into a scratch store and
@@ -25,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import orchestrator
+from orchestrator.artifacts import reader as artifacts
 from orchestrator.errors import UserError
 from orchestrator.report import document
 from orchestrator.store.records import ExecutionRecord, RunRecord, TaskRecord, TrialRecord
@@ -43,7 +51,8 @@ def content_digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(canonical(body)).hexdigest()
 
 
-def build(store: Store, run_id: str | None) -> dict[str, Any]:
+def build(store: Store, run_id: str | None, rules: str | None = None) -> dict[str, Any]:
+    """``rules``: the scoring rules the published report shows side by side (verify recomputes the same ones)."""
     info = store.run(run_id)
     run, tasks, trials = store.export_run(info.run_id)
     if not any(e.final for t in trials for e in t.executions):
@@ -54,7 +63,8 @@ def build(store: Store, run_id: str | None) -> dict[str, Any]:
         "provenance": run.provenance,
         "tasks": [asdict(t) for t in tasks],
         "trials": [asdict(t) for t in trials],
-        "published": json.loads(json.dumps(document.build(store, info.run_id), allow_nan=False)),
+        "artifacts": artifacts.run_manifest(store.db, info.run_id),
+        "published": json.loads(json.dumps(document.build(store, info.run_id, rules=rules), allow_nan=False)),
     }
     return {"schema": SCHEMA, "content_sha256": content_digest(body), "body": body}
 
@@ -122,7 +132,69 @@ def _diff(published: Any, recomputed: Any, path: str, out: list[str]) -> None:
         out.append(f"{path}: published {published!r}, recomputed {recomputed!r}")
 
 
-def verify(bundle: dict[str, Any], *, file_name: str | None = None, tasks_dir: Path | None = None) -> dict[str, Any]:
+ARTIFACT_STATUSES = ("stored", "truncated", "dropped", "skipped", "failed")
+
+
+def check_artifacts(body: dict[str, Any], trials: list[TrialRecord], store: Store | None,
+                    checks: list[str], problems: list[str]) -> None:
+    """The manifest is well-formed, names tries of the bundle and keeps each try within its cap; with a
+    store, every digest is content the store holds and hashes to it."""
+    manifest = body.get("artifacts") or []
+    if not isinstance(manifest, list):
+        problems.append("artifacts: not a list")
+        return
+    tries = {(t.trial_id, e.try_index) for t in trials for e in t.executions}
+    cap = ((body.get("experiment") or {}).get("artifacts") or {}).get("max_bytes_per_try")
+    per_try: dict[tuple[Any, Any], int] = {}  # keys as the manifest gives them, not yet validated
+    matched = 0
+    for i, a in enumerate(manifest):
+        where = f"artifacts[{i}]"
+        if not isinstance(a, dict) or not isinstance(a.get("name"), str):
+            problems.append(f"{where}: malformed")
+            continue
+        where = f"artifact {a.get('trial_id')}/{a.get('try_index')}/{a['name']}"
+        if (a.get("trial_id"), a.get("try_index")) not in tries:
+            problems.append(f"{where}: no such try in the bundle")
+        if a.get("status") not in ARTIFACT_STATUSES:
+            problems.append(f"{where}: unknown status {a.get('status')!r}")
+        has_content = a.get("status") in ("stored", "truncated")
+        sha = a.get("sha256")
+        if has_content != (isinstance(sha, str) and bool(re.fullmatch(r"[0-9a-f]{64}", sha))):
+            problems.append(f"{where}: status {a.get('status')} with sha256 {sha!r}")
+        size = a.get("size")
+        if not isinstance(size, int) or size < 0:
+            problems.append(f"{where}: size {size!r}")
+            continue
+        per_try[(a.get("trial_id"), a.get("try_index"))] = per_try.get((a.get("trial_id"), a.get("try_index")), 0) + size
+        if store is not None and has_content and isinstance(sha, str):
+            if _stored_digest(store, sha) == (sha, size):
+                matched += 1
+            else:
+                problems.append(f"{where}: the store has no content with sha256 {sha} and {size} bytes")
+    if isinstance(cap, int):
+        for (trial_id, try_index), total in sorted(per_try.items(), key=str):
+            if total > cap:
+                problems.append(f"artifacts of {trial_id} try {try_index}: {total} bytes, above the cap of {cap}")
+    checks.append(f"{len(manifest)} artifact digests well-formed, of tries in the bundle, within the per-try cap "
+                  "(the bundle carries digests, not content)")
+    if store is not None:
+        with_content = sum(1 for a in manifest if isinstance(a, dict) and a.get("status") in ("stored", "truncated"))
+        checks.append(f"{matched}/{with_content} artifacts found in the store with content hashing to their digests")
+
+
+def _stored_digest(store: Store, sha: str) -> tuple[str, int] | None:
+    digest, size = hashlib.sha256(), 0
+    try:
+        for piece in artifacts.stream(store.db, sha):
+            digest.update(piece)
+            size += len(piece)
+    except (KeyError, ValueError):
+        return None
+    return digest.hexdigest(), size
+
+
+def verify(bundle: dict[str, Any], *, file_name: str | None = None, tasks_dir: Path | None = None,
+           store: Store | None = None) -> dict[str, Any]:
     """Check a bundle; returns {"ok": bool, "checks": [...], "problems": [...]}. Nothing is trusted but the trials."""
     body = bundle["body"]
     checks: list[str] = []
@@ -148,7 +220,13 @@ def verify(bundle: dict[str, Any], *, file_name: str | None = None, tasks_dir: P
     for t in tasks:
         if t.task_id in stated and stated[t.task_id].get("digest") != t.digest:
             problems.append(f"task {t.task_id}: the report states digest {stated[t.task_id].get('digest')}, the bundle {t.digest}")
-    checks.append(f"{len(tasks)} task digests well-formed and consistent with the report")
+    unrecorded = sum(1 for t in tasks if t.digest == "unrecorded")
+    recorded = len(tasks) - unrecorded
+    if recorded:
+        checks.append(f"{recorded} task digests well-formed and consistent with the report")
+    if unrecorded:
+        checks.append(f"note: {unrecorded} task digest(s) unrecorded (the source gave none, or its trials disagreed): "
+                      "the task content of those cannot be checked")
     if tasks_dir is not None:
         matched = 0
         for t in tasks:
@@ -165,6 +243,7 @@ def verify(bundle: dict[str, Any], *, file_name: str | None = None, tasks_dir: P
     ids = [t.trial_id for t in trials]
     if len(set(ids)) != len(ids):
         problems.append("a trial id appears twice")
+    check_artifacts(body, trials, store, checks, problems)
     with tempfile.TemporaryDirectory(prefix="headroom-verify-") as tmp:
         store = Store(Path(tmp) / "verify.db")
         try:
@@ -173,7 +252,10 @@ def verify(bundle: dict[str, Any], *, file_name: str | None = None, tasks_dir: P
             except ValueError as exc:
                 problems.append(f"trials: {exc}")
                 return {"ok": False, "checks": checks, "problems": problems, "content_sha256": digest}
-            recomputed = json.loads(json.dumps(document.build(store, run.run_id), allow_nan=False))
+            rules = ((body.get("published") or {}).get("statistics") or {}).get("scoring_rules", {}).get("requested")
+            recomputed = json.loads(json.dumps(document.build(store, run.run_id,
+                                                              rules=",".join(rules) if rules else None),
+                                               allow_nan=False))
         finally:
             store.close()
     mismatches: list[str] = []

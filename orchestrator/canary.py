@@ -281,11 +281,11 @@ def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: f
             cpu[target] = judge_cpu(env.cpus, results.get(("1x-strict", target, "cpu-probe")),
                                     results.get(("unbounded", target, "cpu-reference")), backend.capabilities.cpu_quota)
         for config in configs:
-            amounts = _amounts(config, env.cpus, env.memory_mb)
-            if amounts is None:
+            arm = _amounts(config, env.cpus, env.memory_mb)
+            if arm is None:
                 checks.append(ArmCheck(config.label, target, "skipped", None, None, notes=["no limit to check (unbounded)"]))
                 continue
-            check = judge(config.label, target, amounts, results.get((config.label, target, "above")),
+            check = judge(config.label, target, arm, results.get((config.label, target, "above")),
                           results.get((config.label, target, "below")))
             if cpu[target]["limited"] is False:
                 check.problems += cpu[target]["problems"]
@@ -328,7 +328,7 @@ def not_run(reason: str) -> dict[str, Any]:
 
 def flags_run(canary: dict[str, Any] | None) -> bool:
     """True when a run must not be presented as a resource sweep."""
-    return bool(canary) and canary.get("status") == "flagged"
+    return bool(canary) and canary is not None and canary.get("status") == "flagged"
 
 
 def of_run(prov: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -7,13 +7,22 @@ Order matters and encodes the taxonomy's priorities:
 2. Any OOM kill inside the trial, in either step               -> infra_error(oom_killed)
    (as with ``memory.oom.group`` on a cgroup v2 node, one kill ends the container)
 3. The agent exceeded its budget                               -> timeout
-4. The verifier timed out, crashed (non-zero exit or killed by a
-   signal) without a reward, or wrote a missing or malformed
-   reward                                                      -> harness_error(reason)
-5. reward >= threshold                                         -> passed, else failed
+4. The agent left a state the sanitiser could not judge       -> failed(unjudged_state)
+5. The verifier, run on the sanitised state the agent left, timed
+   out or crashed without a reward                              -> failed(verifier_broken)
+   (an agent-made state that breaks the verifier is the agent's failure: as
+   harness_error it would drop out of the infra-excluded score)
+6. The verifier could not start, timed out or crashed (without the agent's state
+   handed over), or wrote a missing or malformed reward        -> harness_error(reason)
+7. reward >= threshold                                         -> passed, else failed
 
 The agent's own exit code does not decide the outcome: as in Harbor, the
-verifier judges the work whatever the agent's exit status. An OOM verdict
+verifier judges the work whatever the agent's exit status. That holds for 126
+and 127 too: the agent writes its exit code, so "command not found" read from it
+would let a failing agent turn its failure into a harness error that the
+infra-excluded score leaves out. A command that cannot start is refused before
+the sweep (orchestrator.agents.preflight); during a run an exit of 126/127 is
+kept as evidence (``extra.agent_not_found``, :func:`agent_not_found`), never a verdict. An OOM verdict
 comes only from a kernel or runtime signal recorded by the backend, never from
 text a workload printed.
 """
@@ -22,11 +31,21 @@ from __future__ import annotations
 
 import math
 
-from orchestrator.spec.facts import TrialFacts
-from orchestrator.spec.outcome import HarnessReason, InfraReason, Outcome
+from orchestrator.spec.facts import StepFacts, TrialFacts
+from orchestrator.spec.outcome import HarnessReason, InfraReason, ModelReason, Outcome
 from orchestrator.spec.trial import Verdict
 
 __all__ = ["Verdict", "classify"]
+
+
+#: What a shell exits with when the command is not found (127) or found but not executable (126).
+NOT_FOUND_EXITS = (126, 127)
+
+
+def agent_not_found(agent: StepFacts) -> bool:
+    """The agent's step ended as a shell reports a command not found or not executable: evidence for the
+    report and the user, not a verdict (the agent chooses its own exit code)."""
+    return agent.signal is None and agent.exit_code in NOT_FOUND_EXITS
 
 
 def classify(facts: TrialFacts, reward_threshold: float = 1.0) -> Verdict:
@@ -38,14 +57,21 @@ def classify(facts: TrialFacts, reward_threshold: float = 1.0) -> Verdict:
     if any(s.oom_kills > 0 for s in steps):
         return Verdict(Outcome.INFRA_ERROR, InfraReason.OOM_KILLED)
     if facts.agent is None:
+        if facts.agent_fault:  # e.g. the agent stopped the pod's runner: no step on record, and the agent's doing
+            return Verdict(Outcome.FAILED, ModelReason.UNJUDGED_STATE)
         return Verdict(Outcome.HARNESS_ERROR, HarnessReason.ORCHESTRATOR_ERROR)
     if facts.agent.timed_out:
         return Verdict(Outcome.TIMEOUT)
+    if facts.agent_fault:
+        return Verdict(Outcome.FAILED, ModelReason.UNJUDGED_STATE)
     v = facts.verifier
     if v is None or v.spawn_error:
         return Verdict(Outcome.HARNESS_ERROR, HarnessReason.VERIFIER_CRASHED)
     if v.skipped:  # no verifier to give a reward: only a golden task's grader (settle) can judge this try
         return Verdict(Outcome.HARNESS_ERROR, HarnessReason.REWARD_MISSING)
+    broken = v.timed_out or v.signal is not None or v.exit_code not in (0, None)
+    if facts.verifier_on_agent_state and (v.timed_out or (broken and facts.reward is None)):
+        return Verdict(Outcome.FAILED, ModelReason.VERIFIER_BROKEN)
     if v.timed_out:
         return Verdict(Outcome.HARNESS_ERROR, HarnessReason.VERIFIER_TIMEOUT)
     if facts.reward is None or not math.isfinite(facts.reward):

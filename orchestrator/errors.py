@@ -26,7 +26,7 @@ class SpecError(UserError):
     """A task or experiment spec that cannot be used."""
 
 
-def first_validation_error(exc: "ValidationError") -> tuple[str, str]:
+def first_validation_error(exc: ValidationError) -> tuple[str, str]:
     """The first problem pydantic found, as (dotted field path, plain message)."""
     err = exc.errors()[0]
     field = ".".join(str(part) for part in err["loc"]) or "(root)"

@@ -19,17 +19,19 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from orchestrator.artifacts.sink import TryKey
 from orchestrator.backends.base import Backend, Handle, recorded
 from orchestrator.launch import build_launch, spec_digest
 from orchestrator.overcommit import Placement
 from orchestrator.redact import secret_values
-from orchestrator.settle import finished_counts, pending_tries, settle
+from orchestrator.settle import finished_counts, pending_tries, settle, unstorable
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStore
+from orchestrator.try_services import TryServices, run_secret_names
 
 ResultHook = Callable[[Trial, Verdict, bool], None]
 #: How long the loop waits for a backend's news before looking again.
@@ -59,16 +61,18 @@ def execute(
     on_pending: Callable[[int, int], None] | None = None,
     stop: threading.Event | None = None,
     placement: Placement | None = None,
+    services: TryServices | None = None,
 ) -> ExecutionSummary:
     stop = stop or threading.Event()
     store.claim(run_id)  # refuses if another live process is executing this run
     digest = spec_digest(experiment)
-    secrets = secret_values(experiment.agent.env_passthrough)
+    secrets = secret_values(run_secret_names(experiment))
     trials = store.planned(run_id)
     by_id = {t.trial_id: t for t in trials}
 
-    def launch_of(trial: Trial, try_index: int):  # type: ignore[no-untyped-def]
-        return build_launch(run_id, trial, try_index, tasks[trial.task_id], experiment, digest)
+    def launch_of(trial: Trial, try_index: int):
+        launch = build_launch(run_id, trial, try_index, tasks[trial.task_id], experiment, digest)
+        return services.launch(launch) if services is not None else launch
 
     in_flight: dict[str, tuple[Trial, int, Handle]] = {}
     abandoned = 0
@@ -91,10 +95,18 @@ def execute(
         on_pending(len(trials), pending.done)
 
     def record(trial: Trial, try_index: int, result: TrialFacts | BaseException) -> None:
+        key = TryKey(run_id, trial.trial_id, try_index)
+        end = services.end(key) if services is not None else None  # the try's gateway key ends here
         s = settle(result, reward_threshold=experiment.reward_threshold, retry=experiment.retry,
-                   finished_before=finished.get(trial.trial_id, 0), secrets=secrets,
+                   finished_before=finished.get(trial.trial_id, 0), secrets=secrets + TryServices.secrets(end),
                    grader=tasks[trial.task_id].spec.grader)
-        if not store.finish_try(run_id, trial.trial_id, try_index, s.facts, s.verdict, final=s.final):
+        facts = services.complete(key, s.facts, end) if services is not None else s.facts
+        try:
+            stored = store.finish_try(run_id, trial.trial_id, try_index, facts, s.verdict, final=s.final)
+        except Exception as exc:  # noqa: BLE001 - one try's unstorable evidence must not end the run
+            s = unstorable(facts, exc, secrets)
+            stored = store.finish_try(run_id, trial.trial_id, try_index, s.facts, s.verdict, final=s.final)
+        if not stored:
             return  # the try was settled elsewhere (abandoned); its result must not count
         finished[trial.trial_id] = finished.get(trial.trial_id, 0) + 1
         summary.ran += 1
@@ -156,11 +168,13 @@ def execute(
     finally:
         if stop.is_set() or queue or in_flight or error is not None:
             summary.interrupted = True
-            for _, _, h in in_flight.values():
+            for trial, try_index, h in in_flight.values():
                 try:
                     backend.cancel(h)
                 except Exception:  # noqa: S110 - best effort: the try is abandoned either way
                     pass
+                if services is not None:
+                    services.abandon(TryKey(run_id, trial.trial_id, try_index))
             store.abandon_running(run_id)
             store.set_status(run_id, "failed" if error is not None else "interrupted")
         else:

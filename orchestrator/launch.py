@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from pathlib import Path
 
 from orchestrator.spec.experiment import Experiment
-from orchestrator.spec.launch import Launch, StepLaunch, TaskSource
+from orchestrator.spec.launch import Launch, SetupLaunch, StepLaunch, TaskSource
 from orchestrator.spec.resources import MIB, ResourceAmounts, band_amounts, scale
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
@@ -62,6 +63,18 @@ def trial_amounts(task: Task, trial: Trial) -> ResourceAmounts:
     return scale(env.cpus, env.memory_mb, trial.config)
 
 
+def _env_network(experiment: Experiment) -> bool:
+    own = experiment.environment.network
+    return experiment.allow_internet if own is None else own
+
+
+def _agent_network(experiment: Experiment) -> bool:
+    if experiment.agent.kind == "external":
+        return True  # on the host: its network is the host's
+    own = experiment.agent.network
+    return experiment.allow_internet if own is None else own
+
+
 def build_launch(run_id: str, trial: Trial, try_index: int, task: Task, experiment: Experiment,
                  digest: str | None = None) -> Launch:
     env_spec = task.spec.environment
@@ -102,7 +115,11 @@ def build_launch(run_id: str, trial: Trial, try_index: int, task: Task, experime
         agent=agent, verifier=verifier, amounts=amounts,
         request_storage_bytes=int(env_spec.storage_mb * MIB * trial.config.request_multiplier),
         limit_storage_bytes=None if lim is None else int(env_spec.storage_mb * MIB * lim),
-        allow_internet=experiment.allow_internet and env_spec.allow_internet,
+        allow_internet=_env_network(experiment) and env_spec.allow_internet,
+        agent_network=_agent_network(experiment),
+        agent_dir=str(Path(experiment.agent.path).resolve()) if experiment.agent.path else None,
+        agent_setup=SetupLaunch(shell=install.command, env=agent_env, timeout_s=install.timeout_s,
+                                network=install.network) if (install := experiment.agent.install) else None,
         gpus=env_spec.gpus,
         labels={
             "headroom.dev/run": label_value(run_id), "headroom.dev/task": label_value(task.id),

@@ -175,10 +175,10 @@ def warnings_for(experiment: Experiment, tasks: list[Task], capacity: int | None
                    for t in tasks]
         limits = [a.limit_memory_bytes for a in amounts]
         if isinstance(nodes, dict) and nodes and all(lim is not None for lim in limits):
-            worst = max(((name, room, *fill_by_request([(a.request_memory_bytes, a.limit_memory_bytes or 0)
+            fullest = max(((name, room, *fill_by_request([(a.request_memory_bytes, a.limit_memory_bytes or 0)
                                                         for a in amounts], room, k, experiment.attempts))
                          for name, room in nodes.items()), key=lambda w: w[3] / max(w[1], 1))
-            name, room, n, held = worst
+            name, room, n, held = fullest
             per_node[config.label] = {"node": name, "capacity_bytes": room, "trials": n, "limit_bytes": held}
             if held > room and experiment.placement != "limit-aware":
                 warnings.append(f"{config.label}: {n} trials fit node {name} ({room / MIB:.0f} MiB allocatable) by "

@@ -54,7 +54,7 @@ class SweepProgress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> "SweepProgress":
+    def __enter__(self) -> SweepProgress:
         if self.plain:
             self._thread = threading.Thread(target=self._heartbeat, name="sweep-progress", daemon=True)
             self._thread.start()

@@ -124,3 +124,14 @@ def scrub_sections(text: str, secrets: list[str] | None) -> str:
         pos = m.end()
     parts.append(scrub_edges(text[pos:], secrets, start=True))
     return scrub_edges("".join(parts), secrets, start=False, end=True)
+
+
+def redact_bytes(data: bytes, extra: list[str] | None = None) -> bytes:
+    """:func:`redact_text` over bytes that need not be UTF-8 (an artifact, a model response).
+
+    Bytes that are not UTF-8 pass through unchanged (surrogateescape round-trips them), so
+    only what the redaction replaces differs from the input.
+    """
+    text = data.decode("utf-8", "surrogateescape")
+    out = redact_text(text, extra)
+    return data if out == text else out.encode("utf-8", "surrogateescape")

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from orchestrator.classify import classify
+from orchestrator.agent_text import valid_tree
+from orchestrator.classify import agent_not_found, classify
 from orchestrator.grade import Grade, grade
 from orchestrator.redact import cut_tail, redact, scrub_sections
 from orchestrator.spec.experiment import RetryPolicy
@@ -66,6 +67,21 @@ def error_facts(exc: BaseException) -> TrialFacts:
     )
 
 
+def unstorable(facts: TrialFacts, exc: BaseException, secrets: list[str]) -> Settlement:
+    """The settlement to record when a try's evidence could not be stored: ``harness_error`` with the reason.
+
+    The store refused what the try left (a value SQLite or JSON cannot hold). That is headroom's
+    failure to keep the evidence, not the agent's result, so it is a harness error, final (a retry
+    would meet the same data), and the sweep and any later resume go on.
+    """
+    why = redact(valid_tree(f"storing the try's evidence failed: {type(exc).__name__}: {exc}"[:500]), secrets)
+    kept = facts.model_copy(update={"agent": None, "verifier": None, "agent_result": {}, "reward": None,
+                                    "reward_error": None, "infra_hint": None, "infra_detail": None,
+                                    "setup_error": None, "peak_memory_bytes": None, "cpu_time_s": None, "model_usage": None,
+                                    "extra": {"storage_error": why}})
+    return Settlement(kept, Verdict(Outcome.HARNESS_ERROR, HarnessReason.ORCHESTRATOR_ERROR), final=True)
+
+
 def apply_grader(grader: GoldenGrader, facts: TrialFacts, verdict: Verdict,
                  reward_threshold: float) -> tuple[TrialFacts, Verdict]:
     """A golden task: the grader, not the tests' reward, judges the agent's answer.
@@ -99,7 +115,7 @@ def apply_grader(grader: GoldenGrader, facts: TrialFacts, verdict: Verdict,
 def _redact_facts(facts: TrialFacts, secrets: list[str]) -> dict[str, object]:
     """Redact everything, then cut the step tails (read with slack, so a secret printed across the
     cut was redacted whole) and scrub a secret's fragment left at any cut edge."""
-    data = redact(facts.model_dump(mode="json"), secrets)
+    data = redact(valid_tree(facts.model_dump(mode="json")), secrets)
     for step in ("agent", "verifier"):
         if isinstance(data.get(step), dict):
             for key in ("stdout_tail", "stderr_tail"):
@@ -123,7 +139,12 @@ def settle(result: TrialFacts | BaseException, *, reward_threshold: float, retry
         facts, verdict = result, classify(result, reward_threshold)
         if grader is not None:
             facts, verdict = apply_grader(grader, facts, verdict, reward_threshold)
-    # One choke point for secrets: everything a backend saw passes through here before the store.
+        if facts.agent is not None and agent_not_found(facts.agent):  # evidence only: see classify
+            lines = [ln for ln in facts.agent.stderr_tail.splitlines() if ln.strip()]
+            facts = facts.model_copy(update={"extra": {**facts.extra, "agent_not_found": {
+                "exit_code": facts.agent.exit_code, "evidence": lines[-1][-500:] if lines else None}}})
+    # One choke point for secrets and for text: everything a backend saw passes through here before the
+    # store, redacted and made valid UTF-8 (orchestrator.agent_text).
     facts = TrialFacts.model_validate(_redact_facts(facts, secrets))
     again = (
         verdict.outcome is Outcome.INFRA_ERROR

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import overcommit, provenance
+from orchestrator.agents import preflight
 from orchestrator.backends.base import Backend, check_capabilities
 from orchestrator.canary import not_run as canary_not_run
 from orchestrator.canary import run_canary
@@ -23,6 +24,7 @@ from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
 from orchestrator.store.sqlite import Store
 from orchestrator.tasks.loader import load_tasks
+from orchestrator.try_services import TryServices, run_secret_names
 
 
 @dataclass
@@ -32,6 +34,10 @@ class SweepResult:
 
 
 def check_agent_can_run(experiment: Experiment, tasks: list[Task]) -> None:
+    if experiment.gateway is not None:
+        from orchestrator.agents.gateway import check
+
+        check(experiment.gateway, experiment.agent.env_passthrough)
     if experiment.agent.kind == "oracle":
         for t in tasks:
             solve = Path(t.path) / "solution" / "solve.sh"
@@ -72,9 +78,16 @@ def start(
     trials = plan(experiment, tasks)
     check_fit(backend, tasks, trials, experiment.placement)
     placement_for(experiment, backend)  # a placement the backend cannot keep is refused before the run is written
-    secrets = secret_values(experiment.agent.env_passthrough)
+    if experiment.agent.kind == "external" and not getattr(backend, "exec_channel", False):
+        raise SpecError(f"external agents need an exec channel, which the {backend.name} backend does not give yet "
+                        "(local and docker do)", field="agent.kind")
+    preflight_note = preflight.check(experiment, trials, tasks, backend)  # refuses an agent that cannot start
+    secrets = secret_values(run_secret_names(experiment))
     spec = redact(experiment.model_dump(mode="json"), secrets)
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
+    if experiment.agent.kind != "oracle":
+        prov["agent_preflight"] = {"where": "host" if experiment.agent.kind == "external" else backend.name,
+                                   "checked": preflight_note is None, "note": preflight_note}
     prov["canary"] = (run_canary(backend, list(experiment.configurations), image=canary_image(experiment, tasks, backend))
                       if canary else canary_not_run("not requested (--no-canary)"))
     facts = prov.get("backend") or {}
@@ -136,6 +149,7 @@ def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str,
             field="agent.command",
         )
     tasks = load_tasks(Path(experiment.tasks_dir), experiment.tasks)
+    check_agent_can_run(experiment, tasks)
     recorded = store.provenance(info.run_id)["tasks"]
     missing = sorted(set(recorded) - {t.id for t in tasks})
     if missing:
@@ -171,6 +185,13 @@ def run(
     hold = getattr(backend, "hold_run", None)
     if hold is not None:  # a liveness signal other processes' cleanup can see (kubernetes: a Lease)
         hold(run_id)
-    summary = execute(store, run_id, experiment, tasks, backend, on_result=on_result, on_pending=on_pending, stop=stop,
-                      placement=placement_for(experiment, backend))
+    placement = placement_for(experiment, backend)
+    # The run's artifact sink and, if the experiment has one, its model gateway: started before the first try
+    # (a resume starts a new gateway: keys of tries that ended with the old one stay refused), stopped at the end.
+    services = TryServices.open(store.path, experiment, run_id)
+    try:
+        summary = execute(store, run_id, experiment, tasks, backend, on_result=on_result, on_pending=on_pending,
+                          stop=stop, placement=placement, services=services)
+    finally:
+        services.close()
     return SweepResult(run_id, summary)

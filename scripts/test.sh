@@ -8,12 +8,15 @@
 # 3. Debian's chromium and chromium-driver for the `headroom view` browser tests
 #    (scripts/browser-deps.sh: apt-get, a no-op when installed);
 # 4. the Kubernetes test control plane, built from the Go module proxy and cached
-#    (scripts/k8s/build.sh: a no-op when the pins are unchanged);
+#    (scripts/k8s/build.sh: a no-op when the pins are unchanged), and Kueue's controller
+#    manager for the Kueue tests (scripts/k8s/kueue.sh: the same, for its own pin);
 # 5. the real test node's parts (scripts/node/install.sh: containerd, runc, CNI plugins
 #    and mmdebstrap from apt, the local images; cached, skipped with HEADROOM_SKIP_REALNODE=1);
 # 6. Debian's docker.io and the Debian base image for the Docker backend's tests
 #    (scripts/docker/install.sh: a no-op when installed and cached);
-# 7. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
+# 7. ruff (lint) and mypy (types) over the tree, configured in pyproject.toml; a finding
+#    fails the script before any test runs (docs/development.md, "Lint and types");
+# 8. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +34,17 @@ if [[ ! -f "${stamp}" || pyproject.toml -nt "${stamp}" ]]; then
   touch "${stamp}"
 fi
 
+echo "==> lint: ruff check (pyproject.toml [tool.ruff])"
+if ! .venv/bin/ruff check orchestrator tests benchmarks examples scripts; then
+  echo "lint failed: ruff found the problems above (fix them, or .venv/bin/ruff check --fix for the safe ones)" >&2
+  exit 1
+fi
+echo "==> types: mypy (pyproject.toml [tool.mypy])"
+if ! .venv/bin/python -m mypy; then
+  echo "type check failed: mypy found the problems above" >&2
+  exit 1
+fi
+
 echo "==> trial sandbox (scripts/install-sandbox.sh)"
 scripts/install-sandbox.sh
 
@@ -39,6 +53,8 @@ scripts/browser-deps.sh
 
 echo "==> Kubernetes test control plane (scripts/k8s/build.sh)"
 scripts/k8s/build.sh
+echo "==> Kueue for the test plane (scripts/k8s/kueue.sh)"
+scripts/k8s/kueue.sh
 
 if [[ "${HEADROOM_SKIP_REALNODE:-}" != 1 ]]; then
   echo "==> real test node: packages and images (scripts/node/install.sh)"

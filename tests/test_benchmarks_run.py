@@ -21,6 +21,15 @@ def test_stats_benchmark_runs() -> None:
     assert "store -> Markdown" in res.stdout and "store -> `headroom view` run page" in res.stdout
 
 
+def test_calibration_benchmark_runs() -> None:
+    res = subprocess.run([sys.executable, str(BENCH / "bench_calibration.py"), "--seeds", "2", "--small-seeds", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    for scenario in ("null", "no-oom", "tb-89x5", "tb-89x20", "demo-like"):
+        assert f"\n{scenario} " in res.stdout
+    assert "trend test size, infra permutation" in res.stdout and "headline new-tasks" in res.stdout
+
+
 @pytest.mark.cgroup
 @requires_cgroups
 def test_overhead_benchmark_runs() -> None:
@@ -29,6 +38,20 @@ def test_overhead_benchmark_runs() -> None:
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("cgroup-v") == 2  # one row per concurrency level
     assert "sandbox +ms" in res.stdout and res.stdout.count("isolation namespaces") == 2
+
+
+@pytest.mark.slow
+def test_link_bomb_benchmark_runs() -> None:
+    from tests.hostile.harness import SANDBOX
+
+    if not SANDBOX:
+        pytest.skip("bubblewrap sandbox unavailable (scripts/install-sandbox.sh)")
+    res = subprocess.run([sys.executable, str(BENCH / "bench_link_bomb.py"), "--trials", "1"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    for case in ("control-wrong-answer", "link-bomb-deep-missing-targets", "link-bomb-long-chain"):
+        assert case in res.stdout
+    assert "passed" not in res.stdout and "unjudged_state" not in res.stdout  # every bomb judged within budget
 
 
 @pytest.mark.cluster

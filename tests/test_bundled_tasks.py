@@ -18,8 +18,8 @@ from orchestrator.classify import classify
 from orchestrator.launch import build_launch
 from orchestrator.plan import plan, trial_seed
 from orchestrator.spec.experiment import Experiment
-from orchestrator.trust.provenance import FIELDS as REGISTRY_FIELDS
 from orchestrator.tasks.loader import load_tasks
+from orchestrator.trust.provenance import FIELDS as REGISTRY_FIELDS
 from tests.taskfactory import requires_cgroups
 
 TASKS = Path(__file__).resolve().parent.parent / "tasks"

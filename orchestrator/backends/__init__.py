@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.backends.base import Backend
 from orchestrator.errors import UserError
+
+if TYPE_CHECKING:  # the CLI lists the names without loading the interface and its models
+    from orchestrator.backends.base import Backend
 
 _REGISTRY = {
     "local": ("orchestrator.backends.local.backend", "LocalBackend"),

@@ -8,26 +8,29 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from orchestrator import bundle as bundle_mod
 from orchestrator.commands.console import err, out
+from orchestrator.commands.options import RunName, run_argument, store_option
 from orchestrator.commands.outputs import check_file
-from orchestrator.store.sqlite import Store
-
-DEFAULT_STORE = Path("headroom-results/headroom.db")
 
 
 @click.command("bundle")
-@click.argument("run_id", required=False)
-@click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
+@run_argument()
+@store_option()
 @click.option("--output", "-o", "output", type=click.Path(path_type=Path), required=True,
               help="the bundle file, or a directory (the file is then named by its content digest)")
-def bundle(run_id: str | None, store_path: Path, output: Path) -> None:
-    """Write RUN_ID (default: the latest run) as one self-contained, content-addressed file."""
+@click.option("--rules", default="auto", show_default=True,
+              help="scoring rules the published report shows side by side (auto, all, or names; see headroom report)")
+def bundle(run: RunName, store_path: Path, output: Path, rules: str) -> None:
+    """Write RUN as one self-contained, content-addressed file.
+
+    RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
+    """
     if not output.is_dir():  # a directory gets a file named by the digest; anything else is the file itself
         check_file(output, "--output")
-    store = Store.open_existing(store_path)
+    from orchestrator import bundle as bundle_mod  # the statistics stack: only when the command runs
+    store, run_id = run.open(store_path)
     try:
-        b = bundle_mod.build(store, run_id)
+        b = bundle_mod.build(store, run_id, rules=rules)
     finally:
         store.close()
     path = bundle_mod.write(b, output)
@@ -41,11 +44,21 @@ def bundle(run_id: str | None, store_path: Path, output: Path) -> None:
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path, file_okay=False),
               help="task directories to check against the bundle's task digests")
+@store_option(default=None, help="a store holding the run's artifacts: check each artifact digest against its content")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.pass_context
-def verify(ctx: click.Context, file: Path, tasks_dir: Path | None, fmt: str) -> None:
+def verify(ctx: click.Context, file: Path, tasks_dir: Path | None, store_path: Path | None, fmt: str) -> None:
     """Recompute every published number of a bundle from its trials and check its digests (exit 1 on any mismatch)."""
-    result = bundle_mod.verify(bundle_mod.load(file), file_name=file.name, tasks_dir=tasks_dir)
+    from orchestrator import bundle as bundle_mod
+    from orchestrator.store.sqlite import Store
+
+    loaded = bundle_mod.load(file)
+    store = Store.open_existing(store_path) if store_path is not None else None
+    try:
+        result = bundle_mod.verify(loaded, file_name=file.name, tasks_dir=tasks_dir, store=store)
+    finally:
+        if store is not None:
+            store.close()
     if fmt == "json":
         click.echo(json.dumps(result, indent=2))
     else:

@@ -9,23 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from orchestrator.commands.options import RunName, run_argument, store_option
 from orchestrator.commands.outputs import check_dir, make_dir, write_file
 from orchestrator.errors import UserError
 
 if TYPE_CHECKING:  # the statistics stack loads only when the command runs: `headroom --help` stays fast
     from orchestrator.store.sqlite import Store
 
-DEFAULT_STORE = Path("headroom-results/headroom.db")
 #: Defaults of orchestrator.stats.bands, repeated here so the CLI need not import it to show them.
 ALPHA, MARGIN, MIN_PEAKS = 0.05, 0.10, 5
-
-
-def _open(ref: str, default_store: Path) -> tuple[Store, str]:
-    """A run id in --store, a store file (its latest run), or FILE:RUN_ID."""
-    from orchestrator.commands.runref import open_run
-
-    store, run_id = open_run(ref, default_store)
-    return store, store.run(run_id).run_id
 
 
 def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, margin: float = MARGIN,
@@ -35,6 +27,11 @@ def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, mar
     from orchestrator.stats.bands import CPU_STEP, MIN_CPUS, reserved_memory, task_bands
 
     info = store.run(run_id)
+    if info.backend.startswith("import:") or info.axis != "resources":
+        what = f"imported ({info.backend.removeprefix('import:')})" if info.backend.startswith("import:") else \
+            "a comparison of agents or models, not of resource limits"
+        raise UserError(f"run {run_id} is {what}: it holds no limits headroom enforced or peaks it measured, so it "
+                        "has no bands; calibrate a `headroom sweep` run")
     df = store.trial_frame(run_id)
     if df.empty:
         raise UserError(f"run {run_id} has no finished trials to calibrate from")
@@ -106,22 +103,22 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
 
 
 @click.command()
-@click.argument("run")
-@click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
+@run_argument()
+@store_option()
 @click.option("--output", "-o", "out_dir", type=click.Path(path_type=Path),
               help="directory for summary.md, bands.json and patches/ (default: headroom-results/bands-RUN)")
 @click.option("--tasks-out", type=click.Path(path_type=Path),
               help="also write copies of the published tasks with the bands applied (for a task-band sweep)")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=ALPHA, show_default=True)
 @click.option("--margin", type=click.FloatRange(0, 1, min_open=True), default=MARGIN, show_default=True,
-              help="largest infra-error rate difference to unbounded still called within noise")
-def calibrate(run: str, store_path: Path, out_dir: Path | None, tasks_out: Path | None, alpha: float,
+              help="equivalence margin of a task's pass rate against its strict limit (TOST, shown as evidence)")
+def calibrate(run: RunName, store_path: Path, out_dir: Path | None, tasks_out: Path | None, alpha: float,
               margin: float) -> None:
     """Per-task floor (request) and ceiling (limit) from RUN, with the evidence, as task.toml patches.
 
-    RUN is a run id in --store, a store file (its latest run), or FILE:RUN_ID.
+    RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
     """
-    store, run_id = _open(run, store_path)
+    store, run_id = run.open(store_path)
     out_dir = out_dir or Path("headroom-results") / f"bands-{run_id}"
     check_dir(out_dir, "--output")  # path mistakes before the statistics run
     if tasks_out is not None:

@@ -7,6 +7,8 @@ only when one of these commands runs, so local sweeps never load it.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 import sys
 from pathlib import Path
@@ -14,47 +16,42 @@ from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
-from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 
+from orchestrator.commands.console import err, out
+from orchestrator.commands.options import json_option, kube_context_option
 from orchestrator.errors import SpecError, UserError, first_validation_error
 
 if TYPE_CHECKING:
-    from kubernetes import client
-
-err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-
-_kube_options = [
-    click.option("--kubeconfig", type=click.Path(path_type=Path), envvar="KUBECONFIG",
-                 help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)"),
-    click.option("--context", help="kubeconfig context"),
-    click.option("--namespace", "-n", help="namespace (default: the context's, else 'default')"),
-]
+    pass
 
 
 def kube_options(f: Any) -> Any:
-    for opt in reversed(_kube_options):
-        f = opt(f)
-    return f
+    """--kubeconfig, --kube-context (old name --context, hidden) and --namespace; the command gets ``context``."""
+
+    @functools.wraps(f)
+    def adapter(*args: Any, kube_context: str | None = None, **kw: Any) -> Any:
+        return f(*args, context=kube_context, **kw)
+
+    command = click.option("--namespace", "-n", help="namespace (default: the context's, else 'default')")(adapter)
+    command = kube_context_option()(command)
+    return click.option("--kubeconfig", type=click.Path(path_type=Path), envvar="KUBECONFIG",
+                        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")(command)
 
 
 class Kube:
     """API handles for one command."""
 
     def __init__(self, kubeconfig: Path | None, context: str | None, namespace: str | None) -> None:
-        from kubernetes import client, config
+        from kubernetes import client
 
-        from orchestrator.controller.kube import current_namespace, make_client
+        from orchestrator.kube.client import KubeConfigError, connect, current_namespace
 
-        if kubeconfig is not None and ":" in str(kubeconfig):
-            kubeconfig = Path(str(kubeconfig).split(":")[0])
         try:
-            self.api = make_client(kubeconfig, context=context)
-        except (config.ConfigException, OSError) as exc:
-            raise UserError(f"cannot load a kubeconfig ({exc})", field="--kubeconfig") from None
-        self.namespace = namespace or current_namespace(kubeconfig)
+            self.api = connect(kubeconfig, context)  # every file a KUBECONFIG list names, merged
+        except KubeConfigError as exc:
+            raise UserError(str(exc), field="--kubeconfig") from None
+        self.namespace = namespace or current_namespace(kubeconfig, context)
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
 
@@ -62,6 +59,8 @@ class Kube:
         """An API call whose failure is a one-line error, not a traceback."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
+
+        from orchestrator.kube.errors import api_message
 
         try:
             return fn(*args, **kwargs)
@@ -72,15 +71,6 @@ class Kube:
             raise UserError(f"{what}: {exc.status} {message}") from None
         except (HTTPError, OSError) as exc:
             raise UserError(f"{what}: cannot reach the Kubernetes API ({type(exc).__name__})") from None
-
-
-def api_message(exc: Any) -> str:
-    import json
-
-    try:
-        return str(json.loads(exc.body).get("message") or exc.reason)
-    except (TypeError, ValueError, AttributeError):
-        return str(exc.reason)
 
 
 def dns_name(text: str) -> str:
@@ -113,6 +103,8 @@ def experiment_resource(fields: dict[str, Any], source: str, name: str | None, n
         fields["task_source"] = {"bundle": push_tasks(folder)}
     else:
         fields.pop("tasks_dir", None)
+    from pydantic import ValidationError
+
     try:
         spec = ExperimentResourceSpec.model_validate(fields)
     except ValidationError as exc:
@@ -140,7 +132,7 @@ def submit(experiment_file: Path, name: str | None, dry_run: bool, kubeconfig: P
     A tasks_dir in the file is pushed first as content-addressed ConfigMaps (see `tasks push`);
     a resource manifest (kind: Experiment) is accepted as well.
     """
-    from orchestrator.cli import load_experiment_file
+    from orchestrator.commands.run import load_experiment_file
     from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, VERSION
 
     fields = load_experiment_file(experiment_file)
@@ -184,7 +176,9 @@ def _pct(interval: dict[str, Any]) -> str:
 @click.command()
 @click.argument("experiment", required=False)
 @kube_options
-def status(experiment: str | None, kubeconfig: Path | None, context: str | None, namespace: str | None) -> None:
+@json_option
+def status(experiment: str | None, kubeconfig: Path | None, context: str | None, namespace: str | None,
+           as_json: bool) -> None:
     """Progress of the Experiments in a namespace, or one Experiment per configuration."""
     from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, VERSION
 
@@ -192,6 +186,11 @@ def status(experiment: str | None, kubeconfig: Path | None, context: str | None,
     if experiment is None:
         items = kube.call("list Experiments", kube.custom.list_namespaced_custom_object, GROUP, VERSION,
                           kube.namespace, EXPERIMENT_PLURAL)["items"]
+        if as_json:
+            click.echo(json.dumps({"namespace": kube.namespace, "experiments": [
+                {"name": e["metadata"]["name"], "created": e["metadata"].get("creationTimestamp"),
+                 "status": e.get("status") or {}} for e in items]}, indent=2, default=str))
+            return
         table = Table(title=f"Experiments in {kube.namespace}")
         for col in ("name", "phase", "progress", "in flight", "infra errors", "created"):
             table.add_column(col)
@@ -204,6 +203,9 @@ def status(experiment: str | None, kubeconfig: Path | None, context: str | None,
     e = kube.call(f"get Experiment {experiment}", kube.custom.get_namespaced_custom_object, GROUP, VERSION,
                   kube.namespace, EXPERIMENT_PLURAL, experiment)
     st = e.get("status") or {}
+    if as_json:
+        click.echo(json.dumps({"namespace": kube.namespace, "name": experiment, "status": st}, indent=2, default=str))
+        return
     out.print(f"[bold]{experiment}[/]  {st.get('phase', 'Pending')}  {st.get('progress', '0/?')} finished, "
               f"{st.get('inFlight', 0)} in flight, {st.get('tries', 0)} tries  run {st.get('runId', '-')}")
     table = Table()
@@ -281,8 +283,8 @@ def controller(kubeconfig: Path | None, namespace: str | None, metrics_address: 
     """Run the controller: reconcile Experiments into Trials and trial pods (crash-only; all state in the API)."""
     from orchestrator.controller import logs
     from orchestrator.controller.backend import backend_factory
-    from orchestrator.controller.kube import current_namespace
     from orchestrator.controller.manager import Controller, ControllerConfig
+    from orchestrator.kube.client import current_namespace
 
     if leader_elect and not lease_duration > renew_deadline > 1.2 * retry_period:
         raise UserError("need --lease-duration > --renew-deadline > 1.2 x --retry-period", field="--lease-duration")

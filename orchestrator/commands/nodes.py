@@ -18,6 +18,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from orchestrator.commands.options import kube_context_option
 from orchestrator.errors import UserError
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -47,27 +48,25 @@ def nodes() -> None:
 @click.option("--remove", is_flag=True, help="take the resource off the selected nodes instead")
 @click.option("--kubeconfig", type=click.Path(path_type=Path), envvar="KUBECONFIG",
               help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-@click.option("--context", help="kubeconfig context")
-def advertise(selectors: tuple[str, ...], remove: bool, kubeconfig: Path | None, context: str | None) -> None:
+@kube_context_option()
+def advertise(selectors: tuple[str, ...], remove: bool, kubeconfig: Path | None, kube_context: str | None) -> None:
     """Advertise headroom.dev/memory-limit-mib (= allocatable memory in MiB) on nodes, for --placement limit-aware."""
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
     from orchestrator.backends.kubernetes import limit_resource as lr
-    from orchestrator.controller.kube import make_client
+    from orchestrator.kube.client import KubeConfigError, connect
 
     selector = _selector(selectors)
-    if kubeconfig is not None and ":" in str(kubeconfig):
-        kubeconfig = Path(str(kubeconfig).split(":")[0])
     try:
-        core = client.CoreV1Api(make_client(kubeconfig, context=context))
-    except (config.ConfigException, OSError) as exc:
-        raise UserError(f"cannot load a kubeconfig ({exc})", field="--kubeconfig") from None
+        core = client.CoreV1Api(connect(kubeconfig, kube_context))
+    except KubeConfigError as exc:
+        raise UserError(str(exc), field="--kubeconfig") from None
     try:
         listed = core.list_node(label_selector=selector, _preload_content=False, _request_timeout=30)
     except ApiException as exc:
         raise _api_error(exc, "list nodes") from None
-    items: list[dict[str, Any]] = json.loads(listed.data).get("items") or []
+    items: list[dict[str, Any]] = json.loads(listed.data).get("items") or []  # type: ignore[attr-defined]  # _preload_content=False: the raw response
     if not items:
         raise UserError(f"no node matches {selector}" if selector else "the cluster has no nodes", field="--selector")
     for node in sorted(items, key=lambda n: n["metadata"]["name"]):

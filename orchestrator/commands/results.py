@@ -1,4 +1,11 @@
-"""``headroom results import``: Harbor jobs and Terminal-Bench runs into the store, as first-class runs."""
+"""``headroom results import``: Harbor jobs and Terminal-Bench runs into the store, as first-class runs.
+
+The summary accounts for every file read: per source, the trials read, imported, duplicates
+(of which file) and skipped (why); the skipped files and trials with their reasons; each
+configuration's score under the source's own rule beside headroom's, with the trials that move
+between the two by reason. Anything skipped for a reason other than an exact duplicate makes
+the import refuse to write (exit 1) unless ``--allow-partial`` is given.
+"""
 
 from __future__ import annotations
 
@@ -11,53 +18,113 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.commands.console import err, out
-from orchestrator.errors import UserError
-from orchestrator.importers import results as importer
+from orchestrator.commands.options import store_option
 from orchestrator.importers.outcomes import parse_overrides
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.text import pct
-from orchestrator.store.sqlite import Store
 
-DEFAULT_STORE = Path("headroom-results/headroom.db")
+MAX_LISTED = 20  # lines of a list the terminal shows before "and N more" (the JSON summary has them all)
 
 
-def print_summary(summary: dict[str, Any], run_id: str, store: Path) -> None:
+def _checks_cell(checks: list[dict[str, Any]]) -> str:
+    if not checks:
+        return "—"
+    acc = next((c for c in checks if c["reported_as"].startswith(("accuracy", "mean reward"))), checks[0])
+    bad = [c for c in checks if c["agrees"] is False]
+    mark = "[red]DISAGREES[/]" if bad else ("[green]agrees[/]" if all(c["agrees"] for c in checks) else "—")
+    return f"{pct(acc['reported'], 2)} / {pct(acc['recomputed'], 2)} {mark} ({len(checks)})"
+
+
+def _more(items: list[Any], shown: int = MAX_LISTED) -> str:
+    return f"  … and {len(items) - shown} more (see --format json)" if len(items) > shown else ""
+
+
+def print_summary(summary: dict[str, Any], run_id: str | None, store: Path) -> None:
+    tot = summary["totals"]
+    out.print(f"[bold]{tot['sources']} source(s)[/] in {tot['configurations']} configuration(s); {tot['files_read']} "
+              f"files read; {tot['trials_read']} trial entries: {tot['trials_imported']} imported, "
+              f"{tot['trials_duplicate']} duplicate, {tot['trials_skipped']} skipped; {tot['files_skipped']} file(s) "
+              "skipped", soft_wrap=True)
+    t = Table(title="Sources (own score / recomputed by its own rule, and how many of its numbers were checked)",
+              title_justify="left")
+    for h in ("configuration", "source (in its submission)", "harness", "files", "trials", "imported", "duplicate",
+              "skipped", "own score / recomputed"):
+        t.add_column(h, overflow="fold", justify="left" if not h.startswith(("files", "trials", "imported", "dup", "skip"))
+                     else "right")
+    last = None
     for s in summary["sources"]:
-        out.print(f"[bold]{escape(s['format'])}[/] {escape(s['path'])}: {s['trials_read']} trials read, "
-                  f"{s['trials_imported']} imported; {s['harness']} {escape(s['harness_version'] or '(version unrecorded)')}; "
-                  f"{s['files_read']} files digested")
-        for prob in s["problems"]:
-            out.print(f"  [yellow]note[/] {escape(prob)}", soft_wrap=True)
+        skipped = s["trials_skipped"] + s["files_skipped"]
+        config = s["configuration"] or "—"
+        t.add_row(escape(config) if config != last else "", escape(s["details"].get("within_submission") or s["name"]),
+                  escape(f"{s['harness']} {(s['harness_version'] or '(version unrecorded)')[:20]}"), str(s["files_read"]),
+                  str(s["trials_read"]), str(s["trials_imported"]), str(s["trials_duplicate"]),
+                  f"[red]{skipped}[/]" if skipped else "0", _checks_cell(s["accuracy_checks"]))
+        last = config
+    t.add_row("[bold]total[/]", f"{tot['sources']} sources", "", str(tot["files_read"]), str(tot["trials_read"]),
+              str(tot["trials_imported"]), str(tot["trials_duplicate"]),
+              str(tot["trials_skipped"] + tot["files_skipped"]), "")
+    out.print(t)
+    for s in summary["sources"]:
         for c in s["accuracy_checks"]:
-            agrees = {True: "[green]agrees[/]", False: "[red]DISAGREES[/]", None: "—"}[c["agrees"]]
-            rep, rec = pct(c["reported"]), pct(c["recomputed"])  # "agrees" is decided on the exact values
-            out.print(f"  its own score {escape(c['reported_as'])}: {rep}; recomputed from the imported trials "
-                      f"({escape(s['source_rule'])}): {rec} — {agrees}", soft_wrap=True)
-    for d in summary["duplicates_skipped"]:
-        out.print(f"[yellow]duplicate skipped[/]: {escape(d['trial_name'])} in {escape(d['file'])} "
-                  f"(first seen in {escape(d['first_file'])})", soft_wrap=True)
+            if c["agrees"] is False:
+                out.print(f"  [red]disagrees[/] {escape(s['name'])}: {escape(c['reported_as'])} reported "
+                          f"{c['reported']!r}, recomputed {c['recomputed']!r} ({escape(s['source_rule'])})",
+                          soft_wrap=True)
+    if summary["skipped"]:
+        t = Table(title="Skipped (not imported), by reason", title_justify="left")
+        for h in ("reason", "trials or files", "e.g."):
+            t.add_column(h, overflow="fold")
+        for reason, n in summary["skip_reasons"].items():
+            example = next(x["file"] for x in summary["skipped"] if x["reason"] == reason)
+            t.add_row(escape(str(reason)), str(n), escape(example))
+        out.print(t)
+    dups = summary["duplicates"]
+    within = [d for d in dups if d["source"] == d["duplicate_of_source"]]
+    across = [d for d in dups if d["source"] != d["duplicate_of_source"]]
+    if within:
+        out.print(f"{sum(d['trials'] for d in within)} trial(s) in {sum(d['files'] for d in within)} file(s) repeat a "
+                  f"trial of their own source (per-trial copies of results.json, same id): counted once, in "
+                  f"{len(within)} source(s).", soft_wrap=True)
+    for d in across[:MAX_LISTED]:
+        out.print(f"[yellow]duplicate[/]: {d['trials']} trial(s) of {escape(d['source'])} have the same id as trials of "
+                  f"{escape(d['duplicate_of_source'])} (e.g. {escape(d['examples'][0]['file'])}): counted once",
+                  soft_wrap=True)
+    if across:
+        out.print(_more(across))
+    for prob in summary["problems"][:MAX_LISTED]:
+        out.print(f"[yellow]note[/] {escape(prob)}", soft_wrap=True)
+    if summary["problems"]:
+        out.print(_more(summary["problems"]))
+    if summary["unmapped"]:
+        out.print("[bold yellow]unmapped[/] (counted as harness_error(orchestrator_error); map with "
+                  "--map TYPE=OUTCOME[:REASON]): " + ", ".join(f"{escape(k)} ×{v}" for k, v in summary["unmapped"].items()),
+                  soft_wrap=True)
     t = Table(title="Mapping rules applied (trials)", title_justify="left")
     t.add_column("rule", overflow="fold")
     t.add_column("trials", justify="right")
     for rule, n in summary["rules"].items():
         t.add_row(escape(rule), str(n))
     out.print(t)
-    if summary["unmapped"]:
-        out.print("[bold yellow]unmapped[/] (counted as harness_error(orchestrator_error); map with "
-                  "--map TYPE=OUTCOME[:REASON]): " + ", ".join(f"{escape(k)} ×{v}" for k, v in summary["unmapped"].items()),
-                  soft_wrap=True)
-    if summary["timeouts_the_verifier_passed"]:
-        out.print(f"{summary['timeouts_the_verifier_passed']} trial(s) timed out but the verifier passed them: "
-                  "headroom counts them as timeout, the source as passed.", soft_wrap=True)
-    t = Table(title="Configurations (in this order)", title_justify="left")
-    for h in ("label", "trials", *OUTCOME_HEADERS.values(), "headline"):
-        t.add_column(h, justify="left" if h == "label" else "right")
-    for lab in summary["labels"]:
-        c = summary["outcomes_by_label"][lab]
-        h = summary["headline_by_label"][lab]
-        t.add_row(escape(lab), str(sum(c.values())), *count_cells(c), pct(h))
+    t = Table(title="Configurations (in this order): the source's own rule beside headroom's headline",
+              title_justify="left")
+    for h in ("label", "sources", "trials", *OUTCOME_HEADERS.values(), "own rule", "headroom (infra = fail)"):
+        t.add_column(h, overflow="fold", justify="left" if h == "label" else "right")
+    for c in summary["configurations"]:
+        t.add_row(escape(c["label"]), str(len(c["sources"])), str(c["trials"]), *count_cells(c["outcomes"]),
+                  pct(c["source_rule_score"], 2), pct(c["headline"], 2))
     out.print(t)
-    out.print(f"run {run_id} written to {store}. Next: headroom report --store {store} --run-id {run_id}")
+    by_rule: dict[str, int] = {}
+    for c in summary["configurations"]:
+        by_rule[c["source_rule"]] = by_rule.get(c["source_rule"], 0) + 1
+    out.print("own rule: " + "; ".join(f"{r} ({n} configuration(s))" for r, n in by_rule.items())
+              + ". headroom report shows each under every rule, with what its interval generalises to.", soft_wrap=True)
+    for c in summary["configurations"]:
+        for m in c["moves"][:MAX_LISTED]:
+            out.print(f"  {escape(c['label'])}: {m['trials']} {escape(m['reason'])} ({escape(m['effect'])})",
+                      soft_wrap=True)
+    if run_id:
+        nxt = f"headroom report {store}:{run_id}" if "," not in run_id else f"headroom runs --store {store}"
+        out.print(f"run {run_id} written to {store}. Next: {nxt}")
 
 
 @click.group("results")
@@ -67,41 +134,54 @@ def results() -> None:
 
 @results.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
+@store_option()
 @click.option("--name", help="run name (default: the first source's directory name)")
 @click.option("--label", "labels", multiple=True,
-              help="configuration label for each source, in order (default: agent@model from the source)")
+              help="configuration label, one per configuration in the order the summary lists them (default: "
+                   "agent@model, or the submission's folder name); the same label twice merges those configurations")
 @click.option("--map", "mappings", multiple=True, metavar="TYPE=OUTCOME[:REASON]",
               help="map a Harbor exception type or Terminal-Bench failure mode (repeatable)")
 @click.option("--reward-threshold", type=float, default=1.0, show_default=True, help="a reward at or above this passes")
-@click.option("--separate", is_flag=True, help="one run per source instead of one run holding them all")
+@click.option("--separate", is_flag=True, help="one run per configuration instead of one run holding them all")
+@click.option("--allow-partial", is_flag=True,
+              help="import even when files or trials were skipped (for a reason other than an exact duplicate)")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def import_(paths: tuple[Path, ...], store_path: Path, name: str | None, labels: tuple[str, ...],
-            mappings: tuple[str, ...], reward_threshold: float, separate: bool, fmt: str) -> None:
-    """Import Harbor job directories and Terminal-Bench run directories (PATHS) as a run whose
-    configurations are the agents/models found, in the order given."""
+@click.pass_context
+def import_(ctx: click.Context, paths: tuple[Path, ...], store_path: Path, name: str | None, labels: tuple[str, ...],
+            mappings: tuple[str, ...], reward_threshold: float, separate: bool, allow_partial: bool, fmt: str) -> None:
+    """Import Harbor job directories and Terminal-Bench runs found under PATHS (at any depth) as a run whose
+    configurations are the submissions found, in order."""
+    from orchestrator.importers import results as importer  # the scoring rules' statistics: only when importing
+    from orchestrator.store.sqlite import Store
+
     overrides = parse_overrides(mappings)
-    sources = importer.read_sources(list(paths), threshold=reward_threshold, overrides=overrides)
-    if separate and labels and len(labels) != len(sources):
-        raise UserError(f"--label given {len(labels)} times for {len(sources)} sources; give one per source",
-                        field="--label")
-    groups = [[s] for s in sources] if separate else [sources]
-    label_groups = [[lab] for lab in labels] if (separate and labels) else [list(labels)] * len(groups)
+    sources, stray = importer.read_sources(list(paths), threshold=reward_threshold, overrides=overrides)
+    whole = importer.plan(sources, threshold=reward_threshold, labels=list(labels) or None, stray=stray)
+    summary = whole.summary()
+    if whole.partial and not allow_partial:
+        if fmt == "json":
+            click.echo(json.dumps([{"run_id": None, "summary": summary}], indent=2, default=str))
+        else:
+            print_summary(summary, None, store_path)
+        err.print(f"[bold red]nothing imported[/]: {summary['totals']['files_skipped']} file(s) and "
+                  f"{summary['totals']['trials_skipped']} trial(s) were skipped (reasons above). Fix them, or pass "
+                  "--allow-partial to import the rest.", soft_wrap=True)
+        ctx.exit(1)
+    plans = ([importer.ImportPlan([s for s in whole.sources if s in c.sources], [c],
+                                  whole.stray if i == 0 else [], whole.threshold)
+              for i, c in enumerate(whole.configurations)] if separate else [whole])
     store = Store(store_path)
+    done: list[dict[str, Any]] = []
     try:
-        done = []
-        for group, labs in zip(groups, label_groups):
-            plan = importer.plan(group, threshold=reward_threshold, labels=labs or None)
-            run_name = name or group[0].path.name
-            run, tasks, trials = importer.records(plan, name=run_name)
+        for p in plans:
+            run_name = name or (p.configurations[0].label if separate else Path(paths[0]).resolve().name)
+            run, tasks, trials = importer.records(p, name=run_name)
             run_id = store.import_run(run, tasks, trials)
-            summary = plan.summary()
-            done.append({"run_id": run_id, "summary": summary})
-            if fmt == "table":
-                print_summary(summary, run_id, store_path)
+            done.append({"run_id": run_id, "summary": p.summary() if separate else summary})
     finally:
         store.close()
     if fmt == "json":
         click.echo(json.dumps(done, indent=2, default=str))
     else:
-        err.print(f"{len(done)} run(s) imported")
+        print_summary(summary, ", ".join(d["run_id"] for d in done), store_path)
+        err.print(f"{len(done)} run(s) imported" + (" (partial: see the skipped files above)" if whole.partial else ""))

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.commands.console import err, out
+from orchestrator.commands.options import json_option
 from orchestrator.commands.outputs import check_dir, make_dir, write_file
 from orchestrator.errors import UserError
 from orchestrator.importers.fields import DEFAULTED, KINDS, size_to_mib
-from orchestrator.importers.taskset import HARBOR, BadTask, TaskEntry, TaskSet, above, read_task, read_task_set, write_task_set
+
+if TYPE_CHECKING:
+    from orchestrator.importers.taskset import TaskEntry, TaskSet
 
 
 def _memory_option(text: str | None) -> int | None:
@@ -79,10 +82,12 @@ def tasks() -> None:
 def import_(ctx: click.Context, path: Path, output: Path, agent_timeout: float | None, force: bool, fmt: str) -> None:
     """Import every task under PATH into --output; bad tasks are listed and skipped."""
     check_dir(output, "--output")
-    ts = read_task_set(path, agent_timeout=agent_timeout)
+    from orchestrator.importers import taskset  # the task models load when a task command runs, not with --help
+
+    ts = taskset.read_task_set(path, agent_timeout=agent_timeout)
     make_dir(output, "--output")
     try:
-        written = write_task_set(ts, output, force=force)
+        written = taskset.write_task_set(ts, output, force=force)
     except OSError as exc:  # a full disk or a place that refuses files: one line, not a traceback
         raise UserError(f"cannot write the tasks ({exc.strerror or exc})", file=str(exc.filename or output),
                         field="--output") from None
@@ -102,11 +107,15 @@ def import_(ctx: click.Context, path: Path, output: Path, agent_timeout: float |
 @click.option("--above-cpus", type=float, help="list only tasks asking for more CPUs than this")
 @click.option("--above-memory", help="list only tasks asking for more memory than this (e.g. 4G, 2048M)")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def list_(path: Path, above_cpus: float | None, above_memory: str | None, fmt: str) -> None:
+@json_option
+def list_(path: Path, above_cpus: float | None, above_memory: str | None, fmt: str, as_json: bool) -> None:
     """One line per task with its resources, and the distribution across the set."""
-    ts = read_task_set(path)
+    fmt = "json" if as_json else fmt  # --json: the same spelling as every other listing
+    from orchestrator.importers import taskset  # the task models load when a task command runs, not with --help
+
+    ts = taskset.read_task_set(path)
     mem = _memory_option(above_memory)
-    chosen = above(ts.entries, cpus=above_cpus, memory_mb=mem) if (above_cpus is not None or mem is not None) else ts.entries
+    chosen = taskset.above(ts.entries, cpus=above_cpus, memory_mb=mem) if (above_cpus is not None or mem is not None) else ts.entries
     rows = [{"task": e.task_id, "format": e.source_format, "cpus": e.cpus, "memory_mb": e.memory_mb,
              "agent_timeout_sec": e.spec["agent"]["timeout_sec"], "verifier_timeout_sec": e.spec["verifier"]["timeout_sec"],
              "gpus": e.spec["environment"].get("gpus", 0)} for e in chosen]
@@ -135,8 +144,10 @@ def show(path: Path, task_id: str | None) -> None:
     target = path / task_id if task_id else path
     if not target.is_dir():
         raise UserError("no such task directory", file=str(target))
-    entry = read_task(target)
-    if isinstance(entry, BadTask):
+    from orchestrator.importers import taskset
+
+    entry = taskset.read_task(target)
+    if isinstance(entry, taskset.BadTask):
         raise UserError(entry.reason, file=entry.path)
     click.echo(json.dumps({"task": entry.task_id, "format": entry.source_format, "spec": entry.spec,
                            "fields": [{"what": k, "field": p, "note": n} for k, p, n in entry.report.entries]},
@@ -151,12 +162,14 @@ def show(path: Path, task_id: str | None) -> None:
 def validate(ctx: click.Context, path: Path, agent_timeout: float | None) -> None:
     """Check every task under PATH: which `headroom sweep` runs as it is, which need `headroom tasks import`
     first, and why each bad one cannot be used (exit 1 unless every task runs as it is)."""
-    ts = read_task_set(path, agent_timeout=agent_timeout)
+    from orchestrator.importers import taskset  # the task models load when a task command runs, not with --help
+
+    ts = taskset.read_task_set(path, agent_timeout=agent_timeout)
     print_summary(ts, verb="valid")
     needs_import = [e for e in ts.entries if not e.verbatim]
     if needs_import:
         def why_not(e: TaskEntry) -> str:
-            if e.source_format != HARBOR:
+            if e.source_format != taskset.HARBOR:
                 return "a legacy Terminal-Bench task.yaml"
             defaulted = [path for kind, path, _note in e.report.entries if kind == DEFAULTED]
             return ("leaves " + ", ".join(defaulted) + " to Harbor's defaults, which the import writes in"

@@ -11,11 +11,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from orchestrator.commands.options import RunName, run_argument, store_option
 from orchestrator.commands.outputs import check_file, write_file
-from orchestrator.tasks.loader import load_tasks
-from orchestrator.trust import audit as audit_mod
-from orchestrator.trust.provenance import FIELDS, registry
-from orchestrator.trust.texts import file_items
 
 err = Console(stderr=True, highlight=False)
 
@@ -36,10 +33,15 @@ def audit_cmd(tasks_dir: Path, against: tuple[Path, ...], id_column: str, text_c
     """Find exact and near-duplicate tasks, within the set and against train/dev files (one JSON line per finding)."""
     if output is not None:
         check_file(output, "--output")
+    from orchestrator.tasks.loader import load_tasks  # the task models load when the command runs
+    from orchestrator.trust.texts import file_items
+
     tasks = load_tasks(tasks_dir)
     refs = [it for path in against for it in file_items(path, id_column, text_column)]
     chosen = ["prompt", "prompt+answer"] if fields == "both" else [fields]
     with err.status(f"auditing {len(tasks)} tasks against {len(refs)} reference texts"):
+        from orchestrator.trust import audit as audit_mod  # numpy and MinHash: only when auditing
+
         result = audit_mod.audit(tasks, refs, chosen, threshold)  # type: ignore[arg-type]
     lines = [json.dumps(r, sort_keys=True) for r in result.records()]
     if output:
@@ -60,6 +62,9 @@ def audit_cmd(tasks_dir: Path, against: tuple[Path, ...], id_column: str, text_c
 @click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
 def provenance_cmd(tasks_dir: Path, fmt: str) -> None:
     """Export every task's [provenance] fields, with the fields each task is missing."""
+    from orchestrator.tasks.loader import load_tasks
+    from orchestrator.trust.provenance import FIELDS, registry
+
     rows = registry(load_tasks(tasks_dir))
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
@@ -103,14 +108,16 @@ def judge_calibrate(pairs_file: Path, endpoint: str, model: str, api_key_env: st
 
 
 @click.command("regrade")
-@click.argument("run_id", required=False)
-@click.option("--store", "store_path", type=click.Path(path_type=Path), default=Path("headroom-results/headroom.db"),
-              show_default=True)
+@run_argument()
+@store_option()
 @click.option("--grader", "grader_file", required=True, type=click.Path(path_type=Path),
               help="TOML with a [grader] table for every task and/or [graders.<task_id>] tables")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def regrade_cmd(run_id: str | None, store_path: Path, grader_file: Path, fmt: str) -> None:
-    """Re-grade a run's stored answers with another golden grader (no agent runs); show every flip."""
+def regrade_cmd(run: RunName, store_path: Path, grader_file: Path, fmt: str) -> None:
+    """Re-grade RUN's stored answers with another golden grader (no agent runs); show every flip.
+
+    RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
+    """
     from rich.table import Table
 
     from orchestrator.regrade import load_graders, regrade, source_run
@@ -118,8 +125,15 @@ def regrade_cmd(run_id: str | None, store_path: Path, grader_file: Path, fmt: st
     from orchestrator.store.sqlite import Store
 
     default, per_task = load_graders(grader_file)
-    Store.open_existing(store_path).close()  # the read checks first: a missing or foreign store is refused
-    store = Store(store_path)
+    # The read checks first: a missing or foreign store is refused. No RUN: source_run picks the latest sweep
+    # (not a regrade of it), so it is left to choose.
+    if run.text is None:
+        peek, run_id = Store.open_existing(store_path), None
+    else:
+        peek, run_id = run.open(store_path)
+    path = peek.path
+    peek.close()
+    store = Store(path)
     source = source_run(store, run_id)
     result = regrade(store, source, default, per_task, str(grader_file))
     doc = document.build_comparison(store, source, store, result.run_id)

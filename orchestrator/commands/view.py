@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
+from orchestrator.commands.options import store_option
+
 HOST = "127.0.0.1"  # loopback only: results never leave this machine through the viewer
-DEFAULT_STORE = Path("headroom-results/headroom.db")
 
 
 @click.command()
-@click.option("--store", "store_path", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
+@store_option()
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="port on 127.0.0.1 (0: pick a free one)")
 def view(store_path: Path, port: int) -> None:

@@ -47,7 +47,7 @@ class EventRecorder:
             "count": 1,
         }
         try:
-            self.core.create_namespaced_event(self.namespace, body)
+            self.core.create_namespaced_event(self.namespace, body)  # type: ignore[arg-type]  # the client serialises a plain dict body
         except ApiException as exc:
             if exc.status != 409:  # 409: this milestone was already recorded (before a restart)
                 log.warning("event not recorded", reason=reason, status=exc.status)

@@ -117,7 +117,7 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
             unfinished += 1
             continue
         outcome, reason = current_outcome(st["outcome"], st.get("reason"))  # a Trial settled by an older controller
-        verdict = Verdict(Outcome(outcome), parse_reason(reason))
+        verdict = Verdict(Outcome(outcome), parse_reason(reason))  # type: ignore[arg-type]  # a Finished Trial has an outcome
         store.finish_try(local_id, tid, try_index, facts_of(t), verdict, final=bool(st.get("final")))
     store.set_status(local_id, "finished" if status.get("phase") == "Complete" else "running")
     store.close()

@@ -23,8 +23,6 @@ from kubernetes import client
 
 from orchestrator.controller import engine
 from orchestrator.controller.events import EventRecorder
-from orchestrator.controller.informer import Informer, wait_synced
-from orchestrator.controller.kube import InstrumentedApiClient, make_client
 from orchestrator.controller.metrics import Metrics, TrialCounts, serve
 from orchestrator.controller.reconcile import Reconciler
 from orchestrator.controller.resources import (
@@ -34,13 +32,15 @@ from orchestrator.controller.resources import (
     VERSION,
 )
 from orchestrator.controller.workqueue import ShutDown, WorkQueue
+from orchestrator.kube.client import KubeClient, connect
+from orchestrator.kube.watch import Informer, wait_synced
 from orchestrator.spec.kubernetes import KubernetesOptions
 
 log = structlog.get_logger("headroom.controller")
 
 PodHook = Callable[[Any, dict[str, Any]], dict[str, Any]]
 #: (API client, the Experiment's kubernetes options, a hook that edits each pod body) -> backend
-BackendFactory = Callable[[InstrumentedApiClient, KubernetesOptions, PodHook], engine.Backend]
+BackendFactory = Callable[[KubeClient, KubernetesOptions, PodHook], engine.Backend]
 
 
 @dataclass
@@ -95,7 +95,7 @@ class Controller:
     def __init__(self, cfg: ControllerConfig, backend_factory: BackendFactory, *, metrics: Metrics | None = None) -> None:
         self.cfg = cfg
         self.metrics = metrics or Metrics()
-        self.api = make_client(cfg.kubeconfig, self.metrics)
+        self.api = connect(cfg.kubeconfig, metrics=self.metrics)
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
         self.queue = WorkQueue()
@@ -146,7 +146,7 @@ class Controller:
         assert self.reconciler is not None
         reconciler = self.reconciler
         # Its own client: a backend closes its client when it is closed (its Experiment completed).
-        backend = self._backend_factory(make_client(self.cfg.kubeconfig, self.metrics), options,
+        backend = self._backend_factory(connect(self.cfg.kubeconfig, metrics=self.metrics), options,
                                         reconciler.owner_hook)
 
         def wake() -> None:

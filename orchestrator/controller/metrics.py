@@ -95,8 +95,8 @@ class _StateCollector(Collector):
             "headroom_trials_in_flight", "Trial tries created and not yet finished",
             labels=["namespace", "experiment"],
         )
-        for labels, n in sorted(in_flight.items()):
-            flight.add_metric(list(labels), n)
+        for key, n in sorted(in_flight.items()):
+            flight.add_metric(list(key), n)
         yield trials
         yield flight
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from statistics import NormalDist
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.controller.resources import (
     Condition,
@@ -158,7 +158,7 @@ def configuration_status(plan: list[PlannedTrial], book: Ledger) -> list[Configu
 def set_condition(conditions: list[Condition], type_: str, status: bool, reason: str, message: str,
                   generation: int | None) -> list[Condition]:
     """Conditions with ``type_`` set; the transition time moves only when the status flips."""
-    value = "True" if status else "False"
+    value: Literal["True", "False"] = "True" if status else "False"
     out = []
     found = False
     for c in conditions:

@@ -29,7 +29,6 @@ from pydantic import ValidationError
 from orchestrator.backends.base import recorded
 from orchestrator.controller import engine, taskimage, tasksets
 from orchestrator.controller.events import EventRecorder
-from orchestrator.controller.informer import Informer
 from orchestrator.controller.metrics import Metrics
 from orchestrator.controller.progress import (
     Ledger,
@@ -59,6 +58,8 @@ from orchestrator.controller.resources import (
     TrialTimings,
 )
 from orchestrator.errors import SpecError, first_validation_error
+from orchestrator.kube.watch import Informer
+from orchestrator.launch import label_value
 from orchestrator.plan import plan
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
@@ -111,7 +112,7 @@ class Reconciler:
     _cleaned: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def backend(self, name: str, planned: "_Plan") -> engine.Backend:
+    def backend(self, name: str, planned: _Plan) -> engine.Backend:
         with self._lock:
             b = self._backends.get(name)
         if b is None:
@@ -246,7 +247,7 @@ class Reconciler:
 
     def _pods_of(self, experiment: str) -> list[Any]:
         return list(self.core.list_namespaced_pod(
-            self.namespace, label_selector=f"{LABEL_EXPERIMENT}={_label_value(experiment)}").items)
+            self.namespace, label_selector=f"{LABEL_EXPERIMENT}={label_value(experiment)}").items)
 
     def _trials_of(self, run_id: str) -> list[dict[str, Any]]:
         return [t for t in self.trials.items() if t["spec"].get("runId") == run_id]
@@ -270,7 +271,7 @@ class Reconciler:
                 "name": name,
                 "namespace": self.namespace,
                 "labels": {LABEL_EXPERIMENT: exp["metadata"]["name"], LABEL_RUN: run_id,
-                           LABEL_TASK: _label_value(p.task_id), LABEL_CONFIGURATION: _label_value(p.config.label)},
+                           LABEL_TASK: label_value(p.task_id), LABEL_CONFIGURATION: label_value(p.config.label)},
                 "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Experiment", "name": exp["metadata"]["name"],
                                      "uid": exp["metadata"]["uid"], "controller": True}],
             },
@@ -292,7 +293,7 @@ class Reconciler:
         p = planned.by_id[spec["trialId"]]
         return engine.launch_for(
             planned.experiment, planned.tasks[p.task_id], p, spec["try"], spec["runId"], planned.digest,
-            labels={LABEL_EXPERIMENT: _label_value(spec["experiment"])},
+            labels={LABEL_EXPERIMENT: label_value(spec["experiment"])},
         )
 
     def _handle(self, trial: dict[str, Any], planned: _Plan, backend: engine.Backend) -> engine.Handle | None:
@@ -596,13 +597,6 @@ def _status_of(exp: dict[str, Any]) -> ExperimentStatus:
         return ExperimentStatus.model_validate(exp.get("status") or {})
     except ValidationError:
         return ExperimentStatus()
-
-
-def _label_value(text: str) -> str:
-    import re
-
-    v = re.sub(r"[^A-Za-z0-9._-]", "_", text)[:63].strip("._-")
-    return v or "x"
 
 
 def _epoch(ts: str | None) -> float | None:

@@ -56,7 +56,7 @@ class TaskSource(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "TaskSource":
+    def _exactly_one(self) -> TaskSource:
         if (self.bundle is None) == (self.image is None):
             raise ValueError("give exactly one of bundle (a pushed ConfigMap task set) or image (a task-set image)")
         return self

@@ -143,7 +143,7 @@ def read_catalog(core: client.CoreV1Api, namespace: str, image: str, options: Ku
         if exc.status != 404:
             raise
         try:
-            core.create_namespaced_pod(namespace, catalog_pod(image, options))
+            core.create_namespaced_pod(namespace, catalog_pod(image, options))  # type: ignore[arg-type]  # the client serialises a plain dict body
         except ApiException as create_exc:
             if create_exc.status != 409:
                 raise
@@ -167,7 +167,7 @@ def read_catalog(core: client.CoreV1Api, namespace: str, image: str, options: Ku
             "data": {CATALOG_KEY: json.dumps(cat, sort_keys=True)},
         }
         try:
-            core.create_namespaced_config_map(namespace, body)
+            core.create_namespaced_config_map(namespace, body)  # type: ignore[arg-type]  # the client serialises a plain dict body
         except ApiException as exc:
             if exc.status == 422:
                 _delete_pod(core, namespace, name)
@@ -181,10 +181,10 @@ def read_catalog(core: client.CoreV1Api, namespace: str, image: str, options: Ku
         return cat
     stuck = [s.state.waiting.reason for s in statuses
              if s.state and s.state.waiting and s.state.waiting.reason in _STUCK]
-    stuck += [f"Unschedulable: {c.message}" for c in (pod.status.conditions or []) if pod.status
+    stuck += [f"Unschedulable: {c.message}" for c in (pod.status.conditions or []) if pod.status  # type: ignore[union-attr]  # a pod read back from the server has a status
               and c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"]
     if phase == "Failed" or stuck:
-        detail = stuck[0] if stuck else (pod.status.reason or pod.status.message or "failed")
+        detail = stuck[0] if stuck else (pod.status.reason or pod.status.message or "failed")  # type: ignore[union-attr]  # a pod read back from the server has a status
         if phase == "Failed":
             try:
                 detail += ": " + core.read_namespaced_pod_log(name, namespace, container=CONTAINER)[-300:].strip()

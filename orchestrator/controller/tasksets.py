@@ -99,7 +99,7 @@ def push(core: client.CoreV1Api, namespace: str, tasks_dir: Path) -> PushResult:
     created = existing = 0
     for body in [*(bundle_body(b) for b in made), index_body(tasks, made)]:
         try:
-            core.create_namespaced_config_map(namespace, body)
+            core.create_namespaced_config_map(namespace, body)  # type: ignore[arg-type]  # the client serialises a plain dict body
             created += 1
         except ApiException as exc:
             if exc.status != 409:
@@ -109,7 +109,7 @@ def push(core: client.CoreV1Api, namespace: str, tasks_dir: Path) -> PushResult:
     return PushResult(set_name(set_digest(tasks)), created, existing, len(tasks))
 
 
-def read_index(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, dict[str, str]]:
+def read_index(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, dict[str, Any]]:
     try:
         cm = core.read_namespaced_config_map(name, namespace)
     except ApiException as exc:

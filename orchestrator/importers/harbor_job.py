@@ -14,37 +14,26 @@ only their names: Harbor redacts secrets only partly.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from orchestrator import safejson
+from orchestrator.importers.discover import Found
 from orchestrator.importers.outcomes import harbor_verdict
-from orchestrator.importers.source import Source, SourceTrial, label_for, number, seconds_between
+from orchestrator.importers.source import (
+    FileRecord,
+    Source,
+    SourceTrial,
+    label_for,
+    number,
+    seconds_between,
+    time_or_none,
+)
 from orchestrator.redact import redact_text
 from orchestrator.trial_outputs import usage_value
 
-#: A Harbor result.json written by another harness: larger than an agent's self-report, still bounded.
-IMPORT_MAX_BYTES = 64 * 1024 * 1024
+NO_TASK = "a trial result without task_name"
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
 OVERRIDES = ("type", "override_cpus", "override_memory_mb", "override_storage_mb", "override_gpus",
              "cpu_enforcement_policy", "memory_enforcement_policy")
-
-
-def _peek(path: Path) -> dict[str, Any]:
-    try:
-        data = safejson.loads(path.read_bytes(), max_bytes=IMPORT_MAX_BYTES)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def is_job_dir(path: Path) -> bool:
-    """A job's result.json (it has ``n_total_trials`` or ``stats``), or trial directories right below."""
-    if (path / "result.json").is_file():
-        job = _peek(path / "result.json")
-        return "n_total_trials" in job or "stats" in job
-    return path.is_dir() and any(
-        "trial_name" in _peek(p / "result.json") for p in path.iterdir() if p.is_dir() and (p / "result.json").is_file())
 
 
 def _reward(vr: Any) -> tuple[float | None, str | None]:
@@ -59,12 +48,13 @@ def _reward(vr: Any) -> tuple[float | None, str | None]:
     return None, f"several reward keys ({', '.join(sorted(rewards))}) and none named 'reward'"
 
 
-def _trial(src: Source, rel: str, data: dict[str, Any], threshold: float,
+def _trial(rec: FileRecord, data: dict[str, Any], threshold: float,
            overrides: dict[str, tuple[str, str | None]]) -> SourceTrial | None:
-    name = data.get("trial_name") or Path(rel).parent.name
+    rec.trials += 1
+    name = data.get("trial_name") or rec.path.parent.name
     task = data.get("task_name")
     if not isinstance(task, str) or not task:
-        src.problems.append(f"{rel}: no task_name; trial skipped")
+        rec.skipped[NO_TASK] += 1
         return None
     cfg = data.get("config") if isinstance(data.get("config"), dict) else {}
     agent_cfg = cfg.get("agent") if isinstance(cfg.get("agent"), dict) else {}
@@ -88,19 +78,20 @@ def _trial(src: Source, rel: str, data: dict[str, Any], threshold: float,
         enforcement += (f" (cpu {env_cfg.get('cpu_enforcement_policy') or 'default'}, "
                         f"memory {env_cfg.get('memory_enforcement_policy') or 'default'})")
     evidence = {
-        "source": "harbor", "file": rel, "trial_uid": data.get("id"), "agent_info": info,
-        "rewards": (data.get("verifier_result") or {}).get("rewards"),
+        "source": "harbor", "file": rec.shown, "trial_uid": data.get("id"), "agent_info": info,
+        "rewards": (data.get("verifier_result") or {}).get("rewards")
+        if isinstance(data.get("verifier_result"), dict) else None,
         "exception": None if not exc else {
             "type": exc_type, "message": redact_text(str(exc.get("exception_message") or ""))[:500],
             "occurred_at": exc.get("occurred_at")},
         "phases_s": phases, "config_overrides": env_policy,
         "agent_override_timeout_sec": agent_cfg.get("override_timeout_sec"),
         "timeout_multiplier": cfg.get("timeout_multiplier"),
-        "env_names": sorted({*(env_cfg.get("env") or {}), *(agent_cfg.get("env") or {})}),
+        "env_names": sorted(str(k) for k in {*_keys(env_cfg.get("env")), *_keys(agent_cfg.get("env"))}),
         "n_cache_tokens": number(ar.get("n_cache_tokens")),
         "rule": verdict.rule,
     }
-    started, finished = data.get("started_at"), data.get("finished_at")
+    started, finished = time_or_none(data.get("started_at")), time_or_none(data.get("finished_at"))
     return SourceTrial(
         trial_name=str(name), trial_uid=str(data["id"]) if data.get("id") else None, task_id=task, label=label,
         outcome=verdict.outcome, reason=verdict.reason, reward=reward, rule=verdict.rule,
@@ -108,47 +99,76 @@ def _trial(src: Source, rel: str, data: dict[str, Any], threshold: float,
         started_at=started, finished_at=finished, duration_s=seconds_between(started, finished),
         tokens_in=usage_value("tokens_in", ar.get("n_input_tokens"))[0],
         tokens_out=usage_value("tokens_out", ar.get("n_output_tokens"))[0],
-        cost_usd=usage_value("cost_usd", ar.get("cost_usd"))[0], task_digest=data.get("task_checksum"),
+        cost_usd=usage_value("cost_usd", ar.get("cost_usd"))[0],
+        task_digest=data.get("task_checksum") if isinstance(data.get("task_checksum"), str) else None,
         task_source=data.get("source") if isinstance(data.get("source"), str) else None, enforcement=enforcement,
-        evidence=evidence, file=rel,
+        evidence=evidence, file=rec.shown, record=rec, source_error=exc_type or "no exception", agent_key=label,
     )
 
 
-def read(path: Path, *, threshold: float, overrides: dict[str, tuple[str, str | None]]) -> Source:
-    src = Source(path=path.resolve(), format="harbor-job", harness="harbor", harness_version=None)
-    job = src.read_json("result.json") if (path / "result.json").is_file() else {}
-    config = src.read_json("config.json") if (path / "config.json").is_file() else {}
-    lock = src.read_json("lock.json") if (path / "lock.json").is_file() else {}
-    harbor = lock.get("harbor") if isinstance(lock, dict) and isinstance(lock.get("harbor"), dict) else {}
+def _keys(x: Any) -> list[Any]:
+    """The variable names of an env mapping as written (anything else has none)."""
+    return list(x) if isinstance(x, dict) else []
+
+
+def _meta(found: Found, name: str, src: Source) -> dict[str, Any]:
+    if name not in found.metadata:
+        return {}
+    rec, data = found.metadata[name]
+    src.files.append(rec)
+    if not rec.error and not isinstance(data, dict):
+        rec.error = f"{name} is not a JSON object"
+    return data if isinstance(data, dict) and not rec.error else {}
+
+
+def read(found: Found, *, threshold: float, overrides: dict[str, tuple[str, str | None]]) -> Source:
+    src = Source(path=found.anchor.resolve(), format="harbor-job", harness="harbor", harness_version=None,
+                 name=found.name)
+    job: dict[str, Any] = {}
+    if found.main is not None:
+        rec, data = found.main
+        src.files.append(rec)
+        rec.role = "job"
+        job = data if isinstance(data, dict) else {}
+    config = _meta(found, "config.json", src)
+    lock = _meta(found, "lock.json", src)
+    harbor = lock.get("harbor") if isinstance(lock.get("harbor"), dict) else {}
     if harbor.get("version") or harbor.get("git_commit_hash"):  # the job lock names the Harbor that ran it
         src.harness_version = " @ ".join(str(v) for v in (harbor.get("version"), harbor.get("git_commit_hash")) if v)
     for holder in (job, config):
         for key in ("harbor_version", "version"):
-            if isinstance(holder, dict) and isinstance(holder.get(key), str):
+            if isinstance(holder.get(key), str):
                 src.harness_version = src.harness_version or holder[key]
-    if not isinstance(job, dict):
-        job = {}
     src.details = {"job_id": job.get("id"), "started_at": job.get("started_at"), "finished_at": job.get("finished_at"),
-                   "n_total_trials": job.get("n_total_trials"), "job_name": (config or {}).get("job_name"),
-                   "n_attempts": (config or {}).get("n_attempts")}
-    evals = ((job.get("stats") or {}).get("evals") or {}) if isinstance(job.get("stats"), dict) else {}
+                   "n_total_trials": job.get("n_total_trials"), "job_name": config.get("job_name"),
+                   "n_attempts": config.get("n_attempts")}
+    stats = job.get("stats") if isinstance(job.get("stats"), dict) else {}
+    evals = stats.get("evals") if isinstance(stats.get("evals"), dict) else {}
     for key, ev in evals.items():
         metrics = ev.get("metrics") if isinstance(ev, dict) else None
         values = [number(v) for m in (metrics or []) if isinstance(m, dict) for v in m.values()]
         values = [v for v in values if v is not None]
+        pak = ev.get("pass_at_k") if isinstance(ev, dict) and isinstance(ev.get("pass_at_k"), dict) else {}
         src.reported[key] = {"score": values[0] if values else None, "n_trials": ev.get("n_trials"),
-                             "n_errors": ev.get("n_errors")}
-    for trial_dir in sorted(p for p in path.iterdir() if p.is_dir()):
-        if not (trial_dir / "result.json").is_file():
+                             "n_errors": ev.get("n_errors"), "file": found.main[0].shown if found.main else None,
+                             "pass_at_k": {int(k): float(v) for k, v in pak.items()
+                                           if str(k).isdigit() and number(v) is not None} or None}
+    for rec, data in sorted(found.trial_files, key=lambda f: f[0].shown):
+        src.files.append(rec)
+        if rec.error:
             continue
-        rel = f"{trial_dir.name}/result.json"
-        data = src.read_json(rel)
-        if not isinstance(data, dict) or "trial_name" not in data and "task_name" not in data:
-            src.problems.append(f"{rel}: not a Harbor trial result; skipped")
-            continue
-        trial = _trial(src, rel, data, threshold, overrides)
-        if trial is not None:
-            src.trials.append(trial)
-    if job.get("n_total_trials") is not None and job["n_total_trials"] != len(src.trials):
-        src.problems.append(f"the job lists {job['n_total_trials']} trials; {len(src.trials)} trial results were found")
+        t = _trial(rec, data, threshold, overrides)
+        if t is not None:
+            src.trials.append(t)
+    if job.get("n_total_trials") is not None and job["n_total_trials"] != len(found.trial_files):
+        src.problems.append(f"the job lists {job['n_total_trials']} trials; {len(found.trial_files)} trial results "
+                            "were found")
+    checksums: dict[str, set[str]] = {}
+    for t in src.trials:
+        if t.task_digest:
+            checksums.setdefault(t.task_id, set()).add(t.task_digest)
+    for task, seen in sorted(checksums.items()):
+        if len(seen) > 1:
+            src.problems.append(f"task {task}: the job's trials disagree on the task checksum ({', '.join(sorted(seen))}); "
+                                "its digest is recorded as unrecorded, every checksum seen is kept in the task record")
     return src

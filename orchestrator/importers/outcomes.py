@@ -11,7 +11,11 @@ non-zero agent exit) let the verifier's reward decide when there is one, as
 headroom does for its own trials (the agent's exit status never decides).
 A timeout stays a timeout even when the verifier later passed the work: the
 agent exceeded its budget. The source harness counts such a trial by its
-reward; the summary says how many there were, so the two numbers reconcile.
+reward; the report's scoring rules show both readings and count the trials
+that move between them by reason.
+
+The verdict reads only the table (with ``--map`` entries laid over it), so
+``--map`` restating a default changes nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ HARBOR_EXCEPTIONS: dict[str, tuple[str, str | None]] = {
     "OutputLengthExceededError": ("failed", None),
     "NonZeroAgentExitCodeError": ("failed", None),
 }
-UNMAPPED_EXCEPTION = ("harness_error", HarnessReason.ORCHESTRATOR_ERROR.value)
+UNMAPPED_EXCEPTION: tuple[str, str | None] = ("harness_error", HarnessReason.ORCHESTRATOR_ERROR.value)
 
 #: Terminal-Bench ``failure_mode`` when ``is_resolved`` is not true. ``is_resolved`` true is passed,
 #: except after an agent timeout (then timeout, as above).
@@ -99,7 +103,7 @@ def harbor_verdict(exception_type: str | None, reward: float | None, threshold: 
         outcome, reason = UNMAPPED_EXCEPTION
         return Verdict(outcome, reason, f"{exception_type} (unmapped)", unmapped=exception_type)
     outcome, reason = table[exception_type]
-    if outcome == "failed":
+    if outcome in ("failed", "passed"):  # the agent's own failure (or a mapped success): the reward decides
         if reward is None:
             return Verdict("failed", None, f"{exception_type} -> failed (no reward)")
         return by_reward(reward, threshold, f"{exception_type} -> the reward decides")
@@ -108,18 +112,28 @@ def harbor_verdict(exception_type: str | None, reward: float | None, threshold: 
 
 def tb_verdict(is_resolved: bool | None, failure_mode: str | None,
                overrides: dict[str, tuple[str, str | None]]) -> Verdict:
+    """A Terminal-Bench trial by the table (with ``--map`` entries laid over it).
+
+    The table says what the failure mode means; ``is_resolved`` then says whether the tests
+    passed. A mode the table reads as the agent's own failure (``failed``) lets the tests
+    decide, as headroom does for its own trials; any other reading (``timeout``, an infra or
+    harness error) stands even when the tests later passed. Restating a default with
+    ``--map`` therefore changes nothing: the rule reads only the table.
+    """
     mode = (failure_mode or "unset").lower()
     table = {**TB_FAILURE_MODES, **overrides}
-    if is_resolved is True:
-        if mode == "agent_timeout" and "agent_timeout" not in overrides:
-            return Verdict("timeout", None, "is_resolved true after agent_timeout -> timeout")
-        return Verdict("passed", None, "is_resolved true -> passed")
     if mode not in table:
         outcome, reason = UNMAPPED_EXCEPTION
         return Verdict(outcome, reason, f"failure_mode {mode} (unmapped)", unmapped=mode)
     outcome, reason = table[mode]
-    if is_resolved is None and outcome == "failed" and mode in ("unset", "none"):
-        return Verdict("harness_error", HarnessReason.REWARD_MISSING.value,
-                       f"is_resolved null, failure_mode {mode} -> harness_error(reward_missing)")
-    state = "null" if is_resolved is None else "false"
-    return Verdict(outcome, reason, f"is_resolved {state}, failure_mode {mode} -> {outcome}" + (f"({reason})" if reason else ""))
+    state = {True: "true", False: "false", None: "null"}[is_resolved]
+    if outcome in ("failed", "passed"):
+        if is_resolved is True:
+            return Verdict("passed", None, "is_resolved true -> passed" if mode in ("none", "unset")
+                           else f"is_resolved true, failure_mode {mode} -> passed (the tests decide)")
+        if is_resolved is None and mode in ("unset", "none"):
+            return Verdict("harness_error", HarnessReason.REWARD_MISSING.value,
+                           f"is_resolved null, failure_mode {mode} -> harness_error(reward_missing)")
+        return Verdict("failed", None, f"is_resolved {state}, failure_mode {mode} -> failed")
+    return Verdict(outcome, reason, f"is_resolved {state}, failure_mode {mode} -> {outcome}"
+                   + (f"({reason})" if reason else ""))

@@ -18,9 +18,8 @@ import shutil
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-import numpy as np
 import tomlkit
 from pydantic import ValidationError
 
@@ -28,7 +27,7 @@ from orchestrator.errors import SpecError, UserError, first_validation_error
 from orchestrator.importers import harbor_task, tb_task
 from orchestrator.importers.fields import FieldReport, summarize
 from orchestrator.spec.task import TaskSpec
-from orchestrator.tasks.loader import REQUIRED_FILES, digest_dir, load_task
+from orchestrator.tasks.loader import REQUIRED_FILES, crlf_problem, digest_dir, load_task
 
 HARBOR, TERMINAL_BENCH = "harbor", "terminal-bench"
 
@@ -79,6 +78,8 @@ class TaskSet:
             "tasks_bad": len(self.bad),
             "formats": formats,
             "bad": [{"path": b.path, "reason": b.reason} for b in self.bad],
+            # The manifest's digest of each task, as listed (also written into the task as metadata.dataset_digest).
+            "dataset_digests": {e.task_id: e.dataset_digest for e in self.entries if e.dataset_digest},
             "fields": summarize([e.report for e in self.entries]),
             "resources": resource_distribution(self.entries),
         }
@@ -103,6 +104,8 @@ def _read_harbor(path: Path, agent_timeout: float | None) -> TaskEntry | BadTask
         return BadTask(str(toml_path), f"cannot read ({exc})")
     spec, rep, problems = harbor_task.normalize(raw, agent_timeout_default=agent_timeout)
     problems += [f"{rel} is missing" for rel in REQUIRED_FILES if not (path / rel).is_file()]
+    if (crlf := crlf_problem(path)) is not None:
+        problems.append(crlf)
     if not problems and (err := _spec_error(spec)):
         problems.append(err)
     if problems:
@@ -123,6 +126,8 @@ def _read_harbor(path: Path, agent_timeout: float | None) -> TaskEntry | BadTask
 
 def _read_terminal_bench(path: Path) -> TaskEntry | BadTask:
     spec, instruction, files, rep, problems = tb_task.convert(path)
+    if (crlf := crlf_problem(path)) is not None:
+        problems.append(crlf)
     if not problems and (err := _spec_error(spec)):
         problems.append(err)
     if problems:
@@ -144,7 +149,7 @@ def _manifest(root: Path, agent_timeout: float | None) -> TaskSet:
         data = tomllib.loads(manifest.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read the dataset manifest ({exc})", file=str(manifest)) from None
-    info = data.get("dataset") if isinstance(data.get("dataset"), dict) else {}
+    info = cast("dict[str, Any]", data.get("dataset") if isinstance(data.get("dataset"), dict) else {})
     refs = data.get("tasks")
     if not isinstance(refs, list) or not refs:
         raise SpecError("no [[tasks]] entries", file=str(manifest), field="tasks")
@@ -202,6 +207,8 @@ def read_task_set(root: Path, *, agent_timeout: float | None = None) -> TaskSet:
 
 def resource_distribution(entries: list[TaskEntry]) -> dict[str, Any]:
     """cpus and memory (MiB) min / median / max over the tasks, with the task at each end."""
+    import numpy as np  # here, not at the top: the `tasks` commands load with `headroom --help`
+
     out: dict[str, Any] = {"n_tasks": len(entries)}
     for key, get in (("cpus", lambda e: e.cpus), ("memory_mb", lambda e: e.memory_mb),
                      ("agent_timeout_sec", lambda e: float(e.spec["agent"]["timeout_sec"]))):
@@ -225,6 +232,18 @@ def _strip_none(x: Any) -> Any:
     if isinstance(x, list):
         return [_strip_none(v) for v in x if v is not None]
     return x
+
+
+def _add_dataset_digest(path: Path, digest: str) -> None:
+    """Record the manifest's digest in a task.toml copied as written: only ``[metadata] dataset_digest`` is added
+    (tomlkit keeps every other line, comment and spelling as the author wrote it)."""
+    doc = tomlkit.parse(path.read_text(encoding="utf-8"))
+    meta = doc.get("metadata")
+    if meta is None:
+        meta = tomlkit.table()
+        doc["metadata"] = meta
+    meta["dataset_digest"] = digest
+    path.write_text(tomlkit.dumps(doc), encoding="utf-8")
 
 
 def write_task_set(ts: TaskSet, out: Path, *, force: bool = False) -> list[Path]:
@@ -254,6 +273,8 @@ def write_task_set(ts: TaskSet, out: Path, *, force: bool = False) -> list[Path]
             if e.dataset_digest:
                 spec.setdefault("metadata", {})["dataset_digest"] = e.dataset_digest
             (dest / "task.toml").write_text(tomlkit.dumps(_strip_none(spec)), encoding="utf-8")
+        elif e.dataset_digest:
+            _add_dataset_digest(dest / "task.toml", e.dataset_digest)
         try:
             load_task(dest)
         except SpecError as exc:

@@ -13,7 +13,9 @@ A legacy task holds ``task.yaml`` (instruction, metadata, ``max_agent_timeout_se
 * ``instruction.md``: the instruction.
 * ``tests/test.sh``: runs the original ``run-tests.sh`` and writes reward 1 when it
   exits 0, else 0. With the ``pytest`` parser this is the same verdict (pytest
-  exits 0 exactly when every collected test passed).
+  exits 0 exactly when every collected test passed). A task without ``run-tests.sh``
+  gets terminal-bench's default runner (pytest on ``tests/test_outputs.py``), as the
+  harness gives it.
 * ``solution/solve.sh``: ``solution.sh``.
 * ``environment/``: the Dockerfile, docker-compose.yaml and every other file, at the
   same relative paths (the Dockerfile's build context).
@@ -50,6 +52,26 @@ logs="${HEADROOM_LOGS_DIR:-/logs/verifier}"
 mkdir -p "$logs"
 export TEST_DIR="${TEST_DIR:-$here}"
 if bash "$here/run-tests.sh"; then echo 1 > "$logs/reward.txt"; else echo 0 > "$logs/reward.txt"; fi
+"""
+
+
+#: terminal-bench's harness runs its default runner when a task has no run-tests.sh (TaskPaths.run_tests_path
+#: falls back to shared/defaults/run-tests.sh): pytest on the task's tests/test_outputs.py, with -rA for its
+#: parser. This is the same behaviour, written for headroom: pytest as installed in the image, else through
+#: uv or pip (which need the network, as the harness's default runner does).
+DEFAULT_RUN_TESTS = """#!/bin/bash
+# Written by `headroom tasks import` for a legacy Terminal-Bench task without run-tests.sh: terminal-bench
+# then runs its default runner, pytest on the task's test_outputs.py; so does this.
+here="$(cd "$(dirname "$0")" && pwd)"
+tests="${TEST_DIR:-$here}"
+if python3 -m pytest --version >/dev/null 2>&1; then
+  exec python3 -m pytest "$tests/test_outputs.py" -rA
+elif command -v uv >/dev/null 2>&1; then
+  exec uv run --with pytest pytest "$tests/test_outputs.py" -rA
+else
+  python3 -m pip install --quiet pytest >/dev/null 2>&1 || exit 3
+  exec python3 -m pytest "$tests/test_outputs.py" -rA
+fi
 """
 
 
@@ -155,8 +177,13 @@ def convert(path: Path) -> tuple[dict[str, Any], str, dict[str, Path | str], Fie
     if (path / "run-tests.sh").is_file():
         files["tests/run-tests.sh"] = path / "run-tests.sh"
         rep.add(CONVERTED, "run-tests.sh", "-> tests/run-tests.sh, called by tests/test.sh")
+    elif (path / "tests" / "test_outputs.py").is_file():
+        files["tests/run-tests.sh"] = DEFAULT_RUN_TESTS
+        rep.add(DEFAULTED, "run-tests.sh", "absent: terminal-bench's default runner (pytest on tests/test_outputs.py), "
+                                           "written as tests/run-tests.sh")
     else:
-        problems.append("run-tests.sh is missing")
+        problems.append("run-tests.sh is missing, and there is no tests/test_outputs.py for terminal-bench's default "
+                        "runner")
     if (path / "solution.sh").is_file():
         files["solution/solve.sh"] = path / "solution.sh"
         rep.add(CONVERTED, "solution.sh", "-> solution/solve.sh")

@@ -8,7 +8,20 @@ from orchestrator.report.text import mib, pct, pval
 
 
 def _interval(lt: dict[str, Any]) -> str:
+    if lt.get("diff_low") is None:
+        return "— (the strict limit itself)"
     return f"{100 * lt['diff']:+.1f} pts [{100 * lt['diff_low']:+.1f}, {100 * lt['diff_high']:+.1f}]"
+
+
+def _reading(lt: dict[str, Any]) -> str:
+    if lt.get("test") == "reference":
+        return "strict limit"
+    parts = ["fewer infra errors" if lt["significant"] else "infra not shown reduced"]
+    if lt.get("score_changed"):
+        parts.append("score changes")
+    elif lt.get("within_margin"):
+        parts.append("score within margin")
+    return ", ".join(parts)
 
 
 def _cpus(x: float | None) -> str:
@@ -55,12 +68,15 @@ def summary_markdown(doc: dict[str, Any]) -> str:
         "CPU floor = 95th percentile of the same trials' average CPU use (CPU time over the agent and verifier "
         f"steps' wall time), rounded up to {p.get('cpu_step', 0.05):g} cpu, at least {p.get('min_cpus', 0.1):g}, "
         "capped at the CPU ceiling; where no CPU time was recorded, the spec's cpus times the request multiplier. "
-        f"Ceiling = the smallest tested limit from which every larger tested limit has an infra-error rate within noise "
-        f"of unbounded: exact test (Boschloo) not significant at alpha {p['alpha']:g} and the upper end of the 95% "
-        f"Newcombe interval of the rate difference at most {100 * p['margin']:.0f} points.",
+        "Ceiling = the report's calibration rule on the task's own trials, each limit against the task's strict limit: "
+        "with no infra error at any limit, the strict limit suffices; else the smallest bounded limit with "
+        f"significantly fewer infra errors (one-sided exact test, Holm over the limits, alpha {p['alpha']:g}) that "
+        "comes before the first limit whose pass rate among finished trials changes (two-sided exact, Holm); a larger "
+        "one only if it has significantly fewer infra errors still. TOST within "
+        f"±{100 * p['margin']:.0f} points of the strict limit's pass rate is shown as evidence.",
         "",
-        "| task | status | floor | ceiling | peak memory median / p95 / p99 / max (n) | CPU use median / p95 / p99 / max (n) | infra errors at ceiling vs unbounded | difference [95% CI] | test p |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| task | status | floor | ceiling | peak memory median / p95 / p99 / max (n) | CPU use median / p95 / p99 / max (n) | infra errors at ceiling vs strict | difference [95% CI] | one-sided p (Holm) | why |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for b in bands:
         pk = b["peaks"]
@@ -68,17 +84,19 @@ def summary_markdown(doc: dict[str, Any]) -> str:
                  f"{mib(pk.get('max_bytes'))} ({pk['n']})")
         chosen = next((lt for lt in b["limits"] if lt["label"] == b["ceiling_label"]), None)
         unb = b["unbounded_infra"] or {}
+        strict = b["limits"][0]["infra"] if b["limits"] else {}
         if b["status"] == "recommended" and chosen:
             floor = f"{b['floor_memory_mb']} MiB, {b['floor_cpus']:g} cpu"
             ceiling = f"{b['ceiling_memory_mb']} MiB, {b['ceiling_cpus']:g} cpu ({b['ceiling_label']})"
-            infra = (f"{chosen['infra']['k']}/{chosen['infra']['n']} vs {unb.get('k')}/{unb.get('n')}")
+            infra = (f"{chosen['infra']['k']}/{chosen['infra']['n']} vs {strict.get('k')}/{strict.get('n')}")
             lines.append(f"| {b['task_id']} | published | {floor} | {ceiling} | {peaks} | {_cpu_use(b)} | {infra} | "
                          f"{_interval(chosen)} | "
-                         f"{pval(chosen['p'])} |")
+                         f"{pval(chosen['p'])} ({pval(chosen.get('p_holm'))}) | {b.get('ceiling_reason') or '—'} |")
         else:
             need = f"; ~{b['attempts_needed']} attempts/config needed" if b.get("attempts_needed") else ""
             lines.append(f"| {b['task_id']} | **refused**{need} | — | — | {peaks} | {_cpu_use(b)} | "
-                         f"unbounded {unb.get('k', '—')}/{unb.get('n', '—')} | — | — |")
+                         f"strict {strict.get('k', '—')}/{strict.get('n', '—')}, unbounded {unb.get('k', '—')}/"
+                         f"{unb.get('n', '—')} | — | — | see below |")
     refused = [b for b in bands if b["status"] != "recommended"]
     if refused:
         lines += ["", "Refused (the data cannot support a band yet):", ""]
@@ -89,12 +107,12 @@ def summary_markdown(doc: dict[str, Any]) -> str:
         f"**{res['task_band_mb']:.0f} MiB** with these bands vs **{res['uniform_3x_mb']:.0f} MiB** at a uniform 3x "
         f"limit ({pct(res['ratio'], 0)}).",
         "",
-        "Tested limits per task (infra-error rate and its reading against unbounded; the trials' median CPU use "
+        "Tested limits per task (infra-error rate and its reading against the strict limit; the trials' median CPU use "
         "and how many were throttled by the CPU quota, where the backend recorded it):",
         "",
     ]
     for b in bands:
-        cells = [f"{lt['label']}: {pct(lt['infra']['estimate'], 0)} ({'within noise' if lt['within_noise'] else 'significant' if lt['significant'] else 'too few attempts'}{_limit_cpu(lt)})"
+        cells = [f"{lt['label']}: {pct(lt['infra']['estimate'], 0)} ({_reading(lt)}{_limit_cpu(lt)})"
                  for lt in b["limits"]]
         lines.append(f"- `{b['task_id']}` (spec {b['spec_memory_mb']} MiB, {b['spec_cpus']:g} cpu): " + ", ".join(cells))
     published = [b for b in bands if b["status"] == "recommended"]

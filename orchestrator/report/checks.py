@@ -23,8 +23,10 @@ from orchestrator.report.text import pct, pval
 def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
     """Add ``doc["checks"]``; refuse the calibration of a run whose limits did not bite."""
     prov = doc["provenance"]
-    canary = prov.get("canary") or {"status": "not recorded", "reason": "run started before the canary existed",
-                                    "arms": [], "problems": []}
+    canary = prov.get("canary") or (
+        {"status": "unknown (imported)", "reason": "headroom did not run these trials", "arms": [], "problems": []}
+        if prov.get("import") else
+        {"status": "not recorded", "reason": "run started before the canary existed", "arms": [], "problems": []})
     problems = run_problems(prov)  # the canary of the start and of every --resume
     valid = problems is None
     reasons = problems or []
@@ -67,7 +69,7 @@ def _nodes_part(canary: dict[str, Any]) -> str:
         return ""
     part = (" Per node: " + ", ".join(f"{t} {v.replace('_', ' ')}" for t, v in by_target.items()) + ".") if by_target else ""
     if skipped:
-        part += (f" Not checked: " + "; ".join(f"{s['target']} ({s['reason']})" for s in skipped[:10])
+        part += (" Not checked: " + "; ".join(f"{s['target']} ({s['reason']})" for s in skipped[:10])
                  + ("; ..." if len(skipped) > 10 else "") + ".")
     return part
 
@@ -96,7 +98,9 @@ def _drift_line(drift: dict[str, Any] | None) -> str:
     if not drift:
         return "Drift over the run: not computed."
     if drift.get("note"):
-        return f"Drift over the run: {drift['note']}."
+        left_out = (f" ({drift['n_without_time']} trial(s) without a recorded start time left out)"
+                    if drift.get("n_without_time") and "none of the" not in drift["note"] else "")
+        return f"Drift over the run: {drift['note']}{left_out}."
     parts = []
     for name in ("pass", "infra_error"):
         t = drift.get(name) or {}
@@ -108,7 +112,9 @@ def _drift_line(drift: dict[str, Any] | None) -> str:
             f"{last.get('last_start_local') or last.get('last_start_utc')} (time of day where the run started)"
             if blocks else "")
     head = "**Drift detected**" if drift.get("flagged") else "No drift detected"
-    return f"{head} across {drift['n_blocks']} time blocks{span}: " + "; ".join(parts) + "."
+    left_out = (f" {drift['n_without_time']} trial(s) without a recorded start time were left out."
+                if drift.get("n_without_time") else "")
+    return f"{head} across {drift['n_blocks']} time blocks{span}: " + "; ".join(parts) + "." + left_out
 
 
 def _counted(oc: dict[str, Any]) -> str:

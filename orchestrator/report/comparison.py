@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
-from orchestrator.report import tables
+from orchestrator.report import rules, tables
 from orchestrator.report.text import clipped_note, gap, interval_pts, pct, pts, pval, rate, sign_counts
 
 
@@ -23,7 +24,7 @@ def _rows(doc: dict[str, Any]) -> list[list[str]]:
     stats = doc["statistics"]
     rows = []
     for it in stats["comparisons"]["items"]:
-        s, inf = it["score"], it["infra"]
+        s, inf, x = it["score"], it["infra"], it["score_infra_excluded"]
         tp = s.get("paired") or {}
         rows.append([
             f"{it['a']} vs {it['b']}", str(it.get("n_tasks", tp.get("n_tasks", 0))), rate(s.get("a")), rate(s.get("b")),
@@ -32,13 +33,14 @@ def _rows(doc: dict[str, Any]) -> list[list[str]]:
             f"p={pval(tp.get('t_p'))} (Holm {pval(tp.get('t_p_holm'))})",
             f"{sign_counts(s['sign'])} p={pval(s['sign']['p'])} (Holm {pval(s['sign'].get('p_holm'))})",
             f"{pval(s['cmh']['p'])} (Holm {pval(s['cmh'].get('p_holm'))})",
-            f"{pct(inf.get('rate_a'))} vs {pct(inf.get('rate_b'))} p={pval(inf.get('p'))}",
+            f"{pts(x.get('diff'))} p={pval(x['cmh']['p'])} (Holm {pval(x['cmh'].get('p_holm'))})",
+            f"{pct(inf.get('rate_a'))} vs {pct(inf.get('rate_b'))} p={pval(inf.get('p'))} (Holm {pval(inf.get('p_holm'))})",
         ])
     return rows
 
 
 HEADERS = ["configurations", "shared tasks", "score A", "score B", "B − A", "per-task mean diff [95% CI]", "paired t over tasks",
-           "sign test +B/−A (tasks)", "CMH (by task)", "infra-error rates"]
+           "sign test +B/−A (tasks)", "CMH (by task)", "infra-excluded score: diff, CMH", "infra-error rates, exact test"]
 
 
 def _notes(doc: dict[str, Any]) -> list[str]:
@@ -54,8 +56,12 @@ def _notes(doc: dict[str, Any]) -> list[str]:
     if cut:
         notes.append(cut)
     mdd = stats.get("mdd") or {}
-    notes.append(f"minimum detectable difference of this design at 80% power: {gap(mdd.get('mdd'))} on the shared tasks, "
-                 f"{gap(mdd.get('mdd_with_design_effect'))} with the task design effect (for a claim about new tasks)")
+    notes.append(f"minimum detectable difference of this design at 80% power (unpaired): {gap(mdd.get('mdd'))} on the "
+                 f"shared tasks, {gap(mdd.get('mdd_with_design_effect'))} for independent samples of new tasks (with the "
+                 "task design effect; an upper bound, the paired tests need less)")
+    comp = stats["comparisons"]
+    notes.append(f"Holm families: on these tasks, every sign, CMH (both scores) and exact infra test above "
+                 f"({comp.get('family_size')} tests); across tasks, the paired t-tests over tasks")
     return notes
 
 
@@ -71,11 +77,12 @@ def markdown(doc: dict[str, Any]) -> str:
              "Scores count infra errors as failures (headline); intervals Wilson 95%. Across tasks (the claim about "
              "the benchmark's population of tasks, and the headline test): mean per-task difference in pass rate with "
              "its 95% t interval, paired t-test over tasks. On these tasks only: sign test on tasks solved by a strict "
-             "majority of attempts under only one run (+B-only/−A-only); CMH stratified by task. p Holm-adjusted "
-             "within each family.", "",
+             "majority of attempts under only one run (+B-only/−A-only); CMH stratified by task on both scores; the exact "
+             "test on infra-error rates. p Holm-adjusted within each family, printed beside every raw p.", "",
              "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(r) + " |" for r in _rows(doc)]
     lines += [""] + [f"- {n}" for n in _notes(doc)]
+    lines += rules.comparison_markdown(doc)
     return "\n".join(lines) + "\n"
 
 
@@ -84,3 +91,7 @@ def print_table(doc: dict[str, Any], console: Console) -> None:
     tables.print_table(console, "Paired comparison, A vs B", HEADERS, _rows(doc))
     for n in _notes(doc):
         console.print(f"- {n}")
+    body = rules.comparison_rows((doc["statistics"] or {}).get("scoring_rules") or {"requested": []})
+    if body:
+        tables.print_table(console, "Scores under named rules (each run on the tasks both hold)",
+                           rules.COMPARISON_HEADERS, [[escape(c) for c in row] for row in body])

@@ -13,7 +13,8 @@ HEADERS = ["config", "latency / attempt", "latency / solved", "cost / attempt", 
            "tokens / attempt", "tokens / solved", "tokens reported"]
 
 NOTE = ("Per solved task = total / tasks passed, over the trials that reported the figure "
-        "(cost and tokens: trials that reported them, and the passes among those).")
+        "(cost and tokens: trials that reported them, and the passes among those). "
+        "\"gateway\": measured at headroom's model gateway; \"self-reported\": the agent's own figures, unchecked.")
 
 
 def _s(x: float | None) -> str:
@@ -28,8 +29,16 @@ def _tok(x: float | None) -> str:
     return "—" if x is None else f"{x:,.0f}"
 
 
-def _reported(n: int, total: int, passes: int) -> str:
-    return f"{n}/{total} reported ({passes} passed)" if n else f"0/{total} reported"
+def _reported(n: int, total: int, passes: int, source: str | None = None, measured: int = 0) -> str:
+    text = f"{n}/{total} reported ({passes} passed)" if n else f"0/{total} reported"
+    return text + source_label(source, n, measured)
+
+
+def source_label(source: str | None, reported: int, measured: int) -> str:
+    """Where a cost or token figure comes from, as a suffix of its coverage cell."""
+    if source == "mixed":
+        return f", {measured} gateway + {reported - measured} self-reported"
+    return f", {source}" if source else ""
 
 
 def cost_rows(configurations: list[dict[str, Any]]) -> list[list[str]]:
@@ -41,7 +50,8 @@ def cost_rows(configurations: list[dict[str, Any]]) -> list[list[str]]:
         rows.append([
             c["label"], _s(k["latency_per_attempt_s"]), _s(k["latency_per_solved_s"]),
             _usd(k["cost_per_attempt_usd"]), _usd(k["cost_per_solved_usd"]),
-            _reported(k["n_cost"], k["n"], k["passed_with_cost"]),
-            per_attempt, _tok(k["tokens_per_solved"]), _reported(k["n_tokens"], k["n"], k["passed_with_tokens"]),
+            _reported(k["n_cost"], k["n"], k["passed_with_cost"], k.get("cost_source"), k.get("n_cost_gateway", 0)),
+            per_attempt, _tok(k["tokens_per_solved"]),
+            _reported(k["n_tokens"], k["n"], k["passed_with_tokens"], k.get("tokens_source"), k.get("n_tokens_gateway", 0)),
         ])
     return rows

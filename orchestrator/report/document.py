@@ -15,7 +15,8 @@ import pandas as pd
 
 from orchestrator.errors import UserError
 from orchestrator.report import checks
-from orchestrator.stats.analyze import NothingToCompare, analyze, compare_runs
+from orchestrator.stats import scoring_rules as rules_mod
+from orchestrator.stats.analyze import NothingToCompare, analyze, compare_runs, scoring_rules_block
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
 from orchestrator.store.frame import config_facts
 from orchestrator.store.sqlite import RunInfo, Store
@@ -48,11 +49,43 @@ def trust_block(df: pd.DataFrame, prov: dict[str, Any], configs: list[dict[str, 
     }
 
 
+IMPORTED_UNKNOWN = "unknown (imported)"
+
+
 def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
-    """What kept agents away from what grades them, as the backend declared it (``unrecorded`` for old stores)."""
+    """What kept agents away from what grades them, as the backend declared it (``unrecorded`` for old stores).
+
+    An imported run was not run by headroom: its isolation is not known, and is said so.
+    """
+    if prov.get("import"):
+        return {"isolation": IMPORTED_UNKNOWN, "storage_limit": None, "network_control": None}
     caps = (prov.get("backend") or {}).get("capabilities") or {}
     return {"isolation": caps.get("isolation", "unrecorded"), "storage_limit": caps.get("storage_limit"),
             "network_control": caps.get("network_control")}
+
+
+def source_kinds(info: RunInfo) -> list[str]:
+    """The formats an imported run came from (terminal-bench, harbor); none for a run headroom made."""
+    kinds = ((info.spec.get("scoring") or {}).get("source_kinds") if info.backend.startswith("import:") else None)
+    if kinds is None and info.backend.startswith("import:"):
+        kinds = [k for k in info.backend.removeprefix("import:").split("+") if k]
+    return [str(k) for k in kinds or []]
+
+
+def requested_rules(info: RunInfo, rules: str | None) -> tuple[list[str], str]:
+    """The scoring rules a report shows (``auto``: headroom's and the sources'), and its headline rule."""
+    kinds = source_kinds(info)
+    try:
+        names = rules_mod.parse_rules(rules, kinds)
+    except ValueError as exc:
+        raise UserError(str(exc), field="--rules") from None
+    return names, rules_mod.default_rule(kinds)
+
+
+def scoring_block(df: pd.DataFrame, info: RunInfo, rules: str | None, order: list[str] | None) -> dict[str, Any]:
+    names, default = requested_rules(info, rules)
+    return scoring_rules_block(df, names, config_order=order, default_rule=default,
+                               reward_threshold=float(info.spec.get("reward_threshold") or 1.0))
 
 
 def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[str, Any]:
@@ -78,13 +111,20 @@ def _label_order(info: RunInfo) -> list[str] | None:
     return [str(c) for c in order] if isinstance(order, list) else None
 
 
-def build(store: Store, run_id: str | None = None, reference: str | None = None) -> dict[str, Any]:
+def build(store: Store, run_id: str | None = None, reference: str | None = None,
+          rules: str | None = None, margin: float | None = None) -> dict[str, Any]:
+    """``rules``: the scoring rules to show side by side (``auto``, ``all`` or names; see ``scoring_rules``).
+    ``margin``: the calibration's equivalence margin (None: its default), recorded in the calibration block."""
     info = store.run(run_id)
-    df = store.trial_frame(info.run_id)
+    df = store.rule_frame(info.run_id)
     planned = store.planned_count(info.run_id)
     prov = store.provenance(info.run_id)
     tries = store.try_counts(info.run_id)
-    stats = analyze(df, reference=reference, axis=info.axis, config_order=_label_order(info)) if len(df) else None
+    extra = {} if margin is None else {"margin": margin}
+    stats = (analyze(df, reference=reference, axis=info.axis, config_order=_label_order(info), **extra)
+             if len(df) else None)
+    if stats is not None:
+        stats["scoring_rules"] = scoring_block(df, info, rules, stats.get("config_order"))
     facts = config_facts(df)
     configurations = [{**c, **facts.get(c["label"], {})} for c in (stats or {}).get("configs", [])]
     doc = {
@@ -108,9 +148,10 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None)
     return doc
 
 
-def build_comparison(store_a: Store, run_a: str | None, store_b: Store, run_b: str | None) -> dict[str, Any]:
+def build_comparison(store_a: Store, run_a: str | None, store_b: Store, run_b: str | None,
+                     rules: str | None = None) -> dict[str, Any]:
     ia, ib = store_a.run(run_a), store_b.run(run_b)
-    da, db = store_a.trial_frame(ia.run_id), store_b.trial_frame(ib.run_id)
+    da, db = store_a.rule_frame(ia.run_id), store_b.rule_frame(ib.run_id)
     for info, frame in ((ia, da), (ib, db)):
         if frame.empty:
             raise UserError(f"run {info.run_id} has no finished trials to compare")
@@ -122,6 +163,16 @@ def build_comparison(store_a: Store, run_a: str | None, store_b: Store, run_b: s
         stats = compare_runs(da, db, name_a="A", name_b="B", order_a=_label_order(ia), order_b=_label_order(ib))
     except NothingToCompare as exc:
         raise UserError(f"cannot compare run {ia.run_id} (A) with run {ib.run_id} (B): {exc}") from None
+    shared = sorted(set(da["task_id"].astype(str)) & set(db["task_id"].astype(str)))
+    names_a, default_a = requested_rules(ia, rules)
+    names_b, default_b = requested_rules(ib, rules)
+    names = list(dict.fromkeys(names_a + names_b))
+    stats["scoring_rules"] = {
+        "basis": "each run on the tasks both hold",
+        "requested": names, "default": {"A": default_a, "B": default_b},
+        "A": scoring_block(da[da["task_id"].astype(str).isin(shared)], ia, ",".join(names), _label_order(ia)),
+        "B": scoring_block(db[db["task_id"].astype(str).isin(shared)], ib, ",".join(names), _label_order(ib)),
+    }
     return {
         "schema": "headroom.comparison/1",
         "a": {"run_id": ia.run_id, "name": ia.name, "model": ia.spec.get("model"), "agent": ia.spec.get("agent"),

@@ -25,6 +25,8 @@ def cell_text(c: dict[str, Any]) -> tuple[str, str]:
     extra = []
     if c.get("infra_errors"):
         extra.append(f"{c['infra_errors']} infra")
+    if c.get("timeouts"):
+        extra.append(f"{c['timeouts']} timeout" + ("s" if c["timeouts"] > 1 else ""))
     if c.get("abstained"):
         extra.append(f"{c['abstained']} abstained")
     ratio = c.get("peak_memory_to_limit_max")

@@ -27,7 +27,7 @@ def render(doc: dict[str, Any]) -> str:
         figures = (
             f'<h2>Plots</h2><p><img alt="pass and infra-error rates by configuration" '
             f'src="{plots.rates_vs_multiplier(doc["configurations"], labels_axis=doc["run"].get("axis") == "labels")}"></p>'
-            "<p>Per-task pass rate by configuration (passed/attempts; hover a cell for infra errors and peak memory):</p>"
+            "<p>Per-task pass rate by configuration (passed/attempts; a cell notes its infra errors, timeouts and peak memory):</p>"
             + heatmap.render(doc["statistics"]["tasks"], doc["statistics"]["config_order"])
         )
         body = body.replace("<h2>Exclusions</h2>", figures + "<h2>Exclusions</h2>", 1)

@@ -7,10 +7,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.report import checks, costs
+from orchestrator.report import checks, costs, rules, summary
+from orchestrator.report.calibration import CALIBRATION_HEADERS, CALIBRATION_RULE, calibration_rows
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
+from orchestrator.report.text import (
+    HEADLINE_HEADERS,
+    HEADLINE_NAME,
+    HEADLINE_NOTE,
+    clipped_note,
+    gap,
+    headline_rows,
+    interval_pts,
+    limit,
+    mib,
+    pct,
+    pts,
+    pval,
+    rate,
+    sign_counts,
+)
 from orchestrator.spec.experiment import RetryPolicy
-from orchestrator.report.text import clipped_note, gap, interval_pts, limit, mib, pct, pts, pval, rate, seconds, sign_counts, usd
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -30,8 +46,11 @@ def _known(*parts: Any) -> bool:
 def isolation_line(run: dict[str, Any]) -> str:
     iso = run.get("isolation", "unrecorded")
     text = f"**{iso}**" + {"none": " (NOT sandboxed: agents could reach the tests, the store and other trials)",
-                           "unrecorded": " (not recorded: treat the trials as not sandboxed)"}.get(iso, "")
-    storage = {True: "enforced", False: "NOT enforced", None: "unrecorded"}[run.get("storage_limit")]
+                           "unrecorded": " (not recorded: treat the trials as not sandboxed)",
+                           "unknown (imported)": " (headroom did not run these trials: how they were sandboxed is not "
+                                                 "known)"}.get(iso, "")
+    storage = {True: "enforced", False: "NOT enforced",
+               None: "unknown (imported)" if iso == "unknown (imported)" else "unrecorded"}[run.get("storage_limit")]
     return f"{text}; storage limit {storage}"
 
 
@@ -150,7 +169,7 @@ def trust_lines(doc: dict[str, Any]) -> list[str]:
 
 def metrics_block(doc: dict[str, Any]) -> list[str]:
     stats = doc["statistics"]
-    lines = ["## Metrics", "", f"Headline: **{stats.get('headline')}** — {stats.get('headline_note')}. "
+    lines = ["## Metrics", "", f"Headline: **{HEADLINE_NAME}** (`{stats.get('headline')}`) — {stats.get('headline_note')}. "
              "Intervals are Wilson 95%; SE clustered by task.", ""]
     labels = _is_labels(doc)
     rows = []
@@ -165,9 +184,11 @@ def metrics_block(doc: dict[str, Any]) -> list[str]:
             rate(c["infra_error_rate"]), rate(c["timeout_rate"]), rate(c["harness_error_rate"]), rate(c["abstention_rate"]),
             f"{pct(se['se_iid'])} / {pct(se['se_clustered'])}",
         ])
-    lines += _table(["config", *([] if labels else ["request", "limit"]), "enforcement", "n", "score (infra = fail)",
+    lines += _table(["config", *([] if labels else ["request", "limit"]), "enforcement", "n", HEADLINE_NAME,
                      "score (infra excluded)", "cluster-level", "worst cluster", "infra-error rate", "timeout",
                      "harness error", "abstention", "SE iid / clustered"], rows)
+    lines += ["Headline score with the two intervals (what each generalises to):", "", HEADLINE_NOTE, ""]
+    lines += _table(HEADLINE_HEADERS, headline_rows(doc["configurations"]))
     lines += ["Outcomes (trials):", ""]
     lines += _table(["config", "n", *OUTCOME_HEADERS.values()],
                     [[c["label"], str(c["n"]), *count_cells(c["counts"])] for c in doc["configurations"]])
@@ -185,8 +206,15 @@ def metrics_block(doc: dict[str, Any]) -> list[str]:
         lines += _table(["config"] + [f"k={k}" for k in ks], rows)
     rows = [[c["label"], str(c["spread"]["n_runs"]), pct(c["spread"]["mean"]), pct(c["spread"]["sd"]),
              f"{pct(c['spread']['min'])} .. {pct(c['spread']['max'])}"] for c in doc["configurations"]]
-    lines += ["Run-to-run spread (score of each repeat index; SD is the sample SD):", ""]
-    lines += _table(["config", "repeats", "mean", "SD", "range"], rows)
+    basis = {c["spread"].get("basis", "attempt index") for c in doc["configurations"]}
+    over = ("each source run the trials came from (a run directory or a job)" if basis == {"source runs"}
+            else "each repeat index: attempt r of every task forms run r (a native sweep has no runs of its own)")
+    sr = stats.get("scoring_rules") or {}
+    extra = rules.spread_columns(sr, [c["label"] for c in doc["configurations"]])
+    for row, more in zip(rows, extra["cells"]):
+        row += more
+    lines += [f"Run-to-run spread (headroom's score of {over}; SD is the sample SD):", ""]
+    lines += _table(["config", "repeats", "mean", "SD", "range", *extra["headers"]], rows)
     lines += [costs.NOTE, ""] + _table(costs.HEADERS, costs.cost_rows(doc["configurations"]))
     return lines
 
@@ -238,8 +266,9 @@ def comparisons_block(stats: dict[str, Any]) -> list[str]:
     cut = clipped_note(comp.get("items", []))
     lines += [f"Note: {cut}.", ""] if cut else []
     lines += [f"Minimum detectable difference at 80% power (reference {mdd.get('config') or '—'}): "
-              f"{gap(mdd.get('mdd'))} on these tasks; {gap(mdd.get('mdd_with_design_effect'))} with the task design "
-              "effect (the noise level for a claim about new tasks).", ""]
+              f"{gap(mdd.get('mdd'))} on these tasks (two independent samples of trials); "
+              f"{gap(mdd.get('mdd_with_design_effect'))} for two independent samples of new tasks (with the task design "
+              "effect; an upper bound: the paired tests above need less).", ""]
     return lines
 
 
@@ -258,53 +287,32 @@ def trends_block(stats: dict[str, Any]) -> list[str]:
         rows.append([name, "—" if z is None else f"z={z:.2f}, p={pval(ca.get('p_classic'))} ({ca.get('direction') or '—'})",
                      f"p={pval(cl.get('p'))} ({cl.get('direction') or '—'})" if cl.get("p") is not None
                      else f"— ({cl.get('note') or 'not testable'})"])
-    return lines + _table(["rate", "Cochran–Armitage (classical)", "clustered by task"], rows)
+    return lines + _table(["rate", "Cochran–Armitage (classical)", "clustered by task (permutation p within tasks)"], rows)
 
 
 def calibration_block(stats: dict[str, Any]) -> list[str]:
     if stats.get("calibration") is None:
         return []
     cal = stats.get("calibration") or {}
-    mdd = stats.get("mdd") or {}
-    lines = ["## Calibration recommendation", "",
-             "Rule: the smallest limit whose infra-error rate is significantly below the reference (exact test, Holm) "
-             "while the agent's score — infra-excluded, because under the headline every removed infra error raises the "
-             "score by construction — stays within noise (CMH not significant and the gap inside the minimum detectable "
-             "difference). The first limit whose agent score is significantly higher is where headroom starts to change "
-             "what is measured.", ""]
+    margin = cal.get("margin")
+    lines = ["## Calibration recommendation", "", CALIBRATION_RULE.format(
+        margin="—" if margin is None else f"{100 * margin:g}"), ""]
     if cal.get("status") == "recommended":
         lines += [f"**Publish with limit {cal.get('recommended_label')}** "
-                  f"(limit {limit(cal.get('recommended_limit_multiplier'))}). {cal.get('summary') or ''}", ""]
-    else:
-        lines += ["**No recommendation**: the data cannot support one.", ""]
+                  f"(limit {limit(cal.get('recommended_limit_multiplier'))}).", "", cal.get("summary") or "", ""]
         lines += [f"- {r}" for r in cal.get("reasons", [])] + [""]
-        need = cal.get("power") or {}
-        if need:
-            gen = [need.get("generalising_attempts_per_task_for_infra"), need.get("generalising_attempts_per_task_for_score_mdd")]
-            gen_text = "more tasks are needed" if need.get("generalising_needs_more_tasks") else str(max((g for g in gen if g), default="—"))
-            if need.get("attempts_per_task_needed") is not None:
-                lines += [f"To decide, run about {need['attempts_per_task_needed']} attempts per task and configuration "
-                          f"({need.get('additional_attempts_per_task')} more than now; to generalise to new tasks: "
-                          f"{gen_text}).", ""]
-            else:  # no comparison to size (e.g. one configuration): say so rather than print "None"
-                lines += ["How many attempts would decide cannot be estimated from this run.", ""]
-    if cal.get("max_within_noise_label"):
-        lines += [f"Highest limit whose score stays within noise of the floor: {cal['max_within_noise_label']}.", ""]
+    else:
+        lines += ["**No recommendation**: the data cannot carry the rule.", ""]
+        lines += [f"- {r}" for r in cal.get("reasons", [])] + [""]
     if cal.get("score_changes_at_label"):
         lines += [f"More headroom starts to change the score at: {cal['score_changes_at_label']}.", ""]
-    lines += [f"Minimum detectable difference of this design at 80% power: {gap(mdd.get('mdd'))} "
-              f"(with the task design effect: {gap(mdd.get('mdd_with_design_effect'))}).", ""]
-    rows = []
-    for e in cal.get("evidence", []):
-        verdict = "score changes" if e.get("score_above_floor") else ("within noise" if e.get("within_noise") else
-                                                                     f"not shown within noise ({e.get('not_within_noise_short') or '—'})")
-        rows.append([e.get("label", ""), rate(e.get("infra_error_rate")), rate(e.get("score")),
-                     pts(e.get("score_diff_vs_reference")), pts(e.get("headline_diff_vs_reference")),
-                     pval(e.get("infra_p_holm")), pval(e.get("score_cmh_p_holm")),
-                     ("fewer infra errors; " if e.get("infra_reduced") else "") + verdict])
+    applied = cal.get("mdd_applied") or {}
+    if applied.get("mdd") is not None:
+        lines += [f"Minimum detectable difference the decision applied ({applied.get('config')}): "
+                  f"{gap(applied.get('mdd'))} — {applied.get('label')}.", ""]
+    rows = calibration_rows(cal)
     if rows:
-        lines += _table(["candidate", "infra-error rate", "agent score (infra excl.)", "agent score diff", "headline diff",
-                         "infra p (Holm)", "agent score CMH p (Holm)", "reading"], rows)
+        lines += _table(CALIBRATION_HEADERS, rows)
     return lines
 
 
@@ -327,13 +335,24 @@ def tasks_block(doc: dict[str, Any]) -> list[str]:
     return ["## Per task", ""] + _table(["task", "cluster"] + labels, rows)
 
 
+def summary_block(doc: dict[str, Any]) -> list[str]:
+    """The section every format opens with (orchestrator/report/summary.py)."""
+    if not doc["configurations"]:
+        return []
+    return (["## Summary", "", "Headline per configuration, with 95% intervals:", ""]
+            + _table(summary.HEADERS, summary.rows(doc)) + [f"{line}" for ln in summary.lines(doc) for line in (ln, "")])
+
+
 def render(doc: dict[str, Any]) -> str:
     run = doc["run"]
-    lines = [f"# headroom report — {run['name']} ({run['run_id']})", ""]
+    lines = [f"# headroom report — {run['name']} ({run['run_id']})", ""] + summary_block(doc)
     lines += checks.banner(doc) + setup_block(doc) + provenance_block(doc) + trust_lines(doc)
     if not doc["configurations"]:
         return "\n".join(lines + ["No finished trials yet.", ""])
-    lines += metrics_block(doc) + exclusions_block(doc) + checks.markdown(doc)
+    # An import's own rule is its headline: its section leads; a native run's named rules follow the exclusions.
+    lead = rules.leads(doc)
+    lines += (rules.markdown(doc) if lead else []) + metrics_block(doc) + exclusions_block(doc) \
+        + ([] if lead else rules.markdown(doc)) + checks.markdown(doc)
     stats = doc["statistics"]
     lines += comparisons_block(stats) + trends_block(stats) + calibration_block(stats) + tasks_block(doc)
     if stats.get("notes"):

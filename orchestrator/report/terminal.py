@@ -2,15 +2,55 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
+from rich import box
+from rich.cells import cell_len
 from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
-from orchestrator.report import checks, costs
+from orchestrator.report import checks, costs, rules, summary
+from orchestrator.report.calibration import CALIBRATION_HEADERS, calibration_rows
 from orchestrator.report.markdown import retry_text, timeout_text
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.tables import print_table
-from orchestrator.report.text import gap, interval_pts, limit, pct, pts, pval, rate, sign_counts
+from orchestrator.report.text import (
+    HEADLINE_HEADERS,
+    HEADLINE_NAME,
+    HEADLINE_NOTE,
+    gap,
+    headline_rows,
+    interval_pts,
+    limit,
+    pct,
+    pts,
+    pval,
+    rate,
+    sign_counts,
+)
+
+# The summary's headers folded at their natural breaks, so its table fits 100 columns without splitting.
+_SUMMARY_HEADERS = ["\n".join(textwrap.wrap(h, 14)) for h in summary.HEADERS]
+
+
+def print_summary(doc: dict[str, Any], console: Console) -> None:
+    """The first thing printed: headline per configuration, the recommendation, isolation and enforcement."""
+    t = Table(title="Summary (95% intervals)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for i, h in enumerate(_SUMMARY_HEADERS):
+        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+    body = summary.rows(doc)
+    for r in body:
+        t.add_row(*(escape(c) for c in r))
+    widths = [max(cell_len(x) for x in [*h.split("\n"), *(r[i] for r in body)]) for i, h in enumerate(_SUMMARY_HEADERS)]
+    if sum(widths) + 3 * len(widths) <= console.width:
+        console.print(t)
+    else:  # a narrow console: split the columns like every other table, never cut a number
+        print_table(console, "Summary (95% intervals)", summary.HEADERS, body, right=range(1, len(summary.HEADERS)))
+    for line in summary.lines(doc):
+        console.print(escape(line))
+    console.print()
 
 
 def print_report(doc: dict[str, Any], console: Console) -> None:
@@ -21,9 +61,14 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
                   f"isolation {run.get('isolation', 'unrecorded')}, "
                   + (f"kernel {host['kernel']}, " if host.get("kernel") else "")
                   + f"{doc['task_provenance_mix']['n_tasks']} tasks")
+    if doc["configurations"]:
+        print_summary(doc, console)
     if not (doc["provenance"].get("import")):  # the policies headroom ran under; an import has its source's
         console.print(f"timeout multiplier {timeout_text(doc['experiment'])}; retries: {retry_text(doc['experiment'])}")
-    if run.get("isolation", "unrecorded") in ("none", "unrecorded"):
+    if run.get("isolation") == "unknown (imported)":
+        console.print("isolation unknown (imported): headroom did not run these trials; how they were sandboxed, "
+                      "and whether limits bit, is not known")
+    elif run.get("isolation", "unrecorded") in ("none", "unrecorded"):
         console.print(f"[bold red]isolation {run.get('isolation', 'unrecorded')}[/]: trials were not sandboxed; "
                       "an agent could have read or changed what graded it")
     if run.get("storage_limit") is False:
@@ -32,10 +77,12 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
     if not doc["configurations"]:
         console.print("no finished trials yet")
         return
+    if rules.leads(doc):  # an import: its own rule is the headline
+        rules.print_terminal(doc, console)
     stats = doc["statistics"]
     labels = doc["run"].get("axis") == "labels"  # agents/models/imports: no resource axis, trend or calibration
     headers = ["config", *([] if labels else ["request", "limit"]), "n", *OUTCOME_HEADERS.values(),
-               "pass rate", "infra-error rate", "abstention rate", "score excl. infra", "cluster-level"]
+               HEADLINE_NAME, "infra-error rate", "abstention rate", "score excl. infra", "cluster-level"]
     rows = []
     for c in doc["configurations"]:
         k = c["counts"]
@@ -47,13 +94,18 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
                      pct(c["clusters"]["cluster_score"])])
     print_table(console, "Outcomes by configuration (rates with Wilson 95% intervals)", headers, rows,
                 right=range(1, len(headers)))
-    console.print(f"headline: {stats.get('headline')} (infra errors count as failures). "
+    print_table(console, "Headline score: what each interval generalises to", HEADLINE_HEADERS,
+                headline_rows(doc["configurations"]), right=range(1, len(HEADLINE_HEADERS)))
+    console.print(HEADLINE_NOTE.replace("*", ""))
+    console.print(f"headline: {HEADLINE_NAME} ({stats.get('headline')} in the JSON). "
                   f"Infra reasons: " + "; ".join(
                       f"{c['label']}: " + (", ".join(f"{r} {n}" for r, n in c["infra_reasons"].items()) or "none")
                       for c in doc["configurations"]))
     print_table(console, "Cost and latency", costs.HEADERS, costs.cost_rows(doc["configurations"]),
                 right=range(1, len(costs.HEADERS)))
     console.print(costs.NOTE)
+    if not rules.leads(doc):
+        rules.print_terminal(doc, console)
     ref = stats.get("reference")
     rows = []
     for it in (stats.get("comparisons") or {}).get("items", []):
@@ -81,14 +133,22 @@ def print_report(doc: dict[str, Any], console: Console) -> None:
     tr = stats.get("trends") or {}
     inf_tr = (tr.get("infra_error") or {}).get("clustered") or {}
     pass_tr = (tr.get("pass") or {}).get("clustered") or {}
-    console.print(f"trend across multipliers (clustered by task): infra-error rate {inf_tr.get('direction') or '—'} "
-                  f"p={pval(inf_tr.get('p'))}; pass rate {pass_tr.get('direction') or '—'} p={pval(pass_tr.get('p'))}. "
-                  f"Minimum detectable difference: {gap(mdd.get('mdd'))} on these tasks, "
-                  f"{gap(mdd.get('mdd_with_design_effect'))} with the task design effect.")
+    console.print(f"trend across multipliers (clustered by task, permutation p within tasks): infra-error rate {inf_tr.get('direction') or '—'} "
+                  f"p={pval(inf_tr.get('p'))}; {HEADLINE_NAME} {pass_tr.get('direction') or '—'} p={pval(pass_tr.get('p'))}. "
+                  f"Minimum detectable difference (unpaired): {gap(mdd.get('mdd'))} on these tasks, "
+                  f"{gap(mdd.get('mdd_with_design_effect'))} for independent samples of new tasks.")
     cal = stats.get("calibration") or {}
     if cal.get("status") == "recommended":
         console.print(f"[bold green]calibration:[/] {cal.get('summary')}")
+        for r in cal.get("reasons", []):
+            console.print(f"  because: {r}")
+        applied = cal.get("mdd_applied") or {}
+        rows = calibration_rows(cal)
+        if rows:
+            print_table(console, f"Calibration evidence, each candidate vs {cal.get('reference')} "
+                                 f"(margin ±{100 * (cal.get('margin') or 0):g} pts)", CALIBRATION_HEADERS, rows)
+        if applied.get("mdd") is not None:
+            console.print(f"minimum detectable difference the decision applied ({applied.get('config')}): "
+                          f"{gap(applied.get('mdd'))} — {applied.get('label')}.")
     else:
-        need = (cal.get("power") or {}).get("attempts_per_task_needed")
-        console.print(f"[bold yellow]calibration: no recommendation[/] — {'; '.join(cal.get('reasons', []))}"
-                      + (f". About {need} attempts per task and configuration would be needed." if need else "."))
+        console.print(f"[bold yellow]calibration: no recommendation[/] — {'; '.join(cal.get('reasons', []))}.")

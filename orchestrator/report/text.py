@@ -71,3 +71,33 @@ def clipped_note(items: list[dict[str, Any]]) -> str | None:
 def sign_counts(sign: dict[str, Any]) -> str:
     """Discordant tasks, read as B relative to A: ``+3/−1`` = 3 tasks solved only under B, 1 only under A."""
     return f"+{sign['b_only']}/−{sign['a_only']}"
+
+
+#: The headline figure's one display name in every format: the title of its scoring rule
+#: (``headroom:infra-as-failure``; ``score_infra_as_failure`` in the JSON).
+# The title of stats.scoring_rules' headroom:infra-as-failure rule, spelled out so that formatting helpers stay
+# light for `--help` (tests/report/test_summary_first.py checks the two agree).
+HEADLINE_NAME = "headroom, infra errors as failures"
+
+#: Column headers of the headline's two intervals: each says what it generalises to.
+HEADLINE_HEADERS = ["config", HEADLINE_NAME, "95% interval: these tasks (Wilson, over trials)",
+                    "95% interval: new tasks (t over tasks, clustered)"]
+HEADLINE_NOTE = ("Two intervals, two questions. *These tasks*: the rate more attempts on these same tasks would give "
+                 "(Wilson over trials, independent given the tasks). *New tasks*: the rate on a new sample of tasks "
+                 "from the same population (tasks are the sampling unit: clustered SE with a t quantile on tasks − 1 "
+                 "df); read a leaderboard number with this one.")
+
+
+def headline_rows(configs: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per configuration: the headline score with its on-these-tasks and new-tasks intervals."""
+    rows = []
+    for c in configs:
+        hi = c.get("headline_intervals") or {}
+        these, new = hi.get("these_tasks") or {}, hi.get("new_tasks") or {}
+        est = these.get("estimate")
+        new_txt = ("—" if new.get("low") is None else
+                   f"[{100 * new['low']:.1f}, {100 * new['high']:.1f}] ({new.get('n_tasks')} tasks, df {new.get('df')})")
+        rows.append([c["label"], pct(est),
+                     "—" if these.get("low") is None else f"[{100 * these['low']:.1f}, {100 * these['high']:.1f}]",
+                     new_txt])
+    return rows

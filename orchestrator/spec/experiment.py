@@ -7,28 +7,69 @@ recorded by NAME only, so an API key never reaches the store.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.spec.artifacts import ArtifactsSpec
+from orchestrator.spec.defaults import DEFAULT_MULTIPLIERS, MAX_TIMEOUT_MULTIPLIER
 from orchestrator.spec.docker import DockerOptions
+from orchestrator.spec.gateway import GatewaySpec
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.outcome import TRIAL_CAUSED, InfraReason
 from orchestrator.spec.resources import ResourceConfig
 
-DEFAULT_MULTIPLIERS = ("1", "1.5", "2", "3", "unbounded")
+#: What a POSIX shell accepts as a variable name: --agent-env takes names only, never NAME=VALUE.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 BACKENDS = ("local", "kubernetes", "docker")
+
+
+def env_name_problem(name: str) -> str:
+    if "=" in name:
+        return (f"{name!r} is not a variable name: give the name only ({name.split('=', 1)[0]!r}); "
+                "its value is read from this environment and never recorded")
+    return f"{name!r} is not a valid environment variable name (letters, digits and _, not starting with a digit)"
+
+
+class AgentInstall(BaseModel):
+    """The installed agent's install phase: run in the trial's environment before the agent, timed and networked
+    on its own, recorded apart (``extra.agent_setup``); its failure is ``infra_error(agent_setup_failed)``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str = Field(min_length=1, description="shell command, run with bash -c in the environment")
+    timeout_s: float = Field(default=600.0, gt=0)
+    network: bool = Field(default=True, description="network for the install (a package registry, say)")
 
 
 class AgentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["oracle", "command"] = "oracle"
-    command: str | None = Field(default=None, description="shell command for kind=command")
+    kind: Literal["oracle", "command", "external"] = "oracle"
+    command: str | None = Field(
+        default=None, description="shell command: kind=command runs it inside the trial's environment; kind=external "
+        "runs it on the host, acting on the environment through $HEADROOM_EXEC (docs/agents.md)")
+    network: bool | None = Field(
+        default=None, description="network of the agent's own process; None: allow_internet. A command agent runs "
+        "inside the environment, so its step gets this network; an external agent runs on the host and has the "
+        "host's network (false is refused for it)")
     env_passthrough: list[str] = Field(
         default_factory=list,
         description="names of host environment variables handed to the agent (values are never recorded)",
     )
+    path: str | None = Field(
+        default=None, description="an installed agent: a host directory made available in the environment at "
+        "/agent (local: mounted read-only; docker: copied in), as $HEADROOM_AGENT_DIR")
+    install: AgentInstall | None = Field(default=None, description="the installed agent's install phase")
+
+    @field_validator("env_passthrough")
+    @classmethod
+    def _names_only(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not ENV_NAME.fullmatch(name):
+                raise ValueError(env_name_problem(name))
+        return names
 
     @model_validator(mode="before")
     @classmethod
@@ -39,12 +80,29 @@ class AgentSpec(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _command_needs_command(self) -> "AgentSpec":
-        if self.kind == "command" and not (self.command and self.command.strip()):
-            raise ValueError("agent kind 'command' needs a command")
+    def _command_needs_command(self) -> AgentSpec:
+        if self.kind in ("command", "external") and not (self.command and self.command.strip()):
+            raise ValueError(f"agent kind '{self.kind}' needs a command")
+        if self.kind != "command" and (self.path or self.install):
+            raise ValueError("an agent directory and an install phase are for kind 'command' (an installed agent: "
+                             "it runs inside the environment)")
+        if self.kind == "external" and self.network is False:
+            raise ValueError("an external agent runs on the host with the host's network; 'network: false' cannot "
+                             "apply to it (environment.network governs the trial's environment)")
         if self.kind == "oracle" and self.command:
             raise ValueError("the oracle agent runs the task's solution and takes no command; use kind 'command'")
         return self
+
+
+class EnvironmentOptions(BaseModel):
+    """The trial's environment, apart from the agent: where the task's commands, the exec channel's and the
+    verifier's, run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    network: bool | None = Field(
+        default=None, description="network of the trial's environment; None: allow_internet. A task with "
+        "allow_internet = false gets none whatever this says")
 
 
 class ModelSpec(BaseModel):
@@ -85,13 +143,19 @@ class Experiment(BaseModel):
     concurrency: int = Field(default=2, ge=1, le=256)
     seed: int = 0
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    timeout_multiplier: float = Field(default=1.0, gt=0)
+    timeout_multiplier: float = Field(
+        default=1.0, gt=0, le=MAX_TIMEOUT_MULTIPLIER, allow_inf_nan=False,
+        description="scales every task's agent and verifier timeouts (bounded: a timeout must stay a timeout)",
+    )
     reward_threshold: float = Field(default=1.0, allow_inf_nan=False, description="reward at or above this passes")
     backend: Literal["local", "kubernetes", "docker"] = Field(default="local", description="where trials run")
     image: str | None = Field(default=None, description="container backends: image for every task, instead of each task's docker_image")
     allow_internet: bool = Field(
-        default=False, description="give trials network access (a task with allow_internet = false still gets none)"
+        default=False, description="the default of agent.network and environment.network (a task with "
+        "allow_internet = false still gets no network in its environment)"
     )
+    environment: EnvironmentOptions = Field(default_factory=EnvironmentOptions,
+                                            description="the trial's environment: its network")
     kubernetes: KubernetesOptions | None = Field(default=None, description="backend kubernetes: namespace, queue, ...")
     placement: Literal["default", "limit-aware"] = Field(
         default="default",
@@ -101,6 +165,11 @@ class Experiment(BaseModel):
         "and the scheduler's requests bound them",
     )
     docker: DockerOptions | None = Field(default=None, description="options of the docker backend")
+    artifacts: ArtifactsSpec = Field(default_factory=ArtifactsSpec,
+                                     description="what is kept of each try's logs dir, output and exec log")
+    gateway: GatewaySpec | None = Field(
+        default=None, description="measure model usage: trials call their model through a loopback gateway "
+        "(docs/agents.md); None: no gateway, usage is what the agent reports")
 
     @field_validator("configurations", mode="before")
     @classmethod
@@ -111,7 +180,7 @@ class Experiment(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _unique_configurations(self) -> "Experiment":
+    def _unique_configurations(self) -> Experiment:
         labels = [c.label for c in self.configurations]
         dupes = sorted({lab for lab in labels if labels.count(lab) > 1})
         if dupes:

@@ -7,7 +7,7 @@ backend is judged by the same rules (see :mod:`orchestrator.classify`).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -32,6 +32,29 @@ class StepFacts(BaseModel):
     skipped: str | None = Field(default=None, description="why the step did not run at all (then it took no time)")
 
 
+#: Where a try's tokens and cost come from (executions.usage_source): measured at the model gateway,
+#: or the agent's own report (``$HEADROOM_AGENT_RESULT``), which an agent is free to get wrong.
+GATEWAY: Final = "gateway"
+SELF_REPORTED = "self-reported"
+
+
+class ModelUsage(BaseModel):
+    """A try's model calls as the gateway measured them (orchestrator/agents/gateway): the upstream's usage
+    fields, priced by the experiment's table. Set by the engine, never by a backend or the agent."""
+
+    source: Literal["gateway"] = GATEWAY
+    calls: int = 0
+    tokens_in: int = Field(default=0, description="all input tokens, cached ones included")
+    tokens_out: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = Field(default=0.0, description="None when a call's model has no price in the table")
+    unpriced_models: list[str] = Field(default_factory=list)
+    models: list[str] = Field(default_factory=list)
+    statuses: dict[str, int] = Field(default_factory=dict, description="HTTP status the agent got -> calls")
+    rejected_after_end: int = Field(default=0, description="calls refused because the try had ended (not counted)")
+    in_flight_at_close: int = Field(default=0, description="calls still streaming when the try was recorded")
+
+
 class TrialFacts(BaseModel):
     """Everything a backend observed about one trial."""
 
@@ -52,6 +75,13 @@ class TrialFacts(BaseModel):
     cpu_time_s: float | None = None
     duration_s: float = 0.0
     agent_result: dict[str, Any] = Field(default_factory=dict)
+    agent_fault: str | None = Field(
+        default=None, description="the agent left a state the contract could not make safe for the verifier "
+        "(the sanitiser could not judge it, or an agent process outlived the stop): the agent's failure")
+    verifier_on_agent_state: bool = Field(
+        default=False, description="the verifier ran on what the agent left, after the sanitiser: a timeout or "
+        "crash of it then is the agent's failure, not the harness's")
+    model_usage: ModelUsage | None = Field(default=None, description="the gateway's measurement; None: no gateway")
     extra: dict[str, Any] = Field(default_factory=dict, description="backend-specific evidence: events, node, ...")
 
     @model_validator(mode="before")

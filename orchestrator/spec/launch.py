@@ -33,10 +33,20 @@ class StepLaunch(BaseModel):
     timeout_s: float = Field(gt=0)
 
     @model_validator(mode="after")
-    def _one_command(self) -> "StepLaunch":
+    def _one_command(self) -> StepLaunch:
         if (self.script is None) == (self.shell is None):
             raise ValueError("a step runs either a script of the task or a shell command")
         return self
+
+
+class SetupLaunch(StepLaunch):
+    """The optional agent install phase of a try (orchestrator/contract/phases.py): it runs before the agent,
+    in the agent's environment, with its own timeout and network setting; a failure is
+    ``infra_error(agent_setup_failed)``."""
+
+    name: Literal["agent_setup"] = "agent_setup"  # type: ignore[assignment]
+    network: bool = Field(default=False, description="network for the install (a package index), where the "
+                          "backend can give it to this phase alone (local); else the try's setting")
 
 
 class TaskSource(BaseModel):
@@ -64,18 +74,38 @@ class Launch(BaseModel):
     config_label: str
     attempt: int
     seed: int
-    agent_kind: Literal["oracle", "command"]
+    agent_kind: Literal["oracle", "command", "external"]
     task: TaskSource
     agent: StepLaunch
+    agent_setup: SetupLaunch | None = Field(default=None, description="the agent's install phase; None: none")
     verifier: StepLaunch | None = Field(
         description="None: a golden task without tests/; the verifier step is skipped and the grader decides")
     amounts: ResourceAmounts
     request_storage_bytes: int
     limit_storage_bytes: int | None
-    allow_internet: bool
+    allow_internet: bool = Field(description="the trial environment's network (the verifier's, the exec channel's)")
+    agent_network: bool | None = Field(
+        default=None, description="the agent's own network; None: allow_internet. An external agent runs on the host "
+        "(with its network) and acts on the environment only through the exec channel")
     gpus: int = 0
     labels: dict[str, str] = Field(description="run, task, configuration, attempt, try: for selectors and humans")
     spec_digest: str = Field(description="sha256 of the experiment spec this try belongs to")
+    model_gateway: str | None = Field(
+        default=None, description="base URL of the model gateway this try's agent calls (its per-try key and the SDK "
+        "variables are in agent.env, see docs/agents.md); None: no gateway. It listens on the host's 127.0.0.1: an "
+        "agent on the host reaches it, one in a sandbox only through the host's network")
+    agent_dir: str | None = Field(default=None, description="an installed agent's host directory, seen at /agent")
     placement: Literal["default", "limit-aware"] = Field(
         default="default", description="the experiment's placement: a cluster backend schedules a limit-aware try "
         "by its memory limit (an extended resource), the engine caps the local host")
+
+
+def agent_step_network(launch: Launch) -> bool:
+    """Whether an agent that runs inside the environment (oracle, command) gets the network for its step."""
+    return launch.allow_internet if launch.agent_network is None else launch.agent_network
+
+
+def environment_network(launch: Launch) -> bool:
+    """Whether the environment needs the network at any step (a container's network is chosen once, at creation)."""
+    return (launch.allow_internet or (launch.agent_kind != "external" and agent_step_network(launch))
+            or (launch.agent_setup is not None and launch.agent_setup.network))

@@ -42,6 +42,7 @@ class InfraReason(StrEnum):
     API_ERROR = "api_error"
     POD_DELETED = "pod_deleted"
     SPAWN_FAILED = "spawn_failed"  # the process or container could not be started
+    AGENT_SETUP_FAILED = "agent_setup_failed"  # the agent's install phase failed, before the agent ran
     OTHER = "other"  # a backend reported a reason this version does not know
 
 
@@ -69,6 +70,11 @@ class ModelReason(StrEnum):
     """
 
     ABSTAINED = "abstained"
+    #: the sanitiser could not judge what the agent left (an unlistable folder, its budget spent, an agent
+    #: process outliving the stop): the verifier did not run
+    UNJUDGED_STATE = "unjudged_state"
+    #: the verifier, run on what the agent left, timed out or crashed without a reward
+    VERIFIER_BROKEN = "verifier_broken"
 
 
 Reason = InfraReason | HarnessReason | ModelReason

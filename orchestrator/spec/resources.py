@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -38,7 +38,7 @@ _LABEL_RE = re.compile(
 )
 
 Multiplier = Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)]
-TASK_BAND = "task-band"
+TASK_BAND: Final = "task-band"
 
 
 class LabelError(ValueError):
@@ -59,7 +59,7 @@ class ResourceConfig(BaseModel):
     kind: Literal["multiplier", "task-band"] = "multiplier"
 
     @model_validator(mode="after")
-    def _limit_not_below_request(self) -> "ResourceConfig":
+    def _limit_not_below_request(self) -> ResourceConfig:
         if self.kind == TASK_BAND and (self.request_multiplier, self.limit_multiplier) != (1.0, 1.0):
             raise ValueError("a task-band configuration runs each task at its own floor and ceiling (multipliers 1/1)")
         if self.limit_multiplier is not None and self.limit_multiplier < self.request_multiplier:
@@ -97,7 +97,7 @@ class ResourceConfig(BaseModel):
         return (lim, self.request_multiplier)
 
     @classmethod
-    def parse(cls, text: str) -> "ResourceConfig":
+    def parse(cls, text: str) -> ResourceConfig:
         """Parse a label such as ``1x-strict``, ``1x/3x``, ``3`` or ``unbounded``."""
         if text.strip().lower() == TASK_BAND:
             return cls(kind=TASK_BAND)

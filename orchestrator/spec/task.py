@@ -74,7 +74,7 @@ class EnvironmentSpec(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _ceiling_not_below_floor(self) -> "EnvironmentSpec":
+    def _ceiling_not_below_floor(self) -> EnvironmentSpec:
         if self.memory_limit_mb is not None and self.memory_limit_mb < self.memory_mb:
             raise ValueError(f"memory_limit_mb {self.memory_limit_mb} is below memory_mb {self.memory_mb}: "
                              "the ceiling cannot be under the floor")

@@ -65,6 +65,14 @@ class Aggregates:
     peak_ratio_mean: np.ndarray
     peak_bytes_max: np.ndarray
     notes: list[str] = field(default_factory=list)
+    # Of the trials that reported cost / both token counts: those whose figures the model gateway measured
+    # (usage_source = gateway); the rest are the agent's own report.
+    cost_gw_n: np.ndarray | None = None
+    tok_gw_n: np.ndarray | None = None
+    # Run-to-run spread: over the source runs an import came from, else over attempt indices (a native sweep).
+    run_n: np.ndarray | None = None  # (C, R) trials per run
+    run_pass: np.ndarray | None = None  # (C, R) passes per run
+    run_basis: str = "attempt index"
 
     @property
     def n_configs(self) -> int:
@@ -172,6 +180,15 @@ def aggregate(df: pd.DataFrame, config_order: list[str] | None = None) -> Aggreg
     attempt_n = np.bincount(ca, minlength=c_n * a_n).reshape(c_n, a_n)
     attempt_pass = np.bincount(ca[is_pass], minlength=c_n * a_n).reshape(c_n, a_n)
 
+    run_n, run_pass, run_basis = attempt_n, attempt_pass, "attempt index"
+    if "source_run" in df.columns and df["source_run"].notna().any():
+        runs = pd.factorize(df["source_run"].astype(object).where(df["source_run"].notna(), "(native)"), sort=False)[0]
+        r_n = int(runs.max()) + 1
+        cr = cfg * r_n + runs
+        run_n = np.bincount(cr, minlength=c_n * r_n).reshape(c_n, r_n)
+        run_pass = np.bincount(cr[is_pass], minlength=c_n * r_n).reshape(c_n, r_n)
+        run_basis = "source runs"
+
     notes: list[str] = []
     key = (cell.astype(np.int64) * a_n) + att
     n_keys = c_n * t_n * a_n
@@ -216,6 +233,10 @@ def aggregate(df: pd.DataFrame, config_order: list[str] | None = None) -> Aggreg
     tin_sum, tin_n, _ = sums(tin)
     tout_sum, tout_n, _ = sums(tout)
     tok_sum, tok_n, tok_pass_n = sums(tin + tout)  # NaN unless both were reported
+    gateway = (df["usage_source"] == "gateway").fillna(False).to_numpy(dtype=bool) if "usage_source" in df.columns \
+        else np.zeros(len(df), dtype=bool)
+    cost_gw_n = np.bincount(cfg[gateway & np.isfinite(_col(df, "cost_usd"))], minlength=c_n)
+    tok_gw_n = np.bincount(cfg[gateway & np.isfinite(tin + tout)], minlength=c_n)
 
     peak = _col(df, "peak_memory_bytes")
     mlim = _col(df, "memory_limit_bytes")
@@ -263,4 +284,9 @@ def aggregate(df: pd.DataFrame, config_order: list[str] | None = None) -> Aggreg
         peak_ratio_mean=pr_mean.reshape(c_n, t_n),
         peak_bytes_max=pb_max.reshape(c_n, t_n),
         notes=notes,
+        cost_gw_n=cost_gw_n,
+        tok_gw_n=tok_gw_n,
+        run_n=run_n,
+        run_pass=run_pass,
+        run_basis=run_basis,
     )

@@ -46,9 +46,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import calibration, power
-from .aggregate import ABSTAINED, HARNESS, INFRA, MODEL_COLUMNS, N_OUTCOMES, OUTCOMES, PASSED, TIMEOUT, Aggregates, aggregate
-from .clustered import clustered_se, icc_anova
+from . import calibration, power, scoring_rules
+from .aggregate import (
+    ABSTAINED,
+    HARNESS,
+    INFRA,
+    MODEL_COLUMNS,
+    OUTCOMES,
+    PASSED,
+    TIMEOUT,
+    Aggregates,
+    aggregate,
+)
+from .clustered import THESE_TASKS, clustered_se, icc_anova, new_tasks_interval
 from .clusters import cluster_scores
 from .cost import cost_latency
 from .drift import drift_check
@@ -57,7 +67,7 @@ from .paired import BOSCHLOO_MAX_CELLS, cmh_test, task_paired, two_rate_exact
 from .passk import pass_curves
 from .proportions import wilson
 from .spread import spread_from_counts
-from .trend import cochran_armitage, clustered_trend
+from .trend import clustered_trend, cochran_armitage
 
 SCHEMA = "headroom.stats/1"
 HEADLINE = "score_infra_as_failure"
@@ -126,6 +136,8 @@ def _config_block(agg: Aggregates, c: int) -> dict[str, Any]:
         tokens_sum=float(agg.tok_sum[c]),
         n_tokens=int(agg.tok_n[c]),
         passed_with_tokens=int(agg.tok_pass_n[c]),
+        n_cost_gateway=int(agg.cost_gw_n[c]) if agg.cost_gw_n is not None else 0,
+        n_tokens_gateway=int(agg.tok_gw_n[c]) if agg.tok_gw_n is not None else 0,
     ).to_dict()
     if int(agg.duration_n[c]) == 0:  # no trial recorded a duration: latency is unknown, not zero
         cost.update(latency_total_s=None, latency_per_attempt_s=None, latency_per_solved_s=None)
@@ -146,12 +158,18 @@ def _config_block(agg: Aggregates, c: int) -> dict[str, Any]:
         "abstention_rate": wilson(int(tot[ABSTAINED]), n).to_dict(),
         "headline": HEADLINE,
         "score_infra_as_failure": score.to_dict(),
+        # The headline twice, one interval per question: Wilson over these tasks' trials, t over tasks for new ones.
+        "headline_intervals": {"these_tasks": {**score.to_dict(), "method": "Wilson 95% over trials",
+                                               "generalises_to": THESE_TASKS},
+                               "new_tasks": new_tasks_interval(pass_t, n_t)},
         "score_infra_excluded": wilson(passed, model_n).to_dict(),
         "se": se.to_dict(),
         "icc_infra": icc_anova(cnt[:, INFRA], n_t),
         "pass_at_k": at,
         "pass_hat_k": hat,
-        "spread": spread_from_counts(agg.attempt_pass[c], agg.attempt_n[c]).to_dict(),
+        "spread": spread_from_counts(agg.run_pass[c] if agg.run_pass is not None else agg.attempt_pass[c],
+                                     agg.run_n[c] if agg.run_n is not None else agg.attempt_n[c],
+                                     basis=agg.run_basis).to_dict(),
         "clusters": cluster_scores(task_rate, agg.task_cluster, agg.clusters).to_dict(),
         "cost": cost,
     }
@@ -163,6 +181,7 @@ def _task_table(agg: Aggregates) -> list[dict[str, Any]]:
     p = cnt[:, :, PASSED]
     inf = cnt[:, :, INFRA]
     abst = cnt[:, :, ABSTAINED]
+    tmo = cnt[:, :, TIMEOUT]
     with np.errstate(invalid="ignore", divide="ignore"):
         rate = np.where(n > 0, p / np.maximum(n, 1), np.nan)
     rows = []
@@ -177,6 +196,7 @@ def _task_table(agg: Aggregates) -> list[dict[str, Any]]:
                 "pass_rate": float(rate[c, t]),
                 "infra_errors": int(inf[c, t]),
                 "abstained": int(abst[c, t]),
+                "timeouts": int(tmo[c, t]),  # a count beside the others, so the heatmap can mark them
                 "peak_memory_bytes_max": agg.peak_bytes_max[c, t],
                 "peak_memory_to_limit_max": agg.peak_ratio_max[c, t],
                 "peak_memory_to_limit_mean": agg.peak_ratio_mean[c, t],
@@ -252,11 +272,8 @@ def _pairs(n_configs: int, ref: int, neighbours: bool = True) -> list[tuple[int,
 def _mdd_block(block: dict[str, Any]) -> dict[str, Any]:
     """MDD at the reference configuration, two ways.
 
-    ``conditional`` treats trials as independent given the task set. That is
-    the noise level of the paired comparisons in this report (CMH and the
-    infra test condition on the tasks: given the tasks, attempts are
-    independent, and task difficulty cancels within a task), so calibration
-    uses it. ``with_design_effect`` inflates n by 1 + (m - 1) * icc: the noise
+    ``conditional`` treats trials as independent given the task set.
+    ``with_design_effect`` inflates n by 1 + (m - 1) * icc: the noise
     level when the question is about the *population* of tasks (would the gap
     hold on a fresh task sample?), which is what a leaderboard reader asks.
     """
@@ -278,9 +295,10 @@ def _mdd_block(block: dict[str, Any]) -> dict[str, Any]:
         "mdd_with_design_effect": clus.mdd,
         "infra_excluded": None if cond_excl is None else cond_excl.to_dict(),
         "note": "two-sample arcsine (Cohen h) power via statsmodels NormalIndPower, 80% power, two-sided "
-        "alpha 0.05. 'conditional' (primary, used by calibration) is the noise of paired comparisons on "
-        "these tasks; 'with_design_effect' uses 1 + (m - 1) * icc (reference config's intra-task "
-        "correlation) and answers whether a gap would hold on a fresh sample of tasks",
+        "alpha 0.05, for two INDEPENDENT samples: 'conditional' treats trials as independent given these tasks; "
+        "'with_design_effect' uses 1 + (m - 1) * icc (reference config's intra-task correlation): two independent "
+        "samples of new tasks. Both are upper bounds for the paired tests of this report; the calibration applies "
+        "its own paired MDD (calibration.mdd_applied)",
     }
 
 
@@ -289,7 +307,7 @@ def analyze(
     reference: str | None = None,
     *,
     boschloo_max_cells: int = BOSCHLOO_MAX_CELLS,
-    target_mdd: float = 0.03,
+    margin: float = calibration.MARGIN,
     min_tasks: int = 10,
     min_attempts: int = 2,
     axis: str = "resources",
@@ -332,21 +350,8 @@ def analyze(
             "clustered": clustered_trend(axis_counts[:, :, col].ravel(), cells_n.ravel(), rank, task).to_dict(),
         }
 
-    vs_ref = {c["b"]: c for c in comparisons if "vs_reference" in c["kinds"]}
-    calib = calibration.recommend(
-        blocks[:n_axis],
-        ref,
-        vs_ref,
-        mdd,
-        n_tasks=blocks[ref]["n_tasks"],
-        min_attempts_per_task=blocks[ref]["attempts_per_task_min"],
-        icc_pass=blocks[ref]["se"]["icc"] or 0.0,
-        icc_infra=blocks[ref]["icc_infra"] or 0.0,
-        family_size=family,
-        min_tasks=min_tasks,
-        min_attempts=min_attempts,
-        target_mdd=target_mdd,
-    )
+    calib = calibration.recommend(blocks[:n_axis], ref, axis_counts, margin=margin, min_tasks=min_tasks,
+                                  min_attempts=min_attempts)
     return jsonable(_result(df, agg, ref, blocks, comparisons, family, mdd, trends, calib))
 
 
@@ -438,7 +443,7 @@ def compare_runs(
     sub_a, sub_b = _shared_tasks_only(df_a, tasks), _shared_tasks_only(df_b, tasks)
     ga, gb = aggregate(sub_a, order_a), aggregate(sub_b, order_b)
     shared = [lab for lab in ga.labels if lab in gb.labels]
-    pairs = [(ga.labels.index(l), gb.labels.index(l)) for l in shared]
+    pairs = [(ga.labels.index(lab), gb.labels.index(lab)) for lab in shared]
     notes = []
     if not pairs and ga.n_configs == 1 and gb.n_configs == 1:
         pairs = [(0, 0)]
@@ -489,3 +494,14 @@ def _few(names: list[str], k: int = 5) -> str:
         return "none"
     head = ", ".join(names[:k])
     return head + (f" and {len(names) - k} more" if len(names) > k else "")
+
+
+def scoring_rules_block(df: pd.DataFrame, rules: list[str], *, config_order: list[str] | None = None,
+                        default_rule: str | None = None, reward_threshold: float = 1.0) -> dict[str, Any]:
+    """The run under named scoring rules, side by side (orchestrator.stats.scoring_rules), JSON-ready.
+
+    Kept beside :func:`analyze` (the report document puts it under ``statistics.scoring_rules``):
+    every rule labels what its interval or stderr generalises to.
+    """
+    return jsonable(scoring_rules.evaluate(df, rules, config_order=config_order, default=default_rule,
+                                           threshold=reward_threshold))

@@ -21,41 +21,47 @@ for. Where fewer than ``min_peaks`` trials have a CPU time (the Kubernetes backe
 records none), the floor falls back to the spec's ``cpus`` times the chosen
 configuration's request multiplier, and ``cpu_floor_source`` says so.
 
-Ceiling (limit, headroom's ``memory_limit_mb``/``cpus_limit``): the smallest
-tested limit L such that L *and every larger tested limit* are within noise of
-unbounded for infra errors. "Within noise" means both:
+Ceiling (limit, headroom's ``memory_limit_mb``/``cpus_limit``): the report's
+calibration rule (orchestrator.stats.calibration) applied to one task's trials,
+each tested limit compared with the task's strict (smallest) limit only:
 
-* the exact unconditional test (Boschloo; Fisher above the size cap) of the
-  infra-error rates at L and unbounded is not significant at ``alpha``, and
-* the upper end of the 95% Newcombe (hybrid score) interval of the rate
-  difference (L minus unbounded, statsmodels ``confint_proportions_2indep``)
-  is at most ``margin``: a non-inferiority reading, so a ceiling is never
-  recommended merely because too few attempts were run to see a difference.
+* no infra error at any tested limit: the strict limit suffices;
+* infra: one-sided exact unconditional test (Boschloo; Fisher above the size
+  cap) of "fewer infra errors than at the strict limit", Holm over the limits;
+* score: two-sided exact test of the pass rate among finished trials (a
+  heavy strategy that only succeeds with headroom shows here), Holm over the
+  limits; TOST (statsmodels ``tost_proportions_2indep``) within ``margin`` is
+  reported as evidence;
+* the ceiling is the smallest bounded limit with significantly fewer infra
+  errors that comes before the first limit whose score changes; a larger one
+  replaces it only if it has significantly fewer infra errors still
+  (fixed-sequence, one-sided exact). ``unbounded`` is never a ceiling (no
+  number to write into task.toml); it is evidence only.
 
-Requiring the larger limits too keeps a lucky small limit (no spike drawn) from
-being published below a limit that did show errors.
-
-Refusal: with no unbounded configuration, with too few peaks for the floor, or
-when no tested limit is within noise. If some limit is not significantly worse
-than unbounded but its interval is still wider than the margin, the refusal
-says how many attempts per configuration would be needed: the smallest n at
-which the same observed rates give a Newcombe upper bound within the margin
-(statsmodels' interval evaluated at the rates seen; a planning figure, not a
-power guarantee). If every tested limit is significantly worse, the answer is
-"test higher limits", with the largest peak seen as a multiple of the spec.
+Refusal, with the reason a maintainer acts on: with no bounded limit, with too
+few peaks for the floor, when the limits that remove the infra errors also
+change the score (the task is solved another way with headroom: decide
+whether that strategy is intended), when only unbounded removes them (test
+higher limits), or when no limit is shown to remove them: then the attempts
+per configuration that would give the one-sided test 80% power at the rates
+seen (statsmodels power, at alpha / limits).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from statsmodels.stats.proportion import confint_proportions_2indep
+from scipy import stats
+from statsmodels.stats.proportion import confint_proportions_2indep, tost_proportions_2indep
 
-from .paired import two_rate_exact
+from . import power
+from .multiplicity import holm
+from .paired import BOSCHLOO_MAX_CELLS, one_sided_exact
 from .proportions import wilson
 
 ALPHA = 0.05
@@ -71,20 +77,26 @@ CPU_FALLBACK = "spec x request multiplier"
 
 @dataclass
 class LimitTest:
-    """One tested limit against unbounded."""
+    """One tested limit against the task's strict (smallest) limit."""
 
     label: str
-    limit_multiplier: float
+    limit_multiplier: float | None  # None: unbounded
     request_multiplier: float
     infra: dict[str, Any]  # Wilson proportion at this limit
-    test: str
+    test: str  # the infra test, one-sided: fewer infra errors than at the strict limit
     p: float
-    diff: float | None
-    diff_low: float | None
+    diff: float | None  # infra rate here minus at the strict limit
+    diff_low: float | None  # 95% Newcombe interval of that difference
     diff_high: float | None
-    significant: bool
-    within_margin: bool
-    within_noise: bool
+    significant: bool  # infra reduced: Holm-adjusted p < alpha
+    within_margin: bool  # score shown within the margin of the strict limit's (TOST)
+    within_noise: bool  # eligible as the ceiling: infra reduced, bounded, below the first score change
+    p_holm: float | None = None
+    score: dict[str, Any] = field(default_factory=dict)  # pass rate among finished trials (Wilson)
+    score_p: float | None = None  # two-sided exact test vs the strict limit
+    score_p_holm: float | None = None
+    score_changed: bool = False
+    tost_p: float | None = None
     cpu: dict[str, Any] = field(default_factory=dict)  # CPU use and throttling at this limit (empty: not recorded)
 
 
@@ -107,6 +119,9 @@ class TaskBand:
     limits: list[LimitTest] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     attempts_needed: int | None = None
+    reference_label: str | None = None
+    ceiling_reason: str | None = None
+    unbounded_test: dict[str, Any] | None = None  # unbounded against the strict limit: evidence, never a ceiling
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -217,59 +232,8 @@ def task_band(task_id: str, rows: pd.DataFrame, spec_memory_mb: int, spec_cpus: 
     if len(peak) < min_peaks:
         band.reasons.append(f"floor: {len(peak)} peak-memory measurements at generous limits, need {min_peaks}")
 
-    if not len(unb):
-        band.reasons.append("ceiling: the run has no unbounded configuration to compare infra errors against")
-        _cpu_floor(band, None, min_peaks)
-        return band
-    x_u, n_u = int((unb["outcome"] == "infra_error").sum()), len(unb)
-    band.unbounded_infra = wilson(x_u, n_u).to_dict()
-    for (label, mult, req), g in sorted(
-        bounded.groupby(["config_label", "limit_multiplier", "request_multiplier"]), key=lambda kv: (kv[0][1], kv[0][2])
-    ):
-        x, n = int((g["outcome"] == "infra_error").sum()), len(g)
-        t = two_rate_exact(x_u, n_u, x, n)
-        low, high = _diff_interval(x, n, x_u, n_u, alpha)
-        sig = t.p < alpha
-        within = high <= margin
-        band.limits.append(LimitTest(
-            label=str(label), limit_multiplier=float(mult), request_multiplier=float(req), infra=wilson(x, n).to_dict(),
-            test=t.method, p=t.p, diff=x / n - x_u / n_u, diff_low=low, diff_high=high, significant=bool(sig),
-            within_margin=bool(within), within_noise=bool(not sig and within), cpu=_limit_cpu(g),
-        ))
-    chosen: LimitTest | None = None
-    for lt in reversed(band.limits):  # the smallest limit from which every larger one is within noise
-        if not lt.within_noise:
-            break
-        chosen = lt
-    if chosen is None:
-        # The cheapest limit to settle: every limit from it upwards must reach the margin at the rates seen.
-        plans: list[tuple[int, LimitTest]] = []
-        for i, lt in enumerate(band.limits):
-            above = band.limits[i:]
-            if any(a.significant for a in above):
-                continue
-            needs = [attempts_needed(a.infra["estimate"] or 0.0, x_u / n_u, margin, alpha) for a in above]
-            if all(n is not None for n in needs):
-                plans.append((max(n for n in needs if n is not None), lt))
-        plausible = [lt for lt in band.limits if not lt.significant]
-        if plans:
-            need, lt = min(plans, key=lambda p: p[0])
-            band.attempts_needed = need
-            band.reasons.append(
-                f"ceiling: no tested limit is within noise of unbounded; {lt.label} is not significantly worse "
-                f"(p={lt.p:.3g}) but its interval reaches {lt.diff_high:+.3f} > margin {margin:g}: "
-                f"about {need} attempts per configuration (at the rates seen) would settle it"
-            )
-        elif plausible:
-            band.reasons.append(
-                f"ceiling: no tested limit is within noise of unbounded, and at the rates seen no number of "
-                f"attempts would bring {plausible[0].label} within {margin:g} of unbounded; test higher limits")
-        else:
-            top = band.peaks.get("max_bytes")
-            hint = f" (largest peak seen: {top / (spec_memory_mb * MIB):.2f}x the spec)" if top else ""
-            band.reasons.append(f"ceiling: every tested limit has significantly more infra errors than unbounded; "
-                                f"test higher limits{hint}")
-    else:
+    chosen = _ceiling(band, rows[rows["config_label"] != "task-band"], spec_memory_mb, alpha, margin)
+    if chosen is not None:
         band.ceiling_label = chosen.label
         band.ceiling_limit_multiplier = chosen.limit_multiplier
         band.ceiling_memory_mb = math.ceil(spec_memory_mb * chosen.limit_multiplier)
@@ -281,6 +245,120 @@ def task_band(task_id: str, rows: pd.DataFrame, spec_memory_mb: int, spec_cpus: 
     if band.ceiling_memory_mb is not None and band.floor_memory_mb is not None:
         band.status = "recommended"
     return band
+
+
+def _two_sided_exact(x_a: int, n_a: int, x_b: int, n_b: int) -> float | None:
+    if n_a == 0 or n_b == 0:
+        return None
+    if x_a + x_b in (0, n_a + n_b):
+        return 1.0
+    table = [[x_a, x_b], [n_a - x_a, n_b - x_b]]
+    if (n_a + 1) * (n_b + 1) <= BOSCHLOO_MAX_CELLS:
+        return min(1.0, float(stats.boschloo_exact(table, alternative="two-sided").pvalue))
+    return min(1.0, float(stats.fisher_exact(table).pvalue))
+
+
+def _counts(g: pd.DataFrame) -> tuple[int, int, int, int]:
+    """(infra errors, trials, passes, finished trials the infrastructure let end) of one configuration."""
+    out = g["outcome"]
+    finished = out.isin(["passed", "failed", "timeout", "abstained"])
+    return int((out == "infra_error").sum()), len(g), int((out == "passed").sum()), int(finished.sum())
+
+
+def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: float, margin: float) -> LimitTest | None:
+    """The per-task calibration rule (module docstring); fills band.limits and band.reasons."""
+    lim = rows["limit_multiplier"].astype(float)
+    groups = sorted(rows.assign(_lim=lim.fillna(np.inf)).groupby(["config_label", "_lim", "request_multiplier"]),
+                    key=lambda kv: (kv[0][1], kv[0][2]))
+    bounded = [kv for kv in groups if np.isfinite(kv[0][1])]
+    if not bounded:
+        band.reasons.append("ceiling: no bounded limit was tested")
+        return None
+    unb = [g for (lab, m, _), g in groups if not np.isfinite(m)]
+    if unb:
+        band.unbounded_infra = wilson(*_counts(unb[0])[:2]).to_dict()
+    (ref_label, ref_mult, ref_req), ref_rows = bounded[0]
+    band.reference_label = str(ref_label)
+    xr, nr, pr, mr = _counts(ref_rows)
+    cands = groups[groups.index(bounded[0]) + 1:]
+    tests = []
+    for (label, mult, req), g in cands:
+        x, n, p_, m = _counts(g)
+        p, method = one_sided_exact(xr, nr, x, n)
+        low, high = _diff_interval(x, n, xr, nr, alpha)
+        with warnings.catch_warnings():  # statsmodels computes an odds ratio it does not use; 0/n divides by zero
+            warnings.simplefilter("ignore", RuntimeWarning)
+            tost = float(tost_proportions_2indep(p_, m, pr, mr, -margin, margin).pvalue) if m and mr else None
+        tests.append(dict(label=str(label), limit_multiplier=float(mult) if np.isfinite(mult) else None,
+                          request_multiplier=float(req), infra=wilson(x, n).to_dict(), test=method, p=p,
+                          diff=x / n - xr / nr, diff_low=low, diff_high=high,
+                          score=wilson(p_, m).to_dict(), score_p=_two_sided_exact(pr, mr, p_, m), tost_p=tost,
+                          cpu=_limit_cpu(g), _x=x, _n=n))
+    for t, ph in zip(tests, holm([t["p"] for t in tests])):
+        t["p_holm"] = ph
+        t["significant"] = bool(ph is not None and ph < alpha)
+    for t, ph in zip(tests, holm([t["score_p"] for t in tests])):
+        t["score_p_holm"] = ph
+        t["score_changed"] = bool(ph is not None and ph < alpha)
+    change = next((i for i, t in enumerate(tests) if t["score_changed"]), None)
+    for i, t in enumerate(tests):
+        t["within_margin"] = bool(t["tost_p"] is not None and t["tost_p"] < alpha)
+        t["within_noise"] = bool(t["significant"] and t["limit_multiplier"] is not None and (change is None or i < change))
+    ref_test = LimitTest(label=str(ref_label), limit_multiplier=float(ref_mult), request_multiplier=float(ref_req),
+                         infra=wilson(xr, nr).to_dict(), test="reference", p=1.0, diff=0.0, diff_low=None,
+                         diff_high=None, significant=False, within_margin=True, within_noise=False,
+                         score=wilson(pr, mr).to_dict(), cpu=_limit_cpu(ref_rows))
+    objs = [LimitTest(**{k: v for k, v in t.items() if not k.startswith("_")}) for t in tests]
+    # Tested limits are the bounded ones (a ceiling is a number); unbounded's test is kept beside them as evidence.
+    band.limits = [ref_test] + [o for o in objs if o.limit_multiplier is not None]
+    band.unbounded_test = next((asdict(o) for o in objs if o.limit_multiplier is None), None)
+    if xr == 0 and all(t["_x"] == 0 for t in tests):
+        band.ceiling_reason = f"no infra error in {nr + sum(t['_n'] for t in tests)} trials at any limit: the strict limit suffices"
+        return ref_test
+    chosen: int | None = None
+    for i, t in enumerate(tests):
+        if not t["within_noise"]:
+            continue
+        if chosen is None:
+            chosen = i
+            continue
+        c = tests[chosen]
+        if one_sided_exact(c["_x"], c["_n"], t["_x"], t["_n"])[0] >= alpha:
+            break
+        chosen = i
+    if chosen is not None:
+        t = tests[chosen]
+        band.ceiling_reason = (f"infra errors {xr}/{nr} at {ref_label} -> {t['_x']}/{t['_n']} at {t['label']} "
+                               f"(one-sided exact, Holm p {t['p_holm']:.3g})")
+        return objs[chosen]
+    band.reasons.append(_refusal(tests, change, str(ref_label), xr, nr, band, spec_memory_mb, alpha))
+    return None
+
+
+def _refusal(tests: list[dict[str, Any]], change: int | None, ref: str, xr: int, nr: int, band: TaskBand,
+             spec_memory_mb: int, alpha: float) -> str:
+    reduced = [t for t in tests if t["significant"]]
+    top = band.peaks.get("max_bytes")
+    hint = f" (largest peak seen: {top / (spec_memory_mb * MIB):.2f}x the spec)" if top else ""
+    if reduced and change is not None and tests.index(reduced[0]) >= change:
+        ch = tests[change]
+        return (f"ceiling: the limits that remove its infra errors ({', '.join(t['label'] for t in reduced)}) also "
+                f"change its score: {100 * (ch['score']['estimate'] or 0):.0f}% of finished trials pass at {ch['label']} "
+                f"(exact Holm p {ch['score_p_holm']:.3g}); with headroom the task is solved another way -- publish such a "
+                f"limit only if that strategy is intended{hint}")
+    if reduced:  # only unbounded
+        return f"ceiling: only unbounded removes its infra errors ({xr}/{nr} at {ref}); test higher limits{hint}"
+    if xr == 0:
+        worse = [f"{t['label']} {t['_x']}/{t['_n']}" for t in tests if t["_x"]]
+        return (f"ceiling: no infra error at {ref} in {nr} trials but some above it ({', '.join(worse)}): "
+                "no limit is shown to help; run more attempts")
+    best = min([t for t in tests if t["limit_multiplier"] is not None] or tests, key=lambda t: t["_x"] / t["_n"])
+    n_eff = power.n_effective_needed(xr / nr, min(best["_x"] / best["_n"], xr / nr / 3), alpha=alpha / len(tests))
+    band.attempts_needed = None if n_eff is None else math.ceil(n_eff)
+    need = "" if band.attempts_needed is None else \
+        f"; about {band.attempts_needed} attempts per configuration would settle it (80% power at the rates seen)"
+    return (f"ceiling: infra errors {xr}/{nr} at {ref} are not significantly fewer at any tested limit (best "
+            f"{best['label']} {best['_x']}/{best['_n']}, one-sided exact Holm p {best['p_holm']:.3g}){need}")
 
 
 def _cpu_floor(band: TaskBand, chosen: LimitTest | None, min_peaks: int) -> None:

@@ -1,299 +1,325 @@
-"""The calibration recommendation: which resource band to publish.
+"""The calibration recommendation: which memory limit a benchmark should publish.
 
 WHY: a task's resource spec used as both floor and ceiling ("1x strict") kills
 trials on transient memory spikes -- infrastructure errors, not model failures.
 Raising the ceiling removes those, but too much headroom starts to change what
 is measured (agents that need big dependencies succeed only with generous
-limits). The publishable ceiling is the smallest one that removes a
-*significant* share of infra errors while the score stays *within noise* of the
-floor; above the first ceiling whose score is significantly higher than the
-floor, extra headroom is measuring something else.
+limits). The question a maintainer asks is "which limit do we publish?", and
+the rule below is built for that question alone.
 
-Rules (all against the reference, by default "1x-strict"; only configurations
-later in the canonical order -- more headroom -- are candidates):
+Every candidate (a configuration with more headroom than the reference, by
+default "1x-strict") is compared with the reference only, on the tests the
+decision uses, each family with its own multiplicity control:
 
-* infra_reduced: Holm-adjusted exact test (Boschloo; Fisher above the size cap)
-  p < alpha AND the infra-error rate is below the reference's.
-* score_above_floor: Holm-adjusted CMH (stratified by task) p < alpha AND the
-  infra-excluded score (passes among trials the infrastructure let finish) is
-  higher than the reference's.
-* within_noise: that CMH test is not significant (Holm) AND the infra-excluded
-  score difference is within its minimum detectable difference (80% power,
-  alpha 0.05) in the direction observed.
+* **infra family** -- does the candidate remove infra errors? One-sided exact
+  unconditional test (Boschloo; Fisher above the size cap) of "fewer infra
+  errors than the reference" on the trials; Holm over the candidates' infra
+  tests only. (A one-sided CMH stratified by task was tried first: with a
+  handful of events on 10 tasks its asymptotic p was anti-conservative.)
+* **score-change family** -- does the candidate change what the agent achieves?
+  Paired t-test over tasks (scipy) on the infra-excluded score (passes among
+  the trials the infrastructure let finish: under the headline every removed
+  infra error raises the score by construction); Holm over the candidates.
+  A significant change that TOST also shows to be inside the margin is not a
+  change that matters and does not count.
+* **equivalence** -- is the candidate shown *not* to change the score? TOST
+  (statsmodels ``ttost_paired``, paired by task) against +-``margin``
+  (default 4 points, ``headroom report --margin``). An intersection-union test:
+  no adjustment is needed to require it of several candidates.
 
-  Why the infra-excluded score and not the headline: under the headline, infra
-  errors count as failures, so a ceiling that removes infra errors raises the
-  headline by construction, and "fewer infra errors" and "score within noise"
-  would contradict each other exactly when the infra effect is large. The
-  question here is whether headroom changes what the *agent* achieves; the
-  infra errors are judged by their own test. Headline differences stay in the
-  evidence for the reader. The MDD used is the *conditional* one
-  (trials independent given the task set), which is the noise level of the
-  paired tests here; the design-effect MDD is far larger when tasks differ a
-  lot and would wave through real score changes.
-* recommended ceiling = the first candidate with infra_reduced AND within_noise
-  that comes before the first score_above_floor candidate.
-* score_changes_at = the first score_above_floor candidate; max_within_noise =
-  the last within_noise candidate before it (the top of the publishable band).
+Decision (``recommended_label``):
 
-It REFUSES (status "refused", reasons listed) when: the reference is missing,
-there is no candidate, fewer than ``min_tasks`` tasks or ``min_attempts``
-attempts per task, or no candidate significantly reduces infra errors while
-staying within noise. That last reason names the condition that failed, as the
-evidence table shows it: no significant infra reduction (with the smallest Holm
-p), or, for each candidate that does reduce infra errors, why its score is not
-within noise (a significant score difference, a gap above the MDD, or an MDD
-that does not exist in that direction: near a 90% score with few trials no
-rate up to 100% is detectable, so no gap can be called noise). Each evidence
-row carries the same reason (``not_within_noise_because`` and its short form).
-It then says how many attempts per task would be needed
-(power calculation: 80% power at alpha / family size, a Bonferroni bound on
-Holm's first step): to detect the best observed infra reduction (or, if none
-was observed, a two-thirds reduction as in the Terminal-Bench study; the
-planned reduction is capped at two thirds so a lucky 0/n does not make the
-plan look cheap) and to
-bring the score MDD down to ``target_mdd``. A second, "generalising" set of
-figures includes the intra-task design effect; None there means no number of
-attempts suffices with these tasks (intra-task correlation caps the
-information), i.e. more tasks are needed.
+1. No infra error in any configuration: the strict limit suffices.
+2. A candidate is *eligible* when its infra reduction is significant (Holm), it
+   comes before the first candidate whose score changes significantly, and --
+   for ``unbounded`` only -- its score is shown equivalent: no limit at all
+   means the benchmark no longer defines the resource, so it is published only
+   on positive evidence that it measures the same thing.
+3. The first eligible candidate is chosen: it is what removes infra errors.
+   A larger eligible candidate replaces it only if its score is shown
+   equivalent (TOST) *and* it has significantly fewer infra errors than the
+   one chosen (one-sided exact; a fixed-sequence procedure, each step at
+   alpha, the first failure stops): "the smallest limit that removes the
+   removable infra errors". Headroom-dependent strategies that OOM at low
+   limits are removable infra errors too, and removing them moves the score;
+   so every step past the first needs positive evidence that the score holds.
+   A lack of evidence never moves the choice up.
+4. No eligible candidate: publish the reference, with the reason (no tested
+   limit reduces infra errors; or only limits that change the score, or
+   unbounded without shown equivalence, do).
+
+A generous limit is never chosen because equivalence *could not* be shown:
+when the larger limits are neither shown equivalent nor shown to change the
+score, the summary says so in one line with the 95% interval and the attempts
+per task that would settle it (80% TOST power if the true change were 0,
+assuming the per-task noise shrinks as 1/attempts).
+
+``mdd`` per candidate is the paired minimum detectable difference of the score
+test actually applied (paired t over tasks at the Holm first-step level
+alpha/K, 80% power, noncentral-t approximation via the t quantiles).
+
+It REFUSES (status "refused") only when the data cannot carry the rule: no
+reference, no candidate, fewer than ``min_tasks`` tasks or ``min_attempts``
+attempts per task.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from . import power
+import numpy as np
+from scipy import stats
+from statsmodels.stats.weightstats import ttost_paired
+
+from .aggregate import INFRA, MODEL_COLUMNS, PASSED
+from .multiplicity import holm
+from .paired import one_sided_exact
 
 ALPHA = 0.05
+MARGIN = 0.04
+POWER = 0.80
+UNBOUNDED = "unbounded"
 
 
-def _pts(x: float) -> str:
-    return f"{100 * x:+.1f} pts"
+def _pts(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:+.1f} pts"
 
 
-def _not_within_noise(diff: float | None, bound: float | None, cmh_sig: bool, cmh_p_holm: float | None,
-                      excl_mdd: dict[str, Any], ref_cfg: dict[str, Any]) -> tuple[str, str]:
-    """Why a candidate's agent score is not "within noise" of the reference: (short reading, sentence with numbers).
+def _infra_test(cnt_a: np.ndarray, cnt_b: np.ndarray) -> dict[str, Any]:
+    """One-sided test of "fewer infra errors under B than under A" on the pooled trials.
 
-    Same conditions, in the same order, as ``within_noise`` in :func:`recommend`.
+    Exact (Boschloo, Fisher above the size cap): the measured size of the one-sided CMH with a
+    handful of events on 10 tasks was above nominal (the fixed-sequence steps leaned on it), the exact
+    test's is not. With the same tasks on both sides, pooling errs on the conservative side.
     """
-    if diff is None:
-        return "no agent score", "no agent score to compare (no trial the infrastructure let finish on one side)"
-    if cmh_sig:
-        return "score differs", f"agent score differs significantly ({_pts(diff)}, CMH Holm p {cmh_p_holm:.4f})"
-    if bound is None:
-        ref = ref_cfg["score_infra_excluded"]
-        direction, edge = ("upward", "100%") if diff >= 0 else ("downward", "0%")
-        return ("MDD undefined",
-                f"the {direction} minimum detectable difference is undefined: at the reference's infra-excluded score "
-                f"{100 * (ref['estimate'] or 0.0):.1f}% with {excl_mdd.get('n_per_config', ref['n'])} trials, no rate "
-                f"between it and {edge} is detectable at 80% power, so a gap of {_pts(diff)} cannot be shown to be "
-                "within noise")
-    return (f"gap > MDD {100 * bound:.1f} pts",
-            f"agent score gap {_pts(diff)} is larger than the minimum detectable difference ({100 * bound:.1f} pts)")
+    p, method = one_sided_exact(int(cnt_a[:, INFRA].sum()), int(cnt_a.sum()), int(cnt_b[:, INFRA].sum()),
+                                int(cnt_b.sum()))
+    return {"p": p, "method": method}
 
 
-def _no_recommendation_reason(evidence: list[dict[str, Any]], change: dict[str, Any] | None, alpha: float) -> str:
-    """The refusal reason the evidence table shows: which condition failed, for which candidate, with the numbers."""
-    considered = evidence
-    if change is not None:  # candidates at or above the first score change cannot be recommended
-        considered = evidence[: next(i for i, e in enumerate(evidence) if e["label"] == change["label"])]
-    reduced = [e for e in considered if e["infra_reduced"] and not e["within_noise"]]
-    if not reduced:
-        ps = [e for e in evidence if e["infra_p_holm"] is not None]
-        best = min(ps, key=lambda e: e["infra_p_holm"]) if ps else None
-        text = "no configuration significantly reduces infra errors (Holm-adjusted exact test, alpha " + f"{alpha:g})"
-        if best is not None:
-            text += f"; the smallest Holm p is {best['infra_p_holm']:.4f} ({best['label']})"
-        later = [e["label"] for e in evidence if e["infra_reduced"] and e not in considered]
-        if later:
-            text = (f"only {', '.join(later)} significantly reduce infra errors, at or above {change['label']} "  # type: ignore[index]
-                    "where the agent score is significantly higher than the reference's (headroom changes what is measured)")
-        return text
-    parts = [f"{e['label']} (infra Holm p {e['infra_p_holm']:.4f}): {e['not_within_noise_because']}" for e in reduced]
-    return ("the configurations that significantly reduce infra errors do not keep the agent score within noise "
-            "of the reference: " + "; ".join(parts))
+def _paired_rates(cnt_a: np.ndarray, cnt_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per-task infra-excluded pass rates of A and B over tasks where both let a trial finish; mean attempts."""
+    ma, mb = cnt_a[:, list(MODEL_COLUMNS)].sum(axis=1), cnt_b[:, list(MODEL_COLUMNS)].sum(axis=1)
+    both = (ma > 0) & (mb > 0)
+    ra = cnt_a[both, PASSED] / ma[both]
+    rb = cnt_b[both, PASSED] / mb[both]
+    m = float(np.mean((ma[both] + mb[both]) / 2)) if both.any() else 0.0
+    return ra, rb, m
+
+
+def score_tests(cnt_a: np.ndarray, cnt_b: np.ndarray, margin: float, alpha: float, k: int) -> dict[str, Any]:
+    """Paired-by-task score change (t-test), equivalence (TOST) and the paired MDD (B - A, infra-excluded)."""
+    ra, rb, m = _paired_rates(cnt_a, cnt_b)
+    t = len(ra)
+    out: dict[str, Any] = {"n_tasks": t, "mean_attempts": m, "diff": None, "se": None, "low95": None, "high95": None,
+                           "change_p": None, "tost_p": None, "mdd": None, "margin": margin}
+    if t < 2:
+        return out
+    d = rb - ra
+    diff, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(t))
+    q = float(stats.t.ppf(0.975, t - 1))
+    out.update(diff=diff, se=se, low95=diff - q * se, high95=diff + q * se)
+    if se == 0:
+        out.update(change_p=1.0 if diff == 0 else 0.0, tost_p=0.0 if abs(diff) < margin else 1.0, mdd=0.0)
+        return out
+    out["change_p"] = float(stats.ttest_rel(rb, ra).pvalue)
+    out["tost_p"] = float(ttost_paired(rb, ra, -margin, margin)[0])
+    level = alpha / max(1, k)  # Holm's first step: the level the smallest p must reach
+    out["mdd"] = (float(stats.t.ppf(1 - level / 2, t - 1)) + float(stats.t.ppf(POWER, t - 1))) * se
+    return out
+
+
+def attempts_to_settle(se: float | None, mean_attempts: float, margin: float, alpha: float = ALPHA) -> int | None:
+    """Attempts per task giving TOST 80% power at a true change of 0 (noise shrinking as 1/attempts)."""
+    if se is None or se <= 0 or mean_attempts <= 0:
+        return None
+    se_needed = margin / (stats.norm.ppf(1 - alpha) + stats.norm.ppf(1 - (1 - POWER) / 2))
+    return max(1, math.ceil(mean_attempts * (se / se_needed) ** 2))
 
 
 def recommend(
     configs: list[dict[str, Any]],
     ref: int | None,
-    vs_ref: dict[str, dict[str, Any]],
-    mdd: dict[str, Any] | None,
+    counts: np.ndarray,
     *,
-    n_tasks: int,
-    min_attempts_per_task: int,
-    icc_pass: float,
-    icc_infra: float,
-    family_size: int,
     alpha: float = ALPHA,
+    margin: float = MARGIN,
     min_tasks: int = 10,
     min_attempts: int = 2,
-    target_mdd: float = 0.03,
 ) -> dict[str, Any]:
-    """Build the recommendation dict (see module docstring for the rules).
-
-    ``configs`` are analyze's per-config blocks (canonical order), ``vs_ref``
-    maps a candidate label to its comparison entry against the reference.
-    """
-    reasons: list[str] = []
-    evidence: list[dict[str, Any]] = []
+    """The recommendation dict (see the module docstring). ``counts`` is (C, T, N_OUTCOMES) for ``configs``."""
+    base: dict[str, Any] = {"rule": "headroom.calibration/2", "alpha": alpha, "margin": margin, "evidence": [],
+                            "reasons": [], "recommended_label": None, "recommended_limit_multiplier": None,
+                            "score_changes_at_label": None, "settled": None, "summary": None}
     if ref is None:
-        return {"status": "refused", "reasons": ["reference configuration not present"], "evidence": []}
+        return {**base, "status": "refused", "reasons": ["reference configuration not present"]}
     ref_cfg = configs[ref]
-    candidates = [c for c in configs[ref + 1 :]]
-    if not candidates:
+    cand = list(range(ref + 1, len(configs)))
+    reasons = []
+    if not cand:
         reasons.append("no configuration with more headroom than the reference")
-    if n_tasks < min_tasks:
-        reasons.append(f"too few tasks: {n_tasks} < {min_tasks}")
-    if min_attempts_per_task < min_attempts:
-        reasons.append(f"too few attempts per task: {min_attempts_per_task} < {min_attempts}")
-
-    excl_mdd = (mdd or {}).get("infra_excluded") or {}
-    m_up = excl_mdd.get("mdd_up")
-    m_down = excl_mdd.get("mdd_down")
-    recommended = None
-    change = None
-    last_within = None
-    for c in candidates:
-        comp = vs_ref.get(c["label"])
-        if comp is None:
-            continue
-        infra = comp["infra"]
-        cmh = comp["score_infra_excluded"]["cmh"]
-        diff = comp["score_infra_excluded"]["diff"]
-        infra_reduced = (
-            infra["p_holm"] is not None
-            and infra["p_holm"] < alpha
-            and infra["rate_b"] is not None
-            and infra["rate_a"] is not None
-            and infra["rate_b"] < infra["rate_a"]
-        )
-        cmh_sig = cmh["p_holm"] is not None and cmh["p_holm"] < alpha
-        score_above = bool(cmh_sig and diff is not None and diff > 0)
-        bound = m_up if (diff is not None and diff >= 0) else m_down
-        within_mdd = diff is not None and bound is not None and abs(diff) <= bound
-        within_noise = bool(not cmh_sig and within_mdd)
-        why_short, why_not = (None, None) if within_noise else _not_within_noise(
-            diff, bound, cmh_sig, cmh["p_holm"], excl_mdd, ref_cfg)
-        evidence.append(
-            {
-                "label": c["label"],
-                "limit_multiplier": c["limit_multiplier"],
-                "request_multiplier": c["request_multiplier"],
-                "infra_error_rate": c["infra_error_rate"],
-                "score": c["score_infra_excluded"],
-                "score_basis": "score_infra_excluded",
-                "score_diff_vs_reference": diff,
-                "headline_score": c["score_infra_as_failure"],
-                "headline_diff_vs_reference": comp["score"]["diff"],
-                "headline_cmh_p_holm": comp["score"]["cmh"]["p_holm"],
-                "mean_task_diff_vs_reference": comp["score"]["paired"]["mean_task_diff"],
-                "infra_p": infra["p"],
-                "infra_p_holm": infra["p_holm"],
-                "infra_test": infra["method"],
-                "score_cmh_p": cmh["p"],
-                "score_cmh_p_holm": cmh["p_holm"],
-                "score_sign_p": comp["score"]["sign"]["p"],
-                "score_sign_p_holm": comp["score"]["sign"]["p_holm"],
-                "mdd_bound": bound,
-                "infra_reduced": bool(infra_reduced),
-                "score_above_floor": score_above,
-                "within_noise": within_noise,
-                "not_within_noise_because": why_not,
-                "not_within_noise_short": why_short,
-            }
-        )
-        if change is None:
-            if score_above:
-                change = c
-            else:
-                if within_noise:
-                    last_within = c
-                if recommended is None and infra_reduced and within_noise:
-                    recommended = c
-
-    if candidates and recommended is None:
-        reasons.append(_no_recommendation_reason(evidence, change, alpha))
-
-    # Power: attempts per task needed for a decisive sweep. "conditional" matches the
-    # tests used above (trials independent given the task set); "generalising" adds
-    # the intra-task design effect (would it hold on a fresh sample of tasks?).
-    alpha_plan = alpha / max(1, family_size)
-    ref_infra = ref_cfg["infra_error_rate"]["estimate"] or 0.0
-    best_infra = min(
-        (c["infra_error_rate"]["estimate"] for c in candidates if c["infra_error_rate"]["estimate"] is not None),
-        default=None,
-    )
-    # Plan for the best observed reduction, but never for more than two thirds:
-    # a lucky 0/n in a small sweep must not make the plan look cheap.
-    if best_infra is not None and ref_infra / 3.0 <= best_infra < ref_infra:
-        target_infra, infra_basis = best_infra, "best observed candidate infra rate"
-    elif best_infra is not None and best_infra < ref_infra:
-        target_infra, infra_basis = ref_infra / 3.0, "two-thirds reduction (observed reduction larger; capped)"
-    else:
-        target_infra, infra_basis = ref_infra / 3.0, "assumed two-thirds reduction (no reduction observed)"
-    n_eff_infra = power.n_effective_needed(ref_infra, target_infra, alpha=alpha_plan) if ref_infra > 0 else None
-    base = ref_cfg["score_infra_excluded"]["estimate"] or 0.0
-    n_eff_score = power.n_effective_needed(base, min(1.0, base + target_mdd))
-
-    def need(n_eff: float | None, icc: float) -> int | None:
-        return None if n_eff is None else power.attempts_per_task_needed(n_eff, n_tasks, icc)
-
-    need_infra, need_score = need(n_eff_infra, 0.0), need(n_eff_score, 0.0)
-    gen_infra, gen_score = need(n_eff_infra, icc_infra), need(n_eff_score, icc_pass)
-    needs = [x for x in (need_infra, need_score) if x is not None]
-    gen_missing = (n_eff_infra is not None and gen_infra is None) or (n_eff_score is not None and gen_score is None)
-    planning = {
-        "alpha_per_test": alpha_plan,
-        "infra_reference_rate": ref_infra,
-        "infra_target_rate": target_infra,
-        "infra_target_basis": infra_basis,
-        "target_mdd": target_mdd,
-        "attempts_per_task_for_infra": need_infra,
-        "attempts_per_task_for_score_mdd": need_score,
-        "attempts_per_task_needed": max(needs) if needs else None,
-        "generalising_attempts_per_task_for_infra": gen_infra,
-        "generalising_attempts_per_task_for_score_mdd": gen_score,
-        "generalising_needs_more_tasks": bool(gen_missing),
-        "current_attempts_per_task": min_attempts_per_task,
-        "note": "80% power at alpha / family size. 'generalising' figures include the intra-task "
-        "design effect; None there means no number of attempts suffices with this many tasks: add tasks",
-    }
+    if ref_cfg["n_tasks"] < min_tasks:
+        reasons.append(f"too few tasks: {ref_cfg['n_tasks']} < {min_tasks}")
+    if ref_cfg["attempts_per_task_min"] < min_attempts:
+        reasons.append(f"too few attempts per task: {ref_cfg['attempts_per_task_min']} < {min_attempts}")
+    base["reference"] = ref_cfg["label"]
     if reasons:
-        planning["additional_attempts_per_task"] = (
-            None if planning["attempts_per_task_needed"] is None
-            else max(0, planning["attempts_per_task_needed"] - min_attempts_per_task)
-        )
-        return {
-            "status": "refused",
-            "reasons": reasons,
-            "reference": ref_cfg["label"],
-            "recommended_label": None,
-            "recommended_limit_multiplier": None,
-            "max_within_noise_label": None,
-            "max_within_noise_limit_multiplier": None,
-            "score_changes_at_label": change["label"] if change else None,
-            "score_changes_at_limit_multiplier": change["limit_multiplier"] if change else None,
-            "evidence": evidence,
-            "power": planning,
-        }
-    return {
-        "status": "recommended",
-        "reasons": [],
-        "reference": ref_cfg["label"],
-        "recommended_label": recommended["label"],
-        "recommended_limit_multiplier": recommended["limit_multiplier"],
-        "recommended_request_multiplier": recommended["request_multiplier"],
-        "max_within_noise_label": last_within["label"] if last_within else None,
-        "max_within_noise_limit_multiplier": last_within["limit_multiplier"] if last_within else None,
-        "score_changes_at_label": change["label"] if change else None,
-        "score_changes_at_limit_multiplier": change["limit_multiplier"] if change else None,
-        "summary": (
-            f"publish limit {recommended['label']}: infra errors significantly below {ref_cfg['label']} "
-            f"with the score within noise"
-            + (f"; headroom at or above {change['label']} changes the score" if change else "; no configuration in the sweep significantly changes the score")
-        ),
-        "evidence": evidence,
-        "power": planning,
-    }
+        return {**base, "status": "refused", "reasons": reasons}
+
+    k = len(cand)
+    c_ref = counts[ref]
+    infra = [_infra_test(c_ref, counts[c]) for c in cand]
+    infra_holm = holm([i["p"] for i in infra])
+    score = [score_tests(c_ref, counts[c], margin, alpha, k) for c in cand]
+    change_holm = holm([s["change_p"] for s in score])
+    evidence = []
+    for c, inf, ih, sc, ch in zip(cand, infra, infra_holm, score, change_holm):
+        cfg = configs[c]
+        evidence.append({
+            "label": cfg["label"], "limit_multiplier": cfg["limit_multiplier"],
+            "request_multiplier": cfg["request_multiplier"],
+            "infra_error_rate": cfg["infra_error_rate"], "score": cfg["score_infra_excluded"],
+            "score_basis": "score_infra_excluded", "headline_score": cfg["score_infra_as_failure"],
+            "headline_diff_vs_reference": _diff(cfg["score_infra_as_failure"], ref_cfg["score_infra_as_failure"]),
+            "infra_test": inf["method"], "infra_p": inf["p"], "infra_p_holm": ih,
+            "infra_reduced": bool(ih is not None and ih < alpha),
+            "score_diff_vs_reference": sc["diff"], "score_diff_generalises_to": "new tasks (t interval over tasks)", "score_diff_low95": sc["low95"], "score_diff_high95": sc["high95"],
+            "score_test": "paired t-test over tasks, infra-excluded score", "score_change_p": sc["change_p"],
+            # A significant change inside the margin (TOST also rejects) is a change too small to matter.
+            "score_change_p_holm": ch, "score_changed": bool(ch is not None and ch < alpha
+                                                             and not (sc["tost_p"] is not None and sc["tost_p"] < alpha)),
+            "equivalence_test": f"TOST paired by task, margin ±{100 * margin:g} pts", "tost_p": sc["tost_p"],
+            "equivalent": bool(sc["tost_p"] is not None and sc["tost_p"] < alpha),
+            "mdd": sc["mdd"], "mdd_label": f"paired MDD of the score test (t over {sc['n_tasks']} tasks, 80% power, "
+                                           f"two-sided alpha {alpha / k:.3g} = Holm first step; tasks are the sampling unit, so it "
+                                           "generalises to new tasks)",
+            "n_tasks_paired": sc["n_tasks"], "_se": sc["se"], "_m": sc["mean_attempts"],
+        })
+    total_infra = int(counts[:, :, INFRA].sum())
+    change_i = next((i for i, e in enumerate(evidence) if e["score_changed"]), None)
+    out = {**base, "status": "recommended", "infra_family": f"Holm over the {k} candidates' one-sided infra tests",
+           "score_family": f"Holm over the {k} candidates' paired score tests",
+           "score_changes_at_label": evidence[change_i]["label"] if change_i is not None else None}
+
+    def eligible(i: int) -> bool:
+        e = evidence[i]
+        return (e["infra_reduced"] and (change_i is None or i < change_i)
+                and (e["label"] != UNBOUNDED or e["equivalent"]))
+
+    chosen: int | None = None
+    steps: list[dict[str, Any]] = []
+    if total_infra:
+        for i in range(k):
+            if not eligible(i):
+                continue
+            if chosen is None:
+                chosen = i
+                continue
+            if not evidence[i]["equivalent"]:  # past the first, each step needs positive evidence on the score
+                continue
+            ca, cb = counts[cand[chosen]], counts[cand[i]]
+            step = _infra_test(ca, cb)
+            steps.append({"from": evidence[chosen]["label"], "to": evidence[i]["label"], "p": step["p"]})
+            if step["p"] >= alpha:
+                break
+            chosen = i
+    out["infra_steps"] = steps
+    for e in evidence:
+        e["reading"] = _reading(e)
+    if chosen is None:
+        label, mult = ref_cfg["label"], ref_cfg["limit_multiplier"]
+        why = _why_reference(evidence, change_i, total_infra, margin)
+    else:
+        e = evidence[chosen]
+        label, mult = e["label"], e["limit_multiplier"]
+        why = (f"infra errors {_rate(ref_cfg['infra_error_rate'])} at {ref_cfg['label']} -> {_rate(e['infra_error_rate'])} "
+               f"(one-sided exact test, Holm p {e['infra_p_holm']:.3g})")
+        if steps and steps[-1]["to"] == label:
+            why += f"; significantly fewer than at {steps[-1]['from']} (p {steps[-1]['p']:.3g})"
+    out.update(recommended_label=label, recommended_limit_multiplier=mult, reasons=[why])
+    above = evidence[(chosen + 1 if chosen is not None else 0):]
+    out.update(_settle_line(label, why, above, change_i, evidence, margin, alpha))
+    if not total_infra:  # nothing to remove: the answer needs no score evidence; the unsettled figures stay beside it
+        out["summary"] = f"publish {label}: {why}"
+    for e in evidence:
+        e.pop("_se"), e.pop("_m")
+    out["evidence"] = evidence
+    applied = evidence[chosen] if chosen is not None else evidence[-1]
+    out["mdd_applied"] = {"config": applied["label"], "mdd": applied["mdd"], "label": applied["mdd_label"]}
+    return out
+
+
+def _diff(b: dict[str, Any], a: dict[str, Any]) -> float | None:
+    return None if b.get("estimate") is None or a.get("estimate") is None else b["estimate"] - a["estimate"]
+
+
+def _rate(w: dict[str, Any]) -> str:
+    return "—" if w.get("estimate") is None else f"{100 * w['estimate']:.1f}%"
+
+
+def _reading(e: dict[str, Any]) -> str:
+    parts = ["fewer infra errors" if e["infra_reduced"] else "infra not shown reduced"]
+    if e["score_changed"]:
+        parts.append(f"score changes {_pts(e['score_diff_vs_reference'])}")
+    elif e["equivalent"]:
+        parts.append("score shown unchanged")
+    else:
+        parts.append("score change not settled")
+    return "; ".join(parts)
+
+
+def _why_reference(evidence: list[dict[str, Any]], change_i: int | None, total_infra: int, margin: float) -> str:
+    if total_infra == 0:
+        return "no infra error in any configuration: the strict limit suffices"
+    reduced = [e for e in evidence if e["infra_reduced"]]
+    if not reduced:
+        best = min(evidence, key=lambda e: e["infra_p_holm"] if e["infra_p_holm"] is not None else 2.0)
+        return (f"no tested limit significantly reduces infra errors (one-sided exact test, Holm; smallest Holm p "
+                f"{best['infra_p_holm']:.3g} at {best['label']})")
+    parts = []
+    for e in reduced:
+        i = evidence.index(e)
+        if change_i is not None and i >= change_i:
+            parts.append(f"{e['label']} reduces infra errors but at or above {evidence[change_i]['label']} the score "
+                         f"changes ({_pts(evidence[change_i]['score_diff_vs_reference'])}, paired t Holm p "
+                         f"{evidence[change_i]['score_change_p_holm']:.3g})")
+        else:
+            parts.append(f"{e['label']} reduces infra errors but is not shown to leave the score unchanged "
+                         f"(TOST p {e['tost_p']:.3g}); no limit at all is published only on that evidence"
+                         if e["tost_p"] is not None else f"{e['label']} reduces infra errors; its score is not comparable")
+    return "only limits that cannot be published reduce infra errors: " + "; ".join(parts)
+
+
+def _settle_line(label: str, why: str, above: list[dict[str, Any]], change_i: int | None,
+                 evidence: list[dict[str, Any]], margin: float, alpha: float) -> dict[str, Any]:
+    """The summary: what is published, and whether more headroom changes the score (settled or not, one line)."""
+    stop = evidence[change_i]["label"] if change_i is not None else None
+    unsettled = []
+    for e in above:
+        if e["label"] == stop:
+            break
+        if not e["equivalent"]:
+            unsettled.append(e)
+    head = f"publish {label}: {why}"
+    if stop is not None:
+        ch = evidence[change_i]  # type: ignore[index]
+        tail = f"; from {stop} the score changes ({_pts(ch['score_diff_vs_reference'])}, paired t Holm p " \
+               f"{ch['score_change_p_holm']:.3g}): more headroom changes what is measured"
+    else:
+        tail = ""
+    if not unsettled:
+        if above and stop != (above[0]["label"] if above else None):
+            tail = f"; more memory up to {above[-1]['label'] if stop is None else stop} is shown not to change the " \
+                   f"score (TOST, ±{100 * margin:g} pts)" + tail
+        return {"settled": True, "summary": head + tail, "unsettled": None}
+    widest = max(unsettled, key=lambda e: (e["score_diff_high95"] or 0) - (e["score_diff_low95"] or 0))
+    half = None if widest["score_diff_high95"] is None else (widest["score_diff_high95"] - widest["score_diff_low95"]) / 2
+    need = max((n for n in (attempts_to_settle(e["_se"], e["_m"], margin, alpha) for e in unsettled) if n), default=None)
+    line = (f"publish {label}; whether more memory changes the score is not settled by this data: "
+            + (f"±{100 * half:.1f} points at 95% ({widest['label']} − reference {_pts(widest['score_diff_vs_reference'])})"
+               if half is not None else "no paired score to compare")
+            + (f", {need} attempts per task would settle it (TOST ±{100 * margin:g} pts, 80% power)" if need else ""))
+    return {"settled": False, "summary": line + tail,
+            "unsettled": {"labels": [e["label"] for e in unsettled], "half_width95": half,
+                          "attempts_per_task_to_settle": need, "line": line}}

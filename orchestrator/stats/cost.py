@@ -15,6 +15,13 @@ it -- per attempt: reported total / reporting trials; per solved: reported total
 (``n_cost`` of ``n`` trials, ``passed_with_cost`` of ``passed`` passes) so a
 reader sees what the number stands on. Latency is always measured, so its
 coverage is complete.
+
+WHERE the figures come from: a trial's tokens and cost are the model gateway's
+measurement when the run had one (``usage_source = gateway``), else the agent's
+own report, which a buggy or hostile agent is free to get wrong. ``n_cost_gateway``
+and ``n_tokens_gateway`` say how many of the reporting trials were measured, and
+``cost_source`` / ``tokens_source`` sum that up as ``gateway``, ``self-reported``,
+``mixed`` or None (nothing reported), so a renderer labels every figure.
 """
 
 from __future__ import annotations
@@ -48,9 +55,22 @@ class CostLatency:
     tokens_in_per_attempt: float | None  # over trials that reported input tokens
     tokens_out_per_attempt: float | None  # over trials that reported output tokens
     tokens_per_solved: float | None  # (in + out) over trials reporting both / their passes
+    n_cost_gateway: int = 0  # of the n_cost trials, those the gateway measured
+    n_tokens_gateway: int = 0  # of the n_tokens trials, likewise
+    cost_source: str | None = None  # gateway | self-reported | mixed | None
+    tokens_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def usage_source(reported: int, measured: int) -> str | None:
+    """What ``reported`` figures stand on when ``measured`` of them came from the gateway."""
+    if reported <= 0:
+        return None
+    if measured >= reported:
+        return "gateway"
+    return "self-reported" if measured <= 0 else "mixed"
 
 
 def _per(total: float, count: int) -> float | None:
@@ -72,6 +92,8 @@ def cost_latency(
     tokens_sum: float = 0.0,
     n_tokens: int = 0,
     passed_with_tokens: int = 0,
+    n_cost_gateway: int = 0,
+    n_tokens_gateway: int = 0,
 ) -> CostLatency:
     """Assemble cost/latency from sums computed vectorised by the caller.
 
@@ -100,4 +122,8 @@ def cost_latency(
         tokens_in_per_attempt=_per(tokens_in_sum, n_tokens_in),
         tokens_out_per_attempt=_per(tokens_out_sum, n_tokens_out),
         tokens_per_solved=_per(tokens_sum, passed_with_tokens) if n_tokens > 0 else None,
+        n_cost_gateway=int(n_cost_gateway),
+        n_tokens_gateway=int(n_tokens_gateway),
+        cost_source=usage_source(int(n_cost), int(n_cost_gateway)),
+        tokens_source=usage_source(int(n_tokens), int(n_tokens_gateway)),
     )

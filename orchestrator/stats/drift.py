@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy import stats
-
 from statsmodels.stats.multitest import multipletests
 
 ALPHA = 0.05
@@ -96,19 +95,38 @@ def _trend(y: np.ndarray, block: np.ndarray, strata: np.ndarray, units: np.ndarr
             "p": p, "direction": "increasing" if slope > 0 else "decreasing" if slope < 0 else "flat", "note": None}
 
 
+def _times(col: pd.Series) -> pd.Series:
+    """Start times as UTC timestamps; a missing or unparseable time is NaT (never a block index)."""
+    if pd.api.types.is_datetime64_any_dtype(col):
+        return pd.to_datetime(col, utc=True)
+    text = col.astype(object).where(col.notna() & (col.astype(str).str.strip() != ""), None)
+    return pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce")
+
+
 def drift_check(df: pd.DataFrame, *, n_blocks: int = N_BLOCKS, alpha: float = ALPHA,
                 min_trials: int = MIN_TRIALS) -> dict[str, Any]:
     """Drift of the pass and infra-error rates across time blocks, within (configuration, task) strata.
 
     ``df`` is the trial frame; it needs ``started_at`` (ISO time) or ``plan_order`` to order trials.
+    Trials without a start time are left out (``n_without_time`` says how many).
     """
     out: dict[str, Any] = {"method": "score test for a logistic slope on the time-block index with a fixed effect per "
                                      "configuration x task, sandwich clustered on task x attempt; Bonferroni over the "
                                      "two rates",
-                           "alpha": alpha, "n_blocks": n_blocks, "flagged": False, "blocks": []}
-    if "started_at" in df.columns and df["started_at"].notna().all():
-        when = pd.to_datetime(df["started_at"], utc=True, format="ISO8601")
-        out["ordered_by"] = "start time"
+                           "alpha": alpha, "n_blocks": n_blocks, "flagged": False, "blocks": [],
+                           "n_trials": int(len(df)), "n_without_time": 0}
+    if "started_at" in df.columns:
+        # A trial without a recorded start time (an imported one, or '' in a store written before schema 5)
+        # has no place in time: it is left out, and the report says how many were.
+        when = _times(df["started_at"])
+        has_time = when.notna().to_numpy()
+        out["n_without_time"] = int((~has_time).sum())
+        if not has_time.any():
+            out["note"] = f"not testable: none of the {len(df)} trials recorded a start time"
+            return out
+        df, when = df[has_time], when[has_time]
+        out["ordered_by"] = "start time" + (f" ({out['n_without_time']} trial(s) without one left out)"
+                                            if out["n_without_time"] else "")
     elif "plan_order" in df.columns:
         when = pd.to_datetime(df["plan_order"], unit="s", utc=True)
         out["ordered_by"] = "plan order (no start times recorded)"
@@ -116,7 +134,7 @@ def drift_check(df: pd.DataFrame, *, n_blocks: int = N_BLOCKS, alpha: float = AL
         out["note"] = "not testable: trials carry no start time or plan order"
         return out
     if len(df) < min_trials:
-        out["note"] = f"not testable: {len(df)} trials, need {min_trials}"
+        out["note"] = f"not testable: {len(df)} trials with a start time, need {min_trials}"
         return out
     rank = when.rank(method="first").to_numpy() - 1
     block = np.floor(rank * n_blocks / len(df)).astype(int)

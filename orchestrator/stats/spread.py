@@ -3,10 +3,12 @@
 WHY: a single run's score is one draw. Repeating the whole benchmark and
 reporting the mean AND the standard deviation across repeats (with the range)
 shows how large a difference between two leaderboard entries must be before it
-means anything. The "run" here is the repeat index ``attempt``: attempt r of
-every task forms run r. Sample SD (ddof=1) is the headline because the repeats
-are a sample of possible runs; the population SD is kept for comparison with
-sources that print it.
+means anything. The "run" is a real run whenever there is one: for imported
+results, each source run (a Terminal-Bench run directory, a Harbor job) of a
+configuration. Only a native sweep, which has no runs of its own, uses the
+repeat index ``attempt``: attempt r of every task forms run r. ``basis`` says
+which. Sample SD (ddof=1) is the headline because the repeats are a sample of
+possible runs; the population SD is kept for comparison with sources that print it.
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ class Spread:
     sd_population: float | None  # ddof = 0
     min: float | None
     max: float | None
+    basis: str = "attempt index"  # source runs (imports) | attempt index (a native sweep)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def spread_from_counts(passed: np.ndarray, n: np.ndarray, max_listed: int = 200) -> Spread:
-    """Spread from per-run passes and trials (arrays indexed by attempt).
+def spread_from_counts(passed: np.ndarray, n: np.ndarray, max_listed: int = 200,
+                       basis: str = "attempt index") -> Spread:
+    """Spread from per-run passes and trials (arrays indexed by run: a source run, or an attempt index).
 
     Runs with no trials are skipped. ``run_scores`` lists at most
     ``max_listed`` runs (the summary statistics always use all of them) so a
@@ -44,7 +48,7 @@ def spread_from_counts(passed: np.ndarray, n: np.ndarray, max_listed: int = 200)
     scores = passed[m] / n[m]
     r = len(scores)
     if r == 0:
-        return Spread(0, [], None, None, None, None, None)
+        return Spread(0, [], None, None, None, None, None, basis)
     sd = float(np.std(scores, ddof=1)) if r > 1 else None
     return Spread(
         n_runs=r,
@@ -54,4 +58,5 @@ def spread_from_counts(passed: np.ndarray, n: np.ndarray, max_listed: int = 200)
         sd_population=float(np.std(scores, ddof=0)),
         min=float(scores.min()),
         max=float(scores.max()),
+        basis=basis,
     )

@@ -73,7 +73,7 @@ def make_sweep(
     w = rng.random(total)
     outcome_code = np.where(w < q, 3, np.where(u < p, 0, np.where(v < 0.85, 1, np.where(v < 0.99, 2, 4))))
     outcomes = np.array(["passed", "failed", "timeout", "infra_error", "harness_error"], dtype=object)
-    reasons = np.where(outcome_code == 3, np.where(rng.random(total) < 0.85, "oom_killed", "evicted"), None)
+    reasons = np.where(outcome_code == 3, np.where(rng.random(total) < 0.85, "oom_killed", "evicted"), None)  # type: ignore[call-overload]  # numpy's stubs reject a None fill; object arrays take it
     lim_mult = np.array([c.limit_multiplier for c in configs])[cfg]
     peak = base_mem[task] * rng.lognormal(0.0, 0.3, size=total)
     names = np.array([f"task-{i:04d}" for i in range(n_tasks)], dtype=object)

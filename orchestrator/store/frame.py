@@ -44,8 +44,9 @@ SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.at
        CAST({_capped('e.tokens_out')} + COALESCE(r.tokens_out, 0) AS REAL) AS tokens_out,
        CAST(e.peak_memory_bytes AS REAL) AS peak_memory_bytes,
        CAST(e.limit_memory_bytes AS REAL) AS memory_limit_bytes,
-       e.enforcement, e.qos_class, e.started_at, t.ord AS plan_order,
-       {{overcommit}}
+       e.enforcement, e.qos_class, NULLIF(e.started_at, '') AS started_at, t.ord AS plan_order,
+       CAST(e.reward AS REAL) AS reward, {{source_run}},
+       {{overcommit}}, {{usage_source}}
 FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
 LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM({_capped('cost_usd')}) AS cost_usd,
                   SUM({_capped('tokens_in')}) AS tokens_in, SUM({_capped('tokens_out')}) AS tokens_out
@@ -57,6 +58,12 @@ OVERCOMMIT = ("overcommit_ratio", "overcommit_beside_unbounded", "overcommit_mem
 # Stores older than schema 3 opened read-only have no such columns: the frame then carries NULLs.
 _OVERCOMMIT_SELECT = {True: ", ".join(f"CAST(e.{c} AS REAL) AS {c}" for c in OVERCOMMIT),
                       False: ", ".join(f"CAST(NULL AS REAL) AS {c}" for c in OVERCOMMIT)}
+# Stores older than schema 4 have no usage_source: what they hold was self-reported (the migration says so).
+_USAGE_SOURCE_SELECT = {True: "e.usage_source AS usage_source",
+                        False: "CASE WHEN COALESCE(e.tokens_in, e.tokens_out, e.cost_usd) IS NOT NULL "
+                               "THEN 'self-reported' END AS usage_source"}
+# Imported trials name the run they came from (schema 5); older stores opened read-only carry NULL.
+_SOURCE_RUN_SELECT = {True: "t.source_run AS source_run", False: "CAST(NULL AS TEXT) AS source_run"}
 # The outcome and reason are read in this version's taxonomy (an older failed(abstained) row is
 # abstained): see orchestrator.spec.outcome.current_outcome.
 # Cost, tokens and time of a trial include its retried tries: they were really spent to
@@ -66,22 +73,27 @@ _OVERCOMMIT_SELECT = {True: ", ".join(f"CAST(e.{c} AS REAL) AS {c}" for c in OVE
 INTEGER = ("attempt", "plan_order")
 USAGE = ("cost_usd", "tokens_in", "tokens_out")
 NUMERIC = ("request_multiplier", "limit_multiplier", "duration_s", "cost_usd", "tokens_in", "tokens_out",
-           "peak_memory_bytes", "memory_limit_bytes", *OVERCOMMIT)
+           "peak_memory_bytes", "memory_limit_bytes", "reward", *OVERCOMMIT)
 
 
-def read_trial_frame(path: Path, run_id: str, *, immutable: bool = False, with_overcommit: bool = True) -> pd.DataFrame:
+def read_trial_frame(path: Path, run_id: str, *, immutable: bool = False, with_overcommit: bool = True,
+                     with_usage_source: bool = True, with_source_run: bool = True) -> pd.DataFrame:
     """One row per trial with a final result, plus its cluster; opened read-only.
 
     ``immutable``: the file sits where nothing can write (a read-only mount), so SQLite
     cannot make its WAL index there; it is then read as the immutable file it is.
-    ``with_overcommit``: the store has schema 3's overcommit columns.
+    ``with_overcommit``: the store has schema 3's overcommit columns; ``with_usage_source``: schema 4's
+    usage_source (the final try's: a run's tries all had the gateway or none did); ``with_source_run``:
+    schema 5's ``trials.source_run``. A start time that was not recorded is NULL (NaT in the frame), never ''.
     """
     import adbc_driver_sqlite.dbapi as adbc  # heavy import, only when a report is made
 
     uri = f"{Path(path).resolve().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")
     with adbc.connect(uri) as conn, conn.cursor() as cur:
         cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": _ONE_BATCH})
-        cur.execute(TRIAL_QUERY.format(overcommit=_OVERCOMMIT_SELECT[with_overcommit]), (run_id,))
+        cur.execute(TRIAL_QUERY.format(overcommit=_OVERCOMMIT_SELECT[with_overcommit],
+                                       usage_source=_USAGE_SOURCE_SELECT[with_usage_source],
+                                       source_run=_SOURCE_RUN_SELECT[with_source_run]), (run_id,))
         table = cur.fetch_arrow_table()
         cur.execute("SELECT task_id, cluster_id FROM tasks WHERE run_id = ?", (run_id,))
         clusters = dict(zip(*(c.to_pylist() for c in cur.fetch_arrow_table().columns)))

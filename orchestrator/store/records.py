@@ -31,7 +31,7 @@ class ExecutionRecord:
     try_index: int
     status: str  # finished | abandoned | running
     final: bool
-    started_at: str
+    started_at: str | None  # None: not recorded (imported results without times); stored as NULL, never ''
     finished_at: str | None
     outcome: str | None
     reason: str | None = None
@@ -49,6 +49,7 @@ class ExecutionRecord:
     tokens_out: float | None = None
     cost_usd: float | None = None
     evidence: dict[str, Any] | None = None
+    usage_source: str | None = None  # gateway | self-reported | None (no usage recorded)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class TrialRecord:
     seed: int
     order: int
     executions: list[ExecutionRecord] = field(default_factory=list)
+    source_run: str | None = None  # imported trials: the source run (job, run directory) they came from
 
 
 @dataclass(frozen=True)

@@ -18,21 +18,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import UserError
 from orchestrator.processes import pid_alive
-from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.facts import GATEWAY, SELF_REPORTED, TrialFacts
 from orchestrator.spec.outcome import current_outcome
 from orchestrator.spec.resources import TASK_BAND, ResourceConfig
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStatus, TryRecord
-from orchestrator.store.frame import read_trial_frame
 from orchestrator.store.records import AXES, ExecutionRecord, RunRecord, TaskRecord, TrialRecord
 from orchestrator.trial_outputs import usage_value
+
+if TYPE_CHECKING:  # pandas loads with the first frame read: `headroom --help` and `runs` stay fast
+    import pandas as pd
 
 
 APPLICATION_ID = 1213415757  # 'HRDM', set by schema.sql
@@ -56,6 +56,7 @@ class RunInfo:
     enforcement: str
     spec: dict[str, Any]
     axis: str = "resources"  # resources (a sweep) | labels (agents, models, imports)
+    owner: str | None = None  # host:pid of the process executing it, while one does (claim/release)
 
 
 def read_only_reason(path: Path) -> str | None:
@@ -139,7 +140,36 @@ class Store:
                 self.db.execute(f"""UPDATE executions SET {', '.join(f"{c} = ({OVERCOMMIT_FROM_EVIDENCE[c]})"
                                                                       for c in OVERCOMMIT_COLUMNS)}
                                     WHERE EXISTS (SELECT 1 FROM evidence v WHERE {_SAME_TRY})""")
+        if version < 4:
+            # Usage recorded before schema 4 came from the agent's own report (there was no gateway).
+            with self._tx():
+                if "usage_source" not in {r[1] for r in self.db.execute("PRAGMA table_info(executions)")}:
+                    self.db.execute("ALTER TABLE executions ADD COLUMN usage_source TEXT")
+                self.db.execute(f"UPDATE executions SET usage_source = '{SELF_REPORTED}' WHERE usage_source IS NULL "
+                                "AND (tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR cost_usd IS NOT NULL)")
+        if version < 5:  # after every earlier step: the rebuild copies the columns they added
+            self._migrate_times_and_source_runs()
         self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _migrate_times_and_source_runs(self) -> None:
+        """Schema 5: a time that was not recorded is NULL, never ''; imported trials name their source run.
+
+        SQLite cannot drop a NOT NULL constraint in place, so ``executions`` is rebuilt from
+        schema.sql's definition (in one transaction) and every '' time becomes NULL.
+        """
+        ddl = re.search(r"CREATE TABLE IF NOT EXISTS executions \((.*?)\n\);", _SCHEMA_SQL, re.S)
+        assert ddl is not None  # schema.sql defines it
+        with self._tx():
+            if "source_run" not in {r[1] for r in self.db.execute("PRAGMA table_info(trials)")}:
+                self.db.execute("ALTER TABLE trials ADD COLUMN source_run TEXT")
+            self.db.execute(f"CREATE TABLE executions_v5 ({ddl.group(1)}\n)")
+            cols = ", ".join(EXECUTION_COLUMNS)
+            self.db.execute(f"INSERT INTO executions_v5 ({cols}) SELECT {cols} FROM executions")
+            self.db.execute("DROP TABLE executions")
+            self.db.execute("ALTER TABLE executions_v5 RENAME TO executions")
+            self.db.execute("CREATE INDEX IF NOT EXISTS executions_final ON executions(run_id, final)")
+            self.db.execute("UPDATE executions SET started_at = NULL WHERE started_at = ''")
+            self.db.execute("UPDATE executions SET finished_at = NULL WHERE finished_at = ''")
 
     def _check_version(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -170,7 +200,7 @@ class Store:
         return None
 
     @classmethod
-    def open_existing(cls, path: Path | str) -> "Store":
+    def open_existing(cls, path: Path | str) -> Store:
         """Open a store to read it (report, runs, compare): never creates or changes anything."""
         p = Path(path)
         if not p.is_file():
@@ -184,7 +214,7 @@ class Store:
         return store
 
     @classmethod
-    def open_for_resume(cls, path: Path | str) -> "Store":
+    def open_for_resume(cls, path: Path | str) -> Store:
         Store.open_existing(path).close()  # the same checks, before anything is written
         return cls(path)
 
@@ -210,7 +240,7 @@ class Store:
                 [(run_id, t.id, t.digest, t.cluster_id, t.spec.model_dump_json()) for t in tasks],
             )
             self.db.executemany(
-                "INSERT INTO trials VALUES (?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO trials ({TRIAL_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
                 [
                     (run_id, t.trial_id, t.task_id, t.config.label, t.config.request_multiplier,
                      t.config.limit_multiplier, t.attempt, t.seed, t.order)
@@ -248,9 +278,27 @@ class Store:
         return [
             RunInfo(r["run_id"], r["name"], r["status"], r["created_at"], r["finished_at"], r["backend"],
                     r["enforcement"], json.loads(r["spec_json"]),
-                    r["axis"] if "axis" in r.keys() else "resources")  # a read-only store from before schema 2
+                    r["axis"] if "axis" in r.keys() else "resources",  # a read-only store from before schema 2
+                    r["owner"])
             for r in rows
         ]
+
+    def run_summaries(self) -> dict[str, dict[str, Any]]:
+        """Per run: trials planned, final results, passes among them, and the last try's start or end (its heartbeat).
+
+        What `headroom runs` lists; three grouped scans, so a large store still lists at once.
+        """
+        out: dict[str, dict[str, Any]] = {
+            r[0]: {"planned": int(r[1]), "final": 0, "passed": 0, "last_activity": None}
+            for r in self.db.execute("SELECT run_id, COUNT(*) FROM trials GROUP BY run_id")
+        }
+        for run_id, final, passed in self.db.execute(
+                "SELECT run_id, COUNT(*), SUM(outcome = 'passed') FROM executions WHERE final = 1 GROUP BY run_id"):
+            out.setdefault(run_id, {"planned": 0, "last_activity": None}).update(final=int(final), passed=int(passed or 0))
+        for run_id, last in self.db.execute(
+                "SELECT run_id, MAX(COALESCE(finished_at, started_at)) FROM executions GROUP BY run_id"):
+            out.setdefault(run_id, {"planned": 0, "final": 0, "passed": 0})["last_activity"] = last
+        return out
 
     def run(self, run_id: str | None = None) -> RunInfo:
         runs = self.runs()
@@ -325,19 +373,18 @@ class Store:
 
     def finish_try(self, run_id: str, trial_id: str, try_index: int, facts: TrialFacts, verdict: Verdict, final: bool) -> bool:
         """Record a try's result; False (and nothing written) if the try is no longer running."""
-        ar = facts.agent_result
+        *usage, source = usage_columns(facts)
         with self._tx():
             cur = self.db.execute(
                 """UPDATE executions SET status='finished', final=?, finished_at=?, outcome=?, reason=?, reward=?,
                    enforcement=?, qos_class=?, request_cpus=?, request_memory_bytes=?, limit_cpus=?, limit_memory_bytes=?,
                    peak_memory_bytes=?, cpu_time_s=?, duration_s=?, tokens_in=?, tokens_out=?, cost_usd=?,
-                   overcommit_ratio=?, overcommit_beside_unbounded=?, overcommit_memory_pressure=?
+                   overcommit_ratio=?, overcommit_beside_unbounded=?, overcommit_memory_pressure=?, usage_source=?
                    WHERE run_id=? AND trial_id=? AND try=? AND status='running'""",
                 (int(final), now(), verdict.outcome.value, verdict.reason.value if verdict.reason else None, facts.reward, facts.enforcement, facts.qos_class,
                  facts.request_cpus, facts.request_memory_bytes, facts.limit_cpus, facts.limit_memory_bytes,
-                 facts.peak_memory_bytes, facts.cpu_time_s, facts.duration_s, _usage(ar, "tokens_in"),
-                 _usage(ar, "tokens_out"), _usage(ar, "cost_usd"), *overcommit_values(facts.extra),
-                 run_id, trial_id, try_index),
+                 facts.peak_memory_bytes, facts.cpu_time_s, facts.duration_s, *usage,
+                 *overcommit_values(facts.extra), source, run_id, trial_id, try_index),
             )
             if cur.rowcount != 1:
                 return False
@@ -380,9 +427,35 @@ class Store:
         Built for a million rows: read column by column (orchestrator.store.frame).
         Cost, tokens and time include the trial's retried tries.
         """
+        from orchestrator.store.frame import read_trial_frame
+
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         return read_trial_frame(self.path, run_id, immutable=read_only_reason(self.path) is not None,
-                                with_overcommit=version >= 3)
+                                with_overcommit=version >= 3, with_usage_source=version >= 4,
+                                with_source_run=version >= 5)
+
+    def rule_frame(self, run_id: str) -> pd.DataFrame:
+        """The trial frame plus, for an imported run, each trial's own verdict as its source recorded it.
+
+        The scoring rules (orchestrator.stats.scoring_rules) read these columns: the source format,
+        Terminal-Bench's ``is_resolved`` and ``failure_mode``, Harbor's exception type and rewards.
+        A native run carries none; its trials are read by their outcomes.
+        """
+        df = self.trial_frame(run_id)
+        if not self.run(run_id).backend.startswith("import:") or df.empty:
+            return df
+        rows = self.db.execute(
+            """SELECT t.ord, json_extract(v.json, '$.source'), json_extract(v.json, '$.is_resolved'),
+                      json_extract(v.json, '$.failure_mode'), json_extract(v.json, '$.exception.type'),
+                      json_extract(v.json, '$.rewards')
+               FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
+               JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
+               WHERE e.run_id = ? AND e.final = 1""", (run_id,)).fetchall()
+        import pandas as pd
+
+        src = pd.DataFrame([tuple(r) for r in rows], columns=["plan_order", "source_kind", "tb_resolved", "tb_mode",
+                                                              "h_exception", "h_rewards"])
+        return df.merge(src, on="plan_order", how="left")
 
     def cpu_frame(self, run_id: str) -> pd.DataFrame:
         """Per final try: CPU time, the steps' wall time and the quota's throttling (orchestrator.store.cpu)."""
@@ -442,9 +515,9 @@ class Store:
                 [(run_id, t.task_id, t.digest, t.cluster_id, json.dumps(t.spec, sort_keys=True)) for t in tasks],
             )
             self.db.executemany(
-                "INSERT INTO trials VALUES (?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO trials ({TRIAL_COLUMNS}, source_run) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 [(run_id, t.trial_id, t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,
-                  t.seed, t.order) for t in trials],
+                  t.seed, t.order, t.source_run) for t in trials],
             )
             rows, evidence = [], []
             for t in trials:
@@ -454,7 +527,9 @@ class Store:
                                  e.request_memory_bytes, e.limit_cpus, e.limit_memory_bytes, e.peak_memory_bytes,
                                  e.cpu_time_s, e.duration_s, _capped("tokens_in", e.tokens_in),
                                  _capped("tokens_out", e.tokens_out), _capped("cost_usd", e.cost_usd),
-                                 *overcommit_values((e.evidence or {}).get("extra") or {})))
+                                 *overcommit_values((e.evidence or {}).get("extra") or {}),
+                                 e.usage_source or (SELF_REPORTED if (e.tokens_in, e.tokens_out, e.cost_usd)
+                                                    != (None, None, None) else None)))
                     if e.evidence is not None:
                         evidence.append((run_id, t.trial_id, e.try_index, json.dumps(e.evidence, sort_keys=True)))
             self.db.executemany(f"INSERT INTO executions ({', '.join(EXECUTION_COLUMNS)}) "
@@ -483,22 +558,25 @@ class Store:
                 request_memory_bytes=r["request_memory_bytes"], limit_cpus=r["limit_cpus"],
                 limit_memory_bytes=r["limit_memory_bytes"], peak_memory_bytes=r["peak_memory_bytes"],
                 cpu_time_s=r["cpu_time_s"], duration_s=r["duration_s"], tokens_in=r["tokens_in"],
-                tokens_out=r["tokens_out"], cost_usd=r["cost_usd"], evidence=evidence.get((r["trial_id"], r["try"]))))
+                tokens_out=r["tokens_out"], cost_usd=r["cost_usd"], evidence=evidence.get((r["trial_id"], r["try"])),
+                usage_source=r["usage_source"] if "usage_source" in r.keys() else None))
         trials = [TrialRecord(r["trial_id"], r["task_id"], r["config_label"], r["request_multiplier"],
-                              r["limit_multiplier"], r["attempt"], r["seed"], r["ord"], tries.get(r["trial_id"], []))
+                              r["limit_multiplier"], r["attempt"], r["seed"], r["ord"], tries.get(r["trial_id"], []),
+                              source_run=r["source_run"] if "source_run" in r.keys() else None)
                   for r in self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY ord", (run_id,))]
         return run, tasks, trials
 
     # -- plumbing ----------------------------------------------------------------------
-    def _tx(self) -> "_Tx":
+    def _tx(self) -> _Tx:
         return _Tx(self.db)
 
 
+TRIAL_COLUMNS = "run_id, trial_id, task_id, config_label, request_multiplier, limit_multiplier, attempt, seed, ord"
 EXECUTION_COLUMNS = (
     "run_id", "trial_id", "try", "status", "final", "started_at", "finished_at", "outcome", "reason", "reward",
     "enforcement", "qos_class", "request_cpus", "request_memory_bytes", "limit_cpus", "limit_memory_bytes",
     "peak_memory_bytes", "cpu_time_s", "duration_s", "tokens_in", "tokens_out", "cost_usd",
-    "overcommit_ratio", "overcommit_beside_unbounded", "overcommit_memory_pressure",
+    "overcommit_ratio", "overcommit_beside_unbounded", "overcommit_memory_pressure", "usage_source",
 )
 OVERCOMMIT_COLUMNS = {"overcommit_ratio": "REAL", "overcommit_beside_unbounded": "INTEGER",
                       "overcommit_memory_pressure": "INTEGER"}
@@ -516,13 +594,28 @@ def overcommit_values(extra: dict[str, Any]) -> tuple[float | None, int | None, 
     rec = extra.get("overcommit")
     if not isinstance(rec, dict):
         return None, None, None
-    flag = (lambda v: None if v is None else int(bool(v)))
+
+    def flag(v: object) -> int | None:
+        return None if v is None else int(bool(v))
+
     return _num(rec.get("ratio_max")), flag(rec.get("unbounded_in_flight")), flag(rec.get("node_memory_pressure"))
 
 
 def _usage(ar: dict[str, Any], key: str) -> float | None:
     """A self-reported count or cost as stored: within its cap, else not reported (sums stay finite)."""
     return _capped(key, ar.get(key))
+
+
+def usage_columns(facts: TrialFacts) -> tuple[float | None, float | None, float | None, str | None]:
+    """tokens_in, tokens_out, cost_usd and usage_source of a try: the gateway's measurement when the try
+    had one (even zero calls is a measurement), else the agent's own report, labelled as such."""
+    if facts.model_usage is not None:
+        u = facts.model_usage
+        return (_capped("tokens_in", u.tokens_in), _capped("tokens_out", u.tokens_out),
+                _capped("cost_usd", u.cost_usd), GATEWAY)
+    ar = facts.agent_result
+    values = (_usage(ar, "tokens_in"), _usage(ar, "tokens_out"), _usage(ar, "cost_usd"))
+    return (*values, SELF_REPORTED if any(v is not None for v in values) else None)
 
 
 def _capped(key: str, v: Any) -> float | None:

@@ -29,6 +29,36 @@ def required_files(spec: TaskSpec, path: Path) -> tuple[str, ...]:
     return REQUIRED_FILES
 
 
+def crlf_scripts(path: Path) -> list[str]:
+    """The task's shell scripts (``*.sh``, or a ``#!`` first line) with Windows (CRLF) line endings.
+
+    The shell reads the ``\r`` as part of each command (``#!/bin/bash\r`` is not found, ``cd dir\r``
+    fails), so such a task would end every trial as a harness error: refused when it is loaded.
+    """
+    found = []
+    for f in sorted(path.rglob("*")):
+        if not f.is_file() or "__pycache__" in f.parts or f.stat().st_size > 1 << 20:
+            continue
+        try:
+            with f.open("rb") as fh:
+                head = fh.read(2)
+                if not (f.suffix == ".sh" or head == b"#!"):
+                    continue
+                if b"\r\n" in head + fh.read():
+                    found.append(f.relative_to(path).as_posix())
+        except OSError:
+            continue  # unreadable files are reported by the checks that need them
+    return found
+
+
+def crlf_problem(path: Path) -> str | None:
+    bad = crlf_scripts(path)
+    if not bad:
+        return None
+    return (f"{', '.join(bad)} {'has' if len(bad) == 1 else 'have'} Windows (CRLF) line endings; the shell would fail "
+            "on every trial: convert with `sed -i 's/\\r$//' FILE` (or dos2unix)")
+
+
 def digest_dir(path: Path) -> str:
     """sha256 over relative paths and contents, so any edit to a task changes its digest."""
     h = hashlib.sha256()
@@ -66,6 +96,8 @@ def load_task(path: Path) -> Task:
     for rel in required_files(spec, path):
         if not (path / rel).is_file():
             raise SpecError("required file is missing", file=str(path / rel))
+    if (crlf := crlf_problem(path)) is not None:
+        raise SpecError(crlf, file=str(path))
     try:
         instruction = (path / "instruction.md").read_text(encoding="utf-8")
         digest = digest_dir(path)

@@ -121,8 +121,8 @@ class Judged:
         """The response preferred in both orders, or None."""
         if self.ab is None or self.ba is None:
             return None
-        first = "a" if self.ab == "first" else "b"
-        second = "b" if self.ba == "first" else "a"
+        first: Choice = "a" if self.ab == "first" else "b"
+        second: Choice = "b" if self.ba == "first" else "a"
         return first if first == second else None
 
 
@@ -160,7 +160,7 @@ def calibrate(judged: list[Judged]) -> dict[str, Any]:
     if labelled:
         table = np.zeros((2, 2))
         for j in labelled:
-            table["ab".index(j.consistent_choice), "ab".index(j.pair.human)] += 1  # type: ignore[arg-type]
+            table["ab".index(j.consistent_choice), "ab".index(j.pair.human)] += 1  # type: ignore[arg-type, index]
         if table.sum(axis=0).min() == 0 and table.sum(axis=1).min() == 0 and np.trace(table) == table.sum():
             kappa = {"kappa": 1.0, "ci95": [1.0, 1.0], "n": len(labelled)}
         else:

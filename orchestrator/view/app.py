@@ -12,10 +12,11 @@ from __future__ import annotations
 import html
 import json
 import re
+import sqlite3
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from markdown_it import MarkdownIt
 from starlette.applications import Starlette
@@ -23,16 +24,17 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from orchestrator.artifacts import reader
 from orchestrator.errors import UserError
 from orchestrator.report import comparison, document, heatmap, markdown
 from orchestrator.report.text import mib
-from orchestrator.store.sqlite import Store
-from orchestrator.view import data, figures
+from orchestrator.store.sqlite import Store, read_only_reason
+from orchestrator.view import artifacts, data, figures
 
 HERE = files("orchestrator.view")
 PLOTLY_JS = files("plotly") / "package_data" / "plotly.min.js"
@@ -45,6 +47,16 @@ def count(value: float | int | None) -> str:
     if value is None:
         return "—"
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def size(value: int | None) -> str:
+    """Bytes as a reader counts them: 812 B, 3.4 KiB, 64.0 MiB."""
+    if value is None:
+        return "—"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value} B"
 
 
 def _md() -> MarkdownIt:
@@ -64,11 +76,13 @@ def run_body(doc: dict[str, Any], run_id: str) -> str:
     def href(task: str, label: str) -> str:
         return f"/runs/{run_id}/cell?" + urlencode({"task": task, "config": label})
 
-    grid = ('<h2 id="heatmap">Tasks × configurations</h2><p>Each cell: passed/attempts, coloured by pass rate; '
+    grid = ('<h2 id="heatmap">Tasks × configurations</h2><p>Each cell: passed/attempts, coloured by pass rate, with its infra errors and timeouts; '
             "click a cell for its trials and every try's evidence.</p>"
             + heatmap.render(stats["tasks"], stats["config_order"], href=href))
-    if _PER_TASK.search(body):
-        body = _PER_TASK.sub(lambda _: grid, body, count=1)
+    # The page leads with the summary and the heatmap; the per-task table it replaces is dropped.
+    body = _PER_TASK.sub("", body, count=1)
+    if "<h2>Setup</h2>" in body:
+        body = body.replace("<h2>Setup</h2>", grid + "<h2>Setup</h2>", 1)
     else:
         body += grid
     plot = ('<h2 id="plots">Plots</h2><div id="rates-plot" class="plot"></div>'
@@ -85,6 +99,7 @@ def create_app(store_path: Path) -> Starlette:
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["mib"] = mib
     templates.env.filters["count"] = count
+    templates.env.filters["bytes"] = size
     docs = data.DocumentCache()
 
     def open_store() -> Store:
@@ -113,7 +128,10 @@ def create_app(store_path: Path) -> Starlette:
         store = open_store()
         try:
             info = run_or_404(store, run_id)
-            doc = docs.get(store, run_id)
+            try:
+                doc = docs.get(store, run_id, rules=request.query_params.get("rules") or None)
+            except UserError as exc:  # ?rules= naming a rule that does not exist
+                raise HTTPException(400, exc.one_line()) from None
             prov = doc["provenance"]
             return page(request, "run.html", run=doc["run"], info=info, body=run_body(doc, run_id),
                         isolation=data.isolation_of(prov))
@@ -146,9 +164,59 @@ def create_app(store_path: Path) -> Starlette:
             task_prov = prov.pop("tasks", {}).get(detail["plan"]["task_id"])
             return page(request, "trial.html", run_id=run_id, info=info, trial=detail, task_provenance=task_prov,
                         provenance_json=json.dumps(prov, indent=2, sort_keys=True),
-                        task_provenance_json=json.dumps(task_prov, indent=2, sort_keys=True))
+                        task_provenance_json=json.dumps(task_prov, indent=2, sort_keys=True),
+                        artifacts=artifacts.try_artifacts(store.db, run_id, trial_id),
+                        model_calls=artifacts.model_calls(store.db, run_id, trial_id))
         finally:
             store.close()
+
+    def artifact_args(request: Request) -> tuple[str, str, int, str]:
+        q = request.query_params
+        try:
+            try_index = int(q.get("try", ""))
+        except ValueError:
+            raise HTTPException(400, "try must be a number") from None
+        return request.path_params["run_id"], q.get("trial", ""), try_index, q.get("name", "")
+
+    def artifact(request: Request) -> Response:
+        run_id, trial_id, try_index, name = artifact_args(request)
+        store = open_store()
+        try:
+            run_or_404(store, run_id)
+            view = artifacts.artifact_view(store.db, run_id, trial_id, try_index, name)
+            if view is None:
+                raise HTTPException(404, f"try {try_index} of trial {trial_id!r} has no artifact {name!r}")
+            raw = f"/runs/{run_id}/artifact/raw?" + urlencode({"trial": trial_id, "try": try_index, "name": name})
+            return page(request, "artifact.html", run_id=run_id, trial_id=trial_id, try_index=try_index, view=view,
+                        raw_href=raw)
+        finally:
+            store.close()
+
+    def artifact_raw(request: Request) -> Response:
+        """The content as stored, streamed, always as a download: it is the agent's, never a page of ours."""
+        run_id, trial_id, try_index, name = artifact_args(request)
+        store = open_store()
+        try:
+            info = reader.find(store.db, run_id, trial_id, try_index, name)
+        finally:
+            store.close()
+        if info is None or info.sha256 is None:
+            raise HTTPException(404, f"try {try_index} of trial {trial_id!r} has no stored artifact {name!r}")
+        sha = info.sha256
+
+        def body():
+            # Its own connection: the response is streamed from worker threads, one chunk at a time.
+            uri = f"{store_path.resolve().as_uri()}?mode=ro" + ("&immutable=1" if read_only_reason(store_path) else "")
+            db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            try:
+                yield from reader.stream(db, sha)
+            finally:
+                db.close()
+
+        filename = name.rsplit("/", 1)[-1] or "artifact"
+        return StreamingResponse(body(), media_type="application/octet-stream", headers={
+            "Content-Disposition": f"attachment; filename*=UTF-8''{quote(filename, safe='')}",
+            "Content-Length": str(info.size), "X-Content-Type-Options": "nosniff"})
 
     def compare(request: Request) -> Response:
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
@@ -160,7 +228,8 @@ def create_app(store_path: Path) -> Starlette:
                 run_or_404(store, a)
                 run_or_404(store, b)
                 try:
-                    body = _md().render(comparison.markdown(document.build_comparison(store, a, store, b)))
+                    body = _md().render(comparison.markdown(document.build_comparison(
+                        store, a, store, b, rules=request.query_params.get("rules") or None)))
                 except UserError as exc:
                     body = f"<p class=\"error\">{html.escape(exc.one_line())}</p>"
             return page(request, "compare.html", runs=runs_list, a=a, b=b, body=body)
@@ -179,9 +248,11 @@ def create_app(store_path: Path) -> Starlette:
         Route("/runs/{run_id}", run),
         Route("/runs/{run_id}/cell", cell),
         Route("/runs/{run_id}/trial", trial),
+        Route("/runs/{run_id}/artifact", artifact),
+        Route("/runs/{run_id}/artifact/raw", artifact_raw),
         Route("/compare", compare),
         Route("/assets/plotly.min.js", plotly_js),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=ALLOWED_HOSTS)],
-                     exception_handlers={HTTPException: not_found})
+                     exception_handlers={HTTPException: not_found})  # type: ignore[dict-item]  # starlette types handlers as taking Exception

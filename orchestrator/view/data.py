@@ -13,14 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.report import document
-from orchestrator.store.sqlite import Store
 from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL, current_outcome
+from orchestrator.store.sqlite import Store
 
 UNKNOWN = "unknown"
 
 
 def isolation_of(prov: dict[str, Any]) -> str:
-    """The run's isolation as its backend declared it; "unknown" for runs recorded before it was."""
+    """The run's isolation as its backend declared it; "unknown" for runs recorded before it was,
+    "unknown (imported)" for results headroom did not run."""
+    if prov.get("import"):
+        return document.IMPORTED_UNKNOWN
     caps = (prov.get("backend") or {}).get("capabilities") or {}
     return str(caps.get("isolation") or prov.get("isolation") or UNKNOWN)
 
@@ -100,7 +103,7 @@ class DocumentCache:
     with every result, so a cached page is never stale.
     """
 
-    entries: dict[tuple[str, str | None], tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=dict)
+    entries: dict[tuple[str, str | None, str | None], tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod
@@ -108,12 +111,13 @@ class DocumentCache:
         tries = store.try_counts(run_id)
         return (store.run(run_id).status, tuple(sorted(tries.items())))
 
-    def get(self, store: Store, run_id: str, reference: str | None = None) -> dict[str, Any]:
+    def get(self, store: Store, run_id: str, reference: str | None = None, rules: str | None = None) -> dict[str, Any]:
+        """``rules``: the scoring rules to show side by side (``auto``, ``all`` or names)."""
         key = self.key(store, run_id)
         with self.lock:
-            hit = self.entries.get((run_id, reference))
+            hit = self.entries.get((run_id, reference, rules))
             if hit and hit[0] == key:
                 return hit[1]
-            doc = document.build(store, run_id, reference=reference)
-            self.entries[(run_id, reference)] = (key, doc)
+            doc = document.build(store, run_id, reference=reference, rules=rules)
+            self.entries[(run_id, reference, rules)] = (key, doc)
             return doc

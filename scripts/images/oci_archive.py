@@ -99,7 +99,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     layer = Path(args.layer)
     layer_digest = sha256_file(layer)
     layer_size = layer.stat().st_size
-    created = dt.datetime.fromtimestamp(args.created, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = dt.datetime.fromtimestamp(args.created, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     labels = dict(kv.split("=", 1) for kv in args.label)
     env = [f"PATH={DEFAULT_PATH}", *args.env]

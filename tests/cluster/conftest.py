@@ -38,6 +38,7 @@ from .realnode import (
     find_node_assets,
     real_pod,
 )
+from .stale import reap
 
 _active: list[Cluster] = []
 _nodes: list[RealNode] = []
@@ -57,6 +58,8 @@ def cluster() -> Iterator[Cluster]:
         c = Cluster(Path(external), None, bin_dir / "helm" if bin_dir else None)
     else:
         bin_dir = find_bin_dir()  # raises with "run scripts/k8s/build.sh"
+        for line in reap():  # an aborted earlier session's plane or node: processes, mounts, state dirs
+            print(f"stale test state: {line}")
         plane = LocalPlane(bin_dir)
         plane.start()
         try:

@@ -42,8 +42,9 @@ def install_crds(cluster: Cluster) -> None:
             if exc.status != 409:
                 raise
         name = body["metadata"]["name"]
+        # wait_for calls the lambda before the loop moves on, so the late binding is harmless.
         wait_for(lambda: any(c.type == "Established" and c.status == "True"
-                             for c in (ext.read_custom_resource_definition(name).status.conditions or [])),
+                             for c in (ext.read_custom_resource_definition(name).status.conditions or [])),  # noqa: B023
                  30, f"CRD {name} established")
 
 
@@ -92,7 +93,7 @@ class ControllerProcess:
                      "--namespace", namespace, "--metrics-address", f"127.0.0.1:{self.port}", *args]
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def launch(self) -> "ControllerProcess":
+    def launch(self) -> ControllerProcess:
         """Start the process and return at once (``start`` also waits for its /metrics)."""
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
@@ -100,7 +101,7 @@ class ControllerProcess:
                                          env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
         return self
 
-    def start(self) -> "ControllerProcess":
+    def start(self) -> ControllerProcess:
         self.launch()
         wait_for(lambda: self.scrape() is not None or not self.alive(), 30, "controller /metrics")
         assert self.alive(), self.log.read_text()[-3000:]

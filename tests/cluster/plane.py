@@ -145,7 +145,7 @@ class Pki:
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
         self.root.mkdir(parents=True, exist_ok=True)
-        now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)
+        now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
         later = now + dt.timedelta(days=2)
 
         def save_key(key: ec.EllipticCurvePrivateKey, name: str) -> Path:
@@ -362,6 +362,9 @@ class LocalPlane:
     # -- lifecycle -------------------------------------------------------------------
     def start(self, timeout: float = 90.0) -> None:
         t0 = time.monotonic()
+        from .stale import claim
+
+        claim(self.dir)  # a later session finds this dir stale if this process dies without stop()
         atexit.register(self.stop)
         try:
             self._start(deadline=t0 + timeout)

@@ -299,6 +299,9 @@ class RealNode:
     # -- lifecycle -------------------------------------------------------------------
     def start(self, timeout: float = 180.0) -> None:
         t0 = time.monotonic()
+        from .stale import claim
+
+        claim(self.dir)  # a later session cleans this node's processes and mounts if this one dies
         atexit.register(self.stop)
         try:
             self._start(deadline=t0 + timeout)

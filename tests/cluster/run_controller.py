@@ -25,7 +25,7 @@ import os
 import sys
 import time
 import tomllib
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ RUN_FOR = "2s"
 TASK_CONTAINER = "task"
 
 
-@lru_cache(maxsize=None)
+@cache
 def category(task_path: str) -> str:
     meta = tomllib.loads((Path(task_path) / "task.toml").read_text()).get("metadata", {})
     return str(meta.get("category", ""))

@@ -19,8 +19,13 @@ from orchestrator.backends.kubernetes import message
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch
 
-from .plane import FAKE_NODE_TOLERATION, OUTCOME_AFTER_ANNOTATION, OUTCOME_ANNOTATION, OUTCOME_CONTAINER_ANNOTATION, \
-    OUTCOME_MESSAGE_ANNOTATION
+from .plane import (
+    FAKE_NODE_TOLERATION,
+    OUTCOME_AFTER_ANNOTATION,
+    OUTCOME_ANNOTATION,
+    OUTCOME_CONTAINER_ANNOTATION,
+    OUTCOME_MESSAGE_ANNOTATION,
+)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from orchestrator.controller import tasksets
 from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, VERSION
 from orchestrator.tasks.loader import load_tasks
 
-from .controller_support import crds, helm_install, service_account_kubeconfig
+from .controller_support import crds, helm_install, service_account_kubeconfig  # noqa: F401  (crds: the fixture)
 from .plane import REPO, Cluster
 
 pytestmark = [pytest.mark.cluster]

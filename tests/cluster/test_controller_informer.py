@@ -9,10 +9,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from kubernetes import client
 
-from orchestrator.controller.informer import Informer
 from orchestrator.controller.metrics import Metrics
+from orchestrator.kube.watch import Informer
 
 from .plane import Cluster, wait_for
 

@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from .controller_support import crds, ControllerProcess, helm_install, service_account_kubeconfig
+from .controller_support import (  # noqa: F401  (crds: the fixture)
+    ControllerProcess,
+    crds,
+    helm_install,
+    service_account_kubeconfig,
+)
 from .plane import Cluster, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -213,7 +213,6 @@ def test_reconciles_the_bundled_tasks_to_completion(cluster: Cluster, crds: None
 
 def _restart_apiserver(cluster: Cluster) -> None:
     import ssl
-    import urllib.request
 
     assert cluster.plane is not None
     api = next(c for c in cluster.plane.components if c.name == "kube-apiserver")

@@ -27,7 +27,7 @@ from orchestrator import sweep
 from orchestrator.backends.base import Handle, recorded
 from orchestrator.backends.kubernetes import message, runlease
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
-from orchestrator.backends.kubernetes.informer import RunInformer
+from orchestrator.backends.kubernetes.run_cache import RunCache
 from orchestrator.errors import UserError
 from orchestrator.launch import build_launch
 from orchestrator.spec.experiment import Experiment
@@ -90,7 +90,7 @@ def test_close_leaves_no_watch_or_lease_thread_running(cluster: Cluster, namespa
 def test_stop_while_a_watch_request_is_on_its_way_ends_the_watch(cluster: Cluster, namespace: str) -> None:
     """The race behind a CLI that waited out the server's watch timeout: stop() came while the
     WATCH request was in flight, so there was no response to shut down yet."""
-    informer: RunInformer | None = None
+    informer: RunCache | None = None
     in_flight = threading.Event()
 
     class Core:  # the real API calls, with the pod WATCH held back until stop() has run
@@ -107,7 +107,7 @@ def test_stop_while_a_watch_request_is_on_its_way_ends_the_watch(cluster: Cluste
         def list_namespaced_event(self, *args: Any, **kw: Any) -> Any:
             return cluster.core.list_namespaced_event(*args, **kw)
 
-    informer = RunInformer(Core(), namespace, "app.kubernetes.io/managed-by=headroom", lambda: None)
+    informer = RunCache(Core(), namespace, "app.kubernetes.io/managed-by=headroom", lambda: None)
     informer.start()
     assert in_flight.wait(30)
     informer.stop()

@@ -38,9 +38,19 @@ from orchestrator.spec.resources import ResourceConfig
 from orchestrator.store.sqlite import Store
 from tests.taskfactory import write_task
 
-from .plane import FAKE_NODE_ANNOTATION, FAKE_NODE_TAINT, FAKE_NODE_TOLERATION, FAKE_NODE_VALUE, \
-    OUTCOME_AFTER_ANNOTATION, OUTCOME_ANNOTATION, OUTCOME_CONTAINER_ANNOTATION, OUTCOME_MESSAGE_ANNOTATION, REPO, \
-    Cluster, wait_for
+from .plane import (
+    FAKE_NODE_ANNOTATION,
+    FAKE_NODE_TAINT,
+    FAKE_NODE_TOLERATION,
+    FAKE_NODE_VALUE,
+    OUTCOME_AFTER_ANNOTATION,
+    OUTCOME_ANNOTATION,
+    OUTCOME_CONTAINER_ANNOTATION,
+    OUTCOME_MESSAGE_ANNOTATION,
+    REPO,
+    Cluster,
+    wait_for,
+)
 from .simulate import Sim, hook, report
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -227,10 +237,10 @@ def test_each_try_records_its_node_s_limits_at_scheduling_against_allocatable_an
 
 def test_a_user_who_may_not_read_nodes_gets_a_canary_not_run_and_one_refused_list(
         cluster: Cluster, namespace: str, tmp_path: Path) -> None:
-    from .controller_support import service_account_kubeconfig
-
     # the namespace's default ServiceAccount, admin of its namespace only (the built-in ClusterRole "admin")
     from kubernetes import client
+
+    from .controller_support import service_account_kubeconfig
 
     client.RbacAuthorizationV1Api(cluster.api_client).create_namespaced_role_binding(namespace, {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "default-admin"},
@@ -242,7 +252,7 @@ def test_a_user_who_may_not_read_nodes_gets_a_canary_not_run_and_one_refused_lis
         got = run_canary(backend, [ResourceConfig.parse("1x-strict")], image=IMAGE)
         assert got["status"] == "not run" and got["reason"].startswith("no node to check: *: nodes not readable (403")
         assert backend.nodes.forbidden is not None and backend.nodes.forbidden.startswith("403")
-        assert backend.request_report()["by_kind"].get("GET nodes") == 1  # refused once, not retried in a loop
+        assert backend.request_report()["by_kind"].get("list nodes") == 1  # refused once, not retried in a loop
         # nor may it list other namespaces' pods: overcommit records then count the run's own pods, and say so
         assert backend.facts()["other_workloads"].startswith("not readable (403")
     finally:

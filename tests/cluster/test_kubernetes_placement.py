@@ -35,9 +35,8 @@ from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.store.sqlite import Store
 from tests.taskfactory import write_task
 
-from .plane import FAKE_NODE_ANNOTATION, FAKE_NODE_TAINT, FAKE_NODE_TOLERATION, FAKE_NODE_VALUE, REPO, Cluster, \
-    wait_for
 from .controller_support import crds  # noqa: F401  (the fixture)
+from .plane import FAKE_NODE_ANNOTATION, FAKE_NODE_TAINT, FAKE_NODE_TOLERATION, FAKE_NODE_VALUE, REPO, Cluster, wait_for
 from .simulate import Sim, hook, report
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

@@ -95,3 +95,15 @@ def test_yaml_11_booleans_are_quoted() -> None:
     # Go's YAML reader (helm, kubectl) takes a bare n or yes for a boolean; the Wilson interval's n must stay a name.
     text = crd.rendered()["headroom.dev_experiments.yaml"]
     assert "- 'n'" in text and "\n                      - n\n" not in text
+
+
+def test_install_bundle_carries_the_current_crds() -> None:
+    # The bundle is rendered by helm (checked in tests/cluster); this catches a stale bundle without a cluster.
+    bundle = (REPO / "manifests" / "install.yaml").read_text()
+    for name, text in crd.rendered().items():
+        source = f"# Source: headroom/crds/{name}\n"
+        assert source in bundle, f"manifests/install.yaml lacks {name}"
+        assert source + text in bundle, (
+            f"manifests/install.yaml carries a stale {name}: "
+            "helm template headroom helm/headroom --namespace headroom --include-crds"
+        )

@@ -12,8 +12,8 @@ import json
 import time
 from typing import Any
 
-from orchestrator.controller.informer import Informer
 from orchestrator.controller.metrics import Metrics
+from orchestrator.kube.watch import Informer
 
 
 class _Stream:
@@ -43,7 +43,8 @@ def test_relists_after_gone_and_after_a_gone_status_response() -> None:
     script = [
         _Stream(data={"metadata": {"resourceVersion": "10"}, "items": [_obj("a", "9")]}),  # list
         _Stream([{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}},
-                 {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}]),  # watch
+                 {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
+                                                    "message": "too old resource version: 12 (15)"}}]),  # watch
         _Stream(data={"metadata": {"resourceVersion": "20"}, "items": [_obj("b", "19")]}),  # relist: a is gone
         _Stream(status=410, data={"kind": "Status", "code": 410, "reason": "Gone"}),  # watch refused outright
         _Stream(data={"metadata": {"resourceVersion": "30"}, "items": [_obj("b", "19"), _obj("c", "29")]}),

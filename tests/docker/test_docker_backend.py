@@ -286,7 +286,7 @@ def test_resume_after_kill_9_replaces_the_orphaned_try(docker_env: DockerEnv, do
     finally:
         cli.send_signal(signal.SIGKILL)
         cli.wait(30)
-    res = headroom("sweep", "--resume", "--store", str(store), "--format", "none", env={"DOCKER_HOST": docker_host})
+    res = headroom("resume", "--store", str(store), "--format", "none", env={"DOCKER_HOST": docker_host})
     assert res.returncode == 0, res.stderr
     assert outcomes(store) == {("tests-hidden", "1x-strict", 0): "passed"}
     assert docker_env.managed_containers() == []
@@ -346,8 +346,8 @@ def test_a_private_daemon_leaves_nothing_behind(docker_env: DockerEnv) -> None:
 
     import docker as docker_sdk
 
-    from .fixtures import _base_archive
     from .daemon import PrivateDockerd, _mounts_under
+    from .fixtures import _base_archive
 
     name, archive = _base_archive()
     d = PrivateDockerd(shutil.which("dockerd") or "dockerd")

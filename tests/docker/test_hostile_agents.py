@@ -18,7 +18,7 @@ import pytest
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.experiment import AgentSpec, Experiment
-from orchestrator.spec.outcome import InfraReason, Outcome
+from orchestrator.spec.outcome import ModelReason, Outcome
 
 from .conftest import FIXTURES, DockerEnv
 from .helpers import copy_task, run_tries
@@ -79,9 +79,11 @@ chmod +x /usr/local/bin/sleep
 
 
 def test_a_replaced_keep_alive_is_caught_before_the_verifier(backend: DockerBackend) -> None:
+    """Only the agent can make the restarted container run more than its keep-alive: the agent's failure,
+    never an infra error (which would be retried: a re-roll the agent chose)."""
     [(facts, verdict)] = run_tries(backend, _experiment(FIXTURES, FAKE_KEEPALIVE), [("tests-hidden", "1x-strict")])
-    assert verdict.outcome is Outcome.INFRA_ERROR and verdict.reason is InfraReason.OTHER
-    assert "only its keep-alive" in (facts.infra_detail or "")
+    assert verdict.outcome is Outcome.FAILED and verdict.reason is ModelReason.UNJUDGED_STATE, verdict
+    assert "only its keep-alive" in (facts.agent_fault or "")
     assert facts.verifier is None and facts.reward is None  # never graded, never passed
 
 
@@ -114,9 +116,10 @@ def test_links_into_verifier_only_paths_are_removed_and_counted(backend: DockerB
     assert facts.reward == 0.0
     # /app/chain resolves through /tmp/hop/next (the daemon follows the chain); /srv/out/answer is reached
     # through /app/out, a harmless link, so what is under /srv/out is checked too.
-    assert facts.extra["verifier_only_links_removed"] == 7
-    assert set(facts.extra["link_scan"]["links"]) == {
-        "/app/answer.txt", "/app/sub/t", "/app/rel", "/app/chain", "/srv/out/answer", "/logs/agent/reward", "/app/root"}
+    # Seven links lead into (or above) verifier-only paths; /app/tests/planted-style leftovers in /tests and
+    # /logs/verifier went with the fresh uploads, not the sanitiser.
+    assert facts.extra["verifier_only_links_removed"] == 7, facts.extra["sanitiser"]
+    assert facts.extra["sanitiser"]["status"] == "ok"
     assert facts.verifier is not None
     out = facts.verifier.stdout_tail
     assert "OK-LINK-KEPT" in out and "OK-IS-LINK" in out

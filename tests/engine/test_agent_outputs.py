@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import safejson
+from orchestrator.execute import execute
 from orchestrator.grade import grade
 from orchestrator.redact import REDACTED, TAIL_BYTES, cut_tail, scrub_edges, scrub_sections
 from orchestrator.report import document
@@ -20,7 +21,6 @@ from orchestrator.spec.grader import GoldenGrader
 from orchestrator.spec.outcome import Outcome
 from orchestrator.store.sqlite import Store
 from orchestrator.sweep import prepare, start
-from orchestrator.execute import execute
 from orchestrator.trial_outputs import USAGE_CAPS, parse_agent_result, parse_reward
 from tests.engine.test_units import ScriptedBackend, _exp
 from tests.taskfactory import write_task

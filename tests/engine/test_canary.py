@@ -189,7 +189,7 @@ def test_resume_runs_the_canary_again_and_a_resume_whose_limits_do_not_bite_flag
     assert first.returncode == 0, first.stderr
     interrupt(store)
     # the same run resumed under the rlimit fallback: the machine the rest would run on no longer enforces
-    resumed = headroom("sweep", "--resume", "--store", str(store), "--enforcement", "rlimit", "--format", "markdown")
+    resumed = headroom("resume", "--store", str(store), "--enforcement", "rlimit", "--format", "markdown")
     assert resumed.returncode == 0, resumed.stderr
     assert "(resume) [" not in resumed.stderr and "(resume) enforcement canary: limits do NOT bite" in resumed.stderr
     from orchestrator.store.sqlite import Store
@@ -205,7 +205,7 @@ def test_resume_runs_the_canary_again_and_a_resume_whose_limits_do_not_bite_flag
     assert f"on resume at {again['resumed_at']}: 1x-strict on local: memory is capped only by the rlimit" in resumed.stdout
     # a second resume that is fine again does not wash the flag out: every canary of the run counts
     interrupt(store)
-    second = headroom("sweep", "--resume", "--store", str(store), "--format", "markdown")
+    second = headroom("resume", "--store", str(store), "--format", "markdown")
     assert second.returncode == 0, second.stderr
     prov = s.provenance(s.run().run_id)
     assert [c["status"] for c in prov["canary_resumed"]] == ["flagged", "enforced"]

@@ -41,12 +41,13 @@ def test_agent_cannot_forge_the_verifiers_reward(tasks_root: Path, tmp_path: Pat
 def test_flags_are_not_mistaken_for_secrets_and_the_run_resumes(tasks_root: Path, tmp_path: Path) -> None:
     write_task(tasks_root, "t", solve=OK_SOLVE)
     store = tmp_path / "h.db"
-    cmd = f'bash {tasks_root}/t/solution/solve.sh --max-tokens=4096'
+    # (a path on the host is not visible in the sandbox: the preflight would refuse it)
+    cmd = 'bash -c \'touch "$HEADROOM_WORKDIR/out"\' agent --max-tokens=4096'
     assert headroom("sweep", str(tasks_root), "--multipliers", "1", "--attempts", "1", "--agent-command", cmd,
                     "--store", str(store), "--format", "none").returncode == 0
     doc = json.loads(headroom("report", "--store", str(store), "--format", "json").stdout)
     assert doc["experiment"]["agent"]["command"] == cmd
-    res = headroom("sweep", "--resume", "--store", str(store), "--format", "none")
+    res = headroom("resume", "--store", str(store), "--format", "none")
     assert res.returncode == 0, res.stderr
 
 
@@ -77,7 +78,7 @@ def test_a_second_process_cannot_resume_a_run_that_is_still_executing(tasks_root
         except sqlite3.OperationalError:  # the file exists a moment before its tables do
             pass
         time.sleep(0.05)
-    second = headroom("sweep", "--resume", "--store", str(store), "--format", "none")
+    second = headroom("resume", "--store", str(store), "--format", "none")
     assert_user_error(second, "being executed by process")
     assert first.wait(60) == 0
     doc = json.loads(headroom("report", "--store", str(store), "--format", "json").stdout)
@@ -91,11 +92,11 @@ def test_resume_refuses_changed_flags_and_missing_tasks(tasks_root: Path, tmp_pa
     store = tmp_path / "h.db"
     assert headroom("sweep", str(tasks_root), "--multipliers", "1", "--attempts", "1", "--store", str(store),
                     "--format", "none").returncode == 0
-    assert_user_error(headroom("sweep", "--resume", "--attempts", "5", "--store", str(store)), "--resume", "attempts")
+    assert_user_error(headroom("resume", "--attempts", "5", "--store", str(store)), "No such option", "--attempts")
     shutil.rmtree(tasks_root / "u")
     with closing(sqlite3.connect(store)) as db, db:  # as if interrupted: a finished run has nothing to resume
         db.execute("UPDATE runs SET status='interrupted'")
-    assert_user_error(headroom("sweep", "--resume", "--store", str(store)), "tasks of this run are gone: u")
+    assert_user_error(headroom("resume", "--store", str(store)), "tasks of this run are gone: u")
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from tests.engine.test_cli_input_errors import OK_SOLVE, assert_user_error
 from tests.taskfactory import write_task
 
 KEY = "HEADROOM_TEST_AGENT_KEY"
-AGENT = f'touch "$HEADROOM_WORKDIR/out"; echo \'{{"tokens_in": 11704, "tokens_out": 5}}\' > "$HEADROOM_AGENT_RESULT"'
+AGENT = 'touch "$HEADROOM_WORKDIR/out"; echo \'{"tokens_in": 11704, "tokens_out": 5}\' > "$HEADROOM_AGENT_RESULT"'
 
 
 def headroom(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -81,7 +81,7 @@ def test_unset_agent_env_refuses_a_resume_and_leaves_the_run_alone(swept: tuple[
         db.execute("UPDATE runs SET status='interrupted'")
         db.execute("DELETE FROM executions WHERE trial_id = (SELECT MIN(trial_id) FROM executions)")
     before = _record(store)
-    assert_user_error(headroom("sweep", "--resume", "--store", str(store)), f"--agent-env: {KEY} is not set")
+    assert_user_error(headroom("resume", "--store", str(store)), f"--agent-env: {KEY} is not set")
     assert _record(store) == before
 
 
@@ -196,7 +196,7 @@ def test_resume_of_a_finished_run_changes_nothing(swept: tuple[Path, Path], tmp_
     store = _copy_store(swept[1], tmp_path)
     before = _record(store)
     for _ in range(2):
-        res = headroom("sweep", "--resume", "--store", str(store), "--format", "none")  # KEY unset: not needed either
+        res = headroom("resume", "--store", str(store), "--format", "none")  # KEY unset: not needed either
         assert res.returncode == 0, res.stderr
         assert "all 4 trials are already finished; nothing to resume" in res.stderr
         assert "canary" not in res.stderr

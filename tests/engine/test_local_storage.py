@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.backends.local import storage
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.backends.local.removal import remove_tree
-from orchestrator.backends.local import storage
 from orchestrator.backends.local.storage import DiskWatcher, measure, usage_bytes
 from orchestrator.classify import classify
 from orchestrator.launch import build_launch

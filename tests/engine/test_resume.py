@@ -85,7 +85,7 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tasks_root: Path, tmp_
     assert any(r[2] == "running" for r in before)  # killed mid-trial
     assert sum(1 for r in before if r[3] == 1) < 20
 
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", "--resume", "--store", str(store), "--format", "json"],
+    res = subprocess.run([sys.executable, "-m", "orchestrator", "resume", "--store", str(store), "--format", "json"],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "resuming run" in res.stderr
@@ -108,14 +108,14 @@ def test_ctrl_c_then_resume(tasks_root: Path, tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
-    assert "headroom sweep --resume" in stderr
+    assert "headroom resume " in stderr
     assert "Traceback" not in stderr
     before = executions(store)
     assert not any(r[2] == "running" for r in before)  # a clean interrupt abandons what it cancelled
     db = sqlite3.connect(store)
     assert db.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
     db.close()
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", "--resume", "--store", str(store), "--format", "none"],
+    res = subprocess.run([sys.executable, "-m", "orchestrator", "resume", "--store", str(store), "--format", "none"],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     check_complete(store, before)

@@ -55,7 +55,7 @@ def test_a_store_from_a_newer_schema_is_refused_not_downgraded(tasks_root: Path,
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     db.commit()
     db.close()
-    for args in (("report",), ("runs",), ("sweep", "--resume"), ("sweep", str(tasks_root), "--attempts", "1")):
+    for args in (("report",), ("runs",), ("resume",), ("sweep", str(tasks_root), "--attempts", "1")):
         assert_user_error(headroom(*args, "--store", str(store)), str(store), "newer headroom")
     assert sqlite3.connect(store).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
 
@@ -68,7 +68,7 @@ def test_a_corrupt_store_gets_one_line(tasks_root: Path, tmp_path: Path) -> None
     page = 4096
     data[page:] = os.urandom(len(data) - page)  # every page but the header's
     store.write_bytes(bytes(data))
-    for args in (("report", "--format", "json"), ("runs",), ("sweep", "--resume")):
+    for args in (("report", "--format", "json"), ("runs",), ("resume",)):
         proc = headroom(*args, "--store", str(store))
         assert_user_error(proc)
         assert "corrupt" in proc.stderr or "not a headroom store" in proc.stderr, proc.stderr
@@ -88,7 +88,7 @@ def test_a_full_disk_under_the_store_gets_one_line(tasks_root: Path, small_fs: P
                     "--format", "none")
     _last_line_error(proc, "disk")
     (small_fs / "filler").unlink()  # space again: nothing recorded is lost, the rest runs on resume
-    res = headroom("sweep", "--resume", "--store", str(store), "--format", "json")
+    res = headroom("resume", "--store", str(store), "--format", "json")
     assert res.returncode == 0, res.stderr
     assert '"trials_finished": 20' in res.stdout
 
@@ -99,7 +99,7 @@ def test_a_store_in_a_read_only_place_says_read_only(tasks_root: Path, small_fs:
     with closing(sqlite3.connect(store)) as db, db:  # work left: a finished run has nothing to resume
         db.execute("UPDATE runs SET status='interrupted'")
     subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
-    assert_user_error(headroom("sweep", "--resume", "--store", str(store)), "read-only")
+    assert_user_error(headroom("resume", "--store", str(store)), "read-only")
     assert_user_error(headroom("sweep", str(tasks_root), "--attempts", "1", "--store", str(store)), "read-only")
     res = headroom("report", "--store", str(store), "--format", "json")  # reading still works
     assert res.returncode == 0, res.stderr

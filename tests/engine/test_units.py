@@ -18,7 +18,6 @@ from orchestrator.execute import execute
 from orchestrator.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
-from orchestrator.spec.outcome import Outcome
 from orchestrator.spec.resources import LabelError, ResourceConfig, scale
 from orchestrator.store.sqlite import Store
 from orchestrator.sweep import prepare, start

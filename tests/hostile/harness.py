@@ -149,7 +149,8 @@ def reports(store: Path, run_id: str) -> dict[str, str]:
         s.close()
 
 
-def assert_nothing_leaks(run: HostileRun, *, more_needles: list[str] = ()) -> None:  # type: ignore[assignment]
+def assert_nothing_leaks(run: HostileRun, *, more_needles: list[str] = (),  # type: ignore[assignment]
+                         isolation: str | None = "namespaces") -> None:
     needles = [*run.canaries, *more_needles]
     blobs = {p.name: p.read_bytes() for p in run.store.parent.glob(run.store.name + "*")}  # .db, -wal, -shm
     assert run.store.name in blobs
@@ -159,7 +160,8 @@ def assert_nothing_leaks(run: HostileRun, *, more_needles: list[str] = ()) -> No
             assert needle.encode() not in blob, f"{needle!r} found in {name}"
         for name, text in texts.items():
             assert needle not in text, f"{needle!r} found in the {name}"
-    assert "**namespaces**" in texts["markdown"]  # the report says what isolation was in force
+    if isolation is not None:
+        assert f"**{isolation}**" in texts["markdown"]  # the report says what isolation was in force
 
 
 def _alive(p: psutil.Process) -> bool:

@@ -357,8 +357,8 @@ ENV_CHECK = ("import os\n"
 
 def test_reading_answer_keys_from_task_toml(tasks_root: Path, tmp_path: Path) -> None:
     """task.toml reaches the agent without [grader], [verifier.env] and [solution] (a probe passed both tasks)."""
-    import shutil
     import secrets as _secrets
+    import shutil
 
     steal = """python3 - <<'PY'
 import json, os, re
@@ -408,8 +408,8 @@ def test_links_the_verifier_would_follow_into_the_tests(tasks_root: Path, tmp_pa
     run = sweep(tasks_root, tmp_path)
     _failed(run)
     for ev in run.evidence:
-        removed = ev["extra"]["link_scan"]["links"]
-        assert ev["extra"]["verifier_only_links_removed"] == len(removed) >= 1
-        assert "/app/answer" in removed, removed
-        assert "/app/py" not in removed  # a link to the system is the agent's business
+        san = ev["extra"]["sanitiser"]
+        assert san["status"] == "ok", san
+        assert ev["extra"]["verifier_only_links_removed"] == san["links_removed"] >= 1
+        assert san["links_kept"] >= 1  # /app/py -> /usr/bin/python3: a link to the system is the agent's business
     assert_nothing_leaks(run)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.taskfactory import CGROUPS
 from tests.hostile.harness import assert_no_survivors, new_marker, requires_sandbox, survivors, write_hostile_task
+from tests.taskfactory import CGROUPS
 
 pytestmark = [pytest.mark.slow, requires_sandbox]
 

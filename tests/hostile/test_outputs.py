@@ -51,7 +51,7 @@ json.dump({"answer": "[" * 2040 + "]" * 2040}, open(os.environ["HEADROOM_AGENT_R
     (ev,) = run.evidence
     assert ev["extra"]["grade"]["checks"] == {"json_schema": False}
     assert "nested" in ev["extra"]["grade"]["notes"]["json_schema"]
-    resumed = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", "--resume", "--store", str(run.store),
+    resumed = subprocess.run([sys.executable, "-m", "orchestrator", "resume", "--store", str(run.store),
                               "--format", "none"], capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert_nothing_leaks(run)

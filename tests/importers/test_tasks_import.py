@@ -72,7 +72,8 @@ def test_agent_timeout_default_makes_a_harbor_task_importable(tmp_path: Path) ->
 
 def test_legacy_terminal_bench_tasks_are_converted(tmp_path: Path) -> None:
     ts = read_task_set(FIX / "tb_tasks")
-    assert [b.reason for b in ts.bad] == ["task.yaml has no instruction; run-tests.sh is missing"]
+    assert [b.reason for b in ts.bad] == ["task.yaml has no instruction; run-tests.sh is missing, and there is no "
+                                          "tests/test_outputs.py for terminal-bench's default runner"]
     written = write_task_set(ts, tmp_path)
     assert sorted(p.name for p in written) == ["big-build", "hello-world"]
     hello = load_task(tmp_path / "hello-world")
@@ -109,6 +110,43 @@ def test_dataset_manifest_imports_in_one_call(tmp_path: Path) -> None:
     assert ts.entries[0].dataset_digest == "sha256:" + "1" * 64
     assert [b.path for b in ts.bad] == ["example-org/not-downloaded"] and "not found" in ts.bad[0].reason
     assert ts.summary()["dataset"]["name"] == "example-org/mini-bench"
+    assert ts.summary()["dataset_digests"] == {"serve-api": "sha256:" + "1" * 64, "fix-git": "sha256:" + "2" * 64}
+
+
+def test_dataset_manifest_digests_are_kept_in_every_written_task(tmp_path: Path) -> None:
+    """A task copied as written (fix-git loads as it is) keeps the manifest's digest too, beside every line it had."""
+    ts = read_task_set(FIX / "dataset" / "dataset.toml")
+    assert {e.task_id: e.verbatim for e in ts.entries}["fix-git"] is True
+    write_task_set(ts, tmp_path / "out")
+    for task, digit in (("serve-api", "1"), ("fix-git", "2")):
+        assert load_task(tmp_path / "out" / task).spec.metadata["dataset_digest"] == "sha256:" + digit * 64
+    original = (FIX / "dataset/tasks/fix-git/task.toml").read_text()
+    written = (tmp_path / "out/fix-git/task.toml").read_text()
+    assert all(line in written for line in original.splitlines())  # nothing else changed
+
+
+def test_a_legacy_task_without_run_tests_gets_terminal_bench_s_default_runner(tmp_path: Path) -> None:
+    """terminal-bench runs its default runner (pytest on tests/test_outputs.py) when a task has no run-tests.sh."""
+    src = tmp_path / "src" / "t"
+    shutil.copytree(FIX / "tb_tasks/hello-world", src)
+    (src / "run-tests.sh").unlink()
+    (src / "tests" / "test_outputs.py").write_text(
+        "import os\n\ndef test_marker():\n    assert os.path.exists(os.environ['MARKER'])\n")
+    ts = read_task_set(src)
+    assert not ts.bad and ("run-tests.sh", "absent: terminal-bench's default runner (pytest on tests/test_outputs.py), "
+                           "written as tests/run-tests.sh") in ts.entries[0].report.by_kind("defaulted")
+    write_task_set(ts, tmp_path / "out")
+    python_dir = str(Path(sys.executable).parent)  # a python3 with pytest, as the image would have
+    for present, reward in ((True, "1"), (False, "0")):
+        marker = tmp_path / "marker"
+        marker.unlink(missing_ok=True)
+        if present:
+            marker.write_text("x")
+        logs = tmp_path / f"logs-{reward}"
+        subprocess.run(["bash", str(tmp_path / "out/t/tests/test.sh")], check=True, timeout=120,
+                       env={**os.environ, "HEADROOM_LOGS_DIR": str(logs), "MARKER": str(marker),
+                            "PATH": python_dir + os.pathsep + os.environ["PATH"]})
+        assert (logs / "reward.txt").read_text().strip() == reward
 
 
 def test_list_shows_distribution_and_tasks_above_a_size() -> None:

@@ -24,7 +24,8 @@ from orchestrator.backends.kubernetes.taskfiles import TaskBundle
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch
 
-CGROUP_V1_MEMORY = Path("/sys/fs/cgroup/memory")
+CGROUP_V1 = Path("/sys/fs/cgroup")
+CGROUP_V1_MEMORY = CGROUP_V1 / "memory"
 CGROUP_V2 = Path("/sys/fs/cgroup")
 
 
@@ -53,14 +54,33 @@ class MemoryCgroup:
                 except OSError:
                     pass
 
+        # The CPU counters the runner reads beside the OOM counter: on v2 the same directory's cpu.stat;
+        # on v1 a cgroup of the cpu and of the cpuacct hierarchy, which the runner joins too.
+        self.cpu_dirs: list[Path] = []
+        self.cpu_env = {"HR_CPUCG": str(self.path)}
+        if v1:
+            cpu, acct = CGROUP_V1 / "cpu", CGROUP_V1 / "cpuacct"
+            if (cpu / "cpu.stat").exists() and (acct / "cpuacct.usage").exists():
+                self.cpu_dirs = [cpu / self.path.name, acct / self.path.name]
+                for d in self.cpu_dirs:
+                    d.mkdir()
+                self.cpu_env = {"HR_CPUCG": str(self.cpu_dirs[0]), "HR_CPUACCT": str(self.cpu_dirs[1])}
+            else:
+                self.cpu_env = {}
+
+    def join(self) -> str:
+        """Shell that moves the current process ($$) into every directory of this cgroup."""
+        return "; ".join(f"echo $$ > {d}/cgroup.procs" for d in [self.path, *self.cpu_dirs])
+
     def remove(self) -> None:
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                import time
-                time.sleep(0.1)
+        for d in [self.path, *self.cpu_dirs]:
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except OSError:
+                    import time
+                    time.sleep(0.1)
 
 
 @dataclass
@@ -104,13 +124,13 @@ def run_pod(tmp: Path, launch: Launch, bundle: TaskBundle, *, memory_limit: int 
     termlog = root / "termination-log"
     cg = MemoryCgroup(memory_limit)
     env.update({"HR_ROOT": str(root), "HR_TERMINATION_LOG": str(termlog), "HR_MEMCG": str(cg.path),
-                "HR_WORKDIR": str(root / "app"), "HR_WARDEN_PATIENCE": "10", **(extra_env or {})})
+                "HR_WORKDIR": str(root / "app"), "HR_WARDEN_PATIENCE": "10", **cg.cpu_env, **(extra_env or {})})
     (root / "runner.sh").write_text(scripts.runner())
     (root / "warden.sh").write_text(scripts.warden())
     stray_cmd = "sleep 300 & " if stray else ""
     wrapper = (  # PID 1 of the namespace plays the pause container; its end kills whatever is left
         f"{stray_cmd}dash {root}/warden.sh & w=$!; "
-        f"dash -c 'echo $$ > {cg.path}/cgroup.procs; exec dash {root}/runner.sh' & r=$!; "
+        f"dash -c '{cg.join()}; exec dash {root}/runner.sh' & r=$!; "
         "wait $r; wait $w"
     )
     try:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator import sweep
-from orchestrator.backends.kubernetes import fit, limit_resource as lr
+from orchestrator.backends.kubernetes import fit
+from orchestrator.backends.kubernetes import limit_resource as lr
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.pod import build
 from orchestrator.backends.kubernetes.taskfiles import bundle

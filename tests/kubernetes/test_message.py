@@ -48,7 +48,7 @@ def test_a_deep_self_report_in_the_message_is_rejected_not_raised() -> None:
 
 
 def test_the_links_removed_reach_the_evidence() -> None:
-    report = message.parse(HEAD + "verifier_only_links_removed=2\nlinks_removed_unchecked=30001\n" + TAIL)
+    report = message.parse(HEAD + "verifier_only_links_removed=2\nsanitise=exhausted\n" + TAIL)
     assert report is not None
     assert report.evidence()["verifier_only_links_removed"] == "2"
-    assert report.evidence()["links_removed_unchecked"] == "30001"
+    assert report.evidence()["sanitise"] == "exhausted"

@@ -93,3 +93,15 @@ def test_a_task_too_big_for_a_configmap_is_refused(tmp_path: Path) -> None:
     (tmp_path / "big.bin").write_bytes(b"x" * (MAX_CONFIGMAP_BYTES + 1))
     with pytest.raises(SpecError, match="ConfigMap"):
         bundle("big", tmp_path, "0" * 64)
+
+
+def test_the_secrets_object_name_is_a_dns_subdomain_whatever_the_run_label() -> None:
+    """A run id's label value keeps its upper case (20261202T045429Z-...); the Secret's name may not (found on the
+    real node: every pod of a run with --agent-env was refused)."""
+    import re
+
+    from orchestrator.backends.kubernetes.pod import secret_name
+
+    name = secret_name("20261202T045429Z-fcd537")
+    assert name == "headroom-secrets-20261202t045429z-fcd537"
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", secret_name("Run_ID.Z-")) is not None

@@ -106,6 +106,41 @@ def test_a_step_timeout_kills_the_agent_and_skips_the_verifier(tmp_path: Path) -
     assert int(res.report.fields["agent_cs"]) < 1000
 
 
+#: Kills itself 30 ms before its 2 s deadline, by the clock the runner measures with (uptime, from the
+#: step's own start time): inside the 50 ms the old rule (exit > 128 near the deadline) took for a timeout.
+FORGE_TIMEOUT = r"""read -r st < /proc/$$/stat; set -- ${st##*) }; target=$((${20} + 200 - 3))
+while :; do read -r up _ < /proc/uptime; now=$(( ${up%.*} * 100 + 1${up#*.} - 100 )); [ $now -ge $target ] && break; done
+kill -KILL $$"""
+
+
+def test_an_exit_137_at_the_deadline_is_not_a_timeout(tmp_path: Path) -> None:
+    """Only the runner's own watcher makes a timeout: an agent that kills itself just before its
+    deadline (exit 137, which once passed for one) is judged on its work like any other."""
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "forger", solve="exit 0\n", agent_timeout=2)
+    res = run(tmp_path, tasks, "forger", command=FORGE_TIMEOUT)
+    assert res.report is not None, res.stdout
+    f = res.report.fields
+    assert f["agent_exit"] == "137" and f["agent_timeout"] == "0", f
+    assert "verifier_exit" in f  # graded
+    assert judged(res) == (Outcome.FAILED, None)
+
+
+def test_cpu_time_and_throttling_are_read_around_each_step(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "spin", solve="exit 0\n")
+    spin = "python3 -c \"import time; t = time.process_time() + 0.6\nwhile time.process_time() < t: pass\""
+    res = run(tmp_path, tasks, "spin", command=spin)
+    assert res.report is not None, res.stdout
+    f = res.report.fields
+    # the spin's 0.6 s of CPU is in the container cgroup's counter (the runner's own sh adds a little)
+    assert int(f["agent_cpu_us"]) >= 600_000, f
+    assert int(f["verifier_cpu_us"]) >= 0
+    assert res.report.cpu_time_s() == (int(f["agent_cpu_us"]) + int(f["verifier_cpu_us"])) / 1e6
+    periods, throttled, usec = (int(x) for x in f["agent_cpu_thr"].split(","))
+    assert periods >= 0 and throttled >= 0 and usec >= 0  # no quota here: counted, not necessarily rising
+
+
 def test_the_container_cgroup_oom_counter_is_read_around_the_step(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     write_task(tasks, "hog", solve="exit 0\n")
@@ -271,7 +306,7 @@ def _path_without(tmp: Path, *missing: str) -> str:
     return str(bindir)
 
 
-def test_without_base64_or_readlink_the_fallbacks_hold(tmp_path: Path) -> None:
+def test_without_base64_or_readlink_the_fallbacks_hold_and_every_link_goes(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     _hidden_answer_task(tasks, "bare")
     forged = "\\v".join(["{\"tokens_in\": 4}", "reward_file=reward.txt", "reward_size=2", "reward=1"])
@@ -281,7 +316,10 @@ def test_without_base64_or_readlink_the_fallbacks_hold(tmp_path: Path) -> None:
     assert res.report is not None and res.report.complete, res.stdout
     assert "agent_result" in res.report.fields and "agent_result_b64" not in res.report.fields
     assert res.report.reward() == (0.0, None), res.message
-    assert res.report.fields["verifier_only_links_removed"] == "1"
+    # Without readlink the sanitiser cannot have the system resolve a link: it judges none and removes
+    # both (r -> / and the answer); removing a link the agent made is never the verifier's loss.
+    assert res.report.fields["verifier_only_links_removed"] == "2"
+    assert res.report.fields["sanitise"] == "ok"
 
 
 def test_a_secret_printed_across_the_log_tail_cut_is_redacted_before_the_cut(tmp_path: Path) -> None:

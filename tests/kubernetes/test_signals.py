@@ -19,13 +19,13 @@ import pytest
 from orchestrator.backends.kubernetes import message
 from orchestrator.backends.kubernetes.signals import Context, observe
 from orchestrator.classify import classify
-from orchestrator.spec.outcome import HarnessReason, InfraReason, Outcome
+from orchestrator.spec.outcome import HarnessReason, InfraReason, ModelReason, Outcome
 from orchestrator.spec.resources import ResourceAmounts
 
 FIX = Path(__file__).parent / "fixtures"
 BASE = json.loads((FIX / "pod_running.json").read_text())
 PENDING_EVENTS = json.loads((FIX / "events_pending.json").read_text())
-T0 = dt.datetime(2026, 11, 30, 17, 0, tzinfo=dt.timezone.utc).timestamp()
+T0 = dt.datetime(2026, 11, 30, 17, 0, tzinfo=dt.UTC).timestamp()
 AMOUNTS = ResourceAmounts(request_cpus=1, request_memory_bytes=96 << 20, limit_cpus=1, limit_memory_bytes=96 << 20)
 
 
@@ -125,6 +125,18 @@ CASES = [
     ("runner could not start (no /bin/sh)",
      finished("exec: \"/bin/sh\": stat /bin/sh: no such file or directory", "Failed", "StartError", 128),
      (Outcome.INFRA_ERROR, InfraReason.SPAWN_FAILED)),
+    # Issue 19: the runner always exits 0; stopped otherwise, only the agent (same container and uid) did it,
+    # and it can write the termination log (and the container log): its message is not believed, and the
+    # try is the agent's failure, never a retried spawn_failed.
+    ("a forged passing message, the runner killed", finished(PASS, "Failed", "Error", 137), (Outcome.FAILED, ModelReason.UNJUDGED_STATE)),
+    ("a forged OOM in the message, the runner killed",
+     finished(message.render({"agent_exit": 137, "agent_cs": 90, "agent_timeout": 0, "agent_oom0": 0,
+                              "agent_oom1": 1, "verifier_skipped": "agent_oom"}), "Failed", "Error", 143),
+     (Outcome.FAILED, ModelReason.UNJUDGED_STATE)),
+    ("the runner killed before any report", finished("", "Failed", "Error", 137), (Outcome.FAILED, ModelReason.UNJUDGED_STATE)),
+    ("the runner killed, its log tail as the message",
+     finished("v=1\nagent_exit=0\n", "Failed", "Error", 1), (Outcome.FAILED, ModelReason.UNJUDGED_STATE)),
+    ("exit 0 without a report", finished(""), (Outcome.FAILED, ModelReason.UNJUDGED_STATE)),
     ("deleted from outside", {**pod(), "metadata": {**BASE["metadata"], "deletionTimestamp": "2026-11-30T17:00:40Z"}},
      (Outcome.INFRA_ERROR, InfraReason.POD_DELETED)),
     ("gone without a harvest", None, (Outcome.INFRA_ERROR, InfraReason.POD_DELETED)),
@@ -205,3 +217,18 @@ def test_a_scheduling_gate_is_queued_never_failing() -> None:
 def test_our_own_deletion_is_not_an_outside_deletion() -> None:
     p = {**pod(), "metadata": {**BASE["metadata"], "deletionTimestamp": "2026-11-30T17:00:40Z"}}
     assert observe(p, [], ctx(deleting=True)).state == "running"
+
+
+def test_cpu_time_and_throttling_come_from_the_runners_cpu_stat_deltas() -> None:
+    fields = {"agent_exit": 0, "agent_cs": 250, "agent_timeout": 0, "agent_oom0": 0, "agent_oom1": 0,
+              "agent_cpu_us": 1_500_000, "agent_cpu_thr": "20,5,300000",
+              "verifier_exit": 0, "verifier_cs": 30, "verifier_timeout": 0, "verifier_oom0": 0, "verifier_oom1": 0,
+              "verifier_cpu_us": 250_000, "verifier_cpu_thr": "3,0,0",
+              "reward_file": "reward.txt", "reward_size": 2, "reward": "1 "}
+    obs = observe(finished(message.render(fields)), [], ctx())
+    assert obs.facts is not None
+    assert obs.facts.cpu_time_s == pytest.approx(1.75)
+    assert obs.facts.extra["cpu_throttling"] == {"nr_periods": 23, "nr_throttled": 5, "throttled_usec": 300_000}
+    # without the counters (an older runner, no cgroup): not recorded, never zero
+    obs = observe(finished(PASS), [], ctx())
+    assert obs.facts is not None and obs.facts.cpu_time_s is None and "cpu_throttling" not in obs.facts.extra

@@ -58,7 +58,7 @@ def test_labels_report_has_no_resource_axis_trend_or_calibration(labels_store: P
     assert not any(h.startswith(("Trend across multipliers", "Calibration")) for h in heads)
     metrics = next(h for h in heads if h.startswith("Metrics"))
     assert "| request |" not in metrics and "| limit |" not in metrics
-    assert "per-task mean diff [95% CI]" in md.stdout and "with the task design effect" in md.stdout
+    assert "per-task mean diff [95% CI]" in md.stdout and "independent samples of new tasks" in md.stdout
     assert "None" not in next(h for h in heads if h.startswith("Setup"))  # unrecorded facts are left out
     # The configurations keep the order the sources were given in (terminal-bench first), not alphabetical.
     doc = json.loads(headroom("report", "--store", str(labels_store), "--format", "json").stdout)
@@ -160,13 +160,15 @@ def test_a_schema_2_store_gets_its_overcommit_columns_back_filled_from_the_evide
     for i, (label, rec) in enumerate([("a", {"ratio_max": 1.5, "unbounded_in_flight": True}),
                                       ("a", {"ratio_max": 0.5, "unbounded_in_flight": False}),
                                       ("b", None)]):
-        db.execute("INSERT INTO trials VALUES ('r', ?, 't', ?, 1, 1, ?, 0, ?)", (f"x{i}", label, i, i))
+        db.execute("INSERT INTO trials (run_id, trial_id, task_id, config_label, request_multiplier, limit_multiplier, "
+                   "attempt, seed, ord) VALUES ('r', ?, 't', ?, 1, 1, ?, 0, ?)", (f"x{i}", label, i, i))
         db.execute("INSERT INTO executions (run_id, trial_id, try, status, final, started_at, outcome) "
                    "VALUES ('r', ?, 0, 'finished', 1, '2026-01-01T00:00:00+00:00', 'passed')", (f"x{i}",))
         db.execute("INSERT INTO evidence VALUES ('r', ?, 0, ?)",
                    (f"x{i}", json.dumps({"extra": {"overcommit": rec} if rec else {}})))
     for column in OVERCOMMIT_COLUMNS:  # back to the schema-2 shape
         db.execute(f"ALTER TABLE executions DROP COLUMN {column}")
+    db.execute("ALTER TABLE trials DROP COLUMN source_run")
     db.execute("PRAGMA user_version = 2")
     store.close()
 

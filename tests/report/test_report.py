@@ -58,11 +58,11 @@ def test_json_report_has_what_issue_2_promises(sweep_store: Path) -> None:
     assert doc["task_provenance_mix"]["license_or_access"] == {"Apache-2.0": 1, "unrecorded": 2}
 
 
-def test_markdown_opens_with_the_four_blocks(sweep_store: Path) -> None:
+def test_markdown_opens_with_the_summary_then_the_four_blocks(sweep_store: Path) -> None:
     res = headroom("report", "--store", str(sweep_store), "--format", "markdown")
     assert res.returncode == 0, res.stderr
     heads = re.findall(r"^## (.+)$", res.stdout, flags=re.M)
-    assert heads[:4] == ["Setup", "Task provenance mix", "Metrics", "Exclusions"]
+    assert heads[:5] == ["Summary", "Setup", "Task provenance mix", "Metrics", "Exclusions"]
     assert "oom_killed" in res.stdout and "cluster-level" in res.stdout and "Calibration recommendation" in heads
 
 

@@ -67,29 +67,45 @@ def test_heavy_task_gets_a_higher_ceiling_than_a_plain_one_and_a_floor_from_its_
     assert (plain.ceiling_label, plain.ceiling_memory_mb) == ("1x-strict", 32)
     assert (heavy.ceiling_label, heavy.ceiling_memory_mb, heavy.ceiling_cpus) == ("1x/3x", 96, 3.0)
     assert 16 <= plain.floor_memory_mb <= 20 and 72 <= heavy.floor_memory_mb <= 90  # p95 of the unbounded peaks
+    # Each limit against the strict one: 2x removes some infra errors, 3x significantly more still (fixed sequence).
     chosen = next(lt for lt in heavy.limits if lt.label == "1x/3x")
-    assert not chosen.significant and chosen.diff_high <= 0.15
+    assert chosen.significant and chosen.p_holm < 0.05 and chosen.diff == -1.0
     two = next(lt for lt in heavy.limits if lt.label == "1x/2x")
-    assert two.significant and two.test.startswith("boschloo") and two.diff_low > 0
+    assert two.significant and two.test.startswith("boschloo") and two.diff_high < 0
+    assert heavy.ceiling_reason.startswith("infra errors 30/30 at 1x-strict -> 0/30 at 1x/3x")
+    assert plain.ceiling_reason == "no infra error in 120 trials at any limit: the strict limit suffices"
     assert heavy.peaks["n"] == 30 and heavy.peaks["max_bytes"] <= 90 * MIB
     res = reserved_memory(list(bands.values()), 3.0)
     assert res["task_band_mb"] == 32 + 96 and res["uniform_3x_mb"] == 96 + 96
 
 
-def test_a_lucky_small_limit_below_one_that_showed_errors_is_not_published() -> None:
+def test_a_lucky_strict_limit_below_one_that_showed_errors_is_not_published() -> None:
     df = frame("spiky", 30, {"1x/2x": 8}, 20, np.random.default_rng(2))  # 1x: no spike drawn; 2x: spikes
     band = task_band("spiky", df, 32, 1.0, margin=0.15)
-    assert band.ceiling_label == "1x/3x"
+    assert band.status == "refused" and band.ceiling_label is None
+    assert "no infra error at 1x-strict in 30 trials but some above it (1x/2x 8/30)" in band.reasons[-1]
 
 
 def test_too_few_attempts_is_a_refusal_with_the_attempts_needed() -> None:
-    band = task_band("t", frame("t", 6, {}, 20, np.random.default_rng(3)), 32, 1.0, margin=0.10)
+    band = task_band("t", frame("t", 6, {"1x-strict": 2}, 20, np.random.default_rng(3)), 32, 1.0, margin=0.10)
     assert band.status == "refused" and band.ceiling_memory_mb is None
     assert band.attempts_needed is not None and band.attempts_needed > 6
-    assert any("attempts per configuration" in r for r in band.reasons)
-    # ... and that many attempts really would have been enough at these rates.
-    enough = task_band("t", frame("t", band.attempts_needed, {}, 20, np.random.default_rng(3)), 32, 1.0, margin=0.10)
-    assert enough.status == "recommended"
+    assert "infra errors 2/6 at 1x-strict are not significantly fewer at any tested limit" in band.reasons[-1]
+    assert "attempts per configuration would settle it" in band.reasons[-1]
+    # ... and that many attempts at the same rates (a third OOM-killed at 1x, none above) are enough.
+    n = band.attempts_needed
+    enough = task_band("t", frame("t", n, {"1x-strict": round(n / 3)}, 20, np.random.default_rng(3)), 32, 1.0,
+                       margin=0.10)
+    assert enough.status == "recommended" and enough.ceiling_label == "1x/2x"
+
+
+def test_a_limit_that_removes_infra_errors_but_changes_the_score_is_not_published() -> None:
+    rows = frame("heavy", 20, {"1x-strict": 10, "1x/2x": 10}, 20, np.random.default_rng(8))
+    low = rows["limit_multiplier"].fillna(99) <= 2
+    rows.loc[low & (rows["outcome"] == "passed"), "outcome"] = "failed"  # the lean strategy fails where it fits
+    band = task_band("heavy", rows, 32, 1.0)
+    assert band.status == "refused"
+    assert "also change its score" in band.reasons[-1] and "100% of finished trials pass at 1x/3x" in band.reasons[-1]
 
 
 def test_every_limit_significantly_worse_says_test_higher_limits() -> None:
@@ -99,10 +115,10 @@ def test_every_limit_significantly_worse_says_test_higher_limits() -> None:
     assert any("test higher limits" in r for r in band.reasons)
 
 
-def test_no_unbounded_configuration_is_refused() -> None:
+def test_no_unbounded_configuration_is_not_needed() -> None:
     df = frame("t", 20, {}, 20, np.random.default_rng(5))
-    band = task_band("t", df[df["config_label"] != "unbounded"], 32, 1.0)
-    assert band.status == "refused" and "no unbounded" in band.reasons[-1]
+    band = task_band("t", df[df["config_label"] != "unbounded"], 32, 1.0)  # unbounded is evidence, never a ceiling
+    assert band.status == "recommended" and band.ceiling_label == "1x-strict" and band.unbounded_infra is None
     assert band.peaks["basis"].startswith("highest tested limit")
 
 

@@ -224,30 +224,26 @@ def test_calibration_refuses_on_tiny_data():
     assert cal["status"] == "refused"
     assert any("too few tasks" in r for r in cal["reasons"])
     assert cal["recommended_limit_multiplier"] is None
-    assert isinstance(cal["power"]["attempts_per_task_needed"], int)
-    assert cal["power"]["attempts_per_task_needed"] > 2
 
 
-def test_calibration_refuses_when_nothing_reduces_infra():
+def test_calibration_publishes_the_strict_limit_when_nothing_reduces_infra():
     flat = tuple(PlantedConfig(c.label, c.request_multiplier, c.limit_multiplier, 0.05) for c in TERMINAL_BENCH_LIKE)
     cal = analyze(make_sweep(60, 20, flat, seed=2))["calibration"]
-    assert cal["status"] == "refused"
-    assert any("significantly reduces infra" in r for r in cal["reasons"])
+    assert cal["status"] == "recommended" and cal["recommended_label"] == "1x-strict"
     assert not any(e["infra_reduced"] for e in cal["evidence"])
-    assert cal["recommended_limit_multiplier"] is None
+    assert cal["reasons"][0].startswith("no tested limit significantly reduces infra errors")
 
 
-def test_calibration_recommends_band_on_terminal_bench_like_sweep():
+def test_calibration_recommends_a_bounded_limit_on_terminal_bench_like_sweep():
     res = analyze(make_sweep(100, 40, seed=11))
     cal = res["calibration"]
     assert cal["status"] == "recommended", cal["reasons"]
-    assert cal["recommended_limit_multiplier"] in (1.5, 2.0, 3.0)
-    assert cal["max_within_noise_limit_multiplier"] is not None
-    assert cal["max_within_noise_limit_multiplier"] >= 3.0
-    assert cal["score_changes_at_label"] in ("1x/5x", "unbounded")
+    # 5x is bounded, removes significantly more infra errors than 3x, and its planted +2 points is inside the
+    # default 3-point margin: any of these is the rule's answer; unbounded (+6 points) never is.
+    assert cal["recommended_limit_multiplier"] in (1.5, 2.0, 3.0, 5.0)
     by = {e["label"]: e for e in cal["evidence"]}
-    assert by["unbounded"]["score_above_floor"] and by["unbounded"]["score_cmh_p_holm"] < 0.05
-    assert by["1x/3x"]["infra_reduced"] and by["1x/3x"]["within_noise"]
+    assert by["unbounded"]["score_changed"] and by["unbounded"]["score_change_p_holm"] < 0.05
+    assert cal["score_changes_at_label"] in ("1x/5x", "unbounded")
     rec = by[cal["recommended_label"]]
     assert rec["infra_p_holm"] < 0.05 and rec["infra_p_holm"] >= rec["infra_p"]
 
@@ -339,8 +335,8 @@ def test_contract_checks_and_notes():
 
 def test_calibration_judges_the_agent_score_not_the_headline():
     """Large infra effect, agent unchanged: the headline rises with every infra error removed, which a
-    headline-based rule would read as 'headroom changes the score' and refuse. The rule judges the
-    infra-excluded score, so it recommends a ceiling and reports the headline jump beside it."""
+    headline-based rule would read as 'headroom changes the score'. The rule judges the infra-excluded
+    score, so it recommends a limit and reports the headline jump beside it."""
     big = (
         PlantedConfig("1x-strict", 1.0, 1.0, 0.20),
         PlantedConfig("1x/2x", 1.0, 2.0, 0.08),
@@ -352,9 +348,8 @@ def test_calibration_judges_the_agent_score_not_the_headline():
     assert cal["status"] == "recommended", cal["reasons"]
     by = {e["label"]: e for e in cal["evidence"]}
     rec = by[cal["recommended_label"]]
-    assert rec["score_basis"] == "score_infra_excluded" and rec["within_noise"] and rec["infra_reduced"]
-    # At 3x the headline is significantly higher, yet the agent's own score is within noise.
+    assert rec["score_basis"] == "score_infra_excluded" and rec["infra_reduced"] and not rec["score_changed"]
     three = by["1x/3x"]
-    assert three["headline_diff_vs_reference"] > 0.05 and three["headline_cmh_p_holm"] < 0.05
-    assert three["within_noise"] and not three["score_above_floor"]
+    assert three["headline_diff_vs_reference"] > 0.05
+    assert not three["score_changed"]
     assert cal["score_changes_at_label"] is None

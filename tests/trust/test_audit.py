@@ -10,7 +10,7 @@ from pathlib import Path
 from orchestrator.tasks.loader import load_tasks
 from orchestrator.trust.audit import accept_clusters, audit
 from orchestrator.trust.duplicates import all_pairs_near
-from orchestrator.trust.texts import Item, file_items, normalize, task_items
+from orchestrator.trust.texts import Item, file_items, normalize
 from tests.taskfactory import write_task
 
 BASE = ("Write a program that reads the access log in /app/logs and prints the ten most frequent client "

@@ -75,7 +75,7 @@ def test_sweep_grades_answers_then_regrade_shows_every_flip(tmp_path: Path) -> N
     out = json.loads(proc.stdout)
     assert out["regrade"]["flips"] == {"passed -> failed": 2, "abstained -> failed": 2}
     assert {i["task_id"] for i in out["regrade"]["items"]} == {"pi", "unknown"}
-    assert len(_headroom("runs", "--store", str(store)).stdout.splitlines()) == 2  # the regrade is its own run
+    assert len(json.loads(_headroom("runs", "--store", str(store), "--json").stdout)["runs"]) == 2  # its own run
     report = _headroom("report", "--store", str(store), "--format", "json")
     assert report.returncode == 0, report.stderr
 

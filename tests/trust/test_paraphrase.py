@@ -8,8 +8,8 @@ from scipy import stats
 
 from orchestrator.report.document import provenance_mix, trust_block
 from orchestrator.report.markdown import trust_lines
-from orchestrator.stats.proportions import wilson
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
+from orchestrator.stats.proportions import wilson
 
 
 def _frame(rates: dict[str, float], attempts: int = 4, config: str = "1x/3x") -> pd.DataFrame:

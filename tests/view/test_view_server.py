@@ -99,3 +99,20 @@ def test_compare_with_nothing_shared_explains_instead_of_failing(tmp_path_factor
         assert 'class="error"' in res.text and words in html.unescape(res.text)
     ok = client.get(f"/compare?a={ids['base']}&b={ids['base']}")
     assert ok.status_code == 200 and "both runs hold" in ok.text and 'class="error"' not in ok.text
+
+
+def test_run_page_leads_with_the_summary_then_the_heatmap(client: TestClient, view_store: Path) -> None:
+    from orchestrator.report import document, summary
+    from orchestrator.report.text import pct
+
+    store = Store.open_existing(view_store)
+    run_id = store.runs()[0].run_id
+    doc = document.build(store, run_id)
+    page = html.unescape(client.get(f"/runs/{run_id}").text)
+    article = page[page.index('<article class="report">'):]
+    assert re.findall(r"<h2[^>]*>(.*?)</h2>", article)[:3] == ["Summary", "Tasks × configurations", "Setup"]
+    first = article[:article.index('<h2 id="heatmap">')]
+    assert summary.recommendation(doc) in first and summary.isolation(doc) in first
+    for c in doc["configurations"]:
+        assert f"<td>{c['label']}</td>\n<td>{pct(c['score_infra_as_failure']['estimate'])}</td>" in first
+    assert "<h2>Per task</h2>" not in article  # the heatmap replaces the per-task table

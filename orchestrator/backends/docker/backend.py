@@ -13,10 +13,10 @@ A try, in order (docs/docker-backend.md has the why of each step):
 5. the container stopped through the API (counters read first): the kernel kills every
    process in it, whatever the agent changed inside; its files stay. Unless the verifier
    is skipped, it is started again and the API's process list must show PID 1 alone;
-6. the agent's symlinks into verifier-only paths found through the API (``links``) and
-   replaced; ``/tests``, ``/logs/verifier`` and the verifier's task copy emptied and
-   filled by one archive upload; the verifier step run, the reward read from
-   ``/logs/verifier/reward.*``;
+6. the rest of the contract's phases (:mod:`orchestrator.contract.sequence`, through
+   :class:`.runner.DockerRunner`): ``/logs/verifier``, ``/tests`` and the verifier's task
+   copy replaced by archive uploads, the sanitiser script run in the container, the
+   verifier run in its environment, the reward read from ``/logs/verifier/reward.*``;
 7. counters read again (the restart gave the container a fresh cgroup; the two runs'
    usage is combined), the container stopped, ``State.OOMKilled`` read (after each run),
    and the container removed with its anonymous volumes.
@@ -29,6 +29,8 @@ exit code. The backend does not decide outcomes; classify does.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -43,20 +45,22 @@ from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.local.backend import host_facts
 from orchestrator.backends.local.cgroups import TrialCgroup, cpu_shares
 from orchestrator.backends.threaded import ThreadedBackend
+from orchestrator.contract.phases import Phase
+from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
 from orchestrator.errors import UserError
 from orchestrator.launch import label_value
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.facts import StepFacts, TrialFacts
-from orchestrator.spec.launch import Launch, StepLaunch
+from orchestrator.spec.launch import Launch, StepLaunch, environment_network
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.tasks import agent_view
-from orchestrator.trial_outputs import MAX_READ, parse_agent_result, parse_reward
 
 from . import cgroup as cgroup_mod
-from . import links as links_mod
+from . import external as docker_external
 from . import steps
 from .images import ImageResolver, ImageUnavailable
 from .labels import LAUNCH, MANAGED, OWNER, RUN, Owner
+from .runner import DockerRunner, EngineBlind
 
 KEEP_ALIVE = ["sleep", "infinity"]
 #: The verifier's HEADROOM_TASK_DIR: a fresh copy of the task's files with tests/ -> /tests (as the Pod runner has).
@@ -82,6 +86,17 @@ def task_trees(task_dir: Path, target: str, *, solution: bool) -> list[tuple[Pat
     """(host path, container path) of the task files a step may see under ``target`` (task.toml: task_toml)."""
     names = [*AGENT_TASK_FILES, *(("solution",) if solution else ())]
     return [(task_dir / n, f"{target}/{n}") for n in names if (task_dir / n).exists()]
+
+
+def verifier_task_copy(task_dir: Path, dest: Path, *, oracle: bool) -> Path:
+    """The verifier's ``HEADROOM_TASK_DIR`` as a host tree: what the agent saw, with ``tests/`` linked to ``/tests``."""
+    dest.mkdir(parents=True)
+    for src, target in task_trees(task_dir, "", solution=oracle):
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / target.lstrip("/"))
+    for path, data, _mode in task_toml(task_dir, ""):
+        (dest / path.lstrip("/")).write_bytes(data)
+    (dest / "tests").symlink_to(cc.TESTS)
+    return dest
 
 
 def task_toml(task_dir: Path, target: str) -> list[tuple[str, bytes, int]]:
@@ -170,6 +185,9 @@ class _Container:
         self.running = True
         self.state: dict[str, Any] | None = None
         self.runs, self.judged = 1, 0  # runs started; runs whose final state gave its OOM verdict
+        #: the try's host-side files: every step's complete output, an external agent's logs dir
+        self.spool = Path(tempfile.mkdtemp(prefix="headroom-docker-try-"))
+        self.exec_log: bytes | None = None
         self._locate()
 
     def _locate(self) -> None:
@@ -218,6 +236,8 @@ class _Container:
 class DockerBackend(ThreadedBackend):
     name = "docker"
     enforcement = "docker"
+    #: external agents act on the container through ``exec`` (:mod:`.external`)
+    exec_channel = True
 
     def __init__(self, options: DockerOptions | None = None) -> None:
         self.options = options or DockerOptions()
@@ -230,7 +250,7 @@ class DockerBackend(ThreadedBackend):
             self.client = docker.from_env(environment=environment, timeout=int(self.options.api_timeout_s),
                                           max_pool_size=64)
             # Steps stream output for as long as they run: their deadline is enforced here, not by a socket timeout.
-            streaming = docker.from_env(environment=environment, timeout=None,  # type: ignore[arg-type]
+            streaming = docker.from_env(environment=environment, timeout=None,
                                         max_pool_size=64)
             self.stream_api = streaming.api
             self.info: dict[str, Any] = self.client.info()
@@ -370,7 +390,7 @@ class DockerBackend(ThreadedBackend):
         cfg: dict[str, Any] = {
             "mem_reservation": a.request_memory_bytes,
             "cpu_shares": cpu_shares(a.request_cpus),
-            "network_mode": self.options.network if launch.allow_internet else "none",
+            "network_mode": self.options.network if environment_network(launch) else "none",
         }
         if a.limit_memory_bytes is not None:
             # No swap past the limit, as the kubelet and the local backend run trials.
@@ -446,6 +466,9 @@ class DockerBackend(ThreadedBackend):
                 facts.infra_detail = f"docker: {getattr(exc, 'explanation', None) or exc}"
             return facts
         finally:
+            if ctr is not None:  # before the container goes: its logs dir is copied out
+                docker_external.keep_artifacts(self.api, cid, launch, host_dir=ctr.spool, exec_log=ctr.exec_log)
+                shutil.rmtree(ctr.spool, ignore_errors=True)
             if cid is not None:
                 self._finish(cid, ctr, facts, cancelled)
             facts.duration_s = time.monotonic() - started
@@ -465,6 +488,8 @@ class DockerBackend(ThreadedBackend):
         trees = task_trees(task_dir, cc.TASK_DIR, solution=oracle)
         if oracle and (task_dir / "solution").is_dir():
             trees.append((task_dir / "solution", cc.SOLUTION))
+        if launch.agent_dir:  # an installed agent, copied in
+            trees.append((Path(launch.agent_dir), docker_external.AGENT_DIR))
         steps.put_archive(api, cid, steps.tree_archive(
             dirs=[(cc.LOGS, 0o755), (cc.AGENT_LOGS, 0o777), (cc.VERIFIER_LOGS, 0o777), ("/headroom", 0o755),
                   (cc.TASK_DIR, 0o755)],
@@ -472,37 +497,51 @@ class DockerBackend(ThreadedBackend):
         ))
         secrets = {k: os.environ[k] for k in launch.agent.secret_env if k in os.environ}
         agent_env = {**launch.agent.env, **cc.step_paths("agent", workdir), **secrets}
+        if launch.agent_dir:
+            agent_env["HEADROOM_AGENT_DIR"] = docker_external.AGENT_DIR
         if cancelled.is_set():
             raise _Cancelled
-        ctr.step_ooms()
-        agent = steps.run_step(api, self.stream_api, cid, "agent", self._argv(launch.agent), env=agent_env,
-                               workdir=workdir, timeout_s=launch.agent.timeout_s, cancelled=cancelled,
-                               on_expiry=ctr.halt)
-        facts.agent = agent
-        if cancelled.is_set():
-            raise _Cancelled
-        # Nothing of the agent may run on while the verifier does, or write after it: the container is
-        # stopped through the API (the kernel kills every process in it; its files stay), whatever the
-        # agent changed inside (a shadowed `sh` once made an in-container kill a no-op).
-        handover = time.monotonic()
-        agent.oom_kills = ctr.step_ooms()
-        if agent.oom_kills:
-            agent.oom_evidence = ctr.ooms.evidence
-        ctr.halt()
-        if ctr.state is not None and not cancelled.is_set():
-            self._runtime_oom(ctr.state, [agent])
-            ctr.judged = ctr.runs
-        raw, _why = steps.read_small(api, cid, cc.AGENT_RESULT, MAX_READ)
-        facts.agent_result = parse_agent_result(raw.decode("utf-8", "replace")) if raw else {}
-        if agent.timed_out or agent.oom_kills or agent.spawn_error:
-            return  # no verifier: the container stays stopped
-        if cancelled.is_set():
-            raise _Cancelled
-        ctr.restart()
-        if ctr.cg is None and self.engine == "podman":
-            facts.infra_hint, facts.infra_detail = InfraReason.OTHER, PODMAN_OOM_NOTE
-            return
-        self._verify(ctr, launch, workdir, facts, cancelled, handover)
+        forbidden = [cc.TESTS, cc.VERIFIER_LOGS, VERIFIER_TASK_DIR, *(() if oracle else (cc.SOLUTION,))]
+        with tempfile.TemporaryDirectory(prefix="headroom-vtask-") as staging:
+            vtask = verifier_task_copy(task_dir, Path(staging) / "vtask", oracle=oracle)
+            assert launch.verifier is not None  # refused in run() otherwise
+            setup = launch.agent_setup
+            plan = Plan(
+                workdir=workdir,
+                # a container's network is the try's for every exec: the setup phase gets no other
+                setup=(SetupCommand(self._argv(setup), {**setup.env, **agent_env}, setup.timeout_s)
+                       if setup is not None else None),
+                agent=(docker_external.contract_agent(self.api, self.stream_api, ctr, launch, workdir=workdir)
+                       if launch.agent_kind == "external"
+                       else Command(self._argv(launch.agent), agent_env, launch.agent.timeout_s)),
+                verifier=Command(self._argv(launch.verifier),
+                                 {**launch.verifier.env,
+                                  **cc.step_paths("verifier", workdir, task_dir=VERIFIER_TASK_DIR)},
+                                 launch.verifier.timeout_s),
+                handover=[(None, cc.VERIFIER_LOGS), (task_dir / "tests", cc.TESTS), (vtask, VERIFIER_TASK_DIR)],
+                hidden=forbidden,
+                roots=[workdir, cc.AGENT_LOGS],
+                prune=["/headroom"],  # headroom's own: the agent's task view and the verifier's copy
+            )
+            runner = DockerRunner(ctr, stream_api=self.stream_api, cancelled=cancelled, keep_alive=KEEP_ALIVE,
+                                  blind_check=lambda: (PODMAN_OOM_NOTE if ctr.cg is None and self.engine == "podman"
+                                                       else None),
+                                  runtime_oom=self._runtime_oom)
+            handover = [time.monotonic()]
+
+            def proceed(phase: Phase) -> bool:
+                if phase is Phase.STOP:  # from the agent's end: stop, start, tests in, sanitiser
+                    handover[0] = time.monotonic()
+                elif phase is Phase.SANITISE:
+                    facts.extra["handover_s"] = round(time.monotonic() - handover[0], 3)
+                return not cancelled.is_set()
+
+            try:
+                run_try(runner, plan, facts, proceed=proceed)
+            except EngineBlind as exc:
+                facts.infra_hint, facts.infra_detail = InfraReason.OTHER, str(exc)
+            if cancelled.is_set():
+                raise _Cancelled
 
     @staticmethod
     def _runtime_oom(state: dict[str, Any], steps_run: list[StepFacts]) -> None:
@@ -516,62 +555,6 @@ class DockerBackend(ThreadedBackend):
         else:
             hit = next(s for s in steps_run if s.oom_kills)
             hit.oom_evidence = f"{hit.oom_evidence} and container State.OOMKilled"
-
-    def _verify(self, ctr: _Container, launch: Launch, workdir: str, facts: TrialFacts,
-                cancelled: threading.Event, handover: float) -> None:
-        """Links out, tests in, process check, verifier step, reward (the container restarted, no agent process)."""
-        api, cid = self.api, ctr.cid
-        task_dir = Path(launch.task.path)
-        oracle = launch.task.include_solution
-        forbidden = links_mod.verifier_only_paths(VERIFIER_TASK_DIR, oracle=oracle)
-        scan = links_mod.scan(api, cid, (workdir, cc.AGENT_LOGS), forbidden)
-        # Links inside the folders emptied below go with them; the others are replaced by empty files.
-        emptied = (cc.TESTS, cc.VERIFIER_LOGS, VERIFIER_TASK_DIR)
-        replaced = [p for p in scan.links if not any(p == e or p.startswith(e + "/") for e in emptied)]
-        facts.extra["verifier_only_links_removed"] = len(scan.links)
-        facts.extra["link_scan"] = scan.evidence()
-        # /tests, /logs/verifier and the verifier's task copy are emptied, whatever the agent put there
-        # (a directory, a file, a symlink), by the daemon unpacking the archive, not by the image's tools.
-        steps.put_archive(api, cid, steps.tree_archive(
-            dirs=[(cc.LOGS, 0o755), ("/headroom", 0o755), ("/headroom/run", 0o755)],
-            fresh=[(cc.TESTS, 0o755), (cc.VERIFIER_LOGS, 0o777), (VERIFIER_TASK_DIR, 0o755)],
-            trees=[(task_dir / "tests", cc.TESTS),
-                   *task_trees(task_dir, VERIFIER_TASK_DIR, solution=oracle)],
-            files=[*task_toml(task_dir, VERIFIER_TASK_DIR), *((p, b"", 0o644) for p in replaced)],
-            links=[(f"{VERIFIER_TASK_DIR}/tests", cc.TESTS)],
-        ))
-        facts.extra["handover_s"] = round(time.monotonic() - handover, 3)
-        if cancelled.is_set():
-            raise _Cancelled
-        # A fresh process tree: PID 1 (the keep-alive) alone, checked last before the verifier (after the
-        # scan and the upload, so a process started with the keep-alive has had time to show). Anything
-        # else was started by a file the agent replaced (a `sleep` earlier in PATH): no verifier result
-        # could be trusted then. Every process counts, whatever its command line says.
-        procs = steps.processes(api, cid)
-        if len(procs) != 1:
-            facts.infra_hint = InfraReason.OTHER
-            facts.infra_detail = (f"{len(procs)} processes in the restarted container, where only its keep-alive "
-                                  f"({' '.join(KEEP_ALIVE)}) should run; the verifier was not run")
-            return
-        env = {**launch.verifier.env, **cc.step_paths("verifier", workdir, task_dir=VERIFIER_TASK_DIR)}
-        ctr.step_ooms()
-        verifier = facts.verifier = steps.run_step(
-            api, self.stream_api, cid, "verifier", self._argv(launch.verifier), env=env, workdir=workdir,
-            timeout_s=launch.verifier.timeout_s, cancelled=cancelled, on_expiry=ctr.halt)
-        if cancelled.is_set():
-            raise _Cancelled
-        verifier.oom_kills = ctr.step_ooms()
-        if verifier.oom_kills:
-            verifier.oom_evidence = ctr.ooms.evidence
-        facts.reward, facts.reward_error = None, "missing: no reward.txt or reward.json"
-        for name in cc.REWARD_FILES:
-            raw, why = steps.read_small(api, cid, f"{cc.VERIFIER_LOGS}/{name}", MAX_READ)
-            if why is not None:
-                facts.reward, facts.reward_error = None, f"malformed: {name} is {why}"
-                break
-            if raw is not None:
-                facts.reward, facts.reward_error = parse_reward(name, raw.decode("utf-8", "replace"))
-                break
 
     def _snapshot(self, cid: str, cg: TrialCgroup | None) -> dict[str, Any]:
         """This run's usage: from the container's cgroup, else from the daemon's stats endpoint."""

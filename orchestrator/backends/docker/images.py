@@ -20,8 +20,8 @@ from typing import Any
 import docker
 import docker.errors
 
-from orchestrator.task_images import built_image_ref
 from orchestrator.spec.launch import TaskSource
+from orchestrator.task_images import built_image_ref
 
 from .labels import MANAGED
 
@@ -67,7 +67,7 @@ class ImageResolver:
         env_dir = Path(task.path) / "environment"
         has_dockerfile = (env_dir / "Dockerfile").is_file()
         if task.docker_image is None and not has_dockerfile and self.default_image:
-            return self._once(self.default_image, lambda: self._existing(self.default_image))  # type: ignore[arg-type]
+            return self._once(self.default_image, lambda: self._existing(self.default_image))
         if self.force_build or task.docker_image is None:
             if not has_dockerfile:
                 if task.docker_image:

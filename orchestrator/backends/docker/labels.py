@@ -33,11 +33,11 @@ class Owner:
         return f"{self.host}/{self.pid}/{self.started:.2f}"
 
     @classmethod
-    def me(cls) -> "Owner":
+    def me(cls) -> Owner:
         return cls(platform.node(), os.getpid(), psutil.Process().create_time())
 
     @classmethod
-    def parse(cls, text: str) -> "Owner | None":
+    def parse(cls, text: str) -> Owner | None:
         try:
             host, pid, started = text.rsplit("/", 2)
             return cls(host, int(pid), float(started))

@@ -73,8 +73,12 @@ def run_step(
     timeout_s: float,
     cancelled: threading.Event,
     on_expiry: Callable[[], object],
+    spool: Path | None = None,
 ) -> StepFacts:
-    """Run one step; on timeout or cancel, ``on_expiry`` stops what runs (from outside the container)."""
+    """Run one step; on timeout or cancel, ``on_expiry`` stops what runs (from outside the container).
+
+    With ``spool`` (a host directory), the step's complete output also goes to ``NAME.stdout`` and
+    ``NAME.stderr`` there (the try's artifacts)."""
     facts = StepFacts(name=name)
     started = time.monotonic()
     try:
@@ -87,14 +91,22 @@ def run_step(
     failure: list[BaseException] = []
 
     def pump() -> None:
+        files = ((spool / f"{name}.stdout").open("wb"), (spool / f"{name}.stderr").open("wb")) if spool else None
         try:
             for stdout, stderr in stream_api.exec_start(exec_id, stream=True, demux=True):
                 if stdout:
                     out.add(stdout)
+                    if files:
+                        files[0].write(stdout)
                 if stderr:
                     err.add(stderr)
+                    if files:
+                        files[1].write(stderr)
         except Exception as exc:  # noqa: BLE001 - the container went away (cancel) or the daemon did
             failure.append(exc)
+        finally:
+            for f in files or ():
+                f.close()
 
     reader = threading.Thread(target=pump, name=f"exec-{name}", daemon=True)
     reader.start()

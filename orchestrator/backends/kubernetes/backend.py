@@ -16,26 +16,29 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
-from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, pod as pod_mod, runlease, signals
+from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, runlease, signals
+from orchestrator.backends.kubernetes import pod as pod_mod
 from orchestrator.backends.kubernetes.nodes import Nodes
-from orchestrator.backends.kubernetes.informer import RunInformer
-from orchestrator.backends.kubernetes.requests import RequestCounter
-from orchestrator.backends.kubernetes.taskfiles import ImageTaskFiles, TaskBundle, bundle as make_bundle
+from orchestrator.backends.kubernetes.run_cache import RunCache
+from orchestrator.backends.kubernetes.taskfiles import ImageTaskFiles, TaskBundle
+from orchestrator.backends.kubernetes.taskfiles import bundle as make_bundle
 from orchestrator.errors import UserError
+from orchestrator.kube import finalizers
+from orchestrator.kube.client import KubeConfigError, connect, counted
+from orchestrator.kube.errors import API_ERRORS, Failure, api_message, classify
 from orchestrator.launch import label_value
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
-from orchestrator.spec.launch import Launch
+from orchestrator.spec.launch import Launch, environment_network
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import ResourceAmounts
 from orchestrator.task_images import built_image_ref
@@ -54,30 +57,14 @@ API_WORKERS = 8
 #: are often written after the status change (the kubelet's eviction, kwok's stages), so a
 #: harvest at the first sight of the status would keep the classification but lose its evidence.
 EVENT_GRACE_S = 2.0
-#: What an unreachable or failing API server raises through the client.
-API_ERRORS = (ApiException, HTTPError, OSError)
-
-
-def _api_message(exc: BaseException) -> str:
-    """The API server's own message from a Status body, else the exception's text (one line)."""
-    body = getattr(exc, "body", None)
-    try:
-        message = json.loads(body).get("message") if body else None
-    except (TypeError, ValueError, AttributeError):
-        message = None
-    text = message or (f"{getattr(exc, 'status', '')} {getattr(exc, 'reason', '')}".strip() or str(exc))
-    return " ".join(str(text).split())[:450]
 
 
 def api_client_for(options: KubernetesOptions) -> Any:
-    """An API client from the kubeconfig (path, context) or, inside a cluster, the service account."""
+    """An API client from the kubeconfig files (path list, context) or, inside a cluster, the service account."""
     try:
-        if options.kubeconfig or os.environ.get("KUBECONFIG") or os.path.exists(os.path.expanduser("~/.kube/config")):
-            return config.new_client_from_config(config_file=options.kubeconfig, context=options.context)
-        config.load_incluster_config()
-        return client.ApiClient()
-    except (config.ConfigException, OSError) as exc:
-        raise UserError(f"cannot reach a Kubernetes cluster: {exc}", field="kubernetes.kubeconfig") from None
+        return connect(options.kubeconfig, options.context)
+    except KubeConfigError as exc:
+        raise UserError(str(exc), field="kubernetes.kubeconfig") from None
 
 
 @dataclass
@@ -100,6 +87,8 @@ class _Try:
     seen_at: float = 0.0
     extended: dict[str, str] | None = None  # limit-aware placement: the extended resource the task container holds
     ended_at: float | None = None  # when an infrastructure ending was first seen (see EVENT_GRACE_S)
+    gated: bool = False  # seen held by a scheduling gate (Kueue's, until it admits the pod)
+    gated_s: float | None = None  # creation to the first sight of the pod without its gates
 
 
 @dataclass
@@ -121,9 +110,8 @@ class KubernetesBackend:
                  pod_hook: PodHook | None = None, clock: Callable[[], float] = time.time) -> None:
         self.options = options or KubernetesOptions()
         self.namespace = self.options.namespace
-        self.api_client = api_client or api_client_for(self.options)
-        self.requests = RequestCounter()
-        self.requests.install(self.api_client)
+        self.api_client = counted(api_client or api_client_for(self.options))
+        self.requests = self.api_client.requests
         self.core = client.CoreV1Api(self.api_client)
         self.nodes = Nodes(self.core, self.options)  # canary targets and per-node overcommit (nodes.py)
         self.pod_hook = self.nodes.pinning(pod_hook)  # tests add the simulated plane's outcome annotations
@@ -141,7 +129,7 @@ class KubernetesBackend:
         )
         self._lock = threading.RLock()
         self._changed = threading.Condition()
-        self._informers: dict[str, RunInformer] = {}
+        self._informers: dict[str, RunCache] = {}
         self._tries: dict[str, _Try] = {}
         self._bundles: dict[str, TaskBundle] = {}
         self._configmaps: set[str] = set()
@@ -167,13 +155,13 @@ class KubernetesBackend:
             self._generation += 1
             self._changed.notify_all()
 
-    def informer(self, run_id: str) -> RunInformer:
+    def informer(self, run_id: str) -> RunCache:
         run_label = label_value(run_id)
         with self._lock:
             inf = self._informers.get(run_label)
             if inf is None:
                 selector = f"{RUN_LABEL}={run_label},app.kubernetes.io/managed-by=headroom"
-                inf = RunInformer(self.core, self.namespace, selector, self._notify, self.nodes.pod_seen)
+                inf = RunCache(self.core, self.namespace, selector, self._notify, self.nodes.pod_seen)
                 self.nodes.start(wait=False)
                 self._informers[run_label] = inf
                 inf.start()
@@ -262,7 +250,7 @@ class KubernetesBackend:
                     f"{limit_resource.RESOURCE} a candidate node advertises, but {why}", InfraReason.SPAWN_FAILED)
                 return self._handle(launch)
         try:
-            if not launch.allow_internet:
+            if not environment_network(launch):
                 self._network_policy()
             bundle = self._bundle(launch)
             body = pod_mod.build(launch, self.options, bundle, image, self._secret(launch), t.extended)
@@ -314,19 +302,20 @@ class KubernetesBackend:
         status = getattr(exc, "status", None)
         body = str(getattr(exc, "body", "") or exc)
         t.last_error = f"{status} {getattr(exc, 'reason', '')}: {body}"[:500] if status else f"{type(exc).__name__}: {exc}"[:500]
-        if status == 429 or (status == 403 and "exceeded quota" in body):
+        failure = classify(exc)
+        if failure is Failure.THROTTLED:
             self.stats.quota_waits += 1
             t.queued_waits += 1
             t.retry_at = now + min(30.0, 1.0 * 2 ** min(t.queued_waits, 5))
             t.api_errors_since = None
             return
-        if status is not None and 400 <= status < 500 and status not in (408, 409):
+        if failure in (Failure.REFUSED, Failure.NOT_FOUND, Failure.GONE):
             # A refused spec (422 Invalid, an admission webhook's or Pod Security's 403): retrying
             # cannot help, and the try never started. The server's own words are the evidence.
-            t.result = self._api_error_facts(t, f"the API server refused the pod: {_api_message(exc)}",
+            t.result = self._api_error_facts(t, f"the API server refused the pod: {api_message(exc)}",
                                              InfraReason.SPAWN_FAILED)
             t.result.extra["api_refusal"] = {"status": status, "reason": getattr(exc, "reason", None),
-                                             "message": _api_message(exc)}
+                                             "message": api_message(exc)}
             return
         self.stats.api_retries += 1
         if t.api_errors_since is None:
@@ -414,6 +403,8 @@ class KubernetesBackend:
         events = inf.events_of(t.launch.name)
         obs = signals.observe(pod, events, ctx)
         self.stats.by_state[obs.state] = self.stats.by_state.get(obs.state, 0) + 1
+        if pod is not None:
+            self._note_gate(t, pod, obs.state)
         if obs.state != "done" or obs.facts is None:
             t.seen_version, t.seen_state, t.seen_at = version, obs.state, now
             return None
@@ -439,6 +430,14 @@ class KubernetesBackend:
             held = self._harvested.pop(handle.name, None)
         if held is not None:
             self._pool.submit(self._release, *held)
+
+    def _note_gate(self, t: _Try, pod: dict[str, Any], state: str) -> None:
+        """Time held in a queue: from the pod's creation until it is first seen without its gates."""
+        if state == "queued":
+            t.gated = True
+        elif t.gated and t.gated_s is None:
+            created = signals.timestamp((pod.get("metadata") or {}).get("creationTimestamp"))
+            t.gated_s = max(0.0, self.clock() - created) if created is not None else None
 
     @staticmethod
     def _wants_log_tail(facts: TrialFacts) -> bool:
@@ -467,6 +466,10 @@ class KubernetesBackend:
         if (placed := self.nodes.overcommit(t.launch.name)) is not None:
             facts.extra["overcommit"] = placed
         facts.extra["namespace"] = self.namespace
+        if self.options.queue or t.gated:
+            # Queue time, not run time: the try's deadlines start in the pod, after admission.
+            facts.extra["queue"] = {"name": self.options.queue, "gated": t.gated,
+                                    "gated_s": None if t.gated_s is None else round(t.gated_s, 3)}
         return facts
 
     def _release(self, launch: Launch, delete_now: bool = False) -> None:
@@ -475,10 +478,9 @@ class KubernetesBackend:
         The result is already safe with the caller; if the API server is away, the release is
         retried from ``wait`` (a finalizer left behind would keep the pod forever).
         """
-        patch = [{"op": "add", "path": "/metadata/finalizers", "value": []},
-                 {"op": "add", "path": f"/metadata/labels/{pod_mod.HARVESTED_LABEL.replace('/', '~1')}", "value": "true"}]
+        label = [{"op": "add", "path": f"/metadata/labels/{pod_mod.HARVESTED_LABEL.replace('/', '~1')}", "value": "true"}]
         try:
-            self.core.patch_namespaced_pod(launch.name, self.namespace, patch)
+            self._release_finalizer(launch.name, label, known=self._cached_pod(launch))
         except API_ERRORS as exc:
             if getattr(exc, "status", None) != 404:
                 with self._lock:
@@ -493,6 +495,22 @@ class KubernetesBackend:
         else:
             with self._lock:
                 self._to_delete.add(launch.labels[RUN_LABEL])
+
+    def _cached_pod(self, launch: Launch) -> dict[str, Any] | None:
+        with self._lock:
+            inf = self._informers.get(label_value(launch.run_id))
+        return inf.pod(launch.name) if inf is not None else None
+
+    def _release_finalizer(self, name: str, also: list[dict[str, Any]] | None = None,
+                           known: dict[str, Any] | None = None) -> bool:
+        """Remove headroom's finalizer from the pod, and only it (other controllers' stay: Kueue's)."""
+        def read() -> dict[str, Any]:
+            resp = self.core.read_namespaced_pod(name, self.namespace, _preload_content=False)
+            return dict(json.loads(resp.data))
+
+        return finalizers.release(pod_mod.FINALIZER, read,
+                                  lambda ops: self.core.patch_namespaced_pod(name, self.namespace, ops),
+                                  known=known, also=also)
 
     def _delete(self, name: str) -> None:
         try:
@@ -639,8 +657,7 @@ class KubernetesBackend:
                 controller_owned.add(f"pod/{name}")
                 continue
             try:
-                self.core.patch_namespaced_pod(name, self.namespace,
-                                               [{"op": "add", "path": "/metadata/finalizers", "value": []}])
+                self._release_finalizer(name, known=self.api_client.sanitize_for_serialization(p))
                 self._delete(name)
                 report.removed.append(f"pod/{name}")
             except ApiException as exc:

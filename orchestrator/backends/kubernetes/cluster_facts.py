@@ -68,19 +68,19 @@ def collect(api_client: Any, options: KubernetesOptions) -> dict[str, Any]:
             out["runtime_class_handler"] = _forbidden(exc)
     try:
         out["resource_quotas"] = [
-            {"name": q.metadata.name, "hard": dict(q.spec.hard or {})}
+            {"name": q.metadata.name, "hard": dict(q.spec.hard or {})}  # type: ignore[union-attr]  # listed objects always carry metadata and spec
             for q in core.list_namespaced_resource_quota(options.namespace).items]
     except ApiException as exc:
         out["resource_quotas"] = _forbidden(exc)
     try:
         out["limit_ranges"] = [
-            {"name": lr.metadata.name, "limits": [api_client.sanitize_for_serialization(i) for i in lr.spec.limits or []]}
+            {"name": lr.metadata.name, "limits": [api_client.sanitize_for_serialization(i) for i in lr.spec.limits or []]}  # type: ignore[union-attr]  # listed objects always carry metadata and spec
             for lr in core.list_namespaced_limit_range(options.namespace).items]
     except ApiException as exc:
         out["limit_ranges"] = _forbidden(exc)
     try:
         ns = core.read_namespace(options.namespace)
-        out["pod_security"] = {k: v for k, v in (ns.metadata.labels or {}).items()
+        out["pod_security"] = {k: v for k, v in (ns.metadata.labels or {}).items()  # type: ignore[union-attr]  # a read namespace has metadata
                                if k.startswith("pod-security.kubernetes.io/")}
     except ApiException as exc:
         out["pod_security"] = _forbidden(exc)

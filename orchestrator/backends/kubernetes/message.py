@@ -2,7 +2,8 @@
 
 Written by ``runner.sh`` after each step, read back from the container status. It
 carries each step's exit code, duration, timeout flag, the container cgroup's
-OOM-kill counter before and after the step, the peak memory, the reward file's
+OOM-kill counter before and after the step, its CPU time and quota throttling
+(deltas of the container cgroup's ``cpu.stat``), the peak memory, the reward file's
 content (<= 512 bytes) and the agent's self-report (<= 1500 bytes), so a pod that
 is gone still leaves its result in the status the backend harvested.
 
@@ -64,6 +65,26 @@ class RunnerReport:
             duration_s=cs / 100.0,
         )
 
+    def cpu_time_s(self) -> float | None:
+        """The container cgroup's CPU time over both steps (``*_cpu_us``: each step's usage delta)."""
+        used = [u for u in (self._int("agent_cpu_us"), self._int("verifier_cpu_us")) if u is not None and u >= 0]
+        return sum(used) / 1e6 if used else None
+
+    def cpu_throttling(self) -> dict[str, int]:
+        """The quota's counters over both steps, in cgroup v2's names (``*_cpu_thr``: periods,throttled,usec)."""
+        total = [0, 0, 0]
+        seen = False
+        for step in ("agent", "verifier"):
+            parts = self.fields.get(f"{step}_cpu_thr", "").split(",")
+            try:
+                values = [int(p) for p in parts]
+            except ValueError:
+                continue
+            if len(values) == 3 and min(values) >= 0:
+                total = [a + b for a, b in zip(total, values)]
+                seen = True
+        return dict(zip(("nr_periods", "nr_throttled", "throttled_usec"), total)) if seen else {}
+
     def peak_memory_bytes(self) -> int | None:
         peaks = [p for p in (self._int("agent_peak"), self._int("verifier_peak")) if p is not None and p >= 0]
         return max(peaks) if peaks else None
@@ -103,7 +124,8 @@ class RunnerReport:
     def evidence(self) -> dict[str, Any]:
         keep = ("workdir", "memcg", "ptrace_scope", "verifier_skipped", "detail", "agent_sweep_left",
                 "verifier_sweep_left", "truncated", "agent_result_size", "verifier_only_links_removed",
-                "links_removed_unchecked")
+                "sanitise", "sanitise_special_removed", "sanitise_special_left", "sanitise_unlistable",
+                "sanitise_links_unremovable")
         out: dict[str, Any] = {k: v for k, v in self.fields.items() if k in keep}
         if self.duplicates:
             out["duplicate_keys"] = self.duplicates[:20]

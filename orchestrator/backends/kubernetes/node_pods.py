@@ -25,8 +25,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
-from orchestrator.backends.kubernetes.informer import ConnectionsInUse, _Stream
 from orchestrator.backends.kubernetes.runlease import RUN_LABEL
+from orchestrator.kube.watch import ListWatch
 
 #: Bound and not ended: what holds memory on a node.
 FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
@@ -86,13 +86,13 @@ def key(pod: dict[str, Any]) -> str:
 class NodePods:
     """Every bound, live pod's memory limits, by node; kept current by one cluster-wide watch."""
 
-    def __init__(self, core: Any, connections: ConnectionsInUse | None = None) -> None:
-        self.core, self._connections = core, connections
+    def __init__(self, core: Any) -> None:
+        self.core = core
         self._lock = threading.Lock()
         self._held: dict[str, Held] = {}
         self._stop = threading.Event()
         self._synced = threading.Event()  # the first list has arrived
-        self._stream: _Stream | None = None
+        self._stream: ListWatch | None = None
         self.forbidden: str | None = None
 
     def _list(self, **kwargs: Any) -> Any:
@@ -122,8 +122,8 @@ class NodePods:
         with self._lock:
             if self._stream is not None:
                 return
-            self._stream = _Stream("node-pods", self._list, {"field_selector": FIELD_SELECTOR},
-                                   self._listed, self._event, self._stop, self._connections)
+            self._stream = ListWatch("node-pods", self._list, {"field_selector": FIELD_SELECTOR},
+                                     on_list=self._listed, on_event=self._event, stop=self._stop)
             stream = self._stream
         stream.thread.start()
 
@@ -138,10 +138,14 @@ class NodePods:
     def threads(self) -> list[threading.Thread]:
         return [self._stream.thread] if self._stream is not None else []
 
+    @property
+    def stream(self) -> ListWatch | None:
+        return self._stream
+
     def stop(self) -> None:
-        self._stop.set()
         if self._stream is not None:
-            self._stream.interrupt()
+            self._stream.stop()
+        self._stop.set()
 
     def beside(self, node: str, run: str) -> Beside:
         """The pods on ``node`` that are not of the run labelled ``run``, as the watch last saw them."""

@@ -35,10 +35,10 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
 from orchestrator.backends.kubernetes import limit_resource
-from orchestrator.backends.kubernetes.informer import ConnectionsInUse, _Stream
 from orchestrator.backends.kubernetes.node_pods import NodePods, alive, container_limit
 from orchestrator.backends.kubernetes.runlease import RUN_LABEL
 from orchestrator.canary import NODE_LABEL as CANARY_NODE_LABEL
+from orchestrator.kube.watch import ListWatch, stop_all
 from orchestrator.launch import label_value
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch
@@ -142,16 +142,13 @@ class Nodes:
         self._lock = threading.Lock()
         self._nodes: dict[str, dict[str, Any]] = {}
         self._stop = threading.Event()
-        self._stream: _Stream | None = None
+        self._stream: ListWatch | None = None
         self._by_label: dict[str, str] = {}
         self._skipped: list[dict[str, str]] = []
         self._placements: dict[str, dict[str, Any]] = {}
         self._placements_lock = threading.Lock()  # the informers of several runs feed it
         self.forbidden: str | None = None  # set when this user may not list nodes: the watch then stops
-        api_client = getattr(core, "api_client", None)
-        # so that stop() also ends a watch still waiting for its response headers
-        self._connections = ConnectionsInUse(api_client) if api_client is not None else None
-        self.pods = NodePods(core, self._connections)  # the other workloads on each node
+        self.pods = NodePods(core)  # the other workloads on each node
 
     # -- the node cache ----------------------------------------------------------------
     def _listed(self, items: list[dict[str, Any]]) -> None:
@@ -179,8 +176,8 @@ class Nodes:
         with self._lock:
             if self._stream is None:
                 selector = ",".join(f"{k}={v}" for k, v in self.options.node_selector.items())
-                self._stream = _Stream("nodes", self._list_nodes, {"label_selector": selector} if selector else {},
-                                       self._listed, self._event, self._stop, self._connections)
+                self._stream = ListWatch("nodes", self._list_nodes, {"label_selector": selector} if selector else {},
+                                         on_list=self._listed, on_event=self._event, stop=self._stop)
                 self._stream.thread.start()
                 self.pods.start()
             stream = self._stream
@@ -202,14 +199,7 @@ class Nodes:
         return max((a for a in amounts if a is not None), default=None)
 
     def stop(self, join_s: float = 10.0) -> None:
-        self._stop.set()
-        if self._stream is not None:
-            self._stream.interrupt()
-        self.pods.stop()
-        for t in self.threads():
-            t.join(join_s)
-            if t.is_alive():
-                log.warning("watch thread %s still running after stop", t.name)
+        stop_all([s for s in (self._stream, self.pods.stream) if s is not None], join_s)
 
     def threads(self) -> list[threading.Thread]:
         return ([self._stream.thread] if self._stream is not None else []) + self.pods.threads()

@@ -19,6 +19,7 @@ No service-account token is mounted, so an agent has no API credentials.
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from typing import Any
 
@@ -27,7 +28,7 @@ from orchestrator.backends.kubernetes import scripts
 from orchestrator.backends.kubernetes.signals import TASK_CONTAINER, WARDEN_CONTAINER
 from orchestrator.backends.kubernetes.taskfiles import ImageTaskFiles, TaskBundle
 from orchestrator.spec.kubernetes import KubernetesOptions
-from orchestrator.spec.launch import Launch, StepLaunch
+from orchestrator.spec.launch import Launch, StepLaunch, environment_network
 
 FINALIZER = "headroom.dev/harvest"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "headroom"}
@@ -96,7 +97,9 @@ def kubelet_literal(text: str) -> str:
 
 
 def secret_name(run_label: str) -> str:
-    return f"headroom-secrets-{run_label}"[:253].rstrip("-.")
+    """A DNS-1123 subdomain: a run label may hold upper case (``20261202T045429Z-...``), an object name may not."""
+    name = re.sub(r"[^a-z0-9.-]", "-", f"headroom-secrets-{run_label}".lower())
+    return name[:253].rstrip("-.")
 
 
 def copy_task_script(task_id: str, root: str, solution: bool, fill: str = _FILL) -> str:
@@ -141,7 +144,7 @@ def _image_task_files(files: ImageTaskFiles, options: KubernetesOptions, solutio
 def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | ImageTaskFiles, image: str,
           secret: str | None = None, extended: dict[str, str] | None = None) -> dict[str, Any]:
     labels = {**options.pod_labels, **launch.labels, **MANAGED_BY,
-              NETWORK_LABEL: "internet" if launch.allow_internet else "none"}
+              NETWORK_LABEL: "internet" if environment_network(launch) else "none"}
     if options.queue:
         labels[QUEUE_LABEL] = options.queue
     annotations = {
@@ -154,6 +157,7 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
     }
     env = [
         *_step_env(launch.agent, "AGENT"),
+        *(_step_env(launch.agent_setup, "SETUP") if launch.agent_setup is not None else []),
         *_step_env(launch.verifier, "VERIFIER"),
         {"name": "HR_TESTS_MANIFEST", "value": bundle.tests_manifest()},
         {"name": "HR_SECRET_NAMES", "value": " ".join(launch.agent.secret_env)},

@@ -100,7 +100,7 @@ class RunLeases:
         body = self._body(name, run_label)
         try:
             try:
-                self.api.create_namespaced_lease(self.namespace, body)
+                self.api.create_namespaced_lease(self.namespace, body)  # type: ignore[arg-type]  # the client serialises a plain dict body
             except ApiException as exc:
                 if exc.status != 409:
                     raise

@@ -1,16 +1,20 @@
 # headroom in-pod runner (POSIX sh). Runs as the task container's command.
 #
+# The phases run in the order of orchestrator/contract/phases.py (the `for phase in` list at the
+# end is filled in from it by scripts.py):
+# 0. optional agent setup (HR_SETUP_*), own timeout;
 # 1. agent step: cwd = the image's WORKDIR, logs in /logs/agent, own timeout;
 # 2. kill every other process of this container (same cgroup), until none is left;
 # 3. ask the warden container (which alone holds the tests) for them and block on a
 #    FIFO: it hands them over only when it sees no process of this container but us;
-# 4. copy them to /tests, check their manifest, remove the agent's symlinks into verifier-only
-#    paths (HR_VERIFIER_ONLY), run the verifier (fresh /logs/verifier);
+# 4. copy them to /tests, check their manifest, run the contract's sanitiser (the same script
+#    as every backend's) in this container, run the verifier (fresh /logs/verifier) in the
+#    contract's verifier environment;
 # 5. write the facts as key=value lines, at most 4 KiB, to the termination message. Nothing an
 #    agent (or a verifier) wrote reaches it as text: file contents go base64-encoded
 #    (agent_result_b64, reward_b64), other agent-influenced text loses its control characters,
 #    so no such value can hold a line break, and the parser splits on "\n" only.
-# The OOM-kill counter of the container's own memory cgroup is read around each step.
+# The OOM-kill counter of the container's own memory cgroup, and its CPU counters, are read around each step.
 # Every path can be moved under $HR_ROOT so tests run this script on a plain host.
 set -u
 LC_ALL=C
@@ -26,7 +30,7 @@ TERMLOG=${HR_TERMINATION_LOG:-/dev/termination-log}
 WORKDIR=${HR_WORKDIR:-$PWD}
 ME=$$
 MSG=""
-HIDDEN="HR_AGENT_ENV HR_VERIFIER_ENV HR_TESTS_MANIFEST HR_AGENT_SCRIPT HR_AGENT_SHELL HR_VERIFIER_SCRIPT"
+HIDDEN="HR_AGENT_ENV HR_VERIFIER_ENV HR_TESTS_MANIFEST HR_AGENT_SCRIPT HR_AGENT_SHELL HR_VERIFIER_SCRIPT HR_SETUP_ENV HR_SETUP_SCRIPT HR_SETUP_SHELL HR_SAN_SCRIPT"
 SH=sh
 command -v bash >/dev/null 2>&1 && SH=bash
 
@@ -65,6 +69,36 @@ oom_kills() {  # OOM kills counted by the container's own memory cgroup (v2 memo
     return 0
   done
   OOM=-1
+}
+# The container's CPU counters (cgroup v2 cpu.stat: usage_usec and the quota's throttling; v1:
+# cpuacct.usage in ns, cpu.stat's throttled_time in ns), read around each step like the OOM counter.
+CPUCG=${HR_CPUCG:-} CPUACCT=${HR_CPUACCT:-}
+if [ -z "$CPUCG" ]; then
+  for d in /sys/fs/cgroup /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup/cpu; do
+    [ -r "$d/cpu.stat" ] && { CPUCG=$d; break; }
+  done
+fi
+if [ -z "$CPUACCT" ]; then
+  for d in /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup/cpuacct; do
+    [ -r "$d/cpuacct.usage" ] && { CPUACCT=$d; break; }
+  done
+fi
+cpu_stat() {  # -> CPU_US PERIODS THROTTLED THR_US (-1 where the counter is not readable), without a fork
+  CPU_US=-1 PERIODS=-1 THROTTLED=-1 THR_US=-1
+  if [ -n "$CPUCG" ] && [ -r "$CPUCG/cpu.stat" ]; then
+    while read -r k v; do
+      case $k in
+        usage_usec) CPU_US=$v ;;
+        nr_periods) PERIODS=$v ;;
+        nr_throttled) THROTTLED=$v ;;
+        throttled_usec) THR_US=$v ;;
+        throttled_time) THR_US=$((v / 1000)) ;;
+      esac
+    done < "$CPUCG/cpu.stat"
+  fi
+  if [ "$CPU_US" = -1 ] && [ -n "$CPUACCT" ] && [ -r "$CPUACCT/cpuacct.usage" ]; then
+    read -r v < "$CPUACCT/cpuacct.usage" && CPU_US=$((v / 1000))
+  fi
 }
 peak() {
   PEAK=-1
@@ -110,34 +144,46 @@ command_of() {  # a launch's script path (relative to the task) -> where the con
 run_step() {
   name=$1 tmo=$2 envs=$3 script=$4 shellcmd=$5 logdir=$6 taskdir=$7
   oom_kills; oom0=$OOM
+  cpu_stat; cpu0=$CPU_US periods0=$PERIODS throttled0=$THROTTLED thr0=$THR_US
   now_cs; t0=$NOW_CS
   if [ -n "$script" ]; then
-    ( cd "$WORKDIR" 2>/dev/null; unset $HIDDEN; step_env; eval "$envs"; exec "$SH" "$script" ) > "$logdir/stdout.txt" 2> "$logdir/stderr.txt" &
+    ( cd "$WORKDIR" 2>/dev/null; unset $HIDDEN; step_env; eval "$envs"; step_env_last; exec "$SH" "$script" ) > "$logdir/stdout.txt" 2> "$logdir/stderr.txt" &
   else
-    ( cd "$WORKDIR" 2>/dev/null; unset $HIDDEN; step_env; eval "$envs"; exec "$SH" -c "$shellcmd" ) > "$logdir/stdout.txt" 2> "$logdir/stderr.txt" &
+    ( cd "$WORKDIR" 2>/dev/null; unset $HIDDEN; step_env; eval "$envs"; step_env_last; exec "$SH" -c "$shellcmd" ) > "$logdir/stdout.txt" 2> "$logdir/stderr.txt" &
   fi
   spid=$!
+  # The watcher exits 0 only when it fired (its kill of the step succeeded); ended by us first, it
+  # dies of SIGKILL. A timeout is that status plus the runner's own clock, never the step's exit
+  # code: an agent exiting 137 near its deadline once passed for a timeout.
   ( sleep "$tmo"; kill -KILL "$spid" 2>/dev/null ) > /dev/null 2>&1 &
   wpid=$!
   wait "$spid"; STEP_EXIT=$?
   kill -KILL "$wpid" 2>/dev/null
+  wait "$wpid"; fired=$?
   now_cs; STEP_CS=$((NOW_CS - t0))
   STEP_TIMEOUT=0
-  [ "$STEP_EXIT" -gt 128 ] && [ "$STEP_CS" -ge $((tmo * 100 - 5)) ] && STEP_TIMEOUT=1
+  [ "$fired" = 0 ] && [ "$STEP_CS" -ge $((tmo * 100 - 5)) ] && STEP_TIMEOUT=1
   sweep
-  oom_kills; peak
+  oom_kills; peak; cpu_stat
   emit "${name}_exit=$STEP_EXIT"
   emit "${name}_cs=$STEP_CS"
   emit "${name}_timeout=$STEP_TIMEOUT"
   emit "${name}_oom0=$oom0"
   emit "${name}_oom1=$OOM"
   emit "${name}_peak=$PEAK"
+  if [ "$cpu0" -ge 0 ] && [ "$CPU_US" -ge 0 ]; then emit "${name}_cpu_us=$((CPU_US - cpu0))"; fi
+  if [ "$periods0" -ge 0 ] && [ "$PERIODS" -ge 0 ]; then
+    emit "${name}_cpu_thr=$((PERIODS - periods0)),$((THROTTLED - throttled0)),$((THR_US - thr0))"
+  fi
   STEP_OOM=$((OOM - oom0))
 }
 step_env() {  # the contract's paths for this step (names in orchestrator/launch.py, paths in container_contract.py)
   export HEADROOM_WORKDIR="$WORKDIR" HEADROOM_LOGS_DIR="$logdir" HEADROOM_TASK_DIR="$taskdir" \
     HEADROOM_INSTRUCTION_FILE="$TASK/instruction.md"
   if [ "$name" = agent ]; then export HEADROOM_AGENT_RESULT="$LOGS/agent/result.json"; fi
+}
+step_env_last() {  # after the task's own variables: the verifier's fixed ones win
+  if [ "$name" = verifier ]; then verifier_env; fi
 }
 HAVE_B64=""
 command -v base64 >/dev/null 2>&1 && HAVE_B64=1
@@ -156,68 +202,11 @@ manifest() {  # "cksum size path" per file under $1, sorted: what the warden mus
   ( cd "$1" && find . -type f | LC_ALL=C sort | while IFS= read -r f; do cksum "$f"; done ) | tr '\n' ';'
 }
 
-# Run by `find -exec` on the symlinks the agent left (paths as arguments, so no name can split):
-# resolves each link's target as `readlink -m` does -- every component that exists as a link
-# is followed (at most 40), `.`/`..` are applied by name, components that do not exist yet are
-# kept as written -- and removes the link when that lands in (or is) a verifier-only path, or
-# does not resolve within 40 links. Prints one line per removal.
-LINKS_SH='
-HAVE_RL=""; command -v readlink >/dev/null 2>&1 && HAVE_RL=1
-target() {
-  if [ -n "$HAVE_RL" ]; then T=$(readlink "$1"); else T=$(ls -ld "$1"); T=${T#*" -> "}; fi
-}
-canon() {
-  CANON="" rem=$1 hops=0 LOOP=""
-  case $rem in /*) ;; *) rem="$PWD/$rem" ;; esac
-  while [ -n "$rem" ]; do
-    case $rem in */*) c=${rem%%/*}; rem=${rem#*/} ;; *) c=$rem; rem="" ;; esac
-    case $c in ""|.) continue ;; ..) CANON=${CANON%/*}; continue ;; esac
-    if [ -L "$CANON/$c" ]; then
-      hops=$((hops + 1))
-      [ "$hops" -gt 40 ] && { LOOP=1; return; }
-      target "$CANON/$c"
-      case $T in /*) CANON="" ;; esac
-      rem="$T/$rem"
-    else
-      CANON="$CANON/$c"
-    fi
-  done
-}
-for l in "$@"; do
-  [ -L "$l" ] || continue
-  target "$l"
-  case $T in /*) canon "$T" ;; *) canon "${l%/*}/$T" ;; esac
-  bad=$LOOP
-  for v in $HR_VONLY_CANON; do
-    case $CANON/ in "$v"/*) bad=1 ;; esac
-  done
-  [ -n "$bad" ] && rm -f "$l" && echo removed
-done
-'
-drop_verifier_only_links() {  # -> LINKS_REMOVED, LINKS_UNCHECKED
-  vonly=""
-  for v in ${HR_VERIFIER_ONLY:-/tests /logs/verifier /solution /headroom/handoff}; do
-    c=$(HR_VONLY_CANON="" "$SH" -c "$LINKS_SH
-canon \"\$0\"; printf %s \"\$CANON\"" "$R$v")
-    [ -n "$c" ] && vonly="$vonly $c"
-  done
-  # Not searched (a work dir of / holds them): the kernel's trees, headroom's own folders (the
-  # runner's vtask/tests link) and the verifier-only paths, whose own links are the task's.
-  prune="-path /proc"
-  for v in /sys /dev "$R/headroom" "$TESTS" "$LOGS/verifier" "$SOLUTION"; do prune="$prune -o -path $v"; done
-  LINKS_REMOVED=0 LINKS_UNCHECKED=0
-  # Bounded work: beyond HR_MAX_LINKS links (one fork each) the rest are removed unchecked.
-  # shellcheck disable=SC2086
-  n=$(find "$WORKDIR" "$LOGS/agent" \( $prune \) -prune -o -type l -print 2>/dev/null | wc -l | tr -d ' ')
-  if [ "$n" -gt "${HR_MAX_LINKS:-20000}" ]; then
-    # shellcheck disable=SC2086
-    LINKS_UNCHECKED=$(find "$WORKDIR" "$LOGS/agent" \( $prune \) -prune -o -type l -exec rm -f {} + -print \
-      2>/dev/null | wc -l | tr -d ' ')
-    return 0
-  fi
-  # shellcheck disable=SC2086
-  LINKS_REMOVED=$(HR_VONLY_CANON="$vonly" find "$WORKDIR" "$LOGS/agent" \( $prune \) -prune -o -type l \
-    -exec "$SH" -c "$LINKS_SH" sh {} + 2>/dev/null | wc -l | tr -d ' ')
+# The contract's sanitiser (orchestrator/contract/sanitise.sh), the same script every backend runs,
+# and the verifier's environment (orchestrator/contract/verifier_env.py): filled in by scripts.py.
+HR_SAN_SCRIPT=@SANITISER@
+verifier_env() {
+@VERIFIER_ENV@
 }
 
 # Each secret named in HR_SECRET_NAMES (its value from the environment) -> [REDACTED], literally.
@@ -239,78 +228,110 @@ else emit "memcg=none"; fi
 [ -r /proc/sys/kernel/yama/ptrace_scope ] && { read -r ps < /proc/sys/kernel/yama/ptrace_scope; emit "ptrace_scope=$ps"; }
 mkdir -p "$LOGS/agent" "$RUN" 2>/dev/null
 
-# ---- agent ------------------------------------------------------------------------------
-agent_script=""
-[ -n "${HR_AGENT_SCRIPT:-}" ] && agent_script=$(command_of "$HR_AGENT_SCRIPT")
-run_step agent "${HR_AGENT_TIMEOUT:-600}" "${HR_AGENT_ENV:-}" "$agent_script" "${HR_AGENT_SHELL:-}" "$LOGS/agent" "$TASK"
-agent_oom=$STEP_OOM agent_timeout=$STEP_TIMEOUT
-# The agent's output tails for the container log, taken now: the secrets are still in our
-# environment, so they are redacted in 4 KiB of slack before the 2 KiB cut (a secret printed
-# across the cut leaves no piece; the backend redacts again and scrubs the cut edges).
-for stream in stdout stderr; do
-  f="$LOGS/agent/$stream.txt"
-  rm -f "$RUN/agent-$stream.tail"
-  { [ -f "$f" ] && [ ! -L "$f" ] && [ -s "$f" ]; } || continue
-  if [ -n "${HR_SECRET_NAMES:-}" ] && command -v awk >/dev/null 2>&1; then
-    tail -c 6144 "$f" | awk "$REDACT_AWK" | tail -c 2048 > "$RUN/agent-$stream.tail"
-  else
-    tail -c 2048 "$f" > "$RUN/agent-$stream.tail"
-  fi
-done
-if [ -f "$LOGS/agent/result.json" ] && [ ! -L "$LOGS/agent/result.json" ]; then
-  n=$(size_of "$LOGS/agent/result.json")
-  if [ "$n" -le 1500 ]; then emit_file agent_result "$LOGS/agent/result.json" 1500; else emit "agent_result_size=$n"; fi
-fi
-flush
-
-# ---- verifier ---------------------------------------------------------------------------
+# ---- phases: orchestrator/contract/phases.py's list, in its order (filled in by scripts.py) -----
 skip=""
-[ "$agent_timeout" = 1 ] && skip=agent_timeout
-[ "$agent_oom" -gt 0 ] 2>/dev/null && skip=agent_oom
-if [ -z "$skip" ]; then
+phase_agent_setup() {  # optional; a failure is infra_error(agent_setup_failed), and nothing else runs
+  [ -n "${HR_SETUP_SCRIPT:-}${HR_SETUP_SHELL:-}" ] || return 0
+  setup_script=""
+  [ -n "${HR_SETUP_SCRIPT:-}" ] && setup_script=$(command_of "$HR_SETUP_SCRIPT")
+  run_step agent_setup "${HR_SETUP_TIMEOUT:-600}" "${HR_SETUP_ENV:-}" "$setup_script" "${HR_SETUP_SHELL:-}" "$LOGS/agent" "$TASK"
+  if [ "$STEP_EXIT" != 0 ] || [ "$STEP_TIMEOUT" = 1 ] || [ "$STEP_OOM" -gt 0 ] 2>/dev/null; then
+    skip=agent_setup_failed
+  fi
+  flush
+}
+phase_agent() {
+  agent_script=""
+  [ -n "${HR_AGENT_SCRIPT:-}" ] && agent_script=$(command_of "$HR_AGENT_SCRIPT")
+  run_step agent "${HR_AGENT_TIMEOUT:-600}" "${HR_AGENT_ENV:-}" "$agent_script" "${HR_AGENT_SHELL:-}" "$LOGS/agent" "$TASK"
+  agent_oom=$STEP_OOM agent_timeout=$STEP_TIMEOUT
+}
+phase_stop() {  # run_step swept every process of this container; what the agent left is read now
+  # The agent's output tails for the container log, taken now: the secrets are still in our
+  # environment, so they are redacted in 4 KiB of slack before the 2 KiB cut (a secret printed
+  # across the cut leaves no piece; the backend redacts again and scrubs the cut edges).
+  for stream in stdout stderr; do
+    f="$LOGS/agent/$stream.txt"
+    rm -f "$RUN/agent-$stream.tail"
+    { [ -f "$f" ] && [ ! -L "$f" ] && [ -s "$f" ]; } || continue
+    if [ -n "${HR_SECRET_NAMES:-}" ] && command -v awk >/dev/null 2>&1; then
+      tail -c 6144 "$f" | awk "$REDACT_AWK" | tail -c 2048 > "$RUN/agent-$stream.tail"
+    else
+      tail -c 2048 "$f" > "$RUN/agent-$stream.tail"
+    fi
+  done
+  if [ -f "$LOGS/agent/result.json" ] && [ ! -L "$LOGS/agent/result.json" ]; then
+    n=$(size_of "$LOGS/agent/result.json")
+    if [ "$n" -le 1500 ]; then emit_file agent_result "$LOGS/agent/result.json" 1500; else emit "agent_result_size=$n"; fi
+  fi
+  flush
+  [ "$agent_timeout" = 1 ] && skip=agent_timeout
+  [ "$agent_oom" -gt 0 ] 2>/dev/null && skip=agent_oom
+  for name in ${HR_SECRET_NAMES:-}; do unset "$name"; done
+}
+phase_handover() {
   # Nothing of the agent runs any more (sweep): what we create now it cannot touch.
   rm -rf "$RUN/wake" "$RUN/request"
-  mkfifo -m 622 "$RUN/wake" || skip=no_fifo
-fi
-if [ -z "$skip" ]; then
+  mkfifo -m 622 "$RUN/wake" || { skip=no_fifo; return; }
   echo "$ME" > "$RUN/request"
   read -r answer rest < "$RUN/wake"
   case $answer in
     ok) ;;
-    *) skip=tests_withheld; emit "detail=$(printf '%s' "$answer $rest" | no_ctl | dd bs=300 count=1 2>/dev/null)" ;;
+    *) skip=tests_withheld; emit "detail=$(printf '%s' "$answer $rest" | no_ctl | dd bs=300 count=1 2>/dev/null)"; return ;;
   esac
-fi
-if [ -z "$skip" ]; then
   # A mount point (non-root pods) keeps its folder and loses its contents; anything else the
   # agent left at /tests (a folder, a link) is removed whole and made afresh.
   rm -rf "$TESTS" "$TESTS"/* "$TESTS"/.[!.]* "$TESTS"/..?* 2>/dev/null
-  mkdir -p "$TESTS" || skip=tests_copy
-  cp -R "$HANDOFF/tests/." "$TESTS/" 2>/dev/null || skip=tests_copy
-  if [ -z "$skip" ] && [ "$(manifest "$TESTS")" != "${HR_TESTS_MANIFEST:-}" ]; then skip=tests_mismatch; fi
-fi
-if [ -z "$skip" ]; then
+  mkdir -p "$TESTS" || { skip=tests_copy; return; }
+  cp -R "$HANDOFF/tests/." "$TESTS/" 2>/dev/null || { skip=tests_copy; return; }
+  if [ "$(manifest "$TESTS")" != "${HR_TESTS_MANIFEST:-}" ]; then skip=tests_mismatch; return; fi
   rm -rf "$LOGS/verifier" "$RUN/vtask"
   mkdir -p "$LOGS/verifier" "$RUN/vtask"
   copy_entries "$TASK" "$RUN/vtask" 2>/dev/null
   rm -rf "$RUN/vtask/tests"
   ln -s "$TESTS" "$RUN/vtask/tests"
-  for name in ${HR_SECRET_NAMES:-}; do unset "$name"; done
-  drop_verifier_only_links
-  emit "verifier_only_links_removed=$LINKS_REMOVED"
-  [ "$LINKS_UNCHECKED" -gt 0 ] && emit "links_removed_unchecked=$LINKS_UNCHECKED"
+}
+phase_sanitise() {  # the contract's sanitiser, as the verifier's user (ours), with a hard timeout
+  hidden="$RUN/vtask"
+  for v in ${HR_VERIFIER_ONLY:-/tests /logs/verifier /solution /headroom/handoff}; do hidden="$hidden $R$v"; done
+  ( HR_SAN_SCRIPT=$HR_SAN_SCRIPT HR_SAN_HIDDEN=$hidden HR_SAN_PRUNE="$R/headroom" \
+      HR_SAN_BUDGET_CS="${HR_SAN_BUDGET_CS:-2000}"; export HR_SAN_SCRIPT HR_SAN_HIDDEN HR_SAN_PRUNE HR_SAN_BUDGET_CS
+    exec sh -c "$HR_SAN_SCRIPT" headroom-sanitise "$WORKDIR" "$LOGS/agent" ) > "$RUN/sanitise.out" 2>/dev/null &
+  spid=$!
+  ( sleep "${HR_SAN_TIMEOUT:-60}"; kill -KILL "$spid" 2>/dev/null ) > /dev/null 2>&1 &
+  wpid=$!
+  wait "$spid"
+  kill -KILL "$wpid" 2>/dev/null
+  st=crashed lr=0 lu=0 rr=0
+  while IFS='=' read -r k v; do
+    case $k in
+      status) st=$v ;; links_removed) lr=$v ;; links_unjudged) lu=$v ;; roots_replaced) rr=$v ;;
+      special_removed|special_left|unlistable|links_unremovable) [ "$v" != 0 ] && emit "sanitise_$k=$v" ;;
+    esac
+  done < "$RUN/sanitise.out"
+  emit "sanitise=$(printf '%s' "$st" | no_ctl | dd bs=20 count=1 2>/dev/null)"
+  emit "verifier_only_links_removed=$((lr + lu + rr))"
+  [ "$st" = ok ] || skip=unjudged_state
+}
+phase_verifier() {
   run_step verifier "${HR_VERIFIER_TIMEOUT:-600}" "${HR_VERIFIER_ENV:-}" "$(command_of "${HR_VERIFIER_SCRIPT:-tests/test.sh}")" "" "$LOGS/verifier" "$RUN/vtask"
+}
+phase_reward() {
   for f in reward.txt reward.json; do
     p="$LOGS/verifier/$f"
-    [ -f "$p" ] || continue
+    [ -f "$p" ] && [ ! -L "$p" ] || continue
     n=$(size_of "$p")
     emit "reward_file=$f"
     emit "reward_size=$n"
     [ "$n" -le 512 ] && emit_file reward "$p" 512
     break
   done
-else
-  emit "verifier_skipped=$skip"
-fi
+}
+for phase in @PHASES@; do
+  "phase_$phase"
+  [ -n "$skip" ] && break
+done
+[ -n "$skip" ] && emit "verifier_skipped=$skip"
 flush
 for stream in stdout stderr; do
   [ -s "$RUN/agent-$stream.tail" ] || continue

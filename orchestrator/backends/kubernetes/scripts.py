@@ -1,14 +1,28 @@
-"""The two POSIX-sh programs a trial pod runs: the runner (task container) and the warden (tests holder)."""
+"""The two POSIX-sh programs a trial pod runs: the runner (task container) and the warden (tests holder).
+
+The runner is generated: its phase list is :data:`orchestrator.contract.phases.PHASES`, its sanitiser
+the contract's ``sanitise.sh`` and its verifier environment :mod:`orchestrator.contract.verifier_env`'s,
+so the Pod runs the one contract the other backends run, never a copy of it.
+"""
 
 from __future__ import annotations
 
+import shlex
 from functools import cache
 from importlib.resources import files
+
+from orchestrator.contract import phases, sanitiser, verifier_env
 
 
 @cache
 def runner() -> str:
-    return files(__package__).joinpath("runner.sh").read_text()
+    text = files(__package__).joinpath("runner.sh").read_text()
+    for key, value in (("@PHASES@", phases.shell_list()), ("@SANITISER@", shlex.quote(sanitiser.script())),
+                       ("@VERIFIER_ENV@", verifier_env.shell_exports())):
+        if key not in text:
+            raise RuntimeError(f"runner.sh has no {key}")  # a packaging mistake, caught by every pod test
+        text = text.replace(key, value)
+    return text
 
 
 @cache

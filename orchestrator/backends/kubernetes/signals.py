@@ -78,7 +78,7 @@ class Observation:
     stop: bool = False  # the pod must be deleted (a deadline passed while it waited)
 
 
-def _ts(text: str | None) -> float | None:
+def timestamp(text: str | None) -> float | None:
     if not text:
         return None
     try:
@@ -174,16 +174,28 @@ def _add_report(pod: dict[str, Any] | None, facts: TrialFacts) -> runner_message
     facts.reward, facts.reward_error = report.reward()
     facts.agent_result = report.agent_result()
     facts.peak_memory_bytes = report.peak_memory_bytes()
+    facts.cpu_time_s = report.cpu_time_s()  # the container cgroup's counter, as the local backend's trial cgroup
+    if throttling := report.cpu_throttling():
+        facts.extra["cpu_throttling"] = throttling
     facts.duration_s = sum(s.duration_s for s in (facts.agent, facts.verifier) if s is not None)
     facts.extra["runner"] = report.evidence()
+    skipped = report.fields.get("verifier_skipped")
+    if skipped == "agent_setup_failed":
+        facts.infra_hint = InfraReason.AGENT_SETUP_FAILED
+        facts.infra_detail = "the agent's setup phase failed (see the container log)"
+    elif skipped == "unjudged_state":
+        facts.agent_fault = f"the sanitiser could not judge what the agent left: {report.fields.get('sanitise')}"
+    facts.verifier_on_agent_state = report.fields.get("sanitise") == "ok" and facts.verifier is not None
+    if "verifier_only_links_removed" in report.fields:
+        facts.extra["verifier_only_links_removed"] = report._int("verifier_only_links_removed")
     return report
 
 
 def _scale_up_time(events: list[dict[str, Any]]) -> float | None:
-    times = [_ts(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp"))
+    times = [timestamp(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp"))
              for e in events if e.get("reason") == "TriggeredScaleUp"]
-    times = [t for t in times if t is not None]
-    return max(times) if times else None
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
 
 
 def observe(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Context) -> Observation:
@@ -225,21 +237,27 @@ def observe(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Conte
     term = ((task or {}).get("state") or {}).get("terminated")
     if term is not None:
         facts = _base(pod, events, ctx)
-        report = _add_report(pod, facts)
+        how = f"exit {term.get('exitCode')}, {term.get('reason')}"
         if term.get("reason") in _START_FAILED:
             facts.setup_error = f"the runner could not start ({term.get('reason')}): {term.get('message') or ''}"[:500]
-        elif report is None:
-            facts.setup_error = (f"the runner ended without a report (exit {term.get('exitCode')}, "
-                                 f"{term.get('reason')})")
-        elif not report.complete:
-            facts.extra["runner_incomplete"] = f"exit {term.get('exitCode')}, {term.get('reason')}"
+        elif term.get("exitCode") != 0:
+            # The runner always ends with exit 0 (the runtime's record, which no process in the pod can
+            # write). Anything else: it was stopped mid-try, and what the cluster does to a pod (OOM,
+            # eviction, deadline, deletion) was judged above, so the agent (same container, same uid)
+            # stopped it. Its message is then not believed: the agent can write the termination log, and
+            # with FallbackToLogsOnError the container log, and it once forged a pass that way. Nor is
+            # it a spawn failure, which is retried: that made killing the runner a re-roll.
+            facts.agent_fault = f"the runner was stopped during the try ({how}): its report is not believed"
+        elif (report := _add_report(pod, facts)) is None or not report.complete:
+            facts.agent_fault = f"the runner ended without a complete report ({how})"
+            facts.extra["runner_incomplete"] = how
         return Observation("done", facts)
 
     if phase in ("Succeeded", "Failed"):  # ended, yet the task container never terminated
         return _infra(pod, events, ctx, InfraReason.OTHER, f"pod {phase} ({status.get('reason')}: {status.get('message')})")
 
     # Still waiting or running: fail only past a deadline, and say so.
-    created = _ts(meta.get("creationTimestamp")) or ctx.now
+    created = timestamp(meta.get("creationTimestamp")) or ctx.now
     for s in _statuses(pod):
         waiting = (s.get("state") or {}).get("waiting") or {}
         why = waiting.get("reason")

@@ -76,6 +76,9 @@ class TaskBundle:
     task_id: str
     digest: str
     files: list[TaskFile] = field(default_factory=list)
+    # Every try's pod body needs these; a bundle is content-addressed (its files never change once
+    # made), so each is computed once, not once per try (the CRCs cost more than the rest of the body).
+    _memo: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -89,6 +92,12 @@ class TaskBundle:
 
     def items(self, prefix: str, strip: bool = False) -> list[dict[str, Any]]:
         """Volume items for the files under ``prefix`` (``""``: all but tests and solution)."""
+        key = ("items", prefix, strip)
+        if key not in self._memo:
+            self._memo[key] = self._items(prefix, strip)
+        return [dict(i) for i in self._memo[key]]
+
+    def _items(self, prefix: str, strip: bool) -> list[dict[str, Any]]:
         out = []
         for f in self.files:
             top = f.path.split("/", 1)[0]
@@ -104,6 +113,11 @@ class TaskBundle:
 
     def tests_manifest(self) -> str:
         """What the runner's ``manifest`` prints for the delivered tests: ``crc size ./path;`` sorted by path."""
+        if "manifest" not in self._memo:
+            self._memo["manifest"] = self._tests_manifest()
+        return str(self._memo["manifest"])
+
+    def _tests_manifest(self) -> str:
         tests = sorted((f.path.split("/", 1)[1], f.data) for f in self.files
                        if f.path.startswith("tests/"))
         tests.sort(key=lambda t: ("./" + t[0]).encode())

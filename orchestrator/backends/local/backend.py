@@ -7,6 +7,7 @@ sandbox can be made, the backend says so loudly and records ``isolation: none``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import shutil
@@ -14,22 +15,26 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import psutil
 
 from orchestrator.backends.base import Capabilities, CleanupReport
-from orchestrator.backends.local import cgroups, links, sandbox
-from orchestrator.backends.local.process import Limits, kill_tree, run_step
+from orchestrator.backends.local import cgroups, sandbox
+from orchestrator.backends.local import external as local_external
+from orchestrator.backends.local import runner as runner_mod
+from orchestrator.backends.local.process import Limits, kill_tree
 from orchestrator.backends.local.removal import remove_tree
+from orchestrator.backends.local.runner import LocalRunner
 from orchestrator.backends.local.storage import DiskWatcher
 from orchestrator.backends.threaded import ThreadedBackend
+from orchestrator.contract.phases import Phase
+from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
 from orchestrator.processes import pid_alive
-from orchestrator.spec.facts import StepFacts, TrialFacts
-from orchestrator.spec.launch import Launch, StepLaunch
+from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.launch import Launch, StepLaunch, agent_step_network
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.tasks import agent_view
-from orchestrator.trial_outputs import read_agent_result, read_reward
 
 Enforcement = Literal["auto", "cgroup", "rlimit"]
 IsolationChoice = Literal["auto", "sandbox", "none"]
@@ -68,6 +73,15 @@ def _stale_workroots() -> list[Path]:
     return out
 
 
+def _reap_workroots(removed: list[str], kept: list[str]) -> None:
+    """Remove dead headroom processes' work roots; each goes to ``removed`` only if it is really gone."""
+    for stale in _stale_workroots():
+        if remove_tree(stale):
+            removed.append(str(stale))
+        elif not any(k.startswith(f"{stale} ") for k in kept):
+            kept.append(f"{stale} (could not be removed: something in it refuses deletion)")
+
+
 def _make_dir(path: Path, owner: tuple[int, int] | None, mode: int = 0o755) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, mode)
@@ -76,15 +90,15 @@ def _make_dir(path: Path, owner: tuple[int, int] | None, mode: int = 0o755) -> P
     return path
 
 
-def _snapshot(src: Path, dst: Path) -> None:
+def _snapshot(src: Path, dst: Path, task: bool = True) -> None:
     """A read-only, world-readable copy of a task: the sandbox user can read it wherever the original lives."""
     tmp = dst.with_name(dst.name + f".partial-{threading.get_ident()}")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(src, tmp, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     toml = tmp / agent_view.TASK_TOML
-    if toml.is_file() and not toml.is_symlink():  # the grader's, verifier's and oracle's secrets stay outside
+    if task and toml.is_file() and not toml.is_symlink():  # the grader's, verifier's and oracle's secrets stay outside
         toml.write_bytes(agent_view.delivered(agent_view.TASK_TOML, toml.read_bytes()))
-    for root, dirs, files in os.walk(tmp):
+    for root, _dirs, files in os.walk(tmp):
         os.chmod(root, 0o755)
         for f in files:
             p = os.path.join(root, f)
@@ -95,6 +109,8 @@ def _snapshot(src: Path, dst: Path) -> None:
 
 class LocalBackend(ThreadedBackend):
     name = "local"
+    #: external agents act on the trial's sandbox through it (:mod:`.external`)
+    exec_channel = True
 
     def __init__(self, enforcement: Enforcement = "auto", run_name: str | None = None, keep_workdirs: bool = False,
                  isolation: IsolationChoice = "auto", pids_max: int = cgroups.TRIAL_PIDS_MAX) -> None:
@@ -147,11 +163,11 @@ class LocalBackend(ThreadedBackend):
         self._killed: set[str] = set()
         self._snapshots: dict[str, Path] = {}
         self._snapshot_lock = threading.Lock()
-        #: what a crashed headroom left behind, removed as this one starts (``cleanup`` reports it)
+        #: what a crashed headroom left behind, removed as this one starts (``cleanup`` reports it),
+        #: and what could not be removed (with why): only what is really gone is called removed
         self.reaped_at_start = list(self.driver.reaped) if self.driver else []
-        for stale in _stale_workroots():
-            remove_tree(stale)
-            self.reaped_at_start.append(str(stale))
+        self.kept_at_start: list[str] = list(self.driver.kept) if self.driver else []
+        _reap_workroots(self.reaped_at_start, self.kept_at_start)
         self.workroot = Path(tempfile.gettempdir()) / name
         # Searchable but not listable: the sandbox user must reach its own binds, and nothing more.
         _make_dir(self.workroot, None, 0o711)
@@ -175,13 +191,11 @@ class LocalBackend(ThreadedBackend):
 
     def cleanup(self, run_id: str | None = None) -> CleanupReport:
         """Work dirs and cgroups of headroom processes that died without cleaning up."""
-        report = CleanupReport(removed=list(self.reaped_at_start))
-        self.reaped_at_start = []
-        for stale in _stale_workroots():
-            remove_tree(stale)
-            report.removed.append(str(stale))
+        report = CleanupReport(removed=list(self.reaped_at_start), kept=list(self.kept_at_start))
+        self.reaped_at_start, self.kept_at_start = [], []
+        _reap_workroots(report.removed, report.kept)
         if self.driver is not None:
-            report.removed.extend(self.driver.reap_stale())
+            report.removed.extend(self.driver.reap_stale(report.kept))
         return report
 
     def facts(self) -> dict[str, Any]:
@@ -217,6 +231,18 @@ class LocalBackend(ThreadedBackend):
                 self._snapshots[key] = dst
             return self._snapshots[key]
 
+    def _agent_copy(self, agent_dir: str) -> Path:
+        """An installed agent's directory as the sandbox sees it: one read-only, world-readable copy per run
+        (the sandbox user cannot reach a directory only headroom's user can)."""
+        key = "agent-" + hashlib.sha256(agent_dir.encode()).hexdigest()[:16]
+        with self._snapshot_lock:
+            if key not in self._snapshots:
+                dst = _make_dir(self.workroot / "agents", None, 0o711) / key
+                if not dst.exists():
+                    _snapshot(Path(agent_dir), dst, task=False)
+                self._snapshots[key] = dst
+            return self._snapshots[key]
+
     @staticmethod
     def _command(step: StepLaunch, task_dir: str) -> list[str]:
         if step.script is not None:
@@ -240,36 +266,17 @@ class LocalBackend(ThreadedBackend):
         # mkdtemp's random suffix keeps names unique; the try's cgroup takes the same name.
         workdir = Path(tempfile.mkdtemp(prefix=f"{launch.name}-", dir=self.workroot))
         os.chmod(workdir, 0o711)
-        out_dir = _make_dir(workdir / "out", None, 0o700)  # step stdout/stderr: never inside a sandbox
         app = _make_dir(workdir / "app", owner)
         agent_logs = _make_dir(workdir / "logs" / "agent", owner)
-        task_host = Path(launch.task.path)
-        if box:
-            task_host = self._task_copy(launch)
-            where = {"task": sandbox.TASK, "app": sandbox.APP, "agent_logs": sandbox.AGENT_LOGS,
-                     "verifier_logs": sandbox.VERIFIER_LOGS}
-        else:
-            where = {"task": str(task_host), "app": str(app), "agent_logs": str(agent_logs), "verifier_logs": ""}
+        task_host = self._task_copy(launch) if box else Path(launch.task.path)
         base = {k: os.environ[k] for k in _BASE_ENV if k in os.environ}
-        paths = {
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "HEADROOM_TASK_DIR": where["task"],
-            "HEADROOM_WORKDIR": where["app"],
-            "HEADROOM_INSTRUCTION_FILE": f"{where['task']}/instruction.md",
-        }
         secrets = {k: os.environ[k] for k in launch.agent.secret_env if k in os.environ}
-
-        def step_dirs(step: str) -> tuple[Path, Path, dict[str, str]]:
-            """A fresh HOME and TMPDIR for one step."""
-            home = _make_dir(workdir / step / "home", owner, 0o700)
-            tmp = _make_dir(workdir / step / "tmp", owner, 0o700)
-            if box:
-                return home, tmp, {"HOME": sandbox.HOME, "TMPDIR": sandbox.TMP}
-            return home, tmp, {"HOME": str(home), "TMPDIR": str(tmp)}
 
         cg = None
         pids: set[int] = set()
         started = time.monotonic()
+        watcher: DiskWatcher | None = None
+        env_runner: LocalRunner | None = None
         try:
             with self._lock:
                 if launch.name in self._killed:
@@ -295,80 +302,70 @@ class LocalBackend(ThreadedBackend):
                 for pid in list(pids):
                     kill_tree(pid, cg)
 
-            limits = Limits(memory_bytes=amounts.limit_memory_bytes)
+            env_runner = LocalRunner(
+                box=box, workdir=workdir, app=app, agent_logs=agent_logs, task_host=task_host,
+                include_solution=launch.task.include_solution, network=launch.allow_internet, owner=owner,
+                cgroup=cg, limits=Limits(memory_bytes=amounts.limit_memory_bytes), on_spawn=on_spawn, pids=pids,
+                base_env=base, agent_network=agent_step_network(launch),
+                agent_dir=(self._agent_copy(launch.agent_dir) if box else Path(launch.agent_dir))
+                if launch.agent_dir else None)
+            where = env_runner.paths
+            paths = {
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "HEADROOM_TASK_DIR": where["task"],
+                "HEADROOM_WORKDIR": where["app"],
+                "HEADROOM_INSTRUCTION_FILE": f"{where['task']}/instruction.md",
+            }
+            hidden = [where["tests"], where["verifier_logs"]]
+            if not launch.task.include_solution:
+                hidden.append(where["solution"])
+            setup = launch.agent_setup
+            exec_logs: list[bytes] = []
+            agent_dir_env = ({"HEADROOM_AGENT_DIR": runner_mod.AGENT_DIR if box else str(launch.agent_dir)}
+                             if launch.agent_dir else {})
+            plan = Plan(
+                workdir=where["app"],
+                setup=(SetupCommand(self._command(setup, where["task"]),
+                                    {**setup.env, **paths, **secrets, "HEADROOM_LOGS_DIR": where["agent_logs"],
+                                     **agent_dir_env},
+                                    setup.timeout_s, network=setup.network) if setup is not None else None),
+                agent=(local_external.contract_agent(launch, env_runner, base_env=base, paths=paths,
+                                                     on_exec_log=exec_logs.append)
+                       if launch.agent_kind == "external" else
+                       Command(self._command(launch.agent, where["task"]),
+                               {**launch.agent.env, **paths, **secrets, "HEADROOM_LOGS_DIR": where["agent_logs"],
+                                "HEADROOM_AGENT_RESULT": f"{where['agent_logs']}/result.json", **agent_dir_env},
+                               launch.agent.timeout_s)),
+                verifier=(Command(self._command(launch.verifier, where["task"]),
+                                  {**launch.verifier.env, **paths, "HEADROOM_LOGS_DIR": where["verifier_logs"]},
+                                  launch.verifier.timeout_s) if launch.verifier is not None else None),
+                handover=[(None, where["verifier_logs"]), (task_host / sandbox.TESTS_DIR, where["tests"])],
+                hidden=hidden,
+                roots=[where["app"], where["agent_logs"]],
+                # read-only in the sandbox: nothing of the agent's is there to judge, and listing them is slow
+                prune=[d for d in (*sandbox.SYSTEM_DIRS, where["task"]) if d not in (where["app"],)],
+                agent_result=f"{where['agent_logs']}/result.json",
+                verifier_logs=where["verifier_logs"],
+            )
             watcher = (DiskWatcher([workdir], launch.limit_storage_bytes, over_disk_limit)
                        if launch.limit_storage_bytes is not None else None)
             if watcher:
                 watcher.__enter__()
-            try:
-                home, tmp, dirs_env = step_dirs("agent")
-                agent_env = {**base, **launch.agent.env, **paths, **dirs_env, **secrets,
-                             "HEADROOM_LOGS_DIR": where["agent_logs"],
-                             "HEADROOM_AGENT_RESULT": f"{where['agent_logs']}/result.json"}
-                argv = self._command(launch.agent, where["task"])
-                if box:
-                    view = sandbox.StepView(
-                        task_dir=task_host,
-                        task_entries=sandbox.task_entries(task_host, tests=False, solution=launch.task.include_solution),
-                        binds=[sandbox.Bind(app, sandbox.APP, True), sandbox.Bind(agent_logs, sandbox.AGENT_LOGS, True),
-                               sandbox.Bind(home, sandbox.HOME, True), sandbox.Bind(tmp, sandbox.TMP, True)],
-                        network=launch.allow_internet,
-                    )
-                    argv = box.argv(view, argv)
-                agent, usage_a = run_step(
-                    "agent", argv, env=agent_env, cwd=app, logs_dir=out_dir,
-                    timeout_s=launch.agent.timeout_s, cgroup=cg, limits=limits, on_spawn=on_spawn,
-                )
-                facts.agent = agent
-                facts.agent_result = read_agent_result(agent_logs / "result.json")
-                usage_v: dict[str, float | int | None] = {}
+
+            def proceed(phase: Phase) -> bool:
                 with self._lock:
                     killed = launch.name in self._killed
-                over = watcher.check() if watcher else False
-                if launch.verifier is None:
-                    # A golden task without tests/: nothing to run; the grader judges the answer when the try settles.
-                    facts.verifier = StepFacts(name="verifier", skipped="no tests/: a golden task, its grader decides")
-                elif not (agent.timed_out or agent.oom_kills or agent.spawn_error or killed or over):
-                    if box:  # every agent process is dead: what it left can no longer change
-                        hidden = [f"{sandbox.TASK}/{sandbox.TESTS_DIR}", sandbox.VERIFIER_LOGS]
-                        if not launch.task.include_solution:
-                            hidden.append(f"{sandbox.TASK}/{sandbox.SOLUTION_DIR}")
-                        gone = links.remove_verifier_only_links({sandbox.APP: app, sandbox.AGENT_LOGS: agent_logs},
-                                                                hidden)
-                        # the same keys as the Docker backend's: a count, and the links in link_scan
-                        facts.extra["verifier_only_links_removed"] = len(gone)
-                        if gone:
-                            facts.extra["link_scan"] = {"links": gone[:links.MAX_LISTED]}
-                    # Made only now, after every agent process is dead, and outside anything the agent
-                    # could write: a reward file here was written by the verifier and nobody else.
-                    verifier_logs = Path(tempfile.mkdtemp(prefix="verifier-logs-", dir=workdir))
-                    _make_dir(verifier_logs, owner)
-                    home, tmp, dirs_env = step_dirs("verifier")
-                    argv = self._command(launch.verifier, where["task"])
-                    logs_inside = str(verifier_logs)
-                    if box:
-                        logs_inside = sandbox.VERIFIER_LOGS
-                        view = sandbox.StepView(
-                            task_dir=task_host, task_entries=sandbox.task_entries(task_host, tests=True, solution=True),
-                            binds=[sandbox.Bind(app, sandbox.APP, True), sandbox.Bind(agent_logs, sandbox.AGENT_LOGS),
-                                   sandbox.Bind(verifier_logs, sandbox.VERIFIER_LOGS, True),
-                                   sandbox.Bind(home, sandbox.HOME, True), sandbox.Bind(tmp, sandbox.TMP, True)],
-                            network=launch.allow_internet,
-                        )
-                        argv = box.argv(view, argv)
-                    verifier, usage_v = run_step(
-                        "verifier", argv,
-                        env={**base, **launch.verifier.env, **paths, **dirs_env, "HEADROOM_LOGS_DIR": logs_inside},
-                        cwd=app, logs_dir=out_dir, timeout_s=launch.verifier.timeout_s, cgroup=cg, limits=limits,
-                        on_spawn=on_spawn,
-                    )
-                    facts.verifier = verifier
-                    facts.reward, facts.reward_error = read_reward(verifier_logs)
-                    if watcher:
-                        watcher.check()
+                return not (killed or (watcher.check() if watcher else False))
+
+            try:
+                run_try(env_runner, plan, facts, proceed=proceed)
+                if watcher:
+                    watcher.check()
             finally:
                 if watcher:
                     watcher.__exit__(None, None, None)
+            local_external.keep_artifacts(launch, out_dir=env_runner.out_dir, agent_logs=agent_logs,
+                                          exec_log=exec_logs[0] if exec_logs else None)
             if watcher:
                 facts.extra["storage_peak_bytes"] = watcher.peak_bytes
                 facts.extra["storage_peak_inodes"] = watcher.peak_inodes
@@ -383,9 +380,10 @@ class LocalBackend(ThreadedBackend):
                 facts.extra["cpu_throttling"] = cg.cpu_throttling()
                 facts.extra["pids_events"] = cg.pids_events()
             else:
-                peaks = [u.get("peak_memory_bytes") for u in (usage_a, usage_v) if u.get("peak_memory_bytes")]
+                used = env_runner.usage if env_runner else []
+                peaks = cast("list[float]", [u.get("peak_memory_bytes") for u in used if u.get("peak_memory_bytes")])
                 facts.peak_memory_bytes = int(max(peaks)) if peaks else None
-                facts.cpu_time_s = sum(float(u.get("cpu_time_s") or 0) for u in (usage_a, usage_v))
+                facts.cpu_time_s = sum(float(u.get("cpu_time_s") or 0) for u in used)
             return facts
         finally:
             with self._lock:

@@ -251,11 +251,12 @@ class TrialCgroupV2(TrialCgroup):
 _RUN_DIR = re.compile(r"^headroom-(?:supervisor-)?(\d+)$")
 
 
-def reap_stale(base: Path) -> list[str]:
+def reap_stale(base: Path, kept: list[str] | None = None) -> list[str]:
     """Kill and remove trial cgroups left by an orchestrator that died (kill -9).
 
     Its trials ran in their own sessions, so they may outlive it; their results
-    were never recorded and a resume runs them again. Returns the cgroups reaped.
+    were never recorded and a resume runs them again. Returns the cgroups reaped;
+    one that is still there afterwards goes to ``kept`` (with why), never to the result.
     """
     reaped: list[str] = []
     try:
@@ -268,7 +269,11 @@ def reap_stale(base: Path) -> list[str]:
             continue
         for trial_dir in [d for d in run_dir.iterdir() if d.is_dir()]:
             TrialCgroup({"x": trial_dir}).remove()
-            reaped.append(str(trial_dir))
+            if trial_dir.exists():
+                if kept is not None:
+                    kept.append(f"{trial_dir} (could not be removed: a process in it survived SIGKILL)")
+            else:
+                reaped.append(str(trial_dir))
         try:
             run_dir.rmdir()
         except OSError:
@@ -284,9 +289,11 @@ class CgroupDriver:
     bases: list[Path]
     #: trial cgroups of dead orchestrators reaped when this driver started
     reaped: list[str]
+    #: ...and those it could not remove, with why
+    kept: list[str]
 
-    def reap_stale(self) -> list[str]:
-        return [p for base in self.bases for p in reap_stale(base)]
+    def reap_stale(self, kept: list[str] | None = None) -> list[str]:
+        return [p for base in self.bases for p in reap_stale(base, kept)]
 
     def create(self, name: str, amounts: ResourceAmounts, pids_max: int | None = TRIAL_PIDS_MAX) -> TrialCgroup:
         """A fresh cgroup for one trial, with its limits set; nothing is left behind if a knob fails."""
@@ -325,12 +332,13 @@ class CgroupV1Driver(CgroupDriver):
         self.parents: dict[str, Path] = {}
         self.bases = []
         self.reaped = []
+        self.kept: list[str] = []
         for c in self.CONTROLLERS:
             if c not in mounts.v1:
                 continue
             mount, own = mounts.v1[c]
             self.bases.append(mount / own.lstrip("/"))
-            self.reaped += reap_stale(self.bases[-1])
+            self.reaped += reap_stale(self.bases[-1], self.kept)
             parent = mount / own.lstrip("/") / run_name
             try:
                 parent.mkdir(exist_ok=True)
@@ -386,7 +394,8 @@ class CgroupV2Driver(CgroupDriver):
         if not {"memory", "cpu"} <= controllers:
             raise CgroupUnavailable(f"cgroup v2 at {own} lacks memory/cpu controllers (has: {' '.join(sorted(controllers)) or 'none'})")
         self.bases = [own]
-        self.reaped = reap_stale(own)
+        self.kept = []
+        self.reaped = reap_stale(own, self.kept)
         self.parent = own / run_name
         try:
             self.parent.mkdir(exist_ok=True)

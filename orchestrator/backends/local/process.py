@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -24,11 +26,21 @@ TAIL_BYTES = redact.TAIL_BYTES + redact.TAIL_SLACK
 
 # The child joins the trial's cgroup(s) before exec'ing the real command, so not one
 # instruction of the workload runs outside its limits. A shell does this instead of
-# preexec_fn, which is unsafe in a threaded parent.
+# preexec_fn, which is unsafe in a threaded parent (bash, not sh: dash names only fds 0-9).
+# Its verdict travels on a pipe only it holds ($1: the write end's number), never in the step's
+# exit code or output, which the workload writes too: an agent exiting 111 with the wrapper's
+# message on stderr once got infra_error(spawn_failed), a retried verdict, i.e. a re-roll. The
+# wrapper writes "joined" there and closes the pipe before exec, so the workload never holds it.
 _JOIN = (
-    'for f in $HEADROOM_CG_PROCS; do echo $$ > "$f" || { echo "headroom: cannot join cgroup $f" >&2; exit 111; }; done; '
-    'unset HEADROOM_CG_PROCS; exec "$@"'
+    'fd=$1; shift; '
+    'for f in $HEADROOM_CG_PROCS; do { echo $$ > "$f"; } 2>/dev/null '
+    '|| { echo "cannot join cgroup $f" >&"$fd"; exit 111; }; done; '
+    'unset HEADROOM_CG_PROCS; '
+    'command -v "$1" >/dev/null 2>&1 || { echo "cannot run $1: not found" >&"$fd"; exit 127; }; '
+    'echo joined >&"$fd"; eval "exec $fd>&-"; exec "$@"'
 )
+JOINED = "joined"
+_BASH = shutil.which("bash") or "/bin/bash"  # the steps themselves run with bash
 _RLIMIT = (
     "import os, resource, sys\n"
     "n = int(sys.argv[1])\n"
@@ -74,6 +86,46 @@ def kill_tree(pid: int, cgroup: TrialCgroup | None) -> None:
             pass
 
 
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float, cgroup: TrialCgroup | None,
+          on_spawn: Callable[[int], None] | None) -> tuple[bool, Any]:
+    """Wait for the step's main process (killing the tree at the timeout), then end what it left.
+
+    Returns (timed out, the main process's rusage)."""
+    if on_spawn:
+        on_spawn(proc.pid)
+    timed_out = threading.Event()
+
+    def on_timeout() -> None:
+        timed_out.set()
+        kill_tree(proc.pid, cgroup)
+
+    timer = threading.Timer(timeout_s, on_timeout)
+    timer.daemon = True
+    timer.start()
+    try:
+        _, status, rusage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    # The main process is gone; like a container, the step ends for everything it started.
+    kill_tree(proc.pid, cgroup)
+    return timed_out.is_set(), rusage
+
+
+def _read_verdict(fd: int) -> str:
+    """What the wrapper wrote on its pipe (its write end is closed by now: it exec'd or exited)."""
+    os.set_blocking(fd, False)
+    chunks = []
+    try:
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+            if sum(map(len, chunks)) > 4096:
+                break
+    except BlockingIOError:
+        pass
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
 def run_step(
     name: str,
     argv: list[str],
@@ -85,6 +137,7 @@ def run_step(
     cgroup: TrialCgroup | None,
     limits: Limits,
     on_spawn: Callable[[int], None] | None = None,
+    stdin: bytes | None = None,
 ) -> tuple[StepFacts, dict[str, float | int | None]]:
     """Run ``argv`` to completion or timeout; return its facts and resource usage."""
     out_path, err_path = logs_dir / f"{name}.stdout", logs_dir / f"{name}.stderr"
@@ -94,43 +147,41 @@ def run_step(
         if any(" " in f for f in files):
             raise RuntimeError(f"cgroup path with a space: {files}")
         env["HEADROOM_CG_PROCS"] = " ".join(files)
-        wrapped = ["/bin/sh", "-c", _JOIN, "headroom-join", *argv]
+        verdict_r, verdict_w = os.pipe()
+        wrapped = [_BASH, "-c", _JOIN, "headroom-join", str(verdict_w), *argv]
         oom_before = cgroup.oom_kills()
     else:
+        verdict_r = verdict_w = -1
         wrapped = list(argv)
         if limits.memory_bytes is not None:
             wrapped = [sys.executable, "-S", "-c", _RLIMIT, str(limits.memory_bytes), *argv]
         oom_before = 0
     facts = StepFacts(name=name)
     started = time.monotonic()
-    with out_path.open("wb") as out, err_path.open("wb") as err:
-        try:
-            proc = subprocess.Popen(
-                wrapped, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
-            )
-        except OSError as exc:
-            facts.spawn_error = f"{type(exc).__name__}: {exc}"
-            return facts, {}
-        if on_spawn:
-            on_spawn(proc.pid)
-        timed_out = threading.Event()
-
-        def on_timeout() -> None:
-            timed_out.set()
-            kill_tree(proc.pid, cgroup)
-
-        timer = threading.Timer(timeout_s, on_timeout)
-        timer.daemon = True
-        timer.start()
-        try:
-            _, status, rusage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        # The main process is gone; like a container, the step ends for everything it started.
-        kill_tree(proc.pid, cgroup)
+    in_path = logs_dir / f"{name}.stdin"
+    if stdin is not None:
+        in_path.write_bytes(stdin)  # a file, not a pipe: a step that never reads it cannot block us
+    try:
+        with out_path.open("wb") as out, err_path.open("wb") as err, \
+                (in_path.open("rb") if stdin is not None else open(os.devnull, "rb")) as inp:
+            try:
+                proc = subprocess.Popen(
+                    wrapped, cwd=cwd, env=env, stdin=inp, stdout=out, stderr=err, start_new_session=True,
+                    pass_fds=(verdict_w,) if verdict_w >= 0 else (),
+                )
+            except OSError as exc:
+                facts.spawn_error = f"{type(exc).__name__}: {exc}"
+                return facts, {}
+            finally:
+                if verdict_w >= 0:
+                    os.close(verdict_w)  # the wrapper holds the only write end now
+            timed_out, rusage = _wait(proc, timeout_s, cgroup, on_spawn)
+        wrapper_said = _read_verdict(verdict_r) if verdict_r >= 0 else ""
+    finally:
+        if verdict_r >= 0:
+            os.close(verdict_r)
     facts.duration_s = time.monotonic() - started
-    facts.timed_out = timed_out.is_set()
+    facts.timed_out = timed_out
     rc = proc.returncode
     if rc < 0:
         facts.signal = -rc
@@ -139,8 +190,9 @@ def run_step(
     facts.stdout_tail = _tail(out_path)
     facts.stderr_tail = _tail(err_path)
     if cgroup is not None:
-        if rc == 111 and "headroom: cannot join cgroup" in facts.stderr_tail:
-            facts.spawn_error = facts.stderr_tail.strip().splitlines()[-1]
+        # Only the wrapper's pipe says whether the step started; the exit code and stderr are the workload's.
+        if wrapper_said.splitlines()[:1] != [JOINED] and not facts.timed_out:
+            facts.spawn_error = (wrapper_said.strip() or f"the step's wrapper ended before starting it (exit {rc})")[:500]
         facts.oom_kills = cgroup.oom_kills() - oom_before
         if facts.oom_kills:
             facts.oom_evidence = f"{cgroup.version} oom_kill counter"

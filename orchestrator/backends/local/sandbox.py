@@ -13,7 +13,9 @@ kernel namespaces without a daemon or an image. Per step it gives:
   the cgroup hierarchy), a fresh ``/proc`` and ``/dev``;
 * the task's files read-only under :data:`TASK` (the agent sees neither
   ``tests/`` nor, unless it is the oracle, ``solution/``);
-* one writable work dir (:data:`APP`), and a fresh ``HOME`` and ``/tmp`` per step;
+* one writable work dir (:data:`APP`), and a fresh ``HOME``, ``/tmp`` and ``/dev/shm`` per step,
+  all host dirs in the trial's work dir (so the storage limit counts them); the rest of
+  ``/dev`` is read-only;
 * the verifier's logs dir (:data:`VERIFIER_LOGS`) exists only in the verifier's
   sandbox, which starts after every agent process is gone;
 * a seccomp filter (:mod:`.seccomp`) that refuses the kernel keyring syscalls, as
@@ -51,6 +53,7 @@ AGENT_LOGS = "/logs/agent"
 VERIFIER_LOGS = "/logs/verifier"
 HOME = "/home/headroom"
 TMP = "/tmp"
+SHM = "/dev/shm"
 #: Read-only system directories (those that exist; symlinks such as /bin -> usr/bin are recreated).
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys")
 #: Host files hidden from a step (Docker's maskedPaths for the keyring): they list keys by description.
@@ -100,13 +103,15 @@ class Sandbox:
     """Builds the argv that runs a command in a fresh bwrap sandbox."""
 
     def __init__(self, bwrap: str, setpriv: str | None, filter: seccomp.Filter | None = None,
-                 filter_fallback_reason: str | None = None) -> None:
+                 filter_fallback_reason: str | None = None, offline_filter: seccomp.Filter | None = None) -> None:
         self.bwrap = bwrap
         #: set when headroom runs as root: drop to SANDBOX_UID on the host before bwrap
         self.setpriv = setpriv
         #: the seccomp program bwrap installs before exec'ing the step; None (with the reason) where it cannot be built
         self.filter = filter
         self.filter_fallback_reason = filter_fallback_reason
+        #: the same program plus the socket-family rules, for steps without the network
+        self.offline_filter = offline_filter if filter is not None else None
 
     @property
     def uid(self) -> int:
@@ -121,12 +126,14 @@ class Sandbox:
                 "namespaces": ["user", "pid", "ipc", "uts", "cgroup", "mount", "net (unless allow_internet)"],
                 "seccomp": (self.filter.describe() if self.filter else
                             {"filter": None, "fallback_reason": self.filter_fallback_reason}),
+                "seccomp_offline": self.offline_filter.describe() if self.offline_filter else None,
                 "masked": [p for p in MASKED_PROC if Path(p).exists()]}
 
     def argv(self, view: StepView, command: list[str], cwd: str = APP) -> list[str]:
         args: list[str] = []
-        if self.filter:
-            args += ["/bin/sh", "-c", _OPEN_FILTER, "headroom-seccomp", self.filter.path]
+        flt = self.filter if view.network else (self.offline_filter or self.filter)
+        if flt:
+            args += ["/bin/sh", "-c", _OPEN_FILTER, "headroom-seccomp", flt.path]
         if self.setpriv:
             args += [self.setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
                      "--inh-caps=-all", "--no-new-privs", "--"]
@@ -141,10 +148,10 @@ class Sandbox:
             elif p.is_dir():
                 args += ["--ro-bind", d, d]
         args += ["--proc", "/proc", "--dev", "/dev", "--dir", "/run", "--dir", "/var", "--symlink", TMP, "/var/tmp"]
-        for p in MASKED_PROC:
-            if Path(p).exists():  # a kernel without keyrings has no such file, and bwrap cannot bind onto nothing
-                args += ["--ro-bind", "/dev/null", p]  # nodev: opening it fails with EACCES
-        if self.filter:
+        for masked in MASKED_PROC:
+            if Path(masked).exists():  # a kernel without keyrings has no such file, and bwrap cannot bind onto nothing
+                args += ["--ro-bind", "/dev/null", masked]  # nodev: opening it fails with EACCES
+        if flt:
             args += ["--seccomp", str(SECCOMP_FD)]
         # Lower mounts first: a bind under /home or /logs needs its parent to exist in the sandbox.
         args += ["--dir", TASK]
@@ -152,9 +159,12 @@ class Sandbox:
             args += ["--ro-bind", str(view.task_dir / name), f"{TASK}/{name}"]
         for b in sorted(view.binds, key=lambda b: b.inside.count("/")):
             args += ["--bind" if b.writable else "--ro-bind", str(b.host), b.inside]
-        # The sandbox's own root (a tmpfs holding the mount points) is read-only too: a step
-        # writes only where it was given a writable bind, all of it counted against storage.
-        args += ["--remount-ro", "/", "--chdir", cwd, "--"]
+        # The sandbox's own root (a tmpfs holding the mount points) is read-only too, and so is
+        # bwrap's /dev tmpfs (its device nodes still work; only new files are refused): a step
+        # writes only where it was given a writable bind, all of it counted against storage. An
+        # uncapped /dev or /dev/shm tmpfs once took 300 MB under a 30 MiB limit; /dev/shm is a bind
+        # of the step's own host dir (SHM) when the caller gives one, and read-only otherwise.
+        args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", cwd, "--"]
         return args + command
 
 
@@ -183,10 +193,11 @@ def probe() -> Sandbox:
             raise SandboxUnavailable("running as root but setpriv (util-linux) is missing: cannot drop to an unprivileged uid")
     try:
         flt: seccomp.Filter | None = seccomp.build()
+        offline: seccomp.Filter | None = seccomp.build(network=False)
         reason = None
     except seccomp.FilterUnavailable as exc:
-        flt, reason = None, str(exc)
-    sandbox = Sandbox(bwrap, setpriv, flt, reason)
+        flt, offline, reason = None, None, str(exc)
+    sandbox = Sandbox(bwrap, setpriv, flt, reason, offline)
     err = _try(sandbox)
     if err and flt is not None:
         # The filter is what failed if the same sandbox starts without it: run without, and say so.

@@ -15,6 +15,16 @@ needs a capability a step does not have (it is ``nobody`` on the host and bwrap 
 every capability inside: ``mount``, ``kexec_load``, ``init_module``, ``bpf``, ...) or
 is contained already (``ptrace`` reaches only the step's own PID namespace).
 
+With the network off (no ``allow_internet``) it also refuses every socket family but
+``AF_UNIX``, ``AF_INET`` and ``AF_INET6`` (:data:`OFFLINE_FAMILIES`): the network namespace
+has no interface but loopback, but ``AF_VSOCK`` (a VM's channel to its host), ``AF_NETLINK``,
+``AF_BLUETOOTH`` and the like are not routed through it, so a step could still talk to the
+world, or to the kernel's less-used protocol code, there. ``socket`` and ``socketpair`` get
+EPERM for any other family (as Docker's default profile refuses ``AF_VSOCK``); on the 32-bit
+x86 ABI the ``socketcall`` multiplexer hides the family in memory a filter cannot read, so its
+SOCKET and SOCKETPAIR calls are refused whole (32-bit programs built against a glibc since
+2.23 call ``socket`` directly and keep unix and inet sockets).
+
 The program is compiled by libseccomp (the library under Docker, systemd and
 Flatpak) through ``pyseccomp``, a ctypes binding to the system's ``libseccomp.so.2``.
 It is built once per process into a sealed memfd; each step opens it afresh by path,
@@ -35,6 +45,10 @@ from typing import Any
 BLOCKED = ("add_key", "keyctl", "request_key")
 #: What a refused call returns: Docker's default profile answers EPERM too.
 ERRNO = errno.EPERM
+#: The only socket families a step may create with the network off (see the module doc).
+OFFLINE_FAMILIES = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10}
+#: socketcall(2)'s call numbers that create sockets (linux/net.h SYS_SOCKET, SYS_SOCKETPAIR).
+_SOCKETCALL_CREATES = (1, 8)
 
 
 class FilterUnavailable(RuntimeError):
@@ -48,6 +62,7 @@ class Filter:
     fd: int
     arches: list[str]
     library: str
+    network: bool = True  # False: socket families restricted to OFFLINE_FAMILIES
 
     @property
     def path(self) -> str:
@@ -55,25 +70,44 @@ class Filter:
         return f"/proc/{os.getpid()}/fd/{self.fd}"
 
     def describe(self) -> dict[str, Any]:
-        return {"filter": "libseccomp", "library": self.library, "blocked": list(BLOCKED),
-                "errno": errno.errorcode[ERRNO], "arches": self.arches}
+        out: dict[str, Any] = {"filter": "libseccomp", "library": self.library, "blocked": list(BLOCKED),
+                               "errno": errno.errorcode[ERRNO], "arches": self.arches}
+        if not self.network:
+            out["socket_families"] = sorted(OFFLINE_FAMILIES)
+        return out
 
 
-_built: Filter | None = None
+_built: dict[bool, Filter] = {}
 _lock = threading.Lock()
 
 
-def build() -> Filter:
-    """The filter, compiled on first use (the program is the same for every backend of this process)."""
-    global _built
+def build(network: bool = True) -> Filter:
+    """The filter for steps with or without the network, compiled on first use (one per process)."""
     with _lock:
-        if _built is None:
-            _built = _compile()
-        return _built
+        if network not in _built:
+            _built[network] = _compile(network)
+        return _built[network]
 
 
-def _compile() -> Filter:
-    """Compile the filter: allow everything but :data:`BLOCKED`, on the native ABI and its 32-bit one."""
+def _offline_rules(sc: Any, flt: Any, x86: bool) -> None:
+    """Refuse ``socket``/``socketpair`` for every family but OFFLINE_FAMILIES: one comparison per rule
+    (libseccomp ANDs a rule's comparisons), the families below the largest allowed one by name, and
+    everything above it (a negative int or high bits included: the compare is unsigned 64-bit) at once."""
+    allowed = set(OFFLINE_FAMILIES.values())
+    top = max(allowed)
+    for call in ("socket", "socketpair"):
+        flt.add_rule(sc.ERRNO(ERRNO), call, sc.Arg(0, sc.GT, top))
+        for family in range(top):
+            if family not in allowed:
+                flt.add_rule(sc.ERRNO(ERRNO), call, sc.Arg(0, sc.EQ, family))
+    if x86:
+        for number in _SOCKETCALL_CREATES:
+            flt.add_rule(sc.ERRNO(ERRNO), "socketcall", sc.Arg(0, sc.EQ, number))
+
+
+def _compile(network: bool = True) -> Filter:
+    """Compile the filter: allow everything but :data:`BLOCKED` (and, offline, other socket families),
+    on the native ABI and its 32-bit one."""
     try:
         import pyseccomp as sc
     except (ImportError, OSError, RuntimeError) as exc:  # RuntimeError: the binding found no libseccomp.so
@@ -83,7 +117,8 @@ def _compile() -> Filter:
         arches = ["native"]
         # A 32-bit program (int 0x80) would otherwise reach keyctl by its i386 number; libseccomp's default
         # action for an ABI the filter does not name is to kill, so adding it keeps such programs working.
-        if sc.system_arch() == sc.Arch.X86_64:
+        x86 = sc.system_arch() == sc.Arch.X86_64
+        if x86:
             flt.add_arch(sc.Arch.X86)
             arches.append("x86")
         elif sc.system_arch() == sc.Arch.AARCH64:
@@ -91,6 +126,8 @@ def _compile() -> Filter:
             arches.append("arm")
         for name in BLOCKED:
             flt.add_rule(sc.ERRNO(ERRNO), name)
+        if not network:
+            _offline_rules(sc, flt, x86)
         fd = os.memfd_create("headroom-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         with os.fdopen(os.dup(fd), "wb") as out:
             flt.export_bpf(out)
@@ -101,7 +138,7 @@ def _compile() -> Filter:
     if os.fstat(fd).st_size == 0:
         os.close(fd)
         raise FilterUnavailable("libseccomp produced an empty filter")
-    return Filter(fd=fd, arches=arches, library=_library_version(sc))
+    return Filter(fd=fd, arches=arches, library=_library_version(sc), network=network)
 
 
 def _library_version(sc: Any) -> str:

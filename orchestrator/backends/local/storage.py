@@ -243,7 +243,7 @@ class DiskWatcher:
     def exceeded_bytes(self) -> int | None:
         return self.exceeded.bytes if self.exceeded else None
 
-    def __enter__(self) -> "DiskWatcher":
+    def __enter__(self) -> DiskWatcher:
         self._thread.start()
         return self
 

@@ -1,0 +1,1 @@
+"""Agents headroom runs, and what serves them from outside the trial (the model gateway)."""

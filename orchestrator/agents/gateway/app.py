@@ -1,0 +1,266 @@
+"""The gateway's HTTP side: OpenAI- and Anthropic-compatible routes forwarded to the configured upstream.
+
+Per call: the per-try key (``Authorization: Bearer`` or ``x-api-key``) names the try;
+the agent's credentials are dropped and the upstream's are put in their place; the
+response goes back as it came (streamed event by event for server-sent events),
+except that an upstream key it might echo is redacted. The call is recorded when
+its response has ended, however it ended.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from orchestrator.agents.gateway.keys import TryKeys
+from orchestrator.agents.gateway.recorder import REJECTED, Call, CallLog
+from orchestrator.agents.gateway.usage import (
+    ANTHROPIC_MESSAGES,
+    OPENAI_CHAT,
+    OPENAI_RESPONSES,
+    StreamUsage,
+    Usage,
+    from_body,
+)
+from orchestrator.spec.gateway import GatewaySpec
+
+#: Path of each API on the gateway, and the upstream path appended to that upstream's base URL.
+ROUTES = {
+    "/v1/chat/completions": (OPENAI_CHAT, "openai", "/chat/completions"),
+    "/v1/responses": (OPENAI_RESPONSES, "openai", "/responses"),
+    "/v1/messages": (ANTHROPIC_MESSAGES, "anthropic", "/v1/messages"),
+}
+#: Request headers passed on; everything else (the agent's own credentials first) is dropped.
+PASS_REQUEST = ("content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta", "user-agent")
+PASS_RESPONSE = ("content-type", "x-request-id", "request-id", "openai-processing-ms", "retry-after")
+PASS_RESPONSE_PREFIX = ("x-ratelimit-", "anthropic-ratelimit-")
+MAX_RESPONSE = 64 * 1024 * 1024
+ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+
+
+@dataclass
+class State:
+    spec: GatewaySpec
+    keys: TryKeys
+    log: CallLog
+    upstream_keys: dict[str, str]  # upstream name -> key value
+    in_flight: dict[Any, int] = field(default_factory=dict)
+    client: httpx.AsyncClient | None = None
+
+    def scrub(self, data: bytes) -> bytes:
+        """An upstream key echoed in a response never reaches the agent."""
+        for value in self.upstream_keys.values():
+            if value:
+                data = data.replace(value.encode(), b"[REDACTED]")
+        return data
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _error(api: str, status: int, kind: str, message: str) -> JSONResponse:
+    if api == ANTHROPIC_MESSAGES:
+        return JSONResponse({"type": "error", "error": {"type": kind, "message": message}}, status_code=status)
+    return JSONResponse({"error": {"message": message, "type": kind, "code": kind}}, status_code=status)
+
+
+def _token(request: Request) -> str:
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return request.headers.get("x-api-key", "").strip()
+
+
+def _upstream_headers(state: State, request: Request, upstream: str) -> dict[str, str]:
+    headers = {k: v for k, v in request.headers.items() if k.lower() in PASS_REQUEST}
+    headers["accept-encoding"] = "identity"  # the usage is read from the bytes as they pass
+    key = state.upstream_keys.get(upstream)
+    if upstream == "anthropic":
+        headers.setdefault("anthropic-version", "2023-06-01")
+        if key:
+            headers["x-api-key"] = key
+    elif key:
+        headers["authorization"] = f"Bearer {key}"
+    return headers
+
+
+def _response_headers(resp: httpx.Response) -> dict[str, str]:
+    return {k: v for k, v in resp.headers.items()
+            if k.lower() in PASS_RESPONSE or k.lower().startswith(PASS_RESPONSE_PREFIX)}
+
+
+def _events(buffer: bytes) -> tuple[list[bytes], bytes]:
+    """Complete server-sent events (each with its blank-line terminator) and the rest."""
+    out: list[bytes] = []
+    while True:
+        cuts = [(i, n) for i, n in ((buffer.find(b"\n\n"), 2), (buffer.find(b"\r\n\r\n"), 4)) if i >= 0]
+        if not cuts:
+            return out, buffer
+        i, n = min(cuts)
+        out.append(buffer[:i + n])
+        buffer = buffer[i + n:]
+
+
+def create_app(state: State) -> Starlette:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.client = httpx.AsyncClient(timeout=httpx.Timeout(state.spec.timeout_s, connect=30.0),
+                                         follow_redirects=False, trust_env=False)
+        try:
+            yield
+        finally:
+            await state.client.aclose()
+
+    def record(call: Call) -> None:
+        price = state.spec.price_of(call.usage.model, call.request_model)
+        u = call.usage
+        if u.known and price is not None:
+            call.cost_usd = price.cost(u.tokens_in or 0, u.tokens_out or 0, u.cached, u.cache_write)
+        state.log.submit(call)
+
+    def proxy(api: str, upstream: str, upstream_path: str):
+        async def handle(request: Request) -> Response:
+            started, t0 = _now(), time.monotonic()
+            holder = state.keys.lookup(_token(request))
+            if holder is None:
+                return _error(api, 401, "authentication_error", "not a key this gateway issued")
+            body = await request.body()
+            if not holder.active:
+                record(Call(holder.key, started, api, request.url.path, 401, time.monotonic() - t0, False,
+                            error=f"{REJECTED} the try this key belongs to has ended", request=body))
+                return _error(api, 401, "authentication_error", "this try's key has expired: the try has ended")
+            base = getattr(state.spec, upstream)
+            if base is None:
+                return _error(api, 404, "not_found_error", f"this gateway has no {upstream} upstream")
+            if len(body) > state.spec.max_request_bytes:
+                return _error(api, 413, "invalid_request_error", "request too large for the gateway")
+            doc: Any = None
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                pass
+            request_model = doc.get("model") if isinstance(doc, dict) and isinstance(doc.get("model"), str) else None
+            streamed = isinstance(doc, dict) and doc.get("stream") is True
+            if streamed and api == OPENAI_CHAT and "stream_options" not in doc:
+                # Without it an OpenAI stream carries no usage at all.
+                doc["stream_options"] = {"include_usage": True}
+                body = json.dumps(doc).encode()
+            call = Call(holder.key, started, api, request.url.path, 0, 0.0, streamed, request_model=request_model,
+                        request=body)
+            assert state.client is not None
+            upstream_req = state.client.build_request("POST", base.base_url + upstream_path, content=body,
+                                                      headers=_upstream_headers(state, request, upstream))
+            state.in_flight[holder.key] = state.in_flight.get(holder.key, 0) + 1
+            try:
+                resp = await state.client.send(upstream_req, stream=True)
+            except httpx.HTTPError as exc:
+                state.in_flight[holder.key] -= 1
+                call.status, call.latency_s = 502, time.monotonic() - t0
+                call.error = f"upstream unreachable: {type(exc).__name__}: {exc}"
+                record(call)
+                return _error(api, 502, "api_error", f"the gateway could not reach the upstream ({type(exc).__name__})")
+            call.status = resp.status_code
+            headers = _response_headers(resp)
+            if resp.headers.get("content-type", "").startswith("text/event-stream"):
+                return StreamingResponse(_relay(resp, call, t0), status_code=resp.status_code, headers=headers)
+            try:
+                data = await _read(resp)
+            except httpx.HTTPError as exc:
+                call.error = f"upstream response broke off: {type(exc).__name__}: {exc}"
+                data = b""
+            finally:
+                await resp.aclose()
+                state.in_flight[holder.key] -= 1
+            call.streamed = False
+            data = state.scrub(data)
+            try:
+                from_body(api, json.loads(data), call.usage)
+            except ValueError:
+                pass
+            if resp.status_code >= 400 and call.error is None:
+                call.error = data[:2000].decode("utf-8", "replace")
+            call.response, call.latency_s = data, time.monotonic() - t0
+            record(call)
+            return Response(data, status_code=resp.status_code, headers=headers)
+
+        async def _relay(resp: httpx.Response, call: Call, t0: float) -> AsyncIterator[bytes]:
+            parser = StreamUsage(api)
+            parser.usage = call.usage
+            kept: list[bytes] = []
+            size = 0
+            buffer = b""
+            try:
+                async for chunk in resp.aiter_bytes():
+                    events, buffer = _events(buffer + chunk)
+                    for event in events:
+                        event = state.scrub(event)
+                        parser.feed(event)
+                        if size < MAX_RESPONSE:
+                            kept.append(event)
+                            size += len(event)
+                        yield event
+                if buffer:
+                    tail = state.scrub(buffer)
+                    parser.feed(tail)
+                    kept.append(tail)
+                    yield tail
+            except httpx.HTTPError as exc:
+                call.error = f"upstream stream broke off: {type(exc).__name__}: {exc}"
+            except BaseException:  # the agent went away mid-stream (cancellation): still record the call
+                call.error = "the agent closed the connection before the stream ended"
+                raise
+            finally:
+                await resp.aclose()
+                state.in_flight[call.key] -= 1
+                call.streamed, call.response, call.latency_s = True, b"".join(kept), time.monotonic() - t0
+                if resp.status_code >= 400 and call.error is None:
+                    call.error = call.response[:2000].decode("utf-8", "replace")
+                record(call)
+
+        return handle
+
+    async def models(request: Request) -> Response:
+        holder = state.keys.lookup(_token(request))
+        if holder is None or not holder.active:
+            return _error(OPENAI_CHAT, 401, "authentication_error", "not a valid key of a running try")
+        if state.spec.openai is None:
+            return JSONResponse({"object": "list", "data": [{"id": m, "object": "model"} for m in state.spec.prices]})
+        assert state.client is not None
+        try:
+            resp = await state.client.get(state.spec.openai.base_url + "/models",
+                                          headers=_upstream_headers(state, request, "openai"))
+        except httpx.HTTPError as exc:
+            return _error(OPENAI_CHAT, 502, "api_error", f"the gateway could not reach the upstream ({type(exc).__name__})")
+        return Response(state.scrub(resp.content), status_code=resp.status_code, headers=_response_headers(resp))
+
+    routes = [Route(path, proxy(*spec), methods=["POST"]) for path, spec in ROUTES.items()]
+    routes.append(Route("/v1/models", models, methods=["GET"]))
+    return Starlette(routes=routes, lifespan=lifespan,
+                     middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=ALLOWED_HOSTS)])
+
+
+async def _read(resp: httpx.Response) -> bytes:
+    parts, size = [], 0
+    async for chunk in resp.aiter_bytes():
+        parts.append(chunk)
+        size += len(chunk)
+        if size > MAX_RESPONSE:
+            raise httpx.ReadError(f"response larger than {MAX_RESPONSE} bytes")
+    return b"".join(parts)
+
+
+__all__ = ["ROUTES", "State", "Usage", "create_app"]

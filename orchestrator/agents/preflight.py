@@ -1,0 +1,145 @@
+"""Before a sweep: does the agent's command resolve and start where it will run? Checked once, for real.
+
+A command agent runs inside the trial's environment, so the check is one try of the
+run's first task through the backend itself (the task's image, sandbox, user and
+PATH), whose agent step is a probe instead of the agent. An external agent runs on the
+host, in headroom's working directory, so its probe runs there. The probe:
+
+* finds the command's program (after any ``NAME=value`` words) with ``command -v``;
+* when the program is an interpreter (``python3 x.py``, ``bash run.sh``, ``node``, ...),
+  checks that its script exists;
+* checks that the whole command is valid bash (``bash -n``).
+
+Words holding a ``$`` are not checked (their value is the trial's). A command that fails
+the probe refuses the sweep with the probe's one line (exit 2), before anything is
+written: otherwise every trial would fail at once, recorded as the model's failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from orchestrator.backends.base import Backend, recorded
+from orchestrator.errors import SpecError
+from orchestrator.launch import build_launch, launch_name
+from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.launch import Launch, StepLaunch
+from orchestrator.spec.task import Task
+from orchestrator.spec.trial import Trial
+
+#: How long the in-environment probe may take (an image pull included) before the sweep goes ahead unchecked.
+DEADLINE_S = 300.0
+PROBE_TIMEOUT_S = 60.0
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_INTERPRETER = re.compile(r"^(python[0-9.]*|bash|sh|zsh|node|deno|bun|ruby|perl|php|Rscript)$")
+NOT_FOUND = 127
+
+
+def probe_script(command: str, *, resolve: bool = True) -> str:
+    """A bash script that exits 0 when ``command`` would start, else prints why (one line) and exits non-zero.
+
+    ``resolve=False`` (an agent with an install phase, which is what provides its program): the syntax only."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        return f"echo {shlex.quote(f'headroom: the agent command cannot be parsed: {exc}')} >&2; exit 2"
+    while words and _ASSIGNMENT.match(words[0]):
+        words = words[1:]
+    if words[:1] in (["exec"], ["env"]):
+        words = words[1:]
+    lines = ["set -u"]
+    if resolve and words and "$" not in words[0]:
+        prog = shlex.quote(words[0])
+        lines.append(f"command -v -- {prog} >/dev/null 2>&1 || "
+                     f"{{ echo {shlex.quote(f'headroom: agent command not found: {words[0]}')} >&2; exit {NOT_FOUND}; }}")
+        if _INTERPRETER.match(os.path.basename(words[0])):
+            for w in words[1:]:
+                if w.startswith("-"):
+                    if w in ("-c", "-m", "-e", "--eval", "-"):
+                        break  # code or a module, not a script file
+                    continue
+                if "$" not in w:
+                    q = shlex.quote(w)
+                    lines.append(f"[ -e {q} ] || {{ echo {shlex.quote(f'headroom: agent script not found: {w}')} "
+                                 f">&2; exit {NOT_FOUND}; }}")
+                break
+    lines.append(f"bash -n -c {shlex.quote(command)} 2>/dev/null || "
+                 f"{{ echo 'headroom: the agent command is not valid bash' >&2; exit 2; }}")
+    return "\n".join(lines) + "\n"
+
+
+def _why(stderr: str, default: str) -> str:
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    return lines[-1].removeprefix("headroom: ") if lines else default
+
+
+def check_on_host(command: str) -> None:
+    """The external agent's probe, on the host where it will run."""
+    try:
+        res = subprocess.run(["bash", "-c", probe_script(command)], capture_output=True, text=True,
+                             timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL, cwd=Path.cwd())
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SpecError(f"cannot check the agent command on this host: {exc}", field="agent.command") from exc
+    if res.returncode != 0:
+        raise SpecError(f"{_why(res.stderr, f'exit {res.returncode}')} (checked on this host, in {Path.cwd()}); "
+                        "the sweep was not started", field="agent.command")
+
+
+def probe_launch(experiment: Experiment, trial: Trial, task: Task) -> Launch:
+    """The run's first try as the backend would run it, with the probe as its agent and a verifier that does nothing."""
+    assert experiment.agent.command is not None
+    run_id = f"preflight-{uuid.uuid4().hex[:8]}"
+    base = build_launch(run_id, trial, 0, task, experiment)
+    agent = StepLaunch(name="agent", shell=probe_script(experiment.agent.command,
+                                                        resolve=experiment.agent.install is None),
+                       env=base.agent.env, timeout_s=PROBE_TIMEOUT_S)
+    verifier = StepLaunch(name="verifier", shell="true", env=base.agent.env, timeout_s=PROBE_TIMEOUT_S)
+    labels = {**base.labels, "headroom.dev/task": "preflight"}
+    return base.model_copy(update={"agent": agent, "verifier": verifier, "labels": labels, "agent_kind": "command",
+                                   "agent_setup": None,
+                                   "name": launch_name(run_id, trial.trial_id, 0), "spec_digest": "headroom-preflight"})
+
+
+def check_in_environment(backend: Backend, launch: Launch, deadline_s: float = DEADLINE_S) -> str | None:
+    """Run the probe try; raise :class:`SpecError` if the command would not start. Returns a note when the
+    probe itself could not run (the sweep then goes ahead, and says so)."""
+    handle = backend.submit(launch)
+    end = time.monotonic() + deadline_s
+    facts = None
+    while facts is None and time.monotonic() < end:
+        backend.wait([handle], 0.2)
+        facts = backend.observe(handle)
+    if facts is None:
+        backend.cancel(handle)
+        return f"the agent-command probe gave no result within {deadline_s:.0f} s: not checked"
+    recorded(backend, handle)
+    a = facts.agent
+    if a is None or a.spawn_error or facts.setup_error or facts.infra_hint is not None:
+        why = (a.spawn_error if a else None) or facts.setup_error or facts.infra_detail or "no agent step"
+        return f"the agent-command probe could not run ({why}): not checked"
+    if a.exit_code != 0:
+        raise SpecError(f"{_why(a.stderr_tail, f'the probe exited {a.exit_code}')} (checked in a {backend.name} "
+                        f"trial environment of task {launch.task_id}); the sweep was not started",
+                        field="agent.command")
+    return None
+
+
+def check(experiment: Experiment, trials: list[Trial], tasks: list[Task], backend: Backend) -> str | None:
+    """The agent's command resolves and starts where it runs, or :class:`SpecError`. The oracle is not checked."""
+    if experiment.agent.kind == "oracle" or experiment.agent.command is None or not trials:
+        return None
+    if experiment.agent.path is not None and not Path(experiment.agent.path).is_dir():
+        raise SpecError(f"the agent directory {experiment.agent.path} is not a directory on this host",
+                        field="agent.path")
+    if experiment.agent.kind == "external":
+        check_on_host(experiment.agent.command)
+        return None
+    by_id = {t.id: t for t in tasks}
+    first = trials[0]
+    return check_in_environment(backend, probe_launch(experiment, first, by_id[first.task_id]))

@@ -1,0 +1,74 @@
+"""The sanitiser: one POSIX-sh script (``sanitise.sh``) every backend runs inside the try's environment.
+
+It runs in the verifier's own view of the filesystem, as the verifier's user, after every
+agent process is gone: the system resolves every path there (no resolver of ours), so a
+link through a system symlink and ``..``, through ``/proc``, or into a folder that exists
+only for the verifier is judged where the verifier would follow it. Its work is bounded by
+a deadline it checks per link and by the step runner's timeout around it. What it prints
+is parsed by :func:`parse`; only ``status=ok`` lets the verifier run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from importlib.resources import files
+from typing import Literal
+
+#: The time the sanitiser may spend judging links; past it the rest are removed unjudged (``exhausted``).
+BUDGET_S = 20.0
+#: The step runner's hard timeout around the whole script (listing, permissions, links).
+TIMEOUT_S = 60.0
+Status = Literal["ok", "exhausted", "incomplete", "crashed"]
+_COUNTS = ("links_removed", "links_unjudged", "links_unremovable", "links_kept", "roots_replaced",
+           "special_removed", "special_left", "unlistable", "roots_scanned")
+
+
+@cache
+def script() -> str:
+    return files(__package__).joinpath("sanitise.sh").read_text()
+
+
+def argv(roots: list[str]) -> list[str]:
+    """The command that sanitises ``roots`` (paths in the environment); the script's text is also in :func:`env`."""
+    return ["/bin/sh", "-c", script(), "headroom-sanitise", *roots]
+
+
+def env(hidden: list[str], prune: list[str], budget_s: float = BUDGET_S) -> dict[str, str]:
+    """Its variables. The deadline is relative (``+N``) and fixed by the script's first line, in its own clock."""
+    for p in (*hidden, *prune):
+        if any(c.isspace() for c in p):
+            raise ValueError(f"a verifier-only or pruned path may not hold white space: {p!r}")
+    return {"HR_SAN_SCRIPT": script(), "HR_SAN_HIDDEN": " ".join(hidden), "HR_SAN_PRUNE": " ".join(prune),
+            "HR_SAN_BUDGET_CS": str(int(budget_s * 100)), "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
+
+
+@dataclass
+class Report:
+    """What the sanitiser did; ``status`` is ``crashed`` if it printed no verdict (killed, no shell, no find)."""
+
+    status: Status
+    counts: dict[str, int] = field(default_factory=dict)
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def evidence(self) -> dict[str, object]:
+        return {"status": self.status, **self.counts, **({"detail": self.detail} if self.detail else {})}
+
+
+def parse(stdout: str, exit_code: int | None, timed_out: bool) -> Report:
+    values: dict[str, str] = {}
+    for line in stdout.splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            values[k.strip()] = v.strip()
+    counts = {k: int(values[k]) for k in _COUNTS if values.get(k, "").isdigit()}
+    status = values.get("status")
+    if timed_out:
+        return Report("crashed", counts, "the sanitiser ran out of time")
+    if status not in ("ok", "exhausted", "incomplete") or exit_code != 0:
+        return Report("crashed", counts, f"the sanitiser gave no verdict (exit {exit_code})")
+    return Report(status, counts)  # type: ignore[arg-type]

@@ -1,0 +1,173 @@
+"""The one step sequence of a try, written against :class:`~.runner.StepRunner` alone.
+
+The local and Docker backends build a :class:`Plan` and a runner and call :func:`run_try`;
+the Pod runner (``runner.sh``) runs the same :data:`~.phases.PHASES` with the same
+sanitiser script. What each phase does is in :mod:`.phases`; why, in
+docs/container-contract.md.
+
+Verdict channels: every fact this writes comes from the runner (its own spawn errors,
+timeouts, kernel OOM counters) or from files the verifier wrote after the agent was gone.
+The agent's exit code and output are recorded, never read for a verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from orchestrator import container_contract as cc
+from orchestrator.contract import sanitiser, verifier_env
+from orchestrator.contract.phases import Phase
+from orchestrator.contract.runner import NotRegular, StepRunner, Tainted
+from orchestrator.spec.facts import StepFacts, TrialFacts
+from orchestrator.spec.outcome import InfraReason
+from orchestrator.trial_outputs import MAX_READ, parse_agent_result, parse_reward
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command the sequence runs in the environment."""
+
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class SetupCommand(Command):
+    """The optional agent install: its own timeout, and its own network setting (a package index, say)."""
+
+    network: bool = False
+
+
+class Exec(Protocol):
+    """What a host-side agent is given: :meth:`StepRunner.run` bound to the agent's role and work dir."""
+
+    def __call__(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout_s: float,
+                 stdin: bytes | None = None, cwd: str | None = None) -> StepFacts: ...
+
+
+#: A host-side agent: runs its loop on the host, acting in the environment only through ``Exec``; returns the
+#: agent step's facts (its own exit status, timeout, spawn error: the host process's, not a command's).
+ExternalAgent = Callable[[Exec], StepFacts]
+
+
+@dataclass
+class Plan:
+    """What one try runs, in the environment's own paths."""
+
+    workdir: str
+    agent: Command | ExternalAgent
+    verifier: Command | None  # None: a golden task; its grader judges the answer when the try settles
+    #: (host tree or None for an empty folder, path in the environment), put in the handover phase in this order
+    handover: list[tuple[Path | None, str]]
+    hidden: list[str]  # verifier-only paths as the verifier sees them
+    roots: list[str]  # what the agent could write that the verifier sees
+    prune: list[str] = field(default_factory=list)  # never searched by the sanitiser (read-only system folders)
+    setup: SetupCommand | None = None
+    agent_result: str = cc.AGENT_RESULT
+    verifier_logs: str = cc.VERIFIER_LOGS
+    sanitiser_budget_s: float = sanitiser.BUDGET_S
+
+
+def _bound_exec(runner: StepRunner, workdir: str, base_env: Mapping[str, str]) -> Exec:
+    def exec_(argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout_s: float,
+              stdin: bytes | None = None, cwd: str | None = None) -> StepFacts:
+        return runner.run(argv, role="agent", name="agent-exec", cwd=cwd or workdir, env={**base_env, **(env or {})},
+                          timeout_s=timeout_s, stdin=stdin)
+    return exec_
+
+
+def _failed_step(s: StepFacts) -> str | None:
+    if s.spawn_error:
+        return s.spawn_error
+    if s.timed_out:
+        return "timed out"
+    if s.oom_kills:
+        return f"OOM-killed ({s.oom_evidence})"
+    if s.signal is not None:
+        return f"killed by signal {s.signal}"
+    if s.exit_code not in (0, None):
+        return f"exit {s.exit_code}"
+    return None
+
+
+def run_try(runner: StepRunner, plan: Plan, facts: TrialFacts, *,
+            proceed: Callable[[Phase], bool] = lambda phase: True, agent_env: Mapping[str, str] | None = None) -> None:
+    """Run every phase of one try through ``runner``, recording into ``facts``.
+
+    ``proceed(phase)`` is asked before each phase after the agent's: a backend says no when the
+    try was cancelled or went over a limit it watches (the facts already say so).
+    """
+    if plan.setup is not None:
+        s = runner.run(plan.setup.argv, role="agent", name=Phase.AGENT_SETUP, cwd=plan.workdir, env=plan.setup.env,
+                       timeout_s=plan.setup.timeout_s, network=plan.setup.network)
+        facts.extra["agent_setup"] = {"exit_code": s.exit_code, "duration_s": round(s.duration_s, 3),
+                                      "timed_out": s.timed_out}
+        if (why := _failed_step(s)) is not None:
+            facts.infra_hint = InfraReason.AGENT_SETUP_FAILED
+            facts.infra_detail = f"agent setup failed: {why}; {s.stderr_tail[-500:]}".strip()
+            runner.stop_all()
+            return
+    if isinstance(plan.agent, Command):
+        facts.agent = runner.run(plan.agent.argv, role="agent", name=Phase.AGENT, cwd=plan.workdir,
+                                 env=plan.agent.env, timeout_s=plan.agent.timeout_s)
+    else:
+        facts.agent = plan.agent(_bound_exec(runner, plan.workdir, agent_env or {}))
+    agent = facts.agent
+    try:
+        runner.stop_all()
+    except Tainted as exc:
+        facts.agent_fault = f"after the agent: {exc}"
+        return
+    try:
+        raw = runner.read_file(plan.agent_result, MAX_READ)
+    except NotRegular:
+        raw = None
+    facts.agent_result = parse_agent_result(raw.decode("utf-8", "replace")) if raw else {}
+    if agent.timed_out or agent.oom_kills or agent.spawn_error or not proceed(Phase.STOP):
+        return
+    if plan.verifier is None:
+        facts.verifier = StepFacts(name="verifier", skipped="no tests/: a golden task, its grader decides")
+        return
+    try:
+        for src, dest in plan.handover:
+            runner.put_tree(src, dest)
+        if not proceed(Phase.HANDOVER):
+            return
+        s = runner.run(sanitiser.argv(plan.roots), role="verifier", name=Phase.SANITISE, cwd="/",
+                       env=sanitiser.env(plan.hidden, plan.prune, plan.sanitiser_budget_s),
+                       timeout_s=sanitiser.TIMEOUT_S)
+        if s.spawn_error:  # the runner's own verdict: nothing of the agent's can stop a shell from starting
+            facts.infra_hint, facts.infra_detail = InfraReason.SPAWN_FAILED, f"sanitiser: {s.spawn_error}"
+            return
+        report = sanitiser.parse(s.stdout_tail, s.exit_code, s.timed_out)
+        facts.extra["sanitiser"] = {**report.evidence(), "duration_s": round(s.duration_s, 3)}
+        c = report.counts
+        # the same key on every backend: how many agent-made links the verifier will not follow
+        facts.extra["verifier_only_links_removed"] = (c.get("links_removed", 0) + c.get("links_unjudged", 0)
+                                                      + c.get("roots_replaced", 0))
+        if not report.ok:
+            facts.agent_fault = f"the sanitiser could not judge what the agent left: {report.status} {report.detail}"
+            return
+        if not proceed(Phase.SANITISE):
+            return
+        facts.verifier_on_agent_state = True
+        v = plan.verifier
+        facts.verifier = runner.run(verifier_env.wrap(v.argv), role="verifier", name=Phase.VERIFIER,
+                                    cwd=plan.workdir, env=verifier_env.build(v.env, {}), timeout_s=v.timeout_s)
+    except Tainted as exc:
+        facts.agent_fault = f"before the verifier: {exc}"
+        return
+    facts.reward, facts.reward_error = None, "missing: no reward.txt or reward.json"
+    for name in cc.REWARD_FILES:
+        try:
+            raw = runner.read_file(f"{plan.verifier_logs}/{name}", MAX_READ)
+        except NotRegular as exc:
+            facts.reward, facts.reward_error = None, f"malformed: {name} is {exc}"
+            break
+        if raw is not None:
+            facts.reward, facts.reward_error = parse_reward(name, raw.decode("utf-8", "replace"))
+            break

@@ -1,0 +1,197 @@
+"""The report's "Scores under named rules" section: each configuration under each rule, side by side.
+
+Reads ``statistics.scoring_rules`` (orchestrator.stats.scoring_rules). Every score is labelled with
+its rule, and every interval or stderr with what it generalises to (these tasks, or new tasks).
+The trials that a rule counts differently from headroom's headline are listed by reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from orchestrator.report.tables import print_table
+from orchestrator.report.text import pct
+
+MAX_RUNS_LISTED = 12
+
+
+def _interval(res: dict[str, Any]) -> str:
+    parts = []
+    for iv in res.get("intervals") or []:
+        if iv["kind"] == "wilson95" and iv.get("low") is not None:
+            parts.append(f"Wilson 95% [{100 * iv['low']:.1f}, {100 * iv['high']:.1f}] ({iv['generalises_to']})")
+        elif iv["kind"] == "clustered_se" and iv.get("se") is not None:
+            parts.append(f"SE clustered by task {100 * iv['se']:.2f} pts ({iv['generalises_to']})")
+        elif iv["kind"] == "stderr":
+            if iv.get("se") is None:
+                parts.append(f"no stderr ({res.get('stderr_note') or 'one run'})")
+            else:
+                ci = f", ci95 ±{100 * iv['ci95']:.2f} pts" if iv.get("ci95") is not None else ""
+                parts.append(f"stderr {100 * iv['se']:.2f} pts{ci} ({iv['generalises_to']})")
+    return "; ".join(parts) or "none published"
+
+
+def _counted(res: dict[str, Any]) -> str:
+    left = res.get("excluded_by") or {}
+    text = str(res.get("n_trials", 0))
+    if left:
+        text += f" ({sum(left.values())} left out: " + ", ".join(f"{k} {v}" for k, v in left.items()) + ")"
+    if res.get("n_runs") is not None:
+        text += f"; {res['n_runs']} {res.get('run_basis', 'runs')}"
+    return text
+
+
+def _pass_at_k(res: dict[str, Any]) -> str:
+    pak = res.get("pass_at_k") or {}
+    return ", ".join(f"pass@{k} {pct(v, 2)}" for k, v in pak.items() if v is not None) or "—"
+
+
+def _title(sr: dict[str, Any], rule: str) -> str:
+    title = sr["definitions"][rule]["title"]
+    return f"**{title}** (headline)" if rule == sr.get("default") else title
+
+
+def ordered_rules(sr: dict[str, Any]) -> list[str]:
+    """The headline rule first, then the others as requested."""
+    return [sr["default"]] + [r for r in sr["requested"] if r != sr["default"]]
+
+
+def rows(sr: dict[str, Any], bold: bool = True) -> list[list[str]]:
+    out = []
+    for label, by_rule in sr["configs"].items():
+        for i, rule in enumerate(ordered_rules(sr)):
+            res = by_rule.get(rule) or {}
+            title = _title(sr, rule) if bold else _title(sr, rule).replace("**", "")
+            out.append([label if i == 0 else "", title, pct(res.get("estimate"), 2), _interval(res), _counted(res),
+                        _pass_at_k(res)])
+    return out
+
+
+HEADERS = ["configuration", "rule", "score", "interval or stderr (what it generalises to)", "trials counted", "pass@k"]
+
+
+def _short(names: list[str]) -> list[str]:
+    """Run names without the path they share (a submission's runs differ only in their last part)."""
+    if len(names) < 2:
+        return [n.rsplit("/", 1)[-1] for n in names]
+    parts = [n.split("/") for n in names]
+    common = 0
+    while all(len(p) > common + 1 and p[common] == parts[0][common] for p in parts):
+        common += 1
+    return ["/".join(p[common:]) for p in parts]
+
+
+def _table(headers: list[str], body: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in body]
+    return lines + [""]
+
+
+def leads(doc: dict[str, Any]) -> bool:
+    """Whether the run's headline is a source's own rule (an import): its section then opens the metrics."""
+    sr = (doc.get("statistics") or {}).get("scoring_rules") or {}
+    return bool(sr.get("default")) and not str(sr["default"]).startswith("headroom:")
+
+
+def markdown(doc: dict[str, Any]) -> list[str]:
+    sr = (doc.get("statistics") or {}).get("scoring_rules")
+    if not sr or not sr.get("configs"):
+        return []
+    default = sr["definitions"][sr["default"]]
+    own = not sr["default"].startswith("headroom:")
+    lines = ["## Scores under named rules", "",
+             f"A score is a rule applied to trials. Headline for this run: **{default['title']}** "
+             f"(`{sr['default']}`)" + (" — the source's own rule, which reproduces the numbers it published; "
+                                      "headroom's stricter reading is beside it, and the Metrics below are "
+                                      "headroom's." if own else ".")
+             + " Each interval says what it generalises to: *these tasks* (another attempt or run on the same "
+             "tasks) or *new tasks like these*.", ""]
+    lines += _table(HEADERS, rows(sr))
+    moved = [[label, sr["definitions"][rule]["title"], m["reason"], str(m["trials"]), m["effect"]]
+             for label, by_rule in sr.get("moves", {}).items() for rule, ms in by_rule.items() for m in ms]
+    if moved:
+        lines += ["Trials each rule counts differently from headroom's headline (infra errors as failures), by reason:", ""]
+        lines += _table(["configuration", "rule", "reason", "trials", "effect"], moved)
+    per_run = []
+    for label, by_rule in sr["configs"].items():
+        runs = ((by_rule.get("terminal-bench:leaderboard") or {}).get("per_run") or [])[:MAX_RUNS_LISTED]
+        names = _short([str(r["run"]) for r in runs])
+        for r, name in zip(runs, names):
+            per_run.append([label, name, str(r["n"]), pct(r["accuracy"], 2),
+                            ", ".join(f"pass@{k} {pct(v, 2)}" for k, v in (r.get("pass_at_k") or {}).items()
+                                      if v is not None) or "—"])
+    if per_run:
+        lines += ["Terminal-Bench leaderboard rule, run by run (the accuracy and pass@k each run's results.json "
+                  f"reports; {sr.get('run_basis')}):", ""]
+        lines += _table(["configuration", "run", "trials", "accuracy", "pass@k (within the run)"], per_run)
+    lines += ["Rules:", ""]
+    for name, d in sr["definitions"].items():
+        lines.append(f"- `{name}` — {d['title']}: counts {d['counts']}; {d['aggregate']}; {d['interval']}. "
+                     f"Source: {d['source']}.")
+    return lines + [""]
+
+
+def print_terminal(doc: dict[str, Any], console: Console) -> None:
+    sr = (doc.get("statistics") or {}).get("scoring_rules")
+    if not sr or not sr.get("configs"):
+        return
+    body = [[escape(c) for c in row] for row in rows(sr, bold=False)]  # a label may hold [ ]
+    print_table(console, f"Scores under named rules (headline: {sr['default']}; each interval says what it "
+                         "generalises to)", HEADERS, body, keep=2, right=[2])
+    for label, by_rule in sr.get("moves", {}).items():
+        for rule, ms in by_rule.items():
+            for m in ms[:5]:
+                console.print(escape(f"  {label}: {m['trials']} {m['reason']} — {sr['definitions'][rule]['title']} vs "
+                                     f"headroom ({m['effect']})"), soft_wrap=True)
+
+
+def spread_columns(sr: dict[str, Any], labels: list[str]) -> dict[str, Any]:
+    """Extra spread columns under the leaderboard rule (the run accuracies a submission reports), when shown."""
+    rule = "terminal-bench:leaderboard"
+    if rule not in (sr.get("requested") or []):
+        return {"headers": [], "cells": [[] for _ in labels]}
+    cells = []
+    for lab in labels:
+        res = (sr.get("configs", {}).get(lab) or {}).get(rule) or {}
+        spread = res.get("run_spread") or {}
+        cells.append([pct(spread.get("sd")), f"{pct(spread.get('min'))} .. {pct(spread.get('max'))}"])
+    return {"headers": ["SD (leaderboard rule)", "range (leaderboard rule)"], "cells": cells}
+
+
+def comparison_rows(sr: dict[str, Any]) -> list[list[str]]:
+    """Per shared configuration label and rule: A, B and B − A (each run scored on the tasks both hold)."""
+    a, b = sr.get("A") or {}, sr.get("B") or {}
+    out = []
+    labels_b = list(b.get("configs") or {})
+    for label_a, by_a in (a.get("configs") or {}).items():
+        label_b = label_a if label_a in labels_b else (labels_b[0] if len(labels_b) == 1 and len(a["configs"]) == 1 else None)
+        if label_b is None:
+            continue
+        for rule in sr["requested"]:
+            ra, rb = by_a.get(rule) or {}, (b["configs"][label_b] or {}).get(rule) or {}
+            if not ra and not rb:
+                continue
+            ea, eb = ra.get("estimate"), rb.get("estimate")
+            diff = None if ea is None or eb is None else eb - ea
+            out.append([f"{label_a} vs {label_b}", (a.get("definitions") or b.get("definitions"))[rule]["title"],
+                        pct(ea, 2), pct(eb, 2), "—" if diff is None else f"{100 * diff:+.2f} pts",
+                        _interval(ra), _interval(rb)])
+    return out
+
+
+COMPARISON_HEADERS = ["configurations", "rule", "A", "B", "B − A", "A: interval (generalises to)",
+                      "B: interval (generalises to)"]
+
+
+def comparison_markdown(doc: dict[str, Any]) -> list[str]:
+    sr = (doc.get("statistics") or {}).get("scoring_rules")
+    if not sr:
+        return []
+    body = comparison_rows(sr)
+    if not body:
+        return []
+    return ["", "## Scores under named rules", "", f"Each run scored on the tasks both hold ({sr['basis']}); "
+            f"headline rules: A {sr['default']['A']}, B {sr['default']['B']}.", ""] + _table(COMPARISON_HEADERS, body)

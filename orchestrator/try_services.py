@@ -1,0 +1,94 @@
+"""What the engine adds around each try: the model gateway's key and the artifact sink.
+
+At launch, a try gets its gateway environment (a per-try key, the base URLs) and the
+sink learns that key, to redact it. When the try's result is in, the key is ended
+(refused from then on), the gateway's transcript of the try's calls becomes its
+``gateway/calls.jsonl`` artifact, the measured usage goes into its facts
+(``model_usage``: the store then records tokens and cost with ``usage_source =
+gateway``), and a summary of its artifacts into its evidence (``extra.artifacts``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.agents.gateway import Gateway, TryEnd
+from orchestrator.artifacts import names
+from orchestrator.artifacts.sink import StoreSink, TryKey, register, unregister
+from orchestrator.redact import secret_values
+from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.launch import Launch
+
+
+def run_secret_names(experiment: Experiment) -> list[str]:
+    """The host variables whose values are redacted from everything a run writes: --agent-env and the
+    gateway's upstream keys."""
+    return [*experiment.agent.env_passthrough, *(experiment.gateway.key_vars() if experiment.gateway else [])]
+
+
+@dataclass
+class TryServices:
+    run_id: str
+    artifacts: StoreSink
+    gateway: Gateway | None = None
+
+    @classmethod
+    def open(cls, store_path: Path, experiment: Experiment, run_id: str) -> TryServices:
+        """The run's sink (registered for its backends) and, if the experiment has one, its gateway, started."""
+        sink = StoreSink(store_path, experiment.artifacts, secret_values(run_secret_names(experiment)))
+        gateway = None
+        try:
+            if experiment.gateway is not None:
+                gateway = Gateway(experiment.gateway, store_path).start()
+        except BaseException:
+            sink.close()
+            raise
+        register(run_id, sink)
+        return cls(run_id, sink, gateway)
+
+    def close(self) -> None:
+        unregister(self.run_id)
+        try:
+            if self.gateway is not None:
+                self.gateway.stop()
+        finally:
+            self.artifacts.close()
+
+    def launch(self, launch: Launch) -> Launch:
+        if self.gateway is None:
+            return launch
+        key = TryKey.of(launch)
+        env = self.gateway.env_for(key)
+        self.artifacts.protect(key, [env["HEADROOM_MODEL_API_KEY"]])
+        agent = launch.agent.model_copy(update={"env": {**launch.agent.env, **env}})
+        return launch.model_copy(update={"agent": agent, "model_gateway": self.gateway.base_url})
+
+    def end(self, key: TryKey) -> TryEnd | None:
+        """End the try's key (first: nothing the try does later is counted) and store its transcript."""
+        if self.gateway is None:
+            return None
+        end = self.gateway.end_try(key)
+        if end.transcript is not None:
+            self.artifacts.add_file(key, names.MODEL_CALLS, end.transcript)
+            end.transcript.unlink(missing_ok=True)
+        return end
+
+    @staticmethod
+    def secrets(end: TryEnd | None) -> list[str]:
+        return [end.token] if end is not None and end.token else []
+
+    def complete(self, key: TryKey, facts: TrialFacts, end: TryEnd | None) -> TrialFacts:
+        """The settled facts with what the engine measured: model usage and the artifacts' summary."""
+        update: dict[str, object] = {}
+        if end is not None:
+            update["model_usage"] = end.usage
+        summary = self.artifacts.finish(key)
+        if summary is not None:
+            update["extra"] = {**facts.extra, "artifacts": summary}
+        return facts.model_copy(update=update) if update else facts
+
+    def abandon(self, key: TryKey) -> None:
+        self.end(key)
+        self.artifacts.finish(key)

@@ -1,0 +1,100 @@
+"""The contract's sequence on the real local backend: the setup phase, the verdicts it gives, the step runner.
+
+Real bubblewrap sandboxes (skipped without them); the launches are built by the engine's own
+``build_launch`` from tasks on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.backends.local.runner import LocalRunner
+from orchestrator.classify import classify
+from orchestrator.contract.runner import StepRunner
+from orchestrator.launch import build_launch
+from orchestrator.spec.experiment import AgentSpec, Experiment
+from orchestrator.spec.facts import StepFacts, TrialFacts
+from orchestrator.spec.launch import Launch, SetupLaunch
+from orchestrator.spec.outcome import HarnessReason, InfraReason, ModelReason, Outcome
+from orchestrator.spec.resources import ResourceConfig
+from orchestrator.spec.trial import Trial
+from orchestrator.tasks.loader import load_tasks
+from tests.hostile.harness import requires_sandbox
+from tests.taskfactory import write_task
+
+pytestmark = [requires_sandbox]
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[LocalBackend]:
+    b = LocalBackend(enforcement="rlimit", isolation="sandbox")
+    yield b
+    b.close()
+
+
+def _launch(root: Path, command: str, setup: SetupLaunch | None = None) -> Launch:
+    # The agent succeeds only if the setup phase left its tool in the agent's HOME.
+    write_task(root, "t", solve="true\n")
+    [task] = load_tasks(root)
+    exp = Experiment(tasks_dir=str(root), agent=AgentSpec(kind="command", command=command))
+    trial = Trial(trial_id="t-1", task_id="t", config=ResourceConfig.parse("unbounded"), attempt=0, seed=1, order=0)
+    return build_launch("r", trial, 0, task, exp).model_copy(update={"agent_setup": setup})
+
+
+def test_the_setup_phase_installs_into_the_agents_home(backend: LocalBackend, tmp_path: Path) -> None:
+    setup = SetupLaunch(shell='mkdir -p "$HOME/bin" && printf "#!/bin/sh\\ntouch \\"$HEADROOM_WORKDIR/out\\"\\n" '
+                              '> "$HOME/bin/tool" && chmod +x "$HOME/bin/tool"', timeout_s=20)
+    facts = backend.run(_launch(tmp_path, '"$HOME/bin/tool"', setup))
+    assert classify(facts).outcome is Outcome.PASSED, (facts.agent, facts.infra_detail)
+    assert facts.extra["agent_setup"]["exit_code"] == 0
+
+
+@pytest.mark.parametrize("shell", ["exit 3", "sleep 30"])
+def test_a_failed_setup_is_an_infra_error_and_the_agent_never_runs(backend: LocalBackend, tmp_path: Path,
+                                                                    shell: str) -> None:
+    setup = SetupLaunch(shell=shell, timeout_s=1)
+    facts = backend.run(_launch(tmp_path, 'touch "$HEADROOM_WORKDIR/out"', setup))
+    v = classify(facts)
+    assert (v.outcome, v.reason) == (Outcome.INFRA_ERROR, InfraReason.AGENT_SETUP_FAILED), facts.infra_detail
+    assert facts.agent is None and facts.verifier is None
+
+
+def test_the_verifier_runs_without_the_agents_variables(backend: LocalBackend, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("HR_TEST_SECRET", "s3cr3t-value")
+    write_task(tmp_path, "t", solve="true\n", test=(
+        'env > "$HEADROOM_LOGS_DIR/env.txt"; '
+        '{ [ "$PYTHONSAFEPATH" = 1 ] && [ -z "${HR_TEST_SECRET:-}" ] && [ -z "${PYTHONPATH:-}" ]; } '
+        '&& echo 1 > "$HEADROOM_LOGS_DIR/reward.txt" || echo 0 > "$HEADROOM_LOGS_DIR/reward.txt"\n'))
+    [task] = load_tasks(tmp_path)
+    exp = Experiment(tasks_dir=str(tmp_path), agent=AgentSpec(kind="command", command="export PYTHONPATH=/app; true",
+                                                              env_passthrough=["HR_TEST_SECRET"]))
+    trial = Trial(trial_id="t-1", task_id="t", config=ResourceConfig.parse("unbounded"), attempt=0, seed=1, order=0)
+    facts = backend.run(build_launch("r", trial, 0, task, exp))
+    assert classify(facts).outcome is Outcome.PASSED, facts.verifier
+
+
+def test_the_local_runner_is_a_step_runner() -> None:
+    assert issubclass(LocalRunner, StepRunner)
+
+
+def _facts(**kw: object) -> TrialFacts:
+    base = dict(enforcement="rlimit", request_cpus=1, request_memory_bytes=1, limit_cpus=None, limit_memory_bytes=None,
+                qos_class="BestEffort", agent=StepFacts(name="agent", exit_code=0))
+    return TrialFacts(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_agent_made_states_are_the_agents_failure_never_a_harness_error() -> None:
+    crashed = StepFacts(name="verifier", exit_code=1)
+    hung = StepFacts(name="verifier", timed_out=True, signal=9)
+    assert classify(_facts(agent_fault="unlistable")).reason is ModelReason.UNJUDGED_STATE
+    assert classify(_facts(verifier=crashed, verifier_on_agent_state=True)).reason is ModelReason.VERIFIER_BROKEN
+    assert classify(_facts(verifier=hung, verifier_on_agent_state=True, reward=1.0)).outcome is Outcome.FAILED
+    # without the agent's state handed over (a backend that did not run the contract), as before
+    assert classify(_facts(verifier=crashed)).reason is HarnessReason.VERIFIER_CRASHED
+    # a verifier that could not start is the harness's, whatever the agent left
+    spawn = StepFacts(name="verifier", spawn_error="ENOENT")
+    assert classify(_facts(verifier=spawn, verifier_on_agent_state=True)).outcome is Outcome.HARNESS_ERROR
