@@ -16,7 +16,7 @@
 #    (scripts/docker/install.sh: a no-op when installed and cached);
 # 7. ruff (lint) and mypy (types) over the tree, configured in pyproject.toml; a finding
 #    fails the script before any test runs (docs/development.md, "Lint and types");
-# 8. pytest over tests/. Exit code 5 (nothing collected) is an error here: a
+# 8. pytest over tests/, on two xdist workers (HEADROOM_TEST_WORKERS). Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -64,9 +64,17 @@ fi
 echo "==> Docker daemon and base image (scripts/docker/install.sh)"
 scripts/docker/install.sh
 
-echo "==> pytest"
+# Workers: the suite spends most of its time waiting on Pods, containers and sandboxes, so two
+# workers on two cores finish it in about half the time (docs/development.md). Tests that share a
+# service (the control plane and real node; the private dockerd and Podman) stay on one worker
+# (tests/conftest.py). HEADROOM_TEST_WORKERS=0, or an -n of your own, runs it your way.
+workers=(-n "${HEADROOM_TEST_WORKERS:-2}" --dist loadgroup)
+for arg in "$@"; do
+  case "${arg}" in -n|-n[0-9]*|--numprocesses|--numprocesses=*|no:xdist) workers=() ;; esac
+done
+echo "==> pytest ${workers[*]}"
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest "${workers[@]}" "$@"
 rc=$?
 set -e
 if [[ ${rc} -eq 5 ]]; then

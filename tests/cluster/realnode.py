@@ -638,7 +638,9 @@ class RealNode:
             found.append(f"processes in the node's network namespace {self.net_ns}: {sorted(pids)}")
         found += [f"mount {m}" for m in mounts_under(str(self.dir))]
         found += [f"cgroup {c}" for c in self.cgroups if c.exists()]
-        found += [f"host folder {h}" for h in self.created_dirs if h.exists()]
+        # A folder someone else has put things in since (a private dockerd's /run/containerd/s on
+        # another xdist worker) is theirs now: stop() leaves it, and it is not this node's leftover.
+        found += [f"host folder {h}" for h in self.created_dirs if h.is_dir() and not any(h.iterdir())]
         if self.own_workdir and os.environ.get("HEADROOM_KEEP_PLANE") != "1" and self.dir.exists():
             found.append(f"work folder {self.dir}")
         return found
