@@ -8,6 +8,7 @@ on it, and a resumed run or a restarted controller finds what it started.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -45,6 +46,7 @@ def launch_name(run_id: str, trial_id: str, try_index: int) -> str:
     return dns_label(f"{run_id}/{trial_id}/{try_index}")
 
 
+@functools.lru_cache(maxsize=4096)  # the backend asks for the same run label on every look at a try
 def label_value(text: str) -> str:
     """A Kubernetes label value (63 chars of [A-Za-z0-9._-], alphanumeric at both ends)."""
     value = re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:63].strip("._-")

@@ -17,7 +17,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, runlease, signals
 from orchestrator.backends.kubernetes import pod as pod_mod
+from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWorkers
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.run_cache import RunCache
 from orchestrator.backends.kubernetes.taskfiles import ImageTaskFiles, TaskBundle
@@ -51,7 +51,7 @@ SWEEP_EVERY_S = 5.0
 #: A pod created but not yet seen by the watch is looked up once after this long.
 UNSEEN_GRACE_S = 30.0
 LOG_TAIL_BYTES = 8192
-#: Creates and finalizer releases run on this many workers, off the engine's loop.
+#: Creates and finalizer releases run on this many workers, off the engine's loop (creates first).
 API_WORKERS = 8
 #: An infrastructure ending is held this long for its Events: they come on their own watch and
 #: are often written after the status change (the kubelet's eviction, kwok's stages), so a
@@ -65,6 +65,12 @@ def api_client_for(options: KubernetesOptions) -> Any:
         return connect(options.kubeconfig, options.context)
     except KubeConfigError as exc:
         raise UserError(str(exc), field="kubernetes.kubeconfig") from None
+
+
+def _drain(resp: Any) -> None:
+    """Read a raw response to its end (its connection goes back to the pool) without decoding it."""
+    _ = resp.data
+    resp.release_conn()
 
 
 @dataclass
@@ -145,7 +151,7 @@ class KubernetesBackend:
         self._latency: dict[str, float] = {"submit_to_created_s": 0.0, "created_to_harvest_s": 0.0, "n": 0}
         self._generation = 0
         self._waited_generation = 0
-        self._pool = ThreadPoolExecutor(max_workers=API_WORKERS, thread_name_prefix="k8s-api")
+        self._pool = ApiWorkers(API_WORKERS)
         self._leases = runlease.RunLeases(self.api_client, self.namespace, self.clock)
         self._fit_check: dict[str, Any] = {"checked": False, "why": "not asked (headroom sweep asks before a run starts)"}
 
@@ -294,7 +300,7 @@ class KubernetesBackend:
                 t.creating = False
                 self._notify()
 
-        self._pool.submit(work)
+        self._pool.submit(work, priority=CREATE)
 
     def _api_failure(self, t: _Try, exc: BaseException) -> None:
         """Wait and retry: a full quota or a 429 forever, anything else for api_retry_s."""
@@ -341,7 +347,8 @@ class KubernetesBackend:
                 self._api_failure(t, exc)
                 return
         try:
-            self.core.create_namespaced_pod(self.namespace, t.body)
+            # The created pod comes back on the watch: its echo here is not turned into client models.
+            _drain(self.core.create_namespaced_pod(self.namespace, t.body, _preload_content=False))
         except ApiException as exc:
             if exc.status == 409:
                 t.created = True  # an earlier create did reach the server
@@ -429,7 +436,7 @@ class KubernetesBackend:
         with self._lock:
             held = self._harvested.pop(handle.name, None)
         if held is not None:
-            self._pool.submit(self._release, *held)
+            self._pool.submit(self._release, *held, priority=RELEASE)
 
     def _note_gate(self, t: _Try, pod: dict[str, Any], state: str) -> None:
         """Time held in a queue: from the pod's creation until it is first seen without its gates."""
@@ -509,7 +516,8 @@ class KubernetesBackend:
             return dict(json.loads(resp.data))
 
         return finalizers.release(pod_mod.FINALIZER, read,
-                                  lambda ops: self.core.patch_namespaced_pod(name, self.namespace, ops),
+                                  lambda ops: _drain(self.core.patch_namespaced_pod(name, self.namespace, ops,
+                                                                                    _preload_content=False)),
                                   known=known, also=also)
 
     def _delete(self, name: str) -> None:
@@ -540,7 +548,7 @@ class KubernetesBackend:
         if force:
             self._sweep()
         else:
-            self._pool.submit(self._sweep)
+            self._pool.submit(self._sweep, priority=RELEASE)
 
     def _sweep(self) -> None:
         with self._sweeping:
@@ -734,7 +742,7 @@ class KubernetesBackend:
         out = [t for inf in infs for t in inf.threads()] + self.nodes.threads()
         if self._leases.thread is not None:
             out.append(self._leases.thread)
-        return out + list(getattr(self._pool, "_threads", ()))
+        return out + self._pool.threads()
 
     def close(self) -> None:
         """Stop everything at once: the watches end now, not at the server's watch timeout."""
