@@ -25,7 +25,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
-from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, runlease, signals
+from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, records, runlease, signals
 from orchestrator.backends.kubernetes import pod as pod_mod
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.run_cache import RunCache
@@ -419,6 +419,8 @@ class KubernetesBackend:
             if tail:
                 facts.extra["log_tail"] = tail
         facts.extra["pod_events_total"] = len(events)
+        if pod is not None and (rec := records.harvest(self.core, self.namespace, pod, t.launch)) is not None:
+            facts.extra["records"] = rec.evidence()
         if pod is not None:  # released once the caller has recorded the result (``recorded``)
             with self._lock:
                 self._harvested[t.launch.name] = (t.launch, obs.stop)
