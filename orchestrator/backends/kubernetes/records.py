@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.artifacts import artifacts_for, names
+from orchestrator.artifacts.sink import NullSink
 from orchestrator.backends.kubernetes.message import RunnerReport
 from orchestrator.spec.launch import Launch
 
@@ -38,7 +39,7 @@ _STEP_FILES = {
 class Record:
     """What became of a try's record: kept in ``extra.records``."""
 
-    status: str  # kept | absent | unreadable | mismatch | runner:<why>
+    status: str  # kept | not_kept (no store: the controller) | unreadable | mismatch | runner:<why>
     bytes: int = 0
     truncated: bool = False
     verified: str = "none"  # sha256 | size (the image has no sha256sum)
@@ -126,6 +127,8 @@ def harvest(core: Any, namespace: str, pod: dict[str, Any], launch: Launch) -> R
     if isinstance(want, str):
         return Record(want)
     size, sha256 = want
+    if isinstance(artifacts_for(launch), NullSink):  # the in-cluster controller: no store to keep it in
+        return Record("not_kept", size)
     try:
         # The whole log: the record is its last block (bounded by the runner, HR_RECORDS_MAX).
         resp = core.read_namespaced_pod_log(launch.name, namespace, container=TASK_CONTAINER,
