@@ -1,8 +1,8 @@
 """Which agents a trial pod can run: what needs a host beside the trial is refused before anything starts.
 
-An external agent acts through an exec channel the Pod backend does not serve yet, and an
-installed agent's ``path`` is a host directory the Pod backend does not carry into the pod yet
-(an ``install`` phase runs in the pod and is kept). The controller has no host to run either on.
+An external agent acts through an exec channel the Pod backend does not serve yet. An installed
+agent's ``path`` is a host directory: ``headroom sweep --backend kubernetes`` carries it into the pod
+(a ConfigMap mounted at /agent), the in-cluster controller has no host to read it from.
 """
 
 from __future__ import annotations
@@ -17,10 +17,7 @@ def pod_agent_problem(kind: str, path: str | None, *, in_cluster: bool = False) 
                     "--backend local|docker)")
         return ("external agents need an exec channel, which the kubernetes backend does not give yet "
                 "(local and docker do)")
-    if path:
-        if in_cluster:
-            return (f"agent.path {path!r} is a directory on a host; the controller cannot read it (build the agent "
-                    "into the task image, or install it with agent.install)")
-        return (f"agent.path {path!r}: the kubernetes backend does not carry an agent directory into the pod yet "
-                "(local and docker do); build it into the task image, or install it with agent.install")
+    if path and in_cluster:
+        return (f"agent.path {path!r} is a directory on a host; the controller cannot read it (build the agent "
+                "into the task image, or install it with agent.install)")
     return None

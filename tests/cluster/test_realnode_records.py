@@ -1,9 +1,10 @@
-"""A try's full record and an installed agent's install phase, on the real node (containerd + runc + kubelet).
+"""A try's full record and an installed agent (its directory and install phase), on the real node (containerd + runc + kubelet).
 
 `headroom sweep --backend kubernetes` runs a command agent in a real Pod; its complete stdout (far past
 the 4 KiB termination message), its logs dir (trajectory.json, a nested file) and the verifier's output
 come back through the pod log (the runner's checked tar) into the run's store as artifacts, the same
-names as on local and Docker. An install phase is recorded apart; a failing one is
+names as on local and Docker. The agent's directory (agent.path) is a read-only ConfigMap at /agent;
+its install phase is recorded apart; a failing one is
 infra_error(agent_setup_failed) and the agent does not run.
 """
 
@@ -66,8 +67,13 @@ def _artifacts(store: Path) -> dict[str, tuple[reader.ArtifactInfo, bytes]]:
 def test_the_full_record_and_the_install_phase_on_the_real_node(
         cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path) -> None:
     ns = cluster.create_namespace(prefix="records", labels=RESTRICTED)
-    agent = {"kind": "command", "command": AGENT,
-             "install": {"command": "echo installing; echo warn >&2", "timeout_s": 60, "network": False}}
+    d = tmp_path / "my-agent"
+    d.mkdir()
+    (d / "run.sh").write_text(AGENT + "\n")
+    (d / "install.sh").write_text('echo installing; touch /agent/x 2>/dev/null && echo writable || echo read-only; '
+                                  'echo warn >&2\n')
+    agent = {"kind": "command", "command": 'bash "$HEADROOM_AGENT_DIR/run.sh"', "path": str(d),
+             "install": {"command": "bash /agent/install.sh", "timeout_s": 60, "network": False}}
     store, (evidence,) = _sweep(tmp_path, "rec", cluster, real_node, ns, agent)
     assert evidence["records"]["status"] == "kept", evidence.get("records")
     arts = _artifacts(store)
@@ -76,7 +82,8 @@ def test_the_full_record_and_the_install_phase_on_the_real_node(
     assert arts["logs/trajectory.json"][1].startswith(b'{"schema_version": "ATIF-v1.2"')
     assert arts["logs/sub/notes.txt"][1] == b"deep\n"
     assert "verifier/stdout" in arts or "verifier/stderr" in arts
-    assert arts["agent_setup/stdout"][1] == b"installing\n" and arts["agent_setup/stderr"][1] == b"warn\n"
+    # the agent's directory reached the pod at /agent, read-only, for the install and the agent alike
+    assert arts["agent_setup/stdout"][1] == b"installing\nread-only\n" and arts["agent_setup/stderr"][1] == b"warn\n"
 
     bad = {"kind": "command", "command": "echo ran",
            "install": {"command": "echo broken; exit 3", "timeout_s": 60, "network": False}}

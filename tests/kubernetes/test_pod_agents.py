@@ -1,8 +1,10 @@
-"""Agents a trial pod cannot run (external ones, a host agent.path) are refused in one line before anything starts:
-by `headroom sweep --backend kubernetes`, by `headroom submit`, and in the Experiment resource the controller reads."""
+"""Agents on Pods: an external agent is refused in one line before anything starts (by `headroom sweep --backend
+kubernetes`, by `headroom submit`, and in the Experiment resource the controller reads, which refuses a host
+agent.path too); an installed agent's directory becomes a read-only ConfigMap at /agent."""
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +13,16 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from orchestrator.backends.kubernetes.pod import build
+from orchestrator.backends.kubernetes.taskfiles import agent_files, bundle
 from orchestrator.controller.resources import ExperimentResourceSpec
-from orchestrator.errors import first_validation_error
+from orchestrator.errors import SpecError, first_validation_error
+from orchestrator.launch import build_launch
+from orchestrator.plan import plan
+from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.spec.launch import Launch
+from orchestrator.tasks.loader import load_tasks
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,15 +73,51 @@ def test_cli_refuses_an_external_agent_on_pods_in_one_line(tmp_path: Path) -> No
     assert not (tmp_path / "s.db").exists()
 
 
-def test_cli_refuses_an_agent_directory_on_pods_in_one_line(tmp_path: Path) -> None:
-    (tmp_path / "agent").mkdir()
-    exp = tmp_path / "exp.yaml"
-    exp.write_text(yaml.safe_dump({"name": "x", "backend": "kubernetes", "tasks_dir": str(REPO / "tasks"),
-                                   "agent": {"kind": "command", "command": "bash /agent/run.sh",
-                                             "path": str(tmp_path / "agent")}}))
-    r = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", "--experiment", str(exp), "--store",
-                        str(tmp_path / "s.db")], capture_output=True, text=True, cwd=tmp_path, timeout=120,
-                       env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "none")})
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.count("\n") == 1 and "does not carry an agent directory into the pod yet" in r.stderr
-    assert "Traceback" not in r.stderr
+def _launch(tmp: Path, agent: dict[str, object]) -> Launch:
+    exp = Experiment(tasks_dir=str(REPO / "tasks"), tasks=["prime-count"], configurations=["unbounded"], attempts=1,
+                     agent=agent)
+    tasks = load_tasks(REPO / "tasks", ["prime-count"])
+    return build_launch("run-a", plan(exp, tasks)[0], 0, tasks[0], exp)
+
+
+def test_an_agent_directory_is_a_read_only_configmap_at_agent(tmp_path: Path) -> None:
+    d = tmp_path / "my-agent"
+    (d / "lib").mkdir(parents=True)
+    (d / "run.sh").write_text("echo hi\n")
+    (d / "run.sh").chmod(0o755)
+    (d / "lib" / "blob.bin").write_bytes(bytes(range(256)))
+    launch = _launch(tmp_path, {"kind": "command", "command": "bash /agent/run.sh", "path": str(d),
+                                "install": {"command": "bash /agent/run.sh"}})
+    files = agent_files(launch.agent_dir or "")
+    cm = files.configmap({"app.kubernetes.io/managed-by": "headroom"})
+    assert cm["immutable"] is True and cm["metadata"]["name"] == files.name
+    assert sorted(cm["data"]) == [f.key for f in files.files if f.path == "run.sh"]
+    assert base64.b64decode(next(iter(cm["binaryData"].values()))) == bytes(range(256))
+    assert agent_files(d).name == files.name  # content-addressed: the same files, the same ConfigMap
+    (d / "run.sh").write_text("echo changed\n")
+    assert agent_files(d).name != files.name
+    body = build(launch, KubernetesOptions(), bundle("prime-count", launch.task.path, launch.task.digest), "img",
+                 agent=files)
+    (vol,) = [v for v in body["spec"]["volumes"] if v["name"] == "agent"]
+    assert vol["configMap"]["name"] == files.name
+    assert {i["path"]: i["mode"] for i in vol["configMap"]["items"]} == {"run.sh": 0o755, "lib/blob.bin": 0o644}
+    task = body["spec"]["containers"][0]
+    assert {"name": "agent", "mountPath": "/agent", "readOnly": True} in task["volumeMounts"]
+    env = {e["name"]: e.get("value") for e in task["env"]}
+    assert "export HEADROOM_AGENT_DIR=/agent" in env["HR_AGENT_ENV"]
+    assert "export HEADROOM_AGENT_DIR=/agent" in env["HR_SETUP_ENV"]
+    assert "HEADROOM_AGENT_DIR" not in env["HR_VERIFIER_ENV"]
+    warden = body["spec"]["containers"][1]
+    assert all(m["name"] != "agent" for m in warden["volumeMounts"])
+    plain = build(launch, KubernetesOptions(), bundle("prime-count", launch.task.path, launch.task.digest), "img")
+    assert all(v["name"] != "agent" for v in plain["spec"]["volumes"])
+
+
+def test_an_agent_directory_too_big_for_a_configmap_is_one_line(tmp_path: Path) -> None:
+    d = tmp_path / "big-agent"
+    d.mkdir()
+    (d / "weights.bin").write_bytes(bytes(range(256)) * 5000)  # 1.28 MB
+    with pytest.raises(SpecError) as err:
+        agent_files(d)
+    assert err.value.field == "agent.path" and "at most 1024 KiB" in err.value.one_line()
+    assert "\n" not in err.value.one_line()
