@@ -11,7 +11,6 @@ from typing import Any
 
 from orchestrator import overcommit, provenance
 from orchestrator.agents import preflight
-from orchestrator.agents.pods import pod_agent_problem
 from orchestrator.backends.base import Backend, check_capabilities
 from orchestrator.canary import not_run as canary_not_run
 from orchestrator.canary import run_canary
@@ -82,8 +81,6 @@ def start(
     if experiment.agent.kind == "external" and not getattr(backend, "exec_channel", False):
         raise SpecError(f"external agents need an exec channel, which the {backend.name} backend does not give yet "
                         "(local and docker do)", field="agent.kind")
-    if backend.name == "kubernetes" and (problem := pod_agent_problem(experiment.agent.kind, experiment.agent.path)):
-        raise SpecError(problem, field="agent")
     preflight_note = preflight.check(experiment, trials, tasks, backend)  # refuses an agent that cannot start
     secrets = secret_values(run_secret_names(experiment))
     spec = redact(experiment.model_dump(mode="json"), secrets)

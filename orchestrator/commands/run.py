@@ -160,7 +160,7 @@ def make_backend(experiment: Experiment, enforcement: str) -> Backend:
     if experiment.backend == "kubernetes":
         from orchestrator.agents.pods import pod_agent_problem
 
-        # Before connecting to a cluster: the refusal needs none (sweep.start checks it again for any caller).
+        # Before connecting to a cluster: the refusal needs none (sweep.start refuses it again by exec_channel).
         if problem := pod_agent_problem(experiment.agent.kind, experiment.agent.path):
             raise SpecError(problem, field="agent")
     return backends.load(experiment.backend, options=getattr(experiment, experiment.backend, None))
