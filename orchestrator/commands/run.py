@@ -157,6 +157,12 @@ def make_backend(experiment: Experiment, enforcement: str) -> Backend:
     if enforcement != "auto":
         raise UserError(f"--enforcement applies to the local backend only (this run uses {experiment.backend})",
                         field="--enforcement")
+    if experiment.backend == "kubernetes":
+        from orchestrator.agents.pods import pod_agent_problem
+
+        # Before connecting to a cluster: the refusal needs none (sweep.start refuses it again by exec_channel).
+        if problem := pod_agent_problem(experiment.agent.kind, experiment.agent.path):
+            raise SpecError(problem, field="agent")
     return backends.load(experiment.backend, options=getattr(experiment, experiment.backend, None))
 
 

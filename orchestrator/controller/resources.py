@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
-from orchestrator.spec.experiment import Experiment
+from orchestrator.agents.pods import pod_agent_problem
+from orchestrator.spec.experiment import AgentSpec, Experiment
 
 GROUP = "headroom.dev"
 VERSION = "v1alpha1"
@@ -74,6 +75,16 @@ class ExperimentResourceSpec(Experiment):
     tasks_dir: SkipJsonSchema[str] = ""
     task_source: TaskSource
     backend: Literal["kubernetes"] = Field(default="kubernetes", description="a cluster runs trials as pods")
+
+    @field_validator("agent")
+    @classmethod
+    def _agent_runs_in_the_cluster(cls, agent: AgentSpec) -> AgentSpec:
+        # Refused here, so `headroom submit` says it in one line and the controller marks the
+        # Experiment SpecInvalid (terminal, one Warning event) instead of retrying it.
+        problem = pod_agent_problem(agent.kind, agent.path, in_cluster=True)
+        if problem:
+            raise ValueError(problem)
+        return agent
 
     @field_serializer("task_source")
     def _only_the_source_given(self, source: TaskSource) -> dict[str, str]:

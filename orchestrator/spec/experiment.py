@@ -60,7 +60,8 @@ class AgentSpec(BaseModel):
     )
     path: str | None = Field(
         default=None, description="an installed agent: a host directory made available in the environment at "
-        "/agent (local: mounted read-only; docker: copied in), as $HEADROOM_AGENT_DIR")
+        "/agent (local: mounted read-only; docker: copied in; kubernetes: a read-only ConfigMap), as "
+        "$HEADROOM_AGENT_DIR")
     install: AgentInstall | None = Field(default=None, description="the installed agent's install phase")
 
     @field_validator("env_passthrough")

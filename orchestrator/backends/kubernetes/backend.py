@@ -24,12 +24,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
-from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, runlease, signals
+from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, records, runlease, signals
 from orchestrator.backends.kubernetes import pod as pod_mod
 from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWorkers
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.run_cache import RunCache
-from orchestrator.backends.kubernetes.taskfiles import ImageTaskFiles, TaskBundle
+from orchestrator.backends.kubernetes.taskfiles import AgentFiles, ImageTaskFiles, TaskBundle, agent_files
 from orchestrator.backends.kubernetes.taskfiles import bundle as make_bundle
 from orchestrator.errors import UserError
 from orchestrator.kube import finalizers
@@ -138,6 +138,7 @@ class KubernetesBackend:
         self._informers: dict[str, RunCache] = {}
         self._tries: dict[str, _Try] = {}
         self._bundles: dict[str, TaskBundle] = {}
+        self._agents: dict[str, AgentFiles] = {}
         self._configmaps: set[str] = set()
         self._secrets: set[str] = set()
         self._policy_done = False
@@ -190,6 +191,19 @@ class KubernetesBackend:
             self._create(self.core.create_namespaced_config_map, b.configmap(dict(pod_mod.MANAGED_BY)))
             self._configmaps.add(b.name)
         return b
+
+    def _agent_files(self, launch: Launch) -> AgentFiles | None:
+        """An installed agent's directory as its ConfigMap (read once per directory, created once per content)."""
+        if not launch.agent_dir:
+            return None
+        a = self._agents.get(launch.agent_dir)
+        if a is None:
+            a = agent_files(launch.agent_dir)
+            self._agents[launch.agent_dir] = a
+        if a.name not in self._configmaps:
+            self._create(self.core.create_namespaced_config_map, a.configmap(dict(pod_mod.MANAGED_BY)))
+            self._configmaps.add(a.name)
+        return a
 
     def _create(self, fn: Callable[..., Any], body: dict[str, Any]) -> None:
         try:
@@ -259,7 +273,8 @@ class KubernetesBackend:
             if not environment_network(launch):
                 self._network_policy()
             bundle = self._bundle(launch)
-            body = pod_mod.build(launch, self.options, bundle, image, self._secret(launch), t.extended)
+            body = pod_mod.build(launch, self.options, bundle, image, self._secret(launch), t.extended,
+                                 self._agent_files(launch))
             if self.pod_hook:
                 body = self.pod_hook(launch, body)
             t.body = body
@@ -426,6 +441,8 @@ class KubernetesBackend:
             if tail:
                 facts.extra["log_tail"] = tail
         facts.extra["pod_events_total"] = len(events)
+        if pod is not None and (rec := records.harvest(self.core, self.namespace, pod, t.launch)) is not None:
+            facts.extra["records"] = rec.evidence()
         if pod is not None:  # released once the caller has recorded the result (``recorded``)
             with self._lock:
                 self._harvested[t.launch.name] = (t.launch, obs.stop)

@@ -26,7 +26,7 @@ from typing import Any
 from orchestrator import container_contract as cc
 from orchestrator.backends.kubernetes import scripts
 from orchestrator.backends.kubernetes.signals import TASK_CONTAINER, WARDEN_CONTAINER
-from orchestrator.backends.kubernetes.taskfiles import ImageTaskFiles, TaskBundle
+from orchestrator.backends.kubernetes.taskfiles import AGENT_DIR, AgentFiles, ImageTaskFiles, TaskBundle
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch, StepLaunch, environment_network
 
@@ -77,8 +77,8 @@ def env_script(env: dict[str, str]) -> str:
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()) if k.isidentifier())
 
 
-def _step_env(step: StepLaunch, prefix: str) -> list[dict[str, str]]:
-    env = [{"name": f"HR_{prefix}_ENV", "value": env_script(step.env)},
+def _step_env(step: StepLaunch, prefix: str, extra: dict[str, str] | None = None) -> list[dict[str, str]]:
+    env = [{"name": f"HR_{prefix}_ENV", "value": env_script({**step.env, **(extra or {})})},
            {"name": f"HR_{prefix}_TIMEOUT", "value": str(max(1, math.ceil(step.timeout_s)))}]
     if step.script is not None:
         env.append({"name": f"HR_{prefix}_SCRIPT", "value": step.script})
@@ -142,7 +142,8 @@ def _image_task_files(files: ImageTaskFiles, options: KubernetesOptions, solutio
 
 
 def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | ImageTaskFiles, image: str,
-          secret: str | None = None, extended: dict[str, str] | None = None) -> dict[str, Any]:
+          secret: str | None = None, extended: dict[str, str] | None = None,
+          agent: AgentFiles | None = None) -> dict[str, Any]:
     labels = {**options.pod_labels, **launch.labels, **MANAGED_BY,
               NETWORK_LABEL: "internet" if environment_network(launch) else "none"}
     if options.queue:
@@ -155,9 +156,10 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
         "headroom.dev/task-digest": launch.task.digest,
         "headroom.dev/agent-ran-in": f"container {TASK_CONTAINER}",
     }
+    agent_dir = {"HEADROOM_AGENT_DIR": AGENT_DIR} if agent is not None else None
     env = [
-        *_step_env(launch.agent, "AGENT"),
-        *(_step_env(launch.agent_setup, "SETUP") if launch.agent_setup is not None else []),
+        *_step_env(launch.agent, "AGENT", agent_dir),
+        *(_step_env(launch.agent_setup, "SETUP", agent_dir) if launch.agent_setup is not None else []),
         *_step_env(launch.verifier, "VERIFIER"),
         {"name": "HR_TESTS_MANIFEST", "value": bundle.tests_manifest()},
         {"name": "HR_SECRET_NAMES", "value": " ".join(launch.agent.secret_env)},
@@ -206,6 +208,9 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
             volumes[0]["configMap"]["items"] += bundle.items("solution")
             volumes.append({"name": "solution", "configMap": {"name": cm, "items": sol}})
         task_mounts.append({"name": "solution", "mountPath": cc.SOLUTION, "readOnly": True})
+    if agent is not None:  # an installed agent's directory, read-only (the task's files stay apart)
+        volumes.append({"name": "agent", "configMap": {"name": agent.name, "items": agent.items()}})
+        task_mounts.append({"name": "agent", "mountPath": AGENT_DIR, "readOnly": True})
     if options.run_as_root:
         task_security: dict[str, Any] = {"capabilities": {"drop": ["SYS_PTRACE"]}}
         pod_security: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}

@@ -142,14 +142,14 @@ command_of() {  # a launch's script path (relative to the task) -> where the con
 }
 # run_step NAME TIMEOUT_S ENV SCRIPT SHELLCMD LOGDIR TASKDIR -> STEP_EXIT STEP_CS STEP_TIMEOUT STEP_OOM
 run_step() {
-  name=$1 tmo=$2 envs=$3 script=$4 shellcmd=$5 logdir=$6 taskdir=$7
+  name=$1 tmo=$2 envs=$3 script=$4 shellcmd=$5 logdir=$6 taskdir=$7 outdir=${8:-$6}
   oom_kills; oom0=$OOM
   cpu_stat; cpu0=$CPU_US periods0=$PERIODS throttled0=$THROTTLED thr0=$THR_US
   now_cs; t0=$NOW_CS
   if [ -n "$script" ]; then
-    ( cd "$WORKDIR" 2>/dev/null; unset $HIDDEN; step_env; eval "$envs"; step_env_last; exec "$SH" "$script" ) > "$logdir/stdout.txt" 2> "$logdir/stderr.txt" &
+    ( cd "$WORKDIR" 2>/dev/null; unset $HIDDEN; step_env; eval "$envs"; step_env_last; exec "$SH" "$script" ) > "$outdir/stdout.txt" 2> "$outdir/stderr.txt" &
   else
-    ( cd "$WORKDIR" 2>/dev/null; unset $HIDDEN; step_env; eval "$envs"; step_env_last; exec "$SH" -c "$shellcmd" ) > "$logdir/stdout.txt" 2> "$logdir/stderr.txt" &
+    ( cd "$WORKDIR" 2>/dev/null; unset $HIDDEN; step_env; eval "$envs"; step_env_last; exec "$SH" -c "$shellcmd" ) > "$outdir/stdout.txt" 2> "$outdir/stderr.txt" &
   fi
   spid=$!
   # The watcher exits 0 only when it fired (its kill of the step succeeded); ended by us first, it
@@ -220,6 +220,51 @@ REDACT_AWK='BEGIN { n = split(ENVIRON["HR_SECRET_NAMES"], names, " ") }
   }
   print line }'
 
+# ---- the record: the steps' complete output and the agent's logs dir, as one bounded tar printed
+# base64-encoded at the end of the container log, after every agent and verifier process is gone.
+# Its size and sha256 go into the termination message (the runner's channel), so the backend takes
+# exactly those last bytes of the log and checks them: whatever an agent printed into the log before
+# the sweep cannot stand in for them. The content is agent-written and is kept as artifacts only,
+# never read for the verdict. With secrets, the agent's files are staged and redacted here (line by
+# line) while the runner still holds the values, so no secret reaches the container log as written.
+RECORDS_MAX=${HR_RECORDS_MAX:-4194304}
+REC_SRC=$LOGS
+stage_records() {
+  [ -n "${HR_SECRET_NAMES:-}" ] || return 0
+  REC_SRC=""
+  command -v awk >/dev/null 2>&1 || { emit "records=withheld_no_awk"; return 0; }
+  rm -rf "$RUN/rec" && mkdir -p "$RUN/rec" || return 0
+  for d in agent_setup agent; do
+    [ -d "$LOGS/$d" ] && [ ! -L "$LOGS/$d" ] && cp -R -P "$LOGS/$d" "$RUN/rec/" 2>/dev/null
+  done
+  find "$RUN/rec" -type f 2>/dev/null | while IFS= read -r f; do
+    awk "$REDACT_AWK" < "$f" > "$f.hr-redacted" 2>/dev/null && mv "$f.hr-redacted" "$f" || rm -f "$f" "$f.hr-redacted"
+  done
+  REC_SRC=$RUN/rec
+}
+records() {  # -> $RUN/records.tar (at most RECORDS_MAX bytes) and its facts in the message
+  REC=""
+  [ -n "$REC_SRC" ] || return 0
+  command -v tar >/dev/null 2>&1 || { emit "records=no_tar"; return 0; }
+  [ -n "$HAVE_B64" ] || { emit "records=no_base64"; return 0; }
+  if [ "$REC_SRC" != "$LOGS" ] && [ -d "$LOGS/verifier" ]; then
+    rm -rf "$REC_SRC/verifier"; cp -R -P "$LOGS/verifier" "$REC_SRC/" 2>/dev/null
+  fi
+  set --
+  for d in agent_setup agent verifier; do [ -e "$REC_SRC/$d" ] && set -- "$@" "$d"; done
+  [ "$#" -gt 0 ] || return 0
+  ( cd "$REC_SRC" && tar -cf - "$@" 2>/dev/null ) | head -c $((RECORDS_MAX + 1)) > "$RUN/records.tar"
+  n=$(size_of "$RUN/records.tar")
+  if [ "$n" -gt "$RECORDS_MAX" ]; then
+    head -c "$RECORDS_MAX" "$RUN/records.tar" > "$RUN/records.cut" && mv "$RUN/records.cut" "$RUN/records.tar"
+    n=$RECORDS_MAX
+    emit "records_truncated=1"
+  fi
+  emit "records_bytes=$n"
+  command -v sha256sum >/dev/null 2>&1 && emit "records_sha256=$(sha256sum < "$RUN/records.tar" | cut -d ' ' -f 1)"
+  REC=1
+}
+
 emit "v=1"
 emit "workdir=$(printf '%s' "$WORKDIR" | no_ctl | dd bs=200 count=1 2>/dev/null)"
 if [ -n "$MEMCG" ]; then
@@ -234,7 +279,8 @@ phase_agent_setup() {  # optional; a failure is infra_error(agent_setup_failed),
   [ -n "${HR_SETUP_SCRIPT:-}${HR_SETUP_SHELL:-}" ] || return 0
   setup_script=""
   [ -n "${HR_SETUP_SCRIPT:-}" ] && setup_script=$(command_of "$HR_SETUP_SCRIPT")
-  run_step agent_setup "${HR_SETUP_TIMEOUT:-600}" "${HR_SETUP_ENV:-}" "$setup_script" "${HR_SETUP_SHELL:-}" "$LOGS/agent" "$TASK"
+  mkdir -p "$LOGS/agent_setup"
+  run_step agent_setup "${HR_SETUP_TIMEOUT:-600}" "${HR_SETUP_ENV:-}" "$setup_script" "${HR_SETUP_SHELL:-}" "$LOGS/agent" "$TASK" "$LOGS/agent_setup"
   if [ "$STEP_EXIT" != 0 ] || [ "$STEP_TIMEOUT" = 1 ] || [ "$STEP_OOM" -gt 0 ] 2>/dev/null; then
     skip=agent_setup_failed
   fi
@@ -264,6 +310,7 @@ phase_stop() {  # run_step swept every process of this container; what the agent
     n=$(size_of "$LOGS/agent/result.json")
     if [ "$n" -le 1500 ]; then emit_file agent_result "$LOGS/agent/result.json" 1500; else emit "agent_result_size=$n"; fi
   fi
+  stage_records
   flush
   [ "$agent_timeout" = 1 ] && skip=agent_timeout
   [ "$agent_oom" -gt 0 ] 2>/dev/null && skip=agent_oom
@@ -332,6 +379,8 @@ for phase in @PHASES@; do
   [ -n "$skip" ] && break
 done
 [ -n "$skip" ] && emit "verifier_skipped=$skip"
+[ "$skip" = agent_setup_failed ] && stage_records
+records
 flush
 for stream in stdout stderr; do
   [ -s "$RUN/agent-$stream.tail" ] || continue
@@ -345,4 +394,9 @@ for f in "$LOGS/verifier/stdout.txt" "$LOGS/verifier/stderr.txt"; do
   tail -c 2048 "$f"
   echo
 done
+if [ -n "$REC" ]; then
+  echo "===== headroom records $(size_of "$RUN/records.tar") ====="
+  base64 < "$RUN/records.tar"
+  echo "===== end of headroom records ====="
+fi
 exit 0

@@ -162,11 +162,16 @@ def _task_status(pod: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _add_report(pod: dict[str, Any] | None, facts: TrialFacts) -> runner_message.RunnerReport | None:
-    """Whatever the runner reported (also for an infra end: the agent may have finished first)."""
+def runner_report(pod: dict[str, Any] | None) -> runner_message.RunnerReport | None:
+    """The runner's termination message, parsed (None when it wrote none)."""
     s = _task_status(pod or {})
     term = ((s or {}).get("state") or {}).get("terminated") or ((s or {}).get("lastState") or {}).get("terminated")
-    report = runner_message.parse((term or {}).get("message"))
+    return runner_message.parse((term or {}).get("message"))
+
+
+def _add_report(pod: dict[str, Any] | None, facts: TrialFacts) -> runner_message.RunnerReport | None:
+    """Whatever the runner reported (also for an infra end: the agent may have finished first)."""
+    report = runner_report(pod)
     if report is None:
         return None
     facts.agent = report.step("agent")

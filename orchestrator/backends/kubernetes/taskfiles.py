@@ -183,3 +183,55 @@ class ImageTaskFiles:
 
     def tests_manifest(self) -> str:
         return self.manifest
+
+
+#: Where an installed agent's directory (``agent.path``) is mounted in the trial pod, read-only.
+AGENT_DIR = "/agent"
+
+
+@dataclass(frozen=True)
+class AgentFiles:
+    """An installed agent's host directory (``agent.path``), keyed for one immutable, content-addressed
+    ConfigMap that the trial pod mounts read-only at :data:`AGENT_DIR`."""
+
+    digest: str
+    files: list[TaskFile] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"headroom-agent-{self.digest[:40]}"
+
+    def items(self) -> list[dict[str, Any]]:
+        return [{"key": f.key, "path": f.path, "mode": 0o755 if f.executable else 0o644} for f in self.files]
+
+    def configmap(self, labels: dict[str, str]) -> dict[str, Any]:
+        data: dict[str, str] = {}
+        binary: dict[str, str] = {}
+        for f in self.files:
+            try:
+                data[f.key] = f.data.decode("utf-8")
+            except UnicodeDecodeError:
+                binary[f.key] = base64.b64encode(f.data).decode()
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"name": self.name, "labels": dict(labels)}, "immutable": True,
+                                "data": data}
+        if binary:
+            body["binaryData"] = binary
+        return body
+
+
+def agent_files(agent_dir: str | Path) -> AgentFiles:
+    """Read an agent directory for a ConfigMap; refuse one too big for it, in one line."""
+    files = read_files(agent_dir)
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.path}\0{int(f.executable)}\0{len(f.data)}\0".encode())
+        h.update(f.data)
+    total = sum(len(f.data) + len(f.key) for f in files)
+    if total > MAX_CONFIGMAP_BYTES:
+        raise SpecError(
+            f"the agent directory holds {total / 1024:.0f} KiB of files; the Kubernetes backend delivers it as one "
+            f"ConfigMap, which holds at most {MAX_CONFIGMAP_BYTES // 1024} KiB: build the agent into the task image, "
+            "or fetch it in agent.install", file=str(Path(agent_dir)), field="agent.path")
+    return AgentFiles(h.hexdigest(), files)
+

@@ -1,0 +1,123 @@
+"""Agents on Pods: an external agent is refused in one line before anything starts (by `headroom sweep --backend
+kubernetes`, by `headroom submit`, and in the Experiment resource the controller reads, which refuses a host
+agent.path too); an installed agent's directory becomes a read-only ConfigMap at /agent."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from orchestrator.backends.kubernetes.pod import build
+from orchestrator.backends.kubernetes.taskfiles import agent_files, bundle
+from orchestrator.controller.resources import ExperimentResourceSpec
+from orchestrator.errors import SpecError, first_validation_error
+from orchestrator.launch import build_launch
+from orchestrator.plan import plan
+from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.spec.launch import Launch
+from orchestrator.tasks.loader import load_tasks
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _spec(agent: dict[str, object]) -> dict[str, object]:
+    return {"name": "x", "task_source": {"bundle": "b"}, "agent": agent}
+
+
+@pytest.mark.parametrize(("agent", "words"), [
+    ({"kind": "external", "command": "python3 my_agent.py"}, "external agent"),
+    ({"kind": "command", "command": "bash /agent/run.sh", "path": "/home/me/agent"}, "agent.path '/home/me/agent'"),
+])
+def test_an_agent_that_needs_the_host_is_refused_on_its_field(agent: dict[str, object], words: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        ExperimentResourceSpec.model_validate(_spec(agent))
+    field, msg = first_validation_error(err.value)
+    assert field == "agent" and words in msg
+
+
+def test_agents_a_pod_runs_are_kept() -> None:
+    install = {"kind": "command", "command": "run-it", "install": {"command": "pip install --user x"}}
+    assert ExperimentResourceSpec.model_validate(_spec(install)).agent.install is not None
+    assert ExperimentResourceSpec.model_validate(_spec({"kind": "oracle"})).agent.kind == "oracle"
+
+
+def test_submit_refuses_an_external_agent_in_one_line(tmp_path: Path) -> None:
+    f = tmp_path / "exp.yaml"
+    f.write_text(yaml.safe_dump({**_spec({"kind": "external", "command": "python3 my_agent.py"})}))
+    r = subprocess.run([sys.executable, "-m", "orchestrator", "submit", str(f), "--dry-run"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "external agent" in r.stderr and "Traceback" not in r.stderr
+    assert r.stdout == ""
+
+
+def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # No cluster here and no kubeconfig: the refusal must come before any connection is tried.
+    return subprocess.run([sys.executable, "-m", "orchestrator", "sweep", str(REPO / "tasks"), "--backend", "kubernetes",
+                           "--store", str(tmp / "s.db"), *args], capture_output=True, text=True, cwd=tmp, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp), "KUBECONFIG": str(tmp / "none")})
+
+
+def test_cli_refuses_an_external_agent_on_pods_in_one_line(tmp_path: Path) -> None:
+    r = _sweep(tmp_path, "--agent", "external", "--agent-command", "python3 my_agent.py")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == ("error: agent: external agents need an exec channel, which the kubernetes backend "
+                                "does not give yet (local and docker do)")
+    assert not (tmp_path / "s.db").exists()
+
+
+def _launch(tmp: Path, agent: dict[str, object]) -> Launch:
+    exp = Experiment(tasks_dir=str(REPO / "tasks"), tasks=["prime-count"], configurations=["unbounded"], attempts=1,
+                     agent=agent)
+    tasks = load_tasks(REPO / "tasks", ["prime-count"])
+    return build_launch("run-a", plan(exp, tasks)[0], 0, tasks[0], exp)
+
+
+def test_an_agent_directory_is_a_read_only_configmap_at_agent(tmp_path: Path) -> None:
+    d = tmp_path / "my-agent"
+    (d / "lib").mkdir(parents=True)
+    (d / "run.sh").write_text("echo hi\n")
+    (d / "run.sh").chmod(0o755)
+    (d / "lib" / "blob.bin").write_bytes(bytes(range(256)))
+    launch = _launch(tmp_path, {"kind": "command", "command": "bash /agent/run.sh", "path": str(d),
+                                "install": {"command": "bash /agent/run.sh"}})
+    files = agent_files(launch.agent_dir or "")
+    cm = files.configmap({"app.kubernetes.io/managed-by": "headroom"})
+    assert cm["immutable"] is True and cm["metadata"]["name"] == files.name
+    assert sorted(cm["data"]) == [f.key for f in files.files if f.path == "run.sh"]
+    assert base64.b64decode(next(iter(cm["binaryData"].values()))) == bytes(range(256))
+    assert agent_files(d).name == files.name  # content-addressed: the same files, the same ConfigMap
+    (d / "run.sh").write_text("echo changed\n")
+    assert agent_files(d).name != files.name
+    body = build(launch, KubernetesOptions(), bundle("prime-count", launch.task.path, launch.task.digest), "img",
+                 agent=files)
+    (vol,) = [v for v in body["spec"]["volumes"] if v["name"] == "agent"]
+    assert vol["configMap"]["name"] == files.name
+    assert {i["path"]: i["mode"] for i in vol["configMap"]["items"]} == {"run.sh": 0o755, "lib/blob.bin": 0o644}
+    task = body["spec"]["containers"][0]
+    assert {"name": "agent", "mountPath": "/agent", "readOnly": True} in task["volumeMounts"]
+    env = {e["name"]: e.get("value") for e in task["env"]}
+    assert "export HEADROOM_AGENT_DIR=/agent" in env["HR_AGENT_ENV"]
+    assert "export HEADROOM_AGENT_DIR=/agent" in env["HR_SETUP_ENV"]
+    assert "HEADROOM_AGENT_DIR" not in env["HR_VERIFIER_ENV"]
+    warden = body["spec"]["containers"][1]
+    assert all(m["name"] != "agent" for m in warden["volumeMounts"])
+    plain = build(launch, KubernetesOptions(), bundle("prime-count", launch.task.path, launch.task.digest), "img")
+    assert all(v["name"] != "agent" for v in plain["spec"]["volumes"])
+
+
+def test_an_agent_directory_too_big_for_a_configmap_is_one_line(tmp_path: Path) -> None:
+    d = tmp_path / "big-agent"
+    d.mkdir()
+    (d / "weights.bin").write_bytes(bytes(range(256)) * 5000)  # 1.28 MB
+    with pytest.raises(SpecError) as err:
+        agent_files(d)
+    assert err.value.field == "agent.path" and "at most 1024 KiB" in err.value.one_line()
+    assert "\n" not in err.value.one_line()
