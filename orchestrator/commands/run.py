@@ -165,7 +165,7 @@ def _announce(backend: Backend) -> None:
     if backend.enforcement == "rlimit":
         err.print(
             "[bold yellow]enforcement: rlimit[/] — no cgroup could be created"
-            f" ({getattr(backend, 'fallback_reason', None)}). Memory is capped with RLIMIT_DATA; OOM kills cannot be"
+            f" ({backend.facts().get('enforcement_fallback_reason')}). Memory is capped with RLIMIT_DATA; OOM kills cannot be"
             " observed and CPU limits are NOT enforced. Results are recorded with enforcement=rlimit.", soft_wrap=True,
         )
     else:
