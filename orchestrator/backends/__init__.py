@@ -37,7 +37,7 @@ def backend_class(name: str) -> Any:
     return getattr(module, cls_name)
 
 
-def abilities(name: str) -> Abilities:
+def declared_abilities(name: str) -> Abilities:
     """What the backend called ``name`` declares it can do, before one is constructed (flags are checked first)."""
     declared: Abilities = backend_class(name).abilities
     return declared
