@@ -64,7 +64,7 @@ def build(store: Store, run_id: str | None, rules: str | None = None) -> dict[st
         "tasks": [asdict(t) for t in tasks],
         "trials": [asdict(t) for t in trials],
         "artifacts": artifacts.run_manifest(store.db, info.run_id),
-        "published": json.loads(json.dumps(document.build(store, info.run_id, rules=rules), allow_nan=False)),
+        "published": document.build(store, info.run_id, rules=rules).to_dict(),
     }
     return {"schema": SCHEMA, "content_sha256": content_digest(body), "body": body}
 
@@ -253,9 +253,7 @@ def verify(bundle: dict[str, Any], *, file_name: str | None = None, tasks_dir: P
                 problems.append(f"trials: {exc}")
                 return {"ok": False, "checks": checks, "problems": problems, "content_sha256": digest}
             rules = ((body.get("published") or {}).get("statistics") or {}).get("scoring_rules", {}).get("requested")
-            recomputed = json.loads(json.dumps(document.build(store, run.run_id,
-                                                              rules=",".join(rules) if rules else None),
-                                               allow_nan=False))
+            recomputed = document.build(store, run.run_id, rules=",".join(rules) if rules else None).to_dict()
         finally:
             store.close()
     mismatches: list[str] = []

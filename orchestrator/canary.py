@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.backends.abilities import canary_targets
 from orchestrator.backends.base import Backend, Handle, recorded
 from orchestrator.classify import classify
 from orchestrator.launch import label_value, launch_name
@@ -217,10 +218,9 @@ def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: f
     started = datetime.now(UTC).isoformat(timespec="seconds")
     task = load_task(CANARY_TASK)
     env = task.spec.environment
-    targets_of = getattr(backend, "canary_targets", None)
-    skipped_of = getattr(backend, "canary_skipped", None)
-    targets: list[str] = list(targets_of()) if callable(targets_of) else ["local"]
-    skipped: list[dict[str, str]] = list(skipped_of()) if callable(skipped_of) else []
+    per_node = canary_targets(backend)
+    targets: list[str] = list(per_node.canary_targets()) if per_node else ["local"]
+    skipped: list[dict[str, str]] = list(per_node.canary_skipped()) if per_node else []
     if not targets:
         out = not_run("no node to check: " + ("; ".join(f"{s['target']}: {s['reason']}" for s in skipped[:5])
                                               or "the backend named none"))

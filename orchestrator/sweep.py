@@ -11,6 +11,7 @@ from typing import Any
 
 from orchestrator import overcommit, provenance
 from orchestrator.agents import preflight
+from orchestrator.backends.abilities import fit_checker, run_holder
 from orchestrator.backends.base import Backend, check_capabilities
 from orchestrator.canary import not_run as canary_not_run
 from orchestrator.canary import run_canary
@@ -78,7 +79,7 @@ def start(
     trials = plan(experiment, tasks)
     check_fit(backend, tasks, trials, experiment.placement)
     placement_for(experiment, backend)  # a placement the backend cannot keep is refused before the run is written
-    if experiment.agent.kind == "external" and not getattr(backend, "exec_channel", False):
+    if experiment.agent.kind == "external" and not backend.abilities.exec_channel:
         raise SpecError(f"external agents need an exec channel, which the {backend.name} backend does not give yet "
                         "(local and docker do)", field="agent.kind")
     preflight_note = preflight.check(experiment, trials, tasks, backend)  # refuses an agent that cannot start
@@ -103,12 +104,12 @@ def start(
 def check_fit(backend: Backend, tasks: list[Task], trials: list[Trial], placement: str = "default") -> None:
     """A backend that knows its nodes refuses, before anything is written, a try no node could hold
     (and, under limit-aware placement, a run no node is set up to place by limit)."""
-    check = getattr(backend, "check_fit", None)
-    if check is None:
+    checker = fit_checker(backend)
+    if checker is None:
         return
     by_id = {t.id: t for t in tasks}
     needs = {(tr.task_id, tr.config.label): trial_amounts(by_id[tr.task_id], tr) for tr in trials}
-    check([(task_id, label, amounts) for (task_id, label), amounts in needs.items()], placement=placement)
+    checker.check_fit([(task_id, label, amounts) for (task_id, label), amounts in needs.items()], placement=placement)
 
 
 def canary_image(experiment: Experiment, tasks: list[Task], backend: Backend) -> str | None:
@@ -116,7 +117,7 @@ def canary_image(experiment: Experiment, tasks: list[Task], backend: Backend) ->
 
     Other backends keep their own way (the docker backend's ``default_image``; none locally).
     """
-    if backend.name != "kubernetes":
+    if not backend.abilities.canary_needs_image:
         return None
     return experiment.image or next((t.spec.environment.docker_image for t in sorted(tasks, key=lambda t: t.id)
                                      if t.spec.environment.docker_image), None)
@@ -168,7 +169,7 @@ def placement_for(experiment: Experiment, backend: Backend) -> overcommit.Placem
     backend runs every container on its daemon's host, so the engine caps and records there,
     against the memory the daemon reports.
     """
-    if backend.name == "kubernetes":
+    if backend.abilities.places_tries:
         return None
     capacity = overcommit.capacity_of(backend.facts())
     if capacity is None and experiment.placement == "limit-aware":
@@ -182,9 +183,9 @@ def run(
     *, on_result: ResultHook | None = None, on_pending: Callable[[int, int], None] | None = None,
     stop: threading.Event | None = None,
 ) -> SweepResult:
-    hold = getattr(backend, "hold_run", None)
-    if hold is not None:  # a liveness signal other processes' cleanup can see (kubernetes: a Lease)
-        hold(run_id)
+    holder = run_holder(backend)
+    if holder is not None:  # a liveness signal other processes' cleanup can see (kubernetes: a Lease)
+        holder.hold_run(run_id)
     placement = placement_for(experiment, backend)
     # The run's artifact sink and, if the experiment has one, its model gateway: started before the first try
     # (a resume starts a new gateway: keys of tries that ended with the old one stay refused), stopped at the end.

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.errors import UserError
 
 if TYPE_CHECKING:  # the CLI lists the names without loading the interface and its models
+    from orchestrator.backends.abilities import Abilities
     from orchestrator.backends.base import Backend
 
 _REGISTRY = {
@@ -21,8 +22,8 @@ def names() -> list[str]:
     return list(_REGISTRY)
 
 
-def load(name: str, **options: Any) -> Backend:
-    """Construct the backend called ``name`` with its options."""
+def backend_class(name: str) -> Any:
+    """The class of the backend called ``name`` (imports its module, constructs nothing)."""
     try:
         module_name, cls_name = _REGISTRY[name]
     except KeyError:
@@ -33,5 +34,16 @@ def load(name: str, **options: Any) -> Backend:
         if exc.name and exc.name.startswith("orchestrator.backends"):
             raise UserError(f"the {name} backend is not available in this version", field="--backend") from None
         raise UserError(f"the {name} backend needs the Python package {exc.name!r}", field="--backend") from None
-    backend: Backend = getattr(module, cls_name)(**options)
+    return getattr(module, cls_name)
+
+
+def declared_abilities(name: str) -> Abilities:
+    """What the backend called ``name`` declares it can do, before one is constructed (flags are checked first)."""
+    declared: Abilities = backend_class(name).abilities
+    return declared
+
+
+def load(name: str, **options: Any) -> Backend:
+    """Construct the backend called ``name`` with its options."""
+    backend: Backend = backend_class(name)(**options)
     return backend

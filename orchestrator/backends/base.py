@@ -13,7 +13,8 @@
 * ``cleanup(run_id)`` removes what a crash left behind (cgroups, work dirs,
   containers, pods); ``None`` means every run of this backend.
 
-Optional methods, called when a backend has them:
+Optional methods, called when the backend declares them in its ``abilities``
+(:class:`orchestrator.backends.abilities.Abilities`, never found with ``getattr``):
 
 * ``check_fit([(task_id, config_label, amounts), ...], placement=...)`` raises ``UserError``
   before the run when a try's request could never be placed (kubernetes: larger than every
@@ -39,6 +40,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.backends.abilities import Abilities, result_releaser
 from orchestrator.errors import SpecError
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch
@@ -90,6 +92,8 @@ class Backend(Protocol):
     #: the enforcement mechanism: "cgroup-v1", "cgroup-v2", "rlimit", "kubernetes", "docker"
     enforcement: str
     capabilities: Capabilities
+    #: the optional methods and flags it has (orchestrator/backends/abilities.py)
+    abilities: Abilities
 
     def submit(self, launch: Launch) -> Handle: ...
 
@@ -112,9 +116,9 @@ class Backend(Protocol):
 
 def recorded(backend: Backend, handle: Handle) -> None:
     """Tell the backend the try's result is durable, so what holds it (a pod) may be released."""
-    note = getattr(backend, "recorded", None)
-    if note is not None:
-        note(handle)
+    releaser = result_releaser(backend)
+    if releaser is not None:
+        releaser.recorded(handle)
 
 
 def check_capabilities(backend: Backend, launches_need: dict[str, Any]) -> None:

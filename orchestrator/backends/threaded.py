@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from orchestrator.backends.abilities import Abilities
 from orchestrator.backends.base import Handle
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch
@@ -21,6 +22,7 @@ from orchestrator.spec.launch import Launch
 
 class ThreadedBackend:
     name = "threaded"
+    abilities = Abilities()  # none optional; a subclass declares its own
 
     def __init__(self, max_workers: int = 256) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{self.name}-try")

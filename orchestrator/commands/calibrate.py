@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from orchestrator.commands.options import RunName, run_argument, store_option
+from orchestrator.commands.options import RunName, deprecated, run_argument, store_option
 from orchestrator.commands.outputs import check_dir, make_dir, write_file
 from orchestrator.errors import UserError
 
@@ -68,9 +68,9 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
     from orchestrator.stats.bands import LimitTest, TaskBand
     from orchestrator.tasks.patch import patched_toml, read_task_toml, unified_patch
 
-    make_dir(out_dir, "--output")
-    write_file(out_dir / "summary.md", summary_markdown(doc), "--output")
-    write_file(out_dir / "bands.json", json.dumps(doc, indent=2, allow_nan=False), "--output")
+    make_dir(out_dir, "--out-dir")
+    write_file(out_dir / "summary.md", summary_markdown(doc), "--out-dir")
+    write_file(out_dir / "bands.json", json.dumps(doc, indent=2, allow_nan=False), "--out-dir")
     tasks_dir = Path(doc["run"]["tasks_dir"] or ".")
     notes: list[str] = []
     patched: list[str] = []
@@ -85,8 +85,8 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
         cpu_note = "p95 CPU use" if (band.cpu_floor_source or "").startswith("measured") else "spec cpus"
         after = patched_toml(before, band, f"headroom calibrate {doc['run']['run_id']}: floor p95 peak and "
                                            f"{cpu_note}, ceiling {band.ceiling_label}")
-        make_dir(out_dir / "patches", "--output")  # only when there is a patch to put in it
-        write_file(out_dir / "patches" / f"{band.task_id}.patch", unified_patch(band.task_id, before, after), "--output")
+        make_dir(out_dir / "patches", "--out-dir")  # only when there is a patch to put in it
+        write_file(out_dir / "patches" / f"{band.task_id}.patch", unified_patch(band.task_id, before, after), "--out-dir")
         if tasks_out is not None:
             dest = tasks_out / band.task_id
             if dest.exists():
@@ -105,22 +105,29 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
 @click.command()
 @run_argument()
 @store_option()
-@click.option("--output", "-o", "out_dir", type=click.Path(path_type=Path),
+@click.option("--out-dir", "out_dir", type=click.Path(path_type=Path),
               help="directory for summary.md, bands.json and patches/ (default: headroom-results/bands-RUN)")
+# -o names a file on every command; calibrate writes a directory, so its old -o/--output is a hidden alias.
+@click.option("--output", "-o", "old_out_dir", type=click.Path(path_type=Path), hidden=True)
 @click.option("--tasks-out", type=click.Path(path_type=Path),
               help="also write copies of the published tasks with the bands applied (for a task-band sweep)")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=ALPHA, show_default=True)
 @click.option("--margin", type=click.FloatRange(0, 1, min_open=True), default=MARGIN, show_default=True,
               help="equivalence margin of a task's pass rate against its strict limit (TOST, shown as evidence)")
-def calibrate(run: RunName, store_path: Path, out_dir: Path | None, tasks_out: Path | None, alpha: float,
-              margin: float) -> None:
+def calibrate(run: RunName, store_path: Path, out_dir: Path | None, old_out_dir: Path | None, tasks_out: Path | None,
+              alpha: float, margin: float) -> None:
     """Per-task floor (request) and ceiling (limit) from RUN, with the evidence, as task.toml patches.
 
     RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
     """
+    if old_out_dir is not None:
+        if out_dir is not None:
+            raise UserError("name the directory once: --out-dir (or its old spelling -o)", field="--out-dir")
+        deprecated("calibrate -o/--output DIR", "--out-dir DIR")
+        out_dir = old_out_dir
     store, run_id = run.open(store_path)
     out_dir = out_dir or Path("headroom-results") / f"bands-{run_id}"
-    check_dir(out_dir, "--output")  # path mistakes before the statistics run
+    check_dir(out_dir, "--out-dir")  # path mistakes before the statistics run
     if tasks_out is not None:
         check_dir(tasks_out, "--tasks-out")
     doc = calibration_document(store, run_id, alpha=alpha, margin=margin)

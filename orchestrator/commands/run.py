@@ -171,7 +171,7 @@ def _announce(backend: Backend) -> None:
     if backend.enforcement == "rlimit":
         err.print(
             "[bold yellow]enforcement: rlimit[/] — no cgroup could be created"
-            f" ({getattr(backend, 'fallback_reason', None)}). Memory is capped with RLIMIT_DATA; OOM kills cannot be"
+            f" ({backend.facts().get('enforcement_fallback_reason')}). Memory is capped with RLIMIT_DATA; OOM kills cannot be"
             " observed and CPU limits are NOT enforced. Results are recorded with enforcement=rlimit.", soft_wrap=True,
         )
     else:
@@ -388,15 +388,18 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, name: str | None, multipli
     if build:
         fields["docker"] = {**(fields.get("docker") or {}), "build": True}
     experiment = build_experiment(fields, source)
-    if build and experiment.backend != "docker":
-        raise UserError(f"--build applies to the docker backend (this run uses {experiment.backend})", field="--build")
-    if kube and experiment.backend != "kubernetes":
-        flags = ", ".join(f"--{n.replace('_', '-')}" for n in KUBE_FLAGS if given(n) or (n == "kube_context" and kube_context))
-        raise UserError(f"{flags} {'applies' if ',' not in flags else 'apply'} to --backend kubernetes (this run uses "
-                        f"{experiment.backend}, which would ignore {'it' if ',' not in flags else 'them'})",
-                        field=flags.split(",")[0])
+    flags = [f"--{n.replace('_', '-')}" for n in KUBE_FLAGS if given(n) or (n == "kube_context" and kube_context)]
+    _refuse_ignored_flags(experiment.backend, (["--build"] if build else []) + flags)
     _finish(ctx, fmt, *_run_sweep(experiment, store_path, resume_run=None, resume=False, enforcement=enforcement,
                                   canary=not no_canary))
+
+
+def _refuse_ignored_flags(backend_name: str, flags: list[str]) -> None:
+    """A backend-specific flag the run's backend does not declare is refused before anything runs."""
+    if flags:
+        from orchestrator.backends.abilities import refuse_flags
+
+        refuse_flags(backend_name, backends.declared_abilities(backend_name), flags)
 
 
 def _finish(ctx: click.Context, fmt: str, store: Store, run_id: str, interrupted: bool) -> None:
@@ -472,8 +475,9 @@ def cleanup(backend_name: str, run_id: str | None, namespace: str | None, kube_c
     """Remove what a crashed headroom left behind: trial cgroups, work dirs, containers, pods."""
     fields: dict[str, Any] = {"tasks_dir": ".", "backend": backend_name}
     kube = {k: v for k, v in (("namespace", namespace), ("context", kube_context)) if v is not None}
-    if (kube or force) and backend_name != "kubernetes":
-        raise UserError("--namespace, --kube-context and --force apply to --backend kubernetes", field="--backend")
+    _refuse_ignored_flags(backend_name, [f for f, on in (("--namespace", namespace is not None),
+                                                           ("--kube-context", kube_context is not None),
+                                                           ("--force", force)) if on])
     if kube:
         fields["kubernetes"] = kube
     experiment = build_experiment(fields, None)

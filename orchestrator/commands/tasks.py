@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.commands.console import err, out
-from orchestrator.commands.options import json_option
+from orchestrator.commands.options import deprecated, json_option
 from orchestrator.commands.outputs import check_dir, make_dir, write_file
 from orchestrator.errors import UserError
 from orchestrator.importers.fields import DEFAULTED, KINDS, size_to_mib
@@ -72,27 +72,37 @@ def tasks() -> None:
 
 @tasks.command("import")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--output", "-o", "output", type=click.Path(path_type=Path), required=True,
-              help="directory to write the headroom task directories into")
+@click.option("--out-dir", "output", type=click.Path(path_type=Path),
+              help="directory to write the headroom task directories into (required)")
+# -o names a file on every command; this writes a directory, so its old -o/--output is a hidden alias.
+@click.option("--output", "-o", "old_output", type=click.Path(path_type=Path), hidden=True)
 @click.option("--agent-timeout", type=click.FloatRange(min=0, min_open=True),
               help="agent timeout (s) for Harbor tasks that set none")
-@click.option("--force", is_flag=True, help="replace task directories that already exist in --output")
+@click.option("--force", is_flag=True, help="replace task directories that already exist in --out-dir")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.pass_context
-def import_(ctx: click.Context, path: Path, output: Path, agent_timeout: float | None, force: bool, fmt: str) -> None:
-    """Import every task under PATH into --output; bad tasks are listed and skipped."""
-    check_dir(output, "--output")
+def import_(ctx: click.Context, path: Path, output: Path | None, old_output: Path | None, agent_timeout: float | None,
+            force: bool, fmt: str) -> None:
+    """Import every task under PATH into --out-dir; bad tasks are listed and skipped."""
+    if old_output is not None:
+        if output is not None:
+            raise UserError("name the directory once: --out-dir (or its old spelling -o)", field="--out-dir")
+        deprecated("tasks import -o/--output DIR", "--out-dir DIR")
+        output = old_output
+    if output is None:
+        raise UserError("needs --out-dir DIR, the directory to write the tasks into", field="--out-dir")
+    check_dir(output, "--out-dir")
     from orchestrator.importers import taskset  # the task models load when a task command runs, not with --help
 
     ts = taskset.read_task_set(path, agent_timeout=agent_timeout)
-    make_dir(output, "--output")
+    make_dir(output, "--out-dir")
     try:
         written = taskset.write_task_set(ts, output, force=force)
     except OSError as exc:  # a full disk or a place that refuses files: one line, not a traceback
         raise UserError(f"cannot write the tasks ({exc.strerror or exc})", file=str(exc.filename or output),
-                        field="--output") from None
+                        field="--out-dir") from None
     summary = {**ts.summary(), "output": str(output), "written": [str(p) for p in written]}
-    write_file(output / "import-summary.json", json.dumps(summary, indent=2), "--output")
+    write_file(output / "import-summary.json", json.dumps(summary, indent=2), "--out-dir")
     if fmt == "json":
         click.echo(json.dumps(summary, indent=2))
     else:

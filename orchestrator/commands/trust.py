@@ -87,7 +87,7 @@ def judge_group() -> None:
 @click.option("--endpoint", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
 @click.option("--model", required=True, help="the judge model's name at that endpoint")
 @click.option("--api-key-env", help="NAME of the environment variable holding the API key (its value is never recorded)")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="write the JSON report here too")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="write the JSON report to this file instead of stdout")
 def judge_calibrate(pairs_file: Path, endpoint: str, model: str, api_key_env: str | None, output: Path | None) -> None:
     """Judge every pair in both orders: order consistency, position bias, agreement with human labels (Cohen's kappa), length bias.
 
@@ -104,7 +104,9 @@ def judge_calibrate(pairs_file: Path, endpoint: str, model: str, api_key_env: st
     text = write_report({"endpoint": endpoint, "model": model, "calls": judge.calls, **calibrate(judged)}, None)
     if output is not None:
         write_file(output, text + "\n", "--output")
-    click.echo(text)
+        err.print(f"judge calibration written to {output} (json)")
+    else:
+        click.echo(text)
 
 
 @click.command("regrade")

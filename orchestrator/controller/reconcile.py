@@ -26,6 +26,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
+from orchestrator.backends.abilities import pod_informer
 from orchestrator.backends.base import recorded
 from orchestrator.controller import engine, taskimage, tasksets
 from orchestrator.controller.events import EventRecorder
@@ -383,10 +384,10 @@ class Reconciler:
 
     def _note_running(self, trial: dict[str, Any], backend: engine.Backend) -> None:
         """Record when the pod was scheduled and started, and where, from the backend's pod cache."""
-        informer = getattr(backend, "informer", None)
-        if informer is None:
+        pods = pod_informer(backend)
+        if pods is None:
             return
-        pod = informer(trial["spec"]["runId"]).pod(trial["metadata"]["name"])
+        pod = pods.informer(trial["spec"]["runId"]).pod(trial["metadata"]["name"])
         if pod is None:
             return
         status = TrialStatus.model_validate(trial.get("status") or {})

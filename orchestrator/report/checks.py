@@ -10,7 +10,7 @@ recommendation is replaced by a refusal.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from rich.console import Console
@@ -19,9 +19,12 @@ from orchestrator.canary import of_run, run_problems
 from orchestrator.overcommit import observed_by_config
 from orchestrator.report.text import pct, pval
 
+if TYPE_CHECKING:
+    from orchestrator.report.model import Checks, ReportDocument
+
 
 def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
-    """Add ``doc["checks"]``; refuse the calibration of a run whose limits did not bite."""
+    """Add ``doc["checks"]`` to the document being built (before it is validated); refuse the calibration of a run whose limits did not bite."""
     prov = doc["provenance"]
     canary = prov.get("canary") or (
         {"status": "unknown (imported)", "reason": "headroom did not run these trials", "arms": [], "problems": []}
@@ -88,9 +91,9 @@ def _canary_line(canary: dict[str, Any], when: str = "") -> str:
     return f"{head}: {status} ({canary.get('reason')}); whether the limits bite was not checked."
 
 
-def _canary_lines(c: dict[str, Any]) -> list[str]:
-    resumed = c.get("canary_resumed") or []
-    lines = [_canary_line(c["canary"], "at start" if resumed else "")]
+def _canary_lines(c: Checks) -> list[str]:
+    resumed = c.canary_resumed
+    lines = [_canary_line(c.canary, "at start" if resumed else "")]
     return lines + [_canary_line(r, f"on resume at {r.get('resumed_at', '?')}") for r in resumed]
 
 
@@ -139,38 +142,38 @@ def _overcommit_lines(oc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def banner(doc: dict[str, Any]) -> list[str]:
+def banner(doc: ReportDocument) -> list[str]:
     """One line under the title when the run must not be read as a resource sweep."""
-    c = doc.get("checks")
-    if not c or c["resource_sweep"]["valid"]:
+    c = doc.checks
+    if not c or c.resource_sweep.valid:
         return []
     return ["> **Not a resource sweep: the limits did not bite** (enforcement canary; see Checks on the run).", ""]
 
 
-def markdown(doc: dict[str, Any]) -> list[str]:
-    c = doc.get("checks")
+def markdown(doc: ReportDocument) -> list[str]:
+    c = doc.checks
     if not c:
         return []
     lines = ["## Checks on the run", ""]
-    if not c["resource_sweep"]["valid"]:
+    if not c.resource_sweep.valid:
         lines += ["**Not a resource sweep: the limits did not bite.** The configurations below did not get the limits "
                   "their labels name, so differences between them are not effects of those limits.", ""]
-        lines += [f"- {r}" for r in c["resource_sweep"]["reasons"]] + [""]
-    lines += [f"{line}\n" for line in _canary_lines(c)] + [f"{line}\n" for line in _overcommit_lines(c["overcommit"])]
-    lines += [_drift_line(c.get("drift")), ""]
+        lines += [f"- {r}" for r in c.resource_sweep.reasons] + [""]
+    lines += [f"{line}\n" for line in _canary_lines(c)] + [f"{line}\n" for line in _overcommit_lines(c.overcommit)]
+    lines += [_drift_line(c.drift), ""]
     return lines
 
 
-def print_terminal(doc: dict[str, Any], console: Console) -> None:
-    c = doc.get("checks")
+def print_terminal(doc: ReportDocument, console: Console) -> None:
+    c = doc.checks
     if not c:
         return
-    if not c["resource_sweep"]["valid"]:
+    if not c.resource_sweep.valid:
         console.print("[bold red]NOT A RESOURCE SWEEP: the enforcement canary shows the limits did not bite[/] — "
-                      + "; ".join(c["resource_sweep"]["reasons"]), soft_wrap=True)
+                      + "; ".join(c.resource_sweep.reasons), soft_wrap=True)
     else:
         for line in _canary_lines(c):
             console.print(line.replace("**", ""), soft_wrap=True)
-    for line in _overcommit_lines(c["overcommit"]):
+    for line in _overcommit_lines(c.overcommit):
         console.print(line, soft_wrap=True)
-    console.print(_drift_line(c.get("drift")).replace("**", ""), soft_wrap=True)
+    console.print(_drift_line(c.drift).replace("**", ""), soft_wrap=True)

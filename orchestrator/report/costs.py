@@ -7,7 +7,10 @@ figures use only the trials that reported.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.report.model import Configuration
 
 HEADERS = ["config", "latency / attempt", "latency / solved", "cost / attempt", "cost / solved", "cost reported",
            "tokens / attempt", "tokens / solved", "tokens reported"]
@@ -41,14 +44,14 @@ def source_label(source: str | None, reported: int, measured: int) -> str:
     return f", {source}" if source else ""
 
 
-def cost_rows(configurations: list[dict[str, Any]]) -> list[list[str]]:
+def cost_rows(configurations: list[Configuration]) -> list[list[str]]:
     rows = []
     for c in configurations:
-        k = c["cost"]
+        k = c.cost
         tin, tout = k.get("tokens_in_per_attempt"), k.get("tokens_out_per_attempt")
         per_attempt = "—" if tin is None and tout is None else f"{_tok(tin)} in + {_tok(tout)} out"
         rows.append([
-            c["label"], _s(k["latency_per_attempt_s"]), _s(k["latency_per_solved_s"]),
+            c.label, _s(k["latency_per_attempt_s"]), _s(k["latency_per_solved_s"]),
             _usd(k["cost_per_attempt_usd"]), _usd(k["cost_per_solved_usd"]),
             _reported(k["n_cost"], k["n"], k["passed_with_cost"], k.get("cost_source"), k.get("n_cost_gateway", 0)),
             per_attempt, _tok(k["tokens_per_solved"]),

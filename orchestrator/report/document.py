@@ -1,4 +1,4 @@
-"""The report as data: one JSON-serialisable document that every renderer reads.
+"""The report as data: builds the typed :class:`~orchestrator.report.model.ReportDocument` every renderer reads.
 
 Renderers never compute statistics; they lay out this document. The statistics
 come from :func:`orchestrator.stats.analyze.analyze`; this module adds what only
@@ -15,14 +15,13 @@ import pandas as pd
 
 from orchestrator.errors import UserError
 from orchestrator.report import checks
+from orchestrator.report.model import SCHEMA, SCHEMA_VERSION, ReportDocument
 from orchestrator.stats import scoring_rules as rules_mod
 from orchestrator.stats.analyze import NothingToCompare, analyze, compare_runs, scoring_rules_block
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
 from orchestrator.store.frame import config_facts
 from orchestrator.store.sqlite import RunInfo, Store
 from orchestrator.trust.provenance import ACCESS_CLASSES, access_class
-
-SCHEMA = "headroom.report/1"
 
 
 def provenance_mix(prov: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +111,7 @@ def _label_order(info: RunInfo) -> list[str] | None:
 
 
 def build(store: Store, run_id: str | None = None, reference: str | None = None,
-          rules: str | None = None, margin: float | None = None) -> dict[str, Any]:
+          rules: str | None = None, margin: float | None = None) -> ReportDocument:
     """``rules``: the scoring rules to show side by side (``auto``, ``all`` or names; see ``scoring_rules``).
     ``margin``: the calibration's equivalence margin (None: its default), recorded in the calibration block."""
     info = store.run(run_id)
@@ -129,6 +128,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None,
     configurations = [{**c, **facts.get(c["label"], {})} for c in (stats or {}).get("configs", [])]
     doc = {
         "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
         "run": {
             "run_id": info.run_id, "name": info.name, "status": info.status, "created_at": info.created_at,
             "finished_at": info.finished_at, "backend": info.backend, "enforcement": info.enforcement,
@@ -145,7 +145,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None,
         "statistics": {k: v for k, v in (stats or {}).items() if k != "configs"},
     }
     checks.attach(doc, df)  # canary, overcommit, drift (orchestrator/report/checks.py)
-    return doc
+    return ReportDocument.model_validate(doc)
 
 
 def build_comparison(store_a: Store, run_a: str | None, store_b: Store, run_b: str | None,

@@ -9,6 +9,7 @@ from typing import Any
 
 from orchestrator.report import checks, costs, rules, summary
 from orchestrator.report.calibration import CALIBRATION_HEADERS, CALIBRATION_RULE, calibration_rows
+from orchestrator.report.model import ReportDocument, RunSection
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.text import (
     HEADLINE_HEADERS,
@@ -35,22 +36,22 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return out + [""]
 
 
-def _is_labels(doc: dict[str, Any]) -> bool:
-    return doc["run"].get("axis") == "labels"
+def _is_labels(doc: ReportDocument) -> bool:
+    return doc.labels_axis
 
 
 def _known(*parts: Any) -> bool:
     return any(p not in (None, "", [], {}) for p in parts)
 
 
-def isolation_line(run: dict[str, Any]) -> str:
-    iso = run.get("isolation", "unrecorded")
+def isolation_line(run: RunSection) -> str:
+    iso = run.isolation
     text = f"**{iso}**" + {"none": " (NOT sandboxed: agents could reach the tests, the store and other trials)",
                            "unrecorded": " (not recorded: treat the trials as not sandboxed)",
                            "unknown (imported)": " (headroom did not run these trials: how they were sandboxed is not "
                                                  "known)"}.get(iso, "")
     storage = {True: "enforced", False: "NOT enforced",
-               None: "unknown (imported)" if iso == "unknown (imported)" else "unrecorded"}[run.get("storage_limit")]
+               None: "unknown (imported)" if iso == "unknown (imported)" else "unrecorded"}[run.storage_limit]
     return f"{text}; storage limit {storage}"
 
 
@@ -86,19 +87,19 @@ def retry_text(exp: dict[str, Any]) -> str:
     return f"up to {n} per trial, of {which}; every try stays on record"
 
 
-def setup_block(doc: dict[str, Any]) -> list[str]:
+def setup_block(doc: ReportDocument) -> list[str]:
     """What ran where. Rows whose facts were never recorded (an imported run has no host) are left out."""
-    run, prov, exp = doc["run"], doc["provenance"], doc["experiment"]
+    run, prov, exp = doc.run, doc.provenance, doc.experiment
     orch, host = prov.get("orchestrator", {}), prov.get("backend", {})
     agent, model = exp.get("agent") or {}, exp.get("model") or {}
     pk = prov.get("packages", {})
     imported = prov.get("import")
-    configs = ", ".join(c["label"] for c in doc["configurations"])
+    configs = ", ".join(c.label for c in doc.configurations)
     rows = [
         ["orchestrator", f"headroom {orch.get('version')} @ {orch.get('revision') or 'unknown'}"
                          + (" (uncommitted changes)" if orch.get("dirty") else "")],
         ["libraries", f"python {prov.get('python')}, scipy {pk.get('scipy')}, statsmodels {pk.get('statsmodels')}"],
-        ["backend", f"{run['backend']}; enforcement {run['enforcement']}"],
+        ["backend", f"{run.backend}; enforcement {run.enforcement}"],
         ["isolation", isolation_line(run)],
     ]
     if _known(host.get("kernel"), host.get("cpu_model")):
@@ -115,7 +116,7 @@ def setup_block(doc: dict[str, Any]) -> list[str]:
     if _known(model.get("name"), model.get("sampling")):
         rows.append(["model", f"{model.get('name') or 'unrecorded'}"
                               + (f"; sampling {model.get('sampling')}" if model.get("sampling") else "")])
-    design = f"{exp.get('attempts')} attempts x {doc['task_provenance_mix']['n_tasks']} tasks x {len(doc['configurations'])} configurations"
+    design = f"{exp.get('attempts')} attempts x {doc.task_provenance_mix.n_tasks} tasks x {len(doc.configurations)} configurations"
     if _known(exp.get("seed"), exp.get("concurrency")) and not imported:
         design += f"; seed {exp.get('seed')}; concurrency {exp.get('concurrency')}"
     rows.append(["design", design])
@@ -124,110 +125,110 @@ def setup_block(doc: dict[str, Any]) -> list[str]:
         rows.append(["retries", retry_text(exp)])
     rows.append(["configurations", configs + (" (labels, in the order given: no resource axis)" if _is_labels(doc)
                                               else " (resource levels)")])
-    dates = f"started {run['created_at']}" + (f" (local {prov['started_at_local']})" if prov.get("started_at_local") else "")
+    dates = f"started {run.created_at}" + (f" (local {prov['started_at_local']})" if prov.get("started_at_local") else "")
     if imported:
-        rows.append(["dates", f"imported {imported.get('imported_at') or run['created_at']}"])
+        rows.append(["dates", f"imported {imported.get('imported_at') or run.created_at}"])
     else:
-        rows.append(["dates", f"{dates}, finished {run['finished_at'] or '—'}"])
-    rows.append(["status", f"{run['status']}: {run['trials_finished']}/{run['trials_planned']} trials"])
+        rows.append(["dates", f"{dates}, finished {run.finished_at or '—'}"])
+    rows.append(["status", f"{run.status}: {run.trials_finished}/{run.trials_planned} trials"])
     return ["## Setup", ""] + _table(["", ""], rows)
 
 
-def provenance_block(doc: dict[str, Any]) -> list[str]:
-    mix = doc["task_provenance_mix"]
+def provenance_block(doc: ReportDocument) -> list[str]:
+    mix = doc.task_provenance_mix
     lines = ["## Task provenance mix", "",
-             f"{mix['n_tasks']} tasks in {mix['n_clusters']} clusters (largest cluster: {mix['largest_cluster_size']} tasks).", ""]
+             f"{mix.n_tasks} tasks in {mix.n_clusters} clusters (largest cluster: {mix.largest_cluster_size} tasks).", ""]
     rows = [[field, ", ".join(f"{k} ({v})" for k, v in sorted(counts.items()))]
-            for field, counts in mix.items() if isinstance(counts, dict) and field != "access"]
-    if "access" in mix:
-        share = mix.get("unknown_access_share")
-        lines += ["Access: " + ", ".join(f"{k} {v}" for k, v in mix["access"].items())
-                  + (f" (unknown: {share:.0%} of tasks)." if share is not None else "."), ""]
+            for field, counts in (("source", mix.source), ("license_or_access", mix.license_or_access),
+                                  ("release_status", mix.release_status), ("transformation", mix.transformation))]
+    share = mix.unknown_access_share
+    lines += ["Access: " + ", ".join(f"{k} {v}" for k, v in mix.access.items())
+              + (f" (unknown: {share:.0%} of tasks)." if share is not None else "."), ""]
     lines += _table(["field", "values (tasks)"], rows)
-    if mix["missing_provenance"]:
-        lines += [f"Tasks without a recorded source: {', '.join(mix['missing_provenance'])}.", ""]
+    if mix.missing_provenance:
+        lines += [f"Tasks without a recorded source: {', '.join(mix.missing_provenance)}.", ""]
     return lines
 
 
-def trust_lines(doc: dict[str, Any]) -> list[str]:
-    trust = doc.get("trust") or {}
+def trust_lines(doc: ReportDocument) -> list[str]:
+    trust = doc.trust
     lines: list[str] = []
-    if trust.get("abstentions"):
+    if trust.abstentions:
         lines += ["## Abstentions", "", "Honest \"cannot answer\" answers a golden grader allows: their own outcome, "
                   "not a failure, but not a pass either (they stay in the pass rate's denominator):", ""]
         lines += _table(["configuration", "abstained", "trials", "abstention rate"],
-                        [[k, str(v["k"]), str(v["n"]), rate(v)] for k, v in trust["abstentions"].items()])
-    if trust.get("paraphrase_gap"):
+                        [[k, str(v["k"]), str(v["n"]), rate(v)] for k, v in trust.abstentions.items()])
+    if trust.paraphrase_gap:
         lines += ["## Paraphrase gap", "", "Original minus paraphrase pass rate over task pairs; paired Wilcoxon and t-test.", ""]
         fmt = lambda v, f: "—" if v is None else format(v, f)  # noqa: E731
         lines += _table(["configuration", "pairs", "original", "paraphrase", "gap", "Wilcoxon p", "paired t p"],
                         [[g["config"], str(g["pairs"]), fmt(g["original_rate"], ".1%"), fmt(g["paraphrase_rate"], ".1%"),
                           fmt(g["mean_gap"], "+.1%"), fmt(g["wilcoxon_p"], ".3g"), fmt(g["paired_t_p"], ".3g")]
-                         for g in trust["paraphrase_gap"]])
+                         for g in trust.paraphrase_gap])
     return lines
 
 
-def metrics_block(doc: dict[str, Any]) -> list[str]:
-    stats = doc["statistics"]
+def metrics_block(doc: ReportDocument) -> list[str]:
+    stats = doc.statistics
     lines = ["## Metrics", "", f"Headline: **{HEADLINE_NAME}** (`{stats.get('headline')}`) — {stats.get('headline_note')}. "
              "Intervals are Wilson 95%; SE clustered by task.", ""]
     labels = _is_labels(doc)
     rows = []
-    for c in doc["configurations"]:
-        se = c["se"]
-        cl = c["clusters"]
-        axis_cells = [] if labels else [f"{c['request_multiplier']:g}x", limit(c["limit_multiplier"])]
+    for c in doc.configurations:
+        se = c.se
+        cl = c.clusters
+        axis_cells = [] if labels else [f"{c.request_multiplier:g}x", limit(c.limit_multiplier)]
         rows.append([
-            c["label"], *axis_cells, ",".join(c.get("enforcement", [])),
-            str(c["n"]), rate(c["score_infra_as_failure"]), rate(c["score_infra_excluded"]),
+            c.label, *axis_cells, ",".join(c.enforcement),
+            str(c.n), rate(c.score_infra_as_failure), rate(c.score_infra_excluded),
             pct(cl["cluster_score"]), f"{pct(cl['worst_cluster_score'])} ({cl['worst_cluster_id']})",
-            rate(c["infra_error_rate"]), rate(c["timeout_rate"]), rate(c["harness_error_rate"]), rate(c["abstention_rate"]),
+            rate(c.infra_error_rate), rate(c.timeout_rate), rate(c.harness_error_rate), rate(c.abstention_rate),
             f"{pct(se['se_iid'])} / {pct(se['se_clustered'])}",
         ])
     lines += _table(["config", *([] if labels else ["request", "limit"]), "enforcement", "n", HEADLINE_NAME,
                      "score (infra excluded)", "cluster-level", "worst cluster", "infra-error rate", "timeout",
                      "harness error", "abstention", "SE iid / clustered"], rows)
     lines += ["Headline score with the two intervals (what each generalises to):", "", HEADLINE_NOTE, ""]
-    lines += _table(HEADLINE_HEADERS, headline_rows(doc["configurations"]))
+    lines += _table(HEADLINE_HEADERS, headline_rows(doc.configurations))
     lines += ["Outcomes (trials):", ""]
     lines += _table(["config", "n", *OUTCOME_HEADERS.values()],
-                    [[c["label"], str(c["n"]), *count_cells(c["counts"])] for c in doc["configurations"]])
-    reasons = [[c["label"], ", ".join(f"{k} {v}" for k, v in c["infra_reasons"].items()) or "—"] for c in doc["configurations"]]
+                    [[c.label, str(c.n), *count_cells(c.counts)] for c in doc.configurations])
+    reasons = [[c.label, ", ".join(f"{k} {v}" for k, v in c.infra_reasons.items()) or "—"] for c in doc.configurations]
     lines += ["Infra errors by reason:", ""] + _table(["config", "reasons"], reasons)
-    kmax = max((len(c["pass_at_k"]) for c in doc["configurations"]), default=0)
+    kmax = max((len(c.pass_at_k) for c in doc.configurations), default=0)
     ks = [k for k in (1, 2, 3, 5, 8, 10) if k <= kmax] or list(range(1, kmax + 1))
     if ks:
         def at(curve: list[float | None], k: int) -> str:  # configurations may reach different k
             return pct(curve[k - 1]) if k <= len(curve) else "—"
 
-        rows = [[c["label"]] + [f"{at(c['pass_at_k'], k)} / {at(c['pass_hat_k'], k)}" for k in ks]
-                for c in doc["configurations"]]
+        rows = [[c.label] + [f"{at(c.pass_at_k, k)} / {at(c.pass_hat_k, k)}" for k in ks]
+                for c in doc.configurations]
         lines += ["pass@k / pass^k (unbiased estimators, averaged over tasks):", ""]
         lines += _table(["config"] + [f"k={k}" for k in ks], rows)
-    rows = [[c["label"], str(c["spread"]["n_runs"]), pct(c["spread"]["mean"]), pct(c["spread"]["sd"]),
-             f"{pct(c['spread']['min'])} .. {pct(c['spread']['max'])}"] for c in doc["configurations"]]
-    basis = {c["spread"].get("basis", "attempt index") for c in doc["configurations"]}
+    rows = [[c.label, str(c.spread["n_runs"]), pct(c.spread["mean"]), pct(c.spread["sd"]),
+             f"{pct(c.spread['min'])} .. {pct(c.spread['max'])}"] for c in doc.configurations]
+    basis = {c.spread.get("basis", "attempt index") for c in doc.configurations}
     over = ("each source run the trials came from (a run directory or a job)" if basis == {"source runs"}
             else "each repeat index: attempt r of every task forms run r (a native sweep has no runs of its own)")
     sr = stats.get("scoring_rules") or {}
-    extra = rules.spread_columns(sr, [c["label"] for c in doc["configurations"]])
+    extra = rules.spread_columns(sr, [c.label for c in doc.configurations])
     for row, more in zip(rows, extra["cells"]):
         row += more
     lines += [f"Run-to-run spread (headroom's score of {over}; SD is the sample SD):", ""]
     lines += _table(["config", "repeats", "mean", "SD", "range", *extra["headers"]], rows)
-    lines += [costs.NOTE, ""] + _table(costs.HEADERS, costs.cost_rows(doc["configurations"]))
+    lines += [costs.NOTE, ""] + _table(costs.HEADERS, costs.cost_rows(doc.configurations))
     return lines
 
 
-def exclusions_block(doc: dict[str, Any]) -> list[str]:
-    ex = doc["exclusions"]
+def exclusions_block(doc: ReportDocument) -> list[str]:
+    ex = doc.exclusions
     lines = ["## Exclusions", "", "Trials left out of the infra-excluded score, by reason:", ""]
-    rows = [[e["outcome"], e["reason"] or "—", str(e["trials"])] for e in ex["excluded_from_infra_excluded_score"]]
+    rows = [[e.outcome, e.reason or "—", str(e.trials)] for e in ex.excluded_from_infra_excluded_score]
     lines += _table(["outcome", "reason", "trials"], rows or [["none", "—", "0"]])
-    lines += [f"Tries retried after an infra error (kept on record, not counted): {ex['retried_tries']}. "
-              f"Tries abandoned by an interruption (re-run on resume, not counted): {ex['abandoned_tries']}. "
-              f"Tries still running (or orphaned by a crash; a resume settles them): {ex['running_tries']}. "
-              f"Planned trials without a result: {ex['unfinished_trials']}.", ""]
+    lines += [f"Tries retried after an infra error (kept on record, not counted): {ex.retried_tries}. "
+              f"Tries abandoned by an interruption (re-run on resume, not counted): {ex.abandoned_tries}. "
+              f"Tries still running (or orphaned by a crash; a resume settles them): {ex.running_tries}. "
+              f"Planned trials without a result: {ex.unfinished_trials}.", ""]
     return lines
 
 
@@ -316,44 +317,44 @@ def calibration_block(stats: dict[str, Any]) -> list[str]:
     return lines
 
 
-def tasks_block(doc: dict[str, Any]) -> list[str]:
-    stats = doc["statistics"]
+def tasks_block(doc: ReportDocument) -> list[str]:
+    stats = doc.statistics
     labels = stats.get("config_order", [])
     rows = []
     for t in stats.get("tasks", []):
         cells = []
         for lab in labels:
-            c = t["configs"].get(lab)
-            if not c:
+            cell = t["configs"].get(lab)
+            if not cell:
                 cells.append("—")
                 continue
-            ratio = c.get("peak_memory_to_limit_max")
-            cells.append(f"{c['passed']}/{c['n']} pass, {c['infra_errors']} infra"
-                         + (f", {c['abstained']} abstained" if c.get("abstained") else "")
+            ratio = cell.get("peak_memory_to_limit_max")
+            cells.append(f"{cell['passed']}/{cell['n']} pass, {cell['infra_errors']} infra"
+                         + (f", {cell['abstained']} abstained" if cell.get("abstained") else "")
                          + (f", peak {ratio:.2f}x limit" if ratio is not None else ""))
         rows.append([t["task_id"], t["cluster_id"]] + cells)
     return ["## Per task", ""] + _table(["task", "cluster"] + labels, rows)
 
 
-def summary_block(doc: dict[str, Any]) -> list[str]:
+def summary_block(doc: ReportDocument) -> list[str]:
     """The section every format opens with (orchestrator/report/summary.py)."""
-    if not doc["configurations"]:
+    if not doc.configurations:
         return []
     return (["## Summary", "", "Headline per configuration, with 95% intervals:", ""]
             + _table(summary.HEADERS, summary.rows(doc)) + [f"{line}" for ln in summary.lines(doc) for line in (ln, "")])
 
 
-def render(doc: dict[str, Any]) -> str:
-    run = doc["run"]
-    lines = [f"# headroom report — {run['name']} ({run['run_id']})", ""] + summary_block(doc)
+def render(doc: ReportDocument) -> str:
+    run = doc.run
+    lines = [f"# headroom report — {run.name} ({run.run_id})", ""] + summary_block(doc)
     lines += checks.banner(doc) + setup_block(doc) + provenance_block(doc) + trust_lines(doc)
-    if not doc["configurations"]:
+    if not doc.configurations:
         return "\n".join(lines + ["No finished trials yet.", ""])
     # An import's own rule is its headline: its section leads; a native run's named rules follow the exclusions.
     lead = rules.leads(doc)
     lines += (rules.markdown(doc) if lead else []) + metrics_block(doc) + exclusions_block(doc) \
         + ([] if lead else rules.markdown(doc)) + checks.markdown(doc)
-    stats = doc["statistics"]
+    stats = doc.statistics
     lines += comparisons_block(stats) + trends_block(stats) + calibration_block(stats) + tasks_block(doc)
     if stats.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in stats["notes"]] + [""]

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import base64
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # no display; set before pyplot is imported
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+if TYPE_CHECKING:
+    from orchestrator.report.model import Configuration, RateName
 
 
 def _png(fig: Any) -> str:
@@ -20,21 +23,21 @@ def _png(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def rates_vs_multiplier(configs: list[dict[str, Any]], *, labels_axis: bool = False) -> str:
+def rates_vs_multiplier(configs: list[Configuration], *, labels_axis: bool = False) -> str:
     """Pass rate, infra-error rate (and abstention rate) against the configuration, with Wilson 95% bands.
 
     Labels (agents, models, imports) have no order to connect: points with error bars, no line.
     """
-    labels = [c["label"] for c in configs]
+    labels = [c.label for c in configs]
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    series = [("score_infra_as_failure", "pass rate (headline)", "tab:blue"), ("infra_error_rate", "infra-error rate", "tab:red")]
-    if any((c.get("abstention_rate") or {}).get("k") for c in configs):  # only where someone abstained
+    series: list[tuple[RateName, str, str]] = [("score_infra_as_failure", "pass rate (headline)", "tab:blue"), ("infra_error_rate", "infra-error rate", "tab:red")]
+    if any(c.abstention_rate.get("k") for c in configs):  # only where someone abstained
         series.append(("abstention_rate", "abstention rate", "tab:purple"))
     for key, name, color in series:
-        est = np.array([c[key]["estimate"] if c[key]["estimate"] is not None else np.nan for c in configs]) * 100
-        lo = np.array([c[key]["low"] if c[key]["low"] is not None else np.nan for c in configs]) * 100
-        hi = np.array([c[key]["high"] if c[key]["high"] is not None else np.nan for c in configs]) * 100
+        blocks = [c.rate_block(key) for c in configs]
+        est, lo, hi = (np.array([np.nan if b[part] is None else b[part] for b in blocks]) * 100
+                       for part in ("estimate", "low", "high"))
         if labels_axis:
             ax.errorbar(x, est, yerr=[est - lo, hi - est], fmt="o", color=color, capsize=4, label=name)
         else:

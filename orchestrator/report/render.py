@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from orchestrator.report import html, markdown
 
+if TYPE_CHECKING:
+    from orchestrator.report.model import ReportDocument
 
-def render_text(doc: dict[str, Any], fmt: str) -> str:
+
+def render_text(doc: ReportDocument, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(doc, indent=2, allow_nan=False)
+        return doc.to_json()
     if fmt == "markdown":
         return markdown.render(doc)
     if fmt == "html":

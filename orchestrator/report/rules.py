@@ -7,13 +7,16 @@ The trials that a rule counts differently from headroom's headline are listed by
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from orchestrator.report.tables import print_table
 from orchestrator.report.text import pct
+
+if TYPE_CHECKING:
+    from orchestrator.report.model import ReportDocument
 
 MAX_RUNS_LISTED = 12
 
@@ -90,14 +93,14 @@ def _table(headers: list[str], body: list[list[str]]) -> list[str]:
     return lines + [""]
 
 
-def leads(doc: dict[str, Any]) -> bool:
+def leads(doc: ReportDocument) -> bool:
     """Whether the run's headline is a source's own rule (an import): its section then opens the metrics."""
-    sr = (doc.get("statistics") or {}).get("scoring_rules") or {}
+    sr = doc.statistics.get("scoring_rules") or {}
     return bool(sr.get("default")) and not str(sr["default"]).startswith("headroom:")
 
 
-def markdown(doc: dict[str, Any]) -> list[str]:
-    sr = (doc.get("statistics") or {}).get("scoring_rules")
+def markdown(doc: ReportDocument) -> list[str]:
+    sr = doc.statistics.get("scoring_rules")
     if not sr or not sr.get("configs"):
         return []
     default = sr["definitions"][sr["default"]]
@@ -134,8 +137,8 @@ def markdown(doc: dict[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def print_terminal(doc: dict[str, Any], console: Console) -> None:
-    sr = (doc.get("statistics") or {}).get("scoring_rules")
+def print_terminal(doc: ReportDocument, console: Console) -> None:
+    sr = doc.statistics.get("scoring_rules")
     if not sr or not sr.get("configs"):
         return
     body = [[escape(c) for c in row] for row in rows(sr, bold=False)]  # a label may hold [ ]

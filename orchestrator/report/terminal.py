@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.cells import cell_len
@@ -31,11 +31,14 @@ from orchestrator.report.text import (
     sign_counts,
 )
 
+if TYPE_CHECKING:
+    from orchestrator.report.model import ReportDocument
+
 # The summary's headers folded at their natural breaks, so its table fits 100 columns without splitting.
 _SUMMARY_HEADERS = ["\n".join(textwrap.wrap(h, 14)) for h in summary.HEADERS]
 
 
-def print_summary(doc: dict[str, Any], console: Console) -> None:
+def print_summary(doc: ReportDocument, console: Console) -> None:
     """The first thing printed: headline per configuration, the recommendation, isolation and enforcement."""
     t = Table(title="Summary (95% intervals)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for i, h in enumerate(_SUMMARY_HEADERS):
@@ -53,55 +56,55 @@ def print_summary(doc: dict[str, Any], console: Console) -> None:
     console.print()
 
 
-def print_report(doc: dict[str, Any], console: Console) -> None:
-    run = doc["run"]
-    host = doc["provenance"].get("backend", {})
-    console.print(f"[bold]run {run['run_id']}[/] ({run['name']}, {run['status']}, "
-                  f"{run['trials_finished']}/{run['trials_planned']} trials) — enforcement {run['enforcement']}, "
-                  f"isolation {run.get('isolation', 'unrecorded')}, "
+def print_report(doc: ReportDocument, console: Console) -> None:
+    run = doc.run
+    host = doc.provenance.get("backend", {})
+    console.print(f"[bold]run {run.run_id}[/] ({run.name}, {run.status}, "
+                  f"{run.trials_finished}/{run.trials_planned} trials) — enforcement {run.enforcement}, "
+                  f"isolation {run.isolation}, "
                   + (f"kernel {host['kernel']}, " if host.get("kernel") else "")
-                  + f"{doc['task_provenance_mix']['n_tasks']} tasks")
-    if doc["configurations"]:
+                  + f"{doc.task_provenance_mix.n_tasks} tasks")
+    if doc.configurations:
         print_summary(doc, console)
-    if not (doc["provenance"].get("import")):  # the policies headroom ran under; an import has its source's
-        console.print(f"timeout multiplier {timeout_text(doc['experiment'])}; retries: {retry_text(doc['experiment'])}")
-    if run.get("isolation") == "unknown (imported)":
+    if not doc.provenance.get("import"):  # the policies headroom ran under; an import has its source's
+        console.print(f"timeout multiplier {timeout_text(doc.experiment)}; retries: {retry_text(doc.experiment)}")
+    if run.isolation == "unknown (imported)":
         console.print("isolation unknown (imported): headroom did not run these trials; how they were sandboxed, "
                       "and whether limits bit, is not known")
-    elif run.get("isolation", "unrecorded") in ("none", "unrecorded"):
-        console.print(f"[bold red]isolation {run.get('isolation', 'unrecorded')}[/]: trials were not sandboxed; "
+    elif run.isolation in ("none", "unrecorded"):
+        console.print(f"[bold red]isolation {run.isolation}[/]: trials were not sandboxed; "
                       "an agent could have read or changed what graded it")
-    if run.get("storage_limit") is False:
+    if run.storage_limit is False:
         console.print("[yellow]storage limit not enforced[/] by this backend")
     checks.print_terminal(doc, console)
-    if not doc["configurations"]:
+    if not doc.configurations:
         console.print("no finished trials yet")
         return
     if rules.leads(doc):  # an import: its own rule is the headline
         rules.print_terminal(doc, console)
-    stats = doc["statistics"]
-    labels = doc["run"].get("axis") == "labels"  # agents/models/imports: no resource axis, trend or calibration
+    stats = doc.statistics
+    labels = doc.labels_axis  # agents/models/imports: no resource axis, trend or calibration
     headers = ["config", *([] if labels else ["request", "limit"]), "n", *OUTCOME_HEADERS.values(),
                HEADLINE_NAME, "infra-error rate", "abstention rate", "score excl. infra", "cluster-level"]
     rows = []
-    for c in doc["configurations"]:
-        k = c["counts"]
-        axis_cells = [] if labels else [f"{c['request_multiplier']:g}x", limit(c["limit_multiplier"])]
-        rows.append([c["label"], *axis_cells, str(c["n"]),
+    for c in doc.configurations:
+        k = c.counts
+        axis_cells = [] if labels else [f"{c.request_multiplier:g}x", limit(c.limit_multiplier)]
+        rows.append([c.label, *axis_cells, str(c.n),
                      *count_cells(k),
-                     rate(c["pass_rate"]), rate(c["infra_error_rate"]), rate(c["abstention_rate"]),
-                     rate(c["score_infra_excluded"]),
-                     pct(c["clusters"]["cluster_score"])])
+                     rate(c.pass_rate), rate(c.infra_error_rate), rate(c.abstention_rate),
+                     rate(c.score_infra_excluded),
+                     pct(c.clusters["cluster_score"])])
     print_table(console, "Outcomes by configuration (rates with Wilson 95% intervals)", headers, rows,
                 right=range(1, len(headers)))
     print_table(console, "Headline score: what each interval generalises to", HEADLINE_HEADERS,
-                headline_rows(doc["configurations"]), right=range(1, len(HEADLINE_HEADERS)))
+                headline_rows(doc.configurations), right=range(1, len(HEADLINE_HEADERS)))
     console.print(HEADLINE_NOTE.replace("*", ""))
     console.print(f"headline: {HEADLINE_NAME} ({stats.get('headline')} in the JSON). "
                   f"Infra reasons: " + "; ".join(
-                      f"{c['label']}: " + (", ".join(f"{r} {n}" for r, n in c["infra_reasons"].items()) or "none")
-                      for c in doc["configurations"]))
-    print_table(console, "Cost and latency", costs.HEADERS, costs.cost_rows(doc["configurations"]),
+                      f"{c.label}: " + (", ".join(f"{r} {n}" for r, n in c.infra_reasons.items()) or "none")
+                      for c in doc.configurations))
+    print_table(console, "Cost and latency", costs.HEADERS, costs.cost_rows(doc.configurations),
                 right=range(1, len(costs.HEADERS)))
     console.print(costs.NOTE)
     if not rules.leads(doc):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.report.model import Configuration
 
 
 def pct(x: float | None, digits: int = 1) -> str:
@@ -88,16 +91,16 @@ HEADLINE_NOTE = ("Two intervals, two questions. *These tasks*: the rate more att
                  "df); read a leaderboard number with this one.")
 
 
-def headline_rows(configs: list[dict[str, Any]]) -> list[list[str]]:
+def headline_rows(configs: list[Configuration]) -> list[list[str]]:
     """One row per configuration: the headline score with its on-these-tasks and new-tasks intervals."""
     rows = []
     for c in configs:
-        hi = c.get("headline_intervals") or {}
+        hi = c.headline_intervals
         these, new = hi.get("these_tasks") or {}, hi.get("new_tasks") or {}
         est = these.get("estimate")
         new_txt = ("—" if new.get("low") is None else
                    f"[{100 * new['low']:.1f}, {100 * new['high']:.1f}] ({new.get('n_tasks')} tasks, df {new.get('df')})")
-        rows.append([c["label"], pct(est),
+        rows.append([c.label, pct(est),
                      "—" if these.get("low") is None else f"[{100 * these['low']:.1f}, {100 * these['high']:.1f}]",
                      new_txt])
     return rows

@@ -32,6 +32,7 @@ from starlette.templating import Jinja2Templates
 from orchestrator.artifacts import reader
 from orchestrator.errors import UserError
 from orchestrator.report import comparison, document, heatmap, markdown
+from orchestrator.report.model import ReportDocument
 from orchestrator.report.text import mib
 from orchestrator.store.sqlite import Store, read_only_reason
 from orchestrator.view import artifacts, data, figures
@@ -66,12 +67,12 @@ def _md() -> MarkdownIt:
 _PER_TASK = re.compile(r"<h2>Per task</h2>.*?(?=<h2>|\Z)", re.S)
 
 
-def run_body(doc: dict[str, Any], run_id: str) -> str:
+def run_body(doc: ReportDocument, run_id: str) -> str:
     """The report rendered (same Markdown as ``headroom report``), with the per-task table as a linked heatmap."""
     body = _md().render(markdown.render(doc))
-    if not doc["configurations"]:
+    if not doc.configurations:
         return body
-    stats = doc["statistics"]
+    stats = doc.statistics
 
     def href(task: str, label: str) -> str:
         return f"/runs/{run_id}/cell?" + urlencode({"task": task, "config": label})
@@ -88,7 +89,7 @@ def run_body(doc: dict[str, Any], run_id: str) -> str:
     plot = ('<h2 id="plots">Plots</h2><div id="rates-plot" class="plot"></div>'
             '<script type="application/json" id="rates-plot-spec">'
             # Raw text inside <script>: only "</" could end it early; JSON.parse reads "<\/" back as "</".
-            + json.dumps(figures.rates_by_configuration(doc["configurations"])).replace("</", "<\\/")
+            + json.dumps(figures.rates_by_configuration(doc.configurations)).replace("</", "<\\/")
             + "</script>")
     return body.replace("<h2>Exclusions</h2>", plot + "<h2>Exclusions</h2>", 1)
 
@@ -132,8 +133,8 @@ def create_app(store_path: Path) -> Starlette:
                 doc = docs.get(store, run_id, rules=request.query_params.get("rules") or None)
             except UserError as exc:  # ?rules= naming a rule that does not exist
                 raise HTTPException(400, exc.one_line()) from None
-            prov = doc["provenance"]
-            return page(request, "run.html", run=doc["run"], info=info, body=run_body(doc, run_id),
+            prov = doc.provenance
+            return page(request, "run.html", run=doc.run, info=info, body=run_body(doc, run_id),
                         isolation=data.isolation_of(prov))
         finally:
             store.close()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.report import document
+from orchestrator.report.model import ReportDocument
 from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL, current_outcome
 from orchestrator.store.sqlite import Store
 
@@ -103,7 +104,7 @@ class DocumentCache:
     with every result, so a cached page is never stale.
     """
 
-    entries: dict[tuple[str, str | None, str | None], tuple[tuple[Any, ...], dict[str, Any]]] = field(default_factory=dict)
+    entries: dict[tuple[str, str | None, str | None], tuple[tuple[Any, ...], ReportDocument]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod
@@ -111,7 +112,7 @@ class DocumentCache:
         tries = store.try_counts(run_id)
         return (store.run(run_id).status, tuple(sorted(tries.items())))
 
-    def get(self, store: Store, run_id: str, reference: str | None = None, rules: str | None = None) -> dict[str, Any]:
+    def get(self, store: Store, run_id: str, reference: str | None = None, rules: str | None = None) -> ReportDocument:
         """``rules``: the scoring rules to show side by side (``auto``, ``all`` or names)."""
         key = self.key(store, run_id)
         with self.lock:

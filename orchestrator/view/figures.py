@@ -6,28 +6,31 @@ the page needs only the JSON, and it costs nothing to build for any run size.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-SERIES = (("score_infra_as_failure", "pass rate (headline)", "#1f77b4"),
+if TYPE_CHECKING:
+    from orchestrator.report.model import Configuration, RateName
+
+SERIES: tuple[tuple[RateName, str, str], ...] = (("score_infra_as_failure", "pass rate (headline)", "#1f77b4"),
           ("infra_error_rate", "infra-error rate", "#d62728"))
 #: Shown only where some configuration abstained: a flat zero line would be noise on every other run.
-ABSTENTION = ("abstention_rate", "abstention rate", "#4a4a8a")
+ABSTENTION: tuple[RateName, str, str] = ("abstention_rate", "abstention rate", "#4a4a8a")
 
 
 def _pct(x: float | None) -> float | None:
     return None if x is None else round(100 * x, 2)
 
 
-def rates_by_configuration(configs: list[dict[str, Any]]) -> dict[str, Any]:
+def rates_by_configuration(configs: list[Configuration]) -> dict[str, Any]:
     """Pass, infra-error (and abstention) rates per configuration with Wilson 95% error bars; hover shows the numbers."""
-    labels = [c["label"] for c in configs]
+    labels = [c.label for c in configs]
     traces = []
-    series = SERIES + ((ABSTENTION,) if any((c.get("abstention_rate") or {}).get("k") for c in configs) else ())
+    series = SERIES + ((ABSTENTION,) if any(c.abstention_rate.get("k") for c in configs) else ())
     for key, name, color in series:
-        est = [_pct(c[key]["estimate"]) for c in configs]
-        lo = [_pct(c[key]["low"]) for c in configs]
-        hi = [_pct(c[key]["high"]) for c in configs]
-        custom = [[c[key]["k"], c[key]["n"], lo[i], hi[i]] for i, c in enumerate(configs)]
+        est = [_pct(c.rate_block(key)["estimate"]) for c in configs]
+        lo = [_pct(c.rate_block(key)["low"]) for c in configs]
+        hi = [_pct(c.rate_block(key)["high"]) for c in configs]
+        custom = [[c.rate_block(key)["k"], c.rate_block(key)["n"], lo[i], hi[i]] for i, c in enumerate(configs)]
         traces.append({
             "type": "scatter", "mode": "lines+markers", "name": name, "x": labels, "y": est,
             "marker": {"color": color, "size": 9}, "line": {"color": color},

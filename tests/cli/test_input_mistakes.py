@@ -112,7 +112,7 @@ def test_calibrate_on_an_imported_run(tmp_path: Path, headroom: Headroom) -> Non
     fixtures = Path(__file__).resolve().parents[1] / "importers" / "fixtures" / "harbor_job"
     store = tmp_path / "imp.db"
     assert headroom("results", "import", str(fixtures), "--store", str(store)).returncode == 0
-    one_line_error(headroom("calibrate", str(store), "-o", str(tmp_path / "bands")),
+    one_line_error(headroom("calibrate", str(store), "--out-dir", str(tmp_path / "bands")),
                    "is imported (harbor)", "calibrate a `headroom sweep` run")
     assert not (tmp_path / "bands").exists()
 

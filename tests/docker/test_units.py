@@ -48,7 +48,7 @@ def test_experiment_docker_section() -> None:
 def test_build_flag_is_for_the_docker_backend_only(tmp_path: Path) -> None:
     res = headroom("sweep", str(FIXTURES), "--build", "--store", str(tmp_path / "r.db"))
     assert res.returncode == 2
-    assert "--build applies to the docker backend" in res.stderr and "Traceback" not in res.stderr
+    assert "--build applies to --backend docker" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_an_unreachable_daemon_is_a_one_line_error(tmp_path: Path) -> None:

@@ -107,8 +107,8 @@ def test_report_totals_stay_finite_whatever_the_store_holds(tasks_root: Path, tm
     execute(store, run_id, exp, tmap, ScriptedBackend(0))  # each try reports cost_usd 0.5
     # A store written before the caps: 1e308 twice sums to inf in SQL and in numpy.
     store.db.execute("UPDATE executions SET cost_usd = 1e308, tokens_in = 1e308 WHERE run_id = ?", (run_id,))
-    (cfg,) = document.build(store, run_id)["configurations"]
-    cost = cfg["cost"] if "cost" in cfg else cfg
+    (cfg,) = document.build(store, run_id).configurations
+    cost = cfg.cost
     text = json.dumps(cost, allow_nan=False)  # raises on inf/NaN
     assert "cost_total_usd" in text
     assert cost["cost_total_usd"] is None and cost["cost_coverage"] == "0/2 reported"

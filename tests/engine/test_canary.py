@@ -146,8 +146,13 @@ class TwoNodes(LocalBackend):
         self.seen: list[str] = []
         self.order: list[str] = []
 
+    abilities = LocalBackend.abilities.model_copy(update={"canary_targets": True})
+
     def canary_targets(self) -> list[str]:
         return ["node-a", "node-b"]
+
+    def canary_skipped(self) -> list[dict[str, str]]:
+        return []
 
     def run(self, launch: Launch) -> TrialFacts:
         self.seen.append(launch.labels.get("headroom.dev/canary-node", "none"))

@@ -127,13 +127,13 @@ def test_output_path_mistakes_are_one_line_errors(swept: tuple[Path, Path], tmp_
          f"{missing / 'r.md'}: --output: directory {missing} does not exist"),
         (("report", "--store", str(store), "-o", str(a_file / "r.html"), "--format", "html"),
          f"directory {a_file} is not a directory"),
-        (("calibrate", str(store), "-o", str(a_file)), f"{a_file}: --output: exists and is not a directory"),
-        (("calibrate", str(store), "-o", "/proc/headroom-no-such"),
-         "/proc/headroom-no-such: --output: cannot create the directory"),
-        (("calibrate", str(store), "-o", str(tmp_path / "bands"), "--tasks-out", str(a_file)),
+        (("calibrate", str(store), "--out-dir", str(a_file)), f"{a_file}: --out-dir: exists and is not a directory"),
+        (("calibrate", str(store), "--out-dir", "/proc/headroom-no-such"),
+         "/proc/headroom-no-such: --out-dir: cannot create the directory"),
+        (("calibrate", str(store), "--out-dir", str(tmp_path / "bands"), "--tasks-out", str(a_file)),
          f"{a_file}: --tasks-out: exists and is not a directory"),
         (("bundle", "--store", str(store), "-o", str(missing / "b.json")), "--output: directory"),
-        (("tasks", "import", str(tasks), "-o", str(a_file)), f"{a_file}: --output: exists and is not a directory"),
+        (("tasks", "import", str(tasks), "--out-dir", str(a_file)), f"{a_file}: --out-dir: exists and is not a directory"),
         (("audit", str(tasks), "-o", str(missing / "a.jsonl")), "--output: directory"),
     ]
     for args, needle in cases:
@@ -208,7 +208,7 @@ def test_resume_of_a_finished_run_changes_nothing(swept: tuple[Path, Path], tmp_
 
 def test_calibrate_claims_only_the_files_it_wrote(swept: tuple[Path, Path], tmp_path: Path) -> None:
     out, banded = tmp_path / "bands", tmp_path / "banded"
-    res = headroom("calibrate", str(swept[1]), "-o", str(out), "--tasks-out", str(banded))
+    res = headroom("calibrate", str(swept[1]), "--out-dir", str(out), "--tasks-out", str(banded))
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("refused:") == 2  # one attempt each: every task is refused
     assert sorted(p.name for p in out.iterdir()) == ["bands.json", "summary.md"]

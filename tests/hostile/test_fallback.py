@@ -45,7 +45,7 @@ def test_isolation_none_is_recorded_and_shown_in_every_report(tasks_root: Path, 
         backend.close()
     assert store.provenance(run_id)["backend"]["capabilities"]["isolation"] == "none"
     doc = document.build(store, run_id)
-    assert doc["run"]["isolation"] == "none"
+    assert doc.run.isolation == "none"
     buf = io.StringIO()
     terminal.print_report(doc, Console(file=buf, width=200, color_system=None))
     assert "isolation none: trials were not sandboxed" in buf.getvalue()

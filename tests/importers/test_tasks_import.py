@@ -31,7 +31,7 @@ def fields(summary: dict, kind: str) -> set[str]:
 
 def test_harbor_tasks_import_and_bad_ones_are_listed(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    res = headroom("tasks", "import", str(FIX / "harbor_tasks"), "-o", str(out), "--format", "json")
+    res = headroom("tasks", "import", str(FIX / "harbor_tasks"), "--out-dir", str(out), "--format", "json")
     assert res.returncode == 1  # some tasks were bad; the good ones are written anyway
     summary = json.loads(res.stdout)
     assert summary["tasks_ok"] == 3
@@ -188,7 +188,7 @@ def test_validate_and_sweep_agree_on_a_task_that_leaves_its_resources_to_harbor_
     run = headroom("sweep", str(task), "--attempts", "1", "--store", str(tmp_path / "h.db"), "--format", "none")
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "environment: required field is missing" in run.stderr and "headroom tasks import" in run.stderr
-    imported = headroom("tasks", "import", str(task), "-o", str(tmp_path / "out"))
+    imported = headroom("tasks", "import", str(task), "--out-dir", str(tmp_path / "out"))
     assert imported.returncode == 0, imported.stdout + imported.stderr
     again = headroom("tasks", "validate", str(tmp_path / "out"))
     assert again.returncode == 0, again.stdout  # the import wrote Harbor's defaults in: it runs as it is now

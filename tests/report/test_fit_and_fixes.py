@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from orchestrator.report import markdown
+from orchestrator.report.model import Configuration, ReportDocument, RunSection
 from orchestrator.report.text import sign_counts
 from orchestrator.stats.analyze import analyze
 from orchestrator.stats.paired import two_rate_exact
@@ -116,7 +117,9 @@ def test_untestable_trend_and_missing_latency_print_a_dash() -> None:
     trend_md = "\n".join(markdown.trends_block(s))
     assert "z=0.00" not in trend_md and "| pass | — |" in trend_md
     assert all(c["cost"]["latency_per_attempt_s"] is None for c in s["configs"])
-    doc = {"configurations": s["configs"], "statistics": s, "run": {"axis": "resources"}}
+    # Only what metrics_block reads: the configurations and statistics of a resources-axis run.
+    doc = ReportDocument.model_construct(configurations=[Configuration.model_validate(c) for c in s["configs"]],
+                                         statistics=s, run=RunSection.model_construct(axis="resources"))
     metrics = "\n".join(markdown.metrics_block(doc))
     assert "0.00 s" not in metrics and "| 1x-strict | — | — |" in metrics
 

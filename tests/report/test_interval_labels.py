@@ -14,6 +14,7 @@ from rich.console import Console
 
 from benchmarks.bench_stats import write_store
 from orchestrator.report import document, html, markdown, terminal
+from orchestrator.report.model import ReportDocument
 from orchestrator.stats.clustered import NEW_TASKS, THESE_TASKS
 from orchestrator.stats.synthetic import PlantedConfig, make_sweep
 from orchestrator.store.sqlite import Store
@@ -32,7 +33,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def doc(store: Path) -> dict:
+def doc(store: Path) -> ReportDocument:
     return document.build(Store.open_existing(store), "bench")
 
 
@@ -51,7 +52,7 @@ def test_json_names_what_each_headline_interval_generalises_to(store: Path) -> N
     assert "generalises to new tasks" in cal["mdd_applied"]["label"]
 
 
-def test_markdown_html_and_viewer_label_both_intervals_and_the_applied_mdd(doc: dict, store: Path) -> None:
+def test_markdown_html_and_viewer_label_both_intervals_and_the_applied_mdd(doc: ReportDocument, store: Path) -> None:
     from starlette.testclient import TestClient
 
     from orchestrator.view.app import create_app
@@ -60,7 +61,7 @@ def test_markdown_html_and_viewer_label_both_intervals_and_the_applied_mdd(doc: 
     page = html.render(doc)
     with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
         view = client.get("/runs/bench").text
-    cal = doc["statistics"]["calibration"]
+    cal = doc.statistics["calibration"]
     for text in (md, page, view):
         assert THESE in text and NEW in text
         assert "Minimum detectable difference the decision applied" in text and "paired MDD" in text
@@ -68,13 +69,13 @@ def test_markdown_html_and_viewer_label_both_intervals_and_the_applied_mdd(doc: 
         assert "permutation p within tasks" in text
 
 
-def test_terminal_labels_both_intervals_and_the_applied_mdd(doc: dict) -> None:
+def test_terminal_labels_both_intervals_and_the_applied_mdd(doc: ReportDocument) -> None:
     buf = io.StringIO()
     terminal.print_report(doc, Console(width=250, file=buf, force_terminal=False))
     out = buf.getvalue()
     assert THESE in out and NEW in out
     assert "minimum detectable difference the decision applied" in out and "paired MDD" in out
-    assert f"calibration: {doc['statistics']['calibration']['summary']}"[:60] in " ".join(out.split())
+    assert f"calibration: {doc.statistics['calibration']['summary']}"[:60] in " ".join(out.split())
 
 
 def test_compare_prints_holm_beside_every_adjusted_p_infra_included(store: Path, tmp_path: Path) -> None:

@@ -62,15 +62,15 @@ def _store(path: Path, legacy_abstained: int = 0) -> tuple[Store, str]:
 def test_every_outcome_reaches_the_stats_and_every_report_format(tmp_path: Path) -> None:
     store, run_id = _store(tmp_path / "s.db")
     doc = document.build(store, run_id)
-    [c] = doc["configurations"]
-    assert c["counts"] == {o: 2 for o in ALL} and c["n"] == 2 * len(ALL)
+    [c] = doc.configurations
+    assert c.counts == {o: 2 for o in ALL} and c.n == 2 * len(ALL)
     # An abstention is not a pass: it stays in both denominators, and has its own rate.
-    assert (c["pass_rate"]["k"], c["pass_rate"]["n"]) == (2, 2 * len(ALL))
-    assert (c["score_infra_excluded"]["k"], c["score_infra_excluded"]["n"]) == (2, 2 * len(MODEL_OUTCOMES))
-    ab = c["abstention_rate"]
+    assert (c.pass_rate["k"], c.pass_rate["n"]) == (2, 2 * len(ALL))
+    assert (c.score_infra_excluded["k"], c.score_infra_excluded["n"]) == (2, 2 * len(MODEL_OUTCOMES))
+    ab = c.abstention_rate
     assert (ab["k"], ab["n"]) == (2, 2 * len(ALL)) and ab["low"] < ab["estimate"] < ab["high"]
-    assert doc["trust"]["abstentions"] == {"1x/2x": ab}
-    assert sum(t["configs"]["1x/2x"]["abstained"] for t in doc["statistics"]["tasks"]) == 2
+    assert doc.trust.abstentions == {"1x/2x": ab}
+    assert sum(t["configs"]["1x/2x"]["abstained"] for t in doc.statistics["tasks"]) == 2
 
     buf = io.StringIO()
     terminal.print_report(doc, Console(file=buf, width=400, color_system=None))
@@ -117,8 +117,8 @@ def test_an_old_store_reads_failed_abstained_as_abstained(tmp_path: Path) -> Non
     assert sum(1 for t in exported for e in t.executions if e.outcome == "abstained" and e.reason is None) == 5
 
     doc = document.build(ro, run_id)
-    [c] = doc["configurations"]
-    assert c["counts"]["abstained"] == 5 and c["counts"]["failed"] == 2
+    [c] = doc.configurations
+    assert c.counts["abstained"] == 5 and c.counts["failed"] == 2
 
     legacy = legacy_ids[-1]
     [trial] = view_data.cell_trials(ro, run_id, legacy.split(":")[0], "1x/2x")

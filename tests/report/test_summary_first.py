@@ -6,47 +6,47 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 from rich.console import Console
 
 from benchmarks.bench_stats import write_store
 from orchestrator.report import document, html, markdown, summary, terminal
+from orchestrator.report.model import ReportDocument
 from orchestrator.report.text import HEADLINE_NAME, pct
 from orchestrator.stats.scoring_rules import HEADROOM_FAIL, RULES
 from orchestrator.stats.synthetic import make_sweep
 from orchestrator.store.sqlite import Store
 
 
-def _doc(tmp: Path, tasks: int, attempts: int) -> dict[str, Any]:
+def _doc(tmp: Path, tasks: int, attempts: int) -> ReportDocument:
     path = tmp / "h.db"
     write_store(make_sweep(tasks, attempts, seed=3), path).close()
     return document.build(Store.open_existing(path))
 
 
 @pytest.fixture(scope="module")
-def doc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def doc(tmp_path_factory: pytest.TempPathFactory) -> ReportDocument:
     d = _doc(tmp_path_factory.mktemp("summary"), 12, 5)
-    assert d["statistics"]["calibration"]["status"] == "recommended"
+    assert d.statistics["calibration"]["status"] == "recommended"
     return d
 
 
 @pytest.fixture(scope="module")
-def refused(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def refused(tmp_path_factory: pytest.TempPathFactory) -> ReportDocument:
     d = _doc(tmp_path_factory.mktemp("refused"), 3, 2)  # fewer tasks than the calibration needs
-    assert d["statistics"]["calibration"]["status"] != "recommended"
+    assert d.statistics["calibration"]["status"] != "recommended"
     return d
 
 
-def _terminal(d: dict[str, Any], width: int = 100) -> str:
+def _terminal(d: ReportDocument, width: int = 100) -> str:
     buf = io.StringIO()
     terminal.print_report(d, Console(width=width, file=buf, highlight=False))
     return buf.getvalue()
 
 
-def _headline_cells(d: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(c["label"], pct(c["score_infra_as_failure"]["estimate"])) for c in d["configurations"]]
+def _headline_cells(d: ReportDocument) -> list[tuple[str, str]]:
+    return [(c.label, pct(c.score_infra_as_failure["estimate"])) for c in d.configurations]
 
 
 def test_the_headline_has_its_rules_name() -> None:
@@ -82,24 +82,24 @@ def test_markdown_opens_with_the_summary(which: str, request: pytest.FixtureRequ
     assert f"| {HEADLINE_NAME} |" in md.split("\n## Metrics")[1] and "infra = fail" not in md
 
 
-def test_html_opens_with_the_summary(doc: dict[str, Any]) -> None:
+def test_html_opens_with_the_summary(doc: ReportDocument) -> None:
     page = html.render(doc)
     body = page[page.index("<body>"):]
     h2 = re.findall(r"<h2[^>]*>(.*?)</h2>", body)
     assert h2[0] == "Summary"
     first = body[body.index("<h2>Summary</h2>"):body.index("<h2>Setup</h2>")]
-    assert "Recommendation: publish" in first and doc["statistics"]["calibration"]["summary"].split(":")[0] in first
+    assert "Recommendation: publish" in first and doc.statistics["calibration"]["summary"].split(":")[0] in first
     for label, score in _headline_cells(doc):
         assert f"<td>{label}</td>\n<td>{score}</td>" in first
 
 
-def test_heatmap_cells_mark_timeouts(doc: dict[str, Any]) -> None:
+def test_heatmap_cells_mark_timeouts(doc: ReportDocument) -> None:
     from orchestrator.report import heatmap
 
-    cells = [(t["task_id"], lab, c) for t in doc["statistics"]["tasks"] for lab, c in t["configs"].items()]
+    cells = [(t["task_id"], lab, c) for t in doc.statistics["tasks"] for lab, c in t["configs"].items()]
     timed_out = [(tid, lab, c) for tid, lab, c in cells if c["timeouts"]]
     assert timed_out  # the synthetic sweep has timeouts
     tid, lab, c = timed_out[0]
     assert f"{c['timeouts']} timeout" in heatmap.cell_text(c)[1]
-    grid = heatmap.render(doc["statistics"]["tasks"], doc["statistics"]["config_order"])
+    grid = heatmap.render(doc.statistics["tasks"], doc.statistics["config_order"])
     assert f"{tid} × {lab}: {c['passed']}/{c['n']} passed" in grid and f"{c['timeouts']} timeout" in grid

@@ -41,9 +41,9 @@ def test_every_number_and_header_is_whole(store_path: Path, width: int) -> None:
     # Tables fit the width (prose lines may be printed soft-wrapped: long, but whole).
     assert max(len(line) for line in lines if line[:1] in "┏┃┡│└") <= width
     whole = lambda s: any(s in line for line in lines)  # noqa: E731  (on one line: not wrapped mid-number)
-    for c in doc["configurations"]:
+    for c in doc.configurations:
         for key in ("pass_rate", "infra_error_rate", "score_infra_excluded"):
-            assert whole(rate(c[key])), (width, rate(c[key]))
+            assert whole(rate(c.rate_block(key))), (width, rate(c.rate_block(key)))
         for cell in costs.cost_rows([c])[0]:
             assert whole(cell), (width, cell)
     for header in ("infra-error rate", "score excl. infra", "cluster-level", *costs.HEADERS):
@@ -61,8 +61,8 @@ def test_cli_off_a_tty_prints_whole_numbers(store_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "…" not in res.stdout and "cluster-level" in res.stdout and "cost reported" in res.stdout
     doc = document.build(Store.open_existing(store_path))
-    for c in doc["configurations"]:
-        assert rate(c["pass_rate"]) in res.stdout
+    for c in doc.configurations:
+        assert rate(c.pass_rate) in res.stdout
 
 
 def test_comparison_table_is_whole_on_a_narrow_console(store_path: Path) -> None:

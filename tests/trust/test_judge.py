@@ -106,6 +106,7 @@ def test_cli_sends_the_key_but_never_prints_it(endpoint: str, tmp_path: Path) ->
     assert seen_auth and all(a == f"Bearer {SECRET}" for a in seen_auth)
     assert SECRET not in proc.stdout + proc.stderr + out.read_text()
     assert json.loads(out.read_text())["pairs"] == 40
+    assert proc.stdout == ""  # -o FILE: the report goes to the file instead of stdout
 
 
 def test_bad_pairs_file_and_dead_endpoint_are_one_line_errors(tmp_path: Path) -> None:

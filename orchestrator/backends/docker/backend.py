@@ -41,6 +41,7 @@ import docker.errors
 import requests
 
 from orchestrator import container_contract as cc
+from orchestrator.backends.abilities import Abilities
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.local.backend import host_facts
 from orchestrator.backends.local.cgroups import TrialCgroup, cpu_shares
@@ -237,7 +238,7 @@ class DockerBackend(ThreadedBackend):
     name = "docker"
     enforcement = "docker"
     #: external agents act on the container through ``exec`` (:mod:`.external`)
-    exec_channel = True
+    abilities = Abilities(exec_channel=True, flags=frozenset({"--build"}))
 
     def __init__(self, options: DockerOptions | None = None) -> None:
         self.options = options or DockerOptions()

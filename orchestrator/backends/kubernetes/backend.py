@@ -23,6 +23,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from orchestrator.backends.abilities import Abilities
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, records, runlease, signals
 from orchestrator.backends.kubernetes import pod as pod_mod
@@ -109,6 +110,9 @@ class _Stats:
 
 
 class KubernetesBackend:
+    abilities = Abilities(check_fit=True, hold_run=True, recorded=True, canary_targets=True, informer=True,
+                          places_tries=True, canary_needs_image=True, force_cleanup=True,
+                          flags=frozenset({"--namespace", "--kube-context", "--queue", "--keep-pods", "--force"}))
     name = "kubernetes"
     enforcement = "kubernetes"
 

@@ -19,6 +19,7 @@ from typing import Any, Literal, cast
 
 import psutil
 
+from orchestrator.backends.abilities import Abilities
 from orchestrator.backends.base import Capabilities, CleanupReport
 from orchestrator.backends.local import cgroups, sandbox
 from orchestrator.backends.local import external as local_external
@@ -110,7 +111,7 @@ def _snapshot(src: Path, dst: Path, task: bool = True) -> None:
 class LocalBackend(ThreadedBackend):
     name = "local"
     #: external agents act on the trial's sandbox through it (:mod:`.external`)
-    exec_channel = True
+    abilities = Abilities(exec_channel=True, flags=frozenset({"--enforcement"}))
 
     def __init__(self, enforcement: Enforcement = "auto", run_name: str | None = None, keep_workdirs: bool = False,
                  isolation: IsolationChoice = "auto", pids_max: int = cgroups.TRIAL_PIDS_MAX) -> None:

@@ -1,0 +1,63 @@
+"""Optional backend abilities are declared, held to their declaration, and checked before a sweep."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from orchestrator import backends
+from orchestrator.backends.abilities import METHODS, Abilities, fit_checker, refuse_flags
+from orchestrator.errors import UserError
+from orchestrator.sweep import check_fit
+
+
+@pytest.mark.parametrize("name", backends.names())
+def test_every_backend_declares_exactly_the_optional_methods_it_has(name: str) -> None:
+    cls = backends.backend_class(name)
+    declared = cls.abilities
+    assert isinstance(declared, Abilities)
+    for ability, methods in METHODS.items():
+        has = [callable(getattr(cls, m, None)) for m in methods]
+        assert all(has) == getattr(declared, ability) and any(has) == all(has), (name, ability, has)
+
+
+def test_only_the_kubernetes_backend_takes_the_cluster_flags() -> None:
+    kube, local = backends.declared_abilities("kubernetes"), backends.declared_abilities("local")
+    refuse_flags("kubernetes", kube, ["--namespace", "--kube-context", "--queue", "--keep-pods", "--force"])
+    with pytest.raises(UserError, match=r"--namespace, --queue apply to --backend kubernetes \(this run uses local, "
+                                        r"which would ignore them\)$"):
+        refuse_flags("local", local, ["--namespace", "--queue"])
+    with pytest.raises(UserError, match="--build applies to --backend docker"):
+        refuse_flags("kubernetes", kube, ["--build"])
+    refuse_flags("docker", backends.declared_abilities("docker"), ["--build"])
+
+
+class _Fits:
+    """STAND-IN for a backend's fit check (no cluster here): records what the engine asked, refuses on demand."""
+
+    def __init__(self, declared: bool) -> None:
+        self.abilities = Abilities(check_fit=declared)
+        self.asked: list[Any] = []
+
+    def check_fit(self, needs: Sequence[Any], placement: str = "default") -> None:
+        self.asked.append((list(needs), placement))
+
+
+def test_the_engine_calls_an_ability_only_when_declared() -> None:
+    undeclared, declared = _Fits(False), _Fits(True)
+    assert fit_checker(undeclared) is None  # type: ignore[arg-type]
+    check_fit(undeclared, [], [], "limit-aware")  # type: ignore[arg-type]
+    check_fit(declared, [], [], "limit-aware")  # type: ignore[arg-type]
+    assert undeclared.asked == [] and declared.asked == [([], "limit-aware")]
+
+
+def test_cleanup_refuses_a_flag_the_local_backend_would_ignore() -> None:
+    res = subprocess.run([sys.executable, "-m", "orchestrator", "cleanup", "--force"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "--force applies to --backend kubernetes (this run uses local" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

@@ -1,0 +1,72 @@
+"""The report document is a typed, versioned model: the JSON is its dump, and the renderers read it."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from rich.console import Console
+
+from benchmarks.bench_stats import write_store
+from orchestrator.report import document, html, markdown, render, terminal
+from orchestrator.report.model import SCHEMA, SCHEMA_VERSION, ReportDocument
+from orchestrator.stats.synthetic import make_sweep
+from orchestrator.store.sqlite import Store
+
+#: The JSON report's top-level keys before the model existed; the model keeps every one of them.
+OLD_KEYS = {"schema", "run", "experiment", "provenance", "task_provenance_mix", "trust", "configurations", "tries",
+            "exclusions", "statistics", "checks"}
+
+
+@pytest.fixture(scope="module")
+def doc(tmp_path_factory: pytest.TempPathFactory) -> ReportDocument:
+    path = tmp_path_factory.mktemp("model") / "m.db"
+    write_store(make_sweep(4, 2, seed=7), path).close()
+    return document.build(Store.open_existing(path))
+
+
+def test_the_json_format_is_the_model_dump_with_the_old_keys_and_a_version(doc: ReportDocument) -> None:
+    out = json.loads(render.render_text(doc, "json"))
+    assert set(out) == OLD_KEYS | {"schema_version"}
+    assert out["schema"] == SCHEMA == "headroom.report/1" and out["schema_version"] == SCHEMA_VERSION == 1
+    assert out == doc.to_dict()
+    # The JSON reads back into the same model: a consumer can validate what it was given.
+    assert ReportDocument.model_validate(out).to_dict() == out
+    c = out["configurations"][0]
+    assert {"label", "pass_rate", "infra_error_rate", "headline_intervals", "cost", "enforcement"} <= set(c)
+
+
+def test_an_undeclared_or_missing_field_fails_validation(doc: ReportDocument) -> None:
+    out = doc.to_dict()
+    with pytest.raises(ValidationError, match="surprise"):
+        ReportDocument.model_validate({**out, "surprise": 1})
+    bad = json.loads(json.dumps(out))
+    bad["configurations"][0]["made_up_rate"] = {}
+    with pytest.raises(ValidationError, match="made_up_rate"):
+        ReportDocument.model_validate(bad)
+    del bad["configurations"][0]["made_up_rate"], bad["run"]["enforcement"]
+    with pytest.raises(ValidationError, match="enforcement"):
+        ReportDocument.model_validate(bad)
+    with pytest.raises(ValidationError, match="schema_version"):
+        ReportDocument.model_validate({**out, "schema_version": 2})
+
+
+def test_every_renderer_reads_the_model(doc: ReportDocument) -> None:
+    changed = doc.model_copy(deep=True)
+    changed.run.name = "renamed-by-the-test"
+    changed.configurations[0].label = "relabelled-by-the-test"
+    buf = io.StringIO()
+    terminal.print_report(changed, Console(file=buf, width=200, color_system=None))
+    for text in (buf.getvalue(), markdown.render(changed), html.render(changed), render.render_text(changed, "json")):
+        assert "renamed-by-the-test" in text and "relabelled-by-the-test" in text
+    assert "renamed-by-the-test" not in markdown.render(doc)  # the copy, not the original, was changed
+
+
+def test_the_builder_returns_the_model(tmp_path: Path) -> None:
+    path = tmp_path / "e.db"
+    write_store(make_sweep(3, 1, seed=1), path).close()
+    built = document.build(Store.open_existing(path))
+    assert isinstance(built, ReportDocument) and built.run.trials_finished == sum(c.n for c in built.configurations)
