@@ -94,9 +94,12 @@ def test_the_status_patches_escape_the_slash_and_remove_only_what_is_there() -> 
 def test_limit_aware_is_placed_by_the_cluster_or_the_engine_and_refused_without_a_capacity() -> None:
     exp = Experiment(tasks_dir=str(REPO / "tasks"), configurations=["1x"], placement="limit-aware")
 
-    class Named:  # only the name and the facts matter to the choice (the real backends need daemons)
+    from orchestrator.backends import declared_abilities
+
+    class Named:  # only the declared abilities and the facts matter to the choice (the real backends need daemons)
         def __init__(self, name: str, memory_bytes: int | None) -> None:
             self.name, self.memory_bytes = name, memory_bytes
+            self.abilities = declared_abilities(name)
 
         def facts(self) -> dict[str, int | None]:
             return {"memory_bytes": self.memory_bytes}

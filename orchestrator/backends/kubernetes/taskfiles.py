@@ -17,6 +17,7 @@ import base64
 import hashlib
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,18 @@ def posix_cksum(data: bytes) -> int:
         crc = ((crc << 8) & 0xFFFFFFFF) ^ _TABLE[(crc >> 24) ^ (n & 0xFF)]
         n >>= 8
     return (~crc) & 0xFFFFFFFF
+
+
+def configmap_data(files: Iterable[Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """A ConfigMap's ``data`` (UTF-8 files as text) and ``binaryData`` (the rest, base64) by file key."""
+    data: dict[str, str] = {}
+    binary: dict[str, str] = {}
+    for f in files:
+        try:
+            data[f.key] = f.data.decode("utf-8")
+        except UnicodeDecodeError:
+            binary[f.key] = base64.b64encode(f.data).decode()
+    return data, binary
 
 
 @dataclass(frozen=True)
@@ -124,13 +137,7 @@ class TaskBundle:
         return "".join(f"{posix_cksum(d)} {len(d)} ./{p};" for p, d in tests)
 
     def configmap(self, labels: dict[str, str]) -> dict[str, Any]:
-        data: dict[str, str] = {}
-        binary: dict[str, str] = {}
-        for f in self.files:
-            try:
-                data[f.key] = f.data.decode("utf-8")
-            except UnicodeDecodeError:
-                binary[f.key] = base64.b64encode(f.data).decode()
+        data, binary = configmap_data(self.files)
         if (view := self.agent_toml()) is not None:
             data[AGENT_TOML_KEY] = view.decode("utf-8")
         body: dict[str, Any] = {
@@ -205,13 +212,7 @@ class AgentFiles:
         return [{"key": f.key, "path": f.path, "mode": 0o755 if f.executable else 0o644} for f in self.files]
 
     def configmap(self, labels: dict[str, str]) -> dict[str, Any]:
-        data: dict[str, str] = {}
-        binary: dict[str, str] = {}
-        for f in self.files:
-            try:
-                data[f.key] = f.data.decode("utf-8")
-            except UnicodeDecodeError:
-                binary[f.key] = base64.b64encode(f.data).decode()
+        data, binary = configmap_data(self.files)
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
                                 "metadata": {"name": self.name, "labels": dict(labels)}, "immutable": True,
                                 "data": data}
