@@ -134,11 +134,12 @@ def store_paths(path: Path, n_rows: int) -> dict[str, Callable[[], str]]:
     from starlette.testclient import TestClient
 
     from orchestrator.report import html, render, terminal
+    from orchestrator.report.model import ReportDocument
     from orchestrator.view.app import create_app
 
-    def doc() -> dict[str, Any]:
+    def doc() -> ReportDocument:
         d = document.build(Store.open_existing(path), "bench")
-        assert sum(c["n"] for c in d["configurations"]) == n_rows
+        assert sum(c.n for c in d.configurations) == n_rows
         return d
 
     def to_terminal() -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.report import checks, costs, rules, summary
 from orchestrator.report.calibration import CALIBRATION_HEADERS, CALIBRATION_RULE, calibration_rows
-from orchestrator.report.model import ReportDocument, RunSection
+from orchestrator.report.model import ReportDocument, RunSection, Trust
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.text import (
     HEADLINE_HEADERS,
@@ -150,8 +150,7 @@ def provenance_block(doc: ReportDocument) -> list[str]:
     return lines
 
 
-def trust_lines(doc: ReportDocument) -> list[str]:
-    trust = doc.trust
+def trust_lines(trust: Trust) -> list[str]:
     lines: list[str] = []
     if trust.abstentions:
         lines += ["## Abstentions", "", "Honest \"cannot answer\" answers a golden grader allows: their own outcome, "
@@ -347,7 +346,7 @@ def summary_block(doc: ReportDocument) -> list[str]:
 def render(doc: ReportDocument) -> str:
     run = doc.run
     lines = [f"# headroom report — {run.name} ({run.run_id})", ""] + summary_block(doc)
-    lines += checks.banner(doc) + setup_block(doc) + provenance_block(doc) + trust_lines(doc)
+    lines += checks.banner(doc) + setup_block(doc) + provenance_block(doc) + trust_lines(doc.trust)
     if not doc.configurations:
         return "\n".join(lines + ["No finished trials yet.", ""])
     # An import's own rule is its headline: its section leads; a native run's named rules follow the exclusions.

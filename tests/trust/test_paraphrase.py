@@ -8,6 +8,7 @@ from scipy import stats
 
 from orchestrator.report.document import provenance_mix, trust_block
 from orchestrator.report.markdown import trust_lines
+from orchestrator.report.model import Trust
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
 from orchestrator.stats.proportions import wilson
 
@@ -54,8 +55,8 @@ def test_report_shows_access_mix_unknown_share_abstentions_and_gap() -> None:
     df.loc[df.index[-1], "outcome"] = "abstained"
     configs = [{"label": "1x/3x", "abstention_rate": wilson(1, 8).to_dict()},
                {"label": "2x/none", "abstention_rate": wilson(0, 8).to_dict()}]
-    doc = {"trust": trust_block(df, prov, configs)}
-    assert doc["trust"]["abstentions"] == {"1x/3x": wilson(1, 8).to_dict()}  # a configuration without any: left out
-    text = "\n".join(trust_lines(doc))
+    trust = Trust.model_validate(trust_block(df, prov, configs))
+    assert trust.abstentions == {"1x/3x": wilson(1, 8).to_dict()}  # a configuration without any: left out
+    text = "\n".join(trust_lines(trust))
     assert "## Abstentions" in text and "## Paraphrase gap" in text and "+50.0%" in text
     assert "| 1x/3x | 1 | 8 | 12.5% [" in text

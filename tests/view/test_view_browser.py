@@ -84,16 +84,16 @@ def test_run_page_hover_heatmap_click_through_to_evidence(browser, view_server, 
 
     # The report's numbers, as the store gives them, are on the page (intervals included).
     text = browser.find_element(By.CSS_SELECTOR, "article.report").text
-    for c in doc["configurations"]:
-        assert rate(c["score_infra_as_failure"]) in text
+    for c in doc.configurations:
+        assert rate(c.score_infra_as_failure) in text
     assert "oom_killed" in text and "Calibration recommendation" in text
 
     # Hovering a point of the rates plot shows that configuration's numbers.
-    strict = next(c for c in doc["configurations"] if c["label"] == "1x-strict")
+    strict = next(c for c in doc.configurations if c.label == "1x-strict")
     point = browser.find_elements(By.CSS_SELECTOR, "#rates-plot .scatterlayer .trace:first-child .points path")[0]
     ActionChains(browser).move_to_element(point).perform()
     hover = _wait(browser, "#rates-plot .hoverlayer .hovertext", timeout=20)
-    est = strict["score_infra_as_failure"]
+    est = strict.score_infra_as_failure
     assert "1x-strict" in hover.text and f"{100 * est['estimate']:.1f}%" in hover.text
     assert f"{est['k']} of {est['n']} trials" in hover.text
 
@@ -103,7 +103,7 @@ def test_run_page_hover_heatmap_click_through_to_evidence(browser, view_server, 
 
     # Heatmap cell: hog under 1x-strict (64 MiB task, 80 MiB allocation: every attempt is OOM-killed).
     cell = browser.find_element(By.CSS_SELECTOR, "table.heatmap td[data-task='hog'][data-config='1x-strict']")
-    task_row = next(t for t in doc["statistics"]["tasks"] if t["task_id"] == "hog")["configs"]["1x-strict"]
+    task_row = next(t for t in doc.statistics["tasks"] if t["task_id"] == "hog")["configs"]["1x-strict"]
     assert cell.text.startswith(f"{task_row['passed']}/{task_row['n']}") and "infra" in cell.text
     cell.find_element(By.TAG_NAME, "a").click()
     _wait(browser, "#trials")
