@@ -8,7 +8,7 @@
 # ROOTs: what the agent could write that the verifier sees (its work dir, its logs).
 # HR_SAN_HIDDEN: verifier-only paths, space-separated (the tests, the verifier's logs, the
 #   solution); /proc is always one. HR_SAN_PRUNE: paths never searched (a work dir of / holds
-#   /proc and the tests). HR_SAN_BUDGET_CS: the time for judging links, in centiseconds.
+#   /proc and the tests). HR_SAN_MAX_LINKS: how many links may be judged in all (2000).
 #
 # Paths are resolved by the system, never by hand: `readlink -m` (the kernel's view of every
 # existing component, symlinks and `..` included, in this very view; only components that do
@@ -24,19 +24,13 @@
 #      cannot be resolved, is removed. A link to a folder outside the ROOTs adds that folder
 #      to the next round (what the verifier reaches through the link), up to 8 rounds; a
 #      folder left unsearched after them makes the state `exhausted`.
-#      Past the deadline the remaining links are removed unjudged and the state is `exhausted`.
+#      A folder whose links would take the count judged past HR_SAN_MAX_LINKS has them all
+#      removed unjudged, and the state is `exhausted`. The bound is a count, not a time: the same
+#      tree gets the same verdict on an idle machine and a loaded one.
 # Prints key=value lines; `status=ok` only if everything was judged and what had to go is gone.
 set -u
 LC_ALL=C
 export LC_ALL
-
-now() {
-  if read -r up _ 2>/dev/null < /proc/uptime; then
-    NOW=$(( ${up%.*} * 100 + 1${up#*.} - 100 ))
-  else
-    NOW=0
-  fi
-}
 
 resolve() {  # $1 -> T: where the system resolves it; status 1 if it cannot say
   T=$(readlink -m -- "$1" 2>/dev/null) && [ -n "$T" ] && return 0
@@ -67,11 +61,6 @@ if [ "${1:-}" = --judge ]; then  # called by find -exec on a batch of links
   hidden_list
   for l in "$@"; do
     [ -L "$l" ] || continue
-    now
-    if [ "$NOW" -ge "${HR_SAN_DEADLINE_CS:-0}" ] && [ "${HR_SAN_DEADLINE_CS:-0}" != 0 ]; then
-      if rm -f -- "$l" 2>/dev/null; then echo U; else echo X; fi
-      continue
-    fi
     if resolve "$l" && ! is_bad "$T"; then
       # Kept: a link to a regular file, or to nothing (yet). A FIFO, socket or device the verifier
       # would open through it (`answer -> /tmp/fifo`, `-> /dev/zero`) goes like one in the work dir.
@@ -90,17 +79,14 @@ if [ "${1:-}" = --judge ]; then  # called by find -exec on a batch of links
 fi
 
 hidden_list
-now
-# The deadline is fixed here, in this environment's own clock, and inherited by every judge.
-HR_SAN_DEADLINE_CS=$((NOW + ${HR_SAN_BUDGET_CS:-2000}))
-[ "$NOW" = 0 ] && HR_SAN_DEADLINE_CS=0
-export HR_SAN_DEADLINE_CS
+MAX_LINKS=${HR_SAN_MAX_LINKS:-2000}
+case $MAX_LINKS in ''|*[!0-9]*) MAX_LINKS=2000 ;; esac
 PRUNE="-path /proc -o -path /sys -o -path /dev"
 for p in ${HR_SAN_PRUNE:-} ${HR_SAN_HIDDEN:-}; do PRUNE="$PRUNE -o -path $p"; done
 ME=$(id -u 2>/dev/null || echo 0)
 OWNED=""
 [ "$ME" != 0 ] && OWNED="-o ! -user $ME"
-roots_replaced=0 special=0 special_left=0 removed=0 unjudged=0 unremovable=0 kept=0 unlistable=0 scanned=0
+roots_replaced=0 special=0 special_left=0 removed=0 unjudged=0 unremovable=0 kept=0 unlistable=0 scanned=0 judged=0
 SEEN="" NEXT=""
 
 scan_root() {  # $1: one folder; counts into the totals, dir targets of its links into NEXT
@@ -117,6 +103,19 @@ scan_root() {  # $1: one folder; counts into the totals, dir targets of its link
   special_left=$((special_left + n))
   # shellcheck disable=SC2086
   find -P "$r" \( $PRUNE \) -prune -o ! -type l ! -type d ! -perm -600 -exec chmod u+rw -- {} + 2>/dev/null
+  # Counted before judging (a name holding a newline counts twice: an over-count, never an under-count).
+  # shellcheck disable=SC2086
+  n=$(find -P "$r" \( $PRUNE \) -prune -o -type l -print 2>/dev/null | wc -l)
+  if [ $((judged + n)) -gt "$MAX_LINKS" ]; then
+    # shellcheck disable=SC2086
+    find -P "$r" \( $PRUNE \) -prune -o -type l -exec rm -f -- {} + 2>/dev/null
+    # shellcheck disable=SC2086
+    left=$(find -P "$r" \( $PRUNE \) -prune -o -type l -print 2>/dev/null | wc -l)
+    unjudged=$((unjudged + n - left))
+    unremovable=$((unremovable + left))
+    return
+  fi
+  judged=$((judged + n))
   # The script is not an argument of find: GNU find would replace the `{}` in its text too.
   # shellcheck disable=SC2086
   out=$(find -P "$r" \( $PRUNE \) -prune -o -type l -exec sh -c 'eval "$HR_SAN_SCRIPT"' headroom-judge --judge {} + 2>/dev/null; echo "E$?")

@@ -69,7 +69,7 @@ class Plan:
     setup: SetupCommand | None = None
     agent_result: str = cc.AGENT_RESULT
     verifier_logs: str = cc.VERIFIER_LOGS
-    sanitiser_budget_s: float = sanitiser.BUDGET_S
+    sanitiser_max_links: int = sanitiser.MAX_LINKS
 
 
 def _bound_exec(runner: StepRunner, workdir: str, base_env: Mapping[str, str]) -> Exec:
@@ -138,7 +138,7 @@ def run_try(runner: StepRunner, plan: Plan, facts: TrialFacts, *,
         if not proceed(Phase.HANDOVER):
             return
         s = runner.run(sanitiser.argv(plan.roots), role="verifier", name=Phase.SANITISE, cwd="/",
-                       env=sanitiser.env(plan.hidden, plan.prune, plan.sanitiser_budget_s),
+                       env=sanitiser.env(plan.hidden, plan.prune, plan.sanitiser_max_links),
                        timeout_s=sanitiser.TIMEOUT_S)
         if s.spawn_error:  # the runner's own verdict: nothing of the agent's can stop a shell from starting
             facts.infra_hint, facts.infra_detail = InfraReason.SPAWN_FAILED, f"sanitiser: {s.spawn_error}"

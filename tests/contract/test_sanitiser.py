@@ -22,9 +22,9 @@ from orchestrator.contract import phases, sanitiser
 SH = shutil.which("dash") or "/bin/sh"
 
 
-def run(root: Path, *, budget_s: float = 20, user: str | None = None, roots: list[Path] | None = None,
+def run(root: Path, *, max_links: int = sanitiser.MAX_LINKS, user: str | None = None, roots: list[Path] | None = None,
         path: str | None = None) -> sanitiser.Report:
-    env = sanitiser.env([str(root / "tests"), str(root / "logs" / "verifier")], [], budget_s)
+    env = sanitiser.env([str(root / "tests"), str(root / "logs" / "verifier")], [], max_links)
     if path is not None:
         env["PATH"] = path
     argv = [SH, *sanitiser.argv([str(r) for r in roots or [root / "app"]])[1:]]
@@ -110,13 +110,18 @@ def test_a_folder_the_verifiers_user_cannot_list_is_the_agents_failure(view: Pat
     assert report.counts["unlistable"] >= 1
 
 
-def test_past_its_budget_every_link_goes_unjudged_and_the_state_is_exhausted(view: Path) -> None:
+def test_past_its_bound_every_link_goes_unjudged_and_the_state_is_exhausted(view: Path) -> None:
     for i in range(5):
         (view / "app" / f"l{i}").symlink_to("/usr/bin/python3")
-    report = run(view, budget_s=0)
+    report = run(view, max_links=4)
     assert report.status == "exhausted"
     assert report.counts["links_unjudged"] == 5
     assert not any(p.is_symlink() for p in (view / "app").iterdir())
+    # At the bound exactly, every link is judged: the bound is a count of links, not a time.
+    for i in range(5):
+        (view / "app" / f"l{i}").symlink_to("/usr/bin/python3")
+    report = run(view, max_links=5)
+    assert report.status == "ok" and report.counts["links_kept"] == 5
 
 
 def test_a_deep_link_chain_is_judged_in_bounded_work(view: Path) -> None:
@@ -126,7 +131,7 @@ def test_a_deep_link_chain_is_judged_in_bounded_work(view: Path) -> None:
         (app / f"c{i}").symlink_to(prev)
         prev = app / f"c{i}"
     report = run(view)
-    assert report.status in ("ok", "exhausted")
+    assert report.status == "ok"  # 200 links: within the bound, so judged in full
     # Once the first hop is gone the rest dangle inside the work dir: what is left leads nowhere hidden.
     tests = view / "tests"
     for p in app.iterdir():

@@ -135,7 +135,9 @@ def test_a_file_deeper_than_path_max_counts_against_the_storage_limit(tasks_root
     write_hostile_task(tasks_root, "deepfill", attack, storage_mb=16, agent_timeout=60)
     run = sweep(tasks_root, tmp_path, "--multipliers", "1x-strict")
     assert run.outcomes == [("infra_error", "storage_limit")], (run.outcomes, run.stdout_of())
-    assert "WROTE" in run.stdout_of()
+    assert "depth 50" in run.stdout_of()  # the agent got past PATH_MAX before it wrote
+    # The write may be cut short by the eviction (it comes as soon as the scan sees the limit
+    # passed, mid-write on a busy machine), so the proof that the deep data counted is the peak.
     (ev,) = run.evidence
     assert ev["extra"]["storage_peak_bytes"] > 16 * 1024 * 1024
     assert "over its storage limit of 16.0 MiB" in ev["infra_detail"]

@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.backends.kubernetes.pod import FINALIZER, QUEUE_LABEL, build
 from orchestrator.backends.kubernetes.taskfiles import MAX_CONFIGMAP_BYTES, bundle, posix_cksum
+from orchestrator.contract import sanitiser
 from orchestrator.errors import SpecError
 from orchestrator.launch import build_launch
 from orchestrator.plan import plan
@@ -36,11 +37,20 @@ def test_requests_and_limits_scale_the_task_spec() -> None:
     assert "limits" not in pod_for("unbounded")["spec"]["containers"][0]["resources"]
 
 
+def test_the_pod_deadline_covers_every_step_s_own_timeout() -> None:
+    # The deadline is the pod's last resort: a step that runs to its own timeout (the sanitiser's
+    # included) must end in that step's verdict, never in a deadline kill that reads as infra.
+    tasks = load_tasks(REPO / "tasks", ["word-index"])
+    agent_s, verifier_s = tasks[0].spec.agent.timeout_sec, tasks[0].spec.verifier.timeout_sec
+    deadline = pod_for("1x-strict")["spec"]["activeDeadlineSeconds"]
+    assert deadline >= agent_s + sanitiser.TIMEOUT_S + verifier_s + 60
+
+
 def test_pod_settings_and_restricted_security() -> None:
     p = pod_for("1x-strict", queue="team-a")
     spec = p["spec"]
     assert spec["restartPolicy"] == "Never" and spec["automountServiceAccountToken"] is False
-    assert spec["activeDeadlineSeconds"] >= 30 and spec["shareProcessNamespace"] is True
+    assert spec["shareProcessNamespace"] is True
     assert p["metadata"]["finalizers"] == [FINALIZER]
     assert p["metadata"]["labels"][QUEUE_LABEL] == "team-a"
     assert "headroom.dev/spec-digest" in p["metadata"]["annotations"]

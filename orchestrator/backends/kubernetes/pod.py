@@ -27,6 +27,7 @@ from orchestrator import container_contract as cc
 from orchestrator.backends.kubernetes import scripts
 from orchestrator.backends.kubernetes.signals import TASK_CONTAINER, WARDEN_CONTAINER
 from orchestrator.backends.kubernetes.taskfiles import AGENT_DIR, AgentFiles, ImageTaskFiles, TaskBundle
+from orchestrator.contract import sanitiser
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch, StepLaunch, environment_network
 
@@ -43,7 +44,7 @@ TASK_FILES_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
 _FILL = "/headroom/fill"
 #: The warden copies the tests here for the runner (both containers mount it).
 HANDOFF = "/headroom/handoff"
-#: Time beyond the two step timeouts for the image pull, start-up and the tests' handover.
+#: Time beyond the step timeouts (agent, sanitiser, verifier) for the image pull, start-up and the tests' handover.
 DEADLINE_SLACK_S = 180
 
 
@@ -241,7 +242,8 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
     }
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "activeDeadlineSeconds": math.ceil(launch.agent.timeout_s + launch.verifier.timeout_s + DEADLINE_SLACK_S),
+        "activeDeadlineSeconds": math.ceil(launch.agent.timeout_s + sanitiser.TIMEOUT_S + launch.verifier.timeout_s
+                                           + DEADLINE_SLACK_S),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "shareProcessNamespace": True,

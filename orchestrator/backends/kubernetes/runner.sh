@@ -342,10 +342,10 @@ phase_sanitise() {  # the contract's sanitiser, as the verifier's user (ours), w
   hidden="$RUN/vtask"
   for v in ${HR_VERIFIER_ONLY:-/tests /logs/verifier /solution /headroom/handoff}; do hidden="$hidden $R$v"; done
   ( HR_SAN_SCRIPT=$HR_SAN_SCRIPT HR_SAN_HIDDEN=$hidden HR_SAN_PRUNE="$R/headroom" \
-      HR_SAN_BUDGET_CS="${HR_SAN_BUDGET_CS:-2000}"; export HR_SAN_SCRIPT HR_SAN_HIDDEN HR_SAN_PRUNE HR_SAN_BUDGET_CS
+      HR_SAN_MAX_LINKS="${HR_SAN_MAX_LINKS:-2000}"; export HR_SAN_SCRIPT HR_SAN_HIDDEN HR_SAN_PRUNE HR_SAN_MAX_LINKS
     exec sh -c "$HR_SAN_SCRIPT" headroom-sanitise "$WORKDIR" "$LOGS/agent" ) > "$RUN/sanitise.out" 2>/dev/null &
   spid=$!
-  ( sleep "${HR_SAN_TIMEOUT:-60}"; kill -KILL "$spid" 2>/dev/null ) > /dev/null 2>&1 &
+  ( sleep "${HR_SAN_TIMEOUT:-300}"; kill -KILL "$spid" 2>/dev/null ) > /dev/null 2>&1 &
   wpid=$!
   wait "$spid"
   kill -KILL "$wpid" 2>/dev/null
