@@ -146,7 +146,10 @@ def main(argv: list[str]) -> None:
     args = p.parse_args(argv)
     connect: Callable[[], socket.socket]
     if args.into:
-        (ip, port), upstream = _loopback(args.listen), _loopback(args.upstream)
+        try:
+            (ip, port), upstream = _loopback(args.listen), _loopback(args.upstream)
+        except argparse.ArgumentTypeError as exc:
+            p.error(str(exc))
         srv = listen_here(ip, port)
         connect = functools.partial(connect_in, args.netns_file, upstream)
         print(f"relaying {args.listen} to {args.upstream} (in {args.netns_file})", flush=True)
