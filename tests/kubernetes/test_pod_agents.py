@@ -1,6 +1,7 @@
-"""Agents on Pods: an external agent is refused in one line before anything starts (by `headroom sweep --backend
-kubernetes`, by `headroom submit`, and in the Experiment resource the controller reads, which refuses a host
-agent.path too); an installed agent's directory becomes a read-only ConfigMap at /agent."""
+"""Agents on Pods: an external agent runs on the host of `headroom sweep --backend kubernetes` (its pod only holds
+the environment, and gets neither its secrets nor the gateway's variables); `headroom submit` and the Experiment
+resource the controller reads refuse it in one line (and a host agent.path too); an installed agent's directory
+becomes a read-only ConfigMap at /agent."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from orchestrator.backends.kubernetes.pod import build
+from orchestrator.agents.pods import pod_agent_problem
+from orchestrator.backends.kubernetes.pod import EXTERNAL_START_SLACK_S, build
 from orchestrator.backends.kubernetes.taskfiles import agent_files, bundle
 from orchestrator.controller.resources import ExperimentResourceSpec
 from orchestrator.errors import SpecError, first_validation_error
@@ -65,12 +67,38 @@ def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp), "KUBECONFIG": str(tmp / "none")})
 
 
-def test_cli_refuses_an_external_agent_on_pods_in_one_line(tmp_path: Path) -> None:
+def test_the_cli_runs_an_external_agent_on_pods_and_the_controller_refuses_it() -> None:
+    # `headroom sweep --backend kubernetes` runs it on its own host, over pods/exec; the controller has no host.
+    assert pod_agent_problem("external", None) is None
+    assert "controller runs trials as pods and has no such host" in (pod_agent_problem("external", None,
+                                                                                       in_cluster=True) or "")
+
+
+def test_cli_reaches_the_cluster_with_an_external_agent_on_pods(tmp_path: Path) -> None:
+    # No refusal before connecting any more: the first error is the missing kubeconfig, in one line.
     r = _sweep(tmp_path, "--agent", "external", "--agent-command", "python3 my_agent.py")
     assert r.returncode == 2, r.stderr
-    assert r.stderr.strip() == ("error: agent: external agents need an exec channel, which the kubernetes backend "
-                                "does not give yet (local and docker do)")
-    assert not (tmp_path / "s.db").exists()
+    assert "external agents" not in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "kubeconfig" in r.stderr
+
+
+def test_an_external_agents_pod_holds_the_environment_and_gets_no_secret_or_gateway_variable(tmp_path: Path) -> None:
+    launch = _launch(tmp_path, {"kind": "external", "command": "python3 my_agent.py", "env_passthrough": ["MY_TOKEN"]})
+    launch.agent.env["OPENAI_API_KEY"] = "hr-per-try-key"  # as the engine adds the gateway's variables
+    launch.agent.env["HEADROOM_MODEL_BASE_URL"] = "http://127.0.0.1:1/v1"
+    body = build(launch, KubernetesOptions(), bundle("prime-count", launch.task.path, launch.task.digest), "img",
+                 secret="headroom-secrets-x")
+    task = body["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in task["env"]}
+    assert env["HR_AGENT_EXTERNAL"] == "1" and env["HR_AGENT_SHELL"] == ""
+    assert "python3 my_agent.py" not in str(body)  # the agent's command runs on the host, never in the pod
+    assert "OPENAI" not in env["HR_AGENT_ENV"] and "HEADROOM_MODEL" not in env["HR_AGENT_ENV"]
+    assert "export HEADROOM_SEED=" in env["HR_AGENT_ENV"]
+    assert env["HR_SECRET_NAMES"] == "" and "MY_TOKEN" not in env
+    assert int(env["HR_AGENT_TIMEOUT"]) == int(launch.agent.timeout_s) + EXTERNAL_START_SLACK_S
+    plain = build(_launch(tmp_path, {"kind": "command", "command": "true"}), KubernetesOptions(),
+                  bundle("prime-count", launch.task.path, launch.task.digest), "img")
+    assert body["spec"]["activeDeadlineSeconds"] == plain["spec"]["activeDeadlineSeconds"] + EXTERNAL_START_SLACK_S
 
 
 def _launch(tmp: Path, agent: dict[str, object]) -> Launch:

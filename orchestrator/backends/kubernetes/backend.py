@@ -220,7 +220,7 @@ class KubernetesBackend:
                 raise
 
     def _secret(self, launch: Launch) -> str | None:
-        if not launch.agent.secret_env:
+        if not launch.agent.secret_env or launch.agent_kind == "external":  # an external agent's stay on the host
             return None
         name = pod_mod.secret_name(launch.labels[RUN_LABEL])
         if name not in self._secrets:
