@@ -12,7 +12,9 @@ no working dir, variables or timeout for an exec, so each command is wrapped in 
 * takes the contract's agent variables (``HR_AGENT_ENV``, as the runner's agent step does) and hides the
   runner's own ``HR_*`` ones, then the request's variables;
 * changes to the working dir (the runner's ``$WORKDIR`` when none is asked for);
-* kills the command after its timeout (exit 124, like ``timeout(1)``), its stdin passed through.
+* ends the command after its timeout with the image's ``timeout(1)`` (TERM, then KILL 2 s later: exit 124 or
+  137), or, in an image without one, with a shell watcher (KILL: exit 124); its stdin is passed through.
+  Either counts as a timeout only when the exec also lasted the whole timeout.
 
 Output travels as text over the websocket (the kubernetes client decodes it as UTF-8), so bytes that are not
 UTF-8 arrive replaced.
@@ -52,6 +54,7 @@ eval "${{HR_AGENT_ENV:-}}"
 unset {HIDDEN}
 eval "$x"
 cd "$d" 2>/dev/null || {{ echo "{REFUSAL}no directory $d in the environment" >&2; exit {REFUSED}; }}
+if command -v timeout >/dev/null 2>&1; then exec timeout -k 2 "$t" "$@"; fi
 exec 3<&0
 "$@" <&3 3<&- &
 p=$!
@@ -102,6 +105,6 @@ class PodExec:
         if r.exit_code == REFUSED and r.stderr.startswith(REFUSAL):
             return ExecResult(exit_code=None, duration_s=elapsed, error=r.stderr[len(REFUSAL):].strip())
         out, err = r.stdout.encode(), r.stderr.encode()
-        timed_out = r.exit_code == 124 and elapsed >= timeout
+        timed_out = r.exit_code in (124, 137) and elapsed >= timeout
         return ExecResult(exit_code=None if timed_out else r.exit_code, stdout=out[:MAX_OUTPUT], stderr=err[:MAX_OUTPUT],
                           timed_out=timed_out, duration_s=elapsed, stdout_bytes=len(out), stderr_bytes=len(err))
