@@ -40,10 +40,11 @@ def test_the_reference_agent_solves_a_bundled_task_on_pods(cluster: Cluster, rea
     assert cluster.core.list_namespaced_pod(ns).items == []
 
 
-def test_an_exec_after_the_agent_phase_is_refused_and_its_commands_run_in_the_pod(
+def test_the_exec_channel_on_pods_takes_its_options_and_what_it_leaves_is_swept(
         cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path) -> None:
-    # The agent leaves a background exec behind: the runner's sweep ends it before the verifier, and the
-    # exec log shows every command with its exit code, the cwd and variables asked for, and a timeout.
+    # The exec log shows every command with its exit code, the cwd asked for and a timeout. The agent leaves a
+    # background process behind: the runner's sweep ends it, so the warden hands the tests over and the verifier
+    # runs (a process left alive would withhold them).
     ns = cluster.create_namespace(prefix="extexec", labels=RESTRICTED)
     agent = (r"""set -u
 $HEADROOM_EXEC -- sh -c 'pwd; echo "seed=$HEADROOM_SEED"'
@@ -53,6 +54,7 @@ $HEADROOM_EXEC -- sh -c 'exit 7'; echo "exit-rc=$?"
 $HEADROOM_EXEC -- sh -c 'env' | grep -c -e OPENAI -e HEADROOM_MODEL -e HR_AGENT_ENV; true
 $HEADROOM_EXEC -- sh -c 'cat /proc/self/cgroup | head -1'
 echo 42 > "$HEADROOM_LOGS_DIR/host-note.txt"
+$HEADROOM_EXEC -- sh -c 'sleep 300 >/dev/null 2>&1 &'
 """)
     res = sweep(tmp_path, {"tasks_dir": str(Path(__file__).resolve().parents[2] / "tasks"), "tasks": ["prime-count"],
                            "configurations": ["unbounded"], "attempts": 1, "backend": "kubernetes",
@@ -62,10 +64,12 @@ echo 42 > "$HEADROOM_LOGS_DIR/host-note.txt"
     db = sqlite3.connect(tmp_path / "h.db")
     try:
         run_id, trial_id, outcome = db.execute("SELECT run_id, trial_id, outcome FROM executions").fetchone()
+        (ev,) = db.execute("SELECT json FROM evidence").fetchone()
         kept = {a.name: reader.read(db, a.sha256) for a in reader.list_artifacts(db, run_id, trial_id, 0) if a.sha256}
     finally:
         db.close()
     assert outcome == "failed"  # it never wrote primes.json: the runner's verifier says so
+    assert "verifier_skipped" not in json.loads(ev)["extra"]["runner"]
     out = kept[names.AGENT_STDOUT].decode()
     lines = out.splitlines()
     assert lines[:2] == ["/tmp", "seed=" + lines[1].split("=", 1)[1]] and lines[1] != "seed="
@@ -74,6 +78,6 @@ echo 42 > "$HEADROOM_LOGS_DIR/host-note.txt"
     assert lines[lines.index("exit-rc=7") + 1] == "0"  # no gateway or runner variable in the environment
     assert "kubepods" in lines[lines.index("exit-rc=7") + 2] or "headroom-realnode" in lines[lines.index("exit-rc=7") + 2]
     records = [r for r in execlog.parse(kept[names.EXEC_LOG]) if isinstance(r, execlog.ExecRecord)]
-    assert [r.exit_code for r in records] == [0, 0, None, 7, 0, 0]
+    assert [r.exit_code for r in records] == [0, 0, None, 7, 0, 0, 0]
     assert records[2].timed_out and records[1].cwd == "/" and records[0].cwd == "/tmp"
     assert kept[f"{names.LOGS_PREFIX}/host-note.txt"] == b"42\n"
