@@ -3,7 +3,8 @@
 # The phases run in the order of orchestrator/contract/phases.py (the `for phase in` list at the
 # end is filled in from it by scripts.py):
 # 0. optional agent setup (HR_SETUP_*), own timeout;
-# 1. agent step: cwd = the image's WORKDIR, logs in /logs/agent, own timeout;
+# 1. agent step: cwd = the image's WORKDIR, logs in /logs/agent, own timeout (an external agent's:
+#    the environment is held while the host's agent acts on it over pods/exec; see end_external);
 # 2. kill every other process of this container (same cgroup), until none is left;
 # 3. ask the warden container (which alone holds the tests) for them and block on a
 #    FIFO: it hands them over only when it sees no process of this container but us;
