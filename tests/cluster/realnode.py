@@ -548,8 +548,8 @@ class RealNode:
         assert containerd.proc is not None
         addr = f"127.0.0.1:{self.stream_port}"
         bridge = self._component("stream-bridge", [
-            sys.executable, "-m", "tests.cluster.netns_bridge", "--into", f"/proc/{containerd.proc.pid}/ns/net",
-            addr, addr])
+            sys.executable, "-m", "tests.cluster.netns_bridge", "--into", "--owner", str(self.dir),
+            f"/proc/{containerd.proc.pid}/ns/net", addr, addr])
         bridge.start(env={**os.environ, "PYTHONPATH": str(REPO)})
         self._wait("the CRI streaming bridge", lambda: "relaying" in bridge.log.read_text(errors="replace"),
                    deadline, bridge)
