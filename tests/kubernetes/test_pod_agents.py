@@ -149,3 +149,35 @@ def test_an_agent_directory_too_big_for_a_configmap_is_one_line(tmp_path: Path) 
         agent_files(d)
     assert err.value.field == "agent.path" and "at most 1024 KiB" in err.value.one_line()
     assert "\n" not in err.value.one_line()
+
+
+def test_the_hosts_agent_facts_join_the_runners_and_the_runner_keeps_its_measures(tmp_path: Path) -> None:
+    from orchestrator.backends.kubernetes.external import PodAgent
+    from orchestrator.spec.facts import StepFacts, TrialFacts
+
+    launch = _launch(tmp_path, {"kind": "external", "command": "python3 my_agent.py"})
+    facts = TrialFacts(enforcement="kubernetes", request_cpus=1, request_memory_bytes=1, limit_cpus=None,
+                       limit_memory_bytes=None, qos_class="BestEffort", reward=1.0,
+                       agent=StepFacts(name="agent", exit_code=0, oom_kills=1, oom_evidence="container memcg",
+                                       duration_s=9.0))
+    agent = PodAgent(None, "ns", launch)  # never started: the facts it would have gathered are set here
+    try:
+        agent.facts = StepFacts(name="agent", exit_code=3, duration_s=7.5, stdout_tail="done")
+        agent.execs = 4
+        (agent.logs / "result.json").write_text('{"tokens_in": 5}')
+        agent.merge(facts)
+    finally:
+        agent.remove()
+    assert facts.agent is not None and (facts.agent.exit_code, facts.agent.duration_s) == (3, 7.5)
+    assert (facts.agent.oom_kills, facts.agent.oom_evidence) == (1, "container memcg")  # the runner's measure
+    assert facts.reward == 1.0  # the runner's verdict, untouched
+    assert facts.agent_result.get("tokens_in") == 5
+    assert facts.extra["external_agent"]["execs"] == 4 and facts.extra["external_agent"]["runner_phase"]["exit_code"] == 0
+
+    never = TrialFacts(enforcement="kubernetes", request_cpus=1, request_memory_bytes=1, limit_cpus=None,
+                       limit_memory_bytes=None, qos_class="BestEffort", agent=StepFacts(name="agent", timed_out=True))
+    agent = PodAgent(None, "ns", launch)
+    agent.problem = "the runner's agent phase could not be reached: gone"
+    agent.merge(never)
+    agent.remove()
+    assert never.agent is not None and never.agent.spawn_error == agent.problem

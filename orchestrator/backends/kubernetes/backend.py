@@ -97,6 +97,7 @@ class _Try:
     ended_at: float | None = None  # when an infrastructure ending was first seen (see EVENT_GRACE_S)
     gated: bool = False  # seen held by a scheduling gate (Kueue's, until it admits the pod)
     gated_s: float | None = None  # creation to the first sight of the pod without its gates
+    adopted: bool = False  # found running by a later process: an external agent's host thread died with the first
 
 
 @dataclass
@@ -389,7 +390,8 @@ class KubernetesBackend:
             return None
         inf.expect(launch.name)
         with self._lock:
-            self._tries[launch.name] = _Try(launch=launch, body={}, submitted_at=self.clock(), created=True)
+            self._tries[launch.name] = _Try(launch=launch, body={}, submitted_at=self.clock(), created=True,
+                                            adopted=True)
         return self._handle(launch)
 
     def observe(self, handle: Handle) -> TrialFacts | None:
@@ -434,7 +436,7 @@ class KubernetesBackend:
         self.stats.by_state[obs.state] = self.stats.by_state.get(obs.state, 0) + 1
         if pod is not None:
             self._note_gate(t, pod, obs.state)
-        if obs.state == "running" and t.launch.agent_kind == "external":
+        if obs.state == "running" and t.launch.agent_kind == "external" and not t.adopted:
             self._start_pod_agent(t.launch)
         if obs.state != "done" or obs.facts is None:
             t.seen_version, t.seen_state, t.seen_at = version, obs.state, now
