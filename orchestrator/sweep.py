@@ -81,7 +81,7 @@ def start(
     placement_for(experiment, backend)  # a placement the backend cannot keep is refused before the run is written
     if experiment.agent.kind == "external" and not backend.abilities.exec_channel:
         raise SpecError(f"external agents need an exec channel, which the {backend.name} backend does not give yet "
-                        "(local and docker do)", field="agent.kind")
+                        "(local, docker and kubernetes do)", field="agent.kind")
     preflight_note = preflight.check(experiment, trials, tasks, backend)  # refuses an agent that cannot start
     secrets = secret_values(run_secret_names(experiment))
     spec = redact(experiment.model_dump(mode="json"), secrets)

@@ -160,7 +160,8 @@ def make_backend(experiment: Experiment, enforcement: str) -> Backend:
     if experiment.backend == "kubernetes":
         from orchestrator.agents.pods import pod_agent_problem
 
-        # Before connecting to a cluster: the refusal needs none (sweep.start refuses it again by exec_channel).
+        # Before connecting to a cluster: a refusal needs none (an external agent is not refused here any more: it
+        # runs on this host over pods/exec; sweep.start checks the backend's exec_channel ability).
         if problem := pod_agent_problem(experiment.agent.kind, experiment.agent.path):
             raise SpecError(problem, field="agent")
     return backends.load(experiment.backend, options=getattr(experiment, experiment.backend, None))

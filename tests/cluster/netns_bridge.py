@@ -13,16 +13,28 @@ which the API server's certificate names) connects to that IP; this process owns
 Pods route everything through the node's namespace (the CNI's default route), so a packet for
 the ClusterIP is delivered to this listener locally. Nothing listens outside namespaces the
 test session created. Run: ``python -m tests.cluster.netns_bridge NETNS_FILE IP:PORT HOST:PORT``.
+
+The reverse direction (``--into``) is for containerd's CRI streaming server (exec, attach,
+port-forward), which listens on 127.0.0.1 *inside* the node's namespace while the kubelet, in
+the host's, dials the URL containerd hands it (``http://127.0.0.1:PORT/exec/...``): this process
+listens on the host's 127.0.0.1:PORT and connects each accepted connection to 127.0.0.1:PORT in
+the node's namespace (a socket created while the thread is in that namespace stays in it). Loopback
+only on both sides. Run: ``python -m tests.cluster.netns_bridge --into NETNS_FILE 127.0.0.1:PORT
+127.0.0.1:PORT`` (listen on the host, connect in the namespace).
 """
 
 from __future__ import annotations
 
+import argparse
 import ctypes
+import functools
+import ipaddress
 import os
 import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 CLONE_NEWNET = 0x40000000
 
@@ -55,6 +67,38 @@ def listen_in(netns_file: str, ip: str, port: int) -> socket.socket:
     return srv
 
 
+def connect_in(netns_file: str, address: tuple[str, int], timeout: float = 10) -> socket.socket:
+    """A TCP connection to ``address`` made from another network namespace: the socket is created
+    there (a socket keeps the namespace it was created in), then the thread comes back."""
+    home = os.open("/proc/self/ns/net", os.O_RDONLY)
+    target = os.open(netns_file, os.O_RDONLY)
+    try:
+        setns(target)
+        try:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        finally:
+            setns(home)
+    finally:
+        os.close(home)
+        os.close(target)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(address)
+        sock.settimeout(None)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def listen_here(ip: str, port: int) -> socket.socket:
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((ip, port))
+    srv.listen(64)
+    return srv
+
+
 def pump(src: socket.socket, dst: socket.socket) -> None:
     try:
         while data := src.recv(65536):
@@ -69,9 +113,9 @@ def pump(src: socket.socket, dst: socket.socket) -> None:
                 pass
 
 
-def relay(conn: socket.socket, upstream: tuple[str, int]) -> None:
+def relay(conn: socket.socket, connect: Callable[[], socket.socket]) -> None:
     try:
-        up = socket.create_connection(upstream, timeout=10)
+        up = connect()
         up.settimeout(None)
     except OSError:
         conn.close()
@@ -80,15 +124,45 @@ def relay(conn: socket.socket, upstream: tuple[str, int]) -> None:
     pump(conn, up)
 
 
+def _address(text: str) -> tuple[str, int]:
+    host, port = text.rsplit(":", 1)
+    return host, int(port)
+
+
+def _loopback(text: str) -> tuple[str, int]:
+    host, port = _address(text)
+    if not ipaddress.ip_address(host).is_loopback:
+        raise argparse.ArgumentTypeError(f"{text}: the reverse bridge stays on loopback")
+    return host, port
+
+
 def main(argv: list[str]) -> None:
-    netns_file, listen, upstream = argv
-    ip, port = listen.rsplit(":", 1)
-    host, uport = upstream.rsplit(":", 1)
-    srv = listen_in(netns_file, ip, int(port))
-    print(f"relaying {listen} (in {netns_file}) to {upstream}", flush=True)
+    p = argparse.ArgumentParser(prog="netns_bridge")
+    p.add_argument("--into", action="store_true",
+                   help="listen on the host's loopback, connect inside NETNS_FILE's namespace (loopback)")
+    p.add_argument("--owner", help="the folder of the session that started it (tests/cluster/stale.py finds a "
+                   "crashed session's processes by it)")
+    p.add_argument("netns_file")
+    p.add_argument("listen")
+    p.add_argument("upstream")
+    args = p.parse_args(argv)
+    connect: Callable[[], socket.socket]
+    if args.into:
+        try:
+            (ip, port), upstream = _loopback(args.listen), _loopback(args.upstream)
+        except argparse.ArgumentTypeError as exc:
+            p.error(str(exc))
+        srv = listen_here(ip, port)
+        connect = functools.partial(connect_in, args.netns_file, upstream)
+        print(f"relaying {args.listen} to {args.upstream} (in {args.netns_file})", flush=True)
+    else:
+        (ip, port), upstream = _address(args.listen), _address(args.upstream)
+        srv = listen_in(args.netns_file, ip, port)
+        connect = functools.partial(socket.create_connection, upstream, 10)
+        print(f"relaying {args.listen} (in {args.netns_file}) to {args.upstream}", flush=True)
     while True:
         conn, _ = srv.accept()
-        threading.Thread(target=relay, args=(conn, (host, int(uport))), daemon=True).start()
+        threading.Thread(target=relay, args=(conn, connect), daemon=True).start()
 
 
 if __name__ == "__main__":

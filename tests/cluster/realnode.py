@@ -21,9 +21,13 @@ How it is isolated from the (shared) host, so that teardown leaves nothing behin
 * **Network namespace.** containerd runs in its own network namespace (``unshare --net``);
   the CNI plugins it runs (Debian's ``ptp`` + ``host-local``, pod range ``10.250.0.0/24``)
   put their veths and routes there, never in the host's. The kubelet stays in the host
-  namespace (it reaches the apiserver on 127.0.0.1). Consequence: ``kubectl exec``,
-  ``attach`` and ``port-forward`` do not work on this node (containerd's streaming server
-  is unreachable from the kubelet); ``kubectl logs`` does.
+  namespace (it reaches the apiserver on 127.0.0.1). containerd's CRI streaming server
+  (``exec``, ``attach``, ``port-forward``) is pinned to ``127.0.0.1:<a free port>`` inside
+  its namespace, and a relay (``tests/cluster/netns_bridge.py --into``, component
+  ``stream-bridge``) listens on the host's ``127.0.0.1`` at the same port and connects there:
+  the kubelet dials the URL containerd returns (``http://127.0.0.1:PORT/exec/...``) from the
+  host's namespace, and reaches it. So ``kubectl exec`` (the API's ``pods/exec``) and
+  ``kubectl logs`` work on this node.
 * **cgroups.** The kubelet's ``cgroupRoot`` is ``/headroom-<node name>`` (cgroupfs
   driver), so every pod cgroup sits under a folder of this session, removed at the end.
 * **oom_score_adj.** This host lacks CAP_SYS_RESOURCE, so runc cannot lower a process's
@@ -276,6 +280,8 @@ class RealNode:
         self.net_ns: str | None = None
         self.oom_score_adj = ""
         self.startup_seconds = 0.0
+        #: containerd's CRI streaming port: 127.0.0.1 inside its namespace, relayed from the host's 127.0.0.1
+        self.stream_port = free_port()
         self._stopped = False
 
     # -- paths other code reads --------------------------------------------------------
@@ -368,6 +374,7 @@ class RealNode:
             "ROOT": d / "containerd" / "root", "STATE": d / "containerd" / "state",
             "SOCKET": self.socket, "PAUSE_IMAGE": self.assets.pause_image,
             "RESTRICT_OOM": "true", "RUNC": self.assets.runc, "CNI_CONF_DIR": d / "cni" / "net.d",
+            "STREAM_PORT": self.stream_port,
         }
         text = CONTAINERD_TEMPLATE.read_text()
         for k, v in values.items():
@@ -382,6 +389,7 @@ class RealNode:
                    containerd)
         assert containerd.proc is not None
         self.net_ns = ns_inode(containerd.proc.pid, "net")
+        self._bridge_streams(containerd, deadline)
         self.oom_score_adj = Path(f"/proc/{containerd.proc.pid}/oom_score_adj").read_text().strip()
 
         # 3. the images (no registry): the pause image first, the sandbox needs it
@@ -534,6 +542,18 @@ class RealNode:
         self._wait("the API service bridge", lambda: "relaying" in bridge.log.read_text(errors="replace"),
                    time.monotonic() + timeout, bridge)
 
+    def _bridge_streams(self, containerd: Component, deadline: float) -> None:
+        """The kubelet (host namespace) dials containerd's streaming URL on 127.0.0.1: relay that port
+        of the host's loopback to the same port of the node's loopback (netns_bridge ``--into``)."""
+        assert containerd.proc is not None
+        addr = f"127.0.0.1:{self.stream_port}"
+        bridge = self._component("stream-bridge", [
+            sys.executable, "-m", "tests.cluster.netns_bridge", "--into", "--owner", str(self.dir),
+            f"/proc/{containerd.proc.pid}/ns/net", addr, addr])
+        bridge.start(env={**os.environ, "PYTHONPATH": str(REPO)})
+        self._wait("the CRI streaming bridge", lambda: "relaying" in bridge.log.read_text(errors="replace"),
+                   deadline, bridge)
+
     def http_get(self, url: str, timeout: float = 10) -> str | None:
         """GET ``url`` from inside the node's network namespace, where pod IPs are routed (the
         host has no route to them); None when it cannot be fetched."""
@@ -592,7 +612,7 @@ class RealNode:
             return
         self._stopped = True
         by_name = {c.name: c for c in self.components}
-        for name in ("kubelet", "containerd", "api-service-bridge"):
+        for name in ("kubelet", "stream-bridge", "containerd", "api-service-bridge"):
             if name in by_name:
                 by_name[name].stop(grace=10)
         # shims and containers outlive containerd by design; they are in this node's

@@ -1,6 +1,7 @@
-"""Agents on Pods: an external agent is refused in one line before anything starts (by `headroom sweep --backend
-kubernetes`, by `headroom submit`, and in the Experiment resource the controller reads, which refuses a host
-agent.path too); an installed agent's directory becomes a read-only ConfigMap at /agent."""
+"""Agents on Pods: an external agent runs on the host of `headroom sweep --backend kubernetes` (its pod only holds
+the environment, and gets neither its secrets nor the gateway's variables); `headroom submit` and the Experiment
+resource the controller reads refuse it in one line (and a host agent.path too); an installed agent's directory
+becomes a read-only ConfigMap at /agent."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from orchestrator.backends.kubernetes.pod import build
+from orchestrator.agents.pods import pod_agent_problem
+from orchestrator.backends.kubernetes.pod import EXTERNAL_START_SLACK_S, build
 from orchestrator.backends.kubernetes.taskfiles import agent_files, bundle
 from orchestrator.controller.resources import ExperimentResourceSpec
 from orchestrator.errors import SpecError, first_validation_error
@@ -65,12 +67,38 @@ def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp), "KUBECONFIG": str(tmp / "none")})
 
 
-def test_cli_refuses_an_external_agent_on_pods_in_one_line(tmp_path: Path) -> None:
+def test_the_cli_runs_an_external_agent_on_pods_and_the_controller_refuses_it() -> None:
+    # `headroom sweep --backend kubernetes` runs it on its own host, over pods/exec; the controller has no host.
+    assert pod_agent_problem("external", None) is None
+    assert "controller runs trials as pods and has no such host" in (pod_agent_problem("external", None,
+                                                                                       in_cluster=True) or "")
+
+
+def test_cli_reaches_the_cluster_with_an_external_agent_on_pods(tmp_path: Path) -> None:
+    # No refusal before connecting any more: the first error is the missing kubeconfig, in one line.
     r = _sweep(tmp_path, "--agent", "external", "--agent-command", "python3 my_agent.py")
     assert r.returncode == 2, r.stderr
-    assert r.stderr.strip() == ("error: agent: external agents need an exec channel, which the kubernetes backend "
-                                "does not give yet (local and docker do)")
-    assert not (tmp_path / "s.db").exists()
+    assert "external agents" not in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "kubeconfig" in r.stderr
+
+
+def test_an_external_agents_pod_holds_the_environment_and_gets_no_secret_or_gateway_variable(tmp_path: Path) -> None:
+    launch = _launch(tmp_path, {"kind": "external", "command": "python3 my_agent.py", "env_passthrough": ["MY_TOKEN"]})
+    launch.agent.env["OPENAI_API_KEY"] = "hr-per-try-key"  # as the engine adds the gateway's variables
+    launch.agent.env["HEADROOM_MODEL_BASE_URL"] = "http://127.0.0.1:1/v1"
+    body = build(launch, KubernetesOptions(), bundle("prime-count", launch.task.path, launch.task.digest), "img",
+                 secret="headroom-secrets-x")
+    task = body["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in task["env"]}
+    assert env["HR_AGENT_EXTERNAL"] == "1" and env["HR_AGENT_SHELL"] == ""
+    assert "python3 my_agent.py" not in str(body)  # the agent's command runs on the host, never in the pod
+    assert "OPENAI" not in env["HR_AGENT_ENV"] and "HEADROOM_MODEL" not in env["HR_AGENT_ENV"]
+    assert "export HEADROOM_SEED=" in env["HR_AGENT_ENV"]
+    assert env["HR_SECRET_NAMES"] == "" and "MY_TOKEN" not in env
+    assert int(env["HR_AGENT_TIMEOUT"]) == int(launch.agent.timeout_s) + EXTERNAL_START_SLACK_S
+    plain = build(_launch(tmp_path, {"kind": "command", "command": "true"}), KubernetesOptions(),
+                  bundle("prime-count", launch.task.path, launch.task.digest), "img")
+    assert body["spec"]["activeDeadlineSeconds"] == plain["spec"]["activeDeadlineSeconds"] + EXTERNAL_START_SLACK_S
 
 
 def _launch(tmp: Path, agent: dict[str, object]) -> Launch:
@@ -121,3 +149,35 @@ def test_an_agent_directory_too_big_for_a_configmap_is_one_line(tmp_path: Path) 
         agent_files(d)
     assert err.value.field == "agent.path" and "at most 1024 KiB" in err.value.one_line()
     assert "\n" not in err.value.one_line()
+
+
+def test_the_hosts_agent_facts_join_the_runners_and_the_runner_keeps_its_measures(tmp_path: Path) -> None:
+    from orchestrator.backends.kubernetes.external import PodAgent
+    from orchestrator.spec.facts import StepFacts, TrialFacts
+
+    launch = _launch(tmp_path, {"kind": "external", "command": "python3 my_agent.py"})
+    facts = TrialFacts(enforcement="kubernetes", request_cpus=1, request_memory_bytes=1, limit_cpus=None,
+                       limit_memory_bytes=None, qos_class="BestEffort", reward=1.0,
+                       agent=StepFacts(name="agent", exit_code=0, oom_kills=1, oom_evidence="container memcg",
+                                       duration_s=9.0))
+    agent = PodAgent(None, "ns", launch)  # never started: the facts it would have gathered are set here
+    try:
+        agent.facts = StepFacts(name="agent", exit_code=3, duration_s=7.5, stdout_tail="done")
+        agent.execs = 4
+        (agent.logs / "result.json").write_text('{"tokens_in": 5}')
+        agent.merge(facts)
+    finally:
+        agent.remove()
+    assert facts.agent is not None and (facts.agent.exit_code, facts.agent.duration_s) == (3, 7.5)
+    assert (facts.agent.oom_kills, facts.agent.oom_evidence) == (1, "container memcg")  # the runner's measure
+    assert facts.reward == 1.0  # the runner's verdict, untouched
+    assert facts.agent_result.get("tokens_in") == 5
+    assert facts.extra["external_agent"]["execs"] == 4 and facts.extra["external_agent"]["runner_phase"]["exit_code"] == 0
+
+    never = TrialFacts(enforcement="kubernetes", request_cpus=1, request_memory_bytes=1, limit_cpus=None,
+                       limit_memory_bytes=None, qos_class="BestEffort", agent=StepFacts(name="agent", timed_out=True))
+    agent = PodAgent(None, "ns", launch)
+    agent.problem = "the runner's agent phase could not be reached: gone"
+    agent.merge(never)
+    agent.remove()
+    assert never.agent is not None and never.agent.spawn_error == agent.problem

@@ -333,3 +333,48 @@ def test_a_secret_printed_across_the_log_tail_cut_is_redacted_before_the_cut(tmp
     log = res.stdout.split("===== tail of ", 1)[1]
     assert log.startswith(f"{res.root}/logs/agent/stdout.txt") and "x" * 2000 in log
     assert not [key[i:i + 4] for i in range(len(key) - 3) if key[i:i + 4] in log], log[:200]
+
+
+def _external(tmp: Path, tasks_dir: Path, task_id: str, word: str | None) -> RunResult:
+    """An external agent's pod: the host's side is this thread, which writes its word once the runner is ready."""
+    import threading
+    import time
+
+    run_dir = tmp / "pod" / "headroom" / "run"
+
+    def host() -> None:
+        deadline = time.monotonic() + 60
+        while not (run_dir / "agent.ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if word is not None:
+            (run_dir / "agent.done").write_text(word + "\n")
+
+    exp = Experiment(tasks_dir=str(tasks_dir), tasks=[task_id], configurations=["unbounded"], attempts=1,
+                     agent={"kind": "external", "command": "python3 my_agent.py"})
+    tasks = load_tasks(tasks_dir, [task_id])
+    launch = build_launch("run-r", plan(exp, tasks)[0], 0, tasks[0], exp)
+    t = threading.Thread(target=host, daemon=True)
+    t.start()
+    res = run_pod(tmp, launch, bundle(task_id, tasks[0].path, tasks[0].digest))
+    t.join()
+    return res
+
+
+def test_an_external_agents_phase_waits_for_the_hosts_word_then_the_verifier_runs(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "ext", solve="exit 0\n")
+    res = _external(tmp_path, tasks, "ext", "exit 3")
+    assert res.report is not None
+    assert res.report.fields["agent_external"] == "exit"
+    assert "verifier_exit" in res.report.fields and "verifier_skipped" not in res.report.fields
+    # The phase ended before the sweep: every later exec is refused (exec_target.WRAPPER checks this).
+    assert (res.root / "headroom" / "run" / "agent.ended").is_dir()
+    assert "python3 my_agent.py" not in res.stdout  # the agent's command never ran in the pod
+
+
+def test_an_external_agents_timeout_on_the_host_skips_the_verifier(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "ext", solve="exit 0\n")
+    res = _external(tmp_path, tasks, "ext", "timeout")
+    assert res.report is not None
+    assert res.report.fields["agent_external"] == "timeout" and res.report.fields["verifier_skipped"] == "agent_timeout"

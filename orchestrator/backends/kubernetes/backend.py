@@ -28,6 +28,7 @@ from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, records, runlease, signals
 from orchestrator.backends.kubernetes import pod as pod_mod
 from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWorkers
+from orchestrator.backends.kubernetes.external import PodAgent
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.run_cache import RunCache
 from orchestrator.backends.kubernetes.taskfiles import AgentFiles, ImageTaskFiles, TaskBundle, agent_files
@@ -96,6 +97,7 @@ class _Try:
     ended_at: float | None = None  # when an infrastructure ending was first seen (see EVENT_GRACE_S)
     gated: bool = False  # seen held by a scheduling gate (Kueue's, until it admits the pod)
     gated_s: float | None = None  # creation to the first sight of the pod without its gates
+    adopted: bool = False  # found running by a later process: an external agent's host thread died with the first
 
 
 @dataclass
@@ -110,8 +112,9 @@ class _Stats:
 
 
 class KubernetesBackend:
+    #: external agents run on this host and act on the try's pod over pods/exec (:mod:`.external`)
     abilities = Abilities(check_fit=True, hold_run=True, recorded=True, canary_targets=True, informer=True,
-                          places_tries=True, canary_needs_image=True, force_cleanup=True,
+                          places_tries=True, canary_needs_image=True, force_cleanup=True, exec_channel=True,
                           flags=frozenset({"--namespace", "--kube-context", "--queue", "--keep-pods", "--force"}))
     name = "kubernetes"
     enforcement = "kubernetes"
@@ -143,6 +146,7 @@ class KubernetesBackend:
         self._tries: dict[str, _Try] = {}
         self._bundles: dict[str, TaskBundle] = {}
         self._agents: dict[str, AgentFiles] = {}
+        self._pod_agents: dict[str, PodAgent] = {}  # external agents running on this host, by pod name
         self._configmaps: set[str] = set()
         self._secrets: set[str] = set()
         self._policy_done = False
@@ -217,7 +221,7 @@ class KubernetesBackend:
                 raise
 
     def _secret(self, launch: Launch) -> str | None:
-        if not launch.agent.secret_env:
+        if not launch.agent.secret_env or launch.agent_kind == "external":  # an external agent's stay on the host
             return None
         name = pod_mod.secret_name(launch.labels[RUN_LABEL])
         if name not in self._secrets:
@@ -386,7 +390,8 @@ class KubernetesBackend:
             return None
         inf.expect(launch.name)
         with self._lock:
-            self._tries[launch.name] = _Try(launch=launch, body={}, submitted_at=self.clock(), created=True)
+            self._tries[launch.name] = _Try(launch=launch, body={}, submitted_at=self.clock(), created=True,
+                                            adopted=True)
         return self._handle(launch)
 
     def observe(self, handle: Handle) -> TrialFacts | None:
@@ -431,6 +436,8 @@ class KubernetesBackend:
         self.stats.by_state[obs.state] = self.stats.by_state.get(obs.state, 0) + 1
         if pod is not None:
             self._note_gate(t, pod, obs.state)
+        if obs.state == "running" and t.launch.agent_kind == "external" and not t.adopted:
+            self._start_pod_agent(t.launch)
         if obs.state != "done" or obs.facts is None:
             t.seen_version, t.seen_state, t.seen_at = version, obs.state, now
             return None
@@ -445,12 +452,33 @@ class KubernetesBackend:
             if tail:
                 facts.extra["log_tail"] = tail
         facts.extra["pod_events_total"] = len(events)
+        with self._lock:
+            agent = self._pod_agents.pop(t.launch.name, None)
+        if agent is not None:
+            agent.stop()
+            agent.merge(facts)
+            agent.keep_artifacts(t.launch)
+            agent.remove()
         if pod is not None and (rec := records.harvest(self.core, self.namespace, pod, t.launch)) is not None:
             facts.extra["records"] = rec.evidence()
         if pod is not None:  # released once the caller has recorded the result (``recorded``)
             with self._lock:
                 self._harvested[t.launch.name] = (t.launch, obs.stop)
         return self._finish(t, facts)
+
+    def _start_pod_agent(self, launch: Launch) -> None:
+        with self._lock:
+            if launch.name in self._pod_agents:
+                return
+            agent = self._pod_agents[launch.name] = PodAgent(self.api_client, self.namespace, launch)
+        agent.start()
+
+    def _stop_pod_agent(self, name: str) -> None:
+        with self._lock:
+            agent = self._pod_agents.pop(name, None)
+        if agent is not None:
+            agent.stop()
+            agent.remove()
 
     def recorded(self, handle: Handle) -> None:
         """The try's result is durable with the caller: drop the finalizer (on a worker) and delete the pod."""
@@ -594,6 +622,7 @@ class KubernetesBackend:
         if t is None:
             return
         t.deleting = True
+        self._stop_pod_agent(handle.name)
         self._release(t.launch, delete_now=True)
 
     def wait(self, handles: Sequence[Handle], timeout: float) -> None:
@@ -768,6 +797,10 @@ class KubernetesBackend:
     def close(self) -> None:
         """Stop everything at once: the watches end now, not at the server's watch timeout."""
         self._pool.shutdown(wait=True)
+        with self._lock:
+            agents = list(self._pod_agents)
+        for name in agents:
+            self._stop_pod_agent(name)
         try:
             self.sweep_harvested(force=True)
         finally:

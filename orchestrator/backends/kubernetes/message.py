@@ -125,7 +125,7 @@ class RunnerReport:
         keep = ("workdir", "memcg", "ptrace_scope", "verifier_skipped", "detail", "agent_sweep_left",
                 "verifier_sweep_left", "truncated", "agent_result_size", "verifier_only_links_removed",
                 "sanitise", "sanitise_special_removed", "sanitise_special_left", "sanitise_unlistable",
-                "sanitise_links_unremovable")
+                "sanitise_links_unremovable", "agent_external")
         out: dict[str, Any] = {k: v for k, v in self.fields.items() if k in keep}
         if self.duplicates:
             out["duplicate_keys"] = self.duplicates[:20]

@@ -46,6 +46,9 @@ _FILL = "/headroom/fill"
 HANDOFF = "/headroom/handoff"
 #: Time beyond the step timeouts (agent, sanitiser, verifier) for the image pull, start-up and the tests' handover.
 DEADLINE_SLACK_S = 180
+#: An external agent's phase in the pod waits this long beyond the agent's timeout: the host sees the pod
+#: running and connects first (its own clock enforces the agent's timeout).
+EXTERNAL_START_SLACK_S = 120
 
 
 def _cpu(value: float) -> str:
@@ -86,6 +89,18 @@ def _step_env(step: StepLaunch, prefix: str, extra: dict[str, str] | None = None
     else:
         env.append({"name": f"HR_{prefix}_SHELL", "value": step.shell or ""})
     return env
+
+
+def _external_agent_env(launch: Launch) -> list[dict[str, str]]:
+    """An external agent's phase in the pod: the runner holds the environment (``HR_AGENT_EXTERNAL``) for the
+    agent's timeout plus the host's start-up slack; ``HR_AGENT_ENV`` is what a command exec'd in the pod sees
+    (the contract's and the task's variables, never the gateway's key), read by exec_target.WRAPPER."""
+    from orchestrator.agents.external import environment_env
+
+    return [{"name": "HR_AGENT_EXTERNAL", "value": "1"},
+            {"name": "HR_AGENT_ENV", "value": env_script(environment_env(launch))},
+            {"name": "HR_AGENT_TIMEOUT", "value": str(math.ceil(launch.agent.timeout_s + EXTERNAL_START_SLACK_S))},
+            {"name": "HR_AGENT_SHELL", "value": ""}]
 
 
 def kubelet_literal(text: str) -> str:
@@ -158,19 +173,21 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
         "headroom.dev/agent-ran-in": f"container {TASK_CONTAINER}",
     }
     agent_dir = {"HEADROOM_AGENT_DIR": AGENT_DIR} if agent is not None else None
+    external = launch.agent_kind == "external"
     env = [
-        *_step_env(launch.agent, "AGENT", agent_dir),
+        *(_external_agent_env(launch) if external else _step_env(launch.agent, "AGENT", agent_dir)),
         *(_step_env(launch.agent_setup, "SETUP", agent_dir) if launch.agent_setup is not None else []),
         *_step_env(launch.verifier, "VERIFIER"),
         {"name": "HR_TESTS_MANIFEST", "value": bundle.tests_manifest()},
-        {"name": "HR_SECRET_NAMES", "value": " ".join(launch.agent.secret_env)},
+        # An external agent's secrets stay on the host with it: the pod never gets them.
+        {"name": "HR_SECRET_NAMES", "value": "" if external else " ".join(launch.agent.secret_env)},
         # The warden's handoff holds the tests too: a link into it is as good as one into /tests.
         {"name": "HR_VERIFIER_ONLY",
          "value": " ".join((*cc.verifier_only_paths(launch.task.include_solution), HANDOFF))},
     ]
     if options.workdir:
         env.append({"name": "HR_WORKDIR", "value": options.workdir})
-    if secret:
+    if secret and not external:
         env += [{"name": n, "valueFrom": {"secretKeyRef": {"name": secret, "key": n, "optional": True}}}
                 for n in launch.agent.secret_env]
     init: list[dict[str, Any]] = []
@@ -243,7 +260,7 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "activeDeadlineSeconds": math.ceil(launch.agent.timeout_s + sanitiser.TIMEOUT_S + launch.verifier.timeout_s
-                                           + DEADLINE_SLACK_S),
+                                           + DEADLINE_SLACK_S + (EXTERNAL_START_SLACK_S if external else 0)),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "shareProcessNamespace": True,

@@ -3,7 +3,8 @@
 # The phases run in the order of orchestrator/contract/phases.py (the `for phase in` list at the
 # end is filled in from it by scripts.py):
 # 0. optional agent setup (HR_SETUP_*), own timeout;
-# 1. agent step: cwd = the image's WORKDIR, logs in /logs/agent, own timeout;
+# 1. agent step: cwd = the image's WORKDIR, logs in /logs/agent, own timeout (an external agent's:
+#    the environment is held while the host's agent acts on it over pods/exec; see end_external);
 # 2. kill every other process of this container (same cgroup), until none is left;
 # 3. ask the warden container (which alone holds the tests) for them and block on a
 #    FIFO: it hands them over only when it sees no process of this container but us;
@@ -160,6 +161,7 @@ run_step() {
   wait "$spid"; STEP_EXIT=$?
   kill -KILL "$wpid" 2>/dev/null
   wait "$wpid"; fired=$?
+  [ "$name" = agent ] && [ -n "${HR_AGENT_EXTERNAL:-}" ] && end_external
   now_cs; STEP_CS=$((NOW_CS - t0))
   STEP_TIMEOUT=0
   [ "$fired" = 0 ] && [ "$STEP_CS" -ge $((tmo * 100 - 5)) ] && STEP_TIMEOUT=1
@@ -274,7 +276,7 @@ else emit "memcg=none"; fi
 mkdir -p "$LOGS/agent" "$RUN" 2>/dev/null
 
 # ---- phases: orchestrator/contract/phases.py's list, in its order (filled in by scripts.py) -----
-skip=""
+skip="" agent_skip=""
 phase_agent_setup() {  # optional; a failure is infra_error(agent_setup_failed), and nothing else runs
   [ -n "${HR_SETUP_SCRIPT:-}${HR_SETUP_SHELL:-}" ] || return 0
   setup_script=""
@@ -286,13 +288,36 @@ phase_agent_setup() {  # optional; a failure is infra_error(agent_setup_failed),
   fi
   flush
 }
+# An external agent (HR_AGENT_EXTERNAL=1) runs on the host and acts on this container over pods/exec
+# (orchestrator/backends/kubernetes/exec_target.py). Its phase here only holds the environment: it
+# says it is ready ($RUN/agent.ready), waits for the host's word that the agent ended ($RUN/agent.done:
+# "exit N", "timeout" or "spawn_error"), bounded by HR_AGENT_TIMEOUT (the agent's timeout plus the
+# host's start-up slack). Then $RUN/agent.ended, made before the sweep, refuses every later exec.
+end_external() {
+  rm -rf "$RUN/agent.ended" 2>/dev/null
+  mkdir "$RUN/agent.ended" 2>/dev/null
+}
+EXTERNAL_WAIT="rm -f '$RUN/agent.done'; : > '$RUN/agent.ready'; while [ ! -s '$RUN/agent.done' ]; do sleep 1; done"
 phase_agent() {
   agent_script=""
   [ -n "${HR_AGENT_SCRIPT:-}" ] && agent_script=$(command_of "$HR_AGENT_SCRIPT")
-  run_step agent "${HR_AGENT_TIMEOUT:-600}" "${HR_AGENT_ENV:-}" "$agent_script" "${HR_AGENT_SHELL:-}" "$LOGS/agent" "$TASK"
+  if [ -n "${HR_AGENT_EXTERNAL:-}" ]; then
+    rm -rf "$RUN/agent.ended" "$RUN/agent.done" "$RUN/agent.ready"
+    run_step agent "${HR_AGENT_TIMEOUT:-600}" "" "" "$EXTERNAL_WAIT" "$LOGS/agent" "$TASK" "$RUN"
+    how=none
+    [ -f "$RUN/agent.done" ] && read -r how _ < "$RUN/agent.done"
+    emit "agent_external=$(printf '%s' "$how" | no_ctl | dd bs=20 count=1 2>/dev/null)"
+    case $how in
+      timeout) STEP_TIMEOUT=1 ;;
+      spawn_error) agent_skip=agent_spawn_error ;;
+    esac
+  else
+    run_step agent "${HR_AGENT_TIMEOUT:-600}" "${HR_AGENT_ENV:-}" "$agent_script" "${HR_AGENT_SHELL:-}" "$LOGS/agent" "$TASK"
+  fi
   agent_oom=$STEP_OOM agent_timeout=$STEP_TIMEOUT
 }
 phase_stop() {  # run_step swept every process of this container; what the agent left is read now
+  [ -n "${HR_AGENT_EXTERNAL:-}" ] && end_external  # again, now that no process of the agent can remove it
   # The agent's output tails for the container log, taken now: the secrets are still in our
   # environment, so they are redacted in 4 KiB of slack before the 2 KiB cut (a secret printed
   # across the cut leaves no piece; the backend redacts again and scrubs the cut edges).
@@ -312,6 +337,7 @@ phase_stop() {  # run_step swept every process of this container; what the agent
   fi
   stage_records
   flush
+  [ -n "${agent_skip:-}" ] && skip=$agent_skip
   [ "$agent_timeout" = 1 ] && skip=agent_timeout
   [ "$agent_oom" -gt 0 ] 2>/dev/null && skip=agent_oom
   for name in ${HR_SECRET_NAMES:-}; do unset "$name"; done
