@@ -28,7 +28,7 @@ from orchestrator.store.sqlite import Store
 class Flip:
     trial_id: str
     task_id: str
-    before: str
+    before: str | None  # None: the source's final try recorded no outcome (Store.final_results)
     after: str
 
 

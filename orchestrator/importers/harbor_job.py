@@ -56,20 +56,20 @@ def _trial(rec: FileRecord, data: dict[str, Any], threshold: float,
     if not isinstance(task, str) or not task:
         rec.skipped[NO_TASK] += 1
         return None
-    cfg = data.get("config") if isinstance(data.get("config"), dict) else {}
-    agent_cfg = cfg.get("agent") if isinstance(cfg.get("agent"), dict) else {}
-    env_cfg = cfg.get("environment") if isinstance(cfg.get("environment"), dict) else {}
-    info = data.get("agent_info") if isinstance(data.get("agent_info"), dict) else {}
-    model_info = info.get("model_info") if isinstance(info.get("model_info"), dict) else {}
+    cfg = _object(data.get("config"))
+    agent_cfg = _object(cfg.get("agent"))
+    env_cfg = _object(cfg.get("environment"))
+    info = _object(data.get("agent_info"))
+    model_info = _object(info.get("model_info"))
     model = agent_cfg.get("model_name") or model_info.get("name")
     label = label_for(agent_cfg.get("name") or info.get("name") or agent_cfg.get("import_path"), model)
     reward, reward_key = _reward(data.get("verifier_result"))
-    exc = data.get("exception_info") if isinstance(data.get("exception_info"), dict) else None
+    exc = _object(data.get("exception_info"))  # empty: no exception recorded
     exc_type = exc.get("exception_type") if exc else None
     verdict = harbor_verdict(exc_type, reward, threshold, overrides)
     if reward is None and reward_key and reward_key.startswith("several"):
         verdict = type(verdict)("harness_error", "reward_malformed", f"rewards: {reward_key}")
-    ar = data.get("agent_result") if isinstance(data.get("agent_result"), dict) else {}
+    ar = _object(data.get("agent_result"))
     phases = {p: seconds_between((data.get(p) or {}).get("started_at"), (data.get(p) or {}).get("finished_at"))
               for p in PHASES if isinstance(data.get(p), dict)}
     env_policy = {k: env_cfg.get(k) for k in OVERRIDES if env_cfg.get(k) is not None}
@@ -106,6 +106,11 @@ def _trial(rec: FileRecord, data: dict[str, Any], threshold: float,
     )
 
 
+def _object(x: Any) -> dict[str, Any]:
+    """A JSON object as read (anything else, or nothing: empty)."""
+    return x if isinstance(x, dict) else {}
+
+
 def _keys(x: Any) -> list[Any]:
     """The variable names of an env mapping as written (anything else has none)."""
     return list(x) if isinstance(x, dict) else []
@@ -132,7 +137,7 @@ def read(found: Found, *, threshold: float, overrides: dict[str, tuple[str, str 
         job = data if isinstance(data, dict) else {}
     config = _meta(found, "config.json", src)
     lock = _meta(found, "lock.json", src)
-    harbor = lock.get("harbor") if isinstance(lock.get("harbor"), dict) else {}
+    harbor = _object(lock.get("harbor"))
     if harbor.get("version") or harbor.get("git_commit_hash"):  # the job lock names the Harbor that ran it
         src.harness_version = " @ ".join(str(v) for v in (harbor.get("version"), harbor.get("git_commit_hash")) if v)
     for holder in (job, config):
@@ -142,13 +147,13 @@ def read(found: Found, *, threshold: float, overrides: dict[str, tuple[str, str 
     src.details = {"job_id": job.get("id"), "started_at": job.get("started_at"), "finished_at": job.get("finished_at"),
                    "n_total_trials": job.get("n_total_trials"), "job_name": config.get("job_name"),
                    "n_attempts": config.get("n_attempts")}
-    stats = job.get("stats") if isinstance(job.get("stats"), dict) else {}
-    evals = stats.get("evals") if isinstance(stats.get("evals"), dict) else {}
+    stats = _object(job.get("stats"))
+    evals = _object(stats.get("evals"))
     for key, ev in evals.items():
         metrics = ev.get("metrics") if isinstance(ev, dict) else None
         values = [number(v) for m in (metrics or []) if isinstance(m, dict) for v in m.values()]
         values = [v for v in values if v is not None]
-        pak = ev.get("pass_at_k") if isinstance(ev, dict) and isinstance(ev.get("pass_at_k"), dict) else {}
+        pak = _object(ev.get("pass_at_k")) if isinstance(ev, dict) else {}
         src.reported[key] = {"score": values[0] if values else None, "n_trials": ev.get("n_trials"),
                              "n_errors": ev.get("n_errors"), "file": found.main[0].shown if found.main else None,
                              "pass_at_k": {int(k): float(v) for k, v in pak.items()

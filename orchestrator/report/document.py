@@ -9,13 +9,13 @@ raw try accounting (retries, abandoned tries) and the exclusions.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
 from orchestrator.errors import UserError
 from orchestrator.report import checks
-from orchestrator.report.model import SCHEMA, SCHEMA_VERSION, ReportDocument
+from orchestrator.report.model import SCHEMA, SCHEMA_VERSION, ProvenanceMix, ReportDocument
 from orchestrator.stats import scoring_rules as rules_mod
 from orchestrator.stats.analyze import NothingToCompare, analyze, compare_runs, scoring_rules_block
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
@@ -24,20 +24,23 @@ from orchestrator.store.sqlite import RunInfo, Store
 from orchestrator.trust.provenance import ACCESS_CLASSES, access_class
 
 
-def provenance_mix(prov: dict[str, Any]) -> dict[str, Any]:
+def provenance_mix(prov: dict[str, Any]) -> ProvenanceMix:
     """How the task set is made up: sources, licences, release status, clusters."""
     tasks = prov.get("tasks", {})
-    fields = ("source", "license_or_access", "release_status", "transformation")
-    mix = {f: dict(Counter((t.get("provenance") or {}).get(f) or "unrecorded" for t in tasks.values())) for f in fields}
+
+    def counts(field: str) -> dict[str, int]:
+        return dict(Counter((t.get("provenance") or {}).get(field) or "unrecorded" for t in tasks.values()))
+
     clusters = Counter(t.get("cluster_id") for t in tasks.values())
-    mix["n_tasks"] = len(tasks)
-    mix["n_clusters"] = len(clusters)
-    mix["largest_cluster_size"] = max(clusters.values(), default=0)
-    mix["missing_provenance"] = sorted(tid for tid, t in tasks.items() if not (t.get("provenance") or {}).get("source"))
     access = Counter(access_class(t.get("provenance") or {}) for t in tasks.values())
-    mix["access"] = {c: access.get(c, 0) for c in (*ACCESS_CLASSES, "unknown")}
-    mix["unknown_access_share"] = access.get("unknown", 0) / len(tasks) if tasks else None
-    return mix
+    return ProvenanceMix(
+        source=counts("source"), license_or_access=counts("license_or_access"),
+        release_status=counts("release_status"), transformation=counts("transformation"),
+        n_tasks=len(tasks), n_clusters=len(clusters), largest_cluster_size=max(clusters.values(), default=0),
+        missing_provenance=sorted(tid for tid, t in tasks.items() if not (t.get("provenance") or {}).get("source")),
+        access={c: access.get(c, 0) for c in (*ACCESS_CLASSES, "unknown")},
+        unknown_access_share=access.get("unknown", 0) / len(tasks) if tasks else None,
+    )
 
 
 def trust_block(df: pd.DataFrame, prov: dict[str, Any], configs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -110,6 +113,12 @@ def _label_order(info: RunInfo) -> list[str] | None:
     return [str(c) for c in order] if isinstance(order, list) else None
 
 
+class AnalyzeOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`analyze` a report passes only when given (absent: analyze's default)."""
+
+    margin: float
+
+
 def build(store: Store, run_id: str | None = None, reference: str | None = None,
           rules: str | None = None, margin: float | None = None) -> ReportDocument:
     """``rules``: the scoring rules to show side by side (``auto``, ``all`` or names; see ``scoring_rules``).
@@ -119,7 +128,7 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None,
     planned = store.planned_count(info.run_id)
     prov = store.provenance(info.run_id)
     tries = store.try_counts(info.run_id)
-    extra = {} if margin is None else {"margin": margin}
+    extra: AnalyzeOptions = {} if margin is None else {"margin": margin}
     stats = (analyze(df, reference=reference, axis=info.axis, config_order=_label_order(info), **extra)
              if len(df) else None)
     if stats is not None:

@@ -167,6 +167,7 @@ def spread_columns(sr: dict[str, Any], labels: list[str]) -> dict[str, Any]:
 def comparison_rows(sr: dict[str, Any]) -> list[list[str]]:
     """Per shared configuration label and rule: A, B and B − A (each run scored on the tasks both hold)."""
     a, b = sr.get("A") or {}, sr.get("B") or {}
+    definitions = a.get("definitions") or b.get("definitions") or {}
     out = []
     labels_b = list(b.get("configs") or {})
     for label_a, by_a in (a.get("configs") or {}).items():
@@ -179,7 +180,7 @@ def comparison_rows(sr: dict[str, Any]) -> list[list[str]]:
                 continue
             ea, eb = ra.get("estimate"), rb.get("estimate")
             diff = None if ea is None or eb is None else eb - ea
-            out.append([f"{label_a} vs {label_b}", (a.get("definitions") or b.get("definitions"))[rule]["title"],
+            out.append([f"{label_a} vs {label_b}", definitions[rule]["title"],
                         pct(ea, 2), pct(eb, 2), "—" if diff is None else f"{100 * diff:+.2f} pts",
                         _interval(ra), _interval(rb)])
     return out

@@ -101,6 +101,15 @@ class LimitTest:
 
 
 @dataclass
+class _Tested:
+    """A tested limit while the rule runs: its result and its infra-error count (x of n trials)."""
+
+    test: LimitTest
+    x: int
+    n: int
+
+
+@dataclass
 class TaskBand:
     task_id: str
     status: str  # "recommended" | "refused"
@@ -234,10 +243,13 @@ def task_band(task_id: str, rows: pd.DataFrame, spec_memory_mb: int, spec_cpus: 
 
     chosen = _ceiling(band, rows[rows["config_label"] != "task-band"], spec_memory_mb, alpha, margin)
     if chosen is not None:
+        mult = chosen.limit_multiplier
+        if mult is None:
+            raise ValueError(f"task {task_id}: the ceiling rule chose the unbounded configuration {chosen.label}")
         band.ceiling_label = chosen.label
-        band.ceiling_limit_multiplier = chosen.limit_multiplier
-        band.ceiling_memory_mb = math.ceil(spec_memory_mb * chosen.limit_multiplier)
-        band.ceiling_cpus = round(spec_cpus * chosen.limit_multiplier, 3)
+        band.ceiling_limit_multiplier = mult
+        band.ceiling_memory_mb = math.ceil(spec_memory_mb * mult)
+        band.ceiling_cpus = round(spec_cpus * mult, 3)
     _cpu_floor(band, chosen, min_peaks)
     if len(peak) >= min_peaks:
         floor = max(1, math.ceil(band.peaks["p95_bytes"] / MIB))
@@ -281,7 +293,7 @@ def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: flo
     band.reference_label = str(ref_label)
     xr, nr, pr, mr = _counts(ref_rows)
     cands = groups[groups.index(bounded[0]) + 1:]
-    tests = []
+    tests: list[_Tested] = []
     for (label, mult, req), g in cands:
         x, n, p_, m = _counts(g)
         p, method = one_sided_exact(xr, nr, x, n)
@@ -289,76 +301,77 @@ def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: flo
         with warnings.catch_warnings():  # statsmodels computes an odds ratio it does not use; 0/n divides by zero
             warnings.simplefilter("ignore", RuntimeWarning)
             tost = float(tost_proportions_2indep(p_, m, pr, mr, -margin, margin).pvalue) if m and mr else None
-        tests.append(dict(label=str(label), limit_multiplier=float(mult) if np.isfinite(mult) else None,
-                          request_multiplier=float(req), infra=wilson(x, n).to_dict(), test=method, p=p,
-                          diff=x / n - xr / nr, diff_low=low, diff_high=high,
-                          score=wilson(p_, m).to_dict(), score_p=_two_sided_exact(pr, mr, p_, m), tost_p=tost,
-                          cpu=_limit_cpu(g), _x=x, _n=n))
-    for t, ph in zip(tests, holm([t["p"] for t in tests])):
-        t["p_holm"] = ph
-        t["significant"] = bool(ph is not None and ph < alpha)
-    for t, ph in zip(tests, holm([t["score_p"] for t in tests])):
-        t["score_p_holm"] = ph
-        t["score_changed"] = bool(ph is not None and ph < alpha)
-    change = next((i for i, t in enumerate(tests) if t["score_changed"]), None)
-    for i, t in enumerate(tests):
-        t["within_margin"] = bool(t["tost_p"] is not None and t["tost_p"] < alpha)
-        t["within_noise"] = bool(t["significant"] and t["limit_multiplier"] is not None and (change is None or i < change))
+        tests.append(_Tested(LimitTest(
+            label=str(label), limit_multiplier=float(mult) if np.isfinite(mult) else None,
+            request_multiplier=float(req), infra=wilson(x, n).to_dict(), test=method, p=p,
+            diff=x / n - xr / nr, diff_low=low, diff_high=high, significant=False, within_margin=False,
+            within_noise=False, score=wilson(p_, m).to_dict(), score_p=_two_sided_exact(pr, mr, p_, m), tost_p=tost,
+            cpu=_limit_cpu(g)), x=x, n=n))
+    objs = [t.test for t in tests]
+    for o, ph in zip(objs, holm([o.p for o in objs])):
+        o.p_holm = ph
+        o.significant = bool(ph is not None and ph < alpha)
+    for o, ph in zip(objs, holm([o.score_p for o in objs])):
+        o.score_p_holm = ph
+        o.score_changed = bool(ph is not None and ph < alpha)
+    change = next((i for i, o in enumerate(objs) if o.score_changed), None)
+    for i, o in enumerate(objs):
+        o.within_margin = bool(o.tost_p is not None and o.tost_p < alpha)
+        o.within_noise = bool(o.significant and o.limit_multiplier is not None and (change is None or i < change))
     ref_test = LimitTest(label=str(ref_label), limit_multiplier=float(ref_mult), request_multiplier=float(ref_req),
                          infra=wilson(xr, nr).to_dict(), test="reference", p=1.0, diff=0.0, diff_low=None,
                          diff_high=None, significant=False, within_margin=True, within_noise=False,
                          score=wilson(pr, mr).to_dict(), cpu=_limit_cpu(ref_rows))
-    objs = [LimitTest(**{k: v for k, v in t.items() if not k.startswith("_")}) for t in tests]
     # Tested limits are the bounded ones (a ceiling is a number); unbounded's test is kept beside them as evidence.
     band.limits = [ref_test] + [o for o in objs if o.limit_multiplier is not None]
     band.unbounded_test = next((asdict(o) for o in objs if o.limit_multiplier is None), None)
-    if xr == 0 and all(t["_x"] == 0 for t in tests):
-        band.ceiling_reason = f"no infra error in {nr + sum(t['_n'] for t in tests)} trials at any limit: the strict limit suffices"
+    if xr == 0 and all(t.x == 0 for t in tests):
+        band.ceiling_reason = f"no infra error in {nr + sum(t.n for t in tests)} trials at any limit: the strict limit suffices"
         return ref_test
     chosen: int | None = None
     for i, t in enumerate(tests):
-        if not t["within_noise"]:
+        if not t.test.within_noise:
             continue
         if chosen is None:
             chosen = i
             continue
         c = tests[chosen]
-        if one_sided_exact(c["_x"], c["_n"], t["_x"], t["_n"])[0] >= alpha:
+        if one_sided_exact(c.x, c.n, t.x, t.n)[0] >= alpha:
             break
         chosen = i
     if chosen is not None:
         t = tests[chosen]
-        band.ceiling_reason = (f"infra errors {xr}/{nr} at {ref_label} -> {t['_x']}/{t['_n']} at {t['label']} "
-                               f"(one-sided exact, Holm p {t['p_holm']:.3g})")
-        return objs[chosen]
+        band.ceiling_reason = (f"infra errors {xr}/{nr} at {ref_label} -> {t.x}/{t.n} at {t.test.label} "
+                               f"(one-sided exact, Holm p {t.test.p_holm:.3g})")
+        return t.test
     band.reasons.append(_refusal(tests, change, str(ref_label), xr, nr, band, spec_memory_mb, alpha))
     return None
 
 
-def _refusal(tests: list[dict[str, Any]], change: int | None, ref: str, xr: int, nr: int, band: TaskBand,
+def _refusal(tests: list[_Tested], change: int | None, ref: str, xr: int, nr: int, band: TaskBand,
              spec_memory_mb: int, alpha: float) -> str:
-    reduced = [t for t in tests if t["significant"]]
+    reduced = [t for t in tests if t.test.significant]
     top = band.peaks.get("max_bytes")
     hint = f" (largest peak seen: {top / (spec_memory_mb * MIB):.2f}x the spec)" if top else ""
     if reduced and change is not None and tests.index(reduced[0]) >= change:
-        ch = tests[change]
-        return (f"ceiling: the limits that remove its infra errors ({', '.join(t['label'] for t in reduced)}) also "
-                f"change its score: {100 * (ch['score']['estimate'] or 0):.0f}% of finished trials pass at {ch['label']} "
-                f"(exact Holm p {ch['score_p_holm']:.3g}); with headroom the task is solved another way -- publish such a "
+        ch = tests[change].test
+        return (f"ceiling: the limits that remove its infra errors ({', '.join(t.test.label for t in reduced)}) also "
+                f"change its score: {100 * (ch.score['estimate'] or 0):.0f}% of finished trials pass at {ch.label} "
+                f"(exact Holm p {ch.score_p_holm:.3g}); with headroom the task is solved another way -- publish such a "
                 f"limit only if that strategy is intended{hint}")
     if reduced:  # only unbounded
         return f"ceiling: only unbounded removes its infra errors ({xr}/{nr} at {ref}); test higher limits{hint}"
     if xr == 0:
-        worse = [f"{t['label']} {t['_x']}/{t['_n']}" for t in tests if t["_x"]]
+        worse = [f"{t.test.label} {t.x}/{t.n}" for t in tests if t.x]
         return (f"ceiling: no infra error at {ref} in {nr} trials but some above it ({', '.join(worse)}): "
                 "no limit is shown to help; run more attempts")
-    best = min([t for t in tests if t["limit_multiplier"] is not None] or tests, key=lambda t: t["_x"] / t["_n"])
-    n_eff = power.n_effective_needed(xr / nr, min(best["_x"] / best["_n"], xr / nr / 3), alpha=alpha / len(tests))
+    best = min([t for t in tests if t.test.limit_multiplier is not None] or tests, key=lambda t: t.x / t.n)
+    n_eff = power.n_effective_needed(xr / nr, min(best.x / best.n, xr / nr / 3), alpha=alpha / len(tests))
     band.attempts_needed = None if n_eff is None else math.ceil(n_eff)
     need = "" if band.attempts_needed is None else \
         f"; about {band.attempts_needed} attempts per configuration would settle it (80% power at the rates seen)"
     return (f"ceiling: infra errors {xr}/{nr} at {ref} are not significantly fewer at any tested limit (best "
-            f"{best['label']} {best['_x']}/{best['_n']}, one-sided exact Holm p {best['p_holm']:.3g}){need}")
+            f"{best.test.label} {best.x}/{best.n}, one-sided exact Holm p {best.test.p_holm:.3g}){need}")
 
 
 def _cpu_floor(band: TaskBand, chosen: LimitTest | None, min_peaks: int) -> None:

@@ -399,8 +399,11 @@ class Store:
             for r in self.db.execute("SELECT * FROM evidence WHERE run_id=? AND trial_id=? ORDER BY try", (run_id, trial_id))
         ]
 
-    def final_results(self, run_id: str) -> list[tuple[str, str, str | None, dict[str, Any]]]:
-        """(trial_id, outcome, reason, raw facts) of every trial's final try, in plan order."""
+    def final_results(self, run_id: str) -> list[tuple[str, str | None, str | None, dict[str, Any]]]:
+        """(trial_id, outcome, reason, raw facts) of every trial's final try, in plan order.
+
+        The outcome is None only where a bundle imported a final try without one (the column allows it).
+        """
         return [
             (r["trial_id"], *current_outcome(r["outcome"], r["reason"]), json.loads(r["json"]))
             for r in self.db.execute(

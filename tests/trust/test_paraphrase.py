@@ -50,7 +50,7 @@ def test_report_shows_access_mix_unknown_share_abstentions_and_gap() -> None:
     prov = _prov({"o0": None, "p0": "o0"})
     prov["tasks"]["p0"]["provenance"]["release_status"] = None
     mix = provenance_mix(prov)
-    assert mix["access"]["public"] == 1 and mix["access"]["unknown"] == 1 and mix["unknown_access_share"] == 0.5
+    assert mix.access["public"] == 1 and mix.access["unknown"] == 1 and mix.unknown_access_share == 0.5
     df = _frame({"o0": 1.0, "p0": 0.5})
     df.loc[df.index[-1], "outcome"] = "abstained"
     configs = [{"label": "1x/3x", "abstention_rate": wilson(1, 8).to_dict()},
