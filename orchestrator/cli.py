@@ -1,7 +1,9 @@
 """The ``headroom`` command line: the group, every command registered in one place, and ``main``.
 
 Commands live in orchestrator/commands/, one module per job; options they share (``--store``,
-a run's name, ``--json``, ``--kube-context``) are declared once in orchestrator/commands/options.py.
+a run's name, ``--json``/``--format``, ``--namespace``, ...) are declared once in orchestrator/commands/options.py.
+The tree: the everyday verbs (sweep, resume, demo, report, view, schema) at the top, and four nouns:
+``runs``, ``tasks``, ``results``, ``cluster`` (docs/guide.md, "The commands").
 Nothing heavy is imported here: each command imports its engine when it runs, so ``--help`` is quick
 (tests/cli/test_startup.py, benchmarks/bench_cli_startup.py).
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from typing import cast
 
 import click
 from rich.markup import escape
@@ -28,10 +31,11 @@ from orchestrator.commands import (
     view,
 )
 from orchestrator.commands.console import err
+from orchestrator.commands.groups import OrderedGroup, moved
 from orchestrator.errors import UserError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
+@click.group(cls=OrderedGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
 @click.version_option(package_name="headroom")
 def cli() -> None:
     """headroom: benchmark sweeps with separate resource requests and limits, real enforcement and honest statistics.
@@ -41,23 +45,31 @@ def cli() -> None:
     """
 
 
-# Running
-for _command in (run.sweep, run.resume, run.demo, run.cleanup):
+# The everyday verbs stay short, as Harbor keeps `harbor run` and Inspect `inspect eval` and `inspect view`.
+for _command in (run.sweep, run.resume, run.demo, reporting.report, view.view, reporting.schema):
     cli.add_command(_command)
-# Reading results
-for _command in (reporting.runs, reporting.report, reporting.compare, calibrate.calibrate, view.view, bundle.bundle,
-                 bundle.verify, trust.regrade_cmd, reporting.schema):
-    cli.add_command(_command)
-# Tasks, and results made elsewhere
-cli.add_command(tasks.tasks)
-for _command in (trust.provenance_cmd, taskimage.image, *cluster.TASK_COMMANDS):
-    tasks.tasks.add_command(_command)
-cli.add_command(trust.audit_cmd)
-cli.add_command(trust.judge_group)
-cli.add_command(results.results)
-# The cluster
-for _command in (*cluster.COMMANDS, nodes.nodes):
-    cli.add_command(_command)
+# Nouns, each holding what acts on it: the runs in a store, task sets, results made elsewhere, the cluster.
+for _group, _commands in (
+    (reporting.runs, (reporting.compare, calibrate.calibrate, trust.regrade_cmd, bundle.bundle, bundle.verify,
+                      run.cleanup)),
+    (tasks.tasks, (trust.provenance_cmd, trust.audit_cmd, trust.judge_group, cluster.tasks_push, taskimage.image)),
+    (results.results, ()),
+    (cluster.cluster, (nodes.nodes,)),
+):
+    for _command in _commands:
+        _group.add_command(_command)
+    cli.add_command(_group)
+
+#: Where each command used to be, for one release: hidden, and printing one deprecation line.
+MOVED = {
+    "compare": "runs compare", "calibrate": "runs calibrate", "regrade": "runs regrade", "bundle": "runs bundle",
+    "verify": "runs verify", "cleanup": "runs cleanup", "audit": "tasks audit", "judge": "tasks judge",
+    "submit": "cluster submit", "status": "cluster status", "export": "cluster export",
+    "controller": "cluster controller", "nodes": "cluster nodes",
+}
+for _old, _new in MOVED.items():
+    _noun, _verb = _new.split()
+    cli.add_command(moved(cast(click.Group, cli.commands[_noun]).commands[_verb], _old, _new))
 
 
 def main() -> None:

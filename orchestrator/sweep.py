@@ -141,7 +141,7 @@ def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str,
     info = store.run(run_id)
     if info.spec.get("kind") == "import":
         raise SpecError(f"run {info.run_id} was imported from results made elsewhere; there is nothing to resume",
-                        field="--resume")
+                        field="RUN")
     store.claim(info.run_id)  # first: refuse at once if a live process is executing the run
     experiment = Experiment.model_validate(info.spec)
     if "[REDACTED]" in (experiment.agent.command or ""):

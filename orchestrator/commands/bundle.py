@@ -1,4 +1,4 @@
-"""``headroom bundle`` and ``headroom verify``: a leaderboard entry anyone can check."""
+"""``headroom runs bundle`` and ``headroom runs verify``: a leaderboard entry anyone can check."""
 
 from __future__ import annotations
 
@@ -9,35 +9,58 @@ import click
 from rich.markup import escape
 
 from orchestrator.commands.console import err, out
-from orchestrator.commands.options import RunName, run_argument, store_option
-from orchestrator.commands.outputs import check_file
+from orchestrator.commands.options import (
+    RunName,
+    deprecated,
+    format_option,
+    out_dir_option,
+    output_option,
+    rules_option,
+    run_argument,
+    store_option,
+)
+from orchestrator.commands.outputs import check_dir, check_file, make_dir
+from orchestrator.errors import UserError
 
 
 @click.command("bundle")
 @run_argument()
 @store_option()
-@click.option("--output", "-o", "output", type=click.Path(path_type=Path), required=True,
-              help="the bundle file, or a directory (the file is then named by its content digest)")
-@click.option("--rules", default="auto", show_default=True,
-              help="scoring rules the published report shows side by side (auto, all, or names; see headroom report)")
-def bundle(run: RunName, store_path: Path, output: Path, rules: str) -> None:
-    """Write RUN as one self-contained, content-addressed file.
+@output_option("the bundle file")
+@out_dir_option("write the bundle into this directory, named by its content digest")
+@rules_option("scoring rules the published report shows side by side (auto, all, or names; see headroom report)")
+def bundle(run: RunName, store_path: Path, output: Path | None, out_dir: Path | None, rules: str) -> None:
+    """Write RUN as one self-contained, content-addressed file: -o FILE, or --out-dir DIR to name it by its digest.
 
     RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
     """
-    if not output.is_dir():  # a directory gets a file named by the digest; anything else is the file itself
+    if output is not None and output.is_dir():  # -o named a directory until -o meant a file everywhere
+        deprecated("headroom runs bundle -o DIR", "--out-dir DIR")
+        if out_dir is not None:
+            raise UserError("give --out-dir once (-o DIR is its old spelling)", field="--out-dir")
+        output, out_dir = None, output
+    if output is not None and out_dir is not None:
+        raise UserError("give -o FILE or --out-dir DIR, not both", field="--output")
+    target = output if output is not None else out_dir
+    if target is None:
+        raise UserError("give -o FILE, or --out-dir DIR for a file named by its content digest", field="--output")
+    if output is not None:
         check_file(output, "--output")
+    else:
+        check_dir(target, "--out-dir")
     from orchestrator import bundle as bundle_mod  # the statistics stack: only when the command runs
     store, run_id = run.open(store_path)
     try:
         b = bundle_mod.build(store, run_id, rules=rules)
     finally:
         store.close()
-    path = bundle_mod.write(b, output)
+    if out_dir is not None:
+        make_dir(out_dir, "--out-dir")
+    path = bundle_mod.write(b, target)
     body = b["body"]
     out.print(f"{escape(str(path))}: run {body['run']['run_id']}, {len(body['trials'])} trials, "
               f"{len(body['tasks'])} tasks, sha256:{b['content_sha256']}")
-    err.print(f"check it with: headroom verify {path}")
+    err.print(f"check it with: headroom runs verify {path}")
 
 
 @click.command("verify")
@@ -45,7 +68,7 @@ def bundle(run: RunName, store_path: Path, output: Path, rules: str) -> None:
 @click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path, file_okay=False),
               help="task directories to check against the bundle's task digests")
 @store_option(default=None, help="a store holding the run's artifacts: check each artifact digest against its content")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option(("table", "json"))
 @click.pass_context
 def verify(ctx: click.Context, file: Path, tasks_dir: Path | None, store_path: Path | None, fmt: str) -> None:
     """Recompute every published number of a bundle from its trials and check its digests (exit 1 on any mismatch)."""

@@ -1,4 +1,4 @@
-"""``headroom calibrate RUN``: per-task floor and ceiling from a sweep, as task.toml patches and a summary."""
+"""``headroom runs calibrate RUN``: per-task floor and ceiling from a sweep, as task.toml patches and a summary."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from orchestrator.commands.options import RunName, deprecated, run_argument, store_option
+from orchestrator.commands.options import RunName, out_dir_option, run_argument, store_option
 from orchestrator.commands.outputs import check_dir, make_dir, write_file
 from orchestrator.errors import UserError
 
@@ -102,29 +102,23 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
     return notes, patched
 
 
-@click.command()
+@click.command("calibrate")
 @run_argument()
 @store_option()
-@click.option("--out-dir", "out_dir", type=click.Path(path_type=Path),
-              help="directory for summary.md, bands.json and patches/ (default: headroom-results/bands-RUN)")
 # -o names a file on every command; calibrate writes a directory, so its old -o/--output is a hidden alias.
-@click.option("--output", "-o", "old_out_dir", type=click.Path(path_type=Path), hidden=True)
+@out_dir_option("directory for summary.md, bands.json and patches/ (default: headroom-results/bands-RUN)",
+                old_dash_o=True)
 @click.option("--tasks-out", type=click.Path(path_type=Path),
               help="also write copies of the published tasks with the bands applied (for a task-band sweep)")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=ALPHA, show_default=True)
 @click.option("--margin", type=click.FloatRange(0, 1, min_open=True), default=MARGIN, show_default=True,
               help="equivalence margin of a task's pass rate against its strict limit (TOST, shown as evidence)")
-def calibrate(run: RunName, store_path: Path, out_dir: Path | None, old_out_dir: Path | None, tasks_out: Path | None,
-              alpha: float, margin: float) -> None:
+def calibrate(run: RunName, store_path: Path, out_dir: Path | None, tasks_out: Path | None, alpha: float,
+              margin: float) -> None:
     """Per-task floor (request) and ceiling (limit) from RUN, with the evidence, as task.toml patches.
 
     RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
     """
-    if old_out_dir is not None:
-        if out_dir is not None:
-            raise UserError("name the directory once: --out-dir (or its old spelling -o)", field="--out-dir")
-        deprecated("calibrate -o/--output DIR", "--out-dir DIR")
-        out_dir = old_out_dir
     store, run_id = run.open(store_path)
     out_dir = out_dir or Path("headroom-results") / f"bands-{run_id}"
     check_dir(out_dir, "--out-dir")  # path mistakes before the statistics run

@@ -1,4 +1,4 @@
-"""Cluster commands: submit, status, export, tasks push, controller.
+"""The ``cluster`` group (submit, status, export, controller; ``nodes`` comes from nodes.py) and ``tasks push``.
 
 They talk to the Kubernetes API with the user's kubeconfig (``--kubeconfig``, ``KUBECONFIG``
 or ``~/.kube/config``; in a pod, the service account). The Kubernetes client is imported
@@ -12,18 +12,28 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 import yaml
 from rich.table import Table
 
 from orchestrator.commands.console import err, out
-from orchestrator.commands.options import json_option, kube_context_option
+from orchestrator.commands.options import (
+    json_option,
+    keep_pods_option,
+    kube_context_option,
+    kubeconfig_option,
+    namespace_option,
+    store_option,
+)
 from orchestrator.errors import SpecError, UserError, first_validation_error
 
-if TYPE_CHECKING:
-    pass
+
+@click.group("cluster", short_help="in a Kubernetes cluster: submit, status, export, controller ...")
+def cluster() -> None:
+    """headroom in a Kubernetes cluster: submit an Experiment, follow it, export its Trials to a store; run the
+    controller; advertise nodes for limit-aware placement (docs/kubernetes.md)."""
 
 
 def kube_options(f: Any) -> Any:
@@ -33,10 +43,7 @@ def kube_options(f: Any) -> Any:
     def adapter(*args: Any, kube_context: str | None = None, **kw: Any) -> Any:
         return f(*args, context=kube_context, **kw)
 
-    command = click.option("--namespace", "-n", help="namespace (default: the context's, else 'default')")(adapter)
-    command = kube_context_option()(command)
-    return click.option("--kubeconfig", type=click.Path(path_type=Path), envvar="KUBECONFIG",
-                        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")(command)
+    return kubeconfig_option()(kube_context_option()(namespace_option()(adapter)))
 
 
 class Kube:
@@ -120,7 +127,7 @@ def experiment_resource(fields: dict[str, Any], source: str, name: str | None, n
     }
 
 
-@click.command()
+@cluster.command("submit")
 @click.argument("experiment_file", type=click.Path(path_type=Path))
 @click.option("--name", help="the Experiment's name (default: its spec name)")
 @click.option("--dry-run", is_flag=True, help="print the Experiment resource instead of creating it")
@@ -160,7 +167,7 @@ def submit(experiment_file: Path, name: str | None, dry_run: bool, kubeconfig: P
     created = kube.call(f"create Experiment {body['metadata']['name']}", kube.custom.create_namespaced_custom_object,
                         GROUP, VERSION, kube.namespace, EXPERIMENT_PLURAL, body)
     err.print(f"experiment {created['metadata']['name']} created in {kube.namespace}; "
-              f"watch it with: headroom status {created['metadata']['name']} -n {kube.namespace}")
+              f"watch it with: headroom cluster status {created['metadata']['name']} -n {kube.namespace}")
     click.echo(created["metadata"]["name"])
 
 
@@ -173,7 +180,7 @@ def _pct(interval: dict[str, Any]) -> str:
     return f"{interval['estimate']:.0%} [{interval['low']:.0%}, {interval['high']:.0%}]"
 
 
-@click.command()
+@cluster.command("status")
 @click.argument("experiment", required=False)
 @kube_options
 @json_option
@@ -224,10 +231,10 @@ def status(experiment: str | None, kubeconfig: Path | None, context: str | None,
 # ---- export ---------------------------------------------------------------------------------
 
 
-@click.command()
+@cluster.command("export")
 @click.argument("experiment")
-@click.option("--store", "store_path", type=click.Path(path_type=Path), required=True,
-              help="SQLite store to write (created if missing); `headroom report --store` reads it")
+@store_option(default=None, required=True,
+              help="SQLite store to write (created if missing); `headroom report STORE` reads it")
 @kube_options
 def export(experiment: str, store_path: Path, kubeconfig: Path | None, context: str | None,
            namespace: str | None) -> None:
@@ -261,9 +268,9 @@ def tasks_push(tasks_dir: Path, kubeconfig: Path | None, context: str | None, na
 # ---- controller ---------------------------------------------------------------------------------
 
 
-@click.command()
-@click.option("--kubeconfig", type=click.Path(path_type=Path), help="kubeconfig (default: in-cluster, else ~/.kube/config)")
-@click.option("--namespace", "-n", help="namespace whose Experiments to run (default: the pod's or the context's)")
+@cluster.command("controller")
+@kubeconfig_option("kubeconfig file (default: in-cluster, else ~/.kube/config)", envvar=None)
+@namespace_option("namespace whose Experiments to run (default: the pod's or the context's)")
 @click.option("--metrics-address", default="127.0.0.1:8080", show_default=True, help="HOST:PORT for /metrics and /healthz")
 @click.option("--workers", type=click.IntRange(1, 16), default=2, show_default=True)
 @click.option("--resync-seconds", type=click.FloatRange(min=1), default=30.0, show_default=True)
@@ -275,7 +282,7 @@ def tasks_push(tasks_dir: Path, kubeconfig: Path | None, context: str | None, na
 @click.option("--renew-deadline", type=click.IntRange(2), default=10, show_default=True)
 @click.option("--retry-period", type=click.IntRange(1), default=2, show_default=True)
 @click.option("--identity", help="leader-election identity (default: $POD_NAME or host-pid)")
-@click.option("--keep-pods", is_flag=True, help="keep trial pods after their result is recorded")
+@keep_pods_option()
 def controller(kubeconfig: Path | None, namespace: str | None, metrics_address: str, workers: int,
                resync_seconds: float, log_level: str, leader_elect: bool, lease_name: str,
                lease_namespace: str | None, lease_duration: int, renew_deadline: int, retry_period: int,
@@ -304,15 +311,10 @@ def controller(kubeconfig: Path | None, namespace: str | None, metrics_address: 
 def controller_main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m orchestrator.controller``: user mistakes are one line, exit 2."""
     try:
-        controller.main(args=argv, prog_name="headroom controller", standalone_mode=False)
+        controller.main(args=argv, prog_name="headroom cluster controller", standalone_mode=False)
     except click.ClickException as exc:
         exc.show()
         sys.exit(2)
     except UserError as exc:
         err.print(f"[bold red]error:[/] {exc.one_line()}", soft_wrap=True)
         sys.exit(2)
-
-
-COMMANDS = (submit, status, export, controller)
-#: Registered under the `tasks` group of the CLI.
-TASK_COMMANDS = (tasks_push,)

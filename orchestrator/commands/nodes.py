@@ -1,4 +1,4 @@
-"""``headroom nodes advertise``: put the limit-aware placement resource on cluster nodes (an admin step).
+"""``headroom cluster nodes advertise``: put the limit-aware placement resource on cluster nodes (an admin step).
 
 Each selected node gets the extended resource ``headroom.dev/memory-limit-mib`` with its
 allocatable memory in MiB, through a JSON patch of the node's status subresource (what
@@ -11,17 +11,14 @@ memory. Patching ``nodes/status`` is a cluster-admin permission, not one of the 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
-from orchestrator.commands.options import kube_context_option
+from orchestrator.commands.console import out
+from orchestrator.commands.options import kube_context_option, kubeconfig_option
 from orchestrator.errors import UserError
-
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 def _selector(pairs: tuple[str, ...]) -> str | None:
@@ -46,8 +43,7 @@ def nodes() -> None:
 @click.option("--selector", "-l", "selectors", multiple=True, metavar="KEY=VALUE",
               help="only nodes with this label (repeatable; default: every node)")
 @click.option("--remove", is_flag=True, help="take the resource off the selected nodes instead")
-@click.option("--kubeconfig", type=click.Path(path_type=Path), envvar="KUBECONFIG",
-              help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+@kubeconfig_option()
 @kube_context_option()
 def advertise(selectors: tuple[str, ...], remove: bool, kubeconfig: Path | None, kube_context: str | None) -> None:
     """Advertise headroom.dev/memory-limit-mib (= allocatable memory in MiB) on nodes, for --placement limit-aware."""

@@ -1,9 +1,11 @@
-"""Options every command shares, declared once: the store, a run's name, ``--json``, the kube context.
+"""Options every command shares, declared once: a command takes them from here, never spells its own.
 
 A command that takes a store uses ``@store_option()``; one that names a run takes ``RUN`` typed
 ``RunRef`` (a run id in ``--store``, a store file for its latest run, or ``FILE:RUN_ID``); one that
-lists or reports state takes ``@json_option``. Old spellings stay as hidden aliases that print
-one deprecation line, for one release.
+lists or reports state takes ``@json_option``, or ``@format_option(...)`` whose ``json`` choice
+brings ``--json`` with it. Every option made here is a ``SharedOption``, which is how
+tests/cli/test_conventions.py tells a shared option from a command's own spelling of it. Old
+spellings stay as hidden aliases (``renamed``) that print one deprecation line, for one release.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from orchestrator import backends
 from orchestrator.errors import UserError
 
 if TYPE_CHECKING:
@@ -26,10 +29,60 @@ DEFAULT_STORE = Path("headroom-results/headroom.db")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class SharedOption(click.Option):
+    """An option declared in this module (the convention test holds every command to using it)."""
+
+
+def _option(*decls: str, **kw: Any) -> Callable[[F], F]:
+    return click.option(*decls, cls=SharedOption, **kw)
+
+
+def deprecated(old: str, new: str) -> None:
+    click.echo(f"warning: {old} is deprecated and will be removed in the next release; use {new}", err=True)
+
+
+def command_path(ctx: click.Context | None = None) -> str:
+    """``headroom tasks import``: the running command as a user types it, whatever the program was started as."""
+    ctx = ctx or click.get_current_context()
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(["headroom", *reversed(names)])
+
+
+def renamed(*old: str, new: str, dest: str, what: str | None = None, **kw: Any) -> Callable[[F], F]:
+    """A hidden old spelling of the option ``new`` (whose parameter is ``dest``), kept for one release.
+
+    Given, it prints one deprecation line and stands in for ``new``; both given with different values
+    is a mistake. ``what`` is how the deprecation line names the old spelling (default: its flags).
+    """
+    alias = f"{dest}__old_spelling"
+
+    def decorate(f: F) -> F:
+        @functools.wraps(f)
+        def wrapper(*args: Any, **params: Any) -> Any:
+            value = params.pop(alias, None)
+            if value is not None:
+                flag = new.split()[0]
+                if params.get(dest) is not None and params[dest] != value:
+                    raise UserError(f"give {flag} once ({'/'.join(old)} is its old name)", field=flag)
+                deprecated(f"{command_path()} {what or '/'.join(old)}", new)
+                params[dest] = value
+            return f(*args, **params)
+
+        return _option(*old, alias, hidden=True, **kw)(wrapper)  # type: ignore[return-value]
+
+    return decorate
+
+
+# ---- the store and runs ------------------------------------------------------------------------
+
+
 def store_option(*, default: Path | None = DEFAULT_STORE, required: bool = False,
                  help: str = "the results store (SQLite file)") -> Callable[[F], F]:
-    return click.option("--store", "store_path", type=click.Path(path_type=Path, dir_okay=False), default=default,
-                        required=required, show_default=default is not None, help=help)
+    return _option("--store", "store_path", type=click.Path(path_type=Path, dir_okay=False), default=default,
+                   required=required, show_default=default is not None, help=help)
 
 
 @dataclass(frozen=True)
@@ -47,6 +100,20 @@ class RunName:
             return store, store.run(None).run_id
         store, run_id = open_run(self.text, store_path)
         return store, store.run(run_id).run_id
+
+    def run_id(self, store_path: Path) -> str:
+        """The run's id where no store need hold it (``runs cleanup``): a bare id is taken as written.
+
+        A store file or ``FILE:RUN_ID`` is resolved through the store, as everywhere else.
+        """
+        from orchestrator.commands.runref import looks_like_file
+
+        if self.text is not None and ":" not in self.text and not looks_like_file(self.text) \
+                and not Path(self.text).is_file():
+            return self.text
+        store, run_id = self.open(store_path)
+        store.close()
+        return run_id
 
 
 class RunRef(click.ParamType):
@@ -75,29 +142,70 @@ def run_argument(*, required: bool = False, name: str = "run") -> Callable[[F], 
     return click.argument(name, type=RunRef(), required=False, default=RunName(None))
 
 
+def old_run_id_option(f: F) -> F:
+    """The hidden ``--run-id ID`` of the commands that named a run so before RUN; see ``take_old_run_id``."""
+    return _option("--run-id", "old_run_id", hidden=True)(f)
+
+
+def take_old_run_id(run: RunName, old_run_id: str | None) -> RunName:
+    """RUN, or the run the old ``--run-id`` named (with one deprecation line); both given is a mistake."""
+    if old_run_id is None:
+        return run
+    if run.text is not None:
+        raise UserError("name the run once: RUN or --run-id (its old spelling)", field="--run-id")
+    path = command_path()
+    deprecated(f"{path} --run-id ID", f"{path} ID")
+    return RunName(old_run_id)
+
+
+# ---- output --------------------------------------------------------------------------------------
+
+JSON_HELP = "print JSON (one document on stdout) instead of a table"
+
+
 def json_option(f: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="print JSON (one document on stdout) instead of a table")(f)
+    return _option("--json", "as_json", is_flag=True, help=JSON_HELP)(f)
 
 
-def deprecated(old: str, new: str) -> None:
-    click.echo(f"warning: {old} is deprecated and will be removed in the next release; use {new}", err=True)
+def format_option(choices: tuple[str, ...], *, default: str | None = "table", help: str | None = None) -> Callable[[F], F]:
+    """``--format`` over ``choices``; with a ``json`` choice, ``--json`` too (the same spelling as every listing).
 
-
-def kube_context_option(help: str = "kubeconfig context") -> Callable[[F], F]:
-    """``--kube-context``; ``--context`` stays as a hidden alias (the cluster commands used to spell it so)."""
+    The command gets ``fmt``: the format given, else ``default`` (None: the command decides, as
+    ``report`` does from ``--output``'s extension).
+    """
 
     def decorate(f: F) -> F:
         @functools.wraps(f)
-        def wrapper(*args: Any, kube_context: str | None = None, context_alias: str | None = None, **kw: Any) -> Any:
-            if context_alias is not None:
-                deprecated("--context", "--kube-context")
-                if kube_context is not None and kube_context != context_alias:
-                    raise UserError("give --kube-context once (--context is its old name)", field="--kube-context")
-                kube_context = context_alias
-            return f(*args, kube_context=kube_context, **kw)
+        def wrapper(*args: Any, fmt: str | None = None, as_json: bool = False, **kw: Any) -> Any:
+            if as_json:
+                source = click.get_current_context().get_parameter_source("fmt")
+                if fmt != "json" and source is not click.core.ParameterSource.DEFAULT:
+                    raise UserError(f"--json prints json, --format {fmt}; give one of them", field="--json")
+                fmt = "json"
+            return f(*args, fmt=fmt, **kw)
 
-        wrapper = click.option("--context", "context_alias", hidden=True)(wrapper)
-        return click.option("--kube-context", "kube_context", help=help)(wrapper)  # type: ignore[return-value]
+        command: Any = wrapper
+        if "json" in choices:
+            command = _option("--json", "as_json", is_flag=True, help="the same as --format json")(command)
+        return _option("--format", "fmt", type=click.Choice(choices), default=default, show_default=default is not None,
+                       help=help or ", ".join(choices))(command)
+
+    return decorate
+
+
+def output_option(help: str = "write to this file instead of stdout") -> Callable[[F], F]:
+    """``-o``/``--output`` is a FILE on every command, written instead of stdout (a directory is ``--out-dir``)."""
+    return _option("--output", "-o", "output", type=click.Path(path_type=Path), help=help)
+
+
+def out_dir_option(help: str, *, old_dash_o: bool = False) -> Callable[[F], F]:
+    """``--out-dir DIR``; ``old_dash_o``: the command's old ``-o DIR`` stays as a hidden, deprecated spelling."""
+
+    def decorate(f: F) -> F:
+        if old_dash_o:
+            f = renamed("--output", "-o", new="--out-dir DIR", dest="out_dir", what="-o/--output DIR",
+                        type=click.Path(path_type=Path))(f)
+        return _option("--out-dir", "out_dir", type=click.Path(path_type=Path), help=help)(f)
 
     return decorate
 
@@ -117,3 +225,78 @@ def output_format(fmt: str | None, output: Path | None, choices: tuple[str, ...]
         raise UserError(f"--format {fmt} writes {fmt}, but the file name says {implied}; drop --format or rename "
                         "the file", field="--output", file=str(output))
     return fmt
+
+
+RULES_HELP = ("scoring rules shown side by side: auto (headroom's two, and an import's own rules), all, or "
+              "names separated by commas: headroom:infra-as-failure, headroom:infra-excluded, "
+              "terminal-bench:leaderboard, harbor:job-mean, terminal-bench-2:official")
+
+
+def rules_option(help: str = RULES_HELP) -> Callable[[F], F]:
+    return _option("--rules", default="auto", show_default=True, help=help)
+
+
+# ---- running -------------------------------------------------------------------------------------
+
+#: The flag defaults of a sweep; the Experiment model's defaults are the same (tests/cli/test_conventions.py).
+ATTEMPTS, CONCURRENCY, SEED = 3, 2, 0
+
+
+def attempts_option(*, default: int = ATTEMPTS, most: int = 10_000) -> Callable[[F], F]:
+    return _option("--attempts", type=click.IntRange(1, most), default=default, show_default=True,
+                   help="attempts per task and configuration")
+
+
+def concurrency_option(*, default: int = CONCURRENCY, most: int = 256) -> Callable[[F], F]:
+    return _option("--concurrency", type=click.IntRange(1, most), default=default, show_default=True,
+                   help="trials running at once")
+
+
+def seed_option() -> Callable[[F], F]:
+    return _option("--seed", type=int, default=SEED, show_default=True, help="seed of the plan's order and each trial's")
+
+
+def enforcement_option(help: str = "local backend: cgroup limits, or the rlimit fallback") -> Callable[[F], F]:
+    return _option("--enforcement", type=click.Choice(["auto", "cgroup", "rlimit"]), default="auto",
+                   show_default=True, help=help)
+
+
+def backend_option(help: str = "where trials run (the experiment field 'backend')") -> Callable[[F], F]:
+    return _option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True,
+                   help=help)
+
+
+def no_canary_option(help: str = "skip the enforcement canary (the report then says limits were not checked)"
+                     ) -> Callable[[F], F]:
+    return _option("--no-canary", is_flag=True, help=help)
+
+
+def agent_timeout_option() -> Callable[[F], F]:
+    return _option("--agent-timeout", type=click.FloatRange(min=0, min_open=True),
+                   help="agent timeout (s) for Harbor tasks that set none")
+
+
+# ---- Kubernetes ------------------------------------------------------------------------------------
+
+
+def kube_context_option(help: str = "kubeconfig context") -> Callable[[F], F]:
+    """``--kube-context``; ``--context`` stays as a hidden alias (the cluster commands used to spell it so)."""
+
+    def decorate(f: F) -> F:
+        f = renamed("--context", new="--kube-context", dest="kube_context")(f)
+        return _option("--kube-context", "kube_context", help=help)(f)
+
+    return decorate
+
+
+def namespace_option(help: str = "namespace (default: the context's, else 'default')") -> Callable[[F], F]:
+    return _option("--namespace", "-n", help=help)
+
+
+def kubeconfig_option(help: str = "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)",
+                      envvar: str | None = "KUBECONFIG") -> Callable[[F], F]:
+    return _option("--kubeconfig", type=click.Path(path_type=Path), envvar=envvar, help=help)
+
+
+def keep_pods_option(help: str = "keep trial pods after their result is recorded (for debugging)") -> Callable[[F], F]:
+    return _option("--keep-pods", is_flag=True, help=help)

@@ -1,4 +1,4 @@
-"""Reading runs: ``runs``, ``report``, ``compare`` and ``schema``."""
+"""Reading runs: the ``runs`` group (``runs list``, ``runs compare``), ``report`` and ``schema``."""
 
 from __future__ import annotations
 
@@ -14,15 +14,24 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.commands.console import err, out
-from orchestrator.commands.options import RunName, deprecated, json_option, output_format, run_argument, store_option
+from orchestrator.commands.groups import ListingGroup
+from orchestrator.commands.options import (
+    RunName,
+    format_option,
+    json_option,
+    old_run_id_option,
+    output_format,
+    output_option,
+    rules_option,
+    run_argument,
+    store_option,
+    take_old_run_id,
+)
 from orchestrator.errors import UserError
 
 if TYPE_CHECKING:
     from orchestrator.store.sqlite import RunInfo, Store
 
-RULES_OPTION_HELP = ("scoring rules shown side by side: auto (headroom's two, and an import's own rules), all, or "
-                     "names separated by commas: headroom:infra-as-failure, headroom:infra-excluded, "
-                     "terminal-bench:leaderboard, harbor:job-mean, terminal-bench-2:official")
 REPORT_FORMATS = ("table", "json", "markdown", "html")
 
 
@@ -53,14 +62,13 @@ def print_report(store: Store, run_id: str | None, fmt: str, output: Path | None
 @click.command()
 @run_argument()
 @store_option()
-@click.option("--run-id", "old_run_id", hidden=True)  # the old way to name the run
-@click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS), default=None,
-              help="table, json, markdown or html (default: what --output's extension says, else table)")
-@click.option("--output", "-o", type=click.Path(path_type=Path),
-              help="write to this file instead of stdout; .html, .md and .json choose the format")
+@old_run_id_option
+@format_option(REPORT_FORMATS, default=None,
+               help="table, json, markdown or html (default: what --output's extension says, else table)")
+@output_option("write to this file instead of stdout; .html, .md and .json choose the format")
 @click.option("--reference", help="reference configuration for paired tests, any label in the run "
               "(default: 1x-strict in a sweep, the first label in an import)")
-@click.option("--rules", default="auto", show_default=True, help=RULES_OPTION_HELP)
+@rules_option()
 @click.option("--margin", type=click.FloatRange(0, 1, min_open=True), default=None,
               help="calibration: equivalence margin of the agent score, as a fraction (default 0.04 = 4 points)")
 def report(run: RunName, store_path: Path, old_run_id: str | None, fmt: str | None, output: Path | None,
@@ -74,11 +82,7 @@ def report(run: RunName, store_path: Path, old_run_id: str | None, fmt: str | No
     from orchestrator.commands.outputs import check_file
     from orchestrator.spec.resources import LabelError, ResourceConfig
 
-    if old_run_id is not None:
-        deprecated("report --run-id ID", "headroom report ID")
-        if run.text is not None:
-            raise UserError("name the run once: RUN or --run-id (its old spelling)", field="--run-id")
-        run = RunName(old_run_id)
+    run = take_old_run_id(run, old_run_id)
     fmt = output_format(fmt, output, REPORT_FORMATS)
     if fmt == "html" and output is None:
         raise UserError("--format html needs --output FILE", field="--output")
@@ -99,12 +103,12 @@ def report(run: RunName, store_path: Path, old_run_id: str | None, fmt: str | No
     print_report(store, run_id, fmt, output, reference, rules, margin)
 
 
-@click.command()
+@click.command("compare")
 @run_argument(required=True, name="run_a")
 @run_argument(required=True, name="run_b")
 @store_option()
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table", show_default=True)
-@click.option("--rules", default="auto", show_default=True, help=RULES_OPTION_HELP)
+@format_option(("table", "json", "markdown"))
+@rules_option()
 def compare(run_a: RunName, run_b: RunName, store_path: Path, fmt: str, rules: str) -> None:
     """Paired comparison of two runs on the tasks and configurations both hold (different agents or models).
 
@@ -175,10 +179,18 @@ def run_rows(store: Store) -> list[dict[str, Any]]:
     return rows
 
 
-@click.command()
+@click.group("runs", cls=ListingGroup, short_help="the runs in a store: list, compare, calibrate, bundle ...")
+def runs() -> None:
+    """The runs in a store: list them (`headroom runs` alone lists), compare two, calibrate, re-grade, bundle.
+
+    RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
+    """
+
+
+@runs.command("list")
 @store_option()
 @json_option
-def runs(store_path: Path, as_json: bool) -> None:
+def list_runs(store_path: Path, as_json: bool) -> None:
     """List the runs in a store: name, status, agent, model, trials and score.
 
     score is passed / finished trials with an infra error counted as a failure (`headroom report` gives its

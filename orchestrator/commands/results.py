@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.commands.console import err, out
-from orchestrator.commands.options import store_option
+from orchestrator.commands.options import format_option, store_option
 from orchestrator.importers.outcomes import parse_overrides
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.text import pct
@@ -127,7 +127,7 @@ def print_summary(summary: dict[str, Any], run_id: str | None, store: Path) -> N
         out.print(f"run {run_id} written to {store}. Next: {nxt}")
 
 
-@click.group("results")
+@click.group("results", short_help="results made elsewhere: import Harbor and Terminal-Bench runs")
 def results() -> None:
     """Bring results produced elsewhere (Harbor jobs, Terminal-Bench runs) into a headroom store."""
 
@@ -145,7 +145,7 @@ def results() -> None:
 @click.option("--separate", is_flag=True, help="one run per configuration instead of one run holding them all")
 @click.option("--allow-partial", is_flag=True,
               help="import even when files or trials were skipped (for a reason other than an exact duplicate)")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option(("table", "json"))
 @click.pass_context
 def import_(ctx: click.Context, paths: tuple[Path, ...], store_path: Path, name: str | None, labels: tuple[str, ...],
             mappings: tuple[str, ...], reward_threshold: float, separate: bool, allow_partial: bool, fmt: str) -> None:

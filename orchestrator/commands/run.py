@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -19,13 +20,30 @@ import yaml
 
 from orchestrator import backends
 from orchestrator.commands.console import err
-from orchestrator.commands.options import RunName, deprecated, kube_context_option, run_argument, store_option
+from orchestrator.commands.options import (
+    RunName,
+    attempts_option,
+    backend_option,
+    concurrency_option,
+    deprecated,
+    enforcement_option,
+    format_option,
+    keep_pods_option,
+    kube_context_option,
+    namespace_option,
+    no_canary_option,
+    old_run_id_option,
+    run_argument,
+    seed_option,
+    store_option,
+    take_old_run_id,
+)
 from orchestrator.errors import SpecError, UserError, first_validation_error
 from orchestrator.spec.defaults import DEFAULT_MULTIPLIERS, MAX_TIMEOUT_MULTIPLIER
 
 if TYPE_CHECKING:
     from orchestrator.backends.base import Backend
-    from orchestrator.spec.experiment import Experiment
+    from orchestrator.spec.experiment import Experiment, ExperimentOverrides
     from orchestrator.spec.resources import ResourceConfig
     from orchestrator.store.sqlite import Store
 
@@ -34,28 +52,46 @@ REPORT_FORMATS = ("table", "json", "markdown", "none")
 
 
 def parse_multipliers(text: str) -> list[ResourceConfig]:
-    """The configurations --multipliers names; a spelling that reads two ways is said out loud (see describe)."""
+    """The configurations --multipliers names; a spelling that reads two ways is refused (see ambiguous)."""
     from pydantic import ValidationError
 
     from orchestrator.spec.resources import LabelError, ResourceConfig
 
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    for part in parts:
+        if (problem := ambiguous(part)) is not None:
+            raise UserError(problem, field="--multipliers")
     try:
-        return [ResourceConfig.parse(part) for part in text.split(",") if part.strip()]
+        return [ResourceConfig.parse(part) for part in parts]
     except LabelError as exc:
         raise UserError(str(exc), field="--multipliers") from None
     except ValidationError as exc:
         raise UserError(first_validation_error(exc)[1], field="--multipliers") from None
 
 
-def reread_spellings(text: str, configs: list[ResourceConfig]) -> list[str]:
-    """``4x`` alone means request 1x, limit 4x (as ``4`` does): said out loud, since it also reads as both at 4x.
+def ambiguous(label: str) -> str | None:
+    """Why ``Nx`` alone (N other than 1) cannot be read: it says a multiple, not of what.
 
-    Refusing it would break every experiment file that writes ``3x``; a note on stderr costs nothing.
+    The label grammar reads it as request 1x, limit Nx (as a bare ``N`` is), but ``4x`` reads just as
+    well as both at 4x; on the command line, where it was measured being misread, it is refused.
     """
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    return [f"{part!r} means {c.label} (request 1x, limit {c.label.partition('/')[2]}); write {part.rstrip('xX')}x-strict "
-            "for request and limit both at that multiple" for part, c in zip(parts, configs, strict=True)
-            if part.lower().endswith("x") and "/" in c.label and not c.label.endswith("unbounded")]
+    text = str(label).strip().lower()
+    if not re.fullmatch(r"\d+(?:\.\d+)?x", text):
+        return None
+    n = float(text[:-1])
+    if n == 1:
+        return None  # 1x/1x either way
+    m = f"{n:g}x"
+    return f"{label!r} reads two ways: write 1x/{m} for a {m} limit over the spec's request, or {m}/{m} for both at {m}"
+
+
+def file_notes(configurations: Any) -> list[str]:
+    """An experiment file's ``Nx``: still read as 1x/Nx (files and cluster Experiments are written so), said aloud."""
+    if not isinstance(configurations, list):
+        return []
+    return [f"configurations: {str(c)!r} is read as 1x/{str(c).strip().lower()} (request 1x); write "
+            f"{str(c).strip().lower()}/{str(c).strip().lower()} for both at that multiple" for c in configurations
+            if isinstance(c, str) and ambiguous(c) is not None]
 
 
 def load_experiment_file(path: Path) -> dict[str, Any]:
@@ -90,9 +126,9 @@ def check_env_names(ctx: click.Context, param: click.Parameter, names: tuple[str
     return names
 
 
-def nonempty(value: str | None, flag: str) -> str | None:
+def nonempty(value: str | None, flag: str, problem: str = "is empty; give a value or leave the flag out") -> str | None:
     if value is not None and not value.strip():
-        raise UserError("is empty; give a value or leave the flag out", field=flag)
+        raise UserError(problem, field=flag)
     return value
 
 
@@ -132,16 +168,12 @@ def _nothing_left(store_path: Path, run_id: str | None) -> tuple[str, int] | Non
         peek.close()
 
 
-def build_experiment(fields: dict[str, Any], source: str | None) -> Experiment:
-    from pydantic import ValidationError
-
-    from orchestrator.spec.experiment import Experiment
-
-    try:
-        return Experiment.model_validate(fields)
-    except ValidationError as exc:
-        field, msg = first_validation_error(exc)
-        raise SpecError(msg, file=source, field=field) from None
+def build_experiment(overrides: ExperimentOverrides, base: dict[str, Any], source: str | None) -> Experiment:
+    """The experiment the flags say over ``base`` (an experiment file's mapping, or a command's own); a
+    backend-specific flag the experiment's backend would ignore is refused."""
+    experiment = overrides.apply(base, source)
+    _refuse_ignored_flags(experiment.backend, overrides.flags())
+    return experiment
 
 
 def make_backend(experiment: Experiment, enforcement: str) -> Backend:
@@ -218,16 +250,16 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
         assert experiment is not None
         check_agent_env(list(experiment.agent.env_passthrough))
         task_list = sweep_mod.prepare(experiment)  # rejects bad input before anything is written
+        pending = _store_on_record(store_path)  # a store that cannot be written is refused here, before the backend
     backend = make_backend(experiment, enforcement)
     if resume and backend.enforcement != (started_under := store.run(run_id).enforcement):
         err.print(f"[bold yellow]warning:[/] this run started under {started_under}; the rest runs under "
                   f"{backend.enforcement}. Each trial records its own enforcement.")
     try:
-        if not resume:
-            store = Store(store_path)
         _announce(backend)
         if not resume:
-            run_id, tasks = sweep_mod.start(experiment, task_list, store, backend, argv=sys.argv, canary=canary)
+            run_id, tasks = sweep_mod.start(experiment, task_list, pending, backend, argv=sys.argv, canary=canary)
+            store = pending.opened if isinstance(pending, _Pending) else pending
             _announce_checks(store.provenance(run_id))
             err.print(f"run {run_id}: {len(tasks)} tasks x {len(experiment.configurations)} configurations x "
                       f"{experiment.attempts} attempts -> {store_path}")
@@ -259,6 +291,42 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
     return store, run_id, s.interrupted
 
 
+class _Pending:
+    """Marks the stand-in ``_store_on_record`` returns for a store file that does not exist yet."""
+
+    opened: Store
+
+
+def _store_on_record(path: Path) -> Store:
+    """The store a new sweep records into, created only when ``sweep.start`` writes the run.
+
+    Everything before that (capabilities, fit, the agent's preflight, the canary) may still refuse the
+    sweep, and a refused sweep must leave no store file behind. An existing store is opened now: its
+    own checks (not a headroom store, read-only) come first and nothing is created. ``sweep.start``
+    touches its store only through ``create_run``; splitting it into a check and a record step would
+    let this be a plain ``Store`` again.
+    """
+    from orchestrator.store.sqlite import Store, read_only_reason
+
+    if path.exists():
+        return Store(path)
+    base = path.absolute().parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():  # what creating it would run into, said as Store says it
+        raise UserError(f"cannot create the store ({base} is not a directory)", file=str(path))
+    if (why := read_only_reason(path)) is not None:
+        raise UserError(f"the store is read-only ({why}); copy it to a writable place to continue", file=str(path))
+
+    class OnRecord(Store, _Pending):
+        def __init__(self) -> None:  # no file yet: Store.__init__ runs in create_run
+            self.path = path
+
+        def create_run(self, **kwargs: Any) -> str:
+            self.opened = Store(path)
+            return self.opened.create_run(**kwargs)
+
+    return OnRecord()
 
 
 def print_report(store: Store, run_id: str, fmt: str) -> None:
@@ -267,22 +335,21 @@ def print_report(store: Store, run_id: str, fmt: str) -> None:
     show(store, run_id, fmt)
 
 
-KUBE_FLAGS = ("namespace", "kube_context", "queue", "keep_pods")
-
-
 @click.command()
 @click.argument("tasks_dir", required=False, type=click.Path(path_type=Path))
-@click.option("--name", callback=lambda _c, p, v: nonempty(v, "--name"), help="run name, shown by `headroom runs` and every report (default: the experiment's name, "
-              "else 'sweep')")
+@click.option("--name", callback=lambda _c, p, v: nonempty(v, "--name"), help="run name, shown by `headroom runs` and "
+              "every report (default: the experiment's name, else 'sweep')")
 @click.option("--multipliers", default=",".join(DEFAULT_MULTIPLIERS), show_default=True,
-              help="comma-separated configurations: 1, 1.5, 3 or 3x (request 1x, limit Nx), 1x-strict, 2x/4x, "
-                   "unbounded")
-@click.option("--attempts", type=click.IntRange(1, 10_000), default=3, show_default=True, help="attempts per task and configuration")
-@click.option("--concurrency", type=click.IntRange(1, 256), default=2, show_default=True)
+              help="comma-separated configurations: 1, 1.5 or 3 (request 1x, limit Nx), 1x-strict, 1x/3x, 2x/4x, "
+                   "unbounded, task-band")
+@attempts_option()
+@concurrency_option()
 @click.option("--agent", "agent_kind", type=click.Choice(["oracle", "command", "external"]), default="oracle",
               show_default=True, help="command: runs inside the trial's environment; external: runs on the host and "
               "acts on the environment through $HEADROOM_EXEC (docs/agents.md)")
-@click.option("--agent-command", help="shell command for --agent command|external (gets HEADROOM_* variables)")
+@click.option("--agent-command", callback=lambda _c, p, v: nonempty(v, "--agent-command", "empty command; give the "
+                                                                    "shell command that runs your agent"),
+              help="shell command for --agent command|external (gets HEADROOM_* variables)")
 @click.option("--allow-internet/--no-internet", "allow_internet", default=None,
               help="network for the agent and the trial's environment (experiment: allow_internet; agent.network and "
               "environment.network set each apart); a task with allow_internet = false never gets it")
@@ -292,115 +359,79 @@ KUBE_FLAGS = ("namespace", "kube_context", "queue", "keep_pods")
               help="model id being evaluated (recorded, not interpreted)")
 @click.option("--task", "task_patterns", multiple=True, help="task id or glob; repeatable (default: all)")
 @store_option()
-@click.option("--seed", type=int, default=0, show_default=True)
+@seed_option()
 @click.option("--retries", type=click.IntRange(0, 10), default=0, show_default=True,
               help="retries of infra errors a trial cannot cause itself (not OOM kills or the storage limit); "
                    "every try stays on record")
 @click.option("--timeout-multiplier", type=click.FloatRange(0, MAX_TIMEOUT_MULTIPLIER, min_open=True), default=1.0,
               show_default=True, callback=lambda _c, _p, v: finite(v, "--timeout-multiplier"),
               help="scales every task's agent and verifier timeouts")
-@click.option("--enforcement", type=click.Choice(["auto", "cgroup", "rlimit"]), default="auto", show_default=True,
-              help="local backend: cgroup limits, or the rlimit fallback")
-@click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True,
-              help="where trials run (the experiment field 'backend')")
+@enforcement_option()
+@backend_option()
 @click.option("--build", is_flag=True, help="docker backend: build every task image from environment/Dockerfile")
 @click.option("--experiment", "experiment_file", type=click.Path(path_type=Path), help="experiment spec (YAML); flags override")
-@click.option("--namespace", help="--backend kubernetes: namespace of the trial pods (kubernetes.namespace)")
+@namespace_option("--backend kubernetes: namespace of the trial pods (kubernetes.namespace)")
 @kube_context_option("--backend kubernetes: kubeconfig context (kubernetes.context)")
 @click.option("--queue", help="--backend kubernetes: Kueue LocalQueue for the trial pods (kubernetes.queue)")
-@click.option("--keep-pods", is_flag=True, default=None, help="--backend kubernetes: keep harvested pods for debugging")
+@keep_pods_option("--backend kubernetes: keep harvested pods for debugging")
 @click.option("--resume", is_flag=True, hidden=True)  # old spelling of `headroom resume`
-@click.option("--run-id", hidden=True)  # with the old --resume
-@click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS), default="table", show_default=True,
-              help="report printed when the sweep ends")
-@click.option("--no-canary", is_flag=True, help="skip the enforcement canary (the report then says limits were not checked)")
+@old_run_id_option  # with the old --resume
+@format_option(REPORT_FORMATS, help="report printed when the sweep ends")
+@no_canary_option()
 @click.option("--placement", type=click.Choice(["default", "limit-aware"]), default="default", show_default=True,
               help="limit-aware: never run trials whose memory limits add up to more than this machine "
               "(kubernetes: each node) has")
 @click.pass_context
-def sweep(ctx: click.Context, tasks_dir: Path | None, name: str | None, multipliers: str, attempts: int,
-          concurrency: int, agent_kind: str, agent_command: str | None, allow_internet: bool | None,
-          agent_env: tuple[str, ...], model: str | None,
-          task_patterns: tuple[str, ...], store_path: Path, seed: int, retries: int, timeout_multiplier: float,
-          enforcement: str, backend_name: str, build: bool, experiment_file: Path | None, namespace: str | None,
-          kube_context: str | None, queue: str | None, keep_pods: bool | None, resume: bool, run_id: str | None,
-          fmt: str, no_canary: bool, placement: str) -> None:
+def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, store_path: Path, enforcement: str,
+          experiment_file: Path | None, resume: bool, old_run_id: str | None, fmt: str, no_canary: bool,
+          **flags: Any) -> None:
     """Run a resource sweep over the tasks in TASKS_DIR (or the experiment file's tasks_dir)."""
-    given = lambda n: ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT  # noqa: E731
-    if run_id is not None and not resume:
+    from orchestrator.spec.experiment import ExperimentOverrides
+
+    defaults = {p.name: p.get_default(ctx) for p in ctx.command.params}
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+
+    if old_run_id is not None and not resume:
         raise UserError("applies only with --resume (a new sweep always gets a new run id)", field="--run-id")
     if resume:
         deprecated("sweep --resume", "headroom resume [RUN]")
-        kept = ("resume", "run_id", "store_path", "enforcement", "fmt", "no_canary")
+        kept = ("resume", "old_run_id", "store_path", "enforcement", "fmt", "as_json", "no_canary")
         changed = [p.opts[0] if isinstance(p, click.Option) else p.human_readable_name
                    for p in ctx.command.params if p.name in ctx.params and p.name not in kept and given(p.name)]
         if changed:
             raise UserError(f"a resume continues the run as it was recorded; drop {', '.join(changed)}", field="--resume")
-        _resume(ctx, RunName(run_id) if run_id else RunName(None), store_path, enforcement, fmt, no_canary)
+        _resume(ctx, RunName(old_run_id), store_path, enforcement, fmt, no_canary)
         return
-    fields: dict[str, Any] = load_experiment_file(experiment_file) if experiment_file else {}
+    base: dict[str, Any] = load_experiment_file(experiment_file) if experiment_file else {}
     source = str(experiment_file) if experiment_file else None
-    for key in ("agent", "model", "retry", "kubernetes", "docker"):  # merged with flags below, so they must be mappings
-        if key in fields and not isinstance(fields[key], dict):
-            raise SpecError(f"expected a mapping, got {type(fields[key]).__name__}", file=source, field=key)
     if tasks_dir is not None:
-        fields["tasks_dir"] = str(tasks_dir.resolve())
-    elif isinstance(fields.get("tasks_dir"), str) and experiment_file:
+        flags["tasks_dir"] = str(tasks_dir.resolve())
+    elif isinstance(base.get("tasks_dir"), str) and experiment_file:
         # Relative to the experiment file, and stored absolute so a resume works from anywhere.
-        fields["tasks_dir"] = str((experiment_file.parent / fields["tasks_dir"]).resolve())
-    if "tasks_dir" not in fields:
+        base["tasks_dir"] = str((experiment_file.parent / base["tasks_dir"]).resolve())
+    elif "tasks_dir" not in base:
         raise UserError("give TASKS_DIR (or tasks_dir in --experiment)")
-    if name is not None:
-        fields["name"] = name
-    if given("multipliers") or "configurations" not in fields:
-        fields["configurations"] = parse_multipliers(multipliers)
-        for line in reread_spellings(multipliers, fields["configurations"]) if given("multipliers") else []:
-            err.print(f"note: --multipliers {line}", soft_wrap=True, markup=False)
-    for param, key, value in (("attempts", "attempts", attempts), ("concurrency", "concurrency", concurrency),
-                              ("seed", "seed", seed), ("timeout_multiplier", "timeout_multiplier", timeout_multiplier)):
-        if given(param) or key not in fields:
-            fields[key] = value
-    agent = dict(fields.get("agent") or {})
-    if given("agent_kind"):
-        agent["kind"] = agent_kind
-    if agent_command is not None:
-        if not agent_command.strip():
-            raise UserError("empty command; give the shell command that runs your agent", field="--agent-command")
-        agent["command"] = agent_command  # implies kind 'command' unless a kind was given
-    if agent_env:
-        agent["env_passthrough"] = list(agent_env)
-    fields["agent"] = agent
-    if allow_internet is not None:
-        fields["allow_internet"] = allow_internet
-    if model:
-        fields["model"] = {**(fields.get("model") or {}), "name": model}
-    if task_patterns:
-        fields["tasks"] = list(task_patterns)
-    if given("backend_name") or "backend" not in fields:
-        fields["backend"] = backend_name
-    if given("placement") or "placement" not in fields:
-        fields["placement"] = placement
-    if given("retries"):
-        fields["retry"] = {**(fields.get("retry") or {}), "max_retries": retries}
-    kube = {k: v for k, v in (("namespace", namespace), ("context", kube_context), ("queue", queue),
-                              ("keep_pods", keep_pods)) if v is not None}
-    if kube:
-        fields["kubernetes"] = {**(fields.get("kubernetes") or {}), **kube}
-    if build:
-        fields["docker"] = {**(fields.get("docker") or {}), "build": True}
-    experiment = build_experiment(fields, source)
-    flags = [f"--{n.replace('_', '-')}" for n in KUBE_FLAGS if given(n) or (n == "kube_context" and kube_context)]
-    _refuse_ignored_flags(experiment.backend, (["--build"] if build else []) + flags)
+    if given("multipliers"):
+        flags["multipliers"] = parse_multipliers(multipliers)
+    for line in file_notes(base.get("configurations")) if not given("multipliers") else []:
+        err.print(f"note: {source}: {line}", soft_wrap=True, markup=False)
+    overrides = ExperimentOverrides.model_validate(
+        {name: list(value) if isinstance(value, tuple) else value for name, value in flags.items()
+         # given, or set through a hidden old spelling (--context), which leaves the source at DEFAULT
+         if name in ("tasks_dir", "multipliers") or given(name) or value not in (None, (), defaults.get(name))})
+    experiment = build_experiment(overrides, base, source)
     _finish(ctx, fmt, *_run_sweep(experiment, store_path, resume_run=None, resume=False, enforcement=enforcement,
                                   canary=not no_canary))
 
 
 def _refuse_ignored_flags(backend_name: str, flags: list[str]) -> None:
     """A backend-specific flag the run's backend does not declare is refused before anything runs."""
-    if flags:
-        from orchestrator.backends.abilities import refuse_flags
+    from orchestrator.backends.abilities import BACKEND_FLAGS, refuse_flags
 
-        refuse_flags(backend_name, backends.declared_abilities(backend_name), flags)
+    if specific := [f for f in flags if f in BACKEND_FLAGS]:
+        refuse_flags(backend_name, backends.declared_abilities(backend_name), specific)
 
 
 def _finish(ctx: click.Context, fmt: str, store: Store, run_id: str, interrupted: bool) -> None:
@@ -422,11 +453,9 @@ def _resume(ctx: click.Context, run: RunName, store_path: Path, enforcement: str
 @click.command()
 @run_argument()
 @store_option()
-@click.option("--enforcement", type=click.Choice(["auto", "cgroup", "rlimit"]), default="auto", show_default=True,
-              help="local backend: cgroup limits, or the rlimit fallback (each trial records its own)")
-@click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS), default="table", show_default=True,
-              help="report printed when the run ends")
-@click.option("--no-canary", is_flag=True, help="skip re-checking enforcement before the rest runs")
+@enforcement_option("local backend: cgroup limits, or the rlimit fallback (each trial records its own)")
+@format_option(REPORT_FORMATS, help="report printed when the run ends")
+@no_canary_option("skip re-checking enforcement before the rest runs")
 @click.pass_context
 def resume(ctx: click.Context, run: RunName, store_path: Path, enforcement: str, fmt: str, no_canary: bool) -> None:
     """Continue an interrupted run as it was recorded: finished trials are kept, the rest run.
@@ -444,17 +473,19 @@ DEMO_MULTIPLIERS, DEMO_ATTEMPTS = ("1", "2", "3", "unbounded"), 12
 
 @click.command()
 @store_option(default=Path("headroom-results/demo.db"))
-@click.option("--attempts", type=click.IntRange(1, 1000), default=DEMO_ATTEMPTS, show_default=True)
-@click.option("--concurrency", type=click.IntRange(1, 64), default=2, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--enforcement", type=click.Choice(["auto", "cgroup", "rlimit"]), default="auto", show_default=True)
+@attempts_option(default=DEMO_ATTEMPTS, most=1000)
+@concurrency_option(most=64)
+@seed_option()
+@enforcement_option()
 @click.pass_context
 def demo(ctx: click.Context, store_path: Path, attempts: int, concurrency: int, seed: int, enforcement: str) -> None:
     """Sweep the bundled demo tasks (about 3 minutes on 2 cores) and print the report."""
+    from orchestrator.spec.experiment import ExperimentOverrides
+
     experiment = build_experiment(
+        ExperimentOverrides(attempts=attempts, concurrency=concurrency, seed=seed),
         {"name": "demo", "tasks_dir": str(BUNDLED_TASKS), "configurations": list(DEMO_MULTIPLIERS),
-         "attempts": attempts, "concurrency": concurrency, "seed": seed, "agent": {"kind": "oracle"},
-         "model": {"name": "oracle"}},
+         "agent": {"kind": "oracle"}, "model": {"name": "oracle"}},
         None,
     )
     store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=None, resume=False, enforcement=enforcement)
@@ -464,24 +495,29 @@ def demo(ctx: click.Context, store_path: Path, attempts: int, concurrency: int, 
         ctx.exit(130)
 
 
-@click.command()
-@click.option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True)
-@click.option("--run-id", help="only what this run left behind, live or not (default: every run whose process is gone)")
-@click.option("--namespace", help="--backend kubernetes: namespace of the trial pods (default: 'default')")
+@click.command("cleanup")
+@run_argument()
+@store_option(help="the results store a RUN given as a store file or FILE:RUN_ID is read from")
+@old_run_id_option
+@backend_option()
+@namespace_option("--backend kubernetes: namespace of the trial pods (default: 'default')")
 @kube_context_option("--backend kubernetes: kubeconfig context")
 @click.option("--force", is_flag=True,
               help="--backend kubernetes: also remove runs whose Lease says they are still executing")
-def cleanup(backend_name: str, run_id: str | None, namespace: str | None, kube_context: str | None,
-            force: bool) -> None:
-    """Remove what a crashed headroom left behind: trial cgroups, work dirs, containers, pods."""
-    fields: dict[str, Any] = {"tasks_dir": ".", "backend": backend_name}
-    kube = {k: v for k, v in (("namespace", namespace), ("context", kube_context)) if v is not None}
-    _refuse_ignored_flags(backend_name, [f for f, on in (("--namespace", namespace is not None),
-                                                           ("--kube-context", kube_context is not None),
-                                                           ("--force", force)) if on])
-    if kube:
-        fields["kubernetes"] = kube
-    experiment = build_experiment(fields, None)
+def cleanup(run: RunName, store_path: Path, old_run_id: str | None, backend_name: str, namespace: str | None,
+            kube_context: str | None, force: bool) -> None:
+    """Remove what a crashed headroom left behind: trial cgroups, work dirs, containers, pods.
+
+    RUN: only what that run left behind, live or not (a run id, taken as written even when no local store
+    holds it; a store file for its latest run; or FILE:RUN_ID). Default: every run whose process is gone.
+    """
+    from orchestrator.spec.experiment import ExperimentOverrides
+
+    run = take_old_run_id(run, old_run_id)
+    overrides = ExperimentOverrides(backend_name=backend_name, namespace=namespace, kube_context=kube_context)
+    _refuse_ignored_flags(backend_name, [*overrides.flags(), *(["--force"] if force else [])])
+    experiment = build_experiment(overrides, {"tasks_dir": "."}, None)
+    run_id = None if run.text is None else run.run_id(store_path)
     backend = make_backend(experiment, "auto")
     try:
         report = backend.cleanup(run_id, force=True) if force else backend.cleanup(run_id)  # type: ignore[call-arg]

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from orchestrator.commands.console import err
+from orchestrator.commands.options import renamed
 from orchestrator.errors import UserError
 
 DEFAULT_BASE = "headroom.local/debian-base"
@@ -19,13 +20,15 @@ DEFAULT_BASE = "headroom.local/debian-base"
 @click.option("--tag", "-t", required=True, help="the image reference to build, e.g. registry/team/tasks:v1")
 @click.option("--base", default=None, help="base image with /bin/sh, cp and cat (default: the "
                                            f"{DEFAULT_BASE} scripts/images/build.sh built last)")
-@click.option("--context", "context_dir", type=click.Path(path_type=Path, file_okay=False),
+@click.option("--build-dir", "context_dir", type=click.Path(path_type=Path, file_okay=False),
               help="write the build context (Dockerfile + headroom-tasks/) here and do not build")
+# --context was this option's name until it clashed with --context, the old name of --kube-context.
+@renamed("--context", new="--build-dir", dest="context_dir", type=click.Path(path_type=Path, file_okay=False))
 def image(tasks_dir: Path, tag: str, base: str | None, context_dir: Path | None) -> None:
     """Build TASKS_DIR into a task-set image (layout: /headroom-tasks/catalog.json + /headroom-tasks/<task>/).
 
     Name it in an Experiment as `task_source: {image: TAG}`; push or import it where the nodes pull from.
-    Without --context it builds with the Docker daemon at $DOCKER_HOST, without network (the base must be local).
+    Without --build-dir it builds with the Docker daemon at $DOCKER_HOST, without network (the base must be local).
     """
     from orchestrator.tasks.image import write_context
 
@@ -55,7 +58,7 @@ def _build(context: Path, tag: str) -> None:
             if "error" in chunk:
                 raise UserError(f"docker build of {tag} failed: {chunk['error'].strip()}")
     except docker.errors.DockerException as exc:
-        raise UserError(f"cannot build {tag} with the Docker daemon ({exc}); give --context DIR and build "
+        raise UserError(f"cannot build {tag} with the Docker daemon ({exc}); give --build-dir DIR and build "
                         "the context elsewhere") from None
 
 

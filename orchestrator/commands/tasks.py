@@ -1,4 +1,8 @@
-"""``headroom tasks import|list|show|validate``: task sets made for Harbor or Terminal-Bench."""
+"""``headroom tasks validate|list|show|import``: task sets made for Harbor or Terminal-Bench.
+
+The group also holds the task-set commands of other modules (provenance, audit, judge, push, image): cli.py
+registers them.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.commands.console import err, out
-from orchestrator.commands.options import deprecated, json_option
+from orchestrator.commands.options import agent_timeout_option, format_option, json_option, out_dir_option
 from orchestrator.commands.outputs import check_dir, make_dir, write_file
 from orchestrator.errors import UserError
 from orchestrator.importers.fields import DEFAULTED, KINDS, size_to_mib
@@ -65,30 +69,24 @@ def print_resources(res: dict[str, Any]) -> None:
     out.print(t)
 
 
-@click.group("tasks")
+@click.group("tasks", short_help="task sets: validate, list, show, import, audit ...")
 def tasks() -> None:
-    """Task sets: import, list, show and validate (Harbor task.toml, dataset.toml, legacy Terminal-Bench task.yaml); provenance registry."""
+    """Task sets: validate, list, show and import them (Harbor task.toml, dataset.toml, legacy Terminal-Bench
+    task.yaml); their provenance, duplicates and judges; push or build them for a cluster."""
 
 
 @tasks.command("import")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--out-dir", "output", type=click.Path(path_type=Path),
-              help="directory to write the headroom task directories into (required)")
 # -o names a file on every command; this writes a directory, so its old -o/--output is a hidden alias.
-@click.option("--output", "-o", "old_output", type=click.Path(path_type=Path), hidden=True)
-@click.option("--agent-timeout", type=click.FloatRange(min=0, min_open=True),
-              help="agent timeout (s) for Harbor tasks that set none")
+@out_dir_option("directory to write the headroom task directories into (required)", old_dash_o=True)
+@agent_timeout_option()
 @click.option("--force", is_flag=True, help="replace task directories that already exist in --out-dir")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option(("table", "json"))
 @click.pass_context
-def import_(ctx: click.Context, path: Path, output: Path | None, old_output: Path | None, agent_timeout: float | None,
-            force: bool, fmt: str) -> None:
+def import_(ctx: click.Context, path: Path, out_dir: Path | None, agent_timeout: float | None, force: bool,
+            fmt: str) -> None:
     """Import every task under PATH into --out-dir; bad tasks are listed and skipped."""
-    if old_output is not None:
-        if output is not None:
-            raise UserError("name the directory once: --out-dir (or its old spelling -o)", field="--out-dir")
-        deprecated("tasks import -o/--output DIR", "--out-dir DIR")
-        output = old_output
+    output = out_dir
     if output is None:
         raise UserError("needs --out-dir DIR, the directory to write the tasks into", field="--out-dir")
     check_dir(output, "--out-dir")
@@ -116,11 +114,9 @@ def import_(ctx: click.Context, path: Path, output: Path | None, old_output: Pat
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--above-cpus", type=float, help="list only tasks asking for more CPUs than this")
 @click.option("--above-memory", help="list only tasks asking for more memory than this (e.g. 4G, 2048M)")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@json_option
-def list_(path: Path, above_cpus: float | None, above_memory: str | None, fmt: str, as_json: bool) -> None:
+@format_option(("table", "json"))
+def list_(path: Path, above_cpus: float | None, above_memory: str | None, fmt: str) -> None:
     """One line per task with its resources, and the distribution across the set."""
-    fmt = "json" if as_json else fmt  # --json: the same spelling as every other listing
     from orchestrator.importers import taskset  # the task models load when a task command runs, not with --help
 
     ts = taskset.read_task_set(path)
@@ -149,7 +145,8 @@ def list_(path: Path, above_cpus: float | None, above_memory: str | None, fmt: s
 @tasks.command("show")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.argument("task_id", required=False)
-def show(path: Path, task_id: str | None) -> None:
+@json_option
+def show(path: Path, task_id: str | None, as_json: bool) -> None:
     """The task as headroom reads it (PATH is the task, or TASK_ID names one under PATH), and what became of each field."""
     target = path / task_id if task_id else path
     if not target.is_dir():
@@ -159,36 +156,66 @@ def show(path: Path, task_id: str | None) -> None:
     entry = taskset.read_task(target)
     if isinstance(entry, taskset.BadTask):
         raise UserError(entry.reason, file=entry.path)
-    click.echo(json.dumps({"task": entry.task_id, "format": entry.source_format, "spec": entry.spec,
-                           "fields": [{"what": k, "field": p, "note": n} for k, p, n in entry.report.entries]},
-                          indent=2, default=str))
+    if as_json:
+        click.echo(json.dumps({"task": entry.task_id, "format": entry.source_format, "spec": entry.spec,
+                               "fields": [{"what": k, "field": p, "note": n} for k, p, n in entry.report.entries]},
+                              indent=2, default=str))
+        return
+    env, agent, verifier = entry.spec["environment"], entry.spec["agent"], entry.spec["verifier"]
+    out.print(f"[bold]{escape(entry.task_id)}[/] ({entry.source_format}"
+              f"{', runs as it is' if entry.verbatim else ', needs `headroom tasks import` first'})")
+    t = Table(box=None, show_header=False, pad_edge=False)
+    t.add_column(style="bold")
+    t.add_column(overflow="fold")
+    t.add_row("resources", f"{_num(entry.cpus)} cpus, {entry.memory_mb} MiB memory"
+              + (f", {env['storage_mb']} MiB storage" if env.get("storage_mb") else "")
+              + (f", {env['gpus']} gpus" if env.get("gpus") else ""))
+    t.add_row("timeouts", f"agent {_num(agent['timeout_sec'])} s, verifier {_num(verifier['timeout_sec'])} s")
+    t.add_row("internet", "allowed" if env.get("allow_internet") else "none")
+    if env.get("docker_image"):
+        t.add_row("image", escape(str(env["docker_image"])))
+    t.add_row("instruction", escape(" ".join(entry.instruction.split())[:200]))
+    out.print(t)
+    f = Table(title="Fields", title_justify="left")
+    for h in ("what happened", "field", "note"):
+        f.add_column(h, overflow="fold")
+    for kind, field_path, note in entry.report.entries:
+        f.add_row(kind, escape(field_path), escape(note))
+    if f.row_count:
+        out.print(f)
 
 
 @tasks.command("validate")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--agent-timeout", type=click.FloatRange(min=0, min_open=True),
-              help="agent timeout (s) for Harbor tasks that set none")
+@agent_timeout_option()
+@json_option
 @click.pass_context
-def validate(ctx: click.Context, path: Path, agent_timeout: float | None) -> None:
+def validate(ctx: click.Context, path: Path, agent_timeout: float | None, as_json: bool) -> None:
     """Check every task under PATH: which `headroom sweep` runs as it is, which need `headroom tasks import`
     first, and why each bad one cannot be used (exit 1 unless every task runs as it is)."""
     from orchestrator.importers import taskset  # the task models load when a task command runs, not with --help
 
     ts = taskset.read_task_set(path, agent_timeout=agent_timeout)
-    print_summary(ts, verb="valid")
     needs_import = [e for e in ts.entries if not e.verbatim]
-    if needs_import:
-        def why_not(e: TaskEntry) -> str:
-            if e.source_format != taskset.HARBOR:
-                return "a legacy Terminal-Bench task.yaml"
-            defaulted = [path for kind, path, _note in e.report.entries if kind == DEFAULTED]
-            return ("leaves " + ", ".join(defaulted) + " to Harbor's defaults, which the import writes in"
-                    if defaulted else "its task.toml does not load as written")
 
-        why = {e.task_id: why_not(e) for e in needs_import}
-        out.print(f"[yellow]{len(needs_import)} of {len(ts.entries)} valid tasks do not run as they are[/]: "
-                  "`headroom sweep` needs them through `headroom tasks import PATH -o DIR` first", soft_wrap=True)
-        for task_id, reason in sorted(why.items()):
-            out.print(f"  needs import {escape(task_id)}: {escape(reason)}", soft_wrap=True)
+    def why_not(e: TaskEntry) -> str:
+        if e.source_format != taskset.HARBOR:
+            return "a legacy Terminal-Bench task.yaml"
+        defaulted = [path for kind, path, _note in e.report.entries if kind == DEFAULTED]
+        return ("leaves " + ", ".join(defaulted) + " to Harbor's defaults, which the import writes in"
+                if defaulted else "its task.toml does not load as written")
+
+    why = {e.task_id: why_not(e) for e in needs_import}
+    if as_json:
+        click.echo(json.dumps({**ts.summary(), "runs_as_is": not (ts.bad or needs_import),
+                               "needs_import": [{"task": t, "reason": r} for t, r in sorted(why.items())]}, indent=2))
+    else:
+        print_summary(ts, verb="valid")
+        if needs_import:
+            out.print(f"[yellow]{len(needs_import)} of {len(ts.entries)} valid tasks do not run as they are[/]: "
+                      "`headroom sweep` needs them through `headroom tasks import PATH --out-dir DIR` first",
+                      soft_wrap=True)
+            for task_id, reason in sorted(why.items()):
+                out.print(f"  needs import {escape(task_id)}: {escape(reason)}", soft_wrap=True)
     if ts.bad or needs_import:
         ctx.exit(1)

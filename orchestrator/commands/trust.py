@@ -1,4 +1,4 @@
-"""``headroom audit``, ``headroom tasks provenance`` and ``headroom judge``: how far a task set and its grading can be trusted."""
+"""``headroom tasks audit|provenance|judge`` and ``headroom runs regrade``: how far a task set and its grading can be trusted."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
-from orchestrator.commands.options import RunName, run_argument, store_option
+from orchestrator.commands.console import err, out
+from orchestrator.commands.options import RunName, format_option, output_option, run_argument, store_option
 from orchestrator.commands.outputs import check_file, write_file
-
-err = Console(stderr=True, highlight=False)
 
 
 @click.command("audit")
@@ -27,7 +25,7 @@ err = Console(stderr=True, highlight=False)
               help="compare the prompt alone, prompt plus reference answer, or both")
 @click.option("--threshold", type=float, default=0.8, show_default=True, help="near-duplicate Jaccard similarity of word 3-shingles")
 @click.option("--accept-clusters", "accept", is_flag=True, help="write the proposed template clusters into each task's cluster_id")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="write the JSON lines here instead of stdout")
+@output_option("write the JSON lines to this file instead of stdout")
 def audit_cmd(tasks_dir: Path, against: tuple[Path, ...], id_column: str, text_column: str, fields: str,
               threshold: float, accept: bool, output: Path | None) -> None:
     """Find exact and near-duplicate tasks, within the set and against train/dev files (one JSON line per finding)."""
@@ -59,7 +57,7 @@ def audit_cmd(tasks_dir: Path, against: tuple[Path, ...], id_column: str, text_c
 
 @click.command("provenance")
 @click.argument("tasks_dir", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default="csv", show_default=True)
+@format_option(("csv", "json"), default="csv")
 def provenance_cmd(tasks_dir: Path, fmt: str) -> None:
     """Export every task's [provenance] fields, with the fields each task is missing."""
     from orchestrator.tasks.loader import load_tasks
@@ -79,7 +77,7 @@ def provenance_cmd(tasks_dir: Path, fmt: str) -> None:
 
 @click.group("judge")
 def judge_group() -> None:
-    """LLM-judge graders: calibrate before trusting."""
+    """LLM-judge graders: calibrate a judge before trusting its grades."""
 
 
 @judge_group.command("calibrate")
@@ -87,7 +85,7 @@ def judge_group() -> None:
 @click.option("--endpoint", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
 @click.option("--model", required=True, help="the judge model's name at that endpoint")
 @click.option("--api-key-env", help="NAME of the environment variable holding the API key (its value is never recorded)")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="write the JSON report to this file instead of stdout")
+@output_option("write the JSON report to this file instead of stdout")
 def judge_calibrate(pairs_file: Path, endpoint: str, model: str, api_key_env: str | None, output: Path | None) -> None:
     """Judge every pair in both orders: order consistency, position bias, agreement with human labels (Cohen's kappa), length bias.
 
@@ -114,7 +112,7 @@ def judge_calibrate(pairs_file: Path, endpoint: str, model: str, api_key_env: st
 @store_option()
 @click.option("--grader", "grader_file", required=True, type=click.Path(path_type=Path),
               help="TOML with a [grader] table for every task and/or [graders.<task_id>] tables")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option(("table", "json"))
 def regrade_cmd(run: RunName, store_path: Path, grader_file: Path, fmt: str) -> None:
     """Re-grade RUN's stored answers with another golden grader (no agent runs); show every flip.
 
@@ -142,7 +140,6 @@ def regrade_cmd(run: RunName, store_path: Path, grader_file: Path, fmt: str) -> 
     if fmt == "json":
         click.echo(json.dumps({"regrade": result.summary(), "comparison": doc}, indent=2, allow_nan=False))
         return
-    out = Console(highlight=False)
     s = result.summary()
     out.print(f"re-graded {s['regraded_trials']} trials into run {result.run_id}; flips: "
               + (", ".join(f"{k}: {v}" for k, v in s["flips"].items()) or "none"))

@@ -8,10 +8,13 @@ recorded by NAME only, so an API key never reaches the store.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from orchestrator.errors import SpecError, first_validation_error
 from orchestrator.spec.artifacts import ArtifactsSpec
 from orchestrator.spec.defaults import DEFAULT_MULTIPLIERS, MAX_TIMEOUT_MULTIPLIER
 from orchestrator.spec.docker import DockerOptions
@@ -187,3 +190,100 @@ class Experiment(BaseModel):
         if dupes:
             raise ValueError(f"configuration listed twice: {', '.join(dupes)}")
         return self
+
+
+# ---- command-line flags over an experiment ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Where a command-line flag lands in an experiment, and how an error about its value names it."""
+
+    name: str  # as the user types it: "--attempts"
+    path: tuple[str, ...]  # the experiment field it sets: ("agent", "kind")
+
+
+#: The sections a flag writes into, field by field: in an experiment file each must be a mapping.
+NESTED = ("agent", "model", "retry", "kubernetes", "docker")
+#: Sections that configure one backend; a file that holds one for another backend is refused, not ignored.
+BACKEND_SECTIONS = ("kubernetes", "docker")
+
+
+class ExperimentOverrides(BaseModel):
+    """What the command line says about an experiment: a typed partial, applied over an experiment file.
+
+    A field is set only when its flag was given (its name is the click parameter's); each carries the
+    ``Flag`` it came from, so a value the experiment refuses is reported against the flag, and a value
+    from the file against the file's field.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str | None, Flag("--name", ("name",))] = None
+    tasks_dir: Annotated[str | None, Flag("TASKS_DIR", ("tasks_dir",))] = None
+    multipliers: Annotated[list[ResourceConfig] | None, Flag("--multipliers", ("configurations",))] = None
+    attempts: Annotated[int | None, Flag("--attempts", ("attempts",))] = None
+    concurrency: Annotated[int | None, Flag("--concurrency", ("concurrency",))] = None
+    seed: Annotated[int | None, Flag("--seed", ("seed",))] = None
+    timeout_multiplier: Annotated[float | None, Flag("--timeout-multiplier", ("timeout_multiplier",))] = None
+    agent_kind: Annotated[str | None, Flag("--agent", ("agent", "kind"))] = None
+    agent_command: Annotated[str | None, Flag("--agent-command", ("agent", "command"))] = None
+    agent_env: Annotated[list[str] | None, Flag("--agent-env", ("agent", "env_passthrough"))] = None
+    allow_internet: Annotated[bool | None, Flag("--allow-internet/--no-internet", ("allow_internet",))] = None
+    model: Annotated[str | None, Flag("--model", ("model", "name"))] = None
+    task_patterns: Annotated[list[str] | None, Flag("--task", ("tasks",))] = None
+    backend_name: Annotated[str | None, Flag("--backend", ("backend",))] = None
+    placement: Annotated[str | None, Flag("--placement", ("placement",))] = None
+    retries: Annotated[int | None, Flag("--retries", ("retry", "max_retries"))] = None
+    namespace: Annotated[str | None, Flag("--namespace", ("kubernetes", "namespace"))] = None
+    kube_context: Annotated[str | None, Flag("--kube-context", ("kubernetes", "context"))] = None
+    queue: Annotated[str | None, Flag("--queue", ("kubernetes", "queue"))] = None
+    keep_pods: Annotated[bool | None, Flag("--keep-pods", ("kubernetes", "keep_pods"))] = None
+    build: Annotated[bool | None, Flag("--build", ("docker", "build"))] = None
+
+    @classmethod
+    def flag_of(cls, field: str) -> Flag:
+        return next(m for m in cls.model_fields[field].metadata if isinstance(m, Flag))
+
+    def given(self) -> dict[str, Flag]:
+        """The flags given, by field name."""
+        return {f: self.flag_of(f) for f in type(self).model_fields
+                if f in self.model_fields_set and getattr(self, f) is not None}
+
+    def flags(self) -> list[str]:
+        return [flag.name for flag in self.given().values()]
+
+    def apply(self, base: Mapping[str, Any], source: str | None = None) -> Experiment:
+        """The experiment ``base`` (an experiment file's mapping, ``source`` its path) says, with these flags over it.
+
+        One validation of the merge: a refused value is one line naming the flag that gave it, or the file
+        and field it came from.
+        """
+        merged = dict(base)
+        for key in NESTED:
+            if merged.get(key) is not None and not isinstance(merged[key], Mapping):
+                raise SpecError(f"expected a mapping, got {type(merged[key]).__name__}", file=source, field=key)
+        for field, flag in self.given().items():
+            value = getattr(self, field)
+            *parents, leaf = flag.path
+            target = merged
+            for key in parents:  # a copy of each section, so the caller's mapping is never changed
+                target[key] = dict(target.get(key) or {})
+                target = target[key]
+            target[leaf] = value
+        try:
+            experiment = Experiment.model_validate(merged)
+        except ValidationError as exc:
+            where, msg = first_validation_error(exc)
+            loc = tuple(where.split("."))
+            blamed = [flag.name for flag in self.given().values()
+                      if flag.path[:len(loc)] == loc[:len(flag.path)]]  # one path is a prefix of the other
+            if blamed:
+                raise SpecError(msg, field=", ".join(sorted(blamed))) from None
+            raise SpecError(msg, file=source, field=where) from None
+        for section in BACKEND_SECTIONS:
+            if base.get(section) is not None and experiment.backend != section:
+                raise SpecError(f"a {section} section applies to backend {section}, and this experiment runs on "
+                                f"{experiment.backend}: remove the section or set backend: {section}",
+                                file=source, field=section)
+        return experiment

@@ -1,43 +1,16 @@
-"""`-o` means one thing on every command: write this FILE instead of stdout (a directory is `--out-dir`)."""
+"""`-o` means one thing on every command: write this FILE instead of stdout (a directory is `--out-dir`).
+
+tests/cli/test_conventions.py checks the declarations; here, what the commands do with them.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-import click
-
-from orchestrator.cli import cli
 from tests.cli.conftest import Headroom, one_line_error
 
 HARBOR_TASKS = Path(__file__).resolve().parents[1] / "importers" / "fixtures" / "harbor_tasks"
-
-
-def _commands(group: click.Group, ctx: click.Context, path: tuple[str, ...] = ()) -> list[tuple[str, click.Command]]:
-    out = []
-    for name in group.list_commands(ctx):
-        cmd = group.get_command(ctx, name)
-        if cmd is None:
-            continue
-        out.append((" ".join((*path, name)), cmd))
-        if isinstance(cmd, click.Group):
-            out += _commands(cmd, ctx, (*path, name))
-    return out
-
-
-def test_every_visible_dash_o_is_output_file() -> None:
-    seen = []
-    with click.Context(cli) as ctx:
-        for name, cmd in _commands(cli, ctx):
-            for p in cmd.params:
-                if isinstance(p, click.Option) and "-o" in p.opts and not p.hidden:
-                    seen.append(name)
-                    assert "--output" in p.opts, name
-                    assert isinstance(p.type, click.Path), name
-                    # bundle's -o may name a directory to put its one file in (named by its digest); not yet aligned
-                    if name != "bundle":
-                        assert "director" not in (p.help or ""), f"{name}: -o names a file, not a directory"
-                    assert "too" not in (p.help or "").split(), f"{name}: -o writes instead of stdout"
-    assert {"report", "bundle", "audit", "judge calibrate"} <= set(seen)
 
 
 def test_a_directory_is_out_dir_and_the_old_dash_o_still_works_once_more(headroom: Headroom, tmp_path: Path) -> None:
@@ -46,11 +19,32 @@ def test_a_directory_is_out_dir_and_the_old_dash_o_still_works_once_more(headroo
     assert "deprecated" not in new.stderr and (tmp_path / "a" / "import-summary.json").is_file()
     old = headroom("tasks", "import", str(HARBOR_TASKS), "-o", str(tmp_path / "b"))
     assert old.returncode == new.returncode, old.stderr
-    assert "tasks import -o/--output DIR is deprecated" in old.stderr and "use --out-dir DIR" in old.stderr
+    assert old.lines[0] == ("warning: headroom tasks import -o/--output DIR is deprecated and will be removed in the "
+                            "next release; use --out-dir DIR")
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == sorted(p.name for p in (tmp_path / "a").iterdir())
 
 
 def test_the_directory_is_required_and_named_once(headroom: Headroom, tmp_path: Path) -> None:
     one_line_error(headroom("tasks", "import", str(HARBOR_TASKS)), "needs --out-dir DIR")
     one_line_error(headroom("tasks", "import", str(HARBOR_TASKS), "--out-dir", str(tmp_path / "a"), "-o",
-                            str(tmp_path / "b")), "name the directory once")
+                            str(tmp_path / "b")), "give --out-dir once (--output/-o is its old name)")
+
+
+def test_bundle_dash_o_is_a_file_and_a_digest_named_file_goes_to_out_dir(swept: Path, headroom: Headroom,
+                                                                         tmp_path: Path) -> None:
+    one_file = tmp_path / "entry.json"
+    res = headroom("runs", "bundle", str(swept), "-o", str(one_file))
+    assert res.returncode == 0, res.stderr
+    digest = json.loads(one_file.read_text())["content_sha256"]
+    assert "headroom runs verify" in res.stderr
+    folder = tmp_path / "bundles"
+    res = headroom("runs", "bundle", str(swept), "--out-dir", str(folder))
+    assert res.returncode == 0, res.stderr
+    (named,) = folder.iterdir()
+    assert digest[:12] in named.name and named.read_bytes() == one_file.read_bytes()
+    old = headroom("runs", "bundle", str(swept), "-o", str(folder))  # the old -o DIR, once more
+    assert old.returncode == 0 and old.lines[0].startswith("warning: headroom runs bundle -o DIR is deprecated")
+    assert "use --out-dir DIR" in old.lines[0] and [p.name for p in folder.iterdir()] == [named.name]
+    one_line_error(headroom("runs", "bundle", str(swept)), "give -o FILE, or --out-dir DIR")
+    one_line_error(headroom("runs", "bundle", str(swept), "-o", str(one_file), "--out-dir", str(folder)),
+                   "not both")

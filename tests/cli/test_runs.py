@@ -1,5 +1,6 @@
 """Runs you can tell apart: `sweep --name`, `headroom runs` (table and --json), a stale run shown as interrupted,
-`headroom resume RUN` with the one way of naming a run, and the old `sweep --resume` as a deprecated alias."""
+`headroom resume RUN` with the one way of naming a run, and the old `sweep --resume` as a deprecated alias;
+`runs cleanup RUN` names a run the same way."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Headroom
+from tests.cli.conftest import Headroom, one_line_error
 from tests.taskfactory import write_task
 
 
@@ -100,9 +101,23 @@ def test_report_run_id_is_a_deprecated_alias(store: Path, headroom: Headroom) ->
     assert json.loads(headroom("report", f"{store}:{first}", "--format", "json").stdout)["run"]["name"] == "baseline"
 
 
-def test_every_listing_has_json(headroom: Headroom) -> None:
-    """runs, status, tasks list, results import, verify, audit: each can print JSON."""
-    for cmd in (["runs"], ["status"], ["tasks", "list"]):
-        assert "--json" in headroom(*cmd, "--help").stdout
-    for cmd in (["tasks", "list"], ["results", "import"], ["verify"], ["audit"], ["compare"], ["report"]):
-        assert "json" in headroom(*cmd, "--help").stdout.lower(), cmd
+def test_runs_alone_lists_as_runs_list_does(store: Path, headroom: Headroom) -> None:
+    bare, listed = headroom("runs", "--store", str(store), "--json"), headroom("runs", "list", "--store", str(store),
+                                                                               "--json")
+    assert bare.returncode == listed.returncode == 0 and bare.stdout == listed.stdout
+    assert "Commands:" in headroom("runs", "--help").stdout  # --help is the group's, not the listing's
+    one_line_error(headroom("runs", "nope"), "No such command 'nope'")
+
+
+def test_cleanup_takes_run_like_every_other_command(store: Path, headroom: Headroom) -> None:
+    """RUN as a bare id (taken as written), as FILE:RUN_ID or as a store file; the old --run-id once more."""
+    first, second = (r["run_id"] for r in runs_json(headroom, store))
+    for args in ([first], [f"{store}:{first}"], [str(store)], ["20261201T000000Z-abcdef"]):
+        res = headroom("runs", "cleanup", *args)
+        assert res.returncode == 0, res.stderr
+        assert res.lines[-1].endswith("removed, 0 kept"), res.stderr
+    old = headroom("runs", "cleanup", "--run-id", first)
+    assert old.returncode == 0 and old.lines[0].startswith("warning: headroom runs cleanup --run-id ID is deprecated")
+    one_line_error(headroom("runs", "cleanup", first, "--run-id", second), "name the run once")
+    one_line_error(headroom("runs", "cleanup", f"{store}:nope"), "no run 'nope'")
+    one_line_error(headroom("runs", "cleanup", "--namespace", "ns"), "--namespace", "applies to --backend kubernetes")

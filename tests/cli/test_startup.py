@@ -28,9 +28,11 @@ print(json.dumps({"code": code, "loaded": sorted(m for m in heavy if m in sys.mo
 """
 
 
-@pytest.mark.parametrize("command", [[], ["sweep"], ["resume"], ["report"], ["runs"], ["status"], ["compare"],
-                                     ["calibrate"], ["tasks"], ["tasks", "validate"], ["results", "import"], ["view"],
-                                     ["audit"], ["bundle"], ["cleanup"]], ids=lambda c: " ".join(c) or "headroom")
+@pytest.mark.parametrize("command", [[], ["sweep"], ["resume"], ["report"], ["runs"], ["runs", "list"],
+                                     ["runs", "compare"], ["runs", "calibrate"], ["runs", "bundle"], ["runs", "cleanup"],
+                                     ["tasks"], ["tasks", "validate"], ["tasks", "audit"], ["results", "import"],
+                                     ["cluster", "status"], ["view"], ["calibrate"]],
+                         ids=lambda c: " ".join(c) or "headroom")
 def test_help_imports_no_heavy_library(command: list[str]) -> None:
     proc = subprocess.run([sys.executable, "-c", PROBE, json.dumps(command), json.dumps(HEAVY)],
                           capture_output=True, text=True, timeout=120)
