@@ -10,7 +10,7 @@ carried as a manifest of digests, not content: ``body.artifacts`` lists each one
 trial, try, name, status, kept and original size and the sha256 of its redacted
 content. A bundle stays small and publishable (artifacts can be large, and can hold
 task material not licensed for redistribution), and anyone holding the store can
-check its artifacts against the bundle (``headroom verify FILE --store STORE``).
+check its artifacts against the bundle (``headroom runs verify FILE --store STORE``).
 
 ``content_sha256`` is the sha256 of the canonical JSON of ``body`` (sorted keys,
 no whitespace, UTF-8); the file's default name carries its first 16 hex digits.

@@ -183,7 +183,7 @@ def warnings_for(experiment: Experiment, tasks: list[Task], capacity: int | None
             if held > room and experiment.placement != "limit-aware":
                 warnings.append(f"{config.label}: {n} trials fit node {name} ({room / MIB:.0f} MiB allocatable) by "
                                 f"their requests, and their limits then add up to {held / MIB:.0f} MiB; use "
-                                "--placement limit-aware (after `headroom nodes advertise`) or lower --concurrency")
+                                "--placement limit-aware (after `headroom cluster nodes advertise`) or lower --concurrency")
         if any(lim is None for lim in limits):
             per_config[config.label] = None
             if k > 1:

@@ -61,7 +61,7 @@ def check_task_bands(experiment: Experiment, tasks: list[Task]) -> None:
     for t in tasks:
         if t.spec.environment.memory_limit_mb is None:
             raise SpecError("a task-band configuration needs each task's ceiling (memory_limit_mb); "
-                            "write it with `headroom calibrate RUN --tasks-out DIR`",
+                            "write it with `headroom runs calibrate RUN --tasks-out DIR`",
                             file=str(Path(t.path) / "task.toml"), field="environment.memory_limit_mb")
 
 

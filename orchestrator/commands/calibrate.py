@@ -83,7 +83,7 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
             notes.append(f"{band.task_id}: task.toml not found under {tasks_dir}; no patch written")
             continue
         cpu_note = "p95 CPU use" if (band.cpu_floor_source or "").startswith("measured") else "spec cpus"
-        after = patched_toml(before, band, f"headroom calibrate {doc['run']['run_id']}: floor p95 peak and "
+        after = patched_toml(before, band, f"headroom runs calibrate {doc['run']['run_id']}: floor p95 peak and "
                                            f"{cpu_note}, ceiling {band.ceiling_label}")
         make_dir(out_dir / "patches", "--out-dir")  # only when there is a patch to put in it
         write_file(out_dir / "patches" / f"{band.task_id}.patch", unified_patch(band.task_id, before, after), "--out-dir")

@@ -79,7 +79,7 @@ class ExperimentResourceSpec(Experiment):
     @field_validator("agent")
     @classmethod
     def _agent_runs_in_the_cluster(cls, agent: AgentSpec) -> AgentSpec:
-        # Refused here, so `headroom submit` says it in one line and the controller marks the
+        # Refused here, so `headroom cluster submit` says it in one line and the controller marks the
         # Experiment SpecInvalid (terminal, one Warning event) instead of retrying it.
         problem = pod_agent_problem(agent.kind, agent.path, in_cluster=True)
         if problem:

@@ -120,6 +120,6 @@ def summary_markdown(doc: dict[str, Any]) -> str:
     lines += ["", f"CPU floor measured for {len(measured)} of {len(published)} published tasks"
               + ("" if len(measured) == len(published) else
                  " (the others keep the spec's cpus times the request multiplier; the CPU column says why)")
-              + "; the CPU ceiling scales the spec's cpus like the memory limit. Apply the bands with `git apply` on the patches, or run `headroom calibrate --tasks-out DIR` "
+              + "; the CPU ceiling scales the spec's cpus like the memory limit. Apply the bands with `git apply` on the patches, or run `headroom runs calibrate --tasks-out DIR` "
               "and sweep DIR with the `task-band` configuration.", ""]
     return "\n".join(lines)

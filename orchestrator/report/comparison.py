@@ -1,4 +1,4 @@
-"""Render a two-run comparison (``headroom compare``)."""
+"""Render a two-run comparison (``headroom runs compare``)."""
 
 from __future__ import annotations
 

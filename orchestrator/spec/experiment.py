@@ -165,7 +165,7 @@ class Experiment(BaseModel):
         default="default",
         description="limit-aware: the memory limits of concurrently running trials never add up to more than the "
         "machine has (local backend: a cap in the engine; kubernetes: per node, through the extended resource "
-        "headroom.dev/memory-limit-mib that `headroom nodes advertise` puts on nodes); default: only --concurrency "
+        "headroom.dev/memory-limit-mib that `headroom cluster nodes advertise` puts on nodes); default: only --concurrency "
         "and the scheduler's requests bound them",
     )
     docker: DockerOptions | None = Field(default=None, description="options of the docker backend")

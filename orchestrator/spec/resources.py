@@ -20,7 +20,7 @@ label              request  limit
 
 ``task-band`` is not a multiplier: each task runs at the band its ``task.toml``
 publishes (``memory_mb``/``cpus`` as the floor, ``memory_limit_mb``/``cpus_limit``
-as the ceiling, see ``headroom calibrate``). Its stored multipliers are 1/1 ("1x of
+as the ceiling, see ``headroom runs calibrate``). Its stored multipliers are 1/1 ("1x of
 the band"), and it sorts after every multiplier configuration.
 """
 
@@ -168,7 +168,7 @@ def band_amounts(cpus: float, memory_mb: int, cpus_limit: float | None, memory_l
     """
     if memory_limit_mb is None:
         raise ValueError(f"task {task_id} has no memory_limit_mb: a task-band configuration needs each task's "
-                         "ceiling (write it with `headroom calibrate RUN --tasks-out DIR`)")
+                         "ceiling (write it with `headroom runs calibrate RUN --tasks-out DIR`)")
     return ResourceAmounts(
         request_cpus=cpus,
         request_memory_bytes=int(memory_mb * MIB),

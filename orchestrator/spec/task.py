@@ -65,7 +65,7 @@ class EnvironmentSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, description="[environment.env]: set for every step")
     # The task's own ceiling (headroom's fields; Harbor has none): where a `task-band`
     # configuration kills it. `memory_mb`/`cpus` above are the floor. Written by
-    # `headroom calibrate`; see docs/resource-specs.md.
+    # `headroom runs calibrate`; see docs/resource-specs.md.
     memory_limit_mb: int | None = Field(
         default=None, gt=0, le=MAX_MB, description="headroom: the task's memory ceiling (hard limit), MiB; `memory_limit = \"2G\"` also works"
     )

@@ -1,6 +1,6 @@
 """Per trial, what the CPU did: CPU time, the time the steps ran, and the quota's throttling counters.
 
-Read for ``headroom calibrate`` (orchestrator.stats.bands), which turns them into a
+Read for ``headroom runs calibrate`` (orchestrator.stats.bands), which turns them into a
 measured CPU floor. One row per final try, keyed like the trial frame
 (task, configuration, attempt).
 

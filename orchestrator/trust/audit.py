@@ -1,4 +1,4 @@
-"""``headroom audit``: duplicates within a task set and against the user's train/dev files.
+"""``headroom tasks audit``: duplicates within a task set and against the user's train/dev files.
 
 Output is one JSON record per finding, never only a count, plus proposed
 template clusters that the user may accept as each task's ``cluster_id`` (they

@@ -56,7 +56,7 @@ def test_the_engine_calls_an_ability_only_when_declared() -> None:
 
 
 def test_cleanup_refuses_a_flag_the_local_backend_would_ignore() -> None:
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "cleanup", "--force"], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "orchestrator", "runs", "cleanup", "--force"], capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "--force applies to --backend kubernetes (this run uses local" in res.stderr

@@ -138,7 +138,7 @@ def test_nothing_advertised_refuses_a_limit_aware_sweep_in_one_line(cluster: Clu
     assert "Traceback" not in res.stderr and len(errors) == 1, res.stderr  # one line (after the backend's banner)
     assert errors[0].startswith("error: resources: placement limit-aware: "
                                 f"no node matching {POOL_LABEL}={node} advertises {RESOURCE}")
-    assert "headroom nodes advertise" in errors[0]
+    assert "headroom cluster nodes advertise" in errors[0]
     assert not cluster.core.list_namespaced_pod(namespace).items  # refused before any pod
 
 
@@ -159,7 +159,7 @@ def test_an_unbounded_try_with_nothing_advertised_ends_as_a_spawn_failure_naming
         backend.close()
     assert facts is not None and facts.infra_hint == InfraReason.SPAWN_FAILED
     assert f"no candidate node advertises {RESOURCE}" in (facts.infra_detail or "")
-    assert "headroom nodes advertise" in (facts.infra_detail or "")
+    assert "headroom cluster nodes advertise" in (facts.infra_detail or "")
     assert not cluster.core.list_namespaced_pod(namespace).items
 
 
@@ -191,7 +191,7 @@ def test_limit_aware_keeps_every_node_s_limits_within_its_memory_where_default_p
                                              "limit_bytes": 3 * 2048 * 2**20}
     assert before["warnings"] == [f"1x/4x: 3 trials fit node {node} ({NODE_MIB} MiB allocatable) by their requests, "
                                   "and their limits then add up to 6144 MiB; use --placement limit-aware (after "
-                                  "`headroom nodes advertise`) or lower --concurrency"]
+                                  "`headroom cluster nodes advertise`) or lower --concurrency"]
     print(f"default: ratio_max per trial {sorted(round(r['ratio_max'], 3) for r in free)}, "
           f"tries together {sorted(r['concurrent_tries_max'] for r in free)}")
     assert all(r["placement"] == "default" and r["node"] == node for r in free)

@@ -127,14 +127,14 @@ def test_output_path_mistakes_are_one_line_errors(swept: tuple[Path, Path], tmp_
          f"{missing / 'r.md'}: --output: directory {missing} does not exist"),
         (("report", "--store", str(store), "-o", str(a_file / "r.html"), "--format", "html"),
          f"directory {a_file} is not a directory"),
-        (("calibrate", str(store), "--out-dir", str(a_file)), f"{a_file}: --out-dir: exists and is not a directory"),
-        (("calibrate", str(store), "--out-dir", "/proc/headroom-no-such"),
+        (("runs", "calibrate", str(store), "--out-dir", str(a_file)), f"{a_file}: --out-dir: exists and is not a directory"),
+        (("runs", "calibrate", str(store), "--out-dir", "/proc/headroom-no-such"),
          "/proc/headroom-no-such: --out-dir: cannot create the directory"),
-        (("calibrate", str(store), "--out-dir", str(tmp_path / "bands"), "--tasks-out", str(a_file)),
+        (("runs", "calibrate", str(store), "--out-dir", str(tmp_path / "bands"), "--tasks-out", str(a_file)),
          f"{a_file}: --tasks-out: exists and is not a directory"),
-        (("bundle", "--store", str(store), "-o", str(missing / "b.json")), "--output: directory"),
+        (("runs", "bundle", "--store", str(store), "-o", str(missing / "b.json")), "--output: directory"),
         (("tasks", "import", str(tasks), "--out-dir", str(a_file)), f"{a_file}: --out-dir: exists and is not a directory"),
-        (("audit", str(tasks), "-o", str(missing / "a.jsonl")), "--output: directory"),
+        (("tasks", "audit", str(tasks), "-o", str(missing / "a.jsonl")), "--output: directory"),
     ]
     for args, needle in cases:
         assert_user_error(headroom(*args), needle)
@@ -148,15 +148,15 @@ def test_output_path_mistakes_are_one_line_errors(swept: tuple[Path, Path], tmp_
 def test_a_missing_store_file_is_named_as_such(swept: tuple[Path, Path], tmp_path: Path) -> None:
     store = swept[1]
     default = Path("headroom-results/headroom.db")
-    for args in (("compare", str(store), "nosuchfile.db"), ("calibrate", "nosuch.db"),
-                 ("compare", str(store), str(tmp_path / "gone" / "x.db"))):
-        bad = next(a for a in args[1:] if a != str(store))
+    for args in (("runs", "compare", str(store), "nosuchfile.db"), ("runs", "calibrate", "nosuch.db"),
+                 ("runs", "compare", str(store), str(tmp_path / "gone" / "x.db"))):
+        bad = next(a for a in args[2:] if a != str(store))
         assert_user_error(headroom(*args, cwd=tmp_path),
                           f"error: {bad}: no such file (and no run with that id in {default})")
-    assert_user_error(headroom("compare", str(store), "nosuch.db:20261201T000000Z-abcdef", cwd=tmp_path),
+    assert_user_error(headroom("runs", "compare", str(store), "nosuch.db:20261201T000000Z-abcdef", cwd=tmp_path),
                       "error: nosuch.db: no such file")
     # A run id is still looked up in --store.
-    res = headroom("compare", "nosuchrun", "nosuchrun", "--store", str(store))
+    res = headroom("runs", "compare", "nosuchrun", "nosuchrun", "--store", str(store))
     assert_user_error(res, str(store), "no run 'nosuchrun'")
 
 
@@ -208,7 +208,7 @@ def test_resume_of_a_finished_run_changes_nothing(swept: tuple[Path, Path], tmp_
 
 def test_calibrate_claims_only_the_files_it_wrote(swept: tuple[Path, Path], tmp_path: Path) -> None:
     out, banded = tmp_path / "bands", tmp_path / "banded"
-    res = headroom("calibrate", str(swept[1]), "--out-dir", str(out), "--tasks-out", str(banded))
+    res = headroom("runs", "calibrate", str(swept[1]), "--out-dir", str(out), "--tasks-out", str(banded))
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("refused:") == 2  # one attempt each: every task is refused
     assert sorted(p.name for p in out.iterdir()) == ["bands.json", "summary.md"]
@@ -233,7 +233,7 @@ def test_regrade_twice_regrades_the_sweep_with_one_suffix(swept: tuple[Path, Pat
     graders.write_text('[grader]\nexact = "x"\n')
     sweep_id = json.loads(headroom("report", "--store", str(store), "--format", "json").stdout)["run"]["run_id"]
     for _ in range(2):
-        res = headroom("regrade", "--store", str(store), "--grader", str(graders), "--format", "json")
+        res = headroom("runs", "regrade", "--store", str(store), "--grader", str(graders), "--format", "json")
         assert res.returncode == 0, res.stderr
     with closing(sqlite3.connect(store)) as db, db:
         rows = db.execute("SELECT name, spec_json FROM runs ORDER BY created_at").fetchall()

@@ -168,7 +168,7 @@ def test_validate_and_show() -> None:
     good = headroom("tasks", "validate", str(FIX / "dataset" / "tasks"))
     assert good.returncode == 0, good.stdout + good.stderr
     assert "do not run as they are" not in good.stdout  # Harbor's spellings ("2G") load as written
-    show = headroom("tasks", "show", str(FIX / "tb_tasks"), "big-build")
+    show = headroom("tasks", "show", str(FIX / "tb_tasks"), "big-build", "--json")
     doc = json.loads(show.stdout)
     assert doc["format"] == "terminal-bench" and doc["spec"]["environment"]["memory_mb"] == 8192
     missing = headroom("tasks", "show", str(FIX / "tb_tasks"), "nope")

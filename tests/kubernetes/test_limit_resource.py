@@ -68,7 +68,7 @@ def _room(name: str, advertised: int | None) -> fit.NodeRoom:
 def test_nothing_advertised_is_refused_naming_the_advertise_command() -> None:
     got = fit.limit_refusal([_need("t", 100)], [_room("a", None)], "node matching pool=x")
     assert got is not None and "\n" not in got
-    assert f"no node matching pool=x advertises {lr.RESOURCE}" in got and "headroom nodes advertise" in got
+    assert f"no node matching pool=x advertises {lr.RESOURCE}" in got and "headroom cluster nodes advertise" in got
 
 
 def test_a_limit_beyond_every_advertised_amount_is_refused_an_unbounded_one_is_not() -> None:

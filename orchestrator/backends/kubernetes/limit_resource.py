@@ -27,7 +27,7 @@ RESOURCE = "headroom.dev/memory-limit-mib"
 #: The resource name as a JSON-pointer segment ("/" escaped as "~1").
 POINTER = RESOURCE.replace("~", "~0").replace("/", "~1")
 MIB = 2**20
-ADVERTISE_COMMAND = "headroom nodes advertise"
+ADVERTISE_COMMAND = "headroom cluster nodes advertise"
 
 
 def pod_limit_mib(task_limit_bytes: int) -> int:

@@ -1,6 +1,6 @@
 """A run's liveness signal: one coordination.k8s.io Lease per run executing in this process.
 
-``headroom cleanup`` runs in another process, maybe on another machine, and must not take
+``headroom runs cleanup`` runs in another process, maybe on another machine, and must not take
 the pods of a run that is still executing. The process running a sweep holds a Lease named
 from the run id and labelled ``headroom.dev/run``, renews it every ``RENEW_S`` and deletes it
 when the run's backend closes. A Lease whose ``renewTime + leaseDurationSeconds`` has passed
