@@ -22,7 +22,7 @@ import time
 
 COMMANDS: list[list[str]] = [
     ["--help"], ["sweep", "--help"], ["resume", "--help"], ["report", "--help"], ["runs", "--help"],
-    ["status", "--help"], ["calibrate", "--help"], ["tasks", "validate", "--help"], ["results", "import", "--help"],
+    ["cluster", "status", "--help"], ["runs", "calibrate", "--help"], ["tasks", "validate", "--help"], ["results", "import", "--help"],
     ["view", "--help"],
 ]
 HEADROOM = [sys.executable, "-m", "orchestrator"]
