@@ -6,11 +6,16 @@ PATH), whose agent step is a probe instead of the agent. An external agent runs 
 host, in headroom's working directory, so its probe runs there. The probe:
 
 * finds the command's program (after any ``NAME=value`` words) with ``command -v``;
+* checks that the program can be executed: a file with the executable bit (else its own
+  message, not "not found"), whose ``#!`` interpreter exists there (``#!/usr/bin/env
+  NAME``: NAME is on the PATH) and whose ``#!`` line has no Windows line ending (the
+  kernel refuses each of these, and the shell reports 126 or 127);
 * when the program is an interpreter (``python3 x.py``, ``bash run.sh``, ``node``, ...),
   checks that its script exists;
 * checks that the whole command is valid bash (``bash -n``).
 
-Words holding a ``$`` are not checked (their value is the trial's). A command that fails
+Words holding a ``$`` are not checked (their value is the trial's), nor what a command runs
+after its first program (``cd /app && ./run.sh``). A command that fails
 the probe refuses the sweep with the probe's one line (exit 2), before anything is
 written: otherwise every trial would fail at once, recorded as the model's failure.
 """
@@ -40,6 +45,47 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _INTERPRETER = re.compile(r"^(python[0-9.]*|bash|sh|zsh|node|deno|bun|ruby|perl|php|Rscript)$")
 NOT_FOUND = 127
 
+#: Bash functions of the probe. ``_hr_startable PATH SHOWN`` fails (one line, 126 or 127) unless the kernel would
+#: execute PATH: not a directory, the executable bit, and a ``#!`` line whose interpreter exists (``env NAME``:
+#: NAME on the PATH, as env would look it up) without a trailing CR. Builtins only (``read``, ``case``,
+#: parameter expansion): the trial's image may have no coreutils. No here-strings: /tmp may be read-only.
+_FUNCTIONS = r"""set -u
+_hr_fail() { echo "headroom: $2" >&2; exit "$1"; }
+_hr_startable() {
+  local p=$1 shown=$2 line='' rest interp w
+  [ -d "$p" ] && _hr_fail 126 "the agent command is a directory: $shown"
+  [ -x "$p" ] || _hr_fail 126 "the agent command is not executable: $shown (chmod +x it, or run it with its interpreter, e.g. bash $shown)"
+  [ -r "$p" ] || return 0
+  IFS= read -r -n 1024 line < "$p" 2>/dev/null || true
+  case $line in '#!'*) ;; *) return 0 ;; esac
+  case $line in *$'\r') _hr_fail 126 "the agent command's #! line ends in a carriage return (Windows line endings): $shown" ;; esac
+  rest=${line#'#!'}
+  rest=${rest#"${rest%%[![:space:]]*}"}
+  interp=${rest%%[[:space:]]*}
+  rest=${rest#"$interp"}
+  rest=${rest#"${rest%%[![:space:]]*}"}
+  rest=${rest%"${rest##*[![:space:]]}"}
+  [ -n "$interp" ] || _hr_fail 126 "the agent command's #! line names no interpreter: $shown"
+  { [ -x "$interp" ] && [ ! -d "$interp" ]; } || _hr_fail 127 "the agent command's interpreter is missing: #!$interp (in $shown)"
+  [ "${interp##*/}" = env ] && [ -n "$rest" ] || return 0
+  case $rest in
+    -S*)  # env -S splits the rest into words: the first that is not an option or NAME=value is the program
+      rest=${rest#-S}
+      local words
+      set -f; words=($rest); set +f
+      for w in ${words[@]+"${words[@]}"}; do
+        case $w in -*|[A-Za-z_]*=*) continue ;; esac
+        command -v -- "$w" >/dev/null 2>&1 || _hr_fail 127 "the agent command's interpreter is not on the PATH: $w (#!$interp -S$rest in $shown)"
+        return 0
+      done ;;
+    -*) ;;  # other env options: not checked
+    *)  # without -S the kernel passes the rest as ONE word: env looks up that whole word
+      command -v -- "$rest" >/dev/null 2>&1 || _hr_fail 127 "the agent command's interpreter is not on the PATH: $rest (#!$interp $rest in $shown)" ;;
+  esac
+  return 0
+}
+"""
+
 
 def probe_script(command: str, *, resolve: bool = True) -> str:
     """A bash script that exits 0 when ``command`` would start, else prints why (one line) and exits non-zero.
@@ -53,12 +99,18 @@ def probe_script(command: str, *, resolve: bool = True) -> str:
         words = words[1:]
     if words[:1] in (["exec"], ["env"]):
         words = words[1:]
-    lines = ["set -u"]
+    lines = [_FUNCTIONS]
     if resolve and words and "$" not in words[0]:
-        prog = shlex.quote(words[0])
-        lines.append(f"command -v -- {prog} >/dev/null 2>&1 || "
-                     f"{{ echo {shlex.quote(f'headroom: agent command not found: {words[0]}')} >&2; exit {NOT_FOUND}; }}")
-        if _INTERPRETER.match(os.path.basename(words[0])):
+        prog, shown = shlex.quote(words[0]), words[0]
+        missing = f"_hr_fail {NOT_FOUND} {shlex.quote(f'agent command not found: {shown}')}"
+        if "/" in shown:  # a path: bash runs it as it is, and `command -v` says nothing of why it would not
+            lines.append(f"[ -e {prog} ] || {missing}")
+            lines.append(f"_hr_startable {prog} {prog}")
+        else:
+            lines.append(f"_hr_p=$(command -v -- {prog} 2>/dev/null) || {missing}")
+            # a path: a program on the PATH (a builtin, function or alias prints its name, and starts)
+            lines.append(f'case $_hr_p in /*) _hr_startable "$_hr_p" {prog} ;; esac')
+        if _INTERPRETER.match(os.path.basename(shown)):
             for w in words[1:]:
                 if w.startswith("-"):
                     if w in ("-c", "-m", "-e", "--eval", "-"):
@@ -66,11 +118,9 @@ def probe_script(command: str, *, resolve: bool = True) -> str:
                     continue
                 if "$" not in w:
                     q = shlex.quote(w)
-                    lines.append(f"[ -e {q} ] || {{ echo {shlex.quote(f'headroom: agent script not found: {w}')} "
-                                 f">&2; exit {NOT_FOUND}; }}")
+                    lines.append(f"[ -e {q} ] || _hr_fail {NOT_FOUND} {shlex.quote(f'agent script not found: {w}')}")
                 break
-    lines.append(f"bash -n -c {shlex.quote(command)} 2>/dev/null || "
-                 f"{{ echo 'headroom: the agent command is not valid bash' >&2; exit 2; }}")
+    lines.append(f"bash -n -c {shlex.quote(command)} 2>/dev/null || _hr_fail 2 'the agent command is not valid bash'")
     return "\n".join(lines) + "\n"
 
 
