@@ -180,6 +180,29 @@ def check_in_environment(backend: Backend, launch: Launch, deadline_s: float = D
     return None
 
 
+def gateway_problem(experiment: Experiment) -> str | None:
+    """Why the agent could not reach the run's model gateway, in one line, or None.
+
+    The gateway listens on this host's loopback. An external agent runs on the host; a command agent runs inside
+    the environment, which shares the host's loopback only on the local backend with the agent's network (the
+    sandbox then joins the host's network namespace). Anywhere else every model call would be refused
+    (ECONNREFUSED) and its trials counted as the model's failures, with a measured "zero" usage: refused instead.
+    """
+    if experiment.gateway is None or experiment.agent.kind != "command":
+        return None
+    if experiment.backend != "local":
+        where = "a Docker container" if experiment.backend == "docker" else "a pod"
+        return (f"the model gateway listens on this host's loopback, which a command agent inside {where} cannot "
+                "reach; run the agent on this host (agent.kind: external, acting through $HEADROOM_EXEC; "
+                "docs/agents.md), or drop the gateway")
+    network = experiment.allow_internet if experiment.agent.network is None else experiment.agent.network
+    if not network:
+        return ("the model gateway listens on this host's loopback, which a command agent reaches only with the "
+                "network: set agent.network: true (or --allow-internet; environment.network: false keeps the "
+                "environment offline), or run the agent on this host (agent.kind: external)")
+    return None
+
+
 def check(experiment: Experiment, trials: list[Trial], tasks: list[Task], backend: Backend) -> str | None:
     """The agent's command resolves and starts where it runs, or :class:`SpecError`. The oracle is not checked."""
     if experiment.agent.kind == "oracle" or experiment.agent.command is None or not trials:
