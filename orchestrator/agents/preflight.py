@@ -14,8 +14,8 @@ host, in headroom's working directory, so its probe runs there. The probe:
   checks that its script exists;
 * checks that the whole command is valid bash (``bash -n``).
 
-Words holding a ``$`` are not checked (their value is the trial's), nor what a command runs
-after its first program (``cd /app && ./run.sh``). A command that fails
+Only the first simple command is checked (``cd /app && ./run.sh`` checks ``cd``), and words
+the trial's shell expands (a ``$``, a leading ``~``, a glob) are not. A command that fails
 the probe refuses the sweep with the probe's one line (exit 2), before anything is
 written: otherwise every trial would fail at once, recorded as the model's failure.
 """
@@ -87,20 +87,38 @@ _hr_startable() {
 """
 
 
+def first_command(command: str) -> list[str]:
+    """The words of the command's first simple command, without its ``NAME=value`` words and an ``exec`` or
+    ``env`` in front: ``X=1 exec ./agent --go; echo done`` gives ``['./agent', '--go']``. Empty when the
+    program cannot be told without running the shell (``env -i ...``, a subshell, a redirection first).
+    ValueError when the command cannot be split (an open quote)."""
+    lex = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    words: list[str] = []
+    for token in lex:
+        if token and all(c in lex.punctuation_chars for c in token):
+            break  # ; && || | & ( ) < >: the first simple command ends here
+        words.append(token)
+    while words and (_ASSIGNMENT.match(words[0]) or words[0] in ("exec", "env")):
+        words = words[1:]
+    return [] if words[:1] and words[0].startswith("-") else words  # exec -a NAME, env -i: options first
+
+
+def _checkable(word: str) -> bool:
+    """Whether the word means the same in the probe as in the trial: no variable, no ~ to expand, no glob."""
+    return not (set(word) & set("$`*?[") or word.startswith("~"))
+
+
 def probe_script(command: str, *, resolve: bool = True) -> str:
     """A bash script that exits 0 when ``command`` would start, else prints why (one line) and exits non-zero.
 
     ``resolve=False`` (an agent with an install phase, which is what provides its program): the syntax only."""
     try:
-        words = shlex.split(command)
+        words = first_command(command)
     except ValueError as exc:
         return f"echo {shlex.quote(f'headroom: the agent command cannot be parsed: {exc}')} >&2; exit 2"
-    while words and _ASSIGNMENT.match(words[0]):
-        words = words[1:]
-    if words[:1] in (["exec"], ["env"]):
-        words = words[1:]
     lines = [_FUNCTIONS]
-    if resolve and words and "$" not in words[0]:
+    if resolve and words and _checkable(words[0]):
         prog, shown = shlex.quote(words[0]), words[0]
         missing = f"_hr_fail {NOT_FOUND} {shlex.quote(f'agent command not found: {shown}')}"
         if "/" in shown:  # a path: bash runs it as it is, and `command -v` says nothing of why it would not
@@ -116,7 +134,7 @@ def probe_script(command: str, *, resolve: bool = True) -> str:
                     if w in ("-c", "-m", "-e", "--eval", "-"):
                         break  # code or a module, not a script file
                     continue
-                if "$" not in w:
+                if _checkable(w):
                     q = shlex.quote(w)
                     lines.append(f"[ -e {q} ] || _hr_fail {NOT_FOUND} {shlex.quote(f'agent script not found: {w}')}")
                 break

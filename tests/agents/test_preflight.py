@@ -27,6 +27,8 @@ from tests.taskfactory import write_task
     ("/nonexistent/my-agent.sh --task x", "agent command not found: /nonexistent/my-agent.sh"),
     ("OPENAI_MODEL=x python3 /nope/agent.py --model m", "agent script not found: /nope/agent.py"),
     ("bash -x ./missing.sh", "agent script not found: ./missing.sh"),
+    ("env FOO=1 exec /nope/agent; echo done", "agent command not found: /nope/agent"),
+    ("/nope/agent&& echo done", "agent command not found: /nope/agent"),
     ("echo 'unterminated", "cannot be parsed"),
     ("echo hi; (", "not valid bash"),
 ])
@@ -36,7 +38,10 @@ def test_the_host_probe_refuses_a_command_that_cannot_start(command: str, why: s
 
 
 @pytest.mark.parametrize("command", ["python3 -c 'print(1)'", "bash -c 'exit 3'", "X=1 env true",
-                                     "python3 $HEADROOM_TASK_DIR/agent.py", f"{sys.executable} -m orchestrator --help"])
+                                     "python3 $HEADROOM_TASK_DIR/agent.py", f"{sys.executable} -m orchestrator --help",
+                                     # the first program ends at an operator; what the shell expands is the trial's
+                                     "true; echo done", "true&&echo done", "env -i true", "~/bin/agent --go",
+                                     "python3 ./agent*.py", "( cd /tmp && ./run.sh )"])
 def test_the_host_probe_passes_a_command_that_starts(command: str) -> None:
     preflight.check_on_host(command)  # what the command then does is the agent's business
 
