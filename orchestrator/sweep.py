@@ -39,6 +39,8 @@ def check_agent_can_run(experiment: Experiment, tasks: list[Task]) -> None:
         from orchestrator.agents.gateway import check
 
         check(experiment.gateway, experiment.agent.env_passthrough)
+        if problem := preflight.gateway_problem(experiment):
+            raise SpecError(problem, field="gateway")
     if experiment.agent.kind == "oracle":
         for t in tasks:
             solve = Path(t.path) / "solution" / "solve.sh"

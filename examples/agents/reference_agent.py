@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""headroom's reference external agent: a small tool-calling loop that runs on the host.
+"""headroom's reference agent: a small tool-calling loop, on the host or inside the trial's environment.
 
 It asks a model (OpenAI chat completions, through headroom's model gateway:
 ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` are the try's) what to do, runs each
-``bash`` tool call in the trial's environment through the exec channel
-(``$HEADROOM_EXEC -- bash -c CMD``), sends the output back, and stops when the model
-answers without a tool call or after ``--max-turns``. Its trajectory goes to
+``bash`` tool call in the trial's environment, sends the output back, and stops when
+the model answers without a tool call or after ``--max-turns``. Its trajectory goes to
 ``$HEADROOM_LOGS_DIR/trajectory.json`` (ATIF), rewritten after every step, so a
 timeout still leaves what happened. Standard library only: run it with any python3.
 
-    headroom sweep tasks --agent external \\
-        --agent-command "python3 examples/agents/reference_agent.py --model gpt-4.1-mini" \\
-        --experiment gateway.yaml     # a `gateway:` table: docs/agents.md
+* On the host (``kind: external``): each command goes through the exec channel
+  (``$HEADROOM_EXEC -- bash -c CMD``); the environment stays offline.
+* Inside the environment (``kind: command``, this directory as ``agent.path``, so
+  ``python3 /agent/reference_agent.py``): each command runs with ``bash -c`` in the
+  work dir. It reaches the gateway only where the environment shares the host's
+  loopback (the local backend, with ``agent.network: true``).
+
+See the README's example experiment, and docs/agents.md.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -43,13 +48,31 @@ def chat(base: str, key: str, body: dict[str, Any], timeout: float) -> dict[str,
 
 
 def run_in_environment(cmd: str, timeout: float) -> tuple[int, str]:
-    """One command in the trial's environment, through headroom's exec channel."""
-    proc = subprocess.run([os.environ["HEADROOM_EXEC"], "--timeout", str(timeout), "--", "bash", "-c", cmd],
-                          capture_output=True, stdin=subprocess.DEVNULL)
-    out = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
+    """One command in the trial's environment: through headroom's exec channel from the host, else directly."""
+    if "HEADROOM_EXEC" in os.environ:
+        argv = [os.environ["HEADROOM_EXEC"], "--timeout", str(timeout), "--", "bash", "-c", cmd]
+        proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL)
+        code, raw = proc.returncode, proc.stdout + proc.stderr
+    else:
+        code, raw = run_here(cmd, timeout)
+    out = raw.decode("utf-8", "replace")
     if len(out) > MAX_OBSERVATION:
         out = out[:MAX_OBSERVATION // 2] + "\n[... cut ...]\n" + out[-MAX_OBSERVATION // 2:]
-    return proc.returncode, out
+    return code, out
+
+
+def run_here(cmd: str, timeout: float) -> tuple[int, bytes]:
+    """``bash -c cmd`` in the work dir, in a process group of its own, all of it killed on timeout (exit 124)."""
+    with subprocess.Popen(["bash", "-c", cmd], cwd=os.environ.get("HEADROOM_WORKDIR") or None,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          start_new_session=True) as proc:
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+            return proc.returncode, out
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            return 124, out + f"\n[timed out after {timeout:g} s]".encode()
 
 
 class Trajectory:
@@ -83,9 +106,9 @@ def main() -> int:
     p.add_argument("--request-timeout", type=float, default=300.0)
     args = p.parse_args()
     base, key = os.environ.get("OPENAI_BASE_URL"), os.environ.get("OPENAI_API_KEY")
-    if not base or not key or "HEADROOM_EXEC" not in os.environ:
-        print("reference_agent: needs OPENAI_BASE_URL, OPENAI_API_KEY (a gateway with an openai upstream) and "
-              "HEADROOM_EXEC (run it as --agent external)", file=sys.stderr)
+    if not base or not key:
+        print("reference_agent: needs OPENAI_BASE_URL and OPENAI_API_KEY (a gateway with an openai upstream)",
+              file=sys.stderr)
         return 2
     logs = os.environ.get("HEADROOM_LOGS_DIR")
     traj = Trajectory(os.path.join(logs, "trajectory.json") if logs else None, args.model)

@@ -48,3 +48,43 @@ def test_an_installed_agent_is_copied_in_and_its_install_runs_first(docker_env: 
     kept = {a.name: reader.read(db, a.sha256) for a in reader.list_artifacts(db, run_id, trial_id, 0) if a.sha256}
     assert kept["agent_setup/stdout"] == b"set up\n" and kept["agent/stdout"] == b"run.sh\n"
     assert docker_env.managed_containers() == []
+
+
+@pytest.mark.parametrize("install, detail", [
+    ({"command": "echo 'registry unreachable' >&2; exit 4", "timeout_s": 60}, "registry unreachable"),
+    ({"command": "sleep 300", "timeout_s": 2}, None),
+])
+def test_an_install_that_fails_in_the_container_is_an_infra_error_and_the_agent_never_runs(
+        docker_env: DockerEnv, tmp_path: Path, install: dict, detail: str | None) -> None:
+    import json
+    import sqlite3
+
+    from orchestrator.artifacts import reader
+    from tests.agents.test_external_agent import sweep
+    from tests.taskfactory import write_task
+
+    write_task(tmp_path / "tasks", "t", solve="true\n")
+    res = sweep(tmp_path, {"tasks_dir": str(tmp_path / "tasks"), "configurations": ["3"], "attempts": 1,
+                           "backend": "docker", "image": BASE_TAG,
+                           "agent": {"kind": "command", "command": 'touch "$HEADROOM_WORKDIR/agent-ran"; echo ran',
+                                     "install": {**install, "network": False}}},
+                env={"DOCKER_HOST": docker_env.host})
+    assert res.returncode == 0, res.stderr
+    db = sqlite3.connect(tmp_path / "h.db")
+    outcome, reason, ev, run_id, trial_id = db.execute(
+        "SELECT e.outcome, e.reason, v.json, e.run_id, e.trial_id FROM executions e JOIN evidence v "
+        "USING (run_id, trial_id)").fetchone()
+    assert (outcome, reason) == ("infra_error", "agent_setup_failed")  # never the model's failure
+    facts = json.loads(ev)
+    setup = facts["extra"]["agent_setup"]
+    if detail is None:
+        assert setup["timed_out"] is True
+    else:
+        assert setup["exit_code"] == 4 and detail in facts["infra_detail"]
+    assert not (facts.get("agent") or {}).get("duration_s") and facts.get("verifier") is None  # neither ran
+    kept = {a.name: reader.read(db, a.sha256) for a in reader.list_artifacts(db, run_id, trial_id, 0) if a.sha256}
+    assert b"ran" not in kept.get("agent/stdout", b"")
+    if detail is not None:
+        assert kept["agent_setup/stderr"] == b"registry unreachable\n"  # recorded apart from the agent's run
+    db.close()
+    assert docker_env.managed_containers() == []
