@@ -86,6 +86,17 @@ class ExperimentResourceSpec(Experiment):
             raise ValueError(problem)
         return agent
 
+    @field_validator("gateway")
+    @classmethod
+    def _no_gateway_in_the_cluster(cls, gateway: Any) -> Any:
+        # The gateway listens on the loopback of the process that runs the engine; the controller
+        # starts none, so a trial pod's calls would go nowhere and be recorded as model failures.
+        if gateway is not None:
+            raise ValueError("the in-cluster controller runs no model gateway: its trial pods could not reach "
+                             "one; run the sweep from the CLI (`headroom sweep --backend kubernetes`) to measure "
+                             "usage, or drop `gateway`")
+        return gateway
+
     @field_serializer("task_source")
     def _only_the_source_given(self, source: TaskSource) -> dict[str, str]:
         # {"bundle": name} as before the image source existed: same resources, same experiment digests.
