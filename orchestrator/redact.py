@@ -28,6 +28,15 @@ _PATTERNS = [
 MIN_GUESSED_SECRET = 8
 
 
+def too_short_to_redact_cleanly(names: list[str]) -> list[str]:
+    """The named variables whose values are set but shorter than :data:`MIN_GUESSED_SECRET` (never their values).
+
+    They are redacted all the same, so every occurrence of such a value ("1", "gpt") is wiped from
+    outputs and trajectories too: the sweep says so before it starts.
+    """
+    return [n for n in names if 0 < len(os.environ.get(n, "")) < MIN_GUESSED_SECRET]
+
+
 def secret_values(names: list[str] | None = None) -> list[str]:
     """Values of the named environment variables and of those that look secret, longest first."""
     named = set(names or ())

@@ -140,11 +140,17 @@ def finite(value: float, flag: str) -> float:
 
 def check_agent_env(names: list[str]) -> None:
     """Every --agent-env variable must be set here: an agent run without its key fails as if it were the model's fault."""
+    from orchestrator.redact import MIN_GUESSED_SECRET, too_short_to_redact_cleanly
+
     missing = [n for n in names if n not in os.environ]
     if missing:
         verb = "is" if len(missing) == 1 else "are"
         raise UserError(f"{', '.join(missing)} {verb} not set in this environment; set it before the sweep "
                         "(the agent would run without it)", field="--agent-env")
+    for name in too_short_to_redact_cleanly(names):
+        err.print(f"note: --agent-env {name}: its value is shorter than {MIN_GUESSED_SECRET} characters; it is "
+                  "redacted as a secret all the same, so that text is wiped wherever it appears in outputs and "
+                  "trajectories (pass only secrets with --agent-env)", soft_wrap=True, markup=False)
 
 
 def _nothing_left(store_path: Path, run_id: str | None) -> tuple[str, int] | None:

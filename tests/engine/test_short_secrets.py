@@ -1,0 +1,31 @@
+"""A short value named with --agent-env is still redacted (the user said it is a secret), and the sweep says what that costs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.redact import MIN_GUESSED_SECRET, too_short_to_redact_cleanly
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_only_set_values_shorter_than_the_bound_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HR_FLAG", "1")
+    monkeypatch.setenv("HR_TOKEN_VALUE", "x" * MIN_GUESSED_SECRET)
+    monkeypatch.setenv("HR_EMPTY", "")
+    assert too_short_to_redact_cleanly(["HR_FLAG", "HR_TOKEN_VALUE", "HR_EMPTY", "HR_UNSET"]) == ["HR_FLAG"]
+
+
+def test_the_sweep_names_a_short_variable_without_printing_its_value(tmp_path: Path) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "sweep", str(REPO / "tasks"), "--task", "csv-report",
+         "--multipliers", "1x-strict", "--attempts", "1", "--no-canary", "--agent-env", "HR_SHORT_PIN",
+         "--store", str(tmp_path / "h.db"), "--format", "none"],
+        capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "HR_SHORT_PIN": "z9q"})
+    assert res.returncode == 0, res.stderr
+    notes = [ln for ln in res.stderr.splitlines() if "HR_SHORT_PIN" in ln]
+    assert len(notes) == 1 and "wiped" in notes[0] and "z9q" not in res.stderr, res.stderr
