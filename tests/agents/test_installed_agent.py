@@ -63,3 +63,14 @@ def test_an_install_that_overruns_its_own_timeout_is_an_infra_error(tmp_path: Pa
     reason, ev = db.execute("SELECT e.reason, v.json FROM executions e JOIN evidence v USING (run_id, trial_id)"
                             ).fetchone()
     assert reason == "agent_setup_failed" and json.loads(ev)["extra"]["agent_setup"]["timed_out"] is True
+
+
+def test_a_script_only_its_owner_may_run_runs_in_the_sandbox(tmp_path: Path) -> None:
+    # The sandbox's user does not own the copy: the owner's execute bit is given to everyone, as read is.
+    agent_dir = tmp_path / "owner-only"
+    agent_dir.mkdir()
+    script = agent_dir / "agent.sh"
+    script.write_text('#!/bin/sh\ntouch "$HEADROOM_WORKDIR/out"\n')
+    script.chmod(0o744)
+    db = _sweep(tmp_path, {"kind": "command", "command": '"$HEADROOM_AGENT_DIR/agent.sh"', "path": str(agent_dir)})
+    assert db.execute("SELECT outcome FROM executions").fetchone() == ("passed",)

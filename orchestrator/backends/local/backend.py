@@ -104,7 +104,9 @@ def _snapshot(src: Path, dst: Path, task: bool = True) -> None:
         for f in files:
             p = os.path.join(root, f)
             if not os.path.islink(p):
-                os.chmod(p, (os.stat(p).st_mode & 0o777) | 0o444)
+                mode = os.stat(p).st_mode & 0o777
+                # a script its owner may run, anyone may run: the sandbox user is not its owner
+                os.chmod(p, mode | 0o444 | (0o111 if mode & 0o100 else 0))
     os.replace(tmp, dst)
 
 
