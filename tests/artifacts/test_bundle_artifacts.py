@@ -36,7 +36,7 @@ def bundled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     for trial_id, try_index in tries:
         sink.add_bytes(TryKey(run_id, trial_id, try_index), "logs/link", b"")
     sink.close()
-    res = headroom("bundle", "--store", str(store), "-o", str(root / "run.json"))
+    res = headroom("runs", "bundle", "--store", str(store), "-o", str(root / "run.json"))
     assert res.returncode == 0, res.stderr
     return root / "run.json", store
 
@@ -48,7 +48,7 @@ def test_the_bundle_carries_digests_and_verifies_against_the_store(bundled: tupl
     assert len(body["artifacts"]) == 10 and all("data" not in a for a in body["artifacts"])
     assert {a["name"] for a in body["artifacts"]} == {"agent/stdout", "agent/stderr", "verifier/stdout",
                                                       "verifier/stderr", "logs/link"}
-    res = headroom("verify", str(path), "--store", str(store), "--format", "json")
+    res = headroom("runs", "verify", str(path), "--store", str(store), "--format", "json")
     assert res.returncode == 0, res.stdout + res.stderr
     checks = json.loads(res.stdout)["checks"]
     assert any("10 artifact digests well-formed" in c for c in checks)
@@ -63,10 +63,10 @@ def test_a_forged_digest_or_a_try_that_is_not_there_is_caught(bundled: tuple[Pat
     data["content_sha256"] = bundle_mod.content_digest(data["body"])  # re-hashed by whoever forged it
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(data))
-    res = headroom("verify", str(forged), "--store", str(store), "--format", "json")
+    res = headroom("runs", "verify", str(forged), "--store", str(store), "--format", "json")
     assert res.returncode == 1
     problems = json.loads(res.stdout)["problems"]
     assert any("no content with sha256 " + "0" * 64 in p for p in problems)
     assert any("no-such-trial" in p and "no such try" in p for p in problems)
-    without_store = headroom("verify", str(forged), "--format", "json")  # the manifest alone still sees the stray try
+    without_store = headroom("runs", "verify", str(forged), "--format", "json")  # the manifest alone still sees the stray try
     assert without_store.returncode == 1 and any("no such try" in p for p in json.loads(without_store.stdout)["problems"])

@@ -66,25 +66,25 @@ def test_a_task_too_big_for_a_configmap_is_one_line(cluster: Cluster, tmp_path: 
 
 def test_submit_pushes_and_creates_and_status_reads(cluster: Cluster, crds: None) -> None:
     ns = cluster.create_namespace(prefix="sub")
-    r = headroom(cluster, "submit", "manifests/examples/experiment.yaml", "-n", ns)
+    r = headroom(cluster, "cluster", "submit", "manifests/examples/experiment.yaml", "-n", ns)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "bundled-demo"
     exp = client.CustomObjectsApi(cluster.api_client).get_namespaced_custom_object(
         GROUP, VERSION, ns, EXPERIMENT_PLURAL, "bundled-demo")
     rendered = yaml.safe_load((REPO / "manifests/examples/experiment-resource.yaml").read_text())
     assert exp["spec"] == rendered["spec"]  # the API server kept every field (nothing pruned or defaulted away)
-    twice = headroom(cluster, "submit", "manifests/examples/experiment.yaml", "-n", ns)
+    twice = headroom(cluster, "cluster", "submit", "manifests/examples/experiment.yaml", "-n", ns)
     assert twice.returncode == 2 and "already exists" in twice.stderr and "Traceback" not in twice.stderr
-    listing = headroom(cluster, "status", "-n", ns)
+    listing = headroom(cluster, "cluster", "status", "-n", ns)
     assert listing.returncode == 0 and "bundled-demo" in listing.stdout
-    one = headroom(cluster, "status", "bundled-demo", "-n", ns)
+    one = headroom(cluster, "cluster", "status", "bundled-demo", "-n", ns)
     assert one.returncode == 0 and "bundled-demo" in one.stdout
-    missing = headroom(cluster, "status", "nope", "-n", ns)
+    missing = headroom(cluster, "cluster", "status", "nope", "-n", ns)
     assert missing.returncode == 2 and "not found" in missing.stderr and "Traceback" not in missing.stderr
 
 
 def test_submit_bad_spec_is_one_line(cluster: Cluster, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\ntasks_dir: " + str(REPO / "tasks") + "\nattempts: 0\n")
-    r = headroom(cluster, "submit", str(bad), "--dry-run")
+    r = headroom(cluster, "cluster", "submit", str(bad), "--dry-run")
     assert r.returncode == 2 and "attempts" in r.stderr and "Traceback" not in r.stderr

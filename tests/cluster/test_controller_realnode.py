@@ -109,7 +109,7 @@ def test_the_chart_runs_the_controller_on_the_real_node(
     metrics_url = f"http://{pod.status.pod_ip}:8080/metrics"
     assert "headroom_" in (node.http_get(metrics_url) or "")
 
-    r = subprocess.run([sys.executable, "-m", "orchestrator", "submit", str(experiment_file(tmp_path, real_node.image)),
+    r = subprocess.run([sys.executable, "-m", "orchestrator", "cluster", "submit", str(experiment_file(tmp_path, real_node.image)),
                         "-n", ns, "--kubeconfig", str(cluster.kubeconfig)],
                        capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr

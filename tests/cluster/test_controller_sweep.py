@@ -125,7 +125,7 @@ def check_ledger(items: list[dict[str, Any]], planned: int) -> dict[str, dict[st
 
 def test_reconciles_the_bundled_tasks_to_completion(cluster: Cluster, crds: None, tmp_path: Path) -> None:
     ns, kc = setup(cluster, tmp_path, "sweep")
-    r = headroom(cluster, "submit", str(experiment_file(tmp_path, "demo", 2, 8)), "-n", ns)
+    r = headroom(cluster, "cluster", "submit", str(experiment_file(tmp_path, "demo", 2, 8)), "-n", ns)
     assert r.returncode == 0, r.stderr
     ctl = ControllerProcess(kc, ns, tmp_path / "controller.log", "--resync-seconds", "5", simulated=True).start()
     try:
@@ -191,7 +191,7 @@ def test_reconciles_the_bundled_tasks_to_completion(cluster: Cluster, crds: None
         assert len(settled) == len(items) and all(x.get("experiment") == "demo" and x.get("trial") for x in settled)
         # Export: the same store a local run writes; report works unchanged.
         store = tmp_path / "demo.db"
-        r = headroom(cluster, "export", "demo", "-n", ns, "--store", str(store))
+        r = headroom(cluster, "cluster", "export", "demo", "-n", ns, "--store", str(store))
         assert r.returncode == 0, r.stderr
         rep = subprocess.run([sys.executable, "-m", "orchestrator", "report", "--store", str(store), "--format", "json"],
                              capture_output=True, text=True, cwd=REPO, timeout=300)
@@ -240,7 +240,7 @@ def test_a_crash_between_the_handle_write_and_the_pod_create_reruns_the_try_not_
     spec = tmp_path / "unborn.yaml"
     spec.write_text(yaml.safe_dump({**yaml.safe_load(experiment_file(tmp_path, "unborn", 1, 1).read_text()),
                                     "tasks": ["csv-report"], "configurations": ["1x-strict"]}))
-    assert headroom(cluster, "submit", str(spec), "-n", ns).returncode == 0
+    assert headroom(cluster, "cluster", "submit", str(spec), "-n", ns).returncode == 0
     marker, log = tmp_path / "crashed", tmp_path / "controller.log"
     first = ControllerProcess(kc, ns, log, "--resync-seconds", "3", simulated=True,
                               env={"HEADROOM_TEST_CRASH_BEFORE_CREATE": str(marker)}).launch()
@@ -266,7 +266,7 @@ def test_kill_9_ten_times_and_an_apiserver_restart_lose_and_duplicate_nothing(
     if cluster.plane is None:
         pytest.skip("restarting the API server needs the local plane")
     ns, kc = setup(cluster, tmp_path, "crash")
-    r = headroom(cluster, "submit", str(experiment_file(tmp_path, "crashy", 2, 10)), "-n", ns)
+    r = headroom(cluster, "cluster", "submit", str(experiment_file(tmp_path, "crashy", 2, 10)), "-n", ns)
     assert r.returncode == 0, r.stderr
     rng = random.Random(20261130)
     kills = 0

@@ -102,7 +102,7 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
             }
             f = tmp_path / f"{name}.yaml"
             f.write_text(yaml.safe_dump(spec))
-            sub = subprocess.run([sys.executable, "-m", "orchestrator", "submit", str(f), "-n", ns,
+            sub = subprocess.run([sys.executable, "-m", "orchestrator", "cluster", "submit", str(f), "-n", ns,
                                   "--kubeconfig", str(cluster.kubeconfig)], capture_output=True, text=True,
                                  cwd=tmp_path, timeout=120)
             assert sub.returncode == 0, sub.stderr
@@ -126,7 +126,7 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
                 cm_uid = cm.metadata.uid
                 # export reads the cached catalog: the local store gets the run as from a local sweep
                 store = tmp_path / "results.db"
-                ex = subprocess.run([sys.executable, "-m", "orchestrator", "export", name, "--store", str(store),
+                ex = subprocess.run([sys.executable, "-m", "orchestrator", "cluster", "export", name, "--store", str(store),
                                      "-n", ns, "--kubeconfig", str(cluster.kubeconfig)], capture_output=True,
                                     text=True, cwd=tmp_path, timeout=120)
                 assert ex.returncode == 0, ex.stderr
@@ -152,7 +152,7 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
         spec = {**spec, "name": "timg-missing", "task_source": {"image": missing}}
         f = tmp_path / "missing.yaml"
         f.write_text(yaml.safe_dump(spec))
-        sub = subprocess.run([sys.executable, "-m", "orchestrator", "submit", str(f), "-n", ns,
+        sub = subprocess.run([sys.executable, "-m", "orchestrator", "cluster", "submit", str(f), "-n", ns,
                               "--kubeconfig", str(cluster.kubeconfig)], capture_output=True, text=True,
                              cwd=tmp_path, timeout=120)
         assert sub.returncode == 0, sub.stderr

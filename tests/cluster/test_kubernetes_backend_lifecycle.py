@@ -214,7 +214,7 @@ def test_cleanup_skips_a_live_run_and_removes_a_dead_one(cluster: Cluster, names
         assert runlease.is_fresh(_lease_of(cluster, namespace, live_run) or {}, time.time())
         pods_before = _run_pods(cluster, namespace)
 
-        r = _cli("cleanup", "--backend", "kubernetes", "--namespace", namespace, cluster=cluster)
+        r = _cli("runs", "cleanup", "--backend", "kubernetes", "--namespace", namespace, cluster=cluster)
         out, err = r.communicate(timeout=120)
         assert r.returncode == 0, err
         print(out, err)
@@ -230,7 +230,7 @@ def test_cleanup_skips_a_live_run_and_removes_a_dead_one(cluster: Cluster, names
         assert live.poll() is None  # the live sweep is unaffected
 
         # --force overrides the Lease: the live run's pods go, and its sweep sees them deleted and ends
-        r = _cli("cleanup", "--backend", "kubernetes", "--namespace", namespace, "--force", cluster=cluster)
+        r = _cli("runs", "cleanup", "--backend", "kubernetes", "--namespace", namespace, "--force", cluster=cluster)
         out, err = r.communicate(timeout=120)
         assert r.returncode == 0, err
         assert {f"pod/{n}" for n in pods_before[live_run]} <= set(re.findall(r"^removed (\S+)", out, re.M))

@@ -80,7 +80,7 @@ def _advertise(cluster: Cluster, *args: str) -> str:
 
     from orchestrator.cli import cli
 
-    res = CliRunner().invoke(cli, ["nodes", "advertise", *args, "--kubeconfig", str(cluster.kubeconfig)])
+    res = CliRunner().invoke(cli, ["cluster", "nodes", "advertise", *args, "--kubeconfig", str(cluster.kubeconfig)])
     assert res.exit_code == 0 and res.exception is None, (res.output, res.exception)
     return res.stdout
 
@@ -177,7 +177,7 @@ def test_advertise_then_remove_round_trip(cluster: Cluster, node: str) -> None:
     assert removed.strip() == f"{node}: removed {RESOURCE}"
     assert _advertised(cluster, node) == (None, None)
     assert _advertise(cluster, "--remove", "--selector", pool).strip() == f"{node}: had no {RESOURCE}"
-    res = _cli("nodes", "advertise", "--selector", f"{POOL_LABEL}=no-such-pool", "--kubeconfig", str(cluster.kubeconfig))
+    res = _cli("cluster", "nodes", "advertise", "--selector", f"{POOL_LABEL}=no-such-pool", "--kubeconfig", str(cluster.kubeconfig))
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.strip() == f"error: --selector: no node matches {POOL_LABEL}=no-such-pool", res.stderr
 
@@ -250,13 +250,13 @@ def test_the_controller_places_an_experiment_by_limit_too(cluster: Cluster, crds
     _advertise(cluster, "--selector", f"{POOL_LABEL}={node}")
     ctl = ControllerProcess(kc, ns, tmp_path / "controller.log", "--resync-seconds", "5", simulated=True)
     try:
-        r = _cli("submit", str(spec), "-n", ns, "--kubeconfig", admin)
+        r = _cli("cluster", "submit", str(spec), "-n", ns, "--kubeconfig", admin)
         assert r.returncode == 0, r.stderr
         ctl.start()
         wait_complete(cluster, ns, "placed", ctl, 240)
         assert experiment(cluster, ns, "placed")["status"]["progress"] == "6/6"
         store = tmp_path / "placed.db"
-        r = _cli("export", "placed", "-n", ns, "--store", str(store), "--kubeconfig", admin)
+        r = _cli("cluster", "export", "placed", "-n", ns, "--store", str(store), "--kubeconfig", admin)
         assert r.returncode == 0, r.stderr
         db = Store(store)
         rows = db.db.execute("SELECT x.outcome, e.json FROM executions x JOIN evidence e USING (run_id, trial_id, try) "

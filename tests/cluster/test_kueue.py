@@ -184,7 +184,7 @@ def test_the_controller_s_experiment_completes_through_kueue(kueue: Kueue, clust
         "kubernetes": {"node_selector": {"type": "kwok"}, "tolerations": [dict(FAKE_NODE_TOLERATION)],
                        "queue": QUEUE},
     }))
-    r = headroom(cluster, "submit", str(spec), "-n", ns)
+    r = headroom(cluster, "cluster", "submit", str(spec), "-n", ns)
     assert r.returncode == 0, r.stderr
     history = PodHistory(cluster, ns)
     ctl = ControllerProcess(kc, ns, tmp_path / "controller.log", "--resync-seconds", "5", simulated=True).start()

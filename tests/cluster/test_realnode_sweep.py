@@ -24,7 +24,7 @@ from .plane import REPO, Cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow]
 
-CONFIGS = "1x-strict,3x,unbounded"
+CONFIGS = "1x-strict,1x/3x,unbounded"
 ATTEMPTS = 1
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 

@@ -266,7 +266,7 @@ def test_kill_9_of_the_cli_then_cleanup_leaves_nothing(engine_env: DockerEnv, en
     assert api.inspect_container(running["Id"])["State"]["Running"]  # the crash left it behind...
     volumes = [m["Name"] for m in api.inspect_container(running["Id"])["Mounts"] if m["Type"] == "volume"]
     assert volumes  # ... with the anonymous volume of the image's VOLUME /data
-    res = headroom("cleanup", "--backend", "docker", env={"DOCKER_HOST": docker_host})
+    res = headroom("runs", "cleanup", "--backend", "docker", env={"DOCKER_HOST": docker_host})
     assert res.returncode == 0, res.stderr
     assert f"removed container {running['Names'][0].lstrip('/')}" in res.stdout
     assert docker_env.managed_containers() == []

@@ -36,7 +36,7 @@ def test_task_band_sweep_matches_unbounded_at_far_less_reserved_memory(tmp_path:
              "--store", str(tmp_path / "calib.db"), "--format", "none")
     out, tasks_out = tmp_path / "bands", tmp_path / "tasks"
     # 10 attempts cannot settle a 10-point margin (that takes ~35); 30 points is what this size supports.
-    headroom("calibrate", str(tmp_path / "calib.db"), "--out-dir", str(out), "--tasks-out", str(tasks_out), "--margin", "0.3")
+    headroom("runs", "calibrate", str(tmp_path / "calib.db"), "--out-dir", str(out), "--tasks-out", str(tasks_out), "--margin", "0.3")
     doc = json.loads((out / "bands.json").read_text())
     bands = {b["task_id"]: b for b in doc["bands"]}
     assert all(b["status"] == "recommended" for b in bands.values()), [b["reasons"] for b in bands.values()]

@@ -215,5 +215,5 @@ def test_resume_runs_the_canary_again_and_a_resume_whose_limits_do_not_bite_flag
     prov = s.provenance(s.run().run_id)
     assert [c["status"] for c in prov["canary_resumed"]] == ["flagged", "enforced"]
     assert "**Not a resource sweep: the limits did not bite.**" in second.stdout
-    calibrate = headroom("calibrate", str(store))
+    calibrate = headroom("runs", "calibrate", str(store))
     assert calibrate.returncode == 2 and "is not a resource sweep" in calibrate.stderr

@@ -30,7 +30,7 @@ def test_cleanup_reports_a_work_dir_it_cannot_remove_as_kept(tmp_path: Path) -> 
     if subprocess.run(["chattr", "+i", str(pinned)], capture_output=True).returncode != 0:
         pytest.skip("chattr +i is not supported on this file system")
     try:
-        res = subprocess.run([sys.executable, "-m", "orchestrator", "cleanup", "--backend", "local"],
+        res = subprocess.run([sys.executable, "-m", "orchestrator", "runs", "cleanup", "--backend", "local"],
                              capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stderr
         lines = res.stdout.splitlines()

@@ -383,7 +383,7 @@ def test_imported_runs_compare_like_swept_ones(tmp_path: Path, import_json, cli)
     store = tmp_path / "c.db"
     runs = import_json(store, str(a["dir"]), str(b["dir"]), "--separate")
     assert len(runs) == 2
-    res = cli("compare", runs[0]["run_id"], runs[1]["run_id"], "--store", str(store), "--format", "json")
+    res = cli("runs", "compare", runs[0]["run_id"], runs[1]["run_id"], "--store", str(store), "--format", "json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     [it] = doc["statistics"]["comparisons"]["items"]
@@ -393,7 +393,7 @@ def test_imported_runs_compare_like_swept_ones(tmp_path: Path, import_json, cli)
     sr = doc["statistics"]["scoring_rules"]
     assert sr["A"]["configs"]["one@m"][RULES_TB]["estimate"] == pytest.approx(a["accuracy"])
     assert sr["B"]["configs"]["two@m"][RULES_TB]["estimate"] == pytest.approx(b["accuracy"])
-    md = cli("compare", runs[0]["run_id"], runs[1]["run_id"], "--store", str(store), "--format", "markdown")
+    md = cli("runs", "compare", runs[0]["run_id"], runs[1]["run_id"], "--store", str(store), "--format", "markdown")
     assert "paired t over tasks" in md.stdout and "for independent samples of new tasks" in md.stdout
     assert "## Scores under named rules" in md.stdout and "Terminal-Bench leaderboard" in md.stdout
 
@@ -418,13 +418,13 @@ def test_bundle_and_verify_carry_the_rules_and_count_unrecorded_digests_apart(tm
     import_json(store, str(TB_RUN))  # a Terminal-Bench run records no task digests
     out = tmp_path / "bundles"
     out.mkdir()
-    made = cli("bundle", "--store", str(store), "--rules", "all", "-o", str(out))
+    made = cli("runs", "bundle", "--store", str(store), "--rules", "all", "-o", str(out))
     assert made.returncode == 0, made.stderr
     [path] = list(out.iterdir())
     published = json.loads(path.read_text())["body"]["published"]["statistics"]["scoring_rules"]
     assert published["requested"] == ["headroom:infra-as-failure", "headroom:infra-excluded", RULES_TB,
                                       "harbor:job-mean", "terminal-bench-2:official"]
-    res = cli("verify", str(path), "--format", "json")
+    res = cli("runs", "verify", str(path), "--format", "json")
     assert res.returncode == 0, res.stdout
     checks = json.loads(res.stdout)["checks"]
     assert not any("task digests well-formed" in c for c in checks)  # none was recorded: none is called well-formed
@@ -438,7 +438,7 @@ def test_bundle_and_verify_carry_the_rules_and_count_unrecorded_digests_apart(tm
     bundle["content_sha256"] = bundle_mod.content_digest(bundle["body"])
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(bundle))
-    res = cli("verify", str(forged), "--format", "json")
+    res = cli("runs", "verify", str(forged), "--format", "json")
     assert res.returncode == 1 and any("scoring_rules" in p for p in json.loads(res.stdout)["problems"])
 
 

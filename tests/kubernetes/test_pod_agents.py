@@ -53,7 +53,7 @@ def test_agents_a_pod_runs_are_kept() -> None:
 def test_submit_refuses_an_external_agent_in_one_line(tmp_path: Path) -> None:
     f = tmp_path / "exp.yaml"
     f.write_text(yaml.safe_dump({**_spec({"kind": "external", "command": "python3 my_agent.py"})}))
-    r = subprocess.run([sys.executable, "-m", "orchestrator", "submit", str(f), "--dry-run"],
+    r = subprocess.run([sys.executable, "-m", "orchestrator", "cluster", "submit", str(f), "--dry-run"],
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and "external agent" in r.stderr and "Traceback" not in r.stderr

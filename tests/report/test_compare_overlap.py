@@ -26,7 +26,7 @@ def disjoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 def test_nothing_to_compare_is_a_one_line_error(disjoint: tuple[Path, dict[str, str]], other: str, words: str) -> None:
     store, ids = disjoint
     for fmt in ("table", "json", "markdown"):
-        res = headroom("compare", ids["base"], ids[other], "--store", str(store), "--format", fmt)
+        res = headroom("runs", "compare", ids["base"], ids[other], "--store", str(store), "--format", fmt)
         assert res.returncode == 2, (res.returncode, res.stderr)
         assert "Traceback" not in res.stderr and res.stdout == ""
         assert len(res.stderr.strip().splitlines()) == 1 and words in res.stderr, res.stderr
@@ -34,7 +34,7 @@ def test_nothing_to_compare_is_a_one_line_error(disjoint: tuple[Path, dict[str, 
 
 def test_shared_part_is_compared_and_said(disjoint: tuple[Path, dict[str, str]]) -> None:
     store, ids = disjoint
-    res = headroom("compare", ids["base"], ids["base"], "--store", str(store), "--format", "markdown")
+    res = headroom("runs", "compare", ids["base"], ids["base"], "--store", str(store), "--format", "markdown")
     assert res.returncode == 0, res.stderr
     assert "Every figure is computed on the 2 task(s) both runs hold" in res.stdout
     assert "| A:1x-strict vs B:1x-strict | 2 | 100.0% [34.2, 100.0] | 100.0% [34.2, 100.0] | +0.0 pts |" in res.stdout

@@ -88,7 +88,7 @@ def test_terminal_table_and_bad_reference(sweep_store: Path) -> None:
 
 
 def test_compare_two_runs(sweep_store: Path) -> None:
-    res = headroom("compare", str(sweep_store), str(sweep_store), "--format", "json")
+    res = headroom("runs", "compare", str(sweep_store), str(sweep_store), "--format", "json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     items = doc["statistics"]["comparisons"]["items"]

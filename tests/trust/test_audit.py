@@ -106,14 +106,14 @@ def test_cli_writes_one_json_record_per_finding_and_bad_files_are_one_line_error
     root = tmp_path / "tasks"
     _task(root, "orig", BASE)
     _task(root, "same", BASE + " ")
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "audit", str(root), "--field", "prompt"],
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "tasks", "audit", str(root), "--field", "prompt"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     records = [json.loads(line) for line in proc.stdout.splitlines()]
     assert {r["type"] for r in records} == {"exact", "proposed_cluster"}
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "audit", str(root), "--against", str(bad)],
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "tasks", "audit", str(root), "--against", str(bad)],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "line 1: not JSON" in proc.stderr and "Traceback" not in proc.stderr
 

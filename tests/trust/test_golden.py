@@ -70,7 +70,7 @@ def test_sweep_grades_answers_then_regrade_shows_every_flip(tmp_path: Path) -> N
     stricter = tmp_path / "g.toml"
     stricter.write_text('[graders.pi]\nnumeric = {value = 3.14159, tolerance = 0.0001}\n'
                         '[graders.unknown]\nexact = "42"\n')
-    proc = _headroom("regrade", "--store", str(store), "--grader", str(stricter), "--format", "json")
+    proc = _headroom("runs", "regrade", "--store", str(store), "--grader", str(stricter), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["regrade"]["flips"] == {"passed -> failed": 2, "abstained -> failed": 2}

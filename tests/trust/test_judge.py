@@ -98,7 +98,7 @@ def test_cli_sends_the_key_but_never_prints_it(endpoint: str, tmp_path: Path) ->
     pairs = _pairs(tmp_path / "pairs.jsonl")
     out = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "judge", "calibrate", str(pairs), "--endpoint", endpoint,
+        [sys.executable, "-m", "orchestrator", "tasks", "judge", "calibrate", str(pairs), "--endpoint", endpoint,
          "--model", "fake-judge", "--api-key-env", "JUDGE_KEY", "-o", str(out)],
         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "JUDGE_KEY": SECRET},
     )
@@ -112,10 +112,10 @@ def test_cli_sends_the_key_but_never_prints_it(endpoint: str, tmp_path: Path) ->
 def test_bad_pairs_file_and_dead_endpoint_are_one_line_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "prompt": "p"}\n')
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "judge", "calibrate", str(bad), "--endpoint",
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "tasks", "judge", "calibrate", str(bad), "--endpoint",
                            "http://127.0.0.1:9/v1", "--model", "m"], capture_output=True, text=True)
     assert proc.returncode == 2 and "line 1" in proc.stderr and "Traceback" not in proc.stderr
     good = _pairs(tmp_path / "p.jsonl")
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "judge", "calibrate", str(good), "--endpoint",
+    proc = subprocess.run([sys.executable, "-m", "orchestrator", "tasks", "judge", "calibrate", str(good), "--endpoint",
                            "http://127.0.0.1:9/v1", "--model", "m"], capture_output=True, text=True)
     assert proc.returncode == 2 and "judge endpoint failed" in proc.stderr and "Traceback" not in proc.stderr
