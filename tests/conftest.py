@@ -9,12 +9,21 @@ import pytest
 # One private dockerd per session, for tests/docker and the real-node tests that build images with it.
 from tests.docker.fixtures import docker_env, docker_host  # noqa: F401
 
-#: Session fixtures that start a shared service (a control plane and real node, a private
+#: Session fixtures that start a shared service (a control plane, the real node, a private
 #: dockerd or Podman service). Each pytest process starts its own copy of what its tests use,
-#: so under xdist (``--dist loadgroup``) every test that uses one goes to the same worker: the
-#: suite starts each service once, as a serial run does, and the other workers take the rest.
+#: so under xdist (``--dist loadgroup``) every test that uses one goes to one worker: a service
+#: starts once per group, and the other workers take the rest. The first group that applies wins.
+#:
+#: * ``realnode``: the real node (kubelet + containerd on this host) must be the only one here:
+#:   two kubelets would share the host's cgroup tree. Its tests are most of the suite's waiting
+#:   (pods, image builds), so they get a worker, and a control plane, of their own.
+#: * ``kube``: the kwok-only cluster tests, on a second control plane (two planes share nothing:
+#:   each has its own etcd, ports and state dir).
+#: * ``engine``: the private dockerd and Podman service (a realnode test that builds an image
+#:   starts its worker's own dockerd; two dockerds keep to their own roots).
 _SERVICE_GROUPS = (
-    ("kube", ("cluster", "real_node", "namespace")),
+    ("realnode", ("real_node",)),
+    ("kube", ("cluster", "namespace")),
     ("engine", ("docker_env", "docker_host", "podman_env", "engine_env")),
 )
 
