@@ -131,13 +131,21 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None,
     extra: AnalyzeOptions = {} if margin is None else {"margin": margin}
     stats = (analyze(df, reference=reference, axis=info.axis, config_order=_label_order(info), **extra)
              if len(df) else None)
+    headline_rule = requested_rules(info, rules)[1]
     if stats is not None:
-        stats["scoring_rules"] = scoring_block(df, info, rules, stats.get("config_order"))
+        sr = scoring_block(df, info, rules, stats.get("config_order"))
+        # One headline per run, said once: the rule the scoring block led with (the source's own when it was
+        # requested) becomes the document's headline_rule; analyze's own label of headroom's score goes.
+        headline_rule = sr.pop("default")
+        stats["scoring_rules"] = sr
+        for key in ("headline", "headline_note"):
+            stats.pop(key, None)
     facts = config_facts(df)
     configurations = [{**c, **facts.get(c["label"], {})} for c in (stats or {}).get("configs", [])]
     doc = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
+        "headline_rule": headline_rule,
         "run": {
             "run_id": info.run_id, "name": info.name, "status": info.status, "created_at": info.created_at,
             "finished_at": info.finished_at, "backend": info.backend, "enforcement": info.enforcement,

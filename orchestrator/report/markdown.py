@@ -167,10 +167,22 @@ def trust_lines(trust: Trust) -> list[str]:
     return lines
 
 
+def metrics_intro(doc: ReportDocument) -> str:
+    """Whose figures the metrics are: the headline's (a run headroom made), or headroom's reading beside an
+    import's own headline."""
+    fail = f"**{HEADLINE_NAME}** (`score_infra_as_failure`: infra errors count as failures)"
+    excl = ("**headroom, infra errors excluded** (`score_infra_excluded`: infra and harness errors leave the "
+            "denominator)")
+    if summary.source_led(doc):
+        return (f"headroom's reading of these trials: {fail} and {excl}. The run's headline is "
+                f"**{summary.rule_title(doc, doc.headline_rule)}** (`{doc.headline_rule}`), the source's own rule: "
+                "see the Summary and Scores under named rules.")
+    return f"Headline: {fail}, rule `headroom:infra-as-failure`; beside it {excl}."
+
+
 def metrics_block(doc: ReportDocument) -> list[str]:
     stats = doc.statistics
-    lines = ["## Metrics", "", f"Headline: **{HEADLINE_NAME}** (`{stats.get('headline')}`) — {stats.get('headline_note')}. "
-             "Intervals are Wilson 95%; SE clustered by task.", ""]
+    lines = ["## Metrics", "", metrics_intro(doc) + " Intervals are Wilson 95%; SE clustered by task.", ""]
     labels = _is_labels(doc)
     rows = []
     for c in doc.configurations:
@@ -339,8 +351,14 @@ def summary_block(doc: ReportDocument) -> list[str]:
     """The section every format opens with (orchestrator/report/summary.py)."""
     if not doc.configurations:
         return []
-    return (["## Summary", "", "Headline per configuration, with 95% intervals:", ""]
-            + _table(summary.HEADERS, summary.rows(doc)) + [f"{line}" for ln in summary.lines(doc) for line in (ln, "")])
+    out = ["## Summary", "", "Headline per configuration, with 95% intervals:", ""]
+    out += _table(summary.headers(doc), summary.rows(doc))
+    for line in summary.lines(doc):
+        if line.startswith("  "):  # one item per configuration (the trials that move, by reason)
+            out += [f"- {line.strip()}"]
+        else:
+            out += ([""] if out[-1].startswith("- ") else []) + [line, ""]
+    return out
 
 
 def render(doc: ReportDocument) -> str:

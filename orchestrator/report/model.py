@@ -21,8 +21,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA: Final = "headroom.report/1"
-SCHEMA_VERSION: Final = 1
+SCHEMA: Final = "headroom.report/2"
+SCHEMA_VERSION: Final = 2
 
 Block = dict[str, Any]  # a result of orchestrator.stats, laid out by the renderers as it is
 RateName = Literal["pass_rate", "infra_error_rate", "timeout_rate", "harness_error_rate", "abstention_rate",
@@ -68,9 +68,8 @@ class Configuration(_Model):
     timeout_rate: Block
     harness_error_rate: Block
     abstention_rate: Block
-    headline: str
     score_infra_as_failure: Block
-    headline_intervals: Block
+    score_intervals: Block
     score_infra_excluded: Block
     se: Block
     icc_infra: float | None
@@ -144,9 +143,12 @@ class Checks(_Model):
 class ReportDocument(_Model):
     """One run's report. ``statistics`` is ``orchestrator.stats.analyze``'s result without its ``configs``."""
 
-    schema_id: Literal["headroom.report/1"] = Field(SCHEMA, alias="schema")
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_id: Literal["headroom.report/2"] = Field(SCHEMA, alias="schema")
+    schema_version: Literal[2] = SCHEMA_VERSION
     run: RunSection
+    #: The run's one headline: the scoring rule (orchestrator.stats.scoring_rules) every format's summary leads
+    #: with. An imported submission's own rule (it reproduces the published figure), else headroom's.
+    headline_rule: str
     experiment: Block
     provenance: Block
     task_provenance_mix: ProvenanceMix

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
+from orchestrator.report.glossary import runs_phrase
 from orchestrator.report.tables import print_table
 from orchestrator.report.text import pct
 
@@ -43,31 +44,36 @@ def _counted(res: dict[str, Any]) -> str:
     if left:
         text += f" ({sum(left.values())} left out: " + ", ".join(f"{k} {v}" for k, v in left.items()) + ")"
     if res.get("n_runs") is not None:
-        text += f"; {res['n_runs']} {res.get('run_basis', 'runs')}"
+        text += f"; {runs_phrase(res['n_runs'], res.get('run_basis', 'source runs'))}"
     return text
 
 
 def _pass_at_k(res: dict[str, Any]) -> str:
+    """pass@k as the rule gives it; the leaderboard rule's configuration-level figure pools its runs (each run
+    publishes its own, listed run by run), and says so."""
     pak = res.get("pass_at_k") or {}
-    return ", ".join(f"pass@{k} {pct(v, 2)}" for k, v in pak.items() if v is not None) or "—"
+    text = ", ".join(f"pass@{k} {pct(v, 2)}" for k, v in pak.items() if v is not None)
+    if text and res.get("pass_at_k_basis") and (res.get("n_runs") or 0) > 1:
+        text = f"pooled over {runs_phrase(res['n_runs'], res.get('run_basis', 'source runs'))}: {text}"
+    return text or "—"
 
 
-def _title(sr: dict[str, Any], rule: str) -> str:
+def _title(sr: dict[str, Any], rule: str, headline: str) -> str:
     title = sr["definitions"][rule]["title"]
-    return f"**{title}** (headline)" if rule == sr.get("default") else title
+    return f"**{title}** (headline)" if rule == headline else title
 
 
-def ordered_rules(sr: dict[str, Any]) -> list[str]:
+def ordered_rules(sr: dict[str, Any], headline: str) -> list[str]:
     """The headline rule first, then the others as requested."""
-    return [sr["default"]] + [r for r in sr["requested"] if r != sr["default"]]
+    return [headline] + [r for r in sr["requested"] if r != headline]
 
 
-def rows(sr: dict[str, Any], bold: bool = True) -> list[list[str]]:
+def rows(sr: dict[str, Any], headline: str, bold: bool = True) -> list[list[str]]:
     out = []
     for label, by_rule in sr["configs"].items():
-        for i, rule in enumerate(ordered_rules(sr)):
+        for i, rule in enumerate(ordered_rules(sr, headline)):
             res = by_rule.get(rule) or {}
-            title = _title(sr, rule) if bold else _title(sr, rule).replace("**", "")
+            title = _title(sr, rule, headline) if bold else _title(sr, rule, headline).replace("**", "")
             out.append([label if i == 0 else "", title, pct(res.get("estimate"), 2), _interval(res), _counted(res),
                         _pass_at_k(res)])
     return out
@@ -95,41 +101,59 @@ def _table(headers: list[str], body: list[list[str]]) -> list[str]:
 
 def leads(doc: ReportDocument) -> bool:
     """Whether the run's headline is a source's own rule (an import): its section then opens the metrics."""
-    sr = doc.statistics.get("scoring_rules") or {}
-    return bool(sr.get("default")) and not str(sr["default"]).startswith("headroom:")
+    return is_source_rule(doc.headline_rule)
+
+
+def is_source_rule(rule: str) -> bool:
+    """A benchmark's published rule (an import's own), not one of headroom's."""
+    return not rule.startswith("headroom:")
+
+
+PER_RUN_HEADERS = ["configuration", "run", "trials", "accuracy", "pass@k (within the run)"]
+
+
+def per_run_rows(sr: dict[str, Any]) -> list[list[str]]:
+    """The leaderboard rule run by run: each run's accuracy and pass@k as its own results.json reports them."""
+    out = []
+    for label, by_rule in sr["configs"].items():
+        runs = ((by_rule.get("terminal-bench:leaderboard") or {}).get("per_run") or [])[:MAX_RUNS_LISTED]
+        names = _short([str(r["run"]) for r in runs])
+        for r, name in zip(runs, names):
+            out.append([label, name, str(r["n"]), pct(r["accuracy"], 2),
+                        ", ".join(f"pass@{k} {pct(v, 2)}" for k, v in (r.get("pass_at_k") or {}).items()
+                                  if v is not None) or "—"])
+    return out
+
+
+def per_run_title(sr: dict[str, Any]) -> str:
+    return ("Terminal-Bench leaderboard rule, run by run (the accuracy and pass@k each run's results.json "
+            f"reports; runs are {sr.get('run_basis')})")
 
 
 def markdown(doc: ReportDocument) -> list[str]:
     sr = doc.statistics.get("scoring_rules")
     if not sr or not sr.get("configs"):
         return []
-    default = sr["definitions"][sr["default"]]
-    own = not sr["default"].startswith("headroom:")
+    headline = doc.headline_rule
+    title = sr["definitions"][headline]["title"]
+    own = is_source_rule(headline)
     lines = ["## Scores under named rules", "",
-             f"A score is a rule applied to trials. Headline for this run: **{default['title']}** "
-             f"(`{sr['default']}`)" + (" — the source's own rule, which reproduces the numbers it published; "
-                                      "headroom's stricter reading is beside it, and the Metrics below are "
-                                      "headroom's." if own else ".")
+             f"A score is a rule applied to trials. Headline for this run: **{title}** "
+             f"(`{headline}`)" + (" — the source's own rule, which reproduces the numbers it published; "
+                                 "headroom's stricter reading is beside it, and the Metrics below are "
+                                 "headroom's." if own else ".")
              + " Each interval says what it generalises to: *these tasks* (another attempt or run on the same "
              "tasks) or *new tasks like these*.", ""]
-    lines += _table(HEADERS, rows(sr))
+    lines += _table(HEADERS, rows(sr, headline))
     moved = [[label, sr["definitions"][rule]["title"], m["reason"], str(m["trials"]), m["effect"]]
              for label, by_rule in sr.get("moves", {}).items() for rule, ms in by_rule.items() for m in ms]
     if moved:
-        lines += ["Trials each rule counts differently from headroom's headline (infra errors as failures), by reason:", ""]
+        lines += ["Trials each rule counts differently from headroom, infra errors as failures, by reason:", ""]
         lines += _table(["configuration", "rule", "reason", "trials", "effect"], moved)
-    per_run = []
-    for label, by_rule in sr["configs"].items():
-        runs = ((by_rule.get("terminal-bench:leaderboard") or {}).get("per_run") or [])[:MAX_RUNS_LISTED]
-        names = _short([str(r["run"]) for r in runs])
-        for r, name in zip(runs, names):
-            per_run.append([label, name, str(r["n"]), pct(r["accuracy"], 2),
-                            ", ".join(f"pass@{k} {pct(v, 2)}" for k, v in (r.get("pass_at_k") or {}).items()
-                                      if v is not None) or "—"])
+    per_run = per_run_rows(sr)
     if per_run:
-        lines += ["Terminal-Bench leaderboard rule, run by run (the accuracy and pass@k each run's results.json "
-                  f"reports; {sr.get('run_basis')}):", ""]
-        lines += _table(["configuration", "run", "trials", "accuracy", "pass@k (within the run)"], per_run)
+        lines += [per_run_title(sr) + ":", ""]
+        lines += _table(PER_RUN_HEADERS, per_run)
     lines += ["Rules:", ""]
     for name, d in sr["definitions"].items():
         lines.append(f"- `{name}` — {d['title']}: counts {d['counts']}; {d['aggregate']}; {d['interval']}. "
@@ -141,14 +165,19 @@ def print_terminal(doc: ReportDocument, console: Console) -> None:
     sr = doc.statistics.get("scoring_rules")
     if not sr or not sr.get("configs"):
         return
-    body = [[escape(c) for c in row] for row in rows(sr, bold=False)]  # a label may hold [ ]
-    print_table(console, f"Scores under named rules (headline: {sr['default']}; each interval says what it "
-                         "generalises to)", HEADERS, body, keep=2, right=[2])
+    headline = doc.headline_rule
+    body = [[escape(c) for c in row] for row in rows(sr, headline, bold=False)]  # a label may hold [ ]
+    print_table(console, f"Scores under named rules (headline: {sr['definitions'][headline]['title']}; each "
+                         "interval says what it generalises to)", HEADERS, body, keep=2, right=[2])
     for label, by_rule in sr.get("moves", {}).items():
         for rule, ms in by_rule.items():
             for m in ms[:5]:
                 console.print(escape(f"  {label}: {m['trials']} {m['reason']} — {sr['definitions'][rule]['title']} vs "
-                                     f"headroom ({m['effect']})"), soft_wrap=True)
+                                     f"headroom ({m['effect']})"))
+    per_run = per_run_rows(sr)
+    if per_run:
+        print_table(console, per_run_title(sr), PER_RUN_HEADERS, [[escape(c) for c in r] for r in per_run],
+                    right=[2, 3])
 
 
 def spread_columns(sr: dict[str, Any], labels: list[str]) -> dict[str, Any]:

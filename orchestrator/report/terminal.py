@@ -13,7 +13,7 @@ from rich.table import Table
 
 from orchestrator.report import checks, costs, rules, summary
 from orchestrator.report.calibration import CALIBRATION_HEADERS, calibration_rows
-from orchestrator.report.markdown import retry_text, timeout_text
+from orchestrator.report.markdown import metrics_intro, retry_text, timeout_text
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.tables import print_table
 from orchestrator.report.text import (
@@ -34,23 +34,21 @@ from orchestrator.report.text import (
 if TYPE_CHECKING:
     from orchestrator.report.model import ReportDocument
 
-# The summary's headers folded at their natural breaks, so its table fits 100 columns without splitting.
-_SUMMARY_HEADERS = ["\n".join(textwrap.wrap(h, 14)) for h in summary.HEADERS]
-
-
 def print_summary(doc: ReportDocument, console: Console) -> None:
     """The first thing printed: headline per configuration, the recommendation, isolation and enforcement."""
+    names = summary.headers(doc)
+    folded = ["\n".join(textwrap.wrap(h, 14)) for h in names]  # at their natural breaks: fits 100 columns
     t = Table(title="Summary (95% intervals)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for i, h in enumerate(_SUMMARY_HEADERS):
-        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+    for i, h in enumerate(folded):
+        t.add_column(escape(h), justify="left" if i == 0 else "right", no_wrap=True)
     body = summary.rows(doc)
     for r in body:
         t.add_row(*(escape(c) for c in r))
-    widths = [max(cell_len(x) for x in [*h.split("\n"), *(r[i] for r in body)]) for i, h in enumerate(_SUMMARY_HEADERS)]
+    widths = [max(cell_len(x) for x in [*h.split("\n"), *(r[i] for r in body)]) for i, h in enumerate(folded)]
     if sum(widths) + 3 * len(widths) <= console.width:
         console.print(t)
     else:  # a narrow console: split the columns like every other table, never cut a number
-        print_table(console, "Summary (95% intervals)", summary.HEADERS, body, right=range(1, len(summary.HEADERS)))
+        print_table(console, "Summary (95% intervals)", names, body, right=range(1, len(names)))
     for line in summary.lines(doc):
         console.print(escape(line))
     console.print()
@@ -100,8 +98,7 @@ def print_report(doc: ReportDocument, console: Console) -> None:
     print_table(console, "Headline score: what each interval generalises to", HEADLINE_HEADERS,
                 headline_rows(doc.configurations), right=range(1, len(HEADLINE_HEADERS)))
     console.print(HEADLINE_NOTE.replace("*", ""))
-    console.print(f"headline: {HEADLINE_NAME} ({stats.get('headline')} in the JSON). "
-                  f"Infra reasons: " + "; ".join(
+    console.print(metrics_intro(doc).replace("**", "").replace("`", "") + " Infra reasons: " + "; ".join(
                       f"{c.label}: " + (", ".join(f"{r} {n}" for r, n in c.infra_reasons.items()) or "none")
                       for c in doc.configurations))
     print_table(console, "Cost and latency", costs.HEADERS, costs.cost_rows(doc.configurations),

@@ -95,7 +95,7 @@ def headline_rows(configs: list[Configuration]) -> list[list[str]]:
     """One row per configuration: the headline score with its on-these-tasks and new-tasks intervals."""
     rows = []
     for c in configs:
-        hi = c.headline_intervals
+        hi = c.score_intervals
         these, new = hi.get("these_tasks") or {}, hi.get("new_tasks") or {}
         est = these.get("estimate")
         new_txt = ("—" if new.get("low") is None else

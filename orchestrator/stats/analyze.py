@@ -156,10 +156,9 @@ def _config_block(agg: Aggregates, c: int) -> dict[str, Any]:
         "timeout_rate": wilson(int(tot[TIMEOUT]), n).to_dict(),
         "harness_error_rate": wilson(int(tot[HARNESS]), n).to_dict(),
         "abstention_rate": wilson(int(tot[ABSTAINED]), n).to_dict(),
-        "headline": HEADLINE,
         "score_infra_as_failure": score.to_dict(),
-        # The headline twice, one interval per question: Wilson over these tasks' trials, t over tasks for new ones.
-        "headline_intervals": {"these_tasks": {**score.to_dict(), "method": "Wilson 95% over trials",
+        # headroom's score twice, one interval per question: Wilson over these tasks' trials, t over tasks for new ones.
+        "score_intervals": {"these_tasks": {**score.to_dict(), "method": "Wilson 95% over trials",
                                                "generalises_to": THESE_TASKS},
                                "new_tasks": new_tasks_interval(pass_t, n_t)},
         "score_infra_excluded": wilson(passed, model_n).to_dict(),

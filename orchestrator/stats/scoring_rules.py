@@ -53,6 +53,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from orchestrator.report.glossary import runs_phrase
+
 from .clustered import clustered_se
 from .proportions import wilson
 
@@ -439,7 +441,7 @@ def score(rule: str, v: TrialView, m: np.ndarray) -> dict[str, Any]:
     out["stderr"] = stderr
     out["intervals"] = [{"kind": "stderr", "se": stderr,
                          "generalises_to": "these tasks: another run (run-to-run noise over "
-                                           f"{len(accs)} {v.run_basis}), not new tasks"}]
+                                           f"{runs_phrase(len(accs), v.run_basis)}), not new tasks"}]
     nt, ct = _task_counts(task, val)
     out["pass_at_k"] = {str(k): tb_pass_at_k(nt, ct, k) for k in tb_k_values(int(nt.max()))} if len(nt) else {}
     out["pass_at_k_basis"] = ("pooled over the configuration's runs, over the tasks with at least k attempts "

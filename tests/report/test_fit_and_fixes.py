@@ -119,7 +119,8 @@ def test_untestable_trend_and_missing_latency_print_a_dash() -> None:
     assert all(c["cost"]["latency_per_attempt_s"] is None for c in s["configs"])
     # Only what metrics_block reads: the configurations and statistics of a resources-axis run.
     doc = ReportDocument.model_construct(configurations=[Configuration.model_validate(c) for c in s["configs"]],
-                                         statistics=s, run=RunSection.model_construct(axis="resources"))
+                                         statistics=s, run=RunSection.model_construct(axis="resources"),
+                                         headline_rule="headroom:infra-as-failure")
     metrics = "\n".join(markdown.metrics_block(doc))
     assert "0.00 s" not in metrics and "| 1x-strict | — | — |" in metrics
 

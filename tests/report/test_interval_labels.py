@@ -43,7 +43,7 @@ def test_json_names_what_each_headline_interval_generalises_to(store: Path) -> N
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     for c in out["configurations"]:
-        hi = c["headline_intervals"]
+        hi = c["score_intervals"]
         assert hi["these_tasks"]["generalises_to"] == THESE_TASKS and hi["new_tasks"]["generalises_to"] == NEW_TASKS
         assert hi["these_tasks"]["estimate"] == hi["new_tasks"]["estimate"] == c["score_infra_as_failure"]["estimate"]
         assert hi["new_tasks"]["df"] == 11  # tasks - 1

@@ -30,13 +30,13 @@ def doc(tmp_path_factory: pytest.TempPathFactory) -> ReportDocument:
 
 def test_the_json_format_is_the_model_dump_with_the_old_keys_and_a_version(doc: ReportDocument) -> None:
     out = json.loads(render.render_text(doc, "json"))
-    assert set(out) == OLD_KEYS | {"schema_version"}
-    assert out["schema"] == SCHEMA == "headroom.report/1" and out["schema_version"] == SCHEMA_VERSION == 1
+    assert set(out) == OLD_KEYS | {"schema_version", "headline_rule"}
+    assert out["schema"] == SCHEMA == "headroom.report/2" and out["schema_version"] == SCHEMA_VERSION == 2
     assert out == doc.to_dict()
     # The JSON reads back into the same model: a consumer can validate what it was given.
     assert ReportDocument.model_validate(out).to_dict() == out
     c = out["configurations"][0]
-    assert {"label", "pass_rate", "infra_error_rate", "headline_intervals", "cost", "enforcement"} <= set(c)
+    assert {"label", "pass_rate", "infra_error_rate", "score_intervals", "cost", "enforcement"} <= set(c)
 
 
 def test_an_undeclared_or_missing_field_fails_validation(doc: ReportDocument) -> None:
@@ -51,7 +51,7 @@ def test_an_undeclared_or_missing_field_fails_validation(doc: ReportDocument) ->
     with pytest.raises(ValidationError, match="enforcement"):
         ReportDocument.model_validate(bad)
     with pytest.raises(ValidationError, match="schema_version"):
-        ReportDocument.model_validate({**out, "schema_version": 2})
+        ReportDocument.model_validate({**out, "schema_version": 1})
 
 
 def test_every_renderer_reads_the_model(doc: ReportDocument) -> None:
