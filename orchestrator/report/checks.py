@@ -20,7 +20,7 @@ from orchestrator.overcommit import observed_by_config
 from orchestrator.report.text import pct, pval
 
 if TYPE_CHECKING:
-    from orchestrator.report.model import Checks, ReportDocument
+    from orchestrator.report.model import AgentNotFound, Checks, ReportDocument
 
 
 def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
@@ -43,11 +43,40 @@ def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
                        "scope": "node" if (doc.get("run") or {}).get("backend") == "kubernetes" else "host",
                        "other_workloads": (prov.get("backend") or {}).get("other_workloads")},
         "drift": stats.get("drift"),
+        "agent_not_found": agent_not_found(frame),
     }
     _local_times(doc["checks"]["drift"], prov.get("started_at_local"))
     if not valid and stats.get("calibration"):
         stats["calibration"] = {"status": "refused", "reasons": ["the enforcement canary shows the limits did not bite: "
                                                                   "this run is not a resource sweep"], "evidence": []}
+
+
+AGENT_NOT_FOUND = "agent_not_found"
+
+
+def agent_not_found(frame: pd.DataFrame) -> dict[str, Any]:
+    """Trials whose agent could not start (exit 126/127, or the outcome harness_error(agent_not_found)), per
+    configuration: not the model's failure, whatever verdict the trial got (orchestrator.classify)."""
+    if frame.empty:
+        return {"trials": 0, "by_configuration": {}, "as_harness_error": 0}
+    as_reason = (frame["outcome"] == "harness_error") & (frame["reason"] == AGENT_NOT_FOUND).fillna(False)
+    hit = as_reason | frame["agent_not_found"].astype(bool) if "agent_not_found" in frame.columns else as_reason
+    by = frame.loc[hit, "config_label"].astype(str).value_counts(sort=False)
+    return {"trials": int(hit.sum()), "by_configuration": {str(k): int(v) for k, v in by.items()},
+            "as_harness_error": int(as_reason.sum())}
+
+
+def agent_not_found_line(found: AgentNotFound | None) -> str | None:
+    """One line when the agent could not start in some trial; None when it started in every one."""
+    if found is None or not found.trials:
+        return None
+    n, reason = found.trials, found.as_harness_error
+    per = ", ".join(f"{label} {k}" for label, k in found.by_configuration.items())
+    verdict = ("counted harness_error(agent_not_found), out of the infra-excluded score" if reason == n else
+               "their verdicts stand as the verifier gave them" if reason == 0 else
+               f"{reason} counted harness_error(agent_not_found), the others' verdicts as the verifier gave them")
+    return (f"Agent could not start in {n} trial{'' if n == 1 else 's'} (exit 126/127: the command was not found or "
+            f"not executable; {per}): not the model's failure; {verdict}. The trial pages show the evidence.")
 
 
 def _local_times(drift: dict[str, Any] | None, started_local: str | None) -> None:
@@ -160,6 +189,8 @@ def markdown(doc: ReportDocument) -> list[str]:
                   "their labels name, so differences between them are not effects of those limits.", ""]
         lines += [f"- {r}" for r in c.resource_sweep.reasons] + [""]
     lines += [f"{line}\n" for line in _canary_lines(c)] + [f"{line}\n" for line in _overcommit_lines(c.overcommit)]
+    not_found = agent_not_found_line(c.agent_not_found)
+    lines += ([f"**{not_found}**", ""] if not_found else [])
     lines += [_drift_line(c.drift), ""]
     return lines
 
@@ -176,4 +207,7 @@ def print_terminal(doc: ReportDocument, console: Console) -> None:
             console.print(line.replace("**", ""), soft_wrap=True)
     for line in _overcommit_lines(c.overcommit):
         console.print(line, soft_wrap=True)
+    not_found = agent_not_found_line(c.agent_not_found)
+    if not_found:
+        console.print(f"[bold red]{not_found}[/]")
     console.print(_drift_line(c.drift).replace("**", ""), soft_wrap=True)

@@ -130,14 +130,23 @@ class ResourceSweep(_Model):
     reasons: list[str]
 
 
+class AgentNotFound(_Model):
+    """Trials whose agent could not start (exit 126/127, or harness_error(agent_not_found)), per configuration."""
+
+    trials: int = 0
+    by_configuration: dict[str, int] = Field(default_factory=dict)
+    as_harness_error: int = 0  # of them, the trials whose outcome is harness_error(agent_not_found)
+
+
 class Checks(_Model):
-    """Checks on the run itself (orchestrator/report/checks.py): canary, overcommit, drift."""
+    """Checks on the run itself (orchestrator/report/checks.py): canary, overcommit, drift, agents that did not start."""
 
     resource_sweep: ResourceSweep
     canary: Block
     canary_resumed: list[Block]
     overcommit: Block
     drift: Block | None
+    agent_not_found: AgentNotFound = Field(default_factory=AgentNotFound)
 
 
 class ReportDocument(_Model):

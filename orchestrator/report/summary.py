@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.report import checks
 from orchestrator.report.glossary import trials_phrase
 from orchestrator.report.text import HEADLINE_HEADERS, HEADLINE_NAME, headline_rows, pct, rate
 
@@ -174,5 +175,7 @@ def lines(doc: ReportDocument) -> list[str]:
     """The summary's text lines after the table: the moves (an import), the interval basis, the
     recommendation, isolation."""
     basis = basis_line(doc)
-    return moves_lines(doc) + ([basis] if basis else []) + [recommendation(doc), isolation(doc)]
+    not_started = checks.agent_not_found_line(doc.checks.agent_not_found) if doc.checks else None
+    return (moves_lines(doc) + ([basis] if basis else []) + [recommendation(doc), isolation(doc)]
+            + ([not_started] if not_started else []))
 
