@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.report.glossary import INFRA_RATE, SCORE_EXCL, SCORE_FAIL
 from orchestrator.report.text import gap, interval_pts, pval, rate
 
 CALIBRATION_RULE = (
     "Rule: every candidate limit is compared with the strict limit only. Infra errors: one-sided exact test "
-    "(Boschloo; Fisher above the size cap), Holm over the candidates' infra tests. Agent score (infra-excluded, because under the "
-    "headline every removed infra error raises the score by construction): paired t-test over tasks for a change, "
+    "(Boschloo; Fisher above the size cap), Holm over the candidates' infra tests. Agent score: "
+    + SCORE_EXCL + " (under " + SCORE_FAIL + " every removed infra error raises the score by construction): "
+    "paired t-test over tasks for a change, "
     "Holm over the candidates; TOST equivalence paired by task within ±{margin} points. Publish the smallest limit "
     "whose infra errors are significantly fewer, before the first limit whose score changes; a larger limit only "
     "when its score is shown equivalent and it has significantly fewer infra errors still; unbounded only when its "
     "score is shown equivalent. A "
     "limit is never chosen because equivalence could not be shown.")
 
-CALIBRATION_HEADERS = ["candidate", "infra-error rate", "infra p one-sided (Holm)", "agent score (infra excl.)",
+CALIBRATION_HEADERS = ["candidate", INFRA_RATE, "infra p one-sided (Holm)", SCORE_EXCL,
                        "score diff vs strict [95% t CI over tasks: new tasks]", "change p (Holm)", "TOST p", "paired MDD",
                        "reading"]
 

@@ -201,13 +201,13 @@ def print_terminal(doc: ReportDocument, console: Console) -> None:
         return
     if not c.resource_sweep.valid:
         console.print("[bold red]NOT A RESOURCE SWEEP: the enforcement canary shows the limits did not bite[/] — "
-                      + "; ".join(c.resource_sweep.reasons), soft_wrap=True)
+                      + "; ".join(c.resource_sweep.reasons))
     else:
         for line in _canary_lines(c):
-            console.print(line.replace("**", ""), soft_wrap=True)
+            console.print(line.replace("**", ""))
     for line in _overcommit_lines(c.overcommit):
-        console.print(line, soft_wrap=True)
+        console.print(line)
     not_found = agent_not_found_line(c.agent_not_found)
     if not_found:
         console.print(f"[bold red]{not_found}[/]")
-    console.print(_drift_line(c.drift).replace("**", ""), soft_wrap=True)
+    console.print(_drift_line(c.drift).replace("**", ""))

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from orchestrator.report import rules, tables
+from orchestrator.report.glossary import INFRA_RATE, SCORE_EXCL, SCORE_FAIL
 from orchestrator.report.text import clipped_note, gap, interval_pts, pct, pts, pval, rate, sign_counts
 
 
@@ -39,8 +40,9 @@ def _rows(doc: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-HEADERS = ["configurations", "shared tasks", "score A", "score B", "B − A", "per-task mean diff [95% CI]", "paired t over tasks",
-           "sign test +B/−A (tasks)", "CMH (by task)", "infra-excluded score: diff, CMH", "infra-error rates, exact test"]
+HEADERS = ["configurations", "shared tasks", f"{SCORE_FAIL}: A", "B", "B − A", "per-task mean diff [95% CI]",
+           "paired t over tasks", "sign test +B/−A (tasks)", "CMH (by task)", f"{SCORE_EXCL}: diff, CMH",
+           f"{INFRA_RATE}s, exact test"]
 
 
 def _notes(doc: dict[str, Any]) -> list[str]:
@@ -74,7 +76,7 @@ def basis(doc: dict[str, Any]) -> str:
 
 def markdown(doc: dict[str, Any]) -> str:
     lines = ["# headroom comparison", "", f"- A: {_who(doc['a'])}", f"- B: {_who(doc['b'])}", "", basis(doc), "",
-             "Scores count infra errors as failures (headline); intervals Wilson 95%. Across tasks (the claim about "
+             f"Scores are {SCORE_FAIL}; intervals Wilson 95%. Across tasks (the claim about "
              "the benchmark's population of tasks, and the headline test): mean per-task difference in pass rate with "
              "its 95% t interval, paired t-test over tasks. On these tasks only: sign test on tasks solved by a strict "
              "majority of attempts under only one run (+B-only/−A-only); CMH stratified by task on both scores; the exact "

@@ -35,8 +35,11 @@ def cell_text(c: dict[str, Any]) -> tuple[str, str]:
     return text, ", ".join(extra)
 
 
-def render(tasks: list[dict[str, Any]], labels: list[str],
-           href: Callable[[str, str], str] | None = None) -> str:
+#: A cell's link: (task id, configuration label) -> URL.
+Href = Callable[[str, str], str]
+
+
+def render(tasks: list[dict[str, Any]], labels: list[str], href: Href | None = None) -> str:
     """``href(task_id, label)`` makes each cell a link (the viewer); None for the static report."""
     esc = html.escape
     head = "".join(f"<th>{esc(lab)}</th>" for lab in labels)

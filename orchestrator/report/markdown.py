@@ -9,11 +9,21 @@ from typing import Any
 
 from orchestrator.report import checks, costs, rules, summary
 from orchestrator.report.calibration import CALIBRATION_HEADERS, CALIBRATION_RULE, calibration_rows
+from orchestrator.report.glossary import (
+    ABSTENTION_RATE,
+    CLUSTER_SCORE,
+    HARNESS_RATE,
+    INFRA_RATE,
+    SCORE_DIFF,
+    SCORE_EXCL,
+    SCORE_FAIL,
+    TIMEOUT_RATE,
+    WORST_CLUSTER,
+)
 from orchestrator.report.model import ReportDocument, RunSection, Trust
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.text import (
     HEADLINE_HEADERS,
-    HEADLINE_NAME,
     HEADLINE_NOTE,
     clipped_note,
     gap,
@@ -170,9 +180,8 @@ def trust_lines(trust: Trust) -> list[str]:
 def metrics_intro(doc: ReportDocument) -> str:
     """Whose figures the metrics are: the headline's (a run headroom made), or headroom's reading beside an
     import's own headline."""
-    fail = f"**{HEADLINE_NAME}** (`score_infra_as_failure`: infra errors count as failures)"
-    excl = ("**headroom, infra errors excluded** (`score_infra_excluded`: infra and harness errors leave the "
-            "denominator)")
+    fail = f"**{SCORE_FAIL}** (`score_infra_as_failure`: infra errors count as failures)"
+    excl = f"**{SCORE_EXCL}** (`score_infra_excluded`: infra and harness errors leave the denominator)"
     if summary.source_led(doc):
         return (f"headroom's reading of these trials: {fail} and {excl}. The run's headline is "
                 f"**{summary.rule_title(doc, doc.headline_rule)}** (`{doc.headline_rule}`), the source's own rule: "
@@ -196,9 +205,9 @@ def metrics_block(doc: ReportDocument) -> list[str]:
             rate(c.infra_error_rate), rate(c.timeout_rate), rate(c.harness_error_rate), rate(c.abstention_rate),
             f"{pct(se['se_iid'])} / {pct(se['se_clustered'])}",
         ])
-    lines += _table(["config", *([] if labels else ["request", "limit"]), "enforcement", "n", HEADLINE_NAME,
-                     "score (infra excluded)", "cluster-level", "worst cluster", "infra-error rate", "timeout",
-                     "harness error", "abstention", "SE iid / clustered"], rows)
+    lines += _table(["config", *([] if labels else ["request", "limit"]), "enforcement", "n", SCORE_FAIL,
+                     SCORE_EXCL, CLUSTER_SCORE, WORST_CLUSTER, INFRA_RATE, TIMEOUT_RATE, HARNESS_RATE, ABSTENTION_RATE,
+                     "SE iid / clustered"], rows)
     lines += ["Headline score with the two intervals (what each generalises to):", "", HEADLINE_NOTE, ""]
     lines += _table(HEADLINE_HEADERS, headline_rows(doc.configurations))
     lines += ["Outcomes (trials):", ""]
@@ -233,7 +242,7 @@ def metrics_block(doc: ReportDocument) -> list[str]:
 
 def exclusions_block(doc: ReportDocument) -> list[str]:
     ex = doc.exclusions
-    lines = ["## Exclusions", "", "Trials left out of the infra-excluded score, by reason:", ""]
+    lines = ["## Exclusions", "", f"Trials left out of {SCORE_EXCL}, by reason:", ""]
     rows = [[e.outcome, e.reason or "—", str(e.trials)] for e in ex.excluded_from_infra_excluded_score]
     lines += _table(["outcome", "reason", "trials"], rows or [["none", "—", "0"]])
     lines += [f"Tries retried after an infra error (kept on record, not counted): {ex.retried_tries}. "
@@ -256,7 +265,7 @@ def comparisons_block(stats: dict[str, Any]) -> list[str]:
              + (" — the headline test when configurations are agents or models. " if labels else ". ")
              + f"**On these tasks** (conditional on the task set; family of {comp.get('family_size')} tests): the sign "
              "test on tasks solved by a strict majority of attempts under only one side (+B-only/−A-only), CMH "
-             "stratified by task over all attempts on the headline score and on the infra-excluded score, and the exact "
+             f"stratified by task over all attempts on {SCORE_FAIL} and on {SCORE_EXCL}, and the exact "
              "test on infra-error rates (the method that ran is named).", ""]
     rows = []
     for it in comp.get("items", []):
@@ -272,9 +281,9 @@ def comparisons_block(stats: dict[str, Any]) -> list[str]:
             f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
             f"{pval(inf.get('p'))} ({pval(inf.get('p_holm'))}) {inf.get('method') or ''}",
         ])
-    lines += _table(["comparison", "score diff", "per-task mean diff [95% CI]", "paired t over tasks p (Holm)",
-                     "sign test +B/−A: p (Holm)", "CMH p (Holm)", "infra-excluded: diff, CMH p (Holm)",
-                     "infra-error rate", "exact infra test p (Holm)"], rows)
+    lines += _table(["comparison", SCORE_DIFF, "per-task mean diff [95% CI]", "paired t over tasks p (Holm)",
+                     "sign test +B/−A: p (Holm)", "CMH p (Holm)", f"{SCORE_EXCL}: diff, CMH p (Holm)",
+                     INFRA_RATE, "exact infra test p (Holm)"], rows)
     cut = clipped_note(comp.get("items", []))
     lines += [f"Note: {cut}.", ""] if cut else []
     lines += [f"Minimum detectable difference at 80% power (reference {mdd.get('config') or '—'}): "

@@ -12,7 +12,7 @@ matplotlib.use("Agg")  # no display; set before pyplot is imported
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from orchestrator.report.text import HEADLINE_NAME  # noqa: E402
+from orchestrator.report.glossary import SCORE_FAIL  # noqa: E402
 
 if TYPE_CHECKING:
     from orchestrator.report.model import Configuration, RateName
@@ -25,6 +25,9 @@ def _png(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
+SERIES_ALT = f"{SCORE_FAIL} and infra-error rate by configuration"
+
+
 def rates_vs_multiplier(configs: list[Configuration], *, labels_axis: bool = False) -> str:
     """Pass rate, infra-error rate (and abstention rate) against the configuration, with Wilson 95% bands.
 
@@ -33,7 +36,7 @@ def rates_vs_multiplier(configs: list[Configuration], *, labels_axis: bool = Fal
     labels = [c.label for c in configs]
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    series: list[tuple[RateName, str, str]] = [("score_infra_as_failure", HEADLINE_NAME, "tab:blue"), ("infra_error_rate", "infra-error rate", "tab:red")]
+    series: list[tuple[RateName, str, str]] = [("score_infra_as_failure", SCORE_FAIL, "tab:blue"), ("infra_error_rate", "infra-error rate", "tab:red")]
     if any(c.abstention_rate.get("k") for c in configs):  # only where someone abstained
         series.append(("abstention_rate", "abstention rate", "tab:purple"))
     for key, name, color in series:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.report.glossary import runs_phrase
+from orchestrator.report.glossary import SCORE_FAIL, runs_phrase
 from orchestrator.report.tables import print_table
 from orchestrator.report.text import pct
 
@@ -22,20 +22,24 @@ if TYPE_CHECKING:
 MAX_RUNS_LISTED = 12
 
 
-def _interval(res: dict[str, Any]) -> str:
+def _interval(res: dict[str, Any], short: bool = False) -> str:
+    """Each interval or stderr with what it generalises to; ``short`` (the terminal): only the gist of that
+    ("these tasks: another attempt at each"), one interval a line."""
     parts = []
     for iv in res.get("intervals") or []:
+        to = str(iv.get("generalises_to") or "")
+        to = to.split(" (", 1)[0] if short else to
         if iv["kind"] == "wilson95" and iv.get("low") is not None:
-            parts.append(f"Wilson 95% [{100 * iv['low']:.1f}, {100 * iv['high']:.1f}] ({iv['generalises_to']})")
+            parts.append(f"Wilson 95% [{100 * iv['low']:.1f}, {100 * iv['high']:.1f}] ({to})")
         elif iv["kind"] == "clustered_se" and iv.get("se") is not None:
-            parts.append(f"SE clustered by task {100 * iv['se']:.2f} pts ({iv['generalises_to']})")
+            parts.append(f"SE clustered by task {100 * iv['se']:.2f} pts ({to})")
         elif iv["kind"] == "stderr":
             if iv.get("se") is None:
                 parts.append(f"no stderr ({res.get('stderr_note') or 'one run'})")
             else:
                 ci = f", ci95 ±{100 * iv['ci95']:.2f} pts" if iv.get("ci95") is not None else ""
-                parts.append(f"stderr {100 * iv['se']:.2f} pts{ci} ({iv['generalises_to']})")
-    return "; ".join(parts) or "none published"
+                parts.append(f"stderr {100 * iv['se']:.2f} pts{ci} ({to})")
+    return ("\n" if short else "; ").join(parts) or "none published"
 
 
 def _counted(res: dict[str, Any]) -> str:
@@ -69,13 +73,14 @@ def ordered_rules(sr: dict[str, Any], headline: str) -> list[str]:
 
 
 def rows(sr: dict[str, Any], headline: str, bold: bool = True) -> list[list[str]]:
+    """One row per configuration and rule; ``bold=False`` (the terminal): plain titles, compact intervals."""
     out = []
     for label, by_rule in sr["configs"].items():
         for i, rule in enumerate(ordered_rules(sr, headline)):
             res = by_rule.get(rule) or {}
             title = _title(sr, rule, headline) if bold else _title(sr, rule, headline).replace("**", "")
-            out.append([label if i == 0 else "", title, pct(res.get("estimate"), 2), _interval(res), _counted(res),
-                        _pass_at_k(res)])
+            out.append([label if i == 0 else "", title, pct(res.get("estimate"), 2), _interval(res, short=not bold),
+                        _counted(res), _pass_at_k(res)])
     return out
 
 
@@ -102,6 +107,12 @@ def _table(headers: list[str], body: list[list[str]]) -> list[str]:
 def leads(doc: ReportDocument) -> bool:
     """Whether the run's headline is a source's own rule (an import): its section then opens the metrics."""
     return is_source_rule(doc.headline_rule)
+
+
+def beyond_headroom(doc: ReportDocument) -> bool:
+    """The run is shown under some rule besides headroom's two (an import's, or one asked for with --rules)."""
+    sr = doc.statistics.get("scoring_rules") or {}
+    return any(is_source_rule(r) for r in sr.get("requested") or [])
 
 
 def is_source_rule(rule: str) -> bool:
@@ -168,12 +179,17 @@ def print_terminal(doc: ReportDocument, console: Console) -> None:
     headline = doc.headline_rule
     body = [[escape(c) for c in row] for row in rows(sr, headline, bold=False)]  # a label may hold [ ]
     print_table(console, f"Scores under named rules (headline: {sr['definitions'][headline]['title']}; each "
-                         "interval says what it generalises to)", HEADERS, body, keep=2, right=[2])
-    for label, by_rule in sr.get("moves", {}).items():
-        for rule, ms in by_rule.items():
-            for m in ms[:5]:
-                console.print(escape(f"  {label}: {m['trials']} {m['reason']} — {sr['definitions'][rule]['title']} vs "
-                                     f"headroom ({m['effect']})"))
+                         "interval says what it generalises to)", HEADERS, body, keep=2, right=[2],
+                wrap=[3, 4, 5])
+    # What moves under each benchmark rule, one line per configuration and rule (headroom's infra-excluded
+    # rule leaves out what the Exclusions list; Markdown and the JSON have every move with its effect).
+    lines = [f"  {label} — {sr['definitions'][rule]['title']}: " + "; ".join(f"{m['trials']} {m['reason']}" for m in ms)
+             for label, by_rule in sr.get("moves", {}).items() for rule, ms in by_rule.items()
+             if ms and is_source_rule(rule)]
+    if lines:
+        console.print(f"Trials each benchmark rule counts differently from {SCORE_FAIL}, by reason:")
+        for line in lines:
+            console.print(escape(line))
     per_run = per_run_rows(sr)
     if per_run:
         print_table(console, per_run_title(sr), PER_RUN_HEADERS, [[escape(c) for c in r] for r in per_run],

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.report import checks
-from orchestrator.report.glossary import trials_phrase
-from orchestrator.report.text import HEADLINE_HEADERS, HEADLINE_NAME, headline_rows, pct, rate
+from orchestrator.report.glossary import SCORE_FAIL, trials_phrase
+from orchestrator.report.text import HEADLINE_HEADERS, headline_rows, pct, rate
 
 if TYPE_CHECKING:
     from orchestrator.report.model import Configuration, ReportDocument
@@ -71,7 +71,7 @@ def headers(doc: ReportDocument) -> list[str]:
     rule = doc.headline_rule
     return ["config", f"{rule_title(doc, rule)} (headline)",
             _SOURCE_INTERVAL.get(rule, "interval (what it generalises to)"),
-            f"{HEADLINE_NAME}, Wilson 95%: these tasks", HEADLINE_HEADERS[3], INFRA_RATE]
+            f"{SCORE_FAIL}, Wilson 95%: these tasks", HEADLINE_HEADERS[3], INFRA_RATE]
 
 
 def _rule_result(doc: ReportDocument, label: str) -> dict[str, Any]:
@@ -119,7 +119,7 @@ def moves_lines(doc: ReportDocument) -> list[str]:
     sr = doc.statistics.get("scoring_rules") or {}
     rule = doc.headline_rule
     head = (f"Headline: {rule_title(doc, rule)}, the source's own rule (it reproduces the figure the source "
-            f"published); beside it {HEADLINE_NAME}, headroom's stricter reading. Trials that move between them:")
+            f"published); beside it {SCORE_FAIL}, headroom's stricter reading. Trials that move between them:")
     out = [head]
     for c in doc.configurations:
         ms = ((sr.get("moves") or {}).get(c.label) or {}).get(rule) or []

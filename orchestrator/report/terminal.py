@@ -13,15 +13,20 @@ from rich.table import Table
 
 from orchestrator.report import checks, costs, rules, summary
 from orchestrator.report.calibration import CALIBRATION_HEADERS, calibration_rows
+from orchestrator.report.glossary import (
+    ABSTENTION_RATE,
+    CLUSTER_SCORE,
+    INFRA_RATE,
+    SCORE_DIFF,
+    SCORE_EXCL,
+    SCORE_FAIL,
+)
 from orchestrator.report.markdown import metrics_intro, retry_text, timeout_text
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.tables import print_table
 from orchestrator.report.text import (
-    HEADLINE_HEADERS,
-    HEADLINE_NAME,
     HEADLINE_NOTE,
     gap,
-    headline_rows,
     interval_pts,
     limit,
     pct,
@@ -82,48 +87,51 @@ def print_report(doc: ReportDocument, console: Console) -> None:
         rules.print_terminal(doc, console)
     stats = doc.statistics
     labels = doc.labels_axis  # agents/models/imports: no resource axis, trend or calibration
-    headers = ["config", *([] if labels else ["request", "limit"]), "n", *OUTCOME_HEADERS.values(),
-               HEADLINE_NAME, "infra-error rate", "abstention rate", "score excl. infra", "cluster-level"]
-    rows = []
-    for c in doc.configurations:
-        k = c.counts
-        axis_cells = [] if labels else [f"{c.request_multiplier:g}x", limit(c.limit_multiplier)]
-        rows.append([c.label, *axis_cells, str(c.n),
-                     *count_cells(k),
-                     rate(c.pass_rate), rate(c.infra_error_rate), rate(c.abstention_rate),
-                     rate(c.score_infra_excluded),
-                     pct(c.clusters["cluster_score"])])
-    print_table(console, "Outcomes by configuration (rates with Wilson 95% intervals)", headers, rows,
-                right=range(1, len(headers)))
-    print_table(console, "Headline score: what each interval generalises to", HEADLINE_HEADERS,
-                headline_rows(doc.configurations), right=range(1, len(HEADLINE_HEADERS)))
+    # Counts and rates in two tables: one table of both would not fit 160 columns.
+    headers = ["config", *([] if labels else ["request", "limit"]), "n", *OUTCOME_HEADERS.values()]
+    rows = [[c.label, *([] if labels else [f"{c.request_multiplier:g}x", limit(c.limit_multiplier)]), str(c.n),
+             *count_cells(c.counts)] for c in doc.configurations]
+    print_table(console, "Outcomes by configuration (trials)", headers, rows, right=range(1, len(headers)))
+    headers = ["config", SCORE_FAIL, SCORE_EXCL, INFRA_RATE, ABSTENTION_RATE, CLUSTER_SCORE]
+    rows = [[c.label, rate(c.score_infra_as_failure), rate(c.score_infra_excluded), rate(c.infra_error_rate),
+             rate(c.abstention_rate), pct(c.clusters["cluster_score"])] for c in doc.configurations]
+    print_table(console, "Rates by configuration (Wilson 95% intervals)", headers, rows, right=range(1, len(headers)))
+    # The headline's two intervals are in the summary; what each answers is said once here.
     console.print(HEADLINE_NOTE.replace("*", ""))
     console.print(metrics_intro(doc).replace("**", "").replace("`", "") + " Infra reasons: " + "; ".join(
                       f"{c.label}: " + (", ".join(f"{r} {n}" for r, n in c.infra_reasons.items()) or "none")
                       for c in doc.configurations))
-    print_table(console, "Cost and latency", costs.HEADERS, costs.cost_rows(doc.configurations),
-                right=range(1, len(costs.HEADERS)))
+    cost_cols, token_cols = [0, 1, 2, 3, 4, 5], [0, 6, 7, 8]  # latency and cost; tokens (costs.HEADERS)
+    body = costs.cost_rows(doc.configurations)
+    for title, cols in (("Latency and cost", cost_cols), ("Tokens", token_cols)):
+        print_table(console, title, [costs.HEADERS[i] for i in cols], [[r[i] for i in cols] for r in body],
+                    right=range(1, len(cols)))
     console.print(costs.NOTE)
-    if not rules.leads(doc):
+    if not rules.leads(doc) and rules.beyond_headroom(doc):  # headroom's own two rules are the rates table above
         rules.print_terminal(doc, console)
     ref = stats.get("reference")
-    rows = []
+    scores, infra = [], []
     for it in (stats.get("comparisons") or {}).get("items", []):
         if it["a"] != ref:
             continue
         s, x, inf = it["score"], it["score_infra_excluded"], it["infra"]
         tp = s.get("paired") or {}
-        rows.append([it["b"], pts(s.get("diff")),
-                     interval_pts(tp.get("mean_task_diff"), tp.get("mean_task_diff_low"), tp.get("mean_task_diff_high")),
-                     f"{pval(tp.get('t_p'))} / {pval(tp.get('t_p_holm'))}",
-                     f"{sign_counts(s['sign'])} {pval(s['sign']['p'])} / {pval(s['sign'].get('p_holm'))}",
-                     f"{pval(s['cmh']['p'])} / {pval(s['cmh'].get('p_holm'))}",
-                     f"{pts(x.get('diff'))}: {pval(x['cmh']['p'])} / {pval(x['cmh'].get('p_holm'))}",
-                     f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
-                     f"{pval(inf.get('p'))} / {pval(inf.get('p_holm'))}"])
-    print_table(console, f"Against the reference {ref} (p raw / Holm-adjusted)",
-                ["config", "score diff", "per-task diff [95% CI]", "paired t (tasks)", "sign test +B/−A", "CMH (by task)",
-                 "infra-excl. diff, CMH", "infra rate", "exact infra test"], rows)
+        scores.append([it["b"], pts(s.get("diff")),
+                       interval_pts(tp.get("mean_task_diff"), tp.get("mean_task_diff_low"),
+                                    tp.get("mean_task_diff_high")),
+                       f"{pval(tp.get('t_p'))} / {pval(tp.get('t_p_holm'))}",
+                       f"{sign_counts(s['sign'])} {pval(s['sign']['p'])} / {pval(s['sign'].get('p_holm'))}",
+                       f"{pval(s['cmh']['p'])} / {pval(s['cmh'].get('p_holm'))}"])
+        infra.append([it["b"], f"{pts(x.get('diff'))}: {pval(x['cmh']['p'])} / {pval(x['cmh'].get('p_holm'))}",
+                      f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
+                      f"{pval(inf.get('p'))} / {pval(inf.get('p_holm'))}"])
+    if scores:  # a run of one configuration has nothing to compare
+        print_table(console, f"Against the reference {ref}: {SCORE_FAIL} (p raw / Holm-adjusted)",
+                    ["config", SCORE_DIFF, "per-task diff [95% CI]", "paired t (tasks)", "sign test +B/−A",
+                     "CMH (by task)"], scores)
+        print_table(console, f"Against the reference {ref}: {SCORE_EXCL} and {INFRA_RATE} (p raw / Holm-adjusted)",
+                    ["config", f"{SCORE_EXCL}: diff, CMH", f"{INFRA_RATE}: reference → config", "exact infra test"],
+                    infra)
     mdd = stats.get("mdd") or {}
     if labels:
         console.print(f"Minimum detectable difference: {gap(mdd.get('mdd'))} on these tasks, "
@@ -133,8 +141,8 @@ def print_report(doc: ReportDocument, console: Console) -> None:
     tr = stats.get("trends") or {}
     inf_tr = (tr.get("infra_error") or {}).get("clustered") or {}
     pass_tr = (tr.get("pass") or {}).get("clustered") or {}
-    console.print(f"trend across multipliers (clustered by task, permutation p within tasks): infra-error rate {inf_tr.get('direction') or '—'} "
-                  f"p={pval(inf_tr.get('p'))}; {HEADLINE_NAME} {pass_tr.get('direction') or '—'} p={pval(pass_tr.get('p'))}. "
+    console.print(f"trend across multipliers (clustered by task, permutation p within tasks): {INFRA_RATE} {inf_tr.get('direction') or '—'} "
+                  f"p={pval(inf_tr.get('p'))}; {SCORE_FAIL} {pass_tr.get('direction') or '—'} p={pval(pass_tr.get('p'))}. "
                   f"Minimum detectable difference (unpaired): {gap(mdd.get('mdd'))} on these tasks, "
                   f"{gap(mdd.get('mdd_with_design_effect'))} for independent samples of new tasks.")
     cal = stats.get("calibration") or {}
@@ -146,7 +154,8 @@ def print_report(doc: ReportDocument, console: Console) -> None:
         rows = calibration_rows(cal)
         if rows:
             print_table(console, f"Calibration evidence, each candidate vs {cal.get('reference')} "
-                                 f"(margin ±{100 * (cal.get('margin') or 0):g} pts)", CALIBRATION_HEADERS, rows)
+                                 f"(margin ±{100 * (cal.get('margin') or 0):g} pts)", CALIBRATION_HEADERS, rows,
+                        wrap=[len(CALIBRATION_HEADERS) - 1])
         if applied.get("mdd") is not None:
             console.print(f"minimum detectable difference the decision applied ({applied.get('config')}): "
                           f"{gap(applied.get('mdd'))} — {applied.get('label')}.")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.report.glossary import NEW_TASKS_INTERVAL, SCORE_FAIL, THESE_TASKS_INTERVAL
+
 if TYPE_CHECKING:
     from orchestrator.report.model import Configuration
 
@@ -76,19 +78,13 @@ def sign_counts(sign: dict[str, Any]) -> str:
     return f"+{sign['b_only']}/−{sign['a_only']}"
 
 
-#: The headline figure's one display name in every format: the title of its scoring rule
-#: (``headroom:infra-as-failure``; ``score_infra_as_failure`` in the JSON).
-# The title of stats.scoring_rules' headroom:infra-as-failure rule, spelled out so that formatting helpers stay
-# light for `--help` (tests/report/test_summary_first.py checks the two agree).
-HEADLINE_NAME = "headroom, infra errors as failures"
-
 #: Column headers of the headline's two intervals: each says what it generalises to.
-HEADLINE_HEADERS = ["config", HEADLINE_NAME, "95% interval: these tasks (Wilson, over trials)",
-                    "95% interval: new tasks (t over tasks, clustered)"]
-HEADLINE_NOTE = ("Two intervals, two questions. *These tasks*: the rate more attempts on these same tasks would give "
-                 "(Wilson over trials, independent given the tasks). *New tasks*: the rate on a new sample of tasks "
-                 "from the same population (tasks are the sampling unit: clustered SE with a t quantile on tasks − 1 "
-                 "df); read a leaderboard number with this one.")
+HEADLINE_HEADERS = ["config", SCORE_FAIL, THESE_TASKS_INTERVAL, NEW_TASKS_INTERVAL]
+HEADLINE_NOTE = (f"Two intervals, two questions. *{THESE_TASKS_INTERVAL}*: the rate more attempts on these same "
+                 "tasks would give (trials independent given the tasks). "
+                 f"*{NEW_TASKS_INTERVAL}*: the rate on a new sample of tasks from the same population (tasks are "
+                 "the sampling unit: clustered SE with a t quantile on tasks − 1 df); read a leaderboard number with "
+                 "this one.")
 
 
 def headline_rows(configs: list[Configuration]) -> list[list[str]]:

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.report.glossary import runs_phrase
+from orchestrator.report.glossary import SCORE_EXCL, SCORE_FAIL, runs_phrase
 
 from .clustered import clustered_se
 from .proportions import wilson
@@ -87,12 +87,12 @@ class RuleInfo:
 
 
 RULES: dict[str, RuleInfo] = {r.name: r for r in (
-    RuleInfo(HEADROOM_FAIL, "headroom, infra errors as failures",
+    RuleInfo(HEADROOM_FAIL, SCORE_FAIL,
              "every trial; passed = 1, any other outcome (infra and harness errors included) = 0",
              "passes / trials",
              "Wilson 95% (trials as independent draws: another attempt at each of these tasks); SE clustered "
              "by task (new tasks like these)", "headroom (orchestrator/stats/analyze.py)"),
-    RuleInfo(HEADROOM_EXCL, "headroom, infra errors excluded",
+    RuleInfo(HEADROOM_EXCL, SCORE_EXCL,
              "trials that were not infra or harness errors; passed = 1, else 0",
              "passes / counted trials",
              "Wilson 95% (another attempt at each of these tasks); SE clustered by task (new tasks like these)",

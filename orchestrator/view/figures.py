@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.report.text import HEADLINE_NAME
+from orchestrator.report.glossary import SCORE_FAIL
 
 if TYPE_CHECKING:
     from orchestrator.report.model import Configuration, RateName
 
-SERIES: tuple[tuple[RateName, str, str], ...] = (("score_infra_as_failure", HEADLINE_NAME, "#1f77b4"),
+SERIES: tuple[tuple[RateName, str, str], ...] = (("score_infra_as_failure", SCORE_FAIL, "#1f77b4"),
           ("infra_error_rate", "infra-error rate", "#d62728"))
 #: Shown only where some configuration abstained: a flat zero line would be noise on every other run.
 ABSTENTION: tuple[RateName, str, str] = ("abstention_rate", "abstention rate", "#4a4a8a")

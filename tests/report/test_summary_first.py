@@ -12,8 +12,9 @@ from rich.console import Console
 
 from benchmarks.bench_stats import write_store
 from orchestrator.report import document, html, markdown, summary, terminal
+from orchestrator.report.glossary import SCORE_FAIL
 from orchestrator.report.model import ReportDocument
-from orchestrator.report.text import HEADLINE_NAME, pct
+from orchestrator.report.text import pct
 from orchestrator.stats.scoring_rules import HEADROOM_FAIL, RULES
 from orchestrator.stats.synthetic import make_sweep
 from orchestrator.store.sqlite import Store
@@ -50,7 +51,7 @@ def _headline_cells(d: ReportDocument) -> list[tuple[str, str]]:
 
 
 def test_the_headline_has_its_rules_name() -> None:
-    assert HEADLINE_NAME == RULES[HEADROOM_FAIL].title
+    assert SCORE_FAIL == RULES[HEADROOM_FAIL].title
 
 
 @pytest.mark.parametrize("which", ["doc", "refused"])
@@ -75,11 +76,11 @@ def test_markdown_opens_with_the_summary(which: str, request: pytest.FixtureRequ
     heads = re.findall(r"^## (.+)$", md, flags=re.M)
     assert heads[0] == "Summary"
     first = md.split("\n## ")[1]
-    assert summary.recommendation(d) in first and summary.isolation(d) in first and HEADLINE_NAME in first
+    assert summary.recommendation(d) in first and summary.isolation(d) in first and SCORE_FAIL in first
     for label, score in _headline_cells(d):
         assert f"| {label} | {score} |" in first
     # One name: the Metrics table uses it too, and the old spellings are gone.
-    assert f"| {HEADLINE_NAME} |" in md.split("\n## Metrics")[1] and "infra = fail" not in md
+    assert f"| {SCORE_FAIL} |" in md.split("\n## Metrics")[1] and "infra = fail" not in md
 
 
 def test_html_opens_with_the_summary(doc: ReportDocument) -> None:

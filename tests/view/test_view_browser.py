@@ -80,13 +80,28 @@ def test_run_page_hover_heatmap_click_through_to_evidence(browser, view_server, 
     doc = document.build(store, run_id)
     browser.set_window_size(1400, 3600)  # the whole run page in one screenshot, with the hover label on it
     browser.get(f"{view_server}/runs/{run_id}")
-    _wait(browser, "#rates-plot[data-ready='1']")
+    _wait(browser, "table.heatmap")
 
-    # The report's numbers, as the store gives them, are on the page (intervals included).
-    text = browser.find_element(By.CSS_SELECTOR, "article.report").text
+    # What shows first: the summary and the heatmap; every other section is folded under its heading.
+    report = browser.find_element(By.CSS_SELECTOR, "article.report")
+    assert report.find_element(By.CSS_SELECTOR, "table.heatmap").is_displayed()
+    shown = report.text
+    for c in doc.configurations:
+        assert rate(c.infra_error_rate) in shown  # the summary's infra-error rate, on screen
+    sections = report.find_elements(By.CSS_SELECTOR, "details.section")
+    assert sections and not any(d.get_attribute("open") for d in sections)
+    rule = "every candidate limit is compared with the strict limit only"  # the calibration section's text
+    assert "Calibration recommendation" in shown and rule not in shown  # folded: its heading only
+    # Everything is on the page (the store's numbers, intervals included), one click away.
+    text = report.get_attribute("textContent")
     for c in doc.configurations:
         assert rate(c.score_infra_as_failure) in text
-    assert "oom_killed" in text and "Calibration recommendation" in text
+    assert "oom_killed" in text and rule in text
+
+    # The plot is drawn when its section is opened (a folded plot has no size to draw at).
+    assert browser.find_element(By.ID, "rates-plot").get_attribute("data-drawn") is None
+    browser.find_element(By.CSS_SELECTOR, "details#plots > summary").click()
+    _wait(browser, "#rates-plot[data-ready='1']")
 
     # Hovering a point of the rates plot shows that configuration's numbers.
     strict = next(c for c in doc.configurations if c.label == "1x-strict")
