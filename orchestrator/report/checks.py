@@ -20,7 +20,8 @@ from orchestrator.overcommit import observed_by_config
 from orchestrator.report.text import pct, pval
 
 if TYPE_CHECKING:
-    from orchestrator.report.model import AgentNotFound, Checks, ReportDocument
+    from orchestrator.report.blocks import Drift
+    from orchestrator.report.model import AgentNotFound, Canary, Checks, Overcommit, ReportDocument
 
 
 def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
@@ -93,81 +94,76 @@ def _local_times(drift: dict[str, Any] | None, started_local: str | None) -> Non
                 b[f"{key}_local"] = datetime.fromisoformat(b[f"{key}_utc"]).astimezone(tz).isoformat(timespec="seconds")
 
 
-def _nodes_part(canary: dict[str, Any]) -> str:
+def _nodes_part(canary: Canary) -> str:
     """Per node (cluster runs): each node's verdict, and the candidate nodes left unchecked."""
-    by_target = canary.get("by_target") or {}
-    skipped = canary.get("skipped_targets") or []
+    by_target, skipped = canary.by_target, canary.skipped_targets
     if set(by_target) <= {"local"} and not skipped:
         return ""
     part = (" Per node: " + ", ".join(f"{t} {v.replace('_', ' ')}" for t, v in by_target.items()) + ".") if by_target else ""
     if skipped:
-        part += (" Not checked: " + "; ".join(f"{s['target']} ({s['reason']})" for s in skipped[:10])
+        part += (" Not checked: " + "; ".join(f"{s.target} ({s.reason})" for s in skipped[:10])
                  + ("; ..." if len(skipped) > 10 else "") + ".")
     return part
 
 
-def _canary_line(canary: dict[str, Any], when: str = "") -> str:
-    status = canary.get("status")
+def _canary_line(canary: Canary, when: str = "") -> str:
+    status = canary.status
     head = f"Enforcement canary{f' ({when})' if when else ''}"
     if status == "enforced":
-        arms = sorted({a["config"] for a in canary.get("arms", []) if a["status"] == "enforced"})
-        notes = sorted({n for a in canary.get("arms", []) for n in a.get("notes", []) if "unbounded" not in n})
-        return (f"{head}: limits bite ({', '.join(arms)} on {', '.join(canary.get('targets', []))}: a hog "
+        arms = sorted({a.config for a in canary.arms if a.status == "enforced"})
+        notes = sorted({n for a in canary.arms for n in a.notes if "unbounded" not in n})
+        return (f"{head}: limits bite ({', '.join(arms)} on {', '.join(canary.targets)}: a hog "
                 "above each memory limit was OOM-killed, one below it passed)" + (f"; {'; '.join(notes)}" if notes else "")
                 + "." + _nodes_part(canary))
     if status == "flagged":
         return f"{head}: **limits do not bite as configured**." + _nodes_part(canary)
-    return f"{head}: {status} ({canary.get('reason')}); whether the limits bite was not checked."
+    return f"{head}: {status} ({canary.reason}); whether the limits bite was not checked."
 
 
 def _canary_lines(c: Checks) -> list[str]:
     resumed = c.canary_resumed
     lines = [_canary_line(c.canary, "at start" if resumed else "")]
-    return lines + [_canary_line(r, f"on resume at {r.get('resumed_at', '?')}") for r in resumed]
+    return lines + [_canary_line(r, f"on resume at {r.resumed_at or '?'}") for r in resumed]
 
 
-def _drift_line(drift: dict[str, Any] | None) -> str:
+def _drift_line(drift: Drift | None) -> str:
     if not drift:
         return "Drift over the run: not computed."
-    if drift.get("note"):
-        left_out = (f" ({drift['n_without_time']} trial(s) without a recorded start time left out)"
-                    if drift.get("n_without_time") and "none of the" not in drift["note"] else "")
-        return f"Drift over the run: {drift['note']}{left_out}."
+    if drift.note:
+        left_out = (f" ({drift.n_without_time} trial(s) without a recorded start time left out)"
+                    if drift.n_without_time and "none of the" not in drift.note else "")
+        return f"Drift over the run: {drift.note}{left_out}."
     parts = []
-    for name in ("pass", "infra_error"):
-        t = drift.get(name) or {}
-        parts.append(f"{name.replace('_', '-')} rate {t.get('direction') or t.get('note') or '—'} "
-                     f"(p={pval(t.get('p'))}, adjusted {pval(t.get('p_adjusted'))})")
-    blocks = drift.get("blocks", [])
-    first, last = (blocks[0], blocks[-1]) if blocks else ({}, {})
-    span = (f" from {first.get('first_start_local') or first.get('first_start_utc')} to "
-            f"{last.get('last_start_local') or last.get('last_start_utc')} (time of day where the run started)"
+    for name, t in (("pass", drift.pass_), ("infra_error", drift.infra_error)):
+        parts.append(f"{name.replace('_', '-')} rate {((t.direction or t.note) if t else None) or '—'} "
+                     f"(p={pval(t.p if t else None)}, adjusted {pval(t.p_adjusted if t else None)})")
+    blocks = drift.blocks
+    span = (f" from {blocks[0].first_start_local or blocks[0].first_start_utc} to "
+            f"{blocks[-1].last_start_local or blocks[-1].last_start_utc} (time of day where the run started)"
             if blocks else "")
-    head = "**Drift detected**" if drift.get("flagged") else "No drift detected"
-    left_out = (f" {drift['n_without_time']} trial(s) without a recorded start time were left out."
-                if drift.get("n_without_time") else "")
-    return f"{head} across {drift['n_blocks']} time blocks{span}: " + "; ".join(parts) + "." + left_out
+    head = "**Drift detected**" if drift.flagged else "No drift detected"
+    left_out = (f" {drift.n_without_time} trial(s) without a recorded start time were left out."
+                if drift.n_without_time else "")
+    return f"{head} across {drift.n_blocks} time blocks{span}: " + "; ".join(parts) + "." + left_out
 
 
-def _counted(oc: dict[str, Any]) -> str:
+def _counted(oc: Overcommit) -> str:
     """What the ratio is of: host memory, or a node's allocatable memory in whose limits."""
-    if oc.get("scope") != "node":
+    if oc.scope != "node":
         return "host memory in limits"
-    if oc.get("other_workloads") == "counted":
+    if oc.other_workloads == "counted":
         return "its node's allocatable memory in the limits of every pod on it"
     return "its node's allocatable memory in this run's limits (other workloads not counted)"
 
 
-def _overcommit_lines(oc: dict[str, Any]) -> list[str]:
-    lines = [f"Overcommit warning: {w}." for w in oc.get("warnings", [])]
-    observed = oc.get("observed") or {}
-    if observed:
-        cells = [f"{label} max {pct(o['ratio_max'], 2)} of " + _counted(oc)
-                 + (f", {o['trials_beside_unbounded']} beside an unbounded trial" if o["trials_beside_unbounded"] else "")
-                 + (f", {o['trials_under_memory_pressure']} under node memory pressure" if o["trials_under_memory_pressure"] else "")
-                 for label, o in observed.items() if o["trials_recorded"]]
-        if cells:
-            lines.append(f"Overcommit while running (placement {oc.get('placement', 'default')}): " + "; ".join(cells) + ".")
+def _overcommit_lines(oc: Overcommit) -> list[str]:
+    lines = [f"Overcommit warning: {w}." for w in oc.warnings]
+    cells = [f"{label} max {pct(o.ratio_max, 2)} of " + _counted(oc)
+             + (f", {o.trials_beside_unbounded} beside an unbounded trial" if o.trials_beside_unbounded else "")
+             + (f", {o.trials_under_memory_pressure} under node memory pressure" if o.trials_under_memory_pressure else "")
+             for label, o in oc.observed.items() if o.trials_recorded]
+    if cells:
+        lines.append(f"Overcommit while running (placement {oc.placement or 'default'}): " + "; ".join(cells) + ".")
     return lines
 
 

@@ -77,10 +77,12 @@ def layout(body: str, lead: str = "", first_folded: list[tuple[str, str]] | None
 def heatmap_section(doc: ReportDocument, href: heatmap.Href | None = None) -> str:
     """The heatmap under its heading, with what a cell shows (timeouts marked)."""
     stats = doc.statistics
+    if stats is None:
+        return ""
     return (f'<h2 id="heatmap">{HEATMAP_TITLE}</h2><p>Each cell: passed/attempts, coloured by pass rate, with its '
             "infra errors, timeouts and peak memory against the limit"
             + ("; click a cell for its trials and every try's evidence" if href else "") + ".</p>"
-            + heatmap.render(stats["tasks"], stats["config_order"], href=href))
+            + heatmap.render(stats.tasks, stats.config_order, href=href))
 
 
 def render(doc: ReportDocument) -> str:

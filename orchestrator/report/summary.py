@@ -12,13 +12,14 @@ stricter reading stands beside it, and the trials that move between the two are 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.report import checks
 from orchestrator.report.glossary import SCORE_FAIL, trials_phrase
 from orchestrator.report.text import HEADLINE_HEADERS, headline_rows, pct, rate
 
 if TYPE_CHECKING:
+    from orchestrator.report.blocks import NewTasksInterval, RuleResult
     from orchestrator.report.model import Configuration, ReportDocument
 
 INFRA_RATE = "infra-error rate"
@@ -39,13 +40,13 @@ _SOURCE_INTERVAL = {
 MAX_REASONS = 4
 
 
-def _new_tasks(c: Configuration) -> dict[str, Any]:
-    return c.score_intervals.get("new_tasks") or {}
+def _new_tasks(c: Configuration) -> NewTasksInterval:
+    return c.score_intervals.new_tasks
 
 
 def new_tasks_basis(doc: ReportDocument) -> str | None:
     """``12 tasks, df 11`` when every configuration's new-tasks interval has the same basis (said once)."""
-    bases = {(_new_tasks(c).get("n_tasks"), _new_tasks(c).get("df")) for c in doc.configurations}
+    bases = {(_new_tasks(c).n_tasks, _new_tasks(c).df) for c in doc.configurations}
     if len(bases) != 1:
         return None
     n, df = bases.pop()
@@ -56,13 +57,14 @@ def new_tasks_basis(doc: ReportDocument) -> str | None:
 
 def rule_title(doc: ReportDocument, rule: str) -> str:
     """A rule's title as the document's scoring block defines it (its name when the run has no trials)."""
-    defs = (doc.statistics.get("scoring_rules") or {}).get("definitions") or {}
-    return str((defs.get(rule) or {}).get("title") or rule)
+    sr = doc.statistics.scoring_rules if doc.statistics else None
+    return sr.title(rule) if sr else rule
 
 
 def source_led(doc: ReportDocument) -> bool:
     """The headline is a source's own rule (an imported submission), not headroom's."""
-    return not doc.headline_rule.startswith("headroom:") and bool(doc.statistics.get("scoring_rules"))
+    return (not doc.headline_rule.startswith("headroom:") and doc.statistics is not None
+            and doc.statistics.scoring_rules is not None)
 
 
 def headers(doc: ReportDocument) -> list[str]:
@@ -74,21 +76,20 @@ def headers(doc: ReportDocument) -> list[str]:
             f"{SCORE_FAIL}, Wilson 95%: these tasks", HEADLINE_HEADERS[3], INFRA_RATE]
 
 
-def _rule_result(doc: ReportDocument, label: str) -> dict[str, Any]:
-    sr = doc.statistics.get("scoring_rules") or {}
-    return ((sr.get("configs") or {}).get(label) or {}).get(doc.headline_rule) or {}
+def _rule_result(doc: ReportDocument, label: str) -> RuleResult | None:
+    sr = doc.statistics.scoring_rules if doc.statistics else None
+    return sr.result(label, doc.headline_rule) if sr else None
 
 
-def source_interval(res: dict[str, Any]) -> str:
+def source_interval(res: RuleResult | None) -> str:
     """The headline rule's own interval: its stderr (with ci95 where the rule publishes one), or why there is none."""
-    ivs = res.get("intervals") or []
-    se = next((iv for iv in ivs if iv.get("kind") == "stderr"), None)
-    if se is None:
+    se = next((iv for iv in res.intervals if iv.kind == "stderr"), None) if res else None
+    if res is None or se is None:
         return "none published"
-    if se.get("se") is None:
-        return "— (" + ("one run" if res.get("n_runs") == 1 else "a task with one counted trial") + ")"
-    ci = f", ci95 ±{100 * se['ci95']:.2f}" if se.get("ci95") is not None else ""
-    return f"{100 * se['se']:.2f} pts{ci}"
+    if se.se is None:
+        return "— (" + ("one run" if res.n_runs == 1 else "a task with one counted trial") + ")"
+    ci = f", ci95 ±{100 * se.ci95:.2f}" if se.ci95 is not None else ""
+    return f"{100 * se.se:.2f} pts{ci}"
 
 
 def rows(doc: ReportDocument) -> list[list[str]]:
@@ -105,7 +106,7 @@ def rows(doc: ReportDocument) -> list[list[str]]:
             row[3] = row[3].split(" (", 1)[0]
         if source_led(doc):
             res = _rule_result(doc, c.label)
-            out.append([c.label, pct(res.get("estimate"), 2), source_interval(res), rate(c.score_infra_as_failure),
+            out.append([c.label, pct(res.estimate if res else None, 2), source_interval(res), rate(c.score_infra_as_failure),
                         row[3], rate(c.infra_error_rate)])
         else:
             out.append([*row, rate(c.infra_error_rate)])
@@ -116,19 +117,19 @@ def moves_lines(doc: ReportDocument) -> list[str]:
     """Per configuration, the trials the headline rule counts differently from headroom's reading, by reason."""
     if not source_led(doc):
         return []
-    sr = doc.statistics.get("scoring_rules") or {}
+    sr = doc.statistics.scoring_rules if doc.statistics else None
     rule = doc.headline_rule
     head = (f"Headline: {rule_title(doc, rule)}, the source's own rule (it reproduces the figure the source "
             f"published); beside it {SCORE_FAIL}, headroom's stricter reading. Trials that move between them:")
     out = [head]
     for c in doc.configurations:
-        ms = ((sr.get("moves") or {}).get(c.label) or {}).get(rule) or []
+        ms = (sr.moves.get(c.label) or {}).get(rule) or [] if sr else []
         if not ms:
             out.append(f"  {c.label}: none (both count the same trials the same way).")
             continue
-        parts = [f"{m['trials']} {m['reason']}" for m in ms[:MAX_REASONS]]
-        more = sum(m["trials"] for m in ms[MAX_REASONS:])
-        moved = sum(m["trials"] for m in ms)
+        parts = [f"{m.trials} {m.reason}" for m in ms[:MAX_REASONS]]
+        more = sum(m.trials for m in ms[MAX_REASONS:])
+        moved = sum(m.trials for m in ms)
         out.append(f"  {c.label}: {trials_phrase(moved)}: " + "; ".join(parts)
                    + (f"; {more} more for other reasons (see Scores under named rules)" if more else "") + ".")
     return out
@@ -139,7 +140,7 @@ def basis_line(doc: ReportDocument) -> str | None:
     basis = new_tasks_basis(doc)
     if basis:
         return f"New-tasks intervals: t over {basis}, SE clustered by task."
-    single = [c.label for c in doc.configurations if _new_tasks(c).get("n_tasks") == 1]
+    single = [c.label for c in doc.configurations if _new_tasks(c).n_tasks == 1]
     if single:
         return (f"No new-tasks interval for {', '.join(single)}: one task, and a t interval over tasks needs at "
                 "least two.")
@@ -154,10 +155,10 @@ def recommendation(doc: ReportDocument) -> str:
     cal = doc.calibration
     if not cal:
         return "No recommendation: no calibration was computed for this run."
-    if cal.get("status") == "recommended":
-        return (f"Recommendation: {cal.get('summary')}. "
+    if cal.status == "recommended":
+        return (f"Recommendation: {cal.summary}. "
                 f"What it generalises to: {_GENERALISES}.")
-    return f"No recommendation: {'; '.join(cal.get('reasons') or ['the data cannot carry the rule'])}."
+    return f"No recommendation: {'; '.join(cal.reasons or ['the data cannot carry the rule'])}."
 
 
 def isolation(doc: ReportDocument) -> str:

@@ -32,6 +32,7 @@ from orchestrator.artifacts import reader
 from orchestrator.errors import UserError
 from orchestrator.report import comparison, document, markdown
 from orchestrator.report import html as html_report
+from orchestrator.report.blocks import dump
 from orchestrator.report.model import ReportDocument
 from orchestrator.report.text import mib
 from orchestrator.store.sqlite import Store, read_only_reason
@@ -122,9 +123,8 @@ def create_app(store_path: Path) -> Starlette:
                 doc = docs.get(store, run_id, rules=request.query_params.get("rules") or None)
             except UserError as exc:  # ?rules= naming a rule that does not exist
                 raise HTTPException(400, exc.one_line()) from None
-            prov = doc.provenance
             return page(request, "run.html", run=doc.run, info=info, body=run_body(doc, run_id),
-                        isolation=data.isolation_of(prov))
+                        isolation=data.isolation_of(dump(doc.provenance)))
         finally:
             store.close()
 
@@ -218,7 +218,7 @@ def create_app(store_path: Path) -> Starlette:
                 run_or_404(store, a)
                 run_or_404(store, b)
                 try:
-                    body = _md().render(comparison.markdown(document.build_comparison(
+                    body = _md().render(comparison.markdown(document.comparison_document(
                         store, a, store, b, rules=request.query_params.get("rules") or None)))
                 except UserError as exc:
                     body = f"<p class=\"error\">{html.escape(exc.one_line())}</p>"

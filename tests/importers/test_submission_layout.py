@@ -74,7 +74,8 @@ def test_a_native_sweeps_spread_is_over_attempt_indices(tmp_path: Path) -> None:
     path = tmp_path / "n.db"
     write_store(make_sweep(5, 3, seed=1), path).close()
     doc = document.build(Store.open_existing(path))
-    assert {c.spread["basis"] for c in doc.configurations} == {"attempt index"}
-    assert all(c.spread["n_runs"] == 3 for c in doc.configurations)  # attempts 0, 1, 2 of every task
+    assert {c.spread.basis for c in doc.configurations} == {"attempt index"}
+    assert all(c.spread.n_runs == 3 for c in doc.configurations)  # attempts 0, 1, 2 of every task
     assert "attempt r of every task forms run r" in markdown.render(doc)
-    assert doc.statistics["scoring_rules"]["run_basis"] == "attempt index"
+    assert doc.statistics is not None and doc.statistics.scoring_rules is not None
+    assert doc.statistics.scoring_rules.run_basis == "attempt index"

@@ -102,8 +102,8 @@ def test_the_html_report_leads_with_the_summary_and_the_heatmap_and_folds_the_re
     assert folded == heads[2:]
     assert not re.search(r"<details[^>]*\bopen\b", body)  # folded until the reader opens one
     # The heatmap marks timeouts: every cell whose trials timed out says how many.
-    timed_out = [(t["task_id"], lab, c["timeouts"]) for t in doc.statistics["tasks"]
-                 for lab, c in t["configs"].items() if c["timeouts"]]
+    assert doc.statistics is not None
+    timed_out = [(t.task_id, lab, c.timeouts) for t in doc.statistics.tasks for lab, c in t.configs.items() if c.timeouts]
     assert timed_out
     for tid, lab, n in timed_out:
         cell = re.search(rf'<td class="cell"[^>]*data-task="{tid}" data-config="{re.escape(lab)}">(.*?)</td>', lead)
@@ -115,5 +115,6 @@ def test_the_viewer_run_page_marks_timeouts_in_the_heatmap_before_the_folded_sec
     page = _view(stores["sweep"], doc.run.run_id)
     lead = page[page.index('<article class="report">'):page.index("<details")]
     assert "<h2>Summary</h2>" in lead and '<h2 id="heatmap">' in lead
-    n = sum(1 for t in doc.statistics["tasks"] for c in t["configs"].values() if c["timeouts"])
+    assert doc.statistics is not None
+    n = sum(1 for t in doc.statistics.tasks for c in t.configs.values() if c.timeouts)
     assert n and len(re.findall(r"<small>[^<]*\d+ timeouts?", lead)) == n

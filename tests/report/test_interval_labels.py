@@ -61,11 +61,12 @@ def test_markdown_html_and_viewer_label_both_intervals_and_the_applied_mdd(doc: 
     page = html.render(doc)
     with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
         view = client.get("/runs/bench").text
-    cal = doc.statistics["calibration"]
+    cal = doc.calibration
+    assert cal is not None
     for text in (md, page, view):
         assert THESE in text and NEW in text
         assert "Minimum detectable difference the decision applied" in text and "paired MDD" in text
-        assert f"Publish with limit {cal['recommended_label']}" in text.replace("<strong>", "").replace("</strong>", "")
+        assert f"Publish with limit {cal.recommended_label}" in text.replace("<strong>", "").replace("</strong>", "")
         assert "permutation p within tasks" in text
 
 
@@ -75,7 +76,8 @@ def test_terminal_labels_both_intervals_and_the_applied_mdd(doc: ReportDocument)
     out = buf.getvalue()
     assert THESE in out and NEW in out
     assert "minimum detectable difference the decision applied" in out and "paired MDD" in out
-    assert f"calibration: {doc.statistics['calibration']['summary']}"[:60] in " ".join(out.split())
+    assert doc.calibration is not None
+    assert f"calibration: {doc.calibration.summary}"[:60] in " ".join(out.split())
 
 
 def test_compare_prints_holm_beside_every_adjusted_p_infra_included(store: Path, tmp_path: Path) -> None:

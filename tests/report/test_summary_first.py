@@ -29,14 +29,14 @@ def _doc(tmp: Path, tasks: int, attempts: int) -> ReportDocument:
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory: pytest.TempPathFactory) -> ReportDocument:
     d = _doc(tmp_path_factory.mktemp("summary"), 12, 5)
-    assert d.statistics["calibration"]["status"] == "recommended"
+    assert d.calibration is not None and d.calibration.status == "recommended"
     return d
 
 
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory: pytest.TempPathFactory) -> ReportDocument:
     d = _doc(tmp_path_factory.mktemp("refused"), 3, 2)  # fewer tasks than the calibration needs
-    assert d.statistics["calibration"]["status"] != "recommended"
+    assert d.calibration is not None and d.calibration.status != "recommended"
     return d
 
 
@@ -47,7 +47,7 @@ def _terminal(d: ReportDocument, width: int = 100) -> str:
 
 
 def _headline_cells(d: ReportDocument) -> list[tuple[str, str]]:
-    return [(c.label, pct(c.score_infra_as_failure["estimate"])) for c in d.configurations]
+    return [(c.label, pct(c.score_infra_as_failure.estimate)) for c in d.configurations]
 
 
 def test_the_headline_has_its_rules_name() -> None:
@@ -89,7 +89,7 @@ def test_html_opens_with_the_summary(doc: ReportDocument) -> None:
     h2 = re.findall(r"<h2[^>]*>(.*?)</h2>", body)
     assert h2[0] == "Summary"
     first = body[body.index("<h2>Summary</h2>"):body.index("<h2>Setup</h2>")]
-    assert "Recommendation: publish" in first and doc.statistics["calibration"]["summary"].split(":")[0] in first
+    assert "Recommendation: publish" in first and (doc.calibration.summary or "").split(":")[0] in first
     for label, score in _headline_cells(doc):
         assert f"<td>{label}</td>\n<td>{score}</td>" in first
 
@@ -97,10 +97,11 @@ def test_html_opens_with_the_summary(doc: ReportDocument) -> None:
 def test_heatmap_cells_mark_timeouts(doc: ReportDocument) -> None:
     from orchestrator.report import heatmap
 
-    cells = [(t["task_id"], lab, c) for t in doc.statistics["tasks"] for lab, c in t["configs"].items()]
-    timed_out = [(tid, lab, c) for tid, lab, c in cells if c["timeouts"]]
+    assert doc.statistics is not None
+    cells = [(t.task_id, lab, c) for t in doc.statistics.tasks for lab, c in t.configs.items()]
+    timed_out = [(tid, lab, c) for tid, lab, c in cells if c.timeouts]
     assert timed_out  # the synthetic sweep has timeouts
     tid, lab, c = timed_out[0]
-    assert f"{c['timeouts']} timeout" in heatmap.cell_text(c)[1]
-    grid = heatmap.render(doc.statistics["tasks"], doc.statistics["config_order"])
-    assert f"{tid} × {lab}: {c['passed']}/{c['n']} passed" in grid and f"{c['timeouts']} timeout" in grid
+    assert f"{c.timeouts} timeout" in heatmap.cell_text(c)[1]
+    grid = heatmap.render(doc.statistics.tasks, doc.statistics.config_order)
+    assert f"{tid} × {lab}: {c.passed}/{c.n} passed" in grid and f"{c.timeouts} timeout" in grid

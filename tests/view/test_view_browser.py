@@ -109,8 +109,8 @@ def test_run_page_hover_heatmap_click_through_to_evidence(browser, view_server, 
     ActionChains(browser).move_to_element(point).perform()
     hover = _wait(browser, "#rates-plot .hoverlayer .hovertext", timeout=20)
     est = strict.score_infra_as_failure
-    assert "1x-strict" in hover.text and f"{100 * est['estimate']:.1f}%" in hover.text
-    assert f"{est['k']} of {est['n']} trials" in hover.text
+    assert "1x-strict" in hover.text and f"{100 * (est.estimate or 0):.1f}%" in hover.text
+    assert f"{est.k} of {est.n} trials" in hover.text
 
     ARTIFACTS.mkdir(exist_ok=True)
     browser.execute_script("window.scrollTo(0, 0)")
@@ -118,8 +118,9 @@ def test_run_page_hover_heatmap_click_through_to_evidence(browser, view_server, 
 
     # Heatmap cell: hog under 1x-strict (64 MiB task, 80 MiB allocation: every attempt is OOM-killed).
     cell = browser.find_element(By.CSS_SELECTOR, "table.heatmap td[data-task='hog'][data-config='1x-strict']")
-    task_row = next(t for t in doc.statistics["tasks"] if t["task_id"] == "hog")["configs"]["1x-strict"]
-    assert cell.text.startswith(f"{task_row['passed']}/{task_row['n']}") and "infra" in cell.text
+    assert doc.statistics is not None
+    task_row = next(t for t in doc.statistics.tasks if t.task_id == "hog").configs["1x-strict"]
+    assert cell.text.startswith(f"{task_row.passed}/{task_row.n}") and "infra" in cell.text
     cell.find_element(By.TAG_NAME, "a").click()
     _wait(browser, "#trials")
     rows = browser.find_elements(By.CSS_SELECTOR, "#trials tbody tr")

@@ -114,7 +114,7 @@ def test_run_page_leads_with_the_summary_then_the_heatmap(client: TestClient, vi
     first = article[:article.index('<h2 id="heatmap">')]
     assert summary.recommendation(doc) in first and summary.isolation(doc) in first
     for c in doc.configurations:
-        assert f"<td>{c.label}</td>\n<td>{pct(c.score_infra_as_failure['estimate'])}</td>" in first
+        assert f"<td>{c.label}</td>\n<td>{pct(c.score_infra_as_failure.estimate)}</td>" in first
     assert "<h2>Per task</h2>" not in article  # the heatmap replaces the per-task table
     # Everything after the summary and the heatmap is folded, each section under its own heading.
     rest = article[article.index('<h2 id="heatmap">'):]
