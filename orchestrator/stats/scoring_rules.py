@@ -264,9 +264,12 @@ def _combos(kind: np.ndarray, tb_mode: np.ndarray, h_exc: np.ndarray, outcome: p
     code = np.zeros(len(kind), dtype=np.int64)
     for c in cols:
         code = code * (int(c.max()) + 2 if len(c) else 1) + c
-    combo, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    # Hash-factorised (np.unique sorts a million codes); codes come in order of first appearance, so the running
+    # maximum steps up exactly where each combination first appears.
+    inverse = pd.factorize(code)[0]
+    first = np.flatnonzero(np.diff(np.maximum.accumulate(inverse), prepend=-1) > 0) if len(inverse) else inverse
     keys = []
-    o_arr, r_arr = outcome.to_numpy(dtype=object)[first], reason.to_numpy(dtype=object)[first]
+    o_arr, r_arr = outcome.iloc[first].to_numpy(dtype=object), reason.iloc[first].to_numpy(dtype=object)
     for i, o, r in zip(first, o_arr, r_arr):
         k, mode, exc = kind[i], tb_mode[i], h_exc[i]
         if k == "terminal-bench":
