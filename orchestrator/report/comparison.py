@@ -98,11 +98,18 @@ def markdown(doc: ComparisonDocument | dict[str, Any]) -> str:
 def print_table(doc: ComparisonDocument | dict[str, Any], console: Console) -> None:
     doc = typed(doc)
     console.print(f"A: {_who(doc.a)}\nB: {_who(doc.b)}\n{basis(doc)}")
-    tables.print_table(console, "Paired comparison, A vs B", HEADERS, _rows(doc))
+    # Three tables of one question each (across tasks; on these tasks; infra errors): one of all eleven columns
+    # would not fit 160 columns.
+    rows = _rows(doc)
+    for title, cols in (("Paired comparison, A vs B: scores and the test across tasks", range(0, 7)),
+                        ("Paired comparison, A vs B: tests on these tasks", (0, 7, 8)),
+                        (f"Paired comparison, A vs B: {SCORE_EXCL} and {INFRA_RATE}s", (0, 9, 10))):
+        tables.print_table(console, title, [HEADERS[i] for i in cols], [[r[i] for i in cols] for r in rows],
+                           wrap=[0])  # long labels fold between "A:... vs" and "B:..."
     for n in _notes(doc):
         console.print(f"- {n}")
     sr = doc.statistics.scoring_rules
-    body = rules.comparison_rows(sr) if sr else []
+    body = rules.comparison_rows(sr, short=True) if sr else []
     if body:
         tables.print_table(console, "Scores under named rules (each run on the tasks both hold)",
-                           rules.COMPARISON_HEADERS, [[escape(c) for c in row] for row in body])
+                           rules.COMPARISON_HEADERS, [[escape(c) for c in row] for row in body], wrap=[0, 5, 6])

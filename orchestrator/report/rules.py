@@ -212,8 +212,9 @@ def spread_columns(sr: ScoringRules | None, labels: list[str]) -> tuple[list[str
     return ["SD (leaderboard rule)", "range (leaderboard rule)"], cells
 
 
-def comparison_rows(sr: ComparisonRules) -> list[list[str]]:
-    """Per shared configuration label and rule: A, B and B − A (each run scored on the tasks both hold)."""
+def comparison_rows(sr: ComparisonRules, short: bool = False) -> list[list[str]]:
+    """Per shared configuration label and rule: A, B and B − A (each run scored on the tasks both hold);
+    ``short`` (the terminal): compact intervals, one a line."""
     a, b = sr.A, sr.B
     out = []
     labels_b = list(b.configs)
@@ -230,7 +231,7 @@ def comparison_rows(sr: ComparisonRules) -> list[list[str]]:
             diff = None if ea is None or eb is None else eb - ea
             out.append([f"{label_a} vs {label_b}", a.title(rule) if rule in a.definitions else b.title(rule),
                         pct(ea, 2), pct(eb, 2), "—" if diff is None else f"{100 * diff:+.2f} pts",
-                        _interval(ra), _interval(rb)])
+                        _interval(ra, short), _interval(rb, short)])
     return out
 
 

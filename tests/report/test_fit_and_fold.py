@@ -118,3 +118,17 @@ def test_the_viewer_run_page_marks_timeouts_in_the_heatmap_before_the_folded_sec
     assert doc.statistics is not None
     n = sum(1 for t in doc.statistics.tasks for c in t.configs.values() if c.timeouts)
     assert n and len(re.findall(r"<small>[^<]*\d+ timeouts?", lead)) == n
+
+
+@pytest.mark.parametrize("name", ["sweep", "imported"])
+def test_the_comparison_fits_160_columns(stores: dict[str, Path], name: str) -> None:
+    from orchestrator.report import comparison
+
+    store = Store.open_existing(stores[name])
+    buf = io.StringIO()
+    comparison.print_table(document.comparison_document(store, None, store, None),
+                           Console(width=160, file=buf, highlight=False, color_system=None))
+    out = buf.getvalue()
+    assert "(1/" not in out and "…" not in out and max(len(line) for line in out.splitlines()) <= 160
+    for header in comparison.HEADERS:  # every column is still there, under its header (folded at word breaks)
+        assert all(word in " ".join(out.split()) for word in header.split()), header
