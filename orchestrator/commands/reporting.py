@@ -118,9 +118,9 @@ def compare(run_a: RunName, run_b: RunName, store_path: Path, fmt: str, rules: s
 
     sa, ra = run_a.open(store_path)
     sb, rb = run_b.open(store_path)
-    doc = document.build_comparison(sa, ra, sb, rb, rules=rules)
+    doc = document.comparison_document(sa, ra, sb, rb, rules=rules)
     if fmt == "json":
-        click.echo(json.dumps(doc, indent=2, allow_nan=False))
+        click.echo(doc.to_json())
     elif fmt == "markdown":
         click.echo(comparison.markdown(doc))
     else:

@@ -136,9 +136,9 @@ def regrade_cmd(run: RunName, store_path: Path, grader_file: Path, fmt: str) -> 
     store = Store(path)
     source = source_run(store, run_id)
     result = regrade(store, source, default, per_task, str(grader_file))
-    doc = document.build_comparison(store, source, store, result.run_id)
+    doc = document.comparison_document(store, source, store, result.run_id)
     if fmt == "json":
-        click.echo(json.dumps({"regrade": result.summary(), "comparison": doc}, indent=2, allow_nan=False))
+        click.echo(json.dumps({"regrade": result.summary(), "comparison": doc.to_dict()}, indent=2, allow_nan=False))
         return
     s = result.summary()
     out.print(f"re-graded {s['regraded_trials']} trials into run {result.run_id}; flips: "

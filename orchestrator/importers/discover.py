@@ -20,6 +20,12 @@ parsed, is recorded as skipped with the reason: the import summary lists it.
 Every source belongs to a **group**, the submission it is part of: the nearest directory above it
 that is not itself a run or job (a leaderboard submission folder holding its runs), or the source
 itself when it is the path given. Configurations are made per group (see ``results.plan``).
+
+A directory that holds sources directly *and* folders holding sources is a **collection**: by layout
+alone it is either a folder of submissions (one-run submissions beside submission folders) or one
+submission that keeps some runs one folder deeper (``sub/run1``, ``sub/more/run2``). Every source
+under it records that collection (``Found.collection``); ``results.plan`` tells the two apart by the
+agent and model the runs name, once they are read.
 """
 
 from __future__ import annotations
@@ -46,6 +52,8 @@ class Found:
     metadata: dict[str, tuple[FileRecord, Any]] = field(default_factory=dict)
     trial_files: list[tuple[FileRecord, Any]] = field(default_factory=list)
     group: Path | None = None
+    base: Path | None = None  # the nearest directory above it that is not a source (see groups)
+    collection: Path | None = None  # the nearest collection directory at or above its base, if any
 
     @property
     def name(self) -> str:
@@ -182,8 +190,9 @@ class _Walker:
             if unit is None or unit.kind != TB_RUN:
                 unit = self.units.setdefault(run_dir, Found(TB_RUN, run_dir, self.given))
             unit.trial_files.extend(files)
-        for anchor, g in groups(list(self.units), self.given).items():
-            self.units[anchor].group = g
+        for anchor, (g, base, coll) in placement(list(self.units), self.given).items():
+            unit = self.units[anchor]
+            unit.group, unit.base, unit.collection = g, base, coll
         return sorted(self.units.values(), key=lambda u: u.anchor.as_posix())
 
 
@@ -197,13 +206,14 @@ def _base(anchor: Path, given: Path, anchors: set[Path]) -> Path:
     return g
 
 
-def groups(anchors: list[Path], given: Path) -> dict[Path, Path]:
-    """The submission each source belongs to.
+def placement(anchors: list[Path], given: Path) -> dict[Path, tuple[Path, Path, Path | None]]:
+    """Per source: (its submission by layout, its base directory, the collection it sits under or None).
 
     A directory holding several sources and no folder of its own sources is one submission (a
-    leaderboard entry's runs). A directory that also holds such folders is a collection of
-    submissions: each source directly in it is a submission of its own, as is a source alone in
-    its directory, and the path given when it is a source itself.
+    leaderboard entry's runs). A directory that also holds such folders is a collection: by layout,
+    each source directly in it is a submission of its own, as is a source alone in its directory,
+    and the path given when it is a source itself. Whether a collection is really one submission
+    with runs at two depths is decided when the runs are read (``results.plan``).
     """
     aset = set(anchors)
     base = {a: _base(a, given, aset) for a in anchors}
@@ -215,7 +225,9 @@ def groups(anchors: list[Path], given: Path) -> dict[Path, Path]:
     out = {}
     for a, b in base.items():
         alone = b == a or b in collection or len(members[b]) == 1
-        out[a] = a if alone else b
+        # the nearest collection at or above the base (the deepest one: a base may sit under several)
+        under = max((c for c in collection if c == b or c in b.parents), key=lambda c: len(c.parts), default=None)
+        out[a] = (a if alone else b, b, under)
     return out
 
 

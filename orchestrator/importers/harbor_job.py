@@ -165,9 +165,17 @@ def read(found: Found, *, threshold: float, overrides: dict[str, tuple[str, str 
         t = _trial(rec, data, threshold, overrides)
         if t is not None:
             src.trials.append(t)
-    if job.get("n_total_trials") is not None and job["n_total_trials"] != len(found.trial_files):
-        src.problems.append(f"the job lists {job['n_total_trials']} trials; {len(found.trial_files)} trial results "
-                            "were found")
+    listed = job.get("n_total_trials")
+    if isinstance(listed, int) and not isinstance(listed, bool) and listed > len(found.trial_files) \
+            and found.main is not None:
+        # Trials the job ran but whose results are not on disk are lost from every score: counted as skipped on
+        # the job's own file, so the import stops without --allow-partial, never a warning alone.
+        missing = listed - len(found.trial_files)
+        job_rec = found.main[0]
+        job_rec.trials += missing
+        job_rec.skipped[f"listed by the job ({listed} trials) but no trial result.json on disk"] += missing
+    elif listed is not None and listed != len(found.trial_files):
+        src.problems.append(f"the job lists {listed} trials; {len(found.trial_files)} trial results were found")
     checksums: dict[str, set[str]] = {}
     for t in src.trials:
         if t.task_digest:

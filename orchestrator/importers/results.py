@@ -231,7 +231,7 @@ def read_sources(paths: list[Path], *, threshold: float,
         names[src.name] += 1
         if names[src.name] > 1:  # the same relative name under two paths given
             src.name = f"{src.name} #{names[src.name]}"
-        src.group = f.group
+        src.group, src.base, src.collection = f.group, f.base, f.collection
         src.group_name = (f.group or f.anchor).name
         src.details["within_submission"] = (f.anchor.relative_to(f.group).as_posix()
                                             if f.group and f.group != f.anchor and f.group in f.anchor.parents
@@ -275,9 +275,40 @@ def _default_label(c: Configuration) -> str:
     return f"{c.agent_key}@{models[0]}" if models else c.agent_key
 
 
+def _agent_keys(src: Source) -> set[str | None]:
+    return {t.agent_key for t in src.kept or src.trials}
+
+
+def _join_split_submissions(sources: list[Source]) -> None:
+    """One submission whose runs sit at two depths (``sub/run1``, ``sub/more/run2``) is one group.
+
+    By layout, a collection directory's own sources are submissions of their own (a folder of one-run
+    submissions beside submission folders, as leaderboard folders are). When every source directly in
+    the collection names one agent and model, the collection is that agent's submission: its sources, and
+    the sources in folders below it that name the same agent and model, become one group. Submissions of
+    other agents under it stay their own, and so do runs that name no agent (by layout alone two such
+    submissions cannot be told apart, and merging two would mix their scores).
+    """
+    by_collection: dict[Path, list[Source]] = {}
+    for src in sources:
+        if src.collection is not None:
+            by_collection.setdefault(src.collection, []).append(src)
+    for coll, members in by_collection.items():
+        direct = [s for s in members if s.base == coll]
+        keys = set().union(*(_agent_keys(s) for s in direct)) if direct else set()
+        if len(keys) != 1 or None in keys:
+            continue
+        for s in members:
+            if _agent_keys(s) == keys:
+                s.group, s.group_name = coll, coll.name
+                if coll.resolve() in s.path.parents:
+                    s.details["within_submission"] = s.path.relative_to(coll.resolve()).as_posix()
+
+
 def plan(sources: list[Source], *, threshold: float, labels: list[str] | None = None,
          stray: list[FileRecord] | None = None) -> ImportPlan:
     _dedupe(sources)
+    _join_split_submissions(sources)
     configs: dict[tuple[Path | None, str | None], Configuration] = {}
     for src in sources:
         for t in src.kept or src.trials[:1]:  # a source of duplicates only still belongs to a configuration

@@ -20,7 +20,8 @@ from orchestrator.overcommit import observed_by_config
 from orchestrator.report.text import pct, pval
 
 if TYPE_CHECKING:
-    from orchestrator.report.model import Checks, ReportDocument
+    from orchestrator.report.blocks import Drift
+    from orchestrator.report.model import AgentNotFound, Canary, Checks, Overcommit, ReportDocument
 
 
 def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
@@ -43,11 +44,40 @@ def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
                        "scope": "node" if (doc.get("run") or {}).get("backend") == "kubernetes" else "host",
                        "other_workloads": (prov.get("backend") or {}).get("other_workloads")},
         "drift": stats.get("drift"),
+        "agent_not_found": agent_not_found(frame),
     }
     _local_times(doc["checks"]["drift"], prov.get("started_at_local"))
     if not valid and stats.get("calibration"):
         stats["calibration"] = {"status": "refused", "reasons": ["the enforcement canary shows the limits did not bite: "
                                                                   "this run is not a resource sweep"], "evidence": []}
+
+
+AGENT_NOT_FOUND = "agent_not_found"
+
+
+def agent_not_found(frame: pd.DataFrame) -> dict[str, Any]:
+    """Trials whose agent could not start (exit 126/127, or the outcome harness_error(agent_not_found)), per
+    configuration: not the model's failure, whatever verdict the trial got (orchestrator.classify)."""
+    if frame.empty:
+        return {"trials": 0, "by_configuration": {}, "as_harness_error": 0}
+    as_reason = (frame["outcome"] == "harness_error") & (frame["reason"] == AGENT_NOT_FOUND).fillna(False)
+    hit = as_reason | frame["agent_not_found"].astype(bool) if "agent_not_found" in frame.columns else as_reason
+    by = frame.loc[hit, "config_label"].astype(str).value_counts(sort=False)
+    return {"trials": int(hit.sum()), "by_configuration": {str(k): int(v) for k, v in by.items()},
+            "as_harness_error": int(as_reason.sum())}
+
+
+def agent_not_found_line(found: AgentNotFound | None) -> str | None:
+    """One line when the agent could not start in some trial; None when it started in every one."""
+    if found is None or not found.trials:
+        return None
+    n, reason = found.trials, found.as_harness_error
+    per = ", ".join(f"{label} {k}" for label, k in found.by_configuration.items())
+    verdict = ("counted harness_error(agent_not_found), out of the infra-excluded score" if reason == n else
+               "their verdicts stand as the verifier gave them" if reason == 0 else
+               f"{reason} counted harness_error(agent_not_found), the others' verdicts as the verifier gave them")
+    return (f"Agent could not start in {n} trial{'' if n == 1 else 's'} (exit 126/127: the command was not found or "
+            f"not executable; {per}): not the model's failure; {verdict}. The trial pages show the evidence.")
 
 
 def _local_times(drift: dict[str, Any] | None, started_local: str | None) -> None:
@@ -64,81 +94,76 @@ def _local_times(drift: dict[str, Any] | None, started_local: str | None) -> Non
                 b[f"{key}_local"] = datetime.fromisoformat(b[f"{key}_utc"]).astimezone(tz).isoformat(timespec="seconds")
 
 
-def _nodes_part(canary: dict[str, Any]) -> str:
+def _nodes_part(canary: Canary) -> str:
     """Per node (cluster runs): each node's verdict, and the candidate nodes left unchecked."""
-    by_target = canary.get("by_target") or {}
-    skipped = canary.get("skipped_targets") or []
+    by_target, skipped = canary.by_target, canary.skipped_targets
     if set(by_target) <= {"local"} and not skipped:
         return ""
     part = (" Per node: " + ", ".join(f"{t} {v.replace('_', ' ')}" for t, v in by_target.items()) + ".") if by_target else ""
     if skipped:
-        part += (" Not checked: " + "; ".join(f"{s['target']} ({s['reason']})" for s in skipped[:10])
+        part += (" Not checked: " + "; ".join(f"{s.target} ({s.reason})" for s in skipped[:10])
                  + ("; ..." if len(skipped) > 10 else "") + ".")
     return part
 
 
-def _canary_line(canary: dict[str, Any], when: str = "") -> str:
-    status = canary.get("status")
+def _canary_line(canary: Canary, when: str = "") -> str:
+    status = canary.status
     head = f"Enforcement canary{f' ({when})' if when else ''}"
     if status == "enforced":
-        arms = sorted({a["config"] for a in canary.get("arms", []) if a["status"] == "enforced"})
-        notes = sorted({n for a in canary.get("arms", []) for n in a.get("notes", []) if "unbounded" not in n})
-        return (f"{head}: limits bite ({', '.join(arms)} on {', '.join(canary.get('targets', []))}: a hog "
+        arms = sorted({a.config for a in canary.arms if a.status == "enforced"})
+        notes = sorted({n for a in canary.arms for n in a.notes if "unbounded" not in n})
+        return (f"{head}: limits bite ({', '.join(arms)} on {', '.join(canary.targets)}: a hog "
                 "above each memory limit was OOM-killed, one below it passed)" + (f"; {'; '.join(notes)}" if notes else "")
                 + "." + _nodes_part(canary))
     if status == "flagged":
         return f"{head}: **limits do not bite as configured**." + _nodes_part(canary)
-    return f"{head}: {status} ({canary.get('reason')}); whether the limits bite was not checked."
+    return f"{head}: {status} ({canary.reason}); whether the limits bite was not checked."
 
 
 def _canary_lines(c: Checks) -> list[str]:
     resumed = c.canary_resumed
     lines = [_canary_line(c.canary, "at start" if resumed else "")]
-    return lines + [_canary_line(r, f"on resume at {r.get('resumed_at', '?')}") for r in resumed]
+    return lines + [_canary_line(r, f"on resume at {r.resumed_at or '?'}") for r in resumed]
 
 
-def _drift_line(drift: dict[str, Any] | None) -> str:
+def _drift_line(drift: Drift | None) -> str:
     if not drift:
         return "Drift over the run: not computed."
-    if drift.get("note"):
-        left_out = (f" ({drift['n_without_time']} trial(s) without a recorded start time left out)"
-                    if drift.get("n_without_time") and "none of the" not in drift["note"] else "")
-        return f"Drift over the run: {drift['note']}{left_out}."
+    if drift.note:
+        left_out = (f" ({drift.n_without_time} trial(s) without a recorded start time left out)"
+                    if drift.n_without_time and "none of the" not in drift.note else "")
+        return f"Drift over the run: {drift.note}{left_out}."
     parts = []
-    for name in ("pass", "infra_error"):
-        t = drift.get(name) or {}
-        parts.append(f"{name.replace('_', '-')} rate {t.get('direction') or t.get('note') or '—'} "
-                     f"(p={pval(t.get('p'))}, adjusted {pval(t.get('p_adjusted'))})")
-    blocks = drift.get("blocks", [])
-    first, last = (blocks[0], blocks[-1]) if blocks else ({}, {})
-    span = (f" from {first.get('first_start_local') or first.get('first_start_utc')} to "
-            f"{last.get('last_start_local') or last.get('last_start_utc')} (time of day where the run started)"
+    for name, t in (("pass", drift.pass_), ("infra_error", drift.infra_error)):
+        parts.append(f"{name.replace('_', '-')} rate {((t.direction or t.note) if t else None) or '—'} "
+                     f"(p={pval(t.p if t else None)}, adjusted {pval(t.p_adjusted if t else None)})")
+    blocks = drift.blocks
+    span = (f" from {blocks[0].first_start_local or blocks[0].first_start_utc} to "
+            f"{blocks[-1].last_start_local or blocks[-1].last_start_utc} (time of day where the run started)"
             if blocks else "")
-    head = "**Drift detected**" if drift.get("flagged") else "No drift detected"
-    left_out = (f" {drift['n_without_time']} trial(s) without a recorded start time were left out."
-                if drift.get("n_without_time") else "")
-    return f"{head} across {drift['n_blocks']} time blocks{span}: " + "; ".join(parts) + "." + left_out
+    head = "**Drift detected**" if drift.flagged else "No drift detected"
+    left_out = (f" {drift.n_without_time} trial(s) without a recorded start time were left out."
+                if drift.n_without_time else "")
+    return f"{head} across {drift.n_blocks} time blocks{span}: " + "; ".join(parts) + "." + left_out
 
 
-def _counted(oc: dict[str, Any]) -> str:
+def _counted(oc: Overcommit) -> str:
     """What the ratio is of: host memory, or a node's allocatable memory in whose limits."""
-    if oc.get("scope") != "node":
+    if oc.scope != "node":
         return "host memory in limits"
-    if oc.get("other_workloads") == "counted":
+    if oc.other_workloads == "counted":
         return "its node's allocatable memory in the limits of every pod on it"
     return "its node's allocatable memory in this run's limits (other workloads not counted)"
 
 
-def _overcommit_lines(oc: dict[str, Any]) -> list[str]:
-    lines = [f"Overcommit warning: {w}." for w in oc.get("warnings", [])]
-    observed = oc.get("observed") or {}
-    if observed:
-        cells = [f"{label} max {pct(o['ratio_max'], 2)} of " + _counted(oc)
-                 + (f", {o['trials_beside_unbounded']} beside an unbounded trial" if o["trials_beside_unbounded"] else "")
-                 + (f", {o['trials_under_memory_pressure']} under node memory pressure" if o["trials_under_memory_pressure"] else "")
-                 for label, o in observed.items() if o["trials_recorded"]]
-        if cells:
-            lines.append(f"Overcommit while running (placement {oc.get('placement', 'default')}): " + "; ".join(cells) + ".")
+def _overcommit_lines(oc: Overcommit) -> list[str]:
+    lines = [f"Overcommit warning: {w}." for w in oc.warnings]
+    cells = [f"{label} max {pct(o.ratio_max, 2)} of " + _counted(oc)
+             + (f", {o.trials_beside_unbounded} beside an unbounded trial" if o.trials_beside_unbounded else "")
+             + (f", {o.trials_under_memory_pressure} under node memory pressure" if o.trials_under_memory_pressure else "")
+             for label, o in oc.observed.items() if o.trials_recorded]
+    if cells:
+        lines.append(f"Overcommit while running (placement {oc.placement or 'default'}): " + "; ".join(cells) + ".")
     return lines
 
 
@@ -160,6 +185,8 @@ def markdown(doc: ReportDocument) -> list[str]:
                   "their labels name, so differences between them are not effects of those limits.", ""]
         lines += [f"- {r}" for r in c.resource_sweep.reasons] + [""]
     lines += [f"{line}\n" for line in _canary_lines(c)] + [f"{line}\n" for line in _overcommit_lines(c.overcommit)]
+    not_found = agent_not_found_line(c.agent_not_found)
+    lines += ([f"**{not_found}**", ""] if not_found else [])
     lines += [_drift_line(c.drift), ""]
     return lines
 
@@ -170,10 +197,13 @@ def print_terminal(doc: ReportDocument, console: Console) -> None:
         return
     if not c.resource_sweep.valid:
         console.print("[bold red]NOT A RESOURCE SWEEP: the enforcement canary shows the limits did not bite[/] — "
-                      + "; ".join(c.resource_sweep.reasons), soft_wrap=True)
+                      + "; ".join(c.resource_sweep.reasons))
     else:
         for line in _canary_lines(c):
-            console.print(line.replace("**", ""), soft_wrap=True)
+            console.print(line.replace("**", ""))
     for line in _overcommit_lines(c.overcommit):
-        console.print(line, soft_wrap=True)
-    console.print(_drift_line(c.drift).replace("**", ""), soft_wrap=True)
+        console.print(line)
+    not_found = agent_not_found_line(c.agent_not_found)
+    if not_found:
+        console.print(f"[bold red]{not_found}[/]")
+    console.print(_drift_line(c.drift).replace("**", ""))

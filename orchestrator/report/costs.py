@@ -48,13 +48,13 @@ def cost_rows(configurations: list[Configuration]) -> list[list[str]]:
     rows = []
     for c in configurations:
         k = c.cost
-        tin, tout = k.get("tokens_in_per_attempt"), k.get("tokens_out_per_attempt")
+        tin, tout = k.tokens_in_per_attempt, k.tokens_out_per_attempt
         per_attempt = "—" if tin is None and tout is None else f"{_tok(tin)} in + {_tok(tout)} out"
         rows.append([
-            c.label, _s(k["latency_per_attempt_s"]), _s(k["latency_per_solved_s"]),
-            _usd(k["cost_per_attempt_usd"]), _usd(k["cost_per_solved_usd"]),
-            _reported(k["n_cost"], k["n"], k["passed_with_cost"], k.get("cost_source"), k.get("n_cost_gateway", 0)),
-            per_attempt, _tok(k["tokens_per_solved"]),
-            _reported(k["n_tokens"], k["n"], k["passed_with_tokens"], k.get("tokens_source"), k.get("n_tokens_gateway", 0)),
+            c.label, _s(k.latency_per_attempt_s), _s(k.latency_per_solved_s),
+            _usd(k.cost_per_attempt_usd), _usd(k.cost_per_solved_usd),
+            _reported(k.n_cost, k.n, k.passed_with_cost, k.cost_source, k.n_cost_gateway),
+            per_attempt, _tok(k.tokens_per_solved),
+            _reported(k.n_tokens, k.n, k.passed_with_tokens, k.tokens_source, k.n_tokens_gateway),
         ])
     return rows

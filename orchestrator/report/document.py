@@ -15,7 +15,7 @@ import pandas as pd
 
 from orchestrator.errors import UserError
 from orchestrator.report import checks
-from orchestrator.report.model import SCHEMA, SCHEMA_VERSION, ProvenanceMix, ReportDocument
+from orchestrator.report.model import SCHEMA, SCHEMA_VERSION, ComparisonDocument, ProvenanceMix, ReportDocument
 from orchestrator.stats import scoring_rules as rules_mod
 from orchestrator.stats.analyze import NothingToCompare, analyze, compare_runs, scoring_rules_block
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
@@ -131,13 +131,19 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None,
     extra: AnalyzeOptions = {} if margin is None else {"margin": margin}
     stats = (analyze(df, reference=reference, axis=info.axis, config_order=_label_order(info), **extra)
              if len(df) else None)
+    headline_rule = requested_rules(info, rules)[1]
     if stats is not None:
-        stats["scoring_rules"] = scoring_block(df, info, rules, stats.get("config_order"))
+        sr = scoring_block(df, info, rules, stats.get("config_order"))
+        # One headline per run, said once: the rule the scoring block led with (the source's own when it was
+        # requested) becomes the document's headline_rule.
+        headline_rule = sr.pop("default")
+        stats["scoring_rules"] = sr
     facts = config_facts(df)
     configurations = [{**c, **facts.get(c["label"], {})} for c in (stats or {}).get("configs", [])]
     doc = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
+        "headline_rule": headline_rule,
         "run": {
             "run_id": info.run_id, "name": info.name, "status": info.status, "created_at": info.created_at,
             "finished_at": info.finished_at, "backend": info.backend, "enforcement": info.enforcement,
@@ -151,14 +157,15 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None,
         "configurations": configurations,
         "tries": tries,
         "exclusions": exclusions(df, tries, planned),
-        "statistics": {k: v for k, v in (stats or {}).items() if k != "configs"},
+        "statistics": None if stats is None else {k: v for k, v in stats.items() if k != "configs"},
     }
     checks.attach(doc, df)  # canary, overcommit, drift (orchestrator/report/checks.py)
     return ReportDocument.model_validate(doc)
 
 
-def build_comparison(store_a: Store, run_a: str | None, store_b: Store, run_b: str | None,
-                     rules: str | None = None) -> dict[str, Any]:
+def comparison_document(store_a: Store, run_a: str | None, store_b: Store, run_b: str | None,
+                        rules: str | None = None) -> ComparisonDocument:
+    """Two runs compared on the tasks and configurations both hold, as the typed document the renderers read."""
     ia, ib = store_a.run(run_a), store_b.run(run_b)
     da, db = store_a.rule_frame(ia.run_id), store_b.rule_frame(ib.run_id)
     for info, frame in ((ia, da), (ib, db)):
@@ -182,12 +189,14 @@ def build_comparison(store_a: Store, run_a: str | None, store_b: Store, run_b: s
         "A": scoring_block(da[da["task_id"].astype(str).isin(shared)], ia, ",".join(names), _label_order(ia)),
         "B": scoring_block(db[db["task_id"].astype(str).isin(shared)], ib, ",".join(names), _label_order(ib)),
     }
-    return {
-        "schema": "headroom.comparison/1",
+    for side in ("A", "B"):  # each side's headline rule is said once, in "default" above
+        stats["scoring_rules"][side].pop("default", None)
+    return ComparisonDocument.model_validate({
+        "schema": "headroom.comparison/2",
         "a": {"run_id": ia.run_id, "name": ia.name, "model": ia.spec.get("model"), "agent": ia.spec.get("agent"),
               "enforcement": ia.enforcement},
         "b": {"run_id": ib.run_id, "name": ib.name, "model": ib.spec.get("model"), "agent": ib.spec.get("agent"),
               "enforcement": ib.enforcement},
         "tasks_with_different_content": changed_tasks,
         "statistics": stats,
-    }
+    })

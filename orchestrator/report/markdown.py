@@ -8,12 +8,33 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.report import checks, costs, rules, summary
+from orchestrator.report.blocks import Statistics
 from orchestrator.report.calibration import CALIBRATION_HEADERS, CALIBRATION_RULE, calibration_rows
-from orchestrator.report.model import ReportDocument, RunSection, Trust
+from orchestrator.report.glossary import (
+    ABSTENTION_RATE,
+    CLUSTER_SCORE,
+    HARNESS_RATE,
+    INFRA_RATE,
+    SCORE_DIFF,
+    SCORE_EXCL,
+    SCORE_FAIL,
+    TIMEOUT_RATE,
+    WORST_CLUSTER,
+)
+from orchestrator.report.model import (
+    AgentSpec,
+    Experiment,
+    HostInfo,
+    ModelSpec,
+    OrchestratorInfo,
+    ReportDocument,
+    RetrySpec,
+    RunSection,
+    Trust,
+)
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.text import (
     HEADLINE_HEADERS,
-    HEADLINE_NAME,
     HEADLINE_NOTE,
     clipped_note,
     gap,
@@ -55,31 +76,31 @@ def isolation_line(run: RunSection) -> str:
     return f"{text}; storage limit {storage}"
 
 
-def host_line(host: dict[str, Any]) -> str:
+def host_line(host: HostInfo) -> str:
     """The machine, naming only what was recorded; without a cgroup it says what applied instead."""
-    cpu = " ".join(p for p in (host.get("cpu_model"), f"x{host['cpu_count']}" if host.get("cpu_count") else None) if p)
-    if host.get("cgroup_version"):
-        cgroup = f"cgroup {host['cgroup_version']}"
+    cpu = " ".join(p for p in (host.cpu_model, f"x{host.cpu_count}" if host.cpu_count else None) if p)
+    if host.cgroup_version:
+        cgroup = f"cgroup {host.cgroup_version}"
     else:
-        why = host.get("enforcement_fallback_reason")
+        why = host.enforcement_fallback_reason
         cgroup = "no cgroup: rlimit" + (f" ({why})" if why else "")
-    parts = [f"kernel {host['kernel']}" if host.get("kernel") else None, cpu or None,
-             f"{mib(host['memory_bytes'])} RAM" if host.get("memory_bytes") else None, cgroup]
+    parts = [f"kernel {host.kernel}" if host.kernel else None, cpu or None,
+             f"{mib(host.memory_bytes)} RAM" if host.memory_bytes else None, cgroup]
     return ", ".join(p for p in parts if p)
 
 
-def timeout_text(exp: dict[str, Any]) -> str:
-    tm = float(exp.get("timeout_multiplier") or 1.0)
+def timeout_text(exp: Experiment) -> str:
+    tm = float(exp.timeout_multiplier or 1.0)
     return f"{tm:g} (" + ("each task's agent and verifier timeouts as written" if tm == 1 else
                           f"each task's agent and verifier timeouts multiplied by {tm:g}") + ")"
 
 
-def retry_text(exp: dict[str, Any]) -> str:
-    retry = exp.get("retry") or {}
-    n = int(retry.get("max_retries") or 0)
+def retry_text(exp: Experiment) -> str:
+    retry = exp.retry or RetrySpec()
+    n = int(retry.max_retries or 0)
     if n == 0:
         return "none: every infra error is final"
-    reasons = retry.get("reasons") or []
+    reasons = retry.reasons or []
     if sorted(reasons) == sorted(RetryPolicy().reasons):
         which = "infra errors a trial cannot cause itself (not OOM kills or the storage limit)"
     else:
@@ -90,44 +111,43 @@ def retry_text(exp: dict[str, Any]) -> str:
 def setup_block(doc: ReportDocument) -> list[str]:
     """What ran where. Rows whose facts were never recorded (an imported run has no host) are left out."""
     run, prov, exp = doc.run, doc.provenance, doc.experiment
-    orch, host = prov.get("orchestrator", {}), prov.get("backend", {})
-    agent, model = exp.get("agent") or {}, exp.get("model") or {}
-    pk = prov.get("packages", {})
-    imported = prov.get("import")
+    orch, host = prov.orchestrator or OrchestratorInfo(), doc.host
+    agent, model = exp.agent or AgentSpec(), exp.model or ModelSpec()
+    pk = prov.packages or {}
+    imported = prov.import_
     configs = ", ".join(c.label for c in doc.configurations)
     rows = [
-        ["orchestrator", f"headroom {orch.get('version')} @ {orch.get('revision') or 'unknown'}"
-                         + (" (uncommitted changes)" if orch.get("dirty") else "")],
-        ["libraries", f"python {prov.get('python')}, scipy {pk.get('scipy')}, statsmodels {pk.get('statsmodels')}"],
+        ["orchestrator", f"headroom {orch.version} @ {orch.revision or 'unknown'}"
+                         + (" (uncommitted changes)" if orch.dirty else "")],
+        ["libraries", f"python {prov.python}, scipy {pk.get('scipy')}, statsmodels {pk.get('statsmodels')}"],
         ["backend", f"{run.backend}; enforcement {run.enforcement}"],
         ["isolation", isolation_line(run)],
     ]
-    if _known(host.get("kernel"), host.get("cpu_model")):
+    if _known(host.kernel, host.cpu_model):
         rows.append(["host", host_line(host)])
     if imported:
-        for src in imported.get("sources", []):
-            rows.append(["imported from", f"{src.get('format')} `{src.get('path')}` — {src.get('harness')} "
-                                          f"{src.get('harness_version') or '(version unrecorded)'}; "
-                                          f"{len(src.get('files_sha256') or {})} files, sha256 in provenance"])
-    if agent.get("kind") == "imported":
-        rows.append(["agents", ", ".join(agent.get("names") or []) or "unrecorded"])
-    elif _known(agent.get("kind")):
-        rows.append(["agent", f"{agent.get('kind')}" + (f": `{agent.get('command')}`" if agent.get("command") else "")])
-    if _known(model.get("name"), model.get("sampling")):
-        rows.append(["model", f"{model.get('name') or 'unrecorded'}"
-                              + (f"; sampling {model.get('sampling')}" if model.get("sampling") else "")])
-    design = f"{exp.get('attempts')} attempts x {doc.task_provenance_mix.n_tasks} tasks x {len(doc.configurations)} configurations"
-    if _known(exp.get("seed"), exp.get("concurrency")) and not imported:
-        design += f"; seed {exp.get('seed')}; concurrency {exp.get('concurrency')}"
+        for src in imported.sources:
+            rows.append(["imported from", f"{src.format} `{src.path}` — {src.harness} "
+                                          f"{src.harness_version or '(version unrecorded)'}; "
+                                          f"{len(src.files_sha256 or {})} files, sha256 in provenance"])
+    if agent.kind == "imported":
+        rows.append(["agents", ", ".join(agent.names or []) or "unrecorded"])
+    elif _known(agent.kind):
+        rows.append(["agent", f"{agent.kind}" + (f": `{agent.command}`" if agent.command else "")])
+    if _known(model.name, model.sampling):
+        rows.append(["model", f"{model.name or 'unrecorded'}" + (f"; sampling {model.sampling}" if model.sampling else "")])
+    design = f"{exp.attempts} attempts x {doc.task_provenance_mix.n_tasks} tasks x {len(doc.configurations)} configurations"
+    if _known(exp.seed, exp.concurrency) and not imported:
+        design += f"; seed {exp.seed}; concurrency {exp.concurrency}"
     rows.append(["design", design])
     if not imported:  # an import records how its source ran, not headroom's policies
         rows.append(["timeout multiplier", timeout_text(exp)])
         rows.append(["retries", retry_text(exp)])
     rows.append(["configurations", configs + (" (labels, in the order given: no resource axis)" if _is_labels(doc)
                                               else " (resource levels)")])
-    dates = f"started {run.created_at}" + (f" (local {prov['started_at_local']})" if prov.get("started_at_local") else "")
+    dates = f"started {run.created_at}" + (f" (local {prov.started_at_local})" if prov.started_at_local else "")
     if imported:
-        rows.append(["dates", f"imported {imported.get('imported_at') or run.created_at}"])
+        rows.append(["dates", f"imported {imported.imported_at or run.created_at}"])
     else:
         rows.append(["dates", f"{dates}, finished {run.finished_at or '—'}"])
     rows.append(["status", f"{run.status}: {run.trials_finished}/{run.trials_planned} trials"])
@@ -156,21 +176,31 @@ def trust_lines(trust: Trust) -> list[str]:
         lines += ["## Abstentions", "", "Honest \"cannot answer\" answers a golden grader allows: their own outcome, "
                   "not a failure, but not a pass either (they stay in the pass rate's denominator):", ""]
         lines += _table(["configuration", "abstained", "trials", "abstention rate"],
-                        [[k, str(v["k"]), str(v["n"]), rate(v)] for k, v in trust.abstentions.items()])
+                        [[k, str(v.k), str(v.n), rate(v)] for k, v in trust.abstentions.items()])
     if trust.paraphrase_gap:
         lines += ["## Paraphrase gap", "", "Original minus paraphrase pass rate over task pairs; paired Wilcoxon and t-test.", ""]
         fmt = lambda v, f: "—" if v is None else format(v, f)  # noqa: E731
         lines += _table(["configuration", "pairs", "original", "paraphrase", "gap", "Wilcoxon p", "paired t p"],
-                        [[g["config"], str(g["pairs"]), fmt(g["original_rate"], ".1%"), fmt(g["paraphrase_rate"], ".1%"),
-                          fmt(g["mean_gap"], "+.1%"), fmt(g["wilcoxon_p"], ".3g"), fmt(g["paired_t_p"], ".3g")]
+                        [[g.config, str(g.pairs), fmt(g.original_rate, ".1%"), fmt(g.paraphrase_rate, ".1%"),
+                          fmt(g.mean_gap, "+.1%"), fmt(g.wilcoxon_p, ".3g"), fmt(g.paired_t_p, ".3g")]
                          for g in trust.paraphrase_gap])
     return lines
 
 
+def metrics_intro(doc: ReportDocument) -> str:
+    """Whose figures the metrics are: the headline's (a run headroom made), or headroom's reading beside an
+    import's own headline."""
+    fail = f"**{SCORE_FAIL}** (`score_infra_as_failure`: infra errors count as failures)"
+    excl = f"**{SCORE_EXCL}** (`score_infra_excluded`: infra and harness errors leave the denominator)"
+    if summary.source_led(doc):
+        return (f"headroom's reading of these trials: {fail} and {excl}. The run's headline is "
+                f"**{summary.rule_title(doc, doc.headline_rule)}** (`{doc.headline_rule}`), the source's own rule: "
+                "see the Summary and Scores under named rules.")
+    return f"Headline: {fail}, rule `headroom:infra-as-failure`; beside it {excl}."
+
+
 def metrics_block(doc: ReportDocument) -> list[str]:
-    stats = doc.statistics
-    lines = ["## Metrics", "", f"Headline: **{HEADLINE_NAME}** (`{stats.get('headline')}`) — {stats.get('headline_note')}. "
-             "Intervals are Wilson 95%; SE clustered by task.", ""]
+    lines = ["## Metrics", "", metrics_intro(doc) + " Intervals are Wilson 95%; SE clustered by task.", ""]
     labels = _is_labels(doc)
     rows = []
     for c in doc.configurations:
@@ -180,14 +210,14 @@ def metrics_block(doc: ReportDocument) -> list[str]:
         rows.append([
             c.label, *axis_cells, ",".join(c.enforcement),
             str(c.n), rate(c.score_infra_as_failure), rate(c.score_infra_excluded),
-            pct(cl["cluster_score"]), f"{pct(cl['worst_cluster_score'])} ({cl['worst_cluster_id']})",
+            pct(cl.cluster_score), f"{pct(cl.worst_cluster_score)} ({cl.worst_cluster_id})",
             rate(c.infra_error_rate), rate(c.timeout_rate), rate(c.harness_error_rate), rate(c.abstention_rate),
-            f"{pct(se['se_iid'])} / {pct(se['se_clustered'])}",
+            f"{pct(se.se_iid)} / {pct(se.se_clustered)}",
         ])
-    lines += _table(["config", *([] if labels else ["request", "limit"]), "enforcement", "n", HEADLINE_NAME,
-                     "score (infra excluded)", "cluster-level", "worst cluster", "infra-error rate", "timeout",
-                     "harness error", "abstention", "SE iid / clustered"], rows)
-    lines += ["Headline score with the two intervals (what each generalises to):", "", HEADLINE_NOTE, ""]
+    lines += _table(["config", *([] if labels else ["request", "limit"]), "enforcement", "n", SCORE_FAIL,
+                     SCORE_EXCL, CLUSTER_SCORE, WORST_CLUSTER, INFRA_RATE, TIMEOUT_RATE, HARNESS_RATE, ABSTENTION_RATE,
+                     "SE iid / clustered"], rows)
+    lines += [f"{SCORE_FAIL} with its two intervals (what each generalises to):", "", HEADLINE_NOTE, ""]
     lines += _table(HEADLINE_HEADERS, headline_rows(doc.configurations))
     lines += ["Outcomes (trials):", ""]
     lines += _table(["config", "n", *OUTCOME_HEADERS.values()],
@@ -204,24 +234,24 @@ def metrics_block(doc: ReportDocument) -> list[str]:
                 for c in doc.configurations]
         lines += ["pass@k / pass^k (unbiased estimators, averaged over tasks):", ""]
         lines += _table(["config"] + [f"k={k}" for k in ks], rows)
-    rows = [[c.label, str(c.spread["n_runs"]), pct(c.spread["mean"]), pct(c.spread["sd"]),
-             f"{pct(c.spread['min'])} .. {pct(c.spread['max'])}"] for c in doc.configurations]
-    basis = {c.spread.get("basis", "attempt index") for c in doc.configurations}
+    rows = [[c.label, str(c.spread.n_runs), pct(c.spread.mean), pct(c.spread.sd),
+             f"{pct(c.spread.min)} .. {pct(c.spread.max)}"] for c in doc.configurations]
+    basis = {c.spread.basis for c in doc.configurations}
     over = ("each source run the trials came from (a run directory or a job)" if basis == {"source runs"}
             else "each repeat index: attempt r of every task forms run r (a native sweep has no runs of its own)")
-    sr = stats.get("scoring_rules") or {}
-    extra = rules.spread_columns(sr, [c.label for c in doc.configurations])
-    for row, more in zip(rows, extra["cells"]):
+    sr = doc.statistics.scoring_rules if doc.statistics else None
+    extra_headers, extra = rules.spread_columns(sr, [c.label for c in doc.configurations])
+    for row, more in zip(rows, extra):
         row += more
     lines += [f"Run-to-run spread (headroom's score of {over}; SD is the sample SD):", ""]
-    lines += _table(["config", "repeats", "mean", "SD", "range", *extra["headers"]], rows)
+    lines += _table(["config", "repeats", "mean", "SD", "range", *extra_headers], rows)
     lines += [costs.NOTE, ""] + _table(costs.HEADERS, costs.cost_rows(doc.configurations))
     return lines
 
 
 def exclusions_block(doc: ReportDocument) -> list[str]:
     ex = doc.exclusions
-    lines = ["## Exclusions", "", "Trials left out of the infra-excluded score, by reason:", ""]
+    lines = ["## Exclusions", "", f"Trials left out of {SCORE_EXCL}, by reason:", ""]
     rows = [[e.outcome, e.reason or "—", str(e.trials)] for e in ex.excluded_from_infra_excluded_score]
     lines += _table(["outcome", "reason", "trials"], rows or [["none", "—", "0"]])
     lines += [f"Tries retried after an infra error (kept on record, not counted): {ex.retried_tries}. "
@@ -231,107 +261,106 @@ def exclusions_block(doc: ReportDocument) -> list[str]:
     return lines
 
 
-def comparisons_block(stats: dict[str, Any]) -> list[str]:
-    comp = stats.get("comparisons") or {}
-    labels = stats.get("axis") == "labels"
-    mdd = stats.get("mdd") or {}
-    against = (f"Each configuration against the reference ({stats.get('reference')})"
+def comparisons_block(stats: Statistics) -> list[str]:
+    comp = stats.comparisons
+    labels = stats.axis == "labels"
+    mdd = stats.mdd
+    against = (f"Each configuration against the reference ({stats.reference})"
                + ("." if labels else " and against its neighbour."))
     lines = ["## Paired comparisons", "",
              f"{against} Two questions, two families of tests, each Holm-adjusted on its own. "
              "**Across tasks** (would the gap hold on new tasks like these? tasks are the sampling unit): the mean "
              "per-task difference in pass rate with its 95% t interval, and the paired t-test over tasks"
              + (" — the headline test when configurations are agents or models. " if labels else ". ")
-             + f"**On these tasks** (conditional on the task set; family of {comp.get('family_size')} tests): the sign "
+             + f"**On these tasks** (conditional on the task set; family of {comp.family_size} tests): the sign "
              "test on tasks solved by a strict majority of attempts under only one side (+B-only/−A-only), CMH "
-             "stratified by task over all attempts on the headline score and on the infra-excluded score, and the exact "
+             f"stratified by task over all attempts on {SCORE_FAIL} and on {SCORE_EXCL}, and the exact "
              "test on infra-error rates (the method that ran is named).", ""]
     rows = []
-    for it in comp.get("items", []):
-        s, x, inf = it["score"], it["score_infra_excluded"], it["infra"]
-        tp = s.get("paired") or {}
+    for it in comp.items:
+        s, x, inf = it.score, it.score_infra_excluded, it.infra
+        tp = s.paired
         rows.append([
-            f"{it['a']} → {it['b']}", pts(s.get("diff")),
-            interval_pts(tp.get("mean_task_diff"), tp.get("mean_task_diff_low"), tp.get("mean_task_diff_high")),
-            f"{pval(tp.get('t_p'))} ({pval(tp.get('t_p_holm'))}), {tp.get('n_tasks', 0)} tasks",
-            f"{sign_counts(s['sign'])}: {pval(s['sign']['p'])} ({pval(s['sign'].get('p_holm'))})",
-            f"{pval(s['cmh']['p'])} ({pval(s['cmh'].get('p_holm'))})",
-            f"{pts(x.get('diff'))}: {pval(x['cmh']['p'])} ({pval(x['cmh'].get('p_holm'))})",
-            f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
-            f"{pval(inf.get('p'))} ({pval(inf.get('p_holm'))}) {inf.get('method') or ''}",
+            f"{it.a} → {it.b}", pts(s.diff),
+            interval_pts(tp.mean_task_diff, tp.mean_task_diff_low, tp.mean_task_diff_high),
+            f"{pval(tp.t_p)} ({pval(tp.t_p_holm)}), {tp.n_tasks} tasks",
+            f"{sign_counts(s.sign)}: {pval(s.sign.p)} ({pval(s.sign.p_holm)})",
+            f"{pval(s.cmh.p)} ({pval(s.cmh.p_holm)})",
+            f"{pts(x.diff)}: {pval(x.cmh.p)} ({pval(x.cmh.p_holm)})",
+            f"{pct(inf.rate_a)} → {pct(inf.rate_b)}",
+            f"{pval(inf.p)} ({pval(inf.p_holm)}) {inf.method}",
         ])
-    lines += _table(["comparison", "score diff", "per-task mean diff [95% CI]", "paired t over tasks p (Holm)",
-                     "sign test +B/−A: p (Holm)", "CMH p (Holm)", "infra-excluded: diff, CMH p (Holm)",
-                     "infra-error rate", "exact infra test p (Holm)"], rows)
-    cut = clipped_note(comp.get("items", []))
+    lines += _table(["comparison", SCORE_DIFF, "per-task mean diff [95% CI]", "paired t over tasks p (Holm)",
+                     "sign test +B/−A: p (Holm)", "CMH p (Holm)", f"{SCORE_EXCL}: diff, CMH p (Holm)",
+                     INFRA_RATE, "exact infra test p (Holm)"], rows)
+    cut = clipped_note(comp.items)
     lines += [f"Note: {cut}.", ""] if cut else []
-    lines += [f"Minimum detectable difference at 80% power (reference {mdd.get('config') or '—'}): "
-              f"{gap(mdd.get('mdd'))} on these tasks (two independent samples of trials); "
-              f"{gap(mdd.get('mdd_with_design_effect'))} for two independent samples of new tasks (with the task design "
+    lines += [f"Minimum detectable difference at 80% power (reference {mdd.config or '—'}): "
+              f"{gap(mdd.mdd)} on these tasks (two independent samples of trials); "
+              f"{gap(mdd.mdd_with_design_effect)} for two independent samples of new tasks (with the task design "
               "effect; an upper bound: the paired tests above need less).", ""]
     return lines
 
 
-def trends_block(stats: dict[str, Any]) -> list[str]:
-    tr = stats.get("trends")
+def trends_block(stats: Statistics) -> list[str]:
+    tr = stats.trends
     if not tr:
         return []
-    lines = ["## Trend across multipliers", "", f"Ordered by {tr.get('score')}; primary test: {tr.get('primary')}. "
+    lines = ["## Trend across multipliers", "", f"Ordered by {tr.score}; primary test: {tr.primary}. "
              "Cochran–Armitage is the classical test (variance with N; statsmodels' linear-by-linear variant, with "
              "N − 1, is in the JSON).", ""]
     rows = []
-    for name in ("pass", "infra_error"):
-        t = tr.get(name) or {}
-        ca, cl = t.get("cochran_armitage") or {}, t.get("clustered") or {}
-        z = ca.get("z_classic")
-        rows.append([name, "—" if z is None else f"z={z:.2f}, p={pval(ca.get('p_classic'))} ({ca.get('direction') or '—'})",
-                     f"p={pval(cl.get('p'))} ({cl.get('direction') or '—'})" if cl.get("p") is not None
-                     else f"— ({cl.get('note') or 'not testable'})"])
+    for name, t in (("pass", tr.pass_), ("infra_error", tr.infra_error)):
+        ca, cl = t.cochran_armitage, t.clustered
+        z = ca.z_classic
+        rows.append([name, "—" if z is None else f"z={z:.2f}, p={pval(ca.p_classic)} ({ca.direction or '—'})",
+                     f"p={pval(cl.p)} ({cl.direction or '—'})" if cl.p is not None
+                     else f"— ({cl.note or 'not testable'})"])
     return lines + _table(["rate", "Cochran–Armitage (classical)", "clustered by task (permutation p within tasks)"], rows)
 
 
-def calibration_block(stats: dict[str, Any]) -> list[str]:
-    if stats.get("calibration") is None:
+def calibration_block(stats: Statistics) -> list[str]:
+    cal = stats.calibration
+    if cal is None:
         return []
-    cal = stats.get("calibration") or {}
-    margin = cal.get("margin")
+    margin = cal.margin
     lines = ["## Calibration recommendation", "", CALIBRATION_RULE.format(
         margin="—" if margin is None else f"{100 * margin:g}"), ""]
-    if cal.get("status") == "recommended":
-        lines += [f"**Publish with limit {cal.get('recommended_label')}** "
-                  f"(limit {limit(cal.get('recommended_limit_multiplier'))}).", "", cal.get("summary") or "", ""]
-        lines += [f"- {r}" for r in cal.get("reasons", [])] + [""]
+    if cal.status == "recommended":
+        lines += [f"**Publish with limit {cal.recommended_label}** "
+                  f"(limit {limit(cal.recommended_limit_multiplier)}).", "", cal.summary or "", ""]
+        lines += [f"- {r}" for r in cal.reasons] + [""]
     else:
         lines += ["**No recommendation**: the data cannot carry the rule.", ""]
-        lines += [f"- {r}" for r in cal.get("reasons", [])] + [""]
-    if cal.get("score_changes_at_label"):
-        lines += [f"More headroom starts to change the score at: {cal['score_changes_at_label']}.", ""]
-    applied = cal.get("mdd_applied") or {}
-    if applied.get("mdd") is not None:
-        lines += [f"Minimum detectable difference the decision applied ({applied.get('config')}): "
-                  f"{gap(applied.get('mdd'))} — {applied.get('label')}.", ""]
+        lines += [f"- {r}" for r in cal.reasons] + [""]
+    if cal.score_changes_at_label:
+        lines += [f"More headroom starts to change the score at: {cal.score_changes_at_label}.", ""]
+    applied = cal.mdd_applied
+    if applied is not None and applied.mdd is not None:
+        lines += [f"Minimum detectable difference the decision applied ({applied.config}): "
+                  f"{gap(applied.mdd)} — {applied.label}.", ""]
     rows = calibration_rows(cal)
     if rows:
         lines += _table(CALIBRATION_HEADERS, rows)
     return lines
 
 
-def tasks_block(doc: ReportDocument) -> list[str]:
-    stats = doc.statistics
-    labels = stats.get("config_order", [])
+def tasks_block(stats: Statistics) -> list[str]:
+    labels = stats.config_order
     rows = []
-    for t in stats.get("tasks", []):
+    for t in stats.tasks:
         cells = []
         for lab in labels:
-            cell = t["configs"].get(lab)
+            cell = t.configs.get(lab)
             if not cell:
                 cells.append("—")
                 continue
-            ratio = cell.get("peak_memory_to_limit_max")
-            cells.append(f"{cell['passed']}/{cell['n']} pass, {cell['infra_errors']} infra"
-                         + (f", {cell['abstained']} abstained" if cell.get("abstained") else "")
+            ratio = cell.peak_memory_to_limit_max
+            cells.append(f"{cell.passed}/{cell.n} pass, {cell.infra_errors} infra"
+                         + (f", {cell.abstained} abstained" if cell.abstained else "")
+                         + (f", {cell.timeouts} timeout{'s' if cell.timeouts > 1 else ''}" if cell.timeouts else "")
                          + (f", peak {ratio:.2f}x limit" if ratio is not None else ""))
-        rows.append([t["task_id"], t["cluster_id"]] + cells)
+        rows.append([t.task_id, t.cluster_id] + cells)
     return ["## Per task", ""] + _table(["task", "cluster"] + labels, rows)
 
 
@@ -339,22 +368,28 @@ def summary_block(doc: ReportDocument) -> list[str]:
     """The section every format opens with (orchestrator/report/summary.py)."""
     if not doc.configurations:
         return []
-    return (["## Summary", "", "Headline per configuration, with 95% intervals:", ""]
-            + _table(summary.HEADERS, summary.rows(doc)) + [f"{line}" for ln in summary.lines(doc) for line in (ln, "")])
+    out = ["## Summary", "", "Headline per configuration, with 95% intervals:", ""]
+    out += _table(summary.headers(doc), summary.rows(doc))
+    for line in summary.lines(doc):
+        if line.startswith("  "):  # one item per configuration (the trials that move, by reason)
+            out += [f"- {line.strip()}"]
+        else:
+            out += ([""] if out[-1].startswith("- ") else []) + [line, ""]
+    return out
 
 
 def render(doc: ReportDocument) -> str:
     run = doc.run
     lines = [f"# headroom report — {run.name} ({run.run_id})", ""] + summary_block(doc)
     lines += checks.banner(doc) + setup_block(doc) + provenance_block(doc) + trust_lines(doc.trust)
-    if not doc.configurations:
+    stats = doc.statistics
+    if not doc.configurations or stats is None:
         return "\n".join(lines + ["No finished trials yet.", ""])
     # An import's own rule is its headline: its section leads; a native run's named rules follow the exclusions.
     lead = rules.leads(doc)
     lines += (rules.markdown(doc) if lead else []) + metrics_block(doc) + exclusions_block(doc) \
         + ([] if lead else rules.markdown(doc)) + checks.markdown(doc)
-    stats = doc.statistics
-    lines += comparisons_block(stats) + trends_block(stats) + calibration_block(stats) + tasks_block(doc)
-    if stats.get("notes"):
-        lines += ["## Notes", ""] + [f"- {n}" for n in stats["notes"]] + [""]
+    lines += comparisons_block(stats) + trends_block(stats) + calibration_block(stats) + tasks_block(stats)
+    if stats.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in stats.notes] + [""]
     return "\n".join(lines)

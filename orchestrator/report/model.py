@@ -1,17 +1,22 @@
 """The report document as a typed, versioned model: what every renderer reads and what ``--format json`` writes.
 
-:func:`orchestrator.report.document.build` fills it; the terminal, Markdown, HTML and viewer renderers
-read its attributes, never string keys at the top or configuration level. The JSON format is
-:meth:`ReportDocument.to_json` (``model_dump`` by alias), so its keys are the field names below plus
-``schema`` and ``schema_version``.
+:func:`orchestrator.report.document.build` fills it; the terminal, Markdown, HTML and viewer renderers read
+its attributes, never string keys. The JSON format is :meth:`ReportDocument.to_json`: every field under its
+JSON name (``model_dump`` by alias), and only the fields the builder set (``exclude_unset``), so a block that
+leaves a figure out (a rule without a stderr) leaves it out of the JSON too.
 
-Typed down to the configuration level. The statistical blocks inside a configuration (rates, intervals,
-spread, clusters, cost) and ``statistics`` are the plain results of :mod:`orchestrator.stats` and stay
-``dict[str, Any]`` here; their shape is owned there. Every model forbids unknown keys, so a block the
-builder adds without declaring it here fails the build (and the test suite), not a reader downstream.
+Typed all the way down. The statistical blocks (:mod:`orchestrator.report.blocks`) mirror the results of
+:mod:`orchestrator.stats` and forbid unknown keys, so a block the statistics add without declaring it fails
+the build (and the test suite), never a reader downstream. What other parts of headroom record and the
+report passes through as recorded (the experiment spec, the provenance, the enforcement canary, the
+overcommit record) is read through views that type the fields the renderers read and keep every other
+field as it was written.
 
 Bump :data:`SCHEMA_VERSION` when a field is removed or changes meaning; adding an optional field is not
-a new version.
+a new version. Version 2: ``headline_rule`` names the headline once (version 1's ``statistics.headline``,
+``statistics.headline_note``, ``statistics.scoring_rules.default`` and each configuration's ``headline`` are
+gone); ``headline_intervals`` is ``score_intervals``; ``statistics`` is null, not ``{}``, before any trial
+finished; ``checks.agent_not_found`` is new.
 """
 
 from __future__ import annotations
@@ -21,16 +26,37 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA: Final = "headroom.report/1"
-SCHEMA_VERSION: Final = 1
+from orchestrator.report.blocks import (
+    Calibration,
+    ClusterScores,
+    Comparisons,
+    Cost,
+    Drift,
+    Mdd,
+    ParaphraseGap,
+    Rate,
+    ScoreIntervals,
+    ScoringRules,
+    Spread,
+    StandardErrors,
+    Statistics,
+)
 
-Block = dict[str, Any]  # a result of orchestrator.stats, laid out by the renderers as it is
+SCHEMA: Final = "headroom.report/2"
+SCHEMA_VERSION: Final = 2
+
 RateName = Literal["pass_rate", "infra_error_rate", "timeout_rate", "harness_error_rate", "abstention_rate",
                    "score_infra_as_failure", "score_infra_excluded"]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class _View(BaseModel):
+    """A record another part of headroom writes: the fields a renderer reads are typed, the rest kept as written."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
 class RunSection(_Model):
@@ -63,36 +89,33 @@ class Configuration(_Model):
     attempts_per_task_max: int
     counts: dict[str, int]
     infra_reasons: dict[str, int]
-    pass_rate: Block
-    infra_error_rate: Block
-    timeout_rate: Block
-    harness_error_rate: Block
-    abstention_rate: Block
-    headline: str
-    score_infra_as_failure: Block
-    headline_intervals: Block
-    score_infra_excluded: Block
-    se: Block
+    pass_rate: Rate
+    infra_error_rate: Rate
+    timeout_rate: Rate
+    harness_error_rate: Rate
+    abstention_rate: Rate
+    score_infra_as_failure: Rate
+    score_intervals: ScoreIntervals
+    score_infra_excluded: Rate
+    se: StandardErrors
     icc_infra: float | None
     pass_at_k: list[float | None]  # index k-1: pass@k
     pass_hat_k: list[float | None]
-    spread: Block
-    clusters: Block
-    cost: Block
+    spread: Spread
+    clusters: ClusterScores
+    cost: Cost
     enforcement: list[str] = Field(default_factory=list)
     qos_class: list[str] = Field(default_factory=list)
 
-    def rate_block(self, name: RateName) -> Block:
+    def rate_block(self, name: RateName) -> Rate:
         """One of the Wilson-interval rates by name (a plot draws several series from one loop)."""
-        return {"pass_rate": self.pass_rate, "infra_error_rate": self.infra_error_rate,
-                "timeout_rate": self.timeout_rate, "harness_error_rate": self.harness_error_rate,
-                "abstention_rate": self.abstention_rate, "score_infra_as_failure": self.score_infra_as_failure,
-                "score_infra_excluded": self.score_infra_excluded}[name]
+        rate: Rate = getattr(self, name)
+        return rate
 
 
 class Trust(_Model):
-    abstentions: dict[str, Block]
-    paraphrase_gap: list[Block]
+    abstentions: dict[str, Rate]
+    paraphrase_gap: list[ParaphraseGap]
 
 
 class ExcludedReason(_Model):
@@ -131,30 +154,157 @@ class ResourceSweep(_Model):
     reasons: list[str]
 
 
+# -- what other parts of headroom record (orchestrator.canary, orchestrator.overcommit, provenance) --------
+
+class CanaryArm(_View):
+    config: str = ""
+    status: str = ""
+    notes: list[str] = Field(default_factory=list)
+
+
+class SkippedTarget(_View):
+    target: str = ""
+    reason: str = ""
+
+
+class Canary(_View):
+    """The enforcement canary as ``orchestrator.canary`` recorded it (or why there is none)."""
+
+    status: str | None = None
+    reason: str | None = None
+    arms: list[CanaryArm] = Field(default_factory=list)
+    problems: list[Any] = Field(default_factory=list)
+    targets: list[str] = Field(default_factory=list)
+    by_target: dict[str, str] = Field(default_factory=dict)
+    skipped_targets: list[SkippedTarget] = Field(default_factory=list)
+    resumed_at: str | None = None
+
+
+class ObservedOvercommit(_Model):
+    ratio_max: float | None = None
+    ratio_mean: float | None = None
+    trials_recorded: int
+    trials_beside_unbounded: int
+    trials_under_memory_pressure: int
+
+
+class Overcommit(_View):
+    """The run's overcommit record (``orchestrator.overcommit``) and what its trials ran beside."""
+
+    warnings: list[str] = Field(default_factory=list)
+    placement: str | None = None
+    scope: str | None = None
+    other_workloads: str | None = None
+    observed: dict[str, ObservedOvercommit] = Field(default_factory=dict)
+
+
+class AgentNotFound(_Model):
+    """Trials whose agent could not start (exit 126/127, or harness_error(agent_not_found)), per configuration."""
+
+    trials: int = 0
+    by_configuration: dict[str, int] = Field(default_factory=dict)
+    as_harness_error: int = 0  # of them, the trials whose outcome is harness_error(agent_not_found)
+
+
 class Checks(_Model):
-    """Checks on the run itself (orchestrator/report/checks.py): canary, overcommit, drift."""
+    """Checks on the run itself (orchestrator/report/checks.py): canary, overcommit, drift, agents that did not start."""
 
     resource_sweep: ResourceSweep
-    canary: Block
-    canary_resumed: list[Block]
-    overcommit: Block
-    drift: Block | None
+    canary: Canary
+    canary_resumed: list[Canary]
+    overcommit: Overcommit
+    drift: Drift | None
+    agent_not_found: AgentNotFound = Field(default_factory=AgentNotFound)
+
+
+class AgentSpec(_View):
+    kind: str | None = None
+    command: str | None = None
+    names: list[str] | None = None
+
+
+class ModelSpec(_View):
+    name: str | None = None
+    sampling: dict[str, Any] | None = None
+
+
+class RetrySpec(_View):
+    max_retries: int | None = None
+    reasons: list[str] | None = None
+
+
+class Experiment(_View):
+    """The experiment spec as the store records it (orchestrator.spec.experiment; an import writes its own)."""
+
+    agent: AgentSpec | None = None
+    model: ModelSpec | None = None
+    attempts: int | None = None
+    seed: int | None = None
+    concurrency: int | None = None
+    timeout_multiplier: float | None = None
+    retry: RetrySpec | None = None
+
+
+class OrchestratorInfo(_View):
+    version: str | None = None
+    revision: str | None = None
+    dirty: bool | None = None
+
+
+class HostInfo(_View):
+    """The backend's host as provenance records it; ``capabilities`` is what the backend declared."""
+
+    kernel: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    memory_bytes: int | None = None
+    cgroup_version: str | int | None = None
+    enforcement_fallback_reason: str | None = None
+    capabilities: dict[str, Any] | None = None
+    other_workloads: str | None = None
+
+
+class ImportedSource(_View):
+    format: str | None = None
+    path: str | None = None
+    harness: str | None = None
+    harness_version: str | None = None
+    files_sha256: dict[str, str] | None = None
+
+
+class ImportInfo(_View):
+    sources: list[ImportedSource] = Field(default_factory=list)
+    imported_at: str | None = None
+
+
+class Provenance(_View):
+    """The run's provenance as recorded (orchestrator.provenance; an import writes its own)."""
+
+    orchestrator: OrchestratorInfo | None = None
+    backend: HostInfo | None = None
+    packages: dict[str, str | None] | None = None
+    python: str | None = None
+    import_: ImportInfo | None = Field(None, alias="import")
+    started_at_local: str | None = None
 
 
 class ReportDocument(_Model):
-    """One run's report. ``statistics`` is ``orchestrator.stats.analyze``'s result without its ``configs``."""
+    """One run's report."""
 
-    schema_id: Literal["headroom.report/1"] = Field(SCHEMA, alias="schema")
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_id: Literal["headroom.report/2"] = Field(SCHEMA, alias="schema")
+    schema_version: Literal[2] = SCHEMA_VERSION
     run: RunSection
-    experiment: Block
-    provenance: Block
+    #: The run's one headline: the scoring rule (orchestrator.stats.scoring_rules) every format's summary leads
+    #: with. An imported submission's own rule (it reproduces the published figure), else headroom's.
+    headline_rule: str
+    experiment: Experiment
+    provenance: Provenance
     task_provenance_mix: ProvenanceMix
     trust: Trust
     configurations: list[Configuration]
     tries: dict[str, int]
     exclusions: Exclusions
-    statistics: Block
+    statistics: Statistics | None
     checks: Checks | None = None
 
     @property
@@ -163,13 +313,76 @@ class ReportDocument(_Model):
         return self.run.axis == "labels"
 
     @property
-    def calibration(self) -> Block | None:
-        cal = self.statistics.get("calibration")
-        return cal if isinstance(cal, dict) else None
+    def calibration(self) -> Calibration | None:
+        return self.statistics.calibration if self.statistics else None
+
+    @property
+    def imported(self) -> bool:
+        return self.provenance.import_ is not None
+
+    @property
+    def host(self) -> HostInfo:
+        return self.provenance.backend or HostInfo()
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON format's content: every field by its JSON name, None kept (a reader tells absent from unknown)."""
-        return self.model_dump(mode="json", by_alias=True)
+        """The JSON format's content: every field the builder set, by its JSON name (None kept where it was set)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False)
+
+
+# -- the comparison of two runs (``headroom compare``) --------------------------------------------------
+
+class RunRef(_Model):
+    run_id: str
+    name: str
+    model: ModelSpec | None = None
+    agent: AgentSpec | None = None
+    enforcement: str
+
+
+class ComparedRun(_Model):
+    n_trials: int
+    n_trials_shared_tasks: int
+    configs: list[Configuration]
+
+
+class ComparisonRules(_Model):
+    """Each run under the named rules, on the tasks both hold."""
+
+    basis: str
+    requested: list[str]
+    default: dict[str, str]  # each run's headline rule, by side (A, B)
+    A: ScoringRules
+    B: ScoringRules
+
+
+class ComparisonStatistics(_Model):
+    """``orchestrator.stats.analyze.compare_runs``' result, plus the named rules."""
+
+    schema_id: str = Field(alias="schema")
+    shared_tasks: int
+    basis: str
+    runs: dict[str, ComparedRun]
+    tasks_only_in: dict[str, list[str]]
+    comparisons: Comparisons
+    mdd: Mdd
+    notes: list[str] = Field(default_factory=list)
+    scoring_rules: ComparisonRules | None = None
+
+
+class ComparisonDocument(_Model):
+    """Two runs compared on the tasks and configurations both hold (what ``headroom compare`` prints)."""
+
+    schema_id: Literal["headroom.comparison/2"] = Field("headroom.comparison/2", alias="schema")
+    a: RunRef
+    b: RunRef
+    tasks_with_different_content: list[str]
+    statistics: ComparisonStatistics
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False)

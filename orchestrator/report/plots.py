@@ -12,6 +12,8 @@ matplotlib.use("Agg")  # no display; set before pyplot is imported
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from orchestrator.report.glossary import ABSTENTION_RATE, INFRA_RATE, SCORE_FAIL  # noqa: E402
+
 if TYPE_CHECKING:
     from orchestrator.report.model import Configuration, RateName
 
@@ -23,6 +25,9 @@ def _png(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
+SERIES_ALT = f"{SCORE_FAIL} and infra-error rate by configuration"
+
+
 def rates_vs_multiplier(configs: list[Configuration], *, labels_axis: bool = False) -> str:
     """Pass rate, infra-error rate (and abstention rate) against the configuration, with Wilson 95% bands.
 
@@ -31,13 +36,13 @@ def rates_vs_multiplier(configs: list[Configuration], *, labels_axis: bool = Fal
     labels = [c.label for c in configs]
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    series: list[tuple[RateName, str, str]] = [("score_infra_as_failure", "pass rate (headline)", "tab:blue"), ("infra_error_rate", "infra-error rate", "tab:red")]
-    if any(c.abstention_rate.get("k") for c in configs):  # only where someone abstained
-        series.append(("abstention_rate", "abstention rate", "tab:purple"))
+    series: list[tuple[RateName, str, str]] = [("score_infra_as_failure", SCORE_FAIL, "tab:blue"), ("infra_error_rate", INFRA_RATE, "tab:red")]
+    if any(c.abstention_rate.k for c in configs):  # only where someone abstained
+        series.append(("abstention_rate", ABSTENTION_RATE, "tab:purple"))
     for key, name, color in series:
         blocks = [c.rate_block(key) for c in configs]
-        est, lo, hi = (np.array([np.nan if b[part] is None else b[part] for b in blocks]) * 100
-                       for part in ("estimate", "low", "high"))
+        est, lo, hi = (np.array([np.nan if v is None else v for v in values]) * 100
+                       for values in ([b.estimate for b in blocks], [b.low for b in blocks], [b.high for b in blocks]))
         if labels_axis:
             ax.errorbar(x, est, yerr=[est - lo, hi - est], fmt="o", color=color, capsize=4, label=name)
         else:

@@ -13,15 +13,20 @@ from rich.table import Table
 
 from orchestrator.report import checks, costs, rules, summary
 from orchestrator.report.calibration import CALIBRATION_HEADERS, calibration_rows
-from orchestrator.report.markdown import retry_text, timeout_text
+from orchestrator.report.glossary import (
+    ABSTENTION_RATE,
+    CLUSTER_SCORE,
+    INFRA_RATE,
+    SCORE_DIFF,
+    SCORE_EXCL,
+    SCORE_FAIL,
+)
+from orchestrator.report.markdown import metrics_intro, retry_text, timeout_text
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.tables import print_table
 from orchestrator.report.text import (
-    HEADLINE_HEADERS,
-    HEADLINE_NAME,
     HEADLINE_NOTE,
     gap,
-    headline_rows,
     interval_pts,
     limit,
     pct,
@@ -34,23 +39,21 @@ from orchestrator.report.text import (
 if TYPE_CHECKING:
     from orchestrator.report.model import ReportDocument
 
-# The summary's headers folded at their natural breaks, so its table fits 100 columns without splitting.
-_SUMMARY_HEADERS = ["\n".join(textwrap.wrap(h, 14)) for h in summary.HEADERS]
-
-
 def print_summary(doc: ReportDocument, console: Console) -> None:
     """The first thing printed: headline per configuration, the recommendation, isolation and enforcement."""
+    names = summary.headers(doc)
+    folded = ["\n".join(textwrap.wrap(h, 14)) for h in names]  # at their natural breaks: fits 100 columns
     t = Table(title="Summary (95% intervals)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for i, h in enumerate(_SUMMARY_HEADERS):
-        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+    for i, h in enumerate(folded):
+        t.add_column(escape(h), justify="left" if i == 0 else "right", no_wrap=True)
     body = summary.rows(doc)
     for r in body:
         t.add_row(*(escape(c) for c in r))
-    widths = [max(cell_len(x) for x in [*h.split("\n"), *(r[i] for r in body)]) for i, h in enumerate(_SUMMARY_HEADERS)]
+    widths = [max(cell_len(x) for x in [*h.split("\n"), *(r[i] for r in body)]) for i, h in enumerate(folded)]
     if sum(widths) + 3 * len(widths) <= console.width:
         console.print(t)
     else:  # a narrow console: split the columns like every other table, never cut a number
-        print_table(console, "Summary (95% intervals)", summary.HEADERS, body, right=range(1, len(summary.HEADERS)))
+        print_table(console, "Summary (95% intervals)", names, body, right=range(1, len(names)))
     for line in summary.lines(doc):
         console.print(escape(line))
     console.print()
@@ -58,15 +61,15 @@ def print_summary(doc: ReportDocument, console: Console) -> None:
 
 def print_report(doc: ReportDocument, console: Console) -> None:
     run = doc.run
-    host = doc.provenance.get("backend", {})
+    host = doc.host
     console.print(f"[bold]run {run.run_id}[/] ({run.name}, {run.status}, "
                   f"{run.trials_finished}/{run.trials_planned} trials) — enforcement {run.enforcement}, "
                   f"isolation {run.isolation}, "
-                  + (f"kernel {host['kernel']}, " if host.get("kernel") else "")
+                  + (f"kernel {host.kernel}, " if host.kernel else "")
                   + f"{doc.task_provenance_mix.n_tasks} tasks")
     if doc.configurations:
         print_summary(doc, console)
-    if not doc.provenance.get("import"):  # the policies headroom ran under; an import has its source's
+    if not doc.imported:  # the policies headroom ran under; an import has its source's
         console.print(f"timeout multiplier {timeout_text(doc.experiment)}; retries: {retry_text(doc.experiment)}")
     if run.isolation == "unknown (imported)":
         console.print("isolation unknown (imported): headroom did not run these trials; how they were sandboxed, "
@@ -77,81 +80,83 @@ def print_report(doc: ReportDocument, console: Console) -> None:
     if run.storage_limit is False:
         console.print("[yellow]storage limit not enforced[/] by this backend")
     checks.print_terminal(doc, console)
-    if not doc.configurations:
+    stats = doc.statistics
+    if not doc.configurations or stats is None:
         console.print("no finished trials yet")
         return
     if rules.leads(doc):  # an import: its own rule is the headline
         rules.print_terminal(doc, console)
-    stats = doc.statistics
     labels = doc.labels_axis  # agents/models/imports: no resource axis, trend or calibration
-    headers = ["config", *([] if labels else ["request", "limit"]), "n", *OUTCOME_HEADERS.values(),
-               HEADLINE_NAME, "infra-error rate", "abstention rate", "score excl. infra", "cluster-level"]
-    rows = []
-    for c in doc.configurations:
-        k = c.counts
-        axis_cells = [] if labels else [f"{c.request_multiplier:g}x", limit(c.limit_multiplier)]
-        rows.append([c.label, *axis_cells, str(c.n),
-                     *count_cells(k),
-                     rate(c.pass_rate), rate(c.infra_error_rate), rate(c.abstention_rate),
-                     rate(c.score_infra_excluded),
-                     pct(c.clusters["cluster_score"])])
-    print_table(console, "Outcomes by configuration (rates with Wilson 95% intervals)", headers, rows,
-                right=range(1, len(headers)))
-    print_table(console, "Headline score: what each interval generalises to", HEADLINE_HEADERS,
-                headline_rows(doc.configurations), right=range(1, len(HEADLINE_HEADERS)))
+    # Counts and rates in two tables: one table of both would not fit 160 columns.
+    headers = ["config", *([] if labels else ["request", "limit"]), "n", *OUTCOME_HEADERS.values()]
+    rows = [[c.label, *([] if labels else [f"{c.request_multiplier:g}x", limit(c.limit_multiplier)]), str(c.n),
+             *count_cells(c.counts)] for c in doc.configurations]
+    print_table(console, "Outcomes by configuration (trials)", headers, rows, right=range(1, len(headers)))
+    headers = ["config", SCORE_FAIL, SCORE_EXCL, INFRA_RATE, ABSTENTION_RATE, CLUSTER_SCORE]
+    rows = [[c.label, rate(c.score_infra_as_failure), rate(c.score_infra_excluded), rate(c.infra_error_rate),
+             rate(c.abstention_rate), pct(c.clusters.cluster_score)] for c in doc.configurations]
+    print_table(console, "Rates by configuration (Wilson 95% intervals)", headers, rows, right=range(1, len(headers)))
+    # The headline's two intervals are in the summary; what each answers is said once here.
     console.print(HEADLINE_NOTE.replace("*", ""))
-    console.print(f"headline: {HEADLINE_NAME} ({stats.get('headline')} in the JSON). "
-                  f"Infra reasons: " + "; ".join(
+    console.print(metrics_intro(doc).replace("**", "").replace("`", "") + " Infra reasons: " + "; ".join(
                       f"{c.label}: " + (", ".join(f"{r} {n}" for r, n in c.infra_reasons.items()) or "none")
                       for c in doc.configurations))
-    print_table(console, "Cost and latency", costs.HEADERS, costs.cost_rows(doc.configurations),
-                right=range(1, len(costs.HEADERS)))
+    cost_cols, token_cols = [0, 1, 2, 3, 4, 5], [0, 6, 7, 8]  # latency and cost; tokens (costs.HEADERS)
+    body = costs.cost_rows(doc.configurations)
+    for title, cols in (("Latency and cost", cost_cols), ("Tokens", token_cols)):
+        print_table(console, title, [costs.HEADERS[i] for i in cols], [[r[i] for i in cols] for r in body],
+                    right=range(1, len(cols)))
     console.print(costs.NOTE)
-    if not rules.leads(doc):
+    if not rules.leads(doc) and rules.beyond_headroom(doc):  # headroom's own two rules are the rates table above
         rules.print_terminal(doc, console)
-    ref = stats.get("reference")
-    rows = []
-    for it in (stats.get("comparisons") or {}).get("items", []):
-        if it["a"] != ref:
+    ref = stats.reference
+    scores, infra = [], []
+    for it in stats.comparisons.items:
+        if it.a != ref:
             continue
-        s, x, inf = it["score"], it["score_infra_excluded"], it["infra"]
-        tp = s.get("paired") or {}
-        rows.append([it["b"], pts(s.get("diff")),
-                     interval_pts(tp.get("mean_task_diff"), tp.get("mean_task_diff_low"), tp.get("mean_task_diff_high")),
-                     f"{pval(tp.get('t_p'))} / {pval(tp.get('t_p_holm'))}",
-                     f"{sign_counts(s['sign'])} {pval(s['sign']['p'])} / {pval(s['sign'].get('p_holm'))}",
-                     f"{pval(s['cmh']['p'])} / {pval(s['cmh'].get('p_holm'))}",
-                     f"{pts(x.get('diff'))}: {pval(x['cmh']['p'])} / {pval(x['cmh'].get('p_holm'))}",
-                     f"{pct(inf.get('rate_a'))} → {pct(inf.get('rate_b'))}",
-                     f"{pval(inf.get('p'))} / {pval(inf.get('p_holm'))}"])
-    print_table(console, f"Against the reference {ref} (p raw / Holm-adjusted)",
-                ["config", "score diff", "per-task diff [95% CI]", "paired t (tasks)", "sign test +B/−A", "CMH (by task)",
-                 "infra-excl. diff, CMH", "infra rate", "exact infra test"], rows)
-    mdd = stats.get("mdd") or {}
+        sc, x, inf = it.score, it.score_infra_excluded, it.infra
+        tp = sc.paired
+        scores.append([it.b, pts(sc.diff), interval_pts(tp.mean_task_diff, tp.mean_task_diff_low, tp.mean_task_diff_high),
+                       f"{pval(tp.t_p)} / {pval(tp.t_p_holm)}",
+                       f"{sign_counts(sc.sign)} {pval(sc.sign.p)} / {pval(sc.sign.p_holm)}",
+                       f"{pval(sc.cmh.p)} / {pval(sc.cmh.p_holm)}"])
+        infra.append([it.b, f"{pts(x.diff)}: {pval(x.cmh.p)} / {pval(x.cmh.p_holm)}",
+                      f"{pct(inf.rate_a)} → {pct(inf.rate_b)}", f"{pval(inf.p)} / {pval(inf.p_holm)}"])
+    if scores:  # a run of one configuration has nothing to compare
+        print_table(console, f"Against the reference {ref}: {SCORE_FAIL} (p raw / Holm-adjusted)",
+                    ["config", SCORE_DIFF, "per-task diff [95% CI]", "paired t (tasks)", "sign test +B/−A",
+                     "CMH (by task)"], scores)
+        print_table(console, f"Against the reference {ref}: {SCORE_EXCL} and {INFRA_RATE} (p raw / Holm-adjusted)",
+                    ["config", f"{SCORE_EXCL}: diff, CMH", f"{INFRA_RATE}: reference → config", "exact infra test"],
+                    infra)
+    mdd = stats.mdd
     if labels:
-        console.print(f"Minimum detectable difference: {gap(mdd.get('mdd'))} on these tasks, "
-                      f"{gap(mdd.get('mdd_with_design_effect'))} with the task design effect. "
+        console.print(f"Minimum detectable difference: {gap(mdd.mdd)} on these tasks, "
+                      f"{gap(mdd.mdd_with_design_effect)} with the task design effect. "
                       "No trend test or calibration: the configurations are labels, not resource levels.")
         return
-    tr = stats.get("trends") or {}
-    inf_tr = (tr.get("infra_error") or {}).get("clustered") or {}
-    pass_tr = (tr.get("pass") or {}).get("clustered") or {}
-    console.print(f"trend across multipliers (clustered by task, permutation p within tasks): infra-error rate {inf_tr.get('direction') or '—'} "
-                  f"p={pval(inf_tr.get('p'))}; {HEADLINE_NAME} {pass_tr.get('direction') or '—'} p={pval(pass_tr.get('p'))}. "
-                  f"Minimum detectable difference (unpaired): {gap(mdd.get('mdd'))} on these tasks, "
-                  f"{gap(mdd.get('mdd_with_design_effect'))} for independent samples of new tasks.")
-    cal = stats.get("calibration") or {}
-    if cal.get("status") == "recommended":
-        console.print(f"[bold green]calibration:[/] {cal.get('summary')}")
-        for r in cal.get("reasons", []):
+    tr = stats.trends
+    inf_tr = tr.infra_error.clustered if tr else None
+    pass_tr = tr.pass_.clustered if tr else None
+    console.print("trend across multipliers (clustered by task, permutation p within tasks): "
+                  f"{INFRA_RATE} {(inf_tr.direction if inf_tr else None) or '—'} p={pval(inf_tr.p if inf_tr else None)}; "
+                  f"{SCORE_FAIL} {(pass_tr.direction if pass_tr else None) or '—'} "
+                  f"p={pval(pass_tr.p if pass_tr else None)}. "
+                  f"Minimum detectable difference (unpaired): {gap(mdd.mdd)} on these tasks, "
+                  f"{gap(mdd.mdd_with_design_effect)} for independent samples of new tasks.")
+    cal = stats.calibration
+    if cal is not None and cal.status == "recommended":
+        console.print(f"[bold green]calibration:[/] {cal.summary}")
+        for r in cal.reasons:
             console.print(f"  because: {r}")
-        applied = cal.get("mdd_applied") or {}
         rows = calibration_rows(cal)
         if rows:
-            print_table(console, f"Calibration evidence, each candidate vs {cal.get('reference')} "
-                                 f"(margin ±{100 * (cal.get('margin') or 0):g} pts)", CALIBRATION_HEADERS, rows)
-        if applied.get("mdd") is not None:
-            console.print(f"minimum detectable difference the decision applied ({applied.get('config')}): "
-                          f"{gap(applied.get('mdd'))} — {applied.get('label')}.")
+            print_table(console, f"Calibration evidence, each candidate vs {cal.reference} "
+                                 f"(margin ±{100 * (cal.margin or 0):g} pts)", CALIBRATION_HEADERS, rows,
+                        wrap=[len(CALIBRATION_HEADERS) - 1])
+        applied = cal.mdd_applied
+        if applied is not None and applied.mdd is not None:
+            console.print(f"minimum detectable difference the decision applied ({applied.config}): "
+                          f"{gap(applied.mdd)} — {applied.label}.")
     else:
-        console.print(f"[bold yellow]calibration: no recommendation[/] — {'; '.join(cal.get('reasons', []))}.")
+        console.print(f"[bold yellow]calibration: no recommendation[/] — {'; '.join(cal.reasons if cal else [])}.")

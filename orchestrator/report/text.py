@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from orchestrator.report.glossary import NEW_TASKS_INTERVAL, SCORE_FAIL, THESE_TASKS_INTERVAL
 
 if TYPE_CHECKING:
+    from orchestrator.report.blocks import ComparisonItem, Rate, SignTest
     from orchestrator.report.model import Configuration
 
 
@@ -12,11 +15,11 @@ def pct(x: float | None, digits: int = 1) -> str:
     return "—" if x is None else f"{100 * x:.{digits}f}%"
 
 
-def rate(p: dict[str, Any] | None) -> str:
+def rate(p: Rate | None) -> str:
     """``26.0% [20.4, 32.5]``: estimate with its Wilson 95% interval, in percent."""
-    if not p or p.get("estimate") is None:
-        return "—"
-    return f"{100 * p['estimate']:.1f}% [{100 * p['low']:.1f}, {100 * p['high']:.1f}]"
+    if p is None or p.estimate is None or p.low is None or p.high is None:
+        return "—" if p is None or p.estimate is None else pct(p.estimate)
+    return f"{100 * p.estimate:.1f}% [{100 * p.low:.1f}, {100 * p.high:.1f}]"
 
 
 def pval(p: float | None) -> str:
@@ -62,45 +65,37 @@ def interval_pts(est: float | None, low: float | None, high: float | None) -> st
     return f"{pts(est)} [{100 * low:+.1f}, {100 * high:+.1f}]"
 
 
-def clipped_note(items: list[dict[str, Any]]) -> str | None:
+def clipped_note(items: list[ComparisonItem]) -> str | None:
     """Say so when a per-task mean difference interval was cut to ±100 pts (too few tasks for the t interval)."""
-    cut = [f"{it['a']} vs {it['b']}" for it in items if (it["score"].get("paired") or {}).get("mean_task_diff_clipped")]
+    cut = [f"{it.a} vs {it.b}" for it in items if it.score.paired.mean_task_diff_clipped]
     if not cut:
         return None
     return ("per-task mean diff interval cut to the possible range ±100 pts (the 95% t interval over this few tasks "
             "reaches past it; cutting drops only impossible values): " + ", ".join(cut))
 
 
-def sign_counts(sign: dict[str, Any]) -> str:
+def sign_counts(sign: SignTest) -> str:
     """Discordant tasks, read as B relative to A: ``+3/−1`` = 3 tasks solved only under B, 1 only under A."""
-    return f"+{sign['b_only']}/−{sign['a_only']}"
+    return f"+{sign.b_only}/−{sign.a_only}"
 
-
-#: The headline figure's one display name in every format: the title of its scoring rule
-#: (``headroom:infra-as-failure``; ``score_infra_as_failure`` in the JSON).
-# The title of stats.scoring_rules' headroom:infra-as-failure rule, spelled out so that formatting helpers stay
-# light for `--help` (tests/report/test_summary_first.py checks the two agree).
-HEADLINE_NAME = "headroom, infra errors as failures"
 
 #: Column headers of the headline's two intervals: each says what it generalises to.
-HEADLINE_HEADERS = ["config", HEADLINE_NAME, "95% interval: these tasks (Wilson, over trials)",
-                    "95% interval: new tasks (t over tasks, clustered)"]
-HEADLINE_NOTE = ("Two intervals, two questions. *These tasks*: the rate more attempts on these same tasks would give "
-                 "(Wilson over trials, independent given the tasks). *New tasks*: the rate on a new sample of tasks "
-                 "from the same population (tasks are the sampling unit: clustered SE with a t quantile on tasks − 1 "
-                 "df); read a leaderboard number with this one.")
+HEADLINE_HEADERS = ["config", SCORE_FAIL, THESE_TASKS_INTERVAL, NEW_TASKS_INTERVAL]
+HEADLINE_NOTE = (f"Two intervals, two questions. *{THESE_TASKS_INTERVAL}*: the rate more attempts on these same "
+                 "tasks would give (trials independent given the tasks). "
+                 f"*{NEW_TASKS_INTERVAL}*: the rate on a new sample of tasks from the same population (tasks are "
+                 "the sampling unit: clustered SE with a t quantile on tasks − 1 df); read a leaderboard number with "
+                 "this one.")
 
 
 def headline_rows(configs: list[Configuration]) -> list[list[str]]:
-    """One row per configuration: the headline score with its on-these-tasks and new-tasks intervals."""
+    """One row per configuration: headroom's score with its on-these-tasks and new-tasks intervals."""
     rows = []
     for c in configs:
-        hi = c.headline_intervals
-        these, new = hi.get("these_tasks") or {}, hi.get("new_tasks") or {}
-        est = these.get("estimate")
-        new_txt = ("—" if new.get("low") is None else
-                   f"[{100 * new['low']:.1f}, {100 * new['high']:.1f}] ({new.get('n_tasks')} tasks, df {new.get('df')})")
-        rows.append([c.label, pct(est),
-                     "—" if these.get("low") is None else f"[{100 * these['low']:.1f}, {100 * these['high']:.1f}]",
+        these, new = c.score_intervals.these_tasks, c.score_intervals.new_tasks
+        new_txt = ("—" if new.low is None or new.high is None else
+                   f"[{100 * new.low:.1f}, {100 * new.high:.1f}] ({new.n_tasks} tasks, df {new.df})")
+        rows.append([c.label, pct(these.estimate),
+                     "—" if these.low is None or these.high is None else f"[{100 * these.low:.1f}, {100 * these.high:.1f}]",
                      new_txt])
     return rows

@@ -7,8 +7,9 @@ table; paired comparisons (each configuration vs the reference and between
 neighbours) with Holm adjustment over the whole family; trend tests; the
 minimum detectable difference; and the calibration recommendation.
 
-Headline score: ``score_infra_as_failure`` (passes / all trials), because that
-is leaderboard practice and what a reader of a published number assumes. The
+headroom's headline score: ``score_infra_as_failure`` (passes / all trials), because
+that is leaderboard practice and what a reader of a published number assumes (the report
+names the run's headline rule once, in ``headline_rule``: an import's is its source's own). The
 other view, ``score_infra_excluded``, drops infra and harness errors from the
 denominator (passes / (passed + failed + timeout + abstained)): those outcomes
 say nothing about the agent (see orchestrator.spec.outcome.MODEL_OUTCOMES).
@@ -70,7 +71,6 @@ from .spread import spread_from_counts
 from .trend import clustered_trend, cochran_armitage
 
 SCHEMA = "headroom.stats/1"
-HEADLINE = "score_infra_as_failure"
 DEFAULT_REFERENCE = "1x-strict"
 
 
@@ -156,10 +156,9 @@ def _config_block(agg: Aggregates, c: int) -> dict[str, Any]:
         "timeout_rate": wilson(int(tot[TIMEOUT]), n).to_dict(),
         "harness_error_rate": wilson(int(tot[HARNESS]), n).to_dict(),
         "abstention_rate": wilson(int(tot[ABSTAINED]), n).to_dict(),
-        "headline": HEADLINE,
         "score_infra_as_failure": score.to_dict(),
-        # The headline twice, one interval per question: Wilson over these tasks' trials, t over tasks for new ones.
-        "headline_intervals": {"these_tasks": {**score.to_dict(), "method": "Wilson 95% over trials",
+        # headroom's score twice, one interval per question: Wilson over these tasks' trials, t over tasks for new ones.
+        "score_intervals": {"these_tasks": {**score.to_dict(), "method": "Wilson 95% over trials",
                                                "generalises_to": THESE_TASKS},
                                "new_tasks": new_tasks_interval(pass_t, n_t)},
         "score_infra_excluded": wilson(passed, model_n).to_dict(),
@@ -359,9 +358,6 @@ def _result(df: pd.DataFrame, agg: Aggregates, ref: int, blocks: list[dict[str, 
             family: int, mdd: dict[str, Any], trends: dict[str, Any] | None, calib: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
-        "headline": HEADLINE,
-        "headline_note": "score_infra_as_failure counts infra errors as failures (leaderboard practice) and is "
-        "the headline; score_infra_excluded drops infra and harness errors from the denominator",
         "axis": "resources" if trends is not None else "labels",
         "reference": agg.labels[ref],
         "n_trials": int(len(df)),
@@ -473,8 +469,6 @@ def compare_runs(
     mdd = _mdd_block(blocks_a[compared[0]])
     out = {
         "schema": SCHEMA,
-        "headline": HEADLINE,
-        "headline_note": "score_infra_as_failure counts infra errors as failures and is the headline",
         "shared_tasks": len(tasks),
         "basis": f"every figure is computed on the {len(tasks)} task(s) both runs hold and on configurations both "
                  "runs have; n_trials counts each whole run",

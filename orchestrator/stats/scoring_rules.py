@@ -53,6 +53,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from orchestrator.report.glossary import SCORE_EXCL, SCORE_FAIL, runs_phrase
+
 from .clustered import clustered_se
 from .proportions import wilson
 
@@ -85,12 +87,12 @@ class RuleInfo:
 
 
 RULES: dict[str, RuleInfo] = {r.name: r for r in (
-    RuleInfo(HEADROOM_FAIL, "headroom, infra errors as failures",
+    RuleInfo(HEADROOM_FAIL, SCORE_FAIL,
              "every trial; passed = 1, any other outcome (infra and harness errors included) = 0",
              "passes / trials",
              "Wilson 95% (trials as independent draws: another attempt at each of these tasks); SE clustered "
              "by task (new tasks like these)", "headroom (orchestrator/stats/analyze.py)"),
-    RuleInfo(HEADROOM_EXCL, "headroom, infra errors excluded",
+    RuleInfo(HEADROOM_EXCL, SCORE_EXCL,
              "trials that were not infra or harness errors; passed = 1, else 0",
              "passes / counted trials",
              "Wilson 95% (another attempt at each of these tasks); SE clustered by task (new tasks like these)",
@@ -262,9 +264,12 @@ def _combos(kind: np.ndarray, tb_mode: np.ndarray, h_exc: np.ndarray, outcome: p
     code = np.zeros(len(kind), dtype=np.int64)
     for c in cols:
         code = code * (int(c.max()) + 2 if len(c) else 1) + c
-    combo, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    # Hash-factorised (np.unique sorts a million codes); codes come in order of first appearance, so the running
+    # maximum steps up exactly where each combination first appears.
+    inverse = pd.factorize(code)[0]
+    first = np.flatnonzero(np.diff(np.maximum.accumulate(inverse), prepend=-1) > 0) if len(inverse) else inverse
     keys = []
-    o_arr, r_arr = outcome.to_numpy(dtype=object)[first], reason.to_numpy(dtype=object)[first]
+    o_arr, r_arr = outcome.iloc[first].to_numpy(dtype=object), reason.iloc[first].to_numpy(dtype=object)
     for i, o, r in zip(first, o_arr, r_arr):
         k, mode, exc = kind[i], tb_mode[i], h_exc[i]
         if k == "terminal-bench":
@@ -439,7 +444,7 @@ def score(rule: str, v: TrialView, m: np.ndarray) -> dict[str, Any]:
     out["stderr"] = stderr
     out["intervals"] = [{"kind": "stderr", "se": stderr,
                          "generalises_to": "these tasks: another run (run-to-run noise over "
-                                           f"{len(accs)} {v.run_basis}), not new tasks"}]
+                                           f"{runs_phrase(len(accs), v.run_basis)}), not new tasks"}]
     nt, ct = _task_counts(task, val)
     out["pass_at_k"] = {str(k): tb_pass_at_k(nt, ct, k) for k in tb_k_values(int(nt.max()))} if len(nt) else {}
     out["pass_at_k_basis"] = ("pooled over the configuration's runs, over the tasks with at least k attempts "

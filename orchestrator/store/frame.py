@@ -35,6 +35,13 @@ def _capped(col: str) -> str:
     return f"(CASE WHEN {col} <= {USAGE_CAPS[col.rpartition('.')[2]]!r} THEN {col} END)"
 
 
+# The agent could not start: the outcome harness_error(agent_not_found), or an exit of 126/127 kept as evidence
+# (settle writes ``extra.agent_not_found``; the verifier's verdict stands). instr() skips the JSON parse for the
+# evidence that does not mention it; json_extract() then checks it is the key, not text an agent printed.
+AGENT_NOT_FOUND = ("CAST((e.reason IS 'agent_not_found') OR EXISTS (SELECT 1 FROM evidence v WHERE v.run_id = e.run_id "
+                   "AND v.trial_id = e.trial_id AND v.try = e.try AND instr(v.json, '\"agent_not_found\"') > 0 "
+                   "AND json_extract(v.json, '$.extra.agent_not_found') IS NOT NULL) AS INTEGER)")
+
 TRIAL_QUERY = f"""
 SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,
        {OUTCOME_SQL} AS outcome, {REASON_SQL} AS reason,
@@ -46,7 +53,7 @@ SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.at
        CAST(e.limit_memory_bytes AS REAL) AS memory_limit_bytes,
        e.enforcement, e.qos_class, NULLIF(e.started_at, '') AS started_at, t.ord AS plan_order,
        CAST(e.reward AS REAL) AS reward, {{source_run}},
-       {{overcommit}}, {{usage_source}}
+       {{overcommit}}, {{usage_source}}, {AGENT_NOT_FOUND} AS agent_not_found
 FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
 LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM({_capped('cost_usd')}) AS cost_usd,
                   SUM({_capped('tokens_in')}) AS tokens_in, SUM({_capped('tokens_out')}) AS tokens_out
@@ -70,7 +77,7 @@ _SOURCE_RUN_SELECT = {True: "t.source_run AS source_run", False: "CAST(NULL AS T
 # get this result. The retried tries are few (an index range on final = 0), so their
 # aggregate is a small join.
 
-INTEGER = ("attempt", "plan_order")
+INTEGER = ("attempt", "plan_order", "agent_not_found")
 USAGE = ("cost_usd", "tokens_in", "tokens_out")
 NUMERIC = ("request_multiplier", "limit_multiplier", "duration_s", "cost_usd", "tokens_in", "tokens_out",
            "peak_memory_bytes", "memory_limit_bytes", "reward", *OVERCOMMIT)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import sqlite3
 from importlib.resources import files
 from pathlib import Path
@@ -31,7 +30,9 @@ from starlette.templating import Jinja2Templates
 
 from orchestrator.artifacts import reader
 from orchestrator.errors import UserError
-from orchestrator.report import comparison, document, heatmap, markdown
+from orchestrator.report import comparison, document, markdown
+from orchestrator.report import html as html_report
+from orchestrator.report.blocks import dump
 from orchestrator.report.model import ReportDocument
 from orchestrator.report.text import mib
 from orchestrator.store.sqlite import Store, read_only_reason
@@ -64,34 +65,23 @@ def _md() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
-_PER_TASK = re.compile(r"<h2>Per task</h2>.*?(?=<h2>|\Z)", re.S)
-
-
 def run_body(doc: ReportDocument, run_id: str) -> str:
-    """The report rendered (same Markdown as ``headroom report``), with the per-task table as a linked heatmap."""
+    """The report rendered (same Markdown as ``headroom report``) in the HTML report's layout: the summary, the
+    heatmap with every cell linked to its trials (it replaces the per-task table), then the rest folded, the
+    interactive rates plot first."""
     body = _md().render(markdown.render(doc))
     if not doc.configurations:
-        return body
-    stats = doc.statistics
+        return html_report.layout(body)
 
     def href(task: str, label: str) -> str:
         return f"/runs/{run_id}/cell?" + urlencode({"task": task, "config": label})
 
-    grid = ('<h2 id="heatmap">Tasks × configurations</h2><p>Each cell: passed/attempts, coloured by pass rate, with its infra errors and timeouts; '
-            "click a cell for its trials and every try's evidence.</p>"
-            + heatmap.render(stats["tasks"], stats["config_order"], href=href))
-    # The page leads with the summary and the heatmap; the per-task table it replaces is dropped.
-    body = _PER_TASK.sub("", body, count=1)
-    if "<h2>Setup</h2>" in body:
-        body = body.replace("<h2>Setup</h2>", grid + "<h2>Setup</h2>", 1)
-    else:
-        body += grid
-    plot = ('<h2 id="plots">Plots</h2><div id="rates-plot" class="plot"></div>'
+    plot = ('<div id="rates-plot" class="plot"></div>'
             '<script type="application/json" id="rates-plot-spec">'
             # Raw text inside <script>: only "</" could end it early; JSON.parse reads "<\/" back as "</".
             + json.dumps(figures.rates_by_configuration(doc.configurations)).replace("</", "<\\/")
             + "</script>")
-    return body.replace("<h2>Exclusions</h2>", plot + "<h2>Exclusions</h2>", 1)
+    return html_report.layout(body, html_report.heatmap_section(doc, href), [("Plots", plot)], drop=("Per task",))
 
 
 def create_app(store_path: Path) -> Starlette:
@@ -133,9 +123,8 @@ def create_app(store_path: Path) -> Starlette:
                 doc = docs.get(store, run_id, rules=request.query_params.get("rules") or None)
             except UserError as exc:  # ?rules= naming a rule that does not exist
                 raise HTTPException(400, exc.one_line()) from None
-            prov = doc.provenance
             return page(request, "run.html", run=doc.run, info=info, body=run_body(doc, run_id),
-                        isolation=data.isolation_of(prov))
+                        isolation=data.isolation_of(dump(doc.provenance)))
         finally:
             store.close()
 
@@ -229,7 +218,7 @@ def create_app(store_path: Path) -> Starlette:
                 run_or_404(store, a)
                 run_or_404(store, b)
                 try:
-                    body = _md().render(comparison.markdown(document.build_comparison(
+                    body = _md().render(comparison.markdown(document.comparison_document(
                         store, a, store, b, rules=request.query_params.get("rules") or None)))
                 except UserError as exc:
                     body = f"<p class=\"error\">{html.escape(exc.one_line())}</p>"

@@ -48,12 +48,17 @@ def runs_overview(store: Store) -> list[dict[str, Any]]:
 
 
 def cell_trials(store: Store, run_id: str, task_id: str, label: str) -> list[dict[str, Any]]:
-    """The trials of one task under one configuration, each with its tries in order."""
+    """The trials of one task under one configuration, each with its tries in order; a try whose agent could not
+    start (exit 126/127, or harness_error(agent_not_found)) is marked ``agent_not_found``."""
     rows = store.db.execute(
         f"""SELECT t.trial_id, t.attempt, t.seed, e.try, e.status, e.final, {OUTCOME_SQL} AS outcome,
                   {REASON_SQL} AS reason, e.duration_s,
-                  e.peak_memory_bytes, e.limit_memory_bytes
+                  e.peak_memory_bytes, e.limit_memory_bytes,
+                  (e.reason IS 'agent_not_found' OR json_extract(v.json, '$.extra.agent_not_found') IS NOT NULL)
+                      AS agent_not_found,
+                  json_extract(v.json, '$.extra.agent_not_found.exit_code') AS agent_exit_code
            FROM trials t LEFT JOIN executions e ON e.run_id = t.run_id AND e.trial_id = t.trial_id
+           LEFT JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
            WHERE t.run_id = ? AND t.task_id = ? AND t.config_label = ?
            ORDER BY t.attempt, e.try""",
         (run_id, task_id, label),
@@ -65,7 +70,8 @@ def cell_trials(store: Store, run_id: str, task_id: str, label: str) -> list[dic
         if r["try"] is None:
             continue
         one = {k: r[k] for k in ("try", "status", "outcome", "reason", "duration_s", "peak_memory_bytes",
-                                 "limit_memory_bytes")}
+                                 "limit_memory_bytes", "agent_exit_code")}
+        one["agent_not_found"] = bool(r["agent_not_found"])  # the agent could not start (exit 126/127)
         t["tries"].append(one)
         if r["final"]:
             t["final"] = one

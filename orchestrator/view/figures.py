@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.report.glossary import ABSTENTION_RATE, INFRA_RATE, SCORE_FAIL
+
 if TYPE_CHECKING:
     from orchestrator.report.model import Configuration, RateName
 
-SERIES: tuple[tuple[RateName, str, str], ...] = (("score_infra_as_failure", "pass rate (headline)", "#1f77b4"),
-          ("infra_error_rate", "infra-error rate", "#d62728"))
+SERIES: tuple[tuple[RateName, str, str], ...] = (("score_infra_as_failure", SCORE_FAIL, "#1f77b4"),
+          ("infra_error_rate", INFRA_RATE, "#d62728"))
 #: Shown only where some configuration abstained: a flat zero line would be noise on every other run.
-ABSTENTION: tuple[RateName, str, str] = ("abstention_rate", "abstention rate", "#4a4a8a")
+ABSTENTION: tuple[RateName, str, str] = ("abstention_rate", ABSTENTION_RATE, "#4a4a8a")
 
 
 def _pct(x: float | None) -> float | None:
@@ -25,12 +27,13 @@ def rates_by_configuration(configs: list[Configuration]) -> dict[str, Any]:
     """Pass, infra-error (and abstention) rates per configuration with Wilson 95% error bars; hover shows the numbers."""
     labels = [c.label for c in configs]
     traces = []
-    series = SERIES + ((ABSTENTION,) if any(c.abstention_rate.get("k") for c in configs) else ())
+    series = SERIES + ((ABSTENTION,) if any(c.abstention_rate.k for c in configs) else ())
     for key, name, color in series:
-        est = [_pct(c.rate_block(key)["estimate"]) for c in configs]
-        lo = [_pct(c.rate_block(key)["low"]) for c in configs]
-        hi = [_pct(c.rate_block(key)["high"]) for c in configs]
-        custom = [[c.rate_block(key)["k"], c.rate_block(key)["n"], lo[i], hi[i]] for i, c in enumerate(configs)]
+        blocks = [c.rate_block(key) for c in configs]
+        est = [_pct(b.estimate) for b in blocks]
+        lo = [_pct(b.low) for b in blocks]
+        hi = [_pct(b.high) for b in blocks]
+        custom = [[b.k, b.n, lo[i], hi[i]] for i, b in enumerate(blocks)]
         traces.append({
             "type": "scatter", "mode": "lines+markers", "name": name, "x": labels, "y": est,
             "marker": {"color": color, "size": 9}, "line": {"color": color},

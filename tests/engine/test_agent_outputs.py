@@ -109,9 +109,9 @@ def test_report_totals_stay_finite_whatever_the_store_holds(tasks_root: Path, tm
     store.db.execute("UPDATE executions SET cost_usd = 1e308, tokens_in = 1e308 WHERE run_id = ?", (run_id,))
     (cfg,) = document.build(store, run_id).configurations
     cost = cfg.cost
-    text = json.dumps(cost, allow_nan=False)  # raises on inf/NaN
+    text = json.dumps(json.loads(cost.model_dump_json()), allow_nan=False)  # raises on inf/NaN
     assert "cost_total_usd" in text
-    assert cost["cost_total_usd"] is None and cost["cost_coverage"] == "0/2 reported"
+    assert cost.cost_total_usd is None and cost.cost_coverage == "0/2 reported"
     # New results are capped as they are stored.
     facts = _facts(agent_result={"cost_usd": 1e308, "tokens_in": 5})
     from orchestrator.store.sqlite import _usage

@@ -186,7 +186,7 @@ def test_several_runs_of_one_agent_with_repeating_trial_names(tmp_path: Path, im
     assert [r["pass_at_k"]["2"] for r in res["per_run"]] == [0.5, 1.0, 0.5]  # by hand: t1 n=2 c=1 -> 1; t2 c=0 -> 0
     # headroom's reading beside it: 4 passes of 12, and the trial that moves, by reason.
     assert rules_of(doc, "terminus@m/one")["headroom:infra-as-failure"]["estimate"] == pytest.approx(4 / 12)
-    assert doc["statistics"]["scoring_rules"]["default"] == RULES_TB
+    assert doc["headline_rule"] == RULES_TB
     assert doc["statistics"]["scoring_rules"]["moves"]["terminus@m/one"][RULES_TB] == [
         {"reason": "resolved after agent timeout", "effect": "success under the rule, not under headroom", "trials": 1}]
     # Run-to-run spread is over the three source runs (headroom's passes per run: 1/4, 3/4, 0).

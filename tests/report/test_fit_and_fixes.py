@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from orchestrator.report import markdown
+from orchestrator.report.blocks import Statistics
 from orchestrator.report.model import Configuration, ReportDocument, RunSection
 from orchestrator.report.text import sign_counts
 from orchestrator.stats.analyze import analyze
@@ -91,8 +92,9 @@ def test_task_level_paired_test_matches_scipy_and_reads_b_minus_a() -> None:
     assert paired["t_p_holm"] == pytest.approx(paired["t_p"])  # one comparison: Holm changes nothing
     sign = it["score"]["sign"]
     assert sign["b_only"] > 0 and sign["a_only"] == 0
-    assert sign_counts(sign) == f"+{sign['b_only']}/−0"  # B gained: the plus side
-    md = "\n".join(markdown.comparisons_block(s))
+    typed = Statistics.model_validate({k: v for k, v in s.items() if k != "configs"})
+    assert sign_counts(typed.comparisons.items[0].score.sign) == f"+{sign['b_only']}/−0"  # B gained: the plus side
+    md = "\n".join(markdown.comparisons_block(typed))
     assert f"+{sign['b_only']}/−0" in md
 
 
@@ -114,12 +116,14 @@ def test_untestable_trend_and_missing_latency_print_a_dash() -> None:
     df = frame({"1x-strict": [1.0] * 5, "1x/2x": [1.0] * 5}, with_duration=False, limit={"1x-strict": 1.0, "1x/2x": 2.0})
     s = analyze(df)
     assert s["trends"]["pass"]["cochran_armitage"]["z"] is None
-    trend_md = "\n".join(markdown.trends_block(s))
+    typed = Statistics.model_validate({k: v for k, v in s.items() if k != "configs"})
+    trend_md = "\n".join(markdown.trends_block(typed))
     assert "z=0.00" not in trend_md and "| pass | — |" in trend_md
     assert all(c["cost"]["latency_per_attempt_s"] is None for c in s["configs"])
     # Only what metrics_block reads: the configurations and statistics of a resources-axis run.
     doc = ReportDocument.model_construct(configurations=[Configuration.model_validate(c) for c in s["configs"]],
-                                         statistics=s, run=RunSection.model_construct(axis="resources"))
+                                         statistics=typed, run=RunSection.model_construct(axis="resources"),
+                                         headline_rule="headroom:infra-as-failure")
     metrics = "\n".join(markdown.metrics_block(doc))
     assert "0.00 s" not in metrics and "| 1x-strict | — | — |" in metrics
 

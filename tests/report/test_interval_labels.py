@@ -43,7 +43,7 @@ def test_json_names_what_each_headline_interval_generalises_to(store: Path) -> N
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     for c in out["configurations"]:
-        hi = c["headline_intervals"]
+        hi = c["score_intervals"]
         assert hi["these_tasks"]["generalises_to"] == THESE_TASKS and hi["new_tasks"]["generalises_to"] == NEW_TASKS
         assert hi["these_tasks"]["estimate"] == hi["new_tasks"]["estimate"] == c["score_infra_as_failure"]["estimate"]
         assert hi["new_tasks"]["df"] == 11  # tasks - 1
@@ -61,11 +61,12 @@ def test_markdown_html_and_viewer_label_both_intervals_and_the_applied_mdd(doc: 
     page = html.render(doc)
     with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
         view = client.get("/runs/bench").text
-    cal = doc.statistics["calibration"]
+    cal = doc.calibration
+    assert cal is not None
     for text in (md, page, view):
         assert THESE in text and NEW in text
         assert "Minimum detectable difference the decision applied" in text and "paired MDD" in text
-        assert f"Publish with limit {cal['recommended_label']}" in text.replace("<strong>", "").replace("</strong>", "")
+        assert f"Publish with limit {cal.recommended_label}" in text.replace("<strong>", "").replace("</strong>", "")
         assert "permutation p within tasks" in text
 
 
@@ -75,7 +76,8 @@ def test_terminal_labels_both_intervals_and_the_applied_mdd(doc: ReportDocument)
     out = buf.getvalue()
     assert THESE in out and NEW in out
     assert "minimum detectable difference the decision applied" in out and "paired MDD" in out
-    assert f"calibration: {doc.statistics['calibration']['summary']}"[:60] in " ".join(out.split())
+    assert doc.calibration is not None
+    assert f"calibration: {doc.calibration.summary}"[:60] in " ".join(out.split())
 
 
 def test_compare_prints_holm_beside_every_adjusted_p_infra_included(store: Path, tmp_path: Path) -> None:
@@ -83,7 +85,7 @@ def test_compare_prints_holm_beside_every_adjusted_p_infra_included(store: Path,
 
     other = tmp_path / "other.db"
     write_store(make_sweep(12, 6, CONFIGS, seed=9, task_seed=5), other)
-    doc = document.build_comparison(Store.open_existing(store), "bench", Store.open_existing(other), "bench")
+    doc = document.comparison_document(Store.open_existing(store), "bench", Store.open_existing(other), "bench").to_dict()
     items = doc["statistics"]["comparisons"]["items"]
     text = comparison.markdown(doc)
     rows = [line for line in text.splitlines() if line.startswith("| A:")]

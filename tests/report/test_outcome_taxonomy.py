@@ -65,12 +65,14 @@ def test_every_outcome_reaches_the_stats_and_every_report_format(tmp_path: Path)
     [c] = doc.configurations
     assert c.counts == {o: 2 for o in ALL} and c.n == 2 * len(ALL)
     # An abstention is not a pass: it stays in both denominators, and has its own rate.
-    assert (c.pass_rate["k"], c.pass_rate["n"]) == (2, 2 * len(ALL))
-    assert (c.score_infra_excluded["k"], c.score_infra_excluded["n"]) == (2, 2 * len(MODEL_OUTCOMES))
+    assert (c.pass_rate.k, c.pass_rate.n) == (2, 2 * len(ALL))
+    assert (c.score_infra_excluded.k, c.score_infra_excluded.n) == (2, 2 * len(MODEL_OUTCOMES))
     ab = c.abstention_rate
-    assert (ab["k"], ab["n"]) == (2, 2 * len(ALL)) and ab["low"] < ab["estimate"] < ab["high"]
+    assert (ab.k, ab.n) == (2, 2 * len(ALL)) and ab.low is not None and ab.estimate is not None and ab.high is not None
+    assert ab.low < ab.estimate < ab.high
     assert doc.trust.abstentions == {"1x/2x": ab}
-    assert sum(t["configs"]["1x/2x"]["abstained"] for t in doc.statistics["tasks"]) == 2
+    assert doc.statistics is not None
+    assert sum(t.configs["1x/2x"].abstained for t in doc.statistics.tasks) == 2
 
     buf = io.StringIO()
     terminal.print_report(doc, Console(file=buf, width=400, color_system=None))

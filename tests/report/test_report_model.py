@@ -30,13 +30,13 @@ def doc(tmp_path_factory: pytest.TempPathFactory) -> ReportDocument:
 
 def test_the_json_format_is_the_model_dump_with_the_old_keys_and_a_version(doc: ReportDocument) -> None:
     out = json.loads(render.render_text(doc, "json"))
-    assert set(out) == OLD_KEYS | {"schema_version"}
-    assert out["schema"] == SCHEMA == "headroom.report/1" and out["schema_version"] == SCHEMA_VERSION == 1
+    assert set(out) == OLD_KEYS | {"schema_version", "headline_rule"}
+    assert out["schema"] == SCHEMA == "headroom.report/2" and out["schema_version"] == SCHEMA_VERSION == 2
     assert out == doc.to_dict()
     # The JSON reads back into the same model: a consumer can validate what it was given.
     assert ReportDocument.model_validate(out).to_dict() == out
     c = out["configurations"][0]
-    assert {"label", "pass_rate", "infra_error_rate", "headline_intervals", "cost", "enforcement"} <= set(c)
+    assert {"label", "pass_rate", "infra_error_rate", "score_intervals", "cost", "enforcement"} <= set(c)
 
 
 def test_an_undeclared_or_missing_field_fails_validation(doc: ReportDocument) -> None:
@@ -51,7 +51,7 @@ def test_an_undeclared_or_missing_field_fails_validation(doc: ReportDocument) ->
     with pytest.raises(ValidationError, match="enforcement"):
         ReportDocument.model_validate(bad)
     with pytest.raises(ValidationError, match="schema_version"):
-        ReportDocument.model_validate({**out, "schema_version": 2})
+        ReportDocument.model_validate({**out, "schema_version": 1})
 
 
 def test_every_renderer_reads_the_model(doc: ReportDocument) -> None:
@@ -70,3 +70,44 @@ def test_the_builder_returns_the_model(tmp_path: Path) -> None:
     write_store(make_sweep(3, 1, seed=1), path).close()
     built = document.build(Store.open_existing(path))
     assert isinstance(built, ReportDocument) and built.run.trials_finished == sum(c.n for c in built.configurations)
+
+
+def test_the_statistical_blocks_are_typed_and_forbid_unknown_keys(doc: ReportDocument) -> None:
+    from orchestrator.report.blocks import ComparisonItem, Rate, Statistics
+
+    stats = doc.statistics
+    assert isinstance(stats, Statistics) and isinstance(stats.comparisons.items[0], ComparisonItem)
+    assert isinstance(doc.configurations[0].score_infra_as_failure, Rate)
+    out = doc.to_dict()
+    for path in (("statistics", "comparisons", "items", 0, "score", "sign"), ("statistics", "mdd"),
+                 ("configurations", 0, "cost"), ("configurations", 0, "spread"), ("statistics", "tasks", 0)):
+        bad = json.loads(json.dumps(out))
+        node = bad
+        for key in path:
+            node = node[key]
+        node["made_up"] = 1
+        with pytest.raises(ValidationError, match="made_up"):
+            ReportDocument.model_validate(bad)
+
+
+def test_what_other_parts_record_passes_through_as_written(doc: ReportDocument) -> None:
+    """The experiment and provenance are read through typed views; fields the report does not read are kept."""
+    out = doc.to_dict()
+    out["provenance"]["recorded_by_a_newer_headroom"] = {"kept": True}
+    again = ReportDocument.model_validate(out)
+    assert again.to_dict()["provenance"]["recorded_by_a_newer_headroom"] == {"kept": True}
+    assert again.to_dict() == out
+
+
+def test_the_comparison_is_a_typed_document(tmp_path: Path) -> None:
+    from orchestrator.report import comparison
+    from orchestrator.report.model import ComparisonDocument
+
+    path = tmp_path / "c.db"
+    write_store(make_sweep(4, 2, seed=7), path).close()
+    store = Store.open_existing(path)
+    typed = document.comparison_document(store, None, store, None)
+    assert isinstance(typed, ComparisonDocument) and typed.schema_id == "headroom.comparison/2"
+    as_json = document.comparison_document(store, None, store, None).to_dict()  # what `headroom compare --format json` prints
+    assert as_json == typed.to_dict() and ComparisonDocument.model_validate(as_json).to_dict() == as_json
+    assert comparison.markdown(typed) == comparison.markdown(as_json)

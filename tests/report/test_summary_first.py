@@ -12,8 +12,9 @@ from rich.console import Console
 
 from benchmarks.bench_stats import write_store
 from orchestrator.report import document, html, markdown, summary, terminal
+from orchestrator.report.glossary import SCORE_FAIL
 from orchestrator.report.model import ReportDocument
-from orchestrator.report.text import HEADLINE_NAME, pct
+from orchestrator.report.text import pct
 from orchestrator.stats.scoring_rules import HEADROOM_FAIL, RULES
 from orchestrator.stats.synthetic import make_sweep
 from orchestrator.store.sqlite import Store
@@ -28,14 +29,14 @@ def _doc(tmp: Path, tasks: int, attempts: int) -> ReportDocument:
 @pytest.fixture(scope="module")
 def doc(tmp_path_factory: pytest.TempPathFactory) -> ReportDocument:
     d = _doc(tmp_path_factory.mktemp("summary"), 12, 5)
-    assert d.statistics["calibration"]["status"] == "recommended"
+    assert d.calibration is not None and d.calibration.status == "recommended"
     return d
 
 
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory: pytest.TempPathFactory) -> ReportDocument:
     d = _doc(tmp_path_factory.mktemp("refused"), 3, 2)  # fewer tasks than the calibration needs
-    assert d.statistics["calibration"]["status"] != "recommended"
+    assert d.calibration is not None and d.calibration.status != "recommended"
     return d
 
 
@@ -46,11 +47,11 @@ def _terminal(d: ReportDocument, width: int = 100) -> str:
 
 
 def _headline_cells(d: ReportDocument) -> list[tuple[str, str]]:
-    return [(c.label, pct(c.score_infra_as_failure["estimate"])) for c in d.configurations]
+    return [(c.label, pct(c.score_infra_as_failure.estimate)) for c in d.configurations]
 
 
 def test_the_headline_has_its_rules_name() -> None:
-    assert HEADLINE_NAME == RULES[HEADROOM_FAIL].title
+    assert SCORE_FAIL == RULES[HEADROOM_FAIL].title
 
 
 @pytest.mark.parametrize("which", ["doc", "refused"])
@@ -75,11 +76,11 @@ def test_markdown_opens_with_the_summary(which: str, request: pytest.FixtureRequ
     heads = re.findall(r"^## (.+)$", md, flags=re.M)
     assert heads[0] == "Summary"
     first = md.split("\n## ")[1]
-    assert summary.recommendation(d) in first and summary.isolation(d) in first and HEADLINE_NAME in first
+    assert summary.recommendation(d) in first and summary.isolation(d) in first and SCORE_FAIL in first
     for label, score in _headline_cells(d):
         assert f"| {label} | {score} |" in first
     # One name: the Metrics table uses it too, and the old spellings are gone.
-    assert f"| {HEADLINE_NAME} |" in md.split("\n## Metrics")[1] and "infra = fail" not in md
+    assert f"| {SCORE_FAIL} |" in md.split("\n## Metrics")[1] and "infra = fail" not in md
 
 
 def test_html_opens_with_the_summary(doc: ReportDocument) -> None:
@@ -88,7 +89,7 @@ def test_html_opens_with_the_summary(doc: ReportDocument) -> None:
     h2 = re.findall(r"<h2[^>]*>(.*?)</h2>", body)
     assert h2[0] == "Summary"
     first = body[body.index("<h2>Summary</h2>"):body.index("<h2>Setup</h2>")]
-    assert "Recommendation: publish" in first and doc.statistics["calibration"]["summary"].split(":")[0] in first
+    assert "Recommendation: publish" in first and (doc.calibration.summary or "").split(":")[0] in first
     for label, score in _headline_cells(doc):
         assert f"<td>{label}</td>\n<td>{score}</td>" in first
 
@@ -96,10 +97,11 @@ def test_html_opens_with_the_summary(doc: ReportDocument) -> None:
 def test_heatmap_cells_mark_timeouts(doc: ReportDocument) -> None:
     from orchestrator.report import heatmap
 
-    cells = [(t["task_id"], lab, c) for t in doc.statistics["tasks"] for lab, c in t["configs"].items()]
-    timed_out = [(tid, lab, c) for tid, lab, c in cells if c["timeouts"]]
+    assert doc.statistics is not None
+    cells = [(t.task_id, lab, c) for t in doc.statistics.tasks for lab, c in t.configs.items()]
+    timed_out = [(tid, lab, c) for tid, lab, c in cells if c.timeouts]
     assert timed_out  # the synthetic sweep has timeouts
     tid, lab, c = timed_out[0]
-    assert f"{c['timeouts']} timeout" in heatmap.cell_text(c)[1]
-    grid = heatmap.render(doc.statistics["tasks"], doc.statistics["config_order"])
-    assert f"{tid} × {lab}: {c['passed']}/{c['n']} passed" in grid and f"{c['timeouts']} timeout" in grid
+    assert f"{c.timeouts} timeout" in heatmap.cell_text(c)[1]
+    grid = heatmap.render(doc.statistics.tasks, doc.statistics.config_order)
+    assert f"{tid} × {lab}: {c.passed}/{c.n} passed" in grid and f"{c.timeouts} timeout" in grid

@@ -80,13 +80,28 @@ def test_run_page_hover_heatmap_click_through_to_evidence(browser, view_server, 
     doc = document.build(store, run_id)
     browser.set_window_size(1400, 3600)  # the whole run page in one screenshot, with the hover label on it
     browser.get(f"{view_server}/runs/{run_id}")
-    _wait(browser, "#rates-plot[data-ready='1']")
+    _wait(browser, "table.heatmap")
 
-    # The report's numbers, as the store gives them, are on the page (intervals included).
-    text = browser.find_element(By.CSS_SELECTOR, "article.report").text
+    # What shows first: the summary and the heatmap; every other section is folded under its heading.
+    report = browser.find_element(By.CSS_SELECTOR, "article.report")
+    assert report.find_element(By.CSS_SELECTOR, "table.heatmap").is_displayed()
+    shown = report.text
+    for c in doc.configurations:
+        assert rate(c.infra_error_rate) in shown  # the summary's infra-error rate, on screen
+    sections = report.find_elements(By.CSS_SELECTOR, "details.section")
+    assert sections and not any(d.get_attribute("open") for d in sections)
+    rule = "every candidate limit is compared with the strict limit only"  # the calibration section's text
+    assert "Calibration recommendation" in shown and rule not in shown  # folded: its heading only
+    # Everything is on the page (the store's numbers, intervals included), one click away.
+    text = report.get_attribute("textContent")
     for c in doc.configurations:
         assert rate(c.score_infra_as_failure) in text
-    assert "oom_killed" in text and "Calibration recommendation" in text
+    assert "oom_killed" in text and rule in text
+
+    # The plot is drawn when its section is opened (a folded plot has no size to draw at).
+    assert browser.find_element(By.ID, "rates-plot").get_attribute("data-drawn") is None
+    browser.find_element(By.CSS_SELECTOR, "details#plots > summary").click()
+    _wait(browser, "#rates-plot[data-ready='1']")
 
     # Hovering a point of the rates plot shows that configuration's numbers.
     strict = next(c for c in doc.configurations if c.label == "1x-strict")
@@ -94,8 +109,8 @@ def test_run_page_hover_heatmap_click_through_to_evidence(browser, view_server, 
     ActionChains(browser).move_to_element(point).perform()
     hover = _wait(browser, "#rates-plot .hoverlayer .hovertext", timeout=20)
     est = strict.score_infra_as_failure
-    assert "1x-strict" in hover.text and f"{100 * est['estimate']:.1f}%" in hover.text
-    assert f"{est['k']} of {est['n']} trials" in hover.text
+    assert "1x-strict" in hover.text and f"{100 * (est.estimate or 0):.1f}%" in hover.text
+    assert f"{est.k} of {est.n} trials" in hover.text
 
     ARTIFACTS.mkdir(exist_ok=True)
     browser.execute_script("window.scrollTo(0, 0)")
@@ -103,8 +118,9 @@ def test_run_page_hover_heatmap_click_through_to_evidence(browser, view_server, 
 
     # Heatmap cell: hog under 1x-strict (64 MiB task, 80 MiB allocation: every attempt is OOM-killed).
     cell = browser.find_element(By.CSS_SELECTOR, "table.heatmap td[data-task='hog'][data-config='1x-strict']")
-    task_row = next(t for t in doc.statistics["tasks"] if t["task_id"] == "hog")["configs"]["1x-strict"]
-    assert cell.text.startswith(f"{task_row['passed']}/{task_row['n']}") and "infra" in cell.text
+    assert doc.statistics is not None
+    task_row = next(t for t in doc.statistics.tasks if t.task_id == "hog").configs["1x-strict"]
+    assert cell.text.startswith(f"{task_row.passed}/{task_row.n}") and "infra" in cell.text
     cell.find_element(By.TAG_NAME, "a").click()
     _wait(browser, "#trials")
     rows = browser.find_elements(By.CSS_SELECTOR, "#trials tbody tr")
@@ -146,7 +162,7 @@ def test_comparison_page_matches_headroom_compare(browser, view_server, view_sto
     Select(form.find_element(By.NAME, "b")).select_by_value(b)
     form.find_element(By.TAG_NAME, "button").click()
     table = _wait(browser, "article.comparison table")
-    doc = document.build_comparison(store, a, store, b)
+    doc = document.comparison_document(store, a, store, b).to_dict()
     rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
     items = doc["statistics"]["comparisons"]["items"]
     assert len(rows) == len(items) == 2  # shared labels: 1x-strict and unbounded

@@ -110,9 +110,15 @@ def test_run_page_leads_with_the_summary_then_the_heatmap(client: TestClient, vi
     doc = document.build(store, run_id)
     page = html.unescape(client.get(f"/runs/{run_id}").text)
     article = page[page.index('<article class="report">'):]
-    assert re.findall(r"<h2[^>]*>(.*?)</h2>", article)[:3] == ["Summary", "Tasks × configurations", "Setup"]
+    assert re.findall(r"<h2[^>]*>(.*?)</h2>", article)[:4] == ["Summary", "Tasks × configurations", "Plots", "Setup"]
     first = article[:article.index('<h2 id="heatmap">')]
     assert summary.recommendation(doc) in first and summary.isolation(doc) in first
     for c in doc.configurations:
-        assert f"<td>{c.label}</td>\n<td>{pct(c.score_infra_as_failure['estimate'])}</td>" in first
+        assert f"<td>{c.label}</td>\n<td>{pct(c.score_infra_as_failure.estimate)}</td>" in first
     assert "<h2>Per task</h2>" not in article  # the heatmap replaces the per-task table
+    # Everything after the summary and the heatmap is folded, each section under its own heading.
+    rest = article[article.index('<h2 id="heatmap">'):]
+    assert "<details" not in first and "</table>" in rest[:rest.index("<details")]  # the heatmap stands open
+    folded = re.findall(r'<details class="section" id="([^"]+)"><summary><h2>(.*?)</h2></summary>', rest)
+    assert [t for _, t in folded] == re.findall(r"<h2[^>]*>(.*?)</h2>", article)[2:]
+    assert ("plots", "Plots") in folded and not re.search(r"<details[^>]* open", article)
