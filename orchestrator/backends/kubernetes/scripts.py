@@ -33,4 +33,7 @@ def runner() -> str:
 
 @cache
 def warden() -> str:
-    return files(__package__).joinpath("warden.sh").read_text()
+    text = files(__package__).joinpath("warden.sh").read_text()
+    if "@FIXED_PATH@" not in text:
+        raise RuntimeError("warden.sh has no @FIXED_PATH@")
+    return text.replace("@FIXED_PATH@", shlex.quote(sanitiser.PATH))
