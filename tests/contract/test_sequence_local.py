@@ -101,20 +101,6 @@ def test_agent_made_states_are_the_agents_failure_never_a_harness_error() -> Non
     assert classify(_facts(verifier=spawn, verifier_on_agent_state=True)).outcome is Outcome.HARNESS_ERROR
 
 
-def test_a_verifier_that_ran_on_the_agents_state_and_left_no_usable_reward_is_the_agents_failure() -> None:
-    """Rule 6 of classify: exit 0 without a reward, or a malformed one, is no different from a crash once the verifier
-    has read the agent's state (an answer that makes it raise inside `|| true`)."""
-    clean = StepFacts(name="verifier", exit_code=0)
-    for kw in ({}, {"reward_error": "malformed: abc"}, {"reward_error": "missing: no reward.txt or reward.json"}):
-        v = classify(_facts(verifier=clean, verifier_on_agent_state=True, **kw))
-        assert (v.outcome, v.reason) == (Outcome.FAILED, ModelReason.VERIFIER_BROKEN), kw
-    # the same facts from a verifier never given the agent's state stay the harness's
-    assert classify(_facts(verifier=clean)).reason is HarnessReason.REWARD_MISSING
-    assert classify(_facts(verifier=clean, reward_error="malformed: abc")).reason is HarnessReason.REWARD_MALFORMED
-    assert classify(_facts(verifier=clean, verifier_on_agent_state=True, reward=0.0)).outcome is Outcome.FAILED
-    assert classify(_facts(verifier=clean, verifier_on_agent_state=True, reward=1.0)).outcome is Outcome.PASSED
-
-
 def _agent(tmp_path: Path, command: str, prepare: str = "") -> Launch:
     """A task whose agent is ``command``; ``prepare`` (the setup phase) lays out what the command needs."""
     write_task(tmp_path, "t", solve="true\n")
