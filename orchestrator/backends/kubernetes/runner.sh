@@ -41,7 +41,8 @@ WORKDIR=${HR_WORKDIR:-$PWD}
 ME=$$
 MSG=""
 HIDDEN="HR_RUNNER_PATH HR_AGENT_PROGRAM HR_AGENT_CHECK HR_AGENT_ENV HR_VERIFIER_ENV HR_TESTS_MANIFEST HR_AGENT_SCRIPT HR_AGENT_SHELL HR_VERIFIER_SCRIPT HR_SETUP_ENV HR_SETUP_SCRIPT HR_SETUP_SHELL HR_SAN_SCRIPT"
-SH=$(command -v sh 2>/dev/null) || SH=/bin/sh
+RSH=$(command -v sh 2>/dev/null) || RSH=/bin/sh  # the contract's own scripts (sanitiser, agent check), as elsewhere
+SH=$RSH  # the steps' shell: bash when the image has it
 command -v bash >/dev/null 2>&1 && SH=$(command -v bash)
 
 emit() { MSG="$MSG$1
@@ -308,7 +309,7 @@ phase_agent_check() {
   rm -f "$RUN/agent_check.out"
   ( cd "$WORKDIR" 2>/dev/null; name=agent logdir=$LOGS/agent taskdir=$TASK; prog=$HR_AGENT_PROGRAM
     check=$HR_AGENT_CHECK; unset $HIDDEN; PATH=$IMAGE_PATH; step_env; eval "${HR_AGENT_ENV:-}"
-    exec "$SH" -c "$check" headroom-agent-check "$prog" "$SH" ) > "$RUN/agent_check.out" 2>/dev/null &
+    exec "$RSH" -c "$check" headroom-agent-check "$prog" "$SH" ) > "$RUN/agent_check.out" 2>/dev/null &
   cpid=$!
   ( sleep @AGENT_CHECK_TIMEOUT@; kill -KILL "$cpid" 2>/dev/null ) > /dev/null 2>&1 &
   wpid=$!
@@ -411,7 +412,7 @@ phase_sanitise() {  # the contract's sanitiser, as the verifier's user (ours), i
     HR_SAN_SCRIPT=$HR_SAN_SCRIPT HR_SAN_HIDDEN=$hidden HR_SAN_PRUNE="$R/headroom" \
       HR_SAN_MAX_LINKS="${HR_SAN_MAX_LINKS:-@SAN_MAX_LINKS@}" HR_SAN_RESOLVE_S=@SAN_RESOLVE_S@ HR_SAN_BUDGET_S=@SAN_BUDGET_S@
     export HR_SAN_SCRIPT HR_SAN_HIDDEN HR_SAN_PRUNE HR_SAN_MAX_LINKS HR_SAN_RESOLVE_S HR_SAN_BUDGET_S
-    exec "$SH" -c "$HR_SAN_SCRIPT" headroom-sanitise "$WORKDIR" "$LOGS/agent" ) > "$RUN/sanitise.out" 2>/dev/null &
+    exec "$RSH" -c "$HR_SAN_SCRIPT" headroom-sanitise "$WORKDIR" "$LOGS/agent" ) > "$RUN/sanitise.out" 2>/dev/null &
   spid=$!
   ( sleep "${HR_SAN_TIMEOUT:-@SAN_TIMEOUT@}"; kill -KILL "$spid" 2>/dev/null ) > /dev/null 2>&1 &
   wpid=$!
