@@ -33,9 +33,9 @@ TEST = 'if [ "$(cat "$HEADROOM_WORKDIR/answer" 2>/dev/null)" = s3cret ]; then ec
        '> "$HEADROOM_LOGS_DIR/reward.txt"\n'
 
 
-def _run(tmp: Path, command: str, forge: str | None = None, **kw: object) -> tuple[RunResult, Verdict]:
+def _run(tmp: Path, command: str, forge: str | None = None, toml: str = "", **kw: object) -> tuple[RunResult, Verdict]:
     tasks = tmp / "tasks"
-    write_task(tasks, "t", solve="true\n", test=TEST)
+    write_task(tasks, "t", solve="true\n", test=TEST, extra_toml=toml)
     if forge is not None:
         (tasks / "t" / "environment").mkdir()
         (tasks / "t" / "environment" / "forge").write_text(forge)
@@ -87,6 +87,13 @@ def test_an_agent_program_that_does_not_resolve_never_starts_in_the_pod(tmp_path
     assert res.report is not None and res.report.fields["verifier_skipped"] == "agent_not_found"
     assert "/opt/my-agent/run.sh: no such file" in res.report.fields["agent_not_found"]
     assert "agent_exit" not in res.report.fields and not (tmp_path / "pod" / "app" / "ran").exists()
+
+
+def test_the_check_resolves_with_the_agents_own_variables(tmp_path: Path) -> None:
+    """The task env's PATH is the agent's: `bash` is not found on it, though the runner's own PATH has it."""
+    res, verdict = _run(tmp_path, 'bash "$HEADROOM_TASK_DIR/run.sh"', toml='[environment.env]\nPATH = "/nonexistent"\n')
+    assert (verdict.outcome, verdict.reason) == (Outcome.HARNESS_ERROR, HarnessReason.AGENT_NOT_FOUND), res.message
+    assert res.report is not None and "bash: command not found" in res.report.fields["agent_not_found"]
 
 
 def test_an_agent_that_claims_not_found_after_it_started_is_judged_on_its_work_in_the_pod(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import docker.errors
+import requests
 
 from orchestrator.contract.runner import NotRegular, Role, Tainted
 from orchestrator.spec.facts import StepFacts
@@ -33,6 +34,10 @@ from . import steps
 
 if TYPE_CHECKING:
     from .backend import _Container
+
+
+#: How long a restarted container whose cgroup cannot be read is watched for its keep-alive exiting.
+BLIND_GRACE_S = 2.0
 
 
 class EngineBlind(Exception):
@@ -61,8 +66,19 @@ class DockerRunner:
         self.run_steps = []
         self._require_running()
         if (why := self.blind_check()) is not None:
+            # A keep-alive that exits at once leaves no cgroup to read either (seen under Podman): a healthy one
+            # never exits, so a container that stops within a moment is the agent's doing, not a blind engine.
+            if self._stops_within(BLIND_GRACE_S):
+                self._require_running()
             raise EngineBlind(why)
         self.check_alone()
+
+    def _stops_within(self, seconds: float) -> bool:
+        try:
+            self.api.wait(self.ctr.cid, timeout=seconds)
+        except (requests.exceptions.RequestException, docker.errors.APIError):  # still running at the deadline
+            return False
+        return True
 
     def _require_running(self) -> None:
         state = self.api.inspect_container(self.ctr.cid).get("State") or {}

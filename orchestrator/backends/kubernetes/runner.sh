@@ -308,7 +308,7 @@ phase_agent_check() {
   [ -z "${HR_AGENT_EXTERNAL:-}" ] && [ -n "${HR_AGENT_PROGRAM:-}" ] && [ -z "${HR_AGENT_SCRIPT:-}" ] || return 0
   rm -f "$RUN/agent_check.out"
   ( cd "$WORKDIR" 2>/dev/null; name=agent logdir=$LOGS/agent taskdir=$TASK; prog=$HR_AGENT_PROGRAM
-    check=$HR_AGENT_CHECK; unset $HIDDEN; PATH=$IMAGE_PATH; step_env; eval "${HR_AGENT_ENV:-}"
+    check=$HR_AGENT_CHECK envs=${HR_AGENT_ENV:-}; unset $HIDDEN; PATH=$IMAGE_PATH; step_env; eval "$envs"
     exec "$RSH" -c "$check" headroom-agent-check "$prog" "$SH" ) > "$RUN/agent_check.out" 2>/dev/null &
   cpid=$!
   ( sleep @AGENT_CHECK_TIMEOUT@; kill -KILL "$cpid" 2>/dev/null ) > /dev/null 2>&1 &
