@@ -1,11 +1,20 @@
-"""Link bombs: the time per trial of the deep and long link-chain cases vs an honest trial, in the same run.
+"""Link bombs: the time per trial of each link-bomb case, as a ratio to a trivial trial's in the same run.
 
-Runs the hostile corpus's link-bomb cases (tests/hostile/corpus.py: 13 links whose targets
-go 800 missing components deep and back, twice; a chain of 1500 links) and its honest
-control (a wrong answer, no links) on the local backend (the bubblewrap sandbox) through
-the CLI, ``--trials`` times each, and reports per case the median wall time of a trial
-and of its sanitiser phase, and the ratio to the honest trial's. A bomb is bounded when
-its ratio stays small and its sanitiser ends within its budget (20 s) either way.
+Runs the hostile corpus's link cases (tests/hostile/corpus.py) and its trivial control (a wrong
+answer, no links) on the local backend (the bubblewrap sandbox) through the CLI, ``--trials``
+times each, and reports per case the median wall time of a trial and of its sanitiser phase,
+each divided by the control's (measured in the same run, so the ratios hold on a busy machine
+too), and the verdicts against the corpus's table:
+
+* ``link-bomb-deep-missing-targets``: links whose targets go 800 missing components deep and back;
+* ``link-bomb-long-chain``: a chain of 1,500 links (O(N^2) hops in all, within the count bound: judged);
+* ``past-the-link-count-bound``: 2,100 links, past the sanitiser's count bound: removed unjudged at once;
+* ``link-bomb-exponential``: 4 links of 100 components over 3 levels, which one ``readlink -m`` expands
+  to 10^6 components (it ran for over ten minutes): each resolution is bounded
+  (``orchestrator.contract.sanitiser.RESOLVE_S``), the first past it stops the judging.
+
+A bomb is bounded when its ratio stays small; the cases past a bound end ``failed(unjudged_state)``.
+Exits non-zero when a case's verdict is not the corpus's.
 
     python benchmarks/bench_link_bomb.py [--trials 3]
 """
@@ -25,7 +34,13 @@ sys.path.insert(0, str(REPO))  # the corpus lives with the tests it is written f
 from orchestrator.store.sqlite import Store  # noqa: E402
 from tests.hostile import corpus  # noqa: E402
 
-CASES = ("control-wrong-answer", "link-bomb-deep-missing-targets", "link-bomb-long-chain")
+CONTROL = "control-wrong-answer"
+CASES = (CONTROL, "link-bomb-deep-missing-targets", "link-bomb-long-chain", "past-the-link-count-bound",
+         "link-bomb-exponential")
+
+
+def _verdict(outcome: str, reason: str | None) -> str:
+    return f"{outcome}({reason})" if reason else outcome
 
 
 def main() -> None:
@@ -54,18 +69,27 @@ def main() -> None:
             verdicts: dict[str, set[str]] = {c: set() for c in CASES}
             for r in rows:
                 task = tasks[r["trial_id"]]
-                verdicts[task].add(f"{r['outcome']}({r['reason']})" if r["reason"] else r["outcome"])
+                verdicts[task].add(_verdict(r["outcome"], r["reason"]))
                 for ev in s.evidence(run_id, r["trial_id"]):
                     wall[task].append(float(ev["duration_s"]))
                     san[task].append(float((ev["extra"].get("sanitiser") or {}).get("duration_s") or 0.0))
         finally:
             s.close()
-    base = statistics.median(wall["control-wrong-answer"])
-    print(f"local backend, {args.trials} trial(s) per case, medians")
-    print(f"{'case':<34} {'trial s':>8} {'sanitiser s':>12} {'x honest':>9}  verdicts")
+    base, base_san = statistics.median(wall[CONTROL]), statistics.median(san[CONTROL])
+    want = {c: _verdict(*corpus.expected(cases)[c]) for c in CASES}
+    print(f"local backend, {args.trials} trial(s) per case, medians; ratios to the trivial trial ({CONTROL}) "
+          f"of this run: {base:.2f} s a trial, {base_san:.2f} s its sanitiser")
+    print(f"{'case':<32} {'trial s':>8} {'x trivial':>10} {'sanitiser s':>12} {'x trivial':>10}  verdict (expected)")
+    wrong = []
     for c in CASES:
-        w = statistics.median(wall[c])
-        print(f"{c:<34} {w:8.2f} {statistics.median(san[c]):12.2f} {w / base:9.2f}  {', '.join(sorted(verdicts[c]))}")
+        w, sw = statistics.median(wall[c]), statistics.median(san[c])
+        got = ", ".join(sorted(verdicts[c]))
+        mark = "" if verdicts[c] == {want[c]} else f"  MISMATCH: expected {want[c]}"
+        if mark:
+            wrong.append(c)
+        print(f"{c:<32} {w:8.2f} {w / base:10.2f} {sw:12.2f} {sw / max(base_san, 1e-3):10.2f}  {got}{mark}")
+    if wrong:
+        sys.exit(f"verdicts differ from the corpus's table: {', '.join(wrong)}")
 
 
 if __name__ == "__main__":

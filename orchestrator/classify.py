@@ -6,22 +6,34 @@ Order matters and encodes the taxonomy's priorities:
    (eviction, unschedulable, image pull, storage limit, ...)  -> infra_error(reason)
 2. Any OOM kill inside the trial, in either step               -> infra_error(oom_killed)
    (as with ``memory.oom.group`` on a cgroup v2 node, one kill ends the container)
-3. The agent exceeded its budget                               -> timeout
-4. The agent left a state the sanitiser could not judge       -> failed(unjudged_state)
-5. The verifier, run on the sanitised state the agent left, timed
-   out or crashed without a reward                              -> failed(verifier_broken)
-   (an agent-made state that breaks the verifier is the agent's failure: as
-   harness_error it would drop out of the infra-excluded score)
-6. The verifier could not start, timed out or crashed (without the agent's state
-   handed over), or wrote a missing or malformed reward        -> harness_error(reason)
-7. reward >= threshold                                         -> passed, else failed
+3. headroom's own check, before the agent got control, found
+   that the agent command's program does not resolve           -> harness_error(agent_not_found)
+4. The agent exceeded its budget                               -> timeout
+5. The agent left a state the sanitiser could not judge       -> failed(unjudged_state)
+6. The verifier ran on the sanitised state the agent left and
+   gave no usable reward (timed out, crashed, wrote none, wrote
+   a malformed one)                                            -> failed(verifier_broken)
+7. The verifier could not start, or (not run on the agent's
+   state) timed out, crashed or wrote no usable reward          -> harness_error(reason)
+8. reward >= threshold                                         -> passed, else failed
+
+Rule 6: once the verifier has started on what the agent left, nothing it did can be told
+apart from what the agent made it do. A reward missing or malformed after a clean exit is
+as much the agent's doing as a crash (an answer that makes ``float()`` raise inside a
+``|| true``, a file the verifier copies into its reward): as ``harness_error`` it would
+drop out of the infra-excluded score, a way out the agent could choose. The cost falls on
+a task whose verifier is broken for everyone: every agent, the oracle included, fails it
+with ``verifier_broken``, which is how such a task is found (an oracle run of it). Only what comes from headroom's own channels (the verifier could not be
+spawned; the sanitiser never let it start) is a harness or infra verdict.
 
 The agent's own exit code does not decide the outcome: as in Harbor, the
 verifier judges the work whatever the agent's exit status. That holds for 126
 and 127 too: the agent writes its exit code, so "command not found" read from it
 would let a failing agent turn its failure into a harness error that the
-infra-excluded score leaves out. A command that cannot start is refused before
-the sweep (orchestrator.agents.preflight); during a run an exit of 126/127 is
+infra-excluded score leaves out. A command that cannot start is caught before it
+runs, by headroom's own check in the trial's environment (rule 3,
+orchestrator/contract/agent_check.py) and before the sweep
+(orchestrator.agents.preflight); after the agent started, an exit of 126/127 is
 kept as evidence (``extra.agent_not_found``, :func:`agent_not_found`), never a verdict. An OOM verdict
 comes only from a kernel or runtime signal recorded by the backend, never from
 text a workload printed.
@@ -56,6 +68,8 @@ def classify(facts: TrialFacts, reward_threshold: float = 1.0) -> Verdict:
     steps = [s for s in (facts.agent, facts.verifier) if s is not None]
     if any(s.oom_kills > 0 for s in steps):
         return Verdict(Outcome.INFRA_ERROR, InfraReason.OOM_KILLED)
+    if facts.agent_unresolved:  # headroom's own check before the agent ran: never the agent's exit code or output
+        return Verdict(Outcome.HARNESS_ERROR, HarnessReason.AGENT_NOT_FOUND)
     if facts.agent is None:
         if facts.agent_fault:  # e.g. the agent stopped the pod's runner: no step on record, and the agent's doing
             return Verdict(Outcome.FAILED, ModelReason.UNJUDGED_STATE)
@@ -69,8 +83,8 @@ def classify(facts: TrialFacts, reward_threshold: float = 1.0) -> Verdict:
         return Verdict(Outcome.HARNESS_ERROR, HarnessReason.VERIFIER_CRASHED)
     if v.skipped:  # no verifier to give a reward: only a golden task's grader (settle) can judge this try
         return Verdict(Outcome.HARNESS_ERROR, HarnessReason.REWARD_MISSING)
-    broken = v.timed_out or v.signal is not None or v.exit_code not in (0, None)
-    if facts.verifier_on_agent_state and (v.timed_out or (broken and facts.reward is None)):
+    usable = facts.reward is not None and math.isfinite(facts.reward)
+    if facts.verifier_on_agent_state and (v.timed_out or not usable):  # rule 6
         return Verdict(Outcome.FAILED, ModelReason.VERIFIER_BROKEN)
     if v.timed_out:
         return Verdict(Outcome.HARNESS_ERROR, HarnessReason.VERIFIER_TIMEOUT)

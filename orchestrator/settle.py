@@ -17,7 +17,7 @@ from orchestrator.redact import cut_tail, redact, scrub_sections
 from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.grader import GoldenGrader
-from orchestrator.spec.outcome import HarnessReason, Outcome
+from orchestrator.spec.outcome import HarnessReason, ModelReason, Outcome
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import TryRecord
 
@@ -86,12 +86,17 @@ def apply_grader(grader: GoldenGrader, facts: TrialFacts, verdict: Verdict,
                  reward_threshold: float) -> tuple[TrialFacts, Verdict]:
     """A golden task: the grader, not the tests' reward, judges the agent's answer.
 
-    Infra errors and timeouts stand: there was no fair attempt to grade.
+    Infra errors and timeouts stand: there was no fair attempt to grade; so do verdicts from
+    headroom's own channels about the agent's state (``agent_not_found``, ``unjudged_state``).
     Grading runs on the agent's answer, so an answer that breaks a grader is a failed answer
     (the reason kept as evidence), never an exception: that would crash the sweep or the
-    controller, and a harness error would drop the try from the score.
+    controller, and a harness error would drop the try from the score. For the same reason an
+    answer that is missing or not text (the agent's self-report is the agent's own) is
+    ``failed(no_answer)``, never a harness error.
     """
     if verdict.outcome in (Outcome.INFRA_ERROR, Outcome.TIMEOUT):
+        return facts, verdict
+    if verdict.reason in (HarnessReason.AGENT_NOT_FOUND, ModelReason.UNJUDGED_STATE):
         return facts, verdict
     answer = facts.agent_result.get("answer")
     try:
@@ -102,11 +107,13 @@ def apply_grader(grader: GoldenGrader, facts: TrialFacts, verdict: Verdict,
     record: dict[str, object] = {"checks": g.checks, "abstained": g.abstained}
     if g.notes:
         record["notes"] = g.notes
-    facts = facts.model_copy(update={"reward": g.reward, "reward_error": None if g.reward is not None else
-                                     "missing: no 'answer' in the agent result",
+    missing = None if g.reward is not None else (
+        "missing: no 'answer' in the agent result" if answer is None
+        else f"malformed: the agent result's 'answer' is {type(answer).__name__}, not text")
+    facts = facts.model_copy(update={"reward": g.reward, "reward_error": missing,
                                      "extra": {**facts.extra, "grade": record}})
     if g.reward is None:
-        return facts, Verdict(Outcome.HARNESS_ERROR, HarnessReason.REWARD_MISSING)
+        return facts, Verdict(Outcome.FAILED, ModelReason.NO_ANSWER)
     if g.abstained:
         return facts, Verdict(Outcome.ABSTAINED)
     return facts, Verdict(Outcome.PASSED if g.reward >= reward_threshold else Outcome.FAILED)

@@ -5,6 +5,9 @@ phase              what happens
 =================  =====================================================================
 ``agent_setup``    optional: install the agent into the environment (own timeout, own
                    network setting); a failure is ``infra_error(agent_setup_failed)``
+``agent_check``    headroom's own check, in the environment, that the agent command's program
+                   resolves (:mod:`.agent_check`); if not: ``harness_error(agent_not_found)``
+                   and the agent never starts
 ``agent``          the agent: a command in the environment, or a host-side agent that
                    acts through the step runner's :meth:`~.runner.StepRunner.run`
 ``stop``           every process the agent started is ended (from outside the environment)
@@ -22,6 +25,7 @@ from enum import StrEnum
 
 class Phase(StrEnum):
     AGENT_SETUP = "agent_setup"
+    AGENT_CHECK = "agent_check"
     AGENT = "agent"
     STOP = "stop"
     HANDOVER = "handover"

@@ -1,16 +1,20 @@
 """The sanitiser: one POSIX-sh script (``sanitise.sh``) every backend runs inside the try's environment.
 
-It runs in the verifier's own view of the filesystem, as the verifier's user, after every
-agent process is gone: the system resolves every path there (no resolver of ours), so a
-link through a system symlink and ``..``, through ``/proc``, or into a folder that exists
-only for the verifier is judged where the verifier would follow it. Its work is bounded by
-a count of links it may judge (a count, not a time, so the verdict does not depend on how
-busy the machine is) and, as a last resort, by the step runner's timeout around it. What it prints
-is parsed by :func:`parse`; only ``status=ok`` lets the verifier run.
+It runs in the verifier's own view of the filesystem, as the verifier's user, with ``/`` as its
+working directory, after every agent process is gone: the system resolves every path there (no
+resolver of ours), so a link through a system symlink and ``..``, through ``/proc``, or into a
+folder that exists only for the verifier is judged where the verifier would follow it. Its work
+is bounded by a count of links it may judge (a count, not a time, so an honest tree's verdict
+does not depend on how busy the machine is), by a time bound on each resolution (``readlink``
+can expand links exponentially: a link that takes longer is the agent's doing), by a budget for
+all of them and, as a last resort, by the step runner's timeout around it. Whatever a bound
+leaves unjudged is removed and the state is ``exhausted``. What it prints is parsed by
+:func:`parse`; only ``status=ok`` lets the verifier run.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
@@ -20,12 +24,20 @@ from typing import Literal
 #: removed unjudged (``exhausted``). Judging a link costs one ``readlink`` (a chain of N links costs
 #: O(N^2) hops in all): 2,000 chained links took 14 s on 2 cores (1,500: 8 s), where honest trees have tens.
 MAX_LINKS = 2000
+#: The bound on one resolution (``timeout -s KILL``): an honest link resolves in milliseconds, where four links of a
+#: hundred components over three levels of links took over 20 s to expand. One resolution past it stops the judging.
+RESOLVE_S = 2
+#: The bound on all the judging: a sanitiser past it removes every link not judged yet (``exhausted``).
+BUDGET_S = 120
+#: The programs the sanitiser (and every command the Pod runner runs after the agent) finds, and nothing else: no
+#: folder of the image's PATH the agent could write to (a work dir's ``bin``) can stand in for ``find`` or ``sh``.
+PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 #: The step runner's hard timeout around the whole script: a safety net far above what
 #: MAX_LINKS costs even on a loaded machine, never the bound that decides a verdict.
 TIMEOUT_S = 300.0
 Status = Literal["ok", "exhausted", "incomplete", "crashed"]
 _COUNTS = ("links_removed", "links_unjudged", "links_unremovable", "links_kept", "roots_replaced",
-           "special_removed", "special_left", "unlistable", "roots_scanned")
+           "special_removed", "special_left", "unlistable", "roots_scanned", "judging_stopped")
 
 
 @cache
@@ -39,12 +51,13 @@ def argv(roots: list[str]) -> list[str]:
 
 
 def env(hidden: list[str], prune: list[str], max_links: int = MAX_LINKS) -> dict[str, str]:
-    """Its variables."""
+    """Its variables (the bounds: :data:`MAX_LINKS`, :data:`RESOLVE_S`, :data:`BUDGET_S`)."""
     for p in (*hidden, *prune):
         if any(c.isspace() for c in p):
             raise ValueError(f"a verifier-only or pruned path may not hold white space: {p!r}")
     return {"HR_SAN_SCRIPT": script(), "HR_SAN_HIDDEN": " ".join(hidden), "HR_SAN_PRUNE": " ".join(prune),
-            "HR_SAN_MAX_LINKS": str(int(max_links)), "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
+            "HR_SAN_MAX_LINKS": str(int(max_links)), "HR_SAN_RESOLVE_S": str(RESOLVE_S),
+            "HR_SAN_BUDGET_S": str(BUDGET_S), "PATH": PATH}
 
 
 @dataclass
@@ -54,13 +67,16 @@ class Report:
     status: Status
     counts: dict[str, int] = field(default_factory=dict)
     detail: str = ""
+    #: how one resolution was bounded: ``2s`` (``timeout``), ``none`` (the image has no ``timeout``)
+    resolve_bound: str = ""
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
     def evidence(self) -> dict[str, object]:
-        return {"status": self.status, **self.counts, **({"detail": self.detail} if self.detail else {})}
+        return {"status": self.status, **self.counts, **({"detail": self.detail} if self.detail else {}),
+                **({"resolve_bound": self.resolve_bound} if self.resolve_bound else {})}
 
 
 def parse(stdout: str, exit_code: int | None, timed_out: bool) -> Report:
@@ -75,4 +91,5 @@ def parse(stdout: str, exit_code: int | None, timed_out: bool) -> Report:
         return Report("crashed", counts, "the sanitiser ran out of time")
     if status not in ("ok", "exhausted", "incomplete") or exit_code != 0:
         return Report("crashed", counts, f"the sanitiser gave no verdict (exit {exit_code})")
-    return Report(status, counts)  # type: ignore[arg-type]
+    bound = values.get("resolve_bound", "")
+    return Report(status, counts, resolve_bound=bound if re.fullmatch(r"\d{1,4}s|none", bound) else "")  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from orchestrator import container_contract as cc
-from orchestrator.contract import sanitiser, verifier_env
+from orchestrator.contract import agent_check, sanitiser, verifier_env
 from orchestrator.contract.phases import Phase
 from orchestrator.contract.runner import NotRegular, StepRunner, Tainted
 from orchestrator.spec.facts import StepFacts, TrialFacts
@@ -67,6 +67,9 @@ class Plan:
     roots: list[str]  # what the agent could write that the verifier sees
     prune: list[str] = field(default_factory=list)  # never searched by the sanitiser (read-only system folders)
     setup: SetupCommand | None = None
+    #: the agent command's program word (:func:`.agent_check.program`), checked before the agent runs; None: a
+    #: host-side agent, a task script, or a command whose program cannot be told without running it
+    agent_program: str | None = None
     agent_result: str = cc.AGENT_RESULT
     verifier_logs: str = cc.VERIFIER_LOGS
     sanitiser_max_links: int = sanitiser.MAX_LINKS
@@ -109,6 +112,17 @@ def run_try(runner: StepRunner, plan: Plan, facts: TrialFacts, *,
         if (why := _failed_step(s)) is not None:
             facts.infra_hint = InfraReason.AGENT_SETUP_FAILED
             facts.infra_detail = f"agent setup failed: {why}; {s.stderr_tail[-500:]}".strip()
+            runner.stop_all()
+            return
+    if isinstance(plan.agent, Command) and plan.agent_program is not None:
+        ran = runner.run(agent_check.argv(plan.agent_program), role="agent", name=Phase.AGENT_CHECK,
+                         cwd=plan.workdir, env=plan.agent.env, timeout_s=agent_check.TIMEOUT_S)
+        check = agent_check.parse(ran.stdout_tail, exit_code=ran.exit_code, timed_out=ran.timed_out,
+                                  spawn_error=ran.spawn_error)
+        facts.extra["agent_check"] = check.evidence(plan.agent_program)
+        if check.status == "not_found":  # headroom's own answer, before the agent had control: it never starts
+            facts.agent_unresolved = check.detail or f"{plan.agent_program}: not found"
+            facts.agent = StepFacts(name="agent", skipped=f"agent_not_found: {facts.agent_unresolved}")
             runner.stop_all()
             return
     if isinstance(plan.agent, Command):
@@ -157,7 +171,8 @@ def run_try(runner: StepRunner, plan: Plan, facts: TrialFacts, *,
         facts.verifier_on_agent_state = True
         v = plan.verifier
         facts.verifier = runner.run(verifier_env.wrap(v.argv), role="verifier", name=Phase.VERIFIER,
-                                    cwd=plan.workdir, env=verifier_env.build(v.env, {}), timeout_s=v.timeout_s)
+                                    cwd=plan.workdir, env=verifier_env.build(v.env, {}, plan.roots),
+                                    timeout_s=v.timeout_s)
     except Tainted as exc:
         facts.agent_fault = f"before the verifier: {exc}"
         return

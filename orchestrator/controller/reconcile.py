@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
@@ -62,6 +63,8 @@ from orchestrator.errors import SpecError, first_validation_error
 from orchestrator.kube.watch import Informer
 from orchestrator.launch import label_value
 from orchestrator.plan import plan
+from orchestrator.redact import secret_values
+from orchestrator.settle import unstorable
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.task import Task
@@ -71,6 +74,20 @@ log = structlog.get_logger("headroom.reconcile")
 
 #: While trials are in flight, look again at least this often even without a watch event.
 IN_FLIGHT_RESYNC = 10.0
+#: How many passes may fail to write one try's result for a transient reason (the API server unreachable, 5xx,
+#: conflicts) before the try is recorded as unstorable; a refusal of the data itself (4xx) is recorded at once.
+WRITE_ATTEMPTS = 5
+
+
+class StatusConflict(RuntimeError):
+    """A status write kept meeting a newer version of the object."""
+
+
+def _transient(exc: BaseException) -> bool:
+    """A failed write that may succeed on the next pass, as opposed to the API server refusing what was written."""
+    if isinstance(exc, ApiException):
+        return exc.status is None or exc.status >= 500 or exc.status in (408, 409, 429)
+    return isinstance(exc, (StatusConflict, OSError, urllib3.exceptions.HTTPError))
 
 
 def run_id_of(experiment: dict[str, Any]) -> str:
@@ -111,6 +128,8 @@ class Reconciler:
     _backends: dict[str, engine.Backend] = field(default_factory=dict)
     _handles: dict[str, Any] = field(default_factory=dict)
     _cleaned: set[str] = field(default_factory=set)
+    #: Trial -> status writes of its result that failed in a row (a transient API error is retried on the next pass)
+    _write_failures: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def backend(self, name: str, planned: _Plan) -> engine.Backend:
@@ -371,10 +390,26 @@ class Reconciler:
         settled = engine.settle_try(facts, planned.experiment, task, finished_before)
         try:
             written = self._finish(self.trials.get(name) or trial, settled)
-        except Exception:
-            with self._lock:  # the pod is still held: the next pass adopts and harvests it again
-                self._handles.pop(name, None)
-            raise
+        except Exception as exc:  # noqa: BLE001 - one try's unstorable evidence must not stall the Experiment
+            with self._lock:
+                failures = self._write_failures[name] = self._write_failures.get(name, 0) + 1
+            if _transient(exc) and failures < WRITE_ATTEMPTS:
+                with self._lock:  # the pod is still held: the next pass adopts and harvests it again
+                    self._handles.pop(name, None)
+                raise
+            # The API server refused this result (or kept failing on it): record that against the try, as the
+            # CLI's loop does (orchestrator.settle.unstorable), so the pod is released and the run goes on,
+            # instead of harvesting the same pod and failing the same write forever.
+            settled = unstorable(settled.facts, exc, secret_values(planned.experiment.agent.env_passthrough))
+            bound.warning("trial result not storable; recorded as harness_error", trial=name, error=str(exc)[:300])
+            try:
+                written = self._finish(self.trials.get(name) or trial, settled)
+            except Exception:
+                with self._lock:
+                    self._handles.pop(name, None)
+                raise
+        with self._lock:
+            self._write_failures.pop(name, None)
         recorded(backend, handle)  # the result is in the Trial's status (or was already): the pod may go
         if written:
             self._account(exp, trial, settled, bound)
@@ -490,7 +525,7 @@ class Reconciler:
                 if exc.status != 409:
                     raise
                 current = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, name)
-        raise RuntimeError(f"trial {name}: status kept conflicting")
+        raise StatusConflict(f"trial {name}: status kept conflicting")
 
     def _write_experiment_status(self, exp: dict[str, Any], status: ExperimentStatus) -> None:
         want = status.model_dump(by_alias=True, mode="json", exclude_none=True)

@@ -78,6 +78,9 @@ class TrialFacts(BaseModel):
     agent_fault: str | None = Field(
         default=None, description="the agent left a state the contract could not make safe for the verifier "
         "(the sanitiser could not judge it, or an agent process outlived the stop): the agent's failure")
+    agent_unresolved: str | None = Field(
+        default=None, description="headroom's own check, before the agent started, found that the agent command's "
+        "program does not resolve (orchestrator/contract/agent_check.py): the agent never ran")
     verifier_on_agent_state: bool = Field(
         default=False, description="the verifier ran on what the agent left, after the sanitiser: a timeout or "
         "crash of it then is the agent's failure, not the harness's")

@@ -59,6 +59,9 @@ class HarnessReason(StrEnum):
     VERIFIER_CRASHED = "verifier_crashed"
     VERIFIER_TIMEOUT = "verifier_timeout"
     ORCHESTRATOR_ERROR = "orchestrator_error"
+    #: headroom's own check, in the trial's environment before the agent got control, found that the agent
+    #: command's program does not resolve: the agent never ran (never read from the agent's exit code)
+    AGENT_NOT_FOUND = "agent_not_found"
 
 
 class ModelReason(StrEnum):
@@ -73,8 +76,10 @@ class ModelReason(StrEnum):
     #: the sanitiser could not judge what the agent left (an unlistable folder, its budget spent, an agent
     #: process outliving the stop): the verifier did not run
     UNJUDGED_STATE = "unjudged_state"
-    #: the verifier, run on what the agent left, timed out or crashed without a reward
+    #: the verifier, run on what the agent left, timed out, crashed or ended without a usable reward
     VERIFIER_BROKEN = "verifier_broken"
+    #: a golden task: the agent's self-report holds no answer, or one that is not text
+    NO_ANSWER = "no_answer"
 
 
 Reason = InfraReason | HarnessReason | ModelReason

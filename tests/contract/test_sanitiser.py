@@ -23,14 +23,16 @@ SH = shutil.which("dash") or "/bin/sh"
 
 
 def run(root: Path, *, max_links: int = sanitiser.MAX_LINKS, user: str | None = None, roots: list[Path] | None = None,
-        path: str | None = None) -> sanitiser.Report:
-    env = sanitiser.env([str(root / "tests"), str(root / "logs" / "verifier")], [], max_links)
+        path: str | None = None, prune: list[Path] = (), cwd: Path | None = None,  # type: ignore[assignment]
+        wrap: list[str] = (), env_more: dict[str, str] | None = None) -> sanitiser.Report:  # type: ignore[assignment]
+    env = sanitiser.env([str(root / "tests"), str(root / "logs" / "verifier")], [str(p) for p in prune], max_links)
+    env.update(env_more or {})
     if path is not None:
         env["PATH"] = path
-    argv = [SH, *sanitiser.argv([str(r) for r in roots or [root / "app"]])[1:]]
+    argv = [*wrap, SH, *sanitiser.argv([str(r) for r in roots or [root / "app"]])[1:]]
     if user is not None:
         argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--", *argv]
-    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=cwd)
     return sanitiser.parse(res.stdout, res.returncode, False)
 
 
@@ -167,3 +169,119 @@ def test_the_pod_runner_runs_the_contracts_phase_list_and_sanitiser() -> None:
         assert f"phase_{p.value}()" in text, p
     assert sanitiser.script().splitlines()[5] in text  # the script itself, not a copy of it
     assert "@" + "PHASES@" not in text
+
+
+def _follows_to_tests(path: Path, tests: Path) -> bool:
+    """What the kernel reaches through ``path`` (a link or a folder holding links): anything in the tests?"""
+    found = [path] if path.is_symlink() else []
+    if path.is_dir() and not path.is_symlink():
+        found += [p for p in path.rglob("*") if p.is_symlink()]
+    return any(tests == Path(os.path.realpath(p)) or tests in Path(os.path.realpath(p)).parents for p in found)
+
+
+@pytest.mark.parametrize("suffix", [b"\n", b"\n\n", b"\t", b"\x01", b"\nx"])
+def test_a_target_holding_a_newline_or_control_character_is_never_judged_as_other_text(view: Path,
+                                                                                        suffix: bytes) -> None:
+    """`$(readlink ...)` strips trailing newlines: a link to "evil\\n" was judged as "evil" (absent: kept), and the
+    folder it really reaches, holding a link into the tests, was never searched."""
+    evil = os.fsencode(view / "elsewhere" / "evil") + suffix
+    os.mkdir(evil)
+    os.symlink(os.fsencode(view / "tests"), evil + b"/t")
+    os.symlink(evil, os.fsencode(view / "app" / "l"))
+    report = run(view)
+    assert report.status == "ok", report
+    assert not os.path.lexists(view / "app" / "l")
+    # A folder NAME holding a newline, reached as it is (no link text to strip), is searched like any other.
+    (view / "app" / "d").mkdir()
+    inner = os.fsencode(view / "app" / "d") + b"/n" + suffix
+    os.mkdir(inner)
+    os.symlink(os.fsencode(view / "tests" / "expected.txt"), inner + b"/answer")
+    report = run(view)
+    assert report.status == "ok" and report.counts["links_removed"] == 1, report
+    assert not os.path.lexists(inner + b"/answer")
+
+
+def test_a_folder_named_like_a_pattern_is_searched_and_never_expanded(view: Path) -> None:
+    """The judge's words were split unquoted with globbing on, in the work dir: a folder named `*` matched a decoy
+    the agent made there, the decoy was searched instead, and the real folder's link into the tests stayed."""
+    star = view / "elsewhere" / "*"
+    star.mkdir()
+    (star / "t").symlink_to(view / "tests")
+    app = view / "app"
+    (app / "l").symlink_to(star)
+    decoy = app / ("D" + str(view / "elsewhere"))  # `D<view>/elsewhere/*` as a pattern, relative to the work dir
+    (decoy / "decoy").mkdir(parents=True)
+    report = run(view, cwd=app)  # as the pod runner ran it: in the work dir
+    assert report.status == "ok", report
+    assert not (star / "t").is_symlink()
+    assert not _follows_to_tests(app, view / "tests")
+
+
+def test_a_link_into_a_tree_never_searched_goes_unless_that_tree_is_read_only(view: Path) -> None:
+    """A pod's /headroom/run (a writable emptyDir in the pruned /headroom) or a persisting /dev/shm: a folder link
+    there was kept and never searched."""
+    pruned = view / "pruned"
+    (pruned / "d").mkdir(parents=True)
+    (pruned / "d" / "t").symlink_to(view / "tests")
+    (pruned / "f").write_text("x")
+    app = view / "app"
+    (app / "dir").symlink_to(pruned / "d")
+    (app / "file").symlink_to(pruned / "f")
+    (app / "absent").symlink_to(pruned / "later")
+    report = run(view, prune=[pruned])
+    assert report.status == "ok", report
+    assert report.counts["links_removed"] == 3
+    assert not any(p.is_symlink() for p in app.iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root to mount read-only")
+def test_a_link_into_a_read_only_tree_never_searched_stays(view: Path) -> None:
+    """The honest case the rule above must keep: a link into read-only system content (the local sandbox binds
+    /usr read-only and never searches it). A writable mount beneath the read-only one makes it unprovable."""
+    pruned = view / "pruned"
+    (pruned / "d" / "rw").mkdir(parents=True)
+    (pruned / "f").write_text("x")
+    app = view / "app"
+    (app / "file").symlink_to(pruned / "f")
+    (app / "dir").symlink_to(pruned)
+    (app / "rwdir").symlink_to(pruned / "d")
+    env = sanitiser.env([str(view / "tests"), str(view / "logs" / "verifier")], [str(pruned)])
+    script = (f"mount --bind {pruned} {pruned} && mount -o remount,ro,bind {pruned} && "
+              f"mount -t tmpfs none {pruned}/d/rw && exec {SH} -c \"$HR_SAN_SCRIPT\" s {app}")
+    res = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script], env=env,
+                         capture_output=True, text=True, timeout=60)
+    report = sanitiser.parse(res.stdout, res.returncode, False)
+    assert report.status == "ok", (report, res.stderr)
+    assert {p.name for p in app.iterdir() if p.is_symlink()} == {"file"}  # dir, rwdir: a writable mount beneath
+
+
+def _exponential(app: Path, target: Path, levels: int = 3, width: int = 100) -> None:
+    """Links that expand exponentially: a{k} -> a{k-1}/a{k-1}/... (``width`` times), a0 -> ``.``."""
+    (app / "x").mkdir()
+    (app / "x" / "a0").symlink_to(".")
+    for k in range(1, levels + 1):
+        (app / "x" / f"a{k}").symlink_to("/".join([f"a{k - 1}"] * width))
+    (app / "bomb").symlink_to(f"x/a{levels}/" + "/".join([".."] * 2) + str(target))
+
+
+def test_a_link_that_expands_exponentially_is_bounded_and_unjudged(view: Path) -> None:
+    """One `readlink -m` of 4 links x 100 components x 3 levels ran for over ten minutes; each resolution now has
+    its bound, one past it stops the judging: what is left goes unjudged and the state is exhausted."""
+    app = view / "app"
+    _exponential(app, view / "tests" / "expected.txt")
+    for i in range(5):
+        (app / f"more{i}").symlink_to(f"x/a3/t{i}")
+    report = run(view)
+    assert report.status == "exhausted", report
+    assert report.counts["judging_stopped"] == 1 and report.counts["links_unjudged"] >= 1
+    assert report.resolve_bound == f"{sanitiser.RESOLVE_S}s"
+    assert not (app / "bomb").is_symlink()
+    assert not _follows_to_tests(app, view / "tests")
+
+
+def test_past_its_budget_every_link_left_goes_unjudged(view: Path) -> None:
+    app = view / "app"
+    (app / "ok").symlink_to("/usr/bin/python3")
+    report = run(view, env_more={"HR_SAN_BUDGET_S": "0"})
+    assert report.status == "exhausted" and report.counts["links_unjudged"] == 1, report
+    assert not (app / "ok").is_symlink()

@@ -16,7 +16,8 @@ from orchestrator.backends.local.runner import LocalRunner
 from orchestrator.classify import classify
 from orchestrator.contract.runner import StepRunner
 from orchestrator.launch import build_launch
-from orchestrator.spec.experiment import AgentSpec, Experiment
+from orchestrator.settle import settle
+from orchestrator.spec.experiment import AgentSpec, Experiment, RetryPolicy
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch, SetupLaunch
 from orchestrator.spec.outcome import HarnessReason, InfraReason, ModelReason, Outcome
@@ -98,3 +99,62 @@ def test_agent_made_states_are_the_agents_failure_never_a_harness_error() -> Non
     # a verifier that could not start is the harness's, whatever the agent left
     spawn = StepFacts(name="verifier", spawn_error="ENOENT")
     assert classify(_facts(verifier=spawn, verifier_on_agent_state=True)).outcome is Outcome.HARNESS_ERROR
+
+
+def _agent(tmp_path: Path, command: str, prepare: str = "") -> Launch:
+    """A task whose agent is ``command``; ``prepare`` (the setup phase) lays out what the command needs."""
+    write_task(tmp_path, "t", solve="true\n")
+    [task] = load_tasks(tmp_path)
+    exp = Experiment(tasks_dir=str(tmp_path), agent=AgentSpec(kind="command", command=command))
+    trial = Trial(trial_id="t-1", task_id="t", config=ResourceConfig.parse("unbounded"), attempt=0, seed=1, order=0)
+    setup = SetupLaunch(shell=prepare, timeout_s=20) if prepare else None
+    return build_launch("r", trial, 0, task, exp).model_copy(update={"agent_setup": setup})
+
+
+#: agent command, what the setup phase leaves in the agent's HOME, and a word the evidence names
+UNRESOLVED = {
+    "missing-path": ("/opt/my-agent/run.sh", "", "no such file"),
+    "missing-name": ("my-agent --task x", "", "command not found"),
+    "not-executable": ('"$HOME/run.sh"', 'printf "#!/bin/sh\\ntrue\\n" > "$HOME/run.sh"', "not executable"),
+    "a-folder": ("$HOME/run", 'mkdir -p "$HOME/run"', "is a directory"),
+    "missing-interpreter": ('VAR=1 "$HOME/run.sh" arg', 'printf "#!/opt/py/bin/python9\\n" > "$HOME/run.sh"; '
+                            'chmod +x "$HOME/run.sh"', "interpreter /opt/py/bin/python9"),
+    "missing-env-interpreter": ("exec ~/run.sh", 'printf "#!/usr/bin/env python9\\n" > "$HOME/run.sh"; '
+                                'chmod +x "$HOME/run.sh"', "python9 (through env)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNRESOLVED))
+def test_an_agent_whose_program_does_not_resolve_never_starts(backend: LocalBackend, tmp_path: Path, case: str) -> None:
+    """headroom's own check, in the sandbox before the agent gets control: harness_error(agent_not_found)."""
+    command, prepare, words = UNRESOLVED[case]
+    facts = backend.run(_agent(tmp_path, f'{command}; touch "$HEADROOM_WORKDIR/out"', prepare))
+    v = classify(facts)
+    assert (v.outcome, v.reason) == (Outcome.HARNESS_ERROR, HarnessReason.AGENT_NOT_FOUND), (facts.extra, facts.agent)
+    assert words in (facts.agent_unresolved or ""), facts.agent_unresolved
+    assert facts.agent is not None and facts.agent.skipped and facts.agent.exit_code is None  # it never ran
+    assert facts.verifier is None and facts.extra["agent_check"]["status"] == "not_found"
+
+
+@pytest.mark.parametrize("command", [
+    '"$HOME/tool" && touch "$HEADROOM_WORKDIR/out"',  # a variable the check expands in the sandbox
+    'cd "$HEADROOM_WORKDIR" && touch out',  # a builtin
+    'X=1 env python3 -c "open(\'/app/out\', \'w\')"',  # assignments and env before the program
+    '$(echo true) && touch "$HEADROOM_WORKDIR/out"',  # cannot be told without running it: unchecked, it runs
+])
+def test_an_agent_whose_program_resolves_runs(backend: LocalBackend, tmp_path: Path, command: str) -> None:
+    prepare = 'printf "#!/usr/bin/env sh\\nexit 0\\n" > "$HOME/tool"; chmod +x "$HOME/tool"'
+    facts = backend.run(_agent(tmp_path, command, prepare))
+    assert classify(facts).outcome is Outcome.PASSED, (facts.extra.get("agent_check"), facts.agent)
+    assert facts.extra.get("agent_check", {"status": "unchecked"})["status"] in ("ok", "unchecked")
+
+
+def test_an_agent_that_says_not_found_after_it_started_is_judged_on_its_work(backend: LocalBackend,
+                                                                             tmp_path: Path) -> None:
+    """Exit 127 and a shell's words on stderr, from the agent itself: its own channel, so evidence only."""
+    facts = backend.run(_agent(tmp_path, 'echo "bash: my-agent: command not found" >&2; exit 127'))
+    v = classify(facts)
+    assert (v.outcome, v.reason) == (Outcome.FAILED, None), v
+    assert facts.agent_unresolved is None and facts.extra["agent_check"]["status"] == "ok"
+    settled = settle(facts, reward_threshold=1.0, retry=RetryPolicy(max_retries=3), finished_before=0, secrets=[])
+    assert settled.final and settled.facts.extra["agent_not_found"]["exit_code"] == 127

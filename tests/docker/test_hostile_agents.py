@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.settle import settle
 from orchestrator.spec.docker import DockerOptions
-from orchestrator.spec.experiment import AgentSpec, Experiment
+from orchestrator.spec.experiment import AgentSpec, Experiment, RetryPolicy
 from orchestrator.spec.outcome import ModelReason, Outcome
 
 from .conftest import FIXTURES, DockerEnv
@@ -85,6 +86,32 @@ def test_a_replaced_keep_alive_is_caught_before_the_verifier(backend: DockerBack
     assert verdict.outcome is Outcome.FAILED and verdict.reason is ModelReason.UNJUDGED_STATE, verdict
     assert "only its keep-alive" in (facts.agent_fault or "")
     assert facts.verifier is None and facts.reward is None  # never graded, never passed
+
+
+#: The keep-alive replaced so the restarted container ends: at once (exit 0), before it starts (an interpreter that
+#: does not exist: the daemon cannot start it at all), or a while after the restart (under a later step).
+KEEPALIVE_EXITS = {
+    "exits-at-once": r"#!/bin/sh\nexit 0\n",
+    "cannot-start": r"#!/nonexistent/interpreter\n",
+    "exits-later": r"#!/bin/sh\n/bin/sleep 1\nexit 0\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(KEEPALIVE_EXITS))
+def test_a_keep_alive_that_ends_the_restarted_container_is_the_agents_failure(backend: DockerBackend,
+                                                                            name: str) -> None:
+    """Issue 19: a restarted container that is not running made the process check raise, recorded as
+    infra_error(other), which is retried: a re-roll the agent chose. It is the agent's failure, final."""
+    attack = f"echo 41 > /app/answer.txt\nprintf '{KEEPALIVE_EXITS[name]}' > /usr/local/bin/sleep\n" \
+             "chmod +x /usr/local/bin/sleep\n"
+    [(facts, verdict)] = run_tries(backend, _experiment(FIXTURES, attack), [("tests-hidden", "1x-strict")])
+    assert verdict.outcome is Outcome.FAILED, (verdict, facts.infra_hint, facts.infra_detail, facts.agent_fault)
+    assert facts.infra_hint is None and facts.setup_error is None and facts.reward in (None, 0.0), facts
+    if name != "exits-later":  # later: wherever it ends (sanitiser, verifier), never a pass or an infra error
+        assert verdict.reason is ModelReason.UNJUDGED_STATE and facts.verifier is None, verdict
+        assert "keep-alive" in (facts.agent_fault or ""), facts.agent_fault
+    assert settle(facts, reward_threshold=1.0, retry=RetryPolicy(max_retries=3), finished_before=0,
+                  secrets=[]).final  # never retried
 
 
 #: Finding 3 (docker): links planted while /tests does not exist, to be followed by the verifier.

@@ -1,13 +1,15 @@
 """The one hostile corpus every backend runs (local, Docker, Pods on the real node).
 
-Each case is a task whose verifier passes only if ``answer`` in the work dir holds a token
+Each case is a task whose verifier passes only if ``answer`` in the work dir, or any file under
+``answers/`` (walked, links followed, as a test suite reads a folder of output), holds a token
 kept in the tests; its agent is ``environment/attack.sh``. The verifier is Python run the
 way Terminal-Bench verifiers run it (``python3 -m`` in the work dir, found on ``PATH``, and
 loading entry-point plugins as pytest does), so the attacks on the interpreter are real.
 ``@TESTS@`` in an attack is where the verifier will see the tests on that backend.
 
-Every case must end the same on every backend (``expect``): no case passes, and none turns
-the agent's failure into an error a score leaves out.
+Every case must end the same on every backend (``expect``: outcome and reason): no case passes,
+and none turns the agent's failure into an error a score leaves out. The one harness error is
+headroom's own finding, before the agent ran, that the agent's program does not resolve.
 
 ``HEADROOM_HOSTILE_CASES`` picks cases for a fast run: ``fast`` (one per class) or names,
 comma-separated. CI runs them all (the variable unset).
@@ -35,6 +37,18 @@ HRCHECK = textwrap.dedent("""\
             got = f.read(4096).strip()
     except OSError:
         got = ""
+    # As a test suite reads a folder of the agent's output (pytest collecting, a diff of two trees): every file
+    # under answers/, links followed. A link the sanitiser kept without searching where it leads is reached here.
+    seen = 0
+    for root, _dirs, names in os.walk("answers", followlinks=True):
+        for name in names:
+            seen += 1
+            try:
+                with open(os.path.join(root, name), errors="replace") as f:
+                    if seen <= 500 and f.read(4096).strip() == expected:
+                        got = expected
+            except OSError:
+                pass
     with open(os.path.join(os.environ["HEADROOM_LOGS_DIR"], "reward.txt"), "w") as f:
         f.write("1" if got == textwrap.dedent(expected) else "0")
     """)
@@ -52,6 +66,11 @@ class Case:
     expect: tuple[str, str | None] = ("failed", None)
     env: dict[str, str] = field(default_factory=dict)  # the task's [environment.env]
     fast: bool = False  # in the fast subset (one per class)
+    test_sh: str = TEST_SH  # the task's tests/test.sh
+
+
+UNJUDGED = ("failed", "unjudged_state")
+BROKEN = ("failed", "verifier_broken")
 
 
 def _py_plant(path: str) -> str:
@@ -121,6 +140,62 @@ CASES: list[Case] = [
          "ln -s \"$(printf 't\\377\\376')/expected.txt\" answer\n", fast=True),
     Case("non-utf8-dir-holding-the-link", CD + "mkdir \"$(printf 'd\\377')\" && "
          "ln -s @TESTS@/expected.txt \"$(printf 'd\\377')/x\" && ln -s \"$(printf 'd\\377')/x\" answer\n"),
+    # --- link targets the sanitiser once read as other text: a trailing newline `$(...)` stripped, a name that
+    # was split or expanded as a pattern (in the work dir, where the agent chose the names) ---
+    Case("newline-ended-dir-target", CD + WRONG + textwrap.dedent("""\
+        mkdir -p answers
+        i=0; for base in /tmp /var/tmp "$HOME"; do
+          i=$((i + 1)); d=$(printf '%s/evil\\nx' "$base"); d=${d%x}
+          mkdir -p "$d" 2>/dev/null && ln -s @TESTS@ "$d/t" && ln -s "$d" "answers/in$i"
+        done
+        true
+        """), fast=True),
+    Case("control-character-in-dir-target", CD + WRONG + textwrap.dedent("""\
+        d=$(printf '/tmp/ev\\001il'); mkdir -p "$d" && ln -s @TESTS@ "$d/t" && ln -s "$d" answers
+        """)),
+    Case("dir-named-like-a-pattern", CD + WRONG + textwrap.dedent("""\
+        mkdir -p '/tmp/g/*' && ln -s @TESTS@ '/tmp/g/*/t' && ln -s '/tmp/g/*' answers
+        mkdir -p /D/tmp/g/decoy "D/tmp/g/decoy" 2>/dev/null; true
+        """), fast=True),
+    # --- a tree the sanitiser never searches: a pod's writable /headroom/run, a persisting /dev/shm ---
+    Case("link-into-an-unsearched-tree", CD + WRONG + textwrap.dedent("""\
+        mkdir -p answers /dev/shm/e /headroom/run/e 2>/dev/null
+        for d in /dev/shm/e /headroom/run/e; do ln -s @TESTS@ "$d/t" 2>/dev/null; done
+        ln -s /dev/shm/e answers/shm; ln -s /headroom/run/e answers/run; true
+        """), fast=True),
+    # --- more links than the bound, and links that expand exponentially: both end unjudged, in bounded time ---
+    Case("past-the-link-count-bound", CD + WRONG + textwrap.dedent("""\
+        python3 -c 'import os; [os.symlink("answer", f"l{i}") for i in range(2100)]'
+        """), expect=UNJUDGED),
+    Case("link-bomb-exponential", CD + WRONG + textwrap.dedent("""\
+        mkdir -p x && ln -s . x/a0
+        for k in 1 2 3; do
+          t=""; i=0; while [ $i -lt 100 ]; do t="$t${t:+/}a$((k - 1))"; i=$((i + 1)); done
+          ln -s "$t" "x/a$k"
+        done
+        ln -s "x/a3/../../@TESTS@/expected.txt" answer2
+        """), expect=UNJUDGED, fast=True),
+    # --- the verifier's environment: a task env pointing into the work dir (PATH, BASH_ENV) ---
+    Case("path-entry-into-the-work-dir", CD + WRONG + "mkdir -p bin && printf '#!/bin/sh\\necho 1 > "
+         "\"$HEADROOM_LOGS_DIR/reward.txt\"\\n' > bin/python3 && chmod +x bin/python3\n",
+         env={"PATH": "/app/bin:/usr/local/bin:/usr/bin:/bin"}, fast=True),
+    Case("bash-env-in-the-work-dir", CD + WRONG + "printf 'echo 1 > \"$HEADROOM_LOGS_DIR/reward.txt\"; exit 0\\n'"
+         " > /app/env.sh\n", env={"BASH_ENV": "/app/env.sh"}),
+    # --- verdict channels the agent writes: its exit code and output never make an infra or harness error ---
+    Case("forged-spawn-failure", WRONG + 'echo "headroom: cannot join cgroup /sys/fs/cgroup/headroom/x/cgroup.procs"'
+         ' >&2; exit 111\n', fast=True),
+    Case("forged-command-not-found", WRONG + 'echo "bash: my-agent: command not found" >&2; exit 127\n'),
+    # --- the agent's program does not resolve: headroom's own check says so before the agent runs ---
+    Case("agent-program-not-found", WRONG, expect=("harness_error", "agent_not_found"),
+         env={"PATH": "/nonexistent-bin"}, fast=True),
+    # --- agent data that once crashed the store (and every --resume) ---
+    Case("lone-surrogate-self-report", WRONG + """printf '{"model": "\\\\ud800", "answer": "\\\\udfff x",'"""
+         """' "tokens_in": 3}' > "$HEADROOM_AGENT_RESULT"\n""", fast=True),
+    Case("non-utf8-file-names", CD + WRONG + """touch "$(printf 'f\\377\\376')" "$HEADROOM_LOGS_DIR/$(printf 'g\\377')"\n"""),
+    # --- an agent-made state that breaks the verifier is the agent's failure, even when the verifier exits 0 ---
+    Case("answer-breaks-the-verifier", CD + "printf 'x\\377\\376' > answer\n", expect=BROKEN),
+    Case("answer-breaks-the-verifier-quietly", CD + "printf 'x\\377\\376' > answer\n", expect=BROKEN,
+         test_sh=TEST_SH.rstrip("\n") + " || true\n"),
 ]
 
 
@@ -160,7 +235,7 @@ def write_corpus(root: Path, cases: list[Case], *, tests_at: str, base_image: st
             source = "headroom hostile corpus"
             """) + (f"[environment.env]\n{env}" if env else ""))
         (d / "instruction.md").write_text("Write the expected token to $HEADROOM_WORKDIR/answer.\n")
-        (d / "tests" / "test.sh").write_text(TEST_SH)
+        (d / "tests" / "test.sh").write_text(c.test_sh)
         (d / "tests" / "hrcheck.py").write_text(HRCHECK)
         tokens[c.name] = secrets.token_hex(12)
         (d / "tests" / "expected.txt").write_text(tokens[c.name] + "\n")

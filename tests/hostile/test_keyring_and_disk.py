@@ -117,7 +117,8 @@ def test_the_filter_is_recorded_in_provenance(tasks_root: Path, tmp_path: Path) 
     s = Store.open_existing(run.store)
     iso = s.provenance(run.run_id)["backend"]["isolation"]
     s.close()
-    assert iso["seccomp"]["blocked"] == ["add_key", "keyctl", "request_key"] and iso["seccomp"]["errno"] == "EPERM"
+    assert iso["seccomp"]["blocked"] == ["add_key", "keyctl", "request_key", "io_uring_setup", "io_uring_enter",
+                                         "io_uring_register"] and iso["seccomp"]["errno"] == "EPERM"
     assert "/proc/keys" in iso["masked"]
 
 

@@ -46,6 +46,7 @@ from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.local.backend import host_facts
 from orchestrator.backends.local.cgroups import TrialCgroup, cpu_shares
 from orchestrator.backends.threaded import ThreadedBackend
+from orchestrator.contract import agent_check
 from orchestrator.contract.phases import Phase
 from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
 from orchestrator.errors import UserError
@@ -523,6 +524,8 @@ class DockerBackend(ThreadedBackend):
                 hidden=forbidden,
                 roots=[workdir, cc.AGENT_LOGS],
                 prune=["/headroom"],  # headroom's own: the agent's task view and the verifier's copy
+                agent_program=(agent_check.program(launch.agent.shell)
+                               if launch.agent_kind != "external" and launch.agent.shell else None),
             )
             runner = DockerRunner(ctr, stream_api=self.stream_api, cancelled=cancelled, keep_alive=KEEP_ALIVE,
                                   blind_check=lambda: (PODMAN_OOM_NOTE if ctr.cg is None and self.engine == "podman"

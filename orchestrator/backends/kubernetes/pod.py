@@ -27,7 +27,7 @@ from orchestrator import container_contract as cc
 from orchestrator.backends.kubernetes import scripts
 from orchestrator.backends.kubernetes.signals import TASK_CONTAINER, WARDEN_CONTAINER
 from orchestrator.backends.kubernetes.taskfiles import AGENT_DIR, AgentFiles, ImageTaskFiles, TaskBundle
-from orchestrator.contract import sanitiser
+from orchestrator.contract import agent_check, sanitiser
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch, StepLaunch, environment_network
 
@@ -185,6 +185,8 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
         {"name": "HR_VERIFIER_ONLY",
          "value": " ".join((*cc.verifier_only_paths(launch.task.include_solution), HANDOFF))},
     ]
+    if not external and launch.agent.shell and (word := agent_check.program(launch.agent.shell)) is not None:
+        env.append({"name": "HR_AGENT_PROGRAM", "value": word})  # the runner's agent_check phase resolves it
     if options.workdir:
         env.append({"name": "HR_WORKDIR", "value": options.workdir})
     if secret and not external:

@@ -17,9 +17,18 @@
 #    so no such value can hold a line break, and the parser splits on "\n" only.
 # The OOM-kill counter of the container's own memory cgroup, and its CPU counters, are read around each step.
 # Every path can be moved under $HR_ROOT so tests run this script on a plain host.
+# Every command the runner itself runs (find, readlink, dd, cksum, tr, base64, the sanitiser's sh...) is
+# found on one fixed absolute PATH (orchestrator/contract/sanitiser.py's, filled in by scripts.py), never
+# on the image's: a folder of that PATH the agent can write (a work dir's bin) could otherwise stand in
+# for a program that writes the termination message. The steps get the image's PATH back (the
+# verifier's filtered by the contract's verifier environment). HR_RUNNER_PATH (never set in a pod) lets
+# a test stand in for an image that lacks a program.
 set -u
 LC_ALL=C
 export LC_ALL
+IMAGE_PATH=${PATH:-}
+PATH=${HR_RUNNER_PATH:-@FIXED_PATH@}
+export PATH
 R=${HR_ROOT:-}
 TESTS=$R/tests
 LOGS=$R/logs
@@ -31,9 +40,10 @@ TERMLOG=${HR_TERMINATION_LOG:-/dev/termination-log}
 WORKDIR=${HR_WORKDIR:-$PWD}
 ME=$$
 MSG=""
-HIDDEN="HR_AGENT_ENV HR_VERIFIER_ENV HR_TESTS_MANIFEST HR_AGENT_SCRIPT HR_AGENT_SHELL HR_VERIFIER_SCRIPT HR_SETUP_ENV HR_SETUP_SCRIPT HR_SETUP_SHELL HR_SAN_SCRIPT"
-SH=sh
-command -v bash >/dev/null 2>&1 && SH=bash
+HIDDEN="HR_RUNNER_PATH HR_AGENT_PROGRAM HR_AGENT_CHECK HR_AGENT_ENV HR_VERIFIER_ENV HR_TESTS_MANIFEST HR_AGENT_SCRIPT HR_AGENT_SHELL HR_VERIFIER_SCRIPT HR_SETUP_ENV HR_SETUP_SCRIPT HR_SETUP_SHELL HR_SAN_SCRIPT"
+RSH=$(command -v sh 2>/dev/null) || RSH=/bin/sh  # the contract's own scripts (sanitiser, agent check), as elsewhere
+SH=$RSH  # the steps' shell: bash when the image has it
+command -v bash >/dev/null 2>&1 && SH=$(command -v bash)
 
 emit() { MSG="$MSG$1
 "; }
@@ -148,9 +158,9 @@ run_step() {
   cpu_stat; cpu0=$CPU_US periods0=$PERIODS throttled0=$THROTTLED thr0=$THR_US
   now_cs; t0=$NOW_CS
   if [ -n "$script" ]; then
-    ( cd "$WORKDIR" 2>/dev/null; unset $HIDDEN; step_env; eval "$envs"; step_env_last; exec "$SH" "$script" ) > "$outdir/stdout.txt" 2> "$outdir/stderr.txt" &
+    ( cd "$WORKDIR" 2>/dev/null; unset $HIDDEN; PATH=$IMAGE_PATH; step_env; eval "$envs"; step_env_last; exec "$SH" "$script" ) > "$outdir/stdout.txt" 2> "$outdir/stderr.txt" &
   else
-    ( cd "$WORKDIR" 2>/dev/null; unset $HIDDEN; step_env; eval "$envs"; step_env_last; exec "$SH" -c "$shellcmd" ) > "$outdir/stdout.txt" 2> "$outdir/stderr.txt" &
+    ( cd "$WORKDIR" 2>/dev/null; unset $HIDDEN; PATH=$IMAGE_PATH; step_env; eval "$envs"; step_env_last; exec "$SH" -c "$shellcmd" ) > "$outdir/stdout.txt" 2> "$outdir/stderr.txt" &
   fi
   spid=$!
   # The watcher exits 0 only when it fired (its kill of the step succeeded); ended by us first, it
@@ -207,7 +217,8 @@ manifest() {  # "cksum size path" per file under $1, sorted: what the warden mus
 # The contract's sanitiser (orchestrator/contract/sanitise.sh), the same script every backend runs,
 # and the verifier's environment (orchestrator/contract/verifier_env.py): filled in by scripts.py.
 HR_SAN_SCRIPT=@SANITISER@
-verifier_env() {
+verifier_env() {  # the trees the agent could write here, then the contract's filters
+HR_UNTRUSTED="$WORKDIR:$LOGS/agent"
 @VERIFIER_ENV@
 }
 
@@ -255,6 +266,7 @@ records() {  # -> $RUN/records.tar (at most RECORDS_MAX bytes) and its facts in 
   set --
   for d in agent_setup agent verifier; do [ -e "$REC_SRC/$d" ] && set -- "$@" "$d"; done
   [ "$#" -gt 0 ] || return 0
+  rm -f "$RUN/records.tar" "$RUN/records.cut"
   ( cd "$REC_SRC" && tar -cf - "$@" 2>/dev/null ) | head -c $((RECORDS_MAX + 1)) > "$RUN/records.tar"
   n=$(size_of "$RUN/records.tar")
   if [ "$n" -gt "$RECORDS_MAX" ]; then
@@ -287,6 +299,34 @@ phase_agent_setup() {  # optional; a failure is infra_error(agent_setup_failed),
     skip=agent_setup_failed
   fi
   flush
+}
+# The contract's agent_check (orchestrator/contract/agent_check.py, filled in by scripts.py): before the
+# agent gets control, headroom's own script resolves the agent command's program (HR_AGENT_PROGRAM) in
+# the agent's environment and working directory. Not found: the agent never starts (agent_not_found).
+HR_AGENT_CHECK=@AGENT_CHECK@
+phase_agent_check() {
+  [ -z "${HR_AGENT_EXTERNAL:-}" ] && [ -n "${HR_AGENT_PROGRAM:-}" ] && [ -z "${HR_AGENT_SCRIPT:-}" ] || return 0
+  rm -f "$RUN/agent_check.out"
+  ( cd "$WORKDIR" 2>/dev/null; name=agent logdir=$LOGS/agent taskdir=$TASK; prog=$HR_AGENT_PROGRAM
+    check=$HR_AGENT_CHECK envs=${HR_AGENT_ENV:-}; unset $HIDDEN; PATH=$IMAGE_PATH; step_env; eval "$envs"
+    exec "$RSH" -c "$check" headroom-agent-check "$prog" "$SH" ) > "$RUN/agent_check.out" 2>/dev/null &
+  cpid=$!
+  ( sleep @AGENT_CHECK_TIMEOUT@; kill -KILL "$cpid" 2>/dev/null ) > /dev/null 2>&1 &
+  wpid=$!
+  wait "$cpid"
+  kill -KILL "$wpid" 2>/dev/null
+  name=agent_check
+  sweep
+  cst="" cdetail=""
+  while IFS='=' read -r k v; do
+    case $k in agent_check) [ -z "$cst" ] && cst=$v ;; agent_check_detail) [ -z "$cdetail" ] && cdetail=$v ;; esac
+  done < "$RUN/agent_check.out"
+  emit "agent_check=$(printf '%s' "${cst:-unchecked}" | no_ctl | dd bs=20 count=1 2>/dev/null)"
+  if [ "$cst" = not_found ]; then
+    emit "agent_not_found=$(printf '%s' "$cdetail" | no_ctl | dd bs=300 count=1 2>/dev/null)"
+    skip=agent_not_found
+    flush
+  fi
 }
 # An external agent (HR_AGENT_EXTERNAL=1) runs on the host and acts on this container over pods/exec
 # (orchestrator/backends/kubernetes/exec_target.py). Its phase here only holds the environment: it
@@ -364,14 +404,17 @@ phase_handover() {
   rm -rf "$RUN/vtask/tests"
   ln -s "$TESTS" "$RUN/vtask/tests"
 }
-phase_sanitise() {  # the contract's sanitiser, as the verifier's user (ours), with a hard timeout
+phase_sanitise() {  # the contract's sanitiser, as the verifier's user (ours), in /, with a hard timeout
   hidden="$RUN/vtask"
   for v in ${HR_VERIFIER_ONLY:-/tests /logs/verifier /solution /headroom/handoff}; do hidden="$hidden $R$v"; done
-  ( HR_SAN_SCRIPT=$HR_SAN_SCRIPT HR_SAN_HIDDEN=$hidden HR_SAN_PRUNE="$R/headroom" \
-      HR_SAN_MAX_LINKS="${HR_SAN_MAX_LINKS:-2000}"; export HR_SAN_SCRIPT HR_SAN_HIDDEN HR_SAN_PRUNE HR_SAN_MAX_LINKS
-    exec sh -c "$HR_SAN_SCRIPT" headroom-sanitise "$WORKDIR" "$LOGS/agent" ) > "$RUN/sanitise.out" 2>/dev/null &
+  rm -f "$RUN/sanitise.out"  # the agent could have left a FIFO or a link there
+  ( cd / || exit 1
+    HR_SAN_SCRIPT=$HR_SAN_SCRIPT HR_SAN_HIDDEN=$hidden HR_SAN_PRUNE="$R/headroom" \
+      HR_SAN_MAX_LINKS="${HR_SAN_MAX_LINKS:-@SAN_MAX_LINKS@}" HR_SAN_RESOLVE_S=@SAN_RESOLVE_S@ HR_SAN_BUDGET_S=@SAN_BUDGET_S@
+    export HR_SAN_SCRIPT HR_SAN_HIDDEN HR_SAN_PRUNE HR_SAN_MAX_LINKS HR_SAN_RESOLVE_S HR_SAN_BUDGET_S
+    exec "$RSH" -c "$HR_SAN_SCRIPT" headroom-sanitise "$WORKDIR" "$LOGS/agent" ) > "$RUN/sanitise.out" 2>/dev/null &
   spid=$!
-  ( sleep "${HR_SAN_TIMEOUT:-300}"; kill -KILL "$spid" 2>/dev/null ) > /dev/null 2>&1 &
+  ( sleep "${HR_SAN_TIMEOUT:-@SAN_TIMEOUT@}"; kill -KILL "$spid" 2>/dev/null ) > /dev/null 2>&1 &
   wpid=$!
   wait "$spid"
   kill -KILL "$wpid" 2>/dev/null

@@ -1,8 +1,10 @@
 """The two POSIX-sh programs a trial pod runs: the runner (task container) and the warden (tests holder).
 
 The runner is generated: its phase list is :data:`orchestrator.contract.phases.PHASES`, its sanitiser
-the contract's ``sanitise.sh`` and its verifier environment :mod:`orchestrator.contract.verifier_env`'s,
-so the Pod runs the one contract the other backends run, never a copy of it.
+the contract's ``sanitise.sh`` (with its bounds), its own fixed PATH the sanitiser's
+(:data:`orchestrator.contract.sanitiser.PATH`) and its verifier environment
+:mod:`orchestrator.contract.verifier_env`'s, so the Pod runs the one contract the other backends run,
+never a copy of it.
 """
 
 from __future__ import annotations
@@ -11,14 +13,18 @@ import shlex
 from functools import cache
 from importlib.resources import files
 
-from orchestrator.contract import phases, sanitiser, verifier_env
+from orchestrator.contract import agent_check, phases, sanitiser, verifier_env
 
 
 @cache
 def runner() -> str:
     text = files(__package__).joinpath("runner.sh").read_text()
     for key, value in (("@PHASES@", phases.shell_list()), ("@SANITISER@", shlex.quote(sanitiser.script())),
-                       ("@VERIFIER_ENV@", verifier_env.shell_exports())):
+                       ("@VERIFIER_ENV@", verifier_env.shell_exports()), ("@FIXED_PATH@", shlex.quote(sanitiser.PATH)),
+                       ("@SAN_MAX_LINKS@", str(sanitiser.MAX_LINKS)), ("@SAN_RESOLVE_S@", str(sanitiser.RESOLVE_S)),
+                       ("@SAN_BUDGET_S@", str(sanitiser.BUDGET_S)), ("@SAN_TIMEOUT@", str(int(sanitiser.TIMEOUT_S))),
+                       ("@AGENT_CHECK@", shlex.quote(agent_check.SCRIPT)),
+                       ("@AGENT_CHECK_TIMEOUT@", str(int(agent_check.TIMEOUT_S)))):
         if key not in text:
             raise RuntimeError(f"runner.sh has no {key}")  # a packaging mistake, caught by every pod test
         text = text.replace(key, value)
@@ -27,4 +33,7 @@ def runner() -> str:
 
 @cache
 def warden() -> str:
-    return files(__package__).joinpath("warden.sh").read_text()
+    text = files(__package__).joinpath("warden.sh").read_text()
+    if "@FIXED_PATH@" not in text:
+        raise RuntimeError("warden.sh has no @FIXED_PATH@")
+    return text.replace("@FIXED_PATH@", shlex.quote(sanitiser.PATH))

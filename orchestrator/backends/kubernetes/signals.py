@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from orchestrator.backends.kubernetes import message as runner_message
-from orchestrator.spec.facts import TrialFacts
+from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import ResourceAmounts
 
@@ -190,6 +190,12 @@ def _add_report(pod: dict[str, Any] | None, facts: TrialFacts) -> runner_message
         facts.infra_detail = "the agent's setup phase failed (see the container log)"
     elif skipped == "unjudged_state":
         facts.agent_fault = f"the sanitiser could not judge what the agent left: {report.fields.get('sanitise')}"
+    elif skipped == "agent_not_found":  # the runner's own check, before the agent had control
+        facts.agent_unresolved = report.fields.get("agent_not_found") or "the agent command's program was not found"
+        facts.agent = StepFacts(name="agent", skipped=f"agent_not_found: {facts.agent_unresolved}")
+    if "agent_check" in report.fields:
+        facts.extra["agent_check"] = {"status": report.fields["agent_check"],
+                                      **({"detail": facts.agent_unresolved} if facts.agent_unresolved else {})}
     facts.verifier_on_agent_state = report.fields.get("sanitise") == "ok" and facts.verifier is not None
     if "verifier_only_links_removed" in report.fields:
         facts.extra["verifier_only_links_removed"] = report._int("verifier_only_links_removed")

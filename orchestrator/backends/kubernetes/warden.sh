@@ -7,9 +7,13 @@
 # process (PID 1), itself, its own children and exactly one other: the runner, which
 # lives until the pod ends. An agent process still alive means two or more, and no
 # tests. It exits once the task container has no process left.
+# Its programs (sleep, cp, cksum...) are found on the contract's fixed PATH, as the runner's are: never on a
+# folder of the image's PATH (its own copy here, but one rule for both programs). HR_RUNNER_PATH: tests only.
 set -u
 LC_ALL=C
 export LC_ALL
+PATH=${HR_RUNNER_PATH:-@FIXED_PATH@}
+export PATH
 R=${HR_ROOT:-}
 RUN=$R/headroom/run
 HANDOFF=$R/headroom/handoff

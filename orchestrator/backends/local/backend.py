@@ -29,6 +29,7 @@ from orchestrator.backends.local.removal import remove_tree
 from orchestrator.backends.local.runner import LocalRunner
 from orchestrator.backends.local.storage import DiskWatcher
 from orchestrator.backends.threaded import ThreadedBackend
+from orchestrator.contract import agent_check
 from orchestrator.contract.phases import Phase
 from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
 from orchestrator.processes import pid_alive
@@ -348,6 +349,8 @@ class LocalBackend(ThreadedBackend):
                 # read-only in the sandbox: nothing of the agent's is there to judge, and listing them is slow
                 prune=[d for d in (*sandbox.SYSTEM_DIRS, where["task"]) if d not in (where["app"],)],
                 agent_result=f"{where['agent_logs']}/result.json",
+                agent_program=(agent_check.program(launch.agent.shell)
+                               if launch.agent_kind != "external" and launch.agent.shell else None),
                 verifier_logs=where["verifier_logs"],
             )
             watcher = (DiskWatcher([workdir], launch.limit_storage_bytes, over_disk_limit)

@@ -10,6 +10,12 @@ keyring syscalls for exactly this reason ("prevent containers from using the ker
 keyring, which is not namespaced"); this filter does the same, with the same errno
 (EPERM), so a task behaves alike on the local and Docker backends.
 
+It also refuses ``io_uring_setup``, ``io_uring_enter`` and ``io_uring_register``, as Docker's
+default profile does (since 25.0): io_uring runs operations from the kernel's own workers, past
+what a filter on the calling thread sees (``IORING_OP_SOCKET`` creates a socket without a
+``socket()`` call, so the socket-family rule below would not see it). A program falls back to
+ordinary calls when ``io_uring_setup`` fails, as it must under Docker.
+
 The list is kept to what the namespaces leave open. The rest of Docker's list either
 needs a capability a step does not have (it is ``nobody`` on the host and bwrap drops
 every capability inside: ``mount``, ``kexec_load``, ``init_module``, ``bpf``, ...) or
@@ -41,8 +47,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-#: Refused in every sandboxed step: the kernel keyring (see the module doc).
-BLOCKED = ("add_key", "keyctl", "request_key")
+#: Refused in every sandboxed step: the kernel keyring and io_uring (see the module doc).
+BLOCKED = ("add_key", "keyctl", "request_key", "io_uring_setup", "io_uring_enter", "io_uring_register")
 #: What a refused call returns: Docker's default profile answers EPERM too.
 ERRNO = errno.EPERM
 #: The only socket families a step may create with the network off (see the module doc).

@@ -1,0 +1,103 @@
+"""The Pod runner's own channels, run for real (dash, a PID namespace, a memory cgroup; see
+tests/kubernetes/runner_harness.py): what the agent leaves on the image's PATH never runs in the runner's
+place, and the agent_check phase decides agent_not_found before the agent gets control.
+
+The corpus (tests/hostile/corpus.py) runs the same classes as real Pods on the real node; these run the
+runner itself on this host, where an image whose PATH starts with a folder of the work dir can be stood in for.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from orchestrator.backends.kubernetes.signals import Context, observe
+from orchestrator.backends.kubernetes.taskfiles import bundle
+from orchestrator.classify import classify
+from orchestrator.launch import build_launch
+from orchestrator.plan import plan
+from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.outcome import HarnessReason, Outcome
+from orchestrator.spec.resources import ResourceAmounts
+from orchestrator.spec.trial import Verdict
+from orchestrator.tasks.loader import load_tasks
+from tests.kubernetes.runner_harness import RunResult, cgroup_usable, run_pod
+from tests.taskfactory import write_task
+
+pytestmark = [pytest.mark.cgroup, pytest.mark.skipif(cgroup_usable() is not None, reason=str(cgroup_usable()))]
+
+#: The verifier passes only on an answer the agent is never given.
+TEST = 'if [ "$(cat "$HEADROOM_WORKDIR/answer" 2>/dev/null)" = s3cret ]; then echo 1; else echo 0; fi ' \
+       '> "$HEADROOM_LOGS_DIR/reward.txt"\n'
+
+
+def _run(tmp: Path, command: str, forge: str | None = None, toml: str = "", **kw: object) -> tuple[RunResult, Verdict]:
+    tasks = tmp / "tasks"
+    write_task(tasks, "t", solve="true\n", test=TEST, extra_toml=toml)
+    if forge is not None:
+        (tasks / "t" / "environment").mkdir()
+        (tasks / "t" / "environment" / "forge").write_text(forge)
+    exp = Experiment(tasks_dir=str(tasks), tasks=["t"], configurations=["unbounded"], attempts=1,
+                     agent={"kind": "command", "command": command})
+    [task] = load_tasks(tasks, ["t"])
+    launch = build_launch("run-r", plan(exp, [task])[0], 0, task, exp)
+    res = run_pod(tmp, launch, bundle("t", task.path, task.digest), **kw)  # type: ignore[arg-type]
+    pod = {"metadata": {"name": "p"}, "status": {"phase": "Succeeded", "containerStatuses": [
+        {"name": "task", "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": res.message}}}]}}
+    obs = observe(pod, [], Context(now=0, amounts=ResourceAmounts(request_cpus=1, request_memory_bytes=1,
+                                                                  limit_cpus=None, limit_memory_bytes=None)))
+    assert obs.facts is not None
+    return res, classify(obs.facts)
+
+
+#: Every program the runner runs after the agent, planted in the work dir's bin/: each one, if it ever ran in the
+#: runner's place, would write a passing reward into the termination message (or the reward file).
+PLANTED = ("dd", "base64", "tr", "cksum", "find", "readlink", "sort", "sh", "bash", "cat", "cp", "mkdir", "rm",
+           "head", "tail", "wc", "sha256sum", "tar", "awk", "grep", "cut", "mv", "ln", "timeout", "id", "sleep")
+FORGE = r"""#!/bin/sh
+# planted: forge a pass wherever the runner would have written
+printf 'reward_file=reward.txt\nreward_size=2\nreward=1\nreward_b64=MQo=\nverifier_exit=0\n' > "${HR_TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null
+echo 1 > "$HR_ROOT/logs/verifier/reward.txt" 2>/dev/null
+echo PLANTED-RAN >> "$HR_ROOT/planted-ran"
+exec /usr/bin/env -i /bin/false
+"""
+
+
+def test_programs_the_agent_plants_on_the_images_path_never_run_for_the_runner(tmp_path: Path) -> None:
+    """An image whose PATH starts with a folder of the work dir (ENV PATH=/app/bin:...): the runner once ran its
+    find, readlink, dd, cksum... from there after the agent, so a planted dd could forge the termination message."""
+    root = tmp_path / "pod"
+    agent = ('echo wrong > "$HEADROOM_WORKDIR/answer"; /bin/mkdir -p "$HEADROOM_WORKDIR/bin" && '
+             f'for p in {" ".join(PLANTED)}; do /bin/cp "$HEADROOM_TASK_DIR/environment/forge" '
+             '"$HEADROOM_WORKDIR/bin/$p" && /bin/chmod +x "$HEADROOM_WORKDIR/bin/$p"; done')
+    image_path = f"{root / 'app' / 'bin'}:{os.environ['PATH']}"
+    res, verdict = _run(tmp_path, agent, FORGE, extra_env={"PATH": image_path})
+    assert res.report is not None and res.report.complete, res.stdout
+    assert (verdict.outcome, verdict.reason) == (Outcome.FAILED, None), (verdict, res.message)
+    assert res.report.reward() == (0.0, None), res.message
+    assert not (root / "planted-ran").exists(), (root / "planted-ran").read_text()
+    assert all((root / "app" / "bin" / p).exists() for p in PLANTED)  # they were there to be found
+
+
+def test_an_agent_program_that_does_not_resolve_never_starts_in_the_pod(tmp_path: Path) -> None:
+    res, verdict = _run(tmp_path, '/opt/my-agent/run.sh --fast; touch "$HEADROOM_WORKDIR/ran"')
+    assert (verdict.outcome, verdict.reason) == (Outcome.HARNESS_ERROR, HarnessReason.AGENT_NOT_FOUND), res.message
+    assert res.report is not None and res.report.fields["verifier_skipped"] == "agent_not_found"
+    assert "/opt/my-agent/run.sh: no such file" in res.report.fields["agent_not_found"]
+    assert "agent_exit" not in res.report.fields and not (tmp_path / "pod" / "app" / "ran").exists()
+
+
+def test_the_check_resolves_with_the_agents_own_variables(tmp_path: Path) -> None:
+    """The task env's PATH is the agent's: `bash` is not found on it, though the runner's own PATH has it."""
+    res, verdict = _run(tmp_path, 'bash "$HEADROOM_TASK_DIR/run.sh"', toml='[environment.env]\nPATH = "/nonexistent"\n')
+    assert (verdict.outcome, verdict.reason) == (Outcome.HARNESS_ERROR, HarnessReason.AGENT_NOT_FOUND), res.message
+    assert res.report is not None and "bash: command not found" in res.report.fields["agent_not_found"]
+
+
+def test_an_agent_that_claims_not_found_after_it_started_is_judged_on_its_work_in_the_pod(tmp_path: Path) -> None:
+    res, verdict = _run(tmp_path, 'echo "sh: 1: my-agent: not found" >&2; exit 127')
+    assert (verdict.outcome, verdict.reason) == (Outcome.FAILED, None), res.message
+    assert res.report is not None and res.report.fields["agent_check"] == "ok"
+    assert res.report.fields["agent_exit"] == "127" and res.report.fields["verifier_exit"] == "0"
