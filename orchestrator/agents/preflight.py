@@ -135,8 +135,9 @@ def probe_launch(experiment: Experiment, trial: Trial, task: Task) -> Launch:
 
 def check_in_environment(backend: Backend, launch: Launch, command: str, *, resolve: bool = True,
                          deadline_s: float = DEADLINE_S) -> str | None:
-    """Run the probe try (:func:`probe_launch`) of ``command``; raise :class:`SpecError` if the command would not start. Returns a note when it was
-    not checked (the probe itself could not run, or the program is only known by running it): the sweep goes ahead."""
+    """Run the probe try (:func:`probe_launch`) of ``command``; raise :class:`SpecError` if the command would not
+    start. Returns a note when it was not checked (the probe itself could not run, or the program is only known by
+    running it): the sweep goes ahead."""
     handle = backend.submit(launch)
     end = time.monotonic() + deadline_s
     facts = None
@@ -149,7 +150,7 @@ def check_in_environment(backend: Backend, launch: Launch, command: str, *, reso
     recorded(backend, handle)
     a = facts.agent
     if a is None or a.skipped or a.spawn_error or facts.setup_error or facts.infra_hint is not None:
-        why = ((a.spawn_error or a.skipped) if a else None) or facts.setup_error or facts.infra_detail or "no agent step"
+        why = (a and (a.spawn_error or a.skipped)) or facts.setup_error or facts.infra_detail or "no agent step"
         return f"the agent-command probe could not run ({why}): not checked"
     ans = answer(command, a.stdout_tail, exit_code=a.exit_code, timed_out=a.timed_out, resolve=resolve)
     if ans.refusal is not None:

@@ -18,10 +18,11 @@ What is checked (:func:`target`): the program of the command's first simple comm
 ``nohup``; and, when that program is an interpreter (``python3 x.py``, ``bash -x run.sh``,
 ``node x.js``...), the script it is given (:attr:`Target.script`: the preflight passes it to
 :func:`argv`; a try's phase passes the program word, ``Plan.agent_program``, so a script that
-is missing in a try is the interpreter's own exit, judged by the verifier). A word is checked as the trial's shell will see it:
-``$NAME``, ``${NAME}`` and a leading ``~`` are expanded where the check runs (a variable that is
-not set there leaves the word unchecked: an external agent's host check does not have the
-try's paths yet). A word whose value is only known by running the shell leaves it unchecked:
+is missing in a try is the interpreter's own exit, judged by the verifier). A word is checked
+as the trial's shell will see it: ``$NAME``, ``${NAME}`` and a leading ``~`` are expanded where
+the check runs (a variable that is not set there leaves the word unchecked: an external
+agent's host check does not have the try's paths yet). A word whose value is only known by
+running the shell leaves it unchecked:
 ``$(...)``, backquotes, any other ``${...}``, a glob or a brace, quoting that ``shlex`` cannot
 show (``'$HOME'``, ``"~"``), a redirection or a subshell first, options to a wrapper (``env -i``,
 ``exec -a``), a ``PATH=`` assignment in front (bash looks the program up on that PATH), a
