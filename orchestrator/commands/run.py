@@ -485,7 +485,7 @@ DEMO_MULTIPLIERS, DEMO_ATTEMPTS = ("1", "2", "3", "unbounded"), 12
 @enforcement_option()
 @click.pass_context
 def demo(ctx: click.Context, store_path: Path, attempts: int, concurrency: int, seed: int, enforcement: str) -> None:
-    """Sweep the bundled demo tasks (about 3 minutes on 2 cores) and print the report."""
+    """Sweep the bundled demo tasks (480 trials: 2 to 6 minutes on 2 cores) and print the report."""
     from orchestrator.spec.experiment import ExperimentOverrides
 
     experiment = build_experiment(
