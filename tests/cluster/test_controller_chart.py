@@ -166,6 +166,7 @@ ALLOWED = [
     ("update", "experiments", GROUP, "status"),
     ("create", "trials", GROUP, ""), ("watch", "trials", GROUP, ""), ("update", "trials", GROUP, "status"),
     ("create", "pods", "", ""), ("delete", "pods", "", ""), ("patch", "pods", "", ""), ("watch", "pods", "", ""),
+    ("deletecollection", "pods", "", ""),  # harvested pods go in one request per run (the backend's sweep)
     ("get", "pods", "", "log"), ("create", "events", "", ""), ("watch", "events", "", ""),
     ("get", "configmaps", "", ""), ("create", "configmaps", "", ""), ("list", "resourcequotas", "", ""), ("list", "limitranges", "", ""),
     ("create", "leases", "coordination.k8s.io", ""),

@@ -33,10 +33,10 @@ from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, TRIAL_PL
 from tests.docker.fixtures import DockerEnv
 
 from .conftest import RealNodeHandle
-from .controller_image import IMAGE_REPO, IMAGE_TAG, controller_image
+from .controller_image import IMAGE_REPO, IMAGE_TAG, ControllerImage, controller_image
 from .controller_support import CHART, RELEASE, crds  # noqa: F401
 from .plane import REPO, Cluster, wait_for
-from .realnode import REAL_NODE_LABEL, REAL_NODE_TOLERATION
+from .realnode import REAL_NODE_LABEL, REAL_NODE_TOLERATION, RealNode
 
 # The image build (a pip install of ~190 MB of wheels) and its import take minutes on 2 cores.
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.docker, pytest.mark.slow,
@@ -93,6 +93,14 @@ def test_the_chart_runs_the_controller_on_the_real_node(
     node.expose_api_service(cluster.plane.server)
 
     ns = cluster.create_namespace(prefix="ctl", labels=RESTRICTED)
+    try:
+        _install_and_run(cluster, real_node, node, ns, image, import_s, t0, tmp_path)
+    finally:
+        _release_the_node(cluster, ns)
+
+
+def _install_and_run(cluster: Cluster, real_node: RealNodeHandle, node: RealNode, ns: str, image: ControllerImage,
+                     import_s: float, t0: float, tmp_path: Path) -> None:
     r = cluster.helm("install", RELEASE, str(CHART), "--namespace", ns, "--skip-crds", "-f",
                      str(values_file(tmp_path)), "--wait", "--timeout", "180s", timeout=240)
     pods = cluster.core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/name=headroom").items
@@ -124,7 +132,7 @@ def test_the_chart_runs_the_controller_on_the_real_node(
         trials = custom(cluster).list_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL)["items"]
         raise AssertionError(f"{exc}; trials by phase "
                              f"{dict(Counter((t.get('status') or {}).get('phase', '-') for t in trials))}\n"
-                             f"{_controller_logs(cluster, ns)}") from None
+                             f"{_pods(cluster, ns)}\n{_controller_logs(cluster, ns)}") from None
     run_s = time.monotonic() - t0 - ready_s
 
     trials = custom(cluster).list_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL,
@@ -176,3 +184,36 @@ def _controller_logs(cluster: Cluster, ns: str) -> str:
         except client.exceptions.ApiException as exc:
             out.append(f"{p.metadata.name}: no log ({exc.status})")
     return "\n".join(out)
+
+
+def _pods(cluster: Cluster, ns: str) -> str:
+    """Each pod's phase, why it is not scheduled, and its containers' states: a trial that stays Pending
+    is usually a pod waiting for room on the node, and this says which pod holds it."""
+    out = []
+    for p in cluster.core.list_namespaced_pod(ns).items:
+        unscheduled = [c.message for c in p.status.conditions or [] if c.type == "PodScheduled" and c.status != "True"]
+        states = {c.name: next(k for k in ("running", "terminated", "waiting") if getattr(c.state, k))
+                  for c in p.status.container_statuses or []}
+        out.append(f"pod {p.metadata.name}: {p.status.phase} {states} {unscheduled[0] if unscheduled else ''}")
+    return "\n".join(out)
+
+
+def _release_the_node(cluster: Cluster, ns: str) -> None:
+    """End what this test started on the shared real node, pass or fail: a controller left running keeps
+    starting trial pods there, and the next real-node test's pods wait for CPU behind them (a sweep of
+    test_realnode_external_agent.py timed out after 300 s that way)."""
+    managed = "app.kubernetes.io/managed-by=headroom"
+    try:
+        custom(cluster).delete_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, "realnode")
+    except client.exceptions.ApiException as exc:
+        if exc.status != 404:
+            raise
+    try:  # the controller releases and deletes the pods of a deleted Experiment
+        wait_for(lambda: not cluster.core.list_namespaced_pod(ns, label_selector=managed).items, 60,
+                 "the deleted Experiment's pods to go")
+    except TimeoutError:  # the controller could not: its finalizers come off here, and the pods go at once
+        for p in cluster.core.list_namespaced_pod(ns, label_selector=managed).items:
+            cluster.core.patch_namespaced_pod(p.metadata.name, ns, {"metadata": {"finalizers": None}})
+            cluster.core.delete_namespaced_pod(p.metadata.name, ns, grace_period_seconds=0)
+    r = cluster.helm("uninstall", RELEASE, "--namespace", ns, "--wait", "--timeout", "60s", timeout=90)
+    assert r.returncode == 0 or "not found" in r.stderr, r.stderr

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -23,12 +26,28 @@ from .plane import REPO, Cluster
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow]
 
 
+@contextmanager
+def running(cluster: Cluster, namespace: str, body: dict[str, Any]) -> Iterator[None]:
+    """The pod, Running for the block, then deleted at once: left to its ``sleep 300`` it held its 500m of the
+    real node's 2 CPUs for five minutes after the test, and the next test's 1-CPU trial pod could not be
+    scheduled (test_realnode_external_agent.py's sweep timed out after 300 s behind two of them)."""
+    name = body["metadata"]["name"]
+    cluster.core.create_namespaced_pod(namespace, body)
+    try:
+        cluster.wait_pod(namespace, name, lambda p: p.status.phase == "Running", timeout=120, what="Running")
+        yield
+    finally:
+        cluster.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+
+
 def test_exec_in_a_real_node_pod_returns_output_and_exit_code(cluster: Cluster, real_node: RealNodeHandle,
                                                               namespace: str) -> None:
     body = real_node.pod("exec-me", ["sleep", "300"], limits={"memory": "64Mi", "cpu": "500m"})
-    cluster.core.create_namespaced_pod(namespace, body)
-    cluster.wait_pod(namespace, "exec-me", lambda p: p.status.phase == "Running", timeout=120, what="Running")
+    with running(cluster, namespace, body):
+        _exec_returns_output_and_exit_code(cluster, namespace)
 
+
+def _exec_returns_output_and_exit_code(cluster: Cluster, namespace: str) -> None:
     r = exec_in_pod(cluster.api_client, namespace, "exec-me", ["echo", "hello from the pod"], timeout=60)
     assert (r.exit_code, r.stdout, r.stderr) == (0, "hello from the pod\n", "")
 
@@ -61,8 +80,11 @@ def test_the_pod_exec_target_applies_cwd_env_stdin_timeout_and_refuses_after_the
     body["spec"]["containers"][0]["env"] = [{"name": "HR_AGENT_ENV", "value": "export HEADROOM_SEED=17\n"},
                                             {"name": "HR_TESTS_MANIFEST", "value": "hidden"}]
     body["spec"]["containers"][0]["workingDir"] = "/tmp"
-    cluster.core.create_namespaced_pod(namespace, body)
-    cluster.wait_pod(namespace, "target", lambda p: p.status.phase == "Running", timeout=120, what="Running")
+    with running(cluster, namespace, body):
+        _the_target_applies_its_options(cluster, namespace)
+
+
+def _the_target_applies_its_options(cluster: Cluster, namespace: str) -> None:
     wait_for_dir = PodExec(cluster.api_client, namespace, "target", container="trial")
     assert wait_for_dir.run(["sh", "-c", "until [ -d /headroom/run ]; do sleep 0.2; done"], timeout_s=30).exit_code == 0
     target = PodExec(cluster.api_client, namespace, "target", container="trial", default_cwd="/tmp")

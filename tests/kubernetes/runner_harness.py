@@ -111,8 +111,19 @@ def lay_out(root: Path, bundle: TaskBundle, include_solution: bool) -> None:
             t.chmod(0o755 if f.executable else 0o644)
 
 
+#: When each program starts. ``warden_first``: both at once. ``runner_late``: the runner a second after the
+#: warden (a task container still starting). ``warden_late``: the warden only once the runner has ended, as
+#: when the kubelet starts the warden after a try that was over at once (the runner must not need it then).
+STARTS = {
+    "warden_first": 'dash {root}/warden.sh & w=$!; {runner} & r=$!; wait $r; wait $w',
+    "runner_late": 'dash {root}/warden.sh & w=$!; sleep 1; {runner} & r=$!; wait $r; wait $w',
+    "warden_late": '{runner}; dash {root}/warden.sh',
+}
+
+
 def run_pod(tmp: Path, launch: Launch, bundle: TaskBundle, *, memory_limit: int | None = None,
-            extra_env: dict[str, str] | None = None, stray: bool = False, timeout: float = 120) -> RunResult:
+            extra_env: dict[str, str] | None = None, stray: bool = False, timeout: float = 120,
+            start: str = "warden_first") -> RunResult:
     """Run the pod's two programs in a fresh PID namespace; ``stray`` adds a process the runner cannot kill."""
     root = tmp / "pod"
     lay_out(root, bundle, launch.task.include_solution)
@@ -128,13 +139,13 @@ def run_pod(tmp: Path, launch: Launch, bundle: TaskBundle, *, memory_limit: int 
     (root / "runner.sh").write_text(scripts.runner())
     (root / "warden.sh").write_text(scripts.warden())
     stray_cmd = "sleep 300 & " if stray else ""
-    wrapper = (  # PID 1 of the namespace plays the pause container; its end kills whatever is left
-        f"{stray_cmd}dash {root}/warden.sh & w=$!; "
-        f"dash -c '{cg.join()}; exec dash {root}/runner.sh' & r=$!; "
-        "wait $r; wait $w"
-    )
+    # PID 1 of the namespace plays the pause container; its end kills whatever is left
+    runner = f"dash -c '{cg.join()}; exec dash {root}/runner.sh'"
+    wrapper = stray_cmd + STARTS[start].format(root=root, runner=runner)
     try:
-        proc = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "dash", "-c", wrapper],
+        # --kill-child: a run killed at its timeout takes its whole PID namespace with it (a warden left
+        # spinning outlived the test)
+        proc = subprocess.run(["unshare", "--pid", "--kill-child", "--mount-proc", "dash", "-c", wrapper],
                               env=env, capture_output=True, text=True, timeout=timeout, cwd=root / "app")
     finally:
         cg.remove()

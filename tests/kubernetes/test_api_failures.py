@@ -5,8 +5,13 @@ tests/cluster/test_kubernetes_backend_lifecycle.py)."""
 from __future__ import annotations
 
 import json
+import logging
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -21,9 +26,9 @@ from orchestrator.tasks.loader import load_tasks
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _backend(now: list[float]) -> KubernetesBackend:
-    # an API client pointed nowhere: nothing here sends a request
-    api = client.ApiClient(client.Configuration(host="https://127.0.0.1:9"))
+def _backend(now: list[float], host: str = "https://127.0.0.1:9") -> KubernetesBackend:
+    # by default an API client pointed nowhere: nothing there answers
+    api = client.ApiClient(client.Configuration(host=host))
     return KubernetesBackend(options=KubernetesOptions(api_retry_s=10), api_client=api, clock=lambda: now[0])
 
 
@@ -78,5 +83,76 @@ def test_a_full_quota_waits_forever() -> None:
             now[0] += 100
             backend._api_failure(t, _status(403, "Forbidden", 'pods "x" is forbidden: exceeded quota: q'))
         assert t.result is None and backend.stats.quota_waits == 5
+    finally:
+        backend.close()
+
+
+BACKEND_LOG = "orchestrator.backends.kubernetes.backend"
+FORBIDDEN = ('pods is forbidden: User "system:serviceaccount:ns:headroom" cannot deletecollection resource "pods" '
+             'in API group "" in the namespace "ns"')
+
+
+class _RefusesDeletes(BaseHTTPRequestHandler):
+    """An API server whose RBAC refuses every DELETE, as the chart's Role once did a collection delete."""
+    seen: list[str] = []
+
+    def do_DELETE(self) -> None:  # noqa: N802 - the http.server name
+        self.seen.append(self.path)
+        body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": FORBIDDEN,
+                           "reason": "Forbidden", "code": 403}).encode()
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def refusing_server() -> Iterator[str]:
+    _RefusesDeletes.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _RefusesDeletes)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_refused_collection_delete_is_said_once_and_tried_again(refusing_server: str,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """Harvested pods that may not be deleted stay on their node (a running one keeps its requests):
+    the backend says which permission is missing, once, and keeps the run for the next sweep."""
+    backend = _backend([1000.0], host=refusing_server)
+    try:
+        with caplog.at_level(logging.WARNING, logger=BACKEND_LOG):
+            for _ in range(2):
+                backend._to_delete.add("run-a")
+                backend._sweep()
+                assert backend._to_delete == {"run-a"}  # kept for the next sweep (the Role may be fixed)
+        warnings = [r.getMessage() for r in caplog.records if r.name == BACKEND_LOG and r.levelno == logging.WARNING]
+        assert len(warnings) == 1, warnings
+        assert "grant deletecollection on pods in namespace default" in warnings[0]
+        assert "cannot deletecollection" in warnings[0]  # the server's own words
+        assert len(_RefusesDeletes.seen) == 2
+        from urllib.parse import parse_qs, urlsplit
+        query = parse_qs(urlsplit(_RefusesDeletes.seen[0]).query)
+        assert query["labelSelector"] == ["headroom.dev/run=run-a,headroom.dev/harvested=true"]
+    finally:
+        backend.close()
+
+
+def test_an_unreachable_server_on_the_sweep_is_retried_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    backend = _backend([1000.0])
+    try:
+        with caplog.at_level(logging.WARNING, logger=BACKEND_LOG):
+            backend._to_delete.add("run-a")
+            backend._sweep()
+        assert backend._to_delete == {"run-a"}
+        assert not [r for r in caplog.records if r.name == BACKEND_LOG and r.levelno == logging.WARNING]
     finally:
         backend.close()

@@ -153,6 +153,27 @@ def test_the_container_cgroup_oom_counter_is_read_around_the_step(tmp_path: Path
     assert judged(res) == (Outcome.INFRA_ERROR, InfraReason.OOM_KILLED)
 
 
+def test_a_warden_started_after_the_try_ended_exits_instead_of_holding_the_pod(tmp_path: Path) -> None:
+    """An agent OOM-killed at once ends the runner before the kubelet starts the warden: the warden
+    finds no process at its first look and must still exit (it waited for the pod's deadline, and the
+    pod kept its requests on the node). The harness's timeout is the deadline here."""
+    tasks = tmp_path / "tasks"
+    write_task(tasks, "hog", solve="exit 0\n")
+    hog = "python3 -c \"b = bytearray(400 * 1024 * 1024); print(len(b))\""
+    res = run(tmp_path, tasks, "hog", command=hog, memory_limit=64 * 1024 * 1024, start="warden_late", timeout=60)
+    assert res.returncode == 0, res.stdout
+    assert res.report is not None and res.report.fields["verifier_skipped"] == "agent_oom", res.stdout
+    assert (res.root / "headroom" / "run" / "runner.started").exists()
+
+
+def test_a_warden_that_starts_before_the_runner_waits_for_it(tmp_path: Path) -> None:
+    """No process and no start marker: the runner has not started yet (its container still starting),
+    so the warden stays and hands the tests over when asked."""
+    res = run(tmp_path, REPO / "tasks", "csv-report", start="runner_late")
+    assert res.report is not None and res.report.complete, res.stdout
+    assert res.report.reward() == (1.0, None)
+
+
 def test_secrets_reach_the_agent_and_never_the_verifier(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     write_task(tasks, "sec", solve="exit 0\n",

@@ -157,6 +157,7 @@ class KubernetesBackend:
         self._harvested: dict[str, tuple[Launch, bool]] = {}
         self._last_sweep = 0.0
         self._sweeping = threading.Lock()
+        self._sweep_refused = False
         self._latency: dict[str, float] = {"submit_to_created_s": 0.0, "created_to_harvest_s": 0.0, "n": 0}
         self._generation = 0
         self._waited_generation = 0
@@ -609,10 +610,16 @@ class KubernetesBackend:
                 runs, self._to_delete = self._to_delete, set()
             for run_label in runs:
                 try:
-                    self.core.delete_collection_namespaced_pod(
+                    _drain(self.core.delete_collection_namespaced_pod(
                         self.namespace, label_selector=f"{RUN_LABEL}={run_label},{pod_mod.HARVESTED_LABEL}=true",
-                        grace_period_seconds=0, _preload_content=False)
-                except Exception:  # the API server is away: next time
+                        grace_period_seconds=0, _preload_content=False))
+                except Exception as exc:  # the API server is away, or refuses: next time
+                    if classify(exc) is Failure.REFUSED and not self._sweep_refused:
+                        # Said once: a Role without deletecollection on pods (the chart's lacked it) left
+                        # every harvested pod in place, running ones holding their requests, unseen.
+                        self._sweep_refused = True
+                        log.warning("kubernetes backend: harvested pods cannot be deleted (%s): grant "
+                                    "deletecollection on pods in namespace %s", api_message(exc), self.namespace)
                     with self._lock:
                         self._to_delete.add(run_label)
 

@@ -286,6 +286,7 @@ if [ -n "$MEMCG" ]; then
 else emit "memcg=none"; fi
 [ -r /proc/sys/kernel/yama/ptrace_scope ] && { read -r ps < /proc/sys/kernel/yama/ptrace_scope; emit "ptrace_scope=$ps"; }
 mkdir -p "$LOGS/agent" "$RUN" 2>/dev/null
+: > "$RUN/runner.started" 2>/dev/null  # the warden's sign that this container ran (see warden.sh)
 
 # ---- phases: orchestrator/contract/phases.py's list, in its order (filled in by scripts.py) -----
 skip="" agent_skip=""

@@ -6,7 +6,11 @@
 # after three scans 0.2 s apart found no process of the pod other than the pause
 # process (PID 1), itself, its own children and exactly one other: the runner, which
 # lives until the pod ends. An agent process still alive means two or more, and no
-# tests. It exits once the task container has no process left.
+# tests. It exits once the task container has no process left: after it saw one, or on the
+# runner's start marker ($RUN/runner.started). The kubelet starts this container after the task's,
+# so a fast try (an agent OOM-killed at once) can be over before our first look; without the marker
+# we would wait for the pod's deadline, holding its requests on the node. No process and no marker
+# means the runner has not started yet (its image still being pulled, say): we wait for it.
 # Its programs (sleep, cp, cksum...) are found on the contract's fixed PATH, as the runner's are: never on a
 # folder of the image's PATH (its own copy here, but one rule for both programs). HR_RUNNER_PATH: tests only.
 set -u
@@ -44,6 +48,7 @@ while :; do
   count_others
   if [ "$N" = 0 ]; then
     [ "$seen" = 1 ] && exit 0
+    [ -e "$RUN/runner.started" ] && exit 0  # it ran and is gone: it ended before our first look
   else
     seen=1
   fi
