@@ -11,7 +11,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from orchestrator.spec.evidence import STORED, Evidence
+from orchestrator.spec.evidence import SCHEMA_VERSION, STORED, Evidence
 from orchestrator.spec.outcome import InfraReason, infra_reason
 from orchestrator.spec.steps import StepFacts
 
@@ -93,3 +93,11 @@ class TrialFacts(BaseModel):
         if value is not None and not math.isfinite(value):
             raise ValueError("reward must be a finite number")
         return value
+
+
+def evidence_schema() -> dict[str, Any]:
+    """The JSON Schema of one stored evidence row: a try's facts, whose ``extra`` is the versioned
+    :class:`~orchestrator.spec.evidence.Evidence` that every backend fills."""
+    schema = TrialFacts.model_json_schema()
+    schema["$id"] = f"headroom.evidence/{SCHEMA_VERSION}"
+    return schema
