@@ -11,8 +11,8 @@ cgroup (copying the task, making the cgroup), which would dilute the average; th
 agent's time alone would overstate it, since the verifier's CPU is in the counter too.
 
 Throttling counters arrive in three spellings (cgroup v2 ``cpu.stat``, cgroup v1
-``cpu.stat``, the Docker stats endpoint's ``throttling_data``); they are read here
-into one: periods, throttled periods, throttled seconds.
+``cpu.stat``, the Docker stats endpoint's ``throttling_data``); the evidence's
+``CpuThrottling`` reads them into one: periods, throttled periods, throttled seconds.
 """
 
 from __future__ import annotations
