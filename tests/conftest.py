@@ -46,6 +46,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _untracked() -> set[str]:
+    """Files and folders in the checkout that git neither tracks nor ignores."""
+    import subprocess
+
+    res = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=REPO, capture_output=True,
+                         text=True, check=False)
+    return {line[3:] for line in res.stdout.splitlines() if line.startswith("?? ")} if res.returncode == 0 else set()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controlling process, once per run
+        session.config.stash[_UNTRACKED] = _untracked()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A test writes into its tmp_path, never into the checkout (an empty file named ``oom`` once got committed)."""
+    before = session.config.stash.get(_UNTRACKED, None)
+    if before is None:
+        return
+    left = sorted(_untracked() - before)
+    if left:
+        tw = session.config.get_terminal_writer()
+        tw.line()
+        tw.line(
+            f"tests left files in the checkout: {', '.join(left)} (write into tmp_path)", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_UNTRACKED = pytest.StashKey[set[str]]()
+
+
 @pytest.fixture
 def tasks_root(tmp_path: Path) -> Path:
     root = tmp_path / "tasks"

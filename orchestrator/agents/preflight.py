@@ -1,36 +1,35 @@
-"""Before a sweep: does the agent's command resolve and start where it will run? Checked once, for real.
+"""Before a sweep: can the agent's command start where it will run? Checked once, for real, with the contract's check.
 
-A command agent runs inside the trial's environment, so the check is one try of the
-run's first task through the backend itself (the task's image, sandbox, user and
-PATH), whose agent step is a probe instead of the agent. An external agent runs on the
-host, in headroom's working directory, so its probe runs there. The probe:
+The question is the one every try asks before its agent gets control (the contract's
+``agent_check`` phase): the same parser and the same script (:mod:`orchestrator.contract.agent_check`),
+so the preflight and the tries cannot disagree about a command. What the preflight adds:
 
-* finds the command's program (after any ``NAME=value`` words) with ``command -v``;
-* checks that the program can be executed: a file with the executable bit (else its own
-  message, not "not found"), whose ``#!`` interpreter exists there (``#!/usr/bin/env
-  NAME``: NAME is on the PATH) and whose ``#!`` line has no Windows line ending (the
-  kernel refuses each of these, and the shell reports 126 or 127);
-* when the program is an interpreter (``python3 x.py``, ``bash run.sh``, ``node``, ...),
-  checks that its script exists;
-* checks that the whole command is valid bash (``bash -n``).
-
-Only the first simple command is checked (``cd /app && ./run.sh`` checks ``cd``), and words
-the trial's shell expands (a ``$``, a leading ``~``, a glob) are not. A command that fails
-the probe refuses the sweep with the probe's one line (exit 2), before anything is
-written: otherwise every trial would fail at once, recorded as the model's failure.
+* it asks once, before anything is written, and refuses the sweep with the check's one line
+  (exit 2) instead of recording every try as ``harness_error(agent_not_found)``;
+* where it asks: a command agent runs inside the trial's environment, so the check runs in one
+  real try of the run's first task through the backend itself (the task's image, sandbox, user,
+  PATH and variables), whose agent step is the check instead of the agent. An external agent
+  runs on the host, in headroom's working directory, with the host's PATH and HOME, so its check
+  runs there (a variable only the try sets, such as ``$HEADROOM_TASK_DIR``, leaves a word unchecked);
+* the whole command must be valid bash (``bash -n``), which a try does not check before it runs;
+* an interpreter's script must exist (``python3 agent.py``: :attr:`.agent_check.Target.script`, which
+  the check script takes and a try's phase does not pass);
+* an agent with an install phase (which is what provides its program) gets the syntax check only.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.agents.external import HOST_ENV
 from orchestrator.backends.base import Backend, recorded
+from orchestrator.contract import agent_check
 from orchestrator.errors import SpecError
 from orchestrator.launch import build_launch, launch_name
 from orchestrator.spec.experiment import Experiment
@@ -41,122 +40,82 @@ from orchestrator.spec.trial import Trial
 #: How long the in-environment probe may take (an image pull included) before the sweep goes ahead unchecked.
 DEADLINE_S = 300.0
 PROBE_TIMEOUT_S = 60.0
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_INTERPRETER = re.compile(r"^(python[0-9.]*|bash|sh|zsh|node|deno|bun|ruby|perl|php|Rscript)$")
-NOT_FOUND = 127
 
-#: Bash functions of the probe. ``_hr_startable PATH SHOWN`` fails (one line, 126 or 127) unless the kernel would
-#: execute PATH: not a directory, the executable bit, and a ``#!`` line whose interpreter exists (``env NAME``:
-#: NAME on the PATH, as env would look it up) without a trailing CR. Builtins only (``read``, ``case``,
-#: parameter expansion): the trial's image may have no coreutils. No here-strings: /tmp may be read-only.
-_FUNCTIONS = r"""set -u
-_hr_fail() { echo "headroom: $2" >&2; exit "$1"; }
-_hr_startable() {
-  local p=$1 shown=$2 line='' rest interp w
-  [ -d "$p" ] && _hr_fail 126 "the agent command is a directory: $shown"
-  [ -x "$p" ] || _hr_fail 126 "the agent command is not executable: $shown (chmod +x it, or run it with its interpreter, e.g. bash $shown)"
-  [ -r "$p" ] || return 0
-  IFS= read -r -n 1024 line < "$p" 2>/dev/null || true
-  case $line in '#!'*) ;; *) return 0 ;; esac
-  case $line in *$'\r') _hr_fail 126 "the agent command's #! line ends in a carriage return (Windows line endings): $shown" ;; esac
-  rest=${line#'#!'}
-  rest=${rest#"${rest%%[![:space:]]*}"}
-  interp=${rest%%[[:space:]]*}
-  rest=${rest#"$interp"}
-  rest=${rest#"${rest%%[![:space:]]*}"}
-  rest=${rest%"${rest##*[![:space:]]}"}
-  [ -n "$interp" ] || _hr_fail 126 "the agent command's #! line names no interpreter: $shown"
-  { [ -x "$interp" ] && [ ! -d "$interp" ]; } || _hr_fail 127 "the agent command's interpreter is missing: #!$interp (in $shown)"
-  [ "${interp##*/}" = env ] && [ -n "$rest" ] || return 0
-  case $rest in
-    -S*)  # env -S splits the rest into words: the first that is not an option or NAME=value is the program
-      rest=${rest#-S}
-      local words
-      set -f; words=($rest); set +f
-      for w in ${words[@]+"${words[@]}"}; do
-        case $w in -*|[A-Za-z_]*=*) continue ;; esac
-        command -v -- "$w" >/dev/null 2>&1 || _hr_fail 127 "the agent command's interpreter is not on the PATH: $w (#!$interp -S$rest in $shown)"
-        return 0
-      done ;;
-    -*) ;;  # other env options: not checked
-    *)  # without -S the kernel passes the rest as ONE word: env looks up that whole word
-      command -v -- "$rest" >/dev/null 2>&1 || _hr_fail 127 "the agent command's interpreter is not on the PATH: $rest (#!$interp $rest in $shown)" ;;
-  esac
-  return 0
-}
+
+#: The syntax check (``@COMMAND@``: the command, quoted): bash's own words for the first error, such as
+#: ``line 1: unexpected EOF while looking for matching `''``. POSIX sh and built-ins: it may run where bash is not
+#: the shell (a Pod runner on ``sh``), and without bash there is nothing to check.
+_SYNTAX = r"""if command -v bash >/dev/null 2>&1; then
+  if why=$(bash -n -c @COMMAND@ 2>&1 >/dev/null); then echo agent_syntax=ok
+  else why=${why#*-c: } nl='
+'; printf 'agent_syntax=invalid\nagent_syntax_detail=%s\n' "${why%%"$nl"*}"; fi
+fi
 """
 
 
-def first_command(command: str) -> list[str]:
-    """The words of the command's first simple command, without its ``NAME=value`` words and an ``exec`` or
-    ``env`` in front: ``X=1 exec ./agent --go; echo done`` gives ``['./agent', '--go']``. Empty when the
-    program cannot be told without running the shell (``env -i ...``, a subshell, a redirection first).
-    ValueError when the command cannot be split (an open quote)."""
-    lex = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lex.whitespace_split = True
-    words: list[str] = []
-    for token in lex:
-        if token and all(c in lex.punctuation_chars for c in token):
-            break  # ; && || | & ( ) < >: the first simple command ends here
-        words.append(token)
-    while words and (_ASSIGNMENT.match(words[0]) or words[0] in ("exec", "env")):
-        words = words[1:]
-    return [] if words[:1] and words[0].startswith("-") else words  # exec -a NAME, env -i: options first
-
-
-def _checkable(word: str) -> bool:
-    """Whether the word means the same in the probe as in the trial: no variable, no ~ to expand, no glob."""
-    return not (set(word) & set("$`*?[") or word.startswith("~"))
-
-
 def probe_script(command: str, *, resolve: bool = True) -> str:
-    """A bash script that exits 0 when ``command`` would start, else prints why (one line) and exits non-zero.
+    """A shell script that prints the contract check's answer for ``command`` (``agent_check=...``) and whether
+    the command is valid bash (``agent_syntax=...``). It exits 0: its output is the answer.
 
     ``resolve=False`` (an agent with an install phase, which is what provides its program): the syntax only."""
+    check = ""
+    if resolve and (t := agent_check.target(command)) is not None:
+        check = shlex.join(agent_check.argv(t.program, "bash", t.script)) + "\n"
+    return check + _SYNTAX.replace("@COMMAND@", shlex.quote(command))
+
+
+@dataclass(frozen=True)
+class Answer:
+    refusal: str | None = None  # why the command cannot start (one line), or None
+    note: str | None = None  # why it was not checked, or None
+
+
+def _unasked(command: str, resolve: bool) -> str | None:
+    """Why the probe of ``command`` asks no program question (the note the run keeps), or None."""
+    if not resolve:
+        return "the agent's install phase provides its program: only the command's syntax was checked"
+    if agent_check.target(command) is None:
+        return "the agent command's program is only known by running it: not checked"
+    return None
+
+
+def answer(command: str, stdout: str, *, exit_code: int | None, timed_out: bool = False,
+           spawn_error: str | None = None, resolve: bool = True) -> Answer:
+    """What the probe of ``command`` printed, read as the contract reads its check (:func:`.agent_check.parse`)."""
+    syntax = dict(ln.partition("=")[::2] for ln in stdout.splitlines() if ln.startswith("agent_syntax"))
+    if syntax.get("agent_syntax") == "invalid" and not (timed_out or spawn_error):
+        detail = syntax.get("agent_syntax_detail", "").strip()
+        return Answer(f"the agent command is not valid bash{f' ({detail})' if detail else ''}")
+    if (why := _unasked(command, resolve)) is not None:
+        return Answer(note=why)
+    check = agent_check.parse(stdout, exit_code=exit_code, timed_out=timed_out, spawn_error=spawn_error)
+    if check.status == "not_found":
+        return Answer(check.detail or "the agent command's program does not resolve")
+    if check.status == "unchecked":
+        return Answer(note=f"the agent command's program was not checked: {check.detail}")
+    return Answer()
+
+
+def host_env(agent_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables an external agent gets on this host that are known before its try (its secrets left out:
+    the check's one line may name a word's value). The try's own paths come later: a word naming one is unchecked."""
+    return {**{k: os.environ[k] for k in HOST_ENV if k in os.environ}, **(agent_env or {})}
+
+
+def check_on_host(command: str, env: dict[str, str] | None = None) -> str | None:
+    """The external agent's check, on the host where it will run, in headroom's working directory. Raises
+    :class:`SpecError` when the command cannot start; returns a note when it was not checked."""
     try:
-        words = first_command(command)
-    except ValueError as exc:
-        return f"echo {shlex.quote(f'headroom: the agent command cannot be parsed: {exc}')} >&2; exit 2"
-    lines = [_FUNCTIONS]
-    if resolve and words and _checkable(words[0]):
-        prog, shown = shlex.quote(words[0]), words[0]
-        missing = f"_hr_fail {NOT_FOUND} {shlex.quote(f'agent command not found: {shown}')}"
-        if "/" in shown:  # a path: bash runs it as it is, and `command -v` says nothing of why it would not
-            lines.append(f"[ -e {prog} ] || {missing}")
-            lines.append(f"_hr_startable {prog} {prog}")
-        else:
-            lines.append(f"_hr_p=$(command -v -- {prog} 2>/dev/null) || {missing}")
-            # a path: a program on the PATH (a builtin, function or alias prints its name, and starts)
-            lines.append(f'case $_hr_p in /*) _hr_startable "$_hr_p" {prog} ;; esac')
-        if _INTERPRETER.match(os.path.basename(shown)):
-            for w in words[1:]:
-                if w.startswith("-"):
-                    if w in ("-c", "-m", "-e", "--eval", "-"):
-                        break  # code or a module, not a script file
-                    continue
-                if _checkable(w):
-                    q = shlex.quote(w)
-                    lines.append(f"[ -e {q} ] || _hr_fail {NOT_FOUND} {shlex.quote(f'agent script not found: {w}')}")
-                break
-    lines.append(f"bash -n -c {shlex.quote(command)} 2>/dev/null || _hr_fail 2 'the agent command is not valid bash'")
-    return "\n".join(lines) + "\n"
-
-
-def _why(stderr: str, default: str) -> str:
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    return lines[-1].removeprefix("headroom: ") if lines else default
-
-
-def check_on_host(command: str) -> None:
-    """The external agent's probe, on the host where it will run."""
-    try:
-        res = subprocess.run(["bash", "-c", probe_script(command)], capture_output=True, text=True,
-                             timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL, cwd=Path.cwd())
+        res = subprocess.run(["/bin/sh", "-c", probe_script(command)], capture_output=True, text=True,
+                             timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL, cwd=Path.cwd(),
+                             env=env if env is not None else host_env())
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SpecError(f"cannot check the agent command on this host: {exc}", field="agent.command") from exc
-    if res.returncode != 0:
-        raise SpecError(f"{_why(res.stderr, f'exit {res.returncode}')} (checked on this host, in {Path.cwd()}); "
-                        "the sweep was not started", field="agent.command")
+    ans = answer(command, res.stdout, exit_code=res.returncode)
+    if ans.refusal is not None:
+        raise SpecError(f"{ans.refusal} (checked on this host, in {Path.cwd()}); the sweep was not started",
+                        field="agent.command")
+    return ans.note
 
 
 def probe_launch(experiment: Experiment, trial: Trial, task: Task) -> Launch:
@@ -174,9 +133,11 @@ def probe_launch(experiment: Experiment, trial: Trial, task: Task) -> Launch:
                                    "name": launch_name(run_id, trial.trial_id, 0), "spec_digest": "headroom-preflight"})
 
 
-def check_in_environment(backend: Backend, launch: Launch, deadline_s: float = DEADLINE_S) -> str | None:
-    """Run the probe try; raise :class:`SpecError` if the command would not start. Returns a note when the
-    probe itself could not run (the sweep then goes ahead, and says so)."""
+def check_in_environment(backend: Backend, launch: Launch, command: str, *, resolve: bool = True,
+                         deadline_s: float = DEADLINE_S) -> str | None:
+    """Run the probe try (:func:`probe_launch`) of ``command``; raise :class:`SpecError` if the command would not
+    start. Returns a note when it was not checked (the probe itself could not run, or the program is only known by
+    running it): the sweep goes ahead."""
     handle = backend.submit(launch)
     end = time.monotonic() + deadline_s
     facts = None
@@ -188,14 +149,14 @@ def check_in_environment(backend: Backend, launch: Launch, deadline_s: float = D
         return f"the agent-command probe gave no result within {deadline_s:.0f} s: not checked"
     recorded(backend, handle)
     a = facts.agent
-    if a is None or a.spawn_error or facts.setup_error or facts.infra_hint is not None:
-        why = (a.spawn_error if a else None) or facts.setup_error or facts.infra_detail or "no agent step"
+    if a is None or a.skipped or a.spawn_error or facts.setup_error or facts.infra_hint is not None:
+        why = (a and (a.spawn_error or a.skipped)) or facts.setup_error or facts.infra_detail or "no agent step"
         return f"the agent-command probe could not run ({why}): not checked"
-    if a.exit_code != 0:
-        raise SpecError(f"{_why(a.stderr_tail, f'the probe exited {a.exit_code}')} (checked in a {backend.name} "
-                        f"trial environment of task {launch.task_id}); the sweep was not started",
-                        field="agent.command")
-    return None
+    ans = answer(command, a.stdout_tail, exit_code=a.exit_code, timed_out=a.timed_out, resolve=resolve)
+    if ans.refusal is not None:
+        raise SpecError(f"{ans.refusal} (checked in a {backend.name} trial environment of task {launch.task_id}); "
+                        "the sweep was not started", field="agent.command")
+    return ans.note
 
 
 def gateway_problem(experiment: Experiment) -> str | None:
@@ -228,9 +189,10 @@ def check(experiment: Experiment, trials: list[Trial], tasks: list[Task], backen
     if experiment.agent.path is not None and not Path(experiment.agent.path).is_dir():
         raise SpecError(f"the agent directory {experiment.agent.path} is not a directory on this host",
                         field="agent.path")
-    if experiment.agent.kind == "external":
-        check_on_host(experiment.agent.command)
-        return None
-    by_id = {t.id: t for t in tasks}
     first = trials[0]
-    return check_in_environment(backend, probe_launch(experiment, first, by_id[first.task_id]))
+    task = next(t for t in tasks if t.id == first.task_id)
+    if experiment.agent.kind == "external":
+        first_env = build_launch("preflight", first, 0, task, experiment).agent.env
+        return check_on_host(experiment.agent.command, host_env(first_env))
+    return check_in_environment(backend, probe_launch(experiment, first, task), experiment.agent.command,
+                                resolve=experiment.agent.install is None)

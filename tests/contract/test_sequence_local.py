@@ -118,9 +118,14 @@ UNRESOLVED = {
     "not-executable": ('"$HOME/run.sh"', 'printf "#!/bin/sh\\ntrue\\n" > "$HOME/run.sh"', "not executable"),
     "a-folder": ("$HOME/run", 'mkdir -p "$HOME/run"', "is a directory"),
     "missing-interpreter": ('VAR=1 "$HOME/run.sh" arg', 'printf "#!/opt/py/bin/python9\\n" > "$HOME/run.sh"; '
-                            'chmod +x "$HOME/run.sh"', "interpreter /opt/py/bin/python9"),
+                            'chmod +x "$HOME/run.sh"', "interpreter is missing: #!/opt/py/bin/python9"),
     "missing-env-interpreter": ("exec ~/run.sh", 'printf "#!/usr/bin/env python9\\n" > "$HOME/run.sh"; '
-                                'chmod +x "$HOME/run.sh"', "python9 (through env)"),
+                                'chmod +x "$HOME/run.sh"', "interpreter is not on the PATH: python9"),
+    # without -S the kernel hands env "sh -e" as one word, which env cannot find
+    "env-without-split": ("~/run.sh", 'printf "#!/usr/bin/env sh -e\\ntrue\\n" > "$HOME/run.sh"; '
+                          'chmod +x "$HOME/run.sh"', "interpreter is not on the PATH: sh -e"),
+    "windows-line-ending": ("~/run.sh", 'printf "#!/bin/sh\\r\\ntrue\\r\\n" > "$HOME/run.sh"; chmod +x "$HOME/run.sh"',
+                            "carriage return"),
 }
 
 

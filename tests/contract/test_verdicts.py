@@ -86,9 +86,35 @@ def test_agent_not_found_comes_only_from_headrooms_check() -> None:
     ("env -i x", None),
     ("'unterminated", None),
     ("", None),
+    # what only the trial's shell knows: left unchecked, never refused
+    ("./agent-*.sh --go", None),  # a glob
+    ("./ag{1,2}", None),  # a brace expansion
+    ("'$HOME/run.sh'", None),  # quoted: literal to the shell, which shlex does not show
+    ('"~/run.sh"', None),
+    ('"$HOME"/run.sh', "$HOME/run.sh"),  # a `$` in double quotes is expanded
+    ("PATH=/opt/bin:$PATH my-agent", None),  # bash looks the program up on that PATH
+    ("exec -a name ./run.sh", None),  # options to a wrapper
+    ("2>/dev/null ./run.sh", None),  # a redirection first
 ])
 def test_the_program_word(command: str, word: str | None) -> None:
     assert agent_check.program(command) == word
+
+
+@pytest.mark.parametrize(("command", "script"), [
+    ("python3 agent.py --go", "agent.py"),
+    ("OPENAI_MODEL=x python3 -u -B $HEADROOM_TASK_DIR/agent.py", "$HEADROOM_TASK_DIR/agent.py"),
+    ("bash -ex ./run.sh", "./run.sh"),
+    ("node -- x.js", "x.js"),
+    ("python3 -m agent", None),  # a module, code, stdin: no script file
+    ("bash -c 'x'", None),
+    ("python3 -W ignore x.py", None),  # an option that takes an argument: the script cannot be told
+    ("node --require r x.js", None),
+    ("python3 ./agent*.py", None),
+    ("./run.sh x.py", None),  # not an interpreter
+])
+def test_the_interpreters_script(command: str, script: str | None) -> None:
+    t = agent_check.target(command)
+    assert t is not None and t.script == script
 
 
 def test_only_the_checks_own_not_found_stops_the_agent() -> None:

@@ -33,9 +33,14 @@ def env_after(task_env: dict[str, str], untrusted: list[str]) -> dict[str, str]:
 
 @pytest.fixture
 def base() -> Iterator[Path]:
-    """Outside /tmp (itself untrusted, so everything under pytest's tmp_path would be dropped for that alone)."""
-    root = Path(__file__).resolve().parents[2] / ".cache"
-    root.mkdir(exist_ok=True)
+    """Outside /tmp (itself untrusted, so everything under pytest's tmp_path would be dropped for that alone), and
+    outside the checkout when the checkout itself lies under /tmp (a clone in ``mktemp -d``)."""
+    root = Path("/var/lib/headroom-tests")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:  # not root: the checkout's own cache folder
+        root = Path(__file__).resolve().parents[2] / ".cache"
+        root.mkdir(exist_ok=True)
     d = Path(tempfile.mkdtemp(prefix="verifier-env-", dir=root))
     yield d
     shutil.rmtree(d, ignore_errors=True)
