@@ -16,6 +16,8 @@ from orchestrator.backends.kubernetes import message
 from orchestrator.backends.kubernetes.signals import observe
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.contract import sanitiser
+from orchestrator.controller.export import facts_of
+from orchestrator.controller.reconcile import bounded_evidence
 from orchestrator.launch import build_launch
 from orchestrator.plan import plan
 from orchestrator.regrade import regrade
@@ -217,3 +219,18 @@ def test_the_schema_and_the_sql_paths_come_from_the_models() -> None:
     for bad in (("overcommit", "ratio"), ("link_scan",), ("log_tail", "x")):
         with pytest.raises(KeyError):
             evidence_path(*bad)
+
+
+def test_a_trial_resources_evidence_exports_typed_whole_or_cut() -> None:
+    """The controller keeps a try's facts in the Trial's status (cut to a byte limit when large); the export reads
+    them back typed, whole, or as the cut copy with what the status fields still say."""
+    facts = TrialFacts.model_validate({**_facts_row(), "reward": 1.0, "extra": {"node": "n1", "log_tail": "x" * 5000}})
+    whole, cut = bounded_evidence(facts)
+    assert not cut and facts_of({"metadata": {"name": "t"}, "status": {"evidence": whole}}) == facts
+    big, cut = bounded_evidence(facts, limit=2048)
+    assert cut and big["extra"]["log_tail"] == "[dropped: evidence limit]"
+    status = {"evidence": big, "evidenceTruncated": True, "reward": 1.0, "enforcement": "cgroup-v2"}
+    exported = facts_of({"metadata": {"name": "t"}, "status": status})
+    assert exported.reward == 1.0 and exported.extra.evidence_truncated is True and exported.extra.trial == "t"
+    assert exported.extra.evidence is not None and exported.extra.evidence["extra"]["node"] == "n1"
+    assert_fits_schema(exported)
