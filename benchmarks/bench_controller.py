@@ -128,7 +128,7 @@ def populate(cluster: Cluster, ns: str, trials: int) -> tuple[str, int]:
             "timings": {"queued": "2026-11-30T10:00:00Z", "scheduled": "2026-11-30T10:00:01Z",
                         "started": "2026-11-30T10:00:02Z", "finished": "2026-11-30T10:00:06Z",
                         "agentSeconds": 2.5, "verifierSeconds": 1.0},
-            "evidence": {"enforcement": "kubernetes", "qos_class": "Burstable", "extra": {"events": ["x" * 200] * 5}},
+            "evidence": {"enforcement": "kubernetes", "qos_class": "Burstable", "extra": {"events": [{"message": "x" * 200}] * 5}},
         }
         created["status"] = {k: v for k, v in created["status"].items() if v is not None}
         custom.replace_namespaced_custom_object_status(GROUP, VERSION, ns, TRIAL_PLURAL, name, created)

@@ -31,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the corpus lives with the tests it is written for
 
+from orchestrator.spec.facts import TrialFacts  # noqa: E402
 from orchestrator.store.sqlite import Store  # noqa: E402
 from tests.hostile import corpus  # noqa: E402
 
@@ -70,9 +71,10 @@ def main() -> None:
             for r in rows:
                 task = tasks[r["trial_id"]]
                 verdicts[task].add(_verdict(r["outcome"], r["reason"]))
-                for ev in s.evidence(run_id, r["trial_id"]):
-                    wall[task].append(float(ev["duration_s"]))
-                    san[task].append(float((ev["extra"].get("sanitiser") or {}).get("duration_s") or 0.0))
+                for ev in map(TrialFacts.from_stored, s.evidence(run_id, r["trial_id"])):
+                    wall[task].append(ev.duration_s)
+                    sanitiser = ev.extra.sanitiser
+                    san[task].append((sanitiser.duration_s or 0.0) if sanitiser is not None else 0.0)
         finally:
             s.close()
     base, base_san = statistics.median(wall[CONTROL]), statistics.median(san[CONTROL])

@@ -156,8 +156,8 @@ def execute(
                     continue
                 del in_flight[name]
                 seen = placement.finished(name) if placement is not None else None
-                if seen is not None and isinstance(result, TrialFacts):
-                    result.extra.setdefault("overcommit", seen)  # a cluster backend's own node record wins
+                if seen is not None and isinstance(result, TrialFacts) and result.extra.overcommit is None:
+                    result.extra.overcommit = seen  # a cluster backend's own node record wins
                 record(trial, try_index, result)
                 recorded(backend, h)
     except KeyboardInterrupt:

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from orchestrator.spec.evidence import Overcommit
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import Launch
 from orchestrator.spec.resources import MIB
@@ -82,20 +83,20 @@ class Placement:
                 others_unbounded = n_unbounded - (1 if life.limit_bytes is None else 0)
                 life.unbounded_beside = life.unbounded_beside or others_unbounded > 0
 
-    def finished(self, name: str) -> dict[str, Any] | None:
+    def finished(self, name: str) -> Overcommit | None:
         with self._lock:
             life = self._live.pop(name, None)
         if life is None:
             return None
-        return {
-            "scope": self.scope,
-            "placement": self.mode,
-            "capacity_bytes": self.capacity,
-            "concurrent_limit_bytes_max": life.max_sum,
-            "ratio_max": (life.max_sum / self.capacity) if self.capacity else None,
-            "concurrent_tries_max": life.max_count,
-            "unbounded_in_flight": life.unbounded_beside,
-        }
+        return Overcommit(
+            scope=self.scope,
+            placement=self.mode,
+            capacity_bytes=self.capacity,
+            concurrent_limit_bytes_max=life.max_sum,
+            ratio_max=(life.max_sum / self.capacity) if self.capacity else None,
+            concurrent_tries_max=life.max_count,
+            unbounded_in_flight=life.unbounded_beside,
+        )
 
 
 def observed_by_config(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:

@@ -101,7 +101,7 @@ def regrade(store: Store, run_id: str | None, default: GoldenGrader | None, per_
                               tasks=store.task_specs(info.run_id), trials=trials, axis=info.axis)
     out = RegradeResult(new_id, 0)
     for trial_id, outcome, reason, raw in results:
-        facts = TrialFacts.model_validate(raw)
+        facts = TrialFacts.from_stored(raw)  # a row of this or any earlier version
         grader = per_task.get(task_of[trial_id], default)
         verdict = classify(facts, threshold)
         if grader is not None:

@@ -14,6 +14,7 @@ from orchestrator.agent_text import valid_tree
 from orchestrator.classify import agent_not_found, classify
 from orchestrator.grade import Grade, grade
 from orchestrator.redact import cut_tail, redact, scrub_sections
+from orchestrator.spec.evidence import AgentNotFound, Evidence, GradeRecord
 from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.grader import GoldenGrader
@@ -63,7 +64,7 @@ def error_facts(exc: BaseException) -> TrialFacts:
     """Facts for a try that failed inside headroom (an exception), so it is recorded, not lost."""
     return TrialFacts(
         enforcement="unknown", request_cpus=0, request_memory_bytes=0, limit_cpus=None, limit_memory_bytes=None,
-        qos_class="unknown", extra={"orchestrator_error": f"{type(exc).__name__}: {exc}"},
+        qos_class="unknown", extra=Evidence(orchestrator_error=f"{type(exc).__name__}: {exc}"),
     )
 
 
@@ -78,7 +79,7 @@ def unstorable(facts: TrialFacts, exc: BaseException, secrets: list[str]) -> Set
     kept = facts.model_copy(update={"agent": None, "verifier": None, "agent_result": {}, "reward": None,
                                     "reward_error": None, "infra_hint": None, "infra_detail": None,
                                     "setup_error": None, "peak_memory_bytes": None, "cpu_time_s": None, "model_usage": None,
-                                    "extra": {"storage_error": why}})
+                                    "extra": Evidence(storage_error=why)})
     return Settlement(kept, Verdict(Outcome.HARNESS_ERROR, HarnessReason.ORCHESTRATOR_ERROR), final=True)
 
 
@@ -104,14 +105,15 @@ def apply_grader(grader: GoldenGrader, facts: TrialFacts, verdict: Verdict,
     except Exception as exc:  # noqa: BLE001 -- see above (RecursionError included)
         g = Grade(0.0 if isinstance(answer, str) else None, checks={"grader": False},
                   notes={"grader": f"grading the answer failed: {type(exc).__name__}: {str(exc)[:300]}"})
-    record: dict[str, object] = {"checks": g.checks, "abstained": g.abstained}
+    record = GradeRecord(checks=g.checks, abstained=g.abstained)
     if g.notes:
-        record["notes"] = g.notes
+        record.notes = g.notes
     missing = None if g.reward is not None else (
         "missing: no 'answer' in the agent result" if answer is None
         else f"malformed: the agent result's 'answer' is {type(answer).__name__}, not text")
-    facts = facts.model_copy(update={"reward": g.reward, "reward_error": missing,
-                                     "extra": {**facts.extra, "grade": record}})
+    extra = facts.extra.model_copy()
+    extra.grade = record
+    facts = facts.model_copy(update={"reward": g.reward, "reward_error": missing, "extra": extra})
     if g.reward is None:
         return facts, Verdict(Outcome.FAILED, ModelReason.NO_ANSWER)
     if g.abstained:
@@ -119,19 +121,18 @@ def apply_grader(grader: GoldenGrader, facts: TrialFacts, verdict: Verdict,
     return facts, Verdict(Outcome.PASSED if g.reward >= reward_threshold else Outcome.FAILED)
 
 
-def _redact_facts(facts: TrialFacts, secrets: list[str]) -> dict[str, object]:
+def _redact_facts(facts: TrialFacts, secrets: list[str]) -> TrialFacts:
     """Redact everything, then cut the step tails (read with slack, so a secret printed across the
     cut was redacted whole) and scrub a secret's fragment left at any cut edge."""
-    data = redact(valid_tree(facts.model_dump(mode="json")), secrets)
-    for step in ("agent", "verifier"):
-        if isinstance(data.get(step), dict):
-            for key in ("stdout_tail", "stderr_tail"):
-                if isinstance(data[step].get(key), str):
-                    data[step][key] = cut_tail(data[step][key], secrets)
-    extra = data.get("extra")
-    if isinstance(extra, dict) and isinstance(extra.get("log_tail"), str):
-        extra["log_tail"] = scrub_sections(extra["log_tail"], secrets)
-    return data
+    # Every string, wherever it sits: redaction walks the facts' JSON, then the typed model takes it back.
+    out = TrialFacts.model_validate(redact(valid_tree(facts.model_dump(mode="json")), secrets))
+    for step in (out.agent, out.verifier):
+        if step is not None:
+            step.stdout_tail = cut_tail(step.stdout_tail, secrets)
+            step.stderr_tail = cut_tail(step.stderr_tail, secrets)
+    if out.extra.log_tail is not None:
+        out.extra.log_tail = scrub_sections(out.extra.log_tail, secrets)
+    return out
 
 
 def settle(result: TrialFacts | BaseException, *, reward_threshold: float, retry: RetryPolicy,
@@ -148,11 +149,13 @@ def settle(result: TrialFacts | BaseException, *, reward_threshold: float, retry
             facts, verdict = apply_grader(grader, facts, verdict, reward_threshold)
         if facts.agent is not None and agent_not_found(facts.agent):  # evidence only: see classify
             lines = [ln for ln in facts.agent.stderr_tail.splitlines() if ln.strip()]
-            facts = facts.model_copy(update={"extra": {**facts.extra, "agent_not_found": {
-                "exit_code": facts.agent.exit_code, "evidence": lines[-1][-500:] if lines else None}}})
+            extra = facts.extra.model_copy()
+            extra.agent_not_found = AgentNotFound(exit_code=facts.agent.exit_code,
+                                                  evidence=lines[-1][-500:] if lines else None)
+            facts = facts.model_copy(update={"extra": extra})
     # One choke point for secrets and for text: everything a backend saw passes through here before the
     # store, redacted and made valid UTF-8 (orchestrator.agent_text).
-    facts = TrialFacts.model_validate(_redact_facts(facts, secrets))
+    facts = _redact_facts(facts, secrets)
     again = (
         verdict.outcome is Outcome.INFRA_ERROR
         and verdict.reason in retry.reasons

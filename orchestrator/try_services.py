@@ -86,7 +86,8 @@ class TryServices:
             update["model_usage"] = end.usage
         summary = self.artifacts.finish(key)
         if summary is not None:
-            update["extra"] = {**facts.extra, "artifacts": summary}
+            update["extra"] = extra = facts.extra.model_copy()
+            extra.artifacts = summary
         return facts.model_copy(update=update) if update else facts
 
     def abandon(self, key: TryKey) -> None:

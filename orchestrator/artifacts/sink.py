@@ -38,12 +38,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from orchestrator.artifacts.codec import CHUNK, CODEC, Compressor
 from orchestrator.artifacts.names import artifact_name, join
 from orchestrator.redact import redact_bytes, redact_text, scrub_edges
 from orchestrator.spec.artifacts import ArtifactsSpec
+from orchestrator.spec.evidence import ArtifactCut, ArtifactsSummary
 
 if TYPE_CHECKING:
     from orchestrator.spec.launch import Launch
@@ -92,7 +93,7 @@ class ArtifactSink(Protocol):
 
     def protect(self, key: TryKey | Launch, secrets: Iterable[str]) -> None: ...
 
-    def finish(self, key: TryKey | Launch) -> dict[str, Any] | None: ...
+    def finish(self, key: TryKey | Launch) -> ArtifactsSummary | None: ...
 
 
 class NullSink:
@@ -113,7 +114,7 @@ class NullSink:
     def protect(self, key: TryKey | Launch, secrets: Iterable[str]) -> None:
         return None
 
-    def finish(self, key: TryKey | Launch) -> dict[str, Any] | None:
+    def finish(self, key: TryKey | Launch) -> ArtifactsSummary | None:
         return None
 
 
@@ -192,7 +193,7 @@ class StoreSink:
             os.close(root)
         return out
 
-    def finish(self, key: TryKey | Launch) -> dict[str, Any] | None:
+    def finish(self, key: TryKey | Launch) -> ArtifactsSummary | None:
         """The try's artifacts in brief, for its evidence: counts, what the cap cut, what failed. None if none."""
         k = TryKey.of(key)
         budget = self._budgets.get(k)
@@ -210,22 +211,21 @@ class StoreSink:
                                         "WHERE run_id=? AND trial_id=? AND try=?", (k.run_id, k.trial_id,
                                                                                      k.try_index)).fetchall()
         except sqlite3.Error as exc:
-            return {"errors": [*(budget.errors if budget else []), f"reading the summary failed: {exc}"]}
+            return ArtifactsSummary(errors=[*(budget.errors if budget else []), f"reading the summary failed: {exc}"])
         if not rows and not (budget and budget.errors):
             return None
         by: dict[str, list[tuple[str, int, int | None]]] = {}
         for name, status, size, original in rows:
             by.setdefault(status, []).append((name, size, original))
-        summary: dict[str, Any] = {
-            "count": len(rows), "bytes": sum(r[2] for r in rows),
-            "max_bytes_per_try": self.spec.max_bytes_per_try,
-            "statuses": {s: len(v) for s, v in sorted(by.items())},
-        }
-        cut = [{"name": n, "kept": s, "original_size": o} for n, s, o in by.get("truncated", []) + by.get("dropped", [])]
+        summary = ArtifactsSummary(count=len(rows), bytes=sum(r[2] for r in rows),
+                                   max_bytes_per_try=self.spec.max_bytes_per_try,
+                                   statuses={s: len(v) for s, v in sorted(by.items())})
+        cut = [ArtifactCut(name=n, kept=s, original_size=o)
+               for n, s, o in by.get("truncated", []) + by.get("dropped", [])]
         if cut:
-            summary["cap_hit"] = cut[:20]
+            summary.cap_hit = cut[:20]
         if budget is not None and budget.errors:
-            summary["errors"] = budget.errors[:20]
+            summary.errors = budget.errors[:20]
         return summary
 
     # -- walking -----------------------------------------------------------------------

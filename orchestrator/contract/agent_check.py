@@ -54,6 +54,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Literal
 
+from orchestrator.spec.evidence import AgentCheck
+
 #: How long the check may take.
 TIMEOUT_S = 30.0
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -238,8 +240,9 @@ class Check:
     status: Status
     detail: str = ""
 
-    def evidence(self, program_word: str | None) -> dict[str, str]:
-        return {"status": self.status, "program": program_word or "", **({"detail": self.detail} if self.detail else {})}
+    def evidence(self, program_word: str | None) -> AgentCheck:
+        return AgentCheck(status=self.status, program=program_word or "",
+                          **({"detail": self.detail} if self.detail else {}))
 
 
 def parse(stdout: str, *, exit_code: int | None, timed_out: bool, spawn_error: str | None) -> Check:

@@ -20,6 +20,8 @@ from functools import cache
 from importlib.resources import files
 from typing import Literal
 
+from orchestrator.spec.evidence import SanitiserReport
+
 #: How many links the sanitiser may judge in all; a folder whose links would go past it has them
 #: removed unjudged (``exhausted``). Judging a link costs one ``readlink`` (a chain of N links costs
 #: O(N^2) hops in all): 2,000 chained links took 14 s on 2 cores (1,500: 8 s), where honest trees have tens.
@@ -74,9 +76,11 @@ class Report:
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def evidence(self) -> dict[str, object]:
-        return {"status": self.status, **self.counts, **({"detail": self.detail} if self.detail else {}),
-                **({"resolve_bound": self.resolve_bound} if self.resolve_bound else {})}
+    def evidence(self, duration_s: float) -> SanitiserReport:
+        """As the try's evidence (``extra.sanitiser``): only the counts the script printed."""
+        return SanitiserReport.model_validate(
+            {"status": self.status, **self.counts, **({"detail": self.detail} if self.detail else {}),
+             **({"resolve_bound": self.resolve_bound} if self.resolve_bound else {}), "duration_s": duration_s})
 
 
 def parse(stdout: str, exit_code: int | None, timed_out: bool) -> Report:

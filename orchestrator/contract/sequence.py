@@ -21,6 +21,7 @@ from orchestrator import container_contract as cc
 from orchestrator.contract import agent_check, sanitiser, verifier_env
 from orchestrator.contract.phases import Phase
 from orchestrator.contract.runner import NotRegular, StepRunner, Tainted
+from orchestrator.spec.evidence import AgentSetup
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.trial_outputs import MAX_READ, parse_agent_result, parse_reward
@@ -107,8 +108,8 @@ def run_try(runner: StepRunner, plan: Plan, facts: TrialFacts, *,
     if plan.setup is not None:
         s = runner.run(plan.setup.argv, role="agent", name=Phase.AGENT_SETUP, cwd=plan.workdir, env=plan.setup.env,
                        timeout_s=plan.setup.timeout_s, network=plan.setup.network)
-        facts.extra["agent_setup"] = {"exit_code": s.exit_code, "duration_s": round(s.duration_s, 3),
-                                      "timed_out": s.timed_out}
+        facts.extra.agent_setup = AgentSetup(exit_code=s.exit_code, duration_s=round(s.duration_s, 3),
+                                             timed_out=s.timed_out)
         if (why := _failed_step(s)) is not None:
             facts.infra_hint = InfraReason.AGENT_SETUP_FAILED
             facts.infra_detail = f"agent setup failed: {why}; {s.stderr_tail[-500:]}".strip()
@@ -119,7 +120,7 @@ def run_try(runner: StepRunner, plan: Plan, facts: TrialFacts, *,
                          cwd=plan.workdir, env=plan.agent.env, timeout_s=agent_check.TIMEOUT_S)
         check = agent_check.parse(ran.stdout_tail, exit_code=ran.exit_code, timed_out=ran.timed_out,
                                   spawn_error=ran.spawn_error)
-        facts.extra["agent_check"] = check.evidence(plan.agent_program)
+        facts.extra.agent_check = check.evidence(plan.agent_program)
         if check.status == "not_found":  # headroom's own answer, before the agent had control: it never starts
             facts.agent_unresolved = check.detail or f"{plan.agent_program}: not found"
             facts.agent = StepFacts(name="agent", skipped=f"agent_not_found: {facts.agent_unresolved}")
@@ -158,11 +159,10 @@ def run_try(runner: StepRunner, plan: Plan, facts: TrialFacts, *,
             facts.infra_hint, facts.infra_detail = InfraReason.SPAWN_FAILED, f"sanitiser: {s.spawn_error}"
             return
         report = sanitiser.parse(s.stdout_tail, s.exit_code, s.timed_out)
-        facts.extra["sanitiser"] = {**report.evidence(), "duration_s": round(s.duration_s, 3)}
-        c = report.counts
+        facts.extra.sanitiser = san = report.evidence(round(s.duration_s, 3))
         # the same key on every backend: how many agent-made links the verifier will not follow
-        facts.extra["verifier_only_links_removed"] = (c.get("links_removed", 0) + c.get("links_unjudged", 0)
-                                                      + c.get("roots_replaced", 0))
+        facts.extra.verifier_only_links_removed = ((san.links_removed or 0) + (san.links_unjudged or 0)
+                                                   + (san.roots_replaced or 0))
         if not report.ok:
             facts.agent_fault = f"the sanitiser could not judge what the agent left: {report.status} {report.detail}"
             return

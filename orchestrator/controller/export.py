@@ -28,6 +28,7 @@ from orchestrator.controller.resources import (
 )
 from orchestrator.errors import UserError
 from orchestrator.plan import plan
+from orchestrator.spec.evidence import Evidence
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.outcome import Outcome, current_outcome, parse_reason
 from orchestrator.spec.trial import Verdict
@@ -48,7 +49,7 @@ def facts_of(trial: dict[str, Any]) -> TrialFacts:
     evidence = st.get("evidence")
     if isinstance(evidence, dict) and not st.get("evidenceTruncated"):
         try:
-            return TrialFacts.model_validate(evidence)
+            return TrialFacts.from_stored(evidence)  # a Trial written by this or an earlier controller
         except ValidationError:
             pass
     return TrialFacts(
@@ -57,7 +58,8 @@ def facts_of(trial: dict[str, Any]) -> TrialFacts:
         limit_cpus=st.get("limitCpus"), limit_memory_bytes=st.get("limitMemoryBytes"),
         qos_class=st.get("qosClass") or "unknown", reward=st.get("reward"),
         peak_memory_bytes=st.get("peakMemoryBytes"), duration_s=st.get("durationSeconds") or 0.0,
-        extra={"trial": trial["metadata"]["name"], "evidence": evidence, "evidence_truncated": True},
+        extra=Evidence(trial=trial["metadata"]["name"], evidence=evidence if isinstance(evidence, dict) else None,
+                       evidence_truncated=True),
     )
 
 

@@ -439,14 +439,14 @@ class Reconciler:
         agent_s = facts.agent.duration_s if facts.agent else None
         verifier_s = facts.verifier.duration_s if facts.verifier else None
         evidence, truncated = bounded_evidence(facts)
-        extra = facts.extra or {}
+        extra = facts.extra
         done = status.model_copy(update={
             "phase": "Finished",
             "outcome": settled.verdict.outcome.value,
             "reason": settled.verdict.reason.value if settled.verdict.reason else None,
             "final": settled.final,
             "reward": facts.reward,
-            "node": extra.get("node") or status.node,
+            "node": extra.node or status.node,
             "qos_class": facts.qos_class or status.qos_class,
             "enforcement": facts.enforcement,
             "request_cpus": facts.request_cpus,
@@ -465,9 +465,8 @@ class Reconciler:
                 agent_seconds=agent_s, verifier_seconds=verifier_s,
             ),
         })
-        pod_status = extra.get("pod_status")
-        if isinstance(pod_status, dict):
-            _pod_timings(done, {"status": pod_status, "spec": {"nodeName": extra.get("node")}})
+        if extra.pod_status is not None:  # the pod as the evidence kept it, in the API's shape
+            _pod_timings(done, {"status": extra.pod_status.model_dump(mode="json"), "spec": {"nodeName": extra.node}})
         return self._write_trial_status(trial, done, only_if_unfinished=True)
 
     def _account(self, exp: dict[str, Any], trial: dict[str, Any], settled: engine.Settlement, bound: Any) -> None:

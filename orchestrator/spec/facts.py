@@ -11,26 +11,9 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from orchestrator.spec.evidence import SCHEMA_VERSION, STORED, Evidence
 from orchestrator.spec.outcome import InfraReason, infra_reason
-
-
-class StepFacts(BaseModel):
-    """One step (agent or verifier) of a trial."""
-
-    name: str
-    exit_code: int | None = None
-    signal: int | None = None
-    timed_out: bool = False
-    oom_kills: int = 0
-    oom_evidence: str | None = Field(default=None, description="where the OOM verdict came from")
-    duration_s: float = 0.0
-    stdout_tail: str = ""
-    stderr_tail: str = ""
-    spawn_error: str | None = None
-    # Container backends: the termination reason and message the runtime gave.
-    termination_reason: str | None = None
-    skipped: str | None = Field(default=None, description="why the step did not run at all (then it took no time)")
-
+from orchestrator.spec.steps import StepFacts
 
 #: Where a try's tokens and cost come from (executions.usage_source): measured at the model gateway,
 #: or the agent's own report (``$HEADROOM_AGENT_RESULT``), which an agent is free to get wrong.
@@ -85,7 +68,14 @@ class TrialFacts(BaseModel):
         default=False, description="the verifier ran on what the agent left, after the sanitiser: a timeout or "
         "crash of it then is the agent's failure, not the harness's")
     model_usage: ModelUsage | None = Field(default=None, description="the gateway's measurement; None: no gateway")
-    extra: dict[str, Any] = Field(default_factory=dict, description="backend-specific evidence: events, node, ...")
+    extra: Evidence = Field(default_factory=Evidence, description="everything else the backend and the engine "
+                            "recorded: one typed, versioned schema (orchestrator/spec/evidence.py)")
+
+    @classmethod
+    def from_stored(cls, data: Any) -> TrialFacts:
+        """Facts as a store (or a Trial resource) holds them, written by this or any earlier version:
+        evidence keys this version has no field for are kept in ``extra.legacy`` (orchestrator/spec/evidence.py)."""
+        return cls.model_validate(data, context={STORED: True})
 
     @model_validator(mode="before")
     @classmethod
@@ -103,3 +93,11 @@ class TrialFacts(BaseModel):
         if value is not None and not math.isfinite(value):
             raise ValueError("reward must be a finite number")
         return value
+
+
+def evidence_schema() -> dict[str, Any]:
+    """The JSON Schema of one stored evidence row: a try's facts, whose ``extra`` is the versioned
+    :class:`~orchestrator.spec.evidence.Evidence` that every backend fills."""
+    schema = TrialFacts.model_json_schema()
+    schema["$id"] = f"headroom.evidence/{SCHEMA_VERSION}"
+    return schema

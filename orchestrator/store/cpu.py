@@ -11,23 +11,25 @@ cgroup (copying the task, making the cgroup), which would dilute the average; th
 agent's time alone would overstate it, since the verifier's CPU is in the counter too.
 
 Throttling counters arrive in three spellings (cgroup v2 ``cpu.stat``, cgroup v1
-``cpu.stat``, the Docker stats endpoint's ``throttling_data``); they are read here
-into one: periods, throttled periods, throttled seconds.
+``cpu.stat``, the Docker stats endpoint's ``throttling_data``); the evidence's
+``CpuThrottling`` reads them into one: periods, throttled periods, throttled seconds.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Any
 
 import pandas as pd
+from pydantic import ValidationError
 
-CPU_QUERY = """
+from orchestrator.spec.evidence import CpuThrottling, evidence_path
+
+CPU_QUERY = f"""
 SELECT t.task_id, t.config_label, t.attempt, e.enforcement, CAST(e.cpu_time_s AS REAL) AS cpu_time_s,
        json_extract(v.json, '$.agent.duration_s') AS agent_s,
        json_extract(v.json, '$.verifier.duration_s') AS verifier_s,
-       json_extract(v.json, '$.extra.cpu_throttling') AS throttling
+       json_extract(v.json, '{evidence_path("cpu_throttling")}') AS throttling
 FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
 LEFT JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
 WHERE e.run_id = ? AND e.final = 1
@@ -37,29 +39,16 @@ COLUMNS = ["task_id", "config_label", "attempt", "enforcement", "cpu_time_s", "b
 
 
 def throttling(raw: Any) -> tuple[float | None, float | None, float | None]:
-    """(periods, throttled periods, throttled seconds) from any backend's record; None where absent."""
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return None, None, None
-    if not isinstance(raw, dict) or not raw:
+    """(periods, throttled periods, throttled seconds) from any backend's record (a ``CpuThrottling``, as
+    stored JSON); None where absent or unreadable."""
+    if not raw:
         return None, None, None
-
-    def num(*keys: str) -> float | None:
-        for k in keys:
-            v = raw.get(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                return float(v)
-        return None
-
-    periods, throttled = num("nr_periods", "periods"), num("nr_throttled", "throttled_periods")
-    if (us := num("throttled_usec")) is not None:
-        seconds: float | None = us / 1e6
-    else:  # cgroup v1 and Docker count nanoseconds
-        ns = num("throttled_time")
-        seconds = None if ns is None else ns / 1e9
-    return periods, throttled, seconds
+    try:
+        counters = (CpuThrottling.model_validate_json(raw) if isinstance(raw, str | bytes)
+                    else CpuThrottling.model_validate(raw))
+    except ValidationError:
+        return None, None, None
+    return counters.read()
 
 
 def cpu_frame(db: sqlite3.Connection, run_id: str) -> pd.DataFrame:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from orchestrator.spec.evidence import evidence_path
 from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL
 from orchestrator.trial_outputs import USAGE_CAPS
 
@@ -40,7 +41,7 @@ def _capped(col: str) -> str:
 # evidence that does not mention it; json_extract() then checks it is the key, not text an agent printed.
 AGENT_NOT_FOUND = ("CAST((e.reason IS 'agent_not_found') OR EXISTS (SELECT 1 FROM evidence v WHERE v.run_id = e.run_id "
                    "AND v.trial_id = e.trial_id AND v.try = e.try AND instr(v.json, '\"agent_not_found\"') > 0 "
-                   "AND json_extract(v.json, '$.extra.agent_not_found') IS NOT NULL) AS INTEGER)")
+                   f"AND json_extract(v.json, '{evidence_path('agent_not_found')}') IS NOT NULL) AS INTEGER)")
 
 TRIAL_QUERY = f"""
 SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,

@@ -20,8 +20,11 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from orchestrator.errors import UserError
 from orchestrator.processes import pid_alive
+from orchestrator.spec.evidence import Overcommit, evidence_path, read_stored
 from orchestrator.spec.facts import GATEWAY, SELF_REPORTED, TrialFacts
 from orchestrator.spec.outcome import current_outcome
 from orchestrator.spec.resources import TASK_BAND, ResourceConfig
@@ -384,7 +387,7 @@ class Store:
                 (int(final), now(), verdict.outcome.value, verdict.reason.value if verdict.reason else None, facts.reward, facts.enforcement, facts.qos_class,
                  facts.request_cpus, facts.request_memory_bytes, facts.limit_cpus, facts.limit_memory_bytes,
                  facts.peak_memory_bytes, facts.cpu_time_s, facts.duration_s, *usage,
-                 *overcommit_values(facts.extra), source, run_id, trial_id, try_index),
+                 *overcommit_values(facts.extra.overcommit), source, run_id, trial_id, try_index),
             )
             if cur.rowcount != 1:
                 return False
@@ -530,7 +533,7 @@ class Store:
                                  e.request_memory_bytes, e.limit_cpus, e.limit_memory_bytes, e.peak_memory_bytes,
                                  e.cpu_time_s, e.duration_s, _capped("tokens_in", e.tokens_in),
                                  _capped("tokens_out", e.tokens_out), _capped("cost_usd", e.cost_usd),
-                                 *overcommit_values((e.evidence or {}).get("extra") or {}),
+                                 *overcommit_values(stored_overcommit(e.evidence)),
                                  e.usage_source or (SELF_REPORTED if (e.tokens_in, e.tokens_out, e.cost_usd)
                                                     != (None, None, None) else None)))
                     if e.evidence is not None:
@@ -586,22 +589,30 @@ OVERCOMMIT_COLUMNS = {"overcommit_ratio": "REAL", "overcommit_beside_unbounded":
 _SAME_TRY = "v.run_id = executions.run_id AND v.trial_id = executions.trial_id AND v.try = executions.try"
 # The migration's backfill: the same three values, read once from the evidence JSON of older stores.
 OVERCOMMIT_FROM_EVIDENCE = {
-    column: f"SELECT json_extract(v.json, '$.extra.overcommit.{key}') FROM evidence v WHERE {_SAME_TRY}"
+    column: f"SELECT json_extract(v.json, '{evidence_path('overcommit', key)}') FROM evidence v WHERE {_SAME_TRY}"
     for column, key in (("overcommit_ratio", "ratio_max"), ("overcommit_beside_unbounded", "unbounded_in_flight"),
                         ("overcommit_memory_pressure", "node_memory_pressure"))
 }
 
 
-def overcommit_values(extra: dict[str, Any]) -> tuple[float | None, int | None, int | None]:
+def overcommit_values(rec: Overcommit | None) -> tuple[float | None, int | None, int | None]:
     """The evidence's ``extra.overcommit`` record as the three executions columns."""
-    rec = extra.get("overcommit")
-    if not isinstance(rec, dict):
+    if rec is None:
         return None, None, None
+    pressure = rec.node_memory_pressure
+    return _num(rec.ratio_max), int(rec.unbounded_in_flight), None if pressure is None else int(pressure)
 
-    def flag(v: object) -> int | None:
-        return None if v is None else int(bool(v))
 
-    return _num(rec.get("ratio_max")), flag(rec.get("unbounded_in_flight")), flag(rec.get("node_memory_pressure"))
+def stored_overcommit(evidence: dict[str, Any] | None) -> Overcommit | None:
+    """The overcommit record of a try's evidence as a bundle holds it: native facts of this or an earlier
+    version (an import's own evidence has none)."""
+    extra = (evidence or {}).get("extra")
+    if not isinstance(extra, dict):
+        return None
+    try:
+        return read_stored(extra).overcommit
+    except ValidationError:  # not headroom's evidence, or a newer version's: kept as it is, without the columns
+        return None
 
 
 def _usage(ar: dict[str, Any], key: str) -> float | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestrator.report import document
 from orchestrator.report.model import ReportDocument
+from orchestrator.spec.evidence import evidence_path
 from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL, current_outcome
 from orchestrator.store.sqlite import Store
 
@@ -54,9 +55,9 @@ def cell_trials(store: Store, run_id: str, task_id: str, label: str) -> list[dic
         f"""SELECT t.trial_id, t.attempt, t.seed, e.try, e.status, e.final, {OUTCOME_SQL} AS outcome,
                   {REASON_SQL} AS reason, e.duration_s,
                   e.peak_memory_bytes, e.limit_memory_bytes,
-                  (e.reason IS 'agent_not_found' OR json_extract(v.json, '$.extra.agent_not_found') IS NOT NULL)
-                      AS agent_not_found,
-                  json_extract(v.json, '$.extra.agent_not_found.exit_code') AS agent_exit_code
+                  (e.reason IS 'agent_not_found' OR json_extract(v.json, '{evidence_path("agent_not_found")}')
+                      IS NOT NULL) AS agent_not_found,
+                  json_extract(v.json, '{evidence_path("agent_not_found", "exit_code")}') AS agent_exit_code
            FROM trials t LEFT JOIN executions e ON e.run_id = t.run_id AND e.trial_id = t.trial_id
            LEFT JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
            WHERE t.run_id = ? AND t.task_id = ? AND t.config_label = ?

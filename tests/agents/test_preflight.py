@@ -297,7 +297,8 @@ def test_the_preflight_and_every_try_agree_on_whether_the_agent_can_start(local_
 
     facts = local_backend.run(build_launch("r", trial, 0, task, exp))  # a try of the sweep, as the engine runs it
     in_try = classify(facts).reason is HarnessReason.AGENT_NOT_FOUND
-    assert facts.extra.get("agent_check", {}).get("status") != "not_found" or in_try, facts.extra
+    check = facts.extra.agent_check
+    assert check is None or check.status != "not_found" or in_try, check
 
     refusal = None
     try:

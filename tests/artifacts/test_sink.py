@@ -96,8 +96,8 @@ def test_the_cap_cuts_then_drops_and_records_original_sizes(store_path: Path, tm
     assert second.size == 400 and second.original_size == 1000 and "400 bytes kept of 1000" in (second.detail or "")
     assert third.size == 0 and third.original_size == 10 and third.sha256 is None
     summary = s.finish(KEY)
-    assert summary is not None and summary["bytes"] == 1000
-    assert {c["name"]: c["original_size"] for c in summary["cap_hit"]} == {"b": 1000, "c": 10}
+    assert summary is not None and summary.bytes == 1000 and summary.cap_hit is not None
+    assert {c.name: c.original_size for c in summary.cap_hit} == {"b": 1000, "c": 10}
     assert content(store_path, second.sha256 or "") == (b"line\n" * 80)
 
 
@@ -176,7 +176,7 @@ def test_a_failure_to_store_is_recorded_against_the_try(store_path: Path, tmp_pa
     missing = s.add_file(KEY, "logs/gone", tmp_path / "does-not-exist")
     assert missing.status == "failed" and "No such file" in (missing.detail or "")
     summary = s.finish(KEY)
-    assert summary is not None and summary["statuses"]["failed"] == 2
+    assert summary is not None and summary.statuses is not None and summary.statuses["failed"] == 2
 
 
 def test_secret_names_are_redacted_and_names_never_collide(store_path: Path) -> None:

@@ -167,7 +167,7 @@ def test_a_harvested_pod_is_kept_until_its_result_is_recorded(cluster: Cluster, 
         handle = second.adopt(launch)
         assert handle is not None  # the next process finds the try, not an abandoned one
         again = harvest(second, handle)
-        assert (again.reward, again.extra.get("pod")) == (got.reward, launch.name)
+        assert (again.reward, again.extra.pod) == (got.reward, launch.name)
         recorded(second, handle)
     finally:
         second.close()

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from orchestrator.artifacts import reader
+from tests.evidence_check import assert_fits_schema
 
 from .conftest import RealNodeHandle
 from .plane import REPO, Cluster
@@ -51,6 +52,8 @@ def _sweep(tmp: Path, name: str, cluster: Cluster, node: RealNodeHandle, ns: str
         rows = [json.loads(r[0]) for r in db.execute("SELECT json FROM evidence")]
     finally:
         db.close()
+    for row in rows:
+        assert_fits_schema(row)  # a real Pod's evidence, in the one schema
     return store, [r.get("extra", r) for r in rows]
 
 

@@ -51,7 +51,7 @@ def test_the_setup_phase_installs_into_the_agents_home(backend: LocalBackend, tm
                               '> "$HOME/bin/tool" && chmod +x "$HOME/bin/tool"', timeout_s=20)
     facts = backend.run(_launch(tmp_path, '"$HOME/bin/tool"', setup))
     assert classify(facts).outcome is Outcome.PASSED, (facts.agent, facts.infra_detail)
-    assert facts.extra["agent_setup"]["exit_code"] == 0
+    assert facts.extra.agent_setup is not None and facts.extra.agent_setup.exit_code == 0
 
 
 @pytest.mark.parametrize("shell", ["exit 3", "sleep 30"])
@@ -138,7 +138,7 @@ def test_an_agent_whose_program_does_not_resolve_never_starts(backend: LocalBack
     assert (v.outcome, v.reason) == (Outcome.HARNESS_ERROR, HarnessReason.AGENT_NOT_FOUND), (facts.extra, facts.agent)
     assert words in (facts.agent_unresolved or ""), facts.agent_unresolved
     assert facts.agent is not None and facts.agent.skipped and facts.agent.exit_code is None  # it never ran
-    assert facts.verifier is None and facts.extra["agent_check"]["status"] == "not_found"
+    assert facts.verifier is None and facts.extra.agent_check is not None and facts.extra.agent_check.status == "not_found"
 
 
 @pytest.mark.parametrize("command", [
@@ -150,8 +150,8 @@ def test_an_agent_whose_program_does_not_resolve_never_starts(backend: LocalBack
 def test_an_agent_whose_program_resolves_runs(backend: LocalBackend, tmp_path: Path, command: str) -> None:
     prepare = 'printf "#!/usr/bin/env sh\\nexit 0\\n" > "$HOME/tool"; chmod +x "$HOME/tool"'
     facts = backend.run(_agent(tmp_path, command, prepare))
-    assert classify(facts).outcome is Outcome.PASSED, (facts.extra.get("agent_check"), facts.agent)
-    assert facts.extra.get("agent_check", {"status": "unchecked"})["status"] in ("ok", "unchecked")
+    assert classify(facts).outcome is Outcome.PASSED, (facts.extra.agent_check, facts.agent)
+    assert facts.extra.agent_check is None or facts.extra.agent_check.status in ("ok", "unchecked")
 
 
 def test_an_agent_that_says_not_found_after_it_started_is_judged_on_its_work(backend: LocalBackend,
@@ -160,6 +160,8 @@ def test_an_agent_that_says_not_found_after_it_started_is_judged_on_its_work(bac
     facts = backend.run(_agent(tmp_path, 'echo "bash: my-agent: command not found" >&2; exit 127'))
     v = classify(facts)
     assert (v.outcome, v.reason) == (Outcome.FAILED, None), v
-    assert facts.agent_unresolved is None and facts.extra["agent_check"]["status"] == "ok"
+    assert facts.agent_unresolved is None and facts.extra.agent_check is not None
+    assert facts.extra.agent_check.status == "ok"
     settled = settle(facts, reward_threshold=1.0, retry=RetryPolicy(max_retries=3), finished_before=0, secrets=[])
-    assert settled.final and settled.facts.extra["agent_not_found"]["exit_code"] == 127
+    assert settled.final and settled.facts.extra.agent_not_found is not None
+    assert settled.facts.extra.agent_not_found.exit_code == 127

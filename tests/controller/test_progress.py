@@ -14,6 +14,7 @@ from orchestrator.controller.progress import (
 )
 from orchestrator.controller.reconcile import bounded_evidence
 from orchestrator.plan import plan
+from orchestrator.spec.evidence import Evidence, PodEvent
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.resources import ResourceConfig
@@ -106,12 +107,12 @@ def test_evidence_is_bounded() -> None:
     big = TrialFacts(enforcement="kubernetes", request_cpus=1, request_memory_bytes=1, limit_cpus=1,
                      limit_memory_bytes=1, qos_class="Guaranteed",
                      agent=StepFacts(name="agent", stdout_tail="x" * 50_000),
-                     extra={"events": ["e" * 100] * 300, "node": "n1"})
+                     extra=Evidence(events=[PodEvent(message="e" * 100)] * 300, node="n1"))
     ev, cut = bounded_evidence(big, limit=8192)
     import json
 
     assert cut and len(json.dumps(ev, separators=(",", ":"))) <= 8192
     assert ev["agent"]["stdout_tail"].endswith("x" * 100)  # the end of the log is what explains a failure
-    small = big.model_copy(update={"agent": None, "extra": {}})
+    small = big.model_copy(update={"agent": None, "extra": Evidence()})
     ev, cut = bounded_evidence(small)
     assert not cut and TrialFacts.model_validate(ev) == small

@@ -18,6 +18,7 @@ from orchestrator.spec.resources import ResourceConfig
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.sqlite import Store
 from orchestrator.tasks.loader import load_tasks
+from tests.evidence_check import assert_fits_schema
 
 from .conftest import FIXTURES, REPO
 
@@ -35,6 +36,7 @@ def run_tries(backend: DockerBackend, experiment: Experiment, wanted: list[tuple
     for h in handles:
         while (facts := backend.observe(h)) is None:
             backend.wait([h], 1.0)
+        assert_fits_schema(facts)  # the one evidence schema, on what a real container left
         out.append((facts, classify(facts)))
     return out
 
@@ -67,7 +69,10 @@ def evidence(store_path: Path) -> list[dict[str, Any]]:
     store = Store.open_existing(store_path)
     try:
         run_id = store.run().run_id
-        return [e for t in store.planned(run_id) for e in store.evidence(run_id, t.trial_id)]
+        rows = [e for t in store.planned(run_id) for e in store.evidence(run_id, t.trial_id)]
+        for row in rows:
+            assert_fits_schema(row)
+        return rows
     finally:
         store.close()
 

@@ -90,14 +90,14 @@ def test_memory_spike_is_oom_killed_at_1x_strict_and_passes_unbounded(backend: D
     assert "oom_kill counter" in (strict.agent.oom_evidence or "")
     on_docker = backend.engine == "docker"
     assert ("State.OOMKilled" in (strict.agent.oom_evidence or "")) is on_docker
-    assert strict.extra["container_state"]["OOMKilled"] is on_docker
+    assert strict.extra.container_state is not None and strict.extra.container_state.OOMKilled is on_docker
     assert strict.verifier is None  # an OOM-killed agent is not graded
     assert strict.peak_memory_bytes is not None and strict.peak_memory_bytes <= 64 * MIB
 
     assert v_unb.outcome is Outcome.PASSED, unb
     assert unb.limit_memory_bytes is None
     assert unb.peak_memory_bytes is not None and unb.peak_memory_bytes > 150 * MIB  # nothing capped it
-    assert unb.extra["container_state"]["OOMKilled"] is False
+    assert unb.extra.container_state is not None and unb.extra.container_state.OOMKilled is False
 
 
 def test_exit_137_alone_is_not_an_oom(backend: DockerBackend, tmp_path: Path) -> None:
@@ -315,7 +315,7 @@ def test_without_the_hosts_cgroup_files_the_api_gives_the_oom_verdict(backend: D
     assert v_strict.reason is InfraReason.OOM_KILLED
     assert strict.agent is not None and strict.agent.oom_kills >= 1
     assert "docker 'oom' events" in (strict.agent.oom_evidence or "")
-    assert strict.extra["cgroup"] is None and strict.extra["usage_source"] == "docker stats endpoint"
+    assert strict.extra.cgroup is None and strict.extra.usage_source == "docker stats endpoint"
     assert v_unb.outcome is Outcome.PASSED and unb.agent is not None and unb.agent.oom_kills == 0
     assert unb.peak_memory_bytes is not None and unb.peak_memory_bytes > 150 * MIB  # cgroup v1 daemon: max_usage
 
@@ -332,12 +332,12 @@ def test_cpu_quota_binds_and_unbounded_has_none(backend: DockerBackend, tmp_path
                                       root=root)
     assert strict.limit_cpus == 0.25
     # The container's cgroup ran under a CFS quota (periods are counted only then) and never got more than it.
-    assert strict.extra["cpu_throttling"]["nr_periods"] > 0
+    assert strict.extra.cpu_throttling is not None and (strict.extra.cpu_throttling.nr_periods or 0) > 0
     assert strict.cpu_time_s is not None and strict.cpu_time_s >= 0.6
     assert strict.cpu_time_s <= 0.25 * strict.duration_s + 0.1
     # Throttled periods show up whenever the machine leaves the try more than its quota (load-dependent here).
-    assert "nr_throttled" in strict.extra["cpu_throttling"]
-    assert unb.extra["cpu_throttling"]["nr_periods"] == 0  # no quota at all
+    assert strict.extra.cpu_throttling.nr_throttled is not None
+    assert unb.extra.cpu_throttling is not None and unb.extra.cpu_throttling.nr_periods == 0  # no quota at all
 
 
 def test_a_private_daemon_leaves_nothing_behind(docker_env: DockerEnv) -> None:

@@ -63,8 +63,8 @@ def test_a_process_the_agent_disguised_cannot_write_the_reward(backend: DockerBa
     # The verifier (which waits a second after writing 0) ran with no agent process left: the answer is wrong.
     assert verdict.outcome is Outcome.FAILED, (verdict, facts.infra_detail, facts.verifier)
     assert facts.reward == 0.0
-    assert facts.extra["verifier_only_links_removed"] == 0
-    assert facts.extra["handover_s"] > 0  # stop, start, link scan and tests in: recorded per try
+    assert facts.extra.verifier_only_links_removed == 0
+    assert facts.extra.handover_s is not None and facts.extra.handover_s > 0  # stop, start, link scan and tests in: recorded per try
 
 
 #: The keep-alive replaced: after the restart, `sleep` (PID 1, found through PATH) starts a writer first.
@@ -145,8 +145,8 @@ def test_links_into_verifier_only_paths_are_removed_and_counted(backend: DockerB
     # through /app/out, a harmless link, so what is under /srv/out is checked too.
     # Seven links lead into (or above) verifier-only paths; /app/tests/planted-style leftovers in /tests and
     # /logs/verifier went with the fresh uploads, not the sanitiser.
-    assert facts.extra["verifier_only_links_removed"] == 7, facts.extra["sanitiser"]
-    assert facts.extra["sanitiser"]["status"] == "ok"
+    assert facts.extra.verifier_only_links_removed == 7, facts.extra.sanitiser
+    assert facts.extra.sanitiser is not None and facts.extra.sanitiser.status == "ok"
     assert facts.verifier is not None
     out = facts.verifier.stdout_tail
     assert "OK-LINK-KEPT" in out and "OK-IS-LINK" in out
@@ -161,4 +161,4 @@ def test_the_oracle_may_link_to_its_solution(backend: DockerBackend, tmp_path: P
     exp = Experiment(tasks_dir=str(root), backend="docker", agent=AgentSpec(kind="oracle"))
     [(facts, verdict)] = run_tries(backend, exp, [("tests-hidden", "1x-strict")], root=root)
     assert verdict.outcome is Outcome.PASSED
-    assert facts.extra["verifier_only_links_removed"] == 0
+    assert facts.extra.verifier_only_links_removed == 0

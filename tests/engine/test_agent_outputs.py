@@ -76,7 +76,7 @@ def test_a_deep_answer_fails_the_json_schema_check_with_the_reason() -> None:
 def test_settle_grades_a_hostile_answer_as_failed_not_as_a_harness_error() -> None:
     s = _settle(_facts(agent_result={"answer": "[" * 2040 + "]" * 2040}), SCHEMA)
     assert s.verdict.outcome is Outcome.FAILED and s.final
-    assert s.facts.extra["grade"]["checks"] == {"json_schema": False}
+    assert s.facts.extra.grade is not None and s.facts.extra.grade.checks == {"json_schema": False}
 
 
 def test_a_grader_that_raises_on_the_answer_is_a_failed_answer(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,7 +86,7 @@ def test_a_grader_that_raises_on_the_answer_is_a_failed_answer(monkeypatch: pyte
     monkeypatch.setattr("orchestrator.settle.grade", boom)
     s = _settle(_facts(agent_result={"answer": "x"}), SCHEMA)
     assert s.verdict.outcome is Outcome.FAILED
-    assert "RecursionError" in s.facts.extra["grade"]["notes"]["grader"]
+    assert s.facts.extra.grade is not None and "RecursionError" in (s.facts.extra.grade.notes or {})["grader"]
 
 
 # ---- absurd self-reported usage ---------------------------------------------------------------------

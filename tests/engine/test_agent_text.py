@@ -8,6 +8,7 @@ import os
 from orchestrator.agent_text import valid_text, valid_tree
 from orchestrator.artifacts.names import artifact_name
 from orchestrator.settle import settle
+from orchestrator.spec.evidence import Evidence, SanitiserReport
 from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.spec.facts import StepFacts, TrialFacts
 
@@ -28,9 +29,10 @@ def test_settle_hands_the_store_only_valid_utf8() -> None:
                        limit_memory_bytes=None, qos_class="BestEffort", reward=0.0,
                        agent=StepFacts(name="agent", exit_code=0, stdout_tail="out \ud800"),
                        verifier=StepFacts(name="verifier", exit_code=0),
-                       agent_result={"answer": "\udcff"}, extra={"link_scan": {"links": [os.fsdecode(b"/app/\xfe")]}})
+                       agent_result={"answer": "\udcff"},
+                       extra=Evidence(sanitiser=SanitiserReport(status="crashed", detail=os.fsdecode(b"/app/\xfe"))))
     s = settle(facts, reward_threshold=1.0, retry=RetryPolicy(), finished_before=0, secrets=[])
     stored = json.loads(s.facts.model_dump_json())
     assert stored["agent"]["stdout_tail"] == "out \\ud800" and stored["agent_result"]["answer"] == "\\xff"
-    assert stored["extra"]["link_scan"]["links"] == ["/app/\\xfe"]
+    assert stored["extra"]["sanitiser"]["detail"] == "/app/\\xfe"
     assert str(s.verdict) == "failed"

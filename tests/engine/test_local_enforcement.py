@@ -74,8 +74,8 @@ def test_cpu_bound_task_slows_under_a_quota(tasks_root: Path) -> None:
     # 0.4 s of CPU at a 0.25-core quota cannot take less than 1.6 s of wall time, however idle the machine.
     assert strict.agent.duration_s > 1.4
     # The kernel's own account: the quota throttled the strict trial, and nothing throttled the unbounded one.
-    assert strict.extra["cpu_throttling"]["nr_throttled"] > 0
-    assert unb.extra["cpu_throttling"].get("nr_throttled", 0) == 0
+    assert strict.extra.cpu_throttling is not None and (strict.extra.cpu_throttling.nr_throttled or 0) > 0
+    assert unb.extra.cpu_throttling is not None and (unb.extra.cpu_throttling.nr_throttled or 0) == 0
 
 
 def test_timeout_kills_the_whole_process_tree(tasks_root: Path) -> None:

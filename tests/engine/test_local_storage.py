@@ -62,7 +62,7 @@ def test_a_trial_under_its_storage_limit_is_not_touched(tasks_root: Path) -> Non
     toml.write_text(toml.read_text().replace("memory_mb = 64\n", "memory_mb = 64\nstorage_mb = 16\n"))
     facts, verdict = _run(tasks_root, ["1x-strict"])["1x-strict"]
     assert verdict.outcome is Outcome.PASSED
-    assert 2_000_000 <= facts.extra["storage_peak_bytes"] < 16 * MIB
+    assert facts.extra.storage_peak_bytes is not None and 2_000_000 <= facts.extra.storage_peak_bytes < 16 * MIB
 
 
 def test_usage_counts_allocated_blocks_once_per_inode(tmp_path: Path) -> None:

@@ -35,14 +35,14 @@ def test_limit_aware_admission_and_the_record_each_try_gets() -> None:
     assert p.admit(_launch(40)) and not p.admit(_launch(41)) and not p.admit(_launch(None))
     p.started("b", _launch(40))
     rec = p.finished("a")
-    assert rec is not None and rec["concurrent_limit_bytes_max"] == 100 * MIB and rec["ratio_max"] == 1.0
-    assert rec["concurrent_tries_max"] == 2 and rec["unbounded_in_flight"] is False and rec["scope"] == "host"
+    assert rec is not None and rec.concurrent_limit_bytes_max == 100 * MIB and rec.ratio_max == 1.0
+    assert rec.concurrent_tries_max == 2 and rec.unbounded_in_flight is False and rec.scope == "host"
     assert Placement(100 * MIB, "default").admit(_launch(10_000))
     q = Placement(None)
     q.started("u", _launch(None))
     q.started("v", _launch(10))
     u, v = q.finished("u"), q.finished("v")
-    assert u and v and u["unbounded_in_flight"] is False and v["unbounded_in_flight"] is True  # beside, not itself
+    assert u and v and u.unbounded_in_flight is False and v.unbounded_in_flight is True  # beside, not itself
 
 
 def test_warnings_name_the_configurations_whose_limits_can_exceed_the_machine(tasks_root: Path) -> None:

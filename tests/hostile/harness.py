@@ -35,6 +35,7 @@ from rich.console import Console
 from orchestrator.backends.local import sandbox
 from orchestrator.report import document, render, terminal
 from orchestrator.store.sqlite import Store
+from tests.evidence_check import assert_fits_schema
 
 try:
     sandbox.probe()
@@ -128,6 +129,8 @@ def sweep(tasks_root: Path, tmp_path: Path, *args: str, concurrency: int = 1, ti
         outcomes = [(r["outcome"], r["reason"]) for r in rows]
         assert len(outcomes) == len(s.planned(run_id)), "every trial has exactly one final result"
         evidence = [e for r in rows for e in s.evidence(run_id, r["trial_id"])]
+        for row in evidence:
+            assert_fits_schema(row)  # whatever the agent did, its try's evidence fits the one schema
     finally:
         s.close()
     return HostileRun(proc, store, run_id, canaries, outcomes, evidence)

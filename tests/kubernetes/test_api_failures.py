@@ -54,7 +54,7 @@ def test_a_refused_spec_is_spawn_failed_with_the_servers_message() -> None:
         assert t.result.infra_hint is InfraReason.SPAWN_FAILED
         assert t.result.infra_detail == ('the API server refused the pod: Pod "x" is invalid: '
                                          'spec.containers[0].name: Invalid value')
-        assert t.result.extra["api_refusal"]["status"] == 422
+        assert t.result.extra.api_refusal is not None and t.result.extra.api_refusal.status == 422
     finally:
         backend.close()
 

@@ -30,7 +30,7 @@ def test_a_repeated_key_makes_the_reward_malformed_and_the_self_report_void() ->
     value, err = report.reward()
     assert value is None and err is not None and err.startswith("malformed") and "reward_file" in err
     assert report.agent_result() == {}
-    assert "reward_b64" in report.evidence()["duplicate_keys"]
+    assert "reward_b64" in (report.evidence().duplicate_keys or [])
 
 
 def test_base64_contents_round_trip_and_bad_base64_is_malformed() -> None:
@@ -50,5 +50,5 @@ def test_a_deep_self_report_in_the_message_is_rejected_not_raised() -> None:
 def test_the_links_removed_reach_the_evidence() -> None:
     report = message.parse(HEAD + "verifier_only_links_removed=2\nsanitise=exhausted\n" + TAIL)
     assert report is not None
-    assert report.evidence()["verifier_only_links_removed"] == "2"
-    assert report.evidence()["sanitise"] == "exhausted"
+    assert report.evidence().verifier_only_links_removed == "2"
+    assert report.evidence().sanitise == "exhausted"

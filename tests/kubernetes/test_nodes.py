@@ -75,12 +75,12 @@ def test_the_overcommit_of_a_pod_is_the_run_s_limits_on_its_node_when_it_was_bou
         nodes.pod_seen(name, p, cache)
     rec = nodes.overcommit("p1")
     assert rec is not None
-    assert rec["scope"] == "node" and rec["node"] == "n" and rec["capacity_bytes"] == 2 * 2**30
+    assert rec.scope == "node" and rec.node == "n" and rec.capacity_bytes == 2 * 2**30
     # p1 itself and p2 (no memory limit: it adds nothing to the sum and is flagged as unbounded);
     # p3 has ended, p4 is on another node, p5 is not bound yet
-    assert rec["concurrent_limit_bytes_max"] == 2**30 + 16 * 2**20 and rec["concurrent_tries_max"] == 2
-    assert rec["unbounded_in_flight"] is True and rec["node_memory_pressure"] is True
-    assert rec["node_read_at"] == "scheduling"
+    assert rec.concurrent_limit_bytes_max == 2**30 + 16 * 2**20 and rec.concurrent_tries_max == 2
+    assert rec.unbounded_in_flight is True and rec.node_memory_pressure is True
+    assert rec.node_read_at == "scheduling"
     assert nodes.overcommit("p1") is None  # read once
     assert nodes.overcommit("p5") is None  # never bound
     # a later change of the pod does not move its record: it is taken at the first binding
@@ -88,8 +88,8 @@ def test_the_overcommit_of_a_pod_is_the_run_s_limits_on_its_node_when_it_was_bou
     nodes.pod_seen("p6", cache["p6"], cache)
     nodes.pod_seen("p6", {**cache["p6"], "status": {"phase": "Succeeded"}}, cache)
     p6 = nodes.overcommit("p6")
-    assert p6 is not None and p6["concurrent_tries_max"] == 3  # p6, p2 and p1 (still in the cache)
-    assert p6["concurrent_limit_bytes_max"] == (512 + 16) * 2**20 + 2**30 + 16 * 2**20
+    assert p6 is not None and p6.concurrent_tries_max == 3  # p6, p2 and p1 (still in the cache)
+    assert p6.concurrent_limit_bytes_max == (512 + 16) * 2**20 + 2**30 + 16 * 2**20
 
 
 def test_a_pod_seen_only_after_it_ended_leaves_no_record() -> None:
@@ -132,13 +132,13 @@ def test_the_limits_of_other_workloads_on_the_node_are_counted_as_kubectl_counts
     mine["metadata"]["labels"] = {"headroom.dev/run": "run-1"}
     nodes.pod_seen("r", mine, {"r": mine})
     rec = nodes.overcommit("r")
-    assert rec is not None and rec["limits_counted"].startswith("every pod on the node")
+    assert rec is not None and rec.limits_counted.startswith("every pod on the node")
     own = (512 + 16) * 2**20
-    assert rec["other_pods"] == 3 and rec["other_pods_without_limit"] == 1
-    assert rec["other_limit_bytes"] == 2**30 + 300 * 2**20 + 256 * 2**20
-    assert rec["concurrent_limit_bytes_max"] == own + rec["other_limit_bytes"]
-    assert rec["ratio_max"] == rec["concurrent_limit_bytes_max"] / (4 * 2**30)
-    assert rec["concurrent_tries_max"] == 1 and rec["others_read_at"] == "scheduling"
+    assert rec.other_pods == 3 and rec.other_pods_without_limit == 1
+    assert rec.other_limit_bytes == 2**30 + 300 * 2**20 + 256 * 2**20
+    assert rec.concurrent_limit_bytes_max == own + rec.other_limit_bytes
+    assert rec.ratio_max == rec.concurrent_limit_bytes_max / (4 * 2**30)
+    assert rec.concurrent_tries_max == 1 and rec.others_read_at == "scheduling"
     assert "_run" not in rec and "_run_limit_bytes" not in rec
 
 
@@ -149,8 +149,8 @@ def test_without_the_pod_list_the_record_counts_the_run_s_pods_and_says_why() ->
     p = pod("p", "n", "1Gi")
     nodes.pod_seen("p", p, {"p": p})
     rec = nodes.overcommit("p")
-    assert rec is not None and rec["concurrent_limit_bytes_max"] == 2**30 + 16 * 2**20 and rec["other_pods"] is None
-    assert rec["limits_counted"] == "this run's pods only: other workloads not readable (pods cluster-wide: 403 Forbidden)"
+    assert rec is not None and rec.concurrent_limit_bytes_max == 2**30 + 16 * 2**20 and rec.other_pods is None
+    assert rec.limits_counted == "this run's pods only: other workloads not readable (pods cluster-wide: 403 Forbidden)"
 
     # a watch that had not listed at binding time is read at the harvest instead
     late = Nodes(core=None, options=KubernetesOptions())
@@ -158,5 +158,5 @@ def test_without_the_pod_list_the_record_counts_the_run_s_pods_and_says_why() ->
     late.pod_seen("p", p, {"p": p})
     late.pods._listed([foreign("x", "n", ["1Gi"])])
     rec = late.overcommit("p")
-    assert rec is not None and rec["others_read_at"] == "harvest" and rec["other_limit_bytes"] == 2**30
-    assert rec["concurrent_limit_bytes_max"] == 2 * 2**30 + 16 * 2**20
+    assert rec is not None and rec.others_read_at == "harvest" and rec.other_limit_bytes == 2**30
+    assert rec.concurrent_limit_bytes_max == 2 * 2**30 + 16 * 2**20

@@ -172,7 +172,8 @@ def test_the_hosts_agent_facts_join_the_runners_and_the_runner_keeps_its_measure
     assert (facts.agent.oom_kills, facts.agent.oom_evidence) == (1, "container memcg")  # the runner's measure
     assert facts.reward == 1.0  # the runner's verdict, untouched
     assert facts.agent_result.get("tokens_in") == 5
-    assert facts.extra["external_agent"]["execs"] == 4 and facts.extra["external_agent"]["runner_phase"]["exit_code"] == 0
+    ext = facts.extra.external_agent
+    assert ext is not None and ext.execs == 4 and ext.runner_phase is not None and ext.runner_phase.exit_code == 0
 
     never = TrialFacts(enforcement="kubernetes", request_cpus=1, request_memory_bytes=1, limit_cpus=None,
                        limit_memory_bytes=None, qos_class="BestEffort", agent=StepFacts(name="agent", timed_out=True))

@@ -293,7 +293,7 @@ def test_a_link_to_the_hidden_tests_is_removed_before_the_verifier(tmp_path: Pat
     assert res.report.reward() == (0.0, None), res.message
     removed = int(res.report.fields["verifier_only_links_removed"])
     assert removed >= 3  # answer, deep/a b/r, the one in /logs/agent (and hops of a chain)
-    assert res.report.evidence()["verifier_only_links_removed"] == str(removed)
+    assert res.report.evidence().verifier_only_links_removed == str(removed)
     assert (res.root / "app" / "keep_seen").exists()  # a link within the work dir stays
 
 

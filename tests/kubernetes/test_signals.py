@@ -19,6 +19,7 @@ import pytest
 from orchestrator.backends.kubernetes import message
 from orchestrator.backends.kubernetes.signals import Context, observe
 from orchestrator.classify import classify
+from orchestrator.spec.evidence import CpuThrottling
 from orchestrator.spec.outcome import HarnessReason, InfraReason, ModelReason, Outcome
 from orchestrator.spec.resources import ResourceAmounts
 
@@ -152,10 +153,10 @@ def test_evidence_keeps_status_events_node_and_image_digest() -> None:
     obs = observe(finished(PASS), PENDING_EVENTS, ctx())
     assert obs.facts is not None
     extra = obs.facts.extra
-    assert extra["node"] == "node-3"
-    assert extra["pod_status"]["phase"] == "Succeeded"
-    assert [e["reason"] for e in extra["events"]] == ["FailedScheduling", "TriggeredScaleUp"]
-    assert extra["images"]["task"]["image_id"].endswith("a6b7c")
+    assert extra.node == "node-3"
+    assert extra.pod_status is not None and extra.pod_status.phase == "Succeeded"
+    assert [e.reason for e in extra.events or []] == ["FailedScheduling", "TriggeredScaleUp"]
+    assert extra.images is not None and (extra.images["task"].image_id or "").endswith("a6b7c")
     assert obs.facts.qos_class == "Guaranteed" and obs.facts.enforcement == "kubernetes"
     assert obs.facts.reward == 1.0 and obs.facts.peak_memory_bytes == 43_000_000
     assert obs.facts.agent is not None and obs.facts.agent.duration_s == 2.5
@@ -228,7 +229,7 @@ def test_cpu_time_and_throttling_come_from_the_runners_cpu_stat_deltas() -> None
     obs = observe(finished(message.render(fields)), [], ctx())
     assert obs.facts is not None
     assert obs.facts.cpu_time_s == pytest.approx(1.75)
-    assert obs.facts.extra["cpu_throttling"] == {"nr_periods": 23, "nr_throttled": 5, "throttled_usec": 300_000}
+    assert obs.facts.extra.cpu_throttling == CpuThrottling(nr_periods=23, nr_throttled=5, throttled_usec=300_000)
     # without the counters (an older runner, no cgroup): not recorded, never zero
     obs = observe(finished(PASS), [], ctx())
-    assert obs.facts is not None and obs.facts.cpu_time_s is None and "cpu_throttling" not in obs.facts.extra
+    assert obs.facts is not None and obs.facts.cpu_time_s is None and obs.facts.extra.cpu_throttling is None

@@ -10,6 +10,7 @@ import pytest
 from orchestrator.commands.calibrate import calibration_document, write_outputs
 from orchestrator.errors import UserError
 from orchestrator.plan import plan
+from orchestrator.spec.evidence import CpuThrottling
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.outcome import InfraReason, Outcome
@@ -49,8 +50,8 @@ def recorded_run(root: Path, store: Store, canary: dict, cpu: bool = False) -> s
             facts.verifier = StepFacts(name="verifier", exit_code=0, duration_s=2.0)
             facts.duration_s = 30.0  # with set-up outside the cgroup: not the span the CPU time is read against
             facts.cpu_time_s = (7.0 if t.task_id == "heavy" else 1.5) + t.attempt * 0.1
-            facts.extra["cpu_throttling"] = {"nr_periods": 100, "nr_throttled": 0 if lim is None else 20,
-                                             "throttled_usec": 0 if lim is None else 400_000}
+            facts.extra.cpu_throttling = CpuThrottling(nr_periods=100, nr_throttled=0 if lim is None else 20,
+                                                       throttled_usec=0 if lim is None else 400_000)
         verdict = Verdict(Outcome.INFRA_ERROR, InfraReason.OOM_KILLED) if oom else Verdict(Outcome.PASSED)
         store.start_try(run_id, t.trial_id, 0)
         assert store.finish_try(run_id, t.trial_id, 0, facts, verdict, final=True)

@@ -52,6 +52,7 @@ from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
 from orchestrator.errors import UserError
 from orchestrator.launch import label_value
 from orchestrator.spec.docker import DockerOptions
+from orchestrator.spec.evidence import ContainerState, CpuThrottling, MemoryEvents
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch, StepLaunch, environment_network
 from orchestrator.spec.outcome import InfraReason
@@ -439,7 +440,7 @@ class DockerBackend(ThreadedBackend):
             except ImageUnavailable as exc:
                 facts.infra_hint, facts.infra_detail = InfraReason.IMAGE_PULL, str(exc)[:4000]
                 return facts
-            facts.extra["image"] = image.provenance()
+            facts.extra.image = image.provenance()
             if cancelled.is_set():
                 raise _Cancelled
             try:
@@ -480,7 +481,7 @@ class DockerBackend(ThreadedBackend):
     def _run_in(self, ctr: _Container, launch: Launch, workdir: str, facts: TrialFacts,
                 cancelled: threading.Event) -> None:
         api, cid = self.api, ctr.cid
-        facts.extra["cgroup"] = ctr.cg.version if ctr.cg is not None else None
+        facts.extra.cgroup = ctr.cg.version if ctr.cg is not None else None
         if ctr.cg is None and self.engine == "podman":
             # Nothing would tell an OOM kill of a step from a failure: refuse rather than misclassify.
             facts.infra_hint, facts.infra_detail = InfraReason.OTHER, PODMAN_OOM_NOTE
@@ -537,7 +538,7 @@ class DockerBackend(ThreadedBackend):
                 if phase is Phase.STOP:  # from the agent's end: stop, start, tests in, sanitiser
                     handover[0] = time.monotonic()
                 elif phase is Phase.SANITISE:
-                    facts.extra["handover_s"] = round(time.monotonic() - handover[0], 3)
+                    facts.extra.handover_s = round(time.monotonic() - handover[0], 3)
                 return not cancelled.is_set()
 
             try:
@@ -578,9 +579,12 @@ class DockerBackend(ThreadedBackend):
             return
         usage = merge_usage(parts)
         facts.peak_memory_bytes, facts.cpu_time_s = usage["peak"], usage["cpu"]
-        for key in ("memory_events", "cpu_throttling", "usage_source"):
-            if key in usage:
-                facts.extra[key] = usage[key]
+        if "memory_events" in usage:
+            facts.extra.memory_events = MemoryEvents.model_validate(usage["memory_events"])
+        if "cpu_throttling" in usage:
+            facts.extra.cpu_throttling = CpuThrottling.model_validate(usage["cpu_throttling"])
+        if "usage_source" in usage:
+            facts.extra.usage_source = usage["usage_source"]
 
     def _stopped(self, cid: str) -> dict[str, Any] | None:
         try:
@@ -602,7 +606,8 @@ class DockerBackend(ThreadedBackend):
                 self._usage(ctr.parts, facts)
                 state = ctr.state
                 if state is not None:
-                    facts.extra["container_state"] = {k: state.get(k) for k in ("OOMKilled", "ExitCode", "Error")}
+                    facts.extra.container_state = ContainerState(OOMKilled=state.get("OOMKilled"),
+                                                                 ExitCode=state.get("ExitCode"), Error=state.get("Error"))
                     if ctr.judged < ctr.runs and not cancelled.is_set():
                         self._runtime_oom(state, [s for s in (facts.verifier, facts.agent) if s is not None])
         except _API_ERRORS:

@@ -20,6 +20,7 @@ from typing import Any
 import docker
 import docker.errors
 
+from orchestrator.spec.evidence import ContainerImage
 from orchestrator.spec.launch import TaskSource
 from orchestrator.task_images import built_image_ref
 
@@ -40,8 +41,8 @@ class ImageInfo:
     built: bool = False
     workdir: str = ""
 
-    def provenance(self) -> dict[str, Any]:
-        return {"ref": self.ref, "id": self.id, "repo_digests": list(self.repo_digests), "built_here": self.built}
+    def provenance(self) -> ContainerImage:
+        return ContainerImage(ref=self.ref, id=self.id, repo_digests=list(self.repo_digests), built_here=self.built)
 
 
 def _info(image: Any, ref: str, built: bool) -> ImageInfo:

@@ -38,6 +38,7 @@ from orchestrator.kube import finalizers
 from orchestrator.kube.client import KubeConfigError, connect, counted
 from orchestrator.kube.errors import API_ERRORS, Failure, api_message, classify
 from orchestrator.launch import label_value
+from orchestrator.spec.evidence import ApiRefusal, QueueHold
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch, environment_network
@@ -344,8 +345,8 @@ class KubernetesBackend:
             # cannot help, and the try never started. The server's own words are the evidence.
             t.result = self._api_error_facts(t, f"the API server refused the pod: {api_message(exc)}",
                                              InfraReason.SPAWN_FAILED)
-            t.result.extra["api_refusal"] = {"status": status, "reason": getattr(exc, "reason", None),
-                                             "message": api_message(exc)}
+            t.result.extra.api_refusal = ApiRefusal(status=status, reason=getattr(exc, "reason", None),
+                                                    message=api_message(exc))
             return
         self.stats.api_retries += 1
         if t.api_errors_since is None:
@@ -451,8 +452,8 @@ class KubernetesBackend:
         if pod is not None and self._wants_log_tail(facts):
             tail = self._log_tail(t.launch.name)
             if tail:
-                facts.extra["log_tail"] = tail
-        facts.extra["pod_events_total"] = len(events)
+                facts.extra.log_tail = tail
+        facts.extra.pod_events_total = len(events)
         with self._lock:
             agent = self._pod_agents.pop(t.launch.name, None)
         if agent is not None:
@@ -461,7 +462,7 @@ class KubernetesBackend:
             agent.keep_artifacts(t.launch)
             agent.remove()
         if pod is not None and (rec := records.harvest(self.core, self.namespace, pod, t.launch)) is not None:
-            facts.extra["records"] = rec.evidence()
+            facts.extra.records = rec.evidence()
         if pod is not None:  # released once the caller has recorded the result (``recorded``)
             with self._lock:
                 self._harvested[t.launch.name] = (t.launch, obs.stop)
@@ -519,14 +520,15 @@ class KubernetesBackend:
                 self._latency["n"] += 1
         self.informer(t.launch.run_id).forget(t.launch.name)
         self.stats.harvested += 1
-        facts.extra.setdefault("pod", t.launch.name)
+        if "pod" not in facts.extra.model_fields_set:  # the pod's own name, when signals saw it
+            facts.extra.pod = t.launch.name
         if (placed := self.nodes.overcommit(t.launch.name)) is not None:
-            facts.extra["overcommit"] = placed
-        facts.extra["namespace"] = self.namespace
+            facts.extra.overcommit = placed
+        facts.extra.namespace = self.namespace
         if self.options.queue or t.gated:
             # Queue time, not run time: the try's deadlines start in the pod, after admission.
-            facts.extra["queue"] = {"name": self.options.queue, "gated": t.gated,
-                                    "gated_s": None if t.gated_s is None else round(t.gated_s, 3)}
+            facts.extra.queue = QueueHold(name=self.options.queue, gated=t.gated,
+                                          gated_s=None if t.gated_s is None else round(t.gated_s, 3))
         return facts
 
     def _release(self, launch: Launch, delete_now: bool = False) -> None:

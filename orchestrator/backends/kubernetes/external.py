@@ -33,6 +33,7 @@ from orchestrator.backends.kubernetes.exec_target import DONE, READY, PodExec
 from orchestrator.backends.kubernetes.pod import EXTERNAL_START_SLACK_S
 from orchestrator.backends.kubernetes.signals import TASK_CONTAINER
 from orchestrator.kube.exec import exec_in_pod
+from orchestrator.spec.evidence import ExternalAgent
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch
 from orchestrator.trial_outputs import read_agent_result
@@ -114,8 +115,8 @@ class PodAgent:
         """The host's agent facts in the try's facts; the runner's measures of the phase (OOM kills in the
         container's cgroup) stay, and so does everything it said about the verifier and the reward."""
         runner = facts.agent
-        facts.extra["external_agent"] = {"ran_on": "host", "execs": self.execs, "problem": self.problem,
-                                         "runner_phase": runner.model_dump(mode="json") if runner else None}
+        facts.extra.external_agent = ExternalAgent(ran_on="host", execs=self.execs, problem=self.problem,
+                                                   runner_phase=runner.model_copy() if runner else None)
         if self.facts is None:
             if runner is not None:
                 runner.spawn_error = runner.spawn_error or self.problem or "the external agent did not run"

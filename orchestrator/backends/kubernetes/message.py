@@ -22,6 +22,7 @@ import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.spec.evidence import RunnerEvidence
 from orchestrator.spec.facts import StepFacts
 from orchestrator.trial_outputs import REWARD_FILES, parse_agent_result, parse_reward
 
@@ -121,15 +122,13 @@ class RunnerReport:
         text = self._content("agent_result", MAX_AGENT_RESULT_BYTES)
         return parse_agent_result(text) if text else {}
 
-    def evidence(self) -> dict[str, Any]:
-        keep = ("workdir", "memcg", "ptrace_scope", "verifier_skipped", "detail", "agent_sweep_left",
-                "verifier_sweep_left", "truncated", "agent_result_size", "verifier_only_links_removed",
-                "sanitise", "sanitise_special_removed", "sanitise_special_left", "sanitise_unlistable",
-                "sanitise_links_unremovable", "agent_external")
+    def evidence(self) -> RunnerEvidence:
+        """The keys kept as the try's evidence (``extra.runner``): the evidence model names them."""
+        keep = RunnerEvidence.keys()
         out: dict[str, Any] = {k: v for k, v in self.fields.items() if k in keep}
         if self.duplicates:
             out["duplicate_keys"] = self.duplicates[:20]
-        return out
+        return RunnerEvidence.model_validate(out)
 
 
 def parse(message: str | None) -> RunnerReport | None:

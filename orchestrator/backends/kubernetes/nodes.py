@@ -40,6 +40,7 @@ from orchestrator.backends.kubernetes.runlease import RUN_LABEL
 from orchestrator.canary import NODE_LABEL as CANARY_NODE_LABEL
 from orchestrator.kube.watch import ListWatch, stop_all
 from orchestrator.launch import label_value
+from orchestrator.spec.evidence import Overcommit
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch
 
@@ -277,7 +278,7 @@ class Nodes:
                           ratio_max=total / record["capacity_bytes"] if record.get("capacity_bytes") else None)
         return record
 
-    def overcommit(self, name: str) -> dict[str, Any] | None:
+    def overcommit(self, name: str) -> Overcommit | None:
         """The record of a harvested try (taken out: each is read once).
 
         The node and pod watches start with the run's first informer; a pod bound before
@@ -298,4 +299,4 @@ class Nodes:
                           other_pods_without_limit=None)
         record.pop("_run", None)
         record.pop("_run_limit_bytes", None)
-        return record
+        return Overcommit.model_validate(record)

@@ -24,6 +24,7 @@ from typing import Any
 from orchestrator.artifacts import artifacts_for, names
 from orchestrator.artifacts.sink import NullSink
 from orchestrator.backends.kubernetes.message import RunnerReport
+from orchestrator.spec.evidence import RecordsEvidence
 from orchestrator.spec.launch import Launch
 
 _BLOCK = re.compile(rb"===== headroom records (\d+) =====\n([A-Za-z0-9+/=\r\n]*?)===== end of headroom records =====")
@@ -45,13 +46,13 @@ class Record:
     verified: str = "none"  # sha256 | size (the image has no sha256sum)
     errors: list[str] = field(default_factory=list)
 
-    def evidence(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": self.status, "bytes": self.bytes, "verified": self.verified,
-                               "written_by": "agent (the runner archived it; never read for the verdict)"}
+    def evidence(self) -> RecordsEvidence:
+        out = RecordsEvidence(status=self.status, bytes=self.bytes, verified=self.verified,
+                              written_by="agent (the runner archived it; never read for the verdict)")
         if self.truncated:
-            out["truncated"] = True
+            out.truncated = True
         if self.errors:
-            out["errors"] = self.errors[:10]
+            out.errors = self.errors[:10]
         return out
 
 

@@ -24,7 +24,7 @@ task container terminated                                              the runne
                                                                        counter, reward -> the usual rules
 ====================================================================  ==========================
 
-The raw pod status and the relevant Events go into ``facts.extra`` as evidence.
+The raw pod status and the relevant Events go into ``facts.extra`` (:class:`~orchestrator.spec.evidence.PodEvidence`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from orchestrator.backends.kubernetes import message as runner_message
+from orchestrator.spec.evidence import AgentCheck, CpuThrottling, Evidence, PodEvent, PodImage, PodStatus
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import ResourceAmounts
@@ -104,12 +105,13 @@ def _storage_words(text: str) -> bool:
     return "ephemeral-storage" in t or "ephemeral local storage" in t or "ephemeral storage" in t
 
 
-def relevant_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def relevant_events(events: list[dict[str, Any]]) -> list[PodEvent]:
     """The pod's events, newest last, trimmed to what a report shows."""
     keep = []
     for e in events[-MAX_EVENTS:]:
-        keep.append({k: e.get(k) for k in ("type", "reason", "message", "count") if e.get(k) is not None}
-                    | {"time": e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")})
+        keep.append(PodEvent.model_validate(
+            {k: e.get(k) for k in ("type", "reason", "message", "count") if e.get(k) is not None}
+            | {"time": e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")}))
     return keep
 
 
@@ -117,21 +119,21 @@ def _base(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Context
     a = ctx.amounts
     status = (pod or {}).get("status") or {}
     spec = (pod or {}).get("spec") or {}
-    extra: dict[str, Any] = {
-        "pod": (pod or {}).get("metadata", {}).get("name"),
-        "node": spec.get("nodeName"),
-        "ran_in": f"container {TASK_CONTAINER!r} of the trial pod (the task image)",
-        "pod_status": {k: status.get(k) for k in ("phase", "reason", "message", "qosClass", "startTime",
-                                                 "conditions", "initContainerStatuses", "containerStatuses")
-                       if status.get(k) is not None},
-        "events": relevant_events(events),
-    }
-    images = {s.get("name"): {"image": s.get("image"), "image_id": s.get("imageID")}
+    extra = Evidence(
+        pod=(pod or {}).get("metadata", {}).get("name"),
+        node=spec.get("nodeName"),
+        ran_in=f"container {TASK_CONTAINER!r} of the trial pod (the task image)",
+        # the status as the API server gave it: PodStatus keeps these keys only
+        pod_status=PodStatus.model_validate({k: status.get(k) for k in PodStatus.model_fields
+                                             if status.get(k) is not None}),
+        events=relevant_events(events),
+    )
+    images = {str(s.get("name")): PodImage(image=s.get("image"), image_id=s.get("imageID"))
               for s in _statuses(pod or {}) if s.get("imageID")}
     if images:
-        extra["images"] = images
+        extra.images = images
     if ctx.log_tail:
-        extra["log_tail"] = ctx.log_tail
+        extra.log_tail = ctx.log_tail
     return TrialFacts(
         enforcement="kubernetes", request_cpus=a.request_cpus, request_memory_bytes=a.request_memory_bytes,
         limit_cpus=a.limit_cpus, limit_memory_bytes=a.limit_memory_bytes,
@@ -181,9 +183,9 @@ def _add_report(pod: dict[str, Any] | None, facts: TrialFacts) -> runner_message
     facts.peak_memory_bytes = report.peak_memory_bytes()
     facts.cpu_time_s = report.cpu_time_s()  # the container cgroup's counter, as the local backend's trial cgroup
     if throttling := report.cpu_throttling():
-        facts.extra["cpu_throttling"] = throttling
+        facts.extra.cpu_throttling = CpuThrottling.model_validate(throttling)
     facts.duration_s = sum(s.duration_s for s in (facts.agent, facts.verifier) if s is not None)
-    facts.extra["runner"] = report.evidence()
+    facts.extra.runner = report.evidence()
     skipped = report.fields.get("verifier_skipped")
     if skipped == "agent_setup_failed":
         facts.infra_hint = InfraReason.AGENT_SETUP_FAILED
@@ -194,11 +196,11 @@ def _add_report(pod: dict[str, Any] | None, facts: TrialFacts) -> runner_message
         facts.agent_unresolved = report.fields.get("agent_not_found") or "the agent command's program was not found"
         facts.agent = StepFacts(name="agent", skipped=f"agent_not_found: {facts.agent_unresolved}")
     if "agent_check" in report.fields:
-        facts.extra["agent_check"] = {"status": report.fields["agent_check"],
-                                      **({"detail": facts.agent_unresolved} if facts.agent_unresolved else {})}
+        facts.extra.agent_check = AgentCheck(status=report.fields["agent_check"],
+                                             **({"detail": facts.agent_unresolved} if facts.agent_unresolved else {}))
     facts.verifier_on_agent_state = report.fields.get("sanitise") == "ok" and facts.verifier is not None
     if "verifier_only_links_removed" in report.fields:
-        facts.extra["verifier_only_links_removed"] = report._int("verifier_only_links_removed")
+        facts.extra.verifier_only_links_removed = report._int("verifier_only_links_removed")
     return report
 
 
@@ -261,7 +263,7 @@ def observe(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Conte
             facts.agent_fault = f"the runner was stopped during the try ({how}): its report is not believed"
         elif (report := _add_report(pod, facts)) is None or not report.complete:
             facts.agent_fault = f"the runner ended without a complete report ({how})"
-            facts.extra["runner_incomplete"] = how
+            facts.extra.runner_incomplete = how
         return Observation("done", facts)
 
     if phase in ("Succeeded", "Failed"):  # ended, yet the task container never terminated

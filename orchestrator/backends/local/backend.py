@@ -33,6 +33,7 @@ from orchestrator.contract import agent_check
 from orchestrator.contract.phases import Phase
 from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
 from orchestrator.processes import pid_alive
+from orchestrator.spec.evidence import CpuThrottling, MemoryEvents, PidsEvents
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch, StepLaunch, agent_step_network
 from orchestrator.spec.outcome import InfraReason
@@ -264,7 +265,7 @@ class LocalBackend(ThreadedBackend):
             limit_memory_bytes=amounts.limit_memory_bytes,
             qos_class=amounts.qos_class,
         )
-        facts.extra["isolation"] = self.capabilities.isolation
+        facts.extra.isolation = self.capabilities.isolation
         box = self.sandbox
         owner = (box.uid, box.gid) if box and os.geteuid() == 0 else None
         # mkdtemp's random suffix keeps names unique; the try's cgroup takes the same name.
@@ -373,18 +374,18 @@ class LocalBackend(ThreadedBackend):
             local_external.keep_artifacts(launch, out_dir=env_runner.out_dir, agent_logs=agent_logs,
                                           exec_log=exec_logs[0] if exec_logs else None)
             if watcher:
-                facts.extra["storage_peak_bytes"] = watcher.peak_bytes
-                facts.extra["storage_peak_inodes"] = watcher.peak_inodes
-                facts.extra["storage_inode_ceiling"] = watcher.limit_inodes
+                facts.extra.storage_peak_bytes = watcher.peak_bytes
+                facts.extra.storage_peak_inodes = watcher.peak_inodes
+                facts.extra.storage_inode_ceiling = watcher.limit_inodes
                 if watcher.exceeded is not None:
                     facts.infra_hint = InfraReason.STORAGE_LIMIT
                     facts.infra_detail = watcher.detail()
             if cg is not None:
                 facts.peak_memory_bytes = cg.peak_memory_bytes()
                 facts.cpu_time_s = cg.cpu_time_s()
-                facts.extra["memory_events"] = cg.memory_events()
-                facts.extra["cpu_throttling"] = cg.cpu_throttling()
-                facts.extra["pids_events"] = cg.pids_events()
+                facts.extra.memory_events = MemoryEvents.model_validate(cg.memory_events())
+                facts.extra.cpu_throttling = CpuThrottling.model_validate(cg.cpu_throttling())
+                facts.extra.pids_events = PidsEvents.model_validate(cg.pids_events())
             else:
                 used = env_runner.usage if env_runner else []
                 peaks = cast("list[float]", [u.get("peak_memory_bytes") for u in used if u.get("peak_memory_bytes")])
@@ -401,4 +402,4 @@ class LocalBackend(ThreadedBackend):
             if not self.keep_workdirs:
                 remove_tree(workdir)
             else:
-                facts.extra["workdir"] = str(workdir)
+                facts.extra.workdir = str(workdir)
