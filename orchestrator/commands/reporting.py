@@ -227,9 +227,14 @@ def list_runs(store_path: Path, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("what", type=click.Choice(["experiment", "task"]))
+@click.argument("what", type=click.Choice(["experiment", "task", "evidence"]))
 def schema(what: str) -> None:
-    """Print the JSON Schema of an experiment spec or a task.toml."""
+    """Print the JSON Schema of an experiment spec, a task.toml, or a try's stored evidence (versioned)."""
+    if what == "evidence":
+        from orchestrator.spec.facts import evidence_schema
+
+        click.echo(json.dumps(evidence_schema(), indent=2))
+        return
     from orchestrator.spec.experiment import Experiment
     from orchestrator.spec.task import TaskSpec
 

@@ -234,3 +234,14 @@ def test_a_trial_resources_evidence_exports_typed_whole_or_cut() -> None:
     assert exported.reward == 1.0 and exported.extra.evidence_truncated is True and exported.extra.trial == "t"
     assert exported.extra.evidence is not None and exported.extra.evidence["extra"]["node"] == "n1"
     assert_fits_schema(exported)
+
+
+def test_the_cli_prints_the_one_evidence_schema_a_stored_row_is_checked_against(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "orchestrator", "schema", "evidence"], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    printed = json.loads(res.stdout)
+    assert printed == evidence_schema() and printed["$id"].startswith("headroom.evidence/")
