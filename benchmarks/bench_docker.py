@@ -31,9 +31,9 @@ import docker
 from orchestrator.backends.base import Backend
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.engine.sweep import prepare, run, start
 from orchestrator.spec.experiment import Experiment
 from orchestrator.store.sqlite import Store
-from orchestrator.sweep import prepare, run, start
 
 SOLVE = "python3 -c \"open('$HEADROOM_WORKDIR/out', 'w').write('x' * 1000)\"\n"
 TEST = 'if [ -f "$HEADROOM_WORKDIR/out" ]; then echo 1; else echo 0; fi > "$HEADROOM_LOGS_DIR/reward.txt"\n'

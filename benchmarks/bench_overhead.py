@@ -25,9 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.engine.sweep import prepare, run, start
 from orchestrator.spec.experiment import Experiment
 from orchestrator.store.sqlite import Store
-from orchestrator.sweep import prepare, run, start
 
 #: One interpreter for all three, and one the sandbox can see (it mounts /usr, not a home dir's pyenv shims,
 #: which would otherwise make "bare" slower than "sandboxed" for a reason that has nothing to do with headroom).

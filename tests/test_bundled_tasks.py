@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.classify import classify
-from orchestrator.launch import build_launch
-from orchestrator.plan import plan, trial_seed
+from orchestrator.engine.classify import classify
+from orchestrator.engine.launch import build_launch
+from orchestrator.engine.plan import plan, trial_seed
 from orchestrator.spec.experiment import Experiment
 from orchestrator.tasks.loader import load_tasks
 from orchestrator.trust.provenance import FIELDS as REGISTRY_FIELDS

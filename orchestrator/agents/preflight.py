@@ -30,8 +30,8 @@ from pathlib import Path
 from orchestrator.agents.external import HOST_ENV
 from orchestrator.backends.base import Backend, recorded
 from orchestrator.contract import agent_check
+from orchestrator.engine.launch import build_launch, launch_name
 from orchestrator.errors import SpecError
-from orchestrator.launch import build_launch, launch_name
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import Launch, StepLaunch
 from orchestrator.spec.task import Task

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from orchestrator.agent_text import valid_text
+from orchestrator.agentio.text import valid_text
 
 #: Conventional names. A backend stores the agent's logs dir under LOGS_PREFIX ("logs/trajectory.json").
 AGENT_STDOUT = "agent/stdout"

@@ -1,7 +1,7 @@
 """Where backends and the engine put what a try leaves: :class:`ArtifactSink`.
 
 Every artifact is redacted (the run's secret values and the gateway's keys, then
-the patterns of :mod:`orchestrator.redact`), hashed (sha256 of the redacted
+the patterns of :mod:`orchestrator.agentio.redact`), hashed (sha256 of the redacted
 content: that is its address), compressed (:mod:`orchestrator.artifacts.codec`)
 and stored once per distinct content in the run's SQLite store, beside the
 results (tables ``artifacts`` and ``artifact_blobs``; the store stays one file).
@@ -40,9 +40,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from orchestrator.agentio.redact import redact_bytes, redact_text, scrub_edges
 from orchestrator.artifacts.codec import CHUNK, CODEC, Compressor
 from orchestrator.artifacts.names import artifact_name, join
-from orchestrator.redact import redact_bytes, redact_text, scrub_edges
 from orchestrator.spec.artifacts import ArtifactsSpec
 from orchestrator.spec.evidence import ArtifactCut, ArtifactsSummary
 

@@ -8,7 +8,7 @@
   list): ``{"role", "content"}`` where content is text or a list of parts (``text``, ``tool_use``,
   ``tool_result``), with OpenAI ``tool_calls`` and ``role: tool`` results.
 
-The file came from the agent: it is parsed with :mod:`orchestrator.safejson` (bounded size and depth),
+The file came from the agent: it is parsed with :mod:`orchestrator.agentio.safejson` (bounded size and depth),
 every field is optional, and anything unexpected is shown as text rather than refused.
 """
 
@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from orchestrator import safejson
+from orchestrator.agentio import safejson
 
 MAX_BYTES = 32 * 1024 * 1024
 MAX_STEPS = 5000

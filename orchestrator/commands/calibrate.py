@@ -22,7 +22,7 @@ ALPHA, MARGIN, MIN_PEAKS = 0.05, 0.10, 5
 
 def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, margin: float = MARGIN,
                          min_peaks: int = MIN_PEAKS) -> dict[str, Any]:
-    from orchestrator.canary import run_problems
+    from orchestrator.engine.canary import run_problems
     from orchestrator.stats.analyze import jsonable
     from orchestrator.stats.bands import CPU_STEP, MIN_CPUS, reserved_memory, task_bands
 

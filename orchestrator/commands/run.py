@@ -140,7 +140,7 @@ def finite(value: float, flag: str) -> float:
 
 def check_agent_env(names: list[str]) -> None:
     """Every --agent-env variable must be set here: an agent run without its key fails as if it were the model's fault."""
-    from orchestrator.redact import MIN_GUESSED_SECRET, too_short_to_redact_cleanly
+    from orchestrator.agentio.redact import MIN_GUESSED_SECRET, too_short_to_redact_cleanly
 
     missing = [n for n in names if n not in os.environ]
     if missing:
@@ -228,7 +228,7 @@ def _announce(backend: Backend) -> None:
 
 def _announce_checks(prov: dict[str, Any]) -> None:
     """The canary's verdict and overcommit warnings, before the first trial runs."""
-    from orchestrator.canary import describe
+    from orchestrator.engine.canary import describe
 
     for line in describe(prov.get("canary") or {}):
         err.print(line, soft_wrap=True)
@@ -239,8 +239,8 @@ def _announce_checks(prov: dict[str, Any]) -> None:
 def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: str | None, resume: bool,
                enforcement: str, canary: bool = True) -> tuple[Store, str, bool]:
     """Returns (store, run_id, interrupted)."""
-    from orchestrator import sweep as sweep_mod
-    from orchestrator.progress import SweepProgress
+    from orchestrator.engine import sweep as sweep_mod
+    from orchestrator.engine.progress import SweepProgress
     from orchestrator.store.sqlite import Store
 
     store: Store
@@ -270,7 +270,7 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
             err.print(f"run {run_id}: {len(tasks)} tasks x {len(experiment.configurations)} configurations x "
                       f"{experiment.attempts} attempts -> {store_path}")
         else:  # the nodes, or how they are set up, may have changed since the run started
-            from orchestrator.canary import describe
+            from orchestrator.engine.canary import describe
 
             for line in describe(sweep_mod.rerun_canary(store, run_id, experiment, list(tasks.values()), backend,
                                                         canary=canary)):

@@ -120,7 +120,7 @@ def regrade_cmd(run: RunName, store_path: Path, grader_file: Path, fmt: str) -> 
     """
     from rich.table import Table
 
-    from orchestrator.regrade import load_graders, regrade, source_run
+    from orchestrator.engine.regrade import load_graders, regrade, source_run
     from orchestrator.report import comparison, document
     from orchestrator.store.sqlite import Store
 

@@ -9,5 +9,5 @@ sequence that runs them, the sanitiser script and the verifier's environment.
   environment by every backend;
 * :mod:`.verifier_env`: the verifier's environment.
 
-The paths themselves (``/tests``, ``/logs/verifier``...) are in :mod:`orchestrator.container_contract`.
+The paths themselves (``/tests``, ``/logs/verifier``...) are in :mod:`orchestrator.contract.paths`.
 """

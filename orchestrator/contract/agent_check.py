@@ -6,7 +6,7 @@ verdict may never come from a channel the agent writes: an agent can exit 127 or
 in the trial's environment, with the agent's variables and working directory, *before* the
 agent runs, and only its answer decides: not found -> the agent never starts. An exit of 126
 or 127 after the agent started stays the verifier's verdict (``extra.agent_not_found`` is
-evidence only, :func:`orchestrator.classify.agent_not_found`).
+evidence only, :func:`orchestrator.engine.classify.agent_not_found`).
 
 The same parser (:func:`target`) and script (:data:`SCRIPT`) serve the trial contract's
 ``agent_check`` phase on every backend and the sweep's preflight

@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from orchestrator import container_contract as cc
 from orchestrator.contract import agent_check, sanitiser, verifier_env
+from orchestrator.contract import paths as cc
+from orchestrator.contract.outputs import MAX_READ, parse_agent_result, parse_reward
 from orchestrator.contract.phases import Phase
 from orchestrator.contract.runner import NotRegular, StepRunner, Tainted
 from orchestrator.spec.evidence import AgentSetup
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.outcome import InfraReason
-from orchestrator.trial_outputs import MAX_READ, parse_agent_result, parse_reward
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,16 @@
 """The engine seams the controller drives, in one place: names, launches, settling.
 
 The controller is the engine's plan / launch / settle code under a reconcile loop; this
-module is where it meets those seams (orchestrator.launch, orchestrator.settle and the
+module is where it meets those seams (orchestrator.engine.launch, orchestrator.engine.settle and the
 backend protocol of orchestrator.backends.base).
 """
 
 from __future__ import annotations
 
+from orchestrator.agentio.redact import secret_values
 from orchestrator.backends.base import Backend, Handle
-from orchestrator.launch import build_launch, launch_name, spec_digest
-from orchestrator.redact import secret_values
-from orchestrator.settle import Settlement, settle
+from orchestrator.engine.launch import build_launch, launch_name, spec_digest
+from orchestrator.engine.settle import Settlement, settle
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch

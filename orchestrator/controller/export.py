@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator import overcommit, provenance
 from orchestrator.controller import taskimage, tasksets
 from orchestrator.controller.resources import (
     EXPERIMENT_PLURAL,
@@ -26,8 +25,9 @@ from orchestrator.controller.resources import (
     VERSION,
     ExperimentResourceSpec,
 )
+from orchestrator.engine import overcommit, provenance
+from orchestrator.engine.plan import plan
 from orchestrator.errors import UserError
-from orchestrator.plan import plan
 from orchestrator.spec.evidence import Evidence
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.outcome import Outcome, current_outcome, parse_reason

@@ -27,6 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
+from orchestrator.agentio.redact import secret_values
 from orchestrator.backends.abilities import pod_informer
 from orchestrator.backends.base import recorded
 from orchestrator.controller import engine, taskimage, tasksets
@@ -59,12 +60,11 @@ from orchestrator.controller.resources import (
     TrialStatus,
     TrialTimings,
 )
+from orchestrator.engine.launch import label_value
+from orchestrator.engine.plan import plan
+from orchestrator.engine.settle import unstorable
 from orchestrator.errors import SpecError, first_validation_error
 from orchestrator.kube.watch import Informer
-from orchestrator.launch import label_value
-from orchestrator.plan import plan
-from orchestrator.redact import secret_values
-from orchestrator.settle import unstorable
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.task import Task
@@ -398,7 +398,7 @@ class Reconciler:
                     self._handles.pop(name, None)
                 raise
             # The API server refused this result (or kept failing on it): record that against the try, as the
-            # CLI's loop does (orchestrator.settle.unstorable), so the pod is released and the run goes on,
+            # CLI's loop does (orchestrator.engine.settle.unstorable), so the pod is released and the run goes on,
             # instead of harvesting the same pod and failing the same write forever.
             settled = unstorable(settled.facts, exc, secret_values(planned.experiment.agent.env_passthrough))
             bound.warning("trial result not storable; recorded as harness_error", trial=name, error=str(exc)[:300])

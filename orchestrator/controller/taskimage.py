@@ -29,7 +29,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from orchestrator import safejson
+from orchestrator.agentio import safejson
 from orchestrator.backends.kubernetes.pod import MANAGED_BY
 from orchestrator.errors import SpecError
 from orchestrator.spec.kubernetes import KubernetesOptions

@@ -16,7 +16,6 @@ the same loader as a local run, and checks every digest against the index.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import shutil
 import tempfile
@@ -33,16 +32,9 @@ from orchestrator.backends.kubernetes.taskfiles import TaskBundle
 from orchestrator.controller.resources import LABEL_TASK_BUNDLE, LABEL_TASK_SET
 from orchestrator.errors import SpecError, UserError
 from orchestrator.spec.task import Task
-from orchestrator.tasks.loader import load_tasks
+from orchestrator.tasks.loader import load_tasks, set_digest
 
 INDEX_KEY = "tasks.json"
-
-
-def set_digest(tasks: list[Task]) -> str:
-    h = hashlib.sha256()
-    for t in sorted(tasks, key=lambda t: t.id):
-        h.update(f"{t.id}\0{t.digest}\n".encode())
-    return h.hexdigest()
 
 
 def set_name(digest: str) -> str:

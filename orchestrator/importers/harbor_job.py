@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.agentio.redact import redact_text
+from orchestrator.contract.outputs import usage_value
 from orchestrator.importers.discover import Found
 from orchestrator.importers.outcomes import harbor_verdict
 from orchestrator.importers.source import (
@@ -27,8 +29,6 @@ from orchestrator.importers.source import (
     seconds_between,
     time_or_none,
 )
-from orchestrator.redact import redact_text
-from orchestrator.trial_outputs import usage_value
 
 NO_TASK = "a trial result without task_name"
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")

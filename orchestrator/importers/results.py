@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator import provenance as provenance_mod
+from orchestrator.engine import provenance as provenance_mod
 from orchestrator.errors import UserError
 from orchestrator.importers import discover as discover_mod
 from orchestrator.importers import harbor_job, tb_run

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator import safejson
+from orchestrator.agentio import safejson
 
 #: A result file written by another harness: larger than an agent's self-report, still bounded.
 IMPORT_MAX_BYTES = 64 * 1024 * 1024

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from rich.console import Console
 
-from orchestrator.canary import of_run, run_problems
-from orchestrator.overcommit import observed_by_config
+from orchestrator.engine.canary import of_run, run_problems
+from orchestrator.engine.overcommit import observed_by_config
 from orchestrator.report.text import pct, pval
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ AGENT_NOT_FOUND = "agent_not_found"
 
 def agent_not_found(frame: pd.DataFrame) -> dict[str, Any]:
     """Trials whose agent could not start (exit 126/127, or the outcome harness_error(agent_not_found)), per
-    configuration: not the model's failure, whatever verdict the trial got (orchestrator.classify)."""
+    configuration: not the model's failure, whatever verdict the trial got (orchestrator.engine.classify)."""
     if frame.empty:
         return {"trials": 0, "by_configuration": {}, "as_harness_error": 0}
     as_reason = (frame["outcome"] == "harness_error") & (frame["reason"] == AGENT_NOT_FOUND).fillna(False)

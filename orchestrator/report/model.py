@@ -154,7 +154,7 @@ class ResourceSweep(_Model):
     reasons: list[str]
 
 
-# -- what other parts of headroom record (orchestrator.canary, orchestrator.overcommit, provenance) --------
+# -- what other parts of headroom record (orchestrator.engine.canary, orchestrator.engine.overcommit, provenance) --------
 
 class CanaryArm(_View):
     config: str = ""
@@ -168,7 +168,7 @@ class SkippedTarget(_View):
 
 
 class Canary(_View):
-    """The enforcement canary as ``orchestrator.canary`` recorded it (or why there is none)."""
+    """The enforcement canary as ``orchestrator.engine.canary`` recorded it (or why there is none)."""
 
     status: str | None = None
     reason: str | None = None
@@ -189,7 +189,7 @@ class ObservedOvercommit(_Model):
 
 
 class Overcommit(_View):
-    """The run's overcommit record (``orchestrator.overcommit``) and what its trials ran beside."""
+    """The run's overcommit record (``orchestrator.engine.overcommit``) and what its trials ran beside."""
 
     warnings: list[str] = Field(default_factory=list)
     placement: str | None = None
@@ -278,7 +278,7 @@ class ImportInfo(_View):
 
 
 class Provenance(_View):
-    """The run's provenance as recorded (orchestrator.provenance; an import writes its own)."""
+    """The run's provenance as recorded (orchestrator.engine.provenance; an import writes its own)."""
 
     orchestrator: OrchestratorInfo | None = None
     backend: HostInfo | None = None

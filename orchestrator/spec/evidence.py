@@ -281,7 +281,7 @@ class QueueHold(_Part):
 
 
 class Overcommit(_Part):
-    """What the try ran beside (orchestrator/overcommit.py): the engine's record per host, a cluster
+    """What the try ran beside (orchestrator/engine/overcommit.py): the engine's record per host, a cluster
     backend's per node."""
 
     scope: str = Field(description="host | node")
@@ -418,7 +418,7 @@ class ExternalAgentEvidence(_Part):
 
 
 class EngineEvidence(_Part):
-    """What the engine adds as a try settles (orchestrator/settle.py, orchestrator/try_services.py)."""
+    """What the engine adds as a try settles (orchestrator/engine/settle.py, orchestrator/engine/services.py)."""
 
     artifacts: ArtifactsSummary | None = None
     grade: GradeRecord | None = None

@@ -1,7 +1,7 @@
 """Raw facts a backend returns about one trial. Classification turns them into an Outcome.
 
 Backends report what they saw and never decide the outcome themselves, so every
-backend is judged by the same rules (see :mod:`orchestrator.classify`).
+backend is judged by the same rules (see :mod:`orchestrator.engine.classify`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the host variables that are secrets, the request and limit amounts, and where
 the task's files come from. Paths inside the trial (work dir, logs dir, where
 the tests appear) are the backend's to choose, and it adds them to the
 environment under the names of the contract (``HEADROOM_WORKDIR``,
-``HEADROOM_LOGS_DIR``, ...), see :mod:`orchestrator.launch`.
+``HEADROOM_LOGS_DIR``, ...), see :mod:`orchestrator.engine.launch`.
 """
 
 from __future__ import annotations

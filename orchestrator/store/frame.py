@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from orchestrator.contract.outputs import USAGE_CAPS
 from orchestrator.spec.evidence import evidence_path
 from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL
-from orchestrator.trial_outputs import USAGE_CAPS
 
 # Enough for any store: the whole result arrives as one batch (see module docstring).
 _ONE_BATCH = str(2**30)

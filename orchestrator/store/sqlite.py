@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from orchestrator.contract.outputs import usage_value
 from orchestrator.errors import UserError
 from orchestrator.processes import pid_alive
 from orchestrator.spec.evidence import Overcommit, evidence_path, read_stored
@@ -32,7 +33,6 @@ from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStatus, TryRecord
 from orchestrator.store.records import AXES, ExecutionRecord, RunRecord, TaskRecord, TrialRecord
-from orchestrator.trial_outputs import usage_value
 
 if TYPE_CHECKING:  # pandas loads with the first frame read: `headroom --help` and `runs` stay fast
     import pandas as pd

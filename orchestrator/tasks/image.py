@@ -25,8 +25,8 @@ from typing import Any
 from orchestrator.backends.kubernetes.taskfiles import TaskBundle, read_files
 from orchestrator.errors import SpecError
 from orchestrator.spec.task import Task
-from orchestrator.task_images import built_image_ref
 from orchestrator.tasks import agent_view
+from orchestrator.tasks.environment_image import built_image_ref
 from orchestrator.tasks.loader import load_tasks
 
 ROOT = "/headroom-tasks"
@@ -56,7 +56,7 @@ def task_entry(task: Task) -> dict[str, Any]:
 
 
 def catalog(tasks: list[Task]) -> dict[str, Any]:
-    from orchestrator.controller.tasksets import set_digest
+    from orchestrator.tasks.loader import set_digest
 
     return {"format": FORMAT, "set_digest": set_digest(tasks),
             "tasks": {t.id: task_entry(t) for t in sorted(tasks, key=lambda t: t.id)}}

@@ -137,3 +137,11 @@ def load_tasks(root: Path, select: list[str] | None = None) -> list[Task]:
                 raise SpecError(f"no task matches {pat!r}", file=str(root), field="tasks")
         candidates = chosen
     return [load_task(p) for p in candidates]
+
+
+def set_digest(tasks: list[Task]) -> str:
+    """The content digest of a task set: its tasks' ids and digests, in id order."""
+    h = hashlib.sha256()
+    for t in sorted(tasks, key=lambda t: t.id):
+        h.update(f"{t.id}\0{t.digest}\n".encode())
+    return h.hexdigest()

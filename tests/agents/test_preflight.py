@@ -18,9 +18,9 @@ import yaml
 
 from orchestrator.agents import preflight
 from orchestrator.backends.local.backend import LocalBackend
-from orchestrator.classify import agent_not_found, classify
+from orchestrator.engine.classify import agent_not_found, classify
+from orchestrator.engine.launch import build_launch
 from orchestrator.errors import SpecError
-from orchestrator.launch import build_launch
 from orchestrator.spec.experiment import AgentSpec, Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.outcome import HarnessReason, Outcome

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import bundle as bundle_mod
 from orchestrator.artifacts.sink import StoreSink, TryKey
 from orchestrator.store.sqlite import Store
+from orchestrator.trust import bundle as bundle_mod
 from tests.taskfactory import write_task
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.agentio.redact import REDACTED
 from orchestrator.artifacts import reader
 from orchestrator.artifacts.codec import CHUNK
 from orchestrator.artifacts.sink import (
@@ -22,7 +23,6 @@ from orchestrator.artifacts.sink import (
     register,
     unregister,
 )
-from orchestrator.redact import REDACTED
 from orchestrator.spec.artifacts import ArtifactsSpec
 from orchestrator.store.sqlite import Store
 

@@ -11,8 +11,8 @@ import pytest
 
 from orchestrator import backends
 from orchestrator.backends.abilities import METHODS, Abilities, fit_checker, refuse_flags
+from orchestrator.engine.sweep import check_fit
 from orchestrator.errors import UserError
-from orchestrator.sweep import check_fit
 
 
 @pytest.mark.parametrize("name", backends.names())

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import launch
 from orchestrator.controller import reconcile
+from orchestrator.engine import launch
 
 #: A Kubernetes label value: at most 63 characters, alphanumeric at both ends, [-A-Za-z0-9_.] between.
 K8S_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orchestrator import launch
 from orchestrator.agents.gateway import service
+from orchestrator.engine import launch
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

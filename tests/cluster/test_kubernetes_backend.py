@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator import sweep
 from orchestrator.backends.kubernetes import message, runlease
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
+from orchestrator.engine import sweep
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import Launch
 from orchestrator.store.sqlite import Store

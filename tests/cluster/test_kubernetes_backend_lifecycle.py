@@ -23,13 +23,13 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from orchestrator import sweep
 from orchestrator.backends.base import Handle, recorded
 from orchestrator.backends.kubernetes import message, runlease
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.backends.kubernetes.run_cache import RunCache
+from orchestrator.engine import sweep
+from orchestrator.engine.launch import build_launch
 from orchestrator.errors import UserError
-from orchestrator.launch import build_launch
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch
@@ -304,7 +304,7 @@ def test_the_fit_check_is_skipped_when_nodes_are_forbidden(cluster: Cluster, nam
     exp = Experiment(tasks_dir=str(_oversized_tasks(tmp_path, 64 * 1024)), configurations=["1x-strict"], attempts=1,
                      backend="kubernetes", kubernetes=backend.options)
     tasks = sweep.prepare(exp)
-    from orchestrator.plan import plan
+    from orchestrator.engine.plan import plan
 
     try:
         with caplog.at_level(logging.WARNING):
@@ -324,7 +324,7 @@ def test_oversized_is_judged_against_the_selected_nodes_only(cluster: Cluster, n
     exp = Experiment(tasks_dir=str(_oversized_tasks(tmp_path, 64 * 1024)), configurations=["1x-strict"], attempts=1,
                      backend="kubernetes", kubernetes=backend.options)
     tasks = sweep.prepare(exp)
-    from orchestrator.plan import plan
+    from orchestrator.engine.plan import plan
 
     try:
         sweep.check_fit(backend, tasks, plan(exp, tasks))

@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator import sweep
 from orchestrator.backends.kubernetes import message
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
-from orchestrator.canary import NODE_LABEL, run_canary
-from orchestrator.overcommit import observed_by_config
+from orchestrator.engine import sweep
+from orchestrator.engine.canary import NODE_LABEL, run_canary
+from orchestrator.engine.overcommit import observed_by_config
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch

@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator import sweep
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.backends.kubernetes.limit_resource import RESOURCE
+from orchestrator.engine import sweep
+from orchestrator.engine.plan import plan
 from orchestrator.errors import UserError
-from orchestrator.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.store.sqlite import Store
@@ -145,7 +145,7 @@ def test_nothing_advertised_refuses_a_limit_aware_sweep_in_one_line(cluster: Clu
 def test_an_unbounded_try_with_nothing_advertised_ends_as_a_spawn_failure_naming_the_command(
         cluster: Cluster, namespace: str, node: str, tmp_path: Path) -> None:
     """What a controller run (no pre-flight fit check) gets: no pod, and the reason in the try's facts."""
-    from orchestrator.launch import build_launch
+    from orchestrator.engine.launch import build_launch
     from orchestrator.spec.outcome import InfraReason
 
     exp = Experiment(tasks_dir=str(_tasks(tmp_path)), configurations=["unbounded"], attempts=1, backend="kubernetes",

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
-from orchestrator.canary import CPU_SLACK, run_canary
+from orchestrator.engine.canary import CPU_SLACK, run_canary
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.resources import ResourceConfig
 

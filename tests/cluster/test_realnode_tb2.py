@@ -5,7 +5,7 @@ are built by the session's private dockerd, exported (``docker save``) and impor
 real node's containerd (``RealNode.import_image``): what a registry push and pull would do,
 with no registry. A task that names a ``docker_image`` gets its image under that name (as an
 offline Terminal-Bench 2 run builds it); one that names none runs on the Pod backend under
-the tag its ``environment/Dockerfile`` builds to (``orchestrator/task_images.py``).
+the tag its ``environment/Dockerfile`` builds to (``orchestrator/tasks/environment_image.py``).
 
 Then ``headroom sweep --backend kubernetes`` runs them with the oracle as real Pods: the
 outcomes must be those of the Docker backend, and the memory-spiking task's OOM kill must

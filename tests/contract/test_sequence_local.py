@@ -13,10 +13,10 @@ import pytest
 
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.backends.local.runner import LocalRunner
-from orchestrator.classify import classify
 from orchestrator.contract.runner import StepRunner
-from orchestrator.launch import build_launch
-from orchestrator.settle import settle
+from orchestrator.engine.classify import classify
+from orchestrator.engine.launch import build_launch
+from orchestrator.engine.settle import settle
 from orchestrator.spec.experiment import AgentSpec, Experiment, RetryPolicy
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch, SetupLaunch

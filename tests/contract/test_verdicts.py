@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.classify import classify
 from orchestrator.contract import agent_check
-from orchestrator.settle import settle
+from orchestrator.engine.classify import classify
+from orchestrator.engine.settle import settle
 from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.grader import GoldenGrader

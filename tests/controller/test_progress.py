@@ -13,7 +13,7 @@ from orchestrator.controller.progress import (
     wilson,
 )
 from orchestrator.controller.reconcile import bounded_evidence
-from orchestrator.plan import plan
+from orchestrator.engine.plan import plan
 from orchestrator.spec.evidence import Evidence, PodEvent
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts

@@ -18,9 +18,9 @@ from orchestrator.backends.kubernetes.taskfiles import AGENT_TOML_KEY, ImageTask
 from orchestrator.cli import cli
 from orchestrator.controller import taskimage
 from orchestrator.controller.resources import ExperimentResourceSpec, TaskSource
+from orchestrator.engine.launch import build_launch
+from orchestrator.engine.plan import plan
 from orchestrator.errors import SpecError
-from orchestrator.launch import build_launch
-from orchestrator.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.tasks.image import tests_manifest_of as manifest_of  # (a `test*` name pytest would collect)

@@ -25,7 +25,7 @@ from orchestrator.backends.base import Handle
 from orchestrator.controller.metrics import Metrics
 from orchestrator.controller.reconcile import WRITE_ATTEMPTS, Reconciler, _Plan
 from orchestrator.controller.resources import ExperimentResourceSpec, TaskSource
-from orchestrator.plan import plan
+from orchestrator.engine.plan import plan
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.task import Task, TaskSpec
 

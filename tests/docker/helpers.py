@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.classify import classify
-from orchestrator.launch import build_launch
+from orchestrator.engine.classify import classify
+from orchestrator.engine.launch import build_launch
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.resources import ResourceConfig

@@ -201,7 +201,7 @@ def test_cancel_removes_the_container_and_cleanup_keeps_a_live_owners(docker_env
     root = tmp_path / "tasks"
     copy_task("slow-agent", root, {"task.toml": ("timeout_sec = 3.0", "timeout_sec = 120.0")})
     exp = _experiment(tasks_dir=str(root))
-    from orchestrator.launch import build_launch
+    from orchestrator.engine.launch import build_launch
     from orchestrator.spec.resources import ResourceConfig
     from orchestrator.spec.trial import Trial
     from orchestrator.tasks.loader import load_tasks

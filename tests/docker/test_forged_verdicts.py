@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrator.backends.docker.backend import DockerBackend
-from orchestrator.settle import settle
+from orchestrator.engine.settle import settle
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.experiment import AgentSpec, Experiment, RetryPolicy
 from orchestrator.spec.outcome import Outcome

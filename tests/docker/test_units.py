@@ -17,7 +17,7 @@ from orchestrator.backends.docker.labels import Owner
 from orchestrator.backends.local.cgroups import Mounts, TrialCgroupV1, TrialCgroupV2
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.experiment import Experiment
-from orchestrator.task_images import environment_digest
+from orchestrator.tasks.environment_image import environment_digest
 
 from .conftest import FIXTURES
 from .helpers import headroom

@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import safejson
-from orchestrator.execute import execute
-from orchestrator.grade import grade
-from orchestrator.redact import REDACTED, TAIL_BYTES, cut_tail, scrub_edges, scrub_sections
+from orchestrator.agentio import safejson
+from orchestrator.agentio.redact import REDACTED, TAIL_BYTES, cut_tail, scrub_edges, scrub_sections
+from orchestrator.contract.grade import grade
+from orchestrator.contract.outputs import USAGE_CAPS, parse_agent_result, parse_reward
+from orchestrator.engine.execute import execute
+from orchestrator.engine.settle import settle
+from orchestrator.engine.sweep import prepare, start
 from orchestrator.report import document
-from orchestrator.settle import settle
 from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.grader import GoldenGrader
 from orchestrator.spec.outcome import Outcome
 from orchestrator.store.sqlite import Store
-from orchestrator.sweep import prepare, start
-from orchestrator.trial_outputs import USAGE_CAPS, parse_agent_result, parse_reward
 from tests.engine.test_units import ScriptedBackend, _exp
 from tests.taskfactory import write_task
 
@@ -83,7 +83,7 @@ def test_a_grader_that_raises_on_the_answer_is_a_failed_answer(monkeypatch: pyte
     def boom(grader: GoldenGrader, answer: object) -> None:
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr("orchestrator.settle.grade", boom)
+    monkeypatch.setattr("orchestrator.engine.settle.grade", boom)
     s = _settle(_facts(agent_result={"answer": "x"}), SCHEMA)
     assert s.verdict.outcome is Outcome.FAILED
     assert s.facts.extra.grade is not None and "RecursionError" in (s.facts.extra.grade.notes or {})["grader"]

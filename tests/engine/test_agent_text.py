@@ -1,13 +1,13 @@
-"""The one choke point that makes agent strings valid UTF-8 (orchestrator/agent_text.py)."""
+"""The one choke point that makes agent strings valid UTF-8 (orchestrator/agentio/text.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 
-from orchestrator.agent_text import valid_text, valid_tree
+from orchestrator.agentio.text import valid_text, valid_tree
 from orchestrator.artifacts.names import artifact_name
-from orchestrator.settle import settle
+from orchestrator.engine.settle import settle
 from orchestrator.spec.evidence import Evidence, SanitiserReport
 from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.spec.facts import StepFacts, TrialFacts

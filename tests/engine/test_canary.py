@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.local.backend import LocalBackend
-from orchestrator.canary import judge_cpu, run_canary
+from orchestrator.contract.outputs import parse_agent_result
+from orchestrator.engine.canary import judge_cpu, run_canary
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch
 from orchestrator.spec.resources import ResourceAmounts, ResourceConfig
-from orchestrator.trial_outputs import parse_agent_result
 from tests.taskfactory import requires_cgroups, write_task
 
 CONFIGS = [ResourceConfig.parse(x) for x in ("1x-strict", "1x/2x", "unbounded")]

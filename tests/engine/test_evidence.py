@@ -18,10 +18,11 @@ from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.contract import sanitiser
 from orchestrator.controller.export import facts_of
 from orchestrator.controller.reconcile import bounded_evidence
-from orchestrator.launch import build_launch
-from orchestrator.plan import plan
-from orchestrator.regrade import regrade
-from orchestrator.settle import settle
+from orchestrator.engine.launch import build_launch
+from orchestrator.engine.plan import plan
+from orchestrator.engine.regrade import regrade
+from orchestrator.engine.settle import settle
+from orchestrator.engine.sweep import prepare
 from orchestrator.spec.evidence import (
     SCHEMA_VERSION,
     ContainerState,
@@ -35,7 +36,6 @@ from orchestrator.spec.evidence import (
 from orchestrator.spec.experiment import Experiment, RetryPolicy
 from orchestrator.spec.facts import StepFacts, TrialFacts, evidence_schema
 from orchestrator.store.sqlite import Store
-from orchestrator.sweep import prepare
 from tests.evidence_check import assert_fits_schema
 from tests.kubernetes.test_signals import CASES, PASS, PENDING_EVENTS, ctx, finished
 from tests.taskfactory import write_task

@@ -10,13 +10,13 @@ import psutil
 import pytest
 
 from orchestrator.backends.local.backend import LocalBackend
-from orchestrator.classify import classify
-from orchestrator.launch import build_launch
-from orchestrator.plan import plan
+from orchestrator.engine.classify import classify
+from orchestrator.engine.launch import build_launch
+from orchestrator.engine.plan import plan
+from orchestrator.engine.sweep import prepare, run, start
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.outcome import Outcome
 from orchestrator.store.sqlite import Store
-from orchestrator.sweep import prepare, run, start
 from orchestrator.tasks.loader import load_tasks
 from tests.taskfactory import HOG, requires_cgroups, write_task
 

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 from orchestrator.backends.local.backend import LocalBackend
-from orchestrator.execute import execute
-from orchestrator.overcommit import Placement, observed_by_config, warnings_for
+from orchestrator.engine.execute import execute
+from orchestrator.engine.overcommit import Placement, observed_by_config, warnings_for
+from orchestrator.engine.sweep import prepare, start
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import Launch, StepLaunch, TaskSource
 from orchestrator.spec.resources import MIB, ResourceAmounts
 from orchestrator.store.sqlite import Store
-from orchestrator.sweep import prepare, start
 from tests.taskfactory import write_task
 
 

@@ -13,10 +13,12 @@ import pytest
 
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.threaded import ThreadedBackend
-from orchestrator.classify import classify
-from orchestrator.execute import execute
-from orchestrator.launch import build_launch, dns_label, launch_name
-from orchestrator.settle import pending_tries
+from orchestrator.contract.outputs import parse_agent_result, parse_reward
+from orchestrator.engine.classify import classify
+from orchestrator.engine.execute import execute
+from orchestrator.engine.launch import build_launch, dns_label, launch_name
+from orchestrator.engine.settle import pending_tries
+from orchestrator.engine.sweep import prepare, start
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch
@@ -24,8 +26,6 @@ from orchestrator.spec.outcome import InfraReason, Outcome
 from orchestrator.spec.task import EnvironmentSpec, size_to_mb
 from orchestrator.store.base import TryRecord
 from orchestrator.store.sqlite import Store
-from orchestrator.sweep import prepare, start
-from orchestrator.trial_outputs import parse_agent_result, parse_reward
 from tests.taskfactory import write_task
 
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -113,7 +113,7 @@ def test_launch_carries_the_contract_and_task_env_but_no_secret_values(tasks_roo
     exp = Experiment(tasks_dir=str(tasks_root), configurations=["1x/3x"], attempts=1,
                      agent={"kind": "command", "command": "run-agent", "env_passthrough": ["MY_API_KEY"]})
     task = prepare(exp)[0]
-    from orchestrator.plan import plan
+    from orchestrator.engine.plan import plan
 
     trial = plan(exp, [task])[0]
     launch = build_launch("run1", trial, 0, task, exp)

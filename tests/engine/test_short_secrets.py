@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.redact import MIN_GUESSED_SECRET, too_short_to_redact_cleanly
+from orchestrator.agentio.redact import MIN_GUESSED_SECRET, too_short_to_redact_cleanly
 
 REPO = Path(__file__).resolve().parents[2]
 

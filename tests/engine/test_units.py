@@ -13,14 +13,14 @@ from pydantic import ValidationError
 from orchestrator.backends.base import Capabilities
 from orchestrator.backends.local import cgroups
 from orchestrator.backends.threaded import ThreadedBackend
-from orchestrator.classify import classify
-from orchestrator.execute import execute
-from orchestrator.plan import plan
+from orchestrator.engine.classify import classify
+from orchestrator.engine.execute import execute
+from orchestrator.engine.plan import plan
+from orchestrator.engine.sweep import prepare, start
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.resources import LabelError, ResourceConfig, scale
 from orchestrator.store.sqlite import Store
-from orchestrator.sweep import prepare, start
 from tests.taskfactory import write_task
 
 

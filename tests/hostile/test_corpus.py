@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.engine.sweep import prepare, run, start
 from orchestrator.spec.experiment import Experiment
 from orchestrator.store.sqlite import Store
-from orchestrator.sweep import prepare, run, start
 from tests.hostile.harness import (
     HostileRun,
     assert_no_survivors,

@@ -16,8 +16,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend, _Try
-from orchestrator.launch import build_launch
-from orchestrator.plan import plan
+from orchestrator.engine.launch import build_launch
+from orchestrator.engine.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.outcome import InfraReason

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import sweep
 from orchestrator.backends.kubernetes import fit
 from orchestrator.backends.kubernetes import limit_resource as lr
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.pod import build
 from orchestrator.backends.kubernetes.taskfiles import bundle
+from orchestrator.engine import sweep
+from orchestrator.engine.launch import build_launch
+from orchestrator.engine.plan import plan
 from orchestrator.errors import SpecError
-from orchestrator.launch import build_launch
-from orchestrator.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.resources import MIB, ResourceAmounts

@@ -18,9 +18,9 @@ from orchestrator.agents.pods import pod_agent_problem
 from orchestrator.backends.kubernetes.pod import EXTERNAL_START_SLACK_S, build
 from orchestrator.backends.kubernetes.taskfiles import agent_files, bundle
 from orchestrator.controller.resources import ExperimentResourceSpec
+from orchestrator.engine.launch import build_launch
+from orchestrator.engine.plan import plan
 from orchestrator.errors import SpecError, first_validation_error
-from orchestrator.launch import build_launch
-from orchestrator.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch

@@ -10,9 +10,9 @@ import pytest
 from orchestrator.backends.kubernetes.pod import FINALIZER, QUEUE_LABEL, build
 from orchestrator.backends.kubernetes.taskfiles import MAX_CONFIGMAP_BYTES, bundle, posix_cksum
 from orchestrator.contract import sanitiser
+from orchestrator.engine.launch import build_launch
+from orchestrator.engine.plan import plan
 from orchestrator.errors import SpecError
-from orchestrator.launch import build_launch
-from orchestrator.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.tasks.loader import load_tasks

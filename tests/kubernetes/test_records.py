@@ -17,8 +17,8 @@ from orchestrator.artifacts import reader
 from orchestrator.artifacts.sink import StoreSink, register, unregister
 from orchestrator.backends.kubernetes import records
 from orchestrator.backends.kubernetes.taskfiles import bundle
-from orchestrator.launch import build_launch
-from orchestrator.plan import plan
+from orchestrator.engine.launch import build_launch
+from orchestrator.engine.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import Launch
 from orchestrator.store.sqlite import Store

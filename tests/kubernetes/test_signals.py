@@ -18,7 +18,7 @@ import pytest
 
 from orchestrator.backends.kubernetes import message
 from orchestrator.backends.kubernetes.signals import Context, observe
-from orchestrator.classify import classify
+from orchestrator.engine.classify import classify
 from orchestrator.spec.evidence import CpuThrottling
 from orchestrator.spec.outcome import HarnessReason, InfraReason, ModelReason, Outcome
 from orchestrator.spec.resources import ResourceAmounts

@@ -155,7 +155,7 @@ def test_a_store_from_schema_1_is_migrated_and_readable(tmp_path: Path) -> None:
 
 def test_a_schema_2_store_gets_its_overcommit_columns_back_filled_from_the_evidence(tmp_path: Path) -> None:
     """Schema 3 keeps each try's overcommit record as columns; an older store's are filled from its evidence JSON."""
-    from orchestrator.overcommit import observed_by_config
+    from orchestrator.engine.overcommit import observed_by_config
     from orchestrator.store.sqlite import OVERCOMMIT_COLUMNS
 
     path = tmp_path / "v2.db"

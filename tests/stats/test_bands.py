@@ -142,7 +142,7 @@ def test_patch_round_trips_through_the_loader_and_a_task_band_uses_it(tasks_root
     (d / "task.toml").write_text(after)
     task = load_task(d)
     assert task.spec.environment.memory_limit_mb == 96
-    from orchestrator.launch import trial_amounts
+    from orchestrator.engine.launch import trial_amounts
     from orchestrator.spec.trial import Trial
 
     amounts = trial_amounts(task, Trial(trial_id="x", task_id="heavy", config=ResourceConfig.parse("task-band"),

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 from orchestrator.commands.calibrate import calibration_document, write_outputs
+from orchestrator.engine.plan import plan
+from orchestrator.engine.sweep import prepare
 from orchestrator.errors import UserError
-from orchestrator.plan import plan
 from orchestrator.spec.evidence import CpuThrottling
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.outcome import InfraReason, Outcome
 from orchestrator.spec.trial import Verdict
 from orchestrator.store.sqlite import Store
-from orchestrator.sweep import prepare
 from orchestrator.tasks.loader import load_task
 from tests.taskfactory import write_task
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.grade import grade
+from orchestrator.contract.grade import grade
 from orchestrator.spec.grader import GoldenGrader
 from tests.taskfactory import requires_cgroups, write_task
 

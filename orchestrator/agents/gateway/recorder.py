@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.agentio.redact import redact_text
 from orchestrator.agents.gateway.usage import Usage
 from orchestrator.artifacts.sink import TryKey
-from orchestrator.redact import redact_text
 from orchestrator.spec.facts import ModelUsage
 
 #: One call's request or response body in the transcript is cut here (the artifact cap bounds the whole).

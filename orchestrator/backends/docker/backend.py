@@ -40,17 +40,17 @@ import docker
 import docker.errors
 import requests
 
-from orchestrator import container_contract as cc
 from orchestrator.backends.abilities import Abilities
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.local.backend import host_facts
 from orchestrator.backends.local.cgroups import TrialCgroup, cpu_shares
 from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.contract import agent_check
+from orchestrator.contract import paths as cc
 from orchestrator.contract.phases import Phase
 from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
+from orchestrator.engine.launch import label_value
 from orchestrator.errors import UserError
-from orchestrator.launch import label_value
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.evidence import ContainerState, CpuThrottling, MemoryEvents
 from orchestrator.spec.facts import StepFacts, TrialFacts

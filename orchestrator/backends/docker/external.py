@@ -12,13 +12,13 @@ from typing import Any
 import docker
 import docker.errors
 
-from orchestrator import container_contract as cc
 from orchestrator.agents.external import environment_env, run_external
 from orchestrator.artifacts import artifacts_for, names
 from orchestrator.backends.docker.exec_target import ContainerExec
+from orchestrator.contract import paths as cc
+from orchestrator.contract.outputs import read_agent_result
 from orchestrator.spec.facts import StepFacts
 from orchestrator.spec.launch import Launch
-from orchestrator.trial_outputs import read_agent_result
 
 #: Where an installed agent's directory is copied in the container.
 AGENT_DIR = "/agent"

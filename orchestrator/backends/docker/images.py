@@ -22,7 +22,7 @@ import docker.errors
 
 from orchestrator.spec.evidence import ContainerImage
 from orchestrator.spec.launch import TaskSource
-from orchestrator.task_images import built_image_ref
+from orchestrator.tasks.environment_image import built_image_ref
 
 from .labels import MANAGED
 

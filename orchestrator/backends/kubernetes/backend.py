@@ -33,18 +33,18 @@ from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.run_cache import RunCache
 from orchestrator.backends.kubernetes.taskfiles import AgentFiles, ImageTaskFiles, TaskBundle, agent_files
 from orchestrator.backends.kubernetes.taskfiles import bundle as make_bundle
+from orchestrator.engine.launch import label_value
 from orchestrator.errors import UserError
 from orchestrator.kube import finalizers
 from orchestrator.kube.client import KubeConfigError, connect, counted
 from orchestrator.kube.errors import API_ERRORS, Failure, api_message, classify
-from orchestrator.launch import label_value
 from orchestrator.spec.evidence import ApiRefusal, QueueHold
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch, environment_network
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import ResourceAmounts
-from orchestrator.task_images import built_image_ref
+from orchestrator.tasks.environment_image import built_image_ref
 
 log = logging.getLogger(__name__)
 PodHook = Callable[[Launch, dict[str, Any]], dict[str, Any]]

@@ -26,17 +26,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator import container_contract as cc
 from orchestrator.agents.external import run_external
 from orchestrator.artifacts import artifacts_for, names
 from orchestrator.backends.kubernetes.exec_target import DONE, READY, PodExec
 from orchestrator.backends.kubernetes.pod import EXTERNAL_START_SLACK_S
 from orchestrator.backends.kubernetes.signals import TASK_CONTAINER
+from orchestrator.contract import paths as cc
+from orchestrator.contract.outputs import read_agent_result
 from orchestrator.kube.exec import exec_in_pod
 from orchestrator.spec.evidence import ExternalAgent
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch
-from orchestrator.trial_outputs import read_agent_result
 
 _WAIT_READY = f'while [ ! -e {READY} ]; do sleep 1; done; printf "%s" "${{HR_WORKDIR:-$PWD}}"'
 

@@ -22,9 +22,9 @@ import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.contract.outputs import REWARD_FILES, parse_agent_result, parse_reward
 from orchestrator.spec.evidence import RunnerEvidence
 from orchestrator.spec.facts import StepFacts
-from orchestrator.trial_outputs import REWARD_FILES, parse_agent_result, parse_reward
 
 #: The kubelet keeps at most this much of a container's termination message.
 MAX_MESSAGE_BYTES = 4096

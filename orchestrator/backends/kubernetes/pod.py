@@ -23,11 +23,11 @@ import re
 import shlex
 from typing import Any
 
-from orchestrator import container_contract as cc
 from orchestrator.backends.kubernetes import scripts
 from orchestrator.backends.kubernetes.signals import TASK_CONTAINER, WARDEN_CONTAINER
 from orchestrator.backends.kubernetes.taskfiles import AGENT_DIR, AgentFiles, ImageTaskFiles, TaskBundle
 from orchestrator.contract import agent_check, sanitiser
+from orchestrator.contract import paths as cc
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch, StepLaunch, environment_network
 

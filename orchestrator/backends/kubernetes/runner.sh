@@ -189,7 +189,7 @@ run_step() {
   fi
   STEP_OOM=$((OOM - oom0))
 }
-step_env() {  # the contract's paths for this step (names in orchestrator/launch.py, paths in container_contract.py)
+step_env() {  # the contract's paths for this step (names in orchestrator/engine/launch.py, paths in container_contract.py)
   export HEADROOM_WORKDIR="$WORKDIR" HEADROOM_LOGS_DIR="$logdir" HEADROOM_TASK_DIR="$taskdir" \
     HEADROOM_INSTRUCTION_FILE="$TASK/instruction.md"
   if [ "$name" = agent ]; then export HEADROOM_AGENT_RESULT="$LOGS/agent/result.json"; fi

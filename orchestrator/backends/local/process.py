@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from orchestrator import redact
+from orchestrator.agentio import redact
 from orchestrator.backends.local.cgroups import TrialCgroup
 from orchestrator.spec.facts import StepFacts
 

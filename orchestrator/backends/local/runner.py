@@ -19,9 +19,9 @@ from pathlib import Path
 
 from orchestrator.backends.local import cgroups, sandbox
 from orchestrator.backends.local.process import Limits, kill_tree, run_step
+from orchestrator.contract.outputs import read_regular_file
 from orchestrator.contract.runner import NotRegular, Role
 from orchestrator.spec.facts import StepFacts
-from orchestrator.trial_outputs import read_regular_file
 
 
 def make_dir(path: Path, owner: tuple[int, int] | None, mode: int = 0o755) -> Path:

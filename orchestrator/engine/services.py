@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.agentio.redact import secret_values
 from orchestrator.agents.gateway import Gateway, TryEnd
 from orchestrator.artifacts import names
 from orchestrator.artifacts.sink import StoreSink, TryKey, register, unregister
-from orchestrator.redact import secret_values
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch

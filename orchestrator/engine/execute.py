@@ -1,7 +1,7 @@
 """Run a planned experiment through any backend: bounded concurrency, resume, bounded retries.
 
 The loop only submits, observes and records; every decision is a pure function
-of :mod:`orchestrator.settle`. Only this loop writes to the store. A trial
+of :mod:`orchestrator.engine.settle`. Only this loop writes to the store. A trial
 counts once it has a finished try marked final. On resume, a try a crash left
 ``running`` is adopted if the backend says it is still alive (a pod outlives
 the CLI) and abandoned otherwise; a trial waiting for a retry continues with
@@ -19,19 +19,19 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from orchestrator.agentio.redact import secret_values
 from orchestrator.artifacts.sink import TryKey
 from orchestrator.backends.base import Backend, Handle, recorded
-from orchestrator.launch import build_launch, spec_digest
-from orchestrator.overcommit import Placement
-from orchestrator.redact import secret_values
-from orchestrator.settle import finished_counts, pending_tries, settle, unstorable
+from orchestrator.engine.launch import build_launch, spec_digest
+from orchestrator.engine.overcommit import Placement
+from orchestrator.engine.services import TryServices, run_secret_names
+from orchestrator.engine.settle import finished_counts, pending_tries, settle, unstorable
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStore
-from orchestrator.try_services import TryServices, run_secret_names
 
 ResultHook = Callable[[Trial, Verdict, bool], None]
 #: How long the loop waits for a backend's news before looking again.

@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema
 
-from orchestrator import safejson
+from orchestrator.agentio import safejson
 from orchestrator.spec.grader import GoldenGrader
 
 

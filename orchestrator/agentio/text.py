@@ -6,7 +6,7 @@ JSON ``"\\ud800"`` (a lone surrogate). Either makes every UTF-8 encoder raise: S
 binding, pydantic's JSON, the Kubernetes client. Once that aborted a sweep and every
 ``--resume`` after it. Here such characters become visible escapes (``\\xff`` for an
 undecodable byte, ``\\ud800`` for a lone surrogate), so the evidence still says what the
-agent left and two different names stay apart. :func:`orchestrator.settle.settle` runs
+agent left and two different names stay apart. :func:`orchestrator.engine.settle.settle` runs
 :func:`valid_tree` over a try's whole facts; artifact names use :func:`valid_text`.
 """
 

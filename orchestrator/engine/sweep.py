@@ -9,23 +9,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator import overcommit, provenance
+from orchestrator.agentio.redact import redact, secret_values
 from orchestrator.agents import preflight
 from orchestrator.backends.abilities import fit_checker, run_holder
 from orchestrator.backends.base import Backend, check_capabilities
-from orchestrator.canary import not_run as canary_not_run
-from orchestrator.canary import run_canary
+from orchestrator.engine import overcommit, provenance
+from orchestrator.engine.canary import not_run as canary_not_run
+from orchestrator.engine.canary import run_canary
+from orchestrator.engine.execute import ExecutionSummary, ResultHook, execute
+from orchestrator.engine.launch import trial_amounts
+from orchestrator.engine.plan import plan
+from orchestrator.engine.services import TryServices, run_secret_names
 from orchestrator.errors import SpecError
-from orchestrator.execute import ExecutionSummary, ResultHook, execute
-from orchestrator.launch import trial_amounts
-from orchestrator.plan import plan
-from orchestrator.redact import redact, secret_values
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
 from orchestrator.store.sqlite import Store
 from orchestrator.tasks.loader import load_tasks
-from orchestrator.try_services import TryServices, run_secret_names
 
 
 @dataclass
@@ -73,7 +73,7 @@ def start(
 ) -> tuple[str, dict[str, Task]]:
     """Write the run, its provenance and its plan in one transaction.
 
-    With ``canary``, the enforcement canary (:mod:`orchestrator.canary`) runs first on this
+    With ``canary``, the enforcement canary (:mod:`orchestrator.engine.canary`) runs first on this
     backend for every configuration, and its verdict goes into the provenance.
     """
     check_capabilities(backend, {"gpus": max((t.spec.environment.gpus for t in tasks), default=0),

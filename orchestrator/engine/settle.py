@@ -1,6 +1,6 @@
 """The engine's decisions as pure functions: what is left to run, and how a try's result settles.
 
-Both the CLI's loop (:mod:`orchestrator.execute`) and the in-cluster controller
+Both the CLI's loop (:mod:`orchestrator.engine.execute`) and the in-cluster controller
 call these, so a trial is judged, redacted and retried by the same rules
 wherever it ran.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from orchestrator.agent_text import valid_tree
-from orchestrator.classify import agent_not_found, classify
-from orchestrator.grade import Grade, grade
-from orchestrator.redact import cut_tail, redact, scrub_sections
+from orchestrator.agentio.redact import cut_tail, redact, scrub_sections
+from orchestrator.agentio.text import valid_tree
+from orchestrator.contract.grade import Grade, grade
+from orchestrator.engine.classify import agent_not_found, classify
 from orchestrator.spec.evidence import AgentNotFound, Evidence, GradeRecord
 from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.spec.facts import TrialFacts
@@ -154,7 +154,7 @@ def settle(result: TrialFacts | BaseException, *, reward_threshold: float, retry
                                                   evidence=lines[-1][-500:] if lines else None)
             facts = facts.model_copy(update={"extra": extra})
     # One choke point for secrets and for text: everything a backend saw passes through here before the
-    # store, redacted and made valid UTF-8 (orchestrator.agent_text).
+    # store, redacted and made valid UTF-8 (orchestrator.agentio.text).
     facts = _redact_facts(facts, secrets)
     again = (
         verdict.outcome is Outcome.INFRA_ERROR

@@ -10,7 +10,7 @@
   spin also reports its ``spin_wall_s`` and ``spin_cpu_s`` here (``CANARY_KEYS``): this file
   is the one channel every backend brings back for every try, passed or not.
 
-Both are parsed with :func:`orchestrator.safejson.loads` (bounded size and nesting).
+Both are parsed with :func:`orchestrator.agentio.safejson.loads` (bounded size and nesting).
 
 Container backends bring the file contents back (in a termination message or
 a copied file) and call the ``parse_*`` functions; the local backend reads files.
@@ -25,11 +25,11 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from orchestrator import safejson
+from orchestrator.agentio import safejson
 
 REWARD_FILES = ("reward.txt", "reward.json")
 _AGENT_KEYS = ("tokens_in", "tokens_out", "cost_usd", "model", "answer")
-#: The canary spin's account of itself (orchestrator/canary.py reads them; nothing else does).
+#: The canary spin's account of itself (orchestrator/engine/canary.py reads them; nothing else does).
 CANARY_KEYS = ("spin_wall_s", "spin_cpu_s")
 MAX_ANSWER = 4096  # a golden-set answer; a longer one is cut (and then graded as cut)
 MAX_READ = 64 * 1024  # a reward file is a number; a huge one is malformed, not a reason to run out of memory

@@ -164,7 +164,7 @@ def warnings_for(experiment: Experiment, tasks: list[Task], capacity: int | None
     node's allocatable memory) the worst case is per node: the trials that fit one node by
     their requests, and the limits they then hold there.
     """
-    from orchestrator.launch import trial_amounts
+    from orchestrator.engine.launch import trial_amounts
     from orchestrator.spec.trial import Trial
 
     per_config: dict[str, int | None] = {}

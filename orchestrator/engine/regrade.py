@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.classify import classify
+from orchestrator.engine.classify import classify
+from orchestrator.engine.settle import apply_grader
 from orchestrator.errors import SpecError, UserError, first_validation_error
-from orchestrator.settle import apply_grader
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.grader import GoldenGrader
 from orchestrator.spec.trial import Verdict

@@ -9,9 +9,9 @@ runs unmodified:
 * :data:`TESTS` (``/tests``) appears only for the verifier step, after every
   agent process has exited;
 * the verifier writes its reward to :data:`VERIFIER_LOGS` (``/logs/verifier``)
-  as ``reward.txt`` or ``reward.json`` (parsed by :mod:`orchestrator.trial_outputs`).
+  as ``reward.txt`` or ``reward.json`` (parsed by :mod:`orchestrator.contract.outputs`).
 
-headroom's own ``HEADROOM_*`` variables (see :mod:`orchestrator.launch`) point
+headroom's own ``HEADROOM_*`` variables (see :mod:`orchestrator.engine.launch`) point
 at the same places, so headroom's bundled tasks and Harbor tasks both work.
 """
 

@@ -16,8 +16,8 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from orchestrator.classify import Verdict
-from orchestrator.plan import Trial
+from orchestrator.engine.classify import Verdict
+from orchestrator.engine.plan import Trial
 
 #: Plain mode: a line at every 1/STEPS of the plan (integer arithmetic: 3 of 10 is 30%), and after
 #: HEARTBEAT_S seconds without one.
