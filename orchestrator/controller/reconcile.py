@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import structlog
 import urllib3
@@ -54,6 +54,7 @@ from orchestrator.controller.resources import (
     LABEL_TASK,
     TRIAL_PLURAL,
     VERSION,
+    ConfigurationRef,
     ExperimentResourceSpec,
     ExperimentStatus,
     TrialSpec,
@@ -254,7 +255,7 @@ class Reconciler:
         pods = self._pods_of(name)
         with self._lock:
             backend = self._backends.get(name)
-        runs = sorted({(p.metadata.labels or {}).get(LABEL_RUN) for p in pods} - {None})
+        runs = sorted(cast("set[str]", {(p.metadata.labels or {}).get(LABEL_RUN) for p in pods} - {None}))
         if runs and backend is None:
             backend = self.make_backend(name, None)
             with self._lock:
@@ -280,8 +281,8 @@ class Reconciler:
         spec = TrialSpec(
             experiment=exp["metadata"]["name"], run_id=run_id, trial_id=p.trial_id, task=p.task_id,
             task_digest=task.digest,
-            configuration={"label": p.config.label, "request_multiplier": p.config.request_multiplier,
-                           "limit_multiplier": p.config.limit_multiplier},
+            configuration=ConfigurationRef(label=p.config.label, request_multiplier=p.config.request_multiplier,
+                                           limit_multiplier=p.config.limit_multiplier),
             attempt=p.attempt, try_=pending.try_index, retry_of=pending.retry_of, seed=p.seed, order=p.order,
         )
         body = {
@@ -298,11 +299,14 @@ class Reconciler:
             "spec": spec.model_dump(by_alias=True, mode="json", exclude_none=True),
         }
         try:
-            created = self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, body)
+            # The custom objects API returns the decoded JSON object; its client types that as object.
+            created = cast("dict[str, Any]", self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, TRIAL_PLURAL, body))
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            created = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, name)
+            created = cast("dict[str, Any]", self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, TRIAL_PLURAL, name))
         self.trials.upsert(created)
         bound.info("trial created", trial=name, trial_id=p.trial_id, attempt=p.attempt, try_=pending.try_index,
                    retry_of=pending.retry_of)
@@ -516,14 +520,15 @@ class Reconciler:
                 "status": status.model_dump(by_alias=True, mode="json", exclude_none=True),
             }
             try:
-                written = self.custom.replace_namespaced_custom_object_status(
-                    GROUP, VERSION, self.namespace, TRIAL_PLURAL, name, body)
+                written = cast("dict[str, Any]", self.custom.replace_namespaced_custom_object_status(
+                    GROUP, VERSION, self.namespace, TRIAL_PLURAL, name, body))
                 self.trials.upsert(written)
                 return True
             except ApiException as exc:
                 if exc.status != 409:
                     raise
-                current = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, name)
+                current = cast("dict[str, Any]", self.custom.get_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, TRIAL_PLURAL, name))
         raise StatusConflict(f"trial {name}: status kept conflicting")
 
     def _write_experiment_status(self, exp: dict[str, Any], status: ExperimentStatus) -> None:
@@ -535,8 +540,8 @@ class Reconciler:
         for _ in range(5):
             body = {**{k: v for k, v in current.items() if k != "status"}, "status": want}
             try:
-                written = self.custom.replace_namespaced_custom_object_status(
-                    GROUP, VERSION, self.namespace, EXPERIMENT_PLURAL, name, body)
+                written = cast("dict[str, Any]", self.custom.replace_namespaced_custom_object_status(
+                    GROUP, VERSION, self.namespace, EXPERIMENT_PLURAL, name, body))
                 self.experiments.upsert(written)
                 return
             except ApiException as exc:
@@ -544,7 +549,8 @@ class Reconciler:
                     return  # deleted meanwhile
                 if exc.status != 409:
                     raise
-                current = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, EXPERIMENT_PLURAL, name)
+                current = cast("dict[str, Any]", self.custom.get_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, EXPERIMENT_PLURAL, name))
         raise RuntimeError(f"experiment {name}: status kept conflicting")
 
     def _fail(self, exp: dict[str, Any], previous: ExperimentStatus, reason: str, message: str, terminal: bool) -> None:

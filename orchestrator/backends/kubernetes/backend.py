@@ -373,7 +373,7 @@ class KubernetesBackend:
                 return
         try:
             # The created pod comes back on the watch: its echo here is not turned into client models.
-            _drain(self.core.create_namespaced_pod(self.namespace, t.body, _preload_content=False))
+            _drain(self.core.create_namespaced_pod(self.namespace, t.body, _preload_content=False))  # type: ignore[arg-type]  # the client serialises a plain dict body
         except ApiException as exc:
             if exc.status == 409:
                 t.created = True  # an earlier create did reach the server
@@ -565,7 +565,7 @@ class KubernetesBackend:
         """Remove headroom's finalizer from the pod, and only it (other controllers' stay: Kueue's)."""
         def read() -> dict[str, Any]:
             resp = self.core.read_namespaced_pod(name, self.namespace, _preload_content=False)
-            return dict(json.loads(resp.data))
+            return dict(json.loads(resp.data))  # type: ignore[attr-defined]  # _preload_content=False: the raw response
 
         return finalizers.release(pod_mod.FINALIZER, read,
                                   lambda ops: _drain(self.core.patch_namespaced_pod(name, self.namespace, ops,
@@ -663,7 +663,7 @@ class KubernetesBackend:
         where = f"node matching {selector}" if selector else "node"
         try:
             nodes = self.core.list_node(label_selector=selector, _preload_content=False, _request_timeout=30)
-            items = json.loads(nodes.data).get("items") or []
+            items = json.loads(nodes.data).get("items") or []  # type: ignore[attr-defined]  # _preload_content=False: the raw response
         except ApiException as exc:
             why = f"cannot list nodes ({exc.status} {exc.reason}): oversized requests were not checked"
             log.warning("kubernetes backend: %s", why)
@@ -714,12 +714,14 @@ class KubernetesBackend:
         controller_owned: set[str] = set()
         skipped: dict[str, list[str]] = {}
         for p in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items:
-            name = p.metadata.name
-            run_label = (p.metadata.labels or {}).get(RUN_LABEL, "")
+            meta = p.metadata
+            assert meta is not None and meta.name is not None  # the server names every object it lists
+            name = meta.name
+            run_label = (meta.labels or {}).get(RUN_LABEL, "")
             if run_label in live:
                 skipped.setdefault(run_label, []).append(f"pod/{name}")
                 continue
-            owners = [o for o in p.metadata.owner_references or [] if o.api_version.startswith("headroom.dev/")]
+            owners = [o for o in meta.owner_references or [] if o.api_version.startswith("headroom.dev/")]
             if owners and guarded:
                 controller_owned.add(f"pod/{name}")
                 continue
@@ -730,12 +732,14 @@ class KubernetesBackend:
             except ApiException as exc:
                 report.kept.append(f"pod/{name}: {exc.status} {exc.reason}")
         for sec in self.core.list_namespaced_secret(self.namespace, label_selector=selector).items:
-            run_label = (sec.metadata.labels or {}).get(RUN_LABEL, "")
+            meta = sec.metadata
+            assert meta is not None and meta.name is not None  # the server names every object it lists
+            run_label = (meta.labels or {}).get(RUN_LABEL, "")
             if run_label in live:
-                skipped.setdefault(run_label, []).append(f"secret/{sec.metadata.name}")
+                skipped.setdefault(run_label, []).append(f"secret/{meta.name}")
                 continue
-            self.core.delete_namespaced_secret(sec.metadata.name, self.namespace)
-            report.removed.append(f"secret/{sec.metadata.name}")
+            self.core.delete_namespaced_secret(meta.name, self.namespace)
+            report.removed.append(f"secret/{meta.name}")
         for run_label, holder in sorted(live.items()):
             report.kept.append(f"run {run_label}: still executing (its Lease is renewed by {holder}); "
                                f"left {len(skipped.get(run_label, []))} objects alone (--force removes them)")
@@ -749,8 +753,10 @@ class KubernetesBackend:
                     report.kept.append(f"{len(configmaps)} task ConfigMaps: shared with the runs still executing")
             else:
                 for cm in configmaps:
-                    self.core.delete_namespaced_config_map(cm.metadata.name, self.namespace)
-                    report.removed.append(f"configmap/{cm.metadata.name}")
+                    meta = cm.metadata
+                    assert meta is not None and meta.name is not None  # the server names every object it lists
+                    self.core.delete_namespaced_config_map(meta.name, self.namespace)
+                    report.removed.append(f"configmap/{meta.name}")
         coordination = client.CoordinationV1Api(self.api_client)
         for lease in stale:
             try:

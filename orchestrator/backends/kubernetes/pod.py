@@ -174,10 +174,12 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
     }
     agent_dir = {"HEADROOM_AGENT_DIR": AGENT_DIR} if agent is not None else None
     external = launch.agent_kind == "external"
-    env = [
+    verifier = launch.verifier
+    assert verifier is not None  # the backend refuses a task without tests/ before building its pod (submit)
+    env: list[dict[str, Any]] = [
         *(_external_agent_env(launch) if external else _step_env(launch.agent, "AGENT", agent_dir)),
         *(_step_env(launch.agent_setup, "SETUP", agent_dir) if launch.agent_setup is not None else []),
-        *_step_env(launch.verifier, "VERIFIER"),
+        *_step_env(verifier, "VERIFIER"),
         {"name": "HR_TESTS_MANIFEST", "value": bundle.tests_manifest()},
         # An external agent's secrets stay on the host with it: the pod never gets them.
         {"name": "HR_SECRET_NAMES", "value": "" if external else " ".join(launch.agent.secret_env)},
@@ -261,7 +263,7 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
     }
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "activeDeadlineSeconds": math.ceil(launch.agent.timeout_s + sanitiser.TIMEOUT_S + launch.verifier.timeout_s
+        "activeDeadlineSeconds": math.ceil(launch.agent.timeout_s + sanitiser.TIMEOUT_S + verifier.timeout_s
                                            + DEADLINE_SLACK_S + (EXTERNAL_START_SLACK_S if external else 0)),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
