@@ -28,6 +28,7 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, cast
 
 import psutil
 import yaml
@@ -83,7 +84,7 @@ def install_crds(cluster: Cluster) -> None:
         name = body["metadata"]["name"]
         # wait_for calls the lambda before the loop moves on, so the late binding is harmless.
         wait_for(lambda: any(c.type == "Established" and c.status == "True"
-                             for c in (ext.read_custom_resource_definition(name).status.conditions or [])),  # noqa: B023
+                             for c in (ext.read_custom_resource_definition(name).status.conditions or [])),  # type: ignore[union-attr]  # noqa: B023  # the server fills a CRD's status on create
                  30, f"{name} established")
 
 
@@ -96,9 +97,10 @@ def populate(cluster: Cluster, ns: str, trials: int) -> tuple[str, int]:
     spec = ExperimentResourceSpec.model_validate({
         "name": "bench", "configurations": ["1x-strict", "3x", "unbounded"], "attempts": attempts,
         "task_source": {"bundle": bundle}})
-    exp = custom.create_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, {
+    # The custom objects API returns the decoded JSON object; its client types that as object.
+    exp = cast("dict[str, Any]", custom.create_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, {
         "apiVersion": API_VERSION, "kind": "Experiment", "metadata": {"name": "bench"},
-        "spec": spec.model_dump(mode="json", exclude={"tasks_dir"})})
+        "spec": spec.model_dump(mode="json", exclude={"tasks_dir"})}))
     run_id = run_id_of(exp)
     planned = plan(spec.model_copy(update={"tasks_dir": str(REPO / "tasks")}), tasks)
 
@@ -117,7 +119,7 @@ def populate(cluster: Cluster, ns: str, trials: int) -> tuple[str, int]:
                      "requestMultiplier": p.config.request_multiplier, "limitMultiplier": p.config.limit_multiplier},
                      "attempt": p.attempt, "try": 0, "seed": p.seed, "order": p.order},
         }
-        created = custom.create_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL, body)
+        created = cast("dict[str, Any]", custom.create_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL, body))
         outcome = OUTCOMES[i % len(OUTCOMES)]
         created["status"] = {
             "phase": "Finished", "outcome": outcome, "final": True,
@@ -205,7 +207,8 @@ def main() -> int:
         custom = client.CustomObjectsApi(cluster.api_client)
 
         def complete() -> bool:
-            st = custom.get_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, "bench").get("status") or {}
+            exp = cast("dict[str, Any]", custom.get_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, "bench"))
+            st = exp.get("status") or {}
             if ctl.poll() is not None:
                 raise RuntimeError(f"controller exited: {log.read_text()[-2000:]}")
             return st.get("progress") == f"{n}/{n}"

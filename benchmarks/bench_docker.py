@@ -33,6 +33,7 @@ from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.engine.sweep import prepare, run, start
 from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.resources import ResourceConfig
 from orchestrator.store.sqlite import Store
 
 SOLVE = "python3 -c \"open('$HEADROOM_WORKDIR/out', 'w').write('x' * 1000)\"\n"
@@ -51,7 +52,7 @@ def make_task(root: Path) -> None:
 
 
 def through_engine(root: Path, backend: Backend, image: str | None, trials: int, concurrency: int, tag: str) -> float:
-    exp = Experiment(tasks_dir=str(root / "tasks"), configurations=["1x/3x"], attempts=trials, concurrency=concurrency,
+    exp = Experiment(tasks_dir=str(root / "tasks"), configurations=[ResourceConfig.parse("1x/3x")], attempts=trials, concurrency=concurrency,
                      backend=backend.name, image=image)  # type: ignore[arg-type]
     store = Store(root / f"bench-{tag}.db")
     run_id, tmap = start(exp, prepare(exp), store, backend)

@@ -60,6 +60,7 @@ from orchestrator.kube.client import connect  # noqa: E402
 from orchestrator.kube.requests import RequestCounter  # noqa: E402
 from orchestrator.spec.experiment import Experiment  # noqa: E402
 from orchestrator.spec.kubernetes import KubernetesOptions  # noqa: E402
+from orchestrator.spec.resources import ResourceConfig  # noqa: E402
 from orchestrator.store.sqlite import Store  # noqa: E402
 from tests.cluster.plane import (  # noqa: E402
     FAKE_NODE_TOLERATION,
@@ -90,7 +91,7 @@ def options(namespace: str, kubeconfig: Path, duration: float) -> KubernetesOpti
 
 
 def experiment(opts: KubernetesOptions, trials: int, in_flight: int) -> Experiment:
-    return Experiment(tasks_dir=str(REPO / "tasks"), tasks=[TASK], configurations=["1x-strict"], attempts=trials,
+    return Experiment(tasks_dir=str(REPO / "tasks"), tasks=[TASK], configurations=[ResourceConfig.parse("1x-strict")], attempts=trials,
                       backend="kubernetes", concurrency=in_flight, kubernetes=opts)
 
 
@@ -116,7 +117,7 @@ def api(kubeconfig: Path) -> tuple[Any, client.CoreV1Api, RequestCounter]:
 def create(core: client.CoreV1Api, ns: str, body: dict[str, Any]) -> None:
     while True:
         try:
-            core.create_namespaced_pod(ns, body)
+            core.create_namespaced_pod(ns, body)  # type: ignore[arg-type]  # the client serialises a plain dict body
             return
         except ApiException as exc:
             if exc.status not in (429, 500, 503):
@@ -127,7 +128,7 @@ def create(core: client.CoreV1Api, ns: str, body: dict[str, Any]) -> None:
 def bare(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[float, int]:
     bodies, cm = pod_bodies(opts, trials, in_flight)
     ac, core, counter = api(kubeconfig)
-    core.create_namespaced_config_map(ns, cm)
+    core.create_namespaced_config_map(ns, cm)  # type: ignore[arg-type]  # the client serialises a plain dict body
     t0 = time.monotonic()
     done: set[str] = set()
     cond = threading.Condition()
@@ -187,7 +188,7 @@ def poll(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int,
     """(wall, requests sent, requests owed by a 1 s polling design): see the module doc."""
     bodies, cm = pod_bodies(opts, trials, in_flight)
     ac, core, counter = api(kubeconfig)
-    core.create_namespaced_config_map(ns, cm)
+    core.create_namespaced_config_map(ns, cm)  # type: ignore[arg-type]  # the client serialises a plain dict body
     t0 = time.monotonic()
     queue = list(bodies)
     flying: dict[str, tuple[float, float]] = {}  # name -> (next poll, created at, local clock)
@@ -204,6 +205,7 @@ def poll(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int,
         for name in due:
             p = core.read_namespaced_pod(name, ns)
             gets_sent += 1
+            assert p.status is not None  # a pod read back from the server has a status
             if p.status.phase in ("Succeeded", "Failed"):
                 core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
                 lived = _finished_after_s(p)

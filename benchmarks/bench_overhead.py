@@ -27,6 +27,7 @@ from pathlib import Path
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.engine.sweep import prepare, run, start
 from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.resources import ResourceConfig
 from orchestrator.store.sqlite import Store
 
 #: One interpreter for all three, and one the sandbox can see (it mounts /usr, not a home dir's pyenv shims,
@@ -64,7 +65,7 @@ def bare(task: Path, trials: int, concurrency: int, scratch: Path) -> float:
 
 
 def headroom(root: Path, trials: int, concurrency: int, tag: str, isolation: str) -> tuple[float, str]:
-    exp = Experiment(tasks_dir=str(root / "tasks"), configurations=["1x/3x"], attempts=trials, concurrency=concurrency)
+    exp = Experiment(tasks_dir=str(root / "tasks"), configurations=[ResourceConfig.parse("1x/3x")], attempts=trials, concurrency=concurrency)
     tasks = prepare(exp)
     store = Store(root / f"bench-{tag}-{isolation}.db")
     backend = LocalBackend(isolation=isolation)  # type: ignore[arg-type]

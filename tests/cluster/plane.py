@@ -620,7 +620,7 @@ class Cluster:
             "spec": {"taints": [FAKE_NODE_TAINT]},
             "status": {"capacity": capacity, "allocatable": capacity},
         }
-        self.core.create_node(body)
+        self.core.create_node(body)  # type: ignore[arg-type]  # the client serialises a plain dict body
         self.nodes.append(spec.name)
 
     def wait_nodes_ready(self, names: Iterable[str] | None = None, timeout: float = 60) -> None:
@@ -628,9 +628,9 @@ class Cluster:
         def ready() -> bool:
             got = set()
             for n in self.core.list_node(label_selector="type=kwok").items:
-                for c in n.status.conditions or []:
+                for c in n.status.conditions or []:  # type: ignore[union-attr]  # a listed node has a status
                     if c.type == "Ready" and c.status == "True":
-                        got.add(n.metadata.name)
+                        got.add(n.metadata.name)  # type: ignore[union-attr]  # and metadata
             return want <= got
         wait_for(ready, timeout, f"fake nodes Ready: {sorted(want)}")
 
@@ -639,13 +639,13 @@ class Cluster:
         """A fresh namespace, returned once its default ServiceAccount exists."""
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self.core.create_namespace(
-            {"apiVersion": "v1", "kind": "Namespace",
+            {"apiVersion": "v1", "kind": "Namespace",  # type: ignore[arg-type]  # the client serialises a plain dict body
              "metadata": {"name": name, "labels": dict(labels or {})}}
         )
         self._namespaces.append(name)
         def has_sa() -> bool:
             return any(
-                sa.metadata.name == "default"
+                sa.metadata.name == "default"  # type: ignore[union-attr]  # a listed object has metadata
                 for sa in self.core.list_namespaced_service_account(name).items
             )
         wait_for(has_sa, 30, f"default ServiceAccount in {name}")
