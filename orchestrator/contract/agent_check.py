@@ -16,9 +16,9 @@ disagree about a command.
 What is checked (:func:`target`): the program of the command's first simple command (``shlex``;
 ``;``, ``&&``, ``|``... end it), after ``NAME=value`` words and ``exec``/``command``/``env``/
 ``nohup``; and, when that program is an interpreter (``python3 x.py``, ``bash -x run.sh``,
-``node x.js``...), the script it is given (:attr:`Target.script`: the preflight passes it to
-:func:`argv`; a try's phase passes the program word, ``Plan.agent_program``, so a script that
-is missing in a try is the interpreter's own exit, judged by the verifier). A word is checked
+``node x.js``...), the script it is given (:attr:`Target.script`, the check's third argument:
+the preflight and every try's phase pass it, the latter from ``Plan.agent_target`` on local and
+Docker and ``HR_AGENT_PROGRAM_SCRIPT`` in a Pod). A word is checked
 as the trial's shell will see it: ``$NAME``, ``${NAME}`` and a leading ``~`` are expanded where
 the check runs (a variable that is not set there leaves the word unchecked: an external
 agent's host check does not have the try's paths yet). A word whose value is only known by

@@ -68,9 +68,11 @@ class Plan:
     roots: list[str]  # what the agent could write that the verifier sees
     prune: list[str] = field(default_factory=list)  # never searched by the sanitiser (read-only system folders)
     setup: SetupCommand | None = None
-    #: the agent command's program word (:func:`.agent_check.program`), checked before the agent runs; None: a
-    #: host-side agent, a task script, or a command whose program cannot be told without running it
-    agent_program: str | None = None
+    #: what the agent_check phase resolves before the agent runs (:func:`.agent_check.target`): the command's
+    #: program word and, for an interpreter (``python3 agent.py``), its script word, so a try refuses what the
+    #: sweep's preflight refuses; None: a host-side agent, a task script, or a command whose program cannot be
+    #: told without running it
+    agent_target: agent_check.Target | None = None
     agent_result: str = cc.AGENT_RESULT
     verifier_logs: str = cc.VERIFIER_LOGS
     sanitiser_max_links: int = sanitiser.MAX_LINKS
@@ -115,14 +117,14 @@ def run_try(runner: StepRunner, plan: Plan, facts: TrialFacts, *,
             facts.infra_detail = f"agent setup failed: {why}; {s.stderr_tail[-500:]}".strip()
             runner.stop_all()
             return
-    if isinstance(plan.agent, Command) and plan.agent_program is not None:
-        ran = runner.run(agent_check.argv(plan.agent_program), role="agent", name=Phase.AGENT_CHECK,
-                         cwd=plan.workdir, env=plan.agent.env, timeout_s=agent_check.TIMEOUT_S)
+    if isinstance(plan.agent, Command) and (target := plan.agent_target) is not None:
+        ran = runner.run(agent_check.argv(target.program, script=target.script), role="agent",
+                         name=Phase.AGENT_CHECK, cwd=plan.workdir, env=plan.agent.env, timeout_s=agent_check.TIMEOUT_S)
         check = agent_check.parse(ran.stdout_tail, exit_code=ran.exit_code, timed_out=ran.timed_out,
                                   spawn_error=ran.spawn_error)
-        facts.extra.agent_check = check.evidence(plan.agent_program)
+        facts.extra.agent_check = check.evidence(target.program)
         if check.status == "not_found":  # headroom's own answer, before the agent had control: it never starts
-            facts.agent_unresolved = check.detail or f"{plan.agent_program}: not found"
+            facts.agent_unresolved = check.detail or f"{target.program}: not found"
             facts.agent = StepFacts(name="agent", skipped=f"agent_not_found: {facts.agent_unresolved}")
             runner.stop_all()
             return

@@ -236,6 +236,7 @@ AGENT_FILES = {
     "env-one-word": ("#!/usr/bin/env sh -e\n", 0o755),  # the kernel hands env "sh -e" as one word
     "crlf.sh": ("#!/bin/sh\r\ntrue\r\n", 0o755),
     "no-interp": ("#!\n", 0o755),
+    "agent.py": ("import os\nopen(os.environ['HEADROOM_WORKDIR'] + '/out', 'w')\n", 0o644),
 }
 
 #: command -> refused (by the preflight before the sweep, and as harness_error(agent_not_found) in every try).
@@ -269,6 +270,16 @@ AGREEMENT = {
     '"~/missing"': False,
     "$(echo /agent/missing)": False,
     "( /agent/missing )": False,
+    # an interpreter's script: it must exist (its mode is the interpreter's business), in the preflight and the try
+    "python3 /agent/agent.py --go": False,
+    "sh /agent/noexec.sh": False,
+    "python3 /agent/missing.py": True,
+    "python3 -u /agent/missing.py --go": True,
+    "sh /agent/missing.sh": True,
+    "X=1 exec bash -x /agent/missing.sh": True,
+    'python3 "$HEADROOM_AGENT_DIR/missing.py"': True,  # expanded in the environment
+    "python3 $NO_SUCH_VARIABLE/missing.py": False,  # not set there: unchecked
+    "python3 -W ignore /agent/missing.py": False,  # an option that may take an argument: unchecked
 }
 
 
@@ -285,8 +296,8 @@ def test_the_preflight_and_every_try_agree_on_whether_the_agent_can_start(local_
                                                                           command: str) -> None:
     """One parser and one check script: the sweep's preflight (one probe try in the trial environment) refuses
     exactly the commands for which a try's own agent_check phase gives harness_error(agent_not_found), with the
-    same words. (The preflight also refuses a command that is not valid bash, or whose interpreter's script is
-    missing: tests above.)"""
+    same words, an interpreter's missing script (``python3 /agent/missing.py``) included. (The preflight also
+    refuses a command that is not valid bash: tests above.)"""
     for name, (text, mode) in AGENT_FILES.items():
         _script(tmp_path / "agent" / name, text, mode)
     write_task(tmp_path / "tasks", "t", solve="true\n")

@@ -126,6 +126,9 @@ UNRESOLVED = {
                           'chmod +x "$HOME/run.sh"', "interpreter is not on the PATH: sh -e"),
     "windows-line-ending": ("~/run.sh", 'printf "#!/bin/sh\\r\\ntrue\\r\\n" > "$HOME/run.sh"; chmod +x "$HOME/run.sh"',
                             "carriage return"),
+    # an interpreter's script, checked by the same script as the sweep's preflight (in the sandbox, the try's HOME)
+    "missing-python-script": ('python3 -u "$HOME/agent.py" --go', "", "agent script not found: /"),
+    "missing-shell-script": ("bash -x ~/run.sh", "", "agent script not found: /"),
 }
 
 
@@ -146,6 +149,7 @@ def test_an_agent_whose_program_does_not_resolve_never_starts(backend: LocalBack
     'cd "$HEADROOM_WORKDIR" && touch out',  # a builtin
     'X=1 env python3 -c "open(\'/app/out\', \'w\')"',  # assignments and env before the program
     '$(echo true) && touch "$HEADROOM_WORKDIR/out"',  # cannot be told without running it: unchecked, it runs
+    'sh "$HOME/tool" && touch "$HEADROOM_WORKDIR/out"',  # an interpreter's script that is there
 ])
 def test_an_agent_whose_program_resolves_runs(backend: LocalBackend, tmp_path: Path, command: str) -> None:
     prepare = 'printf "#!/usr/bin/env sh\\nexit 0\\n" > "$HOME/tool"; chmod +x "$HOME/tool"'

@@ -2,14 +2,17 @@
 
 Each case is a task whose verifier passes only if ``answer`` in the work dir, or any file under
 ``answers/`` (walked, links followed, as a test suite reads a folder of output), holds a token
-kept in the tests; its agent is ``environment/attack.sh``. The verifier is Python run the
-way Terminal-Bench verifiers run it (``python3 -m`` in the work dir, found on ``PATH``, and
-loading entry-point plugins as pytest does), so the attacks on the interpreter are real.
+kept in the tests; its agent is ``environment/attack.sh``, run as
+``bash "$HEADROOM_TASK_DIR/environment/attack.sh"`` (a case whose ``attack`` is None ships no
+such script). The verifier is Python run the way Terminal-Bench verifiers run it (``python3 -m``
+in the work dir, found on ``PATH``, and loading entry-point plugins as pytest does), so the
+attacks on the interpreter are real.
 ``@TESTS@`` in an attack is where the verifier will see the tests on that backend.
 
 Every case must end the same on every backend (``expect``: outcome and reason): no case passes,
 and none turns the agent's failure into an error a score leaves out. The one harness error is
-headroom's own finding, before the agent ran, that the agent's program does not resolve.
+headroom's own finding, before the agent ran, that the agent's program (or the script its
+interpreter is given) does not resolve.
 
 ``HEADROOM_HOSTILE_CASES`` picks cases for a fast run: ``fast`` (one per class) or names,
 comma-separated. CI runs them all (the variable unset).
@@ -62,7 +65,7 @@ CD = 'cd "$HEADROOM_WORKDIR" || exit 1\n'
 @dataclass(frozen=True)
 class Case:
     name: str
-    attack: str
+    attack: str | None  # None: the task ships no attack.sh, so the agent's interpreter has no script to run
     expect: tuple[str, str | None] = ("failed", None)
     env: dict[str, str] = field(default_factory=dict)  # the task's [environment.env]
     fast: bool = False  # in the fast subset (one per class)
@@ -188,6 +191,8 @@ CASES: list[Case] = [
     # --- the agent's program does not resolve: headroom's own check says so before the agent runs ---
     Case("agent-program-not-found", WRONG, expect=("harness_error", "agent_not_found"),
          env={"PATH": "/nonexistent-bin"}, fast=True),
+    # bash starts, but the script it is given is not there: the same check, its third argument, on every backend
+    Case("agent-script-not-found", None, expect=("harness_error", "agent_not_found")),
     # --- agent data that once crashed the store (and every --resume) ---
     Case("lone-surrogate-self-report", WRONG + """printf '{"model": "\\\\ud800", "answer": "\\\\udfff x",'"""
          """' "tokens_in": 3}' > "$HEADROOM_AGENT_RESULT"\n""", fast=True),
@@ -239,7 +244,8 @@ def write_corpus(root: Path, cases: list[Case], *, tests_at: str, base_image: st
         (d / "tests" / "hrcheck.py").write_text(HRCHECK)
         tokens[c.name] = secrets.token_hex(12)
         (d / "tests" / "expected.txt").write_text(tokens[c.name] + "\n")
-        (d / "environment" / "attack.sh").write_text(c.attack.replace("@TESTS@", tests_at))
+        if c.attack is not None:
+            (d / "environment" / "attack.sh").write_text(c.attack.replace("@TESTS@", tests_at))
         if base_image:
             (d / "environment" / "Dockerfile").write_text(f"FROM {base_image}\nWORKDIR /app\n")
     return tokens

@@ -1,6 +1,7 @@
 """The Pod runner's own channels, run for real (dash, a PID namespace, a memory cgroup; see
 tests/kubernetes/runner_harness.py): what the agent leaves on the image's PATH never runs in the runner's
-place, and the agent_check phase decides agent_not_found before the agent gets control.
+place, and the agent_check phase decides agent_not_found before the agent gets control (an interpreter's
+script included, as on every backend).
 
 The corpus (tests/hostile/corpus.py) runs the same classes as real Pods on the real node; these run the
 runner itself on this host, where an image whose PATH starts with a folder of the work dir can be stood in for.
@@ -101,3 +102,36 @@ def test_an_agent_that_claims_not_found_after_it_started_is_judged_on_its_work_i
     assert (verdict.outcome, verdict.reason) == (Outcome.FAILED, None), res.message
     assert res.report is not None and res.report.fields["agent_check"] == "ok"
     assert res.report.fields["agent_exit"] == "127" and res.report.fields["verifier_exit"] == "0"
+
+
+def test_an_interpreters_missing_script_never_starts_in_the_pod(tmp_path: Path) -> None:
+    """`python3 missing.py` cannot start: the runner's check is given the script word (HR_AGENT_PROGRAM_SCRIPT), as
+    the sweep's preflight and the local and Docker tries are, so it is agent_not_found there too, not the verifier's."""
+    res, verdict = _run(tmp_path, 'python3 -u "$HEADROOM_TASK_DIR/missing.py" --go; touch "$HEADROOM_WORKDIR/ran"')
+    assert (verdict.outcome, verdict.reason) == (Outcome.HARNESS_ERROR, HarnessReason.AGENT_NOT_FOUND), res.message
+    assert res.report is not None and res.report.fields["verifier_skipped"] == "agent_not_found"
+    missing = tmp_path / "pod" / "headroom" / "task" / "missing.py"  # expanded in the agent's environment
+    assert res.report.fields["agent_not_found"] == f"agent script not found: {missing}", res.message
+    assert "agent_exit" not in res.report.fields and not (tmp_path / "pod" / "app" / "ran").exists()
+
+
+def test_an_interpreters_script_that_is_there_runs_and_never_sees_the_runners_variables(tmp_path: Path) -> None:
+    """Not executable, and that is fine: its interpreter reads it. The check's words stay the runner's own."""
+    res, verdict = _run(tmp_path, 'sh "$HEADROOM_TASK_DIR/environment/forge"',
+                        'echo wrong > "$HEADROOM_WORKDIR/answer"; env > "$HEADROOM_WORKDIR/env.txt"\n')
+    assert (verdict.outcome, verdict.reason) == (Outcome.FAILED, None), res.message
+    assert res.report is not None and res.report.fields["agent_check"] == "ok" and res.report.fields["agent_exit"] == "0"
+    seen = (tmp_path / "pod" / "app" / "env.txt").read_text()
+    assert "HEADROOM_TASK_DIR=" in seen and "HR_AGENT_PROGRAM" not in seen, seen
+
+
+def test_task_variables_named_like_the_runners_own_do_not_change_what_is_checked(tmp_path: Path) -> None:
+    """The task's variables are set in the check's shell before it runs: they must not replace the word checked
+    (`prog`) or the check itself (`check`, which would print a forged ok)."""
+    toml = '[environment.env]\nprog = "/bin/sh"\ncheck = "echo agent_check=ok"\n'
+    for i, (command, why) in enumerate((
+            ("/opt/my-agent/run.sh", "agent command not found: /opt/my-agent/run.sh: no such file"),
+            ("python3 /opt/my-agent/run.py", "agent script not found: /opt/my-agent/run.py"))):
+        res, verdict = _run(tmp_path / str(i), f'{command}; touch "$HEADROOM_WORKDIR/ran"', toml=toml)
+        assert (verdict.outcome, verdict.reason) == (Outcome.HARNESS_ERROR, HarnessReason.AGENT_NOT_FOUND), res.message
+        assert res.report is not None and res.report.fields["agent_not_found"] == why, res.message

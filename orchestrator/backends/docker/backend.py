@@ -525,8 +525,8 @@ class DockerBackend(ThreadedBackend):
                 hidden=forbidden,
                 roots=[workdir, cc.AGENT_LOGS],
                 prune=["/headroom"],  # headroom's own: the agent's task view and the verifier's copy
-                agent_program=(agent_check.program(launch.agent.shell)
-                               if launch.agent_kind != "external" and launch.agent.shell else None),
+                agent_target=(agent_check.target(launch.agent.shell)
+                              if launch.agent_kind != "external" and launch.agent.shell else None),
             )
             runner = DockerRunner(ctr, stream_api=self.stream_api, cancelled=cancelled, keep_alive=KEEP_ALIVE,
                                   blind_check=lambda: (PODMAN_OOM_NOTE if ctr.cg is None and self.engine == "podman"

@@ -187,8 +187,10 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
         {"name": "HR_VERIFIER_ONLY",
          "value": " ".join((*cc.verifier_only_paths(launch.task.include_solution), HANDOFF))},
     ]
-    if not external and launch.agent.shell and (word := agent_check.program(launch.agent.shell)) is not None:
-        env.append({"name": "HR_AGENT_PROGRAM", "value": word})  # the runner's agent_check phase resolves it
+    if not external and launch.agent.shell and (target := agent_check.target(launch.agent.shell)) is not None:
+        env.append({"name": "HR_AGENT_PROGRAM", "value": target.program})  # the runner's agent_check phase resolves it
+        if target.script:  # an interpreter's script (python3 agent.py): the check's third argument
+            env.append({"name": "HR_AGENT_PROGRAM_SCRIPT", "value": target.script})
     if options.workdir:
         env.append({"name": "HR_WORKDIR", "value": options.workdir})
     if secret and not external:

@@ -40,7 +40,7 @@ TERMLOG=${HR_TERMINATION_LOG:-/dev/termination-log}
 WORKDIR=${HR_WORKDIR:-$PWD}
 ME=$$
 MSG=""
-HIDDEN="HR_RUNNER_PATH HR_AGENT_PROGRAM HR_AGENT_CHECK HR_AGENT_ENV HR_VERIFIER_ENV HR_TESTS_MANIFEST HR_AGENT_SCRIPT HR_AGENT_SHELL HR_VERIFIER_SCRIPT HR_SETUP_ENV HR_SETUP_SCRIPT HR_SETUP_SHELL HR_SAN_SCRIPT"
+HIDDEN="HR_RUNNER_PATH HR_AGENT_PROGRAM HR_AGENT_PROGRAM_SCRIPT HR_AGENT_CHECK HR_AGENT_ENV HR_VERIFIER_ENV HR_TESTS_MANIFEST HR_AGENT_SCRIPT HR_AGENT_SHELL HR_VERIFIER_SCRIPT HR_SETUP_ENV HR_SETUP_SCRIPT HR_SETUP_SHELL HR_SAN_SCRIPT"
 RSH=$(command -v sh 2>/dev/null) || RSH=/bin/sh  # the contract's own scripts (sanitiser, agent check), as elsewhere
 SH=$RSH  # the steps' shell: bash when the image has it
 command -v bash >/dev/null 2>&1 && SH=$(command -v bash)
@@ -302,15 +302,20 @@ phase_agent_setup() {  # optional; a failure is infra_error(agent_setup_failed),
   flush
 }
 # The contract's agent_check (orchestrator/contract/agent_check.py, filled in by scripts.py): before the
-# agent gets control, headroom's own script resolves the agent command's program (HR_AGENT_PROGRAM) in
-# the agent's environment and working directory. Not found: the agent never starts (agent_not_found).
+# agent gets control, headroom's own script resolves the agent command's program (HR_AGENT_PROGRAM) and,
+# for an interpreter, its script (HR_AGENT_PROGRAM_SCRIPT, the check's third argument) in the agent's
+# environment and working directory. Not found: the agent never starts (agent_not_found).
 HR_AGENT_CHECK=@AGENT_CHECK@
 phase_agent_check() {
   [ -z "${HR_AGENT_EXTERNAL:-}" ] && [ -n "${HR_AGENT_PROGRAM:-}" ] && [ -z "${HR_AGENT_SCRIPT:-}" ] || return 0
   rm -f "$RUN/agent_check.out"
-  ( cd "$WORKDIR" 2>/dev/null; name=agent logdir=$LOGS/agent taskdir=$TASK; prog=$HR_AGENT_PROGRAM
-    check=$HR_AGENT_CHECK envs=${HR_AGENT_ENV:-}; unset $HIDDEN; PATH=$IMAGE_PATH; step_env; eval "$envs"
-    exec "$RSH" -c "$check" headroom-agent-check "$prog" "$SH" ) > "$RUN/agent_check.out" 2>/dev/null &
+  # The check and its words become positional parameters before the task's variables are eval'd: a task
+  # variable of the same name as one of the runner's cannot replace them.
+  ( cd "$WORKDIR" 2>/dev/null; name=agent logdir=$LOGS/agent taskdir=$TASK
+    set -- "$HR_AGENT_CHECK" headroom-agent-check "$HR_AGENT_PROGRAM" "$SH" \
+      ${HR_AGENT_PROGRAM_SCRIPT:+"$HR_AGENT_PROGRAM_SCRIPT"}
+    envs=${HR_AGENT_ENV:-}; unset $HIDDEN; PATH=$IMAGE_PATH; step_env; eval "$envs"
+    exec "$RSH" -c "$@" ) > "$RUN/agent_check.out" 2>/dev/null &
   cpid=$!
   ( sleep @AGENT_CHECK_TIMEOUT@; kill -KILL "$cpid" 2>/dev/null ) > /dev/null 2>&1 &
   wpid=$!

@@ -350,8 +350,8 @@ class LocalBackend(ThreadedBackend):
                 # read-only in the sandbox: nothing of the agent's is there to judge, and listing them is slow
                 prune=[d for d in (*sandbox.SYSTEM_DIRS, where["task"]) if d not in (where["app"],)],
                 agent_result=f"{where['agent_logs']}/result.json",
-                agent_program=(agent_check.program(launch.agent.shell)
-                               if launch.agent_kind != "external" and launch.agent.shell else None),
+                agent_target=(agent_check.target(launch.agent.shell)
+                              if launch.agent_kind != "external" and launch.agent.shell else None),
                 verifier_logs=where["verifier_logs"],
             )
             watcher = (DiskWatcher([workdir], launch.limit_storage_bytes, over_disk_limit)
