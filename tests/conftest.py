@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 _UNTRACKED = pytest.StashKey[set[str]]()
+
+
+@pytest.fixture(autouse=True)
+def _writes_nothing_into_the_checkout(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Names the test during which a new entry appeared at the top of the checkout (the session check
+    names only the file; under xdist the writer may be the other worker's test of the same moment)."""
+    before = set(os.listdir(REPO))
+    yield
+    new = sorted(set(os.listdir(REPO)) - before)
+    if new:  # what .gitignore names (test-artifacts/, a screenshot folder) may appear
+        import subprocess
+
+        ignored = subprocess.run(["git", "check-ignore", "--", *new], cwd=REPO, capture_output=True, text=True,
+                                 check=False).stdout.split()
+        new = [n for n in new if n.rstrip("/") not in {i.rstrip("/") for i in ignored}]
+    if new:
+        pytest.fail(f"{', '.join(new)} appeared in the checkout while {request.node.nodeid} ran (write into tmp_path)",
+                    pytrace=False)
 
 
 @pytest.fixture

@@ -286,6 +286,7 @@ class Component:
                 start_new_session=True,  # own process group: teardown kills the group
                 preexec_fn=_die_with_parent,
                 env=dict(env) if env is not None else None,
+                cwd=self.log.parent,  # a daemon writes stray files (conmon's "oom") into its cwd: never the checkout
             )
 
     def alive(self) -> bool:

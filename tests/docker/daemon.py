@@ -154,7 +154,8 @@ class PrivateDockerd(PrivateEngine):
             "--cgroup-parent", self.cgroup_parent, "--log-level", "warn",
         ]
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                         cwd=self.root)  # its own dir, never the checkout (see podman.py)
         try:
             self._wait_ready(timeout_s)
         except BaseException:

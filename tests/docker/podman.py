@@ -92,7 +92,9 @@ class PrivatePodman(PrivateEngine):
         env = {**os.environ, **self._write_config()}
         argv = [self.podman, "--log-level", "warn", "system", "service", "--time=0", self.host]
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            # cwd: for an exec'd process it OOM-kills, Podman 4.3's conmon writes an empty file "oom" into its cwd
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                         cwd=self.root)
         try:
             self._wait_ready(timeout_s)
         except BaseException:

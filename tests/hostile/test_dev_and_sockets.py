@@ -71,14 +71,19 @@ PROBE = textwrap.dedent('''
     ''')
 
 
-def _families(network: bool) -> dict[str, str]:
+def _in_sandbox(probe: str, network: bool) -> dict[str, str]:
+    """What one of our probes prints (a dict literal), run in a trial step's sandbox."""
     box = sandbox.probe()
     if box.filter is None:
         pytest.skip(f"no seccomp filter here: {box.filter_fallback_reason}")
     view = sandbox.StepView(task_dir=Path("/"), task_entries=[], network=network)
-    res = subprocess.run(box.argv(view, ["python3", "-c", PROBE], cwd="/"), capture_output=True, text=True, timeout=60)
+    res = subprocess.run(box.argv(view, ["python3", "-c", probe], cwd="/"), capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     return eval(res.stdout)  # noqa: S307 - our own probe's dict literal
+
+
+def _families(network: bool) -> dict[str, str]:
+    return _in_sandbox(PROBE, network)
 
 
 def test_only_unix_and_inet_sockets_without_the_network() -> None:
@@ -118,13 +123,7 @@ URING = textwrap.dedent('''
 
 @pytest.mark.parametrize("network", [False, True])
 def test_io_uring_is_refused_in_the_sandbox(network: bool) -> None:
-    box = sandbox.probe()
-    if box.filter is None:
-        pytest.skip(f"no seccomp filter here: {box.filter_fallback_reason}")
-    view = sandbox.StepView(task_dir=Path("/"), task_entries=[], network=network)
-    res = subprocess.run(box.argv(view, ["python3", "-c", URING], cwd="/"), capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr
-    assert eval(res.stdout) == dict.fromkeys(("setup", "enter", "register"), "EPERM")  # noqa: S307 - our probe's dict
+    assert _in_sandbox(URING, network) == dict.fromkeys(("setup", "enter", "register"), "EPERM")
     # Outside the sandbox the same probe reaches the kernel: the EPERM above is the filter's, not the host's.
     host = subprocess.run(["python3", "-c", URING], capture_output=True, text=True, timeout=60)
     assert eval(host.stdout)["enter"] != "EPERM", host.stdout  # noqa: S307
