@@ -56,9 +56,15 @@ def main() -> None:
     lsh_sample = {p for p in found if p[0] in sample_ids}
     agree = len(lsh_sample & truth_sample) / len(truth_sample) if truth_sample else float("nan")
     print(f"texts: {len(test)} test x {len(train)} train, threshold {args.threshold}")
-    print(f"MinHash/LSH audit:            {lsh_s:8.1f} s   recall of {len(planted)} planted near-duplicates: {recall:.3f}")
-    print(f"all-pairs (extrapolated from {len(sample)} test texts): {base_s:8.1f} s   ratio all-pairs / LSH: {base_s / lsh_s:.1f}x")
-    print(f"on the sample, LSH found {len(lsh_sample & truth_sample)}/{len(truth_sample)} of the all-pairs matches ({agree:.3f})")
+    print(
+        f"MinHash/LSH audit:            {lsh_s:8.1f} s   recall of {len(planted)} planted near-duplicates: {recall:.3f}"
+    )
+    print(
+        f"all-pairs (extrapolated from {len(sample)} test texts): {base_s:8.1f} s   ratio all-pairs / LSH: {base_s / lsh_s:.1f}x"
+    )
+    print(
+        f"on the sample, LSH found {len(lsh_sample & truth_sample)}/{len(truth_sample)} of the all-pairs matches ({agree:.3f})"
+    )
 
 
 if __name__ == "__main__":

@@ -53,18 +53,30 @@ NAN = float("nan")
 
 
 def tb(scale: float = 1.0) -> tuple[PlantedConfig, ...]:
-    return (PlantedConfig("1x-strict", 1, 1, 0.058), PlantedConfig("1x/1.5x", 1, 1.5, 0.045),
-            PlantedConfig("1x/3x", 1, 3, 0.021), PlantedConfig("unbounded", 1, NAN, 0.005, 0.06))
+    return (
+        PlantedConfig("1x-strict", 1, 1, 0.058),
+        PlantedConfig("1x/1.5x", 1, 1.5, 0.045),
+        PlantedConfig("1x/3x", 1, 3, 0.021),
+        PlantedConfig("unbounded", 1, NAN, 0.005, 0.06),
+    )
 
 
 def flat(infra: float) -> tuple[PlantedConfig, ...]:
-    return (PlantedConfig("1x-strict", 1, 1, infra), PlantedConfig("1x/1.5x", 1, 1.5, infra),
-            PlantedConfig("1x/3x", 1, 3, infra), PlantedConfig("unbounded", 1, NAN, infra))
+    return (
+        PlantedConfig("1x-strict", 1, 1, infra),
+        PlantedConfig("1x/1.5x", 1, 1.5, infra),
+        PlantedConfig("1x/3x", 1, 3, infra),
+        PlantedConfig("unbounded", 1, NAN, infra),
+    )
 
 
-DEMO_LIKE = (PlantedConfig("1x-strict", 1, 1, 0.20), PlantedConfig("1x/1.5x", 1, 1.5, 0.12),
-             PlantedConfig("1x/2x", 1, 2, 0.04), PlantedConfig("1x/3x", 1, 3, 0.02, 0.09),
-             PlantedConfig("unbounded", 1, NAN, 0.01, 0.10))
+DEMO_LIKE = (
+    PlantedConfig("1x-strict", 1, 1, 0.20),
+    PlantedConfig("1x/1.5x", 1, 1.5, 0.12),
+    PlantedConfig("1x/2x", 1, 2, 0.04),
+    PlantedConfig("1x/3x", 1, 3, 0.02, 0.09),
+    PlantedConfig("unbounded", 1, NAN, 0.01, 0.10),
+)
 
 SCENARIOS = [  # name, tasks, attempts, configs, right label
     ("null", 89, 5, flat(0.05), "1x-strict"),
@@ -83,8 +95,10 @@ def recommend(df, margin: float) -> dict:
 
 def part1(seeds: int, margin: float) -> None:
     print(f"Part 1: share of seeds per recommendation ({seeds} seeds, margin ±{100 * margin:g} pts)")
-    print(f"{'scenario':<11} {'design':>7} {'right':>9} {'share right':>11}  {'unbounded':>9}  "
-          f"{'flags the change':>16}  {'settled':>7}  recommendations")
+    print(
+        f"{'scenario':<11} {'design':>7} {'right':>9} {'share right':>11}  {'unbounded':>9}  "
+        f"{'flags the change':>16}  {'settled':>7}  recommendations"
+    )
     for name, tasks, att, cfgs, right in SCENARIOS:
         t0 = time.perf_counter()
         recs: Counter[str] = Counter()
@@ -97,10 +111,12 @@ def part1(seeds: int, margin: float) -> None:
             settled += bool(r["settled"])
         share = {k: v / seeds for k, v in recs.items()}
         flag_txt = f"{100 * flagged / seeds:.1f}%" if changer else "—"
-        print(f"{name:<11} {tasks:>3}x{att:<3} {right:>9} {100 * share.get(right, 0):>10.1f}%  "
-              f"{100 * share.get('unbounded', 0):>8.1f}%  {flag_txt:>16}  {100 * settled / seeds:>6.1f}%  "
-              + ", ".join(f"{k} {100 * v:.1f}%" for k, v in sorted(share.items(), key=lambda kv: -kv[1]))
-              + f"   ({time.perf_counter() - t0:.0f} s)")
+        print(
+            f"{name:<11} {tasks:>3}x{att:<3} {right:>9} {100 * share.get(right, 0):>10.1f}%  "
+            f"{100 * share.get('unbounded', 0):>8.1f}%  {flag_txt:>16}  {100 * settled / seeds:>6.1f}%  "
+            + ", ".join(f"{k} {100 * v:.1f}%" for k, v in sorted(share.items(), key=lambda kv: -kv[1]))
+            + f"   ({time.perf_counter() - t0:.0f} s)"
+        )
 
 
 def part2(seeds: int) -> None:
@@ -126,8 +142,14 @@ def part2(seeds: int) -> None:
         if tp.bootstrap_low is not None and tp.bootstrap_high is not None:  # both, or neither
             cover["bootstrap expanded"] += tp.bootstrap_low <= 0 <= tp.bootstrap_high
             d = cnt[1, :, PASSED] / n[1] - cnt[0, :, PASSED] / n[0]
-            plain = stats.bootstrap((d,), np.mean, n_resamples=BOOTSTRAP_RESAMPLES, confidence_level=0.95,
-                                    method="percentile", random_state=rng)
+            plain = stats.bootstrap(
+                (d,),
+                np.mean,
+                n_resamples=BOOTSTRAP_RESAMPLES,
+                confidence_level=0.95,
+                method="percentile",
+                random_state=rng,
+            )
             cover["bootstrap plain percentile"] += plain.confidence_interval.low <= 0 <= plain.confidence_interval.high
             cover["t interval"] += (tp.mean_task_diff_low or 0) <= 0 <= (tp.mean_task_diff_high or 0)
         # Headline for new tasks: the population rate is E[ability] x (1 - infra) = 0.3 x 0.9.
@@ -138,8 +160,10 @@ def part2(seeds: int) -> None:
         w = wilson(int(k0.sum()), int(n0.sum()))
         assert w.low is not None and w.high is not None  # 30 trials: the interval is never empty
         cover["headline Wilson (these tasks) read as new tasks"] += w.low <= truth <= w.high
-    print(f"\nPart 2: 10 tasks x 3 attempts x 5 configurations under the null, {seeds} seeds "
-          f"(expanded bootstrap level at 10 tasks: {100 * expanded_level(10):.2f}%)")
+    print(
+        f"\nPart 2: 10 tasks x 3 attempts x 5 configurations under the null, {seeds} seeds "
+        f"(expanded bootstrap level at 10 tasks: {100 * expanded_level(10):.2f}%)"
+    )
     for (name, kind), v in sorted(rej.items()):
         print(f"  trend test size, {name:<5} {kind:<11}: {100 * v / seeds:5.1f}%  (nominal 5%)")
     for k, v in cover.items():
@@ -150,8 +174,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=200, help="seeds per calibration scenario")
     ap.add_argument("--small-seeds", type=int, default=400, help="seeds for the 10-task size/coverage part")
-    ap.add_argument("--margin", type=float, default=calibration.MARGIN,
-                    help="equivalence margin as a fraction, as `report --margin` takes it (0.04 = 4 points)")
+    ap.add_argument(
+        "--margin",
+        type=float,
+        default=calibration.MARGIN,
+        help="equivalence margin as a fraction, as `report --margin` takes it (0.04 = 4 points)",
+    )
     ap.add_argument("--only", choices=["1", "2"], help="run one part only")
     a = ap.parse_args()
     if not 0 < a.margin <= 1:

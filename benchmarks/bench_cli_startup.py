@@ -21,8 +21,15 @@ import sys
 import time
 
 COMMANDS: list[list[str]] = [
-    ["--help"], ["sweep", "--help"], ["resume", "--help"], ["report", "--help"], ["runs", "--help"],
-    ["cluster", "status", "--help"], ["runs", "calibrate", "--help"], ["tasks", "validate", "--help"], ["results", "import", "--help"],
+    ["--help"],
+    ["sweep", "--help"],
+    ["resume", "--help"],
+    ["report", "--help"],
+    ["runs", "--help"],
+    ["cluster", "status", "--help"],
+    ["runs", "calibrate", "--help"],
+    ["tasks", "validate", "--help"],
+    ["results", "import", "--help"],
     ["view", "--help"],
 ]
 HEADROOM = [sys.executable, "-m", "orchestrator"]

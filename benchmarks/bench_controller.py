@@ -83,9 +83,14 @@ def install_crds(cluster: Cluster) -> None:
                 raise
         name = body["metadata"]["name"]
         # wait_for calls the lambda before the loop moves on, so the late binding is harmless.
-        wait_for(lambda: any(c.type == "Established" and c.status == "True"
-                             for c in (ext.read_custom_resource_definition(name).status.conditions or [])),  # type: ignore[union-attr]  # noqa: B023  # the server fills a CRD's status on create
-                 30, f"{name} established")
+        wait_for(
+            lambda: any(
+                c.type == "Established" and c.status == "True"
+                for c in (ext.read_custom_resource_definition(name).status.conditions or [])  # type: ignore[union-attr]  # noqa: B023  # the server fills a CRD's status on create
+            ),
+            30,
+            f"{name} established",
+        )
 
 
 def populate(cluster: Cluster, ns: str, trials: int) -> tuple[str, int]:
@@ -94,13 +99,30 @@ def populate(cluster: Cluster, ns: str, trials: int) -> tuple[str, int]:
     tasks = load_tasks(REPO / "tasks")
     per_attempt = len(tasks) * 3
     attempts = max(1, math.ceil(trials / per_attempt))
-    spec = ExperimentResourceSpec.model_validate({
-        "name": "bench", "configurations": ["1x-strict", "3x", "unbounded"], "attempts": attempts,
-        "task_source": {"bundle": bundle}})
+    spec = ExperimentResourceSpec.model_validate(
+        {
+            "name": "bench",
+            "configurations": ["1x-strict", "3x", "unbounded"],
+            "attempts": attempts,
+            "task_source": {"bundle": bundle},
+        }
+    )
     # The custom objects API returns the decoded JSON object; its client types that as object.
-    exp = cast("dict[str, Any]", custom.create_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, {
-        "apiVersion": API_VERSION, "kind": "Experiment", "metadata": {"name": "bench"},
-        "spec": spec.model_dump(mode="json", exclude={"tasks_dir"})}))
+    exp = cast(
+        "dict[str, Any]",
+        custom.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            ns,
+            EXPERIMENT_PLURAL,
+            {
+                "apiVersion": API_VERSION,
+                "kind": "Experiment",
+                "metadata": {"name": "bench"},
+                "spec": spec.model_dump(mode="json", exclude={"tasks_dir"}),
+            },
+        ),
+    )
     run_id = run_id_of(exp)
     planned = plan(spec.model_copy(update={"tasks_dir": str(REPO / "tasks")}), tasks)
 
@@ -108,29 +130,71 @@ def populate(cluster: Cluster, ns: str, trials: int) -> tuple[str, int]:
         p = planned[i]
         name = launch_name(run_id, p.trial_id, 0)
         body = {
-            "apiVersion": API_VERSION, "kind": "Trial",
-            "metadata": {"name": name, "labels": {LABEL_EXPERIMENT: "bench", LABEL_RUN: label_value(run_id),
-                                                  LABEL_TASK: label_value(p.task_id),
-                                                  LABEL_CONFIGURATION: label_value(p.config.label)},
-                         "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Experiment", "name": "bench",
-                                              "uid": exp["metadata"]["uid"], "controller": True}]},
-            "spec": {"experiment": "bench", "runId": run_id, "trialId": p.trial_id, "task": p.task_id,
-                     "taskDigest": "0" * 64, "configuration": {"label": p.config.label,
-                     "requestMultiplier": p.config.request_multiplier, "limitMultiplier": p.config.limit_multiplier},
-                     "attempt": p.attempt, "try": 0, "seed": p.seed, "order": p.order},
+            "apiVersion": API_VERSION,
+            "kind": "Trial",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    LABEL_EXPERIMENT: "bench",
+                    LABEL_RUN: label_value(run_id),
+                    LABEL_TASK: label_value(p.task_id),
+                    LABEL_CONFIGURATION: label_value(p.config.label),
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": API_VERSION,
+                        "kind": "Experiment",
+                        "name": "bench",
+                        "uid": exp["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "experiment": "bench",
+                "runId": run_id,
+                "trialId": p.trial_id,
+                "task": p.task_id,
+                "taskDigest": "0" * 64,
+                "configuration": {
+                    "label": p.config.label,
+                    "requestMultiplier": p.config.request_multiplier,
+                    "limitMultiplier": p.config.limit_multiplier,
+                },
+                "attempt": p.attempt,
+                "try": 0,
+                "seed": p.seed,
+                "order": p.order,
+            },
         }
         created = cast("dict[str, Any]", custom.create_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL, body))
         outcome = OUTCOMES[i % len(OUTCOMES)]
         created["status"] = {
-            "phase": "Finished", "outcome": outcome, "final": True,
+            "phase": "Finished",
+            "outcome": outcome,
+            "final": True,
             "reason": "oom_killed" if outcome == "infra_error" else None,
-            "reward": 1.0 if outcome == "passed" else 0.0, "node": f"kwok-node-{i % 50}", "qosClass": "Burstable",
-            "enforcement": "kubernetes", "requestCpus": 1.0, "requestMemoryBytes": 67108864,
-            "peakMemoryBytes": 50_000_000, "durationSeconds": 3.5,
-            "timings": {"queued": "2026-11-30T10:00:00Z", "scheduled": "2026-11-30T10:00:01Z",
-                        "started": "2026-11-30T10:00:02Z", "finished": "2026-11-30T10:00:06Z",
-                        "agentSeconds": 2.5, "verifierSeconds": 1.0},
-            "evidence": {"enforcement": "kubernetes", "qos_class": "Burstable", "extra": {"events": [{"message": "x" * 200}] * 5}},
+            "reward": 1.0 if outcome == "passed" else 0.0,
+            "node": f"kwok-node-{i % 50}",
+            "qosClass": "Burstable",
+            "enforcement": "kubernetes",
+            "requestCpus": 1.0,
+            "requestMemoryBytes": 67108864,
+            "peakMemoryBytes": 50_000_000,
+            "durationSeconds": 3.5,
+            "timings": {
+                "queued": "2026-11-30T10:00:00Z",
+                "scheduled": "2026-11-30T10:00:01Z",
+                "started": "2026-11-30T10:00:02Z",
+                "finished": "2026-11-30T10:00:06Z",
+                "agentSeconds": 2.5,
+                "verifierSeconds": 1.0,
+            },
+            "evidence": {
+                "enforcement": "kubernetes",
+                "qos_class": "Burstable",
+                "extra": {"events": [{"message": "x" * 200}] * 5},
+            },
         }
         created["status"] = {k: v for k, v in created["status"].items() if v is not None}
         custom.replace_namespaced_custom_object_status(GROUP, VERSION, ns, TRIAL_PLURAL, name, created)
@@ -177,8 +241,14 @@ def main() -> int:
         ns = cluster.create_namespace(prefix="bench")
         run_id, n = populate(cluster, ns, args.trials)
 
-        bare = [json.loads(subprocess.run([sys.executable, "-c", BARE, str(plane.kubeconfig), ns], check=True,
-                                          capture_output=True, text=True).stdout) for _ in range(args.repeats)]
+        bare = [
+            json.loads(
+                subprocess.run(
+                    [sys.executable, "-c", BARE, str(plane.kubeconfig), ns], check=True, capture_output=True, text=True
+                ).stdout
+            )
+            for _ in range(args.repeats)
+        ]
         assert all(b["n"] == n for b in bare)
         bare_s = statistics.median(b["seconds"] for b in bare)
         bare_mb = statistics.median(b["rss_mb"] for b in bare)
@@ -187,10 +257,26 @@ def main() -> int:
         log = Path(tempfile.mkdtemp(prefix="bench-ctl-")) / "controller.log"
         t0 = time.perf_counter()
         with open(log, "wb") as out:
-            ctl = subprocess.Popen([sys.executable, "-m", "orchestrator.controller", "--kubeconfig",
-                                    str(plane.kubeconfig), "--namespace", ns, "--metrics-address",
-                                    f"127.0.0.1:{port}", "--resync-seconds", str(args.resync), "--workers", "1"],
-                                   stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+            ctl = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "orchestrator.controller",
+                    "--kubeconfig",
+                    str(plane.kubeconfig),
+                    "--namespace",
+                    ns,
+                    "--metrics-address",
+                    f"127.0.0.1:{port}",
+                    "--resync-seconds",
+                    str(args.resync),
+                    "--workers",
+                    "1",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+            )
         proc = psutil.Process(ctl.pid)
         peak = [0.0]
         stop = threading.Event()
@@ -207,7 +293,9 @@ def main() -> int:
         custom = client.CustomObjectsApi(cluster.api_client)
 
         def complete() -> bool:
-            exp = cast("dict[str, Any]", custom.get_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, "bench"))
+            exp = cast(
+                "dict[str, Any]", custom.get_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, "bench")
+            )
             st = exp.get("status") or {}
             if ctl.poll() is not None:
                 raise RuntimeError(f"controller exited: {log.read_text()[-2000:]}")
@@ -224,13 +312,19 @@ def main() -> int:
         per = (s1 - s0) / max(1.0, c1 - c0)
         print(f"\n{n} Trials (finished), one Experiment, run {run_id}")
         print(f"{'':32}{'bare list':>14}{'controller':>14}{'ratio':>9}")
-        print(f"{'time to read them (s)':32}{bare_s:>14.2f}{first_s:>14.2f}{first_s / bare_s:>9.2f}"
-              "   (controller: start -> status counts all)")
-        print(f"{'RSS peak (MB)':32}{bare_mb:>14.1f}{peak[0]:>14.1f}{peak[0] / bare_mb:>9.2f}"
-              f"   target <= {TARGET_MB} MB: {'met' if peak[0] <= TARGET_MB else 'MISSED'}")
+        print(
+            f"{'time to read them (s)':32}{bare_s:>14.2f}{first_s:>14.2f}{first_s / bare_s:>9.2f}"
+            "   (controller: start -> status counts all)"
+        )
+        print(
+            f"{'RSS peak (MB)':32}{bare_mb:>14.1f}{peak[0]:>14.1f}{peak[0] / bare_mb:>9.2f}"
+            f"   target <= {TARGET_MB} MB: {'met' if peak[0] <= TARGET_MB else 'MISSED'}"
+        )
         print(f"{f'RSS after {args.seconds:.0f}s of resyncs (MB)':32}{'':>14}{settled_mb:>14.1f}")
-        print(f"reconcile of the {n}-Trial Experiment: {per * 1000:.1f} ms mean over {c1 - c0:.0f} "
-              f"reconciles -> {n / per:,.0f} Trials/s; reconcile errors: {errors:.0f}")
+        print(
+            f"reconcile of the {n}-Trial Experiment: {per * 1000:.1f} ms mean over {c1 - c0:.0f} "
+            f"reconciles -> {n / per:,.0f} Trials/s; reconcile errors: {errors:.0f}"
+        )
         return 0
     finally:
         if ctl is not None and ctl.poll() is None:

@@ -44,16 +44,23 @@ def make_task(root: Path) -> None:
     d = root / "tasks" / "write-file"
     (d / "tests").mkdir(parents=True)
     (d / "solution").mkdir()
-    (d / "task.toml").write_text("[environment]\ncpus = 1\nmemory_mb = 256\n[agent]\ntimeout_sec = 30\n"
-                                 "[verifier]\ntimeout_sec = 30\n")
+    (d / "task.toml").write_text(
+        "[environment]\ncpus = 1\nmemory_mb = 256\n[agent]\ntimeout_sec = 30\n[verifier]\ntimeout_sec = 30\n"
+    )
     (d / "instruction.md").write_text("write a file\n")
     (d / "solution" / "solve.sh").write_text(SOLVE)
     (d / "tests" / "test.sh").write_text(TEST)
 
 
 def through_engine(root: Path, backend: Backend, image: str | None, trials: int, concurrency: int, tag: str) -> float:
-    exp = Experiment(tasks_dir=str(root / "tasks"), configurations=[ResourceConfig.parse("1x/3x")], attempts=trials, concurrency=concurrency,
-                     backend=backend.name, image=image)  # type: ignore[arg-type]
+    exp = Experiment(
+        tasks_dir=str(root / "tasks"),
+        configurations=[ResourceConfig.parse("1x/3x")],
+        attempts=trials,
+        concurrency=concurrency,
+        backend=backend.name,  # type: ignore[arg-type]  # a Backend's name is one of the Literal's values
+        image=image,
+    )
     store = Store(root / f"bench-{tag}.db")
     run_id, tmap = start(exp, prepare(exp), store, backend)
     t0 = time.perf_counter()
@@ -68,8 +75,13 @@ def bare_docker(client: docker.DockerClient, image: str, trials: int, concurrenc
     api = client.api
 
     def one(_: int) -> None:
-        cid = api.create_container(image, entrypoint=["sleep", "infinity"], command=[], labels={"bench": "docker"},
-                                   host_config=api.create_host_config(network_mode="none", mem_limit=768 << 20))["Id"]
+        cid = api.create_container(
+            image,
+            entrypoint=["sleep", "infinity"],
+            command=[],
+            labels={"bench": "docker"},
+            host_config=api.create_host_config(network_mode="none", mem_limit=768 << 20),
+        )["Id"]
         try:
             api.start(cid)
             env = {"HEADROOM_WORKDIR": "/", "HEADROOM_LOGS_DIR": "/tmp"}
@@ -109,20 +121,26 @@ def main() -> None:
                 local_backend.close()
             docker_backend = DockerBackend()
             try:
-                dock.append(through_engine(root, docker_backend, args.image, args.trials, args.concurrency, f"docker-{r}"))
+                dock.append(
+                    through_engine(root, docker_backend, args.image, args.trials, args.concurrency, f"docker-{r}")
+                )
             finally:
                 docker_backend.close()
             bare.append(bare_docker(client, args.image, args.trials, args.concurrency))
     client.close()
     ml, md, mb = statistics.median(loc), statistics.median(dock), statistics.median(bare)
-    print(f"{args.trials} tries per measurement, {args.repeats} repeats, concurrency {args.concurrency}, "
-          f"medians of per-try wall time")
+    print(
+        f"{args.trials} tries per measurement, {args.repeats} repeats, concurrency {args.concurrency}, "
+        f"medians of per-try wall time"
+    )
     print(f"{'way':<14} {'ms/try':>8}")
     print(f"{'local':<14} {ml * 1000:>8.1f}")
     print(f"{'docker':<14} {md * 1000:>8.1f}")
     print(f"{'bare docker':<14} {mb * 1000:>8.1f}")
-    print(f"docker / local: {md / ml:.2f}   docker / bare docker: {md / mb:.2f}   "
-          f"headroom's share of a docker try: {(md - mb) * 1000:.1f} ms")
+    print(
+        f"docker / local: {md / ml:.2f}   docker / bare docker: {md / mb:.2f}   "
+        f"headroom's share of a docker try: {(md - mb) * 1000:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

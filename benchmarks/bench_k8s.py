@@ -75,24 +75,52 @@ from tests.cluster.plane import (  # noqa: E402
 )
 
 TASK = "csv-report"
-PASS = message.render({"agent_exit": 0, "agent_cs": 100, "agent_timeout": 0, "agent_oom0": 0, "agent_oom1": 0,
-                       "agent_peak": 1, "verifier_exit": 0, "verifier_cs": 10, "verifier_timeout": 0,
-                       "verifier_oom0": 0, "verifier_oom1": 0, "verifier_peak": 1, "reward_file": "reward.txt",
-                       "reward_size": 2, "reward": "1"})
+PASS = message.render(
+    {
+        "agent_exit": 0,
+        "agent_cs": 100,
+        "agent_timeout": 0,
+        "agent_oom0": 0,
+        "agent_oom1": 0,
+        "agent_peak": 1,
+        "verifier_exit": 0,
+        "verifier_cs": 10,
+        "verifier_timeout": 0,
+        "verifier_oom0": 0,
+        "verifier_oom1": 0,
+        "verifier_peak": 1,
+        "reward_file": "reward.txt",
+        "reward_size": 2,
+        "reward": "1",
+    }
+)
 
 
 def options(namespace: str, kubeconfig: Path, duration: float) -> KubernetesOptions:
     return KubernetesOptions(
-        namespace=namespace, kubeconfig=str(kubeconfig), node_selector={"type": "kwok"},
+        namespace=namespace,
+        kubeconfig=str(kubeconfig),
+        node_selector={"type": "kwok"},
         tolerations=[dict(FAKE_NODE_TOLERATION)],
-        pod_annotations={OUTCOME_ANNOTATION: "succeed", OUTCOME_CONTAINER_ANNOTATION: "task",
-                         OUTCOME_MESSAGE_ANNOTATION: PASS, OUTCOME_AFTER_ANNOTATION: f"{duration:g}s"},
+        pod_annotations={
+            OUTCOME_ANNOTATION: "succeed",
+            OUTCOME_CONTAINER_ANNOTATION: "task",
+            OUTCOME_MESSAGE_ANNOTATION: PASS,
+            OUTCOME_AFTER_ANNOTATION: f"{duration:g}s",
+        },
     )
 
 
 def experiment(opts: KubernetesOptions, trials: int, in_flight: int) -> Experiment:
-    return Experiment(tasks_dir=str(REPO / "tasks"), tasks=[TASK], configurations=[ResourceConfig.parse("1x-strict")], attempts=trials,
-                      backend="kubernetes", concurrency=in_flight, kubernetes=opts)
+    return Experiment(
+        tasks_dir=str(REPO / "tasks"),
+        tasks=[TASK],
+        configurations=[ResourceConfig.parse("1x-strict")],
+        attempts=trials,
+        backend="kubernetes",
+        concurrency=in_flight,
+        kubernetes=opts,
+    )
 
 
 def pod_bodies(opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -136,13 +164,23 @@ def bare(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_fli
 
     def watch() -> None:
         from kubernetes.watch.watch import iter_resp_lines
-        resp = core.list_namespaced_pod(ns, watch=True, allow_watch_bookmarks=True, timeout_seconds=3600,
-                                        _preload_content=False, _request_timeout=(10, 3700))
+
+        resp = core.list_namespaced_pod(
+            ns,
+            watch=True,
+            allow_watch_bookmarks=True,
+            timeout_seconds=3600,
+            _preload_content=False,
+            _request_timeout=(10, 3700),
+        )
         started.set()
         for line in iter_resp_lines(resp):
             ev = json.loads(line)
             obj = ev["object"]
-            if ev["type"] in ("ADDED", "MODIFIED") and (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            if ev["type"] in ("ADDED", "MODIFIED") and (obj.get("status") or {}).get("phase") in (
+                "Succeeded",
+                "Failed",
+            ):
                 with cond:
                     done.add(obj["metadata"]["name"])
                     cond.notify_all()
@@ -176,15 +214,17 @@ def bare(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_fli
 
 def _finished_after_s(pod: Any) -> float | None:
     """Seconds from the pod's creation to its container's end, by the API server's timestamps."""
-    ends = [cs.state.terminated.finished_at for cs in pod.status.container_statuses or []
-            if cs.state and cs.state.terminated and cs.state.terminated.finished_at]
+    ends = [
+        cs.state.terminated.finished_at
+        for cs in pod.status.container_statuses or []
+        if cs.state and cs.state.terminated and cs.state.terminated.finished_at
+    ]
     if not ends or pod.metadata.creation_timestamp is None:
         return None
     return (max(ends) - pod.metadata.creation_timestamp).total_seconds()
 
 
-def poll(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int,
-         in_flight: int) -> tuple[float, int, int]:
+def poll(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[float, int, int]:
     """(wall, requests sent, requests owed by a 1 s polling design): see the module doc."""
     bodies, cm = pod_bodies(opts, trials, in_flight)
     ac, core, counter = api(kubeconfig)
@@ -224,8 +264,9 @@ def poll(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int,
     return wall, requests, requests - gets_sent + gets_owed
 
 
-def headroom(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_flight: int,
-             scratch: Path) -> tuple[float, int, dict[str, Any]]:
+def headroom(
+    kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_flight: int, scratch: Path
+) -> tuple[float, int, dict[str, Any]]:
     exp = experiment(opts, trials, in_flight)
     backend = KubernetesBackend(options=opts)
     store = Store(scratch / f"{ns}.db")
@@ -263,22 +304,29 @@ def main() -> None:
         cluster.wait_nodes_ready(names, timeout=120)
         scratch = Path(tempfile.mkdtemp(prefix="bench-k8s-"))
         load_before = os.getloadavg()
-        print(f"{args.trials} trials, {args.in_flight} in flight, {args.nodes} kwok nodes, each pod runs "
-              f"{args.duration:g}s (control plane: etcd, kube-apiserver, scheduler, controller-manager, kwok)")
-        print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f} "
-              f"on {os.cpu_count()} cpus")
+        print(
+            f"{args.trials} trials, {args.in_flight} in flight, {args.nodes} kwok nodes, each pod runs "
+            f"{args.duration:g}s (control plane: etcd, kube-apiserver, scheduler, controller-manager, kwok)"
+        )
+        print(
+            f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f} "
+            f"on {os.cpu_count()} cpus"
+        )
         rows = {}
         ns = cluster.create_namespace("bench-bare")
-        rows["(a) bare create + one watch"] = bare(plane.kubeconfig, ns, options(ns, plane.kubeconfig, args.duration),
-                                                   args.trials, args.in_flight)
+        rows["(a) bare create + one watch"] = bare(
+            plane.kubeconfig, ns, options(ns, plane.kubeconfig, args.duration), args.trials, args.in_flight
+        )
         ns = cluster.create_namespace("bench-headroom")
-        wall, req, report = headroom(plane.kubeconfig, ns, options(ns, plane.kubeconfig, args.duration), args.trials,
-                                     args.in_flight, scratch)
+        wall, req, report = headroom(
+            plane.kubeconfig, ns, options(ns, plane.kubeconfig, args.duration), args.trials, args.in_flight, scratch
+        )
         rows["headroom KubernetesBackend"] = (wall, req)
         if not args.no_poll:
             ns = cluster.create_namespace("bench-poll")
-            poll_wall, poll_sent, poll_owed = poll(plane.kubeconfig, ns, options(ns, plane.kubeconfig, args.duration),
-                                                   args.trials, args.in_flight)
+            poll_wall, poll_sent, poll_owed = poll(
+                plane.kubeconfig, ns, options(ns, plane.kubeconfig, args.duration), args.trials, args.in_flight
+            )
             rows["(b) 1 s polling, sent"] = (poll_wall, poll_sent)
             rows["(b) 1 s polling, owed"] = (poll_wall, poll_owed)
         print(f"{'approach':32} {'wall s':>8} {'trials/s':>9} {'requests':>9} {'req/trial':>9}")

@@ -36,8 +36,13 @@ from orchestrator.store.sqlite import Store  # noqa: E402
 from tests.hostile import corpus  # noqa: E402
 
 CONTROL = "control-wrong-answer"
-CASES = (CONTROL, "link-bomb-deep-missing-targets", "link-bomb-long-chain", "past-the-link-count-bound",
-         "link-bomb-exponential")
+CASES = (
+    CONTROL,
+    "link-bomb-deep-missing-targets",
+    "link-bomb-long-chain",
+    "past-the-link-count-bound",
+    "link-bomb-exponential",
+)
 
 
 def _verdict(outcome: str, reason: str | None) -> str:
@@ -53,18 +58,38 @@ def main() -> None:
         root = Path(tmp) / "tasks"
         corpus.write_corpus(root, cases, tests_at="/task/tests")
         store = Path(tmp) / "bench.db"
-        res = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", str(root), "--multipliers", "unbounded",
-                              "--attempts", str(args.trials), "--concurrency", "1", "--agent-command",
-                              'bash "$HEADROOM_TASK_DIR/environment/attack.sh"', "--store", str(store),
-                              "--format", "none"], capture_output=True, text=True)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "sweep",
+                str(root),
+                "--multipliers",
+                "unbounded",
+                "--attempts",
+                str(args.trials),
+                "--concurrency",
+                "1",
+                "--agent-command",
+                'bash "$HEADROOM_TASK_DIR/environment/attack.sh"',
+                "--store",
+                str(store),
+                "--format",
+                "none",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if res.returncode != 0:
             sys.exit(f"the sweep failed: {res.stderr[-2000:]}")
         s = Store.open_existing(store)
         try:
             run_id = s.run().run_id
             tasks = {t.trial_id: t.task_id for t in s.planned(run_id)}
-            rows = s.db.execute("SELECT trial_id, outcome, reason FROM executions WHERE run_id=? AND final=1",
-                                (run_id,)).fetchall()
+            rows = s.db.execute(
+                "SELECT trial_id, outcome, reason FROM executions WHERE run_id=? AND final=1", (run_id,)
+            ).fetchall()
             wall: dict[str, list[float]] = {c: [] for c in CASES}
             san: dict[str, list[float]] = {c: [] for c in CASES}
             verdicts: dict[str, set[str]] = {c: set() for c in CASES}
@@ -79,8 +104,10 @@ def main() -> None:
             s.close()
     base, base_san = statistics.median(wall[CONTROL]), statistics.median(san[CONTROL])
     want = {c: _verdict(*corpus.expected(cases)[c]) for c in CASES}
-    print(f"local backend, {args.trials} trial(s) per case, medians; ratios to the trivial trial ({CONTROL}) "
-          f"of this run: {base:.2f} s a trial, {base_san:.2f} s its sanitiser")
+    print(
+        f"local backend, {args.trials} trial(s) per case, medians; ratios to the trivial trial ({CONTROL}) "
+        f"of this run: {base:.2f} s a trial, {base_san:.2f} s its sanitiser"
+    )
     print(f"{'case':<32} {'trial s':>8} {'x trivial':>10} {'sanitiser s':>12} {'x trivial':>10}  verdict (expected)")
     wrong = []
     for c in CASES:

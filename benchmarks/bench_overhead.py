@@ -41,7 +41,9 @@ def make_task(root: Path) -> Path:
     d = root / "tasks" / "write-file"
     (d / "tests").mkdir(parents=True)
     (d / "solution").mkdir()
-    (d / "task.toml").write_text("[environment]\ncpus = 1\nmemory_mb = 256\n[agent]\ntimeout_sec = 30\n[verifier]\ntimeout_sec = 30\n")
+    (d / "task.toml").write_text(
+        "[environment]\ncpus = 1\nmemory_mb = 256\n[agent]\ntimeout_sec = 30\n[verifier]\ntimeout_sec = 30\n"
+    )
     (d / "instruction.md").write_text("write a file\n")
     (d / "solution" / "solve.sh").write_text(SOLVE)
     (d / "tests" / "test.sh").write_text(TEST)
@@ -65,7 +67,12 @@ def bare(task: Path, trials: int, concurrency: int, scratch: Path) -> float:
 
 
 def headroom(root: Path, trials: int, concurrency: int, tag: str, isolation: str) -> tuple[float, str]:
-    exp = Experiment(tasks_dir=str(root / "tasks"), configurations=[ResourceConfig.parse("1x/3x")], attempts=trials, concurrency=concurrency)
+    exp = Experiment(
+        tasks_dir=str(root / "tasks"),
+        configurations=[ResourceConfig.parse("1x/3x")],
+        attempts=trials,
+        concurrency=concurrency,
+    )
     tasks = prepare(exp)
     store = Store(root / f"bench-{tag}-{isolation}.db")
     backend = LocalBackend(isolation=isolation)  # type: ignore[arg-type]
@@ -89,8 +96,10 @@ def main() -> None:
         root = Path(tmp)
         task = make_task(root)
         print(f"{args.trials} trials per measurement, {args.repeats} repeats, medians of per-trial wall time")
-        print(f"{'concurrency':>11}  {'bare ms':>8}  {'unsandboxed ms':>14}  {'sandboxed ms':>12}  {'sandbox +ms':>11}  "
-              f"{'engine +ms':>10}  {'ratio':>6}  enforcement")
+        print(
+            f"{'concurrency':>11}  {'bare ms':>8}  {'unsandboxed ms':>14}  {'sandboxed ms':>12}  {'sandbox +ms':>11}  "
+            f"{'engine +ms':>10}  {'ratio':>6}  enforcement"
+        )
         for conc in (1, 2):
             b, u, s = [], [], []
             mech = ""
@@ -100,8 +109,10 @@ def main() -> None:
                 t, mech = headroom(root, args.trials, conc, f"{conc}-{r}", "sandbox")
                 s.append(t)
             mb, mu, ms = statistics.median(b), statistics.median(u), statistics.median(s)
-            print(f"{conc:>11}  {mb * 1000:>8.1f}  {mu * 1000:>14.1f}  {ms * 1000:>12.1f}  {(ms - mu) * 1000:>11.1f}  "
-                  f"{(mu - mb) * 1000:>10.1f}  {ms / mb:>6.2f}  {mech}")
+            print(
+                f"{conc:>11}  {mb * 1000:>8.1f}  {mu * 1000:>14.1f}  {ms * 1000:>12.1f}  {(ms - mu) * 1000:>11.1f}  "
+                f"{(mu - mb) * 1000:>10.1f}  {ms / mb:>6.2f}  {mech}"
+            )
         print("sandbox +ms = sandboxed - unsandboxed; engine +ms = unsandboxed - bare; ratio = sandboxed / bare")
 
 

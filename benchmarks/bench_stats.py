@@ -48,19 +48,34 @@ def write_store(df, path: Path) -> Store:
     db = store.db
     run_id = "bench"
     db.execute("BEGIN")
-    db.execute("INSERT INTO runs (run_id, name, created_at, finished_at, status, backend, enforcement, spec_json, owner)"
-               " VALUES (?,?,?,?,?,?,?,?,?)", (run_id, "bench", "2026-01-01T00:00:00", None, "finished",
-                                                                "local", "cgroup-v1", "{}", None))
+    db.execute(
+        "INSERT INTO runs (run_id, name, created_at, finished_at, status, backend, enforcement, spec_json, owner)"
+        " VALUES (?,?,?,?,?,?,?,?,?)",
+        (run_id, "bench", "2026-01-01T00:00:00", None, "finished", "local", "cgroup-v1", "{}", None),
+    )
     db.execute("INSERT INTO provenance VALUES (?, '{}')", (run_id,))
     tasks = df.drop_duplicates("task_id")[["task_id", "cluster_id"]]
-    db.executemany("INSERT INTO tasks VALUES (?,?,?,?,?)",
-                   [(run_id, t, "0" * 64, c, "{}") for t, c in tasks.itertuples(index=False)])
+    db.executemany(
+        "INSERT INTO tasks VALUES (?,?,?,?,?)",
+        [(run_id, t, "0" * 64, c, "{}") for t, c in tasks.itertuples(index=False)],
+    )
     ids = [f"{t}:{c}:{a}" for t, c, a in zip(df["task_id"], df["config_label"], df["attempt"])]
     lim = [None if v != v else v for v in df["limit_multiplier"].tolist()]
-    db.executemany("INSERT INTO trials (run_id, trial_id, task_id, config_label, request_multiplier, limit_multiplier, "
-                   "attempt, seed, ord) VALUES (?,?,?,?,?,?,?,?,?)",
-                   zip([run_id] * len(df), ids, df["task_id"], df["config_label"], df["request_multiplier"], lim,
-                       df["attempt"], [0] * len(df), range(len(df))))
+    db.executemany(
+        "INSERT INTO trials (run_id, trial_id, task_id, config_label, request_multiplier, limit_multiplier, "
+        "attempt, seed, ord) VALUES (?,?,?,?,?,?,?,?,?)",
+        zip(
+            [run_id] * len(df),
+            ids,
+            df["task_id"],
+            df["config_label"],
+            df["request_multiplier"],
+            lim,
+            df["attempt"],
+            [0] * len(df),
+            range(len(df)),
+        ),
+    )
     none = lambda col: [None if v != v else v for v in df[col].tolist()]  # noqa: E731
     # Start times as the store writes them (UTC with an offset), one trial every 0.1 s in plan order.
     start = datetime(2026, 1, 1, tzinfo=UTC)
@@ -70,10 +85,23 @@ def write_store(df, path: Path) -> Store:
         " duration_s, cost_usd, tokens_in, tokens_out, peak_memory_bytes, limit_memory_bytes,"
         " overcommit_ratio, overcommit_beside_unbounded, overcommit_memory_pressure)"
         " VALUES (?,?,0,'finished',1,?,?,?,'cgroup-v1','Burstable',?,?,?,?,?,?,?,?,0)",
-        zip([run_id] * len(df), ids, started, df["outcome"], df["reason"], df["duration_s"], none("cost_usd"), none("tokens_in"),
-            none("tokens_out"), none("peak_memory_bytes"), none("memory_limit_bytes"),
+        zip(
+            [run_id] * len(df),
+            ids,
+            started,
+            df["outcome"],
+            df["reason"],
+            df["duration_s"],
+            none("cost_usd"),
+            none("tokens_in"),
+            none("tokens_out"),
+            none("peak_memory_bytes"),
+            none("memory_limit_bytes"),
             # every try carries an overcommit record, as a sweep writes it
-            (0.25 + (i % 7) / 10 for i in range(len(df))), (i % 5 == 0 for i in range(len(df)))))
+            (0.25 + (i % 7) / 10 for i in range(len(df))),
+            (i % 5 == 0 for i in range(len(df))),
+        ),
+    )
     db.execute("COMMIT")
     return store
 
@@ -174,8 +202,12 @@ def main() -> None:
     ap.add_argument("--attempts", type=int, default=1667)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3, help="runs per timing; the median is printed")
-    ap.add_argument("--store", action=argparse.BooleanOptionalAction, default=True,
-                    help="also time the whole path from a SQLite store to each format and to the view's run page")
+    ap.add_argument(
+        "--store",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time the whole path from a SQLite store to each format and to the view's run page",
+    )
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -208,8 +240,10 @@ def main() -> None:
             write_store(df, path).close()
             for name, fn in store_paths(path, len(df)).items():
                 t, c, _ = timed_cpu(fn, args.repeats)
-                print(f"store -> {name:<38}: {t:8.3f} s  (CPU {c:.3f} s; {t / t_loop:.1f}x the column-list loop, "
-                      f"CPU {c / c_loop:.1f}x)")
+                print(
+                    f"store -> {name:<38}: {t:8.3f} s  (CPU {c:.3f} s; {t / t_loop:.1f}x the column-list loop, "
+                    f"CPU {c / c_loop:.1f}x)"
+                )
 
 
 if __name__ == "__main__":

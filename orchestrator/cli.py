@@ -50,8 +50,10 @@ for _command in (run.sweep, run.resume, run.demo, reporting.report, view.view, r
     cli.add_command(_command)
 # Nouns, each holding what acts on it: the runs in a store, task sets, results made elsewhere, the cluster.
 for _group, _commands in (
-    (reporting.runs, (reporting.compare, calibrate.calibrate, trust.regrade_cmd, bundle.bundle, bundle.verify,
-                      run.cleanup)),
+    (
+        reporting.runs,
+        (reporting.compare, calibrate.calibrate, trust.regrade_cmd, bundle.bundle, bundle.verify, run.cleanup),
+    ),
     (tasks.tasks, (trust.provenance_cmd, trust.audit_cmd, trust.judge_group, cluster.tasks_push, taskimage.image)),
     (results.results, ()),
     (cluster.cluster, (nodes.nodes,)),
@@ -62,10 +64,19 @@ for _group, _commands in (
 
 #: Where each command used to be, for one release: hidden, and printing one deprecation line.
 MOVED = {
-    "compare": "runs compare", "calibrate": "runs calibrate", "regrade": "runs regrade", "bundle": "runs bundle",
-    "verify": "runs verify", "cleanup": "runs cleanup", "audit": "tasks audit", "judge": "tasks judge",
-    "submit": "cluster submit", "status": "cluster status", "export": "cluster export",
-    "controller": "cluster controller", "nodes": "cluster nodes",
+    "compare": "runs compare",
+    "calibrate": "runs calibrate",
+    "regrade": "runs regrade",
+    "bundle": "runs bundle",
+    "verify": "runs verify",
+    "cleanup": "runs cleanup",
+    "audit": "tasks audit",
+    "judge": "tasks judge",
+    "submit": "cluster submit",
+    "status": "cluster status",
+    "export": "cluster export",
+    "controller": "cluster controller",
+    "nodes": "cluster nodes",
 }
 for _old, _new in MOVED.items():
     _noun, _verb = _new.split()

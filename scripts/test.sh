@@ -14,7 +14,7 @@
 #    and mmdebstrap from apt, the local images; cached, skipped with HEADROOM_SKIP_REALNODE=1);
 # 6. Debian's docker.io and the Debian base image for the Docker backend's tests
 #    (scripts/docker/install.sh: a no-op when installed and cached);
-# 7. ruff (lint) and mypy (types) over the tree, configured in pyproject.toml; a finding
+# 7. ruff (lint and format) and mypy (types) over the tree, configured in pyproject.toml; a finding
 #    fails the script before any test runs (docs/development.md, "Lint and types");
 # 8. pytest over tests/, on two xdist workers (HEADROOM_TEST_WORKERS). Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
@@ -37,6 +37,11 @@ fi
 echo "==> lint: ruff check (pyproject.toml [tool.ruff])"
 if ! .venv/bin/ruff check orchestrator tests benchmarks examples scripts; then
   echo "lint failed: ruff found the problems above (fix them, or .venv/bin/ruff check --fix for the safe ones)" >&2
+  exit 1
+fi
+echo "==> format: ruff format --check (pyproject.toml [tool.ruff])"
+if ! .venv/bin/ruff format --check orchestrator tests benchmarks examples scripts; then
+  echo "format check failed: the files above differ from ruff format (run .venv/bin/ruff format orchestrator tests benchmarks examples scripts)" >&2
   exit 1
 fi
 echo "==> types: mypy (pyproject.toml [tool.mypy])"

@@ -55,8 +55,13 @@ def _untracked() -> set[str]:
     """Files and folders in the checkout that git neither tracks nor ignores."""
     import subprocess
 
-    res = subprocess.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=REPO, capture_output=True,
-                         text=True, check=False)
+    res = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=normal"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return {line[3:] for line in res.stdout.splitlines() if line.startswith("?? ")} if res.returncode == 0 else set()
 
 
@@ -74,8 +79,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if left:
         tw = session.config.get_terminal_writer()
         tw.line()
-        tw.line(
-            f"tests left files in the checkout: {', '.join(left)} (write into tmp_path)", red=True)
+        tw.line(f"tests left files in the checkout: {', '.join(left)} (write into tmp_path)", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -92,12 +96,15 @@ def _writes_nothing_into_the_checkout(request: pytest.FixtureRequest) -> Iterato
     if new:  # what .gitignore names (test-artifacts/, a screenshot folder) may appear
         import subprocess
 
-        ignored = subprocess.run(["git", "check-ignore", "--", *new], cwd=REPO, capture_output=True, text=True,
-                                 check=False).stdout.split()
+        ignored = subprocess.run(
+            ["git", "check-ignore", "--", *new], cwd=REPO, capture_output=True, text=True, check=False
+        ).stdout.split()
         new = [n for n in new if n.rstrip("/") not in {i.rstrip("/") for i in ignored}]
     if new:
-        pytest.fail(f"{', '.join(new)} appeared in the checkout while {request.node.nodeid} ran (write into tmp_path)",
-                    pytrace=False)
+        pytest.fail(
+            f"{', '.join(new)} appeared in the checkout while {request.node.nodeid} ran (write into tmp_path)",
+            pytrace=False,
+        )
 
 
 @pytest.fixture

@@ -38,7 +38,8 @@ def write_task(
     d = root / name
     (d / "tests").mkdir(parents=True)
     (d / "solution").mkdir()
-    (d / "task.toml").write_text(textwrap.dedent(f"""\
+    (d / "task.toml").write_text(
+        textwrap.dedent(f"""\
         version = "1.0"
         [environment]
         cpus = {cpus}
@@ -50,15 +51,16 @@ def write_task(
         [provenance]
         item_id = "test/{name}"
         source = "headroom test suite"
-        """) + extra_toml)
+        """)
+        + extra_toml
+    )
     (d / "instruction.md").write_text(f"Do {name}.\n")
     (d / "solution" / "solve.sh").write_text(solve)
     (d / "tests" / "test.sh").write_text(test)
     return d
 
 
-HOG = 'python3 -c "b = b\'x\' * ({mb} * 1024 * 1024); open(\'$HEADROOM_WORKDIR/out\', \'w\').write(\'ok\')"\n'
-
+HOG = "python3 -c \"b = b'x' * ({mb} * 1024 * 1024); open('$HEADROOM_WORKDIR/out', 'w').write('ok')\"\n"
 
 
 def runs_sharing_nothing(tmp: Path, store: Path) -> dict[str, str]:
@@ -78,10 +80,31 @@ def runs_sharing_nothing(tmp: Path, store: Path) -> dict[str, str]:
         for name in names:
             write_task(root, name, solve=steady)
     ids: dict[str, str] = {}
-    for key, root, mult in (("base", ab, "1,unbounded"), ("other_tasks", g, "1,unbounded"), ("other_configs", ab, "2,3")):
-        res = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", str(root), "--multipliers", mult,
-                              "--attempts", "1", "--store", str(store), "--format", "none"],
-                             capture_output=True, text=True, timeout=300)
+    for key, root, mult in (
+        ("base", ab, "1,unbounded"),
+        ("other_tasks", g, "1,unbounded"),
+        ("other_configs", ab, "2,3"),
+    ):
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "sweep",
+                str(root),
+                "--multipliers",
+                mult,
+                "--attempts",
+                "1",
+                "--store",
+                str(store),
+                "--format",
+                "none",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert res.returncode == 0, res.stderr
         s = Store.open_existing(store)
         try:

@@ -15,15 +15,23 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def test_stats_benchmark_runs() -> None:
-    res = subprocess.run([sys.executable, str(BENCH / "bench_stats.py"), "--tasks", "12", "--attempts", "4", "--repeats", "1"],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "bench_stats.py"), "--tasks", "12", "--attempts", "4", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     assert "store -> Markdown" in res.stdout and "store -> `headroom view` run page" in res.stdout
 
 
 def test_calibration_benchmark_runs() -> None:
-    res = subprocess.run([sys.executable, str(BENCH / "bench_calibration.py"), "--seeds", "2", "--small-seeds", "2"],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "bench_calibration.py"), "--seeds", "2", "--small-seeds", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     for scenario in ("null", "no-oom", "tb-89x5", "tb-89x20", "demo-like"):
         assert f"\n{scenario} " in res.stdout
@@ -33,8 +41,12 @@ def test_calibration_benchmark_runs() -> None:
 @pytest.mark.cgroup
 @requires_cgroups
 def test_overhead_benchmark_runs() -> None:
-    res = subprocess.run([sys.executable, str(BENCH / "bench_overhead.py"), "--trials", "3", "--repeats", "1"],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "bench_overhead.py"), "--trials", "3", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("cgroup-v") == 2  # one row per concurrency level
     assert "sandbox +ms" in res.stdout and res.stdout.count("isolation namespaces") == 2
@@ -46,11 +58,20 @@ def test_link_bomb_benchmark_runs() -> None:
 
     if not SANDBOX:
         pytest.skip("bubblewrap sandbox unavailable (scripts/install-sandbox.sh)")
-    res = subprocess.run([sys.executable, str(BENCH / "bench_link_bomb.py"), "--trials", "1"],
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "bench_link_bomb.py"), "--trials", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr  # non-zero when a case's verdict is not the corpus's
-    for case in ("control-wrong-answer", "link-bomb-deep-missing-targets", "link-bomb-long-chain",
-                 "past-the-link-count-bound", "link-bomb-exponential"):
+    for case in (
+        "control-wrong-answer",
+        "link-bomb-deep-missing-targets",
+        "link-bomb-long-chain",
+        "past-the-link-count-bound",
+        "link-bomb-exponential",
+    ):
         assert case in res.stdout
     assert "passed" not in res.stdout and "MISMATCH" not in res.stdout
 
@@ -60,7 +81,22 @@ def test_link_bomb_benchmark_runs() -> None:
 def test_k8s_benchmark_runs() -> None:
     if os.environ.get("HEADROOM_SKIP_CLUSTER") == "1":
         pytest.skip("HEADROOM_SKIP_CLUSTER=1")
-    res = subprocess.run([sys.executable, str(BENCH / "bench_k8s.py"), "--trials", "12", "--in-flight", "6",
-                          "--nodes", "2", "--duration", "1"], capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_k8s.py"),
+            "--trials",
+            "12",
+            "--in-flight",
+            "6",
+            "--nodes",
+            "2",
+            "--duration",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert "requests per trial (b) poll / headroom" in res.stdout

@@ -26,7 +26,9 @@ TASKS = Path(__file__).resolve().parent.parent / "tasks"
 
 
 def _module(task: str, name: str):
-    spec = importlib.util.spec_from_file_location(f"bundled_{task.replace('-', '_')}_{name}", TASKS / task / "environment" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        f"bundled_{task.replace('-', '_')}_{name}", TASKS / task / "environment" / f"{name}.py"
+    )
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     before, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # keep tasks/ free of __pycache__
@@ -68,7 +70,9 @@ def test_spike_rates_are_what_the_readme_promises() -> None:
     factors = [bundle.spike_factor(trial_seed(0, "bundle-digest", a)) for a in range(n)]
     assert 0.21 < sum(f is not None for f in factors) / n < 0.29
     assert 0.015 < sum(f is not None and f > 3 for f in factors) / n < 0.045
-    heavy = sum(random.Random(f"dedup-index:{trial_seed(0, 'dedup-index', a)}:strategy").random() < 0.5 for a in range(n))
+    heavy = sum(
+        random.Random(f"dedup-index:{trial_seed(0, 'dedup-index', a)}:strategy").random() < 0.5 for a in range(n)
+    )
     assert 0.45 < heavy / n < 0.55
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-TESTS = '''
+TESTS = """
 import time
 
 import pytest
@@ -36,17 +36,23 @@ def test_uses_the_plane(cluster, n):
 @pytest.mark.parametrize("n", range(6))
 def test_plain(n):
     time.sleep(0.2)
-'''
+"""
 
 
 def test_tests_of_one_shared_service_run_on_one_worker(tmp_path: Path) -> None:
     (tmp_path / "tests").mkdir()
     # the suite's own grouping hook, unchanged
     (tmp_path / "tests" / "conftest.py").write_text(
-        (REPO / "tests" / "conftest.py").read_text().replace("from tests.docker.fixtures import", "# "))
+        (REPO / "tests" / "conftest.py").read_text().replace("from tests.docker.fixtures import", "# ")
+    )
     (tmp_path / "tests" / "test_split.py").write_text(TESTS)
-    res = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
-                          "-v", "tests"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider", "-v", "tests"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     workers: dict[str, set[str]] = defaultdict(set)
     for worker, name in re.findall(r"\[(gw\d+)\].*PASSED tests/test_split.py::(\w+)", res.stdout):
@@ -54,4 +60,5 @@ def test_tests_of_one_shared_service_run_on_one_worker(tmp_path: Path) -> None:
     assert set(workers) == {"test_uses_the_plane", "test_plain"}, res.stdout
     assert len(workers["test_uses_the_plane"]) == 1, (
         f"the plane's tests ran on {sorted(workers['test_uses_the_plane'])}: pytest-xdist no longer groups "
-        "them (see the pytest pin in pyproject.toml)\n" + res.stdout)
+        "them (see the pytest pin in pyproject.toml)\n" + res.stdout
+    )

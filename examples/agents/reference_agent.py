@@ -31,18 +31,30 @@ import urllib.request
 from datetime import UTC, datetime
 from typing import Any
 
-SYSTEM = ("You are an agent solving a task in a Linux environment. Use the bash tool to run commands there "
-          "(working directory: {workdir}). When the task is done, reply with a short summary and no tool call.")
-TOOLS = [{"type": "function", "function": {
-    "name": "bash", "description": "Run a bash command in the task's environment; returns exit code and output.",
-    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}}]
+SYSTEM = (
+    "You are an agent solving a task in a Linux environment. Use the bash tool to run commands there "
+    "(working directory: {workdir}). When the task is done, reply with a short summary and no tool call."
+)
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a bash command in the task's environment; returns exit code and output.",
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]},
+        },
+    }
+]
 #: Output sent back to the model per command (the exec log keeps the full size).
 MAX_OBSERVATION = 16_000
 
 
 def chat(base: str, key: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-    req = urllib.request.Request(base.rstrip("/") + "/chat/completions", data=json.dumps(body).encode(),
-                                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    req = urllib.request.Request(
+        base.rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.load(resp)
 
@@ -57,15 +69,20 @@ def run_in_environment(cmd: str, timeout: float) -> tuple[int, str]:
         code, raw = run_here(cmd, timeout)
     out = raw.decode("utf-8", "replace")
     if len(out) > MAX_OBSERVATION:
-        out = out[:MAX_OBSERVATION // 2] + "\n[... cut ...]\n" + out[-MAX_OBSERVATION // 2:]
+        out = out[: MAX_OBSERVATION // 2] + "\n[... cut ...]\n" + out[-MAX_OBSERVATION // 2 :]
     return code, out
 
 
 def run_here(cmd: str, timeout: float) -> tuple[int, bytes]:
     """``bash -c cmd`` in the work dir, in a process group of its own, all of it killed on timeout (exit 124)."""
-    with subprocess.Popen(["bash", "-c", cmd], cwd=os.environ.get("HEADROOM_WORKDIR") or None,
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          start_new_session=True) as proc:
+    with subprocess.Popen(
+        ["bash", "-c", cmd],
+        cwd=os.environ.get("HEADROOM_WORKDIR") or None,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    ) as proc:
         try:
             out, _ = proc.communicate(timeout=timeout)
             return proc.returncode, out
@@ -80,13 +97,21 @@ class Trajectory:
 
     def __init__(self, path: str | None, model: str) -> None:
         self.path = path
-        self.doc: dict[str, Any] = {"schema_version": "ATIF-v1.4", "session_id": os.environ.get("HEADROOM_TRIAL_ID"),
-                                    "agent": {"name": "headroom-reference-agent", "version": "1", "model_name": model},
-                                    "steps": []}
+        self.doc: dict[str, Any] = {
+            "schema_version": "ATIF-v1.4",
+            "session_id": os.environ.get("HEADROOM_TRIAL_ID"),
+            "agent": {"name": "headroom-reference-agent", "version": "1", "model_name": model},
+            "steps": [],
+        }
 
     def add(self, source: str, message: str, **extra: Any) -> None:
-        step = {"step_id": len(self.doc["steps"]) + 1, "timestamp": datetime.now(UTC).isoformat(), "source": source,
-                "message": message, **extra}
+        step = {
+            "step_id": len(self.doc["steps"]) + 1,
+            "timestamp": datetime.now(UTC).isoformat(),
+            "source": source,
+            "message": message,
+            **extra,
+        }
         self.doc["steps"].append(step)
         self.save()
 
@@ -107,8 +132,10 @@ def main() -> int:
     args = p.parse_args()
     base, key = os.environ.get("OPENAI_BASE_URL"), os.environ.get("OPENAI_API_KEY")
     if not base or not key:
-        print("reference_agent: needs OPENAI_BASE_URL and OPENAI_API_KEY (a gateway with an openai upstream)",
-              file=sys.stderr)
+        print(
+            "reference_agent: needs OPENAI_BASE_URL and OPENAI_API_KEY (a gateway with an openai upstream)",
+            file=sys.stderr,
+        )
         return 2
     logs = os.environ.get("HEADROOM_LOGS_DIR")
     traj = Trajectory(os.path.join(logs, "trajectory.json") if logs else None, args.model)
@@ -125,7 +152,9 @@ def main() -> int:
             return 1
         msg = resp["choices"][0]["message"]
         calls = msg.get("tool_calls") or []
-        messages.append({"role": "assistant", "content": msg.get("content"), **({"tool_calls": calls} if calls else {})})
+        messages.append(
+            {"role": "assistant", "content": msg.get("content"), **({"tool_calls": calls} if calls else {})}
+        )
         usage = resp.get("usage") or {}
         metrics = {"prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens")}
         results = []
@@ -138,10 +167,21 @@ def main() -> int:
             content = f"exit code {code}\n{out}"
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
             results.append({"source_call_id": call["id"], "content": content})
-        traj.add("agent", msg.get("content") or "", model_name=resp.get("model", args.model), metrics=metrics,
-                 tool_calls=[{"tool_call_id": c["id"], "function_name": c["function"]["name"],
-                              "arguments": c["function"]["arguments"]} for c in calls],
-                 **({"observation": {"results": results}} if results else {}))
+        traj.add(
+            "agent",
+            msg.get("content") or "",
+            model_name=resp.get("model", args.model),
+            metrics=metrics,
+            tool_calls=[
+                {
+                    "tool_call_id": c["id"],
+                    "function_name": c["function"]["name"],
+                    "arguments": c["function"]["arguments"],
+                }
+                for c in calls
+            ],
+            **({"observation": {"results": results}} if results else {}),
+        )
         if not calls:
             print(msg.get("content") or "")
             return 0

@@ -41,7 +41,8 @@ def secret_values(names: list[str] | None = None) -> list[str]:
     """Values of the named environment variables and of those that look secret, longest first."""
     named = set(names or ())
     vals = {
-        v for k, v in os.environ.items()
+        v
+        for k, v in os.environ.items()
         if v and ((k in named) or (_SECRET_NAME.search(k) and len(v) >= MIN_GUESSED_SECRET))
     }
     return sorted(vals, key=len, reverse=True)
@@ -128,7 +129,7 @@ def scrub_sections(text: str, secrets: list[str] | None) -> str:
     parts: list[str] = []
     pos = 0
     for m in _SECTION.finditer(text):
-        parts.append(scrub_edges(text[pos:m.start()], secrets, start=True))
+        parts.append(scrub_edges(text[pos : m.start()], secrets, start=True))
         parts.append(m.group())
         pos = m.end()
     parts.append(scrub_edges(text[pos:], secrets, start=True))

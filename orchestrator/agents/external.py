@@ -52,9 +52,17 @@ def environment_env(launch: Launch) -> dict[str, str]:
     return {k: v for k, v in launch.agent.env.items() if not k.startswith(GATEWAY_PREFIXES)}
 
 
-def run_external(launch: Launch, target: ExecTarget, *, host_dir: Path, logs_dir: Path, workdir_inside: str,
-                 task_dir_inside: str, exec_env: Mapping[str, str],
-                 on_spawn: Callable[[int], None] | None = None) -> ExternalRun:
+def run_external(
+    launch: Launch,
+    target: ExecTarget,
+    *,
+    host_dir: Path,
+    logs_dir: Path,
+    workdir_inside: str,
+    task_dir_inside: str,
+    exec_env: Mapping[str, str],
+    on_spawn: Callable[[int], None] | None = None,
+) -> ExternalRun:
     """Serve ``target`` on the try's exec channel and run the agent's command on the host until it ends or times out.
 
     ``host_dir``: a private directory of the try for the agent's stdout, stderr and instruction copy.
@@ -64,28 +72,58 @@ def run_external(launch: Launch, target: ExecTarget, *, host_dir: Path, logs_dir
     secrets = {k: os.environ[k] for k in launch.agent.secret_env if k in os.environ}
     assert launch.agent.shell is not None, "an external agent is a command"
     with ExecServer(target, default_cwd=workdir_inside, base_env=exec_env, max_timeout_s=launch.agent.timeout_s) as srv:
-        env = {**{k: os.environ[k] for k in HOST_ENV if k in os.environ}, **launch.agent.env, **secrets,
-               COMMAND_VAR: srv.command_path, SOCKET_VAR: srv.socket_path,
-               "HEADROOM_LOGS_DIR": str(logs_dir), "HEADROOM_AGENT_RESULT": str(logs_dir / "result.json"),
-               "HEADROOM_INSTRUCTION_FILE": str(instruction), "HEADROOM_WORKDIR": workdir_inside,
-               "HEADROOM_TASK_DIR": task_dir_inside, "PYTHONDONTWRITEBYTECODE": "1"}
-        facts, _usage = run_step("agent", ["bash", "-c", launch.agent.shell], env=env, cwd=Path.cwd(),
-                                 logs_dir=host_dir, timeout_s=launch.agent.timeout_s, cgroup=None,
-                                 limits=Limits(memory_bytes=None), on_spawn=on_spawn)
+        env = {
+            **{k: os.environ[k] for k in HOST_ENV if k in os.environ},
+            **launch.agent.env,
+            **secrets,
+            COMMAND_VAR: srv.command_path,
+            SOCKET_VAR: srv.socket_path,
+            "HEADROOM_LOGS_DIR": str(logs_dir),
+            "HEADROOM_AGENT_RESULT": str(logs_dir / "result.json"),
+            "HEADROOM_INSTRUCTION_FILE": str(instruction),
+            "HEADROOM_WORKDIR": workdir_inside,
+            "HEADROOM_TASK_DIR": task_dir_inside,
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+        facts, _usage = run_step(
+            "agent",
+            ["bash", "-c", launch.agent.shell],
+            env=env,
+            cwd=Path.cwd(),
+            logs_dir=host_dir,
+            timeout_s=launch.agent.timeout_s,
+            cgroup=None,
+            limits=Limits(memory_bytes=None),
+            on_spawn=on_spawn,
+        )
         srv.close()  # nothing the agent left behind acts on the environment after its phase
         return ExternalRun(facts, srv.log_bytes(), srv.count)
 
 
-def contract_agent(launch: Launch, *, host_dir: Path, logs_dir: Path, workdir_inside: str, task_dir_inside: str,
-                   on_exec_log: Callable[[bytes], None], on_spawn: Callable[[int], None] | None = None
-                   ) -> Callable[[StepExec], StepFacts]:
+def contract_agent(
+    launch: Launch,
+    *,
+    host_dir: Path,
+    logs_dir: Path,
+    workdir_inside: str,
+    task_dir_inside: str,
+    on_exec_log: Callable[[bytes], None],
+    on_spawn: Callable[[int], None] | None = None,
+) -> Callable[[StepExec], StepFacts]:
     """The external agent as the trial contract's host-side agent phase (``Plan.agent``): given the contract's
     exec, it serves it on the try's exec channel and runs the agent; the exec log goes to ``on_exec_log``."""
 
     def agent(exec_: StepExec) -> StepFacts:
-        run = run_external(launch, StepExecTarget(exec_), host_dir=host_dir, logs_dir=logs_dir,
-                           workdir_inside=workdir_inside, task_dir_inside=task_dir_inside, exec_env={},
-                           on_spawn=on_spawn)
+        run = run_external(
+            launch,
+            StepExecTarget(exec_),
+            host_dir=host_dir,
+            logs_dir=logs_dir,
+            workdir_inside=workdir_inside,
+            task_dir_inside=task_dir_inside,
+            exec_env={},
+            on_spawn=on_spawn,
+        )
         on_exec_log(run.exec_log)
         return run.agent
 

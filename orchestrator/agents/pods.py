@@ -14,11 +14,15 @@ def pod_agent_problem(kind: str, path: str | None, *, in_cluster: bool = False) 
     """Why this agent cannot run as a trial pod, in one line, or None."""
     if kind == "external":
         if in_cluster:
-            return ("an external agent runs on a host beside the trial and acts through an exec channel; the "
-                    "controller runs trials as pods and has no such host (use kind 'command', or run it with "
-                    "`headroom sweep --backend kubernetes|local|docker` from a host)")
+            return (
+                "an external agent runs on a host beside the trial and acts through an exec channel; the "
+                "controller runs trials as pods and has no such host (use kind 'command', or run it with "
+                "`headroom sweep --backend kubernetes|local|docker` from a host)"
+            )
         return None  # `headroom sweep --backend kubernetes` runs it on this host, over pods/exec
     if path and in_cluster:
-        return (f"agent.path {path!r} is a directory on a host; the controller cannot read it (build the agent "
-                "into the task image, or install it with agent.install)")
+        return (
+            f"agent.path {path!r} is a directory on a host; the controller cannot read it (build the agent "
+            "into the task image, or install it with agent.install)"
+        )
     return None

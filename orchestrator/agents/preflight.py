@@ -79,8 +79,15 @@ def _unasked(command: str, resolve: bool) -> str | None:
     return None
 
 
-def answer(command: str, stdout: str, *, exit_code: int | None, timed_out: bool = False,
-           spawn_error: str | None = None, resolve: bool = True) -> Answer:
+def answer(
+    command: str,
+    stdout: str,
+    *,
+    exit_code: int | None,
+    timed_out: bool = False,
+    spawn_error: str | None = None,
+    resolve: bool = True,
+) -> Answer:
     """What the probe of ``command`` printed, read as the contract reads its check (:func:`.agent_check.parse`)."""
     syntax = dict(ln.partition("=")[::2] for ln in stdout.splitlines() if ln.startswith("agent_syntax"))
     if syntax.get("agent_syntax") == "invalid" and not (timed_out or spawn_error):
@@ -106,15 +113,22 @@ def check_on_host(command: str, env: dict[str, str] | None = None) -> str | None
     """The external agent's check, on the host where it will run, in headroom's working directory. Raises
     :class:`SpecError` when the command cannot start; returns a note when it was not checked."""
     try:
-        res = subprocess.run(["/bin/sh", "-c", probe_script(command)], capture_output=True, text=True,
-                             timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL, cwd=Path.cwd(),
-                             env=env if env is not None else host_env())
+        res = subprocess.run(
+            ["/bin/sh", "-c", probe_script(command)],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            cwd=Path.cwd(),
+            env=env if env is not None else host_env(),
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SpecError(f"cannot check the agent command on this host: {exc}", field="agent.command") from exc
     ans = answer(command, res.stdout, exit_code=res.returncode)
     if ans.refusal is not None:
-        raise SpecError(f"{ans.refusal} (checked on this host, in {Path.cwd()}); the sweep was not started",
-                        field="agent.command")
+        raise SpecError(
+            f"{ans.refusal} (checked on this host, in {Path.cwd()}); the sweep was not started", field="agent.command"
+        )
     return ans.note
 
 
@@ -123,18 +137,30 @@ def probe_launch(experiment: Experiment, trial: Trial, task: Task) -> Launch:
     assert experiment.agent.command is not None
     run_id = f"preflight-{uuid.uuid4().hex[:8]}"
     base = build_launch(run_id, trial, 0, task, experiment)
-    agent = StepLaunch(name="agent", shell=probe_script(experiment.agent.command,
-                                                        resolve=experiment.agent.install is None),
-                       env=base.agent.env, timeout_s=PROBE_TIMEOUT_S)
+    agent = StepLaunch(
+        name="agent",
+        shell=probe_script(experiment.agent.command, resolve=experiment.agent.install is None),
+        env=base.agent.env,
+        timeout_s=PROBE_TIMEOUT_S,
+    )
     verifier = StepLaunch(name="verifier", shell="true", env=base.agent.env, timeout_s=PROBE_TIMEOUT_S)
     labels = {**base.labels, "headroom.dev/task": "preflight"}
-    return base.model_copy(update={"agent": agent, "verifier": verifier, "labels": labels, "agent_kind": "command",
-                                   "agent_setup": None,
-                                   "name": launch_name(run_id, trial.trial_id, 0), "spec_digest": "headroom-preflight"})
+    return base.model_copy(
+        update={
+            "agent": agent,
+            "verifier": verifier,
+            "labels": labels,
+            "agent_kind": "command",
+            "agent_setup": None,
+            "name": launch_name(run_id, trial.trial_id, 0),
+            "spec_digest": "headroom-preflight",
+        }
+    )
 
 
-def check_in_environment(backend: Backend, launch: Launch, command: str, *, resolve: bool = True,
-                         deadline_s: float = DEADLINE_S) -> str | None:
+def check_in_environment(
+    backend: Backend, launch: Launch, command: str, *, resolve: bool = True, deadline_s: float = DEADLINE_S
+) -> str | None:
     """Run the probe try (:func:`probe_launch`) of ``command``; raise :class:`SpecError` if the command would not
     start. Returns a note when it was not checked (the probe itself could not run, or the program is only known by
     running it): the sweep goes ahead."""
@@ -154,8 +180,11 @@ def check_in_environment(backend: Backend, launch: Launch, command: str, *, reso
         return f"the agent-command probe could not run ({why}): not checked"
     ans = answer(command, a.stdout_tail, exit_code=a.exit_code, timed_out=a.timed_out, resolve=resolve)
     if ans.refusal is not None:
-        raise SpecError(f"{ans.refusal} (checked in a {backend.name} trial environment of task {launch.task_id}); "
-                        "the sweep was not started", field="agent.command")
+        raise SpecError(
+            f"{ans.refusal} (checked in a {backend.name} trial environment of task {launch.task_id}); "
+            "the sweep was not started",
+            field="agent.command",
+        )
     return ans.note
 
 
@@ -171,14 +200,18 @@ def gateway_problem(experiment: Experiment) -> str | None:
         return None
     if experiment.backend != "local":
         where = "a Docker container" if experiment.backend == "docker" else "a pod"
-        return (f"the model gateway listens on this host's loopback, which a command agent inside {where} cannot "
-                "reach; run the agent on this host (agent.kind: external, acting through $HEADROOM_EXEC; "
-                "docs/agents.md), or drop the gateway")
+        return (
+            f"the model gateway listens on this host's loopback, which a command agent inside {where} cannot "
+            "reach; run the agent on this host (agent.kind: external, acting through $HEADROOM_EXEC; "
+            "docs/agents.md), or drop the gateway"
+        )
     network = experiment.allow_internet if experiment.agent.network is None else experiment.agent.network
     if not network:
-        return ("the model gateway listens on this host's loopback, which a command agent reaches only with the "
-                "network: set agent.network: true (or --allow-internet; environment.network: false keeps the "
-                "environment offline), or run the agent on this host (agent.kind: external)")
+        return (
+            "the model gateway listens on this host's loopback, which a command agent reaches only with the "
+            "network: set agent.network: true (or --allow-internet; environment.network: false keeps the "
+            "environment offline), or run the agent on this host (agent.kind: external)"
+        )
     return None
 
 
@@ -187,12 +220,17 @@ def check(experiment: Experiment, trials: list[Trial], tasks: list[Task], backen
     if experiment.agent.kind == "oracle" or experiment.agent.command is None or not trials:
         return None
     if experiment.agent.path is not None and not Path(experiment.agent.path).is_dir():
-        raise SpecError(f"the agent directory {experiment.agent.path} is not a directory on this host",
-                        field="agent.path")
+        raise SpecError(
+            f"the agent directory {experiment.agent.path} is not a directory on this host", field="agent.path"
+        )
     first = trials[0]
     task = next(t for t in tasks if t.id == first.task_id)
     if experiment.agent.kind == "external":
         first_env = build_launch("preflight", first, 0, task, experiment).agent.env
         return check_on_host(experiment.agent.command, host_env(first_env))
-    return check_in_environment(backend, probe_launch(experiment, first, task), experiment.agent.command,
-                                resolve=experiment.agent.install is None)
+    return check_in_environment(
+        backend,
+        probe_launch(experiment, first, task),
+        experiment.agent.command,
+        resolve=experiment.agent.install is None,
+    )

@@ -35,7 +35,7 @@ def artifact_name(raw: str | bytes) -> str:
         text = raw.decode("utf-8", "backslashreplace")
     text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     if len(text) > MAX_NAME:
-        text = f"{text[:MAX_NAME - 20]}…{hashlib.sha256(raw).hexdigest()[:16]}"
+        text = f"{text[: MAX_NAME - 20]}…{hashlib.sha256(raw).hexdigest()[:16]}"
     return text
 
 

@@ -41,7 +41,9 @@ def has_artifacts(db: sqlite3.Connection) -> bool:
 _SELECT = "SELECT try, name, status, size, original_size, sha256, detail, added_at FROM artifacts"
 
 
-def list_artifacts(db: sqlite3.Connection, run_id: str, trial_id: str, try_index: int | None = None) -> list[ArtifactInfo]:
+def list_artifacts(
+    db: sqlite3.Connection, run_id: str, trial_id: str, try_index: int | None = None
+) -> list[ArtifactInfo]:
     """A trial's artifacts (one try's, if given), by try and name."""
     if not has_artifacts(db):
         return []
@@ -56,16 +58,20 @@ def run_manifest(db: sqlite3.Connection, run_id: str) -> list[dict[str, Any]]:
     """Every artifact of a run, without content: what a bundle carries."""
     if not has_artifacts(db):
         return []
-    return [{"trial_id": r[0], **ArtifactInfo(*r[1:]).to_dict()}
-            for r in db.execute(f"SELECT trial_id, {_SELECT.removeprefix('SELECT ')} WHERE run_id=? "
-                                "ORDER BY trial_id, try, name", (run_id,))]
+    return [
+        {"trial_id": r[0], **ArtifactInfo(*r[1:]).to_dict()}
+        for r in db.execute(
+            f"SELECT trial_id, {_SELECT.removeprefix('SELECT ')} WHERE run_id=? ORDER BY trial_id, try, name", (run_id,)
+        )
+    ]
 
 
 def find(db: sqlite3.Connection, run_id: str, trial_id: str, try_index: int, name: str) -> ArtifactInfo | None:
     if not has_artifacts(db):
         return None
-    row = db.execute(f"{_SELECT} WHERE run_id=? AND trial_id=? AND try=? AND name=?",
-                     (run_id, trial_id, try_index, name)).fetchone()
+    row = db.execute(
+        f"{_SELECT} WHERE run_id=? AND trial_id=? AND try=? AND name=?", (run_id, trial_id, try_index, name)
+    ).fetchone()
     return ArtifactInfo(*row) if row else None
 
 

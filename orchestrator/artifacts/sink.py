@@ -57,8 +57,13 @@ SLACK = 64 * 1024
 LONG_LINE = 4 * CHUNK
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,7 @@ class StoreSink:
         k = TryKey.of(key)
         try:
             view = memoryview(data)
-            return self._store(k, name, (bytes(view[i:i + CHUNK]) for i in range(0, len(data), CHUNK)), len(data))
+            return self._store(k, name, (bytes(view[i : i + CHUNK]) for i in range(0, len(data), CHUNK)), len(data))
         except Exception as exc:  # noqa: BLE001 -- storing evidence must never end a run
             return self._failed(k, name, f"{type(exc).__name__}: {exc}")
 
@@ -198,18 +203,27 @@ class StoreSink:
         k = TryKey.of(key)
         budget = self._budgets.get(k)
         if budget is not None and budget.over_files:
-            self._row(k, f"… {budget.over_files} more", "dropped", None, 0, None,
-                      f"{budget.over_files} entries were not recorded: the try reached max_files_per_try "
-                      f"({self.spec.max_files_per_try})", force=True)
+            self._row(
+                k,
+                f"… {budget.over_files} more",
+                "dropped",
+                None,
+                0,
+                None,
+                f"{budget.over_files} entries were not recorded: the try reached max_files_per_try "
+                f"({self.spec.max_files_per_try})",
+                force=True,
+            )
             budget.over_files = 0
         with self._budgets_lock:  # a late artifact of the try starts again from what the store holds
             self._try_secrets.pop(k, None)
             self._budgets.pop(k, None)
         try:
             with self._db_lock:
-                rows = self._db.execute("SELECT name, status, size, original_size FROM artifacts "
-                                        "WHERE run_id=? AND trial_id=? AND try=?", (k.run_id, k.trial_id,
-                                                                                     k.try_index)).fetchall()
+                rows = self._db.execute(
+                    "SELECT name, status, size, original_size FROM artifacts WHERE run_id=? AND trial_id=? AND try=?",
+                    (k.run_id, k.trial_id, k.try_index),
+                ).fetchall()
         except sqlite3.Error as exc:
             return ArtifactsSummary(errors=[*(budget.errors if budget else []), f"reading the summary failed: {exc}"])
         if not rows and not (budget and budget.errors):
@@ -217,11 +231,15 @@ class StoreSink:
         by: dict[str, list[tuple[str, int, int | None]]] = {}
         for name, status, size, original in rows:
             by.setdefault(status, []).append((name, size, original))
-        summary = ArtifactsSummary(count=len(rows), bytes=sum(r[2] for r in rows),
-                                   max_bytes_per_try=self.spec.max_bytes_per_try,
-                                   statuses={s: len(v) for s, v in sorted(by.items())})
-        cut = [ArtifactCut(name=n, kept=s, original_size=o)
-               for n, s, o in by.get("truncated", []) + by.get("dropped", [])]
+        summary = ArtifactsSummary(
+            count=len(rows),
+            bytes=sum(r[2] for r in rows),
+            max_bytes_per_try=self.spec.max_bytes_per_try,
+            statuses={s: len(v) for s, v in sorted(by.items())},
+        )
+        cut = [
+            ArtifactCut(name=n, kept=s, original_size=o) for n, s, o in by.get("truncated", []) + by.get("dropped", [])
+        ]
         if cut:
             summary.cap_hit = cut[:20]
         if budget is not None and budget.errors:
@@ -265,8 +283,7 @@ class StoreSink:
                 if fd != root:
                     os.close(fd)
 
-    def _add_at(self, k: TryKey, name: str, path: str, dir_fd: int | None,
-                st: os.stat_result | None = None) -> Stored:
+    def _add_at(self, k: TryKey, name: str, path: str, dir_fd: int | None, st: os.stat_result | None = None) -> Stored:
         try:
             st = st or os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
         except OSError as exc:
@@ -310,10 +327,15 @@ class StoreSink:
             b = self._budgets.get(k)
             if b is None:
                 with self._db_lock:
-                    rows = self._db.execute("SELECT name, size FROM artifacts WHERE run_id=? AND trial_id=? AND try=?",
-                                            (k.run_id, k.trial_id, k.try_index)).fetchall()
-                b = _Budget(self.spec.max_bytes_per_try - sum(r[1] for r in rows),
-                            self.spec.max_files_per_try - len(rows), {r[0] for r in rows})
+                    rows = self._db.execute(
+                        "SELECT name, size FROM artifacts WHERE run_id=? AND trial_id=? AND try=?",
+                        (k.run_id, k.trial_id, k.try_index),
+                    ).fetchall()
+                b = _Budget(
+                    self.spec.max_bytes_per_try - sum(r[1] for r in rows),
+                    self.spec.max_files_per_try - len(rows),
+                    {r[0] for r in rows},
+                )
                 self._budgets[k] = b
             return b
 
@@ -326,8 +348,15 @@ class StoreSink:
                 return Stored(name, "dropped", 0, original, None, "max_files_per_try reached")
             allowance = max(budget.bytes_left, 0)
             if allowance == 0 and original > 0:
-                return self._row(k, name, "dropped", None, 0, original,
-                                 f"not kept: the try's artifacts reached max_bytes_per_try ({self.spec.max_bytes_per_try})")
+                return self._row(
+                    k,
+                    name,
+                    "dropped",
+                    None,
+                    0,
+                    original,
+                    f"not kept: the try's artifacts reached max_bytes_per_try ({self.spec.max_bytes_per_try})",
+                )
             secrets = self._secrets_of(k)
             content, cut = _redacted(chunks, allowance, secrets)
             comp = Compressor()
@@ -340,12 +369,29 @@ class StoreSink:
             blob = comp.finish()
             sha = digest.hexdigest()
             status: Status = "truncated" if cut else "stored"
-            detail = (f"cut at the per-try cap: {size} bytes kept of {original} "
-                      f"(max_bytes_per_try {self.spec.max_bytes_per_try})") if cut else None
+            detail = (
+                (
+                    f"cut at the per-try cap: {size} bytes kept of {original} "
+                    f"(max_bytes_per_try {self.spec.max_bytes_per_try})"
+                )
+                if cut
+                else None
+            )
             return self._row(k, name, status, sha, size, original, detail, blob=blob)
 
-    def _row(self, k: TryKey, name: str, status: Status, sha: str | None, size: int, original: int | None,
-             detail: str | None, *, blob: bytes | None = None, force: bool = False) -> Stored:
+    def _row(
+        self,
+        k: TryKey,
+        name: str,
+        status: Status,
+        sha: str | None,
+        size: int,
+        original: int | None,
+        detail: str | None,
+        *,
+        blob: bytes | None = None,
+        force: bool = False,
+    ) -> Stored:
         budget = self._budget(k)
         if not force and budget.rows_left <= 0:
             budget.over_files += 1
@@ -358,13 +404,26 @@ class StoreSink:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
                     if blob is not None:
-                        self._db.execute("INSERT OR IGNORE INTO artifact_blobs (sha256, size, codec, data) VALUES (?,?,?,?)",
-                                         (sha, size, CODEC, blob))
+                        self._db.execute(
+                            "INSERT OR IGNORE INTO artifact_blobs (sha256, size, codec, data) VALUES (?,?,?,?)",
+                            (sha, size, CODEC, blob),
+                        )
                     self._db.execute(
                         "INSERT INTO artifacts (run_id, trial_id, try, name, status, sha256, size, original_size, detail,"
                         " added_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                        (k.run_id, k.trial_id, k.try_index, name, status, sha, size, original,
-                         None if detail is None else redact_text(detail, self._secrets_of(k)), _now()))
+                        (
+                            k.run_id,
+                            k.trial_id,
+                            k.try_index,
+                            name,
+                            status,
+                            sha,
+                            size,
+                            original,
+                            None if detail is None else redact_text(detail, self._secrets_of(k)),
+                            _now(),
+                        ),
+                    )
                     self._db.execute("COMMIT")
                 except BaseException:
                     self._db.execute("ROLLBACK")
@@ -429,7 +488,7 @@ def _redacted(chunks: Iterator[bytes], allowance: int, secrets: list[str]) -> tu
             return out, True
         nl = carry.rfind(b"\n")
         if nl >= 0:
-            segment, carry = carry[:nl + 1], carry[nl + 1:]
+            segment, carry = carry[: nl + 1], carry[nl + 1 :]
             if emit(segment, split_after=False, split_before=split):
                 return out, True
             split = False

@@ -66,9 +66,12 @@ def _text(value: Any) -> str:
     if isinstance(value, str):
         out = value
     elif isinstance(value, list):  # content parts
-        out = "\n".join(_text(p.get("text", p.get("content"))) if isinstance(p, dict) and
-                        p.get("type") in (None, "text", "input_text", "output_text", "tool_result") else ""
-                        for p in value).strip("\n")
+        out = "\n".join(
+            _text(p.get("text", p.get("content")))
+            if isinstance(p, dict) and p.get("type") in (None, "text", "input_text", "output_text", "tool_result")
+            else ""
+            for p in value
+        ).strip("\n")
         if not out:
             out = json.dumps(value, ensure_ascii=False)
     else:
@@ -98,20 +101,49 @@ def _atif(doc: dict[str, Any]) -> Trajectory:
         if not isinstance(s, dict):
             steps.append(Step(i + 1, "?", _text(s)))
             continue
-        calls = [ToolCall(c.get("tool_call_id"), str(c.get("function_name") or "?"), _arguments(c.get("arguments")))
-                 for c in s.get("tool_calls") or [] if isinstance(c, dict)]
+        calls = [
+            ToolCall(c.get("tool_call_id"), str(c.get("function_name") or "?"), _arguments(c.get("arguments")))
+            for c in s.get("tool_calls") or []
+            if isinstance(c, dict)
+        ]
         obs = cast("dict[str, Any]", s.get("observation") if isinstance(s.get("observation"), dict) else {})
-        results = [Observation(r.get("source_call_id"), _text(r.get("content", r.get("subagent_trajectory_ref"))))
-                   for r in obs.get("results") or [] if isinstance(r, dict)]
-        steps.append(Step(int(s["step_id"]) if isinstance(s.get("step_id"), int) else i + 1, str(s.get("source") or "?"),
-                          _text(s.get("message")), _text(s.get("reasoning_content")), s.get("model_name"),
-                          s.get("timestamp"), calls, results, _metrics(s.get("metrics"))))
+        results = [
+            Observation(r.get("source_call_id"), _text(r.get("content", r.get("subagent_trajectory_ref"))))
+            for r in obs.get("results") or []
+            if isinstance(r, dict)
+        ]
+        steps.append(
+            Step(
+                int(s["step_id"]) if isinstance(s.get("step_id"), int) else i + 1,
+                str(s.get("source") or "?"),
+                _text(s.get("message")),
+                _text(s.get("reasoning_content")),
+                s.get("model_name"),
+                s.get("timestamp"),
+                calls,
+                results,
+                _metrics(s.get("metrics")),
+            )
+        )
     final = cast("dict[str, Any]", doc.get("final_metrics") if isinstance(doc.get("final_metrics"), dict) else {})
-    totals = {k: final[k] for k in ("total_prompt_tokens", "total_completion_tokens", "total_cached_tokens",
-                                    "total_cost_usd", "total_steps") if k in final}
+    totals = {
+        k: final[k]
+        for k in (
+            "total_prompt_tokens",
+            "total_completion_tokens",
+            "total_cached_tokens",
+            "total_cost_usd",
+            "total_steps",
+        )
+        if k in final
+    }
     agent = cast("dict[str, Any]", doc.get("agent") if isinstance(doc.get("agent"), dict) else {})
-    return Trajectory(str(doc.get("schema_version") or "ATIF"), steps,
-                      {k: agent[k] for k in ("name", "version", "model_name") if k in agent}, totals)
+    return Trajectory(
+        str(doc.get("schema_version") or "ATIF"),
+        steps,
+        {k: agent[k] for k in ("name", "version", "model_name") if k in agent},
+        totals,
+    )
 
 
 def _chat(messages: list[Any]) -> Trajectory:
@@ -121,22 +153,45 @@ def _chat(messages: list[Any]) -> Trajectory:
             steps.append(Step(i + 1, "?", _text(m)))
             continue
         content = m.get("content")
-        calls = [ToolCall(c.get("id"), str((c.get("function") or {}).get("name") or c.get("name") or "?"),
-                          _arguments((c.get("function") or {}).get("arguments", c.get("arguments"))))
-                 for c in m.get("tool_calls") or [] if isinstance(c, dict)]
+        calls = [
+            ToolCall(
+                c.get("id"),
+                str((c.get("function") or {}).get("name") or c.get("name") or "?"),
+                _arguments((c.get("function") or {}).get("arguments", c.get("arguments"))),
+            )
+            for c in m.get("tool_calls") or []
+            if isinstance(c, dict)
+        ]
         results: list[Observation] = []
         if isinstance(content, list):  # Anthropic-style parts
-            calls += [ToolCall(p.get("id"), str(p.get("name") or "?"), _arguments(p.get("input")))
-                      for p in content if isinstance(p, dict) and p.get("type") == "tool_use"]
-            results += [Observation(p.get("tool_use_id"), _text(p.get("content")))
-                        for p in content if isinstance(p, dict) and p.get("type") == "tool_result"]
+            calls += [
+                ToolCall(p.get("id"), str(p.get("name") or "?"), _arguments(p.get("input")))
+                for p in content
+                if isinstance(p, dict) and p.get("type") == "tool_use"
+            ]
+            results += [
+                Observation(p.get("tool_use_id"), _text(p.get("content")))
+                for p in content
+                if isinstance(p, dict) and p.get("type") == "tool_result"
+            ]
             content = [p for p in content if not (isinstance(p, dict) and p.get("type") in ("tool_use", "tool_result"))]
         role = str(m.get("role") or "?")
         if role == "tool":
             results.append(Observation(m.get("tool_call_id"), _text(content)))
             content = None
-        steps.append(Step(i + 1, role, _text(content), _text(m.get("reasoning_content") or m.get("thinking")),
-                          m.get("model"), m.get("timestamp"), calls, results, _metrics(m.get("usage"))))
+        steps.append(
+            Step(
+                i + 1,
+                role,
+                _text(content),
+                _text(m.get("reasoning_content") or m.get("thinking")),
+                m.get("model"),
+                m.get("timestamp"),
+                calls,
+                results,
+                _metrics(m.get("usage")),
+            )
+        )
     return Trajectory("chat-messages", steps)
 
 
@@ -148,8 +203,11 @@ def parse(data: bytes) -> Trajectory | None:
         doc = safejson.loads(data, max_bytes=MAX_BYTES)
     except ValueError:
         return None
-    if isinstance(doc, dict) and isinstance(doc.get("steps"), list) and (
-            str(doc.get("schema_version", "")).startswith("ATIF") or isinstance(doc.get("agent"), dict)):
+    if (
+        isinstance(doc, dict)
+        and isinstance(doc.get("steps"), list)
+        and (str(doc.get("schema_version", "")).startswith("ATIF") or isinstance(doc.get("agent"), dict))
+    ):
         t = _atif(doc)
     elif isinstance(doc, dict) and isinstance(doc.get("messages"), list) and _looks_chat(doc["messages"]):
         t = _chat(doc["messages"])
@@ -161,7 +219,9 @@ def parse(data: bytes) -> Trajectory | None:
         t.notes.append(f"showing the first {MAX_STEPS} of {len(t.steps)} steps")
         t.steps = t.steps[:MAX_STEPS]
     if not t.totals:
-        sums = {k: sum(s.metrics.get(k, 0) for s in t.steps) for k in ("prompt_tokens", "completion_tokens", "cost_usd")}
+        sums = {
+            k: sum(s.metrics.get(k, 0) for s in t.steps) for k in ("prompt_tokens", "completion_tokens", "cost_usd")
+        }
         t.totals = {f"total_{k}": v for k, v in sums.items() if any(k in s.metrics for s in t.steps)}
     return t
 

@@ -27,22 +27,44 @@ class Abilities(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    check_fit: bool = Field(default=False, description="check_fit(needs, placement=...): refuses a try no node could hold")
-    hold_run: bool = Field(default=False, description="hold_run(run_id): a liveness signal other processes' cleanup sees")
-    recorded: bool = Field(default=False, description="recorded(handle): told once a result is durable, to release its remains")
-    canary_targets: bool = Field(default=False, description="canary_targets() and canary_skipped(): the canary per node")
-    informer: bool = Field(default=False, description="informer(run_id): a cache of the run's pods (the controller reads it)")
+    check_fit: bool = Field(
+        default=False, description="check_fit(needs, placement=...): refuses a try no node could hold"
+    )
+    hold_run: bool = Field(
+        default=False, description="hold_run(run_id): a liveness signal other processes' cleanup sees"
+    )
+    recorded: bool = Field(
+        default=False, description="recorded(handle): told once a result is durable, to release its remains"
+    )
+    canary_targets: bool = Field(
+        default=False, description="canary_targets() and canary_skipped(): the canary per node"
+    )
+    informer: bool = Field(
+        default=False, description="informer(run_id): a cache of the run's pods (the controller reads it)"
+    )
     exec_channel: bool = Field(default=False, description="an exec channel into a try, which external agents need")
-    places_tries: bool = Field(default=False, description="places each try on a node itself and records overcommit per node")
-    canary_needs_image: bool = Field(default=False, description="the canary's try needs the experiment's (or a task's) image")
-    force_cleanup: bool = Field(default=False, description="cleanup(run_id, force=True): also runs that still look alive")
+    places_tries: bool = Field(
+        default=False, description="places each try on a node itself and records overcommit per node"
+    )
+    canary_needs_image: bool = Field(
+        default=False, description="the canary's try needs the experiment's (or a task's) image"
+    )
+    force_cleanup: bool = Field(
+        default=False, description="cleanup(run_id, force=True): also runs that still look alive"
+    )
     flags: frozenset[str] = Field(default=frozenset(), description="backend-specific command-line flags it honours")
 
 
 #: Every backend-specific flag, and what honours it; the message a refusal names.
-BACKEND_FLAGS = {"--namespace": "kubernetes", "--kube-context": "kubernetes", "--queue": "kubernetes",
-                 "--keep-pods": "kubernetes", "--force": "kubernetes", "--build": "docker",
-                 "--enforcement": "local"}
+BACKEND_FLAGS = {
+    "--namespace": "kubernetes",
+    "--kube-context": "kubernetes",
+    "--queue": "kubernetes",
+    "--keep-pods": "kubernetes",
+    "--force": "kubernetes",
+    "--build": "docker",
+    "--enforcement": "local",
+}
 
 
 def refuse_flags(backend_name: str, abilities: Abilities, given: Sequence[str]) -> None:
@@ -52,8 +74,11 @@ def refuse_flags(backend_name: str, abilities: Abilities, given: Sequence[str]) 
         return
     owners = sorted({BACKEND_FLAGS.get(f, "another backend") for f in ignored})
     verb = "applies" if len(ignored) == 1 else "apply"
-    raise UserError(f"{', '.join(ignored)} {verb} to --backend {' or '.join(owners)} (this run uses {backend_name}, "
-                    f"which would ignore {'it' if len(ignored) == 1 else 'them'})", field=ignored[0])
+    raise UserError(
+        f"{', '.join(ignored)} {verb} to --backend {' or '.join(owners)} (this run uses {backend_name}, "
+        f"which would ignore {'it' if len(ignored) == 1 else 'them'})",
+        field=ignored[0],
+    )
 
 
 class FitChecker(Protocol):
@@ -99,5 +124,10 @@ def pod_informer(backend: Backend) -> PodInformer | None:
 
 
 #: The method each declared ability promises (a test checks every backend class against it).
-METHODS = {"check_fit": ("check_fit",), "hold_run": ("hold_run",), "recorded": ("recorded",),
-           "canary_targets": ("canary_targets", "canary_skipped"), "informer": ("informer",)}
+METHODS = {
+    "check_fit": ("check_fit",),
+    "hold_run": ("hold_run",),
+    "recorded": ("recorded",),
+    "canary_targets": ("canary_targets", "canary_skipped"),
+    "informer": ("informer",),
+}

@@ -62,7 +62,8 @@ class Capabilities(BaseModel):
     network_control: bool = Field(description="network can be switched off for a try")
     gpus: bool = False
     skips_verifier: bool = Field(
-        default=False, description="runs a golden task without tests/: the verifier step is skipped, the grader decides")
+        default=False, description="runs a golden task without tests/: the verifier step is skipped, the grader decides"
+    )
     oom_signal: str = Field(description="where an OOM verdict comes from")
     notes: list[str] = Field(default_factory=list, description="anything a reader of the report must know")
 

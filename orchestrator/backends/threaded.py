@@ -45,8 +45,13 @@ class ThreadedBackend:
                 fut = self._pool.submit(self.run, launch)
                 fut.add_done_callback(lambda _f: self._changed.set())
                 self._futures[launch.name] = fut
-        return Handle(name=launch.name, run_id=launch.run_id, trial_id=launch.trial_id, try_index=launch.try_index,
-                      backend=self.name)
+        return Handle(
+            name=launch.name,
+            run_id=launch.run_id,
+            trial_id=launch.trial_id,
+            try_index=launch.try_index,
+            backend=self.name,
+        )
 
     def observe(self, handle: Handle) -> TrialFacts | None:
         with self._lock:

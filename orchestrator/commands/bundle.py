@@ -49,6 +49,7 @@ def bundle(run: RunName, store_path: Path, output: Path | None, out_dir: Path | 
     else:
         check_dir(target, "--out-dir")
     from orchestrator.trust import bundle as bundle_mod  # the statistics stack: only when the command runs
+
     store, run_id = run.open(store_path)
     try:
         b = bundle_mod.build(store, run_id, rules=rules)
@@ -58,15 +59,21 @@ def bundle(run: RunName, store_path: Path, output: Path | None, out_dir: Path | 
         make_dir(out_dir, "--out-dir")
     path = bundle_mod.write(b, target)
     body = b["body"]
-    out.print(f"{escape(str(path))}: run {body['run']['run_id']}, {len(body['trials'])} trials, "
-              f"{len(body['tasks'])} tasks, sha256:{b['content_sha256']}")
+    out.print(
+        f"{escape(str(path))}: run {body['run']['run_id']}, {len(body['trials'])} trials, "
+        f"{len(body['tasks'])} tasks, sha256:{b['content_sha256']}"
+    )
     err.print(f"check it with: headroom runs verify {path}")
 
 
 @click.command("verify")
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path, file_okay=False),
-              help="task directories to check against the bundle's task digests")
+@click.option(
+    "--tasks",
+    "tasks_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="task directories to check against the bundle's task digests",
+)
 @store_option(default=None, help="a store holding the run's artifacts: check each artifact digest against its content")
 @format_option(("table", "json"))
 @click.pass_context
@@ -89,6 +96,10 @@ def verify(ctx: click.Context, file: Path, tasks_dir: Path | None, store_path: P
             out.print(f"[green]ok[/]       {escape(c)}")
         for p in result["problems"]:
             out.print(f"[red]mismatch[/] {escape(p)}", soft_wrap=True)
-        out.print("[bold green]verified[/]" if result["ok"] else f"[bold red]NOT verified[/]: {len(result['problems'])} problem(s)")
+        out.print(
+            "[bold green]verified[/]"
+            if result["ok"]
+            else f"[bold red]NOT verified[/]: {len(result['problems'])} problem(s)"
+        )
     if not result["ok"]:
         ctx.exit(1)

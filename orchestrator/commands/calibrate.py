@@ -20,18 +20,24 @@ if TYPE_CHECKING:  # the statistics stack loads only when the command runs: `hea
 ALPHA, MARGIN, MIN_PEAKS = 0.05, 0.10, 5
 
 
-def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, margin: float = MARGIN,
-                         min_peaks: int = MIN_PEAKS) -> dict[str, Any]:
+def calibration_document(
+    store: Store, run_id: str, *, alpha: float = ALPHA, margin: float = MARGIN, min_peaks: int = MIN_PEAKS
+) -> dict[str, Any]:
     from orchestrator.engine.canary import run_problems
     from orchestrator.stats.analyze import jsonable
     from orchestrator.stats.bands import CPU_STEP, MIN_CPUS, reserved_memory, task_bands
 
     info = store.run(run_id)
     if info.backend.startswith("import:") or info.axis != "resources":
-        what = f"imported ({info.backend.removeprefix('import:')})" if info.backend.startswith("import:") else \
-            "a comparison of agents or models, not of resource limits"
-        raise UserError(f"run {run_id} is {what}: it holds no limits headroom enforced or peaks it measured, so it "
-                        "has no bands; calibrate a `headroom sweep` run")
+        what = (
+            f"imported ({info.backend.removeprefix('import:')})"
+            if info.backend.startswith("import:")
+            else "a comparison of agents or models, not of resource limits"
+        )
+        raise UserError(
+            f"run {run_id} is {what}: it holds no limits headroom enforced or peaks it measured, so it "
+            "has no bands; calibrate a `headroom sweep` run"
+        )
     df = store.trial_frame(run_id)
     if df.empty:
         raise UserError(f"run {run_id} has no finished trials to calibrate from")
@@ -43,20 +49,34 @@ def calibration_document(store: Store, run_id: str, *, alpha: float = ALPHA, mar
     prov = store.provenance(run_id)
     canary = prov.get("canary") or {}
     if (problems := run_problems(prov)) is not None:  # at the start or on any --resume
-        raise UserError(f"run {run_id} is not a resource sweep: the enforcement canary shows its limits did not bite "
-                        f"({'; '.join(problems[:2])}); bands from it would mean nothing")
-    return jsonable({
-        "schema": "headroom.bands/1",
-        "run": {"run_id": info.run_id, "name": info.name, "backend": info.backend, "enforcement": info.enforcement,
-                "tasks_dir": info.spec.get("tasks_dir")},
-        "canary_status": canary.get("status"),
-        "n_trials": len(df),
-        "configurations": sorted(set(df["config_label"]), key=lambda lab: (lab == "unbounded", lab)),
-        "parameters": {"alpha": alpha, "margin": margin, "min_peaks": min_peaks, "cpu_step": CPU_STEP,
-                       "min_cpus": MIN_CPUS},
-        "bands": [b.to_dict() for b in bands],
-        "reserved_memory": reserved_memory(bands, 3.0),
-    })
+        raise UserError(
+            f"run {run_id} is not a resource sweep: the enforcement canary shows its limits did not bite "
+            f"({'; '.join(problems[:2])}); bands from it would mean nothing"
+        )
+    return jsonable(
+        {
+            "schema": "headroom.bands/1",
+            "run": {
+                "run_id": info.run_id,
+                "name": info.name,
+                "backend": info.backend,
+                "enforcement": info.enforcement,
+                "tasks_dir": info.spec.get("tasks_dir"),
+            },
+            "canary_status": canary.get("status"),
+            "n_trials": len(df),
+            "configurations": sorted(set(df["config_label"]), key=lambda lab: (lab == "unbounded", lab)),
+            "parameters": {
+                "alpha": alpha,
+                "margin": margin,
+                "min_peaks": min_peaks,
+                "cpu_step": CPU_STEP,
+                "min_cpus": MIN_CPUS,
+            },
+            "bands": [b.to_dict() for b in bands],
+            "reserved_memory": reserved_memory(bands, 3.0),
+        }
+    )
 
 
 def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) -> tuple[list[str], list[str]]:
@@ -83,10 +103,16 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
             notes.append(f"{band.task_id}: task.toml not found under {tasks_dir}; no patch written")
             continue
         cpu_note = "p95 CPU use" if (band.cpu_floor_source or "").startswith("measured") else "spec cpus"
-        after = patched_toml(before, band, f"headroom runs calibrate {doc['run']['run_id']}: floor p95 peak and "
-                                           f"{cpu_note}, ceiling {band.ceiling_label}")
+        after = patched_toml(
+            before,
+            band,
+            f"headroom runs calibrate {doc['run']['run_id']}: floor p95 peak and "
+            f"{cpu_note}, ceiling {band.ceiling_label}",
+        )
         make_dir(out_dir / "patches", "--out-dir")  # only when there is a patch to put in it
-        write_file(out_dir / "patches" / f"{band.task_id}.patch", unified_patch(band.task_id, before, after), "--out-dir")
+        write_file(
+            out_dir / "patches" / f"{band.task_id}.patch", unified_patch(band.task_id, before, after), "--out-dir"
+        )
         if tasks_out is not None:
             dest = tasks_out / band.task_id
             if dest.exists():
@@ -95,8 +121,9 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
             try:
                 shutil.copytree(tasks_dir / band.task_id, dest, ignore=shutil.ignore_patterns("__pycache__"))
             except OSError as exc:
-                raise UserError(f"cannot copy the task ({exc.strerror or exc})", file=str(dest),
-                                field="--tasks-out") from None
+                raise UserError(
+                    f"cannot copy the task ({exc.strerror or exc})", file=str(dest), field="--tasks-out"
+                ) from None
             write_file(dest / "task.toml", after, "--tasks-out")
         patched.append(band.task_id)
     return notes, patched
@@ -106,15 +133,25 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
 @run_argument()
 @store_option()
 # -o names a file on every command; calibrate writes a directory, so its old -o/--output is a hidden alias.
-@out_dir_option("directory for summary.md, bands.json and patches/ (default: headroom-results/bands-RUN)",
-                old_dash_o=True)
-@click.option("--tasks-out", type=click.Path(path_type=Path),
-              help="also write copies of the published tasks with the bands applied (for a task-band sweep)")
+@out_dir_option(
+    "directory for summary.md, bands.json and patches/ (default: headroom-results/bands-RUN)", old_dash_o=True
+)
+@click.option(
+    "--tasks-out",
+    type=click.Path(path_type=Path),
+    help="also write copies of the published tasks with the bands applied (for a task-band sweep)",
+)
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=ALPHA, show_default=True)
-@click.option("--margin", type=click.FloatRange(0, 1, min_open=True), default=MARGIN, show_default=True,
-              help="equivalence margin of a task's pass rate against its strict limit (TOST, shown as evidence)")
-def calibrate(run: RunName, store_path: Path, out_dir: Path | None, tasks_out: Path | None, alpha: float,
-              margin: float) -> None:
+@click.option(
+    "--margin",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=MARGIN,
+    show_default=True,
+    help="equivalence margin of a task's pass rate against its strict limit (TOST, shown as evidence)",
+)
+def calibrate(
+    run: RunName, store_path: Path, out_dir: Path | None, tasks_out: Path | None, alpha: float, margin: float
+) -> None:
     """Per-task floor (request) and ceiling (limit) from RUN, with the evidence, as task.toml patches.
 
     RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
@@ -129,13 +166,17 @@ def calibrate(run: RunName, store_path: Path, out_dir: Path | None, tasks_out: P
     for b in doc["bands"]:
         if b["status"] == "recommended":
             how = "measured" if (b["cpu_floor_source"] or "").startswith("measured") else "spec"
-            click.echo(f"{b['task_id']:<20} floor {b['floor_memory_mb']:>5} MiB {b['floor_cpus']:g} cpu ({how})   "
-                       f"ceiling {b['ceiling_memory_mb']:>5} MiB {b['ceiling_cpus']:g} cpu ({b['ceiling_label']})")
+            click.echo(
+                f"{b['task_id']:<20} floor {b['floor_memory_mb']:>5} MiB {b['floor_cpus']:g} cpu ({how})   "
+                f"ceiling {b['ceiling_memory_mb']:>5} MiB {b['ceiling_cpus']:g} cpu ({b['ceiling_label']})"
+            )
         else:
             click.echo(f"{b['task_id']:<20} refused: {'; '.join(b['reasons'])}")
     res = doc["reserved_memory"]
-    click.echo(f"reserved memory, one trial per published task: {res['task_band_mb']:.0f} MiB with the bands, "
-               f"{res['uniform_3x_mb']:.0f} MiB at uniform 3x")
+    click.echo(
+        f"reserved memory, one trial per published task: {res['task_band_mb']:.0f} MiB with the bands, "
+        f"{res['uniform_3x_mb']:.0f} MiB at uniform 3x"
+    )
     for n in notes:
         click.echo(f"note: {n}", err=True)
     # Claim only what was written: no patch and no task copy when every task was refused.

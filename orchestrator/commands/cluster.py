@@ -90,8 +90,9 @@ def dns_name(text: str) -> str:
 # ---- submit ---------------------------------------------------------------------------------
 
 
-def experiment_resource(fields: dict[str, Any], source: str, name: str | None, namespace: str,
-                        push_tasks: Any) -> dict[str, Any]:
+def experiment_resource(
+    fields: dict[str, Any], source: str, name: str | None, namespace: str, push_tasks: Any
+) -> dict[str, Any]:
     """An Experiment resource from an experiment file (or from a resource manifest)."""
     from orchestrator.controller.resources import API_VERSION, ExperimentResourceSpec
 
@@ -132,8 +133,14 @@ def experiment_resource(fields: dict[str, Any], source: str, name: str | None, n
 @click.option("--name", help="the Experiment's name (default: its spec name)")
 @click.option("--dry-run", is_flag=True, help="print the Experiment resource instead of creating it")
 @kube_options
-def submit(experiment_file: Path, name: str | None, dry_run: bool, kubeconfig: Path | None, context: str | None,
-           namespace: str | None) -> None:
+def submit(
+    experiment_file: Path,
+    name: str | None,
+    dry_run: bool,
+    kubeconfig: Path | None,
+    context: str | None,
+    namespace: str | None,
+) -> None:
     """Create an Experiment in the cluster from EXPERIMENT_FILE (the same YAML as `sweep --experiment`).
 
     A tasks_dir in the file is pushed first as content-addressed ConfigMaps (see `tasks push`);
@@ -159,15 +166,26 @@ def submit(experiment_file: Path, name: str | None, dry_run: bool, kubeconfig: P
         from orchestrator.controller import tasksets
 
         result = kube.call("push tasks", tasksets.push, kube.core, kube.namespace, folder)
-        err.print(f"tasks: {result.tasks} from {folder} -> ConfigMap {result.name} "
-                  f"({result.created} created, {result.existing} already there)")
+        err.print(
+            f"tasks: {result.tasks} from {folder} -> ConfigMap {result.name} "
+            f"({result.created} created, {result.existing} already there)"
+        )
         return result.name
 
     body = experiment_resource(fields, str(experiment_file), name, kube.namespace, push)
-    created = kube.call(f"create Experiment {body['metadata']['name']}", kube.custom.create_namespaced_custom_object,
-                        GROUP, VERSION, kube.namespace, EXPERIMENT_PLURAL, body)
-    err.print(f"experiment {created['metadata']['name']} created in {kube.namespace}; "
-              f"watch it with: headroom cluster status {created['metadata']['name']} -n {kube.namespace}")
+    created = kube.call(
+        f"create Experiment {body['metadata']['name']}",
+        kube.custom.create_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        kube.namespace,
+        EXPERIMENT_PLURAL,
+        body,
+    )
+    err.print(
+        f"experiment {created['metadata']['name']} created in {kube.namespace}; "
+        f"watch it with: headroom cluster status {created['metadata']['name']} -n {kube.namespace}"
+    )
     click.echo(created["metadata"]["name"])
 
 
@@ -184,45 +202,100 @@ def _pct(interval: dict[str, Any]) -> str:
 @click.argument("experiment", required=False)
 @kube_options
 @json_option
-def status(experiment: str | None, kubeconfig: Path | None, context: str | None, namespace: str | None,
-           as_json: bool) -> None:
+def status(
+    experiment: str | None, kubeconfig: Path | None, context: str | None, namespace: str | None, as_json: bool
+) -> None:
     """Progress of the Experiments in a namespace, or one Experiment per configuration."""
     from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, VERSION
 
     kube = Kube(kubeconfig, context, namespace)
     if experiment is None:
-        items = kube.call("list Experiments", kube.custom.list_namespaced_custom_object, GROUP, VERSION,
-                          kube.namespace, EXPERIMENT_PLURAL)["items"]
+        items = kube.call(
+            "list Experiments",
+            kube.custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            kube.namespace,
+            EXPERIMENT_PLURAL,
+        )["items"]
         if as_json:
-            click.echo(json.dumps({"namespace": kube.namespace, "experiments": [
-                {"name": e["metadata"]["name"], "created": e["metadata"].get("creationTimestamp"),
-                 "status": e.get("status") or {}} for e in items]}, indent=2, default=str))
+            click.echo(
+                json.dumps(
+                    {
+                        "namespace": kube.namespace,
+                        "experiments": [
+                            {
+                                "name": e["metadata"]["name"],
+                                "created": e["metadata"].get("creationTimestamp"),
+                                "status": e.get("status") or {},
+                            }
+                            for e in items
+                        ],
+                    },
+                    indent=2,
+                    default=str,
+                )
+            )
             return
         table = Table(title=f"Experiments in {kube.namespace}")
         for col in ("name", "phase", "progress", "in flight", "infra errors", "created"):
             table.add_column(col)
         for e in items:
             st = e.get("status") or {}
-            table.add_row(e["metadata"]["name"], st.get("phase", "Pending"), st.get("progress", ""),
-                          str(st.get("inFlight", 0)), st.get("infraErrors", ""), e["metadata"]["creationTimestamp"])
+            table.add_row(
+                e["metadata"]["name"],
+                st.get("phase", "Pending"),
+                st.get("progress", ""),
+                str(st.get("inFlight", 0)),
+                st.get("infraErrors", ""),
+                e["metadata"]["creationTimestamp"],
+            )
         out.print(table if items else f"no Experiments in {kube.namespace}")
         return
-    e = kube.call(f"get Experiment {experiment}", kube.custom.get_namespaced_custom_object, GROUP, VERSION,
-                  kube.namespace, EXPERIMENT_PLURAL, experiment)
+    e = kube.call(
+        f"get Experiment {experiment}",
+        kube.custom.get_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        kube.namespace,
+        EXPERIMENT_PLURAL,
+        experiment,
+    )
     st = e.get("status") or {}
     if as_json:
         click.echo(json.dumps({"namespace": kube.namespace, "name": experiment, "status": st}, indent=2, default=str))
         return
-    out.print(f"[bold]{experiment}[/]  {st.get('phase', 'Pending')}  {st.get('progress', '0/?')} finished, "
-              f"{st.get('inFlight', 0)} in flight, {st.get('tries', 0)} tries  run {st.get('runId', '-')}")
+    out.print(
+        f"[bold]{experiment}[/]  {st.get('phase', 'Pending')}  {st.get('progress', '0/?')} finished, "
+        f"{st.get('inFlight', 0)} in flight, {st.get('tries', 0)} tries  run {st.get('runId', '-')}"
+    )
     table = Table()
-    for col in ("configuration", "finished", "passed", "failed", "abstained", "timeout", "infra", "harness",
-                "pass rate [95% CI]", "infra-error rate [95% CI]"):
+    for col in (
+        "configuration",
+        "finished",
+        "passed",
+        "failed",
+        "abstained",
+        "timeout",
+        "infra",
+        "harness",
+        "pass rate [95% CI]",
+        "infra-error rate [95% CI]",
+    ):
         table.add_column(col, justify="left" if col == "configuration" else "right")
     for c in st.get("configurations", []):
-        table.add_row(c["configuration"], f"{c['finished']}/{c['planned']}", str(c["passed"]), str(c["failed"]),
-                      str(c.get("abstained", 0)), str(c["timeout"]), str(c["infraError"]), str(c["harnessError"]), _pct(c["passRate"]),
-                      _pct(c["infraErrorRate"]))
+        table.add_row(
+            c["configuration"],
+            f"{c['finished']}/{c['planned']}",
+            str(c["passed"]),
+            str(c["failed"]),
+            str(c.get("abstained", 0)),
+            str(c["timeout"]),
+            str(c["infraError"]),
+            str(c["harnessError"]),
+            _pct(c["passRate"]),
+            _pct(c["infraErrorRate"]),
+        )
     out.print(table)
     for c in st.get("conditions", []):
         out.print(f"  {c['type']}={c['status']}  {c['reason']}: {c.get('message', '')}")
@@ -233,18 +306,22 @@ def status(experiment: str | None, kubeconfig: Path | None, context: str | None,
 
 @cluster.command("export")
 @click.argument("experiment")
-@store_option(default=None, required=True,
-              help="SQLite store to write (created if missing); `headroom report STORE` reads it")
+@store_option(
+    default=None, required=True, help="SQLite store to write (created if missing); `headroom report STORE` reads it"
+)
 @kube_options
-def export(experiment: str, store_path: Path, kubeconfig: Path | None, context: str | None,
-           namespace: str | None) -> None:
+def export(
+    experiment: str, store_path: Path, kubeconfig: Path | None, context: str | None, namespace: str | None
+) -> None:
     """Copy an Experiment's Trials into a local store, so `report` and `compare` work unchanged."""
     from orchestrator.controller import export as export_mod
 
     kube = Kube(kubeconfig, context, namespace)
     result = export_mod.export(kube, experiment, store_path, argv=sys.argv)
-    err.print(f"exported {experiment}: {result.trials} trials, {result.tries} tries "
-              f"({result.unfinished} unfinished) -> {store_path} run {result.run_id}")
+    err.print(
+        f"exported {experiment}: {result.trials} trials, {result.tries} tries "
+        f"({result.unfinished} unfinished) -> {store_path} run {result.run_id}"
+    )
     click.echo(result.run_id)
 
 
@@ -260,8 +337,10 @@ def tasks_push(tasks_dir: Path, kubeconfig: Path | None, context: str | None, na
 
     kube = Kube(kubeconfig, context, namespace)
     result = kube.call("push tasks", tasksets.push, kube.core, kube.namespace, tasks_dir)
-    err.print(f"{result.tasks} tasks -> {result.created} ConfigMaps created, {result.existing} already there "
-              f"(namespace {kube.namespace})")
+    err.print(
+        f"{result.tasks} tasks -> {result.created} ConfigMaps created, {result.existing} already there "
+        f"(namespace {kube.namespace})"
+    )
     click.echo(result.name)
 
 
@@ -271,10 +350,14 @@ def tasks_push(tasks_dir: Path, kubeconfig: Path | None, context: str | None, na
 @cluster.command("controller")
 @kubeconfig_option("kubeconfig file (default: in-cluster, else ~/.kube/config)", envvar=None)
 @namespace_option("namespace whose Experiments to run (default: the pod's or the context's)")
-@click.option("--metrics-address", default="127.0.0.1:8080", show_default=True, help="HOST:PORT for /metrics and /healthz")
+@click.option(
+    "--metrics-address", default="127.0.0.1:8080", show_default=True, help="HOST:PORT for /metrics and /healthz"
+)
 @click.option("--workers", type=click.IntRange(1, 16), default=2, show_default=True)
 @click.option("--resync-seconds", type=click.FloatRange(min=1), default=30.0, show_default=True)
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
+)
 @click.option("--leader-elect", is_flag=True, help="take a coordination.k8s.io Lease first (run two replicas)")
 @click.option("--lease-name", default="headroom-controller", show_default=True)
 @click.option("--lease-namespace", help="default: --namespace")
@@ -283,10 +366,22 @@ def tasks_push(tasks_dir: Path, kubeconfig: Path | None, context: str | None, na
 @click.option("--retry-period", type=click.IntRange(1), default=2, show_default=True)
 @click.option("--identity", help="leader-election identity (default: $POD_NAME or host-pid)")
 @keep_pods_option()
-def controller(kubeconfig: Path | None, namespace: str | None, metrics_address: str, workers: int,
-               resync_seconds: float, log_level: str, leader_elect: bool, lease_name: str,
-               lease_namespace: str | None, lease_duration: int, renew_deadline: int, retry_period: int,
-               identity: str | None, keep_pods: bool) -> None:
+def controller(
+    kubeconfig: Path | None,
+    namespace: str | None,
+    metrics_address: str,
+    workers: int,
+    resync_seconds: float,
+    log_level: str,
+    leader_elect: bool,
+    lease_name: str,
+    lease_namespace: str | None,
+    lease_duration: int,
+    renew_deadline: int,
+    retry_period: int,
+    identity: str | None,
+    keep_pods: bool,
+) -> None:
     """Run the controller: reconcile Experiments into Trials and trial pods (crash-only; all state in the API)."""
     from orchestrator.controller import logs
     from orchestrator.controller.backend import backend_factory
@@ -297,9 +392,16 @@ def controller(kubeconfig: Path | None, namespace: str | None, metrics_address: 
         raise UserError("need --lease-duration > --renew-deadline > 1.2 x --retry-period", field="--lease-duration")
     logs.configure(log_level)
     cfg = ControllerConfig(
-        namespace=namespace or current_namespace(kubeconfig), kubeconfig=kubeconfig, metrics_address=metrics_address,
-        workers=workers, resync_seconds=resync_seconds, leader_elect=leader_elect, lease_name=lease_name,
-        lease_namespace=lease_namespace, lease_duration=lease_duration, renew_deadline=renew_deadline,
+        namespace=namespace or current_namespace(kubeconfig),
+        kubeconfig=kubeconfig,
+        metrics_address=metrics_address,
+        workers=workers,
+        resync_seconds=resync_seconds,
+        leader_elect=leader_elect,
+        lease_name=lease_name,
+        lease_namespace=lease_namespace,
+        lease_duration=lease_duration,
+        renew_deadline=renew_deadline,
         retry_period=retry_period,
     )
     if identity:

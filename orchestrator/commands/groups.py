@@ -53,14 +53,20 @@ class _MovedGroup(click.Group):
 
 def moved(target: click.Command, old_name: str, new_path: str) -> click.Command:
     """``target`` under its old top-level name: hidden, the same parameters and callback, one deprecation line."""
-    common: dict[str, Any] = {"name": old_name, "params": target.params, "callback": target.callback,
-                              "help": target.help, "short_help": target.short_help, "hidden": True,
-                              "context_settings": target.context_settings, "epilog": target.epilog,
-                              "add_help_option": target.add_help_option}
+    common: dict[str, Any] = {
+        "name": old_name,
+        "params": target.params,
+        "callback": target.callback,
+        "help": target.help,
+        "short_help": target.short_help,
+        "hidden": True,
+        "context_settings": target.context_settings,
+        "epilog": target.epilog,
+        "add_help_option": target.add_help_option,
+    }
     alias: _MovedCommand | _MovedGroup
     if isinstance(target, click.Group):
-        alias = _MovedGroup(commands=target.commands, invoke_without_command=target.invoke_without_command,
-                            **common)
+        alias = _MovedGroup(commands=target.commands, invoke_without_command=target.invoke_without_command, **common)
     else:
         alias = _MovedCommand(**common)
     alias.new_path = new_path

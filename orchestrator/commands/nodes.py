@@ -40,8 +40,14 @@ def nodes() -> None:
 
 
 @nodes.command("advertise")
-@click.option("--selector", "-l", "selectors", multiple=True, metavar="KEY=VALUE",
-              help="only nodes with this label (repeatable; default: every node)")
+@click.option(
+    "--selector",
+    "-l",
+    "selectors",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="only nodes with this label (repeatable; default: every node)",
+)
 @click.option("--remove", is_flag=True, help="take the resource off the selected nodes instead")
 @kubeconfig_option()
 @kube_context_option()

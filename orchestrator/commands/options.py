@@ -79,10 +79,18 @@ def renamed(*old: str, new: str, dest: str, what: str | None = None, **kw: Any) 
 # ---- the store and runs ------------------------------------------------------------------------
 
 
-def store_option(*, default: Path | None = DEFAULT_STORE, required: bool = False,
-                 help: str = "the results store (SQLite file)") -> Callable[[F], F]:
-    return _option("--store", "store_path", type=click.Path(path_type=Path, dir_okay=False), default=default,
-                   required=required, show_default=default is not None, help=help)
+def store_option(
+    *, default: Path | None = DEFAULT_STORE, required: bool = False, help: str = "the results store (SQLite file)"
+) -> Callable[[F], F]:
+    return _option(
+        "--store",
+        "store_path",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=default,
+        required=required,
+        show_default=default is not None,
+        help=help,
+    )
 
 
 @dataclass(frozen=True)
@@ -108,8 +116,12 @@ class RunName:
         """
         from orchestrator.commands.runref import looks_like_file
 
-        if self.text is not None and ":" not in self.text and not looks_like_file(self.text) \
-                and not Path(self.text).is_file():
+        if (
+            self.text is not None
+            and ":" not in self.text
+            and not looks_like_file(self.text)
+            and not Path(self.text).is_file()
+        ):
             return self.text
         store, run_id = self.open(store_path)
         store.close()
@@ -128,12 +140,15 @@ class RunRef(click.ParamType):
         if not text:
             self.fail("empty run name; give a run id, a store file or FILE:RUN_ID", param, ctx)
         if text.endswith(":"):
-            self.fail(f"{text!r} names a file but no run; give FILE:RUN_ID, or FILE alone for its latest run",
-                      param, ctx)
+            self.fail(
+                f"{text!r} names a file but no run; give FILE:RUN_ID, or FILE alone for its latest run", param, ctx
+            )
         return RunName(text)
 
 
-RUN_HELP = "RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store."
+RUN_HELP = (
+    "RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store."
+)
 
 
 def run_argument(*, required: bool = False, name: str = "run") -> Callable[[F], F]:
@@ -167,7 +182,9 @@ def json_option(f: F) -> F:
     return _option("--json", "as_json", is_flag=True, help=JSON_HELP)(f)
 
 
-def format_option(choices: tuple[str, ...], *, default: str | None = "table", help: str | None = None) -> Callable[[F], F]:
+def format_option(
+    choices: tuple[str, ...], *, default: str | None = "table", help: str | None = None
+) -> Callable[[F], F]:
     """``--format`` over ``choices``; with a ``json`` choice, ``--json`` too (the same spelling as every listing).
 
     The command gets ``fmt``: the format given, else ``default`` (None: the command decides, as
@@ -187,8 +204,14 @@ def format_option(choices: tuple[str, ...], *, default: str | None = "table", he
         command: Any = wrapper
         if "json" in choices:
             command = _option("--json", "as_json", is_flag=True, help="the same as --format json")(command)
-        return _option("--format", "fmt", type=click.Choice(choices), default=default, show_default=default is not None,
-                       help=help or ", ".join(choices))(command)
+        return _option(
+            "--format",
+            "fmt",
+            type=click.Choice(choices),
+            default=default,
+            show_default=default is not None,
+            help=help or ", ".join(choices),
+        )(command)
 
     return decorate
 
@@ -203,8 +226,14 @@ def out_dir_option(help: str, *, old_dash_o: bool = False) -> Callable[[F], F]:
 
     def decorate(f: F) -> F:
         if old_dash_o:
-            f = renamed("--output", "-o", new="--out-dir DIR", dest="out_dir", what="-o/--output DIR",
-                        type=click.Path(path_type=Path))(f)
+            f = renamed(
+                "--output",
+                "-o",
+                new="--out-dir DIR",
+                dest="out_dir",
+                what="-o/--output DIR",
+                type=click.Path(path_type=Path),
+            )(f)
         return _option("--out-dir", "out_dir", type=click.Path(path_type=Path), help=help)(f)
 
     return decorate
@@ -222,14 +251,19 @@ def output_format(fmt: str | None, output: Path | None, choices: tuple[str, ...]
     if fmt is None:
         return implied or default
     if implied is not None and implied != fmt:
-        raise UserError(f"--format {fmt} writes {fmt}, but the file name says {implied}; drop --format or rename "
-                        "the file", field="--output", file=str(output))
+        raise UserError(
+            f"--format {fmt} writes {fmt}, but the file name says {implied}; drop --format or rename the file",
+            field="--output",
+            file=str(output),
+        )
     return fmt
 
 
-RULES_HELP = ("scoring rules shown side by side: auto (headroom's two, and an import's own rules), all, or "
-              "names separated by commas: headroom:infra-as-failure, headroom:infra-excluded, "
-              "terminal-bench:leaderboard, harbor:job-mean, terminal-bench-2:official")
+RULES_HELP = (
+    "scoring rules shown side by side: auto (headroom's two, and an import's own rules), all, or "
+    "names separated by commas: headroom:infra-as-failure, headroom:infra-excluded, "
+    "terminal-bench:leaderboard, harbor:job-mean, terminal-bench-2:official"
+)
 
 
 def rules_option(help: str = RULES_HELP) -> Callable[[F], F]:
@@ -243,37 +277,51 @@ ATTEMPTS, CONCURRENCY, SEED = 3, 2, 0
 
 
 def attempts_option(*, default: int = ATTEMPTS, most: int = 10_000) -> Callable[[F], F]:
-    return _option("--attempts", type=click.IntRange(1, most), default=default, show_default=True,
-                   help="attempts per task and configuration")
+    return _option(
+        "--attempts",
+        type=click.IntRange(1, most),
+        default=default,
+        show_default=True,
+        help="attempts per task and configuration",
+    )
 
 
 def concurrency_option(*, default: int = CONCURRENCY, most: int = 256) -> Callable[[F], F]:
-    return _option("--concurrency", type=click.IntRange(1, most), default=default, show_default=True,
-                   help="trials running at once")
+    return _option(
+        "--concurrency", type=click.IntRange(1, most), default=default, show_default=True, help="trials running at once"
+    )
 
 
 def seed_option() -> Callable[[F], F]:
-    return _option("--seed", type=int, default=SEED, show_default=True, help="seed of the plan's order and each trial's")
+    return _option(
+        "--seed", type=int, default=SEED, show_default=True, help="seed of the plan's order and each trial's"
+    )
 
 
 def enforcement_option(help: str = "local backend: cgroup limits, or the rlimit fallback") -> Callable[[F], F]:
-    return _option("--enforcement", type=click.Choice(["auto", "cgroup", "rlimit"]), default="auto",
-                   show_default=True, help=help)
+    return _option(
+        "--enforcement", type=click.Choice(["auto", "cgroup", "rlimit"]), default="auto", show_default=True, help=help
+    )
 
 
 def backend_option(help: str = "where trials run (the experiment field 'backend')") -> Callable[[F], F]:
-    return _option("--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True,
-                   help=help)
+    return _option(
+        "--backend", "backend_name", type=click.Choice(backends.names()), default="local", show_default=True, help=help
+    )
 
 
-def no_canary_option(help: str = "skip the enforcement canary (the report then says limits were not checked)"
-                     ) -> Callable[[F], F]:
+def no_canary_option(
+    help: str = "skip the enforcement canary (the report then says limits were not checked)",
+) -> Callable[[F], F]:
     return _option("--no-canary", is_flag=True, help=help)
 
 
 def agent_timeout_option() -> Callable[[F], F]:
-    return _option("--agent-timeout", type=click.FloatRange(min=0, min_open=True),
-                   help="agent timeout (s) for Harbor tasks that set none")
+    return _option(
+        "--agent-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        help="agent timeout (s) for Harbor tasks that set none",
+    )
 
 
 # ---- Kubernetes ------------------------------------------------------------------------------------
@@ -293,8 +341,10 @@ def namespace_option(help: str = "namespace (default: the context's, else 'defau
     return _option("--namespace", "-n", help=help)
 
 
-def kubeconfig_option(help: str = "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)",
-                      envvar: str | None = "KUBECONFIG") -> Callable[[F], F]:
+def kubeconfig_option(
+    help: str = "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)",
+    envvar: str | None = "KUBECONFIG",
+) -> Callable[[F], F]:
     return _option("--kubeconfig", type=click.Path(path_type=Path), envvar=envvar, help=help)
 
 

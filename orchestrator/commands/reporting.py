@@ -35,8 +35,15 @@ if TYPE_CHECKING:
 REPORT_FORMATS = ("table", "json", "markdown", "html")
 
 
-def print_report(store: Store, run_id: str | None, fmt: str, output: Path | None = None,
-                 reference: str | None = None, rules: str | None = None, margin: float | None = None) -> None:
+def print_report(
+    store: Store,
+    run_id: str | None,
+    fmt: str,
+    output: Path | None = None,
+    reference: str | None = None,
+    rules: str | None = None,
+    margin: float | None = None,
+) -> None:
     from orchestrator.commands.outputs import write_file
     from orchestrator.report import document, render, terminal
 
@@ -47,8 +54,9 @@ def print_report(store: Store, run_id: str | None, fmt: str, output: Path | None
             return
         # The same table as on a terminal, as plain text (no colour codes) at a fixed width.
         buf = io.StringIO()
-        terminal.print_report(doc, Console(file=buf, width=160, highlight=False, color_system=None,
-                                           force_terminal=False, soft_wrap=False))
+        terminal.print_report(
+            doc, Console(file=buf, width=160, highlight=False, color_system=None, force_terminal=False, soft_wrap=False)
+        )
         text = buf.getvalue()
     else:
         text = render.render_text(doc, fmt)
@@ -63,16 +71,34 @@ def print_report(store: Store, run_id: str | None, fmt: str, output: Path | None
 @run_argument()
 @store_option()
 @old_run_id_option
-@format_option(REPORT_FORMATS, default=None,
-               help="table, json, markdown or html (default: what --output's extension says, else table)")
+@format_option(
+    REPORT_FORMATS,
+    default=None,
+    help="table, json, markdown or html (default: what --output's extension says, else table)",
+)
 @output_option("write to this file instead of stdout; .html, .md and .json choose the format")
-@click.option("--reference", help="reference configuration for paired tests, any label in the run "
-              "(default: 1x-strict in a sweep, the first label in an import)")
+@click.option(
+    "--reference",
+    help="reference configuration for paired tests, any label in the run "
+    "(default: 1x-strict in a sweep, the first label in an import)",
+)
 @rules_option()
-@click.option("--margin", type=click.FloatRange(0, 1, min_open=True), default=None,
-              help="calibration: equivalence margin of the agent score, as a fraction (default 0.04 = 4 points)")
-def report(run: RunName, store_path: Path, old_run_id: str | None, fmt: str | None, output: Path | None,
-           reference: str | None, rules: str, margin: float | None) -> None:
+@click.option(
+    "--margin",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=None,
+    help="calibration: equivalence margin of the agent score, as a fraction (default 0.04 = 4 points)",
+)
+def report(
+    run: RunName,
+    store_path: Path,
+    old_run_id: str | None,
+    fmt: str | None,
+    output: Path | None,
+    reference: str | None,
+    rules: str,
+    margin: float | None,
+) -> None:
     """Report a run: outcomes, rates with Wilson 95% intervals, paired and trend tests, calibration, provenance.
 
     RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
@@ -95,11 +121,15 @@ def report(run: RunName, store_path: Path, old_run_id: str | None, fmt: str | No
             try:
                 reference = ResourceConfig.parse(reference).label
             except (LabelError, ValidationError):
-                raise UserError(f"unknown configuration label {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
-                                field="--reference") from None
+                raise UserError(
+                    f"unknown configuration label {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
+                    field="--reference",
+                ) from None
         if reference not in finished:
-            raise UserError(f"run has no finished trials under {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
-                            field="--reference")
+            raise UserError(
+                f"run has no finished trials under {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
+                field="--reference",
+            )
     print_report(store, run_id, fmt, output, reference, rules, margin)
 
 
@@ -166,16 +196,28 @@ def run_rows(store: Store) -> list[dict[str, Any]]:
         status, why = liveness(r, s.get("last_activity"))
         agent = r.spec.get("agent") or {}
         model = r.spec.get("model") or {}
-        rows.append({
-            "run_id": r.run_id, "name": r.name, "status": status, "status_detail": why, "recorded_status": r.status,
-            "agent": agent_label(agent), "model": model.get("name"),
-            "backend": r.backend, "enforcement": r.enforcement,
-            "trials_planned": s["planned"], "trials_finished": s["final"], "passed": s["passed"],
-            # passed / finished, an infra error counted as a failure: the headline rule, on what has finished
-            "score": s["passed"] / s["final"] if s["final"] else None,
-            "created_at": r.created_at, "finished_at": r.finished_at, "last_activity": s.get("last_activity"),
-            "owner": r.owner,
-        })
+        rows.append(
+            {
+                "run_id": r.run_id,
+                "name": r.name,
+                "status": status,
+                "status_detail": why,
+                "recorded_status": r.status,
+                "agent": agent_label(agent),
+                "model": model.get("name"),
+                "backend": r.backend,
+                "enforcement": r.enforcement,
+                "trials_planned": s["planned"],
+                "trials_finished": s["final"],
+                "passed": s["passed"],
+                # passed / finished, an infra error counted as a failure: the headline rule, on what has finished
+                "score": s["passed"] / s["final"] if s["final"] else None,
+                "created_at": r.created_at,
+                "finished_at": r.finished_at,
+                "last_activity": s.get("last_activity"),
+                "owner": r.owner,
+            }
+        )
     return rows
 
 
@@ -215,15 +257,26 @@ def list_runs(store_path: Path, as_json: bool) -> None:
     colour = {"finished": "green", "interrupted": "yellow", "failed": "red", "running": "cyan"}
     for r in rows:
         status = f"[{colour.get(r['status'], 'white')}]{r['status']}[/]"
-        t.add_row(r["run_id"], escape(r["name"]), status, escape(str(r["agent"] or "-")),
-                  escape(str(r["model"] or "-")), f"{r['trials_finished']}/{r['trials_planned']}",
-                  "-" if r["score"] is None else f"{r['score']:.1%}", escape(r["backend"]),
-                  (r["created_at"] or "")[:19].replace("T", " "))
+        t.add_row(
+            r["run_id"],
+            escape(r["name"]),
+            status,
+            escape(str(r["agent"] or "-")),
+            escape(str(r["model"] or "-")),
+            f"{r['trials_finished']}/{r['trials_planned']}",
+            "-" if r["score"] is None else f"{r['score']:.1%}",
+            escape(r["backend"]),
+            (r["created_at"] or "")[:19].replace("T", " "),
+        )
     out.print(t)
     for r in rows:
         if r["status"] == "interrupted" and r["recorded_status"] != "interrupted":
-            err.print(f"{r['run_id']}: recorded as {r['recorded_status']}, but {r['status_detail']}; continue it with "
-                      f"headroom resume {store_path}:{r['run_id']}", soft_wrap=True, markup=False)
+            err.print(
+                f"{r['run_id']}: recorded as {r['recorded_status']}, but {r['status_detail']}; continue it with "
+                f"headroom resume {store_path}:{r['run_id']}",
+                soft_wrap=True,
+                markup=False,
+            )
 
 
 @click.command()
@@ -240,5 +293,3 @@ def schema(what: str) -> None:
 
     model = Experiment if what == "experiment" else TaskSpec
     click.echo(json.dumps(model.model_json_schema(), indent=2))
-
-

@@ -41,35 +41,69 @@ def _more(items: list[Any], shown: int = MAX_LISTED) -> str:
 
 def print_summary(summary: dict[str, Any], run_id: str | None, store: Path) -> None:
     tot = summary["totals"]
-    out.print(f"[bold]{tot['sources']} source(s)[/] in {tot['configurations']} configuration(s); {tot['files_read']} "
-              f"files read; {tot['trials_read']} trial entries: {tot['trials_imported']} imported, "
-              f"{tot['trials_duplicate']} duplicate, {tot['trials_skipped']} skipped; {tot['files_skipped']} file(s) "
-              "skipped", soft_wrap=True)
-    t = Table(title="Sources (own score / recomputed by its own rule, and how many of its numbers were checked)",
-              title_justify="left")
-    for h in ("configuration", "source (in its submission)", "harness", "files", "trials", "imported", "duplicate",
-              "skipped", "own score / recomputed"):
-        t.add_column(h, overflow="fold", justify="left" if not h.startswith(("files", "trials", "imported", "dup", "skip"))
-                     else "right")
+    out.print(
+        f"[bold]{tot['sources']} source(s)[/] in {tot['configurations']} configuration(s); {tot['files_read']} "
+        f"files read; {tot['trials_read']} trial entries: {tot['trials_imported']} imported, "
+        f"{tot['trials_duplicate']} duplicate, {tot['trials_skipped']} skipped; {tot['files_skipped']} file(s) "
+        "skipped",
+        soft_wrap=True,
+    )
+    t = Table(
+        title="Sources (own score / recomputed by its own rule, and how many of its numbers were checked)",
+        title_justify="left",
+    )
+    for h in (
+        "configuration",
+        "source (in its submission)",
+        "harness",
+        "files",
+        "trials",
+        "imported",
+        "duplicate",
+        "skipped",
+        "own score / recomputed",
+    ):
+        t.add_column(
+            h,
+            overflow="fold",
+            justify="left" if not h.startswith(("files", "trials", "imported", "dup", "skip")) else "right",
+        )
     last = None
     for s in summary["sources"]:
         skipped = s["trials_skipped"] + s["files_skipped"]
         config = s["configuration"] or "—"
-        t.add_row(escape(config) if config != last else "", escape(s["details"].get("within_submission") or s["name"]),
-                  escape(f"{s['harness']} {(s['harness_version'] or '(version unrecorded)')[:20]}"), str(s["files_read"]),
-                  str(s["trials_read"]), str(s["trials_imported"]), str(s["trials_duplicate"]),
-                  f"[red]{skipped}[/]" if skipped else "0", _checks_cell(s["accuracy_checks"]))
+        t.add_row(
+            escape(config) if config != last else "",
+            escape(s["details"].get("within_submission") or s["name"]),
+            escape(f"{s['harness']} {(s['harness_version'] or '(version unrecorded)')[:20]}"),
+            str(s["files_read"]),
+            str(s["trials_read"]),
+            str(s["trials_imported"]),
+            str(s["trials_duplicate"]),
+            f"[red]{skipped}[/]" if skipped else "0",
+            _checks_cell(s["accuracy_checks"]),
+        )
         last = config
-    t.add_row("[bold]total[/]", f"{tot['sources']} sources", "", str(tot["files_read"]), str(tot["trials_read"]),
-              str(tot["trials_imported"]), str(tot["trials_duplicate"]),
-              str(tot["trials_skipped"] + tot["files_skipped"]), "")
+    t.add_row(
+        "[bold]total[/]",
+        f"{tot['sources']} sources",
+        "",
+        str(tot["files_read"]),
+        str(tot["trials_read"]),
+        str(tot["trials_imported"]),
+        str(tot["trials_duplicate"]),
+        str(tot["trials_skipped"] + tot["files_skipped"]),
+        "",
+    )
     out.print(t)
     for s in summary["sources"]:
         for c in s["accuracy_checks"]:
             if c["agrees"] is False:
-                out.print(f"  [red]disagrees[/] {escape(s['name'])}: {escape(c['reported_as'])} reported "
-                          f"{c['reported']!r}, recomputed {c['recomputed']!r} ({escape(s['source_rule'])})",
-                          soft_wrap=True)
+                out.print(
+                    f"  [red]disagrees[/] {escape(s['name'])}: {escape(c['reported_as'])} reported "
+                    f"{c['reported']!r}, recomputed {c['recomputed']!r} ({escape(s['source_rule'])})",
+                    soft_wrap=True,
+                )
     if summary["skipped"]:
         t = Table(title="Skipped (not imported), by reason", title_justify="left")
         for h in ("reason", "trials or files", "e.g."):
@@ -82,13 +116,18 @@ def print_summary(summary: dict[str, Any], run_id: str | None, store: Path) -> N
     within = [d for d in dups if d["source"] == d["duplicate_of_source"]]
     across = [d for d in dups if d["source"] != d["duplicate_of_source"]]
     if within:
-        out.print(f"{sum(d['trials'] for d in within)} trial(s) in {sum(d['files'] for d in within)} file(s) repeat a "
-                  f"trial of their own source (per-trial copies of results.json, same id): counted once, in "
-                  f"{len(within)} source(s).", soft_wrap=True)
+        out.print(
+            f"{sum(d['trials'] for d in within)} trial(s) in {sum(d['files'] for d in within)} file(s) repeat a "
+            f"trial of their own source (per-trial copies of results.json, same id): counted once, in "
+            f"{len(within)} source(s).",
+            soft_wrap=True,
+        )
     for d in across[:MAX_LISTED]:
-        out.print(f"[yellow]duplicate[/]: {d['trials']} trial(s) of {escape(d['source'])} have the same id as trials of "
-                  f"{escape(d['duplicate_of_source'])} (e.g. {escape(d['examples'][0]['file'])}): counted once",
-                  soft_wrap=True)
+        out.print(
+            f"[yellow]duplicate[/]: {d['trials']} trial(s) of {escape(d['source'])} have the same id as trials of "
+            f"{escape(d['duplicate_of_source'])} (e.g. {escape(d['examples'][0]['file'])}): counted once",
+            soft_wrap=True,
+        )
     if across:
         out.print(_more(across))
     for prob in summary["problems"][:MAX_LISTED]:
@@ -96,32 +135,46 @@ def print_summary(summary: dict[str, Any], run_id: str | None, store: Path) -> N
     if summary["problems"]:
         out.print(_more(summary["problems"]))
     if summary["unmapped"]:
-        out.print("[bold yellow]unmapped[/] (counted as harness_error(orchestrator_error); map with "
-                  "--map TYPE=OUTCOME[:REASON]): " + ", ".join(f"{escape(k)} ×{v}" for k, v in summary["unmapped"].items()),
-                  soft_wrap=True)
+        out.print(
+            "[bold yellow]unmapped[/] (counted as harness_error(orchestrator_error); map with "
+            "--map TYPE=OUTCOME[:REASON]): " + ", ".join(f"{escape(k)} ×{v}" for k, v in summary["unmapped"].items()),
+            soft_wrap=True,
+        )
     t = Table(title="Mapping rules applied (trials)", title_justify="left")
     t.add_column("rule", overflow="fold")
     t.add_column("trials", justify="right")
     for rule, n in summary["rules"].items():
         t.add_row(escape(rule), str(n))
     out.print(t)
-    t = Table(title="Configurations (in this order): the source's own rule beside headroom's headline",
-              title_justify="left")
+    t = Table(
+        title="Configurations (in this order): the source's own rule beside headroom's headline", title_justify="left"
+    )
     for h in ("label", "sources", "trials", *OUTCOME_HEADERS.values(), "own rule", "headroom (infra = fail)"):
         t.add_column(h, overflow="fold", justify="left" if h == "label" else "right")
     for c in summary["configurations"]:
-        t.add_row(escape(c["label"]), str(len(c["sources"])), str(c["trials"]), *count_cells(c["outcomes"]),
-                  pct(c["source_rule_score"], 2), pct(c["headline"], 2))
+        t.add_row(
+            escape(c["label"]),
+            str(len(c["sources"])),
+            str(c["trials"]),
+            *count_cells(c["outcomes"]),
+            pct(c["source_rule_score"], 2),
+            pct(c["headline"], 2),
+        )
     out.print(t)
     by_rule: dict[str, int] = {}
     for c in summary["configurations"]:
         by_rule[c["source_rule"]] = by_rule.get(c["source_rule"], 0) + 1
-    out.print("own rule: " + "; ".join(f"{r} ({n} configuration(s))" for r, n in by_rule.items())
-              + ". headroom report shows each under every rule, with what its interval generalises to.", soft_wrap=True)
+    out.print(
+        "own rule: "
+        + "; ".join(f"{r} ({n} configuration(s))" for r, n in by_rule.items())
+        + ". headroom report shows each under every rule, with what its interval generalises to.",
+        soft_wrap=True,
+    )
     for c in summary["configurations"]:
         for m in c["moves"][:MAX_LISTED]:
-            out.print(f"  {escape(c['label'])}: {m['trials']} {escape(m['reason'])} ({escape(m['effect'])})",
-                      soft_wrap=True)
+            out.print(
+                f"  {escape(c['label'])}: {m['trials']} {escape(m['reason'])} ({escape(m['effect'])})", soft_wrap=True
+            )
     if run_id:
         nxt = f"headroom report {store}:{run_id}" if "," not in run_id else f"headroom runs --store {store}"
         out.print(f"run {run_id} written to {store}. Next: {nxt}")
@@ -136,19 +189,41 @@ def results() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @store_option()
 @click.option("--name", help="run name (default: the first source's directory name)")
-@click.option("--label", "labels", multiple=True,
-              help="configuration label, one per configuration in the order the summary lists them (default: "
-                   "agent@model, or the submission's folder name); the same label twice merges those configurations")
-@click.option("--map", "mappings", multiple=True, metavar="TYPE=OUTCOME[:REASON]",
-              help="map a Harbor exception type or Terminal-Bench failure mode (repeatable)")
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    help="configuration label, one per configuration in the order the summary lists them (default: "
+    "agent@model, or the submission's folder name); the same label twice merges those configurations",
+)
+@click.option(
+    "--map",
+    "mappings",
+    multiple=True,
+    metavar="TYPE=OUTCOME[:REASON]",
+    help="map a Harbor exception type or Terminal-Bench failure mode (repeatable)",
+)
 @click.option("--reward-threshold", type=float, default=1.0, show_default=True, help="a reward at or above this passes")
 @click.option("--separate", is_flag=True, help="one run per configuration instead of one run holding them all")
-@click.option("--allow-partial", is_flag=True,
-              help="import even when files or trials were skipped (for a reason other than an exact duplicate)")
+@click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="import even when files or trials were skipped (for a reason other than an exact duplicate)",
+)
 @format_option(("table", "json"))
 @click.pass_context
-def import_(ctx: click.Context, paths: tuple[Path, ...], store_path: Path, name: str | None, labels: tuple[str, ...],
-            mappings: tuple[str, ...], reward_threshold: float, separate: bool, allow_partial: bool, fmt: str) -> None:
+def import_(
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    store_path: Path,
+    name: str | None,
+    labels: tuple[str, ...],
+    mappings: tuple[str, ...],
+    reward_threshold: float,
+    separate: bool,
+    allow_partial: bool,
+    fmt: str,
+) -> None:
     """Import Harbor job directories and Terminal-Bench runs found under PATHS (at any depth) as a run whose
     configurations are the submissions found, in order."""
     from orchestrator.importers import results as importer  # the scoring rules' statistics: only when importing
@@ -163,13 +238,23 @@ def import_(ctx: click.Context, paths: tuple[Path, ...], store_path: Path, name:
             click.echo(json.dumps([{"run_id": None, "summary": summary}], indent=2, default=str))
         else:
             print_summary(summary, None, store_path)
-        err.print(f"[bold red]nothing imported[/]: {summary['totals']['files_skipped']} file(s) and "
-                  f"{summary['totals']['trials_skipped']} trial(s) were skipped (reasons above). Fix them, or pass "
-                  "--allow-partial to import the rest.", soft_wrap=True)
+        err.print(
+            f"[bold red]nothing imported[/]: {summary['totals']['files_skipped']} file(s) and "
+            f"{summary['totals']['trials_skipped']} trial(s) were skipped (reasons above). Fix them, or pass "
+            "--allow-partial to import the rest.",
+            soft_wrap=True,
+        )
         ctx.exit(1)
-    plans = ([importer.ImportPlan([s for s in whole.sources if s in c.sources], [c],
-                                  whole.stray if i == 0 else [], whole.threshold)
-              for i, c in enumerate(whole.configurations)] if separate else [whole])
+    plans = (
+        [
+            importer.ImportPlan(
+                [s for s in whole.sources if s in c.sources], [c], whole.stray if i == 0 else [], whole.threshold
+            )
+            for i, c in enumerate(whole.configurations)
+        ]
+        if separate
+        else [whole]
+    )
     store = Store(store_path)
     done: list[dict[str, Any]] = []
     try:

@@ -89,9 +89,12 @@ def file_notes(configurations: Any) -> list[str]:
     """An experiment file's ``Nx``: still read as 1x/Nx (files and cluster Experiments are written so), said aloud."""
     if not isinstance(configurations, list):
         return []
-    return [f"configurations: {str(c)!r} is read as 1x/{str(c).strip().lower()} (request 1x); write "
-            f"{str(c).strip().lower()}/{str(c).strip().lower()} for both at that multiple" for c in configurations
-            if isinstance(c, str) and ambiguous(c) is not None]
+    return [
+        f"configurations: {str(c)!r} is read as 1x/{str(c).strip().lower()} (request 1x); write "
+        f"{str(c).strip().lower()}/{str(c).strip().lower()} for both at that multiple"
+        for c in configurations
+        if isinstance(c, str) and ambiguous(c) is not None
+    ]
 
 
 def load_experiment_file(path: Path) -> dict[str, Any]:
@@ -145,12 +148,19 @@ def check_agent_env(names: list[str]) -> None:
     missing = [n for n in names if n not in os.environ]
     if missing:
         verb = "is" if len(missing) == 1 else "are"
-        raise UserError(f"{', '.join(missing)} {verb} not set in this environment; set it before the sweep "
-                        "(the agent would run without it)", field="--agent-env")
+        raise UserError(
+            f"{', '.join(missing)} {verb} not set in this environment; set it before the sweep "
+            "(the agent would run without it)",
+            field="--agent-env",
+        )
     for name in too_short_to_redact_cleanly(names):
-        err.print(f"note: --agent-env {name}: its value is shorter than {MIN_GUESSED_SECRET} characters; it is "
-                  "redacted as a secret all the same, so that text is wiped wherever it appears in outputs and "
-                  "trajectories (pass only secrets with --agent-env)", soft_wrap=True, markup=False)
+        err.print(
+            f"note: --agent-env {name}: its value is shorter than {MIN_GUESSED_SECRET} characters; it is "
+            "redacted as a secret all the same, so that text is wiped wherever it appears in outputs and "
+            "trajectories (pass only secrets with --agent-env)",
+            soft_wrap=True,
+            markup=False,
+        )
 
 
 def _nothing_left(store_path: Path, run_id: str | None) -> tuple[str, int] | None:
@@ -193,8 +203,10 @@ def make_backend(experiment: Experiment, enforcement: str) -> Backend:
         except CgroupUnavailable as exc:
             raise UserError(f"--enforcement cgroup: no usable cgroup hierarchy ({exc})") from None
     if enforcement != "auto":
-        raise UserError(f"--enforcement applies to the local backend only (this run uses {experiment.backend})",
-                        field="--enforcement")
+        raise UserError(
+            f"--enforcement applies to the local backend only (this run uses {experiment.backend})",
+            field="--enforcement",
+        )
     if experiment.backend == "kubernetes":
         from orchestrator.agents.pods import pod_agent_problem
 
@@ -211,17 +223,31 @@ def _announce(backend: Backend) -> None:
         err.print(
             "[bold yellow]enforcement: rlimit[/] — no cgroup could be created"
             f" ({backend.facts().get('enforcement_fallback_reason')}). Memory is capped with RLIMIT_DATA; OOM kills cannot be"
-            " observed and CPU limits are NOT enforced. Results are recorded with enforcement=rlimit.", soft_wrap=True,
+            " observed and CPU limits are NOT enforced. Results are recorded with enforcement=rlimit.",
+            soft_wrap=True,
         )
     else:
-        enforced = [what for what, on in (("memory limit", caps.memory_limit), ("memory guarantee", caps.memory_request),
-                                          ("CPU quota", caps.cpu_quota), ("CPU weight", caps.cpu_request),
-                                          ("storage limit", caps.storage_limit)) if on]
-        err.print(f"backend: {backend.name}, enforcement: {backend.enforcement} ({', '.join(enforced)}; "
-                  f"OOM from {caps.oom_signal}); isolation: {caps.isolation}", soft_wrap=True)
+        enforced = [
+            what
+            for what, on in (
+                ("memory limit", caps.memory_limit),
+                ("memory guarantee", caps.memory_request),
+                ("CPU quota", caps.cpu_quota),
+                ("CPU weight", caps.cpu_request),
+                ("storage limit", caps.storage_limit),
+            )
+            if on
+        ]
+        err.print(
+            f"backend: {backend.name}, enforcement: {backend.enforcement} ({', '.join(enforced)}; "
+            f"OOM from {caps.oom_signal}); isolation: {caps.isolation}",
+            soft_wrap=True,
+        )
     if caps.isolation == "none":
-        err.print("[bold red]isolation: none[/] — agents are not sandboxed; recorded in provenance and in every report",
-                  soft_wrap=True)
+        err.print(
+            "[bold red]isolation: none[/] — agents are not sandboxed; recorded in provenance and in every report",
+            soft_wrap=True,
+        )
     for note in caps.notes:
         err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
 
@@ -236,8 +262,15 @@ def _announce_checks(prov: dict[str, Any]) -> None:
         err.print(f"[bold yellow]overcommit:[/] {w}", soft_wrap=True)
 
 
-def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: str | None, resume: bool,
-               enforcement: str, canary: bool = True) -> tuple[Store, str, bool]:
+def _run_sweep(
+    experiment: Experiment | None,
+    store_path: Path,
+    *,
+    resume_run: str | None,
+    resume: bool,
+    enforcement: str,
+    canary: bool = True,
+) -> tuple[Store, str, bool]:
     """Returns (store, run_id, interrupted)."""
     from orchestrator.engine import sweep as sweep_mod
     from orchestrator.engine.progress import SweepProgress
@@ -246,8 +279,10 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
     store: Store
     if resume:
         if (done := _nothing_left(store_path, resume_run)) is not None:
-            err.print(f"run {done[0]}: all {done[1]} trials are already finished; nothing to resume "
-                      "(the run and its record are unchanged)")
+            err.print(
+                f"run {done[0]}: all {done[1]} trials are already finished; nothing to resume "
+                "(the run and its record are unchanged)"
+            )
             return Store.open_existing(store_path), done[0], False
         store = Store.open_for_resume(store_path)
         run_id, experiment, tasks = sweep_mod.resume(store, resume_run)
@@ -259,29 +294,42 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
         pending = _store_on_record(store_path)  # a store that cannot be written is refused here, before the backend
     backend = make_backend(experiment, enforcement)
     if resume and backend.enforcement != (started_under := store.run(run_id).enforcement):
-        err.print(f"[bold yellow]warning:[/] this run started under {started_under}; the rest runs under "
-                  f"{backend.enforcement}. Each trial records its own enforcement.")
+        err.print(
+            f"[bold yellow]warning:[/] this run started under {started_under}; the rest runs under "
+            f"{backend.enforcement}. Each trial records its own enforcement."
+        )
     try:
         _announce(backend)
         if not resume:
             run_id, tasks = sweep_mod.start(experiment, task_list, pending, backend, argv=sys.argv, canary=canary)
             store = pending.opened if isinstance(pending, _Pending) else pending
             _announce_checks(store.provenance(run_id))
-            err.print(f"run {run_id}: {len(tasks)} tasks x {len(experiment.configurations)} configurations x "
-                      f"{experiment.attempts} attempts -> {store_path}")
+            err.print(
+                f"run {run_id}: {len(tasks)} tasks x {len(experiment.configurations)} configurations x "
+                f"{experiment.attempts} attempts -> {store_path}"
+            )
         else:  # the nodes, or how they are set up, may have changed since the run started
             from orchestrator.engine.canary import describe
 
-            for line in describe(sweep_mod.rerun_canary(store, run_id, experiment, list(tasks.values()), backend,
-                                                        canary=canary)):
+            for line in describe(
+                sweep_mod.rerun_canary(store, run_id, experiment, list(tasks.values()), backend, canary=canary)
+            ):
                 err.print(f"(resume) {line}", soft_wrap=True)
         stop = threading.Event()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
         counts = store.try_counts(run_id)
         try:
             with SweepProgress(err) as progress:
-                result = sweep_mod.run(store, run_id, experiment, tasks, backend,
-                                       on_result=progress.on_result, on_pending=progress.on_pending, stop=stop)
+                result = sweep_mod.run(
+                    store,
+                    run_id,
+                    experiment,
+                    tasks,
+                    backend,
+                    on_result=progress.on_result,
+                    on_pending=progress.on_pending,
+                    stop=stop,
+                )
         finally:
             signal.signal(signal.SIGTERM, previous)
     finally:
@@ -290,8 +338,10 @@ def _run_sweep(experiment: Experiment | None, store_path: Path, *, resume_run: s
     if (problem := store.verify(run_id, counts["final"] + counts["retried"] + s.ran)) is not None:
         raise UserError(problem, file=str(store_path))
     if s.interrupted:
-        err.print(f"[bold]interrupted[/]: {s.ran} tries recorded this session; nothing finished is lost. "
-                  f"Resume with: headroom resume {store_path}:{run_id}")
+        err.print(
+            f"[bold]interrupted[/]: {s.ran} tries recorded this session; nothing finished is lost. "
+            f"Resume with: headroom resume {store_path}:{run_id}"
+        )
     elif s.already_done:
         err.print(f"{s.already_done} trials were already finished and were not re-run")
     return store, run_id, s.interrupted
@@ -343,39 +393,80 @@ def print_report(store: Store, run_id: str, fmt: str) -> None:
 
 @click.command()
 @click.argument("tasks_dir", required=False, type=click.Path(path_type=Path))
-@click.option("--name", callback=lambda _c, p, v: nonempty(v, "--name"), help="run name, shown by `headroom runs` and "
-              "every report (default: the experiment's name, else 'sweep')")
-@click.option("--multipliers", default=",".join(DEFAULT_MULTIPLIERS), show_default=True,
-              help="comma-separated configurations: 1, 1.5 or 3 (request 1x, limit Nx), 1x-strict, 1x/3x, 2x/4x, "
-                   "unbounded, task-band")
+@click.option(
+    "--name",
+    callback=lambda _c, p, v: nonempty(v, "--name"),
+    help="run name, shown by `headroom runs` and every report (default: the experiment's name, else 'sweep')",
+)
+@click.option(
+    "--multipliers",
+    default=",".join(DEFAULT_MULTIPLIERS),
+    show_default=True,
+    help="comma-separated configurations: 1, 1.5 or 3 (request 1x, limit Nx), 1x-strict, 1x/3x, 2x/4x, "
+    "unbounded, task-band",
+)
 @attempts_option()
 @concurrency_option()
-@click.option("--agent", "agent_kind", type=click.Choice(["oracle", "command", "external"]), default="oracle",
-              show_default=True, help="command: runs inside the trial's environment; external: runs on the host and "
-              "acts on the environment through $HEADROOM_EXEC (docs/agents.md)")
-@click.option("--agent-command", callback=lambda _c, p, v: nonempty(v, "--agent-command", "empty command; give the "
-                                                                    "shell command that runs your agent"),
-              help="shell command for --agent command|external (gets HEADROOM_* variables)")
-@click.option("--allow-internet/--no-internet", "allow_internet", default=None,
-              help="network for the agent and the trial's environment (experiment: allow_internet; agent.network and "
-              "environment.network set each apart); a task with allow_internet = false never gets it")
-@click.option("--agent-env", multiple=True, callback=check_env_names, metavar="NAME",
-              help="host environment variable to pass to the agent, by name (its value is never recorded)")
-@click.option("--model", callback=lambda _c, p, v: nonempty(v, "--model"),
-              help="model id being evaluated (recorded, not interpreted)")
+@click.option(
+    "--agent",
+    "agent_kind",
+    type=click.Choice(["oracle", "command", "external"]),
+    default="oracle",
+    show_default=True,
+    help="command: runs inside the trial's environment; external: runs on the host and "
+    "acts on the environment through $HEADROOM_EXEC (docs/agents.md)",
+)
+@click.option(
+    "--agent-command",
+    callback=lambda _c, p, v: nonempty(
+        v, "--agent-command", "empty command; give the shell command that runs your agent"
+    ),
+    help="shell command for --agent command|external (gets HEADROOM_* variables)",
+)
+@click.option(
+    "--allow-internet/--no-internet",
+    "allow_internet",
+    default=None,
+    help="network for the agent and the trial's environment (experiment: allow_internet; agent.network and "
+    "environment.network set each apart); a task with allow_internet = false never gets it",
+)
+@click.option(
+    "--agent-env",
+    multiple=True,
+    callback=check_env_names,
+    metavar="NAME",
+    help="host environment variable to pass to the agent, by name (its value is never recorded)",
+)
+@click.option(
+    "--model",
+    callback=lambda _c, p, v: nonempty(v, "--model"),
+    help="model id being evaluated (recorded, not interpreted)",
+)
 @click.option("--task", "task_patterns", multiple=True, help="task id or glob; repeatable (default: all)")
 @store_option()
 @seed_option()
-@click.option("--retries", type=click.IntRange(0, 10), default=0, show_default=True,
-              help="retries of infra errors a trial cannot cause itself (not OOM kills or the storage limit); "
-                   "every try stays on record")
-@click.option("--timeout-multiplier", type=click.FloatRange(0, MAX_TIMEOUT_MULTIPLIER, min_open=True), default=1.0,
-              show_default=True, callback=lambda _c, _p, v: finite(v, "--timeout-multiplier"),
-              help="scales every task's agent and verifier timeouts")
+@click.option(
+    "--retries",
+    type=click.IntRange(0, 10),
+    default=0,
+    show_default=True,
+    help="retries of infra errors a trial cannot cause itself (not OOM kills or the storage limit); "
+    "every try stays on record",
+)
+@click.option(
+    "--timeout-multiplier",
+    type=click.FloatRange(0, MAX_TIMEOUT_MULTIPLIER, min_open=True),
+    default=1.0,
+    show_default=True,
+    callback=lambda _c, _p, v: finite(v, "--timeout-multiplier"),
+    help="scales every task's agent and verifier timeouts",
+)
 @enforcement_option()
 @backend_option()
 @click.option("--build", is_flag=True, help="docker backend: build every task image from environment/Dockerfile")
-@click.option("--experiment", "experiment_file", type=click.Path(path_type=Path), help="experiment spec (YAML); flags override")
+@click.option(
+    "--experiment", "experiment_file", type=click.Path(path_type=Path), help="experiment spec (YAML); flags override"
+)
 @namespace_option("--backend kubernetes: namespace of the trial pods (kubernetes.namespace)")
 @kube_context_option("--backend kubernetes: kubeconfig context (kubernetes.context)")
 @click.option("--queue", help="--backend kubernetes: Kueue LocalQueue for the trial pods (kubernetes.queue)")
@@ -384,13 +475,28 @@ def print_report(store: Store, run_id: str, fmt: str) -> None:
 @old_run_id_option  # with the old --resume
 @format_option(REPORT_FORMATS, help="report printed when the sweep ends")
 @no_canary_option()
-@click.option("--placement", type=click.Choice(["default", "limit-aware"]), default="default", show_default=True,
-              help="limit-aware: never run trials whose memory limits add up to more than this machine "
-              "(kubernetes: each node) has")
+@click.option(
+    "--placement",
+    type=click.Choice(["default", "limit-aware"]),
+    default="default",
+    show_default=True,
+    help="limit-aware: never run trials whose memory limits add up to more than this machine "
+    "(kubernetes: each node) has",
+)
 @click.pass_context
-def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, store_path: Path, enforcement: str,
-          experiment_file: Path | None, resume: bool, old_run_id: str | None, fmt: str, no_canary: bool,
-          **flags: Any) -> None:
+def sweep(
+    ctx: click.Context,
+    tasks_dir: Path | None,
+    multipliers: str,
+    store_path: Path,
+    enforcement: str,
+    experiment_file: Path | None,
+    resume: bool,
+    old_run_id: str | None,
+    fmt: str,
+    no_canary: bool,
+    **flags: Any,
+) -> None:
     """Run a resource sweep over the tasks in TASKS_DIR (or the experiment file's tasks_dir)."""
     from orchestrator.spec.experiment import ExperimentOverrides
 
@@ -404,10 +510,15 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, store_pa
     if resume:
         deprecated("sweep --resume", "headroom resume [RUN]")
         kept = ("resume", "old_run_id", "store_path", "enforcement", "fmt", "as_json", "no_canary")
-        changed = [p.opts[0] if isinstance(p, click.Option) else p.human_readable_name
-                   for p in ctx.command.params if p.name in ctx.params and p.name not in kept and given(p.name)]
+        changed = [
+            p.opts[0] if isinstance(p, click.Option) else p.human_readable_name
+            for p in ctx.command.params
+            if p.name in ctx.params and p.name not in kept and given(p.name)
+        ]
         if changed:
-            raise UserError(f"a resume continues the run as it was recorded; drop {', '.join(changed)}", field="--resume")
+            raise UserError(
+                f"a resume continues the run as it was recorded; drop {', '.join(changed)}", field="--resume"
+            )
         _resume(ctx, RunName(old_run_id), store_path, enforcement, fmt, no_canary)
         return
     base: dict[str, Any] = load_experiment_file(experiment_file) if experiment_file else {}
@@ -424,12 +535,21 @@ def sweep(ctx: click.Context, tasks_dir: Path | None, multipliers: str, store_pa
     for line in file_notes(base.get("configurations")) if not given("multipliers") else []:
         err.print(f"note: {source}: {line}", soft_wrap=True, markup=False)
     overrides = ExperimentOverrides.model_validate(
-        {name: list(value) if isinstance(value, tuple) else value for name, value in flags.items()
-         # given, or set through a hidden old spelling (--context), which leaves the source at DEFAULT
-         if name in ("tasks_dir", "multipliers") or given(name) or value not in (None, (), defaults.get(name))})
+        {
+            name: list(value) if isinstance(value, tuple) else value
+            for name, value in flags.items()
+            # given, or set through a hidden old spelling (--context), which leaves the source at DEFAULT
+            if name in ("tasks_dir", "multipliers") or given(name) or value not in (None, (), defaults.get(name))
+        }
+    )
     experiment = build_experiment(overrides, base, source)
-    _finish(ctx, fmt, *_run_sweep(experiment, store_path, resume_run=None, resume=False, enforcement=enforcement,
-                                  canary=not no_canary))
+    _finish(
+        ctx,
+        fmt,
+        *_run_sweep(
+            experiment, store_path, resume_run=None, resume=False, enforcement=enforcement, canary=not no_canary
+        ),
+    )
 
 
 def _refuse_ignored_flags(backend_name: str, flags: list[str]) -> None:
@@ -452,8 +572,9 @@ def _resume(ctx: click.Context, run: RunName, store_path: Path, enforcement: str
     store, run_id = run.open(store_path)
     path = store.path
     store.close()
-    _finish(ctx, fmt, *_run_sweep(None, path, resume_run=run_id, resume=True, enforcement=enforcement,
-                                  canary=not no_canary))
+    _finish(
+        ctx, fmt, *_run_sweep(None, path, resume_run=run_id, resume=True, enforcement=enforcement, canary=not no_canary)
+    )
 
 
 @click.command()
@@ -490,8 +611,13 @@ def demo(ctx: click.Context, store_path: Path, attempts: int, concurrency: int, 
 
     experiment = build_experiment(
         ExperimentOverrides(attempts=attempts, concurrency=concurrency, seed=seed),
-        {"name": "demo", "tasks_dir": str(BUNDLED_TASKS), "configurations": list(DEMO_MULTIPLIERS),
-         "agent": {"kind": "oracle"}, "model": {"name": "oracle"}},
+        {
+            "name": "demo",
+            "tasks_dir": str(BUNDLED_TASKS),
+            "configurations": list(DEMO_MULTIPLIERS),
+            "agent": {"kind": "oracle"},
+            "model": {"name": "oracle"},
+        },
         None,
     )
     store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=None, resume=False, enforcement=enforcement)
@@ -508,10 +634,18 @@ def demo(ctx: click.Context, store_path: Path, attempts: int, concurrency: int, 
 @backend_option()
 @namespace_option("--backend kubernetes: namespace of the trial pods (default: 'default')")
 @kube_context_option("--backend kubernetes: kubeconfig context")
-@click.option("--force", is_flag=True,
-              help="--backend kubernetes: also remove runs whose Lease says they are still executing")
-def cleanup(run: RunName, store_path: Path, old_run_id: str | None, backend_name: str, namespace: str | None,
-            kube_context: str | None, force: bool) -> None:
+@click.option(
+    "--force", is_flag=True, help="--backend kubernetes: also remove runs whose Lease says they are still executing"
+)
+def cleanup(
+    run: RunName,
+    store_path: Path,
+    old_run_id: str | None,
+    backend_name: str,
+    namespace: str | None,
+    kube_context: str | None,
+    force: bool,
+) -> None:
     """Remove what a crashed headroom left behind: trial cgroups, work dirs, containers, pods.
 
     RUN: only what that run left behind, live or not (a run id, taken as written even when no local store

@@ -18,10 +18,17 @@ DEFAULT_BASE = "headroom.local/debian-base"
 @click.command("image")
 @click.argument("tasks_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.option("--tag", "-t", required=True, help="the image reference to build, e.g. registry/team/tasks:v1")
-@click.option("--base", default=None, help="base image with /bin/sh, cp and cat (default: the "
-                                           f"{DEFAULT_BASE} scripts/images/build.sh built last)")
-@click.option("--build-dir", "context_dir", type=click.Path(path_type=Path, file_okay=False),
-              help="write the build context (Dockerfile + headroom-tasks/) here and do not build")
+@click.option(
+    "--base",
+    default=None,
+    help=f"base image with /bin/sh, cp and cat (default: the {DEFAULT_BASE} scripts/images/build.sh built last)",
+)
+@click.option(
+    "--build-dir",
+    "context_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="write the build context (Dockerfile + headroom-tasks/) here and do not build",
+)
 # --context was this option's name until it clashed with --context, the old name of --kube-context.
 @renamed("--context", new="--build-dir", dest="context_dir", type=click.Path(path_type=Path, file_okay=False))
 def image(tasks_dir: Path, tag: str, base: str | None, context_dir: Path | None) -> None:
@@ -36,8 +43,10 @@ def image(tasks_dir: Path, tag: str, base: str | None, context_dir: Path | None)
         base = _local_base()
     if context_dir is not None:
         cat = write_context(tasks_dir, context_dir, base)
-        err.print(f"{len(cat['tasks'])} task(s) from {tasks_dir} -> build context {context_dir} (FROM {base}); "
-                  f"build it with: docker build -t {tag} {context_dir}")
+        err.print(
+            f"{len(cat['tasks'])} task(s) from {tasks_dir} -> build context {context_dir} (FROM {base}); "
+            f"build it with: docker build -t {tag} {context_dir}"
+        )
         return
     with tempfile.TemporaryDirectory(prefix="headroom-task-image-") as tmp:
         cat = write_context(tasks_dir, Path(tmp) / "context", base)
@@ -58,8 +67,9 @@ def _build(context: Path, tag: str) -> None:
             if "error" in chunk:
                 raise UserError(f"docker build of {tag} failed: {chunk['error'].strip()}")
     except docker.errors.DockerException as exc:
-        raise UserError(f"cannot build {tag} with the Docker daemon ({exc}); give --build-dir DIR and build "
-                        "the context elsewhere") from None
+        raise UserError(
+            f"cannot build {tag} with the Docker daemon ({exc}); give --build-dir DIR and build the context elsewhere"
+        ) from None
 
 
 def _local_base() -> str:

@@ -40,8 +40,10 @@ def _num(x: float) -> str:
 def print_summary(ts: TaskSet, *, verb: str) -> None:
     s = ts.summary()
     if ts.dataset:
-        out.print(f"dataset {ts.dataset.get('name')} {ts.dataset.get('version') or ''}: "
-                  f"{ts.dataset['tasks_listed']} tasks listed in {ts.dataset['manifest']}")
+        out.print(
+            f"dataset {ts.dataset.get('name')} {ts.dataset.get('version') or ''}: "
+            f"{ts.dataset['tasks_listed']} tasks listed in {ts.dataset['manifest']}"
+        )
     fmt = ", ".join(f"{n} {f}" for f, n in s["formats"].items()) or "none"
     out.print(f"{verb}: {s['tasks_ok']} tasks ({fmt}); {s['tasks_bad']} bad")
     for b in ts.bad:
@@ -83,8 +85,9 @@ def tasks() -> None:
 @click.option("--force", is_flag=True, help="replace task directories that already exist in --out-dir")
 @format_option(("table", "json"))
 @click.pass_context
-def import_(ctx: click.Context, path: Path, out_dir: Path | None, agent_timeout: float | None, force: bool,
-            fmt: str) -> None:
+def import_(
+    ctx: click.Context, path: Path, out_dir: Path | None, agent_timeout: float | None, force: bool, fmt: str
+) -> None:
     """Import every task under PATH into --out-dir; bad tasks are listed and skipped."""
     output = out_dir
     if output is None:
@@ -97,8 +100,9 @@ def import_(ctx: click.Context, path: Path, out_dir: Path | None, agent_timeout:
     try:
         written = taskset.write_task_set(ts, output, force=force)
     except OSError as exc:  # a full disk or a place that refuses files: one line, not a traceback
-        raise UserError(f"cannot write the tasks ({exc.strerror or exc})", file=str(exc.filename or output),
-                        field="--out-dir") from None
+        raise UserError(
+            f"cannot write the tasks ({exc.strerror or exc})", file=str(exc.filename or output), field="--out-dir"
+        ) from None
     summary = {**ts.summary(), "output": str(output), "written": [str(p) for p in written]}
     write_file(output / "import-summary.json", json.dumps(summary, indent=2), "--out-dir")
     if fmt == "json":
@@ -121,21 +125,47 @@ def list_(path: Path, above_cpus: float | None, above_memory: str | None, fmt: s
 
     ts = taskset.read_task_set(path)
     mem = _memory_option(above_memory)
-    chosen = taskset.above(ts.entries, cpus=above_cpus, memory_mb=mem) if (above_cpus is not None or mem is not None) else ts.entries
-    rows = [{"task": e.task_id, "format": e.source_format, "cpus": e.cpus, "memory_mb": e.memory_mb,
-             "agent_timeout_sec": e.spec["agent"]["timeout_sec"], "verifier_timeout_sec": e.spec["verifier"]["timeout_sec"],
-             "gpus": e.spec["environment"].get("gpus", 0)} for e in chosen]
+    chosen = (
+        taskset.above(ts.entries, cpus=above_cpus, memory_mb=mem)
+        if (above_cpus is not None or mem is not None)
+        else ts.entries
+    )
+    rows = [
+        {
+            "task": e.task_id,
+            "format": e.source_format,
+            "cpus": e.cpus,
+            "memory_mb": e.memory_mb,
+            "agent_timeout_sec": e.spec["agent"]["timeout_sec"],
+            "verifier_timeout_sec": e.spec["verifier"]["timeout_sec"],
+            "gpus": e.spec["environment"].get("gpus", 0),
+        }
+        for e in chosen
+    ]
     if fmt == "json":
-        click.echo(json.dumps({"tasks": rows, "resources": ts.summary()["resources"],
-                               "bad": [b.__dict__ for b in ts.bad]}, indent=2))
+        click.echo(
+            json.dumps(
+                {"tasks": rows, "resources": ts.summary()["resources"], "bad": [b.__dict__ for b in ts.bad]}, indent=2
+            )
+        )
         return
-    t = Table(title=f"{len(rows)} of {len(ts.entries)} tasks" + (" above the given size" if len(rows) != len(ts.entries) else ""),
-              title_justify="left")
+    t = Table(
+        title=f"{len(rows)} of {len(ts.entries)} tasks"
+        + (" above the given size" if len(rows) != len(ts.entries) else ""),
+        title_justify="left",
+    )
     for h in ("task", "format", "cpus", "memory (MiB)", "agent timeout (s)", "verifier timeout (s)", "gpus"):
         t.add_column(h, justify="left" if h in ("task", "format") else "right")
     for r in rows:
-        t.add_row(r["task"], r["format"], _num(r["cpus"]), str(r["memory_mb"]), _num(r["agent_timeout_sec"]),
-                  _num(r["verifier_timeout_sec"]), str(r["gpus"]))
+        t.add_row(
+            r["task"],
+            r["format"],
+            _num(r["cpus"]),
+            str(r["memory_mb"]),
+            _num(r["agent_timeout_sec"]),
+            _num(r["verifier_timeout_sec"]),
+            str(r["gpus"]),
+        )
     out.print(t)
     print_resources(ts.summary()["resources"])
     for b in ts.bad:
@@ -157,19 +187,33 @@ def show(path: Path, task_id: str | None, as_json: bool) -> None:
     if isinstance(entry, taskset.BadTask):
         raise UserError(entry.reason, file=entry.path)
     if as_json:
-        click.echo(json.dumps({"task": entry.task_id, "format": entry.source_format, "spec": entry.spec,
-                               "fields": [{"what": k, "field": p, "note": n} for k, p, n in entry.report.entries]},
-                              indent=2, default=str))
+        click.echo(
+            json.dumps(
+                {
+                    "task": entry.task_id,
+                    "format": entry.source_format,
+                    "spec": entry.spec,
+                    "fields": [{"what": k, "field": p, "note": n} for k, p, n in entry.report.entries],
+                },
+                indent=2,
+                default=str,
+            )
+        )
         return
     env, agent, verifier = entry.spec["environment"], entry.spec["agent"], entry.spec["verifier"]
-    out.print(f"[bold]{escape(entry.task_id)}[/] ({entry.source_format}"
-              f"{', runs as it is' if entry.verbatim else ', needs `headroom tasks import` first'})")
+    out.print(
+        f"[bold]{escape(entry.task_id)}[/] ({entry.source_format}"
+        f"{', runs as it is' if entry.verbatim else ', needs `headroom tasks import` first'})"
+    )
     t = Table(box=None, show_header=False, pad_edge=False)
     t.add_column(style="bold")
     t.add_column(overflow="fold")
-    t.add_row("resources", f"{_num(entry.cpus)} cpus, {entry.memory_mb} MiB memory"
-              + (f", {env['storage_mb']} MiB storage" if env.get("storage_mb") else "")
-              + (f", {env['gpus']} gpus" if env.get("gpus") else ""))
+    t.add_row(
+        "resources",
+        f"{_num(entry.cpus)} cpus, {entry.memory_mb} MiB memory"
+        + (f", {env['storage_mb']} MiB storage" if env.get("storage_mb") else "")
+        + (f", {env['gpus']} gpus" if env.get("gpus") else ""),
+    )
     t.add_row("timeouts", f"agent {_num(agent['timeout_sec'])} s, verifier {_num(verifier['timeout_sec'])} s")
     t.add_row("internet", "allowed" if env.get("allow_internet") else "none")
     if env.get("docker_image"):
@@ -202,19 +246,32 @@ def validate(ctx: click.Context, path: Path, agent_timeout: float | None, as_jso
         if e.source_format != taskset.HARBOR:
             return "a legacy Terminal-Bench task.yaml"
         defaulted = [path for kind, path, _note in e.report.entries if kind == DEFAULTED]
-        return ("leaves " + ", ".join(defaulted) + " to Harbor's defaults, which the import writes in"
-                if defaulted else "its task.toml does not load as written")
+        return (
+            "leaves " + ", ".join(defaulted) + " to Harbor's defaults, which the import writes in"
+            if defaulted
+            else "its task.toml does not load as written"
+        )
 
     why = {e.task_id: why_not(e) for e in needs_import}
     if as_json:
-        click.echo(json.dumps({**ts.summary(), "runs_as_is": not (ts.bad or needs_import),
-                               "needs_import": [{"task": t, "reason": r} for t, r in sorted(why.items())]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    **ts.summary(),
+                    "runs_as_is": not (ts.bad or needs_import),
+                    "needs_import": [{"task": t, "reason": r} for t, r in sorted(why.items())],
+                },
+                indent=2,
+            )
+        )
     else:
         print_summary(ts, verb="valid")
         if needs_import:
-            out.print(f"[yellow]{len(needs_import)} of {len(ts.entries)} valid tasks do not run as they are[/]: "
-                      "`headroom sweep` needs them through `headroom tasks import PATH --out-dir DIR` first",
-                      soft_wrap=True)
+            out.print(
+                f"[yellow]{len(needs_import)} of {len(ts.entries)} valid tasks do not run as they are[/]: "
+                "`headroom sweep` needs them through `headroom tasks import PATH --out-dir DIR` first",
+                soft_wrap=True,
+            )
             for task_id, reason in sorted(why.items()):
                 out.print(f"  needs import {escape(task_id)}: {escape(reason)}", soft_wrap=True)
     if ts.bad or needs_import:

@@ -17,17 +17,43 @@ from orchestrator.commands.outputs import check_file, write_file
 
 @click.command("audit")
 @click.argument("tasks_dir", type=click.Path(path_type=Path))
-@click.option("--against", multiple=True, type=click.Path(path_type=Path),
-              help="train/dev file (CSV, TSV or JSONL) to check the tasks against; repeatable")
+@click.option(
+    "--against",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="train/dev file (CSV, TSV or JSONL) to check the tasks against; repeatable",
+)
 @click.option("--id-column", default="id", show_default=True, help="id column of --against files")
 @click.option("--text-column", default="text", show_default=True, help="text column of --against files")
-@click.option("--field", "fields", type=click.Choice(["prompt", "prompt+answer", "both"]), default="both", show_default=True,
-              help="compare the prompt alone, prompt plus reference answer, or both")
-@click.option("--threshold", type=float, default=0.8, show_default=True, help="near-duplicate Jaccard similarity of word 3-shingles")
-@click.option("--accept-clusters", "accept", is_flag=True, help="write the proposed template clusters into each task's cluster_id")
+@click.option(
+    "--field",
+    "fields",
+    type=click.Choice(["prompt", "prompt+answer", "both"]),
+    default="both",
+    show_default=True,
+    help="compare the prompt alone, prompt plus reference answer, or both",
+)
+@click.option(
+    "--threshold",
+    type=float,
+    default=0.8,
+    show_default=True,
+    help="near-duplicate Jaccard similarity of word 3-shingles",
+)
+@click.option(
+    "--accept-clusters", "accept", is_flag=True, help="write the proposed template clusters into each task's cluster_id"
+)
 @output_option("write the JSON lines to this file instead of stdout")
-def audit_cmd(tasks_dir: Path, against: tuple[Path, ...], id_column: str, text_column: str, fields: str,
-              threshold: float, accept: bool, output: Path | None) -> None:
+def audit_cmd(
+    tasks_dir: Path,
+    against: tuple[Path, ...],
+    id_column: str,
+    text_column: str,
+    fields: str,
+    threshold: float,
+    accept: bool,
+    output: Path | None,
+) -> None:
     """Find exact and near-duplicate tasks, within the set and against train/dev files (one JSON line per finding)."""
     if output is not None:
         check_file(output, "--output")
@@ -48,8 +74,10 @@ def audit_cmd(tasks_dir: Path, against: tuple[Path, ...], id_column: str, text_c
         for line in lines:
             click.echo(line)
     kinds = {k: sum(1 for f in result.findings if f.type == k) for k in ("exact", "near")}
-    err.print(f"{kinds['exact']} exact and {kinds['near']} near-duplicate pairs; "
-              f"{len(result.clusters)} proposed template clusters")
+    err.print(
+        f"{kinds['exact']} exact and {kinds['near']} near-duplicate pairs; "
+        f"{len(result.clusters)} proposed template clusters"
+    )
     if accept and result.clusters:
         changed = audit_mod.accept_clusters(tasks, result.clusters)
         err.print(f"cluster_id written into {len(changed)} task.toml files")
@@ -68,7 +96,9 @@ def provenance_cmd(tasks_dir: Path, fmt: str) -> None:
         click.echo(json.dumps(rows, indent=2))
         return
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=["task_id", *FIELDS, "paraphrase_of", "access_class", "missing"], lineterminator="\n")
+    writer = csv.DictWriter(
+        buf, fieldnames=["task_id", *FIELDS, "paraphrase_of", "access_class", "missing"], lineterminator="\n"
+    )
     writer.writeheader()
     for r in rows:
         writer.writerow({**r, "missing": ";".join(r["missing"])})
@@ -84,7 +114,9 @@ def judge_group() -> None:
 @click.argument("pairs_file", type=click.Path(path_type=Path))
 @click.option("--endpoint", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
 @click.option("--model", required=True, help="the judge model's name at that endpoint")
-@click.option("--api-key-env", help="NAME of the environment variable holding the API key (its value is never recorded)")
+@click.option(
+    "--api-key-env", help="NAME of the environment variable holding the API key (its value is never recorded)"
+)
 @output_option("write the JSON report to this file instead of stdout")
 def judge_calibrate(pairs_file: Path, endpoint: str, model: str, api_key_env: str | None, output: Path | None) -> None:
     """Judge every pair in both orders: order consistency, position bias, agreement with human labels (Cohen's kappa), length bias.
@@ -110,8 +142,13 @@ def judge_calibrate(pairs_file: Path, endpoint: str, model: str, api_key_env: st
 @click.command("regrade")
 @run_argument()
 @store_option()
-@click.option("--grader", "grader_file", required=True, type=click.Path(path_type=Path),
-              help="TOML with a [grader] table for every task and/or [graders.<task_id>] tables")
+@click.option(
+    "--grader",
+    "grader_file",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="TOML with a [grader] table for every task and/or [graders.<task_id>] tables",
+)
 @format_option(("table", "json"))
 def regrade_cmd(run: RunName, store_path: Path, grader_file: Path, fmt: str) -> None:
     """Re-grade RUN's stored answers with another golden grader (no agent runs); show every flip.
@@ -141,8 +178,10 @@ def regrade_cmd(run: RunName, store_path: Path, grader_file: Path, fmt: str) -> 
         click.echo(json.dumps({"regrade": result.summary(), "comparison": doc.to_dict()}, indent=2, allow_nan=False))
         return
     s = result.summary()
-    out.print(f"re-graded {s['regraded_trials']} trials into run {result.run_id}; flips: "
-              + (", ".join(f"{k}: {v}" for k, v in s["flips"].items()) or "none"))
+    out.print(
+        f"re-graded {s['regraded_trials']} trials into run {result.run_id}; flips: "
+        + (", ".join(f"{k}: {v}" for k, v in s["flips"].items()) or "none")
+    )
     if result.flips:
         t = Table("task", "trial", "before", "after", title="flips, item by item")
         for f in result.flips:

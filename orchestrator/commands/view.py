@@ -13,8 +13,13 @@ HOST = "127.0.0.1"  # loopback only: results never leave this machine through th
 
 @click.command()
 @store_option()
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
-              help="port on 127.0.0.1 (0: pick a free one)")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="port on 127.0.0.1 (0: pick a free one)",
+)
 def view(store_path: Path, port: int) -> None:
     """Serve a local web page to browse runs, reports, the task x configuration heatmap and every try's evidence.
 

@@ -62,8 +62,10 @@ _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 #: A word the check expands itself: an optional leading ``~`` or ``~user``, then literal characters and plain
 #: ``$NAME`` / ``${NAME}`` references only (no ``$(...)``, no ``${x:=...}``, no second ``~``), so expanding it
 #: runs nothing and means what it means to the trial's shell.
-_SAFE_WORD = re.compile(r"^(?:~[A-Za-z0-9_.-]*(?=/|$))?"
-                        r"(?:[A-Za-z0-9_./+,@%:=-]|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\})*$")
+_SAFE_WORD = re.compile(
+    r"^(?:~[A-Za-z0-9_.-]*(?=/|$))?"
+    r"(?:[A-Za-z0-9_./+,@%:=-]|\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\})*$"
+)
 _REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 #: Characters the trial's shell expands in a word that the check cannot (globs, braces, substitutions).
 _SHELL_EXPANDS = set("*?[]{}`")
@@ -241,8 +243,9 @@ class Check:
     detail: str = ""
 
     def evidence(self, program_word: str | None) -> AgentCheck:
-        return AgentCheck(status=self.status, program=program_word or "",
-                          **({"detail": self.detail} if self.detail else {}))
+        return AgentCheck(
+            status=self.status, program=program_word or "", **({"detail": self.detail} if self.detail else {})
+        )
 
 
 def parse(stdout: str, *, exit_code: int | None, timed_out: bool, spawn_error: str | None) -> Check:

@@ -60,8 +60,18 @@ class Tainted(Exception):
 class StepRunner(Protocol):
     """One try's environment, as the trial contract drives it. See the module docstring for each operation."""
 
-    def run(self, argv: Sequence[str], *, role: Role, name: str, cwd: str, env: Mapping[str, str],
-            timeout_s: float, stdin: bytes | None = None, network: bool | None = None) -> StepFacts:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        role: Role,
+        name: str,
+        cwd: str,
+        env: Mapping[str, str],
+        timeout_s: float,
+        stdin: bytes | None = None,
+        network: bool | None = None,
+    ) -> StepFacts:
         """Run ``argv`` in the environment; ``name`` labels the step in the facts (``agent``, ``sanitise``...);
         ``network`` overrides the try's network setting for this command where the backend can (setup phase)."""
         ...

@@ -38,8 +38,18 @@ PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 #: MAX_LINKS costs even on a loaded machine, never the bound that decides a verdict.
 TIMEOUT_S = 300.0
 Status = Literal["ok", "exhausted", "incomplete", "crashed"]
-_COUNTS = ("links_removed", "links_unjudged", "links_unremovable", "links_kept", "roots_replaced",
-           "special_removed", "special_left", "unlistable", "roots_scanned", "judging_stopped")
+_COUNTS = (
+    "links_removed",
+    "links_unjudged",
+    "links_unremovable",
+    "links_kept",
+    "roots_replaced",
+    "special_removed",
+    "special_left",
+    "unlistable",
+    "roots_scanned",
+    "judging_stopped",
+)
 
 
 @cache
@@ -57,9 +67,15 @@ def env(hidden: list[str], prune: list[str], max_links: int = MAX_LINKS) -> dict
     for p in (*hidden, *prune):
         if any(c.isspace() for c in p):
             raise ValueError(f"a verifier-only or pruned path may not hold white space: {p!r}")
-    return {"HR_SAN_SCRIPT": script(), "HR_SAN_HIDDEN": " ".join(hidden), "HR_SAN_PRUNE": " ".join(prune),
-            "HR_SAN_MAX_LINKS": str(int(max_links)), "HR_SAN_RESOLVE_S": str(RESOLVE_S),
-            "HR_SAN_BUDGET_S": str(BUDGET_S), "PATH": PATH}
+    return {
+        "HR_SAN_SCRIPT": script(),
+        "HR_SAN_HIDDEN": " ".join(hidden),
+        "HR_SAN_PRUNE": " ".join(prune),
+        "HR_SAN_MAX_LINKS": str(int(max_links)),
+        "HR_SAN_RESOLVE_S": str(RESOLVE_S),
+        "HR_SAN_BUDGET_S": str(BUDGET_S),
+        "PATH": PATH,
+    }
 
 
 @dataclass
@@ -79,8 +95,14 @@ class Report:
     def evidence(self, duration_s: float) -> SanitiserReport:
         """As the try's evidence (``extra.sanitiser``): only the counts the script printed."""
         return SanitiserReport.model_validate(
-            {"status": self.status, **self.counts, **({"detail": self.detail} if self.detail else {}),
-             **({"resolve_bound": self.resolve_bound} if self.resolve_bound else {}), "duration_s": duration_s})
+            {
+                "status": self.status,
+                **self.counts,
+                **({"detail": self.detail} if self.detail else {}),
+                **({"resolve_bound": self.resolve_bound} if self.resolve_bound else {}),
+                "duration_s": duration_s,
+            }
+        )
 
 
 def parse(stdout: str, exit_code: int | None, timed_out: bool) -> Report:

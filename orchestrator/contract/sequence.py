@@ -46,8 +46,15 @@ class SetupCommand(Command):
 class Exec(Protocol):
     """What a host-side agent is given: :meth:`StepRunner.run` bound to the agent's role and work dir."""
 
-    def __call__(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout_s: float,
-                 stdin: bytes | None = None, cwd: str | None = None) -> StepFacts: ...
+    def __call__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float,
+        stdin: bytes | None = None,
+        cwd: str | None = None,
+    ) -> StepFacts: ...
 
 
 #: A host-side agent: runs its loop on the host, acting in the environment only through ``Exec``; returns the
@@ -79,10 +86,24 @@ class Plan:
 
 
 def _bound_exec(runner: StepRunner, workdir: str, base_env: Mapping[str, str]) -> Exec:
-    def exec_(argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout_s: float,
-              stdin: bytes | None = None, cwd: str | None = None) -> StepFacts:
-        return runner.run(argv, role="agent", name="agent-exec", cwd=cwd or workdir, env={**base_env, **(env or {})},
-                          timeout_s=timeout_s, stdin=stdin)
+    def exec_(
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float,
+        stdin: bytes | None = None,
+        cwd: str | None = None,
+    ) -> StepFacts:
+        return runner.run(
+            argv,
+            role="agent",
+            name="agent-exec",
+            cwd=cwd or workdir,
+            env={**base_env, **(env or {})},
+            timeout_s=timeout_s,
+            stdin=stdin,
+        )
+
     return exec_
 
 
@@ -100,28 +121,49 @@ def _failed_step(s: StepFacts) -> str | None:
     return None
 
 
-def run_try(runner: StepRunner, plan: Plan, facts: TrialFacts, *,
-            proceed: Callable[[Phase], bool] = lambda phase: True, agent_env: Mapping[str, str] | None = None) -> None:
+def run_try(
+    runner: StepRunner,
+    plan: Plan,
+    facts: TrialFacts,
+    *,
+    proceed: Callable[[Phase], bool] = lambda phase: True,
+    agent_env: Mapping[str, str] | None = None,
+) -> None:
     """Run every phase of one try through ``runner``, recording into ``facts``.
 
     ``proceed(phase)`` is asked before each phase after the agent's: a backend says no when the
     try was cancelled or went over a limit it watches (the facts already say so).
     """
     if plan.setup is not None:
-        s = runner.run(plan.setup.argv, role="agent", name=Phase.AGENT_SETUP, cwd=plan.workdir, env=plan.setup.env,
-                       timeout_s=plan.setup.timeout_s, network=plan.setup.network)
-        facts.extra.agent_setup = AgentSetup(exit_code=s.exit_code, duration_s=round(s.duration_s, 3),
-                                             timed_out=s.timed_out)
+        s = runner.run(
+            plan.setup.argv,
+            role="agent",
+            name=Phase.AGENT_SETUP,
+            cwd=plan.workdir,
+            env=plan.setup.env,
+            timeout_s=plan.setup.timeout_s,
+            network=plan.setup.network,
+        )
+        facts.extra.agent_setup = AgentSetup(
+            exit_code=s.exit_code, duration_s=round(s.duration_s, 3), timed_out=s.timed_out
+        )
         if (why := _failed_step(s)) is not None:
             facts.infra_hint = InfraReason.AGENT_SETUP_FAILED
             facts.infra_detail = f"agent setup failed: {why}; {s.stderr_tail[-500:]}".strip()
             runner.stop_all()
             return
     if isinstance(plan.agent, Command) and (target := plan.agent_target) is not None:
-        ran = runner.run(agent_check.argv(target.program, script=target.script), role="agent",
-                         name=Phase.AGENT_CHECK, cwd=plan.workdir, env=plan.agent.env, timeout_s=agent_check.TIMEOUT_S)
-        check = agent_check.parse(ran.stdout_tail, exit_code=ran.exit_code, timed_out=ran.timed_out,
-                                  spawn_error=ran.spawn_error)
+        ran = runner.run(
+            agent_check.argv(target.program, script=target.script),
+            role="agent",
+            name=Phase.AGENT_CHECK,
+            cwd=plan.workdir,
+            env=plan.agent.env,
+            timeout_s=agent_check.TIMEOUT_S,
+        )
+        check = agent_check.parse(
+            ran.stdout_tail, exit_code=ran.exit_code, timed_out=ran.timed_out, spawn_error=ran.spawn_error
+        )
         facts.extra.agent_check = check.evidence(target.program)
         if check.status == "not_found":  # headroom's own answer, before the agent had control: it never starts
             facts.agent_unresolved = check.detail or f"{target.program}: not found"
@@ -129,8 +171,14 @@ def run_try(runner: StepRunner, plan: Plan, facts: TrialFacts, *,
             runner.stop_all()
             return
     if isinstance(plan.agent, Command):
-        facts.agent = runner.run(plan.agent.argv, role="agent", name=Phase.AGENT, cwd=plan.workdir,
-                                 env=plan.agent.env, timeout_s=plan.agent.timeout_s)
+        facts.agent = runner.run(
+            plan.agent.argv,
+            role="agent",
+            name=Phase.AGENT,
+            cwd=plan.workdir,
+            env=plan.agent.env,
+            timeout_s=plan.agent.timeout_s,
+        )
     else:
         facts.agent = plan.agent(_bound_exec(runner, plan.workdir, agent_env or {}))
     agent = facts.agent
@@ -154,17 +202,23 @@ def run_try(runner: StepRunner, plan: Plan, facts: TrialFacts, *,
             runner.put_tree(src, dest)
         if not proceed(Phase.HANDOVER):
             return
-        s = runner.run(sanitiser.argv(plan.roots), role="verifier", name=Phase.SANITISE, cwd="/",
-                       env=sanitiser.env(plan.hidden, plan.prune, plan.sanitiser_max_links),
-                       timeout_s=sanitiser.TIMEOUT_S)
+        s = runner.run(
+            sanitiser.argv(plan.roots),
+            role="verifier",
+            name=Phase.SANITISE,
+            cwd="/",
+            env=sanitiser.env(plan.hidden, plan.prune, plan.sanitiser_max_links),
+            timeout_s=sanitiser.TIMEOUT_S,
+        )
         if s.spawn_error:  # the runner's own verdict: nothing of the agent's can stop a shell from starting
             facts.infra_hint, facts.infra_detail = InfraReason.SPAWN_FAILED, f"sanitiser: {s.spawn_error}"
             return
         report = sanitiser.parse(s.stdout_tail, s.exit_code, s.timed_out)
         facts.extra.sanitiser = san = report.evidence(round(s.duration_s, 3))
         # the same key on every backend: how many agent-made links the verifier will not follow
-        facts.extra.verifier_only_links_removed = ((san.links_removed or 0) + (san.links_unjudged or 0)
-                                                   + (san.roots_replaced or 0))
+        facts.extra.verifier_only_links_removed = (
+            (san.links_removed or 0) + (san.links_unjudged or 0) + (san.roots_replaced or 0)
+        )
         if not report.ok:
             facts.agent_fault = f"the sanitiser could not judge what the agent left: {report.status} {report.detail}"
             return
@@ -172,9 +226,14 @@ def run_try(runner: StepRunner, plan: Plan, facts: TrialFacts, *,
             return
         facts.verifier_on_agent_state = True
         v = plan.verifier
-        facts.verifier = runner.run(verifier_env.wrap(v.argv), role="verifier", name=Phase.VERIFIER,
-                                    cwd=plan.workdir, env=verifier_env.build(v.env, {}, plan.roots),
-                                    timeout_s=v.timeout_s)
+        facts.verifier = runner.run(
+            verifier_env.wrap(v.argv),
+            role="verifier",
+            name=Phase.VERIFIER,
+            cwd=plan.workdir,
+            env=verifier_env.build(v.env, {}, plan.roots),
+            timeout_s=v.timeout_s,
+        )
     except Tainted as exc:
         facts.agent_fault = f"before the verifier: {exc}"
         return

@@ -35,11 +35,27 @@ AGENT_WRITABLE: tuple[str, ...] = ("/tmp", "/var/tmp", "/dev/shm")
 #: The variable the prelude reads the untrusted trees from (colon-separated); unset before the verifier starts.
 UNTRUSTED_VAR = "HR_UNTRUSTED"
 #: Colon-separated search lists: each entry is kept only if it passes the same test as a PATH entry.
-PATH_LISTS: tuple[str, ...] = ("PYTHONPATH", "LD_LIBRARY_PATH", "NODE_PATH", "PERL5LIB", "PERLLIB", "RUBYLIB",
-                               "CLASSPATH", "GEM_PATH")
+PATH_LISTS: tuple[str, ...] = (
+    "PYTHONPATH",
+    "LD_LIBRARY_PATH",
+    "NODE_PATH",
+    "PERL5LIB",
+    "PERLLIB",
+    "RUBYLIB",
+    "CLASSPATH",
+    "GEM_PATH",
+)
 #: Variables naming files or folders that are loaded or run as they are: unset if any of their paths is untrusted.
-PATH_FILES: tuple[str, ...] = ("PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "LD_PRELOAD", "LD_AUDIT",
-                               "BASH_ENV", "ENV", "GEM_HOME")
+PATH_FILES: tuple[str, ...] = (
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "PYTHONUSERBASE",
+    "LD_PRELOAD",
+    "LD_AUDIT",
+    "BASH_ENV",
+    "ENV",
+    "GEM_HOME",
+)
 
 #: Runs before the verifier's command, in the environment's own shell (built-ins only). ``hr_ok PATH`` says whether
 #: an absolute path lies outside every untrusted tree (both compared physically); the lists are then rebuilt from
@@ -108,8 +124,9 @@ def shell_exports() -> str:
     return "".join(f"export {k}={v}\n" for k, v in FIXED.items()) + PATH_FILTER
 
 
-def build(task_env: Mapping[str, str], contract_env: Mapping[str, str],
-          untrusted: Sequence[str] = ()) -> dict[str, str]:
+def build(
+    task_env: Mapping[str, str], contract_env: Mapping[str, str], untrusted: Sequence[str] = ()
+) -> dict[str, str]:
     """The verifier's variables: the task's, headroom's paths, then :data:`FIXED` (which win). ``untrusted``: the
     trees the agent could write besides :data:`AGENT_WRITABLE` (its work dir, its logs), for the prelude."""
     for p in untrusted:

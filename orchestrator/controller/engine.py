@@ -25,8 +25,9 @@ def trial_name(run_id: str, trial_id: str, try_index: int) -> str:
     return launch_name(run_id, trial_id, try_index)
 
 
-def launch_for(experiment: Experiment, task: Task, trial: Trial, try_index: int, run_id: str, digest: str,
-               labels: dict[str, str]) -> Launch:
+def launch_for(
+    experiment: Experiment, task: Task, trial: Trial, try_index: int, run_id: str, digest: str, labels: dict[str, str]
+) -> Launch:
     """The engine's launch of one try, with the controller's selector labels added."""
     launch = build_launch(run_id, trial, try_index, task, experiment, digest)
     return launch.model_copy(update={"labels": {**launch.labels, **labels}})
@@ -38,6 +39,11 @@ def experiment_digest(experiment: Experiment) -> str:
 
 def settle_try(facts: TrialFacts, experiment: Experiment, task: Task, finished_before: int) -> Settlement:
     """Classify (or grade a golden task), redact and decide on a retry, by the rules a local run uses."""
-    return settle(facts, reward_threshold=experiment.reward_threshold, retry=experiment.retry,
-                  finished_before=finished_before, secrets=secret_values(experiment.agent.env_passthrough),
-                  grader=task.spec.grader)
+    return settle(
+        facts,
+        reward_threshold=experiment.reward_threshold,
+        retry=experiment.retry,
+        finished_before=finished_before,
+        secrets=secret_values(experiment.agent.env_passthrough),
+        grader=task.spec.grader,
+    )

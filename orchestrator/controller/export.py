@@ -54,25 +54,46 @@ def facts_of(trial: dict[str, Any]) -> TrialFacts:
             pass
     return TrialFacts(
         enforcement=st.get("enforcement") or "kubernetes",
-        request_cpus=st.get("requestCpus") or 0.0, request_memory_bytes=st.get("requestMemoryBytes") or 0,
-        limit_cpus=st.get("limitCpus"), limit_memory_bytes=st.get("limitMemoryBytes"),
-        qos_class=st.get("qosClass") or "unknown", reward=st.get("reward"),
-        peak_memory_bytes=st.get("peakMemoryBytes"), duration_s=st.get("durationSeconds") or 0.0,
-        extra=Evidence(trial=trial["metadata"]["name"], evidence=evidence if isinstance(evidence, dict) else None,
-                       evidence_truncated=True),
+        request_cpus=st.get("requestCpus") or 0.0,
+        request_memory_bytes=st.get("requestMemoryBytes") or 0,
+        limit_cpus=st.get("limitCpus"),
+        limit_memory_bytes=st.get("limitMemoryBytes"),
+        qos_class=st.get("qosClass") or "unknown",
+        reward=st.get("reward"),
+        peak_memory_bytes=st.get("peakMemoryBytes"),
+        duration_s=st.get("durationSeconds") or 0.0,
+        extra=Evidence(
+            trial=trial["metadata"]["name"],
+            evidence=evidence if isinstance(evidence, dict) else None,
+            evidence_truncated=True,
+        ),
     )
 
 
 def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = None) -> ExportResult:
-    exp = kube.call(f"get Experiment {name}", kube.custom.get_namespaced_custom_object, GROUP, VERSION,
-                    kube.namespace, EXPERIMENT_PLURAL, name)
+    exp = kube.call(
+        f"get Experiment {name}",
+        kube.custom.get_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        kube.namespace,
+        EXPERIMENT_PLURAL,
+        name,
+    )
     status = exp.get("status") or {}
     run_id = status.get("runId")
     if not run_id:
         raise UserError(f"Experiment {name} has not started yet (no run id in its status)")
     spec = ExperimentResourceSpec.model_validate(exp["spec"])
-    trials = kube.call("list Trials", kube.custom.list_namespaced_custom_object, GROUP, VERSION, kube.namespace,
-                       TRIAL_PLURAL, label_selector=f"{LABEL_EXPERIMENT}={name}")["items"]
+    trials = kube.call(
+        "list Trials",
+        kube.custom.list_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        kube.namespace,
+        TRIAL_PLURAL,
+        label_selector=f"{LABEL_EXPERIMENT}={name}",
+    )["items"]
     trials = [t for t in trials if t["spec"].get("runId") == run_id]
     with tempfile.TemporaryDirectory(prefix="headroom-export-") as scratch:
         source = spec.task_source
@@ -81,8 +102,15 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
             tasks, _ = taskimage.load_set(cat, source.image, Path(scratch), spec.tasks)
             where = f"image:{source.image}"
         else:
-            tasks = kube.call("read the task set", tasksets.load_set, kube.core, kube.namespace, source.bundle,
-                              Path(scratch), spec.tasks)
+            tasks = kube.call(
+                "read the task set",
+                tasksets.load_set,
+                kube.core,
+                kube.namespace,
+                source.bundle,
+                Path(scratch),
+                spec.tasks,
+            )
             where = f"configmap:{source.bundle}"
         experiment = spec.model_copy(update={"tasks_dir": where})
         planned = plan(experiment, tasks)
@@ -93,22 +121,33 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
         store = Store(store_path)
         for r in store.runs():
             if (store.provenance(r.run_id).get("cluster") or {}).get("run_id") == run_id:
-                raise UserError(f"{name} (run {run_id}) is already in this store as run {r.run_id}",
-                                file=str(store_path))
+                raise UserError(
+                    f"{name} (run {run_id}) is already in this store as run {r.run_id}", file=str(store_path)
+                )
         version = _server_version(kube)
         prov = provenance.collect(status.get("cluster") or {"backend": "kubernetes", "server_version": version}, argv)
         # the warning a CLI sweep prints before its run, from the nodes the controller recorded when it started
-        prov["overcommit"] = overcommit.warnings_for(experiment, tasks, None,
-                                                     overcommit.node_capacities(status.get("cluster") or {}))
+        prov["overcommit"] = overcommit.warnings_for(
+            experiment, tasks, None, overcommit.node_capacities(status.get("cluster") or {})
+        )
         prov["cluster"] = {
-            "namespace": kube.namespace, "experiment": name, "uid": exp["metadata"]["uid"], "run_id": run_id,
-            "server_version": version, "task_set": source.bundle or source.image,
-            "started_at": status.get("startedAt"), "completed_at": status.get("completedAt"),
+            "namespace": kube.namespace,
+            "experiment": name,
+            "uid": exp["metadata"]["uid"],
+            "run_id": run_id,
+            "server_version": version,
+            "task_set": source.bundle or source.image,
+            "started_at": status.get("startedAt"),
+            "completed_at": status.get("completedAt"),
         }
         local_id = store.create_run(
-            name=spec.name, backend="kubernetes", enforcement="kubernetes",
-            spec=json.loads(json.dumps(spec.model_dump(mode="json", exclude={"tasks_dir"}))), provenance=prov,
-            tasks=tasks, trials=planned,
+            name=spec.name,
+            backend="kubernetes",
+            enforcement="kubernetes",
+            spec=json.loads(json.dumps(spec.model_dump(mode="json", exclude={"tasks_dir"}))),
+            provenance=prov,
+            tasks=tasks,
+            trials=planned,
         )
     unfinished = 0
     for t in sorted(trials, key=lambda t: (t["spec"]["trialId"], t["spec"]["try"])):

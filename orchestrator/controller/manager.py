@@ -74,8 +74,13 @@ def slim_trial(obj: dict[str, Any]) -> dict[str, Any]:
     if status.get("phase") in ("Finished", "Abandoned"):
         return {
             "metadata": {k: meta[k] for k in ("name", "resourceVersion") if k in meta},
-            "spec": {"experiment": spec.get("experiment"), "runId": spec.get("runId"), "trialId": spec.get("trialId"),
-                     "try": spec.get("try"), "configuration": {"label": (spec.get("configuration") or {}).get("label")}},
+            "spec": {
+                "experiment": spec.get("experiment"),
+                "runId": spec.get("runId"),
+                "trialId": spec.get("trialId"),
+                "try": spec.get("try"),
+                "configuration": {"label": (spec.get("configuration") or {}).get("label")},
+            },
             "status": {k: status[k] for k in ("phase", "outcome", "reason", "final") if k in status},
         }
     return {
@@ -92,7 +97,9 @@ def slim_experiment(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 class Controller:
-    def __init__(self, cfg: ControllerConfig, backend_factory: BackendFactory, *, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, cfg: ControllerConfig, backend_factory: BackendFactory, *, metrics: Metrics | None = None
+    ) -> None:
         self.cfg = cfg
         self.metrics = metrics or Metrics()
         self.api = connect(cfg.kubeconfig, metrics=self.metrics)
@@ -106,12 +113,16 @@ class Controller:
         self.experiments = Informer(
             "experiment",
             lambda **kw: self.custom.list_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, **kw),
-            transform=slim_experiment, handler=self._on_experiment, metrics=self.metrics,
+            transform=slim_experiment,
+            handler=self._on_experiment,
+            metrics=self.metrics,
         )
         self.trials = Informer(
             "trial",
             lambda **kw: self.custom.list_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL, **kw),
-            transform=slim_trial, handler=self._on_trial, metrics=self.metrics,
+            transform=slim_trial,
+            handler=self._on_trial,
+            metrics=self.metrics,
         )
         self.informers = [self.experiments, self.trials]
         self.reconciler: Reconciler | None = None
@@ -140,14 +151,21 @@ class Controller:
         enqueues the Experiment whenever something may have changed.
         """
         base = getattr(spec, "kubernetes", None) or KubernetesOptions()
-        options = base.model_copy(update={"namespace": self.cfg.namespace, "kubeconfig": None, "context": None,
-                                          "keep_pods": base.keep_pods or self.cfg.keep_pods,
-                                          "task_set_image": getattr(getattr(spec, "task_source", None), "image", None)})
+        options = base.model_copy(
+            update={
+                "namespace": self.cfg.namespace,
+                "kubeconfig": None,
+                "context": None,
+                "keep_pods": base.keep_pods or self.cfg.keep_pods,
+                "task_set_image": getattr(getattr(spec, "task_source", None), "image", None),
+            }
+        )
         assert self.reconciler is not None
         reconciler = self.reconciler
         # Its own client: a backend closes its client when it is closed (its Experiment completed).
-        backend = self._backend_factory(connect(self.cfg.kubeconfig, metrics=self.metrics), options,
-                                        reconciler.owner_hook)
+        backend = self._backend_factory(
+            connect(self.cfg.kubeconfig, metrics=self.metrics), options, reconciler.owner_hook
+        )
 
         def wake() -> None:
             while not self.stopping.is_set():
@@ -172,7 +190,13 @@ class Controller:
             exp = spec.get("experiment", "")
             if status.get("phase") == "Finished":
                 if status.get("final"):
-                    key = (ns, exp, spec["configuration"]["label"], status.get("outcome") or "", status.get("reason") or "")
+                    key = (
+                        ns,
+                        exp,
+                        spec["configuration"]["label"],
+                        status.get("outcome") or "",
+                        status.get("reason") or "",
+                    )
                     counts[key] += 1
             else:
                 flight[(ns, exp)] += 1
@@ -195,9 +219,14 @@ class Controller:
         self.leading.set()
         self.metrics.leader.set(1)
         self.reconciler = Reconciler(
-            namespace=self.cfg.namespace, custom=self.custom, core=self.core,
-            experiments=self.experiments, trials=self.trials, make_backend=self.make_backend,
-            metrics=self.metrics, events=EventRecorder(self.core, self.cfg.namespace, self.cfg.identity),
+            namespace=self.cfg.namespace,
+            custom=self.custom,
+            core=self.core,
+            experiments=self.experiments,
+            trials=self.trials,
+            make_backend=self.make_backend,
+            metrics=self.metrics,
+            events=EventRecorder(self.core, self.cfg.namespace, self.cfg.identity),
         )
         for inf in self.informers:
             self._threads.append(inf.start())
@@ -263,8 +292,9 @@ class Controller:
             # Another replica may already be leading: stop at once rather than race it.
             _exit_now("lost the leader Lease", 1)
 
-        config = electionconfig.Config(lock, self.cfg.lease_duration, self.cfg.renew_deadline, self.cfg.retry_period,
-                                       started, stopped)
+        config = electionconfig.Config(
+            lock, self.cfg.lease_duration, self.cfg.renew_deadline, self.cfg.retry_period, started, stopped
+        )
         leaderelection.LeaderElection(config).run()
         _exit_now("leader election ended", 1)
 

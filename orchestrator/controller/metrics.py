@@ -33,43 +33,62 @@ class Metrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.tries_settled = Counter(
-            "headroom_trial_tries_settled_total", "Trial tries this controller settled, by result",
-            ["namespace", "experiment", "configuration", "outcome", "reason", "final"], registry=r,
+            "headroom_trial_tries_settled_total",
+            "Trial tries this controller settled, by result",
+            ["namespace", "experiment", "configuration", "outcome", "reason", "final"],
+            registry=r,
         )
         self.oom_kills = Counter(
-            "headroom_trial_oom_kills_total", "Trial tries that ended in an OOM kill",
-            ["namespace", "experiment", "configuration"], registry=r,
+            "headroom_trial_oom_kills_total",
+            "Trial tries that ended in an OOM kill",
+            ["namespace", "experiment", "configuration"],
+            registry=r,
         )
         self.queue_wait = Histogram(
-            "headroom_trial_queue_wait_seconds", "From Trial created to its pod bound to a node",
-            ["namespace", "experiment"], buckets=DURATION_BUCKETS, registry=r,
+            "headroom_trial_queue_wait_seconds",
+            "From Trial created to its pod bound to a node",
+            ["namespace", "experiment"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
         )
         self.phase_duration = Histogram(
             "headroom_trial_phase_duration_seconds",
             "Duration of each phase of a trial try (scheduling, starting, agent, verifier, total)",
-            ["phase"], buckets=DURATION_BUCKETS, registry=r,
+            ["phase"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
         )
         self.api_requests = Counter(
-            "headroom_kube_api_requests_total", "Requests to the Kubernetes API, by verb, resource and status code",
-            ["verb", "resource", "code"], registry=r,
+            "headroom_kube_api_requests_total",
+            "Requests to the Kubernetes API, by verb, resource and status code",
+            ["verb", "resource", "code"],
+            registry=r,
         )
         self.api_errors = Counter(
             "headroom_kube_api_request_errors_total",
             "Kubernetes API requests that failed (status >= 400 or no response)",
-            ["verb", "resource", "code"], registry=r,
+            ["verb", "resource", "code"],
+            registry=r,
         )
         self.reconcile_duration = Histogram(
-            "headroom_reconcile_duration_seconds", "Time to reconcile one Experiment",
-            ["result"], buckets=RECONCILE_BUCKETS, registry=r,
+            "headroom_reconcile_duration_seconds",
+            "Time to reconcile one Experiment",
+            ["result"],
+            buckets=RECONCILE_BUCKETS,
+            registry=r,
         )
         self.reconcile_errors = Counter(
-            "headroom_reconcile_errors_total", "Reconciles that raised and were requeued", registry=r,
+            "headroom_reconcile_errors_total",
+            "Reconciles that raised and were requeued",
+            registry=r,
         )
         self.workqueue_depth = Gauge("headroom_workqueue_depth", "Keys waiting in the work queue", registry=r)
         self.workqueue_adds = Counter("headroom_workqueue_adds_total", "Keys added to the work queue", registry=r)
         self.watch_restarts = Counter(
-            "headroom_watch_restarts_total", "Watches re-opened, by kind and why (timeout, gone = relist, error)",
-            ["kind", "reason"], registry=r,
+            "headroom_watch_restarts_total",
+            "Watches re-opened, by kind and why (timeout, gone = relist, error)",
+            ["kind", "reason"],
+            registry=r,
         )
         self.leader = Gauge("headroom_leader", "1 while this replica holds the leader Lease", registry=r)
 
@@ -92,7 +111,8 @@ class _StateCollector(Collector):
         for labels, n in sorted(counts.items()):
             trials.add_metric(list(labels), n)
         flight = GaugeMetricFamily(
-            "headroom_trials_in_flight", "Trial tries created and not yet finished",
+            "headroom_trials_in_flight",
+            "Trial tries created and not yet finished",
             labels=["namespace", "experiment"],
         )
         for key, n in sorted(in_flight.items()):

@@ -135,7 +135,9 @@ def configuration_status(plan: list[PlannedTrial], book: Ledger) -> list[Configu
     counts: dict[str, dict[str, int]] = {lab: defaultdict(int) for lab in labels}
     for t in book.final.values():
         st = t["status"]
-        outcome, _ = current_outcome(st.get("outcome"), st.get("reason"))  # a Trial settled before abstained was an outcome
+        outcome, _ = current_outcome(
+            st.get("outcome"), st.get("reason")
+        )  # a Trial settled before abstained was an outcome
         counts[t["spec"]["configuration"]["label"]][outcome or "harness_error"] += 1
     in_flight: dict[str, int] = defaultdict(int)
     for t in book.in_flight:
@@ -145,18 +147,30 @@ def configuration_status(plan: list[PlannedTrial], book: Ledger) -> list[Configu
     for lab in order:
         c = counts[lab]
         finished = sum(c.values())
-        out.append(ConfigurationStatus(
-            configuration=lab, planned=planned[lab], finished=finished, in_flight=in_flight[lab],
-            passed=c["passed"], failed=c["failed"], timeout=c["timeout"], infra_error=c["infra_error"],
-            harness_error=c["harness_error"], abstained=c["abstained"], retried=book.retried_by_label.get(lab, 0),
-            pass_rate=wilson(c["passed"], finished), infra_error_rate=wilson(c["infra_error"], finished),
-            abstention_rate=wilson(c["abstained"], finished),
-        ))
+        out.append(
+            ConfigurationStatus(
+                configuration=lab,
+                planned=planned[lab],
+                finished=finished,
+                in_flight=in_flight[lab],
+                passed=c["passed"],
+                failed=c["failed"],
+                timeout=c["timeout"],
+                infra_error=c["infra_error"],
+                harness_error=c["harness_error"],
+                abstained=c["abstained"],
+                retried=book.retried_by_label.get(lab, 0),
+                pass_rate=wilson(c["passed"], finished),
+                infra_error_rate=wilson(c["infra_error"], finished),
+                abstention_rate=wilson(c["abstained"], finished),
+            )
+        )
     return out
 
 
-def set_condition(conditions: list[Condition], type_: str, status: bool, reason: str, message: str,
-                  generation: int | None) -> list[Condition]:
+def set_condition(
+    conditions: list[Condition], type_: str, status: bool, reason: str, message: str, generation: int | None
+) -> list[Condition]:
     """Conditions with ``type_`` set; the transition time moves only when the status flips."""
     value: Literal["True", "False"] = "True" if status else "False"
     out = []
@@ -165,18 +179,41 @@ def set_condition(conditions: list[Condition], type_: str, status: bool, reason:
         if c.type == type_:
             found = True
             when = c.last_transition_time if c.status == value else now_rfc3339()
-            out.append(Condition(type=type_, status=value, reason=reason, message=message,
-                                 last_transition_time=when, observed_generation=generation))
+            out.append(
+                Condition(
+                    type=type_,
+                    status=value,
+                    reason=reason,
+                    message=message,
+                    last_transition_time=when,
+                    observed_generation=generation,
+                )
+            )
         else:
             out.append(c)
     if not found:
-        out.append(Condition(type=type_, status=value, reason=reason, message=message,
-                             last_transition_time=now_rfc3339(), observed_generation=generation))
+        out.append(
+            Condition(
+                type=type_,
+                status=value,
+                reason=reason,
+                message=message,
+                last_transition_time=now_rfc3339(),
+                observed_generation=generation,
+            )
+        )
     return out
 
 
-def experiment_status(previous: ExperimentStatus, *, generation: int | None, run_id: str,
-                      plan: list[PlannedTrial], book: Ledger, task_digests: dict[str, str]) -> ExperimentStatus:
+def experiment_status(
+    previous: ExperimentStatus,
+    *,
+    generation: int | None,
+    run_id: str,
+    plan: list[PlannedTrial],
+    book: Ledger,
+    task_digests: dict[str, str],
+) -> ExperimentStatus:
     configs = configuration_status(plan, book)
     finished = len(book.final)
     complete = finished == book.planned
@@ -190,8 +227,10 @@ def experiment_status(previous: ExperimentStatus, *, generation: int | None, run
     st.tries = book.all_tries
     st.progress = f"{finished}/{book.planned}"
     st.infra_errors = " ".join(
-        f"{c.configuration}={c.infra_error_rate.estimate:.0%}" if c.infra_error_rate.estimate is not None
-        else f"{c.configuration}=-" for c in configs
+        f"{c.configuration}={c.infra_error_rate.estimate:.0%}"
+        if c.infra_error_rate.estimate is not None
+        else f"{c.configuration}=-"
+        for c in configs
     )
     st.task_digests = task_digests
     st.configurations = configs
@@ -200,18 +239,32 @@ def experiment_status(previous: ExperimentStatus, *, generation: int | None, run
         st.started_at = now_rfc3339()
     if complete and st.completed_at is None:
         st.completed_at = now_rfc3339()
-    conds = set_condition(st.conditions, "Planned", True, "Planned",
-                          f"{book.planned} trials over {len(task_digests)} tasks", generation)
-    conds = set_condition(conds, "Progressing", not complete, "Complete" if complete else "TrialsRunning",
-                          f"{finished} of {book.planned} trials finished, {len(book.in_flight)} in flight", generation)
-    conds = set_condition(conds, "Complete", complete, "AllTrialsFinished" if complete else "TrialsRemaining",
-                          f"{finished}/{book.planned}", generation)
+    conds = set_condition(
+        st.conditions, "Planned", True, "Planned", f"{book.planned} trials over {len(task_digests)} tasks", generation
+    )
+    conds = set_condition(
+        conds,
+        "Progressing",
+        not complete,
+        "Complete" if complete else "TrialsRunning",
+        f"{finished} of {book.planned} trials finished, {len(book.in_flight)} in flight",
+        generation,
+    )
+    conds = set_condition(
+        conds,
+        "Complete",
+        complete,
+        "AllTrialsFinished" if complete else "TrialsRemaining",
+        f"{finished}/{book.planned}",
+        generation,
+    )
     st.conditions = conds
     return st
 
 
-def failed_status(previous: ExperimentStatus, *, generation: int | None, reason: str, message: str,
-                  terminal: bool) -> ExperimentStatus:
+def failed_status(
+    previous: ExperimentStatus, *, generation: int | None, reason: str, message: str, terminal: bool
+) -> ExperimentStatus:
     st = previous.model_copy(deep=True)
     st.observed_generation = generation
     if terminal:

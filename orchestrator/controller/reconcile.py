@@ -197,7 +197,11 @@ class Reconciler:
         if book.to_start[: max(0, capacity)]:
             book = ledger(planned.trials, self._trials_of(run_id))
         status = experiment_status(
-            previous, generation=generation, run_id=run_id, plan=planned.trials, book=book,
+            previous,
+            generation=generation,
+            run_id=run_id,
+            plan=planned.trials,
+            book=book,
             task_digests={t.id: t.digest for t in planned.tasks.values()},
         )
         if status.cluster is None and (book.in_flight or book.to_start):
@@ -227,8 +231,13 @@ class Reconciler:
         if cached is not None and cached.key == key:
             return cached
         if source.image is not None:
-            cat = taskimage.read_catalog(self.core, self.namespace, source.image, spec.kubernetes or KubernetesOptions(),
-                                         on_read=self._catalog_read)
+            cat = taskimage.read_catalog(
+                self.core,
+                self.namespace,
+                source.image,
+                spec.kubernetes or KubernetesOptions(),
+                on_read=self._catalog_read,
+            )
             tasks, root = taskimage.load_set(cat, source.image, self.scratch, spec.tasks)
         else:
             assert source.bundle is not None
@@ -236,12 +245,19 @@ class Reconciler:
             root = self.scratch / source.bundle
         no_image = sorted(t.id for t in tasks if not (spec.image or t.spec.environment.docker_image))
         if no_image:
-            raise SpecInvalid(f"spec.image: tasks without a docker_image need the experiment's image: "
-                              f"{', '.join(no_image[:5])}")
+            raise SpecInvalid(
+                f"spec.image: tasks without a docker_image need the experiment's image: {', '.join(no_image[:5])}"
+            )
         experiment = spec.model_copy(update={"tasks_dir": str(root)})
         trials = plan(experiment, tasks)
-        p = _Plan(key, engine.experiment_digest(experiment), experiment, {t.id: t for t in tasks}, trials,
-                  {t.trial_id: t for t in trials})
+        p = _Plan(
+            key,
+            engine.experiment_digest(experiment),
+            experiment,
+            {t.id: t for t in tasks},
+            trials,
+            {t.trial_id: t for t in trials},
+        )
         self._plans[meta["name"]] = p
         return p
 
@@ -267,8 +283,11 @@ class Reconciler:
         self._drop_backend(name)
 
     def _pods_of(self, experiment: str) -> list[Any]:
-        return list(self.core.list_namespaced_pod(
-            self.namespace, label_selector=f"{LABEL_EXPERIMENT}={label_value(experiment)}").items)
+        return list(
+            self.core.list_namespaced_pod(
+                self.namespace, label_selector=f"{LABEL_EXPERIMENT}={label_value(experiment)}"
+            ).items
+        )
 
     def _trials_of(self, run_id: str) -> list[dict[str, Any]]:
         return [t for t in self.trials.items() if t["spec"].get("runId") == run_id]
@@ -279,11 +298,21 @@ class Reconciler:
         name = engine.trial_name(run_id, p.trial_id, pending.try_index)
         task = planned.tasks[p.task_id]
         spec = TrialSpec(
-            experiment=exp["metadata"]["name"], run_id=run_id, trial_id=p.trial_id, task=p.task_id,
+            experiment=exp["metadata"]["name"],
+            run_id=run_id,
+            trial_id=p.trial_id,
+            task=p.task_id,
             task_digest=task.digest,
-            configuration=ConfigurationRef(label=p.config.label, request_multiplier=p.config.request_multiplier,
-                                           limit_multiplier=p.config.limit_multiplier),
-            attempt=p.attempt, try_=pending.try_index, retry_of=pending.retry_of, seed=p.seed, order=p.order,
+            configuration=ConfigurationRef(
+                label=p.config.label,
+                request_multiplier=p.config.request_multiplier,
+                limit_multiplier=p.config.limit_multiplier,
+            ),
+            attempt=p.attempt,
+            try_=pending.try_index,
+            retry_of=pending.retry_of,
+            seed=p.seed,
+            order=p.order,
         )
         body = {
             "apiVersion": API_VERSION,
@@ -291,32 +320,58 @@ class Reconciler:
             "metadata": {
                 "name": name,
                 "namespace": self.namespace,
-                "labels": {LABEL_EXPERIMENT: exp["metadata"]["name"], LABEL_RUN: run_id,
-                           LABEL_TASK: label_value(p.task_id), LABEL_CONFIGURATION: label_value(p.config.label)},
-                "ownerReferences": [{"apiVersion": API_VERSION, "kind": "Experiment", "name": exp["metadata"]["name"],
-                                     "uid": exp["metadata"]["uid"], "controller": True}],
+                "labels": {
+                    LABEL_EXPERIMENT: exp["metadata"]["name"],
+                    LABEL_RUN: run_id,
+                    LABEL_TASK: label_value(p.task_id),
+                    LABEL_CONFIGURATION: label_value(p.config.label),
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": API_VERSION,
+                        "kind": "Experiment",
+                        "name": exp["metadata"]["name"],
+                        "uid": exp["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
             },
             "spec": spec.model_dump(by_alias=True, mode="json", exclude_none=True),
         }
         try:
             # The custom objects API returns the decoded JSON object; its client types that as object.
-            created = cast("dict[str, Any]", self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, TRIAL_PLURAL, body))
+            created = cast(
+                "dict[str, Any]",
+                self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, body),
+            )
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            created = cast("dict[str, Any]", self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, TRIAL_PLURAL, name))
+            created = cast(
+                "dict[str, Any]",
+                self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, name),
+            )
         self.trials.upsert(created)
-        bound.info("trial created", trial=name, trial_id=p.trial_id, attempt=p.attempt, try_=pending.try_index,
-                   retry_of=pending.retry_of)
+        bound.info(
+            "trial created",
+            trial=name,
+            trial_id=p.trial_id,
+            attempt=p.attempt,
+            try_=pending.try_index,
+            retry_of=pending.retry_of,
+        )
         self._handle(created, planned, self.backend(exp["metadata"]["name"], planned))
 
     def _launch(self, trial: dict[str, Any], planned: _Plan) -> Any:
         spec = trial["spec"]
         p = planned.by_id[spec["trialId"]]
         return engine.launch_for(
-            planned.experiment, planned.tasks[p.task_id], p, spec["try"], spec["runId"], planned.digest,
+            planned.experiment,
+            planned.tasks[p.task_id],
+            p,
+            spec["try"],
+            spec["runId"],
+            planned.digest,
             labels={LABEL_EXPERIMENT: label_value(spec["experiment"])},
         )
 
@@ -366,10 +421,15 @@ class Reconciler:
         """Chain Experiment -> Trial -> Pod in the pod's own body, so deleting a Trial deletes its pod."""
         trial = self.trials.get(launch.name)
         if trial is not None:
-            body["metadata"]["ownerReferences"] = [{
-                "apiVersion": API_VERSION, "kind": "Trial", "name": trial["metadata"]["name"],
-                "uid": trial["metadata"]["uid"], "controller": True,
-            }]
+            body["metadata"]["ownerReferences"] = [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": "Trial",
+                    "name": trial["metadata"]["name"],
+                    "uid": trial["metadata"]["uid"],
+                    "controller": True,
+                }
+            ]
         return body
 
     def _advance(self, exp: dict[str, Any], planned: _Plan, trial: dict[str, Any], bound: Any) -> bool:
@@ -387,7 +447,8 @@ class Reconciler:
             return False
         spec = trial["spec"]
         finished_before = sum(
-            1 for t in self._trials_of(spec["runId"])
+            1
+            for t in self._trials_of(spec["runId"])
             if t["spec"]["trialId"] == spec["trialId"] and (t.get("status") or {}).get("phase") == "Finished"
         )
         task = planned.tasks[planned.by_id[spec["trialId"]].task_id]
@@ -444,31 +505,36 @@ class Reconciler:
         verifier_s = facts.verifier.duration_s if facts.verifier else None
         evidence, truncated = bounded_evidence(facts)
         extra = facts.extra
-        done = status.model_copy(update={
-            "phase": "Finished",
-            "outcome": settled.verdict.outcome.value,
-            "reason": settled.verdict.reason.value if settled.verdict.reason else None,
-            "final": settled.final,
-            "reward": facts.reward,
-            "node": extra.node or status.node,
-            "qos_class": facts.qos_class or status.qos_class,
-            "enforcement": facts.enforcement,
-            "request_cpus": facts.request_cpus,
-            "request_memory_bytes": facts.request_memory_bytes,
-            "limit_cpus": facts.limit_cpus,
-            "limit_memory_bytes": facts.limit_memory_bytes,
-            "peak_memory_bytes": facts.peak_memory_bytes,
-            "oom_kills": sum(s.oom_kills for s in (facts.agent, facts.verifier) if s is not None),
-            "duration_seconds": facts.duration_s,
-            "message": str(settled.verdict),
-            "evidence": evidence,
-            "evidence_truncated": truncated or None,
-            "timings": TrialTimings(
-                queued=status.timings.queued or trial["metadata"].get("creationTimestamp"),
-                scheduled=status.timings.scheduled, started=status.timings.started, finished=now_rfc3339(),
-                agent_seconds=agent_s, verifier_seconds=verifier_s,
-            ),
-        })
+        done = status.model_copy(
+            update={
+                "phase": "Finished",
+                "outcome": settled.verdict.outcome.value,
+                "reason": settled.verdict.reason.value if settled.verdict.reason else None,
+                "final": settled.final,
+                "reward": facts.reward,
+                "node": extra.node or status.node,
+                "qos_class": facts.qos_class or status.qos_class,
+                "enforcement": facts.enforcement,
+                "request_cpus": facts.request_cpus,
+                "request_memory_bytes": facts.request_memory_bytes,
+                "limit_cpus": facts.limit_cpus,
+                "limit_memory_bytes": facts.limit_memory_bytes,
+                "peak_memory_bytes": facts.peak_memory_bytes,
+                "oom_kills": sum(s.oom_kills for s in (facts.agent, facts.verifier) if s is not None),
+                "duration_seconds": facts.duration_s,
+                "message": str(settled.verdict),
+                "evidence": evidence,
+                "evidence_truncated": truncated or None,
+                "timings": TrialTimings(
+                    queued=status.timings.queued or trial["metadata"].get("creationTimestamp"),
+                    scheduled=status.timings.scheduled,
+                    started=status.timings.started,
+                    finished=now_rfc3339(),
+                    agent_seconds=agent_s,
+                    verifier_seconds=verifier_s,
+                ),
+            }
+        )
         if extra.pod_status is not None:  # the pod as the evidence kept it, in the API's shape
             _pod_timings(done, {"status": extra.pod_status.model_dump(mode="json"), "spec": {"nodeName": extra.node}})
         return self._write_trial_status(trial, done, only_if_unfinished=True)
@@ -479,8 +545,9 @@ class Reconciler:
         v = settled.verdict
         reason = v.reason.value if v.reason else ""
         m = self.metrics
-        m.tries_settled.labels(self.namespace, spec["experiment"], label, v.outcome.value, reason,
-                               "true" if settled.final else "false").inc()
+        m.tries_settled.labels(
+            self.namespace, spec["experiment"], label, v.outcome.value, reason, "true" if settled.final else "false"
+        ).inc()
         facts = settled.facts
         if reason == "oom_killed":
             m.oom_kills.labels(self.namespace, spec["experiment"], label).inc()
@@ -495,11 +562,20 @@ class Reconciler:
         if queued is not None and scheduled is not None:
             m.queue_wait.labels(self.namespace, spec["experiment"]).observe(max(0.0, scheduled - queued))
             m.phase_duration.labels("scheduling").observe(max(0.0, scheduled - queued))
-        bound.info("trial settled", trial=trial["metadata"]["name"], trial_id=spec["trialId"], outcome=v.outcome.value,
-                   reason=reason, final=settled.final, reward=facts.reward)
+        bound.info(
+            "trial settled",
+            trial=trial["metadata"]["name"],
+            trial_id=spec["trialId"],
+            outcome=v.outcome.value,
+            reason=reason,
+            final=settled.final,
+            reward=facts.reward,
+        )
         if v.outcome.value == "infra_error":
             self.events.record(
-                exp, "Warning", "TrialInfraError",
+                exp,
+                "Warning",
+                "TrialInfraError",
                 f"trial {spec['trialId']} try {spec['try']}: {v}" + ("" if settled.final else " (will retry)"),
                 key=f"{trial['metadata']['name']}.infra",
             )
@@ -513,22 +589,32 @@ class Reconciler:
             if only_if_unfinished and is_finished(current):
                 return False
             body = {
-                "apiVersion": API_VERSION, "kind": "Trial",
-                "metadata": {"name": name, "namespace": self.namespace,
-                             "resourceVersion": current["metadata"]["resourceVersion"]},
+                "apiVersion": API_VERSION,
+                "kind": "Trial",
+                "metadata": {
+                    "name": name,
+                    "namespace": self.namespace,
+                    "resourceVersion": current["metadata"]["resourceVersion"],
+                },
                 "spec": current["spec"],
                 "status": status.model_dump(by_alias=True, mode="json", exclude_none=True),
             }
             try:
-                written = cast("dict[str, Any]", self.custom.replace_namespaced_custom_object_status(
-                    GROUP, VERSION, self.namespace, TRIAL_PLURAL, name, body))
+                written = cast(
+                    "dict[str, Any]",
+                    self.custom.replace_namespaced_custom_object_status(
+                        GROUP, VERSION, self.namespace, TRIAL_PLURAL, name, body
+                    ),
+                )
                 self.trials.upsert(written)
                 return True
             except ApiException as exc:
                 if exc.status != 409:
                     raise
-                current = cast("dict[str, Any]", self.custom.get_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, TRIAL_PLURAL, name))
+                current = cast(
+                    "dict[str, Any]",
+                    self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, TRIAL_PLURAL, name),
+                )
         raise StatusConflict(f"trial {name}: status kept conflicting")
 
     def _write_experiment_status(self, exp: dict[str, Any], status: ExperimentStatus) -> None:
@@ -540,8 +626,12 @@ class Reconciler:
         for _ in range(5):
             body = {**{k: v for k, v in current.items() if k != "status"}, "status": want}
             try:
-                written = cast("dict[str, Any]", self.custom.replace_namespaced_custom_object_status(
-                    GROUP, VERSION, self.namespace, EXPERIMENT_PLURAL, name, body))
+                written = cast(
+                    "dict[str, Any]",
+                    self.custom.replace_namespaced_custom_object_status(
+                        GROUP, VERSION, self.namespace, EXPERIMENT_PLURAL, name, body
+                    ),
+                )
                 self.experiments.upsert(written)
                 return
             except ApiException as exc:
@@ -549,29 +639,45 @@ class Reconciler:
                     return  # deleted meanwhile
                 if exc.status != 409:
                     raise
-                current = cast("dict[str, Any]", self.custom.get_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, EXPERIMENT_PLURAL, name))
+                current = cast(
+                    "dict[str, Any]",
+                    self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, EXPERIMENT_PLURAL, name),
+                )
         raise RuntimeError(f"experiment {name}: status kept conflicting")
 
     def _fail(self, exp: dict[str, Any], previous: ExperimentStatus, reason: str, message: str, terminal: bool) -> None:
-        status = failed_status(previous, generation=exp["metadata"].get("generation"), reason=reason, message=message,
-                               terminal=terminal)
+        status = failed_status(
+            previous, generation=exp["metadata"].get("generation"), reason=reason, message=message, terminal=terminal
+        )
         if status != previous:
-            self.events.record(exp, "Warning", reason, message, key=f"{exp['metadata']['name']}.{reason.lower()}"
-                               f".{exp['metadata'].get('generation', 0)}")
+            self.events.record(
+                exp,
+                "Warning",
+                reason,
+                message,
+                key=f"{exp['metadata']['name']}.{reason.lower()}.{exp['metadata'].get('generation', 0)}",
+            )
             log.warning("experiment cannot run", experiment=exp["metadata"]["name"], reason=reason, message=message)
         self._write_experiment_status(exp, status)
 
     def _milestones(self, exp: dict[str, Any], previous: ExperimentStatus, status: ExperimentStatus) -> None:
         name = exp["metadata"]["name"]
         if previous.phase in ("Pending", "Failed") and status.phase in ("Running", "Complete") and previous.tries == 0:
-            self.events.record(exp, "Normal", "Started",
-                               f"run {status.run_id}: {status.planned} trials, first tries submitted", key=f"{name}.started")
+            self.events.record(
+                exp,
+                "Normal",
+                "Started",
+                f"run {status.run_id}: {status.planned} trials, first tries submitted",
+                key=f"{name}.started",
+            )
         if previous.phase != "Complete" and status.phase == "Complete":
-            summary = ", ".join(f"{c.configuration}: {c.passed}/{c.finished} passed, {c.infra_error} infra errors"
-                                for c in status.configurations)
-            self.events.record(exp, "Normal", "Completed", f"all {status.planned} trials finished ({summary})",
-                               key=f"{name}.completed")
+            summary = ", ".join(
+                f"{c.configuration}: {c.passed}/{c.finished} passed, {c.infra_error} infra errors"
+                for c in status.configurations
+            )
+            self.events.record(
+                exp, "Normal", "Completed", f"all {status.planned} trials finished ({summary})", key=f"{name}.completed"
+            )
             log.info("experiment complete", experiment=name, run_id=status.run_id, planned=status.planned)
 
 

@@ -47,13 +47,16 @@ class TaskSource(BaseModel):
     bundle: str | None = Field(
         default=None,
         description="name of the task-set ConfigMap written by `headroom tasks push DIR` (content-addressed)",
-        min_length=1, max_length=253,
+        min_length=1,
+        max_length=253,
     )
     image: str | None = Field(
         default=None,
         description="a task-set image built by `headroom tasks image DIR` (/headroom-tasks/catalog.json and one "
-                    "folder per task); pin it by digest or use an immutable tag: its catalog is read once and cached",
-        min_length=1, max_length=1024, pattern=r"^\S+$",
+        "folder per task); pin it by digest or use an immutable tag: its catalog is read once and cached",
+        min_length=1,
+        max_length=1024,
+        pattern=r"^\S+$",
     )
 
     @model_validator(mode="after")
@@ -92,9 +95,11 @@ class ExperimentResourceSpec(Experiment):
         # The gateway listens on the loopback of the process that runs the engine; the controller
         # starts none, so a trial pod's calls would go nowhere and be recorded as model failures.
         if gateway is not None:
-            raise ValueError("the in-cluster controller runs no model gateway: its trial pods could not reach "
-                             "one; run the sweep from the CLI (`headroom sweep --backend kubernetes`) to measure "
-                             "usage, or drop `gateway`")
+            raise ValueError(
+                "the in-cluster controller runs no model gateway: its trial pods could not reach "
+                "one; run the sweep from the CLI (`headroom sweep --backend kubernetes`) to measure "
+                "usage, or drop `gateway`"
+            )
         return gateway
 
     @field_serializer("task_source")
@@ -142,7 +147,8 @@ class TrialTimings(_Camel):
 
 class TrialStatus(_Camel):
     phase: Literal["Pending", "Running", "Finished", "Abandoned"] = Field(
-        default="Pending", description="Abandoned: its pod vanished while no controller ran; never counted, run again")
+        default="Pending", description="Abandoned: its pod vanished while no controller ran; never counted, run again"
+    )
     # Every orchestrator.spec.outcome.Outcome (tests/controller checks the two stay equal).
     outcome: Literal["passed", "failed", "timeout", "infra_error", "harness_error", "abstained"] | None = None
     reason: str | None = None
@@ -190,7 +196,7 @@ class ConfigurationStatus(_Camel):
     timeout: int
     infra_error: int
     harness_error: int
-    abstained: int = Field(default=0, description="honest \"cannot answer\" a golden grader allows: not a pass")
+    abstained: int = Field(default=0, description='honest "cannot answer" a golden grader allows: not a pass')
     retried: int
     pass_rate: Interval
     infra_error_rate: Interval
@@ -220,7 +226,9 @@ class ExperimentStatus(_Camel):
     completed_at: str | None = None
     task_digests: dict[str, str] = Field(default_factory=dict)
     cluster: dict[str, Any] | None = Field(
-        default=None, description="cluster provenance recorded when the run started: server version, nodes "
-                                  "(when the chart's nodeProvenance is on), quotas, limit ranges, the backend's capabilities")
+        default=None,
+        description="cluster provenance recorded when the run started: server version, nodes "
+        "(when the chart's nodeProvenance is on), quotas, limit ranges, the backend's capabilities",
+    )
     configurations: list[ConfigurationStatus] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)

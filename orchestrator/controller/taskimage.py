@@ -43,8 +43,14 @@ ANNOTATION_IMAGE = "headroom.dev/task-set-image"
 ANNOTATION_IMAGE_ID = "headroom.dev/task-set-image-id"
 CONTAINER = "catalog"
 #: Image pull or start failures that will not go away by waiting.
-_STUCK = {"ErrImageNeverPull", "InvalidImageName", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
-          "CreateContainerError"}
+_STUCK = {
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+}
 _RESOURCES = {"cpu": "50m", "memory": "32Mi"}
 
 
@@ -68,24 +74,40 @@ def catalog_pod(image: str, options: KubernetesOptions) -> dict[str, Any]:
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 1,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [{
-            "name": CONTAINER, "image": image, "imagePullPolicy": options.image_pull_policy,
-            "command": ["cat", CATALOG],
-            "resources": {"requests": dict(_RESOURCES), "limits": dict(_RESOURCES)},
-            "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
-                                "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
-        }],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "runAsGroup": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": CONTAINER,
+                "image": image,
+                "imagePullPolicy": options.image_pull_policy,
+                "command": ["cat", CATALOG],
+                "resources": {"requests": dict(_RESOURCES), "limits": dict(_RESOURCES)},
+                "securityContext": {
+                    "runAsNonRoot": True,
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
     }
     if options.node_selector:
         spec["nodeSelector"] = dict(options.node_selector)
     if options.tolerations:
         spec["tolerations"] = list(options.tolerations)
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": catalog_name(image), "labels": {**MANAGED_BY, LABEL_CATALOG: ref_key(image)},
-                     "annotations": {ANNOTATION_IMAGE: image}},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": catalog_name(image),
+            "labels": {**MANAGED_BY, LABEL_CATALOG: ref_key(image)},
+            "annotations": {ANNOTATION_IMAGE: image},
+        },
         "spec": spec,
     }
 
@@ -97,8 +119,11 @@ def parse(text: str, image: str) -> dict[str, Any]:
     except ValueError:
         ok = False
     if not ok:
-        raise SpecError(f"image {image} has no headroom task catalog at {CATALOG} (build it with "
-                        "`headroom tasks image DIR --tag REF`)", field="task_source.image")
+        raise SpecError(
+            f"image {image} has no headroom task catalog at {CATALOG} (build it with "
+            "`headroom tasks image DIR --tag REF`)",
+            field="task_source.image",
+        )
     return cat
 
 
@@ -116,15 +141,18 @@ def cached_catalog(core: client.CoreV1Api, namespace: str, image: str) -> dict[s
         cm = core.read_namespaced_config_map(catalog_name(image), namespace)
     except ApiException as exc:
         if exc.status == 404:
-            raise SpecError(f"no cached task catalog of image {image} in {namespace} (the controller writes "
-                            f"ConfigMap {catalog_name(image)} when it first plans an Experiment over it)",
-                            field="task_source.image") from None
+            raise SpecError(
+                f"no cached task catalog of image {image} in {namespace} (the controller writes "
+                f"ConfigMap {catalog_name(image)} when it first plans an Experiment over it)",
+                field="task_source.image",
+            ) from None
         raise
     return parse((cm.data or {}).get(CATALOG_KEY, ""), image)
 
 
-def read_catalog(core: client.CoreV1Api, namespace: str, image: str, options: KubernetesOptions,
-                 on_read: Any = None) -> dict[str, Any]:
+def read_catalog(
+    core: client.CoreV1Api, namespace: str, image: str, options: KubernetesOptions, on_read: Any = None
+) -> dict[str, Any]:
     """The image's catalog: from its cache ConfigMap, else from the catalog pod (created when missing).
 
     Raises :class:`CatalogPending` while the pod runs, and SpecError when the image cannot
@@ -159,10 +187,17 @@ def read_catalog(core: client.CoreV1Api, namespace: str, image: str, options: Ku
             raise
         image_id = statuses[0].image_id if statuses else ""
         body = {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "labels": {**MANAGED_BY, LABEL_CATALOG: ref_key(image)},
-                         "annotations": {ANNOTATION_IMAGE: image, ANNOTATION_IMAGE_ID: image_id or "",
-                                         "headroom.dev/task-set-digest": str(cat.get("set_digest", ""))}},
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "labels": {**MANAGED_BY, LABEL_CATALOG: ref_key(image)},
+                "annotations": {
+                    ANNOTATION_IMAGE: image,
+                    ANNOTATION_IMAGE_ID: image_id or "",
+                    "headroom.dev/task-set-digest": str(cat.get("set_digest", "")),
+                },
+            },
             "immutable": True,
             "data": {CATALOG_KEY: json.dumps(cat, sort_keys=True)},
         }
@@ -171,18 +206,24 @@ def read_catalog(core: client.CoreV1Api, namespace: str, image: str, options: Ku
         except ApiException as exc:
             if exc.status == 422:
                 _delete_pod(core, namespace, name)
-                raise SpecError(f"the catalog of {image} does not fit in a ConfigMap ({len(text) // 1024} KiB)",
-                                field="task_source.image") from None
+                raise SpecError(
+                    f"the catalog of {image} does not fit in a ConfigMap ({len(text) // 1024} KiB)",
+                    field="task_source.image",
+                ) from None
             if exc.status != 409:
                 raise
         if on_read is not None:
             on_read(image, image_id, len(cat["tasks"]))
         _delete_pod(core, namespace, name)
         return cat
-    stuck = [s.state.waiting.reason for s in statuses
-             if s.state and s.state.waiting and s.state.waiting.reason in _STUCK]
-    stuck += [f"Unschedulable: {c.message}" for c in (pod.status.conditions or []) if pod.status  # type: ignore[union-attr]  # a pod read back from the server has a status
-              and c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"]
+    stuck = [
+        s.state.waiting.reason for s in statuses if s.state and s.state.waiting and s.state.waiting.reason in _STUCK
+    ]
+    stuck += [
+        f"Unschedulable: {c.message}"
+        for c in (pod.status.conditions or [])  # type: ignore[union-attr]  # a pod read back has a status
+        if pod.status and c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+    ]
     if phase == "Failed" or stuck:
         detail = stuck[0] if stuck else (pod.status.reason or pod.status.message or "failed")  # type: ignore[union-attr]  # a pod read back from the server has a status
         if phase == "Failed":
@@ -219,7 +260,9 @@ def write_metadata(cat: dict[str, Any], root: Path) -> None:
         raise
 
 
-def load_set(cat: dict[str, Any], image: str, scratch: Path, select: list[str] | None = None) -> tuple[list[Task], Path]:
+def load_set(
+    cat: dict[str, Any], image: str, scratch: Path, select: list[str] | None = None
+) -> tuple[list[Task], Path]:
     """The tasks of a task-set image, with the digests and built images its catalog recorded."""
     content = hashlib.sha256(json.dumps(cat, sort_keys=True).encode()).hexdigest()[:12]
     root = scratch / f"image-{ref_key(image)}-{content}"
@@ -229,8 +272,9 @@ def load_set(cat: dict[str, Any], image: str, scratch: Path, select: list[str] |
     for t in tasks:
         entry = cat["tasks"][t.id]
         if not entry.get("has_tests", True):
-            raise SpecError(f"golden task {t.id!r} has no tests/: the kubernetes backend needs tests/test.sh",
-                            field="tests/test.sh")
+            raise SpecError(
+                f"golden task {t.id!r} has no tests/: the kubernetes backend needs tests/test.sh", field="tests/test.sh"
+            )
         update: dict[str, Any] = {"digest": entry["digest"]}
         built = entry.get("built_image")
         if built and not t.spec.environment.docker_image:

@@ -45,9 +45,11 @@ def bundles(tasks: list[Task]) -> list[TaskBundle]:
     """The Pod backend's bundle of each task; raises SpecError for a task too big for a ConfigMap,
     or for a golden task without tests/ (the Pod's runner always runs a verifier: local backend only)."""
     if bare := sorted(t.id for t in tasks if not t.has_tests):
-        raise SpecError(f"golden task(s) without tests/ ({', '.join(bare[:5])}{', ...' if len(bare) > 5 else ''}) run on "
-                        "the local backend only; the kubernetes backend needs tests/test.sh (it may be `exit 0`)",
-                        field="tests/test.sh")
+        raise SpecError(
+            f"golden task(s) without tests/ ({', '.join(bare[:5])}{', ...' if len(bare) > 5 else ''}) run on "
+            "the local backend only; the kubernetes backend needs tests/test.sh (it may be `exit 0`)",
+            field="tests/test.sh",
+        )
     return [taskfiles.bundle(t.id, t.path, t.digest) for t in tasks]
 
 
@@ -59,8 +61,11 @@ def index_body(tasks: list[Task], made: list[TaskBundle]) -> dict[str, Any]:
     digest = set_digest(tasks)
     by_id = {b.task_id: b for b in made}
     index = {
-        t.id: {"digest": t.digest, "bundle": by_id[t.id].name,
-               "files": {f.key: {"path": f.path, "mode": 0o755 if f.executable else 0o644} for f in by_id[t.id].files}}
+        t.id: {
+            "digest": t.digest,
+            "bundle": by_id[t.id].name,
+            "files": {f.key: {"path": f.path, "mode": 0o755 if f.executable else 0o644} for f in by_id[t.id].files},
+        }
         for t in sorted(tasks, key=lambda t: t.id)
     }
     return {
@@ -95,8 +100,9 @@ def push(core: client.CoreV1Api, namespace: str, tasks_dir: Path) -> PushResult:
             created += 1
         except ApiException as exc:
             if exc.status != 409:
-                raise UserError(f"cannot create ConfigMap {body['metadata']['name']} in {namespace}: "
-                                f"{exc.status} {exc.reason}") from None
+                raise UserError(
+                    f"cannot create ConfigMap {body['metadata']['name']} in {namespace}: {exc.status} {exc.reason}"
+                ) from None
             existing += 1
     return PushResult(set_name(set_digest(tasks)), created, existing, len(tasks))
 
@@ -106,8 +112,10 @@ def read_index(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, d
         cm = core.read_namespaced_config_map(name, namespace)
     except ApiException as exc:
         if exc.status == 404:
-            raise SpecError(f"no task set ConfigMap {name!r} in {namespace} (push it with `headroom tasks push DIR`)",
-                            field="task_source.bundle") from None
+            raise SpecError(
+                f"no task set ConfigMap {name!r} in {namespace} (push it with `headroom tasks push DIR`)",
+                field="task_source.bundle",
+            ) from None
         raise
     try:
         return json.loads((cm.data or {})[INDEX_KEY])
@@ -142,8 +150,9 @@ def unpack(core: client.CoreV1Api, namespace: str, name: str, into: Path) -> Pat
     return root
 
 
-def load_set(core: client.CoreV1Api, namespace: str, name: str, scratch: Path,
-             select: list[str] | None = None) -> list[Task]:
+def load_set(
+    core: client.CoreV1Api, namespace: str, name: str, scratch: Path, select: list[str] | None = None
+) -> list[Task]:
     """The tasks of a pushed set, loaded by the engine's loader and checked against their digests."""
     root = unpack(core, namespace, name, scratch)
     index = read_index(core, namespace, name)

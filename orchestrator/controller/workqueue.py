@@ -74,7 +74,9 @@ class WorkQueue:
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
                     return None
-                waits = [w for w in (self._next_due_in(), None if deadline is None else deadline - now) if w is not None]
+                waits = [
+                    w for w in (self._next_due_in(), None if deadline is None else deadline - now) if w is not None
+                ]
                 self._cond.wait(max(0.0, min(waits)) if waits else None)
 
     def done(self, key: Hashable) -> None:

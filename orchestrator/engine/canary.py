@@ -88,8 +88,12 @@ def _amounts(config: ResourceConfig, cpus: float, memory_mb: int) -> ResourceAmo
         return None
     lim = 1.0 if config.task_band else float(config.limit_multiplier or 1.0)
     req = 1.0 if config.task_band else config.request_multiplier
-    return ResourceAmounts(request_cpus=cpus, request_memory_bytes=int(memory_mb * MIB * req), limit_cpus=cpus,
-                           limit_memory_bytes=int(memory_mb * MIB * lim))
+    return ResourceAmounts(
+        request_cpus=cpus,
+        request_memory_bytes=int(memory_mb * MIB * req),
+        limit_cpus=cpus,
+        limit_memory_bytes=int(memory_mb * MIB * lim),
+    )
 
 
 def hog_sizes(limit_bytes: int) -> tuple[int, int]:
@@ -100,25 +104,57 @@ def hog_sizes(limit_bytes: int) -> tuple[int, int]:
     return int(above + 0.999), max(1, int(below))
 
 
-def _launch(run_id: str, config: ResourceConfig, which: str, target: str, mb: int, spin_s: float,
-            amounts: ResourceAmounts, image: str | None = None) -> Launch:
+def _launch(
+    run_id: str,
+    config: ResourceConfig,
+    which: str,
+    target: str,
+    mb: int,
+    spin_s: float,
+    amounts: ResourceAmounts,
+    image: str | None = None,
+) -> Launch:
     task = load_task(CANARY_TASK)
     trial_id = f"canary:{config.label}:{which}:{target}"
-    env = {"HEADROOM_CANARY_MB": str(mb), "HEADROOM_CANARY_SPIN_S": str(spin_s), "HEADROOM_TASK_ID": task.id,
-           "HEADROOM_TRIAL_ID": trial_id, "HEADROOM_CONFIG": config.label, "HEADROOM_SEED": "0",
-           "HEADROOM_ATTEMPT": "0", "HEADROOM_TRY": "0", "HEADROOM_INSTRUCTION": task.instruction}
-    labels = {"headroom.dev/run": label_value(run_id), "headroom.dev/task": "canary",
-              "headroom.dev/config": label_value(config.label), "headroom.dev/attempt": "0", "headroom.dev/try": "0"}
+    env = {
+        "HEADROOM_CANARY_MB": str(mb),
+        "HEADROOM_CANARY_SPIN_S": str(spin_s),
+        "HEADROOM_TASK_ID": task.id,
+        "HEADROOM_TRIAL_ID": trial_id,
+        "HEADROOM_CONFIG": config.label,
+        "HEADROOM_SEED": "0",
+        "HEADROOM_ATTEMPT": "0",
+        "HEADROOM_TRY": "0",
+        "HEADROOM_INSTRUCTION": task.instruction,
+    }
+    labels = {
+        "headroom.dev/run": label_value(run_id),
+        "headroom.dev/task": "canary",
+        "headroom.dev/config": label_value(config.label),
+        "headroom.dev/attempt": "0",
+        "headroom.dev/try": "0",
+    }
     if target != "local":
         labels[NODE_LABEL] = label_value(target)
     return Launch(
-        run_id=run_id, trial_id=trial_id, try_index=0, name=launch_name(run_id, trial_id, 0), task_id=task.id,
-        config_label=config.label, attempt=0, seed=0, agent_kind="oracle",
+        run_id=run_id,
+        trial_id=trial_id,
+        try_index=0,
+        name=launch_name(run_id, trial_id, 0),
+        task_id=task.id,
+        config_label=config.label,
+        attempt=0,
+        seed=0,
+        agent_kind="oracle",
         task=TaskSource(task_id=task.id, path=task.path, digest=task.digest, docker_image=image, include_solution=True),
         agent=StepLaunch(name="agent", script="solution/solve.sh", env=env, timeout_s=task.spec.agent.timeout_sec),
         verifier=StepLaunch(name="verifier", script="tests/test.sh", env=env, timeout_s=task.spec.verifier.timeout_sec),
-        amounts=amounts, request_storage_bytes=task.spec.environment.storage_mb * MIB, limit_storage_bytes=None,
-        allow_internet=False, labels=labels, spec_digest="headroom-canary",
+        amounts=amounts,
+        request_storage_bytes=task.spec.environment.storage_mb * MIB,
+        limit_storage_bytes=None,
+        allow_internet=False,
+        labels=labels,
+        spec_digest="headroom-canary",
     )
 
 
@@ -128,12 +164,18 @@ def _summary(facts: TrialFacts | BaseException | None) -> dict[str, Any]:
     if isinstance(facts, BaseException):
         return {"verdict": "backend error", "error": f"{type(facts).__name__}: {facts}"}
     a = facts.agent
-    return {"verdict": str(classify(facts)), "enforcement": facts.enforcement,
-            "limit_memory_bytes": facts.limit_memory_bytes, "peak_memory_bytes": facts.peak_memory_bytes,
-            "cpu_time_s": facts.cpu_time_s, "duration_s": facts.duration_s,
-            "agent_duration_s": a.duration_s if a else None,
-            "oom_evidence": a.oom_evidence if a else None, "exit_code": a.exit_code if a else None,
-            "signal": a.signal if a else None}
+    return {
+        "verdict": str(classify(facts)),
+        "enforcement": facts.enforcement,
+        "limit_memory_bytes": facts.limit_memory_bytes,
+        "peak_memory_bytes": facts.peak_memory_bytes,
+        "cpu_time_s": facts.cpu_time_s,
+        "duration_s": facts.duration_s,
+        "agent_duration_s": a.duration_s if a else None,
+        "oom_evidence": a.oom_evidence if a else None,
+        "exit_code": a.exit_code if a else None,
+        "signal": a.signal if a else None,
+    }
 
 
 def _spin(facts: TrialFacts) -> dict[str, float]:
@@ -151,11 +193,17 @@ def _spin(facts: TrialFacts) -> dict[str, float]:
     return {}
 
 
-def judge(config: str, target: str, amounts: ResourceAmounts, above: TrialFacts | BaseException | None,
-          below: TrialFacts | BaseException | None) -> ArmCheck:
+def judge(
+    config: str,
+    target: str,
+    amounts: ResourceAmounts,
+    above: TrialFacts | BaseException | None,
+    below: TrialFacts | BaseException | None,
+) -> ArmCheck:
     """The memory verdict for one arm from its two tries (pure: testable without running anything)."""
-    check = ArmCheck(config, target, "enforced", amounts.limit_memory_bytes, amounts.limit_cpus,
-                     _summary(above), _summary(below))
+    check = ArmCheck(
+        config, target, "enforced", amounts.limit_memory_bytes, amounts.limit_cpus, _summary(above), _summary(below)
+    )
     if not (isinstance(below, TrialFacts) and classify(below).outcome is Outcome.PASSED):
         check.status = "inconclusive"
         check.problems.append(f"the below-limit try did not pass ({check.below['verdict']}): the canary could not run")
@@ -174,17 +222,25 @@ def judge(config: str, target: str, amounts: ResourceAmounts, above: TrialFacts 
         killed = True
     if not killed:
         check.status = "not_enforced"
-        check.problems.append(f"a hog above the {(amounts.limit_memory_bytes or 0) // MIB} MiB limit was not OOM-killed "
-                              f"({verdict}): the memory limit is set but not enforced")
+        check.problems.append(
+            f"a hog above the {(amounts.limit_memory_bytes or 0) // MIB} MiB limit was not OOM-killed "
+            f"({verdict}): the memory limit is set but not enforced"
+        )
     elif rlimit:
         check.status = "weak"
-        check.problems.append("memory is capped only by the rlimit fallback: no kernel OOM kill, allocation failures "
-                              "instead, and page cache is not counted")
+        check.problems.append(
+            "memory is capped only by the rlimit fallback: no kernel OOM kill, allocation failures "
+            "instead, and page cache is not counted"
+        )
     return check
 
 
-def judge_cpu(limit_cpus: float, probe: TrialFacts | BaseException | None,
-              reference: TrialFacts | BaseException | None, declared: bool) -> dict[str, Any]:
+def judge_cpu(
+    limit_cpus: float,
+    probe: TrialFacts | BaseException | None,
+    reference: TrialFacts | BaseException | None,
+    declared: bool,
+) -> dict[str, Any]:
     """Whether a CPU quota bites on a target: a spin under the quota against the same spin without one.
 
     ``limited`` is False (not limited), True, or None (not checkable: the host is too busy, or no
@@ -202,18 +258,23 @@ def judge_cpu(limit_cpus: float, probe: TrialFacts | BaseException | None,
     if share is None:
         out["notes"].append("CPU quota not measured: the spinning try reported no CPU time")
     elif ref_share is not None and ref_share <= limit_cpus * CPU_SLACK:
-        out["notes"].append(f"CPU quota not measured: the host is too busy (an unlimited spin got only {ref_share:.2f} cpu)")
+        out["notes"].append(
+            f"CPU quota not measured: the host is too busy (an unlimited spin got only {ref_share:.2f} cpu)"
+        )
     elif share > limit_cpus * CPU_SLACK:
         out["limited"] = False
-        out["problems"].append(f"CPU not limited: a spinning thread got {share:.2f} cpu under a {limit_cpus:g}-cpu quota"
-                               + (f" (without a quota: {ref_share:.2f})" if ref_share is not None else ""))
+        out["problems"].append(
+            f"CPU not limited: a spinning thread got {share:.2f} cpu under a {limit_cpus:g}-cpu quota"
+            + (f" (without a quota: {ref_share:.2f})" if ref_share is not None else "")
+        )
     elif declared:
         out["limited"] = True
     return out
 
 
-def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: float = DEADLINE_S,
-               image: str | None = None) -> dict[str, Any]:
+def run_canary(
+    backend: Backend, configs: list[ResourceConfig], *, deadline_s: float = DEADLINE_S, image: str | None = None
+) -> dict[str, Any]:
     """Run the canary for every configuration on every target; the provenance record."""
     started = datetime.now(UTC).isoformat(timespec="seconds")
     task = load_task(CANARY_TASK)
@@ -222,8 +283,10 @@ def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: f
     targets: list[str] = list(per_node.canary_targets()) if per_node else ["local"]
     skipped: list[dict[str, str]] = list(per_node.canary_skipped()) if per_node else []
     if not targets:
-        out = not_run("no node to check: " + ("; ".join(f"{s['target']}: {s['reason']}" for s in skipped[:5])
-                                              or "the backend named none"))
+        out = not_run(
+            "no node to check: "
+            + ("; ".join(f"{s['target']}: {s['reason']}" for s in skipped[:5]) or "the backend named none")
+        )
         return {**out, "started_at": started, "skipped_targets": skipped}
     run_id = f"canary-{uuid.uuid4().hex[:8]}"
     bounded = [(c, a) for c in configs if (a := _amounts(c, env.cpus, env.memory_mb)) is not None]
@@ -239,8 +302,9 @@ def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: f
 
     probe_amounts = _amounts(ResourceConfig.parse("1x-strict"), env.cpus, env.memory_mb)
     assert probe_amounts is not None
-    free = ResourceAmounts(request_cpus=env.cpus, request_memory_bytes=env.memory_mb * MIB, limit_cpus=None,
-                           limit_memory_bytes=None)
+    free = ResourceAmounts(
+        request_cpus=env.cpus, request_memory_bytes=env.memory_mb * MIB, limit_cpus=None, limit_memory_bytes=None
+    )
     end = time.monotonic() + deadline_s
 
     def collect() -> None:
@@ -278,15 +342,26 @@ def run_canary(backend: Backend, configs: list[ResourceConfig], *, deadline_s: f
     cpu: dict[str, dict[str, Any]] = {}
     for target in targets:
         if bounded:
-            cpu[target] = judge_cpu(env.cpus, results.get(("1x-strict", target, "cpu-probe")),
-                                    results.get(("unbounded", target, "cpu-reference")), backend.capabilities.cpu_quota)
+            cpu[target] = judge_cpu(
+                env.cpus,
+                results.get(("1x-strict", target, "cpu-probe")),
+                results.get(("unbounded", target, "cpu-reference")),
+                backend.capabilities.cpu_quota,
+            )
         for config in configs:
             arm = _amounts(config, env.cpus, env.memory_mb)
             if arm is None:
-                checks.append(ArmCheck(config.label, target, "skipped", None, None, notes=["no limit to check (unbounded)"]))
+                checks.append(
+                    ArmCheck(config.label, target, "skipped", None, None, notes=["no limit to check (unbounded)"])
+                )
                 continue
-            check = judge(config.label, target, arm, results.get((config.label, target, "above")),
-                          results.get((config.label, target, "below")))
+            check = judge(
+                config.label,
+                target,
+                arm,
+                results.get((config.label, target, "above")),
+                results.get((config.label, target, "below")),
+            )
             if cpu[target]["limited"] is False:
                 check.problems += cpu[target]["problems"]
                 if check.status == "enforced":
@@ -303,8 +378,13 @@ def _worst(statuses: list[str]) -> str:
     return "skipped"
 
 
-def record(checks: list[ArmCheck], backend: Backend, started: str,
-           cpu: dict[str, dict[str, Any]] | None = None, skipped: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def record(
+    checks: list[ArmCheck],
+    backend: Backend,
+    started: str,
+    cpu: dict[str, dict[str, Any]] | None = None,
+    skipped: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     flagged = [c for c in checks if c.status not in ("enforced", "skipped")]
     targets = sorted({c.target for c in checks})
     return {
@@ -355,8 +435,11 @@ def _per_target(canary: dict[str, Any]) -> list[str]:
         return []
     out = ["  per node: " + ", ".join(f"{t} {v}" for t, v in by_target.items())] if by_target else []
     if skipped:
-        out.append(f"  not checked ({len(skipped)}): "
-                   + "; ".join(f"{s['target']} ({s['reason']})" for s in skipped[:10]) + (" ..." if len(skipped) > 10 else ""))
+        out.append(
+            f"  not checked ({len(skipped)}): "
+            + "; ".join(f"{s['target']} ({s['reason']})" for s in skipped[:10])
+            + (" ..." if len(skipped) > 10 else "")
+        )
     return out
 
 
@@ -367,9 +450,19 @@ def describe(canary: dict[str, Any]) -> list[str]:
     if status == "enforced":
         n = sum(1 for a in canary.get("arms", []) if a["status"] == "enforced")
         notes = sorted({n for a in canary.get("arms", []) for n in a.get("notes", []) if "unbounded" not in n})
-        return [f"enforcement canary: limits bite in {n} configuration(s) on {', '.join(canary.get('targets', []))}"
-                + (f" ({'; '.join(notes)})" if notes else "")] + lines
+        return [
+            f"enforcement canary: limits bite in {n} configuration(s) on {', '.join(canary.get('targets', []))}"
+            + (f" ({'; '.join(notes)})" if notes else "")
+        ] + lines
     if status == "flagged":
-        return (["[bold red]enforcement canary: limits do NOT bite as configured; this run will not be reported as a "
-                 "resource sweep[/]"] + [f"  - {p}" for p in canary.get("problems", [])] + lines)
-    return [f"[yellow]enforcement canary: {status}[/] ({canary.get('reason')}): the report will say limits were not checked"]
+        return (
+            [
+                "[bold red]enforcement canary: limits do NOT bite as configured; this run will not be reported as a "
+                "resource sweep[/]"
+            ]
+            + [f"  - {p}" for p in canary.get("problems", [])]
+            + lines
+        )
+    return [
+        f"[yellow]enforcement canary: {status}[/] ({canary.get('reason')}): the report will say limits were not checked"
+    ]

@@ -89,17 +89,23 @@ def execute(
     pending = pending_tries(trials, tries, in_flight=(t.trial_id for t, _, _ in in_flight.values()))
     queue = deque(pending.queue)
     finished = finished_counts(tries)
-    summary = ExecutionSummary(total=len(trials), already_done=pending.done, abandoned_before=abandoned,
-                               adopted=len(in_flight))
+    summary = ExecutionSummary(
+        total=len(trials), already_done=pending.done, abandoned_before=abandoned, adopted=len(in_flight)
+    )
     if on_pending:
         on_pending(len(trials), pending.done)
 
     def record(trial: Trial, try_index: int, result: TrialFacts | BaseException) -> None:
         key = TryKey(run_id, trial.trial_id, try_index)
         end = services.end(key) if services is not None else None  # the try's gateway key ends here
-        s = settle(result, reward_threshold=experiment.reward_threshold, retry=experiment.retry,
-                   finished_before=finished.get(trial.trial_id, 0), secrets=secrets + TryServices.secrets(end),
-                   grader=tasks[trial.task_id].spec.grader)
+        s = settle(
+            result,
+            reward_threshold=experiment.reward_threshold,
+            retry=experiment.retry,
+            finished_before=finished.get(trial.trial_id, 0),
+            secrets=secrets + TryServices.secrets(end),
+            grader=tasks[trial.task_id].spec.grader,
+        )
         facts = services.complete(key, s.facts, end) if services is not None else s.facts
         try:
             stored = store.finish_try(run_id, trial.trial_id, try_index, facts, s.verdict, final=s.final)

@@ -25,12 +25,21 @@ MAX_NAME = 63
 
 #: The environment contract every backend gives both steps (paths are added by the backend).
 CONTRACT = (
-    "HEADROOM_TASK_ID", "HEADROOM_TRIAL_ID", "HEADROOM_ATTEMPT", "HEADROOM_TRY", "HEADROOM_SEED",
-    "HEADROOM_CONFIG", "HEADROOM_INSTRUCTION",
+    "HEADROOM_TASK_ID",
+    "HEADROOM_TRIAL_ID",
+    "HEADROOM_ATTEMPT",
+    "HEADROOM_TRY",
+    "HEADROOM_SEED",
+    "HEADROOM_CONFIG",
+    "HEADROOM_INSTRUCTION",
 )
 #: Added by each backend, pointing at its own locations.
 CONTRACT_PATHS = (
-    "HEADROOM_WORKDIR", "HEADROOM_LOGS_DIR", "HEADROOM_TASK_DIR", "HEADROOM_INSTRUCTION_FILE", "HEADROOM_AGENT_RESULT",
+    "HEADROOM_WORKDIR",
+    "HEADROOM_LOGS_DIR",
+    "HEADROOM_TASK_DIR",
+    "HEADROOM_INSTRUCTION_FILE",
+    "HEADROOM_AGENT_RESULT",
 )
 
 
@@ -77,8 +86,9 @@ def _agent_network(experiment: Experiment) -> bool:
     return experiment.allow_internet if own is None else own
 
 
-def build_launch(run_id: str, trial: Trial, try_index: int, task: Task, experiment: Experiment,
-                 digest: str | None = None) -> Launch:
+def build_launch(
+    run_id: str, trial: Trial, try_index: int, task: Task, experiment: Experiment, digest: str | None = None
+) -> Launch:
     env_spec = task.spec.environment
     amounts = trial_amounts(task, trial)
     lim = trial.config.limit_multiplier
@@ -102,30 +112,52 @@ def build_launch(run_id: str, trial: Trial, try_index: int, task: Task, experime
         secret_env=list(experiment.agent.env_passthrough),
         timeout_s=task.spec.agent.timeout_sec * tm,
     )
-    verifier = StepLaunch(
-        name="verifier", script="tests/test.sh",
-        env={**env_spec.env, **task.spec.verifier.env, **contract},
-        timeout_s=task.spec.verifier.timeout_sec * tm,
-    ) if task.has_tests else None  # a golden task without tests/: its grader alone decides
+    verifier = (
+        StepLaunch(
+            name="verifier",
+            script="tests/test.sh",
+            env={**env_spec.env, **task.spec.verifier.env, **contract},
+            timeout_s=task.spec.verifier.timeout_sec * tm,
+        )
+        if task.has_tests
+        else None
+    )  # a golden task without tests/: its grader alone decides
     return Launch(
-        run_id=run_id, trial_id=trial.trial_id, try_index=try_index,
+        run_id=run_id,
+        trial_id=trial.trial_id,
+        try_index=try_index,
         name=launch_name(run_id, trial.trial_id, try_index),
-        task_id=task.id, config_label=trial.config.label, attempt=trial.attempt, seed=trial.seed,
+        task_id=task.id,
+        config_label=trial.config.label,
+        attempt=trial.attempt,
+        seed=trial.seed,
         agent_kind=experiment.agent.kind,
-        task=TaskSource(task_id=task.id, path=task.path, digest=task.digest,
-                        docker_image=experiment.image or env_spec.docker_image, include_solution=oracle),
-        agent=agent, verifier=verifier, amounts=amounts,
+        task=TaskSource(
+            task_id=task.id,
+            path=task.path,
+            digest=task.digest,
+            docker_image=experiment.image or env_spec.docker_image,
+            include_solution=oracle,
+        ),
+        agent=agent,
+        verifier=verifier,
+        amounts=amounts,
         request_storage_bytes=int(env_spec.storage_mb * MIB * trial.config.request_multiplier),
         limit_storage_bytes=None if lim is None else int(env_spec.storage_mb * MIB * lim),
         allow_internet=_env_network(experiment) and env_spec.allow_internet,
         agent_network=_agent_network(experiment),
         agent_dir=str(Path(experiment.agent.path).resolve()) if experiment.agent.path else None,
-        agent_setup=SetupLaunch(shell=install.command, env=agent_env, timeout_s=install.timeout_s,
-                                network=install.network) if (install := experiment.agent.install) else None,
+        agent_setup=SetupLaunch(
+            shell=install.command, env=agent_env, timeout_s=install.timeout_s, network=install.network
+        )
+        if (install := experiment.agent.install)
+        else None,
         gpus=env_spec.gpus,
         labels={
-            "headroom.dev/run": label_value(run_id), "headroom.dev/task": label_value(task.id),
-            "headroom.dev/config": label_value(trial.config.label), "headroom.dev/attempt": str(trial.attempt),
+            "headroom.dev/run": label_value(run_id),
+            "headroom.dev/task": label_value(task.id),
+            "headroom.dev/config": label_value(trial.config.label),
+            "headroom.dev/attempt": str(trial.attempt),
             "headroom.dev/try": str(try_index),
         },
         spec_digest=digest or spec_digest(experiment),

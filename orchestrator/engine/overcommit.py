@@ -104,14 +104,27 @@ def observed_by_config(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
     if frame.empty or "overcommit_ratio" not in frame.columns:
         return {}
     recorded = frame["overcommit_beside_unbounded"].notna() | frame["overcommit_ratio"].notna()
-    per = frame.assign(recorded=recorded).groupby("config_label", sort=True).agg(
-        trials_recorded=("recorded", "sum"), ratio_max=("overcommit_ratio", "max"),
-        ratio_mean=("overcommit_ratio", "mean"), beside=("overcommit_beside_unbounded", "sum"),
-        pressure=("overcommit_memory_pressure", "sum"))
-    return {str(label): {"trials_recorded": int(r.trials_recorded), "ratio_max": _finite(r.ratio_max),
-                         "ratio_mean": _finite(r.ratio_mean), "trials_beside_unbounded": int(r.beside),
-                         "trials_under_memory_pressure": int(r.pressure)}
-            for label, r in per.iterrows()}
+    per = (
+        frame.assign(recorded=recorded)
+        .groupby("config_label", sort=True)
+        .agg(
+            trials_recorded=("recorded", "sum"),
+            ratio_max=("overcommit_ratio", "max"),
+            ratio_mean=("overcommit_ratio", "mean"),
+            beside=("overcommit_beside_unbounded", "sum"),
+            pressure=("overcommit_memory_pressure", "sum"),
+        )
+    )
+    return {
+        str(label): {
+            "trials_recorded": int(r.trials_recorded),
+            "ratio_max": _finite(r.ratio_max),
+            "ratio_mean": _finite(r.ratio_mean),
+            "trials_beside_unbounded": int(r.beside),
+            "trials_under_memory_pressure": int(r.pressure),
+        }
+        for label, r in per.iterrows()
+    }
 
 
 def _finite(v: Any) -> float | None:
@@ -135,8 +148,11 @@ def node_capacities(backend_facts: dict[str, Any]) -> dict[str, int] | str | Non
         return str(nodes)  # "not readable (403 Forbidden)"
     from kubernetes.utils import parse_quantity
 
-    return {n["name"]: int(parse_quantity(n["allocatable"]["memory"])) for n in nodes
-            if isinstance(n, dict) and (n.get("allocatable") or {}).get("memory")}
+    return {
+        n["name"]: int(parse_quantity(n["allocatable"]["memory"]))
+        for n in nodes
+        if isinstance(n, dict) and (n.get("allocatable") or {}).get("memory")
+    }
 
 
 def fill_by_request(amounts: list[tuple[int, int]], room: int, k: int, copies: int) -> tuple[int, int]:
@@ -156,8 +172,9 @@ def fill_by_request(amounts: list[tuple[int, int]], room: int, k: int, copies: i
     return n, held
 
 
-def warnings_for(experiment: Experiment, tasks: list[Task], capacity: int | None,
-                 nodes: dict[str, int] | str | None = None) -> dict[str, Any]:
+def warnings_for(
+    experiment: Experiment, tasks: list[Task], capacity: int | None, nodes: dict[str, int] | str | None = None
+) -> dict[str, Any]:
     """Per configuration, the worst sum of limits at the run's concurrency, and warnings where it exceeds capacity.
 
     ``capacity`` is the host's memory (local, docker). In a cluster (``nodes``: each candidate
@@ -172,32 +189,57 @@ def warnings_for(experiment: Experiment, tasks: list[Task], capacity: int | None
     warnings: list[str] = []
     k = experiment.concurrency
     for config in experiment.configurations:
-        amounts = [trial_amounts(t, Trial(trial_id="", task_id=t.id, config=config, attempt=0, seed=0, order=0))
-                   for t in tasks]
+        amounts = [
+            trial_amounts(t, Trial(trial_id="", task_id=t.id, config=config, attempt=0, seed=0, order=0)) for t in tasks
+        ]
         limits = [a.limit_memory_bytes for a in amounts]
         if isinstance(nodes, dict) and nodes and all(lim is not None for lim in limits):
-            fullest = max(((name, room, *fill_by_request([(a.request_memory_bytes, a.limit_memory_bytes or 0)
-                                                        for a in amounts], room, k, experiment.attempts))
-                         for name, room in nodes.items()), key=lambda w: w[3] / max(w[1], 1))
+            fullest = max(
+                (
+                    (
+                        name,
+                        room,
+                        *fill_by_request(
+                            [(a.request_memory_bytes, a.limit_memory_bytes or 0) for a in amounts],
+                            room,
+                            k,
+                            experiment.attempts,
+                        ),
+                    )
+                    for name, room in nodes.items()
+                ),
+                key=lambda w: w[3] / max(w[1], 1),
+            )
             name, room, n, held = fullest
             per_node[config.label] = {"node": name, "capacity_bytes": room, "trials": n, "limit_bytes": held}
             if held > room and experiment.placement != "limit-aware":
-                warnings.append(f"{config.label}: {n} trials fit node {name} ({room / MIB:.0f} MiB allocatable) by "
-                                f"their requests, and their limits then add up to {held / MIB:.0f} MiB; use "
-                                "--placement limit-aware (after `headroom cluster nodes advertise`) or lower --concurrency")
+                warnings.append(
+                    f"{config.label}: {n} trials fit node {name} ({room / MIB:.0f} MiB allocatable) by "
+                    f"their requests, and their limits then add up to {held / MIB:.0f} MiB; use "
+                    "--placement limit-aware (after `headroom cluster nodes advertise`) or lower --concurrency"
+                )
         if any(lim is None for lim in limits):
             per_config[config.label] = None
             if k > 1:
-                warnings.append(f"{config.label}: trials without a memory limit run {k} at a time and can together "
-                                "take more memory than the machine has")
+                warnings.append(
+                    f"{config.label}: trials without a memory limit run {k} at a time and can together "
+                    "take more memory than the machine has"
+                )
             continue
         worst = sum(sorted((lim or 0 for lim in limits), reverse=True)[:k])
         per_config[config.label] = worst
         if capacity is not None and worst > capacity and experiment.placement != "limit-aware":
-            warnings.append(f"{config.label}: {k} trials at once can hold {worst / MIB:.0f} MiB of limits, more than "
-                            f"the {capacity / MIB:.0f} MiB available; use --placement limit-aware or lower --concurrency")
-    out: dict[str, Any] = {"capacity_bytes": capacity, "placement": experiment.placement, "concurrency": k,
-                           "worst_concurrent_limit_bytes": per_config, "warnings": warnings}
+            warnings.append(
+                f"{config.label}: {k} trials at once can hold {worst / MIB:.0f} MiB of limits, more than "
+                f"the {capacity / MIB:.0f} MiB available; use --placement limit-aware or lower --concurrency"
+            )
+    out: dict[str, Any] = {
+        "capacity_bytes": capacity,
+        "placement": experiment.placement,
+        "concurrency": k,
+        "worst_concurrent_limit_bytes": per_config,
+        "warnings": warnings,
+    }
     if nodes is not None:
         out["worst_node"] = per_node
         out["nodes_checked"] = len(nodes) if isinstance(nodes, dict) else f"nodes {nodes}: not checked per node"

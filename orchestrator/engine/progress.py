@@ -37,9 +37,15 @@ class SweepProgress:
         self.tally: Counter[str] = Counter()
         self.plain = not console.is_interactive
         self.progress = Progress(
-            TextColumn("[bold]sweep[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[tally]}"),
-            console=console, transient=False,
+            TextColumn("[bold]sweep[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[tally]}"),
+            console=console,
+            transient=False,
         )
         self.task_id = self.progress.add_task("sweep", total=None, tally="")
         self.total: int | None = None
@@ -84,7 +90,11 @@ class SweepProgress:
             if not final:
                 self.tally["retried"] += 1
             else:
-                key = f"{verdict.outcome.value}:{verdict.reason}" if verdict.reason == "oom_killed" else verdict.outcome.value
+                key = (
+                    f"{verdict.outcome.value}:{verdict.reason}"
+                    if verdict.reason == "oom_killed"
+                    else verdict.outcome.value
+                )
                 self.tally[key] += 1
                 self.done += 1
                 self.progress.advance(self.task_id)
@@ -112,15 +122,18 @@ class SweepProgress:
             if k != "retried":
                 outcomes[k.split(":")[0]] += v
         shown = [*SHOWN, *sorted(k for k in outcomes if k not in SHOWN)]
-        parts = ", ".join(f"{k.replace('_error', '')} {outcomes[k]}" if k == "infra_error" else f"{k} {outcomes[k]}"
-                          for k in shown)
+        parts = ", ".join(
+            f"{k.replace('_error', '')} {outcomes[k]}" if k == "infra_error" else f"{k} {outcomes[k]}" for k in shown
+        )
         if oom := self.tally.get("infra_error:oom_killed"):
             parts += f" (oom {oom})"
         if self.tally.get("retried"):
             parts += f"; {self.tally['retried']} tries retried"
         pct = f" ({self.done / total:.0%})" if total else ""
-        return (f"sweep: {self.done}/{total} trials finished{pct}: {parts}; elapsed {_clock(elapsed)}, "
-                f"eta {_clock(eta) if self.done < total else '0:00:00'}")
+        return (
+            f"sweep: {self.done}/{total} trials finished{pct}: {parts}; elapsed {_clock(elapsed)}, "
+            f"eta {_clock(eta) if self.done < total else '0:00:00'}"
+        )
 
     def _line(self) -> None:  # with self._lock held
         self.console.print(self.line(), soft_wrap=True, highlight=False)

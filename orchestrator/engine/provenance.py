@@ -22,7 +22,10 @@ def git_revision(path: Path | None = None) -> dict[str, Any]:
         if rev.returncode != 0:
             return {"revision": None, "dirty": None}
         dirty = subprocess.run(
-            ["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=5
+            ["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
         )
         return {"revision": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.TimeoutExpired):

@@ -41,8 +41,12 @@ class RegradeResult:
 
     def summary(self) -> dict[str, Any]:
         directions = Counter(f"{f.before} -> {f.after}" for f in self.flips)
-        return {"run_id": self.run_id, "regraded_trials": self.regraded, "flips": dict(directions),
-                "items": [vars(f) for f in self.flips]}
+        return {
+            "run_id": self.run_id,
+            "regraded_trials": self.regraded,
+            "flips": dict(directions),
+            "items": [vars(f) for f in self.flips],
+        }
 
 
 def load_graders(path: Path) -> tuple[GoldenGrader | None, dict[str, GoldenGrader]]:
@@ -78,8 +82,9 @@ def source_run(store: Store, run_id: str | None) -> str:
     return originals[-1].run_id if originals else store.run(None).run_id
 
 
-def regrade(store: Store, run_id: str | None, default: GoldenGrader | None, per_task: dict[str, GoldenGrader],
-            source: str) -> RegradeResult:
+def regrade(
+    store: Store, run_id: str | None, default: GoldenGrader | None, per_task: dict[str, GoldenGrader], source: str
+) -> RegradeResult:
     info = store.run(source_run(store, run_id))
     results = store.final_results(info.run_id)
     if not results:
@@ -92,13 +97,23 @@ def regrade(store: Store, run_id: str | None, default: GoldenGrader | None, per_
     threshold = float(info.spec.get("reward_threshold", 1.0))
     prov = store.provenance(info.run_id)
     prov.pop("tasks", None)
-    prov["regrade"] = {"from_run": info.run_id, "grader_file": source,
-                       "default": default.model_dump() if default else None,
-                       "per_task": {k: v.model_dump() for k, v in per_task.items()}}
+    prov["regrade"] = {
+        "from_run": info.run_id,
+        "grader_file": source,
+        "default": default.model_dump() if default else None,
+        "per_task": {k: v.model_dump() for k, v in per_task.items()},
+    }
     # One suffix however often a run is re-graded: the chain is in spec.regraded_from.
-    new_id = store.create_run(name=info.name.removesuffix(REGRADED) + REGRADED, backend=info.backend, enforcement=info.enforcement,
-                              spec={**info.spec, "regraded_from": info.run_id}, provenance=prov,
-                              tasks=store.task_specs(info.run_id), trials=trials, axis=info.axis)
+    new_id = store.create_run(
+        name=info.name.removesuffix(REGRADED) + REGRADED,
+        backend=info.backend,
+        enforcement=info.enforcement,
+        spec={**info.spec, "regraded_from": info.run_id},
+        provenance=prov,
+        tasks=store.task_specs(info.run_id),
+        trials=trials,
+        axis=info.axis,
+    )
     out = RegradeResult(new_id, 0)
     for trial_id, outcome, reason, raw in results:
         facts = TrialFacts.from_stored(raw)  # a row of this or any earlier version

@@ -31,8 +31,9 @@ class Pending:
     done: int  # trials with a final result
 
 
-def pending_tries(trials: Iterable[Trial], tries: Mapping[str, list[TryRecord]],
-                  in_flight: Iterable[str] = ()) -> Pending:
+def pending_tries(
+    trials: Iterable[Trial], tries: Mapping[str, list[TryRecord]], in_flight: Iterable[str] = ()
+) -> Pending:
     """Trials without a final result, each with the next unused try number.
 
     A trial with a try still in flight (adopted after a restart) is not queued again.
@@ -63,8 +64,13 @@ class Settlement:
 def error_facts(exc: BaseException) -> TrialFacts:
     """Facts for a try that failed inside headroom (an exception), so it is recorded, not lost."""
     return TrialFacts(
-        enforcement="unknown", request_cpus=0, request_memory_bytes=0, limit_cpus=None, limit_memory_bytes=None,
-        qos_class="unknown", extra=Evidence(orchestrator_error=f"{type(exc).__name__}: {exc}"),
+        enforcement="unknown",
+        request_cpus=0,
+        request_memory_bytes=0,
+        limit_cpus=None,
+        limit_memory_bytes=None,
+        qos_class="unknown",
+        extra=Evidence(orchestrator_error=f"{type(exc).__name__}: {exc}"),
     )
 
 
@@ -76,15 +82,28 @@ def unstorable(facts: TrialFacts, exc: BaseException, secrets: list[str]) -> Set
     would meet the same data), and the sweep and any later resume go on.
     """
     why = redact(valid_tree(f"storing the try's evidence failed: {type(exc).__name__}: {exc}"[:500]), secrets)
-    kept = facts.model_copy(update={"agent": None, "verifier": None, "agent_result": {}, "reward": None,
-                                    "reward_error": None, "infra_hint": None, "infra_detail": None,
-                                    "setup_error": None, "peak_memory_bytes": None, "cpu_time_s": None, "model_usage": None,
-                                    "extra": Evidence(storage_error=why)})
+    kept = facts.model_copy(
+        update={
+            "agent": None,
+            "verifier": None,
+            "agent_result": {},
+            "reward": None,
+            "reward_error": None,
+            "infra_hint": None,
+            "infra_detail": None,
+            "setup_error": None,
+            "peak_memory_bytes": None,
+            "cpu_time_s": None,
+            "model_usage": None,
+            "extra": Evidence(storage_error=why),
+        }
+    )
     return Settlement(kept, Verdict(Outcome.HARNESS_ERROR, HarnessReason.ORCHESTRATOR_ERROR), final=True)
 
 
-def apply_grader(grader: GoldenGrader, facts: TrialFacts, verdict: Verdict,
-                 reward_threshold: float) -> tuple[TrialFacts, Verdict]:
+def apply_grader(
+    grader: GoldenGrader, facts: TrialFacts, verdict: Verdict, reward_threshold: float
+) -> tuple[TrialFacts, Verdict]:
     """A golden task: the grader, not the tests' reward, judges the agent's answer.
 
     Infra errors and timeouts stand: there was no fair attempt to grade; so do verdicts from
@@ -103,14 +122,23 @@ def apply_grader(grader: GoldenGrader, facts: TrialFacts, verdict: Verdict,
     try:
         g = grade(grader, answer)
     except Exception as exc:  # noqa: BLE001 -- see above (RecursionError included)
-        g = Grade(0.0 if isinstance(answer, str) else None, checks={"grader": False},
-                  notes={"grader": f"grading the answer failed: {type(exc).__name__}: {str(exc)[:300]}"})
+        g = Grade(
+            0.0 if isinstance(answer, str) else None,
+            checks={"grader": False},
+            notes={"grader": f"grading the answer failed: {type(exc).__name__}: {str(exc)[:300]}"},
+        )
     record = GradeRecord(checks=g.checks, abstained=g.abstained)
     if g.notes:
         record.notes = g.notes
-    missing = None if g.reward is not None else (
-        "missing: no 'answer' in the agent result" if answer is None
-        else f"malformed: the agent result's 'answer' is {type(answer).__name__}, not text")
+    missing = (
+        None
+        if g.reward is not None
+        else (
+            "missing: no 'answer' in the agent result"
+            if answer is None
+            else f"malformed: the agent result's 'answer' is {type(answer).__name__}, not text"
+        )
+    )
     extra = facts.extra.model_copy()
     extra.grade = record
     facts = facts.model_copy(update={"reward": g.reward, "reward_error": missing, "extra": extra})
@@ -135,8 +163,15 @@ def _redact_facts(facts: TrialFacts, secrets: list[str]) -> TrialFacts:
     return out
 
 
-def settle(result: TrialFacts | BaseException, *, reward_threshold: float, retry: RetryPolicy,
-           finished_before: int, secrets: list[str], grader: GoldenGrader | None = None) -> Settlement:
+def settle(
+    result: TrialFacts | BaseException,
+    *,
+    reward_threshold: float,
+    retry: RetryPolicy,
+    finished_before: int,
+    secrets: list[str],
+    grader: GoldenGrader | None = None,
+) -> Settlement:
     """Classify (or grade, for a golden task), redact, and decide whether to try again.
 
     ``finished_before`` counts the trial's earlier finished tries, so retries stay bounded.
@@ -150,8 +185,9 @@ def settle(result: TrialFacts | BaseException, *, reward_threshold: float, retry
         if facts.agent is not None and agent_not_found(facts.agent):  # evidence only: see classify
             lines = [ln for ln in facts.agent.stderr_tail.splitlines() if ln.strip()]
             extra = facts.extra.model_copy()
-            extra.agent_not_found = AgentNotFound(exit_code=facts.agent.exit_code,
-                                                  evidence=lines[-1][-500:] if lines else None)
+            extra.agent_not_found = AgentNotFound(
+                exit_code=facts.agent.exit_code, evidence=lines[-1][-500:] if lines else None
+            )
             facts = facts.model_copy(update={"extra": extra})
     # One choke point for secrets and for text: everything a backend saw passes through here before the
     # store, redacted and made valid UTF-8 (orchestrator.agentio.text).

@@ -62,13 +62,21 @@ def check_task_bands(experiment: Experiment, tasks: list[Task]) -> None:
         return
     for t in tasks:
         if t.spec.environment.memory_limit_mb is None:
-            raise SpecError("a task-band configuration needs each task's ceiling (memory_limit_mb); "
-                            "write it with `headroom runs calibrate RUN --tasks-out DIR`",
-                            file=str(Path(t.path) / "task.toml"), field="environment.memory_limit_mb")
+            raise SpecError(
+                "a task-band configuration needs each task's ceiling (memory_limit_mb); "
+                "write it with `headroom runs calibrate RUN --tasks-out DIR`",
+                file=str(Path(t.path) / "task.toml"),
+                field="environment.memory_limit_mb",
+            )
 
 
 def start(
-    experiment: Experiment, tasks: list[Task], store: Store, backend: Backend, *, argv: list[str] | None = None,
+    experiment: Experiment,
+    tasks: list[Task],
+    store: Store,
+    backend: Backend,
+    *,
+    argv: list[str] | None = None,
     canary: bool = False,
 ) -> tuple[str, dict[str, Task]]:
     """Write the run, its provenance and its plan in one transaction.
@@ -76,29 +84,49 @@ def start(
     With ``canary``, the enforcement canary (:mod:`orchestrator.engine.canary`) runs first on this
     backend for every configuration, and its verdict goes into the provenance.
     """
-    check_capabilities(backend, {"gpus": max((t.spec.environment.gpus for t in tasks), default=0),
-                                 "without_tests": [t.id for t in tasks if not t.has_tests]})
+    check_capabilities(
+        backend,
+        {
+            "gpus": max((t.spec.environment.gpus for t in tasks), default=0),
+            "without_tests": [t.id for t in tasks if not t.has_tests],
+        },
+    )
     trials = plan(experiment, tasks)
     check_fit(backend, tasks, trials, experiment.placement)
     placement_for(experiment, backend)  # a placement the backend cannot keep is refused before the run is written
     if experiment.agent.kind == "external" and not backend.abilities.exec_channel:
-        raise SpecError(f"external agents need an exec channel, which the {backend.name} backend does not give yet "
-                        "(local, docker and kubernetes do)", field="agent.kind")
+        raise SpecError(
+            f"external agents need an exec channel, which the {backend.name} backend does not give yet "
+            "(local, docker and kubernetes do)",
+            field="agent.kind",
+        )
     preflight_note = preflight.check(experiment, trials, tasks, backend)  # refuses an agent that cannot start
     secrets = secret_values(run_secret_names(experiment))
     spec = redact(experiment.model_dump(mode="json"), secrets)
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
     if experiment.agent.kind != "oracle":
-        prov["agent_preflight"] = {"where": "host" if experiment.agent.kind == "external" else backend.name,
-                                   "checked": preflight_note is None, "note": preflight_note}
-    prov["canary"] = (run_canary(backend, list(experiment.configurations), image=canary_image(experiment, tasks, backend))
-                      if canary else canary_not_run("not requested (--no-canary)"))
+        prov["agent_preflight"] = {
+            "where": "host" if experiment.agent.kind == "external" else backend.name,
+            "checked": preflight_note is None,
+            "note": preflight_note,
+        }
+    prov["canary"] = (
+        run_canary(backend, list(experiment.configurations), image=canary_image(experiment, tasks, backend))
+        if canary
+        else canary_not_run("not requested (--no-canary)")
+    )
     facts = prov.get("backend") or {}
-    prov["overcommit"] = overcommit.warnings_for(experiment, tasks, overcommit.capacity_of(facts),
-                                                 overcommit.node_capacities(facts))
+    prov["overcommit"] = overcommit.warnings_for(
+        experiment, tasks, overcommit.capacity_of(facts), overcommit.node_capacities(facts)
+    )
     run_id = store.create_run(
-        name=experiment.name, backend=backend.name, enforcement=backend.enforcement, spec=spec, provenance=prov,
-        tasks=tasks, trials=trials,
+        name=experiment.name,
+        backend=backend.name,
+        enforcement=backend.enforcement,
+        spec=spec,
+        provenance=prov,
+        tasks=tasks,
+        trials=trials,
     )
     return run_id, {t.id: t for t in tasks}
 
@@ -121,18 +149,24 @@ def canary_image(experiment: Experiment, tasks: list[Task], backend: Backend) ->
     """
     if not backend.abilities.canary_needs_image:
         return None
-    return experiment.image or next((t.spec.environment.docker_image for t in sorted(tasks, key=lambda t: t.id)
-                                     if t.spec.environment.docker_image), None)
+    return experiment.image or next(
+        (t.spec.environment.docker_image for t in sorted(tasks, key=lambda t: t.id) if t.spec.environment.docker_image),
+        None,
+    )
 
 
-def rerun_canary(store: Store, run_id: str, experiment: Experiment, tasks: list[Task], backend: Backend, *,
-                 canary: bool = True) -> dict[str, Any]:
+def rerun_canary(
+    store: Store, run_id: str, experiment: Experiment, tasks: list[Task], backend: Backend, *, canary: bool = True
+) -> dict[str, Any]:
     """On ``--resume``: the canary again (the backend, its nodes or their setup may have changed since the start).
 
     Appended to the provenance's ``canary_resumed`` list; the canary of the start stays as it was.
     """
-    got = (run_canary(backend, list(experiment.configurations), image=canary_image(experiment, tasks, backend))
-           if canary else canary_not_run("not requested (--no-canary)"))
+    got = (
+        run_canary(backend, list(experiment.configurations), image=canary_image(experiment, tasks, backend))
+        if canary
+        else canary_not_run("not requested (--no-canary)")
+    )
     got["resumed_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     store.append_provenance(run_id, "canary_resumed", got)
     return got
@@ -142,8 +176,9 @@ def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str,
     """Reload a run's experiment and tasks; refuse if the tasks changed since it started."""
     info = store.run(run_id)
     if info.spec.get("kind") == "import":
-        raise SpecError(f"run {info.run_id} was imported from results made elsewhere; there is nothing to resume",
-                        field="RUN")
+        raise SpecError(
+            f"run {info.run_id} was imported from results made elsewhere; there is nothing to resume", field="RUN"
+        )
     store.claim(info.run_id)  # first: refuse at once if a live process is executing the run
     experiment = Experiment.model_validate(info.spec)
     if "[REDACTED]" in (experiment.agent.command or ""):
@@ -175,14 +210,22 @@ def placement_for(experiment: Experiment, backend: Backend) -> overcommit.Placem
         return None
     capacity = overcommit.capacity_of(backend.facts())
     if capacity is None and experiment.placement == "limit-aware":
-        raise SpecError(f"--placement limit-aware needs the host's memory, and the {backend.name} backend reports "
-                        "none", field="placement")
+        raise SpecError(
+            f"--placement limit-aware needs the host's memory, and the {backend.name} backend reports none",
+            field="placement",
+        )
     return overcommit.Placement(capacity, experiment.placement)
 
 
 def run(
-    store: Store, run_id: str, experiment: Experiment, tasks: dict[str, Task], backend: Backend,
-    *, on_result: ResultHook | None = None, on_pending: Callable[[int, int], None] | None = None,
+    store: Store,
+    run_id: str,
+    experiment: Experiment,
+    tasks: dict[str, Task],
+    backend: Backend,
+    *,
+    on_result: ResultHook | None = None,
+    on_pending: Callable[[int, int], None] | None = None,
     stop: threading.Event | None = None,
 ) -> SweepResult:
     holder = run_holder(backend)
@@ -193,8 +236,18 @@ def run(
     # (a resume starts a new gateway: keys of tries that ended with the old one stay refused), stopped at the end.
     services = TryServices.open(store.path, experiment, run_id)
     try:
-        summary = execute(store, run_id, experiment, tasks, backend, on_result=on_result, on_pending=on_pending,
-                          stop=stop, placement=placement, services=services)
+        summary = execute(
+            store,
+            run_id,
+            experiment,
+            tasks,
+            backend,
+            on_result=on_result,
+            on_pending=on_pending,
+            stop=stop,
+            placement=placement,
+            services=services,
+        )
     finally:
         services.close()
     return SweepResult(run_id, summary)

@@ -81,8 +81,12 @@ def is_harbor_job(d: Any) -> bool:
 
 
 def is_harbor_trial(d: Any) -> bool:
-    return isinstance(d, dict) and "trial_name" in d and "results" not in d and (
-        "task_name" in d or "verifier_result" in d or "agent_info" in d or "exception_info" in d)
+    return (
+        isinstance(d, dict)
+        and "trial_name" in d
+        and "results" not in d
+        and ("task_name" in d or "verifier_result" in d or "agent_info" in d or "exception_info" in d)
+    )
 
 
 def is_tb_results(d: Any) -> bool:
@@ -90,8 +94,13 @@ def is_tb_results(d: Any) -> bool:
 
 
 def is_tb_trial(d: Any) -> bool:
-    return isinstance(d, dict) and "trial_name" in d and "task_id" in d and "results" not in d and (
-        "is_resolved" in d or "failure_mode" in d)
+    return (
+        isinstance(d, dict)
+        and "trial_name" in d
+        and "task_id" in d
+        and "results" not in d
+        and ("is_resolved" in d or "failure_mode" in d)
+    )
 
 
 def _is_run_file(name: str) -> bool:
@@ -126,8 +135,7 @@ class _Walker:
             names = {e.name: e for e in entries}
             if self.visit(d, names):
                 continue  # a trial's own directory: not searched further
-            subdirs = [Path(e.path) for e in entries
-                       if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
+            subdirs = [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")]
             stack.extend(reversed(subdirs))
 
     def visit(self, d: Path, names: dict[str, os.DirEntry[str]]) -> bool:
@@ -167,7 +175,9 @@ class _Walker:
                 rec.role = METADATA
                 unit.metadata["run_metadata.json"] = (rec, data)
         elif rsj is not None:
-            self.stray_file(rsj[0], rsj[0].error or "a results.json that is neither a Terminal-Bench run's nor a trial's")
+            self.stray_file(
+                rsj[0], rsj[0].error or "a results.json that is neither a Terminal-Bench run's nor a trial's"
+            )
         for name in sorted(n for n in names if _is_run_file(n) and names[n].is_file()):
             rec, data = self.read(d / name)
             if not is_tb_results(data):
@@ -239,8 +249,11 @@ def discover(paths: list[Path]) -> Discovery:
         if given.is_file():
             w = _Walker(given)
             if not _is_run_file(given.name) and given.name != "results.json":
-                raise UserError("expected a Harbor job or Terminal-Bench run directory, a directory of them, or a "
-                                "Terminal-Bench results file", file=str(given))
+                raise UserError(
+                    "expected a Harbor job or Terminal-Bench run directory, a directory of them, or a "
+                    "Terminal-Bench results file",
+                    file=str(given),
+                )
             rec, data = w.read(given)
             if rec.error or not is_tb_results(data):
                 raise UserError(rec.error or "not a Terminal-Bench results file (no 'results' list)", file=str(given))
@@ -260,11 +273,16 @@ def discover(paths: list[Path]) -> Discovery:
             raise UserError("this is one trial's directory; give its Terminal-Bench run directory", file=str(given))
         found = w.finish()
         if not found:
-            why = f"; {len(w.stray)} file(s) looked like results but were not: {w.stray[0].shown} " \
-                  f"({w.stray[0].error})" if w.stray else ""
-            raise UserError("neither a Harbor job (result.json + trial dirs) nor a Terminal-Bench run "
-                            "(results.json, run_metadata.json), nor a directory holding them at any depth" + why,
-                            file=str(given))
+            why = (
+                f"; {len(w.stray)} file(s) looked like results but were not: {w.stray[0].shown} ({w.stray[0].error})"
+                if w.stray
+                else ""
+            )
+            raise UserError(
+                "neither a Harbor job (result.json + trial dirs) nor a Terminal-Bench run "
+                "(results.json, run_metadata.json), nor a directory holding them at any depth" + why,
+                file=str(given),
+            )
         out.found.extend(found)
         out.stray.extend(w.stray)
     seen: set[Path] = set()

@@ -32,8 +32,15 @@ from orchestrator.importers.source import (
 
 NO_TASK = "a trial result without task_name"
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
-OVERRIDES = ("type", "override_cpus", "override_memory_mb", "override_storage_mb", "override_gpus",
-             "cpu_enforcement_policy", "memory_enforcement_policy")
+OVERRIDES = (
+    "type",
+    "override_cpus",
+    "override_memory_mb",
+    "override_storage_mb",
+    "override_gpus",
+    "cpu_enforcement_policy",
+    "memory_enforcement_policy",
+)
 
 
 def _reward(vr: Any) -> tuple[float | None, str | None]:
@@ -48,8 +55,9 @@ def _reward(vr: Any) -> tuple[float | None, str | None]:
     return None, f"several reward keys ({', '.join(sorted(rewards))}) and none named 'reward'"
 
 
-def _trial(rec: FileRecord, data: dict[str, Any], threshold: float,
-           overrides: dict[str, tuple[str, str | None]]) -> SourceTrial | None:
+def _trial(
+    rec: FileRecord, data: dict[str, Any], threshold: float, overrides: dict[str, tuple[str, str | None]]
+) -> SourceTrial | None:
     rec.trials += 1
     name = data.get("trial_name") or rec.path.parent.name
     task = data.get("task_name")
@@ -70,21 +78,35 @@ def _trial(rec: FileRecord, data: dict[str, Any], threshold: float,
     if reward is None and reward_key and reward_key.startswith("several"):
         verdict = type(verdict)("harness_error", "reward_malformed", f"rewards: {reward_key}")
     ar = _object(data.get("agent_result"))
-    phases = {p: seconds_between((data.get(p) or {}).get("started_at"), (data.get(p) or {}).get("finished_at"))
-              for p in PHASES if isinstance(data.get(p), dict)}
+    phases = {
+        p: seconds_between((data.get(p) or {}).get("started_at"), (data.get(p) or {}).get("finished_at"))
+        for p in PHASES
+        if isinstance(data.get(p), dict)
+    }
     env_policy = {k: env_cfg.get(k) for k in OVERRIDES if env_cfg.get(k) is not None}
     enforcement = "harbor/" + str(env_cfg.get("type") or "unknown")
     if env_cfg.get("memory_enforcement_policy") or env_cfg.get("cpu_enforcement_policy"):
-        enforcement += (f" (cpu {env_cfg.get('cpu_enforcement_policy') or 'default'}, "
-                        f"memory {env_cfg.get('memory_enforcement_policy') or 'default'})")
+        enforcement += (
+            f" (cpu {env_cfg.get('cpu_enforcement_policy') or 'default'}, "
+            f"memory {env_cfg.get('memory_enforcement_policy') or 'default'})"
+        )
     evidence = {
-        "source": "harbor", "file": rec.shown, "trial_uid": data.get("id"), "agent_info": info,
+        "source": "harbor",
+        "file": rec.shown,
+        "trial_uid": data.get("id"),
+        "agent_info": info,
         "rewards": (data.get("verifier_result") or {}).get("rewards")
-        if isinstance(data.get("verifier_result"), dict) else None,
-        "exception": None if not exc else {
-            "type": exc_type, "message": redact_text(str(exc.get("exception_message") or ""))[:500],
-            "occurred_at": exc.get("occurred_at")},
-        "phases_s": phases, "config_overrides": env_policy,
+        if isinstance(data.get("verifier_result"), dict)
+        else None,
+        "exception": None
+        if not exc
+        else {
+            "type": exc_type,
+            "message": redact_text(str(exc.get("exception_message") or ""))[:500],
+            "occurred_at": exc.get("occurred_at"),
+        },
+        "phases_s": phases,
+        "config_overrides": env_policy,
         "agent_override_timeout_sec": agent_cfg.get("override_timeout_sec"),
         "timeout_multiplier": cfg.get("timeout_multiplier"),
         "env_names": sorted(str(k) for k in {*_keys(env_cfg.get("env")), *_keys(agent_cfg.get("env"))}),
@@ -93,16 +115,29 @@ def _trial(rec: FileRecord, data: dict[str, Any], threshold: float,
     }
     started, finished = time_or_none(data.get("started_at")), time_or_none(data.get("finished_at"))
     return SourceTrial(
-        trial_name=str(name), trial_uid=str(data["id"]) if data.get("id") else None, task_id=task, label=label,
-        outcome=verdict.outcome, reason=verdict.reason, reward=reward, rule=verdict.rule,
+        trial_name=str(name),
+        trial_uid=str(data["id"]) if data.get("id") else None,
+        task_id=task,
+        label=label,
+        outcome=verdict.outcome,
+        reason=verdict.reason,
+        reward=reward,
+        rule=verdict.rule,
         source_resolved=bool(reward is not None and reward >= threshold),
-        started_at=started, finished_at=finished, duration_s=seconds_between(started, finished),
+        started_at=started,
+        finished_at=finished,
+        duration_s=seconds_between(started, finished),
         tokens_in=usage_value("tokens_in", ar.get("n_input_tokens"))[0],
         tokens_out=usage_value("tokens_out", ar.get("n_output_tokens"))[0],
         cost_usd=usage_value("cost_usd", ar.get("cost_usd"))[0],
         task_digest=data.get("task_checksum") if isinstance(data.get("task_checksum"), str) else None,
-        task_source=data.get("source") if isinstance(data.get("source"), str) else None, enforcement=enforcement,
-        evidence=evidence, file=rec.shown, record=rec, source_error=exc_type or "no exception", agent_key=label,
+        task_source=data.get("source") if isinstance(data.get("source"), str) else None,
+        enforcement=enforcement,
+        evidence=evidence,
+        file=rec.shown,
+        record=rec,
+        source_error=exc_type or "no exception",
+        agent_key=label,
     )
 
 
@@ -127,8 +162,9 @@ def _meta(found: Found, name: str, src: Source) -> dict[str, Any]:
 
 
 def read(found: Found, *, threshold: float, overrides: dict[str, tuple[str, str | None]]) -> Source:
-    src = Source(path=found.anchor.resolve(), format="harbor-job", harness="harbor", harness_version=None,
-                 name=found.name)
+    src = Source(
+        path=found.anchor.resolve(), format="harbor-job", harness="harbor", harness_version=None, name=found.name
+    )
     job: dict[str, Any] = {}
     if found.main is not None:
         rec, data = found.main
@@ -144,9 +180,14 @@ def read(found: Found, *, threshold: float, overrides: dict[str, tuple[str, str 
         for key in ("harbor_version", "version"):
             if isinstance(holder.get(key), str):
                 src.harness_version = src.harness_version or holder[key]
-    src.details = {"job_id": job.get("id"), "started_at": job.get("started_at"), "finished_at": job.get("finished_at"),
-                   "n_total_trials": job.get("n_total_trials"), "job_name": config.get("job_name"),
-                   "n_attempts": config.get("n_attempts")}
+    src.details = {
+        "job_id": job.get("id"),
+        "started_at": job.get("started_at"),
+        "finished_at": job.get("finished_at"),
+        "n_total_trials": job.get("n_total_trials"),
+        "job_name": config.get("job_name"),
+        "n_attempts": config.get("n_attempts"),
+    }
     stats = _object(job.get("stats"))
     evals = _object(stats.get("evals"))
     for key, ev in evals.items():
@@ -154,10 +195,14 @@ def read(found: Found, *, threshold: float, overrides: dict[str, tuple[str, str 
         values = [number(v) for m in (metrics or []) if isinstance(m, dict) for v in m.values()]
         values = [v for v in values if v is not None]
         pak = _object(ev.get("pass_at_k")) if isinstance(ev, dict) else {}
-        src.reported[key] = {"score": values[0] if values else None, "n_trials": ev.get("n_trials"),
-                             "n_errors": ev.get("n_errors"), "file": found.main[0].shown if found.main else None,
-                             "pass_at_k": {int(k): float(v) for k, v in pak.items()
-                                           if str(k).isdigit() and number(v) is not None} or None}
+        src.reported[key] = {
+            "score": values[0] if values else None,
+            "n_trials": ev.get("n_trials"),
+            "n_errors": ev.get("n_errors"),
+            "file": found.main[0].shown if found.main else None,
+            "pass_at_k": {int(k): float(v) for k, v in pak.items() if str(k).isdigit() and number(v) is not None}
+            or None,
+        }
     for rec, data in sorted(found.trial_files, key=lambda f: f[0].shown):
         src.files.append(rec)
         if rec.error:
@@ -166,8 +211,12 @@ def read(found: Found, *, threshold: float, overrides: dict[str, tuple[str, str 
         if t is not None:
             src.trials.append(t)
     listed = job.get("n_total_trials")
-    if isinstance(listed, int) and not isinstance(listed, bool) and listed > len(found.trial_files) \
-            and found.main is not None:
+    if (
+        isinstance(listed, int)
+        and not isinstance(listed, bool)
+        and listed > len(found.trial_files)
+        and found.main is not None
+    ):
         # Trials the job ran but whose results are not on disk are lost from every score: counted as skipped on
         # the job's own file, so the import stops without --allow-partial, never a warning alone.
         missing = listed - len(found.trial_files)
@@ -182,6 +231,8 @@ def read(found: Found, *, threshold: float, overrides: dict[str, tuple[str, str 
             checksums.setdefault(t.task_id, set()).add(t.task_digest)
     for task, seen in sorted(checksums.items()):
         if len(seen) > 1:
-            src.problems.append(f"task {task}: the job's trials disagree on the task checksum ({', '.join(sorted(seen))}); "
-                                "its digest is recorded as unrecorded, every checksum seen is kept in the task record")
+            src.problems.append(
+                f"task {task}: the job's trials disagree on the task checksum ({', '.join(sorted(seen))}); "
+                "its digest is recorded as unrecorded, every checksum seen is kept in the task record"
+            )
     return src

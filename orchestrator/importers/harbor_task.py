@@ -24,15 +24,27 @@ HARBOR_DEFAULTS = {"cpus": 1, "memory_mb": 2048, "storage_mb": 10240, "verifier_
 _ENV_USED = {"cpus", "memory_mb", "storage_mb", "docker_image", "build_timeout_sec", "env", "gpus", "allow_internet"}
 _ENV_SIZES = {"memory": "memory_mb", "storage": "storage_mb"}
 _STEP_USED = {"timeout_sec", "env"}
-_TOP_USED = {"version", "schema_version", "environment", "agent", "verifier", "solution", "metadata", "provenance",
-             "task", "source"}
+_TOP_USED = {
+    "version",
+    "schema_version",
+    "environment",
+    "agent",
+    "verifier",
+    "solution",
+    "metadata",
+    "provenance",
+    "task",
+    "source",
+}
 _NOT_ENFORCED = {
     "gpus": "a backend without GPUs refuses the task",
     "allow_internet": "the task runs without network where the backend can cut it",
 }
 
 
-def normalize(raw: dict[str, Any], *, agent_timeout_default: float | None = None) -> tuple[dict[str, Any], FieldReport, list[str]]:
+def normalize(
+    raw: dict[str, Any], *, agent_timeout_default: float | None = None
+) -> tuple[dict[str, Any], FieldReport, list[str]]:
     """A Harbor task.toml mapping -> (the same task in headroom's spelling, field report, problems).
 
     Problems are reasons the task cannot be used; the caller lists them and skips the task.
@@ -69,8 +81,11 @@ def normalize(raw: dict[str, Any], *, agent_timeout_default: float | None = None
                 continue
             env.pop(key)
             env[target] = mib
-            rep.add(CONVERTED, f"environment.{key}", f"size -> environment.{target} (MiB; G = GiB); "
-                                                      "headroom's loader reads this spelling too")
+            rep.add(
+                CONVERTED,
+                f"environment.{key}",
+                f"size -> environment.{target} (MiB; G = GiB); headroom's loader reads this spelling too",
+            )
     for key in ("cpus", "memory_mb", "storage_mb"):
         if key in env:
             if key in raw.get("environment", {}):
@@ -96,8 +111,10 @@ def normalize(raw: dict[str, Any], *, agent_timeout_default: float | None = None
         return spec, rep, problems + ["[agent] must be a table"]
     if agent.get("timeout_sec") is None:
         if agent_timeout_default is None:
-            problems.append("agent.timeout_sec is missing: Harbor then runs the agent without a time limit; "
-                            "headroom needs one (give --agent-timeout SEC)")
+            problems.append(
+                "agent.timeout_sec is missing: Harbor then runs the agent without a time limit; "
+                "headroom needs one (give --agent-timeout SEC)"
+            )
         else:
             agent["timeout_sec"] = float(agent_timeout_default)
             rep.add(DEFAULTED, "agent.timeout_sec", f"absent: --agent-timeout {agent_timeout_default:g}")

@@ -71,17 +71,24 @@ class Verdict:
 def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, tuple[str, str | None]]:
     """``--map TYPE=OUTCOME[:REASON]`` -> {TYPE: (outcome, reason)}, checked against the taxonomy."""
     out: dict[str, tuple[str, str | None]] = {}
-    reasons = {Outcome.INFRA_ERROR.value: {r.value for r in InfraReason},
-               Outcome.HARNESS_ERROR.value: {r.value for r in HarnessReason}}
+    reasons = {
+        Outcome.INFRA_ERROR.value: {r.value for r in InfraReason},
+        Outcome.HARNESS_ERROR.value: {r.value for r in HarnessReason},
+    }
     for item in items:
         name, sep, target = item.partition("=")
         outcome, _, reason = target.partition(":")
         if not sep or not name or outcome not in {o.value for o in Outcome}:
-            raise UserError(f"expected TYPE=OUTCOME[:REASON] with OUTCOME one of "
-                            f"{', '.join(o.value for o in Outcome)}, got {item!r}", field="--map")
+            raise UserError(
+                f"expected TYPE=OUTCOME[:REASON] with OUTCOME one of "
+                f"{', '.join(o.value for o in Outcome)}, got {item!r}",
+                field="--map",
+            )
         if outcome in reasons:
             if reason not in reasons[outcome]:
-                raise UserError(f"{outcome} needs a reason, one of {', '.join(sorted(reasons[outcome]))}", field="--map")
+                raise UserError(
+                    f"{outcome} needs a reason, one of {', '.join(sorted(reasons[outcome]))}", field="--map"
+                )
         elif reason:
             raise UserError(f"{outcome} takes no reason", field="--map")
         out[name] = (outcome, reason or None)
@@ -94,8 +101,9 @@ def by_reward(reward: float | None, threshold: float, rule: str) -> Verdict:
     return Verdict("passed" if reward >= threshold else "failed", None, rule)
 
 
-def harbor_verdict(exception_type: str | None, reward: float | None, threshold: float,
-                   overrides: dict[str, tuple[str, str | None]]) -> Verdict:
+def harbor_verdict(
+    exception_type: str | None, reward: float | None, threshold: float, overrides: dict[str, tuple[str, str | None]]
+) -> Verdict:
     if exception_type is None:
         return by_reward(reward, threshold, "no exception: reward decides")
     table = {**HARBOR_EXCEPTIONS, **overrides}
@@ -110,8 +118,9 @@ def harbor_verdict(exception_type: str | None, reward: float | None, threshold: 
     return Verdict(outcome, reason, f"{exception_type} -> {outcome}" + (f"({reason})" if reason else ""))
 
 
-def tb_verdict(is_resolved: bool | None, failure_mode: str | None,
-               overrides: dict[str, tuple[str, str | None]]) -> Verdict:
+def tb_verdict(
+    is_resolved: bool | None, failure_mode: str | None, overrides: dict[str, tuple[str, str | None]]
+) -> Verdict:
     """A Terminal-Bench trial by the table (with ``--map`` entries laid over it).
 
     The table says what the failure mode means; ``is_resolved`` then says whether the tests
@@ -129,11 +138,20 @@ def tb_verdict(is_resolved: bool | None, failure_mode: str | None,
     state = {True: "true", False: "false", None: "null"}[is_resolved]
     if outcome in ("failed", "passed"):
         if is_resolved is True:
-            return Verdict("passed", None, "is_resolved true -> passed" if mode in ("none", "unset")
-                           else f"is_resolved true, failure_mode {mode} -> passed (the tests decide)")
+            return Verdict(
+                "passed",
+                None,
+                "is_resolved true -> passed"
+                if mode in ("none", "unset")
+                else f"is_resolved true, failure_mode {mode} -> passed (the tests decide)",
+            )
         if is_resolved is None and mode in ("unset", "none"):
-            return Verdict("harness_error", HarnessReason.REWARD_MISSING.value,
-                           f"is_resolved null, failure_mode {mode} -> harness_error(reward_missing)")
+            return Verdict(
+                "harness_error",
+                HarnessReason.REWARD_MISSING.value,
+                f"is_resolved null, failure_mode {mode} -> harness_error(reward_missing)",
+            )
         return Verdict("failed", None, f"is_resolved {state}, failure_mode {mode} -> failed")
-    return Verdict(outcome, reason, f"is_resolved {state}, failure_mode {mode} -> {outcome}"
-                   + (f"({reason})" if reason else ""))
+    return Verdict(
+        outcome, reason, f"is_resolved {state}, failure_mode {mode} -> {outcome}" + (f"({reason})" if reason else "")
+    )

@@ -89,20 +89,34 @@ class ImportPlan:
         grouped: dict[tuple[str, str], dict[str, Any]] = {}
         for f in files:
             for of, n in f.duplicates.items():
-                g = grouped.setdefault((owner.get(f.shown, "?"), owner.get(of, "?")), {
-                    "source": owner.get(f.shown, "?"), "duplicate_of_source": owner.get(of, "?"), "files": 0,
-                    "trials": 0, "examples": []})
+                g = grouped.setdefault(
+                    (owner.get(f.shown, "?"), owner.get(of, "?")),
+                    {
+                        "source": owner.get(f.shown, "?"),
+                        "duplicate_of_source": owner.get(of, "?"),
+                        "files": 0,
+                        "trials": 0,
+                        "examples": [],
+                    },
+                )
                 g["files"] += 1
                 g["trials"] += n
                 if len(g["examples"]) < 3:
                     g["examples"].append({"file": f.shown, "duplicate_of": of, "trials": n})
         dups = list(grouped.values())
-        unmapped: Counter[str] = Counter(t.rule.removesuffix(" (unmapped)") for t in trials if t.rule.endswith("(unmapped)"))
-        totals = {"sources": len(self.sources), "configurations": len(self.configurations), "files_read": len(files),
-                  "trials_read": sum(f.trials for f in files), "trials_imported": sum(f.imported for f in files),
-                  "trials_duplicate": sum(sum(f.duplicates.values()) for f in files),
-                  "trials_skipped": sum(sum(f.skipped.values()) for f in files),
-                  "files_skipped": sum(1 for f in files if f.error)}
+        unmapped: Counter[str] = Counter(
+            t.rule.removesuffix(" (unmapped)") for t in trials if t.rule.endswith("(unmapped)")
+        )
+        totals = {
+            "sources": len(self.sources),
+            "configurations": len(self.configurations),
+            "files_read": len(files),
+            "trials_read": sum(f.trials for f in files),
+            "trials_imported": sum(f.imported for f in files),
+            "trials_duplicate": sum(sum(f.duplicates.values()) for f in files),
+            "trials_skipped": sum(sum(f.skipped.values()) for f in files),
+            "files_skipped": sum(1 for f in files if f.error),
+        }
         return {
             "labels": self.labels,
             "totals": totals,
@@ -117,7 +131,7 @@ class ImportPlan:
             "rules": dict(Counter(t.rule for t in trials).most_common()),
             "unmapped": dict(unmapped),
             "problems": [f"{s.name}: {p}" for s in self.sources for p in s.problems]
-                        + [f"{c.label}: {n}" for c in self.configurations for n in c.notes],
+            + [f"{c.label}: {n}" for c in self.configurations for n in c.notes],
         }
 
 
@@ -135,12 +149,19 @@ def _tb_checks(src: Source) -> list[dict[str, Any]]:
     nt, ct = rules_mod._task_counts(np.array([t.task_id for t in main], dtype=object), resolved)
     checks = []
     for where, rep in src.reported.items():
-        checks.append({"reported_as": f"accuracy ({where})", "reported": rep.get("score"), "recomputed": acc,
-                       "agrees": _check(rep.get("score"), acc)})
+        checks.append(
+            {
+                "reported_as": f"accuracy ({where})",
+                "reported": rep.get("score"),
+                "recomputed": acc,
+                "agrees": _check(rep.get("score"), acc),
+            }
+        )
         for k, v in sorted((rep.get("pass_at_k") or {}).items()):
             mine = rules_mod.tb_pass_at_k(nt, ct, k)
-            checks.append({"reported_as": f"pass@{k} ({where})", "reported": v, "recomputed": mine,
-                           "agrees": _check(v, mine)})
+            checks.append(
+                {"reported_as": f"pass@{k} ({where})", "reported": v, "recomputed": mine, "agrees": _check(v, mine)}
+            )
     return checks
 
 
@@ -159,32 +180,61 @@ def _harbor_checks(src: Source) -> list[dict[str, Any]]:
         several = any(isinstance(r, dict) and len(r) > 1 for r in rewards)
         values = np.array([t.reward or 0.0 for t in mine], float)
         mean = None if (several or not mine) else float(values.mean())
-        checks.append({"reported_as": f"mean reward ({key})", "reported": rep.get("score"), "recomputed": mean,
-                       "agrees": _check(rep.get("score"), mean)})
+        checks.append(
+            {
+                "reported_as": f"mean reward ({key})",
+                "reported": rep.get("score"),
+                "recomputed": mean,
+                "agrees": _check(rep.get("score"), mean),
+            }
+        )
         binary = mine and not several and all(v in (0.0, 1.0) for v in values)
-        mine_pak = rules_mod.harbor_pass_at_k(*rules_mod._task_counts(
-            np.array([t.task_id for t in mine], dtype=object), values)) if binary else {}
+        mine_pak = (
+            rules_mod.harbor_pass_at_k(
+                *rules_mod._task_counts(np.array([t.task_id for t in mine], dtype=object), values)
+            )
+            if binary
+            else {}
+        )
         for k, v in sorted((rep.get("pass_at_k") or {}).items()):
-            checks.append({"reported_as": f"pass@{k} ({key})", "reported": v, "recomputed": mine_pak.get(k),
-                           "agrees": _check(v, mine_pak.get(k))})
+            checks.append(
+                {
+                    "reported_as": f"pass@{k} ({key})",
+                    "reported": v,
+                    "recomputed": mine_pak.get(k),
+                    "agrees": _check(v, mine_pak.get(k)),
+                }
+            )
     return checks
 
 
 def source_summary(src: Source, configuration: str | None) -> dict[str, Any]:
     """What was read from one source, and its own numbers beside the same numbers recomputed by its own rule."""
     checks = _harbor_checks(src) if src.harness == "harbor" else _tb_checks(src)
-    rule = ("mean reward over the job's trials, a trial without a reward counting 0; Harbor's pass@k"
-            if src.harness == "harbor" else
-            "resolved trials / all trials of the run (is_resolved null counts as unresolved); terminal-bench's pass@k")
-    return {"name": src.name, "path": str(src.path), "format": src.format, "harness": src.harness,
-            "harness_version": src.harness_version, "configuration": configuration,
-            "files_read": len(src.files), "trials_read": sum(f.trials for f in src.files),
-            "trials_imported": len(src.kept),
-            "trials_duplicate": sum(sum(f.duplicates.values()) for f in src.files),
-            "trials_skipped": sum(sum(f.skipped.values()) for f in src.files),
-            "files_skipped": sum(1 for f in src.files if f.error),
-            "files": [f.to_dict() for f in src.files],
-            "details": src.details, "problems": src.problems, "source_rule": rule, "accuracy_checks": checks}
+    rule = (
+        "mean reward over the job's trials, a trial without a reward counting 0; Harbor's pass@k"
+        if src.harness == "harbor"
+        else "resolved trials / all trials of the run (is_resolved null counts as unresolved); terminal-bench's pass@k"
+    )
+    return {
+        "name": src.name,
+        "path": str(src.path),
+        "format": src.format,
+        "harness": src.harness,
+        "harness_version": src.harness_version,
+        "configuration": configuration,
+        "files_read": len(src.files),
+        "trials_read": sum(f.trials for f in src.files),
+        "trials_imported": len(src.kept),
+        "trials_duplicate": sum(sum(f.duplicates.values()) for f in src.files),
+        "trials_skipped": sum(sum(f.skipped.values()) for f in src.files),
+        "files_skipped": sum(1 for f in src.files if f.error),
+        "files": [f.to_dict() for f in src.files],
+        "details": src.details,
+        "problems": src.problems,
+        "source_rule": rule,
+        "accuracy_checks": checks,
+    }
 
 
 def config_summary(c: Configuration, threshold: float) -> dict[str, Any]:
@@ -193,49 +243,71 @@ def config_summary(c: Configuration, threshold: float) -> dict[str, Any]:
     kinds = sorted({s.harness for s in c.sources})
     rule = rules_mod.default_rule(kinds)
     frame_like = _frame_of(c.trials, c.label)
-    scored = rules_mod.evaluate(frame_like, [rules_mod.HEADROOM_FAIL, rule], default=rule,
-                                threshold=threshold) if n else None
+    scored = (
+        rules_mod.evaluate(frame_like, [rules_mod.HEADROOM_FAIL, rule], default=rule, threshold=threshold)
+        if n
+        else None
+    )
     own = (scored or {}).get("configs", {}).get(c.label, {})
-    return {"label": c.label, "group": c.group_name, "sources": [s.name for s in c.sources], "trials": n,
-            "outcomes": dict(outcomes), "headline": (outcomes["passed"] / n) if n else None,
-            "source_rule": rule, "source_rule_score": (own.get(rule) or {}).get("estimate"),
-            "moves": (scored or {}).get("moves", {}).get(c.label, {}).get(rule, []), "notes": c.notes}
+    return {
+        "label": c.label,
+        "group": c.group_name,
+        "sources": [s.name for s in c.sources],
+        "trials": n,
+        "outcomes": dict(outcomes),
+        "headline": (outcomes["passed"] / n) if n else None,
+        "source_rule": rule,
+        "source_rule_score": (own.get(rule) or {}).get("estimate"),
+        "moves": (scored or {}).get("moves", {}).get(c.label, {}).get(rule, []),
+        "notes": c.notes,
+    }
 
 
 def _frame_of(trials: list[SourceTrial], label: str) -> Any:
     """The imported trials as the rules read them (the same columns the store's rule frame carries)."""
     import pandas as pd
 
-    return pd.DataFrame({
-        "config_label": [label] * len(trials), "task_id": [t.task_id for t in trials],
-        "attempt": [0] * len(trials), "source_run": [t.evidence.get("source_run") for t in trials],
-        "outcome": [t.outcome for t in trials], "reason": [t.reason for t in trials],
-        "reward": [t.reward for t in trials],
-        "source_kind": [t.evidence.get("source") for t in trials],
-        "tb_resolved": [t.evidence.get("is_resolved") for t in trials],
-        "tb_mode": [t.evidence.get("failure_mode") for t in trials],
-        "h_exception": [(t.evidence.get("exception") or {}).get("type") for t in trials],
-        "h_rewards": [t.evidence.get("rewards") for t in trials],
-    })
+    return pd.DataFrame(
+        {
+            "config_label": [label] * len(trials),
+            "task_id": [t.task_id for t in trials],
+            "attempt": [0] * len(trials),
+            "source_run": [t.evidence.get("source_run") for t in trials],
+            "outcome": [t.outcome for t in trials],
+            "reason": [t.reason for t in trials],
+            "reward": [t.reward for t in trials],
+            "source_kind": [t.evidence.get("source") for t in trials],
+            "tb_resolved": [t.evidence.get("is_resolved") for t in trials],
+            "tb_mode": [t.evidence.get("failure_mode") for t in trials],
+            "h_exception": [(t.evidence.get("exception") or {}).get("type") for t in trials],
+            "h_rewards": [t.evidence.get("rewards") for t in trials],
+        }
+    )
 
 
-def read_sources(paths: list[Path], *, threshold: float,
-                 overrides: dict[str, tuple[str, str | None]]) -> tuple[list[Source], list[FileRecord]]:
+def read_sources(
+    paths: list[Path], *, threshold: float, overrides: dict[str, tuple[str, str | None]]
+) -> tuple[list[Source], list[FileRecord]]:
     """Every source under the paths (at any depth), read; plus the files that were none."""
     found = discover_mod.discover(paths)
     sources = []
     names: Counter[str] = Counter()
     for f in found.found:
-        src = (harbor_job.read(f, threshold=threshold, overrides=overrides) if f.kind == discover_mod.HARBOR_JOB
-               else tb_run.read(f, overrides=overrides))
+        src = (
+            harbor_job.read(f, threshold=threshold, overrides=overrides)
+            if f.kind == discover_mod.HARBOR_JOB
+            else tb_run.read(f, overrides=overrides)
+        )
         names[src.name] += 1
         if names[src.name] > 1:  # the same relative name under two paths given
             src.name = f"{src.name} #{names[src.name]}"
         src.group, src.base, src.collection = f.group, f.base, f.collection
         src.group_name = (f.group or f.anchor).name
-        src.details["within_submission"] = (f.anchor.relative_to(f.group).as_posix()
-                                            if f.group and f.group != f.anchor and f.group in f.anchor.parents
-                                            else f.anchor.name)
+        src.details["within_submission"] = (
+            f.anchor.relative_to(f.group).as_posix()
+            if f.group and f.group != f.anchor and f.group in f.anchor.parents
+            else f.anchor.name
+        )
         for t in src.trials:
             t.evidence["source_run"] = src.name
         sources.append(src)
@@ -305,8 +377,9 @@ def _join_split_submissions(sources: list[Source]) -> None:
                     s.details["within_submission"] = s.path.relative_to(coll.resolve()).as_posix()
 
 
-def plan(sources: list[Source], *, threshold: float, labels: list[str] | None = None,
-         stray: list[FileRecord] | None = None) -> ImportPlan:
+def plan(
+    sources: list[Source], *, threshold: float, labels: list[str] | None = None, stray: list[FileRecord] | None = None
+) -> ImportPlan:
     _dedupe(sources)
     _join_split_submissions(sources)
     configs: dict[tuple[Path | None, str | None], Configuration] = {}
@@ -334,9 +407,11 @@ def plan(sources: list[Source], *, threshold: float, labels: list[str] | None = 
             c.label = f"{c.label} #{seen[c.label]}"
     if labels:
         if len(labels) != len(ordered):
-            raise UserError(f"--label given {len(labels)} times for {len(ordered)} configurations "
-                            f"({_few([c.label for c in ordered])}); give one per configuration, in this order",
-                            field="--label")
+            raise UserError(
+                f"--label given {len(labels)} times for {len(ordered)} configurations "
+                f"({_few([c.label for c in ordered])}); give one per configuration, in this order",
+                field="--label",
+            )
         merged: dict[str, Configuration] = {}
         for c, lab in zip(ordered, labels):
             if lab in merged:  # the same label twice: the user joins these configurations on purpose
@@ -352,7 +427,8 @@ def plan(sources: list[Source], *, threshold: float, labels: list[str] | None = 
     if not ordered:
         files = [f for s in sources for f in s.files] + (stray or [])
         why = next((f"{f.shown}: {f.error}" for f in files if f.error), None) or next(
-            (f"{f.shown}: {next(iter(f.skipped))}" for f in files if f.skipped), None)
+            (f"{f.shown}: {next(iter(f.skipped))}" for f in files if f.skipped), None
+        )
         raise UserError("no trials found to import" + (f" (e.g. {why})" if why else ""))
     return ImportPlan(sources, ordered, list(stray or []), threshold)
 
@@ -361,15 +437,18 @@ def _few(names: list[str], k: int = 6) -> str:
     return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
 
 
-def records(p: ImportPlan, *, name: str, argv: list[str] | None = None) -> tuple[RunRecord, list[TaskRecord], list[TrialRecord]]:
+def records(
+    p: ImportPlan, *, name: str, argv: list[str] | None = None
+) -> tuple[RunRecord, list[TaskRecord], list[TrialRecord]]:
     source_order: dict[str | None, int] = {s.name: i for i, s in enumerate(p.sources)}
     groups: dict[tuple[str, str], list[SourceTrial]] = {}
     for t in p.trials:
         groups.setdefault((t.label, t.task_id), []).append(t)
     attempt: dict[int, int] = {}
     for ts in groups.values():
-        ordered = sorted(ts, key=lambda t: (source_order.get(t.evidence.get("source_run"), 0), t.started_at or "",
-                                            t.trial_name))
+        ordered = sorted(
+            ts, key=lambda t: (source_order.get(t.evidence.get("source_run"), 0), t.started_at or "", t.trial_name)
+        )
         for i, t in enumerate(ordered):
             attempt[id(t)] = i
     digests: dict[str, set[str]] = {}
@@ -384,8 +463,11 @@ def records(p: ImportPlan, *, name: str, argv: list[str] | None = None) -> tuple
         # (the sources' summaries warn of it), every one is kept.
         known = sorted(d for d in ds if d != UNRECORDED_DIGEST)
         origin = ", ".join(sorted(task_sources.get(task_id, ()))) or None
-        spec = {"imported": True, "digests_seen": known,
-                "provenance": {"source": origin, "transformation": "imported result"}}
+        spec = {
+            "imported": True,
+            "digests_seen": known,
+            "provenance": {"source": origin, "transformation": "imported result"},
+        }
         if len(known) > 1:
             spec["digest_conflict"] = True
         tasks.append(TaskRecord(task_id, known[0] if len(known) == 1 else UNRECORDED_DIGEST, task_id, spec))
@@ -398,23 +480,49 @@ def records(p: ImportPlan, *, name: str, argv: list[str] | None = None) -> tuple
             trial_id = f"{t.trial_name}#{t.evidence.get('source_run')}#{n}"
             n += 1
         used.add(trial_id)
-        trials.append(TrialRecord(
-            trial_id=trial_id, task_id=t.task_id, config_label=t.label, request_multiplier=1.0,
-            limit_multiplier=None, attempt=attempt[id(t)], seed=0, order=i, source_run=t.evidence.get("source_run"),
-            executions=[ExecutionRecord(
-                try_index=0, status="finished", final=True, started_at=t.started_at, finished_at=t.finished_at,
-                outcome=t.outcome, reason=t.reason, reward=t.reward, enforcement=t.enforcement,
-                duration_s=t.duration_s, tokens_in=t.tokens_in, tokens_out=t.tokens_out, cost_usd=t.cost_usd,
-                evidence={**t.evidence, "trial_name": t.trial_name})],
-        ))
+        trials.append(
+            TrialRecord(
+                trial_id=trial_id,
+                task_id=t.task_id,
+                config_label=t.label,
+                request_multiplier=1.0,
+                limit_multiplier=None,
+                attempt=attempt[id(t)],
+                seed=0,
+                order=i,
+                source_run=t.evidence.get("source_run"),
+                executions=[
+                    ExecutionRecord(
+                        try_index=0,
+                        status="finished",
+                        final=True,
+                        started_at=t.started_at,
+                        finished_at=t.finished_at,
+                        outcome=t.outcome,
+                        reason=t.reason,
+                        reward=t.reward,
+                        enforcement=t.enforcement,
+                        duration_s=t.duration_s,
+                        tokens_in=t.tokens_in,
+                        tokens_out=t.tokens_out,
+                        cost_usd=t.cost_usd,
+                        evidence={**t.evidence, "trial_name": t.trial_name},
+                    )
+                ],
+            )
+        )
     harnesses = sorted({f"{s.harness} {s.harness_version or '(version unrecorded)'}" for s in p.sources})
     enforcement = ", ".join(sorted({t.enforcement for t in p.trials if t.enforcement})) or "unrecorded"
     models = sorted({t.label.split("@", 1)[1] for t in p.trials if "@" in t.label})
     agents = sorted({t.label.split("@", 1)[0] for t in p.trials})
     kinds = list(dict.fromkeys(s.harness for s in p.sources if s.kept))
     spec = {
-        "name": name, "kind": "import", "configurations": p.labels, "reward_threshold": p.threshold,
-        "agent": {"kind": "imported", "names": agents}, "model": {"name": ", ".join(models) or None},
+        "name": name,
+        "kind": "import",
+        "configurations": p.labels,
+        "reward_threshold": p.threshold,
+        "agent": {"kind": "imported", "names": agents},
+        "model": {"name": ", ".join(models) or None},
         "attempts": max((a + 1 for a in attempt.values()), default=0),
         "sources": [{"name": s.name, "path": str(s.path), "format": s.format} for s in p.sources],
         "configuration_sources": {c.label: [s.name for s in c.sources] for c in p.configurations},
@@ -427,12 +535,25 @@ def records(p: ImportPlan, *, name: str, argv: list[str] | None = None) -> tuple
         "import": {
             "imported_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "harnesses": harnesses,
-            "sources": [{"name": s.name, "path": str(s.path), "format": s.format, "harness": s.harness,
-                         "harness_version": s.harness_version, "files_sha256": s.files_sha256, "details": s.details,
-                         "reported": s.reported} for s in p.sources],
-            "mapping": {"harbor_exceptions": {k: list(v) for k, v in HARBOR_EXCEPTIONS.items()},
-                        "terminal_bench_failure_modes": {k: list(v) for k, v in TB_FAILURE_MODES.items()},
-                        "unmapped_becomes": list(UNMAPPED_EXCEPTION), "reward_threshold": p.threshold},
+            "sources": [
+                {
+                    "name": s.name,
+                    "path": str(s.path),
+                    "format": s.format,
+                    "harness": s.harness,
+                    "harness_version": s.harness_version,
+                    "files_sha256": s.files_sha256,
+                    "details": s.details,
+                    "reported": s.reported,
+                }
+                for s in p.sources
+            ],
+            "mapping": {
+                "harbor_exceptions": {k: list(v) for k, v in HARBOR_EXCEPTIONS.items()},
+                "terminal_bench_failure_modes": {k: list(v) for k, v in TB_FAILURE_MODES.items()},
+                "unmapped_becomes": list(UNMAPPED_EXCEPTION),
+                "reward_threshold": p.threshold,
+            },
             "summary": _compact(p.summary()),
         },
     }
@@ -444,6 +565,8 @@ def records(p: ImportPlan, *, name: str, argv: list[str] | None = None) -> tuple
 def _compact(summary: dict[str, Any]) -> dict[str, Any]:
     """The summary as provenance keeps it: per-file details only for files not imported whole."""
     out = dict(summary)
-    out["sources"] = [{**s, "files": [f for f in s["files"] if f["status"] not in ("imported", "metadata")]}
-                      for s in summary["sources"]]
+    out["sources"] = [
+        {**s, "files": [f for f in s["files"] if f["status"] not in ("imported", "metadata")]}
+        for s in summary["sources"]
+    ]
     return out

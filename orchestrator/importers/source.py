@@ -54,9 +54,17 @@ class FileRecord:
         return "partly imported"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.shown, "sha256": self.sha256, "role": self.role, "status": self.status,
-                "error": self.error, "trials": self.trials, "imported": self.imported,
-                "duplicates": dict(self.duplicates), "skipped": dict(self.skipped)}
+        return {
+            "path": self.shown,
+            "sha256": self.sha256,
+            "role": self.role,
+            "status": self.status,
+            "error": self.error,
+            "trials": self.trials,
+            "imported": self.imported,
+            "duplicates": dict(self.duplicates),
+            "skipped": dict(self.skipped),
+        }
 
 
 def read_json_file(path: Path, shown: str) -> tuple[FileRecord, Any]:

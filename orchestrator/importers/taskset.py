@@ -153,8 +153,15 @@ def _manifest(root: Path, agent_timeout: float | None) -> TaskSet:
     refs = data.get("tasks")
     if not isinstance(refs, list) or not refs:
         raise SpecError("no [[tasks]] entries", file=str(manifest), field="tasks")
-    ts = TaskSet(root, dataset={"name": info.get("name"), "version": info.get("version"),
-                                "manifest": str(manifest), "tasks_listed": len(refs)})
+    ts = TaskSet(
+        root,
+        dataset={
+            "name": info.get("name"),
+            "version": info.get("version"),
+            "manifest": str(manifest),
+            "tasks_listed": len(refs),
+        },
+    )
     seen: set[str] = set()
     for i, ref in enumerate(refs):
         name = ref.get("name") if isinstance(ref, dict) else None
@@ -169,8 +176,13 @@ def _manifest(root: Path, agent_timeout: float | None) -> TaskSet:
         short = name.rsplit("/", 1)[-1]
         where = next((p for p in (root / name, root / short, root / "tasks" / short) if p.is_dir()), None)
         if where is None:
-            ts.bad.append(BadTask(name, f"not found beside the manifest (looked for {name}, {short}, tasks/{short}); "
-                                        "registry downloads are not supported"))
+            ts.bad.append(
+                BadTask(
+                    name,
+                    f"not found beside the manifest (looked for {name}, {short}, tasks/{short}); "
+                    "registry downloads are not supported",
+                )
+            )
             continue
         entry = read_task(where, agent_timeout)
         if isinstance(entry, BadTask):
@@ -210,20 +222,32 @@ def resource_distribution(entries: list[TaskEntry]) -> dict[str, Any]:
     import numpy as np  # here, not at the top: the `tasks` commands load with `headroom --help`
 
     out: dict[str, Any] = {"n_tasks": len(entries)}
-    for key, get in (("cpus", lambda e: e.cpus), ("memory_mb", lambda e: e.memory_mb),
-                     ("agent_timeout_sec", lambda e: float(e.spec["agent"]["timeout_sec"]))):
+    for key, get in (
+        ("cpus", lambda e: e.cpus),
+        ("memory_mb", lambda e: e.memory_mb),
+        ("agent_timeout_sec", lambda e: float(e.spec["agent"]["timeout_sec"])),
+    ):
         if not entries:
             out[key] = None
             continue
         values = np.array([get(e) for e in entries], dtype=float)
-        out[key] = {"min": float(values.min()), "median": float(np.median(values)), "max": float(values.max()),
-                    "min_task": entries[int(values.argmin())].task_id, "max_task": entries[int(values.argmax())].task_id}
+        out[key] = {
+            "min": float(values.min()),
+            "median": float(np.median(values)),
+            "max": float(values.max()),
+            "min_task": entries[int(values.argmin())].task_id,
+            "max_task": entries[int(values.argmax())].task_id,
+        }
     return out
 
 
 def above(entries: list[TaskEntry], *, cpus: float | None, memory_mb: int | None) -> list[TaskEntry]:
     """Tasks asking for more than the given size (either dimension)."""
-    return [e for e in entries if (cpus is not None and e.cpus > cpus) or (memory_mb is not None and e.memory_mb > memory_mb)]
+    return [
+        e
+        for e in entries
+        if (cpus is not None and e.cpus > cpus) or (memory_mb is not None and e.memory_mb > memory_mb)
+    ]
 
 
 def _strip_none(x: Any) -> Any:
@@ -287,5 +311,13 @@ def write_task_set(ts: TaskSet, out: Path, *, force: bool = False) -> list[Path]
     return written
 
 
-__all__ = ["TaskSet", "TaskEntry", "BadTask", "read_task_set", "write_task_set", "resource_distribution", "above",
-           "digest_dir"]
+__all__ = [
+    "TaskSet",
+    "TaskEntry",
+    "BadTask",
+    "read_task_set",
+    "write_task_set",
+    "resource_distribution",
+    "above",
+    "digest_dir",
+]

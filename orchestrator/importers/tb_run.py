@@ -33,8 +33,14 @@ from orchestrator.importers.source import (
 NO_ID = "a result without task_id or trial_name"
 
 
-def _trial(rec: FileRecord, r: Any, label: str | None, agent_key: str | None,
-           overrides: dict[str, tuple[str, str | None]], dataset: str | None) -> SourceTrial | None:
+def _trial(
+    rec: FileRecord,
+    r: Any,
+    label: str | None,
+    agent_key: str | None,
+    overrides: dict[str, tuple[str, str | None]],
+    dataset: str | None,
+) -> SourceTrial | None:
     rec.trials += 1
     task = r.get("task_id") if isinstance(r, dict) else None
     name = r.get("trial_name") if isinstance(r, dict) else None
@@ -47,24 +53,50 @@ def _trial(rec: FileRecord, r: Any, label: str | None, agent_key: str | None,
     verdict = tb_verdict(resolved, mode, overrides)
     started, ended = time_or_none(r.get("trial_started_at")), time_or_none(r.get("trial_ended_at"))
     return SourceTrial(
-        trial_name=name, trial_uid=str(r["id"]) if r.get("id") else None, task_id=task, label=label or "",
-        outcome=verdict.outcome, reason=verdict.reason,
-        reward=None if resolved is None else float(resolved), rule=verdict.rule, source_resolved=resolved is True,
-        started_at=started, finished_at=ended, duration_s=seconds_between(started, ended),
-        tokens_in=number(r.get("total_input_tokens")), tokens_out=number(r.get("total_output_tokens")),
-        task_source=dataset, enforcement="terminal-bench/docker",
-        evidence={"source": "terminal-bench", "file": rec.shown, "trial_uid": r.get("id"), "is_resolved": resolved,
-                  "failure_mode": mode, "parser_results": r.get("parser_results"),
-                  "phases_s": {"agent": seconds_between(r.get("agent_started_at"), r.get("agent_ended_at")),
-                               "tests": seconds_between(r.get("test_started_at"), r.get("test_ended_at"))},
-                  "rule": verdict.rule},
-        file=rec.shown, record=rec, source_error=(mode or "unset").lower(), agent_key=agent_key,
+        trial_name=name,
+        trial_uid=str(r["id"]) if r.get("id") else None,
+        task_id=task,
+        label=label or "",
+        outcome=verdict.outcome,
+        reason=verdict.reason,
+        reward=None if resolved is None else float(resolved),
+        rule=verdict.rule,
+        source_resolved=resolved is True,
+        started_at=started,
+        finished_at=ended,
+        duration_s=seconds_between(started, ended),
+        tokens_in=number(r.get("total_input_tokens")),
+        tokens_out=number(r.get("total_output_tokens")),
+        task_source=dataset,
+        enforcement="terminal-bench/docker",
+        evidence={
+            "source": "terminal-bench",
+            "file": rec.shown,
+            "trial_uid": r.get("id"),
+            "is_resolved": resolved,
+            "failure_mode": mode,
+            "parser_results": r.get("parser_results"),
+            "phases_s": {
+                "agent": seconds_between(r.get("agent_started_at"), r.get("agent_ended_at")),
+                "tests": seconds_between(r.get("test_started_at"), r.get("test_ended_at")),
+            },
+            "rule": verdict.rule,
+        },
+        file=rec.shown,
+        record=rec,
+        source_error=(mode or "unset").lower(),
+        agent_key=agent_key,
     )
 
 
 def read(found: Found, *, overrides: dict[str, tuple[str, str | None]]) -> Source:
-    src = Source(path=found.anchor.resolve(), format="terminal-bench-run", harness="terminal-bench",
-                 harness_version=None, name=found.name)
+    src = Source(
+        path=found.anchor.resolve(),
+        format="terminal-bench-run",
+        harness="terminal-bench",
+        harness_version=None,
+        name=found.name,
+    )
     meta: dict[str, Any] = {}
     if "run_metadata.json" in found.metadata:
         rec, data = found.metadata["run_metadata.json"]
@@ -77,8 +109,21 @@ def read(found: Found, *, overrides: dict[str, tuple[str, str | None]]) -> Sourc
     agent = meta.get("agent_name") if isinstance(meta.get("agent_name"), str) else None
     model = meta.get("model_name") if isinstance(meta.get("model_name"), str) else None
     label = label_for(agent, model) if agent else None  # no agent named: the submission's name (results.plan)
-    src.details = {k: meta.get(k) for k in ("run_id", "agent_name", "model_name", "n_attempts", "dataset_name",
-                                            "dataset_version", "dataset_path", "start_time", "end_time", "n_tasks")}
+    src.details = {
+        k: meta.get(k)
+        for k in (
+            "run_id",
+            "agent_name",
+            "model_name",
+            "n_attempts",
+            "dataset_name",
+            "dataset_version",
+            "dataset_path",
+            "start_time",
+            "end_time",
+            "n_tasks",
+        )
+    }
     dataset = "@".join(str(v) for v in (meta.get("dataset_name"), meta.get("dataset_version")) if v) or None
     if found.main is not None:
         rec, run = found.main
@@ -91,12 +136,18 @@ def read(found: Found, *, overrides: dict[str, tuple[str, str | None]]) -> Sourc
             if t is not None:
                 src.trials.append(t)
         if number(run.get("accuracy")) is not None:
-            src.reported["results.json"] = {"score": number(run["accuracy"]), "n_trials": len(rows),
-                                            "file": rec.shown, "pass_at_k": _pass_at_k(run.get("pass_at_k"))}
+            src.reported["results.json"] = {
+                "score": number(run["accuracy"]),
+                "n_trials": len(rows),
+                "file": rec.shown,
+                "pass_at_k": _pass_at_k(run.get("pass_at_k")),
+            }
     if number(meta.get("accuracy")) is not None:
-        src.reported["run_metadata.json"] = {"score": number(meta["accuracy"]),
-                                             "file": found.metadata["run_metadata.json"][0].shown,
-                                             "pass_at_k": _pass_at_k(meta.get("pass_at_k"))}
+        src.reported["run_metadata.json"] = {
+            "score": number(meta["accuracy"]),
+            "file": found.metadata["run_metadata.json"][0].shown,
+            "pass_at_k": _pass_at_k(meta.get("pass_at_k")),
+        }
     for rec, data in sorted(found.trial_files, key=lambda f: f[0].shown):
         src.files.append(rec)
         if rec.error:
@@ -106,8 +157,10 @@ def read(found: Found, *, overrides: dict[str, tuple[str, str | None]]) -> Sourc
             t.evidence["per_trial_copy"] = True
             src.trials.append(t)
     if found.main is None and found.trial_files:
-        src.problems.append("no run-level results.json: the trials were read from the per-trial files, and the "
-                            "run's own accuracy is not recorded")
+        src.problems.append(
+            "no run-level results.json: the trials were read from the per-trial files, and the "
+            "run's own accuracy is not recorded"
+        )
     if found.main is None and not found.trial_files:
         src.problems.append("run_metadata.json without any results: no trials")
     return src

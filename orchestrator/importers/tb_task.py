@@ -33,8 +33,16 @@ from orchestrator.importers.harbor_task import HARBOR_DEFAULTS
 
 TB_DEFAULT_AGENT_TIMEOUT = 360.0  # terminal-bench's Task model defaults
 TB_DEFAULT_TEST_TIMEOUT = 60.0
-_METADATA = ("author_name", "author_email", "difficulty", "category", "tags", "expert_time_estimate_min",
-             "junior_time_estimate_min", "estimated_duration_sec")
+_METADATA = (
+    "author_name",
+    "author_email",
+    "difficulty",
+    "category",
+    "tags",
+    "expert_time_estimate_min",
+    "junior_time_estimate_min",
+    "estimated_duration_sec",
+)
 _UNMAPPED_NOTES = {
     "run_tests_in_same_shell": "headroom always verifies in a fresh process after the agent is gone",
     "disable_asciinema": "headroom records no terminal sessions",
@@ -85,7 +93,7 @@ def _compose_resources(compose: dict[str, Any], rep: FieldReport) -> tuple[float
         others = ", ".join(s for s in services if s != name)
         rep.add(UNMAPPED, "docker-compose.services", f"extra services ({others}) are not started by headroom")
     svc = services[name] or {}
-    limits = (((svc.get("deploy") or {}).get("resources") or {}).get("limits") or {})
+    limits = ((svc.get("deploy") or {}).get("resources") or {}).get("limits") or {}
     cpus = svc.get("cpus", limits.get("cpus"))
     mem = svc.get("mem_limit", limits.get("memory"))
     image = svc.get("image")
@@ -157,7 +165,9 @@ def convert(path: Path) -> tuple[dict[str, Any], str, dict[str, Path | str], Fie
     compose_path = next((path / n for n in ("docker-compose.yaml", "docker-compose.yml") if (path / n).is_file()), None)
     if compose_path is not None:
         try:
-            cpus, memory, image = _compose_resources(yaml.safe_load(compose_path.read_text(encoding="utf-8")) or {}, rep)
+            cpus, memory, image = _compose_resources(
+                yaml.safe_load(compose_path.read_text(encoding="utf-8")) or {}, rep
+            )
         except (yaml.YAMLError, OSError, UnicodeDecodeError, ValueError, TypeError) as exc:
             problems.append(f"{compose_path.name}: {exc}")
     environment: dict[str, Any] = {
@@ -167,8 +177,11 @@ def convert(path: Path) -> tuple[dict[str, Any], str, dict[str, Path | str], Fie
     if cpus is None:
         rep.add(DEFAULTED, "environment.cpus", f"docker-compose gives none: Harbor's default {HARBOR_DEFAULTS['cpus']}")
     if memory is None:
-        rep.add(DEFAULTED, "environment.memory_mb",
-                f"docker-compose gives none: Harbor's default {HARBOR_DEFAULTS['memory_mb']}")
+        rep.add(
+            DEFAULTED,
+            "environment.memory_mb",
+            f"docker-compose gives none: Harbor's default {HARBOR_DEFAULTS['memory_mb']}",
+        )
     if image:
         environment["docker_image"] = image
         rep.add(CONVERTED, "docker-compose.image", f"-> environment.docker_image = {image}")
@@ -179,22 +192,33 @@ def convert(path: Path) -> tuple[dict[str, Any], str, dict[str, Path | str], Fie
         rep.add(CONVERTED, "run-tests.sh", "-> tests/run-tests.sh, called by tests/test.sh")
     elif (path / "tests" / "test_outputs.py").is_file():
         files["tests/run-tests.sh"] = DEFAULT_RUN_TESTS
-        rep.add(DEFAULTED, "run-tests.sh", "absent: terminal-bench's default runner (pytest on tests/test_outputs.py), "
-                                           "written as tests/run-tests.sh")
+        rep.add(
+            DEFAULTED,
+            "run-tests.sh",
+            "absent: terminal-bench's default runner (pytest on tests/test_outputs.py), written as tests/run-tests.sh",
+        )
     else:
-        problems.append("run-tests.sh is missing, and there is no tests/test_outputs.py for terminal-bench's default "
-                        "runner")
+        problems.append(
+            "run-tests.sh is missing, and there is no tests/test_outputs.py for terminal-bench's default runner"
+        )
     if (path / "solution.sh").is_file():
         files["solution/solve.sh"] = path / "solution.sh"
         rep.add(CONVERTED, "solution.sh", "-> solution/solve.sh")
     elif (path / "solution.yaml").is_file():
-        rep.add(UNMAPPED, "solution.yaml", "a keystroke oracle: copied to environment/, the oracle agent cannot replay it")
+        rep.add(
+            UNMAPPED, "solution.yaml", "a keystroke oracle: copied to environment/, the oracle agent cannot replay it"
+        )
     skip = {"task.yaml", "run-tests.sh", "solution.sh"}
     for f in sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         rel = f.relative_to(path).as_posix()
         if rel in skip:
             continue
         files[rel if rel.startswith("tests/") else f"environment/{rel}"] = f
-    spec = {"version": "1.0", "metadata": metadata, "environment": environment,
-            "agent": {"timeout_sec": agent_timeout}, "verifier": {"timeout_sec": test_timeout}}
+    spec = {
+        "version": "1.0",
+        "metadata": metadata,
+        "environment": environment,
+        "agent": {"timeout_sec": agent_timeout},
+        "verifier": {"timeout_sec": test_timeout},
+    }
     return spec, instruction, files, rep, problems

@@ -33,7 +33,9 @@ class KubeConfigError(Exception):
 class KubeClient(client.ApiClient):
     """An ApiClient that counts each request it sends, and exports the count when given metrics."""
 
-    def __init__(self, configuration: client.Configuration | None = None, metrics: RequestMetrics | None = None) -> None:
+    def __init__(
+        self, configuration: client.Configuration | None = None, metrics: RequestMetrics | None = None
+    ) -> None:
         super().__init__(configuration=configuration)
         self.requests = RequestCounter()
         self.metrics = metrics
@@ -97,8 +99,9 @@ def configuration(kubeconfig: str | os.PathLike[str] | None = None, context: str
     return cfg
 
 
-def connect(kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None,
-            metrics: RequestMetrics | None = None) -> KubeClient:
+def connect(
+    kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None, metrics: RequestMetrics | None = None
+) -> KubeClient:
     """A counting client for the cluster the kubeconfig (or the pod's service account) names."""
     return KubeClient(configuration(kubeconfig, context), metrics)
 

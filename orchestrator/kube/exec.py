@@ -32,16 +32,33 @@ class ExecResult:
     stderr: str
 
 
-def exec_in_pod(api_client: Any, namespace: str, pod: str, command: Sequence[str], *, container: str | None = None,
-                stdin: str | bytes | None = None, timeout: float = 60.0) -> ExecResult:
+def exec_in_pod(
+    api_client: Any,
+    namespace: str,
+    pod: str,
+    command: Sequence[str],
+    *,
+    container: str | None = None,
+    stdin: str | bytes | None = None,
+    timeout: float = 60.0,
+) -> ExecResult:
     """Run ``command`` (argv, no shell) in ``pod``; stdin, if given, is written then closed."""
     if isinstance(api_client, KubeClient):
         api_client.requests.add("create", "pods/exec")
     own = client.ApiClient(api_client.configuration)
     try:
-        ws = stream(client.CoreV1Api(own).connect_get_namespaced_pod_exec, pod, namespace, command=list(command),
-                    container=container, stdin=stdin is not None, stdout=True, stderr=True, tty=False,
-                    _preload_content=False)
+        ws = stream(
+            client.CoreV1Api(own).connect_get_namespaced_pod_exec,
+            pod,
+            namespace,
+            command=list(command),
+            container=container,
+            stdin=stdin is not None,
+            stdout=True,
+            stderr=True,
+            tty=False,
+            _preload_content=False,
+        )
         out: list[str] = []
         err: list[str] = []
         try:

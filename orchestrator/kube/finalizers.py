@@ -23,12 +23,20 @@ def removal(finalizers: list[str] | None, finalizer: str) -> Patch:
     if not finalizers or finalizer not in finalizers:
         return []
     i = finalizers.index(finalizer)
-    return [{"op": "test", "path": f"/metadata/finalizers/{i}", "value": finalizer},
-            {"op": "remove", "path": f"/metadata/finalizers/{i}"}]
+    return [
+        {"op": "test", "path": f"/metadata/finalizers/{i}", "value": finalizer},
+        {"op": "remove", "path": f"/metadata/finalizers/{i}"},
+    ]
 
 
-def release(finalizer: str, read: Callable[[], dict[str, Any]], patch: Callable[[Patch], Any], *,
-            known: dict[str, Any] | None = None, also: Patch | None = None) -> bool:
+def release(
+    finalizer: str,
+    read: Callable[[], dict[str, Any]],
+    patch: Callable[[Patch], Any],
+    *,
+    known: dict[str, Any] | None = None,
+    also: Patch | None = None,
+) -> bool:
     """Remove ``finalizer`` (and apply ``also`` in the same patch); False when the object is gone.
 
     ``known`` is the object as last seen (an informer's cache): when it is current, the release

@@ -11,7 +11,9 @@ import threading
 from collections import Counter
 from urllib.parse import parse_qs, urlsplit
 
-_NAMED = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/[^/]+)?/(?P<resource>[^/]+)(?P<name>/[^/]+)?(?P<sub>/[^/]+)?")
+_NAMED = re.compile(
+    r"^/(?:api/v1|apis/[^/]+/[^/]+)(?:/namespaces/[^/]+)?/(?P<resource>[^/]+)(?P<name>/[^/]+)?(?P<sub>/[^/]+)?"
+)
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 

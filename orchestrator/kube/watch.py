@@ -35,11 +35,20 @@ PAGE_SIZE = 500
 class ListWatch:
     """LIST then WATCH one collection until stopped, feeding ``on_list`` and ``on_event``."""
 
-    def __init__(self, name: str, list_fn: ListFn, kwargs: dict[str, Any] | None = None, *,
-                 on_list: Callable[[list[Obj]], None], on_event: Callable[[str, Obj], None],
-                 on_restart: Callable[[str], None] | None = None, watch_timeout: int = WATCH_TIMEOUT_S,
-                 page_size: int = PAGE_SIZE, stop: threading.Event | None = None,
-                 transform: Callable[[Obj], Obj] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        list_fn: ListFn,
+        kwargs: dict[str, Any] | None = None,
+        *,
+        on_list: Callable[[list[Obj]], None],
+        on_event: Callable[[str, Obj], None],
+        on_restart: Callable[[str], None] | None = None,
+        watch_timeout: int = WATCH_TIMEOUT_S,
+        page_size: int = PAGE_SIZE,
+        stop: threading.Event | None = None,
+        transform: Callable[[Obj], Obj] | None = None,
+    ) -> None:
         self.name, self.list_fn, self.kwargs = name, list_fn, dict(kwargs or {})
         self.transform = transform  # applied to listed items page by page: a big list is never held whole
         self.on_list, self.on_event, self.on_restart = on_list, on_event, on_restart
@@ -158,9 +167,14 @@ class ListWatch:
             return resp
 
         try:
-            for event in w.stream(call, **self.kwargs, resource_version=self.resource_version,
-                                  allow_watch_bookmarks=True, timeout_seconds=self.watch_timeout,
-                                  _request_timeout=(10, self.watch_timeout + 30)):
+            for event in w.stream(
+                call,
+                **self.kwargs,
+                resource_version=self.resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=self.watch_timeout,
+                _request_timeout=(10, self.watch_timeout + 30),
+            ):
                 if self.stop_event.is_set() or self._forced_rv is not None:
                     return
                 kind, obj = event.get("type"), event.get("raw_object") or {}
@@ -219,18 +233,35 @@ class Informer:
     ones ADDED, so the handler never misses an ending.
     """
 
-    def __init__(self, kind: str, list_fn: ListFn, *, label_selector: str | None = None,
-                 transform: Callable[[Obj], Obj] = lambda o: o, handler: Callable[[str, Obj], None] | None = None,
-                 metrics: Any = None, watch_timeout: int = WATCH_TIMEOUT_S, page_size: int = 250) -> None:
+    def __init__(
+        self,
+        kind: str,
+        list_fn: ListFn,
+        *,
+        label_selector: str | None = None,
+        transform: Callable[[Obj], Obj] = lambda o: o,
+        handler: Callable[[str, Obj], None] | None = None,
+        metrics: Any = None,
+        watch_timeout: int = WATCH_TIMEOUT_S,
+        page_size: int = 250,
+    ) -> None:
         self.kind = kind
         self.transform = transform
         self.handler = handler
         self.metrics = metrics
         self._lock = threading.Lock()
         self._items: dict[str, Obj] = {}
-        self.stream = ListWatch(kind, list_fn, {"label_selector": label_selector} if label_selector else {},
-                                on_list=self._listed, on_event=self._event, on_restart=self._restart,
-                                watch_timeout=watch_timeout, page_size=page_size, transform=transform)
+        self.stream = ListWatch(
+            kind,
+            list_fn,
+            {"label_selector": label_selector} if label_selector else {},
+            on_list=self._listed,
+            on_event=self._event,
+            on_restart=self._restart,
+            watch_timeout=watch_timeout,
+            page_size=page_size,
+            transform=transform,
+        )
         self.synced = self.stream.synced
 
     @property

@@ -34,8 +34,10 @@ def _cpu_use(b: dict[str, Any]) -> str:
     if not (b.get("cpu_floor_source") or "").startswith("measured"):
         why = (b.get("cpu_floor_source") or "").partition("(")[2].rstrip(")") or "no CPU time measured"
         return f"not calibrated: {why}; floor = spec x request multiplier"
-    cell = (f"{_cpus(c.get('median_cpus'))} / {_cpus(c.get('p95_cpus'))} / {_cpus(c.get('p99_cpus'))} / "
-            f"{_cpus(c.get('max_cpus'))} cpu ({c.get('n', 0)})")
+    cell = (
+        f"{_cpus(c.get('median_cpus'))} / {_cpus(c.get('p95_cpus'))} / {_cpus(c.get('p99_cpus'))} / "
+        f"{_cpus(c.get('max_cpus'))} cpu ({c.get('n', 0)})"
+    )
     return cell + (" — capped at the ceiling" if "capped" in b["cpu_floor_source"] else "")
 
 
@@ -45,8 +47,10 @@ def _limit_cpu(lt: dict[str, Any]) -> str:
     if "median_cpus" in c:
         parts.append(f"CPU use median {c['median_cpus']:.2f}")
     if "n_throttling" in c:
-        parts.append(f"throttled in {c['throttled_trials']}/{c['n_throttling']} trials, median "
-                     f"{pct(c['median_throttled_share'], 0)} of periods")
+        parts.append(
+            f"throttled in {c['throttled_trials']}/{c['n_throttling']} trials, median "
+            f"{pct(c['median_throttled_share'], 0)} of periods"
+        )
     return f"; {', '.join(parts)}" if parts else ""
 
 
@@ -80,23 +84,29 @@ def summary_markdown(doc: dict[str, Any]) -> str:
     ]
     for b in bands:
         pk = b["peaks"]
-        peaks = (f"{mib(pk.get('median_bytes'))} / {mib(pk.get('p95_bytes'))} / {mib(pk.get('p99_bytes'))} / "
-                 f"{mib(pk.get('max_bytes'))} ({pk['n']})")
+        peaks = (
+            f"{mib(pk.get('median_bytes'))} / {mib(pk.get('p95_bytes'))} / {mib(pk.get('p99_bytes'))} / "
+            f"{mib(pk.get('max_bytes'))} ({pk['n']})"
+        )
         chosen = next((lt for lt in b["limits"] if lt["label"] == b["ceiling_label"]), None)
         unb = b["unbounded_infra"] or {}
         strict = b["limits"][0]["infra"] if b["limits"] else {}
         if b["status"] == "recommended" and chosen:
             floor = f"{b['floor_memory_mb']} MiB, {b['floor_cpus']:g} cpu"
             ceiling = f"{b['ceiling_memory_mb']} MiB, {b['ceiling_cpus']:g} cpu ({b['ceiling_label']})"
-            infra = (f"{chosen['infra']['k']}/{chosen['infra']['n']} vs {strict.get('k')}/{strict.get('n')}")
-            lines.append(f"| {b['task_id']} | published | {floor} | {ceiling} | {peaks} | {_cpu_use(b)} | {infra} | "
-                         f"{_interval(chosen)} | "
-                         f"{pval(chosen['p'])} ({pval(chosen.get('p_holm'))}) | {b.get('ceiling_reason') or '—'} |")
+            infra = f"{chosen['infra']['k']}/{chosen['infra']['n']} vs {strict.get('k')}/{strict.get('n')}"
+            lines.append(
+                f"| {b['task_id']} | published | {floor} | {ceiling} | {peaks} | {_cpu_use(b)} | {infra} | "
+                f"{_interval(chosen)} | "
+                f"{pval(chosen['p'])} ({pval(chosen.get('p_holm'))}) | {b.get('ceiling_reason') or '—'} |"
+            )
         else:
             need = f"; ~{b['attempts_needed']} attempts/config needed" if b.get("attempts_needed") else ""
-            lines.append(f"| {b['task_id']} | **refused**{need} | — | — | {peaks} | {_cpu_use(b)} | "
-                         f"strict {strict.get('k', '—')}/{strict.get('n', '—')}, unbounded {unb.get('k', '—')}/"
-                         f"{unb.get('n', '—')} | — | — | see below |")
+            lines.append(
+                f"| {b['task_id']} | **refused**{need} | — | — | {peaks} | {_cpu_use(b)} | "
+                f"strict {strict.get('k', '—')}/{strict.get('n', '—')}, unbounded {unb.get('k', '—')}/"
+                f"{unb.get('n', '—')} | — | — | see below |"
+            )
     refused = [b for b in bands if b["status"] != "recommended"]
     if refused:
         lines += ["", "Refused (the data cannot support a band yet):", ""]
@@ -112,14 +122,24 @@ def summary_markdown(doc: dict[str, Any]) -> str:
         "",
     ]
     for b in bands:
-        cells = [f"{lt['label']}: {pct(lt['infra']['estimate'], 0)} ({_reading(lt)}{_limit_cpu(lt)})"
-                 for lt in b["limits"]]
-        lines.append(f"- `{b['task_id']}` (spec {b['spec_memory_mb']} MiB, {b['spec_cpus']:g} cpu): " + ", ".join(cells))
+        cells = [
+            f"{lt['label']}: {pct(lt['infra']['estimate'], 0)} ({_reading(lt)}{_limit_cpu(lt)})" for lt in b["limits"]
+        ]
+        lines.append(
+            f"- `{b['task_id']}` (spec {b['spec_memory_mb']} MiB, {b['spec_cpus']:g} cpu): " + ", ".join(cells)
+        )
     published = [b for b in bands if b["status"] == "recommended"]
     measured = [b for b in published if (b.get("cpu_floor_source") or "").startswith("measured")]
-    lines += ["", f"CPU floor measured for {len(measured)} of {len(published)} published tasks"
-              + ("" if len(measured) == len(published) else
-                 " (the others keep the spec's cpus times the request multiplier; the CPU column says why)")
-              + "; the CPU ceiling scales the spec's cpus like the memory limit. Apply the bands with `git apply` on the patches, or run `headroom runs calibrate --tasks-out DIR` "
-              "and sweep DIR with the `task-band` configuration.", ""]
+    lines += [
+        "",
+        f"CPU floor measured for {len(measured)} of {len(published)} published tasks"
+        + (
+            ""
+            if len(measured) == len(published)
+            else " (the others keep the spec's cpus times the request multiplier; the CPU column says why)"
+        )
+        + "; the CPU ceiling scales the spec's cpus like the memory limit. Apply the bands with `git apply` on the patches, or run `headroom runs calibrate --tasks-out DIR` "
+        "and sweep DIR with the `task-band` configuration.",
+        "",
+    ]
     return "\n".join(lines)

@@ -133,6 +133,7 @@ class TaskRow(Block):
 
 # -- paired comparisons -------------------------------------------------------------------------
 
+
 class SignTest(Block):
     a_only: int
     b_only: int
@@ -219,6 +220,7 @@ class Comparisons(Block):
 
 
 # -- trends, power, calibration, drift ------------------------------------------------------------
+
 
 class CochranArmitage(Block):
     z: float | None = None
@@ -399,6 +401,7 @@ class Drift(Block):
 
 
 # -- named scoring rules --------------------------------------------------------------------------
+
 
 class RuleDefinition(Block):
     name: str

@@ -13,24 +13,45 @@ if TYPE_CHECKING:
 CALIBRATION_RULE = (
     "Rule: every candidate limit is compared with the strict limit only. Infra errors: one-sided exact test "
     "(Boschloo; Fisher above the size cap), Holm over the candidates' infra tests. Agent score: "
-    + SCORE_EXCL + " (under " + SCORE_FAIL + " every removed infra error raises the score by construction): "
+    + SCORE_EXCL
+    + " (under "
+    + SCORE_FAIL
+    + " every removed infra error raises the score by construction): "
     "paired t-test over tasks for a change, "
     "Holm over the candidates; TOST equivalence paired by task within ±{margin} points. Publish the smallest limit "
     "whose infra errors are significantly fewer, before the first limit whose score changes; a larger limit only "
     "when its score is shown equivalent and it has significantly fewer infra errors still; unbounded only when its "
     "score is shown equivalent. A "
-    "limit is never chosen because equivalence could not be shown.")
+    "limit is never chosen because equivalence could not be shown."
+)
 
-CALIBRATION_HEADERS = ["candidate", INFRA_RATE, "infra p one-sided (Holm)", SCORE_EXCL,
-                       "score diff vs strict [95% t CI over tasks: new tasks]", "change p (Holm)", "TOST p", "paired MDD",
-                       "reading"]
+CALIBRATION_HEADERS = [
+    "candidate",
+    INFRA_RATE,
+    "infra p one-sided (Holm)",
+    SCORE_EXCL,
+    "score diff vs strict [95% t CI over tasks: new tasks]",
+    "change p (Holm)",
+    "TOST p",
+    "paired MDD",
+    "reading",
+]
 
 
 def calibration_rows(cal: Calibration) -> list[list[str]]:
     rows = []
     for e in cal.evidence:
-        rows.append([e.label, rate(e.infra_error_rate), f"{pval(e.infra_p)} ({pval(e.infra_p_holm)})", rate(e.score),
-                     interval_pts(e.score_diff_vs_reference, e.score_diff_low95, e.score_diff_high95),
-                     f"{pval(e.score_change_p)} ({pval(e.score_change_p_holm)})", pval(e.tost_p),
-                     gap(e.mdd), e.reading or ""])
+        rows.append(
+            [
+                e.label,
+                rate(e.infra_error_rate),
+                f"{pval(e.infra_p)} ({pval(e.infra_p_holm)})",
+                rate(e.score),
+                interval_pts(e.score_diff_vs_reference, e.score_diff_low95, e.score_diff_high95),
+                f"{pval(e.score_change_p)} ({pval(e.score_change_p_holm)})",
+                pval(e.tost_p),
+                gap(e.mdd),
+                e.reading or "",
+            ]
+        )
     return rows

@@ -29,8 +29,9 @@ def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
     prov = doc["provenance"]
     canary = prov.get("canary") or (
         {"status": "unknown (imported)", "reason": "headroom did not run these trials", "arms": [], "problems": []}
-        if prov.get("import") else
-        {"status": "not recorded", "reason": "run started before the canary existed", "arms": [], "problems": []})
+        if prov.get("import")
+        else {"status": "not recorded", "reason": "run started before the canary existed", "arms": [], "problems": []}
+    )
     problems = run_problems(prov)  # the canary of the start and of every --resume
     valid = problems is None
     reasons = problems or []
@@ -39,17 +40,23 @@ def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
         "resource_sweep": {"valid": valid, "reasons": reasons},
         "canary": canary,
         "canary_resumed": [c for when, c in of_run(prov) if when != "at start"],
-        "overcommit": {**(prov.get("overcommit") or {}), "observed": observed_by_config(frame),
-                       # a cluster backend records overcommit per node, the engine per host
-                       "scope": "node" if (doc.get("run") or {}).get("backend") == "kubernetes" else "host",
-                       "other_workloads": (prov.get("backend") or {}).get("other_workloads")},
+        "overcommit": {
+            **(prov.get("overcommit") or {}),
+            "observed": observed_by_config(frame),
+            # a cluster backend records overcommit per node, the engine per host
+            "scope": "node" if (doc.get("run") or {}).get("backend") == "kubernetes" else "host",
+            "other_workloads": (prov.get("backend") or {}).get("other_workloads"),
+        },
         "drift": stats.get("drift"),
         "agent_not_found": agent_not_found(frame),
     }
     _local_times(doc["checks"]["drift"], prov.get("started_at_local"))
     if not valid and stats.get("calibration"):
-        stats["calibration"] = {"status": "refused", "reasons": ["the enforcement canary shows the limits did not bite: "
-                                                                  "this run is not a resource sweep"], "evidence": []}
+        stats["calibration"] = {
+            "status": "refused",
+            "reasons": ["the enforcement canary shows the limits did not bite: this run is not a resource sweep"],
+            "evidence": [],
+        }
 
 
 AGENT_NOT_FOUND = "agent_not_found"
@@ -63,8 +70,11 @@ def agent_not_found(frame: pd.DataFrame) -> dict[str, Any]:
     as_reason = (frame["outcome"] == "harness_error") & (frame["reason"] == AGENT_NOT_FOUND).fillna(False)
     hit = as_reason | frame["agent_not_found"].astype(bool) if "agent_not_found" in frame.columns else as_reason
     by = frame.loc[hit, "config_label"].astype(str).value_counts(sort=False)
-    return {"trials": int(hit.sum()), "by_configuration": {str(k): int(v) for k, v in by.items()},
-            "as_harness_error": int(as_reason.sum())}
+    return {
+        "trials": int(hit.sum()),
+        "by_configuration": {str(k): int(v) for k, v in by.items()},
+        "as_harness_error": int(as_reason.sum()),
+    }
 
 
 def agent_not_found_line(found: AgentNotFound | None) -> str | None:
@@ -73,11 +83,17 @@ def agent_not_found_line(found: AgentNotFound | None) -> str | None:
         return None
     n, reason = found.trials, found.as_harness_error
     per = ", ".join(f"{label} {k}" for label, k in found.by_configuration.items())
-    verdict = ("counted harness_error(agent_not_found), out of the infra-excluded score" if reason == n else
-               "their verdicts stand as the verifier gave them" if reason == 0 else
-               f"{reason} counted harness_error(agent_not_found), the others' verdicts as the verifier gave them")
-    return (f"Agent could not start in {n} trial{'' if n == 1 else 's'} (exit 126/127: the command was not found or "
-            f"not executable; {per}): not the model's failure; {verdict}. The trial pages show the evidence.")
+    verdict = (
+        "counted harness_error(agent_not_found), out of the infra-excluded score"
+        if reason == n
+        else "their verdicts stand as the verifier gave them"
+        if reason == 0
+        else f"{reason} counted harness_error(agent_not_found), the others' verdicts as the verifier gave them"
+    )
+    return (
+        f"Agent could not start in {n} trial{'' if n == 1 else 's'} (exit 126/127: the command was not found or "
+        f"not executable; {per}): not the model's failure; {verdict}. The trial pages show the evidence."
+    )
 
 
 def _local_times(drift: dict[str, Any] | None, started_local: str | None) -> None:
@@ -99,10 +115,18 @@ def _nodes_part(canary: Canary) -> str:
     by_target, skipped = canary.by_target, canary.skipped_targets
     if set(by_target) <= {"local"} and not skipped:
         return ""
-    part = (" Per node: " + ", ".join(f"{t} {v.replace('_', ' ')}" for t, v in by_target.items()) + ".") if by_target else ""
+    part = (
+        (" Per node: " + ", ".join(f"{t} {v.replace('_', ' ')}" for t, v in by_target.items()) + ".")
+        if by_target
+        else ""
+    )
     if skipped:
-        part += (" Not checked: " + "; ".join(f"{s.target} ({s.reason})" for s in skipped[:10])
-                 + ("; ..." if len(skipped) > 10 else "") + ".")
+        part += (
+            " Not checked: "
+            + "; ".join(f"{s.target} ({s.reason})" for s in skipped[:10])
+            + ("; ..." if len(skipped) > 10 else "")
+            + "."
+        )
     return part
 
 
@@ -112,9 +136,13 @@ def _canary_line(canary: Canary, when: str = "") -> str:
     if status == "enforced":
         arms = sorted({a.config for a in canary.arms if a.status == "enforced"})
         notes = sorted({n for a in canary.arms for n in a.notes if "unbounded" not in n})
-        return (f"{head}: limits bite ({', '.join(arms)} on {', '.join(canary.targets)}: a hog "
-                "above each memory limit was OOM-killed, one below it passed)" + (f"; {'; '.join(notes)}" if notes else "")
-                + "." + _nodes_part(canary))
+        return (
+            f"{head}: limits bite ({', '.join(arms)} on {', '.join(canary.targets)}: a hog "
+            "above each memory limit was OOM-killed, one below it passed)"
+            + (f"; {'; '.join(notes)}" if notes else "")
+            + "."
+            + _nodes_part(canary)
+        )
     if status == "flagged":
         return f"{head}: **limits do not bite as configured**." + _nodes_part(canary)
     return f"{head}: {status} ({canary.reason}); whether the limits bite was not checked."
@@ -130,20 +158,29 @@ def _drift_line(drift: Drift | None) -> str:
     if not drift:
         return "Drift over the run: not computed."
     if drift.note:
-        left_out = (f" ({drift.n_without_time} trial(s) without a recorded start time left out)"
-                    if drift.n_without_time and "none of the" not in drift.note else "")
+        left_out = (
+            f" ({drift.n_without_time} trial(s) without a recorded start time left out)"
+            if drift.n_without_time and "none of the" not in drift.note
+            else ""
+        )
         return f"Drift over the run: {drift.note}{left_out}."
     parts = []
     for name, t in (("pass", drift.pass_), ("infra_error", drift.infra_error)):
-        parts.append(f"{name.replace('_', '-')} rate {((t.direction or t.note) if t else None) or '—'} "
-                     f"(p={pval(t.p if t else None)}, adjusted {pval(t.p_adjusted if t else None)})")
+        parts.append(
+            f"{name.replace('_', '-')} rate {((t.direction or t.note) if t else None) or '—'} "
+            f"(p={pval(t.p if t else None)}, adjusted {pval(t.p_adjusted if t else None)})"
+        )
     blocks = drift.blocks
-    span = (f" from {blocks[0].first_start_local or blocks[0].first_start_utc} to "
-            f"{blocks[-1].last_start_local or blocks[-1].last_start_utc} (time of day where the run started)"
-            if blocks else "")
+    span = (
+        f" from {blocks[0].first_start_local or blocks[0].first_start_utc} to "
+        f"{blocks[-1].last_start_local or blocks[-1].last_start_utc} (time of day where the run started)"
+        if blocks
+        else ""
+    )
     head = "**Drift detected**" if drift.flagged else "No drift detected"
-    left_out = (f" {drift.n_without_time} trial(s) without a recorded start time were left out."
-                if drift.n_without_time else "")
+    left_out = (
+        f" {drift.n_without_time} trial(s) without a recorded start time were left out." if drift.n_without_time else ""
+    )
     return f"{head} across {drift.n_blocks} time blocks{span}: " + "; ".join(parts) + "." + left_out
 
 
@@ -158,10 +195,14 @@ def _counted(oc: Overcommit) -> str:
 
 def _overcommit_lines(oc: Overcommit) -> list[str]:
     lines = [f"Overcommit warning: {w}." for w in oc.warnings]
-    cells = [f"{label} max {pct(o.ratio_max, 2)} of " + _counted(oc)
-             + (f", {o.trials_beside_unbounded} beside an unbounded trial" if o.trials_beside_unbounded else "")
-             + (f", {o.trials_under_memory_pressure} under node memory pressure" if o.trials_under_memory_pressure else "")
-             for label, o in oc.observed.items() if o.trials_recorded]
+    cells = [
+        f"{label} max {pct(o.ratio_max, 2)} of "
+        + _counted(oc)
+        + (f", {o.trials_beside_unbounded} beside an unbounded trial" if o.trials_beside_unbounded else "")
+        + (f", {o.trials_under_memory_pressure} under node memory pressure" if o.trials_under_memory_pressure else "")
+        for label, o in oc.observed.items()
+        if o.trials_recorded
+    ]
     if cells:
         lines.append(f"Overcommit while running (placement {oc.placement or 'default'}): " + "; ".join(cells) + ".")
     return lines
@@ -181,12 +222,15 @@ def markdown(doc: ReportDocument) -> list[str]:
         return []
     lines = ["## Checks on the run", ""]
     if not c.resource_sweep.valid:
-        lines += ["**Not a resource sweep: the limits did not bite.** The configurations below did not get the limits "
-                  "their labels name, so differences between them are not effects of those limits.", ""]
+        lines += [
+            "**Not a resource sweep: the limits did not bite.** The configurations below did not get the limits "
+            "their labels name, so differences between them are not effects of those limits.",
+            "",
+        ]
         lines += [f"- {r}" for r in c.resource_sweep.reasons] + [""]
     lines += [f"{line}\n" for line in _canary_lines(c)] + [f"{line}\n" for line in _overcommit_lines(c.overcommit)]
     not_found = agent_not_found_line(c.agent_not_found)
-    lines += ([f"**{not_found}**", ""] if not_found else [])
+    lines += [f"**{not_found}**", ""] if not_found else []
     lines += [_drift_line(c.drift), ""]
     return lines
 
@@ -196,8 +240,10 @@ def print_terminal(doc: ReportDocument, console: Console) -> None:
     if not c:
         return
     if not c.resource_sweep.valid:
-        console.print("[bold red]NOT A RESOURCE SWEEP: the enforcement canary shows the limits did not bite[/] — "
-                      + "; ".join(c.resource_sweep.reasons))
+        console.print(
+            "[bold red]NOT A RESOURCE SWEEP: the enforcement canary shows the limits did not bite[/] — "
+            + "; ".join(c.resource_sweep.reasons)
+        )
     else:
         for line in _canary_lines(c):
             console.print(line.replace("**", ""))

@@ -35,22 +35,37 @@ def _rows(doc: ComparisonDocument) -> list[list[str]]:
     for it in doc.statistics.comparisons.items:
         s, inf, x = it.score, it.infra, it.score_infra_excluded
         tp = s.paired
-        rows.append([
-            f"{it.a} vs {it.b}", str(it.n_tasks if it.n_tasks is not None else tp.n_tasks), rate(s.a), rate(s.b),
-            pts(s.diff),
-            interval_pts(tp.mean_task_diff, tp.mean_task_diff_low, tp.mean_task_diff_high),
-            f"p={pval(tp.t_p)} (Holm {pval(tp.t_p_holm)})",
-            f"{sign_counts(s.sign)} p={pval(s.sign.p)} (Holm {pval(s.sign.p_holm)})",
-            f"{pval(s.cmh.p)} (Holm {pval(s.cmh.p_holm)})",
-            f"{pts(x.diff)} p={pval(x.cmh.p)} (Holm {pval(x.cmh.p_holm)})",
-            f"{pct(inf.rate_a)} vs {pct(inf.rate_b)} p={pval(inf.p)} (Holm {pval(inf.p_holm)})",
-        ])
+        rows.append(
+            [
+                f"{it.a} vs {it.b}",
+                str(it.n_tasks if it.n_tasks is not None else tp.n_tasks),
+                rate(s.a),
+                rate(s.b),
+                pts(s.diff),
+                interval_pts(tp.mean_task_diff, tp.mean_task_diff_low, tp.mean_task_diff_high),
+                f"p={pval(tp.t_p)} (Holm {pval(tp.t_p_holm)})",
+                f"{sign_counts(s.sign)} p={pval(s.sign.p)} (Holm {pval(s.sign.p_holm)})",
+                f"{pval(s.cmh.p)} (Holm {pval(s.cmh.p_holm)})",
+                f"{pts(x.diff)} p={pval(x.cmh.p)} (Holm {pval(x.cmh.p_holm)})",
+                f"{pct(inf.rate_a)} vs {pct(inf.rate_b)} p={pval(inf.p)} (Holm {pval(inf.p_holm)})",
+            ]
+        )
     return rows
 
 
-HEADERS = ["configurations", "shared tasks", f"{SCORE_FAIL}: A", "B", "B − A", "per-task mean diff [95% CI]",
-           "paired t over tasks", "sign test +B/−A (tasks)", "CMH (by task)", f"{SCORE_EXCL}: diff, CMH",
-           f"{INFRA_RATE}s, exact test"]
+HEADERS = [
+    "configurations",
+    "shared tasks",
+    f"{SCORE_FAIL}: A",
+    "B",
+    "B − A",
+    "per-task mean diff [95% CI]",
+    "paired t over tasks",
+    "sign test +B/−A (tasks)",
+    "CMH (by task)",
+    f"{SCORE_EXCL}: diff, CMH",
+    f"{INFRA_RATE}s, exact test",
+]
 
 
 def _notes(doc: ComparisonDocument) -> list[str]:
@@ -65,30 +80,46 @@ def _notes(doc: ComparisonDocument) -> list[str]:
     if cut:
         notes.append(cut)
     mdd = stats.mdd
-    notes.append(f"minimum detectable difference of this design at 80% power (unpaired): {gap(mdd.mdd)} on the "
-                 f"shared tasks, {gap(mdd.mdd_with_design_effect)} for independent samples of new tasks (with the "
-                 "task design effect; an upper bound, the paired tests need less)")
-    notes.append(f"Holm families: on these tasks, every sign, CMH (both scores) and exact infra test above "
-                 f"({stats.comparisons.family_size} tests); across tasks, the paired t-tests over tasks")
+    notes.append(
+        f"minimum detectable difference of this design at 80% power (unpaired): {gap(mdd.mdd)} on the "
+        f"shared tasks, {gap(mdd.mdd_with_design_effect)} for independent samples of new tasks (with the "
+        "task design effect; an upper bound, the paired tests need less)"
+    )
+    notes.append(
+        f"Holm families: on these tasks, every sign, CMH (both scores) and exact infra test above "
+        f"({stats.comparisons.family_size} tests); across tasks, the paired t-tests over tasks"
+    )
     return notes
 
 
 def basis(doc: ComparisonDocument) -> str:
     """What every figure is computed on: the shared tasks (the same sentence in every format)."""
     n = doc.statistics.shared_tasks
-    return (f"Every figure is computed on the {n} task(s) both runs hold, configuration by configuration on the "
-            "tasks both configurations ran (column 'shared tasks'); tasks only one run holds are listed below.")
+    return (
+        f"Every figure is computed on the {n} task(s) both runs hold, configuration by configuration on the "
+        "tasks both configurations ran (column 'shared tasks'); tasks only one run holds are listed below."
+    )
 
 
 def markdown(doc: ComparisonDocument | dict[str, Any]) -> str:
     doc = typed(doc)
-    lines = ["# headroom comparison", "", f"- A: {_who(doc.a)}", f"- B: {_who(doc.b)}", "", basis(doc), "",
-             f"Scores are {SCORE_FAIL}; intervals Wilson 95%. Across tasks (the claim about "
-             "the benchmark's population of tasks, and the headline test): mean per-task difference in pass rate with "
-             "its 95% t interval, paired t-test over tasks. On these tasks only: sign test on tasks solved by a strict "
-             "majority of attempts under only one run (+B-only/−A-only); CMH stratified by task on both scores; the exact "
-             "test on infra-error rates. p Holm-adjusted within each family, printed beside every raw p.", "",
-             "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines = [
+        "# headroom comparison",
+        "",
+        f"- A: {_who(doc.a)}",
+        f"- B: {_who(doc.b)}",
+        "",
+        basis(doc),
+        "",
+        f"Scores are {SCORE_FAIL}; intervals Wilson 95%. Across tasks (the claim about "
+        "the benchmark's population of tasks, and the headline test): mean per-task difference in pass rate with "
+        "its 95% t interval, paired t-test over tasks. On these tasks only: sign test on tasks solved by a strict "
+        "majority of attempts under only one run (+B-only/−A-only); CMH stratified by task on both scores; the exact "
+        "test on infra-error rates. p Holm-adjusted within each family, printed beside every raw p.",
+        "",
+        "| " + " | ".join(HEADERS) + " |",
+        "|" + "---|" * len(HEADERS),
+    ]
     lines += ["| " + " | ".join(r) + " |" for r in _rows(doc)]
     lines += [""] + [f"- {n}" for n in _notes(doc)]
     lines += rules.comparison_markdown(doc)
@@ -101,15 +132,23 @@ def print_table(doc: ComparisonDocument | dict[str, Any], console: Console) -> N
     # Three tables of one question each (across tasks; on these tasks; infra errors): one of all eleven columns
     # would not fit 160 columns.
     rows = _rows(doc)
-    for title, cols in (("Paired comparison, A vs B: scores and the test across tasks", range(0, 7)),
-                        ("Paired comparison, A vs B: tests on these tasks", (0, 7, 8)),
-                        (f"Paired comparison, A vs B: {SCORE_EXCL} and {INFRA_RATE}s", (0, 9, 10))):
-        tables.print_table(console, title, [HEADERS[i] for i in cols], [[r[i] for i in cols] for r in rows],
-                           wrap=[0])  # long labels fold between "A:... vs" and "B:..."
+    for title, cols in (
+        ("Paired comparison, A vs B: scores and the test across tasks", range(0, 7)),
+        ("Paired comparison, A vs B: tests on these tasks", (0, 7, 8)),
+        (f"Paired comparison, A vs B: {SCORE_EXCL} and {INFRA_RATE}s", (0, 9, 10)),
+    ):
+        tables.print_table(
+            console, title, [HEADERS[i] for i in cols], [[r[i] for i in cols] for r in rows], wrap=[0]
+        )  # long labels fold between "A:... vs" and "B:..."
     for n in _notes(doc):
         console.print(f"- {n}")
     sr = doc.statistics.scoring_rules
     body = rules.comparison_rows(sr, short=True) if sr else []
     if body:
-        tables.print_table(console, "Scores under named rules (each run on the tasks both hold)",
-                           rules.COMPARISON_HEADERS, [[escape(c) for c in row] for row in body], wrap=[0, 5, 6])
+        tables.print_table(
+            console,
+            "Scores under named rules (each run on the tasks both hold)",
+            rules.COMPARISON_HEADERS,
+            [[escape(c) for c in row] for row in body],
+            wrap=[0, 5, 6],
+        )

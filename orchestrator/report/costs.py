@@ -12,12 +12,23 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from orchestrator.report.model import Configuration
 
-HEADERS = ["config", "latency / attempt", "latency / solved", "cost / attempt", "cost / solved", "cost reported",
-           "tokens / attempt", "tokens / solved", "tokens reported"]
+HEADERS = [
+    "config",
+    "latency / attempt",
+    "latency / solved",
+    "cost / attempt",
+    "cost / solved",
+    "cost reported",
+    "tokens / attempt",
+    "tokens / solved",
+    "tokens reported",
+]
 
-NOTE = ("Per solved task = total / tasks passed, over the trials that reported the figure "
-        "(cost and tokens: trials that reported them, and the passes among those). "
-        "\"gateway\": measured at headroom's model gateway; \"self-reported\": the agent's own figures, unchecked.")
+NOTE = (
+    "Per solved task = total / tasks passed, over the trials that reported the figure "
+    "(cost and tokens: trials that reported them, and the passes among those). "
+    '"gateway": measured at headroom\'s model gateway; "self-reported": the agent\'s own figures, unchecked.'
+)
 
 
 def _s(x: float | None) -> str:
@@ -50,11 +61,17 @@ def cost_rows(configurations: list[Configuration]) -> list[list[str]]:
         k = c.cost
         tin, tout = k.tokens_in_per_attempt, k.tokens_out_per_attempt
         per_attempt = "—" if tin is None and tout is None else f"{_tok(tin)} in + {_tok(tout)} out"
-        rows.append([
-            c.label, _s(k.latency_per_attempt_s), _s(k.latency_per_solved_s),
-            _usd(k.cost_per_attempt_usd), _usd(k.cost_per_solved_usd),
-            _reported(k.n_cost, k.n, k.passed_with_cost, k.cost_source, k.n_cost_gateway),
-            per_attempt, _tok(k.tokens_per_solved),
-            _reported(k.n_tokens, k.n, k.passed_with_tokens, k.tokens_source, k.n_tokens_gateway),
-        ])
+        rows.append(
+            [
+                c.label,
+                _s(k.latency_per_attempt_s),
+                _s(k.latency_per_solved_s),
+                _usd(k.cost_per_attempt_usd),
+                _usd(k.cost_per_solved_usd),
+                _reported(k.n_cost, k.n, k.passed_with_cost, k.cost_source, k.n_cost_gateway),
+                per_attempt,
+                _tok(k.tokens_per_solved),
+                _reported(k.n_tokens, k.n, k.passed_with_tokens, k.tokens_source, k.n_tokens_gateway),
+            ]
+        )
     return rows

@@ -34,9 +34,13 @@ def provenance_mix(prov: dict[str, Any]) -> ProvenanceMix:
     clusters = Counter(t.get("cluster_id") for t in tasks.values())
     access = Counter(access_class(t.get("provenance") or {}) for t in tasks.values())
     return ProvenanceMix(
-        source=counts("source"), license_or_access=counts("license_or_access"),
-        release_status=counts("release_status"), transformation=counts("transformation"),
-        n_tasks=len(tasks), n_clusters=len(clusters), largest_cluster_size=max(clusters.values(), default=0),
+        source=counts("source"),
+        license_or_access=counts("license_or_access"),
+        release_status=counts("release_status"),
+        transformation=counts("transformation"),
+        n_tasks=len(tasks),
+        n_clusters=len(clusters),
+        largest_cluster_size=max(clusters.values(), default=0),
         missing_provenance=sorted(tid for tid, t in tasks.items() if not (t.get("provenance") or {}).get("source")),
         access={c: access.get(c, 0) for c in (*ACCESS_CLASSES, "unknown")},
         unknown_access_share=access.get("unknown", 0) / len(tasks) if tasks else None,
@@ -62,13 +66,16 @@ def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
     if prov.get("import"):
         return {"isolation": IMPORTED_UNKNOWN, "storage_limit": None, "network_control": None}
     caps = (prov.get("backend") or {}).get("capabilities") or {}
-    return {"isolation": caps.get("isolation", "unrecorded"), "storage_limit": caps.get("storage_limit"),
-            "network_control": caps.get("network_control")}
+    return {
+        "isolation": caps.get("isolation", "unrecorded"),
+        "storage_limit": caps.get("storage_limit"),
+        "network_control": caps.get("network_control"),
+    }
 
 
 def source_kinds(info: RunInfo) -> list[str]:
     """The formats an imported run came from (terminal-bench, harbor); none for a run headroom made."""
-    kinds = ((info.spec.get("scoring") or {}).get("source_kinds") if info.backend.startswith("import:") else None)
+    kinds = (info.spec.get("scoring") or {}).get("source_kinds") if info.backend.startswith("import:") else None
     if kinds is None and info.backend.startswith("import:"):
         kinds = [k for k in info.backend.removeprefix("import:").split("+") if k]
     return [str(k) for k in kinds or []]
@@ -86,8 +93,13 @@ def requested_rules(info: RunInfo, rules: str | None) -> tuple[list[str], str]:
 
 def scoring_block(df: pd.DataFrame, info: RunInfo, rules: str | None, order: list[str] | None) -> dict[str, Any]:
     names, default = requested_rules(info, rules)
-    return scoring_rules_block(df, names, config_order=order, default_rule=default,
-                               reward_threshold=float(info.spec.get("reward_threshold") or 1.0))
+    return scoring_rules_block(
+        df,
+        names,
+        config_order=order,
+        default_rule=default,
+        reward_threshold=float(info.spec.get("reward_threshold") or 1.0),
+    )
 
 
 def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[str, Any]:
@@ -96,8 +108,11 @@ def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[st
     reasons = excluded.groupby(["outcome", "reason"], dropna=False, observed=True).size()
     return {
         "excluded_from_infra_excluded_score": sorted(
-            ({"outcome": str(o), "reason": None if pd.isna(r) else str(r), "trials": int(n)}
-             for (o, r), n in reasons.items() if n),
+            (
+                {"outcome": str(o), "reason": None if pd.isna(r) else str(r), "trials": int(n)}
+                for (o, r), n in reasons.items()
+                if n
+            ),
             key=lambda e: (e["outcome"], e["reason"] or ""),
         ),
         "retried_tries": tries["retried"],
@@ -119,8 +134,13 @@ class AnalyzeOptions(TypedDict, total=False):
     margin: float
 
 
-def build(store: Store, run_id: str | None = None, reference: str | None = None,
-          rules: str | None = None, margin: float | None = None) -> ReportDocument:
+def build(
+    store: Store,
+    run_id: str | None = None,
+    reference: str | None = None,
+    rules: str | None = None,
+    margin: float | None = None,
+) -> ReportDocument:
     """``rules``: the scoring rules to show side by side (``auto``, ``all`` or names; see ``scoring_rules``).
     ``margin``: the calibration's equivalence margin (None: its default), recorded in the calibration block."""
     info = store.run(run_id)
@@ -129,8 +149,9 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None,
     prov = store.provenance(info.run_id)
     tries = store.try_counts(info.run_id)
     extra: AnalyzeOptions = {} if margin is None else {"margin": margin}
-    stats = (analyze(df, reference=reference, axis=info.axis, config_order=_label_order(info), **extra)
-             if len(df) else None)
+    stats = (
+        analyze(df, reference=reference, axis=info.axis, config_order=_label_order(info), **extra) if len(df) else None
+    )
     headline_rule = requested_rules(info, rules)[1]
     if stats is not None:
         sr = scoring_block(df, info, rules, stats.get("config_order"))
@@ -145,9 +166,16 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None,
         "schema_version": SCHEMA_VERSION,
         "headline_rule": headline_rule,
         "run": {
-            "run_id": info.run_id, "name": info.name, "status": info.status, "created_at": info.created_at,
-            "finished_at": info.finished_at, "backend": info.backend, "enforcement": info.enforcement,
-            "axis": info.axis, "trials_planned": planned, "trials_finished": len(df),
+            "run_id": info.run_id,
+            "name": info.name,
+            "status": info.status,
+            "created_at": info.created_at,
+            "finished_at": info.finished_at,
+            "backend": info.backend,
+            "enforcement": info.enforcement,
+            "axis": info.axis,
+            "trials_planned": planned,
+            "trials_finished": len(df),
             **isolation_facts(prov),
         },
         "experiment": info.spec,
@@ -163,8 +191,9 @@ def build(store: Store, run_id: str | None = None, reference: str | None = None,
     return ReportDocument.model_validate(doc)
 
 
-def comparison_document(store_a: Store, run_a: str | None, store_b: Store, run_b: str | None,
-                        rules: str | None = None) -> ComparisonDocument:
+def comparison_document(
+    store_a: Store, run_a: str | None, store_b: Store, run_b: str | None, rules: str | None = None
+) -> ComparisonDocument:
     """Two runs compared on the tasks and configurations both hold, as the typed document the renderers read."""
     ia, ib = store_a.run(run_a), store_b.run(run_b)
     da, db = store_a.rule_frame(ia.run_id), store_b.rule_frame(ib.run_id)
@@ -185,18 +214,31 @@ def comparison_document(store_a: Store, run_a: str | None, store_b: Store, run_b
     names = list(dict.fromkeys(names_a + names_b))
     stats["scoring_rules"] = {
         "basis": "each run on the tasks both hold",
-        "requested": names, "default": {"A": default_a, "B": default_b},
+        "requested": names,
+        "default": {"A": default_a, "B": default_b},
         "A": scoring_block(da[da["task_id"].astype(str).isin(shared)], ia, ",".join(names), _label_order(ia)),
         "B": scoring_block(db[db["task_id"].astype(str).isin(shared)], ib, ",".join(names), _label_order(ib)),
     }
     for side in ("A", "B"):  # each side's headline rule is said once, in "default" above
         stats["scoring_rules"][side].pop("default", None)
-    return ComparisonDocument.model_validate({
-        "schema": "headroom.comparison/2",
-        "a": {"run_id": ia.run_id, "name": ia.name, "model": ia.spec.get("model"), "agent": ia.spec.get("agent"),
-              "enforcement": ia.enforcement},
-        "b": {"run_id": ib.run_id, "name": ib.name, "model": ib.spec.get("model"), "agent": ib.spec.get("agent"),
-              "enforcement": ib.enforcement},
-        "tasks_with_different_content": changed_tasks,
-        "statistics": stats,
-    })
+    return ComparisonDocument.model_validate(
+        {
+            "schema": "headroom.comparison/2",
+            "a": {
+                "run_id": ia.run_id,
+                "name": ia.name,
+                "model": ia.spec.get("model"),
+                "agent": ia.spec.get("agent"),
+                "enforcement": ia.enforcement,
+            },
+            "b": {
+                "run_id": ib.run_id,
+                "name": ib.name,
+                "model": ib.spec.get("model"),
+                "agent": ib.spec.get("agent"),
+                "enforcement": ib.enforcement,
+            },
+            "tasks_with_different_content": changed_tasks,
+            "statistics": stats,
+        }
+    )

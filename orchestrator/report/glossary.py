@@ -27,9 +27,9 @@ SCORE_DIFF: Final = "score diff"
 
 GLOSSARY: Final[dict[str, str]] = {
     SCORE_FAIL: "passes / all trials: infra and harness errors count as failures (score_infra_as_failure; "
-                "rule headroom:infra-as-failure)",
+    "rule headroom:infra-as-failure)",
     SCORE_EXCL: "passes / trials that were not infra or harness errors (score_infra_excluded; rule "
-                "headroom:infra-excluded): the agent's score where the infrastructure held",
+    "headroom:infra-excluded): the agent's score where the infrastructure held",
     INFRA_RATE: "infra errors / all trials (infra_error_rate)",
     TIMEOUT_RATE: "agent timeouts / all trials (timeout_rate)",
     HARNESS_RATE: "harness errors / all trials (harness_error_rate)",
@@ -37,8 +37,7 @@ GLOSSARY: Final[dict[str, str]] = {
     CLUSTER_SCORE: "the mean over task clusters of each cluster's mean per-task pass rate (clusters.cluster_score)",
     WORST_CLUSTER: "the cluster with the lowest cluster-level score (clusters.worst_cluster_score)",
     THESE_TASKS_INTERVAL: "what more attempts on these same tasks would give (score_intervals.these_tasks)",
-    NEW_TASKS_INTERVAL: "what a new sample of tasks from the same population would give "
-                        "(score_intervals.new_tasks)",
+    NEW_TASKS_INTERVAL: "what a new sample of tasks from the same population would give (score_intervals.new_tasks)",
     SCORE_DIFF: f"B − A in {SCORE_FAIL}, in percentage points",
 }
 

@@ -60,9 +60,11 @@ def render(tasks: list[TaskRow], labels: list[str], href: Href | None = None) ->
             if href is not None:
                 inner = f'<a href="{esc(href(t.task_id, lab), quote=True)}">{inner}</a>'
             small = f" <small>{esc(extra)}</small>" if extra else ""
-            out.append(f'<td class="cell" style="background:{colour(c.pass_rate)}" title="{title}" '
-                       f'data-task="{esc(t.task_id, quote=True)}" data-config="{esc(lab, quote=True)}">'
-                       f"{inner}{small}</td>")
+            out.append(
+                f'<td class="cell" style="background:{colour(c.pass_rate)}" title="{title}" '
+                f'data-task="{esc(t.task_id, quote=True)}" data-config="{esc(lab, quote=True)}">'
+                f"{inner}{small}</td>"
+            )
         out.append("</tr>")
     out.append("</tbody></table>")
     return "".join(out)

@@ -41,8 +41,8 @@ def sections(body: str) -> tuple[str, list[tuple[str, str]]]:
     out = []
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(body)
-        out.append((m.group(1), body[m.end():end]))
-    return body[:marks[0].start()], out
+        out.append((m.group(1), body[m.end() : end]))
+    return body[: marks[0].start()], out
 
 
 def _slug(title: str) -> str:
@@ -51,12 +51,12 @@ def _slug(title: str) -> str:
 
 def folded(title: str, content: str) -> str:
     """One section folded under its heading (``id`` from the heading, so a link can open it)."""
-    return (f'<details class="section" id="{_slug(title)}"><summary><h2>{title}</h2></summary>'
-            f"{content}</details>\n")
+    return f'<details class="section" id="{_slug(title)}"><summary><h2>{title}</h2></summary>{content}</details>\n'
 
 
-def layout(body: str, lead: str = "", first_folded: list[tuple[str, str]] | None = None,
-           drop: tuple[str, ...] = ()) -> str:
+def layout(
+    body: str, lead: str = "", first_folded: list[tuple[str, str]] | None = None, drop: tuple[str, ...] = ()
+) -> str:
     """The summary section open, then ``lead`` (the heatmap), then ``first_folded`` and every other section of
     ``body`` folded; sections named in ``drop`` are left out (the per-task table the heatmap replaces)."""
     head, secs = sections(body)
@@ -79,22 +79,32 @@ def heatmap_section(doc: ReportDocument, href: heatmap.Href | None = None) -> st
     stats = doc.statistics
     if stats is None:
         return ""
-    return (f'<h2 id="heatmap">{HEATMAP_TITLE}</h2><p>Each cell: passed/attempts, coloured by pass rate, with its '
-            "infra errors, timeouts and peak memory against the limit"
-            + ("; click a cell for its trials and every try's evidence" if href else "") + ".</p>"
-            + heatmap.render(stats.tasks, stats.config_order, href=href))
+    return (
+        f'<h2 id="heatmap">{HEATMAP_TITLE}</h2><p>Each cell: passed/attempts, coloured by pass rate, with its '
+        "infra errors, timeouts and peak memory against the limit"
+        + ("; click a cell for its trials and every try's evidence" if href else "")
+        + ".</p>"
+        + heatmap.render(stats.tasks, stats.config_order, href=href)
+    )
 
 
 def render(doc: ReportDocument) -> str:
     md = MarkdownIt("commonmark").enable("table")
     body = md.render(markdown.render(doc))
     if doc.configurations:
-        figures = [("Plots", f'<p><img alt="{html.escape(plots.SERIES_ALT)}" '
-                             f'src="{plots.rates_vs_multiplier(doc.configurations, labels_axis=doc.labels_axis)}">'
-                             "</p>")]
+        figures = [
+            (
+                "Plots",
+                f'<p><img alt="{html.escape(plots.SERIES_ALT)}" '
+                f'src="{plots.rates_vs_multiplier(doc.configurations, labels_axis=doc.labels_axis)}">'
+                "</p>",
+            )
+        ]
         body = layout(body, heatmap_section(doc), figures, drop=("Per task",))
     else:
         body = layout(body)
     title = html.escape(f"headroom report — {doc.run.name} ({doc.run.run_id})")
-    return (f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
-            f"<style>{_CSS}</style></head><body>{body}</body></html>\n")
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f"<style>{_CSS}</style></head><body>{body}</body></html>\n"
+    )

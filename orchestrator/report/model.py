@@ -45,8 +45,15 @@ from orchestrator.report.blocks import (
 SCHEMA: Final = "headroom.report/2"
 SCHEMA_VERSION: Final = 2
 
-RateName = Literal["pass_rate", "infra_error_rate", "timeout_rate", "harness_error_rate", "abstention_rate",
-                   "score_infra_as_failure", "score_infra_excluded"]
+RateName = Literal[
+    "pass_rate",
+    "infra_error_rate",
+    "timeout_rate",
+    "harness_error_rate",
+    "abstention_rate",
+    "score_infra_as_failure",
+    "score_infra_excluded",
+]
 
 
 class _Model(BaseModel):
@@ -155,6 +162,7 @@ class ResourceSweep(_Model):
 
 
 # -- what other parts of headroom record (orchestrator.engine.canary, orchestrator.engine.overcommit, provenance) --------
+
 
 class CanaryArm(_View):
     config: str = ""
@@ -333,6 +341,7 @@ class ReportDocument(_Model):
 
 
 # -- the comparison of two runs (``headroom compare``) --------------------------------------------------
+
 
 class RunRef(_Model):
     run_id: str

@@ -36,13 +36,18 @@ def rates_vs_multiplier(configs: list[Configuration], *, labels_axis: bool = Fal
     labels = [c.label for c in configs]
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(7, 3.6))
-    series: list[tuple[RateName, str, str]] = [("score_infra_as_failure", SCORE_FAIL, "tab:blue"), ("infra_error_rate", INFRA_RATE, "tab:red")]
+    series: list[tuple[RateName, str, str]] = [
+        ("score_infra_as_failure", SCORE_FAIL, "tab:blue"),
+        ("infra_error_rate", INFRA_RATE, "tab:red"),
+    ]
     if any(c.abstention_rate.k for c in configs):  # only where someone abstained
         series.append(("abstention_rate", ABSTENTION_RATE, "tab:purple"))
     for key, name, color in series:
         blocks = [c.rate_block(key) for c in configs]
-        est, lo, hi = (np.array([np.nan if v is None else v for v in values]) * 100
-                       for values in ([b.estimate for b in blocks], [b.low for b in blocks], [b.high for b in blocks]))
+        est, lo, hi = (
+            np.array([np.nan if v is None else v for v in values]) * 100
+            for values in ([b.estimate for b in blocks], [b.low for b in blocks], [b.high for b in blocks])
+        )
         if labels_axis:
             ax.errorbar(x, est, yerr=[est - lo, hi - est], fmt="o", color=color, capsize=4, label=name)
         else:

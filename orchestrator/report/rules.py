@@ -82,8 +82,16 @@ def rows(sr: ScoringRules, headline: str, bold: bool = True) -> list[list[str]]:
         for i, rule in enumerate(ordered_rules(sr, headline)):
             res = by_rule.get(rule)
             title = _title(sr, rule, headline) if bold else _title(sr, rule, headline).replace("**", "")
-            out.append([label if i == 0 else "", title, pct(res.estimate if res else None, 2),
-                        _interval(res, short=not bold), _counted(res), _pass_at_k(res)])
+            out.append(
+                [
+                    label if i == 0 else "",
+                    title,
+                    pct(res.estimate if res else None, 2),
+                    _interval(res, short=not bold),
+                    _counted(res),
+                    _pass_at_k(res),
+                ]
+            )
     return out
 
 
@@ -137,14 +145,23 @@ def per_run_rows(sr: ScoringRules) -> list[list[str]]:
         res = by_rule.get(LEADERBOARD)
         runs = ((res.per_run if res else None) or [])[:MAX_RUNS_LISTED]
         for r, name in zip(runs, _short([r.run for r in runs])):
-            out.append([label, name, str(r.n), pct(r.accuracy, 2),
-                        ", ".join(f"pass@{k} {pct(v, 2)}" for k, v in r.pass_at_k.items() if v is not None) or "—"])
+            out.append(
+                [
+                    label,
+                    name,
+                    str(r.n),
+                    pct(r.accuracy, 2),
+                    ", ".join(f"pass@{k} {pct(v, 2)}" for k, v in r.pass_at_k.items() if v is not None) or "—",
+                ]
+            )
     return out
 
 
 def per_run_title(sr: ScoringRules) -> str:
-    return ("Terminal-Bench leaderboard rule, run by run (the accuracy and pass@k each run's results.json "
-            f"reports; runs are {sr.run_basis})")
+    return (
+        "Terminal-Bench leaderboard rule, run by run (the accuracy and pass@k each run's results.json "
+        f"reports; runs are {sr.run_basis})"
+    )
 
 
 def markdown(doc: ReportDocument) -> list[str]:
@@ -153,16 +170,29 @@ def markdown(doc: ReportDocument) -> list[str]:
         return []
     headline = doc.headline_rule
     own = is_source_rule(headline)
-    lines = ["## Scores under named rules", "",
-             f"A score is a rule applied to trials. Headline for this run: **{sr.title(headline)}** "
-             f"(`{headline}`)" + (" — the source's own rule, which reproduces the numbers it published; "
-                                 "headroom's stricter reading is beside it, and the Metrics below are "
-                                 "headroom's." if own else ".")
-             + " Each interval says what it generalises to: *these tasks* (another attempt or run on the same "
-             "tasks) or *new tasks like these*.", ""]
+    lines = [
+        "## Scores under named rules",
+        "",
+        f"A score is a rule applied to trials. Headline for this run: **{sr.title(headline)}** "
+        f"(`{headline}`)"
+        + (
+            " — the source's own rule, which reproduces the numbers it published; "
+            "headroom's stricter reading is beside it, and the Metrics below are "
+            "headroom's."
+            if own
+            else "."
+        )
+        + " Each interval says what it generalises to: *these tasks* (another attempt or run on the same "
+        "tasks) or *new tasks like these*.",
+        "",
+    ]
     lines += _table(HEADERS, rows(sr, headline))
-    moved = [[label, sr.title(rule), m.reason, str(m.trials), m.effect]
-             for label, by_rule in sr.moves.items() for rule, ms in by_rule.items() for m in ms]
+    moved = [
+        [label, sr.title(rule), m.reason, str(m.trials), m.effect]
+        for label, by_rule in sr.moves.items()
+        for rule, ms in by_rule.items()
+        for m in ms
+    ]
     if moved:
         lines += [f"Trials each rule counts differently from {SCORE_FAIL}, by reason:", ""]
         lines += _table(["configuration", "rule", "reason", "trials", "effect"], moved)
@@ -182,21 +212,32 @@ def print_terminal(doc: ReportDocument, console: Console) -> None:
         return
     headline = doc.headline_rule
     body = [[escape(c) for c in row] for row in rows(sr, headline, bold=False)]  # a label may hold [ ]
-    print_table(console, f"Scores under named rules (headline: {sr.title(headline)}; each "
-                         "interval says what it generalises to)", HEADERS, body, keep=2, right=[2],
-                wrap=[3, 4, 5])
+    print_table(
+        console,
+        f"Scores under named rules (headline: {sr.title(headline)}; each interval says what it generalises to)",
+        HEADERS,
+        body,
+        keep=2,
+        right=[2],
+        wrap=[3, 4, 5],
+    )
     # What moves under each benchmark rule, one line per configuration and rule (headroom's infra-excluded
     # rule leaves out what the Exclusions list; Markdown and the JSON have every move with its effect).
-    lines = [f"  {label} — {sr.title(rule)}: " + "; ".join(f"{m.trials} {m.reason}" for m in ms)
-             for label, by_rule in sr.moves.items() for rule, ms in by_rule.items() if ms and is_source_rule(rule)]
+    lines = [
+        f"  {label} — {sr.title(rule)}: " + "; ".join(f"{m.trials} {m.reason}" for m in ms)
+        for label, by_rule in sr.moves.items()
+        for rule, ms in by_rule.items()
+        if ms and is_source_rule(rule)
+    ]
     if lines:
         console.print(f"Trials each benchmark rule counts differently from {SCORE_FAIL}, by reason:")
         for line in lines:
             console.print(escape(line))
     per_run = per_run_rows(sr)
     if per_run:
-        print_table(console, per_run_title(sr), PER_RUN_HEADERS, [[escape(c) for c in r] for r in per_run],
-                    right=[2, 3])
+        print_table(
+            console, per_run_title(sr), PER_RUN_HEADERS, [[escape(c) for c in r] for r in per_run], right=[2, 3]
+        )
 
 
 def spread_columns(sr: ScoringRules | None, labels: list[str]) -> tuple[list[str], list[list[str]]]:
@@ -207,8 +248,7 @@ def spread_columns(sr: ScoringRules | None, labels: list[str]) -> tuple[list[str
     for lab in labels:
         res = sr.result(lab, LEADERBOARD)
         spread = res.run_spread if res else None
-        cells.append(["—", "— .. —"] if spread is None else
-                     [pct(spread.sd), f"{pct(spread.min)} .. {pct(spread.max)}"])
+        cells.append(["—", "— .. —"] if spread is None else [pct(spread.sd), f"{pct(spread.min)} .. {pct(spread.max)}"])
     return ["SD (leaderboard rule)", "range (leaderboard rule)"], cells
 
 
@@ -219,8 +259,9 @@ def comparison_rows(sr: ComparisonRules, short: bool = False) -> list[list[str]]
     out = []
     labels_b = list(b.configs)
     for label_a, by_a in a.configs.items():
-        label_b = label_a if label_a in labels_b else (labels_b[0] if len(labels_b) == 1 and len(a.configs) == 1
-                                                      else None)
+        label_b = (
+            label_a if label_a in labels_b else (labels_b[0] if len(labels_b) == 1 and len(a.configs) == 1 else None)
+        )
         if label_b is None:
             continue
         for rule in sr.requested:
@@ -229,14 +270,29 @@ def comparison_rows(sr: ComparisonRules, short: bool = False) -> list[list[str]]
                 continue
             ea, eb = (ra.estimate if ra else None), (rb.estimate if rb else None)
             diff = None if ea is None or eb is None else eb - ea
-            out.append([f"{label_a} vs {label_b}", a.title(rule) if rule in a.definitions else b.title(rule),
-                        pct(ea, 2), pct(eb, 2), "—" if diff is None else f"{100 * diff:+.2f} pts",
-                        _interval(ra, short), _interval(rb, short)])
+            out.append(
+                [
+                    f"{label_a} vs {label_b}",
+                    a.title(rule) if rule in a.definitions else b.title(rule),
+                    pct(ea, 2),
+                    pct(eb, 2),
+                    "—" if diff is None else f"{100 * diff:+.2f} pts",
+                    _interval(ra, short),
+                    _interval(rb, short),
+                ]
+            )
     return out
 
 
-COMPARISON_HEADERS = ["configurations", "rule", "A", "B", "B − A", "A: interval (generalises to)",
-                      "B: interval (generalises to)"]
+COMPARISON_HEADERS = [
+    "configurations",
+    "rule",
+    "A",
+    "B",
+    "B − A",
+    "A: interval (generalises to)",
+    "B: interval (generalises to)",
+]
 
 
 def comparison_markdown(doc: ComparisonDocument) -> list[str]:
@@ -246,5 +302,11 @@ def comparison_markdown(doc: ComparisonDocument) -> list[str]:
     body = comparison_rows(sr)
     if not body:
         return []
-    return ["", "## Scores under named rules", "", f"Each run scored on the tasks both hold ({sr.basis}); "
-            f"headline rules: A {sr.default['A']}, B {sr.default['B']}.", ""] + _table(COMPARISON_HEADERS, body)
+    return [
+        "",
+        "## Scores under named rules",
+        "",
+        f"Each run scored on the tasks both hold ({sr.basis}); "
+        f"headline rules: A {sr.default['A']}, B {sr.default['B']}.",
+        "",
+    ] + _table(COMPARISON_HEADERS, body)

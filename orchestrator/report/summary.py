@@ -27,8 +27,10 @@ INFRA_RATE = "infra-error rate"
 HEADERS = [*HEADLINE_HEADERS, INFRA_RATE]
 
 # What each half of the calibration's evidence generalises to (the tests named in CALIBRATION_RULE).
-_GENERALISES = ("score evidence (paired t and TOST over tasks) generalises to new tasks; infra-error evidence "
-                "(exact test over trials) to more attempts on these tasks")
+_GENERALISES = (
+    "score evidence (paired t and TOST over tasks) generalises to new tasks; infra-error evidence "
+    "(exact test over trials) to more attempts on these tasks"
+)
 
 #: The header of a source rule's own interval column: what that rule publishes, and what it generalises to.
 _SOURCE_INTERVAL = {
@@ -63,17 +65,25 @@ def rule_title(doc: ReportDocument, rule: str) -> str:
 
 def source_led(doc: ReportDocument) -> bool:
     """The headline is a source's own rule (an imported submission), not headroom's."""
-    return (not doc.headline_rule.startswith("headroom:") and doc.statistics is not None
-            and doc.statistics.scoring_rules is not None)
+    return (
+        not doc.headline_rule.startswith("headroom:")
+        and doc.statistics is not None
+        and doc.statistics.scoring_rules is not None
+    )
 
 
 def headers(doc: ReportDocument) -> list[str]:
     if not source_led(doc):
         return HEADERS
     rule = doc.headline_rule
-    return ["config", f"{rule_title(doc, rule)} (headline)",
-            _SOURCE_INTERVAL.get(rule, "interval (what it generalises to)"),
-            f"{SCORE_FAIL}, Wilson 95%: these tasks", HEADLINE_HEADERS[3], INFRA_RATE]
+    return [
+        "config",
+        f"{rule_title(doc, rule)} (headline)",
+        _SOURCE_INTERVAL.get(rule, "interval (what it generalises to)"),
+        f"{SCORE_FAIL}, Wilson 95%: these tasks",
+        HEADLINE_HEADERS[3],
+        INFRA_RATE,
+    ]
 
 
 def _rule_result(doc: ReportDocument, label: str) -> RuleResult | None:
@@ -106,8 +116,16 @@ def rows(doc: ReportDocument) -> list[list[str]]:
             row[3] = row[3].split(" (", 1)[0]
         if source_led(doc):
             res = _rule_result(doc, c.label)
-            out.append([c.label, pct(res.estimate if res else None, 2), source_interval(res), rate(c.score_infra_as_failure),
-                        row[3], rate(c.infra_error_rate)])
+            out.append(
+                [
+                    c.label,
+                    pct(res.estimate if res else None, 2),
+                    source_interval(res),
+                    rate(c.score_infra_as_failure),
+                    row[3],
+                    rate(c.infra_error_rate),
+                ]
+            )
         else:
             out.append([*row, rate(c.infra_error_rate)])
     return out
@@ -119,8 +137,10 @@ def moves_lines(doc: ReportDocument) -> list[str]:
         return []
     sr = doc.statistics.scoring_rules if doc.statistics else None
     rule = doc.headline_rule
-    head = (f"Headline: {rule_title(doc, rule)}, the source's own rule (it reproduces the figure the source "
-            f"published); beside it {SCORE_FAIL}, headroom's stricter reading. Trials that move between them:")
+    head = (
+        f"Headline: {rule_title(doc, rule)}, the source's own rule (it reproduces the figure the source "
+        f"published); beside it {SCORE_FAIL}, headroom's stricter reading. Trials that move between them:"
+    )
     out = [head]
     for c in doc.configurations:
         ms = (sr.moves.get(c.label) or {}).get(rule) or [] if sr else []
@@ -130,8 +150,12 @@ def moves_lines(doc: ReportDocument) -> list[str]:
         parts = [f"{m.trials} {m.reason}" for m in ms[:MAX_REASONS]]
         more = sum(m.trials for m in ms[MAX_REASONS:])
         moved = sum(m.trials for m in ms)
-        out.append(f"  {c.label}: {trials_phrase(moved)}: " + "; ".join(parts)
-                   + (f"; {more} more for other reasons (see Scores under named rules)" if more else "") + ".")
+        out.append(
+            f"  {c.label}: {trials_phrase(moved)}: "
+            + "; ".join(parts)
+            + (f"; {more} more for other reasons (see Scores under named rules)" if more else "")
+            + "."
+        )
     return out
 
 
@@ -142,22 +166,24 @@ def basis_line(doc: ReportDocument) -> str | None:
         return f"New-tasks intervals: t over {basis}, SE clustered by task."
     single = [c.label for c in doc.configurations if _new_tasks(c).n_tasks == 1]
     if single:
-        return (f"No new-tasks interval for {', '.join(single)}: one task, and a t interval over tasks needs at "
-                "least two.")
+        return (
+            f"No new-tasks interval for {', '.join(single)}: one task, and a t interval over tasks needs at least two."
+        )
     return None
 
 
 def recommendation(doc: ReportDocument) -> str:
     """The calibration's recommendation, or why there is none, with what it generalises to."""
     if doc.labels_axis:
-        return ("No recommendation: the configurations are labels (agents, models), not resource levels, so there "
-                "is no limit to choose; the paired comparisons below test them (paired t over tasks: new tasks).")
+        return (
+            "No recommendation: the configurations are labels (agents, models), not resource levels, so there "
+            "is no limit to choose; the paired comparisons below test them (paired t over tasks: new tasks)."
+        )
     cal = doc.calibration
     if not cal:
         return "No recommendation: no calibration was computed for this run."
     if cal.status == "recommended":
-        return (f"Recommendation: {cal.summary}. "
-                f"What it generalises to: {_GENERALISES}.")
+        return f"Recommendation: {cal.summary}. What it generalises to: {_GENERALISES}."
     return f"No recommendation: {'; '.join(cal.reasons or ['the data cannot carry the rule'])}."
 
 
@@ -165,11 +191,13 @@ def isolation(doc: ReportDocument) -> str:
     """Isolation and enforcement in one line."""
     run = doc.run
     iso = run.isolation
-    warn = {"none": " (NOT sandboxed)", "unrecorded": " (not recorded: treat as not sandboxed)",
-            "unknown (imported)": " (headroom did not run these trials)"}.get(iso, "")
+    warn = {
+        "none": " (NOT sandboxed)",
+        "unrecorded": " (not recorded: treat as not sandboxed)",
+        "unknown (imported)": " (headroom did not run these trials)",
+    }.get(iso, "")
     storage = {True: "enforced", False: "NOT enforced", None: "unrecorded"}[run.storage_limit]
-    return (f"Isolation {iso}{warn}; enforcement {run.enforcement} on backend {run.backend}; "
-            f"storage limit {storage}.")
+    return f"Isolation {iso}{warn}; enforcement {run.enforcement} on backend {run.backend}; storage limit {storage}."
 
 
 def lines(doc: ReportDocument) -> list[str]:
@@ -177,6 +205,9 @@ def lines(doc: ReportDocument) -> list[str]:
     recommendation, isolation."""
     basis = basis_line(doc)
     not_started = checks.agent_not_found_line(doc.checks.agent_not_found) if doc.checks else None
-    return (moves_lines(doc) + ([basis] if basis else []) + [recommendation(doc), isolation(doc)]
-            + ([not_started] if not_started else []))
-
+    return (
+        moves_lines(doc)
+        + ([basis] if basis else [])
+        + [recommendation(doc), isolation(doc)]
+        + ([not_started] if not_started else [])
+    )

@@ -76,8 +76,14 @@ def _fits(widths: Sequence[int], width: int) -> bool:
     return _TABLE_OVERHEAD + sum(w + _COLUMN_OVERHEAD for w in widths) <= width
 
 
-def fitted(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int, *,
-           wrap: Sequence[int] = (), wrap_min: int = WRAP_MIN) -> tuple[list[str], list[list[str]], list[int]] | None:
+def fitted(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    *,
+    wrap: Sequence[int] = (),
+    wrap_min: int = WRAP_MIN,
+) -> tuple[list[str], list[list[str]], list[int]] | None:
     """(headers, rows, column widths) that fit ``width`` without splitting the table, or None when only a split
     fits.
 
@@ -127,8 +133,16 @@ def column_groups(widths: Sequence[int], width: int, keep: int = 1) -> list[list
     return [list(range(keep)) + g for g in groups]
 
 
-def print_table(console: Console, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], *,
-                keep: int = 1, right: Sequence[int] = (), wrap: Sequence[int] = ()) -> None:
+def print_table(
+    console: Console,
+    title: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    keep: int = 1,
+    right: Sequence[int] = (),
+    wrap: Sequence[int] = (),
+) -> None:
     """Print rows under headers fitted to the console (see the module docstring); ``right`` = right-aligned
     column indexes, ``wrap`` = prose columns that may fold at word breaks."""
     fit = fitted(headers, rows, console.width, wrap=wrap)
@@ -149,8 +163,13 @@ def print_table(console: Console, title: str, headers: Sequence[str], rows: Sequ
         fits = _TABLE_OVERHEAD + sum(widths[i] + _COLUMN_OVERHEAD for i in cols) <= console.width
         for i in cols:
             # no_wrap keeps "17.0% [10.9, 25.3]" on one line when it fits; otherwise fold, never ellipsise.
-            t.add_column(headers[i], justify="right" if i in right else "left", no_wrap=fits, overflow="fold",
-                         min_width=None if not fits else widths[i])
+            t.add_column(
+                headers[i],
+                justify="right" if i in right else "left",
+                no_wrap=fits,
+                overflow="fold",
+                min_width=None if not fits else widths[i],
+            )
         for r in rows:
             t.add_row(*(r[i] for i in cols))
         console.print(t)

@@ -70,8 +70,10 @@ def clipped_note(items: list[ComparisonItem]) -> str | None:
     cut = [f"{it.a} vs {it.b}" for it in items if it.score.paired.mean_task_diff_clipped]
     if not cut:
         return None
-    return ("per-task mean diff interval cut to the possible range ±100 pts (the 95% t interval over this few tasks "
-            "reaches past it; cutting drops only impossible values): " + ", ".join(cut))
+    return (
+        "per-task mean diff interval cut to the possible range ±100 pts (the 95% t interval over this few tasks "
+        "reaches past it; cutting drops only impossible values): " + ", ".join(cut)
+    )
 
 
 def sign_counts(sign: SignTest) -> str:
@@ -81,11 +83,13 @@ def sign_counts(sign: SignTest) -> str:
 
 #: Column headers of the headline's two intervals: each says what it generalises to.
 HEADLINE_HEADERS = ["config", SCORE_FAIL, THESE_TASKS_INTERVAL, NEW_TASKS_INTERVAL]
-HEADLINE_NOTE = (f"Two intervals, two questions. *{THESE_TASKS_INTERVAL}*: the rate more attempts on these same "
-                 "tasks would give (trials independent given the tasks). "
-                 f"*{NEW_TASKS_INTERVAL}*: the rate on a new sample of tasks from the same population (tasks are "
-                 "the sampling unit: clustered SE with a t quantile on tasks − 1 df); read a leaderboard number with "
-                 "this one.")
+HEADLINE_NOTE = (
+    f"Two intervals, two questions. *{THESE_TASKS_INTERVAL}*: the rate more attempts on these same "
+    "tasks would give (trials independent given the tasks). "
+    f"*{NEW_TASKS_INTERVAL}*: the rate on a new sample of tasks from the same population (tasks are "
+    "the sampling unit: clustered SE with a t quantile on tasks − 1 df); read a leaderboard number with "
+    "this one."
+)
 
 
 def headline_rows(configs: list[Configuration]) -> list[list[str]]:
@@ -93,9 +97,17 @@ def headline_rows(configs: list[Configuration]) -> list[list[str]]:
     rows = []
     for c in configs:
         these, new = c.score_intervals.these_tasks, c.score_intervals.new_tasks
-        new_txt = ("—" if new.low is None or new.high is None else
-                   f"[{100 * new.low:.1f}, {100 * new.high:.1f}] ({new.n_tasks} tasks, df {new.df})")
-        rows.append([c.label, pct(these.estimate),
-                     "—" if these.low is None or these.high is None else f"[{100 * these.low:.1f}, {100 * these.high:.1f}]",
-                     new_txt])
+        new_txt = (
+            "—"
+            if new.low is None or new.high is None
+            else f"[{100 * new.low:.1f}, {100 * new.high:.1f}] ({new.n_tasks} tasks, df {new.df})"
+        )
+        rows.append(
+            [
+                c.label,
+                pct(these.estimate),
+                "—" if these.low is None or these.high is None else f"[{100 * these.low:.1f}, {100 * these.high:.1f}]",
+                new_txt,
+            ]
+        )
     return rows

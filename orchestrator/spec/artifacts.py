@@ -13,11 +13,14 @@ class ArtifactsSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_bytes_per_try: int = Field(
-        default=64 * MIB, ge=0,
+        default=64 * MIB,
+        ge=0,
         description="bytes of (redacted, uncompressed) content kept per try; the artifact that crosses it is cut "
-                    "to what is left (status truncated) and later ones are not kept (status dropped), each with "
-                    "its original size",
+        "to what is left (status truncated) and later ones are not kept (status dropped), each with "
+        "its original size",
     )
     max_files_per_try: int = Field(
-        default=10_000, ge=0, description="artifacts recorded per try; a tree walk stops there and says so",
+        default=10_000,
+        ge=0,
+        description="artifacts recorded per try; a tree walk stops there and says so",
     )

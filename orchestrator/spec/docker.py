@@ -15,7 +15,8 @@ class DockerOptions(BaseModel):
         description="Docker Engine API address (unix:///path or tcp://host:port); default $DOCKER_HOST, else the local socket",
     )
     build: bool = Field(
-        default=False, description="build every task's image from environment/Dockerfile, even when it names a docker_image"
+        default=False,
+        description="build every task's image from environment/Dockerfile, even when it names a docker_image",
     )
     build_network: str | None = Field(
         default=None, description="network for RUN steps of image builds (e.g. 'none'); default: the daemon's"
@@ -36,4 +37,6 @@ class DockerOptions(BaseModel):
     build_timeout_s: float = Field(
         default=1800, gt=0, description="longest an image build may go without the daemon sending any output"
     )
-    cpu_period_us: int = Field(default=100_000, ge=1000, le=1_000_000, description="CFS period the CPU quota is a share of")
+    cpu_period_us: int = Field(
+        default=100_000, ge=1000, le=1_000_000, description="CFS period the CPU quota is a share of"
+    )

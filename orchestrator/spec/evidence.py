@@ -64,8 +64,9 @@ class _Part(BaseModel):
         # field as null would change its shape and make each of a million rows several times larger.
         data = handler(self)
         declared = type(self).model_fields
-        return {k: v for k, v in data.items()
-                if k not in declared or k in self.model_fields_set or k == "schema_version"}
+        return {
+            k: v for k, v in data.items() if k not in declared or k in self.model_fields_set or k == "schema_version"
+        }
 
 
 class _Counters(_Part):
@@ -352,7 +353,8 @@ class ContractEvidence(_Part):
     agent_check: AgentCheck | None = None
     sanitiser: SanitiserReport | None = None
     verifier_only_links_removed: int | None = Field(
-        default=None, description="agent-made links the verifier will not follow (removed, unjudged or replaced)")
+        default=None, description="agent-made links the verifier will not follow (removed, unjudged or replaced)"
+    )
     handover_s: float | None = Field(default=None, description="Docker: from the agent's end to the sanitiser")
 
 
@@ -432,18 +434,31 @@ class ExportEvidence(_Part):
 
     trial: str | None = None
     evidence: dict[str, Any] | None = Field(
-        default=None, description="the Trial's evidence as cut: its largest values replaced by a marker, so raw")
+        default=None, description="the Trial's evidence as cut: its largest values replaced by a marker, so raw"
+    )
     evidence_truncated: bool | None = None
 
 
-class Evidence(ContractEvidence, CgroupEvidence, StorageEvidence, HostEvidence, ContainerEvidence, PodEvidence,
-               PlacementEvidence, ExternalAgentEvidence, EngineEvidence, ExportEvidence):
+class Evidence(
+    ContractEvidence,
+    CgroupEvidence,
+    StorageEvidence,
+    HostEvidence,
+    ContainerEvidence,
+    PodEvidence,
+    PlacementEvidence,
+    ExternalAgentEvidence,
+    EngineEvidence,
+    ExportEvidence,
+):
     """Everything besides the verdict's facts that a backend and the engine recorded about one try."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
     legacy: dict[str, Any] = Field(
-        default_factory=dict, description="read-only: keys of stored evidence this version has no field for "
-        "(by dotted path), filled only when reading stored rows, never by a writer")
+        default_factory=dict,
+        description="read-only: keys of stored evidence this version has no field for "
+        "(by dotted path), filled only when reading stored rows, never by a writer",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -461,8 +476,10 @@ def read_stored(data: Mapping[str, Any]) -> Evidence:
 def _migrate(data: dict[str, Any]) -> dict[str, Any]:
     version = data.get("schema_version", 0)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise ValueError(f"evidence schema version {version!r} is newer than this headroom reads "
-                         f"({SCHEMA_VERSION}); upgrade headroom to read it")
+        raise ValueError(
+            f"evidence schema version {version!r} is newer than this headroom reads "
+            f"({SCHEMA_VERSION}); upgrade headroom to read it"
+        )
     # Version 0 (untyped) used version 1's names; what no field holds is kept aside.
     legacy = dict(data.get("legacy") or {})
     _set_aside(Evidence, data, "", legacy)

@@ -30,8 +30,10 @@ BACKENDS = ("local", "kubernetes", "docker")
 
 def env_name_problem(name: str) -> str:
     if "=" in name:
-        return (f"{name!r} is not a variable name: give the name only ({name.split('=', 1)[0]!r}); "
-                "its value is read from this environment and never recorded")
+        return (
+            f"{name!r} is not a variable name: give the name only ({name.split('=', 1)[0]!r}); "
+            "its value is read from this environment and never recorded"
+        )
     return f"{name!r} is not a valid environment variable name (letters, digits and _, not starting with a digit)"
 
 
@@ -51,20 +53,26 @@ class AgentSpec(BaseModel):
 
     kind: Literal["oracle", "command", "external"] = "oracle"
     command: str | None = Field(
-        default=None, description="shell command: kind=command runs it inside the trial's environment; kind=external "
-        "runs it on the host, acting on the environment through $HEADROOM_EXEC (docs/agents.md)")
+        default=None,
+        description="shell command: kind=command runs it inside the trial's environment; kind=external "
+        "runs it on the host, acting on the environment through $HEADROOM_EXEC (docs/agents.md)",
+    )
     network: bool | None = Field(
-        default=None, description="network of the agent's own process; None: allow_internet. A command agent runs "
+        default=None,
+        description="network of the agent's own process; None: allow_internet. A command agent runs "
         "inside the environment, so its step gets this network; an external agent runs on the host and has the "
-        "host's network (false is refused for it)")
+        "host's network (false is refused for it)",
+    )
     env_passthrough: list[str] = Field(
         default_factory=list,
         description="names of host environment variables handed to the agent (values are never recorded)",
     )
     path: str | None = Field(
-        default=None, description="an installed agent: a host directory made available in the environment at "
+        default=None,
+        description="an installed agent: a host directory made available in the environment at "
         "/agent (local: mounted read-only; docker: copied in; kubernetes: a read-only ConfigMap), as "
-        "$HEADROOM_AGENT_DIR")
+        "$HEADROOM_AGENT_DIR",
+    )
     install: AgentInstall | None = Field(default=None, description="the installed agent's install phase")
 
     @field_validator("env_passthrough")
@@ -88,11 +96,15 @@ class AgentSpec(BaseModel):
         if self.kind in ("command", "external") and not (self.command and self.command.strip()):
             raise ValueError(f"agent kind '{self.kind}' needs a command")
         if self.kind != "command" and (self.path or self.install):
-            raise ValueError("an agent directory and an install phase are for kind 'command' (an installed agent: "
-                             "it runs inside the environment)")
+            raise ValueError(
+                "an agent directory and an install phase are for kind 'command' (an installed agent: "
+                "it runs inside the environment)"
+            )
         if self.kind == "external" and self.network is False:
-            raise ValueError("an external agent runs on the host with the host's network; 'network: false' cannot "
-                             "apply to it (environment.network governs the trial's environment)")
+            raise ValueError(
+                "an external agent runs on the host with the host's network; 'network: false' cannot "
+                "apply to it (environment.network governs the trial's environment)"
+            )
         if self.kind == "oracle" and self.command:
             raise ValueError("the oracle agent runs the task's solution and takes no command; use kind 'command'")
         return self
@@ -105,8 +117,10 @@ class EnvironmentOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     network: bool | None = Field(
-        default=None, description="network of the trial's environment; None: allow_internet. A task with "
-        "allow_internet = false gets none whatever this says")
+        default=None,
+        description="network of the trial's environment; None: allow_internet. A task with "
+        "allow_internet = false gets none whatever this says",
+    )
 
 
 class ModelSpec(BaseModel):
@@ -127,8 +141,8 @@ class RetryPolicy(BaseModel):
     reasons: list[InfraReason] = Field(
         default_factory=lambda: [r for r in InfraReason if r not in TRIAL_CAUSED],
         description="infra reasons worth retrying; by default none a trial's own processes can cause (OOM kills, "
-                    "the storage limit): those are the measurement, and retrying them "
-                    "would let an agent re-roll a try it is failing",
+        "the storage limit): those are the measurement, and retrying them "
+        "would let an agent re-roll a try it is failing",
     )
 
 
@@ -148,18 +162,25 @@ class Experiment(BaseModel):
     seed: int = 0
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     timeout_multiplier: float = Field(
-        default=1.0, gt=0, le=MAX_TIMEOUT_MULTIPLIER, allow_inf_nan=False,
+        default=1.0,
+        gt=0,
+        le=MAX_TIMEOUT_MULTIPLIER,
+        allow_inf_nan=False,
         description="scales every task's agent and verifier timeouts (bounded: a timeout must stay a timeout)",
     )
     reward_threshold: float = Field(default=1.0, allow_inf_nan=False, description="reward at or above this passes")
     backend: Literal["local", "kubernetes", "docker"] = Field(default="local", description="where trials run")
-    image: str | None = Field(default=None, description="container backends: image for every task, instead of each task's docker_image")
-    allow_internet: bool = Field(
-        default=False, description="the default of agent.network and environment.network (a task with "
-        "allow_internet = false still gets no network in its environment)"
+    image: str | None = Field(
+        default=None, description="container backends: image for every task, instead of each task's docker_image"
     )
-    environment: EnvironmentOptions = Field(default_factory=EnvironmentOptions,
-                                            description="the trial's environment: its network")
+    allow_internet: bool = Field(
+        default=False,
+        description="the default of agent.network and environment.network (a task with "
+        "allow_internet = false still gets no network in its environment)",
+    )
+    environment: EnvironmentOptions = Field(
+        default_factory=EnvironmentOptions, description="the trial's environment: its network"
+    )
     kubernetes: KubernetesOptions | None = Field(default=None, description="backend kubernetes: namespace, queue, ...")
     placement: Literal["default", "limit-aware"] = Field(
         default="default",
@@ -169,18 +190,23 @@ class Experiment(BaseModel):
         "and the scheduler's requests bound them",
     )
     docker: DockerOptions | None = Field(default=None, description="options of the docker backend")
-    artifacts: ArtifactsSpec = Field(default_factory=ArtifactsSpec,
-                                     description="what is kept of each try's logs dir, output and exec log")
+    artifacts: ArtifactsSpec = Field(
+        default_factory=ArtifactsSpec, description="what is kept of each try's logs dir, output and exec log"
+    )
     gateway: GatewaySpec | None = Field(
-        default=None, description="measure model usage: trials call their model through a loopback gateway "
-        "(docs/agents.md); None: no gateway, usage is what the agent reports")
+        default=None,
+        description="measure model usage: trials call their model through a loopback gateway "
+        "(docs/agents.md); None: no gateway, usage is what the agent reports",
+    )
 
     @field_validator("configurations", mode="before")
     @classmethod
     def _parse_labels(cls, value: Any) -> Any:
         if isinstance(value, list):  # YAML gives [1, 3, unbounded] as ints and strings
-            return [ResourceConfig.parse(str(v)) if isinstance(v, (str, int, float)) and not isinstance(v, bool) else v
-                    for v in value]
+            return [
+                ResourceConfig.parse(str(v)) if isinstance(v, (str, int, float)) and not isinstance(v, bool) else v
+                for v in value
+            ]
         return value
 
     @model_validator(mode="after")
@@ -247,8 +273,11 @@ class ExperimentOverrides(BaseModel):
 
     def given(self) -> dict[str, Flag]:
         """The flags given, by field name."""
-        return {f: self.flag_of(f) for f in type(self).model_fields
-                if f in self.model_fields_set and getattr(self, f) is not None}
+        return {
+            f: self.flag_of(f)
+            for f in type(self).model_fields
+            if f in self.model_fields_set and getattr(self, f) is not None
+        }
 
     def flags(self) -> list[str]:
         return [flag.name for flag in self.given().values()]
@@ -276,14 +305,18 @@ class ExperimentOverrides(BaseModel):
         except ValidationError as exc:
             where, msg = first_validation_error(exc)
             loc = tuple(where.split("."))
-            blamed = [flag.name for flag in self.given().values()
-                      if flag.path[:len(loc)] == loc[:len(flag.path)]]  # one path is a prefix of the other
+            blamed = [
+                flag.name for flag in self.given().values() if flag.path[: len(loc)] == loc[: len(flag.path)]
+            ]  # one path is a prefix of the other
             if blamed:
                 raise SpecError(msg, field=", ".join(sorted(blamed))) from None
             raise SpecError(msg, file=source, field=where) from None
         for section in BACKEND_SECTIONS:
             if base.get(section) is not None and experiment.backend != section:
-                raise SpecError(f"a {section} section applies to backend {section}, and this experiment runs on "
-                                f"{experiment.backend}: remove the section or set backend: {section}",
-                                file=source, field=section)
+                raise SpecError(
+                    f"a {section} section applies to backend {section}, and this experiment runs on "
+                    f"{experiment.backend}: remove the section or set backend: {section}",
+                    file=source,
+                    field=section,
+                )
         return experiment

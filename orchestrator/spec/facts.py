@@ -48,7 +48,9 @@ class TrialFacts(BaseModel):
     limit_memory_bytes: int | None
     qos_class: str
     setup_error: str | None = Field(default=None, description="the trial could not be set up at all")
-    infra_hint: InfraReason | None = Field(default=None, description="backend-observed infra reason (evicted, unschedulable, ...)")
+    infra_hint: InfraReason | None = Field(
+        default=None, description="backend-observed infra reason (evicted, unschedulable, ...)"
+    )
     infra_detail: str | None = Field(default=None, description="the backend's own words for the infra failure")
     agent: StepFacts | None = None
     verifier: StepFacts | None = None
@@ -59,17 +61,26 @@ class TrialFacts(BaseModel):
     duration_s: float = 0.0
     agent_result: dict[str, Any] = Field(default_factory=dict)
     agent_fault: str | None = Field(
-        default=None, description="the agent left a state the contract could not make safe for the verifier "
-        "(the sanitiser could not judge it, or an agent process outlived the stop): the agent's failure")
+        default=None,
+        description="the agent left a state the contract could not make safe for the verifier "
+        "(the sanitiser could not judge it, or an agent process outlived the stop): the agent's failure",
+    )
     agent_unresolved: str | None = Field(
-        default=None, description="headroom's own check, before the agent started, found that the agent command's "
-        "program does not resolve (orchestrator/contract/agent_check.py): the agent never ran")
+        default=None,
+        description="headroom's own check, before the agent started, found that the agent command's "
+        "program does not resolve (orchestrator/contract/agent_check.py): the agent never ran",
+    )
     verifier_on_agent_state: bool = Field(
-        default=False, description="the verifier ran on what the agent left, after the sanitiser: a timeout or "
-        "crash of it then is the agent's failure, not the harness's")
+        default=False,
+        description="the verifier ran on what the agent left, after the sanitiser: a timeout or "
+        "crash of it then is the agent's failure, not the harness's",
+    )
     model_usage: ModelUsage | None = Field(default=None, description="the gateway's measurement; None: no gateway")
-    extra: Evidence = Field(default_factory=Evidence, description="everything else the backend and the engine "
-                            "recorded: one typed, versioned schema (orchestrator/spec/evidence.py)")
+    extra: Evidence = Field(
+        default_factory=Evidence,
+        description="everything else the backend and the engine "
+        "recorded: one typed, versioned schema (orchestrator/spec/evidence.py)",
+    )
 
     @classmethod
     def from_stored(cls, data: Any) -> TrialFacts:

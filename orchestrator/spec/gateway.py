@@ -20,10 +20,15 @@ class Upstream(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    base_url: str = Field(description="as the provider's SDK takes it: OpenAI-compatible with /v1 "
-                                      "(https://api.openai.com/v1), Anthropic without (https://api.anthropic.com)")
-    api_key_env: str | None = Field(default=None, description="NAME of the host variable holding the upstream "
-                                                              "key; None: the upstream takes none (a local server)")
+    base_url: str = Field(
+        description="as the provider's SDK takes it: OpenAI-compatible with /v1 "
+        "(https://api.openai.com/v1), Anthropic without (https://api.anthropic.com)"
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        description="NAME of the host variable holding the upstream "
+        "key; None: the upstream takes none (a local server)",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -47,10 +52,12 @@ class Price(BaseModel):
 
     input: float = Field(ge=0, allow_inf_nan=False)
     output: float = Field(ge=0, allow_inf_nan=False)
-    cached_input: float | None = Field(default=None, ge=0, allow_inf_nan=False,
-                                       description="cache reads; default: the input price")
-    cache_write: float | None = Field(default=None, ge=0, allow_inf_nan=False,
-                                      description="Anthropic cache creation; default: the input price")
+    cached_input: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="cache reads; default: the input price"
+    )
+    cache_write: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="Anthropic cache creation; default: the input price"
+    )
 
     def cost(self, tokens_in: int, tokens_out: int, cached: int = 0, cache_write: int = 0) -> float:
         """``tokens_in`` counts every input token, cached reads and cache writes included."""
@@ -68,7 +75,7 @@ class GatewaySpec(BaseModel):
     prices: dict[str, Price] = Field(
         default_factory=dict,
         description="model name (or glob pattern, e.g. 'claude-sonnet-4*') -> price; a call to a model with no "
-                    "price has tokens but no cost",
+        "price has tokens but no cost",
     )
     timeout_s: float = Field(default=600.0, gt=0, description="one upstream call, streamed or not")
     max_request_bytes: int = Field(default=32 * 1024 * 1024, gt=0)

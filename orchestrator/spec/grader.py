@@ -22,7 +22,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-DEFAULT_ABSTAIN = [r"(?i)\b(i (do not|don't) know|cannot (be )?answer(ed)?|unable to answer|insufficient information)\b"]
+DEFAULT_ABSTAIN = [
+    r"(?i)\b(i (do not|don't) know|cannot (be )?answer(ed)?|unable to answer|insufficient information)\b"
+]
 
 
 class NumericCheck(BaseModel):

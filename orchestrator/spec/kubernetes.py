@@ -18,7 +18,9 @@ class KubernetesOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     namespace: str = Field(default="default", min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-    kubeconfig: str | None = Field(default=None, description="path; default: $KUBECONFIG, ~/.kube/config, then in-cluster")
+    kubeconfig: str | None = Field(
+        default=None, description="path; default: $KUBECONFIG, ~/.kube/config, then in-cluster"
+    )
     context: str | None = Field(default=None, description="kubeconfig context (default: the current one)")
     image_pull_policy: PullPolicy = "IfNotPresent"
     run_as_root: bool = Field(
@@ -37,7 +39,9 @@ class KubernetesOptions(BaseModel):
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
     canary_max_nodes: int = Field(
-        default=8, ge=1, le=1000,
+        default=8,
+        ge=1,
+        le=1000,
         description="the enforcement canary checks at most this many candidate nodes (one of each node setup first)",
     )
     runtime_class_name: str | None = Field(default=None, description="e.g. gvisor or kata for stronger isolation")

@@ -45,8 +45,11 @@ class SetupLaunch(StepLaunch):
     ``infra_error(agent_setup_failed)``."""
 
     name: Literal["agent_setup"] = "agent_setup"  # type: ignore[assignment]
-    network: bool = Field(default=False, description="network for the install (a package index), where the "
-                          "backend can give it to this phase alone (local); else the try's setting")
+    network: bool = Field(
+        default=False,
+        description="network for the install (a package index), where the "
+        "backend can give it to this phase alone (local); else the try's setting",
+    )
 
 
 class TaskSource(BaseModel):
@@ -79,25 +82,32 @@ class Launch(BaseModel):
     agent: StepLaunch
     agent_setup: SetupLaunch | None = Field(default=None, description="the agent's install phase; None: none")
     verifier: StepLaunch | None = Field(
-        description="None: a golden task without tests/; the verifier step is skipped and the grader decides")
+        description="None: a golden task without tests/; the verifier step is skipped and the grader decides"
+    )
     amounts: ResourceAmounts
     request_storage_bytes: int
     limit_storage_bytes: int | None
     allow_internet: bool = Field(description="the trial environment's network (the verifier's, the exec channel's)")
     agent_network: bool | None = Field(
-        default=None, description="the agent's own network; None: allow_internet. An external agent runs on the host "
-        "(with its network) and acts on the environment only through the exec channel")
+        default=None,
+        description="the agent's own network; None: allow_internet. An external agent runs on the host "
+        "(with its network) and acts on the environment only through the exec channel",
+    )
     gpus: int = 0
     labels: dict[str, str] = Field(description="run, task, configuration, attempt, try: for selectors and humans")
     spec_digest: str = Field(description="sha256 of the experiment spec this try belongs to")
     model_gateway: str | None = Field(
-        default=None, description="base URL of the model gateway this try's agent calls (its per-try key and the SDK "
+        default=None,
+        description="base URL of the model gateway this try's agent calls (its per-try key and the SDK "
         "variables are in agent.env, see docs/agents.md); None: no gateway. It listens on the host's 127.0.0.1: an "
-        "agent on the host reaches it, one in a sandbox only through the host's network")
+        "agent on the host reaches it, one in a sandbox only through the host's network",
+    )
     agent_dir: str | None = Field(default=None, description="an installed agent's host directory, seen at /agent")
     placement: Literal["default", "limit-aware"] = Field(
-        default="default", description="the experiment's placement: a cluster backend schedules a limit-aware try "
-        "by its memory limit (an extended resource), the engine caps the local host")
+        default="default",
+        description="the experiment's placement: a cluster backend schedules a limit-aware try "
+        "by its memory limit (an extended resource), the engine caps the local host",
+    )
 
 
 def agent_step_network(launch: Launch) -> bool:
@@ -107,5 +117,8 @@ def agent_step_network(launch: Launch) -> bool:
 
 def environment_network(launch: Launch) -> bool:
     """Whether the environment needs the network at any step (a container's network is chosen once, at creation)."""
-    return (launch.allow_internet or (launch.agent_kind != "external" and agent_step_network(launch))
-            or (launch.agent_setup is not None and launch.agent_setup.network))
+    return (
+        launch.allow_internet
+        or (launch.agent_kind != "external" and agent_step_network(launch))
+        or (launch.agent_setup is not None and launch.agent_setup.network)
+    )

@@ -159,16 +159,19 @@ def scale(cpus: float, memory_mb: int, config: ResourceConfig) -> ResourceAmount
     )
 
 
-def band_amounts(cpus: float, memory_mb: int, cpus_limit: float | None, memory_limit_mb: int | None,
-                 task_id: str) -> ResourceAmounts:
+def band_amounts(
+    cpus: float, memory_mb: int, cpus_limit: float | None, memory_limit_mb: int | None, task_id: str
+) -> ResourceAmounts:
     """A task's own band: its spec as the floor, its published ceiling as the limit.
 
     Refuses a task without a memory ceiling: a task-band arm that silently ran it
     unbounded would not be the band the maintainer publishes.
     """
     if memory_limit_mb is None:
-        raise ValueError(f"task {task_id} has no memory_limit_mb: a task-band configuration needs each task's "
-                         "ceiling (write it with `headroom runs calibrate RUN --tasks-out DIR`)")
+        raise ValueError(
+            f"task {task_id} has no memory_limit_mb: a task-band configuration needs each task's "
+            "ceiling (write it with `headroom runs calibrate RUN --tasks-out DIR`)"
+        )
     return ResourceAmounts(
         request_cpus=cpus,
         request_memory_bytes=int(memory_mb * MIB),

@@ -56,8 +56,10 @@ class EnvironmentSpec(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     cpus: float = Field(gt=0, le=4096, allow_inf_nan=False, description="CPU cores the task is specified to need")
-    memory_mb: int = Field(gt=0, le=MAX_MB, description="memory the task is specified to need, MiB (or `memory = \"2G\"`)")
-    storage_mb: int = Field(default=10240, gt=0, le=MAX_MB, description="ephemeral storage, MiB (or `storage = \"10G\"`)")
+    memory_mb: int = Field(
+        gt=0, le=MAX_MB, description='memory the task is specified to need, MiB (or `memory = "2G"`)'
+    )
+    storage_mb: int = Field(default=10240, gt=0, le=MAX_MB, description='ephemeral storage, MiB (or `storage = "10G"`)')
     gpus: int = Field(default=0, ge=0, le=64, description="GPUs the task needs; refused where a backend has none")
     allow_internet: bool = Field(default=True, description="false: the task must run without network")
     docker_image: str | None = Field(default=None, description="image for container backends")
@@ -67,7 +69,10 @@ class EnvironmentSpec(BaseModel):
     # configuration kills it. `memory_mb`/`cpus` above are the floor. Written by
     # `headroom runs calibrate`; see docs/resource-specs.md.
     memory_limit_mb: int | None = Field(
-        default=None, gt=0, le=MAX_MB, description="headroom: the task's memory ceiling (hard limit), MiB; `memory_limit = \"2G\"` also works"
+        default=None,
+        gt=0,
+        le=MAX_MB,
+        description='headroom: the task\'s memory ceiling (hard limit), MiB; `memory_limit = "2G"` also works',
     )
     cpus_limit: float | None = Field(
         default=None, gt=0, le=4096, allow_inf_nan=False, description="headroom: the task's CPU ceiling (quota), cores"
@@ -76,10 +81,14 @@ class EnvironmentSpec(BaseModel):
     @model_validator(mode="after")
     def _ceiling_not_below_floor(self) -> EnvironmentSpec:
         if self.memory_limit_mb is not None and self.memory_limit_mb < self.memory_mb:
-            raise ValueError(f"memory_limit_mb {self.memory_limit_mb} is below memory_mb {self.memory_mb}: "
-                             "the ceiling cannot be under the floor")
+            raise ValueError(
+                f"memory_limit_mb {self.memory_limit_mb} is below memory_mb {self.memory_mb}: "
+                "the ceiling cannot be under the floor"
+            )
         if self.cpus_limit is not None and self.cpus_limit < self.cpus:
-            raise ValueError(f"cpus_limit {self.cpus_limit:g} is below cpus {self.cpus:g}: the ceiling cannot be under the floor")
+            raise ValueError(
+                f"cpus_limit {self.cpus_limit:g} is below cpus {self.cpus:g}: the ceiling cannot be under the floor"
+            )
         return self
 
     @model_validator(mode="before")
@@ -124,7 +133,9 @@ class ProvenanceSpec(BaseModel):
     cluster_id: str | None = None
     answer_owner: str | None = None
     release_status: str | None = None
-    paraphrase_of: str | None = Field(default=None, description="id of the task this one paraphrases (for the paraphrase gap)")
+    paraphrase_of: str | None = Field(
+        default=None, description="id of the task this one paraphrases (for the paraphrase gap)"
+    )
 
 
 class TaskSpec(BaseModel):
@@ -139,7 +150,9 @@ class TaskSpec(BaseModel):
     solution: SolutionSpec = Field(default_factory=SolutionSpec)
     metadata: dict[str, Any] = Field(default_factory=dict)
     provenance: ProvenanceSpec = Field(default_factory=ProvenanceSpec)
-    grader: GoldenGrader | None = Field(default=None, description="a declarative golden-set grader instead of the tests' reward")
+    grader: GoldenGrader | None = Field(
+        default=None, description="a declarative golden-set grader instead of the tests' reward"
+    )
 
 
 class Task(BaseModel):

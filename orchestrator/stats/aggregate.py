@@ -212,7 +212,11 @@ def aggregate(df: pd.DataFrame, config_order: list[str] | None = None) -> Aggreg
     reasons: list[dict[str, int]] = [dict() for _ in range(c_n)]
     infra_rows = np.flatnonzero(out_codes == INFRA)
     if len(infra_rows):
-        r = df["reason"].iloc[infra_rows].to_numpy(dtype=object) if "reason" in df.columns else np.full(len(infra_rows), None)
+        r = (
+            df["reason"].iloc[infra_rows].to_numpy(dtype=object)
+            if "reason" in df.columns
+            else np.full(len(infra_rows), None)
+        )
         r = np.where(pd.isna(r), "unspecified", r).astype(str)
         vc = pd.Series(1, index=pd.MultiIndex.from_arrays([cfg[infra_rows], r])).groupby(level=[0, 1]).sum()
         for (ci, reason), v in vc.items():
@@ -233,8 +237,11 @@ def aggregate(df: pd.DataFrame, config_order: list[str] | None = None) -> Aggreg
     tin_sum, tin_n, _ = sums(tin)
     tout_sum, tout_n, _ = sums(tout)
     tok_sum, tok_n, tok_pass_n = sums(tin + tout)  # NaN unless both were reported
-    gateway = (df["usage_source"] == "gateway").fillna(False).to_numpy(dtype=bool) if "usage_source" in df.columns \
+    gateway = (
+        (df["usage_source"] == "gateway").fillna(False).to_numpy(dtype=bool)
+        if "usage_source" in df.columns
         else np.zeros(len(df), dtype=bool)
+    )
     cost_gw_n = np.bincount(cfg[gateway & np.isfinite(_col(df, "cost_usd"))], minlength=c_n)
     tok_gw_n = np.bincount(cfg[gateway & np.isfinite(tin + tout)], minlength=c_n)
 

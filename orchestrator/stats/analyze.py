@@ -158,17 +158,20 @@ def _config_block(agg: Aggregates, c: int) -> dict[str, Any]:
         "abstention_rate": wilson(int(tot[ABSTAINED]), n).to_dict(),
         "score_infra_as_failure": score.to_dict(),
         # headroom's score twice, one interval per question: Wilson over these tasks' trials, t over tasks for new ones.
-        "score_intervals": {"these_tasks": {**score.to_dict(), "method": "Wilson 95% over trials",
-                                               "generalises_to": THESE_TASKS},
-                               "new_tasks": new_tasks_interval(pass_t, n_t)},
+        "score_intervals": {
+            "these_tasks": {**score.to_dict(), "method": "Wilson 95% over trials", "generalises_to": THESE_TASKS},
+            "new_tasks": new_tasks_interval(pass_t, n_t),
+        },
         "score_infra_excluded": wilson(passed, model_n).to_dict(),
         "se": se.to_dict(),
         "icc_infra": icc_anova(cnt[:, INFRA], n_t),
         "pass_at_k": at,
         "pass_hat_k": hat,
-        "spread": spread_from_counts(agg.run_pass[c] if agg.run_pass is not None else agg.attempt_pass[c],
-                                     agg.run_n[c] if agg.run_n is not None else agg.attempt_n[c],
-                                     basis=agg.run_basis).to_dict(),
+        "spread": spread_from_counts(
+            agg.run_pass[c] if agg.run_pass is not None else agg.attempt_pass[c],
+            agg.run_n[c] if agg.run_n is not None else agg.attempt_n[c],
+            basis=agg.run_basis,
+        ).to_dict(),
         "clusters": cluster_scores(task_rate, agg.task_cluster, agg.clusters).to_dict(),
         "cost": cost,
     }
@@ -233,8 +236,12 @@ def _compare_cells(
         "a": label_a,
         "b": label_b,
         "score": {"a": sa.to_dict(), "b": sb.to_dict(), "diff": diff, "paired": tp, "sign": sign, "cmh": cmh},
-        "score_infra_excluded": {"a": xa.to_dict(), "b": xb.to_dict(), "diff": xdiff,
-                                 "cmh": cmh_test(pa, ma, pb, mb).to_dict()},
+        "score_infra_excluded": {
+            "a": xa.to_dict(),
+            "b": xb.to_dict(),
+            "diff": xdiff,
+            "cmh": cmh_test(pa, ma, pb, mb).to_dict(),
+        },
         "infra": infra,
     }
 
@@ -349,13 +356,23 @@ def analyze(
             "clustered": clustered_trend(axis_counts[:, :, col].ravel(), cells_n.ravel(), rank, task).to_dict(),
         }
 
-    calib = calibration.recommend(blocks[:n_axis], ref, axis_counts, margin=margin, min_tasks=min_tasks,
-                                  min_attempts=min_attempts)
+    calib = calibration.recommend(
+        blocks[:n_axis], ref, axis_counts, margin=margin, min_tasks=min_tasks, min_attempts=min_attempts
+    )
     return jsonable(_result(df, agg, ref, blocks, comparisons, family, mdd, trends, calib))
 
 
-def _result(df: pd.DataFrame, agg: Aggregates, ref: int, blocks: list[dict[str, Any]], comparisons: list[dict[str, Any]],
-            family: int, mdd: dict[str, Any], trends: dict[str, Any] | None, calib: dict[str, Any] | None) -> dict[str, Any]:
+def _result(
+    df: pd.DataFrame,
+    agg: Aggregates,
+    ref: int,
+    blocks: list[dict[str, Any]],
+    comparisons: list[dict[str, Any]],
+    family: int,
+    mdd: dict[str, Any],
+    trends: dict[str, Any] | None,
+    calib: dict[str, Any] | None,
+) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "axis": "resources" if trends is not None else "labels",
@@ -445,8 +462,10 @@ def compare_runs(
         pairs = [(0, 0)]
         notes.append(f"no shared configuration label; compared {ga.labels[0]!r} with {gb.labels[0]!r}")
     if not pairs:
-        raise NothingToCompare(f"the runs share no configuration on their {len(tasks)} shared task(s) "
-                               f"({name_a} has {_few(ga.labels)}; {name_b} has {_few(gb.labels)})")
+        raise NothingToCompare(
+            f"the runs share no configuration on their {len(tasks)} shared task(s) "
+            f"({name_a} has {_few(ga.labels)}; {name_b} has {_few(gb.labels)})"
+        )
     comparisons: list[dict[str, Any]] = []
     compared: list[int] = []  # A's configuration index of each comparison
     for ca, cb in pairs:
@@ -455,14 +474,16 @@ def compare_runs(
         if not both.any():
             notes.append(f"{ga.labels[ca]!r} and {gb.labels[cb]!r} ran no task in common: not compared")
             continue
-        comp = _compare_cells(f"{name_a}:{ga.labels[ca]}", f"{name_b}:{gb.labels[cb]}", xa[both], xb[both],
-                              boschloo_max_cells)
+        comp = _compare_cells(
+            f"{name_a}:{ga.labels[ca]}", f"{name_b}:{gb.labels[cb]}", xa[both], xb[both], boschloo_max_cells
+        )
         comp["n_tasks"] = int(both.sum())
         comparisons.append(comp)
         compared.append(ca)
     if not comparisons:
-        raise NothingToCompare("no configuration of one run ran any task in common with the same configuration "
-                               "of the other")
+        raise NothingToCompare(
+            "no configuration of one run ran any task in common with the same configuration of the other"
+        )
     family = _apply_holm(comparisons)
     blocks_a = [_config_block(ga, c) for c in range(ga.n_configs)]
     blocks_b = [_config_block(gb, c) for c in range(gb.n_configs)]
@@ -471,9 +492,11 @@ def compare_runs(
         "schema": SCHEMA,
         "shared_tasks": len(tasks),
         "basis": f"every figure is computed on the {len(tasks)} task(s) both runs hold and on configurations both "
-                 "runs have; n_trials counts each whole run",
-        "runs": {name_a: {"n_trials": int(len(df_a)), "n_trials_shared_tasks": int(len(sub_a)), "configs": blocks_a},
-                 name_b: {"n_trials": int(len(df_b)), "n_trials_shared_tasks": int(len(sub_b)), "configs": blocks_b}},
+        "runs have; n_trials counts each whole run",
+        "runs": {
+            name_a: {"n_trials": int(len(df_a)), "n_trials_shared_tasks": int(len(sub_a)), "configs": blocks_a},
+            name_b: {"n_trials": int(len(df_b)), "n_trials_shared_tasks": int(len(sub_b)), "configs": blocks_b},
+        },
         "tasks_only_in": {name_a: only_a, name_b: only_b},
         "comparisons": {"adjustment": "holm", "family_size": family, "items": comparisons},
         "mdd": mdd,
@@ -490,12 +513,19 @@ def _few(names: list[str], k: int = 5) -> str:
     return head + (f" and {len(names) - k} more" if len(names) > k else "")
 
 
-def scoring_rules_block(df: pd.DataFrame, rules: list[str], *, config_order: list[str] | None = None,
-                        default_rule: str | None = None, reward_threshold: float = 1.0) -> dict[str, Any]:
+def scoring_rules_block(
+    df: pd.DataFrame,
+    rules: list[str],
+    *,
+    config_order: list[str] | None = None,
+    default_rule: str | None = None,
+    reward_threshold: float = 1.0,
+) -> dict[str, Any]:
     """The run under named scoring rules, side by side (orchestrator.stats.scoring_rules), JSON-ready.
 
     Kept beside :func:`analyze` (the report document puts it under ``statistics.scoring_rules``):
     every rule labels what its interval or stderr generalises to.
     """
-    return jsonable(scoring_rules.evaluate(df, rules, config_order=config_order, default=default_rule,
-                                           threshold=reward_threshold))
+    return jsonable(
+        scoring_rules.evaluate(df, rules, config_order=config_order, default=default_rule, threshold=reward_threshold)
+    )

@@ -140,7 +140,9 @@ def _peaks(sample: np.ndarray, basis: str) -> dict[str, Any]:
     out: dict[str, Any] = {"basis": basis, "n": int(len(sample))}
     if len(sample):
         q = np.quantile(sample, [0.5, 0.95, 0.99])
-        out.update(median_bytes=float(q[0]), p95_bytes=float(q[1]), p99_bytes=float(q[2]), max_bytes=float(sample.max()))
+        out.update(
+            median_bytes=float(q[0]), p95_bytes=float(q[1]), p99_bytes=float(q[2]), max_bytes=float(sample.max())
+        )
     return out
 
 
@@ -174,8 +176,11 @@ def _limit_cpu(rows: pd.DataFrame) -> dict[str, Any]:
         t = rows[rows["nr_periods"].astype(float) > 0]
         if len(t):
             share = t["nr_throttled"].astype(float) / t["nr_periods"].astype(float)
-            out.update(n_throttling=int(len(t)), throttled_trials=int((t["nr_throttled"].astype(float) > 0).sum()),
-                       median_throttled_share=float(share.median()))
+            out.update(
+                n_throttling=int(len(t)),
+                throttled_trials=int((t["nr_throttled"].astype(float) > 0).sum()),
+                median_throttled_share=float(share.median()),
+            )
             secs = t["throttled_s"].astype(float).dropna()
             if len(secs):
                 out["median_throttled_s"] = float(secs.median())
@@ -218,8 +223,16 @@ def attempts_needed(rate_l: float, rate_u: float, margin: float, alpha: float = 
     return hi
 
 
-def task_band(task_id: str, rows: pd.DataFrame, spec_memory_mb: int, spec_cpus: float, *, alpha: float = ALPHA,
-              margin: float = MARGIN, min_peaks: int = MIN_PEAKS) -> TaskBand:
+def task_band(
+    task_id: str,
+    rows: pd.DataFrame,
+    spec_memory_mb: int,
+    spec_cpus: float,
+    *,
+    alpha: float = ALPHA,
+    margin: float = MARGIN,
+    min_peaks: int = MIN_PEAKS,
+) -> TaskBand:
     """The band of one task from its trial rows (the store's trial frame, this task only)."""
     band = TaskBand(task_id=task_id, status="refused", spec_memory_mb=spec_memory_mb, spec_cpus=spec_cpus)
     lim = rows["limit_multiplier"].astype(float)
@@ -280,8 +293,10 @@ def _counts(g: pd.DataFrame) -> tuple[int, int, int, int]:
 def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: float, margin: float) -> LimitTest | None:
     """The per-task calibration rule (module docstring); fills band.limits and band.reasons."""
     lim = rows["limit_multiplier"].astype(float)
-    groups = sorted(rows.assign(_lim=lim.fillna(np.inf)).groupby(["config_label", "_lim", "request_multiplier"]),
-                    key=lambda kv: (kv[0][1], kv[0][2]))
+    groups = sorted(
+        rows.assign(_lim=lim.fillna(np.inf)).groupby(["config_label", "_lim", "request_multiplier"]),
+        key=lambda kv: (kv[0][1], kv[0][2]),
+    )
     bounded = [kv for kv in groups if np.isfinite(kv[0][1])]
     if not bounded:
         band.reasons.append("ceiling: no bounded limit was tested")
@@ -292,7 +307,7 @@ def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: flo
     (ref_label, ref_mult, ref_req), ref_rows = bounded[0]
     band.reference_label = str(ref_label)
     xr, nr, pr, mr = _counts(ref_rows)
-    cands = groups[groups.index(bounded[0]) + 1:]
+    cands = groups[groups.index(bounded[0]) + 1 :]
     tests: list[_Tested] = []
     for (label, mult, req), g in cands:
         x, n, p_, m = _counts(g)
@@ -301,12 +316,30 @@ def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: flo
         with warnings.catch_warnings():  # statsmodels computes an odds ratio it does not use; 0/n divides by zero
             warnings.simplefilter("ignore", RuntimeWarning)
             tost = float(tost_proportions_2indep(p_, m, pr, mr, -margin, margin).pvalue) if m and mr else None
-        tests.append(_Tested(LimitTest(
-            label=str(label), limit_multiplier=float(mult) if np.isfinite(mult) else None,
-            request_multiplier=float(req), infra=wilson(x, n).to_dict(), test=method, p=p,
-            diff=x / n - xr / nr, diff_low=low, diff_high=high, significant=False, within_margin=False,
-            within_noise=False, score=wilson(p_, m).to_dict(), score_p=_two_sided_exact(pr, mr, p_, m), tost_p=tost,
-            cpu=_limit_cpu(g)), x=x, n=n))
+        tests.append(
+            _Tested(
+                LimitTest(
+                    label=str(label),
+                    limit_multiplier=float(mult) if np.isfinite(mult) else None,
+                    request_multiplier=float(req),
+                    infra=wilson(x, n).to_dict(),
+                    test=method,
+                    p=p,
+                    diff=x / n - xr / nr,
+                    diff_low=low,
+                    diff_high=high,
+                    significant=False,
+                    within_margin=False,
+                    within_noise=False,
+                    score=wilson(p_, m).to_dict(),
+                    score_p=_two_sided_exact(pr, mr, p_, m),
+                    tost_p=tost,
+                    cpu=_limit_cpu(g),
+                ),
+                x=x,
+                n=n,
+            )
+        )
     objs = [t.test for t in tests]
     for o, ph in zip(objs, holm([o.p for o in objs])):
         o.p_holm = ph
@@ -318,15 +351,29 @@ def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: flo
     for i, o in enumerate(objs):
         o.within_margin = bool(o.tost_p is not None and o.tost_p < alpha)
         o.within_noise = bool(o.significant and o.limit_multiplier is not None and (change is None or i < change))
-    ref_test = LimitTest(label=str(ref_label), limit_multiplier=float(ref_mult), request_multiplier=float(ref_req),
-                         infra=wilson(xr, nr).to_dict(), test="reference", p=1.0, diff=0.0, diff_low=None,
-                         diff_high=None, significant=False, within_margin=True, within_noise=False,
-                         score=wilson(pr, mr).to_dict(), cpu=_limit_cpu(ref_rows))
+    ref_test = LimitTest(
+        label=str(ref_label),
+        limit_multiplier=float(ref_mult),
+        request_multiplier=float(ref_req),
+        infra=wilson(xr, nr).to_dict(),
+        test="reference",
+        p=1.0,
+        diff=0.0,
+        diff_low=None,
+        diff_high=None,
+        significant=False,
+        within_margin=True,
+        within_noise=False,
+        score=wilson(pr, mr).to_dict(),
+        cpu=_limit_cpu(ref_rows),
+    )
     # Tested limits are the bounded ones (a ceiling is a number); unbounded's test is kept beside them as evidence.
     band.limits = [ref_test] + [o for o in objs if o.limit_multiplier is not None]
     band.unbounded_test = next((asdict(o) for o in objs if o.limit_multiplier is None), None)
     if xr == 0 and all(t.x == 0 for t in tests):
-        band.ceiling_reason = f"no infra error in {nr + sum(t.n for t in tests)} trials at any limit: the strict limit suffices"
+        band.ceiling_reason = (
+            f"no infra error in {nr + sum(t.n for t in tests)} trials at any limit: the strict limit suffices"
+        )
         return ref_test
     chosen: int | None = None
     for i, t in enumerate(tests):
@@ -341,37 +388,56 @@ def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: flo
         chosen = i
     if chosen is not None:
         t = tests[chosen]
-        band.ceiling_reason = (f"infra errors {xr}/{nr} at {ref_label} -> {t.x}/{t.n} at {t.test.label} "
-                               f"(one-sided exact, Holm p {t.test.p_holm:.3g})")
+        band.ceiling_reason = (
+            f"infra errors {xr}/{nr} at {ref_label} -> {t.x}/{t.n} at {t.test.label} "
+            f"(one-sided exact, Holm p {t.test.p_holm:.3g})"
+        )
         return t.test
     band.reasons.append(_refusal(tests, change, str(ref_label), xr, nr, band, spec_memory_mb, alpha))
     return None
 
 
-def _refusal(tests: list[_Tested], change: int | None, ref: str, xr: int, nr: int, band: TaskBand,
-             spec_memory_mb: int, alpha: float) -> str:
+def _refusal(
+    tests: list[_Tested],
+    change: int | None,
+    ref: str,
+    xr: int,
+    nr: int,
+    band: TaskBand,
+    spec_memory_mb: int,
+    alpha: float,
+) -> str:
     reduced = [t for t in tests if t.test.significant]
     top = band.peaks.get("max_bytes")
     hint = f" (largest peak seen: {top / (spec_memory_mb * MIB):.2f}x the spec)" if top else ""
     if reduced and change is not None and tests.index(reduced[0]) >= change:
         ch = tests[change].test
-        return (f"ceiling: the limits that remove its infra errors ({', '.join(t.test.label for t in reduced)}) also "
-                f"change its score: {100 * (ch.score['estimate'] or 0):.0f}% of finished trials pass at {ch.label} "
-                f"(exact Holm p {ch.score_p_holm:.3g}); with headroom the task is solved another way -- publish such a "
-                f"limit only if that strategy is intended{hint}")
+        return (
+            f"ceiling: the limits that remove its infra errors ({', '.join(t.test.label for t in reduced)}) also "
+            f"change its score: {100 * (ch.score['estimate'] or 0):.0f}% of finished trials pass at {ch.label} "
+            f"(exact Holm p {ch.score_p_holm:.3g}); with headroom the task is solved another way -- publish such a "
+            f"limit only if that strategy is intended{hint}"
+        )
     if reduced:  # only unbounded
         return f"ceiling: only unbounded removes its infra errors ({xr}/{nr} at {ref}); test higher limits{hint}"
     if xr == 0:
         worse = [f"{t.test.label} {t.x}/{t.n}" for t in tests if t.x]
-        return (f"ceiling: no infra error at {ref} in {nr} trials but some above it ({', '.join(worse)}): "
-                "no limit is shown to help; run more attempts")
+        return (
+            f"ceiling: no infra error at {ref} in {nr} trials but some above it ({', '.join(worse)}): "
+            "no limit is shown to help; run more attempts"
+        )
     best = min([t for t in tests if t.test.limit_multiplier is not None] or tests, key=lambda t: t.x / t.n)
     n_eff = power.n_effective_needed(xr / nr, min(best.x / best.n, xr / nr / 3), alpha=alpha / len(tests))
     band.attempts_needed = None if n_eff is None else math.ceil(n_eff)
-    need = "" if band.attempts_needed is None else \
-        f"; about {band.attempts_needed} attempts per configuration would settle it (80% power at the rates seen)"
-    return (f"ceiling: infra errors {xr}/{nr} at {ref} are not significantly fewer at any tested limit (best "
-            f"{best.test.label} {best.x}/{best.n}, one-sided exact Holm p {best.test.p_holm:.3g}){need}")
+    need = (
+        ""
+        if band.attempts_needed is None
+        else f"; about {band.attempts_needed} attempts per configuration would settle it (80% power at the rates seen)"
+    )
+    return (
+        f"ceiling: infra errors {xr}/{nr} at {ref} are not significantly fewer at any tested limit (best "
+        f"{best.test.label} {best.x}/{best.n}, one-sided exact Holm p {best.test.p_holm:.3g}){need}"
+    )
 
 
 def _cpu_floor(band: TaskBand, chosen: LimitTest | None, min_peaks: int) -> None:
@@ -380,9 +446,11 @@ def _cpu_floor(band: TaskBand, chosen: LimitTest | None, min_peaks: int) -> None
     if n >= min_peaks:
         floor, capped = measured_cpu_floor(band.cpu["p95_cpus"], band.ceiling_cpus)
         band.floor_cpus = floor
-        band.cpu_floor_source = (f"{CPU_MEASURED}: p95 of per-trial CPU use at {band.cpu['basis']} (n={n}), "
-                                 f"rounded up to {CPU_STEP:g} cpu, at least {MIN_CPUS:g}"
-                                 + (" -- capped at the CPU ceiling" if capped else ""))
+        band.cpu_floor_source = (
+            f"{CPU_MEASURED}: p95 of per-trial CPU use at {band.cpu['basis']} (n={n}), "
+            f"rounded up to {CPU_STEP:g} cpu, at least {MIN_CPUS:g}"
+            + (" -- capped at the CPU ceiling" if capped else "")
+        )
         return
     why = "no CPU time measured" if n == 0 else f"only {n} CPU-time measurements, need {min_peaks}"
     band.cpu_floor_source = f"{CPU_FALLBACK} ({why})"
@@ -390,14 +458,29 @@ def _cpu_floor(band: TaskBand, chosen: LimitTest | None, min_peaks: int) -> None
         band.floor_cpus = round(band.spec_cpus * chosen.request_multiplier, 3)
 
 
-def task_bands(df: pd.DataFrame, specs: dict[str, dict[str, Any]], *, alpha: float = ALPHA, margin: float = MARGIN,
-               min_peaks: int = MIN_PEAKS) -> list[TaskBand]:
+def task_bands(
+    df: pd.DataFrame,
+    specs: dict[str, dict[str, Any]],
+    *,
+    alpha: float = ALPHA,
+    margin: float = MARGIN,
+    min_peaks: int = MIN_PEAKS,
+) -> list[TaskBand]:
     """Bands for every task of a run. ``specs`` maps task id to its ``[environment]`` (memory_mb, cpus)."""
     out = []
     for task_id, rows in df.groupby("task_id", sort=True):
         env = specs[str(task_id)]
-        out.append(task_band(str(task_id), rows, int(env["memory_mb"]), float(env["cpus"]), alpha=alpha, margin=margin,
-                             min_peaks=min_peaks))
+        out.append(
+            task_band(
+                str(task_id),
+                rows,
+                int(env["memory_mb"]),
+                float(env["cpus"]),
+                alpha=alpha,
+                margin=margin,
+                min_peaks=min_peaks,
+            )
+        )
     return out
 
 
@@ -408,5 +491,8 @@ def reserved_memory(bands: list[TaskBand], multiplier: float) -> dict[str, float
     """
     band_total = sum(b.ceiling_memory_mb or 0 for b in bands if b.status == "recommended")
     uniform = sum(math.ceil(b.spec_memory_mb * multiplier) for b in bands if b.status == "recommended")
-    return {"task_band_mb": float(band_total), f"uniform_{multiplier:g}x_mb": float(uniform),
-            "ratio": band_total / uniform if uniform else float("nan")}
+    return {
+        "task_band_mb": float(band_total),
+        f"uniform_{multiplier:g}x_mb": float(uniform),
+        "ratio": band_total / uniform if uniform else float("nan"),
+    }

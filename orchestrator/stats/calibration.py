@@ -93,8 +93,9 @@ def _infra_test(cnt_a: np.ndarray, cnt_b: np.ndarray) -> dict[str, Any]:
     handful of events on 10 tasks was above nominal (the fixed-sequence steps leaned on it), the exact
     test's is not. With the same tasks on both sides, pooling errs on the conservative side.
     """
-    p, method = one_sided_exact(int(cnt_a[:, INFRA].sum()), int(cnt_a.sum()), int(cnt_b[:, INFRA].sum()),
-                                int(cnt_b.sum()))
+    p, method = one_sided_exact(
+        int(cnt_a[:, INFRA].sum()), int(cnt_a.sum()), int(cnt_b[:, INFRA].sum()), int(cnt_b.sum())
+    )
     return {"p": p, "method": method}
 
 
@@ -112,8 +113,18 @@ def score_tests(cnt_a: np.ndarray, cnt_b: np.ndarray, margin: float, alpha: floa
     """Paired-by-task score change (t-test), equivalence (TOST) and the paired MDD (B - A, infra-excluded)."""
     ra, rb, m = _paired_rates(cnt_a, cnt_b)
     t = len(ra)
-    out: dict[str, Any] = {"n_tasks": t, "mean_attempts": m, "diff": None, "se": None, "low95": None, "high95": None,
-                           "change_p": None, "tost_p": None, "mdd": None, "margin": margin}
+    out: dict[str, Any] = {
+        "n_tasks": t,
+        "mean_attempts": m,
+        "diff": None,
+        "se": None,
+        "low95": None,
+        "high95": None,
+        "change_p": None,
+        "tost_p": None,
+        "mdd": None,
+        "margin": margin,
+    }
     if t < 2:
         return out
     d = rb - ra
@@ -149,9 +160,18 @@ def recommend(
     min_attempts: int = 2,
 ) -> dict[str, Any]:
     """The recommendation dict (see the module docstring). ``counts`` is (C, T, N_OUTCOMES) for ``configs``."""
-    base: dict[str, Any] = {"rule": "headroom.calibration/2", "alpha": alpha, "margin": margin, "evidence": [],
-                            "reasons": [], "recommended_label": None, "recommended_limit_multiplier": None,
-                            "score_changes_at_label": None, "settled": None, "summary": None}
+    base: dict[str, Any] = {
+        "rule": "headroom.calibration/2",
+        "alpha": alpha,
+        "margin": margin,
+        "evidence": [],
+        "reasons": [],
+        "recommended_label": None,
+        "recommended_limit_multiplier": None,
+        "score_changes_at_label": None,
+        "settled": None,
+        "summary": None,
+    }
     if ref is None:
         return {**base, "status": "refused", "reasons": ["reference configuration not present"]}
     ref_cfg = configs[ref]
@@ -176,36 +196,58 @@ def recommend(
     evidence = []
     for c, inf, ih, sc, ch in zip(cand, infra, infra_holm, score, change_holm):
         cfg = configs[c]
-        evidence.append({
-            "label": cfg["label"], "limit_multiplier": cfg["limit_multiplier"],
-            "request_multiplier": cfg["request_multiplier"],
-            "infra_error_rate": cfg["infra_error_rate"], "score": cfg["score_infra_excluded"],
-            "score_basis": "score_infra_excluded", "headline_score": cfg["score_infra_as_failure"],
-            "headline_diff_vs_reference": _diff(cfg["score_infra_as_failure"], ref_cfg["score_infra_as_failure"]),
-            "infra_test": inf["method"], "infra_p": inf["p"], "infra_p_holm": ih,
-            "infra_reduced": bool(ih is not None and ih < alpha),
-            "score_diff_vs_reference": sc["diff"], "score_diff_generalises_to": "new tasks (t interval over tasks)", "score_diff_low95": sc["low95"], "score_diff_high95": sc["high95"],
-            "score_test": "paired t-test over tasks, infra-excluded score", "score_change_p": sc["change_p"],
-            # A significant change inside the margin (TOST also rejects) is a change too small to matter.
-            "score_change_p_holm": ch, "score_changed": bool(ch is not None and ch < alpha
-                                                             and not (sc["tost_p"] is not None and sc["tost_p"] < alpha)),
-            "equivalence_test": f"TOST paired by task, margin ±{100 * margin:g} pts", "tost_p": sc["tost_p"],
-            "equivalent": bool(sc["tost_p"] is not None and sc["tost_p"] < alpha),
-            "mdd": sc["mdd"], "mdd_label": f"paired MDD of the score test (t over {sc['n_tasks']} tasks, 80% power, "
-                                           f"two-sided alpha {alpha / k:.3g} = Holm first step; tasks are the sampling unit, so it "
-                                           "generalises to new tasks)",
-            "n_tasks_paired": sc["n_tasks"], "_se": sc["se"], "_m": sc["mean_attempts"],
-        })
+        evidence.append(
+            {
+                "label": cfg["label"],
+                "limit_multiplier": cfg["limit_multiplier"],
+                "request_multiplier": cfg["request_multiplier"],
+                "infra_error_rate": cfg["infra_error_rate"],
+                "score": cfg["score_infra_excluded"],
+                "score_basis": "score_infra_excluded",
+                "headline_score": cfg["score_infra_as_failure"],
+                "headline_diff_vs_reference": _diff(cfg["score_infra_as_failure"], ref_cfg["score_infra_as_failure"]),
+                "infra_test": inf["method"],
+                "infra_p": inf["p"],
+                "infra_p_holm": ih,
+                "infra_reduced": bool(ih is not None and ih < alpha),
+                "score_diff_vs_reference": sc["diff"],
+                "score_diff_generalises_to": "new tasks (t interval over tasks)",
+                "score_diff_low95": sc["low95"],
+                "score_diff_high95": sc["high95"],
+                "score_test": "paired t-test over tasks, infra-excluded score",
+                "score_change_p": sc["change_p"],
+                # A significant change inside the margin (TOST also rejects) is a change too small to matter.
+                "score_change_p_holm": ch,
+                "score_changed": bool(
+                    ch is not None and ch < alpha and not (sc["tost_p"] is not None and sc["tost_p"] < alpha)
+                ),
+                "equivalence_test": f"TOST paired by task, margin ±{100 * margin:g} pts",
+                "tost_p": sc["tost_p"],
+                "equivalent": bool(sc["tost_p"] is not None and sc["tost_p"] < alpha),
+                "mdd": sc["mdd"],
+                "mdd_label": f"paired MDD of the score test (t over {sc['n_tasks']} tasks, 80% power, "
+                f"two-sided alpha {alpha / k:.3g} = Holm first step; tasks are the sampling unit, so it "
+                "generalises to new tasks)",
+                "n_tasks_paired": sc["n_tasks"],
+                "_se": sc["se"],
+                "_m": sc["mean_attempts"],
+            }
+        )
     total_infra = int(counts[:, :, INFRA].sum())
     change_i = next((i for i, e in enumerate(evidence) if e["score_changed"]), None)
-    out = {**base, "status": "recommended", "infra_family": f"Holm over the {k} candidates' one-sided infra tests",
-           "score_family": f"Holm over the {k} candidates' paired score tests",
-           "score_changes_at_label": evidence[change_i]["label"] if change_i is not None else None}
+    out = {
+        **base,
+        "status": "recommended",
+        "infra_family": f"Holm over the {k} candidates' one-sided infra tests",
+        "score_family": f"Holm over the {k} candidates' paired score tests",
+        "score_changes_at_label": evidence[change_i]["label"] if change_i is not None else None,
+    }
 
     def eligible(i: int) -> bool:
         e = evidence[i]
-        return (e["infra_reduced"] and (change_i is None or i < change_i)
-                and (e["label"] != UNBOUNDED or e["equivalent"]))
+        return (
+            e["infra_reduced"] and (change_i is None or i < change_i) and (e["label"] != UNBOUNDED or e["equivalent"])
+        )
 
     chosen: int | None = None
     steps: list[dict[str, Any]] = []
@@ -233,12 +275,14 @@ def recommend(
     else:
         e = evidence[chosen]
         label, mult = e["label"], e["limit_multiplier"]
-        why = (f"infra errors {_rate(ref_cfg['infra_error_rate'])} at {ref_cfg['label']} -> {_rate(e['infra_error_rate'])} "
-               f"(one-sided exact test, Holm p {e['infra_p_holm']:.3g})")
+        why = (
+            f"infra errors {_rate(ref_cfg['infra_error_rate'])} at {ref_cfg['label']} -> {_rate(e['infra_error_rate'])} "
+            f"(one-sided exact test, Holm p {e['infra_p_holm']:.3g})"
+        )
         if steps and steps[-1]["to"] == label:
             why += f"; significantly fewer than at {steps[-1]['from']} (p {steps[-1]['p']:.3g})"
     out.update(recommended_label=label, recommended_limit_multiplier=mult, reasons=[why])
-    above = evidence[(chosen + 1 if chosen is not None else 0):]
+    above = evidence[(chosen + 1 if chosen is not None else 0) :]
     out.update(_settle_line(label, why, above, change_i, evidence, margin, alpha))
     if not total_infra:  # nothing to remove: the answer needs no score evidence; the unsettled figures stay beside it
         out["summary"] = f"publish {label}: {why}"
@@ -275,24 +319,38 @@ def _why_reference(evidence: list[dict[str, Any]], change_i: int | None, total_i
     reduced = [e for e in evidence if e["infra_reduced"]]
     if not reduced:
         best = min(evidence, key=lambda e: e["infra_p_holm"] if e["infra_p_holm"] is not None else 2.0)
-        return (f"no tested limit significantly reduces infra errors (one-sided exact test, Holm; smallest Holm p "
-                f"{best['infra_p_holm']:.3g} at {best['label']})")
+        return (
+            f"no tested limit significantly reduces infra errors (one-sided exact test, Holm; smallest Holm p "
+            f"{best['infra_p_holm']:.3g} at {best['label']})"
+        )
     parts = []
     for e in reduced:
         i = evidence.index(e)
         if change_i is not None and i >= change_i:
-            parts.append(f"{e['label']} reduces infra errors but at or above {evidence[change_i]['label']} the score "
-                         f"changes ({_pts(evidence[change_i]['score_diff_vs_reference'])}, paired t Holm p "
-                         f"{evidence[change_i]['score_change_p_holm']:.3g})")
+            parts.append(
+                f"{e['label']} reduces infra errors but at or above {evidence[change_i]['label']} the score "
+                f"changes ({_pts(evidence[change_i]['score_diff_vs_reference'])}, paired t Holm p "
+                f"{evidence[change_i]['score_change_p_holm']:.3g})"
+            )
         else:
-            parts.append(f"{e['label']} reduces infra errors but is not shown to leave the score unchanged "
-                         f"(TOST p {e['tost_p']:.3g}); no limit at all is published only on that evidence"
-                         if e["tost_p"] is not None else f"{e['label']} reduces infra errors; its score is not comparable")
+            parts.append(
+                f"{e['label']} reduces infra errors but is not shown to leave the score unchanged "
+                f"(TOST p {e['tost_p']:.3g}); no limit at all is published only on that evidence"
+                if e["tost_p"] is not None
+                else f"{e['label']} reduces infra errors; its score is not comparable"
+            )
     return "only limits that cannot be published reduce infra errors: " + "; ".join(parts)
 
 
-def _settle_line(label: str, why: str, above: list[dict[str, Any]], change_i: int | None,
-                 evidence: list[dict[str, Any]], margin: float, alpha: float) -> dict[str, Any]:
+def _settle_line(
+    label: str,
+    why: str,
+    above: list[dict[str, Any]],
+    change_i: int | None,
+    evidence: list[dict[str, Any]],
+    margin: float,
+    alpha: float,
+) -> dict[str, Any]:
     """The summary: what is published, and whether more headroom changes the score (settled or not, one line)."""
     stop = evidence[change_i]["label"] if change_i is not None else None
     unsettled = []
@@ -304,22 +362,42 @@ def _settle_line(label: str, why: str, above: list[dict[str, Any]], change_i: in
     head = f"publish {label}: {why}"
     if stop is not None:
         ch = evidence[change_i]  # type: ignore[index]
-        tail = f"; from {stop} the score changes ({_pts(ch['score_diff_vs_reference'])}, paired t Holm p " \
-               f"{ch['score_change_p_holm']:.3g}): more headroom changes what is measured"
+        tail = (
+            f"; from {stop} the score changes ({_pts(ch['score_diff_vs_reference'])}, paired t Holm p "
+            f"{ch['score_change_p_holm']:.3g}): more headroom changes what is measured"
+        )
     else:
         tail = ""
     if not unsettled:
         if above and stop != (above[0]["label"] if above else None):
-            tail = f"; more memory up to {above[-1]['label'] if stop is None else stop} is shown not to change the " \
-                   f"score (TOST, ±{100 * margin:g} pts)" + tail
+            tail = (
+                f"; more memory up to {above[-1]['label'] if stop is None else stop} is shown not to change the "
+                f"score (TOST, ±{100 * margin:g} pts)" + tail
+            )
         return {"settled": True, "summary": head + tail, "unsettled": None}
     widest = max(unsettled, key=lambda e: (e["score_diff_high95"] or 0) - (e["score_diff_low95"] or 0))
-    half = None if widest["score_diff_high95"] is None else (widest["score_diff_high95"] - widest["score_diff_low95"]) / 2
-    need = max((n for n in (attempts_to_settle(e["_se"], e["_m"], margin, alpha) for e in unsettled) if n), default=None)
-    line = (f"publish {label}; whether more memory changes the score is not settled by this data: "
-            + (f"±{100 * half:.1f} points at 95% ({widest['label']} − reference {_pts(widest['score_diff_vs_reference'])})"
-               if half is not None else "no paired score to compare")
-            + (f", {need} attempts per task would settle it (TOST ±{100 * margin:g} pts, 80% power)" if need else ""))
-    return {"settled": False, "summary": line + tail,
-            "unsettled": {"labels": [e["label"] for e in unsettled], "half_width95": half,
-                          "attempts_per_task_to_settle": need, "line": line}}
+    half = (
+        None if widest["score_diff_high95"] is None else (widest["score_diff_high95"] - widest["score_diff_low95"]) / 2
+    )
+    need = max(
+        (n for n in (attempts_to_settle(e["_se"], e["_m"], margin, alpha) for e in unsettled) if n), default=None
+    )
+    line = (
+        f"publish {label}; whether more memory changes the score is not settled by this data: "
+        + (
+            f"±{100 * half:.1f} points at 95% ({widest['label']} − reference {_pts(widest['score_diff_vs_reference'])})"
+            if half is not None
+            else "no paired score to compare"
+        )
+        + (f", {need} attempts per task would settle it (TOST ±{100 * margin:g} pts, 80% power)" if need else "")
+    )
+    return {
+        "settled": False,
+        "summary": line + tail,
+        "unsettled": {
+            "labels": [e["label"] for e in unsettled],
+            "half_width95": half,
+            "attempts_per_task_to_settle": need,
+            "line": line,
+        },
+    }

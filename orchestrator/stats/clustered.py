@@ -108,10 +108,17 @@ def new_tasks_interval(k: np.ndarray, n: np.ndarray, level: float = 0.95) -> dic
     ~88%, t(G - 1) restores ~95% (benchmarks/bench_calibration.py measures it). Cut to [0, 1].
     """
     se = clustered_se(k, n)
-    out: dict[str, Any] = {"estimate": se.estimate, "low": None, "high": None, "se": se.se_clustered,
-                           "df": None, "level": level, "n_tasks": se.n_clusters,
-                           "method": "task-clustered (CR1) SE, t quantile with tasks - 1 df",
-                           "generalises_to": NEW_TASKS}
+    out: dict[str, Any] = {
+        "estimate": se.estimate,
+        "low": None,
+        "high": None,
+        "se": se.se_clustered,
+        "df": None,
+        "level": level,
+        "n_tasks": se.n_clusters,
+        "method": "task-clustered (CR1) SE, t quantile with tasks - 1 df",
+        "generalises_to": NEW_TASKS,
+    }
     if se.estimate is None or se.se_clustered is None:
         return out
     from scipy import stats

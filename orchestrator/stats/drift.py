@@ -79,23 +79,36 @@ def _trend(y: np.ndarray, block: np.ndarray, strata: np.ndarray, units: np.ndarr
     # Distinct values counted on the dense codes (bincount, linear) rather than np.unique (a sort of a million).
     distinct = lambda codes: int(np.count_nonzero(np.bincount(codes))) if len(codes) else 0  # noqa: E731
     n_strata, clusters = distinct(strata), distinct(units)
-    none = {"slope_log_odds_per_block": None, "odds_ratio_per_block": None, "z": None, "p": None,
-            "informative_strata": n_strata, "clusters": clusters}
+    none = {
+        "slope_log_odds_per_block": None,
+        "odds_ratio_per_block": None,
+        "z": None,
+        "p": None,
+        "informative_strata": n_strata,
+        "clusters": clusters,
+    }
     if n_strata == 0 or distinct(blocks_kept) < 2 or clusters < 2:
         return {**none, "note": "not testable: no stratum whose outcome varies over time"}
     b_centred = b - (np.bincount(strata, weights=b) / np.maximum(np.bincount(strata), 1))[strata]
     contribution = b_centred * (y - p_null)  # the slope's efficient score, per trial
     score = float(contribution.sum())
     per_cluster = np.bincount(units, weights=contribution)
-    variance = float((per_cluster ** 2).sum()) * clusters / (clusters - 1)
-    information = float((b_centred ** 2 * p_null * (1 - p_null)).sum())
+    variance = float((per_cluster**2).sum()) * clusters / (clusters - 1)
+    information = float((b_centred**2 * p_null * (1 - p_null)).sum())
     if variance <= 0 or information <= 0:
         return {**none, "note": "not testable: the time blocks do not vary within any informative stratum"}
     z = score / np.sqrt(variance)
     p = float(2 * stats.norm.sf(abs(z)))
     slope = score / information
-    return {**none, "slope_log_odds_per_block": slope, "odds_ratio_per_block": float(np.exp(slope)), "z": float(z),
-            "p": p, "direction": "increasing" if slope > 0 else "decreasing" if slope < 0 else "flat", "note": None}
+    return {
+        **none,
+        "slope_log_odds_per_block": slope,
+        "odds_ratio_per_block": float(np.exp(slope)),
+        "z": float(z),
+        "p": p,
+        "direction": "increasing" if slope > 0 else "decreasing" if slope < 0 else "flat",
+        "note": None,
+    }
 
 
 def _times(col: pd.Series) -> pd.Series:
@@ -106,18 +119,25 @@ def _times(col: pd.Series) -> pd.Series:
     return pd.to_datetime(text, utc=True, format="ISO8601", errors="coerce")
 
 
-def drift_check(df: pd.DataFrame, *, n_blocks: int = N_BLOCKS, alpha: float = ALPHA,
-                min_trials: int = MIN_TRIALS) -> dict[str, Any]:
+def drift_check(
+    df: pd.DataFrame, *, n_blocks: int = N_BLOCKS, alpha: float = ALPHA, min_trials: int = MIN_TRIALS
+) -> dict[str, Any]:
     """Drift of the pass and infra-error rates across time blocks, within (configuration, task) strata.
 
     ``df`` is the trial frame; it needs ``started_at`` (ISO time) or ``plan_order`` to order trials.
     Trials without a start time are left out (``n_without_time`` says how many).
     """
-    out: dict[str, Any] = {"method": "score test for a logistic slope on the time-block index with a fixed effect per "
-                                     "configuration x task, sandwich clustered on task x attempt; Bonferroni over the "
-                                     "two rates",
-                           "alpha": alpha, "n_blocks": n_blocks, "flagged": False, "blocks": [],
-                           "n_trials": int(len(df)), "n_without_time": 0}
+    out: dict[str, Any] = {
+        "method": "score test for a logistic slope on the time-block index with a fixed effect per "
+        "configuration x task, sandwich clustered on task x attempt; Bonferroni over the "
+        "two rates",
+        "alpha": alpha,
+        "n_blocks": n_blocks,
+        "flagged": False,
+        "blocks": [],
+        "n_trials": int(len(df)),
+        "n_without_time": 0,
+    }
     if "started_at" in df.columns:
         # A trial without a recorded start time (an imported one, or '' in a store written before schema 5)
         # has no place in time: it is left out, and the report says how many were.
@@ -128,8 +148,9 @@ def drift_check(df: pd.DataFrame, *, n_blocks: int = N_BLOCKS, alpha: float = AL
             out["note"] = f"not testable: none of the {len(df)} trials recorded a start time"
             return out
         df, when = df[has_time], when[has_time]
-        out["ordered_by"] = "start time" + (f" ({out['n_without_time']} trial(s) without one left out)"
-                                            if out["n_without_time"] else "")
+        out["ordered_by"] = "start time" + (
+            f" ({out['n_without_time']} trial(s) without one left out)" if out["n_without_time"] else ""
+        )
     elif "plan_order" in df.columns:
         when = pd.to_datetime(df["plan_order"], unit="s", utc=True)
         out["ordered_by"] = "plan order (no start times recorded)"
@@ -146,12 +167,16 @@ def drift_check(df: pd.DataFrame, *, n_blocks: int = N_BLOCKS, alpha: float = AL
     infra = (df["outcome"] == "infra_error").to_numpy(float)
     for b in range(n_blocks):
         m = block == b
-        out["blocks"].append({
-            "block": b, "n": int(m.sum()), "pass_rate": float(passed[m].mean()) if m.any() else None,
-            "infra_error_rate": float(infra[m].mean()) if m.any() else None,
-            "first_start_utc": when[m].min().isoformat() if m.any() else None,
-            "last_start_utc": when[m].max().isoformat() if m.any() else None,
-        })
+        out["blocks"].append(
+            {
+                "block": b,
+                "n": int(m.sum()),
+                "pass_rate": float(passed[m].mean()) if m.any() else None,
+                "infra_error_rate": float(infra[m].mean()) if m.any() else None,
+                "first_start_utc": when[m].min().isoformat() if m.any() else None,
+                "last_start_utc": when[m].max().isoformat() if m.any() else None,
+            }
+        )
     # Trials of one task and attempt share a seed in every configuration (common random numbers), so
     # they are correlated: the sandwich is clustered on (task, attempt), the independent unit.
     units = _codes(df["task_id"], df["attempt"]) if "attempt" in df.columns else np.arange(len(df))

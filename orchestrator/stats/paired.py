@@ -106,17 +106,17 @@ class TaskPaired:
     t_p: float | None = None
     bootstrap_low: float | None = None  # 95% percentile interval, tasks resampled
     bootstrap_high: float | None = None
-    method: str = ("paired t-test over tasks (scipy ttest_1samp); expanded bootstrap percentile interval over tasks "
-                   "(Hesterberg's small-sample expansion)")
+    method: str = (
+        "paired t-test over tasks (scipy ttest_1samp); expanded bootstrap percentile interval over tasks "
+        "(Hesterberg's small-sample expansion)"
+    )
     mean_task_diff_clipped: bool = False  # the t interval reached past +-1 and was cut to the possible range
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def task_paired(
-    passed_a: np.ndarray, n_a: np.ndarray, passed_b: np.ndarray, n_b: np.ndarray
-) -> TaskPaired:
+def task_paired(passed_a: np.ndarray, n_a: np.ndarray, passed_b: np.ndarray, n_b: np.ndarray) -> TaskPaired:
     """Majority-solved sign test and mean per-task difference (B - A).
 
     Arrays are aligned by task; tasks without attempts on both sides are skipped.
@@ -146,15 +146,21 @@ def task_paired(
             if se > 0:
                 res = stats.ttest_1samp(d, 0.0)
                 t_stat, t_p = float(res.statistic), float(res.pvalue)
-                boot = stats.bootstrap((d,), np.mean, n_resamples=BOOTSTRAP_RESAMPLES,
-                                       confidence_level=expanded_level(t), method="percentile",
-                                       random_state=np.random.default_rng(0))
+                boot = stats.bootstrap(
+                    (d,),
+                    np.mean,
+                    n_resamples=BOOTSTRAP_RESAMPLES,
+                    confidence_level=expanded_level(t),
+                    method="percentile",
+                    random_state=np.random.default_rng(0),
+                )
                 b_lo, b_hi = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
             else:  # every task moved by the same amount: no spread to test against
                 t_p = 1.0 if mean == 0 else None
                 b_lo = b_hi = mean
-    return TaskPaired(t, int(sa.sum()), int(sb.sum()), sign, mean, se, lo, hi, t_stat, t_p, b_lo, b_hi,
-                      mean_task_diff_clipped=clipped)
+    return TaskPaired(
+        t, int(sa.sum()), int(sb.sum()), sign, mean, se, lo, hi, t_stat, t_p, b_lo, b_hi, mean_task_diff_clipped=clipped
+    )
 
 
 @dataclass(frozen=True)
@@ -169,9 +175,7 @@ class CMHResult:
         return asdict(self)
 
 
-def cmh_test(
-    passed_a: np.ndarray, n_a: np.ndarray, passed_b: np.ndarray, n_b: np.ndarray
-) -> CMHResult:
+def cmh_test(passed_a: np.ndarray, n_a: np.ndarray, passed_b: np.ndarray, n_b: np.ndarray) -> CMHResult:
     """Cochran-Mantel-Haenszel test of equal pass odds, stratified by task."""
     pa, na, pb, nb = (np.asarray(x, float) for x in (passed_a, n_a, passed_b, n_b))
     fa, fb = na - pa, nb - pb
@@ -209,9 +213,7 @@ class TwoRateTest:
         return asdict(self)
 
 
-def two_rate_exact(
-    x_a: int, n_a: int, x_b: int, n_b: int, boschloo_max_cells: int = BOSCHLOO_MAX_CELLS
-) -> TwoRateTest:
+def two_rate_exact(x_a: int, n_a: int, x_b: int, n_b: int, boschloo_max_cells: int = BOSCHLOO_MAX_CELLS) -> TwoRateTest:
     """Exact unconditional (Boschloo) two-sided test of equal rates, Fisher above a size cap."""
     x_a, n_a, x_b, n_b = int(x_a), int(n_a), int(x_b), int(n_b)
     ra = x_a / n_a if n_a else None

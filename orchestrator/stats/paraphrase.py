@@ -19,7 +19,8 @@ from scipy import stats
 def paraphrase_pairs(task_provenance: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     """(original, paraphrase) for every task whose provenance names an original that is in the run."""
     return sorted(
-        (orig, tid) for tid, t in task_provenance.items()
+        (orig, tid)
+        for tid, t in task_provenance.items()
         if (orig := (t.get("provenance") or {}).get("paraphrase_of")) and orig in task_provenance and orig != tid
     )
 
@@ -27,16 +28,23 @@ def paraphrase_pairs(task_provenance: dict[str, dict[str, Any]]) -> list[tuple[s
 def paraphrase_gap(df: pd.DataFrame, pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
     if not pairs or df.empty:
         return []
-    rates = (df.assign(passed=(df["outcome"] == "passed").astype(float))
-             .groupby(["config_label", "task_id"])["passed"].mean())
+    rates = (
+        df.assign(passed=(df["outcome"] == "passed").astype(float))
+        .groupby(["config_label", "task_id"])["passed"]
+        .mean()
+    )
     out = []
     for label in df["config_label"].drop_duplicates():
         per = rates.loc[label] if label in rates.index.get_level_values(0) else pd.Series(dtype=float)
         diffs = np.array([per[o] - per[p] for o, p in pairs if o in per.index and p in per.index])
-        row: dict[str, Any] = {"config": label, "pairs": int(len(diffs)),
-                               "mean_gap": float(diffs.mean()) if len(diffs) else None,
-                               "original_rate": float(np.mean([per[o] for o, p in pairs if o in per.index and p in per.index]))
-                               if len(diffs) else None}
+        row: dict[str, Any] = {
+            "config": label,
+            "pairs": int(len(diffs)),
+            "mean_gap": float(diffs.mean()) if len(diffs) else None,
+            "original_rate": float(np.mean([per[o] for o, p in pairs if o in per.index and p in per.index]))
+            if len(diffs)
+            else None,
+        }
         row["paraphrase_rate"] = None if row["original_rate"] is None else row["original_rate"] - row["mean_gap"]
         if len(diffs) >= 2 and np.any(diffs != 0):
             row["wilcoxon_p"] = float(stats.wilcoxon(diffs).pvalue)

@@ -120,9 +120,7 @@ def n_effective_needed(p1: float, p2: float, alpha: float = ALPHA, power: float 
     h = abs(float(proportion_effectsize(p1, p2)))
     if h == 0 or not np.isfinite(h):
         return None
-    return float(
-        NormalIndPower().solve_power(effect_size=h, nobs1=None, alpha=alpha, power=power, ratio=1.0)
-    )
+    return float(NormalIndPower().solve_power(effect_size=h, nobs1=None, alpha=alpha, power=power, ratio=1.0))
 
 
 def attempts_per_task_needed(n_eff: float, n_tasks: int, icc: float) -> int | None:

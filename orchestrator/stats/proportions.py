@@ -36,9 +36,7 @@ class Proportion:
         return asdict(self)
 
 
-def wilson_arrays(
-    k: np.ndarray, n: np.ndarray, alpha: float = ALPHA
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def wilson_arrays(k: np.ndarray, n: np.ndarray, alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Vectorised Wilson interval. Returns (estimate, low, high); NaN where n == 0.
 
     Bounds are clipped to [0, 1] because floating-point evaluation can leave a

@@ -66,8 +66,12 @@ TB2_OFFICIAL = "terminal-bench-2:official"
 
 TB2_KEPT_EXCEPTIONS = ("AgentTimeoutError", "VerifierTimeoutError")
 #: Terminal-Bench failure modes read as Harbor exceptions (for the Harbor rules on Terminal-Bench trials).
-TB_MODE_AS_EXCEPTION = {"none": None, "unset": None, "agent_timeout": "AgentTimeoutError",
-                        "test_timeout": "VerifierTimeoutError"}
+TB_MODE_AS_EXCEPTION = {
+    "none": None,
+    "unset": None,
+    "agent_timeout": "AgentTimeoutError",
+    "test_timeout": "VerifierTimeoutError",
+}
 #: Source columns a frame may carry (imports); without them a trial is read as headroom ran it.
 SOURCE_COLUMNS = ("source_kind", "tb_resolved", "tb_mode", "h_exception", "h_rewards")
 
@@ -82,41 +86,67 @@ class RuleInfo:
     source: str  # where the rule is defined
 
     def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "title": self.title, "counts": self.counts, "aggregate": self.aggregate,
-                "interval": self.interval, "source": self.source}
+        return {
+            "name": self.name,
+            "title": self.title,
+            "counts": self.counts,
+            "aggregate": self.aggregate,
+            "interval": self.interval,
+            "source": self.source,
+        }
 
 
-RULES: dict[str, RuleInfo] = {r.name: r for r in (
-    RuleInfo(HEADROOM_FAIL, SCORE_FAIL,
-             "every trial; passed = 1, any other outcome (infra and harness errors included) = 0",
-             "passes / trials",
-             "Wilson 95% (trials as independent draws: another attempt at each of these tasks); SE clustered "
-             "by task (new tasks like these)", "headroom (orchestrator/stats/analyze.py)"),
-    RuleInfo(HEADROOM_EXCL, SCORE_EXCL,
-             "trials that were not infra or harness errors; passed = 1, else 0",
-             "passes / counted trials",
-             "Wilson 95% (another attempt at each of these tasks); SE clustered by task (new tasks like these)",
-             "headroom (orchestrator/stats/analyze.py)"),
-    RuleInfo(TB_LEADERBOARD, "Terminal-Bench leaderboard",
-             "every trial; is_resolved true = 1 whatever the failure_mode (the harness runs the tests after an "
-             "agent timeout), else 0",
-             "per run: resolved / trials; a submission: the mean of its runs' accuracies",
-             "stderr = sample SD (n - 1) of the run accuracies / sqrt(runs): another run on these tasks "
-             "(run-to-run noise), not new tasks",
-             "terminal-bench terminal_bench/harness/models.py (BenchmarkResults.accuracy, pass_at_k); the "
-             "leaderboard's accuracy +- stderr over a submission's runs"),
-    RuleInfo(HARBOR_MEAN, "Harbor job mean",
-             "every trial; its reward, 0 when it has none (exceptions included)",
-             "mean over trials",
-             "none published", "harbor src/harbor/metrics/mean.py, src/harbor/utils/pass_at_k.py"),
-    RuleInfo(TB2_OFFICIAL, "Terminal-Bench 2 official",
-             "trials without an exception, and AgentTimeoutError / VerifierTimeoutError trials; "
-             "rewards['reward'], 0 when there is none",
-             "per task the mean over its counted trials; the mean over tasks",
-             "stderr = sqrt(sum p_t (1 - p_t) / (n_t - 1)) / T, ci95 = 1.96 stderr: new trials of these "
-             "tasks (the tasks fixed)",
-             "terminal-bench-experiments db/schema.sql get_agent_scores(); sql/new/leaderboard_scores.sql (ci95)"),
-)}
+RULES: dict[str, RuleInfo] = {
+    r.name: r
+    for r in (
+        RuleInfo(
+            HEADROOM_FAIL,
+            SCORE_FAIL,
+            "every trial; passed = 1, any other outcome (infra and harness errors included) = 0",
+            "passes / trials",
+            "Wilson 95% (trials as independent draws: another attempt at each of these tasks); SE clustered "
+            "by task (new tasks like these)",
+            "headroom (orchestrator/stats/analyze.py)",
+        ),
+        RuleInfo(
+            HEADROOM_EXCL,
+            SCORE_EXCL,
+            "trials that were not infra or harness errors; passed = 1, else 0",
+            "passes / counted trials",
+            "Wilson 95% (another attempt at each of these tasks); SE clustered by task (new tasks like these)",
+            "headroom (orchestrator/stats/analyze.py)",
+        ),
+        RuleInfo(
+            TB_LEADERBOARD,
+            "Terminal-Bench leaderboard",
+            "every trial; is_resolved true = 1 whatever the failure_mode (the harness runs the tests after an "
+            "agent timeout), else 0",
+            "per run: resolved / trials; a submission: the mean of its runs' accuracies",
+            "stderr = sample SD (n - 1) of the run accuracies / sqrt(runs): another run on these tasks "
+            "(run-to-run noise), not new tasks",
+            "terminal-bench terminal_bench/harness/models.py (BenchmarkResults.accuracy, pass_at_k); the "
+            "leaderboard's accuracy +- stderr over a submission's runs",
+        ),
+        RuleInfo(
+            HARBOR_MEAN,
+            "Harbor job mean",
+            "every trial; its reward, 0 when it has none (exceptions included)",
+            "mean over trials",
+            "none published",
+            "harbor src/harbor/metrics/mean.py, src/harbor/utils/pass_at_k.py",
+        ),
+        RuleInfo(
+            TB2_OFFICIAL,
+            "Terminal-Bench 2 official",
+            "trials without an exception, and AgentTimeoutError / VerifierTimeoutError trials; "
+            "rewards['reward'], 0 when there is none",
+            "per task the mean over its counted trials; the mean over tasks",
+            "stderr = sqrt(sum p_t (1 - p_t) / (n_t - 1)) / T, ci95 = 1.96 stderr: new trials of these "
+            "tasks (the tasks fixed)",
+            "terminal-bench-experiments db/schema.sql get_agent_scores(); sql/new/leaderboard_scores.sql (ci95)",
+        ),
+    )
+}
 ALL_RULES = tuple(RULES)
 HEADROOM_RULES = (HEADROOM_FAIL, HEADROOM_EXCL)
 #: The rules a source format publishes, the first being its own headline.
@@ -149,17 +179,21 @@ def default_rule(source_kinds: list[str]) -> str:
 
 # -- pass@k exactly as each harness writes it ----------------------------------------------------
 
+
 def tb_k_values(min_attempts: int) -> list[int]:
     """k as terminal-bench reports pass@k: powers of two up to the fewest attempts, and 5 and 10."""
-    ks = {2 ** i for i in range(1, int(math.log2(min_attempts)) + 1)} if min_attempts >= 2 else set()
+    ks = {2**i for i in range(1, int(math.log2(min_attempts)) + 1)} if min_attempts >= 2 else set()
     ks |= {k for k in (5, 10) if min_attempts >= k}
     return sorted(ks)
 
 
 def tb_pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> float | None:
     """terminal-bench's estimator over per-task attempts n and successes c, averaged over the tasks with n >= k."""
-    vals = [1.0 if nn - cc < k else float(1.0 - np.prod(1.0 - k / np.arange(nn - cc + 1, nn + 1)))
-            for nn, cc in zip(np.asarray(n, int).tolist(), np.asarray(c, int).tolist()) if nn >= k]
+    vals = [
+        1.0 if nn - cc < k else float(1.0 - np.prod(1.0 - k / np.arange(nn - cc + 1, nn + 1)))
+        for nn, cc in zip(np.asarray(n, int).tolist(), np.asarray(c, int).tolist())
+        if nn >= k
+    ]
     return float(np.mean(vals)) if vals else None
 
 
@@ -202,14 +236,20 @@ def tb2_official(task: np.ndarray, value: np.ndarray) -> dict[str, Any]:
     p = np.bincount(inv, weights=value) / n
     acc = float(p.mean())
     if np.any(n < 2):
-        return {"estimate": acc, "stderr": None, "ci95": None, "n_tasks": int(len(tasks)),
-                "stderr_note": f"{int((n < 2).sum())} task(s) with a single counted trial: the formula divides by "
-                               "n - 1, so there is no stderr (the leaderboard's query returns NULL)"}
+        return {
+            "estimate": acc,
+            "stderr": None,
+            "ci95": None,
+            "n_tasks": int(len(tasks)),
+            "stderr_note": f"{int((n < 2).sum())} task(s) with a single counted trial: the formula divides by "
+            "n - 1, so there is no stderr (the leaderboard's query returns NULL)",
+        }
     se = float(math.sqrt(float(np.sum(p * (1 - p) / (n - 1)))) / len(tasks))
     return {"estimate": acc, "stderr": se, "ci95": 1.96 * se, "n_tasks": int(len(tasks))}
 
 
 # -- reading each trial ---------------------------------------------------------------------------
+
 
 @dataclass
 class TrialView:
@@ -251,8 +291,9 @@ class TrialView:
         return out
 
 
-def _combos(kind: np.ndarray, tb_mode: np.ndarray, h_exc: np.ndarray, outcome: pd.Series,
-            reason: pd.Series) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
+def _combos(
+    kind: np.ndarray, tb_mode: np.ndarray, h_exc: np.ndarray, outcome: pd.Series, reason: pd.Series
+) -> tuple[np.ndarray, list[tuple[str, str, str]]]:
     """Each trial's (kind, error label, outcome) as an integer code: the label is a Terminal-Bench failure mode, a
     Harbor exception, or (a trial headroom ran) its outcome with the reason of an infra or harness error.
 
@@ -323,7 +364,8 @@ def view(df: pd.DataFrame, threshold: float = 1.0) -> TrialView:
     # Native trials: a timeout reads as AgentTimeoutError, a verifier timeout as VerifierTimeoutError.
     # pandas' isin hashes (numpy's sorts object arrays: seconds on a million trials)
     kept_native = outcome_s.isin(["passed", "failed", "abstained", "timeout"]).to_numpy() | (
-        (outcome == "harness_error") & (reason == "verifier_timeout"))
+        (outcome == "harness_error") & (reason == "verifier_timeout")
+    )
     model_outcome = ~outcome_s.isin(["infra_error", "harness_error"]).to_numpy()
     tb_res = np.zeros(n, bool)
     tb_mode = np.full(n, None, dtype=object)
@@ -348,12 +390,30 @@ def view(df: pd.DataFrame, threshold: float = 1.0) -> TrialView:
         run = _col(df, "attempt", 0)
     task = pd.factorize(df["task_id"].astype(str))[0]
     label_code, label_names = pd.factorize(df["config_label"].astype(str))
-    combo, keys = _combos(kind, tb_mode, h_exc, outcome_s,
-                          df["reason"] if "reason" in df.columns else pd.Series([None] * n, dtype=object))
-    return TrialView(np.asarray(label_names, dtype=object)[label_code], task, run,
-                     "source runs" if has_runs else "attempt index", outcome, reason, kind, passed, resolved,
-                     mean_reward, kept, np.nan_to_num(tb2_reward, nan=0.0), tb_mode, h_exc, model_outcome,
-                     label_code, [str(x) for x in label_names], combo, keys)
+    combo, keys = _combos(
+        kind, tb_mode, h_exc, outcome_s, df["reason"] if "reason" in df.columns else pd.Series([None] * n, dtype=object)
+    )
+    return TrialView(
+        np.asarray(label_names, dtype=object)[label_code],
+        task,
+        run,
+        "source runs" if has_runs else "attempt index",
+        outcome,
+        reason,
+        kind,
+        passed,
+        resolved,
+        mean_reward,
+        kept,
+        np.nan_to_num(tb2_reward, nan=0.0),
+        tb_mode,
+        h_exc,
+        model_outcome,
+        label_code,
+        [str(x) for x in label_names],
+        combo,
+        keys,
+    )
 
 
 def counted(rule: str, v: TrialView) -> tuple[np.ndarray, np.ndarray]:
@@ -374,13 +434,26 @@ def counted(rule: str, v: TrialView) -> tuple[np.ndarray, np.ndarray]:
 
 # -- one configuration under one rule ------------------------------------------------------------
 
+
 def _proportion_block(k: int, n: int, pass_t: np.ndarray, n_t: np.ndarray) -> dict[str, Any]:
     w, se = wilson(k, n), clustered_se(pass_t, n_t)
-    return {"estimate": w.estimate, "n_trials": n, "intervals": [
-        {"kind": "wilson95", "low": w.low, "high": w.high,
-         "generalises_to": "these tasks: another attempt at each (trials as independent draws)"},
-        {"kind": "clustered_se", "se": se.se_clustered, "generalises_to": "new tasks like these (task is the unit)"},
-    ]}
+    return {
+        "estimate": w.estimate,
+        "n_trials": n,
+        "intervals": [
+            {
+                "kind": "wilson95",
+                "low": w.low,
+                "high": w.high,
+                "generalises_to": "these tasks: another attempt at each (trials as independent draws)",
+            },
+            {
+                "kind": "clustered_se",
+                "se": se.se_clustered,
+                "generalises_to": "new tasks like these (task is the unit)",
+            },
+        ],
+    }
 
 
 def _per_task(task: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -399,8 +472,12 @@ def score(rule: str, v: TrialView, m: np.ndarray) -> dict[str, Any]:
     keep, value = counted(rule, v)
     sel = m & keep
     task, val = v.task[sel], value[sel]
-    out: dict[str, Any] = {"rule": rule, "n_trials_read": int(m.sum()), "n_trials": int(sel.sum()),
-                           "n_tasks": int(np.count_nonzero(np.bincount(task))) if len(task) else 0}
+    out: dict[str, Any] = {
+        "rule": rule,
+        "n_trials_read": int(m.sum()),
+        "n_trials": int(sel.sum()),
+        "n_tasks": int(np.count_nonzero(np.bincount(task))) if len(task) else 0,
+    }
     excluded = np.flatnonzero(m & ~keep)
     if len(excluded):
         by: dict[str, int] = {}
@@ -414,8 +491,14 @@ def score(rule: str, v: TrialView, m: np.ndarray) -> dict[str, Any]:
     if rule == TB2_OFFICIAL:
         res = tb2_official(task, val)
         out.update(res)
-        out["intervals"] = [{"kind": "stderr", "se": res["stderr"], "ci95": res["ci95"],
-                             "generalises_to": "these tasks: new trials of each (the tasks fixed)"}]
+        out["intervals"] = [
+            {
+                "kind": "stderr",
+                "se": res["stderr"],
+                "ci95": res["ci95"],
+                "generalises_to": "these tasks: new trials of each (the tasks fixed)",
+            }
+        ]
         return out
     if rule == HARBOR_MEAN:
         out["estimate"] = float(val.mean()) if len(val) else None
@@ -431,24 +514,39 @@ def score(rule: str, v: TrialView, m: np.ndarray) -> dict[str, Any]:
     for r in range(min(len(run_names), 200)):  # the summary statistics always use every run
         rm = run_code == r
         nt, ct = _task_counts(task[rm], val[rm])
-        per_run.append({"run": str(run_names[r]), "n": int(n_r[r]), "resolved": int(round(val[rm].sum())),
-                        "accuracy": float(accs[r]),
-                        "pass_at_k": {str(k): tb_pass_at_k(nt, ct, k) for k in tb_k_values(int(nt.min()))}})
+        per_run.append(
+            {
+                "run": str(run_names[r]),
+                "n": int(n_r[r]),
+                "resolved": int(round(val[rm].sum())),
+                "accuracy": float(accs[r]),
+                "pass_at_k": {str(k): tb_pass_at_k(nt, ct, k) for k in tb_k_values(int(nt.min()))},
+            }
+        )
     out["estimate"] = float(accs.mean()) if len(accs) else None
     out["n_runs"] = int(len(accs))
-    out["run_spread"] = {"sd": float(accs.std(ddof=1)) if len(accs) > 1 else None,
-                         "min": float(accs.min()) if len(accs) else None,
-                         "max": float(accs.max()) if len(accs) else None}
+    out["run_spread"] = {
+        "sd": float(accs.std(ddof=1)) if len(accs) > 1 else None,
+        "min": float(accs.min()) if len(accs) else None,
+        "max": float(accs.max()) if len(accs) else None,
+    }
     out["run_basis"] = v.run_basis
     stderr = float(accs.std(ddof=1) / math.sqrt(len(accs))) if len(accs) > 1 else None
     out["stderr"] = stderr
-    out["intervals"] = [{"kind": "stderr", "se": stderr,
-                         "generalises_to": "these tasks: another run (run-to-run noise over "
-                                           f"{runs_phrase(len(accs), v.run_basis)}), not new tasks"}]
+    out["intervals"] = [
+        {
+            "kind": "stderr",
+            "se": stderr,
+            "generalises_to": "these tasks: another run (run-to-run noise over "
+            f"{runs_phrase(len(accs), v.run_basis)}), not new tasks",
+        }
+    ]
     nt, ct = _task_counts(task, val)
     out["pass_at_k"] = {str(k): tb_pass_at_k(nt, ct, k) for k in tb_k_values(int(nt.max()))} if len(nt) else {}
-    out["pass_at_k_basis"] = ("pooled over the configuration's runs, over the tasks with at least k attempts "
-                              "(terminal-bench reports pass@k per run)")
+    out["pass_at_k_basis"] = (
+        "pooled over the configuration's runs, over the tasks with at least k attempts "
+        "(terminal-bench reports pass@k per run)"
+    )
     out["per_run"] = per_run
     return out
 
@@ -473,27 +571,44 @@ def moves(rule: str, v: TrialView, m: np.ndarray) -> list[dict[str, Any]]:
         out[key] = out.get(key, 0) + n
     diff = np.flatnonzero(m & keep & (up != base))
     for (kind, err, outcome, is_up), n in v.error_counts(diff, up[diff]).items():
-        key = (_move_reason(kind, err, outcome, float(is_up), float(not is_up)),
-               "success under the rule, not under headroom" if is_up else "success under headroom, not under the rule")
+        key = (
+            _move_reason(kind, err, outcome, float(is_up), float(not is_up)),
+            "success under the rule, not under headroom" if is_up else "success under headroom, not under the rule",
+        )
         out[key] = out.get(key, 0) + n
-    return [{"reason": r, "effect": e, "trials": n} for (r, e), n in sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return [
+        {"reason": r, "effect": e, "trials": n} for (r, e), n in sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
 
 
-def evaluate(df: pd.DataFrame, rules: list[str], *, config_order: list[str] | None = None,
-             default: str | None = None, threshold: float = 1.0) -> dict[str, Any]:
+def evaluate(
+    df: pd.DataFrame,
+    rules: list[str],
+    *,
+    config_order: list[str] | None = None,
+    default: str | None = None,
+    threshold: float = 1.0,
+) -> dict[str, Any]:
     """Every configuration of a trial frame under every rule named, with the trials that move, by reason."""
     v = view(df, threshold)
     present = v.label_names
-    labels = [lab for lab in (config_order or []) if lab in present] + [lab for lab in present
-                                                                       if lab not in (config_order or [])]
+    labels = [lab for lab in (config_order or []) if lab in present] + [
+        lab for lab in present if lab not in (config_order or [])
+    ]
     configs: dict[str, Any] = {}
     moved: dict[str, Any] = {}
     for lab in labels:
         m = v.label_code == present.index(lab)
         configs[lab] = {r: score(r, v, m) for r in rules}
         moved[lab] = {r: moves(r, v, m) for r in rules if r != HEADROOM_FAIL}
-    return {"schema": "headroom.scoring_rules/1", "requested": rules,
-            "default": default if default in rules else rules[0], "run_basis": v.run_basis,
-            "definitions": {r: RULES[r].to_dict() for r in rules}, "configs": configs, "moves": moved,
-            "note": "Each rule answers its own question; the intervals say what each generalises to. 'moves' counts "
-                    f"the trials each rule scores differently from {HEADROOM_FAIL}, by reason."}
+    return {
+        "schema": "headroom.scoring_rules/1",
+        "requested": rules,
+        "default": default if default in rules else rules[0],
+        "run_basis": v.run_basis,
+        "definitions": {r: RULES[r].to_dict() for r in rules},
+        "configs": configs,
+        "moves": moved,
+        "note": "Each rule answers its own question; the intervals say what each generalises to. 'moves' counts "
+        f"the trials each rule scores differently from {HEADROOM_FAIL}, by reason.",
+    }

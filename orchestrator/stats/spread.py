@@ -34,8 +34,9 @@ class Spread:
         return asdict(self)
 
 
-def spread_from_counts(passed: np.ndarray, n: np.ndarray, max_listed: int = 200,
-                       basis: str = "attempt index") -> Spread:
+def spread_from_counts(
+    passed: np.ndarray, n: np.ndarray, max_listed: int = 200, basis: str = "attempt index"
+) -> Spread:
     """Spread from per-run passes and trials (arrays indexed by run: a source run, or an attempt index).
 
     Runs with no trials are skipped. ``run_scores`` lists at most

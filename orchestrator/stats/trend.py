@@ -55,8 +55,10 @@ class TrendCA:
     direction: str | None  # "increasing" | "decreasing" | "flat"
     note: str | None = None
     p_classic: float | None = None  # of z_classic, two-sided
-    variant: str = ("classical Cochran-Armitage (z_classic, p_classic; variance with N); "
-                    "z, p: statsmodels linear-by-linear association (variance with N - 1)")
+    variant: str = (
+        "classical Cochran-Armitage (z_classic, p_classic; variance with N); "
+        "z, p: statsmodels linear-by-linear association (variance with N - 1)"
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,9 +103,7 @@ def cochran_armitage(events: np.ndarray, n: np.ndarray, scores: np.ndarray | Non
     return TrendCA(z, z_classic, float(res.pvalue), _direction(z), None, p_classic)
 
 
-def clustered_trend(
-    events: np.ndarray, n: np.ndarray, score: np.ndarray, groups: np.ndarray
-) -> TrendClustered:
+def clustered_trend(events: np.ndarray, n: np.ndarray, score: np.ndarray, groups: np.ndarray) -> TrendClustered:
     """Cluster-robust logistic trend from per (task, config) cell counts.
 
     ``events``, ``n``, ``score`` (config rank) and ``groups`` (task code) are
@@ -149,9 +149,9 @@ def permutation_p(events: np.ndarray, score: np.ndarray, groups: np.ndarray, dra
     centred = np.empty_like(x)
     perms = np.empty((draws, len(x)))
     for s0, m in zip(starts, sizes):
-        seg = x[s0:s0 + m]
-        centred[s0:s0 + m] = seg - seg.mean()
-        perms[:, s0:s0 + m] = rng.permuted(np.broadcast_to(seg - seg.mean(), (draws, m)), axis=1)
+        seg = x[s0 : s0 + m]
+        centred[s0 : s0 + m] = seg - seg.mean()
+        perms[:, s0 : s0 + m] = rng.permuted(np.broadcast_to(seg - seg.mean(), (draws, m)), axis=1)
     observed = abs(float(centred @ k))
     hits = int(np.sum(np.abs(perms @ k) >= observed - 1e-9 * max(1.0, observed)))
     return (1 + hits) / (1 + draws)

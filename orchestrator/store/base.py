@@ -44,8 +44,9 @@ class RunStore(Protocol):
 
     def start_try(self, run_id: str, trial_id: str, try_index: int) -> None: ...
 
-    def finish_try(self, run_id: str, trial_id: str, try_index: int, facts: TrialFacts, verdict: Verdict,
-                   final: bool) -> bool:
+    def finish_try(
+        self, run_id: str, trial_id: str, try_index: int, facts: TrialFacts, verdict: Verdict, final: bool
+    ) -> bool:
         """Record a result; False (nothing written) if the try is no longer running."""
 
     def abandon_try(self, run_id: str, trial_id: str, try_index: int) -> bool: ...

@@ -34,8 +34,17 @@ FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_
 LEFT JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
 WHERE e.run_id = ? AND e.final = 1
 """
-COLUMNS = ["task_id", "config_label", "attempt", "enforcement", "cpu_time_s", "busy_s", "nr_periods", "nr_throttled",
-           "throttled_s"]
+COLUMNS = [
+    "task_id",
+    "config_label",
+    "attempt",
+    "enforcement",
+    "cpu_time_s",
+    "busy_s",
+    "nr_periods",
+    "nr_throttled",
+    "throttled_s",
+]
 
 
 def throttling(raw: Any) -> tuple[float | None, float | None, float | None]:
@@ -44,8 +53,11 @@ def throttling(raw: Any) -> tuple[float | None, float | None, float | None]:
     if not raw:
         return None, None, None
     try:
-        counters = (CpuThrottling.model_validate_json(raw) if isinstance(raw, str | bytes)
-                    else CpuThrottling.model_validate(raw))
+        counters = (
+            CpuThrottling.model_validate_json(raw)
+            if isinstance(raw, str | bytes)
+            else CpuThrottling.model_validate(raw)
+        )
     except ValidationError:
         return None, None, None
     return counters.read()
@@ -58,8 +70,17 @@ def cpu_frame(db: sqlite3.Connection, run_id: str) -> pd.DataFrame:
         agent_s, verifier_s = r["agent_s"], r["verifier_s"]
         # No agent step on record: no span the CPU time can be read against.
         busy = None if agent_s is None else float(agent_s) + float(verifier_s or 0.0)
-        rows.append((r["task_id"], r["config_label"], r["attempt"], r["enforcement"], r["cpu_time_s"], busy,
-                     *throttling(r["throttling"])))
+        rows.append(
+            (
+                r["task_id"],
+                r["config_label"],
+                r["attempt"],
+                r["enforcement"],
+                r["cpu_time_s"],
+                busy,
+                *throttling(r["throttling"]),
+            )
+        )
     df = pd.DataFrame(rows, columns=COLUMNS)
     for c in COLUMNS[4:]:
         df[c] = df[c].astype(float)

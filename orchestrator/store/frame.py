@@ -29,7 +29,6 @@ from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL
 _ONE_BATCH = str(2**30)
 
 
-
 def _capped(col: str) -> str:
     """A self-reported usage column within its per-try cap, else NULL (not reported). Stores are
     capped as they are written; one written before may hold 1e308, and two of those sum to inf."""
@@ -39,37 +38,43 @@ def _capped(col: str) -> str:
 # The agent could not start: the outcome harness_error(agent_not_found), or an exit of 126/127 kept as evidence
 # (settle writes ``extra.agent_not_found``; the verifier's verdict stands). instr() skips the JSON parse for the
 # evidence that does not mention it; json_extract() then checks it is the key, not text an agent printed.
-AGENT_NOT_FOUND = ("CAST((e.reason IS 'agent_not_found') OR EXISTS (SELECT 1 FROM evidence v WHERE v.run_id = e.run_id "
-                   "AND v.trial_id = e.trial_id AND v.try = e.try AND instr(v.json, '\"agent_not_found\"') > 0 "
-                   f"AND json_extract(v.json, '{evidence_path('agent_not_found')}') IS NOT NULL) AS INTEGER)")
+AGENT_NOT_FOUND = (
+    "CAST((e.reason IS 'agent_not_found') OR EXISTS (SELECT 1 FROM evidence v WHERE v.run_id = e.run_id "
+    "AND v.trial_id = e.trial_id AND v.try = e.try AND instr(v.json, '\"agent_not_found\"') > 0 "
+    f"AND json_extract(v.json, '{evidence_path('agent_not_found')}') IS NOT NULL) AS INTEGER)"
+)
 
 TRIAL_QUERY = f"""
 SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,
        {OUTCOME_SQL} AS outcome, {REASON_SQL} AS reason,
        CAST(e.duration_s + COALESCE(r.duration_s, 0) AS REAL) AS duration_s,
-       CAST({_capped('e.cost_usd')} + COALESCE(r.cost_usd, 0) AS REAL) AS cost_usd,
-       CAST({_capped('e.tokens_in')} + COALESCE(r.tokens_in, 0) AS REAL) AS tokens_in,
-       CAST({_capped('e.tokens_out')} + COALESCE(r.tokens_out, 0) AS REAL) AS tokens_out,
+       CAST({_capped("e.cost_usd")} + COALESCE(r.cost_usd, 0) AS REAL) AS cost_usd,
+       CAST({_capped("e.tokens_in")} + COALESCE(r.tokens_in, 0) AS REAL) AS tokens_in,
+       CAST({_capped("e.tokens_out")} + COALESCE(r.tokens_out, 0) AS REAL) AS tokens_out,
        CAST(e.peak_memory_bytes AS REAL) AS peak_memory_bytes,
        CAST(e.limit_memory_bytes AS REAL) AS memory_limit_bytes,
        e.enforcement, e.qos_class, NULLIF(e.started_at, '') AS started_at, t.ord AS plan_order,
        CAST(e.reward AS REAL) AS reward, {{source_run}},
        {{overcommit}}, {{usage_source}}, {AGENT_NOT_FOUND} AS agent_not_found
 FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
-LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM({_capped('cost_usd')}) AS cost_usd,
-                  SUM({_capped('tokens_in')}) AS tokens_in, SUM({_capped('tokens_out')}) AS tokens_out
+LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM({_capped("cost_usd")}) AS cost_usd,
+                  SUM({_capped("tokens_in")}) AS tokens_in, SUM({_capped("tokens_out")}) AS tokens_out
            FROM executions INDEXED BY executions_final WHERE run_id = ?1 AND final = 0 AND status = 'finished'
            GROUP BY trial_id) r ON r.trial_id = e.trial_id
 WHERE e.run_id = ?1 AND e.final = 1
 """
 OVERCOMMIT = ("overcommit_ratio", "overcommit_beside_unbounded", "overcommit_memory_pressure")
 # Stores older than schema 3 opened read-only have no such columns: the frame then carries NULLs.
-_OVERCOMMIT_SELECT = {True: ", ".join(f"CAST(e.{c} AS REAL) AS {c}" for c in OVERCOMMIT),
-                      False: ", ".join(f"CAST(NULL AS REAL) AS {c}" for c in OVERCOMMIT)}
+_OVERCOMMIT_SELECT = {
+    True: ", ".join(f"CAST(e.{c} AS REAL) AS {c}" for c in OVERCOMMIT),
+    False: ", ".join(f"CAST(NULL AS REAL) AS {c}" for c in OVERCOMMIT),
+}
 # Stores older than schema 4 have no usage_source: what they hold was self-reported (the migration says so).
-_USAGE_SOURCE_SELECT = {True: "e.usage_source AS usage_source",
-                        False: "CASE WHEN COALESCE(e.tokens_in, e.tokens_out, e.cost_usd) IS NOT NULL "
-                               "THEN 'self-reported' END AS usage_source"}
+_USAGE_SOURCE_SELECT = {
+    True: "e.usage_source AS usage_source",
+    False: "CASE WHEN COALESCE(e.tokens_in, e.tokens_out, e.cost_usd) IS NOT NULL "
+    "THEN 'self-reported' END AS usage_source",
+}
 # Imported trials name the run they came from (schema 5); older stores opened read-only carry NULL.
 _SOURCE_RUN_SELECT = {True: "t.source_run AS source_run", False: "CAST(NULL AS TEXT) AS source_run"}
 # The outcome and reason are read in this version's taxonomy (an older failed(abstained) row is
@@ -80,12 +85,29 @@ _SOURCE_RUN_SELECT = {True: "t.source_run AS source_run", False: "CAST(NULL AS T
 
 INTEGER = ("attempt", "plan_order", "agent_not_found")
 USAGE = ("cost_usd", "tokens_in", "tokens_out")
-NUMERIC = ("request_multiplier", "limit_multiplier", "duration_s", "cost_usd", "tokens_in", "tokens_out",
-           "peak_memory_bytes", "memory_limit_bytes", "reward", *OVERCOMMIT)
+NUMERIC = (
+    "request_multiplier",
+    "limit_multiplier",
+    "duration_s",
+    "cost_usd",
+    "tokens_in",
+    "tokens_out",
+    "peak_memory_bytes",
+    "memory_limit_bytes",
+    "reward",
+    *OVERCOMMIT,
+)
 
 
-def read_trial_frame(path: Path, run_id: str, *, immutable: bool = False, with_overcommit: bool = True,
-                     with_usage_source: bool = True, with_source_run: bool = True) -> pd.DataFrame:
+def read_trial_frame(
+    path: Path,
+    run_id: str,
+    *,
+    immutable: bool = False,
+    with_overcommit: bool = True,
+    with_usage_source: bool = True,
+    with_source_run: bool = True,
+) -> pd.DataFrame:
     """One row per trial with a final result, plus its cluster; opened read-only.
 
     ``immutable``: the file sits where nothing can write (a read-only mount), so SQLite
@@ -99,9 +121,14 @@ def read_trial_frame(path: Path, run_id: str, *, immutable: bool = False, with_o
     uri = f"{Path(path).resolve().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")
     with adbc.connect(uri) as conn, conn.cursor() as cur:
         cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": _ONE_BATCH})
-        cur.execute(TRIAL_QUERY.format(overcommit=_OVERCOMMIT_SELECT[with_overcommit],
-                                       usage_source=_USAGE_SOURCE_SELECT[with_usage_source],
-                                       source_run=_SOURCE_RUN_SELECT[with_source_run]), (run_id,))
+        cur.execute(
+            TRIAL_QUERY.format(
+                overcommit=_OVERCOMMIT_SELECT[with_overcommit],
+                usage_source=_USAGE_SOURCE_SELECT[with_usage_source],
+                source_run=_SOURCE_RUN_SELECT[with_source_run],
+            ),
+            (run_id,),
+        )
         table = cur.fetch_arrow_table()
         cur.execute("SELECT task_id, cluster_id FROM tasks WHERE run_id = ?", (run_id,))
         clusters = dict(zip(*(c.to_pylist() for c in cur.fetch_arrow_table().columns)))

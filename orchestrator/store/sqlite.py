@@ -104,8 +104,9 @@ class Store:
                 self.db = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
             else:
                 if (why := read_only_reason(self.path)) is not None:
-                    raise UserError(f"the store is read-only ({why}); copy it to a writable place to continue",
-                                    file=str(self.path))
+                    raise UserError(
+                        f"the store is read-only ({why}); copy it to a writable place to continue", file=str(self.path)
+                    )
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self.db.row_factory = sqlite3.Row
@@ -140,16 +141,19 @@ class Store:
                 for name, kind in OVERCOMMIT_COLUMNS.items():
                     if name not in present:
                         self.db.execute(f"ALTER TABLE executions ADD COLUMN {name} {kind}")
-                self.db.execute(f"""UPDATE executions SET {', '.join(f"{c} = ({OVERCOMMIT_FROM_EVIDENCE[c]})"
-                                                                      for c in OVERCOMMIT_COLUMNS)}
+                self.db.execute(f"""UPDATE executions SET {
+                    ", ".join(f"{c} = ({OVERCOMMIT_FROM_EVIDENCE[c]})" for c in OVERCOMMIT_COLUMNS)
+                }
                                     WHERE EXISTS (SELECT 1 FROM evidence v WHERE {_SAME_TRY})""")
         if version < 4:
             # Usage recorded before schema 4 came from the agent's own report (there was no gateway).
             with self._tx():
                 if "usage_source" not in {r[1] for r in self.db.execute("PRAGMA table_info(executions)")}:
                     self.db.execute("ALTER TABLE executions ADD COLUMN usage_source TEXT")
-                self.db.execute(f"UPDATE executions SET usage_source = '{SELF_REPORTED}' WHERE usage_source IS NULL "
-                                "AND (tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR cost_usd IS NOT NULL)")
+                self.db.execute(
+                    f"UPDATE executions SET usage_source = '{SELF_REPORTED}' WHERE usage_source IS NULL "
+                    "AND (tokens_in IS NOT NULL OR tokens_out IS NOT NULL OR cost_usd IS NOT NULL)"
+                )
         if version < 5:  # after every earlier step: the rebuild copies the columns they added
             self._migrate_times_and_source_runs()
         self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -177,8 +181,11 @@ class Store:
     def _check_version(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise UserError(f"written by a newer headroom (store schema {version}, this version reads up to "
-                            f"{SCHEMA_VERSION}); upgrade headroom to use it", file=str(self.path))
+            raise UserError(
+                f"written by a newer headroom (store schema {version}, this version reads up to "
+                f"{SCHEMA_VERSION}); upgrade headroom to use it",
+                file=str(self.path),
+            )
 
     def verify(self, run_id: str, recorded: int) -> str | None:
         """After a sweep: does a fresh connection see a sound file holding every result this process recorded?
@@ -192,8 +199,9 @@ class Store:
                 check = fresh.execute("PRAGMA quick_check").fetchone()[0]
                 if check != "ok":
                     return f"the store is corrupt ({check})"
-                held = fresh.execute("SELECT COUNT(*) FROM executions WHERE run_id=? AND status='finished'",
-                                     (run_id,)).fetchone()[0]
+                held = fresh.execute(
+                    "SELECT COUNT(*) FROM executions WHERE run_id=? AND status='finished'", (run_id,)
+                ).fetchone()[0]
             finally:
                 fresh.close()
         except sqlite3.DatabaseError as exc:
@@ -226,8 +234,16 @@ class Store:
 
     # -- runs -----------------------------------------------------------------------
     def create_run(
-        self, *, name: str, backend: str, enforcement: str, spec: dict[str, Any], provenance: dict[str, Any],
-        tasks: list[Task], trials: list[Trial], axis: str = "resources",
+        self,
+        *,
+        name: str,
+        backend: str,
+        enforcement: str,
+        spec: dict[str, Any],
+        provenance: dict[str, Any],
+        tasks: list[Task],
+        trials: list[Trial],
+        axis: str = "resources",
     ) -> str:
         """Write a run, its provenance and its whole plan in one transaction: all or nothing."""
         run_id = f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
@@ -235,7 +251,18 @@ class Store:
             self.db.execute(
                 "INSERT INTO runs (run_id, name, created_at, finished_at, status, backend, enforcement, spec_json, owner, axis)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (run_id, name, now(), None, "planned", backend, enforcement, json.dumps(spec, sort_keys=True), None, axis),
+                (
+                    run_id,
+                    name,
+                    now(),
+                    None,
+                    "planned",
+                    backend,
+                    enforcement,
+                    json.dumps(spec, sort_keys=True),
+                    None,
+                    axis,
+                ),
             )
             self.db.execute("INSERT INTO provenance VALUES (?,?)", (run_id, json.dumps(provenance, sort_keys=True)))
             self.db.executemany(
@@ -245,8 +272,17 @@ class Store:
             self.db.executemany(
                 f"INSERT INTO trials ({TRIAL_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
                 [
-                    (run_id, t.trial_id, t.task_id, t.config.label, t.config.request_multiplier,
-                     t.config.limit_multiplier, t.attempt, t.seed, t.order)
+                    (
+                        run_id,
+                        t.trial_id,
+                        t.task_id,
+                        t.config.label,
+                        t.config.request_multiplier,
+                        t.config.limit_multiplier,
+                        t.attempt,
+                        t.seed,
+                        t.order,
+                    )
                     for t in trials
                 ],
             )
@@ -265,8 +301,10 @@ class Store:
             if owner and owner != me:
                 host, _, pid = owner.rpartition(":")
                 if host != socket.gethostname() or pid_alive(int(pid)):
-                    raise UserError(f"run {run_id} is being executed by process {owner}; wait for it or stop it first",
-                                    file=str(self.path))
+                    raise UserError(
+                        f"run {run_id} is being executed by process {owner}; wait for it or stop it first",
+                        file=str(self.path),
+                    )
             self.db.execute("UPDATE runs SET owner=? WHERE run_id=?", (me, run_id))
 
     def release(self, run_id: str) -> None:
@@ -279,10 +317,18 @@ class Store:
     def runs(self) -> list[RunInfo]:
         rows = self.db.execute("SELECT * FROM runs ORDER BY created_at").fetchall()
         return [
-            RunInfo(r["run_id"], r["name"], r["status"], r["created_at"], r["finished_at"], r["backend"],
-                    r["enforcement"], json.loads(r["spec_json"]),
-                    r["axis"] if "axis" in r.keys() else "resources",  # a read-only store from before schema 2
-                    r["owner"])
+            RunInfo(
+                r["run_id"],
+                r["name"],
+                r["status"],
+                r["created_at"],
+                r["finished_at"],
+                r["backend"],
+                r["enforcement"],
+                json.loads(r["spec_json"]),
+                r["axis"] if "axis" in r.keys() else "resources",  # a read-only store from before schema 2
+                r["owner"],
+            )
             for r in rows
         ]
 
@@ -296,10 +342,14 @@ class Store:
             for r in self.db.execute("SELECT run_id, COUNT(*) FROM trials GROUP BY run_id")
         }
         for run_id, final, passed in self.db.execute(
-                "SELECT run_id, COUNT(*), SUM(outcome = 'passed') FROM executions WHERE final = 1 GROUP BY run_id"):
-            out.setdefault(run_id, {"planned": 0, "last_activity": None}).update(final=int(final), passed=int(passed or 0))
+            "SELECT run_id, COUNT(*), SUM(outcome = 'passed') FROM executions WHERE final = 1 GROUP BY run_id"
+        ):
+            out.setdefault(run_id, {"planned": 0, "last_activity": None}).update(
+                final=int(final), passed=int(passed or 0)
+            )
         for run_id, last in self.db.execute(
-                "SELECT run_id, MAX(COALESCE(finished_at, started_at)) FROM executions GROUP BY run_id"):
+            "SELECT run_id, MAX(COALESCE(finished_at, started_at)) FROM executions GROUP BY run_id"
+        ):
             out.setdefault(run_id, {"planned": 0, "final": 0, "passed": 0})["last_activity"] = last
         return out
 
@@ -326,8 +376,11 @@ class Store:
         row = self.db.execute("SELECT json FROM provenance WHERE run_id=?", (run_id,)).fetchone()
         prov: dict[str, Any] = json.loads(row["json"]) if row else {}
         prov["tasks"] = {
-            r["task_id"]: {"digest": r["digest"], "cluster_id": r["cluster_id"],
-                           "provenance": json.loads(r["spec_json"]).get("provenance", {})}
+            r["task_id"]: {
+                "digest": r["digest"],
+                "cluster_id": r["cluster_id"],
+                "provenance": json.loads(r["spec_json"]).get("provenance", {}),
+            }
             for r in self.db.execute("SELECT * FROM tasks WHERE run_id=? ORDER BY task_id", (run_id,))
         }
         return prov
@@ -336,10 +389,18 @@ class Store:
     def planned(self, run_id: str) -> list[Trial]:
         return [
             Trial(
-                trial_id=r["trial_id"], task_id=r["task_id"],
-                config=(ResourceConfig(kind=TASK_BAND) if r["config_label"] == TASK_BAND else
-                        ResourceConfig(request_multiplier=r["request_multiplier"], limit_multiplier=r["limit_multiplier"])),
-                attempt=r["attempt"], seed=r["seed"], order=r["ord"],
+                trial_id=r["trial_id"],
+                task_id=r["task_id"],
+                config=(
+                    ResourceConfig(kind=TASK_BAND)
+                    if r["config_label"] == TASK_BAND
+                    else ResourceConfig(
+                        request_multiplier=r["request_multiplier"], limit_multiplier=r["limit_multiplier"]
+                    )
+                ),
+                attempt=r["attempt"],
+                seed=r["seed"],
+                order=r["ord"],
             )
             for r in self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY ord", (run_id,))
         ]
@@ -354,17 +415,21 @@ class Store:
     def abandon_running(self, run_id: str) -> int:
         """Tries left 'running' by a crash: keep them on record, never count them."""
         cur = self.db.execute(
-            "UPDATE executions SET status='abandoned', finished_at=? WHERE run_id=? AND status='running'", (now(), run_id)
+            "UPDATE executions SET status='abandoned', finished_at=? WHERE run_id=? AND status='running'",
+            (now(), run_id),
         )
         return cur.rowcount
 
     def tries(self, run_id: str) -> dict[str, list[TryRecord]]:
         out: dict[str, list[TryRecord]] = {}
         for r in self.db.execute(
-            "SELECT trial_id, try, status, outcome, reason, final FROM executions WHERE run_id=? ORDER BY trial_id, try", (run_id,)
+            "SELECT trial_id, try, status, outcome, reason, final FROM executions WHERE run_id=? ORDER BY trial_id, try",
+            (run_id,),
         ):
             out.setdefault(r["trial_id"], []).append(
-                TryRecord(r["trial_id"], r["try"], r["status"], bool(r["final"]), *current_outcome(r["outcome"], r["reason"]))
+                TryRecord(
+                    r["trial_id"], r["try"], r["status"], bool(r["final"]), *current_outcome(r["outcome"], r["reason"])
+                )
             )
         return out
 
@@ -374,7 +439,9 @@ class Store:
             (run_id, trial_id, try_index, "running", now()),
         )
 
-    def finish_try(self, run_id: str, trial_id: str, try_index: int, facts: TrialFacts, verdict: Verdict, final: bool) -> bool:
+    def finish_try(
+        self, run_id: str, trial_id: str, try_index: int, facts: TrialFacts, verdict: Verdict, final: bool
+    ) -> bool:
         """Record a try's result; False (and nothing written) if the try is no longer running."""
         *usage, source = usage_columns(facts)
         with self._tx():
@@ -384,22 +451,43 @@ class Store:
                    peak_memory_bytes=?, cpu_time_s=?, duration_s=?, tokens_in=?, tokens_out=?, cost_usd=?,
                    overcommit_ratio=?, overcommit_beside_unbounded=?, overcommit_memory_pressure=?, usage_source=?
                    WHERE run_id=? AND trial_id=? AND try=? AND status='running'""",
-                (int(final), now(), verdict.outcome.value, verdict.reason.value if verdict.reason else None, facts.reward, facts.enforcement, facts.qos_class,
-                 facts.request_cpus, facts.request_memory_bytes, facts.limit_cpus, facts.limit_memory_bytes,
-                 facts.peak_memory_bytes, facts.cpu_time_s, facts.duration_s, *usage,
-                 *overcommit_values(facts.extra.overcommit), source, run_id, trial_id, try_index),
+                (
+                    int(final),
+                    now(),
+                    verdict.outcome.value,
+                    verdict.reason.value if verdict.reason else None,
+                    facts.reward,
+                    facts.enforcement,
+                    facts.qos_class,
+                    facts.request_cpus,
+                    facts.request_memory_bytes,
+                    facts.limit_cpus,
+                    facts.limit_memory_bytes,
+                    facts.peak_memory_bytes,
+                    facts.cpu_time_s,
+                    facts.duration_s,
+                    *usage,
+                    *overcommit_values(facts.extra.overcommit),
+                    source,
+                    run_id,
+                    trial_id,
+                    try_index,
+                ),
             )
             if cur.rowcount != 1:
                 return False
             self.db.execute(
-                "INSERT OR REPLACE INTO evidence VALUES (?,?,?,?)", (run_id, trial_id, try_index, facts.model_dump_json())
+                "INSERT OR REPLACE INTO evidence VALUES (?,?,?,?)",
+                (run_id, trial_id, try_index, facts.model_dump_json()),
             )
         return True
 
     def evidence(self, run_id: str, trial_id: str) -> list[dict[str, Any]]:
         return [
             {"try": r["try"], **json.loads(r["json"])}
-            for r in self.db.execute("SELECT * FROM evidence WHERE run_id=? AND trial_id=? ORDER BY try", (run_id, trial_id))
+            for r in self.db.execute(
+                "SELECT * FROM evidence WHERE run_id=? AND trial_id=? ORDER BY try", (run_id, trial_id)
+            )
         ]
 
     def final_results(self, run_id: str) -> list[tuple[str, str | None, str | None, dict[str, Any]]]:
@@ -413,7 +501,9 @@ class Store:
                 """SELECT e.trial_id, e.outcome, e.reason, v.json FROM executions e
                    JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
                    JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
-                   WHERE e.run_id = ? AND e.final = 1 ORDER BY t.ord""", (run_id,))
+                   WHERE e.run_id = ? AND e.final = 1 ORDER BY t.ord""",
+                (run_id,),
+            )
         ]
 
     def task_specs(self, run_id: str) -> list[Task]:
@@ -421,8 +511,13 @@ class Store:
         from orchestrator.spec.task import TaskSpec
 
         return [
-            Task(id=r["task_id"], path="", spec=TaskSpec.model_validate_json(r["spec_json"]), instruction="",
-                 digest=r["digest"])
+            Task(
+                id=r["task_id"],
+                path="",
+                spec=TaskSpec.model_validate_json(r["spec_json"]),
+                instruction="",
+                digest=r["digest"],
+            )
             for r in self.db.execute("SELECT * FROM tasks WHERE run_id=? ORDER BY task_id", (run_id,))
         ]
 
@@ -436,9 +531,14 @@ class Store:
         from orchestrator.store.frame import read_trial_frame
 
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        return read_trial_frame(self.path, run_id, immutable=read_only_reason(self.path) is not None,
-                                with_overcommit=version >= 3, with_usage_source=version >= 4,
-                                with_source_run=version >= 5)
+        return read_trial_frame(
+            self.path,
+            run_id,
+            immutable=read_only_reason(self.path) is not None,
+            with_overcommit=version >= 3,
+            with_usage_source=version >= 4,
+            with_source_run=version >= 5,
+        )
 
     def rule_frame(self, run_id: str) -> pd.DataFrame:
         """The trial frame plus, for an imported run, each trial's own verdict as its source recorded it.
@@ -456,11 +556,15 @@ class Store:
                       json_extract(v.json, '$.rewards')
                FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
                JOIN evidence v ON v.run_id = e.run_id AND v.trial_id = e.trial_id AND v.try = e.try
-               WHERE e.run_id = ? AND e.final = 1""", (run_id,)).fetchall()
+               WHERE e.run_id = ? AND e.final = 1""",
+            (run_id,),
+        ).fetchall()
         import pandas as pd
 
-        src = pd.DataFrame([tuple(r) for r in rows], columns=["plan_order", "source_kind", "tb_resolved", "tb_mode",
-                                                              "h_exception", "h_rewards"])
+        src = pd.DataFrame(
+            [tuple(r) for r in rows],
+            columns=["plan_order", "source_kind", "tb_resolved", "tb_mode", "h_exception", "h_rewards"],
+        )
         return df.merge(src, on="plan_order", how="left")
 
     def cpu_frame(self, run_id: str) -> pd.DataFrame:
@@ -471,10 +575,15 @@ class Store:
 
     def finished_labels(self, run_id: str) -> set[str]:
         """Configurations with at least one final result."""
-        return {r[0] for r in self.db.execute(
-            """SELECT DISTINCT t.config_label FROM executions e
+        return {
+            r[0]
+            for r in self.db.execute(
+                """SELECT DISTINCT t.config_label FROM executions e
                JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
-               WHERE e.run_id = ? AND e.final = 1""", (run_id,))}
+               WHERE e.run_id = ? AND e.final = 1""",
+                (run_id,),
+            )
+        }
 
     def planned_count(self, run_id: str) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM trials WHERE run_id=?", (run_id,)).fetchone()[0])
@@ -486,12 +595,18 @@ class Store:
         only the few non-final tries are read.
         """
         final = self.db.execute("SELECT COUNT(*) FROM executions WHERE run_id=? AND final=1", (run_id,)).fetchone()[0]
-        other = dict(self.db.execute(
-            "SELECT status, COUNT(*) FROM executions INDEXED BY executions_final WHERE run_id=? AND final=0 GROUP BY status",
-            (run_id,),
-        ).fetchall())
-        counts = {"final": int(final), "retried": int(other.get("finished", 0)),
-                  "abandoned": int(other.get("abandoned", 0)), "running": int(other.get("running", 0))}
+        other = dict(
+            self.db.execute(
+                "SELECT status, COUNT(*) FROM executions INDEXED BY executions_final WHERE run_id=? AND final=0 GROUP BY status",
+                (run_id,),
+            ).fetchall()
+        )
+        counts = {
+            "final": int(final),
+            "retried": int(other.get("finished", 0)),
+            "abandoned": int(other.get("abandoned", 0)),
+            "running": int(other.get("running", 0)),
+        }
         return {"all_tries": int(final) + sum(int(v) for v in other.values()), **counts}
 
     # -- whole runs made elsewhere (imports, bundles) -------------------------------------
@@ -512,8 +627,18 @@ class Store:
             self.db.execute(
                 "INSERT INTO runs (run_id, name, created_at, finished_at, status, backend, enforcement, spec_json, owner, axis)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (run_id, run.name, run.created_at or now(), run.finished_at or now(), run.status, run.backend,
-                 run.enforcement, json.dumps(run.spec, sort_keys=True), None, run.axis),
+                (
+                    run_id,
+                    run.name,
+                    run.created_at or now(),
+                    run.finished_at or now(),
+                    run.status,
+                    run.backend,
+                    run.enforcement,
+                    json.dumps(run.spec, sort_keys=True),
+                    None,
+                    run.axis,
+                ),
             )
             self.db.execute("INSERT INTO provenance VALUES (?,?)", (run_id, json.dumps(run.provenance, sort_keys=True)))
             self.db.executemany(
@@ -522,24 +647,62 @@ class Store:
             )
             self.db.executemany(
                 f"INSERT INTO trials ({TRIAL_COLUMNS}, source_run) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                [(run_id, t.trial_id, t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,
-                  t.seed, t.order, t.source_run) for t in trials],
+                [
+                    (
+                        run_id,
+                        t.trial_id,
+                        t.task_id,
+                        t.config_label,
+                        t.request_multiplier,
+                        t.limit_multiplier,
+                        t.attempt,
+                        t.seed,
+                        t.order,
+                        t.source_run,
+                    )
+                    for t in trials
+                ],
             )
             rows, evidence = [], []
             for t in trials:
                 for e in t.executions:
-                    rows.append((run_id, t.trial_id, e.try_index, e.status, int(e.final), e.started_at, e.finished_at,
-                                 *current_outcome(e.outcome, e.reason), e.reward, e.enforcement, e.qos_class, e.request_cpus,
-                                 e.request_memory_bytes, e.limit_cpus, e.limit_memory_bytes, e.peak_memory_bytes,
-                                 e.cpu_time_s, e.duration_s, _capped("tokens_in", e.tokens_in),
-                                 _capped("tokens_out", e.tokens_out), _capped("cost_usd", e.cost_usd),
-                                 *overcommit_values(stored_overcommit(e.evidence)),
-                                 e.usage_source or (SELF_REPORTED if (e.tokens_in, e.tokens_out, e.cost_usd)
-                                                    != (None, None, None) else None)))
+                    rows.append(
+                        (
+                            run_id,
+                            t.trial_id,
+                            e.try_index,
+                            e.status,
+                            int(e.final),
+                            e.started_at,
+                            e.finished_at,
+                            *current_outcome(e.outcome, e.reason),
+                            e.reward,
+                            e.enforcement,
+                            e.qos_class,
+                            e.request_cpus,
+                            e.request_memory_bytes,
+                            e.limit_cpus,
+                            e.limit_memory_bytes,
+                            e.peak_memory_bytes,
+                            e.cpu_time_s,
+                            e.duration_s,
+                            _capped("tokens_in", e.tokens_in),
+                            _capped("tokens_out", e.tokens_out),
+                            _capped("cost_usd", e.cost_usd),
+                            *overcommit_values(stored_overcommit(e.evidence)),
+                            e.usage_source
+                            or (
+                                SELF_REPORTED if (e.tokens_in, e.tokens_out, e.cost_usd) != (None, None, None) else None
+                            ),
+                        )
+                    )
                     if e.evidence is not None:
                         evidence.append((run_id, t.trial_id, e.try_index, json.dumps(e.evidence, sort_keys=True)))
-            self.db.executemany(f"INSERT INTO executions ({', '.join(EXECUTION_COLUMNS)}) "
-                                f"VALUES ({','.join('?' * len(EXECUTION_COLUMNS))})", rows)
+            self.db.executemany(
+                f"INSERT INTO executions ({', '.join(EXECUTION_COLUMNS)}) "
+                f"VALUES ({','.join('?' * len(EXECUTION_COLUMNS))})",
+                rows,
+            )
             self.db.executemany("INSERT INTO evidence VALUES (?,?,?,?)", evidence)
         return run_id
 
@@ -547,29 +710,68 @@ class Store:
         """Every row of a run as records: the inverse of :meth:`import_run` (bundles are built from it)."""
         info = self.run(run_id)
         prov_row = self.db.execute("SELECT json FROM provenance WHERE run_id=?", (run_id,)).fetchone()
-        run = RunRecord(name=info.name, backend=info.backend, enforcement=info.enforcement, axis=info.axis,
-                        spec=info.spec, provenance=json.loads(prov_row["json"]) if prov_row else {},
-                        status=info.status, created_at=info.created_at, finished_at=info.finished_at, run_id=run_id)
-        tasks = [TaskRecord(r["task_id"], r["digest"], r["cluster_id"], json.loads(r["spec_json"]))
-                 for r in self.db.execute("SELECT * FROM tasks WHERE run_id=? ORDER BY task_id", (run_id,))]
-        evidence = {(r["trial_id"], r["try"]): json.loads(r["json"])
-                    for r in self.db.execute("SELECT * FROM evidence WHERE run_id=?", (run_id,))}
+        run = RunRecord(
+            name=info.name,
+            backend=info.backend,
+            enforcement=info.enforcement,
+            axis=info.axis,
+            spec=info.spec,
+            provenance=json.loads(prov_row["json"]) if prov_row else {},
+            status=info.status,
+            created_at=info.created_at,
+            finished_at=info.finished_at,
+            run_id=run_id,
+        )
+        tasks = [
+            TaskRecord(r["task_id"], r["digest"], r["cluster_id"], json.loads(r["spec_json"]))
+            for r in self.db.execute("SELECT * FROM tasks WHERE run_id=? ORDER BY task_id", (run_id,))
+        ]
+        evidence = {
+            (r["trial_id"], r["try"]): json.loads(r["json"])
+            for r in self.db.execute("SELECT * FROM evidence WHERE run_id=?", (run_id,))
+        }
         tries: dict[str, list[ExecutionRecord]] = {}
         for r in self.db.execute("SELECT * FROM executions WHERE run_id=? ORDER BY trial_id, try", (run_id,)):
-            tries.setdefault(r["trial_id"], []).append(ExecutionRecord(
-                try_index=r["try"], status=r["status"], final=bool(r["final"]), started_at=r["started_at"],
-                finished_at=r["finished_at"], **dict(zip(("outcome", "reason"), current_outcome(r["outcome"], r["reason"]))),
-                reward=r["reward"],
-                enforcement=r["enforcement"], qos_class=r["qos_class"], request_cpus=r["request_cpus"],
-                request_memory_bytes=r["request_memory_bytes"], limit_cpus=r["limit_cpus"],
-                limit_memory_bytes=r["limit_memory_bytes"], peak_memory_bytes=r["peak_memory_bytes"],
-                cpu_time_s=r["cpu_time_s"], duration_s=r["duration_s"], tokens_in=r["tokens_in"],
-                tokens_out=r["tokens_out"], cost_usd=r["cost_usd"], evidence=evidence.get((r["trial_id"], r["try"])),
-                usage_source=r["usage_source"] if "usage_source" in r.keys() else None))
-        trials = [TrialRecord(r["trial_id"], r["task_id"], r["config_label"], r["request_multiplier"],
-                              r["limit_multiplier"], r["attempt"], r["seed"], r["ord"], tries.get(r["trial_id"], []),
-                              source_run=r["source_run"] if "source_run" in r.keys() else None)
-                  for r in self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY ord", (run_id,))]
+            tries.setdefault(r["trial_id"], []).append(
+                ExecutionRecord(
+                    try_index=r["try"],
+                    status=r["status"],
+                    final=bool(r["final"]),
+                    started_at=r["started_at"],
+                    finished_at=r["finished_at"],
+                    **dict(zip(("outcome", "reason"), current_outcome(r["outcome"], r["reason"]))),
+                    reward=r["reward"],
+                    enforcement=r["enforcement"],
+                    qos_class=r["qos_class"],
+                    request_cpus=r["request_cpus"],
+                    request_memory_bytes=r["request_memory_bytes"],
+                    limit_cpus=r["limit_cpus"],
+                    limit_memory_bytes=r["limit_memory_bytes"],
+                    peak_memory_bytes=r["peak_memory_bytes"],
+                    cpu_time_s=r["cpu_time_s"],
+                    duration_s=r["duration_s"],
+                    tokens_in=r["tokens_in"],
+                    tokens_out=r["tokens_out"],
+                    cost_usd=r["cost_usd"],
+                    evidence=evidence.get((r["trial_id"], r["try"])),
+                    usage_source=r["usage_source"] if "usage_source" in r.keys() else None,
+                )
+            )
+        trials = [
+            TrialRecord(
+                r["trial_id"],
+                r["task_id"],
+                r["config_label"],
+                r["request_multiplier"],
+                r["limit_multiplier"],
+                r["attempt"],
+                r["seed"],
+                r["ord"],
+                tries.get(r["trial_id"], []),
+                source_run=r["source_run"] if "source_run" in r.keys() else None,
+            )
+            for r in self.db.execute("SELECT * FROM trials WHERE run_id=? ORDER BY ord", (run_id,))
+        ]
         return run, tasks, trials
 
     # -- plumbing ----------------------------------------------------------------------
@@ -579,19 +781,47 @@ class Store:
 
 TRIAL_COLUMNS = "run_id, trial_id, task_id, config_label, request_multiplier, limit_multiplier, attempt, seed, ord"
 EXECUTION_COLUMNS = (
-    "run_id", "trial_id", "try", "status", "final", "started_at", "finished_at", "outcome", "reason", "reward",
-    "enforcement", "qos_class", "request_cpus", "request_memory_bytes", "limit_cpus", "limit_memory_bytes",
-    "peak_memory_bytes", "cpu_time_s", "duration_s", "tokens_in", "tokens_out", "cost_usd",
-    "overcommit_ratio", "overcommit_beside_unbounded", "overcommit_memory_pressure", "usage_source",
+    "run_id",
+    "trial_id",
+    "try",
+    "status",
+    "final",
+    "started_at",
+    "finished_at",
+    "outcome",
+    "reason",
+    "reward",
+    "enforcement",
+    "qos_class",
+    "request_cpus",
+    "request_memory_bytes",
+    "limit_cpus",
+    "limit_memory_bytes",
+    "peak_memory_bytes",
+    "cpu_time_s",
+    "duration_s",
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
+    "overcommit_ratio",
+    "overcommit_beside_unbounded",
+    "overcommit_memory_pressure",
+    "usage_source",
 )
-OVERCOMMIT_COLUMNS = {"overcommit_ratio": "REAL", "overcommit_beside_unbounded": "INTEGER",
-                      "overcommit_memory_pressure": "INTEGER"}
+OVERCOMMIT_COLUMNS = {
+    "overcommit_ratio": "REAL",
+    "overcommit_beside_unbounded": "INTEGER",
+    "overcommit_memory_pressure": "INTEGER",
+}
 _SAME_TRY = "v.run_id = executions.run_id AND v.trial_id = executions.trial_id AND v.try = executions.try"
 # The migration's backfill: the same three values, read once from the evidence JSON of older stores.
 OVERCOMMIT_FROM_EVIDENCE = {
     column: f"SELECT json_extract(v.json, '{evidence_path('overcommit', key)}') FROM evidence v WHERE {_SAME_TRY}"
-    for column, key in (("overcommit_ratio", "ratio_max"), ("overcommit_beside_unbounded", "unbounded_in_flight"),
-                        ("overcommit_memory_pressure", "node_memory_pressure"))
+    for column, key in (
+        ("overcommit_ratio", "ratio_max"),
+        ("overcommit_beside_unbounded", "unbounded_in_flight"),
+        ("overcommit_memory_pressure", "node_memory_pressure"),
+    )
 }
 
 
@@ -625,8 +855,12 @@ def usage_columns(facts: TrialFacts) -> tuple[float | None, float | None, float 
     had one (even zero calls is a measurement), else the agent's own report, labelled as such."""
     if facts.model_usage is not None:
         u = facts.model_usage
-        return (_capped("tokens_in", u.tokens_in), _capped("tokens_out", u.tokens_out),
-                _capped("cost_usd", u.cost_usd), GATEWAY)
+        return (
+            _capped("tokens_in", u.tokens_in),
+            _capped("tokens_out", u.tokens_out),
+            _capped("cost_usd", u.cost_usd),
+            GATEWAY,
+        )
     ar = facts.agent_result
     values = (_usage(ar, "tokens_in"), _usage(ar, "tokens_out"), _usage(ar, "cost_usd"))
     return (*values, SELF_REPORTED if any(v is not None for v in values) else None)

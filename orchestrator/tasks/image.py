@@ -58,17 +58,17 @@ def task_entry(task: Task) -> dict[str, Any]:
 def catalog(tasks: list[Task]) -> dict[str, Any]:
     from orchestrator.tasks.loader import set_digest
 
-    return {"format": FORMAT, "set_digest": set_digest(tasks),
-            "tasks": {t.id: task_entry(t) for t in sorted(tasks, key=lambda t: t.id)}}
+    return {
+        "format": FORMAT,
+        "set_digest": set_digest(tasks),
+        "tasks": {t.id: task_entry(t) for t in sorted(tasks, key=lambda t: t.id)},
+    }
 
 
 def dockerfile(base: str) -> str:
     # COPY keeps the context's modes (made world-readable by write_context) and makes root the
     # owner: trial pods copy the files as a non-root uid. (No --chmod: that needs BuildKit.)
-    return (f"FROM {base}\n"
-            f"COPY headroom-tasks/ {ROOT}/\n"
-            'LABEL dev.headroom.task-set="1"\n'
-            f'CMD ["cat", "{CATALOG}"]\n')
+    return f'FROM {base}\nCOPY headroom-tasks/ {ROOT}/\nLABEL dev.headroom.task-set="1"\nCMD ["cat", "{CATALOG}"]\n'
 
 
 def write_context(tasks_dir: Path, out: Path, base: str) -> dict[str, Any]:
@@ -78,8 +78,10 @@ def write_context(tasks_dir: Path, out: Path, base: str) -> dict[str, Any]:
     """
     tasks = load_tasks(tasks_dir)
     if bare := sorted(t.id for t in tasks if not t.has_tests):
-        raise SpecError(f"golden task(s) without tests/ ({', '.join(bare[:5])}) run on the local backend only",
-                        field="tests/test.sh")
+        raise SpecError(
+            f"golden task(s) without tests/ ({', '.join(bare[:5])}) run on the local backend only",
+            field="tests/test.sh",
+        )
     if out.exists() and any(out.iterdir()):
         raise SpecError("the output folder is not empty", file=str(out))
     cat = catalog(tasks)

@@ -55,8 +55,10 @@ def crlf_problem(path: Path) -> str | None:
     bad = crlf_scripts(path)
     if not bad:
         return None
-    return (f"{', '.join(bad)} {'has' if len(bad) == 1 else 'have'} Windows (CRLF) line endings; the shell would fail "
-            "on every trial: convert with `sed -i 's/\\r$//' FILE` (or dos2unix)")
+    return (
+        f"{', '.join(bad)} {'has' if len(bad) == 1 else 'have'} Windows (CRLF) line endings; the shell would fail "
+        "on every trial: convert with `sed -i 's/\\r$//' FILE` (or dos2unix)"
+    )
 
 
 def digest_dir(path: Path) -> str:
@@ -74,8 +76,10 @@ def load_task(path: Path) -> Task:
     try:
         path.name.encode("utf-8")
     except UnicodeEncodeError:
-        raise SpecError("the task directory's name is not UTF-8 (it becomes the task id)",
-                        file=os.fsencode(path).decode("utf-8", "replace")) from None
+        raise SpecError(
+            "the task directory's name is not UTF-8 (it becomes the task id)",
+            file=os.fsencode(path).decode("utf-8", "replace"),
+        ) from None
     toml_path = path / "task.toml"
     if not toml_path.is_file():
         raise SpecError("task.toml not found", file=str(toml_path))
@@ -90,8 +94,10 @@ def load_task(path: Path) -> Task:
     except ValidationError as exc:
         field, msg = first_validation_error(exc)
         if field in HARBOR_DEFAULTED:
-            msg += (" (Harbor would use its default here; headroom runs resources as written: "
-                    "`headroom tasks import` writes Harbor's defaults in)")
+            msg += (
+                " (Harbor would use its default here; headroom runs resources as written: "
+                "`headroom tasks import` writes Harbor's defaults in)"
+            )
         raise SpecError(msg, file=str(toml_path), field=field) from None
     for rel in required_files(spec, path):
         if not (path / rel).is_file():
@@ -103,8 +109,14 @@ def load_task(path: Path) -> Task:
         digest = digest_dir(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read the task ({exc})", file=str(path)) from None
-    return Task(id=path.name, path=str(path.resolve()), spec=spec, instruction=instruction, digest=digest,
-                has_tests=(path / "tests" / "test.sh").is_file())
+    return Task(
+        id=path.name,
+        path=str(path.resolve()),
+        spec=spec,
+        instruction=instruction,
+        digest=digest,
+        has_tests=(path / "tests" / "test.sh").is_file(),
+    )
 
 
 def load_tasks(root: Path, select: list[str] | None = None) -> list[Task]:
@@ -124,7 +136,9 @@ def load_tasks(root: Path, select: list[str] | None = None) -> list[Task]:
     else:
         candidates = sorted(p for p in root.iterdir() if p.is_dir() and (p / "task.toml").exists())
         stray = sorted(
-            p for p in root.iterdir() if p.is_dir() and not (p / "task.toml").exists() and not p.name.startswith((".", "_"))
+            p
+            for p in root.iterdir()
+            if p.is_dir() and not (p / "task.toml").exists() and not p.name.startswith((".", "_"))
         )
         if stray and not candidates:
             raise SpecError("no task.toml in any subdirectory", file=str(root))

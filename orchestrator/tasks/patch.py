@@ -38,8 +38,14 @@ def patched_toml(text: str, band: TaskBand, note: str) -> str:
 
 def unified_patch(task_id: str, before: str, after: str) -> str:
     """A ``git apply``/``patch -p1`` patch, paths relative to the tasks directory."""
-    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                        fromfile=f"a/{task_id}/task.toml", tofile=f"b/{task_id}/task.toml"))
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=f"a/{task_id}/task.toml",
+            tofile=f"b/{task_id}/task.toml",
+        )
+    )
 
 
 def read_task_toml(tasks_dir: Path, task_id: str) -> str | None:

@@ -99,8 +99,9 @@ def _records(body: dict[str, Any]) -> tuple[RunRecord, list[TaskRecord], list[Tr
     try:
         run = RunRecord(**body["run"], spec=body["experiment"], provenance=body["provenance"])
         tasks = [TaskRecord(**t) for t in body["tasks"]]
-        trials = [TrialRecord(**{**t, "executions": [ExecutionRecord(**e) for e in t["executions"]]})
-                  for t in body["trials"]]
+        trials = [
+            TrialRecord(**{**t, "executions": [ExecutionRecord(**e) for e in t["executions"]]}) for t in body["trials"]
+        ]
     except (KeyError, TypeError) as exc:
         raise UserError(f"bundle body is incomplete or malformed ({exc})") from None
     return run, tasks, trials
@@ -119,13 +120,19 @@ def _diff(published: Any, recomputed: Any, path: str, out: list[str]) -> None:
                 _diff(v, recomputed[k], f"{path}.{k}", out)
     elif isinstance(published, list):
         if not isinstance(recomputed, list) or len(recomputed) != len(published):
-            out.append(f"{path}: published {len(published)} items, recomputed "
-                       f"{len(recomputed) if isinstance(recomputed, list) else type(recomputed).__name__}")
+            out.append(
+                f"{path}: published {len(published)} items, recomputed "
+                f"{len(recomputed) if isinstance(recomputed, list) else type(recomputed).__name__}"
+            )
             return
         for i, (a, b) in enumerate(zip(published, recomputed)):
             _diff(a, b, f"{path}[{i}]", out)
-    elif isinstance(published, (int, float)) and not isinstance(published, bool) \
-            and isinstance(recomputed, (int, float)) and not isinstance(recomputed, bool):
+    elif (
+        isinstance(published, (int, float))
+        and not isinstance(published, bool)
+        and isinstance(recomputed, (int, float))
+        and not isinstance(recomputed, bool)
+    ):
         if not math.isclose(published, recomputed, rel_tol=1e-9, abs_tol=1e-12):
             out.append(f"{path}: published {published!r}, recomputed {recomputed!r}")
     elif published != recomputed:
@@ -135,8 +142,9 @@ def _diff(published: Any, recomputed: Any, path: str, out: list[str]) -> None:
 ARTIFACT_STATUSES = ("stored", "truncated", "dropped", "skipped", "failed")
 
 
-def check_artifacts(body: dict[str, Any], trials: list[TrialRecord], store: Store | None,
-                    checks: list[str], problems: list[str]) -> None:
+def check_artifacts(
+    body: dict[str, Any], trials: list[TrialRecord], store: Store | None, checks: list[str], problems: list[str]
+) -> None:
     """The manifest is well-formed, names tries of the bundle and keeps each try within its cap; with a
     store, every digest is content the store holds and hashes to it."""
     manifest = body.get("artifacts") or []
@@ -165,7 +173,9 @@ def check_artifacts(body: dict[str, Any], trials: list[TrialRecord], store: Stor
         if not isinstance(size, int) or size < 0:
             problems.append(f"{where}: size {size!r}")
             continue
-        per_try[(a.get("trial_id"), a.get("try_index"))] = per_try.get((a.get("trial_id"), a.get("try_index")), 0) + size
+        per_try[(a.get("trial_id"), a.get("try_index"))] = (
+            per_try.get((a.get("trial_id"), a.get("try_index")), 0) + size
+        )
         if store is not None and has_content and isinstance(sha, str):
             if _stored_digest(store, sha) == (sha, size):
                 matched += 1
@@ -175,8 +185,10 @@ def check_artifacts(body: dict[str, Any], trials: list[TrialRecord], store: Stor
         for (trial_id, try_index), total in sorted(per_try.items(), key=str):
             if total > cap:
                 problems.append(f"artifacts of {trial_id} try {try_index}: {total} bytes, above the cap of {cap}")
-    checks.append(f"{len(manifest)} artifact digests well-formed, of tries in the bundle, within the per-try cap "
-                  "(the bundle carries digests, not content)")
+    checks.append(
+        f"{len(manifest)} artifact digests well-formed, of tries in the bundle, within the per-try cap "
+        "(the bundle carries digests, not content)"
+    )
     if store is not None:
         with_content = sum(1 for a in manifest if isinstance(a, dict) and a.get("status") in ("stored", "truncated"))
         checks.append(f"{matched}/{with_content} artifacts found in the store with content hashing to their digests")
@@ -193,8 +205,9 @@ def _stored_digest(store: Store, sha: str) -> tuple[str, int] | None:
     return digest.hexdigest(), size
 
 
-def verify(bundle: dict[str, Any], *, file_name: str | None = None, tasks_dir: Path | None = None,
-           store: Store | None = None) -> dict[str, Any]:
+def verify(
+    bundle: dict[str, Any], *, file_name: str | None = None, tasks_dir: Path | None = None, store: Store | None = None
+) -> dict[str, Any]:
     """Check a bundle; returns {"ok": bool, "checks": [...], "problems": [...]}. Nothing is trusted but the trials."""
     body = bundle["body"]
     checks: list[str] = []
@@ -211,22 +224,28 @@ def verify(bundle: dict[str, Any], *, file_name: str | None = None, tasks_dir: P
     run, tasks, trials = _records(body)
     published_by = (body.get("provenance") or {}).get("orchestrator", {}).get("version")
     if published_by and published_by != orchestrator.__version__:
-        checks.append(f"note: published by headroom {published_by}, recomputed with headroom {orchestrator.__version__}; "
-                      "a field the two versions compute differently shows as a mismatch")
+        checks.append(
+            f"note: published by headroom {published_by}, recomputed with headroom {orchestrator.__version__}; "
+            "a field the two versions compute differently shows as a mismatch"
+        )
     for t in tasks:
         if t.digest != "unrecorded" and not _HEX64.match(t.digest):
             problems.append(f"task {t.task_id}: digest {t.digest!r} is not a sha256")
     stated = (body.get("published") or {}).get("provenance", {}).get("tasks", {})
     for t in tasks:
         if t.task_id in stated and stated[t.task_id].get("digest") != t.digest:
-            problems.append(f"task {t.task_id}: the report states digest {stated[t.task_id].get('digest')}, the bundle {t.digest}")
+            problems.append(
+                f"task {t.task_id}: the report states digest {stated[t.task_id].get('digest')}, the bundle {t.digest}"
+            )
     unrecorded = sum(1 for t in tasks if t.digest == "unrecorded")
     recorded = len(tasks) - unrecorded
     if recorded:
         checks.append(f"{recorded} task digests well-formed and consistent with the report")
     if unrecorded:
-        checks.append(f"note: {unrecorded} task digest(s) unrecorded (the source gave none, or its trials disagreed): "
-                      "the task content of those cannot be checked")
+        checks.append(
+            f"note: {unrecorded} task digest(s) unrecorded (the source gave none, or its trials disagreed): "
+            "the task content of those cannot be checked"
+        )
     if tasks_dir is not None:
         matched = 0
         for t in tasks:
@@ -263,8 +282,14 @@ def verify(bundle: dict[str, Any], *, file_name: str | None = None, tasks_dir: P
         problems += mismatches
     else:
         checks.append(f"all {n_values} published values recomputed from {len(trials)} trials")
-    return {"ok": not problems, "checks": checks, "problems": problems, "content_sha256": digest,
-            "run_id": run.run_id, "trials": len(trials)}
+    return {
+        "ok": not problems,
+        "checks": checks,
+        "problems": problems,
+        "content_sha256": digest,
+        "run_id": run.run_id,
+        "trials": len(trials),
+    }
 
 
 def _count(x: Any) -> int:

@@ -42,13 +42,13 @@ def shingles(text: str, k: int) -> set[bytes]:
     words = normalize(text).split()
     if len(words) < k:
         return {" ".join(words).encode()} if words else set()
-    return {" ".join(words[i:i + k]).encode() for i in range(len(words) - k + 1)}
+    return {" ".join(words[i : i + k]).encode() for i in range(len(words) - k + 1)}
 
 
 def _minhashes(sets: list[set[bytes]], chunk: int = 5000) -> Iterator[LeanMinHash]:
     """MinHashes of many shingle sets, computed in vectorized batches."""
     for start in range(0, len(sets), chunk):
-        batch = sets[start:start + chunk]
+        batch = sets[start : start + chunk]
         for m in MinHash.bulk([list(s) for s in batch], num_perm=NUM_PERM, seed=1):
             yield LeanMinHash(m)
 
@@ -102,12 +102,20 @@ def near_duplicates(items: list[Item], refs: list[Item], field: str, threshold: 
                 yield Finding("near", "within", (items[a].id, items[b].id), round(sim, 4), field)
     # against references: each reference queries the items' index
     for start in range(0, len(refs), 5000):
-        chunk = refs[start:start + 5000]
+        chunk = refs[start : start + 5000]
         yield from _external(chunk, [shingles(r.text, k) for r in chunk], lsh, item_sh, items, exact, field, threshold)
 
 
-def _external(refs: list[Item], ref_sh: list[set[bytes]], lsh: MinHashLSH, item_sh: list[set[bytes]], items: list[Item],
-              exact: set[str], field: str, threshold: float) -> Iterator[Finding]:
+def _external(
+    refs: list[Item],
+    ref_sh: list[set[bytes]],
+    lsh: MinHashLSH,
+    item_sh: list[set[bytes]],
+    items: list[Item],
+    exact: set[str],
+    field: str,
+    threshold: float,
+) -> Iterator[Finding]:
     for r, rsh, mh in zip(refs, ref_sh, _minhashes(ref_sh), strict=True):
         if _exact_key(r.text) in exact:
             continue

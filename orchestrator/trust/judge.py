@@ -98,14 +98,20 @@ class Judge:
         """Which position the judge prefers; None when its answer names neither."""
         self.calls += 1
         try:
-            resp = client.post("/chat/completions", json={
-                "model": self.model, "temperature": 0,
-                "messages": [{"role": "user", "content": PROMPT.format(prompt=prompt, first=first, second=second)}],
-            })
+            resp = client.post(
+                "/chat/completions",
+                json={
+                    "model": self.model,
+                    "temperature": 0,
+                    "messages": [{"role": "user", "content": PROMPT.format(prompt=prompt, first=first, second=second)}],
+                },
+            )
             resp.raise_for_status()
             text = resp.json()["choices"][0]["message"]["content"]
         except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise UserError(f"the judge endpoint failed: {type(exc).__name__}: {str(exc)[:200]}", field="--endpoint") from None
+            raise UserError(
+                f"the judge endpoint failed: {type(exc).__name__}: {str(exc)[:200]}", field="--endpoint"
+            ) from None
         m = _LETTER.search(str(text).strip().upper())
         return None if m is None else ("first" if m.group(1) == "A" else "second")
 
@@ -129,8 +135,11 @@ class Judged:
 def judge_pairs(judge: Judge, pairs: list[Pair]) -> list[Judged]:
     with judge._client() as client:
         return [
-            Judged(p, judge.prefer(client, p.prompt, p.response_a, p.response_b),
-                   judge.prefer(client, p.prompt, p.response_b, p.response_a))
+            Judged(
+                p,
+                judge.prefer(client, p.prompt, p.response_a, p.response_b),
+                judge.prefer(client, p.prompt, p.response_b, p.response_a),
+            )
             for p in pairs
         ]
 
@@ -152,9 +161,18 @@ def calibrate(judged: list[Judged]) -> dict[str, Any]:
         "unparseable_verdicts": sum((j.ab is None) + (j.ba is None) for j in judged),
         "order_consistency": _rate(len(consistent), len(answered)),
         # An inconsistent judge picked the same position twice: first twice or second twice.
-        "position_bias": {**_rate(first_twice, len(inconsistent)), "favoured": (
-            None if not inconsistent else "first" if first_twice * 2 > len(inconsistent) else
-            "second" if first_twice * 2 < len(inconsistent) else "neither")},
+        "position_bias": {
+            **_rate(first_twice, len(inconsistent)),
+            "favoured": (
+                None
+                if not inconsistent
+                else "first"
+                if first_twice * 2 > len(inconsistent)
+                else "second"
+                if first_twice * 2 < len(inconsistent)
+                else "neither"
+            ),
+        },
     }
     labelled = [j for j in consistent if j.pair.human is not None]
     if labelled:
@@ -166,15 +184,21 @@ def calibrate(judged: list[Judged]) -> dict[str, Any]:
         else:
             k = cohens_kappa(table)
             kappa = {"kappa": float(k.kappa), "ci95": [float(k.kappa_low), float(k.kappa_upp)], "n": len(labelled)}
-        out["human_agreement"] = {**kappa, "raw_agreement": float(np.trace(table) / table.sum()),
-                                  "excluded_inconsistent_or_unlabelled": n - len(labelled)}
+        out["human_agreement"] = {
+            **kappa,
+            "raw_agreement": float(np.trace(table) / table.sum()),
+            "excluded_inconsistent_or_unlabelled": n - len(labelled),
+        }
     differing = [j for j in consistent if len(j.pair.response_a) != len(j.pair.response_b)]
     longer = lambda j: "a" if len(j.pair.response_a) > len(j.pair.response_b) else "b"  # noqa: E731
-    out["length_bias"] = {"judge_prefers_longer": _rate(sum(1 for j in differing if j.consistent_choice == longer(j)),
-                                                         len(differing))}
+    out["length_bias"] = {
+        "judge_prefers_longer": _rate(sum(1 for j in differing if j.consistent_choice == longer(j)), len(differing))
+    }
     humans = [j for j in judged if j.pair.human is not None and len(j.pair.response_a) != len(j.pair.response_b)]
     if humans:
-        out["length_bias"]["humans_prefer_longer"] = _rate(sum(1 for j in humans if j.pair.human == longer(j)), len(humans))
+        out["length_bias"]["humans_prefer_longer"] = _rate(
+            sum(1 for j in humans if j.pair.human == longer(j)), len(humans)
+        )
     return out
 
 

@@ -76,11 +76,13 @@ def run_body(doc: ReportDocument, run_id: str) -> str:
     def href(task: str, label: str) -> str:
         return f"/runs/{run_id}/cell?" + urlencode({"task": task, "config": label})
 
-    plot = ('<div id="rates-plot" class="plot"></div>'
-            '<script type="application/json" id="rates-plot-spec">'
-            # Raw text inside <script>: only "</" could end it early; JSON.parse reads "<\/" back as "</".
-            + json.dumps(figures.rates_by_configuration(doc.configurations)).replace("</", "<\\/")
-            + "</script>")
+    plot = (
+        '<div id="rates-plot" class="plot"></div>'
+        '<script type="application/json" id="rates-plot-spec">'
+        # Raw text inside <script>: only "</" could end it early; JSON.parse reads "<\/" back as "</".
+        + json.dumps(figures.rates_by_configuration(doc.configurations)).replace("</", "<\\/")
+        + "</script>"
+    )
     return html_report.layout(body, html_report.heatmap_section(doc, href), [("Plots", plot)], drop=("Per task",))
 
 
@@ -123,8 +125,14 @@ def create_app(store_path: Path) -> Starlette:
                 doc = docs.get(store, run_id, rules=request.query_params.get("rules") or None)
             except UserError as exc:  # ?rules= naming a rule that does not exist
                 raise HTTPException(400, exc.one_line()) from None
-            return page(request, "run.html", run=doc.run, info=info, body=run_body(doc, run_id),
-                        isolation=data.isolation_of(dump(doc.provenance)))
+            return page(
+                request,
+                "run.html",
+                run=doc.run,
+                info=info,
+                body=run_body(doc, run_id),
+                isolation=data.isolation_of(dump(doc.provenance)),
+            )
         finally:
             store.close()
 
@@ -152,11 +160,18 @@ def create_app(store_path: Path) -> Starlette:
                 raise HTTPException(404, f"run {run_id} has no trial {trial_id!r}")
             prov = store.provenance(run_id)
             task_prov = prov.pop("tasks", {}).get(detail["plan"]["task_id"])
-            return page(request, "trial.html", run_id=run_id, info=info, trial=detail, task_provenance=task_prov,
-                        provenance_json=json.dumps(prov, indent=2, sort_keys=True),
-                        task_provenance_json=json.dumps(task_prov, indent=2, sort_keys=True),
-                        artifacts=artifacts.try_artifacts(store.db, run_id, trial_id),
-                        model_calls=artifacts.model_calls(store.db, run_id, trial_id))
+            return page(
+                request,
+                "trial.html",
+                run_id=run_id,
+                info=info,
+                trial=detail,
+                task_provenance=task_prov,
+                provenance_json=json.dumps(prov, indent=2, sort_keys=True),
+                task_provenance_json=json.dumps(task_prov, indent=2, sort_keys=True),
+                artifacts=artifacts.try_artifacts(store.db, run_id, trial_id),
+                model_calls=artifacts.model_calls(store.db, run_id, trial_id),
+            )
         finally:
             store.close()
 
@@ -177,8 +192,9 @@ def create_app(store_path: Path) -> Starlette:
             if view is None:
                 raise HTTPException(404, f"try {try_index} of trial {trial_id!r} has no artifact {name!r}")
             raw = f"/runs/{run_id}/artifact/raw?" + urlencode({"trial": trial_id, "try": try_index, "name": name})
-            return page(request, "artifact.html", run_id=run_id, trial_id=trial_id, try_index=try_index, view=view,
-                        raw_href=raw)
+            return page(
+                request, "artifact.html", run_id=run_id, trial_id=trial_id, try_index=try_index, view=view, raw_href=raw
+            )
         finally:
             store.close()
 
@@ -204,9 +220,15 @@ def create_app(store_path: Path) -> Starlette:
                 db.close()
 
         filename = name.rsplit("/", 1)[-1] or "artifact"
-        return StreamingResponse(body(), media_type="application/octet-stream", headers={
-            "Content-Disposition": f"attachment; filename*=UTF-8''{quote(filename, safe='')}",
-            "Content-Length": str(info.size), "X-Content-Type-Options": "nosniff"})
+        return StreamingResponse(
+            body(),
+            media_type="application/octet-stream",
+            headers={
+                "Content-Disposition": f"attachment; filename*=UTF-8''{quote(filename, safe='')}",
+                "Content-Length": str(info.size),
+                "X-Content-Type-Options": "nosniff",
+            },
+        )
 
     def compare(request: Request) -> Response:
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
@@ -218,10 +240,15 @@ def create_app(store_path: Path) -> Starlette:
                 run_or_404(store, a)
                 run_or_404(store, b)
                 try:
-                    body = _md().render(comparison.markdown(document.comparison_document(
-                        store, a, store, b, rules=request.query_params.get("rules") or None)))
+                    body = _md().render(
+                        comparison.markdown(
+                            document.comparison_document(
+                                store, a, store, b, rules=request.query_params.get("rules") or None
+                            )
+                        )
+                    )
                 except UserError as exc:
-                    body = f"<p class=\"error\">{html.escape(exc.one_line())}</p>"
+                    body = f'<p class="error">{html.escape(exc.one_line())}</p>'
             return page(request, "compare.html", runs=runs_list, a=a, b=b, body=body)
         finally:
             store.close()
@@ -230,8 +257,11 @@ def create_app(store_path: Path) -> Starlette:
         return FileResponse(str(PLOTLY_JS), media_type="text/javascript")
 
     async def not_found(request: Request, exc: HTTPException) -> Response:
-        return HTMLResponse(f"<!doctype html><title>not found</title><p>{html.escape(str(exc.detail))}</p>"
-                            '<p><a href="/">all runs</a></p>', status_code=exc.status_code)
+        return HTMLResponse(
+            f"<!doctype html><title>not found</title><p>{html.escape(str(exc.detail))}</p>"
+            '<p><a href="/">all runs</a></p>',
+            status_code=exc.status_code,
+        )
 
     routes = [
         Route("/", runs),
@@ -244,5 +274,8 @@ def create_app(store_path: Path) -> Starlette:
         Route("/assets/plotly.min.js", plotly_js),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=ALLOWED_HOSTS)],
-                     exception_handlers={HTTPException: not_found})  # type: ignore[dict-item]  # starlette types handlers as taking Exception
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=ALLOWED_HOSTS)],
+        exception_handlers={HTTPException: not_found},  # type: ignore[dict-item]  # starlette: handlers take Exception
+    )

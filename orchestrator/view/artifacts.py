@@ -46,7 +46,9 @@ def _is_text(data: bytes) -> bool:
     return True
 
 
-def artifact_view(db: sqlite3.Connection, run_id: str, trial_id: str, try_index: int, name: str) -> dict[str, Any] | None:
+def artifact_view(
+    db: sqlite3.Connection, run_id: str, trial_id: str, try_index: int, name: str
+) -> dict[str, Any] | None:
     """What the artifact page shows, or None if there is no such artifact."""
     info = reader.find(db, run_id, trial_id, try_index, name)
     if info is None:
@@ -59,9 +61,9 @@ def artifact_view(db: sqlite3.Connection, run_id: str, trial_id: str, try_index:
         if (traj := trajectory.parse(head)) is not None:
             return {**view, "kind": "trajectory", "trajectory": traj}
     if name == names.EXEC_LOG or name.endswith("/" + names.EXEC_LOG):
-        return {**view, "kind": "exec", "execs": execlog.parse(head[:trajectory.MAX_BYTES])}
+        return {**view, "kind": "exec", "execs": execlog.parse(head[: trajectory.MAX_BYTES])}
     if name == names.MODEL_CALLS:
-        return {**view, "kind": "calls", "calls": _calls(head[:trajectory.MAX_BYTES])}
+        return {**view, "kind": "calls", "calls": _calls(head[: trajectory.MAX_BYTES])}
     text = head[:TEXT_LIMIT]
     if _is_text(text):
         return {**view, "kind": "text", "text": text.decode("utf-8", "replace"), "cut": len(head) > TEXT_LIMIT}
@@ -78,6 +80,8 @@ def _calls(data: bytes) -> list[dict[str, Any]]:
         if isinstance(call, dict):
             call["request_json"] = json.dumps(call.get("request"), indent=1, ensure_ascii=False)[:TEXT_LIMIT]
             resp = call.get("response")
-            call["response_text"] = (resp if isinstance(resp, str) else json.dumps(resp, indent=1, ensure_ascii=False))[:TEXT_LIMIT]
+            call["response_text"] = (resp if isinstance(resp, str) else json.dumps(resp, indent=1, ensure_ascii=False))[
+                :TEXT_LIMIT
+            ]
             out.append(call)
     return out

@@ -33,18 +33,28 @@ def isolation_of(prov: dict[str, Any]) -> str:
 def runs_overview(store: Store) -> list[dict[str, Any]]:
     """Every run, newest first, with its trial counts and isolation."""
     planned = dict(store.db.execute("SELECT run_id, COUNT(*) FROM trials GROUP BY run_id").fetchall())
-    finished = dict(store.db.execute(
-        "SELECT run_id, COUNT(*) FROM executions WHERE final = 1 GROUP BY run_id").fetchall())
+    finished = dict(
+        store.db.execute("SELECT run_id, COUNT(*) FROM executions WHERE final = 1 GROUP BY run_id").fetchall()
+    )
     provs = {r[0]: json.loads(r[1]) for r in store.db.execute("SELECT run_id, json FROM provenance").fetchall()}
     out = []
     for r in reversed(store.runs()):
-        out.append({
-            "run_id": r.run_id, "name": r.name, "status": r.status, "backend": r.backend,
-            "enforcement": r.enforcement, "isolation": isolation_of(provs.get(r.run_id, {})),
-            "created_at": r.created_at, "finished_at": r.finished_at,
-            "planned": int(planned.get(r.run_id, 0)), "finished": int(finished.get(r.run_id, 0)),
-            "model": (r.spec.get("model") or {}).get("name"), "agent": (r.spec.get("agent") or {}).get("kind"),
-        })
+        out.append(
+            {
+                "run_id": r.run_id,
+                "name": r.name,
+                "status": r.status,
+                "backend": r.backend,
+                "enforcement": r.enforcement,
+                "isolation": isolation_of(provs.get(r.run_id, {})),
+                "created_at": r.created_at,
+                "finished_at": r.finished_at,
+                "planned": int(planned.get(r.run_id, 0)),
+                "finished": int(finished.get(r.run_id, 0)),
+                "model": (r.spec.get("model") or {}).get("name"),
+                "agent": (r.spec.get("agent") or {}).get("kind"),
+            }
+        )
     return out
 
 
@@ -66,12 +76,25 @@ def cell_trials(store: Store, run_id: str, task_id: str, label: str) -> list[dic
     ).fetchall()
     trials: dict[str, dict[str, Any]] = {}
     for r in rows:
-        t = trials.setdefault(r["trial_id"], {"trial_id": r["trial_id"], "attempt": r["attempt"], "seed": r["seed"],
-                                              "tries": [], "final": None})
+        t = trials.setdefault(
+            r["trial_id"],
+            {"trial_id": r["trial_id"], "attempt": r["attempt"], "seed": r["seed"], "tries": [], "final": None},
+        )
         if r["try"] is None:
             continue
-        one = {k: r[k] for k in ("try", "status", "outcome", "reason", "duration_s", "peak_memory_bytes",
-                                 "limit_memory_bytes", "agent_exit_code")}
+        one = {
+            k: r[k]
+            for k in (
+                "try",
+                "status",
+                "outcome",
+                "reason",
+                "duration_s",
+                "peak_memory_bytes",
+                "limit_memory_bytes",
+                "agent_exit_code",
+            )
+        }
         one["agent_not_found"] = bool(r["agent_not_found"])  # the agent could not start (exit 126/127)
         t["tries"].append(one)
         if r["final"]:
@@ -86,8 +109,9 @@ def trial_detail(store: Store, run_id: str, trial_id: str) -> dict[str, Any] | N
         return None
     evidence = {e.pop("try"): e for e in store.evidence(run_id, trial_id)}  # the JSON exactly as recorded
     tries = []
-    for r in store.db.execute("SELECT * FROM executions WHERE run_id = ? AND trial_id = ? ORDER BY try",
-                              (run_id, trial_id)).fetchall():
+    for r in store.db.execute(
+        "SELECT * FROM executions WHERE run_id = ? AND trial_id = ? ORDER BY try", (run_id, trial_id)
+    ).fetchall():
         row = dict(r)
         row["outcome"], row["reason"] = current_outcome(row["outcome"], row["reason"])
         ev = evidence.get(row["try"])
@@ -96,8 +120,14 @@ def trial_detail(store: Store, run_id: str, trial_id: str) -> dict[str, Any] | N
             s = (ev or {}).get(name)
             if s:
                 steps.append({"name": s.get("name") or name, **s})
-        tries.append({**row, "evidence": ev, "evidence_json": json.dumps(ev, indent=2, sort_keys=True) if ev else None,
-                      "steps": steps})
+        tries.append(
+            {
+                **row,
+                "evidence": ev,
+                "evidence_json": json.dumps(ev, indent=2, sort_keys=True) if ev else None,
+                "steps": steps,
+            }
+        )
     return {"plan": dict(plan), "tries": tries}
 
 
@@ -111,7 +141,9 @@ class DocumentCache:
     with every result, so a cached page is never stale.
     """
 
-    entries: dict[tuple[str, str | None, str | None], tuple[tuple[Any, ...], ReportDocument]] = field(default_factory=dict)
+    entries: dict[tuple[str, str | None, str | None], tuple[tuple[Any, ...], ReportDocument]] = field(
+        default_factory=dict
+    )
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @staticmethod

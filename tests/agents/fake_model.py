@@ -47,8 +47,14 @@ def _chars(messages: Any) -> int:
 
 
 class FakeModel:
-    def __init__(self, script: list[Reply], *, openai_key: str | None = None, anthropic_key: str | None = None,
-                 model: str = "fake-model-1") -> None:
+    def __init__(
+        self,
+        script: list[Reply],
+        *,
+        openai_key: str | None = None,
+        anthropic_key: str | None = None,
+        model: str = "fake-model-1",
+    ) -> None:
         self.script = script
         self.openai_key, self.anthropic_key, self.model = openai_key, anthropic_key, model
         self.seen: list[Seen] = []
@@ -62,10 +68,14 @@ class FakeModel:
         sock.bind(("127.0.0.1", 0))
         sock.listen(64)
         self.port = sock.getsockname()[1]
-        app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"]),
-                                Route("/v1/responses", self._responses, methods=["POST"]),
-                                Route("/v1/messages", self._messages, methods=["POST"]),
-                                Route("/v1/models", self._models, methods=["GET"])])
+        app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/responses", self._responses, methods=["POST"]),
+                Route("/v1/messages", self._messages, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()
@@ -92,8 +102,10 @@ class FakeModel:
             auth = request.headers.get("authorization", "")
             given, want = auth.removeprefix("Bearer ") if auth else None, self.openai_key
         if want is not None and given != want:
-            return body, JSONResponse({"error": {"message": f"Incorrect API key provided: {given}",
-                                                 "type": "invalid_request_error"}}, status_code=401)
+            return body, JSONResponse(
+                {"error": {"message": f"Incorrect API key provided: {given}", "type": "invalid_request_error"}},
+                status_code=401,
+            )
         return body, None
 
     def _reply(self, messages: list[Any]) -> Reply:
@@ -110,6 +122,7 @@ class FakeModel:
             for name, data in events:
                 head = f"event: {name}\n" if name else ""
                 yield (head + "data: " + (data if isinstance(data, str) else json.dumps(data)) + "\n\n").encode()
+
         return StreamingResponse(gen(), media_type="text/event-stream")
 
     # -- OpenAI chat completions -------------------------------------------------------
@@ -121,26 +134,55 @@ class FakeModel:
         if reply.error:
             return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, reply.error)
         tin, tout = self._usage(body.get("messages"), reply)
-        calls = [{"id": f"call_{i}", "type": "function",
-                  "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
-                 for i, c in enumerate(reply.tool_calls)]
-        usage = {"prompt_tokens": tin, "completion_tokens": tout, "total_tokens": tin + tout,
-                 "prompt_tokens_details": {"cached_tokens": reply.cached}}
+        calls = [
+            {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+            }
+            for i, c in enumerate(reply.tool_calls)
+        ]
+        usage = {
+            "prompt_tokens": tin,
+            "completion_tokens": tout,
+            "total_tokens": tin + tout,
+            "prompt_tokens_details": {"cached_tokens": reply.cached},
+        }
         message = {"role": "assistant", "content": reply.text or None, **({"tool_calls": calls} if calls else {})}
         if not body.get("stream"):
-            return JSONResponse({"id": "chatcmpl-1", "object": "chat.completion", "model": self.model,
-                                 "choices": [{"index": 0, "message": message,
-                                              "finish_reason": "tool_calls" if calls else "stop"}], "usage": usage})
+            return JSONResponse(
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "model": self.model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+                    "usage": usage,
+                }
+            )
         chunk = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": self.model}
         events: list[tuple[str | None, Any]] = [
-            (None, {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})]
+            (None, {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        ]
         for word in reply.text.split(" "):
             events.append((None, {**chunk, "choices": [{"index": 0, "delta": {"content": word + " "}}]}))
         if calls:
-            events.append((None, {**chunk, "choices": [{"index": 0, "delta": {"tool_calls": [
-                {**c, "index": i} for i, c in enumerate(calls)]}}]}))
-        events.append((None, {**chunk, "choices": [{"index": 0, "delta": {},
-                                                     "finish_reason": "tool_calls" if calls else "stop"}]}))
+            events.append(
+                (
+                    None,
+                    {
+                        **chunk,
+                        "choices": [
+                            {"index": 0, "delta": {"tool_calls": [{**c, "index": i} for i, c in enumerate(calls)]}}
+                        ],
+                    },
+                )
+            )
+        events.append(
+            (
+                None,
+                {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if calls else "stop"}]},
+            )
+        )
         if (body.get("stream_options") or {}).get("include_usage"):
             events.append((None, {**chunk, "choices": [], "usage": usage}))
         events.append((None, "[DONE]"))
@@ -151,22 +193,42 @@ class FakeModel:
         body, refused = await self._take(request, "openai")
         if refused:
             return refused
-        items = body.get("input") if isinstance(body.get("input"), list) else [{"role": "user", "content": body.get("input")}]
+        items = (
+            body.get("input")
+            if isinstance(body.get("input"), list)
+            else [{"role": "user", "content": body.get("input")}]
+        )
         reply = self._reply(items)
         if reply.error:
             return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, reply.error)
         tin, tout = self._usage(items, reply)
-        response = {"id": "resp_1", "object": "response", "model": self.model, "status": "completed",
-                    "output": [{"type": "message", "role": "assistant",
-                                "content": [{"type": "output_text", "text": reply.text}]}],
-                    "usage": {"input_tokens": tin, "output_tokens": tout, "total_tokens": tin + tout,
-                              "input_tokens_details": {"cached_tokens": reply.cached}}}
+        response = {
+            "id": "resp_1",
+            "object": "response",
+            "model": self.model,
+            "status": "completed",
+            "output": [
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": reply.text}]}
+            ],
+            "usage": {
+                "input_tokens": tin,
+                "output_tokens": tout,
+                "total_tokens": tin + tout,
+                "input_tokens_details": {"cached_tokens": reply.cached},
+            },
+        }
         if not body.get("stream"):
             return JSONResponse(response)
-        return self._sse([("response.created", {"type": "response.created", "response": {**response, "usage": None,
-                                                                                         "status": "in_progress"}}),
-                          ("response.output_text.delta", {"type": "response.output_text.delta", "delta": reply.text}),
-                          ("response.completed", {"type": "response.completed", "response": response})])
+        return self._sse(
+            [
+                (
+                    "response.created",
+                    {"type": "response.created", "response": {**response, "usage": None, "status": "in_progress"}},
+                ),
+                ("response.output_text.delta", {"type": "response.output_text.delta", "delta": reply.text}),
+                ("response.completed", {"type": "response.completed", "response": response}),
+            ]
+        )
 
     # -- Anthropic messages ------------------------------------------------------------
     async def _messages(self, request: Request) -> Response:
@@ -175,26 +237,54 @@ class FakeModel:
             return refused
         reply = self._reply(body.get("messages", []))
         if reply.error:
-            return JSONResponse({"type": "error", "error": {"type": "overloaded_error", "message": "scripted"}},
-                                reply.error)
+            return JSONResponse(
+                {"type": "error", "error": {"type": "overloaded_error", "message": "scripted"}}, reply.error
+            )
         tin, tout = self._usage(body.get("messages"), reply)
         content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
-        content += [{"type": "tool_use", "id": f"toolu_{i}", "name": c["name"], "input": c["arguments"]}
-                    for i, c in enumerate(reply.tool_calls)]
-        usage = {"input_tokens": tin - reply.cached, "output_tokens": tout, "cache_read_input_tokens": reply.cached,
-                 "cache_creation_input_tokens": 0}
-        message = {"id": "msg_1", "type": "message", "role": "assistant", "model": self.model, "content": content,
-                   "stop_reason": "tool_use" if reply.tool_calls else "end_turn", "usage": usage}
+        content += [
+            {"type": "tool_use", "id": f"toolu_{i}", "name": c["name"], "input": c["arguments"]}
+            for i, c in enumerate(reply.tool_calls)
+        ]
+        usage = {
+            "input_tokens": tin - reply.cached,
+            "output_tokens": tout,
+            "cache_read_input_tokens": reply.cached,
+            "cache_creation_input_tokens": 0,
+        }
+        message = {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": content,
+            "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+            "usage": usage,
+        }
         if not body.get("stream"):
             return JSONResponse(message)
         events: list[tuple[str | None, Any]] = [
-            ("message_start", {"type": "message_start", "message": {**message, "content": [],
-                                                                    "usage": {**usage, "output_tokens": 1}}})]
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {**message, "content": [], "usage": {**usage, "output_tokens": 1}},
+                },
+            )
+        ]
         for i, block in enumerate(content):
             events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": block}))
             events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-        events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": message["stop_reason"]},
-                                          "usage": {"output_tokens": tout}}))
+        events.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": message["stop_reason"]},
+                    "usage": {"output_tokens": tout},
+                },
+            )
+        )
         events.append(("message_stop", {"type": "message_stop"}))
         return self._sse(events)
 

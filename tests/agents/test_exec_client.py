@@ -19,15 +19,29 @@ from orchestrator.artifacts import execlog
 class HostTarget:
     """Commands as host processes: the channel's other end, so this test is about the client file alone."""
 
-    def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-            stdin: bytes | None = None, timeout_s: float | None = None, user: str | None = None) -> ExecResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
         try:
-            p = subprocess.run(list(argv), cwd=cwd, env=dict(env or {}), input=stdin or b"", capture_output=True,
-                               timeout=timeout_s)
+            p = subprocess.run(
+                list(argv), cwd=cwd, env=dict(env or {}), input=stdin or b"", capture_output=True, timeout=timeout_s
+            )
         except subprocess.TimeoutExpired:
             return ExecResult(exit_code=None, timed_out=True)
-        return ExecResult(exit_code=p.returncode, stdout=p.stdout, stderr=p.stderr, stdout_bytes=len(p.stdout),
-                          stderr_bytes=len(p.stderr))
+        return ExecResult(
+            exit_code=p.returncode,
+            stdout=p.stdout,
+            stderr=p.stderr,
+            stdout_bytes=len(p.stdout),
+            stderr_bytes=len(p.stderr),
+        )
 
 
 AGENT = r"""
@@ -54,9 +68,13 @@ def test_a_copy_of_the_client_file_runs_with_the_standard_library_alone(tmp_path
     shutil.copy(client_module.__file__, lib / "headroom_exec.py")
     with ExecServer(HostTarget(), base_env={"PATH": "/usr/bin:/bin"}) as srv:
         # -I: no user site, no PYTHON* variables, no script dir; -S: no site-packages at all (no headroom)
-        res = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(lib)!r})\n"
-                              + AGENT], env={"HEADROOM_EXEC_SOCKET": srv.socket_path}, capture_output=True, text=True,
-                             timeout=60)
+        res = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", f"import sys; sys.path.insert(0, {str(lib)!r})\n" + AGENT],
+            env={"HEADROOM_EXEC_SOCKET": srv.socket_path},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         log = srv.log_bytes()
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)

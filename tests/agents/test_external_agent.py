@@ -44,16 +44,34 @@ json.dump({"lo": lo, "hi": hi, "count": sum(seg)}, open("primes.json", "w"))
 print("wrote primes.json")
 PY"""
 # A command that must fail in the environment: the task's environment has no network.
-NET_PROBE = ("python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), timeout=3)' "
-             "&& echo ONLINE || echo OFFLINE")
+NET_PROBE = (
+    "python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), timeout=3)' && echo ONLINE || echo OFFLINE"
+)
 
 
 def sweep(tmp_path: Path, experiment: dict, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     spec = tmp_path / "exp.yaml"
     spec.write_text(yaml.safe_dump(experiment))
-    return subprocess.run([sys.executable, "-m", "orchestrator", "sweep", "--experiment", str(spec), "--store",
-                           str(tmp_path / "h.db"), "--format", "none", "--no-canary"],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}, cwd=REPO)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            "--experiment",
+            str(spec),
+            "--store",
+            str(tmp_path / "h.db"),
+            "--format",
+            "none",
+            "--no-canary",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+    )
 
 
 def artifacts(db: sqlite3.Connection, trial_id: str) -> dict[str, bytes]:
@@ -61,20 +79,34 @@ def artifacts(db: sqlite3.Connection, trial_id: str) -> dict[str, bytes]:
     return {a.name: reader.read(db, a.sha256) for a in reader.list_artifacts(db, run_id, trial_id, 0) if a.sha256}
 
 
-def solve_with_the_reference_agent(tmp_path: Path, extra: dict | None = None, env: dict[str, str] | None = None) -> None:
+def solve_with_the_reference_agent(
+    tmp_path: Path, extra: dict | None = None, env: dict[str, str] | None = None
+) -> None:
     """A sweep of the bundled prime-count task by the reference agent against the scripted model, checked
     end to end (shared by the Docker backend's test)."""
-    script = [Reply("checking the environment", tool_calls=[{"name": "bash", "arguments": {"cmd": NET_PROBE}}]),
-              Reply("counting", tool_calls=[{"name": "bash", "arguments": {"cmd": SIEVE}}]),
-              Reply("primes.json is written")]
+    script = [
+        Reply("checking the environment", tool_calls=[{"name": "bash", "arguments": {"cmd": NET_PROBE}}]),
+        Reply("counting", tool_calls=[{"name": "bash", "arguments": {"cmd": SIEVE}}]),
+        Reply("primes.json is written"),
+    ]
     with FakeModel(script, openai_key=UPSTREAM_KEY) as fake:
-        res = sweep(tmp_path, {
-            "tasks_dir": str(TASKS), "tasks": ["prime-count"], "configurations": ["3"], "attempts": 2,
-            "concurrency": 1, "agent": {"kind": "external", "command": f"python3 {REFERENCE} --model fake-model-1"},
-            "gateway": {"openai": {"base_url": f"{fake.url}/v1", "api_key_env": "UP_OPENAI"},
-                        "prices": {"fake-model-1": {"input": 3.0, "output": 15.0}}},
-            **(extra or {}),
-        }, env={"UP_OPENAI": UPSTREAM_KEY, **(env or {})})
+        res = sweep(
+            tmp_path,
+            {
+                "tasks_dir": str(TASKS),
+                "tasks": ["prime-count"],
+                "configurations": ["3"],
+                "attempts": 2,
+                "concurrency": 1,
+                "agent": {"kind": "external", "command": f"python3 {REFERENCE} --model fake-model-1"},
+                "gateway": {
+                    "openai": {"base_url": f"{fake.url}/v1", "api_key_env": "UP_OPENAI"},
+                    "prices": {"fake-model-1": {"input": 3.0, "output": 15.0}},
+                },
+                **(extra or {}),
+            },
+            env={"UP_OPENAI": UPSTREAM_KEY, **(env or {})},
+        )
         assert res.returncode == 0, res.stderr
         assert len(fake.seen) == 6  # 3 calls per try, all through the gateway with the upstream's key
     db = sqlite3.connect(tmp_path / "h.db")
@@ -120,11 +152,20 @@ $HEADROOM_EXEC -- touch out
 
 
 @pytest.mark.cgroup
-def test_the_exec_channel_runs_in_the_trials_sandbox_and_cgroup_with_the_options_given(tmp_path: Path,
-                                                                                        tasks_root: Path) -> None:
+def test_the_exec_channel_runs_in_the_trials_sandbox_and_cgroup_with_the_options_given(
+    tmp_path: Path, tasks_root: Path
+) -> None:
     write_task(tasks_root, "ok", solve="true\n")
-    res = sweep(tmp_path, {"tasks_dir": str(tasks_root), "tasks": ["ok"], "configurations": ["1"], "attempts": 1,
-                           "agent": {"kind": "external", "command": AGENT.replace("PY -c", f"{sys.executable} -c")}})
+    res = sweep(
+        tmp_path,
+        {
+            "tasks_dir": str(tasks_root),
+            "tasks": ["ok"],
+            "configurations": ["1"],
+            "attempts": 1,
+            "agent": {"kind": "external", "command": AGENT.replace("PY -c", f"{sys.executable} -c")},
+        },
+    )
     assert res.returncode == 0, res.stderr
     db = sqlite3.connect(tmp_path / "h.db")
     (trial_id,) = db.execute("SELECT trial_id FROM executions").fetchone()

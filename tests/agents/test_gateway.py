@@ -28,16 +28,23 @@ PRICES = {"fake-model-*": {"input": 2.0, "output": 10.0, "cached_input": 0.5}}
 
 @pytest.fixture
 def fake() -> Iterator[FakeModel]:
-    script = [Reply("let me look", tool_calls=[{"name": "bash", "arguments": {"cmd": "ls /app"}}], cached=8),
-              Reply("done: the answer is 42")]
+    script = [
+        Reply("let me look", tool_calls=[{"name": "bash", "arguments": {"cmd": "ls /app"}}], cached=8),
+        Reply("done: the answer is 42"),
+    ]
     with FakeModel(script, openai_key=OPENAI_KEY, anthropic_key=ANTHROPIC_KEY) as f:
         yield f
 
 
 def spec_for(url: str, **extra: object) -> GatewaySpec:
-    return GatewaySpec.model_validate({
-        "openai": {"base_url": f"{url}/v1", "api_key_env": "UP_OPENAI"},
-        "anthropic": {"base_url": url, "api_key_env": "UP_ANTHROPIC"}, "prices": PRICES, **extra})
+    return GatewaySpec.model_validate(
+        {
+            "openai": {"base_url": f"{url}/v1", "api_key_env": "UP_OPENAI"},
+            "anthropic": {"base_url": url, "api_key_env": "UP_ANTHROPIC"},
+            "prices": PRICES,
+            **extra,
+        }
+    )
 
 
 @pytest.fixture
@@ -54,20 +61,32 @@ def gateway(fake: FakeModel, store_path: Path) -> Iterator[Gateway]:
 
 
 def chat(env: dict[str, str], **body: object) -> httpx.Response:
-    return httpx.post(f"{env['OPENAI_BASE_URL']}/chat/completions", headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}"},
-                      json={"model": "fake-model-1", "messages": [{"role": "user", "content": "solve the task"}], **body},
-                      timeout=30)
+    return httpx.post(
+        f"{env['OPENAI_BASE_URL']}/chat/completions",
+        headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}"},
+        json={"model": "fake-model-1", "messages": [{"role": "user", "content": "solve the task"}], **body},
+        timeout=30,
+    )
 
 
 def messages(env: dict[str, str], **body: object) -> httpx.Response:
-    return httpx.post(f"{env['ANTHROPIC_BASE_URL']}/v1/messages", headers={"x-api-key": env["ANTHROPIC_API_KEY"],
-                                                                          "anthropic-version": "2023-06-01"},
-                      json={"model": "fake-model-1", "max_tokens": 100,
-                            "messages": [{"role": "user", "content": "solve the task"}], **body}, timeout=30)
+    return httpx.post(
+        f"{env['ANTHROPIC_BASE_URL']}/v1/messages",
+        headers={"x-api-key": env["ANTHROPIC_API_KEY"], "anthropic-version": "2023-06-01"},
+        json={
+            "model": "fake-model-1",
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": "solve the task"}],
+            **body,
+        },
+        timeout=30,
+    )
 
 
 def sse_data(resp: httpx.Response) -> list[object]:
-    return [json.loads(line[6:]) for line in resp.text.splitlines() if line.startswith("data: ") and line != "data: [DONE]"]
+    return [
+        json.loads(line[6:]) for line in resp.text.splitlines() if line.startswith("data: ") and line != "data: [DONE]"
+    ]
 
 
 def calls(store_path: Path) -> list[dict[str, object]]:
@@ -87,11 +106,15 @@ def test_env_points_the_sdks_at_the_gateway_with_a_per_try_key(gateway: Gateway)
     assert gateway.base_url.startswith("http://127.0.0.1:")
 
 
-def test_plain_and_streamed_calls_are_measured_from_the_upstreams_usage(gateway: Gateway, fake: FakeModel,
-                                                                        store_path: Path) -> None:
+def test_plain_and_streamed_calls_are_measured_from_the_upstreams_usage(
+    gateway: Gateway, fake: FakeModel, store_path: Path
+) -> None:
     env = gateway.env_for(A)
     plain = chat(env)
-    assert plain.status_code == 200 and plain.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "bash"
+    assert (
+        plain.status_code == 200
+        and plain.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "bash"
+    )
     streamed = chat(env, stream=True)  # no stream_options: the gateway asks for the usage chunk
     assert streamed.headers["content-type"].startswith("text/event-stream")
     chunks = sse_data(streamed)
@@ -99,14 +122,22 @@ def test_plain_and_streamed_calls_are_measured_from_the_upstreams_usage(gateway:
     assert fake.seen[-1].body["stream_options"] == {"include_usage": True}
     anth = messages(env, stream=True)
     assert [e["type"] for e in sse_data(anth)][0] == "message_start"
-    resp = httpx.post(f"{env['OPENAI_BASE_URL']}/responses", headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}"},
-                      json={"model": "fake-model-1", "input": "solve the task", "stream": True}, timeout=30)
+    resp = httpx.post(
+        f"{env['OPENAI_BASE_URL']}/responses",
+        headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}"},
+        json={"model": "fake-model-1", "input": "solve the task", "stream": True},
+        timeout=30,
+    )
     assert resp.status_code == 200
 
     end = gateway.end_try(A)
     rows = calls(store_path)
     assert [(r["api"], r["streamed"], r["status"]) for r in rows] == [
-        ("openai-chat", 0, 200), ("openai-chat", 1, 200), ("anthropic-messages", 1, 200), ("openai-responses", 1, 200)]
+        ("openai-chat", 0, 200),
+        ("openai-chat", 1, 200),
+        ("anthropic-messages", 1, 200),
+        ("openai-responses", 1, 200),
+    ]
     usage = plain.json()["usage"]
     assert rows[0]["tokens_in"] == rows[1]["tokens_in"] == usage["prompt_tokens"]
     assert rows[0]["tokens_out"] == rows[1]["tokens_out"] == usage["completion_tokens"]
@@ -173,8 +204,9 @@ def test_a_model_without_a_price_has_tokens_and_no_cost(fake: FakeModel, store_p
     assert end.usage.tokens_in > 0 and end.usage.cost_usd is None and end.usage.unpriced_models == ["fake-model-1"]
 
 
-def test_the_upstream_key_never_leaks(fake: FakeModel, store_path: Path, caplog: pytest.LogCaptureFixture,
-                                      capfd: pytest.CaptureFixture[str]) -> None:
+def test_the_upstream_key_never_leaks(
+    fake: FakeModel, store_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
     caplog.set_level(logging.DEBUG)
     with Gateway(spec_for(fake.url), store_path, environ=ENV) as gw:
         env = gw.env_for(A)

@@ -55,21 +55,45 @@ def test_a_sweep_through_the_gateway_is_measured_and_recorded(tmp_path: Path) ->
     toml = task / "task.toml"
     toml.write_text(toml.read_text().replace("[environment]\n", "[environment]\nallow_internet = true\n", 1))
     store = tmp_path / "h.db"
-    script = [Reply("looking", tool_calls=[{"name": "bash", "arguments": {"cmd": "echo hello"}}]),
-              Reply("the answer is 42")]
+    script = [
+        Reply("looking", tool_calls=[{"name": "bash", "arguments": {"cmd": "echo hello"}}]),
+        Reply("the answer is 42"),
+    ]
     with FakeModel(script, openai_key=UPSTREAM_KEY) as fake:
         experiment = {
-            "tasks_dir": str(root), "configurations": ["1"], "attempts": 2, "concurrency": 1,
-            "allow_internet": True, "agent": {"command": AGENT},
-            "gateway": {"openai": {"base_url": f"{fake.url}/v1", "api_key_env": "UP_OPENAI"},
-                        "prices": {"fake-model-1": {"input": 3.0, "output": 15.0}}},
+            "tasks_dir": str(root),
+            "configurations": ["1"],
+            "attempts": 2,
+            "concurrency": 1,
+            "allow_internet": True,
+            "agent": {"command": AGENT},
+            "gateway": {
+                "openai": {"base_url": f"{fake.url}/v1", "api_key_env": "UP_OPENAI"},
+                "prices": {"fake-model-1": {"input": 3.0, "output": 15.0}},
+            },
         }
         spec = tmp_path / "exp.yaml"
         spec.write_text(yaml.safe_dump(experiment))
         env = {**os.environ, "UP_OPENAI": UPSTREAM_KEY}
-        res = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", "--experiment", str(spec), "--store",
-                              str(store), "--format", "markdown", "--no-canary"],
-                             capture_output=True, text=True, timeout=300, env=env)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "sweep",
+                "--experiment",
+                str(spec),
+                "--store",
+                str(store),
+                "--format",
+                "markdown",
+                "--no-canary",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
         assert res.returncode == 0, res.stderr
         assert all(s.headers["authorization"] == f"Bearer {UPSTREAM_KEY}" for s in fake.seen) and len(fake.seen) == 4
 
@@ -104,26 +128,51 @@ def test_a_sweep_through_the_gateway_is_measured_and_recorded(tmp_path: Path) ->
     assert UPSTREAM_KEY not in res.stdout + res.stderr
 
 
-@pytest.mark.parametrize("extra, why", [
-    # a local sandbox without the network has a loopback of its own: every call would be ECONNREFUSED
-    ({}, "which a command agent reaches only with the network: set agent.network: true"),
-    ({"allow_internet": True, "agent": {"command": AGENT, "network": False}}, "reaches only with the network"),
-    # a container's or a pod's loopback is not the host's, whatever the network
-    ({"allow_internet": True, "backend": "docker"}, "which a command agent inside a Docker container cannot reach"),
-    ({"allow_internet": True, "backend": "kubernetes"}, "which a command agent inside a pod cannot reach"),
-])
-def test_a_command_agent_that_cannot_reach_the_gateway_is_refused_before_the_sweep(tmp_path: Path, extra: dict,
-                                                                                   why: str) -> None:
+@pytest.mark.parametrize(
+    "extra, why",
+    [
+        # a local sandbox without the network has a loopback of its own: every call would be ECONNREFUSED
+        ({}, "which a command agent reaches only with the network: set agent.network: true"),
+        ({"allow_internet": True, "agent": {"command": AGENT, "network": False}}, "reaches only with the network"),
+        # a container's or a pod's loopback is not the host's, whatever the network
+        ({"allow_internet": True, "backend": "docker"}, "which a command agent inside a Docker container cannot reach"),
+        ({"allow_internet": True, "backend": "kubernetes"}, "which a command agent inside a pod cannot reach"),
+    ],
+)
+def test_a_command_agent_that_cannot_reach_the_gateway_is_refused_before_the_sweep(
+    tmp_path: Path, extra: dict, why: str
+) -> None:
     write_task(tmp_path / "tasks", "answer", solve="true\n")
-    experiment = {"tasks_dir": str(tmp_path / "tasks"), "configurations": ["1"], "attempts": 1,
-                  "agent": {"command": AGENT},
-                  "gateway": {"openai": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "UP_OPENAI"}}, **extra}
+    experiment = {
+        "tasks_dir": str(tmp_path / "tasks"),
+        "configurations": ["1"],
+        "attempts": 1,
+        "agent": {"command": AGENT},
+        "gateway": {"openai": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "UP_OPENAI"}},
+        **extra,
+    }
     spec = tmp_path / "exp.yaml"
     spec.write_text(yaml.safe_dump(experiment))
     store = tmp_path / "h.db"
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", "--experiment", str(spec), "--store",
-                          str(store), "--format", "none", "--no-canary"], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "UP_OPENAI": UPSTREAM_KEY})
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            "--experiment",
+            str(spec),
+            "--store",
+            str(store),
+            "--format",
+            "none",
+            "--no-canary",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "UP_OPENAI": UPSTREAM_KEY},
+    )
     assert res.returncode == 2, res.stderr
     last = res.stderr.strip().splitlines()[-1]
     assert last.startswith("error: gateway: the model gateway listens on this host's loopback") and why in last, last
@@ -137,10 +186,15 @@ def test_a_gateway_is_refused_only_for_agents_that_cannot_reach_it() -> None:
 
     gw = {"openai": {"base_url": "http://127.0.0.1:9/v1"}}
     ok = [{"agent": {"kind": "external", "command": "a"}, "backend": b} for b in ("local", "docker", "kubernetes")]
-    ok += [{"agent": {"command": "a", "network": True}}, {"agent": {"command": "a"}, "allow_internet": True},
-           {"agent": {"kind": "oracle"}, "backend": "docker"}]
+    ok += [
+        {"agent": {"command": "a", "network": True}},
+        {"agent": {"command": "a"}, "allow_internet": True},
+        {"agent": {"kind": "oracle"}, "backend": "docker"},
+    ]
     for fields in ok:
         assert gateway_problem(Experiment.model_validate({"tasks_dir": ".", "gateway": gw, **fields})) is None, fields
     # without a gateway nothing is refused for it
-    assert gateway_problem(Experiment.model_validate({"tasks_dir": ".", "agent": {"command": "a"},
-                                                      "backend": "docker"})) is None
+    assert (
+        gateway_problem(Experiment.model_validate({"tasks_dir": ".", "agent": {"command": "a"}, "backend": "docker"}))
+        is None
+    )

@@ -18,11 +18,27 @@ from tests.taskfactory import write_task
 def _sweep(tmp_path: Path, agent: dict) -> sqlite3.Connection:
     write_task(tmp_path / "tasks", "t", solve="true\n")
     spec = tmp_path / "exp.yaml"
-    spec.write_text(yaml.safe_dump({"tasks_dir": str(tmp_path / "tasks"), "configurations": ["3"], "attempts": 1,
-                                    "agent": agent}))
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", "--experiment", str(spec), "--store",
-                          str(tmp_path / "h.db"), "--format", "none", "--no-canary"],
-                         capture_output=True, text=True, timeout=300)
+    spec.write_text(
+        yaml.safe_dump({"tasks_dir": str(tmp_path / "tasks"), "configurations": ["3"], "attempts": 1, "agent": agent})
+    )
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            "--experiment",
+            str(spec),
+            "--store",
+            str(tmp_path / "h.db"),
+            "--format",
+            "none",
+            "--no-canary",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     return sqlite3.connect(tmp_path / "h.db")
 
@@ -30,13 +46,26 @@ def _sweep(tmp_path: Path, agent: dict) -> sqlite3.Connection:
 def test_an_installed_agent_is_mounted_read_only_and_its_install_runs_first(tmp_path: Path) -> None:
     agent_dir = tmp_path / "my-agent"
     agent_dir.mkdir()
-    (agent_dir / "run.sh").write_text('cat "$HOME/installed"; touch "$HEADROOM_WORKDIR/out"\n'
-                                      'touch /agent/mine 2>/dev/null && echo WRITABLE || echo READ-ONLY\n')
-    db = _sweep(tmp_path, {"kind": "command", "command": 'bash "$HEADROOM_AGENT_DIR/run.sh"', "path": str(agent_dir),
-                           "install": {"command": 'echo "installed from $HEADROOM_AGENT_DIR" > "$HOME/installed"; '
-                                                  'echo setting up', "timeout_s": 30, "network": False}})
-    outcome, ev = db.execute("SELECT e.outcome, v.json FROM executions e JOIN evidence v USING (run_id, trial_id)"
-                             ).fetchone()
+    (agent_dir / "run.sh").write_text(
+        'cat "$HOME/installed"; touch "$HEADROOM_WORKDIR/out"\n'
+        "touch /agent/mine 2>/dev/null && echo WRITABLE || echo READ-ONLY\n"
+    )
+    db = _sweep(
+        tmp_path,
+        {
+            "kind": "command",
+            "command": 'bash "$HEADROOM_AGENT_DIR/run.sh"',
+            "path": str(agent_dir),
+            "install": {
+                "command": 'echo "installed from $HEADROOM_AGENT_DIR" > "$HOME/installed"; echo setting up',
+                "timeout_s": 30,
+                "network": False,
+            },
+        },
+    )
+    outcome, ev = db.execute(
+        "SELECT e.outcome, v.json FROM executions e JOIN evidence v USING (run_id, trial_id)"
+    ).fetchone()
     assert outcome == "passed"
     setup = json.loads(ev)["extra"]["agent_setup"]
     assert setup["exit_code"] == 0 and not setup["timed_out"]
@@ -48,10 +77,17 @@ def test_an_installed_agent_is_mounted_read_only_and_its_install_runs_first(tmp_
 
 
 def test_an_install_that_fails_is_an_infra_error_and_the_agent_never_runs(tmp_path: Path) -> None:
-    db = _sweep(tmp_path, {"kind": "command", "command": 'touch "$HEADROOM_WORKDIR/out"',
-                           "install": {"command": "echo 'registry unreachable' >&2; exit 4", "timeout_s": 30}})
-    outcome, reason, ev = db.execute("SELECT e.outcome, e.reason, v.json FROM executions e JOIN evidence v "
-                                     "USING (run_id, trial_id)").fetchone()
+    db = _sweep(
+        tmp_path,
+        {
+            "kind": "command",
+            "command": 'touch "$HEADROOM_WORKDIR/out"',
+            "install": {"command": "echo 'registry unreachable' >&2; exit 4", "timeout_s": 30},
+        },
+    )
+    outcome, reason, ev = db.execute(
+        "SELECT e.outcome, e.reason, v.json FROM executions e JOIN evidence v USING (run_id, trial_id)"
+    ).fetchone()
     assert (outcome, reason) == ("infra_error", "agent_setup_failed")
     facts = json.loads(ev)
     assert not (facts.get("agent") or {}).get("duration_s") and facts.get("verifier") is None  # never ran
@@ -60,8 +96,9 @@ def test_an_install_that_fails_is_an_infra_error_and_the_agent_never_runs(tmp_pa
 
 def test_an_install_that_overruns_its_own_timeout_is_an_infra_error(tmp_path: Path) -> None:
     db = _sweep(tmp_path, {"kind": "command", "command": "true", "install": {"command": "sleep 30", "timeout_s": 1}})
-    reason, ev = db.execute("SELECT e.reason, v.json FROM executions e JOIN evidence v USING (run_id, trial_id)"
-                            ).fetchone()
+    reason, ev = db.execute(
+        "SELECT e.reason, v.json FROM executions e JOIN evidence v USING (run_id, trial_id)"
+    ).fetchone()
     assert reason == "agent_setup_failed" and json.loads(ev)["extra"]["agent_setup"]["timed_out"] is True
 
 

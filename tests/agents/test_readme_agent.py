@@ -29,7 +29,7 @@ KEY = "sk-readme-0123456789abcdef"
 def agent_section() -> str:
     text = (REPO / "README.md").read_text()
     start = text.index("To sweep your own agent")
-    return text[start:text.index("\n## ", start)]
+    return text[start : text.index("\n## ", start)]
 
 
 def blocks(lang: str) -> list[str]:
@@ -65,8 +65,9 @@ def run_readme_command(root: Path) -> subprocess.CompletedProcess[str]:
     commands = blocks("sh")
     assert len(commands) == 1, "one command runs the README's experiment"
     env = {**os.environ, "OPENAI_API_KEY": KEY}
-    return subprocess.run(["bash", "-e", "-c", commands[0]], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        ["bash", "-e", "-c", commands[0]], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_the_readme_names_both_kinds_of_agent() -> None:

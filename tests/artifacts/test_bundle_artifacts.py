@@ -25,8 +25,19 @@ def bundled(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("bundle-artifacts")
     write_task(root / "tasks", "one", solve='touch "$HEADROOM_WORKDIR/out"\n')
     store = root / "h.db"
-    res = headroom("sweep", str(root / "tasks"), "--multipliers", "1", "--attempts", "2", "--store", str(store),
-                   "--format", "none", "--no-canary")
+    res = headroom(
+        "sweep",
+        str(root / "tasks"),
+        "--multipliers",
+        "1",
+        "--attempts",
+        "2",
+        "--store",
+        str(store),
+        "--format",
+        "none",
+        "--no-canary",
+    )
     assert res.returncode == 0, res.stderr
     s = Store.open_existing(store)
     run_id = s.runs()[0].run_id
@@ -46,8 +57,13 @@ def test_the_bundle_carries_digests_and_verifies_against_the_store(bundled: tupl
     body = json.loads(path.read_text())["body"]
     # the backend kept both steps' output of each try; the test added a logs file to each
     assert len(body["artifacts"]) == 10 and all("data" not in a for a in body["artifacts"])
-    assert {a["name"] for a in body["artifacts"]} == {"agent/stdout", "agent/stderr", "verifier/stdout",
-                                                      "verifier/stderr", "logs/link"}
+    assert {a["name"] for a in body["artifacts"]} == {
+        "agent/stdout",
+        "agent/stderr",
+        "verifier/stdout",
+        "verifier/stderr",
+        "logs/link",
+    }
     res = headroom("runs", "verify", str(path), "--store", str(store), "--format", "json")
     assert res.returncode == 0, res.stdout + res.stderr
     checks = json.loads(res.stdout)["checks"]
@@ -68,5 +84,9 @@ def test_a_forged_digest_or_a_try_that_is_not_there_is_caught(bundled: tuple[Pat
     problems = json.loads(res.stdout)["problems"]
     assert any("no content with sha256 " + "0" * 64 in p for p in problems)
     assert any("no-such-trial" in p and "no such try" in p for p in problems)
-    without_store = headroom("runs", "verify", str(forged), "--format", "json")  # the manifest alone still sees the stray try
-    assert without_store.returncode == 1 and any("no such try" in p for p in json.loads(without_store.stdout)["problems"])
+    without_store = headroom(
+        "runs", "verify", str(forged), "--format", "json"
+    )  # the manifest alone still sees the stray try
+    assert without_store.returncode == 1 and any(
+        "no such try" in p for p in json.loads(without_store.stdout)["problems"]
+    )

@@ -166,7 +166,9 @@ def test_the_file_cap_stops_the_walk_and_says_how_much_was_left(store_path: Path
 
 def test_a_failure_to_store_is_recorded_against_the_try(store_path: Path, tmp_path: Path) -> None:
     db = sqlite3.connect(store_path)
-    db.execute("CREATE TRIGGER full BEFORE INSERT ON artifact_blobs BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    db.execute(
+        "CREATE TRIGGER full BEFORE INSERT ON artifact_blobs BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+    )
     db.commit()
     db.close()
     s = sink(store_path)

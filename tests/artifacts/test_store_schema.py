@@ -14,14 +14,22 @@ from orchestrator.store.sqlite import SCHEMA_VERSION, Store
 def _schema_3_store(path: Path) -> None:
     store = Store(path)
     db = store.db
-    db.execute("INSERT INTO runs (run_id, name, created_at, status, backend, enforcement, spec_json) "
-               "VALUES ('r', 'n', '2026-01-01', 'finished', 'local', 'cgroup-v1', '{}')")
+    db.execute(
+        "INSERT INTO runs (run_id, name, created_at, status, backend, enforcement, spec_json) "
+        "VALUES ('r', 'n', '2026-01-01', 'finished', 'local', 'cgroup-v1', '{}')"
+    )
     db.execute("INSERT INTO tasks VALUES ('r', 't', 'd', 'c', '{}')")
     for i, tokens in enumerate((120.0, None)):
-        db.execute("INSERT INTO trials (run_id, trial_id, task_id, config_label, request_multiplier, limit_multiplier, "
-                   "attempt, seed, ord) VALUES ('r', ?, 't', '1x', 1, 1, ?, 0, ?)", (f"x{i}", i, i))
-        db.execute("INSERT INTO executions (run_id, trial_id, try, status, final, started_at, outcome, tokens_in) "
-                   "VALUES ('r', ?, 0, 'finished', 1, '2026-01-01T00:00:00+00:00', 'passed', ?)", (f"x{i}", tokens))
+        db.execute(
+            "INSERT INTO trials (run_id, trial_id, task_id, config_label, request_multiplier, limit_multiplier, "
+            "attempt, seed, ord) VALUES ('r', ?, 't', '1x', 1, 1, ?, 0, ?)",
+            (f"x{i}", i, i),
+        )
+        db.execute(
+            "INSERT INTO executions (run_id, trial_id, try, status, final, started_at, outcome, tokens_in) "
+            "VALUES ('r', ?, 0, 'finished', 1, '2026-01-01T00:00:00+00:00', 'passed', ?)",
+            (f"x{i}", tokens),
+        )
     for table in ("artifacts", "artifact_blobs", "model_calls"):
         db.execute(f"DROP TABLE {table}")
     db.execute("ALTER TABLE executions DROP COLUMN usage_source")

@@ -28,8 +28,11 @@ def test_every_backend_declares_exactly_the_optional_methods_it_has(name: str) -
 def test_only_the_kubernetes_backend_takes_the_cluster_flags() -> None:
     kube, local = backends.declared_abilities("kubernetes"), backends.declared_abilities("local")
     refuse_flags("kubernetes", kube, ["--namespace", "--kube-context", "--queue", "--keep-pods", "--force"])
-    with pytest.raises(UserError, match=r"--namespace, --queue apply to --backend kubernetes \(this run uses local, "
-                                        r"which would ignore them\)$"):
+    with pytest.raises(
+        UserError,
+        match=r"--namespace, --queue apply to --backend kubernetes \(this run uses local, "
+        r"which would ignore them\)$",
+    ):
         refuse_flags("local", local, ["--namespace", "--queue"])
     with pytest.raises(UserError, match="--build applies to --backend docker"):
         refuse_flags("kubernetes", kube, ["--build"])
@@ -56,8 +59,12 @@ def test_the_engine_calls_an_ability_only_when_declared() -> None:
 
 
 def test_cleanup_refuses_a_flag_the_local_backend_would_ignore() -> None:
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "runs", "cleanup", "--force"], capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "runs", "cleanup", "--force"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "--force applies to --backend kubernetes (this run uses local" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1

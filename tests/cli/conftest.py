@@ -30,8 +30,21 @@ def tasks(tasks_root: Path) -> Path:
 def swept(tasks: Path, tmp_path: Path, headroom: Headroom) -> Path:
     """A store holding one finished two-trial sweep named 'first'."""
     store = tmp_path / "h.db"
-    res = headroom("sweep", str(tasks), "--multipliers", "1,unbounded", "--attempts", "1", "--store", str(store),
-                   "--format", "none", "--no-canary", "--name", "first")
+    res = headroom(
+        "sweep",
+        str(tasks),
+        "--multipliers",
+        "1,unbounded",
+        "--attempts",
+        "1",
+        "--store",
+        str(store),
+        "--format",
+        "none",
+        "--no-canary",
+        "--name",
+        "first",
+    )
     assert res.returncode == 0, res.stderr
     return store
 

@@ -20,12 +20,40 @@ from orchestrator.commands.options import RunRef, SharedOption
 from tests.cli.conftest import Headroom
 
 #: The commands that list things or report state: each must print JSON on --json.
-LISTINGS = {"runs list", "tasks list", "tasks validate", "tasks show", "cluster status", "runs verify",
-            "tasks import", "results import", "tasks provenance", "runs compare", "runs regrade", "report"}
+LISTINGS = {
+    "runs list",
+    "tasks list",
+    "tasks validate",
+    "tasks show",
+    "cluster status",
+    "runs verify",
+    "tasks import",
+    "results import",
+    "tasks provenance",
+    "runs compare",
+    "runs regrade",
+    "report",
+}
 #: Options every command must take from options.py wherever it has them (the audit's list, and the rest shared).
-SHARED = {"--store", "--json", "--format", "--namespace", "--kubeconfig", "--kube-context", "--enforcement", "--rules",
-          "--attempts", "--concurrency", "--seed", "--output", "--out-dir", "--backend", "--no-canary",
-          "--agent-timeout", "--keep-pods"}
+SHARED = {
+    "--store",
+    "--json",
+    "--format",
+    "--namespace",
+    "--kubeconfig",
+    "--kube-context",
+    "--enforcement",
+    "--rules",
+    "--attempts",
+    "--concurrency",
+    "--seed",
+    "--output",
+    "--out-dir",
+    "--backend",
+    "--no-canary",
+    "--agent-timeout",
+    "--keep-pods",
+}
 
 
 def walk(group: click.Group = cli, path: tuple[str, ...] = ()) -> Iterator[tuple[str, click.Command]]:
@@ -80,12 +108,15 @@ def test_runs_are_named_one_way() -> None:
                 named.append(name)
             if isinstance(p, click.Option) and ("--run-id" in p.opts or "--run" in p.opts):
                 assert p.hidden, f"{name}: {p.opts} names a run some other way than RUN"
-    assert {"report", "resume", "runs compare", "runs calibrate", "runs regrade", "runs bundle",
-            "runs cleanup"} <= set(named)
+    assert {"report", "resume", "runs compare", "runs calibrate", "runs regrade", "runs bundle", "runs cleanup"} <= set(
+        named
+    )
 
 
 def test_shared_options_are_declared_once() -> None:
-    shared_spellings = {o for cmd in LEAVES.values() for p in options(cmd) if isinstance(p, SharedOption) for o in p.opts}
+    shared_spellings = {
+        o for cmd in LEAVES.values() for p in options(cmd) if isinstance(p, SharedOption) for o in p.opts
+    }
     assert SHARED <= shared_spellings
     for name, cmd in LEAVES.items():
         for p in options(cmd):
@@ -109,15 +140,15 @@ def test_every_dash_o_is_an_output_file() -> None:
 
 
 @pytest.mark.parametrize(("old", "new"), sorted(MOVED.items()))
-def test_a_moved_command_is_a_hidden_alias_with_one_deprecation_line(old: str, new: str,
-                                                                     headroom: Headroom) -> None:
+def test_a_moved_command_is_a_hidden_alias_with_one_deprecation_line(old: str, new: str, headroom: Headroom) -> None:
     alias, target = COMMANDS[old], COMMANDS[new]
     assert alias.hidden and not target.hidden
     assert alias.callback is target.callback and alias.params == target.params
     was, now = headroom(*old.split(), "--help"), headroom(*new.split(), "--help")
     assert was.returncode == now.returncode == 0
-    assert was.lines == [f"warning: headroom {old} is deprecated and will be removed in the next release; "
-                         f"use headroom {new}"]
+    assert was.lines == [
+        f"warning: headroom {old} is deprecated and will be removed in the next release; use headroom {new}"
+    ]
     assert now.stderr == ""
     assert was.stdout.split("\n", 1)[1] == now.stdout.split("\n", 1)[1]  # all but the usage line
 
@@ -127,8 +158,17 @@ def test_the_sweep_flags_are_the_typed_overrides() -> None:
     from orchestrator.spec.experiment import ExperimentOverrides
 
     sweep = LEAVES["sweep"]
-    not_the_experiment = {"store_path", "enforcement", "experiment_file", "resume", "old_run_id", "fmt", "as_json",
-                          "no_canary", "kube_context__old_spelling"}
+    not_the_experiment = {
+        "store_path",
+        "enforcement",
+        "experiment_file",
+        "resume",
+        "old_run_id",
+        "fmt",
+        "as_json",
+        "no_canary",
+        "kube_context__old_spelling",
+    }
     params = {p.name for p in sweep.params} - not_the_experiment
     assert params == set(ExperimentOverrides.model_fields)
 
@@ -142,10 +182,16 @@ def test_sweep_defaults_are_the_experiment_s() -> None:
     with click.Context(sweep) as ctx:
         default = {p.name: p.get_default(ctx) for p in sweep.params}
     model = Experiment(tasks_dir=".")
-    assert (default["attempts"], default["concurrency"], default["seed"]) == (model.attempts, model.concurrency,
-                                                                              model.seed)
+    assert (default["attempts"], default["concurrency"], default["seed"]) == (
+        model.attempts,
+        model.concurrency,
+        model.seed,
+    )
     assert default["timeout_multiplier"] == model.timeout_multiplier
     assert default["retries"] == model.retry.max_retries
-    assert (default["agent_kind"], default["backend_name"], default["placement"]) == (model.agent.kind, model.backend,
-                                                                                     model.placement)
+    assert (default["agent_kind"], default["backend_name"], default["placement"]) == (
+        model.agent.kind,
+        model.backend,
+        model.placement,
+    )
     assert parse_multipliers(default["multipliers"]) == model.configurations

@@ -14,25 +14,29 @@ from tests.cli.conftest import Headroom, one_line_error
 HARBOR_JOB = Path(__file__).resolve().parents[1] / "importers" / "fixtures" / "harbor_job"
 
 
-@pytest.mark.parametrize(("flags", "needles"), [
-    (["--namespace", "ns"], ["--namespace", "applies to --backend kubernetes", "local"]),
-    (["--kube-context", "kind"], ["--kube-context", "applies to --backend kubernetes"]),
-    (["--queue", "q", "--keep-pods"], ["--queue, --keep-pods", "apply to --backend kubernetes"]),
-    (["--agent-env", "A=B"], ["--agent-env", "'A=B' is not a variable name", "'A'"]),
-    (["--agent-env", "1KEY"], ["--agent-env", "not a valid environment variable name"]),
-    (["--timeout-multiplier", "1e9"], ["--timeout-multiplier", "0<x<=100"]),
-    (["--timeout-multiplier", "nan"], ["--timeout-multiplier"]),
-    (["--attempts", "many"], ["--attempts", "'many'"]),
-    (["--seed", "1.5"], ["--seed"]),
-    (["--multipliers", "1x/0x"], ["--multipliers"]),
-    (["--multipliers", "lots"], ["--multipliers", "unknown configuration label 'lots'"]),
-    (["--agent-command", " "], ["--agent-command", "empty command"]),
-    (["--name", ""], ["--name", "is empty"]),
-    (["--model", " "], ["--model", "is empty"]),
-    (["--run-id", "x"], ["--run-id", "applies only with --resume"]),
-])
-def test_sweep_flag_mistakes(flags: list[str], needles: list[str], tasks: Path, tmp_path: Path,
-                             headroom: Headroom) -> None:
+@pytest.mark.parametrize(
+    ("flags", "needles"),
+    [
+        (["--namespace", "ns"], ["--namespace", "applies to --backend kubernetes", "local"]),
+        (["--kube-context", "kind"], ["--kube-context", "applies to --backend kubernetes"]),
+        (["--queue", "q", "--keep-pods"], ["--queue, --keep-pods", "apply to --backend kubernetes"]),
+        (["--agent-env", "A=B"], ["--agent-env", "'A=B' is not a variable name", "'A'"]),
+        (["--agent-env", "1KEY"], ["--agent-env", "not a valid environment variable name"]),
+        (["--timeout-multiplier", "1e9"], ["--timeout-multiplier", "0<x<=100"]),
+        (["--timeout-multiplier", "nan"], ["--timeout-multiplier"]),
+        (["--attempts", "many"], ["--attempts", "'many'"]),
+        (["--seed", "1.5"], ["--seed"]),
+        (["--multipliers", "1x/0x"], ["--multipliers"]),
+        (["--multipliers", "lots"], ["--multipliers", "unknown configuration label 'lots'"]),
+        (["--agent-command", " "], ["--agent-command", "empty command"]),
+        (["--name", ""], ["--name", "is empty"]),
+        (["--model", " "], ["--model", "is empty"]),
+        (["--run-id", "x"], ["--run-id", "applies only with --resume"]),
+    ],
+)
+def test_sweep_flag_mistakes(
+    flags: list[str], needles: list[str], tasks: Path, tmp_path: Path, headroom: Headroom
+) -> None:
     store = tmp_path / "out" / "h.db"
     one_line_error(headroom("sweep", str(tasks), "--store", str(store), *flags), *needles)
     assert not store.parent.exists()  # refused before anything was written
@@ -42,44 +46,66 @@ def test_timeout_multiplier_is_bounded_on_the_model_too(tasks: Path, tmp_path: P
     """An experiment file reaches the same bound: the pydantic model validates it, not only the flag."""
     exp = tmp_path / "exp.yaml"
     exp.write_text(f"tasks_dir: {tasks}\ntimeout_multiplier: 1.0e9\n")
-    one_line_error(headroom("sweep", "--experiment", str(exp), "--store", str(tmp_path / "h.db")),
-                   str(exp), "timeout_multiplier", "less than or equal to 100")
+    one_line_error(
+        headroom("sweep", "--experiment", str(exp), "--store", str(tmp_path / "h.db")),
+        str(exp),
+        "timeout_multiplier",
+        "less than or equal to 100",
+    )
     exp.write_text(f"tasks_dir: {tasks}\nagent:\n  env_passthrough: [OPENAI_API_KEY=sk-123]\n")
-    line = one_line_error(headroom("sweep", "--experiment", str(exp), "--store", str(tmp_path / "h.db")),
-                          "agent.env_passthrough", "not a variable name")
+    line = one_line_error(
+        headroom("sweep", "--experiment", str(exp), "--store", str(tmp_path / "h.db")),
+        "agent.env_passthrough",
+        "not a variable name",
+    )
     assert not (tmp_path / "h.db").exists()
     assert "sk-123" in line  # the user's own input echoed back, never stored (nothing was written)
 
 
 @pytest.mark.parametrize("spelling", ["4x", "1.5x", "2X"])
-def test_an_ambiguous_nx_is_refused_naming_both_readings(spelling: str, tasks: Path, tmp_path: Path,
-                                                        headroom: Headroom) -> None:
+def test_an_ambiguous_nx_is_refused_naming_both_readings(
+    spelling: str, tasks: Path, tmp_path: Path, headroom: Headroom
+) -> None:
     """``4x`` alone reads as a 4x limit or as both at 4x: the flag refuses it and names the two spellings."""
     store = tmp_path / "h.db"
     m = spelling.lower()
-    line = one_line_error(headroom("sweep", str(tasks), "--multipliers", f"1,{spelling}", "--store", str(store)),
-                          "--multipliers", f"'{spelling}' reads two ways")
+    line = one_line_error(
+        headroom("sweep", str(tasks), "--multipliers", f"1,{spelling}", "--store", str(store)),
+        "--multipliers",
+        f"'{spelling}' reads two ways",
+    )
     assert f"1x/{m}" in line and f"{m}/{m}" in line
     assert not store.exists()
 
 
 def test_unambiguous_spellings_still_run(tasks: Path, tmp_path: Path, headroom: Headroom) -> None:
     store = tmp_path / "h.db"
-    res = headroom("sweep", str(tasks), "--multipliers", "1x,2,1x/4x,4x/4x", "--attempts", "1", "--store", str(store),
-                   "--format", "json", "--no-canary")
+    res = headroom(
+        "sweep",
+        str(tasks),
+        "--multipliers",
+        "1x,2,1x/4x,4x/4x",
+        "--attempts",
+        "1",
+        "--store",
+        str(store),
+        "--format",
+        "json",
+        "--no-canary",
+    )
     assert res.returncode == 0, res.stderr
     assert "reads" not in res.stderr  # a bare number, 1x and the explicit forms were never ambiguous
     labels = {c["label"] for c in json.loads(res.stdout)["configurations"]}
     assert labels == {"1x-strict", "1x/2x", "1x/4x", "4x-strict"}
 
 
-def test_an_experiment_file_s_nx_keeps_its_reading_and_says_it(tasks: Path, tmp_path: Path,
-                                                              headroom: Headroom) -> None:
+def test_an_experiment_file_s_nx_keeps_its_reading_and_says_it(tasks: Path, tmp_path: Path, headroom: Headroom) -> None:
     """Files (and Experiment resources already in clusters) are written with ``3x``: read as before, said aloud."""
     exp = tmp_path / "exp.yaml"
     exp.write_text(f"tasks_dir: {tasks}\nconfigurations: [1x-strict, 3x]\nattempts: 1\n")
-    res = headroom("sweep", "--experiment", str(exp), "--store", str(tmp_path / "h.db"), "--format", "json",
-                   "--no-canary")
+    res = headroom(
+        "sweep", "--experiment", str(exp), "--store", str(tmp_path / "h.db"), "--format", "json", "--no-canary"
+    )
     assert res.returncode == 0, res.stderr
     assert f"note: {exp}: configurations: '3x' is read as 1x/3x (request 1x); write 3x/3x" in res.stderr
     assert {c["label"] for c in json.loads(res.stdout)["configurations"]} == {"1x-strict", "1x/3x"}
@@ -105,8 +131,11 @@ def test_report_format_follows_the_extension(swept: Path, tmp_path: Path, headro
     assert html.read_text().lstrip().lower().startswith("<!doctype html")
     assert json.loads(js.read_text())["run"]["name"] == "first"
     assert md.read_text().startswith("#")
-    one_line_error(headroom("report", str(swept), "--format", "markdown", "-o", str(js)),
-                   "--format markdown", "the file name says json")
+    one_line_error(
+        headroom("report", str(swept), "--format", "markdown", "-o", str(js)),
+        "--format markdown",
+        "the file name says json",
+    )
     txt = tmp_path / "report.txt"
     assert headroom("report", str(swept), "-o", str(txt)).returncode == 0
     assert "1x-strict" in txt.read_text() and "<" not in txt.read_text()[:20]  # no extension of its own: the table
@@ -115,8 +144,11 @@ def test_report_format_follows_the_extension(swept: Path, tmp_path: Path, headro
 def test_calibrate_on_an_imported_run(tmp_path: Path, headroom: Headroom) -> None:
     store = tmp_path / "imp.db"
     assert headroom("results", "import", str(HARBOR_JOB), "--store", str(store)).returncode == 0
-    one_line_error(headroom("runs", "calibrate", str(store), "--out-dir", str(tmp_path / "bands")),
-                   "is imported (harbor)", "calibrate a `headroom sweep` run")
+    one_line_error(
+        headroom("runs", "calibrate", str(store), "--out-dir", str(tmp_path / "bands")),
+        "is imported (harbor)",
+        "calibrate a `headroom sweep` run",
+    )
     assert not (tmp_path / "bands").exists()
 
 
@@ -136,8 +168,13 @@ def test_bad_store_files(make: str, tmp_path: Path, headroom: Headroom) -> None:
         store.mkdir()
     elif make == "empty":
         sqlite3.connect(store).close()
-    for args in (("runs", "--store", str(store)), ("report", "--store", str(store)), ("resume", "--store", str(store)),
-                 ("runs", "calibrate", "--store", str(store)), ("runs", "--store", str(store))):
+    for args in (
+        ("runs", "--store", str(store)),
+        ("report", "--store", str(store)),
+        ("resume", "--store", str(store)),
+        ("runs", "calibrate", "--store", str(store)),
+        ("runs", "--store", str(store)),
+    ):
         res = headroom(*args)
         one_line_error(res)
     assert make != "missing" or not store.exists()
@@ -165,62 +202,92 @@ def test_bad_paths(tasks: Path, tmp_path: Path, headroom: Headroom) -> None:
 
 
 def test_context_is_an_old_name_for_kube_context(headroom: Headroom, tmp_path: Path) -> None:
-    one_line_error(headroom("cluster", "nodes", "advertise", "--context", "a", "--kube-context", "b"),
-                   "give --kube-context once (--context is its old name)")
+    one_line_error(
+        headroom("cluster", "nodes", "advertise", "--context", "a", "--kube-context", "b"),
+        "give --kube-context once (--context is its old name)",
+    )
     res = headroom("cluster", "nodes", "advertise", "--context", "a", "--kubeconfig", str(tmp_path / "none"))
     assert res.returncode == 2
-    assert res.lines[0] == ("warning: headroom cluster nodes advertise --context is deprecated and will be removed in "
-                            "the next release; use --kube-context")
+    assert res.lines[0] == (
+        "warning: headroom cluster nodes advertise --context is deprecated and will be removed in "
+        "the next release; use --kube-context"
+    )
     assert "--context" not in headroom("cluster", "status", "--help").stdout.replace("--kube-context", "")
 
 
 def test_the_old_context_of_tasks_image_is_build_dir(headroom: Headroom, tmp_path: Path) -> None:
     """``tasks image --context DIR`` clashed with the old name of --kube-context: it is --build-dir now."""
     bundled = Path(__file__).resolve().parents[2] / "tasks"
-    new = headroom("tasks", "image", str(bundled), "--tag", "t/tasks:1", "--base", "b:1",
-                   "--build-dir", str(tmp_path / "a"))
+    new = headroom(
+        "tasks", "image", str(bundled), "--tag", "t/tasks:1", "--base", "b:1", "--build-dir", str(tmp_path / "a")
+    )
     assert new.returncode == 0, new.stderr
-    old = headroom("tasks", "image", str(bundled), "--tag", "t/tasks:1", "--base", "b:1",
-                   "--context", str(tmp_path / "b"))
+    old = headroom(
+        "tasks", "image", str(bundled), "--tag", "t/tasks:1", "--base", "b:1", "--context", str(tmp_path / "b")
+    )
     assert old.returncode == 0, old.stderr
-    assert old.lines[0].startswith("warning: headroom tasks image --context is deprecated") and \
-        old.lines[0].endswith("use --build-dir")
+    assert old.lines[0].startswith("warning: headroom tasks image --context is deprecated") and old.lines[0].endswith(
+        "use --build-dir"
+    )
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted(p.name for p in (tmp_path / "b").iterdir())
     assert "--context" not in headroom("tasks", "image", "--help").stdout
 
 
-@pytest.mark.parametrize(("section", "backend"), [("kubernetes", "local"), ("docker", "local"),
-                                                  ("kubernetes", "docker")])
-def test_a_backend_section_for_another_backend_is_refused(section: str, backend: str, tasks: Path, tmp_path: Path,
-                                                          headroom: Headroom) -> None:
+@pytest.mark.parametrize(
+    ("section", "backend"), [("kubernetes", "local"), ("docker", "local"), ("kubernetes", "docker")]
+)
+def test_a_backend_section_for_another_backend_is_refused(
+    section: str, backend: str, tasks: Path, tmp_path: Path, headroom: Headroom
+) -> None:
     """Once silently ignored: a kubernetes: or docker: section the run's backend never reads."""
     exp = tmp_path / "exp.yaml"
     body = {"kubernetes": "{namespace: evals}", "docker": "{build: true}"}[section]
     exp.write_text(f"tasks_dir: {tasks}\nbackend: {backend}\n{section}: {body}\n")
     store = tmp_path / "h.db"
-    one_line_error(headroom("sweep", "--experiment", str(exp), "--store", str(store)),
-                   f"{exp}: {section}: a {section} section applies to backend {section}", f"runs on {backend}")
+    one_line_error(
+        headroom("sweep", "--experiment", str(exp), "--store", str(store)),
+        f"{exp}: {section}: a {section} section applies to backend {section}",
+        f"runs on {backend}",
+    )
     assert not store.exists()
 
 
-def test_a_value_the_experiment_refuses_names_the_flag_that_gave_it(tasks: Path, tmp_path: Path,
-                                                                   headroom: Headroom) -> None:
+def test_a_value_the_experiment_refuses_names_the_flag_that_gave_it(
+    tasks: Path, tmp_path: Path, headroom: Headroom
+) -> None:
     exp = tmp_path / "exp.yaml"
     exp.write_text(f"tasks_dir: {tasks}\nagent: {{kind: oracle}}\n")
-    one_line_error(headroom("sweep", "--experiment", str(exp), "--agent-command", "my-agent"),
-                   "error: --agent-command: the oracle agent runs the task's solution and takes no command")
-    one_line_error(headroom("sweep", str(tasks), "--agent", "command"),
-                   "error: --agent: agent kind 'command' needs a command")
+    one_line_error(
+        headroom("sweep", "--experiment", str(exp), "--agent-command", "my-agent"),
+        "error: --agent-command: the oracle agent runs the task's solution and takes no command",
+    )
+    one_line_error(
+        headroom("sweep", str(tasks), "--agent", "command"), "error: --agent: agent kind 'command' needs a command"
+    )
     exp.write_text(f"tasks_dir: {tasks}\nagent: {{kind: command}}\n")  # the same mistake, from the file
     one_line_error(headroom("sweep", "--experiment", str(exp)), f"error: {exp}: agent: agent kind 'command' needs")
 
 
 def test_flags_override_the_file_field_by_field(tasks: Path, tmp_path: Path, headroom: Headroom) -> None:
     exp = tmp_path / "exp.yaml"
-    exp.write_text(f"name: from-file\ntasks_dir: {tasks}\nconfigurations: [1x-strict]\nattempts: 2\n"
-                   "model: {name: m-file, sampling: {temperature: 0.5}}\nretry: {max_retries: 2}\n")
-    res = headroom("sweep", "--experiment", str(exp), "--attempts", "1", "--model", "m-flag", "--store",
-                   str(tmp_path / "h.db"), "--format", "json", "--no-canary")
+    exp.write_text(
+        f"name: from-file\ntasks_dir: {tasks}\nconfigurations: [1x-strict]\nattempts: 2\n"
+        "model: {name: m-file, sampling: {temperature: 0.5}}\nretry: {max_retries: 2}\n"
+    )
+    res = headroom(
+        "sweep",
+        "--experiment",
+        str(exp),
+        "--attempts",
+        "1",
+        "--model",
+        "m-flag",
+        "--store",
+        str(tmp_path / "h.db"),
+        "--format",
+        "json",
+        "--no-canary",
+    )
     assert res.returncode == 0, res.stderr
     spec = json.loads(res.stdout)["experiment"]
     assert (spec["name"], spec["attempts"], spec["model"]["name"]) == ("from-file", 1, "m-flag")
@@ -231,8 +298,17 @@ def test_flags_override_the_file_field_by_field(tasks: Path, tmp_path: Path, hea
 def test_a_refused_preflight_leaves_no_store(tasks: Path, tmp_path: Path, headroom: Headroom) -> None:
     """The agent's preflight refuses after the store used to be created: no file, no directory is left."""
     store = tmp_path / "out" / "h.db"
-    res = headroom("sweep", str(tasks), "--agent", "command", "--agent-command", "no-such-agent-binary --go",
-                   "--store", str(store), "--no-canary")
+    res = headroom(
+        "sweep",
+        str(tasks),
+        "--agent",
+        "command",
+        "--agent-command",
+        "no-such-agent-binary --go",
+        "--store",
+        str(store),
+        "--no-canary",
+    )
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.lines[-1].startswith("error: agent.command: agent command not found: no-such-agent-binary")
     assert not store.parent.exists()
@@ -243,8 +319,9 @@ def test_usage_errors_are_one_line(headroom: Headroom) -> None:
     one_line_error(headroom("no-such-command"), "No such command")
 
 
-def test_agent_env_names_are_checked_before_their_presence(tasks: Path, tmp_path: Path, headroom: Headroom,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agent_env_names_are_checked_before_their_presence(
+    tasks: Path, tmp_path: Path, headroom: Headroom, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("HEADROOM_TEST_UNSET", raising=False)
     res = headroom("sweep", str(tasks), "--agent-env", "HEADROOM_TEST_UNSET", "--store", str(tmp_path / "h.db"))
     one_line_error(res, "HEADROOM_TEST_UNSET is not set")

@@ -44,5 +44,7 @@ def test_json_is_format_json_and_a_clash_is_one_line(headroom: Headroom) -> None
     by_flag = headroom("tasks", "list", str(FIX / "harbor_tasks"), "--json")
     assert by_format.returncode == by_flag.returncode == 0 and by_format.stdout == by_flag.stdout
     json.loads(by_flag.stdout)
-    one_line_error(headroom("tasks", "list", str(FIX / "harbor_tasks"), "--json", "--format", "table"),
-                   "--json: --json prints json, --format table")
+    one_line_error(
+        headroom("tasks", "list", str(FIX / "harbor_tasks"), "--json", "--format", "table"),
+        "--json: --json prints json, --format table",
+    )

@@ -27,6 +27,9 @@ def test_label_values_are_valid(text: str) -> None:
 
 
 def test_one_default_store() -> None:
-    defined = [p.relative_to(ROOT).as_posix() for p in (ROOT / "orchestrator").rglob("*.py")
-               if re.search(r"^DEFAULT_STORE\s*=", p.read_text(), re.M)]
+    defined = [
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "orchestrator").rglob("*.py")
+        if re.search(r"^DEFAULT_STORE\s*=", p.read_text(), re.M)
+    ]
     assert defined == ["orchestrator/commands/options.py"]

@@ -19,7 +19,7 @@ README = (ROOT / "README.md").read_text()
 def section(title: str) -> str:
     start = README.index(f"## {title}")
     end = README.find("\n## ", start + 1)
-    return README[start:end if end != -1 else None]
+    return README[start : end if end != -1 else None]
 
 
 def test_two_set_up_commands_and_ci_runs_the_second() -> None:
@@ -41,11 +41,17 @@ def test_the_first_task_walkthrough_runs_as_written(tmp_path: Path) -> None:
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     (tmp_path / ".venv" / "bin" / "headroom").symlink_to(Path(sys.executable).parent / "headroom")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env=env)
+    proc = subprocess.run(
+        ["bash", "-e", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "valid: 1 tasks" in proc.stdout
     assert "sweep: 6/6 trials finished (100%): passed 6" in proc.stderr
-    runs = subprocess.run([sys.executable, "-m", "orchestrator", "runs", "--json"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    runs = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "runs", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert '"name": "first-task"' in runs.stdout and '"score": 1.0' in runs.stdout

@@ -23,8 +23,23 @@ def store(tasks_root: Path, tmp_path: Path, headroom: Headroom) -> Path:
     write_task(tasks_root, "bad", solve="true\n")
     path = tmp_path / "h.db"
     for name, model in (("baseline", "m-1"), ("candidate", "m-2")):
-        res = headroom("sweep", str(tasks_root), "--name", name, "--model", model, "--multipliers", "1,unbounded",
-                       "--attempts", "1", "--store", str(path), "--format", "none", "--no-canary")
+        res = headroom(
+            "sweep",
+            str(tasks_root),
+            "--name",
+            name,
+            "--model",
+            model,
+            "--multipliers",
+            "1,unbounded",
+            "--attempts",
+            "1",
+            "--store",
+            str(path),
+            "--format",
+            "none",
+            "--no-canary",
+        )
         assert res.returncode == 0, res.stderr
     return path
 
@@ -44,7 +59,9 @@ def dead_pid() -> int:
 def test_runs_show_name_agent_model_trials_and_score(store: Path, headroom: Headroom) -> None:
     rows = runs_json(headroom, store)
     assert [(r["name"], r["model"], r["agent"], r["status"]) for r in rows] == [
-        ("baseline", "m-1", "oracle", "finished"), ("candidate", "m-2", "oracle", "finished")]
+        ("baseline", "m-1", "oracle", "finished"),
+        ("candidate", "m-2", "oracle", "finished"),
+    ]
     for r in rows:  # 2 tasks x 2 configurations; only "good" passes
         assert (r["trials_finished"], r["trials_planned"], r["passed"], r["score"]) == (4, 4, 2, 0.5)
     table = headroom("runs", "--store", str(store)).stdout
@@ -55,8 +72,9 @@ def test_a_run_whose_process_is_gone_shows_as_interrupted(store: Path, headroom:
     """What `kill -9` leaves: status running, the owner host:pid of a process that no longer exists."""
     first = runs_json(headroom, store)[0]["run_id"]
     with closing(sqlite3.connect(store)) as db, db:
-        db.execute("UPDATE runs SET status='running', owner=? WHERE run_id=?",
-                   (f"{socket.gethostname()}:{dead_pid()}", first))
+        db.execute(
+            "UPDATE runs SET status='running', owner=? WHERE run_id=?", (f"{socket.gethostname()}:{dead_pid()}", first)
+        )
     res = headroom("runs", "--store", str(store))
     row = next(r for r in runs_json(headroom, store) if r["run_id"] == first)
     assert row["status"] == "interrupted" and row["recorded_status"] == "running"
@@ -72,8 +90,10 @@ def test_resume_names_a_run_like_every_other_command(store: Path, headroom: Head
     first, second = (r["run_id"] for r in runs_json(headroom, store))
     with closing(sqlite3.connect(store)) as db, db:  # as a crash leaves it: the last try unfinished
         db.execute("UPDATE runs SET status='interrupted' WHERE run_id=?", (first,))
-        db.execute("DELETE FROM executions WHERE run_id=? AND trial_id=(SELECT MAX(trial_id) FROM executions "
-                   "WHERE run_id=?)", (first, first))
+        db.execute(
+            "DELETE FROM executions WHERE run_id=? AND trial_id=(SELECT MAX(trial_id) FROM executions WHERE run_id=?)",
+            (first, first),
+        )
     res = headroom("resume", f"{store}:{first}", "--format", "json", "--no-canary")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["run"]["run_id"] == first
@@ -87,8 +107,9 @@ def test_resume_names_a_run_like_every_other_command(store: Path, headroom: Head
 def test_sweep_resume_is_a_deprecated_alias(store: Path, headroom: Headroom) -> None:
     res = headroom("sweep", "--resume", "--store", str(store), "--format", "none")
     assert res.returncode == 0, res.stderr
-    assert res.lines[0] == ("warning: sweep --resume is deprecated and will be removed in the next release; "
-                            "use headroom resume [RUN]")
+    assert res.lines[0] == (
+        "warning: sweep --resume is deprecated and will be removed in the next release; use headroom resume [RUN]"
+    )
     assert "nothing to resume" in res.stderr
     assert "--resume" not in headroom("sweep", "--help").stdout  # hidden
 
@@ -102,8 +123,10 @@ def test_report_run_id_is_a_deprecated_alias(store: Path, headroom: Headroom) ->
 
 
 def test_runs_alone_lists_as_runs_list_does(store: Path, headroom: Headroom) -> None:
-    bare, listed = headroom("runs", "--store", str(store), "--json"), headroom("runs", "list", "--store", str(store),
-                                                                               "--json")
+    bare, listed = (
+        headroom("runs", "--store", str(store), "--json"),
+        headroom("runs", "list", "--store", str(store), "--json"),
+    )
     assert bare.returncode == listed.returncode == 0 and bare.stdout == listed.stdout
     assert "Commands:" in headroom("runs", "--help").stdout  # --help is the group's, not the listing's
     one_line_error(headroom("runs", "nope"), "No such command 'nope'")

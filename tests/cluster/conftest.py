@@ -101,8 +101,14 @@ class RealNodeHandle:
 
     def kubernetes_options(self, cluster: Cluster, namespace: str, **extra: Any) -> dict[str, Any]:
         """An experiment's ``kubernetes`` section that puts every trial pod on this node."""
-        return {"kubeconfig": str(cluster.kubeconfig), "namespace": namespace, "image_pull_policy": self.pull_policy,
-                "node_selector": {REAL_NODE_LABEL: "true"}, "tolerations": [REAL_NODE_TOLERATION], **extra}
+        return {
+            "kubeconfig": str(cluster.kubeconfig),
+            "namespace": namespace,
+            "image_pull_policy": self.pull_policy,
+            "node_selector": {REAL_NODE_LABEL: "true"},
+            "tolerations": [REAL_NODE_TOLERATION],
+            **extra,
+        }
 
 
 def _node_ready(cluster: Cluster, name: str) -> bool:
@@ -115,17 +121,17 @@ def real_node(cluster: Cluster) -> Iterator[RealNodeHandle]:
     if os.environ.get("HEADROOM_SKIP_REALNODE") == "1":
         pytest.skip("HEADROOM_SKIP_REALNODE=1")
     if cluster.plane is None:
-        nodes = [n.metadata.name for n in cluster.core.list_node(
-            label_selector=f"{REAL_NODE_LABEL}=true").items]
+        nodes = [n.metadata.name for n in cluster.core.list_node(label_selector=f"{REAL_NODE_LABEL}=true").items]
         ready = [n for n in nodes if _node_ready(cluster, n)]
         if not ready:
-            pytest.fail(f"HEADROOM_TEST_KUBECONFIG: no Ready node labelled {REAL_NODE_LABEL}=true "
-                        "(see docs/kubernetes-test-plane.md, 'Real clusters')")
+            pytest.fail(
+                f"HEADROOM_TEST_KUBECONFIG: no Ready node labelled {REAL_NODE_LABEL}=true "
+                "(see docs/kubernetes-test-plane.md, 'Real clusters')"
+            )
         image = os.environ.get("HEADROOM_TEST_IMAGE", "")
         if not image:
             pytest.fail("HEADROOM_TEST_IMAGE=<image> is required against an existing cluster")
-        yield RealNodeHandle(ready[0], image, None,
-                             os.environ.get("HEADROOM_TEST_IMAGE_PULL_POLICY", "Never"))
+        yield RealNodeHandle(ready[0], image, None, os.environ.get("HEADROOM_TEST_IMAGE_PULL_POLICY", "Never"))
         return
     assert cluster.plane.pki is not None
     assets = find_node_assets(cluster.plane.bin)  # raises with "run scripts/node/install.sh"
@@ -134,8 +140,7 @@ def real_node(cluster: Cluster) -> Iterator[RealNodeHandle]:
     try:
         node.start()
         node.register(cluster.core)
-        yield RealNodeHandle(node.name, os.environ.get("HEADROOM_TEST_IMAGE") or assets.base_image,
-                             node)
+        yield RealNodeHandle(node.name, os.environ.get("HEADROOM_TEST_IMAGE") or assets.base_image, node)
     finally:
         _nodes.remove(node)
         try:

@@ -46,11 +46,13 @@ class ControllerImage:
 
 
 def wheelhouse() -> Path:
-    r = subprocess.run([str(REPO / "scripts" / "images" / "wheelhouse.sh"), "--path"], capture_output=True,
-                       text=True, check=False)
+    r = subprocess.run(
+        [str(REPO / "scripts" / "images" / "wheelhouse.sh"), "--path"], capture_output=True, text=True, check=False
+    )
     if r.returncode != 0:
-        pytest.fail("the controller image's wheelhouse is missing: run scripts/images/wheelhouse.sh "
-                    "(scripts/test.sh does)")
+        pytest.fail(
+            "the controller image's wheelhouse is missing: run scripts/images/wheelhouse.sh (scripts/test.sh does)"
+        )
     return Path(r.stdout.strip())
 
 
@@ -60,8 +62,11 @@ def _context_files() -> list[tuple[str, Path]]:
     roots = [(name, REPO / name) for name in CONTEXT] + [(".wheelhouse", wheelhouse())]
     for arc, root in roots:
         paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-        out += [(arc if p == root else f"{arc}/{p.relative_to(root).as_posix()}", p)
-                for p in paths if "__pycache__" not in p.parts]
+        out += [
+            (arc if p == root else f"{arc}/{p.relative_to(root).as_posix()}", p)
+            for p in paths
+            if "__pycache__" not in p.parts
+        ]
     return out
 
 
@@ -95,9 +100,18 @@ def deps_digest(base_image_id: str) -> str:
 def _build(docker_env: DockerEnv, tag: str, *, target: str | None = None, cache_from: list[str] | None = None) -> None:
     log: list[str] = []
     for chunk in docker_env.client.api.build(
-            fileobj=_build_context(), custom_context=True, dockerfile="helm/Dockerfile", tag=tag, rm=True,
-            forcerm=True, decode=True, buildargs={"BASE_IMAGE": docker_env.base_image}, network_mode="none",
-            target=target, cache_from=cache_from):
+        fileobj=_build_context(),
+        custom_context=True,
+        dockerfile="helm/Dockerfile",
+        tag=tag,
+        rm=True,
+        forcerm=True,
+        decode=True,
+        buildargs={"BASE_IMAGE": docker_env.base_image},
+        network_mode="none",
+        target=target,
+        cache_from=cache_from,
+    ):
         log.append(chunk.get("stream", ""))
         assert "error" not in chunk, chunk["error"] + "".join(log)[-4000:]
 

@@ -24,10 +24,14 @@ SERVICE_ACCOUNT = "headroom"  # fullname of release "headroom" of chart "headroo
 
 #: Values that land the chart's pods on the kwok nodes (kwok marks them Running and Ready).
 KWOK_VALUES = [
-    "--set", "nodeSelector.type=kwok",
-    "--set", f"tolerations[0].key={FAKE_NODE_TOLERATION['key']}",
-    "--set", "tolerations[0].operator=Exists",
-    "--set", "tolerations[0].effect=NoSchedule",
+    "--set",
+    "nodeSelector.type=kwok",
+    "--set",
+    f"tolerations[0].key={FAKE_NODE_TOLERATION['key']}",
+    "--set",
+    "tolerations[0].operator=Exists",
+    "--set",
+    "tolerations[0].effect=NoSchedule",
 ]
 
 
@@ -43,9 +47,14 @@ def install_crds(cluster: Cluster) -> None:
                 raise
         name = body["metadata"]["name"]
         # wait_for calls the lambda before the loop moves on, so the late binding is harmless.
-        wait_for(lambda: any(c.type == "Established" and c.status == "True"
-                             for c in (ext.read_custom_resource_definition(name).status.conditions or [])),  # noqa: B023
-                 30, f"CRD {name} established")
+        wait_for(
+            lambda: any(
+                c.type == "Established" and c.status == "True"
+                for c in (ext.read_custom_resource_definition(name).status.conditions or [])  # noqa: B023
+            ),
+            30,
+            f"CRD {name} established",
+        )
 
 
 @pytest.fixture
@@ -65,11 +74,13 @@ def service_account_kubeconfig(cluster: Cluster, namespace: str, sa: str, path: 
     admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
     server = admin["clusters"][0]["cluster"]
     token = cluster.core.create_namespaced_service_account_token(
-        sa, namespace, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                        "spec": {"expirationSeconds": 3600}},
+        sa,
+        namespace,
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
     ).status.token
     doc = {
-        "apiVersion": "v1", "kind": "Config",
+        "apiVersion": "v1",
+        "kind": "Config",
         "clusters": [{"name": "c", "cluster": server}],
         "users": [{"name": sa, "user": {"token": token}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": sa, "namespace": namespace}}],
@@ -83,22 +94,44 @@ def service_account_kubeconfig(cluster: Cluster, namespace: str, sa: str, path: 
 class ControllerProcess:
     """``headroom controller`` as a child process (so kill -9 is a real kill -9)."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, log: Path, *args: str, simulated: bool = False,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        namespace: str,
+        log: Path,
+        *args: str,
+        simulated: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         self.log = log
         self.env = env or {}
         entry = ["tests.cluster.run_controller"] if simulated else ["orchestrator.controller"]
-        self.argv = [sys.executable, "-m", *entry, "--kubeconfig", str(kubeconfig),
-                     "--namespace", namespace, "--metrics-address", f"127.0.0.1:{self.port}", *args]
+        self.argv = [
+            sys.executable,
+            "-m",
+            *entry,
+            "--kubeconfig",
+            str(kubeconfig),
+            "--namespace",
+            namespace,
+            "--metrics-address",
+            f"127.0.0.1:{self.port}",
+            *args,
+        ]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def launch(self) -> ControllerProcess:
         """Start the process and return at once (``start`` also waits for its /metrics)."""
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-                                         start_new_session=True,
-                                         env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env})
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+            )
         return self
 
     def start(self) -> ControllerProcess:
@@ -140,8 +173,17 @@ class ControllerProcess:
         return None
 
 
-def can(cluster: Cluster, user: str, groups: list[str], namespace: str | None, verb: str, resource: str,
-        group: str = "", subresource: str = "", name: str = "") -> bool:
+def can(
+    cluster: Cluster,
+    user: str,
+    groups: list[str],
+    namespace: str | None,
+    verb: str,
+    resource: str,
+    group: str = "",
+    subresource: str = "",
+    name: str = "",
+) -> bool:
     """What the API server's authorizer says (SubjectAccessReview, as `kubectl auth can-i --as` asks)."""
     attrs: dict[str, Any] = {"verb": verb, "resource": resource, "group": group}
     if namespace:
@@ -151,8 +193,11 @@ def can(cluster: Cluster, user: str, groups: list[str], namespace: str | None, v
     if name:
         attrs["name"] = name
     review = client.AuthorizationV1Api(cluster.api_client).create_subject_access_review(
-        {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-         "spec": {"user": user, "groups": groups, "resourceAttributes": attrs}}
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": groups, "resourceAttributes": attrs},
+        }
     )
     return bool(review.status.allowed)
 

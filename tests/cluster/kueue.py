@@ -45,8 +45,9 @@ def find_kueue() -> Path:
     out = subprocess.run([str(REPO / "scripts/k8s/kueue.sh"), "--print"], capture_output=True, text=True)
     root = Path(out.stdout.strip().splitlines()[0]) if out.stdout.strip() else None
     if out.returncode != 0 or root is None or not (root / "bin/kueue").is_file():
-        raise KueueMissing("Kueue is not built: run scripts/k8s/kueue.sh (Go module proxy; cached under "
-                           "~/.cache/headroom/kueue)")
+        raise KueueMissing(
+            "Kueue is not built: run scripts/k8s/kueue.sh (Go module proxy; cached under ~/.cache/headroom/kueue)"
+        )
     return root
 
 
@@ -112,7 +113,8 @@ class Kueue:
         (certs / "tls.crt").write_bytes(pki.apiserver[0].read_bytes())
         (certs / "tls.key").write_bytes(pki.apiserver[1].read_bytes())
         config = {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
             "namespace": SYSTEM_NAMESPACE,
             "health": {"healthProbeBindAddress": f"127.0.0.1:{self.probe_port}"},
             "metrics": {"bindAddress": f"127.0.0.1:{self.metrics_port}"},
@@ -136,9 +138,24 @@ class Kueue:
             'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/u,workdir=$1/w" /etc; '
             'exec "$3" --config="$4" --feature-gates=VisibilityOnDemand=false'
         )
-        self.component = Component("kueue", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
-                                             "kueue", str(layer), str(certs), str(self.root / "bin/kueue"), str(cfg)],
-                                   self.workdir / "kueue.log")
+        self.component = Component(
+            "kueue",
+            [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+                "kueue",
+                str(layer),
+                str(certs),
+                str(self.root / "bin/kueue"),
+                str(cfg),
+            ],
+            self.workdir / "kueue.log",
+        )
         self.component.start(env={**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)})
         wait_for(lambda: self._ready(), 120, f"Kueue to be ready (log: {self.workdir / 'kueue.log'})", interval=0.5)
         import base64
@@ -146,8 +163,11 @@ class Kueue:
         ca = base64.b64encode(pki.ca_crt.read_bytes()).decode()
         adm = client.AdmissionregistrationV1Api(api)
         for doc in webhook_configurations(self.root / "webhook/manifests.yaml", self.webhook_port, ca):
-            create = (adm.create_mutating_webhook_configuration if doc["kind"] == "MutatingWebhookConfiguration"
-                      else adm.create_validating_webhook_configuration)
+            create = (
+                adm.create_mutating_webhook_configuration
+                if doc["kind"] == "MutatingWebhookConfiguration"
+                else adm.create_validating_webhook_configuration
+            )
             create(doc)
             self._webhooks.append(doc)
 
@@ -159,8 +179,11 @@ class Kueue:
     def stop(self) -> None:
         adm = client.AdmissionregistrationV1Api(self.cluster.core.api_client)
         for doc in self._webhooks:
-            delete = (adm.delete_mutating_webhook_configuration if doc["kind"] == "MutatingWebhookConfiguration"
-                      else adm.delete_validating_webhook_configuration)
+            delete = (
+                adm.delete_mutating_webhook_configuration
+                if doc["kind"] == "MutatingWebhookConfiguration"
+                else adm.delete_validating_webhook_configuration
+            )
             try:
                 delete(doc["metadata"]["name"])
             except client.ApiException:

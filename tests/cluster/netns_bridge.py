@@ -138,10 +138,16 @@ def _loopback(text: str) -> tuple[str, int]:
 
 def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="netns_bridge")
-    p.add_argument("--into", action="store_true",
-                   help="listen on the host's loopback, connect inside NETNS_FILE's namespace (loopback)")
-    p.add_argument("--owner", help="the folder of the session that started it (tests/cluster/stale.py finds a "
-                   "crashed session's processes by it)")
+    p.add_argument(
+        "--into",
+        action="store_true",
+        help="listen on the host's loopback, connect inside NETNS_FILE's namespace (loopback)",
+    )
+    p.add_argument(
+        "--owner",
+        help="the folder of the session that started it (tests/cluster/stale.py finds a "
+        "crashed session's processes by it)",
+    )
     p.add_argument("netns_file")
     p.add_argument("listen")
     p.add_argument("upstream")

@@ -84,9 +84,7 @@ def find_bin_dir() -> Path:
     if env_bin:
         bin_dir = Path(env_bin)
     else:
-        proc = subprocess.run(
-            ["bash", str(ENV_SH)], capture_output=True, text=True, check=False, timeout=30
-        )
+        proc = subprocess.run(["bash", str(ENV_SH)], capture_output=True, text=True, check=False, timeout=30)
         bin_dir = Path(proc.stdout.strip()) if proc.stdout.strip() else REPO / ".cache/k8s/bin"
     missing = [c for c in ALL_COMPONENTS if not os.access(bin_dir / c, os.X_OK)]
     if missing:
@@ -178,9 +176,15 @@ class Pki:
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, key_cert_sign=True, crl_sign=True,
-                    content_commitment=False, key_encipherment=False, data_encipherment=False,
-                    key_agreement=False, encipher_only=False, decipher_only=False,
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
             )
@@ -230,13 +234,13 @@ class Pki:
         self.apiserver = issue("apiserver", "kube-apiserver", (), server=True)
         self.admin = issue("admin", "headroom-test-admin", ("system:masters",), server=False)
         self.scheduler = issue("scheduler", "system:kube-scheduler", (), server=False)
-        self.controller_manager = issue(
-            "controller-manager", "system:kube-controller-manager", (), server=False
-        )
+        self.controller_manager = issue("controller-manager", "system:kube-controller-manager", (), server=False)
         self.kwok = issue("kwok", "kwok-controller", ("system:masters",), server=False)
         # the apiserver's identity towards kubelets (logs, exec): a real node accepts it
         self.kubelet_client = issue(
-            "apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",),
+            "apiserver-kubelet-client",
+            "kube-apiserver-kubelet-client",
+            ("system:masters",),
             server=False,
         )
 
@@ -254,9 +258,7 @@ def write_kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, u
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {"name": "headroom-test", "cluster": {"server": server, "certificate-authority": str(ca)}}
-        ],
+        "clusters": [{"name": "headroom-test", "cluster": {"server": server, "certificate-authority": str(ca)}}],
         "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
         "contexts": [{"name": "headroom-test", "context": {"cluster": "headroom-test", "user": user}}],
         "current-context": "headroom-test",
@@ -431,17 +433,16 @@ class LocalPlane:
         write_kubeconfig(self.kubeconfig, self.server, pki.ca_crt, *pki.admin, user="admin")
         ctx = ssl.create_default_context(cafile=str(pki.ca_crt))
         ctx.load_cert_chain(str(pki.admin[0]), str(pki.admin[1]))
-        self._wait(
-            "kube-apiserver /readyz", lambda: _http_ok(f"{self.server}/readyz", ctx), deadline, apiserver
-        )
+        self._wait("kube-apiserver /readyz", lambda: _http_ok(f"{self.server}/readyz", ctx), deadline, apiserver)
 
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE
 
         # kube-scheduler
-        skc = write_kubeconfig(d / "scheduler.kubeconfig", self.server, pki.ca_crt, *pki.scheduler,
-                               user="system:kube-scheduler")
+        skc = write_kubeconfig(
+            d / "scheduler.kubeconfig", self.server, pki.ca_crt, *pki.scheduler, user="system:kube-scheduler"
+        )
         sched_port = free_port()
         sched = self._component(
             "kube-scheduler",
@@ -458,8 +459,13 @@ class LocalPlane:
             ],
         )
         # kube-controller-manager
-        ckc = write_kubeconfig(d / "controller-manager.kubeconfig", self.server, pki.ca_crt,
-                               *pki.controller_manager, user="system:kube-controller-manager")
+        ckc = write_kubeconfig(
+            d / "controller-manager.kubeconfig",
+            self.server,
+            pki.ca_crt,
+            *pki.controller_manager,
+            user="system:kube-controller-manager",
+        )
         kcm_port = free_port()
         kcm = self._component(
             "kube-controller-manager",
@@ -502,12 +508,19 @@ class LocalPlane:
         )
         for c in (sched, kcm, kwok):
             c.start()
-        self._wait("kube-scheduler /healthz",
-                   lambda: _http_ok(f"https://127.0.0.1:{sched_port}/healthz", insecure), deadline, sched)
-        self._wait("kube-controller-manager /healthz",
-                   lambda: _http_ok(f"https://127.0.0.1:{kcm_port}/healthz", insecure), deadline, kcm)
-        self._wait("kwok /healthz",
-                   lambda: _http_ok(f"http://127.0.0.1:{kwok_port}/healthz"), deadline, kwok)
+        self._wait(
+            "kube-scheduler /healthz",
+            lambda: _http_ok(f"https://127.0.0.1:{sched_port}/healthz", insecure),
+            deadline,
+            sched,
+        )
+        self._wait(
+            "kube-controller-manager /healthz",
+            lambda: _http_ok(f"https://127.0.0.1:{kcm_port}/healthz", insecure),
+            deadline,
+            kcm,
+        )
+        self._wait("kwok /healthz", lambda: _http_ok(f"http://127.0.0.1:{kwok_port}/healthz"), deadline, kwok)
 
     @staticmethod
     def _kwok_configuration(port: int) -> dict[str, Any]:
@@ -602,8 +615,12 @@ class Cluster:
     # -- nodes ------------------------------------------------------------------------
     def add_node(self, spec: NodeSpec) -> None:
         """Create a kwok-managed Node with the given capacity (kwok marks it Ready)."""
-        capacity = {"cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods,
-                    "ephemeral-storage": spec.ephemeral_storage}
+        capacity = {
+            "cpu": spec.cpu,
+            "memory": spec.memory,
+            "pods": spec.pods,
+            "ephemeral-storage": spec.ephemeral_storage,
+        }
         body = {
             "apiVersion": "v1",
             "kind": "Node",
@@ -626,6 +643,7 @@ class Cluster:
 
     def wait_nodes_ready(self, names: Iterable[str] | None = None, timeout: float = 60) -> None:
         want = set(names if names is not None else self.nodes)
+
         def ready() -> bool:
             got = set()
             for n in self.core.list_node(label_selector="type=kwok").items:
@@ -633,6 +651,7 @@ class Cluster:
                     if c.type == "Ready" and c.status == "True":
                         got.add(n.metadata.name)  # type: ignore[union-attr]  # and metadata
             return want <= got
+
         wait_for(ready, timeout, f"fake nodes Ready: {sorted(want)}")
 
     # -- namespaces -------------------------------------------------------------------
@@ -640,15 +659,20 @@ class Cluster:
         """A fresh namespace, returned once its default ServiceAccount exists."""
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self.core.create_namespace(
-            {"apiVersion": "v1", "kind": "Namespace",  # type: ignore[arg-type]  # the client serialises a plain dict body
-             "metadata": {"name": name, "labels": dict(labels or {})}}
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",  # type: ignore[arg-type]  # the client serialises a plain dict body
+                "metadata": {"name": name, "labels": dict(labels or {})},
+            }
         )
         self._namespaces.append(name)
+
         def has_sa() -> bool:
             return any(
                 sa.metadata.name == "default"  # type: ignore[union-attr]  # a listed object has metadata
                 for sa in self.core.list_namespaced_service_account(name).items
             )
+
         wait_for(has_sa, 30, f"default ServiceAccount in {name}")
         return name
 
@@ -687,13 +711,19 @@ class Cluster:
         }
 
     def wait_pod(
-        self, namespace: str, name: str, predicate: Callable[[Any], bool], timeout: float = 60,
+        self,
+        namespace: str,
+        name: str,
+        predicate: Callable[[Any], bool],
+        timeout: float = 60,
         what: str = "condition",
     ) -> Any:
         last: list[Any] = [None]
+
         def check() -> bool:
             last[0] = self.core.read_namespaced_pod(name, namespace)
             return predicate(last[0])
+
         try:
             wait_for(check, timeout, f"pod {namespace}/{name}: {what}")
         except TimeoutError as exc:
@@ -702,11 +732,7 @@ class Cluster:
         return last[0]
 
     def events_for(self, namespace: str, name: str) -> list[Any]:
-        return list(
-            self.core.list_namespaced_event(
-                namespace, field_selector=f"involvedObject.name={name}"
-            ).items
-        )
+        return list(self.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items)
 
     # -- helm -------------------------------------------------------------------------
     def helm(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -720,9 +746,7 @@ class Cluster:
             "HELM_CONFIG_HOME": str(self._helm_home / "config"),
             "HELM_DATA_HOME": str(self._helm_home / "data"),
         }
-        return subprocess.run(
-            [str(helm), *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
-        )
+        return subprocess.run([str(helm), *args], capture_output=True, text=True, env=env, timeout=timeout, check=False)
 
     # -- teardown ---------------------------------------------------------------------
     def cleanup(self) -> None:

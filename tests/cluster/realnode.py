@@ -114,10 +114,10 @@ def find_node_assets(bin_dir: Path) -> NodeAssets:
         missing.append(f"kubelet in {bin_dir} (scripts/k8s/build.sh)")
     tools = {t: shutil.which(t) for t in ("containerd", "runc", "ctr", "unshare", "nsenter", "ip")}
     missing += [f"{t} on PATH" for t, p in tools.items() if p is None]
-    missing += [f"CNI plugin {p}" for p in ("ptp", "host-local", "loopback")
-                if not os.access(CNI_BIN_DIR / p, os.X_OK)]
-    proc = subprocess.run(["bash", str(IMAGES_SH), "--exports"], capture_output=True, text=True,
-                          check=False, timeout=60)
+    missing += [f"CNI plugin {p}" for p in ("ptp", "host-local", "loopback") if not os.access(CNI_BIN_DIR / p, os.X_OK)]
+    proc = subprocess.run(
+        ["bash", str(IMAGES_SH), "--exports"], capture_output=True, text=True, check=False, timeout=60
+    )
     env = dict(re.findall(r"^export (\w+)=(\S+)$", proc.stdout, re.M))
     if proc.returncode != 0:
         missing.append("local images (scripts/images/build.sh)")
@@ -260,8 +260,7 @@ def kill_all(pids: set[int]) -> None:
 class RealNode:
     """containerd + kubelet registered with ``kubeconfig``'s cluster as ``self.name``."""
 
-    def __init__(self, assets: NodeAssets, kubeconfig: Path, client_ca: Path,
-                 workdir: Path | None = None) -> None:
+    def __init__(self, assets: NodeAssets, kubeconfig: Path, client_ca: Path, workdir: Path | None = None) -> None:
         self.assets = assets
         self.kubeconfig = kubeconfig
         self.client_ca = client_ca
@@ -319,8 +318,18 @@ class RealNode:
 
     def _start(self, deadline: float) -> None:
         d = self.dir
-        for sub in ("containerd/root", "containerd/state", "run-containerd", "var-lib-cni",
-                    "var-log", "cni/net.d", "cni/ipam", "kubelet", "sysctl", "volume-plugins"):
+        for sub in (
+            "containerd/root",
+            "containerd/state",
+            "run-containerd",
+            "var-lib-cni",
+            "var-log",
+            "cni/net.d",
+            "cni/ipam",
+            "kubelet",
+            "sysctl",
+            "volume-plugins",
+        ):
             (d / sub).mkdir(parents=True, exist_ok=True)
         for host_dir in map(Path, PRIVATE_DIRS):
             if not host_dir.exists():
@@ -329,8 +338,11 @@ class RealNode:
         self.cgroups = create_cgroup_root(self.cgroup_name)
 
         # 1. the private mount namespace, held open by `sleep`
-        binds = [(d / "run-containerd", "/run/containerd"), (d / "var-lib-cni", "/var/lib/cni"),
-                 (d / "var-log", "/var/log")]
+        binds = [
+            (d / "run-containerd", "/run/containerd"),
+            (d / "var-lib-cni", "/var/lib/cni"),
+            (d / "var-log", "/var/log"),
+        ]
         for key, want in KUBELET_SYSCTLS.items():
             host = Path("/proc/sys") / key
             try:
@@ -345,8 +357,9 @@ class RealNode:
         ready = d / "holder.ready"
         script = "set -e\n" + "".join(f"mount --bind '{src}' '{dst}'\n" for src, dst in binds)
         script += f"touch '{ready}'\nexec sleep infinity\n"
-        holder = self._component("mount-namespace", ["unshare", "--mount", "--propagation",
-                                                     "private", "--", "sh", "-c", script])
+        holder = self._component(
+            "mount-namespace", ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script]
+        )
         holder.start()
         self._wait("mount namespace", ready.exists, deadline, holder)
         assert holder.proc is not None
@@ -357,36 +370,49 @@ class RealNode:
         conflist = {
             "cniVersion": "0.4.0",
             "name": "headroom-node",
-            "plugins": [{
-                "type": "ptp",
-                "ipMasq": False,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [[{"subnet": POD_RANGE}]],
-                    "routes": [{"dst": "0.0.0.0/0"}],
-                    "dataDir": str(d / "cni" / "ipam"),
-                },
-            }],
+            "plugins": [
+                {
+                    "type": "ptp",
+                    "ipMasq": False,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": POD_RANGE}]],
+                        "routes": [{"dst": "0.0.0.0/0"}],
+                        "dataDir": str(d / "cni" / "ipam"),
+                    },
+                }
+            ],
         }
         (d / "cni" / "net.d" / "10-headroom.conflist").write_text(json.dumps(conflist, indent=2))
         config = d / "containerd.toml"
         values = {
-            "ROOT": d / "containerd" / "root", "STATE": d / "containerd" / "state",
-            "SOCKET": self.socket, "PAUSE_IMAGE": self.assets.pause_image,
-            "RESTRICT_OOM": "true", "RUNC": self.assets.runc, "CNI_CONF_DIR": d / "cni" / "net.d",
+            "ROOT": d / "containerd" / "root",
+            "STATE": d / "containerd" / "state",
+            "SOCKET": self.socket,
+            "PAUSE_IMAGE": self.assets.pause_image,
+            "RESTRICT_OOM": "true",
+            "RUNC": self.assets.runc,
+            "CNI_CONF_DIR": d / "cni" / "net.d",
             "STREAM_PORT": self.stream_port,
         }
         text = CONTAINERD_TEMPLATE.read_text()
         for k, v in values.items():
             text = text.replace(f"@{k}@", str(v))
         config.write_text(text)
-        containerd = self._component("containerd", [
-            *enter, "unshare", "--net", "--", "sh", "-c",
-            f"ip link set lo up && exec '{self.assets.containerd}' --config '{config}'",
-        ])
+        containerd = self._component(
+            "containerd",
+            [
+                *enter,
+                "unshare",
+                "--net",
+                "--",
+                "sh",
+                "-c",
+                f"ip link set lo up && exec '{self.assets.containerd}' --config '{config}'",
+            ],
+        )
         containerd.start()
-        self._wait("containerd socket", lambda: self._ctr("version").returncode == 0, deadline,
-                   containerd)
+        self._wait("containerd socket", lambda: self._ctr("version").returncode == 0, deadline, containerd)
         assert containerd.proc is not None
         self.net_ns = ns_inode(containerd.proc.pid, "net")
         self._bridge_streams(containerd, deadline)
@@ -399,26 +425,29 @@ class RealNode:
         port, healthz = free_port(), free_port()
         kcfg = d / "kubelet.yaml"
         write_yaml(kcfg, [self._kubelet_configuration(port, healthz)])
-        kubelet = self._component("kubelet", [
-            *enter, str(self.assets.kubelet),
-            f"--config={kcfg}",
-            f"--kubeconfig={self.kubeconfig}",
-            f"--root-dir={d / 'kubelet'}",
-            f"--cert-dir={d / 'kubelet' / 'pki'}",
-            f"--hostname-override={self.name}",
-            # The kubelet refuses a loopback node IP ("nodeIP can't be loopback") and then
-            # publishes no address, so the apiserver cannot reach it for logs. With an
-            # external cloud provider it leaves the addresses to someone else: register()
-            # sets 127.0.0.1, where the kubelet listens. Everything stays on loopback.
-            "--cloud-provider=external",
-            f"--node-labels={REAL_NODE_LABEL}=true,headroom.test/node-kind=real",
-            "--v=2",
-        ])
+        kubelet = self._component(
+            "kubelet",
+            [
+                *enter,
+                str(self.assets.kubelet),
+                f"--config={kcfg}",
+                f"--kubeconfig={self.kubeconfig}",
+                f"--root-dir={d / 'kubelet'}",
+                f"--cert-dir={d / 'kubelet' / 'pki'}",
+                f"--hostname-override={self.name}",
+                # The kubelet refuses a loopback node IP ("nodeIP can't be loopback") and then
+                # publishes no address, so the apiserver cannot reach it for logs. With an
+                # external cloud provider it leaves the addresses to someone else: register()
+                # sets 127.0.0.1, where the kubelet listens. Everything stays on loopback.
+                "--cloud-provider=external",
+                f"--node-labels={REAL_NODE_LABEL}=true,headroom.test/node-kind=real",
+                "--v=2",
+            ],
+        )
         kubelet.start()
         from .plane import _http_ok
 
-        self._wait("kubelet /healthz", lambda: _http_ok(f"http://127.0.0.1:{healthz}/healthz"),
-                   deadline, kubelet)
+        self._wait("kubelet /healthz", lambda: _http_ok(f"http://127.0.0.1:{healthz}/healthz"), deadline, kubelet)
         self.healthz_port = healthz
 
     def _kubelet_configuration(self, port: int, healthz: int) -> dict[str, Any]:
@@ -450,8 +479,12 @@ class RealNode:
             # a shared disk: neither image GC nor disk-pressure eviction should fire here
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
-            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
-                             "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+            "evictionHard": {
+                "memory.available": "100Mi",
+                "nodefs.available": "1%",
+                "imagefs.available": "1%",
+                "nodefs.inodesFree": "1%",
+            },
             "nodeStatusUpdateFrequency": "5s",
             "serializeImagePulls": False,
             "localStorageCapacityIsolation": True,
@@ -476,23 +509,37 @@ class RealNode:
         wait_for(registered, timeout, f"node {self.name} registered")
         # InternalIP only: the apiserver prefers a Hostname address, which nothing resolves
         # (the kubelet registered a Hostname address: replace the list, do not merge)
-        core.patch_node_status(self.name, {"status": {"addresses": [
-            {"$patch": "replace"}, {"type": "InternalIP", "address": "127.0.0.1"},
-        ]}})
+        core.patch_node_status(
+            self.name,
+            {
+                "status": {
+                    "addresses": [
+                        {"$patch": "replace"},
+                        {"type": "InternalIP", "address": "127.0.0.1"},
+                    ]
+                }
+            },
+        )
         addresses = [(a.type, a.address) for a in core.read_node(self.name).status.addresses]
         if addresses != [("InternalIP", "127.0.0.1")]:
             raise PlaneError(f"node {self.name}: addresses not replaced: {addresses}")
         node = core.read_node(self.name)
-        taints = [t.to_dict() for t in node.spec.taints or []
-                  if t.key != "node.cloudprovider.kubernetes.io/uninitialized"]
+        taints = [
+            t.to_dict() for t in node.spec.taints or [] if t.key != "node.cloudprovider.kubernetes.io/uninitialized"
+        ]
         sysctls = ",".join(f"{k}(host={v})" for k, v in sorted(self.faked_sysctls.items()))
-        core.patch_node(self.name, {
-            "metadata": {"annotations": {
-                OOM_SCORE_ANNOTATION: f"negative-clamped-to-{self.oom_score_adj or '0'}",
-                SYSCTL_ANNOTATION: sysctls or "none",
-            }},
-            "spec": {"taints": [{k: v for k, v in t.items() if v is not None} for t in taints]},
-        })
+        core.patch_node(
+            self.name,
+            {
+                "metadata": {
+                    "annotations": {
+                        OOM_SCORE_ANNOTATION: f"negative-clamped-to-{self.oom_score_adj or '0'}",
+                        SYSCTL_ANNOTATION: sysctls or "none",
+                    }
+                },
+                "spec": {"taints": [{k: v for k, v in t.items() if v is not None} for t in taints]},
+            },
+        )
 
         def ready() -> bool:
             n = core.read_node(self.name)
@@ -525,8 +572,9 @@ class RealNode:
             raise PlaneError(f"containerd does not list the imported images {missing}")
         return imported
 
-    def expose_api_service(self, server: str, cluster_ip: str = "10.96.0.1", port: int = 443,
-                           timeout: float = 30) -> None:
+    def expose_api_service(
+        self, server: str, cluster_ip: str = "10.96.0.1", port: int = 443, timeout: float = 30
+    ) -> None:
         """Make the ``kubernetes`` Service's ClusterIP reach the API server from this node's pods
         (tests/cluster/netns_bridge.py: kube-proxy for that one Service), so a pod using the
         in-cluster config, such as the chart's controller, talks to the test plane."""
@@ -535,35 +583,74 @@ class RealNode:
         containerd = next(c for c in self.components if c.name == "containerd")
         assert containerd.proc is not None
         upstream = server.removeprefix("https://").rstrip("/")
-        bridge = self._component("api-service-bridge", [
-            sys.executable, "-m", "tests.cluster.netns_bridge", f"/proc/{containerd.proc.pid}/ns/net",
-            f"{cluster_ip}:{port}", upstream])
+        bridge = self._component(
+            "api-service-bridge",
+            [
+                sys.executable,
+                "-m",
+                "tests.cluster.netns_bridge",
+                f"/proc/{containerd.proc.pid}/ns/net",
+                f"{cluster_ip}:{port}",
+                upstream,
+            ],
+        )
         bridge.start(env={**os.environ, "PYTHONPATH": str(REPO)})
-        self._wait("the API service bridge", lambda: "relaying" in bridge.log.read_text(errors="replace"),
-                   time.monotonic() + timeout, bridge)
+        self._wait(
+            "the API service bridge",
+            lambda: "relaying" in bridge.log.read_text(errors="replace"),
+            time.monotonic() + timeout,
+            bridge,
+        )
 
     def _bridge_streams(self, containerd: Component, deadline: float) -> None:
         """The kubelet (host namespace) dials containerd's streaming URL on 127.0.0.1: relay that port
         of the host's loopback to the same port of the node's loopback (netns_bridge ``--into``)."""
         assert containerd.proc is not None
         addr = f"127.0.0.1:{self.stream_port}"
-        bridge = self._component("stream-bridge", [
-            sys.executable, "-m", "tests.cluster.netns_bridge", "--into", "--owner", str(self.dir),
-            f"/proc/{containerd.proc.pid}/ns/net", addr, addr])
+        bridge = self._component(
+            "stream-bridge",
+            [
+                sys.executable,
+                "-m",
+                "tests.cluster.netns_bridge",
+                "--into",
+                "--owner",
+                str(self.dir),
+                f"/proc/{containerd.proc.pid}/ns/net",
+                addr,
+                addr,
+            ],
+        )
         bridge.start(env={**os.environ, "PYTHONPATH": str(REPO)})
-        self._wait("the CRI streaming bridge", lambda: "relaying" in bridge.log.read_text(errors="replace"),
-                   deadline, bridge)
+        self._wait(
+            "the CRI streaming bridge", lambda: "relaying" in bridge.log.read_text(errors="replace"), deadline, bridge
+        )
 
     def http_get(self, url: str, timeout: float = 10) -> str | None:
         """GET ``url`` from inside the node's network namespace, where pod IPs are routed (the
         host has no route to them); None when it cannot be fetched."""
         containerd = next(c for c in self.components if c.name == "containerd")
         assert containerd.proc is not None
-        code = ("import sys, urllib.request\n"
-                "print(urllib.request.urlopen(sys.argv[1], timeout=float(sys.argv[2])).read().decode(), end='')")
-        r = subprocess.run(["nsenter", f"--net=/proc/{containerd.proc.pid}/ns/net", "--", sys.executable, "-c",
-                            code, url, str(timeout)], capture_output=True, text=True, timeout=timeout + 10,
-                           check=False)
+        code = (
+            "import sys, urllib.request\n"
+            "print(urllib.request.urlopen(sys.argv[1], timeout=float(sys.argv[2])).read().decode(), end='')"
+        )
+        r = subprocess.run(
+            [
+                "nsenter",
+                f"--net=/proc/{containerd.proc.pid}/ns/net",
+                "--",
+                sys.executable,
+                "-c",
+                code,
+                url,
+                str(timeout),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout + 10,
+            check=False,
+        )
         return r.stdout if r.returncode == 0 else None
 
     def _docker_save(self, ref: str, docker_host: str | None) -> tuple[Path, list[str]]:
@@ -582,13 +669,21 @@ class RealNode:
         finally:
             client.close()
         # containerd names a docker-archive image by its normalised reference
-        name = ref if "/" in ref and "." in ref.split("/", 1)[0] else f"docker.io/{ref if '/' in ref else 'library/' + ref}"
+        name = (
+            ref
+            if "/" in ref and "." in ref.split("/", 1)[0]
+            else f"docker.io/{ref if '/' in ref else 'library/' + ref}"
+        )
         return archive, [name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"]
 
     def _ctr(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(self.assets.ctr), "--address", str(self.socket),
-                               "--namespace", "k8s.io", *args],
-                              capture_output=True, text=True, timeout=timeout, check=False)
+        return subprocess.run(
+            [str(self.assets.ctr), "--address", str(self.socket), "--namespace", "k8s.io", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
     def _component(self, name: str, argv: list[str]) -> Component:
         c = Component(name, argv, self.logs / f"{name}.log")
@@ -712,12 +807,19 @@ def real_pod(
         "containers": [container],
     }
     if restricted:
-        spec["securityContext"] = {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534,
-                                   "seccompProfile": {"type": "RuntimeDefault"}}
-        container["securityContext"] = {"allowPrivilegeEscalation": False,
-                                        "capabilities": {"drop": ["ALL"]}}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "annotations": dict(annotations or {})}, "spec": spec}
+        spec["securityContext"] = {
+            "runAsNonRoot": True,
+            "runAsUser": 65534,
+            "runAsGroup": 65534,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        container["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "annotations": dict(annotations or {})},
+        "spec": spec,
+    }
 
 
 #: Owners that put a deleted pod back: a test that made one removes it itself (a helm release).
@@ -731,10 +833,12 @@ def clear_real_node(core: Any, node: str, timeout: float = 30) -> list[str]:
 
     def left() -> list[Any]:
         bound = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
-        waiting = [p for p in core.list_pod_for_all_namespaces(field_selector="spec.nodeName=").items
-                   if (p.spec.node_selector or {}).get(REAL_NODE_LABEL) == "true"]
-        return [p for p in bound + waiting
-                if not any(o.kind in _RECREATING for o in p.metadata.owner_references or [])]
+        waiting = [
+            p
+            for p in core.list_pod_for_all_namespaces(field_selector="spec.nodeName=").items
+            if (p.spec.node_selector or {}).get(REAL_NODE_LABEL) == "true"
+        ]
+        return [p for p in bound + waiting if not any(o.kind in _RECREATING for o in p.metadata.owner_references or [])]
 
     pods = left()
     for p in pods:
@@ -758,12 +862,14 @@ def delete_pods_on_node(core: Any, node: str, timeout: float = 30) -> None:
     selector = f"spec.nodeName={node}"
     for pod in core.list_pod_for_all_namespaces(field_selector=selector).items:
         try:
-            core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace,
-                                       grace_period_seconds=0)
+            core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0)
         except ApiException:
             pass
     try:
-        wait_for(lambda: not core.list_pod_for_all_namespaces(field_selector=selector).items,
-                 timeout, f"pods on {node} deleted")
+        wait_for(
+            lambda: not core.list_pod_for_all_namespaces(field_selector=selector).items,
+            timeout,
+            f"pods on {node} deleted",
+        )
     except TimeoutError:
         pass  # the node's stop() kills what is left

@@ -46,8 +46,12 @@ def category(task_path: str) -> str:
 def decide(launch: Launch) -> Sim:
     if category(launch.task.path) == "memory-spike" and launch.config_label == "1x-strict":
         return Sim("oom", report(agent_oom=1), after=RUN_FOR)
-    if launch.task_id == "dedup-index" and launch.config_label == "1x/3x" and launch.attempt == 0 \
-            and launch.try_index == 0:
+    if (
+        launch.task_id == "dedup-index"
+        and launch.config_label == "1x/3x"
+        and launch.attempt == 0
+        and launch.try_index == 0
+    ):
         return Sim("evict", after=RUN_FOR)
     if launch.task_id == "crash-triage":
         return Sim("succeed", report("0"), after=RUN_FOR)

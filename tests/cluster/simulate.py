@@ -35,27 +35,50 @@ class Sim:
     after: str | None = None  # how long the container "runs"
 
 
-def report(reward: str | None = "1", *, agent_exit: int = 0, agent_timeout: bool = False, agent_oom: int = 0,
-           verifier_exit: int = 0, agent_result: str | None = None) -> dict[str, Any]:
+def report(
+    reward: str | None = "1",
+    *,
+    agent_exit: int = 0,
+    agent_timeout: bool = False,
+    agent_oom: int = 0,
+    verifier_exit: int = 0,
+    agent_result: str | None = None,
+) -> dict[str, Any]:
     """The fields the runner writes for one try (see runner.sh)."""
-    f: dict[str, Any] = {"workdir": "/app", "memcg": "v2", "agent_exit": 137 if agent_timeout else agent_exit,
-                         "agent_cs": 150, "agent_timeout": int(agent_timeout), "agent_oom0": 0,
-                         "agent_oom1": agent_oom, "agent_peak": 50_000_000}
+    f: dict[str, Any] = {
+        "workdir": "/app",
+        "memcg": "v2",
+        "agent_exit": 137 if agent_timeout else agent_exit,
+        "agent_cs": 150,
+        "agent_timeout": int(agent_timeout),
+        "agent_oom0": 0,
+        "agent_oom1": agent_oom,
+        "agent_peak": 50_000_000,
+    }
     if agent_result is not None:
         f["agent_result"] = agent_result
     if agent_timeout or agent_oom:
         f["verifier_skipped"] = "agent_timeout" if agent_timeout else "agent_oom"
         return f
-    f.update({"verifier_exit": verifier_exit, "verifier_cs": 40, "verifier_timeout": 0, "verifier_oom0": agent_oom,
-              "verifier_oom1": agent_oom, "verifier_peak": 50_000_000})
+    f.update(
+        {
+            "verifier_exit": verifier_exit,
+            "verifier_cs": 40,
+            "verifier_timeout": 0,
+            "verifier_oom0": agent_oom,
+            "verifier_oom1": agent_oom,
+            "verifier_peak": 50_000_000,
+        }
+    )
     if reward is not None:
         f.update({"reward_file": "reward.txt", "reward_size": len(reward) + 1, "reward": reward})
     return f
 
 
 def kwok_options(namespace: str, **kw: Any) -> KubernetesOptions:
-    return KubernetesOptions(namespace=namespace, node_selector={"type": "kwok"},
-                             tolerations=[dict(FAKE_NODE_TOLERATION)], **kw)
+    return KubernetesOptions(
+        namespace=namespace, node_selector={"type": "kwok"}, tolerations=[dict(FAKE_NODE_TOLERATION)], **kw
+    )
 
 
 def hook(decide: Callable[[Launch], Sim]) -> Callable[[Launch, dict[str, Any]], dict[str, Any]]:
@@ -70,6 +93,7 @@ def hook(decide: Callable[[Launch], Sim]) -> Callable[[Launch, dict[str, Any]], 
         if sim.after:
             ann[OUTCOME_AFTER_ANNOTATION] = sim.after
         return body
+
     return apply
 
 

@@ -38,31 +38,59 @@ def test_an_agent_a_pod_cannot_run_is_refused_once(cluster: Cluster, crds: None)
     ns = cluster.create_namespace(prefix="agentref")
     custom = client.CustomObjectsApi(cluster.api_client)
     for name, agent in AGENTS.items():
-        custom.create_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, {
-            "apiVersion": API_VERSION, "kind": "Experiment", "metadata": {"name": name},
-            "spec": {"name": name, "task_source": {"bundle": "never-read"}, "agent": agent}})
-    experiments = Informer("experiment", lambda **kw: custom.list_namespaced_custom_object(
-        GROUP, VERSION, ns, EXPERIMENT_PLURAL, **kw), transform=slim_experiment)
-    trials = Informer("trial", lambda **kw: custom.list_namespaced_custom_object(
-        GROUP, VERSION, ns, TRIAL_PLURAL, **kw), transform=slim_trial)
+        custom.create_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            ns,
+            EXPERIMENT_PLURAL,
+            {
+                "apiVersion": API_VERSION,
+                "kind": "Experiment",
+                "metadata": {"name": name},
+                "spec": {"name": name, "task_source": {"bundle": "never-read"}, "agent": agent},
+            },
+        )
+    experiments = Informer(
+        "experiment",
+        lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, **kw),
+        transform=slim_experiment,
+    )
+    trials = Informer(
+        "trial",
+        lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL, **kw),
+        transform=slim_trial,
+    )
     for inf in (experiments, trials):
         inf.start()
     try:
         assert wait_synced([experiments, trials], timeout=60)
-        rec = Reconciler(namespace=ns, custom=custom, core=cluster.core, experiments=experiments, trials=trials,
-                         make_backend=_no_backend, metrics=Metrics(), events=EventRecorder(cluster.core, ns, "test"))
+        rec = Reconciler(
+            namespace=ns,
+            custom=custom,
+            core=cluster.core,
+            experiments=experiments,
+            trials=trials,
+            make_backend=_no_backend,
+            metrics=Metrics(),
+            events=EventRecorder(cluster.core, ns, "test"),
+        )
         for name in AGENTS:
             assert rec.reconcile(name) is None  # terminal: no requeue
             assert rec.reconcile(name) is None  # and a second look changes nothing
-        for name, words in (("external", "an external agent runs on a host"),
-                            ("host-path", "agent.path '/home/me/agent' is a directory on a host")):
+        for name, words in (
+            ("external", "an external agent runs on a host"),
+            ("host-path", "agent.path '/home/me/agent' is a directory on a host"),
+        ):
             exp = custom.get_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, name)
             assert exp["status"]["phase"] == "Failed"
             (cond,) = [c for c in exp["status"]["conditions"] if c["type"] == "Planned"]
             assert cond["status"] == "False" and cond["reason"] == "SpecInvalid"
             assert cond["message"].startswith("spec.agent: ") and words in cond["message"]
-            events = [e for e in cluster.core.list_namespaced_event(ns).items
-                      if e.involved_object.name == name and e.reason == "SpecInvalid"]
+            events = [
+                e
+                for e in cluster.core.list_namespaced_event(ns).items
+                if e.involved_object.name == name and e.reason == "SpecInvalid"
+            ]
             assert len(events) == 1 and events[0].type == "Warning" and words in events[0].message
             assert (events[0].count or 1) == 1
         assert custom.list_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL)["items"] == []

@@ -29,8 +29,19 @@ def _template(cluster: Cluster, *args: str) -> Any:
 
 
 def test_helm_lint_is_clean(cluster: Cluster) -> None:
-    for extra in ([], ["--set", "nodeProvenance.enabled=true", "--set", "metrics.serviceMonitor.enabled=true",
-                       "--set", "trialNetworkPolicy.enabled=false", "--set", "replicaCount=1"]):
+    for extra in (
+        [],
+        [
+            "--set",
+            "nodeProvenance.enabled=true",
+            "--set",
+            "metrics.serviceMonitor.enabled=true",
+            "--set",
+            "trialNetworkPolicy.enabled=false",
+            "--set",
+            "replicaCount=1",
+        ],
+    ):
         r = cluster.helm("lint", "--strict", str(CHART), *extra)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "[WARNING]" not in r.stdout and "[ERROR]" not in r.stdout, r.stdout
@@ -58,19 +69,31 @@ def test_optional_objects_follow_their_values(cluster: Cluster) -> None:
         return sorted(d["kind"] for d in yaml.safe_load_all(r.stdout) if d)
 
     default = kinds()
-    assert default == sorted(["ServiceAccount", "Role", "RoleBinding", "Deployment", "Service", "PodDisruptionBudget",
-                              "NetworkPolicy"])
+    assert default == sorted(
+        ["ServiceAccount", "Role", "RoleBinding", "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy"]
+    )
     assert "ClusterRole" not in default  # no cluster-wide read unless asked for
     full = kinds("--set", "nodeProvenance.enabled=true", "--set", "metrics.serviceMonitor.enabled=true")
     assert {"ClusterRole", "ClusterRoleBinding", "ServiceMonitor", "NetworkPolicy"} <= set(full)
     assert "NetworkPolicy" not in kinds("--set", "trialNetworkPolicy.enabled=false")
-    cr = next(d for d in yaml.safe_load_all(_template(cluster, "--set", "nodeProvenance.enabled=true").stdout)
-              if d and d["kind"] == "ClusterRole")
-    assert cr["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-                           {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]
-    nodes_only = next(d for d in yaml.safe_load_all(_template(cluster, "--set", "nodeProvenance.enabled=true", "--set",
-                                                              "nodeProvenance.otherWorkloads=false").stdout)
-                      if d and d["kind"] == "ClusterRole")
+    cr = next(
+        d
+        for d in yaml.safe_load_all(_template(cluster, "--set", "nodeProvenance.enabled=true").stdout)
+        if d and d["kind"] == "ClusterRole"
+    )
+    assert cr["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+    ]
+    nodes_only = next(
+        d
+        for d in yaml.safe_load_all(
+            _template(
+                cluster, "--set", "nodeProvenance.enabled=true", "--set", "nodeProvenance.otherWorkloads=false"
+            ).stdout
+        )
+        if d and d["kind"] == "ClusterRole"
+    )
     assert nodes_only["rules"] == cr["rules"][:1]
 
 
@@ -148,8 +171,9 @@ def test_status_subresource_and_printer_columns(cluster: Cluster, installed: str
     after["status"] = {"phase": "Running", "progress": "3/90", "inFlight": 6, "infraErrors": "1x-strict=33% 1x/3x=0%"}
     custom.replace_namespaced_custom_object_status(GROUP, VERSION, installed, EXPERIMENT_PLURAL, "cols", after)
     resp = cluster.api_client.call_api(
-        "GET", f"{cluster.api_client.configuration.host}/apis/{GROUP}/{VERSION}/namespaces/{installed}/"
-               f"{EXPERIMENT_PLURAL}/cols",
+        "GET",
+        f"{cluster.api_client.configuration.host}/apis/{GROUP}/{VERSION}/namespaces/{installed}/"
+        f"{EXPERIMENT_PLURAL}/cols",
         header_params={"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"},
     )
     resp.read()
@@ -162,23 +186,42 @@ def test_status_subresource_and_printer_columns(cluster: Cluster, installed: str
 # ---- what the ServiceAccount may do (kubectl auth can-i --as=system:serviceaccount:NS:headroom) ----
 
 ALLOWED = [
-    ("list", "experiments", GROUP, ""), ("watch", "experiments", GROUP, ""),
+    ("list", "experiments", GROUP, ""),
+    ("watch", "experiments", GROUP, ""),
     ("update", "experiments", GROUP, "status"),
-    ("create", "trials", GROUP, ""), ("watch", "trials", GROUP, ""), ("update", "trials", GROUP, "status"),
-    ("create", "pods", "", ""), ("delete", "pods", "", ""), ("patch", "pods", "", ""), ("watch", "pods", "", ""),
+    ("create", "trials", GROUP, ""),
+    ("watch", "trials", GROUP, ""),
+    ("update", "trials", GROUP, "status"),
+    ("create", "pods", "", ""),
+    ("delete", "pods", "", ""),
+    ("patch", "pods", "", ""),
+    ("watch", "pods", "", ""),
     ("deletecollection", "pods", "", ""),  # harvested pods go in one request per run (the backend's sweep)
-    ("get", "pods", "", "log"), ("create", "events", "", ""), ("watch", "events", "", ""),
-    ("get", "configmaps", "", ""), ("create", "configmaps", "", ""), ("list", "resourcequotas", "", ""), ("list", "limitranges", "", ""),
+    ("get", "pods", "", "log"),
+    ("create", "events", "", ""),
+    ("watch", "events", "", ""),
+    ("get", "configmaps", "", ""),
+    ("create", "configmaps", "", ""),
+    ("list", "resourcequotas", "", ""),
+    ("list", "limitranges", "", ""),
     ("create", "leases", "coordination.k8s.io", ""),
 ]
 DENIED = [
-    ("get", "secrets", "", ""), ("list", "secrets", "", ""),
-    ("update", "experiments", GROUP, ""), ("delete", "experiments", GROUP, ""), ("create", "experiments", GROUP, ""),
-    ("delete", "trials", GROUP, ""), ("update", "trials", GROUP, ""),
-    ("update", "configmaps", "", ""), ("delete", "configmaps", "", ""),
-    ("create", "networkpolicies", "networking.k8s.io", ""), ("create", "secrets", "", ""),
-    ("create", "pods", "", "exec"), ("create", "rolebindings", "rbac.authorization.k8s.io", ""),
-    ("create", "serviceaccounts", "", "token"), ("update", "deployments", "apps", ""),
+    ("get", "secrets", "", ""),
+    ("list", "secrets", "", ""),
+    ("update", "experiments", GROUP, ""),
+    ("delete", "experiments", GROUP, ""),
+    ("create", "experiments", GROUP, ""),
+    ("delete", "trials", GROUP, ""),
+    ("update", "trials", GROUP, ""),
+    ("update", "configmaps", "", ""),
+    ("delete", "configmaps", "", ""),
+    ("create", "networkpolicies", "networking.k8s.io", ""),
+    ("create", "secrets", "", ""),
+    ("create", "pods", "", "exec"),
+    ("create", "rolebindings", "rbac.authorization.k8s.io", ""),
+    ("create", "serviceaccounts", "", "token"),
+    ("update", "deployments", "apps", ""),
 ]
 
 
@@ -206,8 +249,9 @@ def test_service_account_permission_matrix(cluster: Cluster, installed: str) -> 
 
 def test_node_provenance_grants_node_and_pod_reads_only(cluster: Cluster) -> None:
     ns = cluster.create_namespace(prefix="hrn")
-    r = helm_install(cluster, ns, "--set", "nodeProvenance.enabled=true", "--set", "replicaCount=1",
-                     "--skip-crds", wait=False)
+    r = helm_install(
+        cluster, ns, "--set", "nodeProvenance.enabled=true", "--set", "replicaCount=1", "--skip-crds", wait=False
+    )
     assert r.returncode == 0, r.stderr
     user = f"system:serviceaccount:{ns}:{SERVICE_ACCOUNT}"
     groups = ["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"]
@@ -216,8 +260,17 @@ def test_node_provenance_grants_node_and_pod_reads_only(cluster: Cluster) -> Non
     # other workloads' limits on a trial's node: pods of every namespace may be listed, never changed
     assert can(cluster, user, groups, None, "list", "pods") and can(cluster, user, groups, None, "watch", "pods")
     assert not any(can(cluster, user, groups, None, verb, "pods") for verb in ("create", "delete", "patch"))
-    r = cluster.helm("upgrade", "headroom", str(CHART), "--namespace", ns, "--reuse-values", "--set",
-                     "nodeProvenance.otherWorkloads=false", "--skip-crds")
+    r = cluster.helm(
+        "upgrade",
+        "headroom",
+        str(CHART),
+        "--namespace",
+        ns,
+        "--reuse-values",
+        "--set",
+        "nodeProvenance.otherWorkloads=false",
+        "--skip-crds",
+    )
     assert r.returncode == 0, r.stderr
     wait_for(lambda: not can(cluster, user, groups, None, "list", "pods"), 30, "pod read revoked")
     assert can(cluster, user, groups, None, "list", "nodes")

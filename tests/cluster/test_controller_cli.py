@@ -22,8 +22,13 @@ pytestmark = [pytest.mark.cluster]
 
 
 def headroom(cluster: Cluster, *args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args, "--kubeconfig",
-                           str(kubeconfig or cluster.kubeconfig)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args, "--kubeconfig", str(kubeconfig or cluster.kubeconfig)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 def test_tasks_push_is_content_addressed_and_loads_back(cluster: Cluster, crds: None, tmp_path: Path) -> None:
@@ -44,7 +49,8 @@ def test_tasks_push_is_content_addressed_and_loads_back(cluster: Cluster, crds: 
     from kubernetes import config
 
     sa_api = config.new_client_from_config(
-        config_file=str(service_account_kubeconfig(cluster, ns, "headroom", tmp_path / "sa.kubeconfig")))
+        config_file=str(service_account_kubeconfig(cluster, ns, "headroom", tmp_path / "sa.kubeconfig"))
+    )
     loaded = tasksets.load_set(client.CoreV1Api(sa_api), ns, name, tmp_path / "scratch")
     assert {t.id: t.digest for t in loaded} == {t.id: t.digest for t in local}
     assert {t.id: t.spec for t in loaded} == {t.id: t.spec for t in local}
@@ -70,7 +76,8 @@ def test_submit_pushes_and_creates_and_status_reads(cluster: Cluster, crds: None
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "bundled-demo"
     exp = client.CustomObjectsApi(cluster.api_client).get_namespaced_custom_object(
-        GROUP, VERSION, ns, EXPERIMENT_PLURAL, "bundled-demo")
+        GROUP, VERSION, ns, EXPERIMENT_PLURAL, "bundled-demo"
+    )
     rendered = yaml.safe_load((REPO / "manifests/examples/experiment-resource.yaml").read_text())
     assert exp["spec"] == rendered["spec"]  # the API server kept every field (nothing pruned or defaulted away)
     twice = headroom(cluster, "cluster", "submit", "manifests/examples/experiment.yaml", "-n", ns)

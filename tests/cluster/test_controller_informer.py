@@ -19,8 +19,12 @@ pytestmark = [pytest.mark.cluster]
 
 
 def _cm(name: str, value: str) -> dict[str, object]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": {"inf": "yes"}},
-            "data": {"v": value}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": {"inf": "yes"}},
+        "data": {"v": value},
+    }
 
 
 def test_watch_follows_changes_and_resumes(cluster: Cluster, namespace: str) -> None:
@@ -28,9 +32,14 @@ def test_watch_follows_changes_and_resumes(cluster: Cluster, namespace: str) -> 
     core.create_namespaced_config_map(namespace, _cm("a", "1"))
     events: list[tuple[str, str]] = []
     metrics = Metrics()
-    inf = Informer("configmap", lambda **kw: core.list_namespaced_config_map(namespace, **kw), label_selector="inf=yes",
-                   handler=lambda kind, o: events.append((kind, o["metadata"]["name"])), metrics=metrics,
-                   watch_timeout=3)
+    inf = Informer(
+        "configmap",
+        lambda **kw: core.list_namespaced_config_map(namespace, **kw),
+        label_selector="inf=yes",
+        handler=lambda kind, o: events.append((kind, o["metadata"]["name"])),
+        metrics=metrics,
+        watch_timeout=3,
+    )
     inf.start()
     try:
         assert inf.synced.wait(20)

@@ -40,8 +40,11 @@ def test_one_leader_and_failover_after_kill_9(cluster: Cluster, crds: None, tmp_
     b = ControllerProcess(kc, ns, tmp_path / "b.log", *ELECTION, "--identity", "replica-b").start()
     try:
         wait_for(lambda: _holder(cluster, ns) in ("replica-a", "replica-b"), 30, "a leader")
-        wait_for(lambda: (a.metric("headroom_leader") or 0) + (b.metric("headroom_leader") or 0) == 1, 15,
-                 "exactly one replica reports leading")
+        wait_for(
+            lambda: (a.metric("headroom_leader") or 0) + (b.metric("headroom_leader") or 0) == 1,
+            15,
+            "exactly one replica reports leading",
+        )
         leader, standby = (a, b) if _holder(cluster, ns) == "replica-a" else (b, a)
         time.sleep(6)  # longer than the lease: the leader keeps renewing, nobody else takes it
         assert _holder(cluster, ns) == ("replica-a" if leader is a else "replica-b")
@@ -54,8 +57,9 @@ def test_one_leader_and_failover_after_kill_9(cluster: Cluster, crds: None, tmp_
         took = time.monotonic() - t0
         print(f"\nfailover after kill -9 of the leader: {took:.1f}s (lease 4s, retry 1s)")
         # It leads as the ServiceAccount: its watches and Lease updates passed RBAC.
-        assert (standby.metric("headroom_kube_api_requests_total", verb="update", resource="leases", code="200")
-                or 0) >= 1
+        assert (
+            standby.metric("headroom_kube_api_requests_total", verb="update", resource="leases", code="200") or 0
+        ) >= 1
         assert (standby.metric("headroom_kube_api_request_errors_total", resource="experiments") or 0) == 0
     finally:
         a.stop()

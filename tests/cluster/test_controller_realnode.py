@@ -39,40 +39,68 @@ from .plane import REPO, Cluster, wait_for
 from .realnode import REAL_NODE_LABEL, REAL_NODE_TOLERATION, RealNode
 
 # The image build (a pip install of ~190 MB of wheels) and its import take minutes on 2 cores.
-pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.docker, pytest.mark.slow,
-              pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.realnode,
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.timeout(1800),
+]
 
 TASKS = ["bundle-digest", "word-index", "csv-report"]
 CONFIGS = ["1x-strict", "unbounded"]
 ATTEMPTS = 1  # seed 7: attempt 0 of bundle-digest and word-index overruns 1x
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
-EXEC_HEALTHZ = ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=3)"]
+EXEC_HEALTHZ = [
+    "python",
+    "-c",
+    "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=3)",
+]
 
 
 def values_file(tmp_path: Path) -> Path:
     # httpGet: null drops the chart's default handler (helm deletes keys set to null)
     exec_probe = {"httpGet": None, "exec": {"command": EXEC_HEALTHZ}, "timeoutSeconds": 5}
     path = tmp_path / "values.yaml"
-    path.write_text(yaml.safe_dump({
-        "image": {"repository": IMAGE_REPO, "tag": IMAGE_TAG, "pullPolicy": "Never"},
-        "replicaCount": 1,
-        "nodeSelector": {REAL_NODE_LABEL: "true"},
-        "tolerations": [REAL_NODE_TOLERATION],
-        "livenessProbe": {**exec_probe, "initialDelaySeconds": 20, "periodSeconds": 10},
-        "readinessProbe": {**exec_probe, "periodSeconds": 5},
-        "controller": {"resyncSeconds": 5},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "image": {"repository": IMAGE_REPO, "tag": IMAGE_TAG, "pullPolicy": "Never"},
+                "replicaCount": 1,
+                "nodeSelector": {REAL_NODE_LABEL: "true"},
+                "tolerations": [REAL_NODE_TOLERATION],
+                "livenessProbe": {**exec_probe, "initialDelaySeconds": 20, "periodSeconds": 10},
+                "readinessProbe": {**exec_probe, "periodSeconds": 5},
+                "controller": {"resyncSeconds": 5},
+            }
+        )
+    )
     return path
 
 
 def experiment_file(tmp_path: Path, image: str) -> Path:
     path = tmp_path / "experiment.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "realnode", "tasks_dir": str(REPO / "tasks"), "tasks": TASKS, "configurations": CONFIGS,
-        "attempts": ATTEMPTS, "concurrency": 2, "seed": 7, "agent": {"kind": "oracle"}, "image": image,
-        "kubernetes": {"node_selector": {REAL_NODE_LABEL: "true"}, "tolerations": [REAL_NODE_TOLERATION],
-                       "image_pull_policy": "Never", "workdir": "/tmp"},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "realnode",
+                "tasks_dir": str(REPO / "tasks"),
+                "tasks": TASKS,
+                "configurations": CONFIGS,
+                "attempts": ATTEMPTS,
+                "concurrency": 2,
+                "seed": 7,
+                "agent": {"kind": "oracle"},
+                "image": image,
+                "kubernetes": {
+                    "node_selector": {REAL_NODE_LABEL: "true"},
+                    "tolerations": [REAL_NODE_TOLERATION],
+                    "image_pull_policy": "Never",
+                    "workdir": "/tmp",
+                },
+            }
+        )
+    )
     return path
 
 
@@ -81,7 +109,8 @@ def custom(cluster: Cluster) -> Any:
 
 
 def test_the_chart_runs_the_controller_on_the_real_node(
-        cluster: Cluster, real_node: RealNodeHandle, docker_env: DockerEnv, crds: None, tmp_path: Path) -> None:
+    cluster: Cluster, real_node: RealNodeHandle, docker_env: DockerEnv, crds: None, tmp_path: Path
+) -> None:
     node = real_node.node
     if node is None or cluster.plane is None:
         pytest.skip("needs the local plane's real node (the image is imported into its containerd)")
@@ -99,13 +128,36 @@ def test_the_chart_runs_the_controller_on_the_real_node(
         _release_the_node(cluster, ns)
 
 
-def _install_and_run(cluster: Cluster, real_node: RealNodeHandle, node: RealNode, ns: str, image: ControllerImage,
-                     import_s: float, t0: float, tmp_path: Path) -> None:
-    r = cluster.helm("install", RELEASE, str(CHART), "--namespace", ns, "--skip-crds", "-f",
-                     str(values_file(tmp_path)), "--wait", "--timeout", "180s", timeout=240)
+def _install_and_run(
+    cluster: Cluster,
+    real_node: RealNodeHandle,
+    node: RealNode,
+    ns: str,
+    image: ControllerImage,
+    import_s: float,
+    t0: float,
+    tmp_path: Path,
+) -> None:
+    r = cluster.helm(
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        ns,
+        "--skip-crds",
+        "-f",
+        str(values_file(tmp_path)),
+        "--wait",
+        "--timeout",
+        "180s",
+        timeout=240,
+    )
     pods = cluster.core.list_namespaced_pod(ns, label_selector="app.kubernetes.io/name=headroom").items
-    assert r.returncode == 0, (r.stderr, [(p.metadata.name, p.status.phase, p.status.container_statuses)
-                                          for p in pods], _controller_logs(cluster, ns))
+    assert r.returncode == 0, (
+        r.stderr,
+        [(p.metadata.name, p.status.phase, p.status.container_statuses) for p in pods],
+        _controller_logs(cluster, ns),
+    )
     ready_s = time.monotonic() - t0
     apps = client.AppsV1Api(cluster.api_client)
     dep = apps.list_namespaced_deployment(ns).items[0]
@@ -117,9 +169,24 @@ def _install_and_run(cluster: Cluster, real_node: RealNodeHandle, node: RealNode
     metrics_url = f"http://{pod.status.pod_ip}:8080/metrics"
     assert "headroom_" in (node.http_get(metrics_url) or "")
 
-    r = subprocess.run([sys.executable, "-m", "orchestrator", "cluster", "submit", str(experiment_file(tmp_path, real_node.image)),
-                        "-n", ns, "--kubeconfig", str(cluster.kubeconfig)],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "cluster",
+            "submit",
+            str(experiment_file(tmp_path, real_node.image)),
+            "-n",
+            ns,
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
 
     def complete() -> bool:
@@ -130,21 +197,27 @@ def _install_and_run(cluster: Cluster, real_node: RealNodeHandle, node: RealNode
         wait_for(complete, 420, "Experiment realnode to complete", interval=2)
     except TimeoutError as exc:
         trials = custom(cluster).list_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL)["items"]
-        raise AssertionError(f"{exc}; trials by phase "
-                             f"{dict(Counter((t.get('status') or {}).get('phase', '-') for t in trials))}\n"
-                             f"{_pods(cluster, ns)}\n{_controller_logs(cluster, ns)}") from None
+        raise AssertionError(
+            f"{exc}; trials by phase "
+            f"{dict(Counter((t.get('status') or {}).get('phase', '-') for t in trials))}\n"
+            f"{_pods(cluster, ns)}\n{_controller_logs(cluster, ns)}"
+        ) from None
     run_s = time.monotonic() - t0 - ready_s
 
-    trials = custom(cluster).list_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL,
-                                                           label_selector="headroom.dev/experiment=realnode")["items"]
+    trials = custom(cluster).list_namespaced_custom_object(
+        GROUP, VERSION, ns, TRIAL_PLURAL, label_selector="headroom.dev/experiment=realnode"
+    )["items"]
     finals = [t for t in trials if t["status"].get("final")]
     assert len(finals) == len(TASKS) * len(CONFIGS) * ATTEMPTS
     assert len({t["spec"]["trialId"] for t in finals}) == len(finals)  # one final result per trial
     assert all(t["status"]["node"] == real_node.name for t in trials)
-    got = Counter((t["spec"]["configuration"]["label"], t["status"]["outcome"], t["status"].get("reason") or "")
-                  for t in finals)
-    print(f"\n{'build' if image.built else 'cached image (same inputs)'} {image.seconds:.0f}s, import {import_s:.0f}s, Ready after {ready_s:.0f}s, Experiment {run_s:.0f}s; "
-          f"final outcomes: {dict(sorted(got.items()))}")
+    got = Counter(
+        (t["spec"]["configuration"]["label"], t["status"]["outcome"], t["status"].get("reason") or "") for t in finals
+    )
+    print(
+        f"\n{'build' if image.built else 'cached image (same inputs)'} {image.seconds:.0f}s, import {import_s:.0f}s, Ready after {ready_s:.0f}s, Experiment {run_s:.0f}s; "
+        f"final outcomes: {dict(sorted(got.items()))}"
+    )
     # the kernel's OOM kills at 1x-strict, classified oom_killed; none unbounded
     assert got[("1x-strict", "infra_error", "oom_killed")] >= 1
     assert not any(o == "infra_error" for (label, o, _) in got if label == "unbounded")
@@ -155,8 +228,9 @@ def _install_and_run(cluster: Cluster, real_node: RealNodeHandle, node: RealNode
     by_conf = {c["configuration"]: c for c in exp["status"]["configurations"]}
     for label in CONFIGS:
         assert by_conf[label]["finished"] == len(TASKS) * ATTEMPTS
-        assert by_conf[label]["infraError"] == sum(n for (lab, o, _), n in got.items()
-                                                   if lab == label and o == "infra_error")
+        assert by_conf[label]["infraError"] == sum(
+            n for (lab, o, _), n in got.items() if lab == label and o == "infra_error"
+        )
     # /metrics of the controller pod agree with the Trials
     text = node.http_get(metrics_url) or ""
     from prometheus_client.parser import text_string_to_metric_families
@@ -170,10 +244,12 @@ def _install_and_run(cluster: Cluster, real_node: RealNodeHandle, node: RealNode
 
     oom_metric = metric("headroom_trial_oom_kills_total", experiment="realnode", configuration="1x-strict")
     assert oom_metric == got[("1x-strict", "infra_error", "oom_killed")], [
-        line for line in text.splitlines() if "oom" in line]
+        line for line in text.splitlines() if "oom" in line
+    ]
     for (label, outcome, reason), n in got.items():
-        assert metric("headroom_trials", experiment="realnode", configuration=label, outcome=outcome,
-                      reason=reason) == n
+        assert (
+            metric("headroom_trials", experiment="realnode", configuration=label, outcome=outcome, reason=reason) == n
+        )
 
 
 def _controller_logs(cluster: Cluster, ns: str) -> str:
@@ -192,8 +268,10 @@ def _pods(cluster: Cluster, ns: str) -> str:
     out = []
     for p in cluster.core.list_namespaced_pod(ns).items:
         unscheduled = [c.message for c in p.status.conditions or [] if c.type == "PodScheduled" and c.status != "True"]
-        states = {c.name: next(k for k in ("running", "terminated", "waiting") if getattr(c.state, k))
-                  for c in p.status.container_statuses or []}
+        states = {
+            c.name: next(k for k in ("running", "terminated", "waiting") if getattr(c.state, k))
+            for c in p.status.container_statuses or []
+        }
         out.append(f"pod {p.metadata.name}: {p.status.phase} {states} {unscheduled[0] if unscheduled else ''}")
     return "\n".join(out)
 
@@ -209,8 +287,11 @@ def _release_the_node(cluster: Cluster, ns: str) -> None:
         if exc.status != 404:
             raise
     try:  # the controller releases and deletes the pods of a deleted Experiment
-        wait_for(lambda: not cluster.core.list_namespaced_pod(ns, label_selector=managed).items, 60,
-                 "the deleted Experiment's pods to go")
+        wait_for(
+            lambda: not cluster.core.list_namespaced_pod(ns, label_selector=managed).items,
+            60,
+            "the deleted Experiment's pods to go",
+        )
     except TimeoutError:  # the controller could not: its finalizers come off here, and the pods go at once
         for p in cluster.core.list_namespaced_pod(ns, label_selector=managed).items:
             cluster.core.patch_namespaced_pod(p.metadata.name, ns, {"metadata": {"finalizers": None}})

@@ -33,19 +33,36 @@ CONFIGS = ["1x-strict", "1x/3x", "unbounded"]
 
 def experiment_file(tmp: Path, name: str, attempts: int, concurrency: int) -> Path:
     f = tmp / f"{name}.yaml"
-    f.write_text(yaml.safe_dump({
-        "name": name, "tasks_dir": str(REPO / "tasks"), "configurations": ["1x-strict", "3x", "unbounded"],
-        "attempts": attempts, "concurrency": concurrency, "seed": 7, "agent": {"kind": "oracle"},
-        "retry": {"max_retries": 1},
-        "kubernetes": {"node_selector": {"type": "kwok"}, "tolerations": [dict(FAKE_NODE_TOLERATION)],
-                       "pending_deadline_s": 4},
-    }))
+    f.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "tasks_dir": str(REPO / "tasks"),
+                "configurations": ["1x-strict", "3x", "unbounded"],
+                "attempts": attempts,
+                "concurrency": concurrency,
+                "seed": 7,
+                "agent": {"kind": "oracle"},
+                "retry": {"max_retries": 1},
+                "kubernetes": {
+                    "node_selector": {"type": "kwok"},
+                    "tolerations": [dict(FAKE_NODE_TOLERATION)],
+                    "pending_deadline_s": 4,
+                },
+            }
+        )
+    )
     return f
 
 
 def headroom(cluster: Cluster, *args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args, "--kubeconfig",
-                           str(kubeconfig or cluster.kubeconfig)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args, "--kubeconfig", str(kubeconfig or cluster.kubeconfig)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
 
 
 def setup(cluster: Cluster, tmp: Path, prefix: str) -> tuple[str, Path]:
@@ -57,12 +74,14 @@ def setup(cluster: Cluster, tmp: Path, prefix: str) -> tuple[str, Path]:
 
 def trials(cluster: Cluster, ns: str, name: str) -> list[dict[str, Any]]:
     return client.CustomObjectsApi(cluster.api_client).list_namespaced_custom_object(
-        GROUP, VERSION, ns, TRIAL_PLURAL, label_selector=f"headroom.dev/experiment={name}")["items"]
+        GROUP, VERSION, ns, TRIAL_PLURAL, label_selector=f"headroom.dev/experiment={name}"
+    )["items"]
 
 
 def experiment(cluster: Cluster, ns: str, name: str) -> dict[str, Any]:
     return client.CustomObjectsApi(cluster.api_client).get_namespaced_custom_object(
-        GROUP, VERSION, ns, EXPERIMENT_PLURAL, name)
+        GROUP, VERSION, ns, EXPERIMENT_PLURAL, name
+    )
 
 
 def expected(task: str, label: str, attempt: int) -> tuple[str, str | None]:
@@ -97,10 +116,12 @@ def wait_complete(cluster: Cluster, ns: str, name: str, ctl: ControllerProcess, 
     except TimeoutError as exc:
         phases = Counter((t.get("status") or {}).get("phase", "-") for t in trials(cluster, ns, name))
         pods = Counter(p.status.phase for p in cluster.core.list_namespaced_pod(ns).items)
-        status = (experiment(cluster, ns, name).get("status") or {})
-        raise AssertionError(f"{exc}; trials by phase {dict(phases)}; pods by phase {dict(pods)}; "
-                             f"status {json.dumps({k: v for k, v in status.items() if k != 'cluster'})[:1500]}; "
-                             f"controller log tail:\n{ctl.log.read_text()[-6000:]}") from None
+        status = experiment(cluster, ns, name).get("status") or {}
+        raise AssertionError(
+            f"{exc}; trials by phase {dict(phases)}; pods by phase {dict(pods)}; "
+            f"status {json.dumps({k: v for k, v in status.items() if k != 'cluster'})[:1500]}; "
+            f"controller log tail:\n{ctl.log.read_text()[-6000:]}"
+        ) from None
 
 
 def check_ledger(items: list[dict[str, Any]], planned: int) -> dict[str, dict[str, Any]]:
@@ -114,7 +135,9 @@ def check_ledger(items: list[dict[str, Any]], planned: int) -> dict[str, dict[st
         tries.sort(key=lambda t: t["spec"]["try"])
         assert [t["spec"]["try"] for t in tries] == list(range(len(tries))), tid  # no gap, no duplicate
         assert all(t["status"]["phase"] == "Finished" for t in tries), (
-            tid, [(t["status"]["phase"], t["status"].get("message")) for t in tries])
+            tid,
+            [(t["status"]["phase"], t["status"].get("message")) for t in tries],
+        )
         final = [t for t in tries if t["status"].get("final")]
         assert len(final) == 1 and final[0] is tries[-1], tid
         for earlier, later in zip(tries, tries[1:]):
@@ -134,7 +157,10 @@ def test_reconciles_the_bundled_tasks_to_completion(cluster: Cluster, crds: None
         finals = check_ledger(items, 10 * 3 * 2)
         for tid, t in finals.items():
             task, label, attempt = t["spec"]["task"], t["spec"]["configuration"]["label"], t["spec"]["attempt"]
-            assert (t["status"]["outcome"], t["status"].get("reason")) == expected(task, label, attempt), (tid, t["status"])
+            assert (t["status"]["outcome"], t["status"].get("reason")) == expected(task, label, attempt), (
+                tid,
+                t["status"],
+            )
         assert len(items) == 62  # one try per trial, plus a retry of the evicted and of the unschedulable one
         evicted = [t for t in items if t["status"].get("reason") == "evicted"]
         assert len(evicted) == 1 and evicted[0]["status"]["final"] is False  # retried ...
@@ -162,7 +188,9 @@ def test_reconciles_the_bundled_tasks_to_completion(cluster: Cluster, crds: None
             assert c["passed"] == sum(t["status"]["outcome"] == "passed" for t in mine)
         assert by_conf["1x-strict"]["infraError"] == 8 and by_conf["1x-strict"]["infraErrorRate"]["low"] > 0.15
         assert by_conf["1x/3x"]["retried"] == 1 and by_conf["unbounded"]["retried"] == 1
-        unsched = sorted((t for t in items if t["status"].get("reason") == "unschedulable"), key=lambda t: t["spec"]["try"])
+        unsched = sorted(
+            (t for t in items if t["status"].get("reason") == "unschedulable"), key=lambda t: t["spec"]["try"]
+        )
         assert [(t["spec"]["try"], t["status"]["final"]) for t in unsched] == [(0, False), (1, True)]  # retried once
         conds = {c["type"]: c["status"] for c in st["conditions"]}
         assert conds == {"Planned": "True", "Progressing": "False", "Complete": "True"}
@@ -172,19 +200,35 @@ def test_reconciles_the_bundled_tasks_to_completion(cluster: Cluster, crds: None
         reasons = Counter(e.reason for e in cluster.events_for(ns, "demo"))
         assert reasons["Started"] == 1 and reasons["Completed"] == 1 and reasons["TrialInfraError"] >= 10
         # Metrics agree with the Trials.
-        counted = Counter((t["spec"]["configuration"]["label"], t["status"]["outcome"], t["status"].get("reason") or "")
-                          for t in finals.values())
+        counted = Counter(
+            (t["spec"]["configuration"]["label"], t["status"]["outcome"], t["status"].get("reason") or "")
+            for t in finals.values()
+        )
         for (label, outcome, reason), n in counted.items():
-            assert ctl.metric("headroom_trials", experiment="demo", configuration=label, outcome=outcome,
-                              reason=reason) == n
+            assert (
+                ctl.metric("headroom_trials", experiment="demo", configuration=label, outcome=outcome, reason=reason)
+                == n
+            )
         assert ctl.metric("headroom_trial_oom_kills_total", experiment="demo", configuration="1x-strict") == 8
-        assert ctl.metric("headroom_trial_tries_settled_total", experiment="demo", configuration="1x/3x",
-                          outcome="infra_error", reason="evicted", final="false") == 1
+        assert (
+            ctl.metric(
+                "headroom_trial_tries_settled_total",
+                experiment="demo",
+                configuration="1x/3x",
+                outcome="infra_error",
+                reason="evicted",
+                final="false",
+            )
+            == 1
+        )
         assert ctl.metric("headroom_kube_api_request_errors_total", resource="trials") in (None, 0)
         assert (ctl.metric("headroom_reconcile_duration_seconds_count", result="ok") or 0) > 0
         # Pods are gone once their results are in (finalizers released, harvested pods deleted).
-        wait_for(lambda: not cluster.core.list_namespaced_pod(ns, label_selector="headroom.dev/experiment=demo").items,
-                 60, "trial pods deleted")
+        wait_for(
+            lambda: not cluster.core.list_namespaced_pod(ns, label_selector="headroom.dev/experiment=demo").items,
+            60,
+            "trial pods deleted",
+        )
         # JSON logs carry the experiment and trial ids.
         lines = [json.loads(line) for line in ctl.log.read_text().splitlines() if line.startswith("{")]
         settled = [x for x in lines if x.get("event") == "trial settled"]
@@ -193,8 +237,13 @@ def test_reconciles_the_bundled_tasks_to_completion(cluster: Cluster, crds: None
         store = tmp_path / "demo.db"
         r = headroom(cluster, "cluster", "export", "demo", "-n", ns, "--store", str(store))
         assert r.returncode == 0, r.stderr
-        rep = subprocess.run([sys.executable, "-m", "orchestrator", "report", "--store", str(store), "--format", "json"],
-                             capture_output=True, text=True, cwd=REPO, timeout=300)
+        rep = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "report", "--store", str(store), "--format", "json"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=300,
+        )
         assert rep.returncode == 0, rep.stderr
         doc = json.loads(rep.stdout)
         text = json.dumps(doc)
@@ -205,7 +254,8 @@ def test_reconciles_the_bundled_tasks_to_completion(cluster: Cluster, crds: None
         rows = db.execute("SELECT outcome, reason, COUNT(*) FROM executions WHERE final=1 GROUP BY 1,2").fetchall()
         assert sum(n for _, _, n in rows) == 60
         assert dict(((o, r or ""), n) for o, r, n in rows) == dict(
-            Counter((t["status"]["outcome"], t["status"].get("reason") or "") for t in finals.values()))
+            Counter((t["status"]["outcome"], t["status"].get("reason") or "") for t in finals.values())
+        )
         assert db.execute("SELECT COUNT(*) FROM executions WHERE final=0").fetchone()[0] == 2  # the two retried tries
     finally:
         ctl.stop()
@@ -233,17 +283,26 @@ def _restart_apiserver(cluster: Cluster) -> None:
 
 
 def test_a_crash_between_the_handle_write_and_the_pod_create_reruns_the_try_not_abandons_it(
-        cluster: Cluster, crds: None, tmp_path: Path) -> None:
+    cluster: Cluster, crds: None, tmp_path: Path
+) -> None:
     """Creates are asynchronous, so a Trial can name a pod that was never created. A controller
     dying right then left a try that never ran, which its successor used to abandon as lost."""
     ns, kc = setup(cluster, tmp_path, "unborn")
     spec = tmp_path / "unborn.yaml"
-    spec.write_text(yaml.safe_dump({**yaml.safe_load(experiment_file(tmp_path, "unborn", 1, 1).read_text()),
-                                    "tasks": ["csv-report"], "configurations": ["1x-strict"]}))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                **yaml.safe_load(experiment_file(tmp_path, "unborn", 1, 1).read_text()),
+                "tasks": ["csv-report"],
+                "configurations": ["1x-strict"],
+            }
+        )
+    )
     assert headroom(cluster, "cluster", "submit", str(spec), "-n", ns).returncode == 0
     marker, log = tmp_path / "crashed", tmp_path / "controller.log"
-    first = ControllerProcess(kc, ns, log, "--resync-seconds", "3", simulated=True,
-                              env={"HEADROOM_TEST_CRASH_BEFORE_CREATE": str(marker)}).launch()
+    first = ControllerProcess(
+        kc, ns, log, "--resync-seconds", "3", simulated=True, env={"HEADROOM_TEST_CRASH_BEFORE_CREATE": str(marker)}
+    ).launch()
     wait_for(lambda: not first.alive(), 60, "the controller to die before its first create")
     assert marker.exists(), log.read_text()[-3000:]
     [unborn] = trials(cluster, ns, "unborn")
@@ -262,7 +321,8 @@ def test_a_crash_between_the_handle_write_and_the_pod_create_reruns_the_try_not_
 
 
 def test_kill_9_ten_times_and_an_apiserver_restart_lose_and_duplicate_nothing(
-        cluster: Cluster, crds: None, tmp_path: Path) -> None:
+    cluster: Cluster, crds: None, tmp_path: Path
+) -> None:
     if cluster.plane is None:
         pytest.skip("restarting the API server needs the local plane")
     ns, kc = setup(cluster, tmp_path, "crash")
@@ -276,9 +336,13 @@ def test_kill_9_ten_times_and_an_apiserver_restart_lose_and_duplicate_nothing(
         in_flight_at_kill = []
         while kills < 10:
             time.sleep(rng.uniform(0.3, 3.0))
-            in_flight_at_kill.append(sum(
-                1 for p in cluster.core.list_namespaced_pod(ns, label_selector="headroom.dev/experiment=crashy").items
-                if p.status.phase in ("Pending", "Running")))
+            in_flight_at_kill.append(
+                sum(
+                    1
+                    for p in cluster.core.list_namespaced_pod(ns, label_selector="headroom.dev/experiment=crashy").items
+                    if p.status.phase in ("Pending", "Running")
+                )
+            )
             ctl.kill9()
             kills += 1
             if kills == 5:
@@ -290,7 +354,8 @@ def test_kill_9_ten_times_and_an_apiserver_restart_lose_and_duplicate_nothing(
         finals = check_ledger(items, 60)  # nothing lost, no try twice, no abandoned try
         for tid, t in finals.items():
             assert (t["status"]["outcome"], t["status"].get("reason")) == expected(
-                t["spec"]["task"], t["spec"]["configuration"]["label"], t["spec"]["attempt"]), (tid, t["status"])
+                t["spec"]["task"], t["spec"]["configuration"]["label"], t["spec"]["attempt"]
+            ), (tid, t["status"])
         # Each try ran in exactly one pod: the pod events never name two pods (two uids) for one Trial.
         uids: dict[str, set[str]] = defaultdict(set)
         for e in cluster.core.list_namespaced_event(ns).items:
@@ -304,16 +369,24 @@ def test_kill_9_ten_times_and_an_apiserver_restart_lose_and_duplicate_nothing(
         # the scheduler reconnects, and is rightly classified unschedulable and retried (this is how the
         # CI run of 2026-11-30 got 64). Any such extra
         # try must be a non-final infrastructure error of that kind, never a second result.
-        designed = [t for t in items if t["status"].get("reason") in ("evicted", "unschedulable")
-                    and not t["status"]["final"] and _designed_retry(t)]
+        designed = [
+            t
+            for t in items
+            if t["status"].get("reason") in ("evicted", "unschedulable")
+            and not t["status"]["final"]
+            and _designed_retry(t)
+        ]
         extra = [t for t in items if not t["status"]["final"] and t not in designed]
         assert len(designed) == 2, [t["status"] for t in designed]
-        assert all(t["status"]["outcome"] == "infra_error" and t["status"].get("reason") in DISRUPTION_REASONS
-                   for t in extra), [(t["metadata"]["name"], t["status"]) for t in extra]
+        assert all(
+            t["status"]["outcome"] == "infra_error" and t["status"].get("reason") in DISRUPTION_REASONS for t in extra
+        ), [(t["metadata"]["name"], t["status"]) for t in extra]
         assert st["progress"] == "60/60" and st["tries"] == len(items) == 62 + len(extra)
         assert sum(1 for n in in_flight_at_kill if n) >= 3, in_flight_at_kill  # killed with live pods to adopt
-        print(f"\n10 kill -9s + 1 API server restart: {len(items)} tries for 60 trials, all final, "
-              f"{len(extra)} retried after the restart ({Counter(t['status'].get('reason') for t in extra)}), "
-              f"{len(uids)} pods, none twice; live trial pods at each kill: {in_flight_at_kill}")
+        print(
+            f"\n10 kill -9s + 1 API server restart: {len(items)} tries for 60 trials, all final, "
+            f"{len(extra)} retried after the restart ({Counter(t['status'].get('reason') for t in extra)}), "
+            f"{len(uids)} pods, none twice; live trial pods at each kill: {in_flight_at_kill}"
+        )
     finally:
         ctl.stop()

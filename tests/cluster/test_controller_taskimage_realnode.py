@@ -39,8 +39,7 @@ from .controller_support import ControllerProcess, crds, helm_install, service_a
 from .plane import REPO, Cluster, wait_for
 from .test_controller_sweep import experiment, trials, wait_complete
 
-pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.docker, pytest.mark.slow,
-              pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(900)]
 
 TASKS = ["word-index", "csv-report"]
 TASK_SET_IMAGE = "headroom.local/test-task-set:two"
@@ -58,23 +57,42 @@ def task_set(tmp: Path) -> Path:
     # its verifier fails the trial unless the input reached the pod byte for byte
     test_sh = src / "word-index" / "tests" / "test.sh"
     lines = test_sh.read_text().splitlines(keepends=True)
-    lines.insert(2, f'echo "{hashlib.sha256(blob).hexdigest()}  $HEADROOM_TASK_DIR/environment/inputs.bin" '
-                    '| sha256sum -c - || { echo 0 > "$HEADROOM_LOGS_DIR/reward.txt"; exit 1; }\n')
+    lines.insert(
+        2,
+        f'echo "{hashlib.sha256(blob).hexdigest()}  $HEADROOM_TASK_DIR/environment/inputs.bin" '
+        '| sha256sum -c - || { echo 0 > "$HEADROOM_LOGS_DIR/reward.txt"; exit 1; }\n',
+    )
     test_sh.write_text("".join(lines))
     return src
 
 
 def build_task_set_image(docker_env: DockerEnv, src: Path) -> str:
-    r = subprocess.run([sys.executable, "-m", "orchestrator", "tasks", "image", str(src), "--tag", TASK_SET_IMAGE,
-                        "--base", docker_env.base_image], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "DOCKER_HOST": docker_env.host})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "tasks",
+            "image",
+            str(src),
+            "--tag",
+            TASK_SET_IMAGE,
+            "--base",
+            docker_env.base_image,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "DOCKER_HOST": docker_env.host},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == TASK_SET_IMAGE
     return TASK_SET_IMAGE
 
 
 def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
-        cluster: Cluster, real_node: RealNodeHandle, docker_env: DockerEnv, crds: None, tmp_path: Path) -> None:
+    cluster: Cluster, real_node: RealNodeHandle, docker_env: DockerEnv, crds: None, tmp_path: Path
+) -> None:
     node = real_node.node
     if node is None:
         pytest.skip("needs the local plane's real node (the image is imported into its containerd)")
@@ -95,16 +113,37 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
         for name in ("timg-a", "timg-b"):
             opts = real_node.kubernetes_options(cluster, ns)
             spec: dict[str, Any] = {
-                "name": name, "task_source": {"image": ref}, "configurations": ["unbounded"], "attempts": 1,
-                "concurrency": 2, "seed": 7, "agent": {"kind": "oracle"}, "image": real_node.image,
+                "name": name,
+                "task_source": {"image": ref},
+                "configurations": ["unbounded"],
+                "attempts": 1,
+                "concurrency": 2,
+                "seed": 7,
+                "agent": {"kind": "oracle"},
+                "image": real_node.image,
                 "kubernetes": {k: opts[k] for k in ("node_selector", "tolerations", "image_pull_policy")}
                 | {"workdir": "/tmp"},
             }
             f = tmp_path / f"{name}.yaml"
             f.write_text(yaml.safe_dump(spec))
-            sub = subprocess.run([sys.executable, "-m", "orchestrator", "cluster", "submit", str(f), "-n", ns,
-                                  "--kubeconfig", str(cluster.kubeconfig)], capture_output=True, text=True,
-                                 cwd=tmp_path, timeout=120)
+            sub = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "orchestrator",
+                    "cluster",
+                    "submit",
+                    str(f),
+                    "-n",
+                    ns,
+                    "--kubeconfig",
+                    str(cluster.kubeconfig),
+                ],
+                capture_output=True,
+                text=True,
+                cwd=tmp_path,
+                timeout=120,
+            )
             assert sub.returncode == 0, sub.stderr
             wait_complete(cluster, ns, name, ctl, 420)
 
@@ -113,7 +152,8 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
             got = Counter((t["spec"]["task"], t["status"]["outcome"]) for t in finals)
             assert got == Counter({(t, "passed"): 1 for t in TASKS}), [
                 (t["spec"]["task"], t["status"].get("outcome"), t["status"].get("reason"), t["status"].get("message"))
-                for t in items]
+                for t in items
+            ]
             assert all(t["status"]["node"] == real_node.name and t["status"]["reward"] == 1.0 for t in finals)
             # the digests the catalog recorded are the ones a local run of the same folders records
             assert {t["spec"]["task"]: t["spec"]["taskDigest"] for t in finals} == local
@@ -126,35 +166,76 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
                 cm_uid = cm.metadata.uid
                 # export reads the cached catalog: the local store gets the run as from a local sweep
                 store = tmp_path / "results.db"
-                ex = subprocess.run([sys.executable, "-m", "orchestrator", "cluster", "export", name, "--store", str(store),
-                                     "-n", ns, "--kubeconfig", str(cluster.kubeconfig)], capture_output=True,
-                                    text=True, cwd=tmp_path, timeout=120)
+                ex = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "orchestrator",
+                        "cluster",
+                        "export",
+                        name,
+                        "--store",
+                        str(store),
+                        "-n",
+                        ns,
+                        "--kubeconfig",
+                        str(cluster.kubeconfig),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    cwd=tmp_path,
+                    timeout=120,
+                )
                 assert ex.returncode == 0, ex.stderr
-                rep = subprocess.run([sys.executable, "-m", "orchestrator", "report", "--store", str(store),
-                                      "--format", "json"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                rep = subprocess.run(
+                    [sys.executable, "-m", "orchestrator", "report", "--store", str(store), "--format", "json"],
+                    capture_output=True,
+                    text=True,
+                    cwd=tmp_path,
+                    timeout=120,
+                )
                 assert rep.returncode == 0, rep.stderr
                 json.loads(rep.stdout)
                 db = sqlite3.connect(store)
                 assert dict(db.execute("SELECT task_id, digest FROM tasks").fetchall()) == local
                 assert sorted(db.execute("SELECT outcome FROM executions WHERE final = 1").fetchall()) == [
-                    ("passed",), ("passed",)]
+                    ("passed",),
+                    ("passed",),
+                ]
                 db.close()
             assert cm.metadata.uid == cm_uid  # the second Experiment reused the cached catalog
         # the catalog pod ran once (for the first Experiment) and is gone; no task ConfigMap was made
         assert ctl.log.read_text().count("task-set catalog read from image") == 1
-        assert not [p for p in cluster.core.list_namespaced_pod(ns).items
-                    if p.metadata.name == taskimage.catalog_name(ref)]
-        assert not [c for c in cluster.core.list_namespaced_config_map(ns).items
-                    if c.metadata.name.startswith("headroom-task-")]
+        assert not [
+            p for p in cluster.core.list_namespaced_pod(ns).items if p.metadata.name == taskimage.catalog_name(ref)
+        ]
+        assert not [
+            c for c in cluster.core.list_namespaced_config_map(ns).items if c.metadata.name.startswith("headroom-task-")
+        ]
 
         # an image the node does not have: one line on the Experiment's Planned condition, nothing cached
         missing = "headroom.local/no-such-task-set:1"
         spec = {**spec, "name": "timg-missing", "task_source": {"image": missing}}
         f = tmp_path / "missing.yaml"
         f.write_text(yaml.safe_dump(spec))
-        sub = subprocess.run([sys.executable, "-m", "orchestrator", "cluster", "submit", str(f), "-n", ns,
-                              "--kubeconfig", str(cluster.kubeconfig)], capture_output=True, text=True,
-                             cwd=tmp_path, timeout=120)
+        sub = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "cluster",
+                "submit",
+                str(f),
+                "-n",
+                ns,
+                "--kubeconfig",
+                str(cluster.kubeconfig),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
         assert sub.returncode == 0, sub.stderr
 
         def planned_condition() -> dict[str, Any] | None:

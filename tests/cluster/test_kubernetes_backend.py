@@ -49,10 +49,25 @@ def make_backend(cluster: Cluster, namespace: str, decide: Any = None, **opts: A
     return KubernetesBackend(options=options, pod_hook=hook(decide) if decide else None)
 
 
-def run_sweep(backend: KubernetesBackend, *, tasks: list[str], configs: list[str], attempts: int,
-              concurrency: int = 8, tmp: Path, stop: threading.Event | None = None) -> tuple[Store, str]:
-    exp = Experiment(tasks_dir=str(TASKS), tasks=tasks, configurations=configs, attempts=attempts,
-                     backend="kubernetes", concurrency=concurrency, kubernetes=backend.options)
+def run_sweep(
+    backend: KubernetesBackend,
+    *,
+    tasks: list[str],
+    configs: list[str],
+    attempts: int,
+    concurrency: int = 8,
+    tmp: Path,
+    stop: threading.Event | None = None,
+) -> tuple[Store, str]:
+    exp = Experiment(
+        tasks_dir=str(TASKS),
+        tasks=tasks,
+        configurations=configs,
+        attempts=attempts,
+        backend="kubernetes",
+        concurrency=concurrency,
+        kubernetes=backend.options,
+    )
     task_list = sweep.prepare(exp)
     store = Store(tmp / "h.db")
     run_id, task_map = sweep.start(exp, task_list, store, backend)
@@ -70,6 +85,7 @@ def finals(store: Store, run_id: str) -> dict[str, tuple[str | None, str | None]
 
 
 # ---- every failure class, through the outcome annotation --------------------------------------
+
 
 def _classes(launch: Launch) -> Sim:
     return {
@@ -97,22 +113,29 @@ def test_every_failure_class_is_classified_with_its_reason(cluster: Cluster, nam
     def with_unschedulable(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:
         body = hook(decide)(launch, body)
         if launch.attempt == 8:
-            body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1000", "memory": "1Ti"},
-                                                          "limits": {"cpu": "1000", "memory": "1Ti"}}
+            body["spec"]["containers"][0]["resources"] = {
+                "requests": {"cpu": "1000", "memory": "1Ti"},
+                "limits": {"cpu": "1000", "memory": "1Ti"},
+            }
         return body
 
-    backend = KubernetesBackend(options=kwok_options(namespace, kubeconfig=str(cluster.kubeconfig),
-                                                     pull_deadline_s=3, pending_deadline_s=3),
-                                pod_hook=with_unschedulable)
+    backend = KubernetesBackend(
+        options=kwok_options(namespace, kubeconfig=str(cluster.kubeconfig), pull_deadline_s=3, pending_deadline_s=3),
+        pod_hook=with_unschedulable,
+    )
     try:
-        store, run_id = run_sweep(backend, tasks=["csv-report"], configs=["1x-strict"], attempts=11,
-                                  concurrency=11, tmp=tmp_path)
+        store, run_id = run_sweep(
+            backend, tasks=["csv-report"], configs=["1x-strict"], attempts=11, concurrency=11, tmp=tmp_path
+        )
         got = {tid.rsplit(":", 1)[1]: v for tid, v in finals(store, run_id).items()}
         assert got == {
             "0": ("passed", None),
             "1": ("failed", None),
             "2": ("infra_error", "oom_killed"),
-            "3": ("failed", "unjudged_state"),  # the runner stopped mid-try: only the agent could, its report is not believed
+            "3": (
+                "failed",
+                "unjudged_state",
+            ),  # the runner stopped mid-try: only the agent could, its report is not believed
             "4": ("infra_error", "evicted"),
             "5": ("infra_error", "image_pull"),
             "6": ("timeout", None),
@@ -133,17 +156,34 @@ def test_every_failure_class_is_classified_with_its_reason(cluster: Cluster, nam
 def test_outside_deletion_and_api_eviction_are_classified(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
     backend = make_backend(cluster, namespace, lambda launch: Sim("none"))  # keeps running until acted on
     result: dict[str, Any] = {}
-    th = threading.Thread(target=lambda: result.update(zip(("_store", "run"), run_sweep(
-        backend, tasks=["csv-report"], configs=["1x-strict"], attempts=2, concurrency=2, tmp=tmp_path))))
+    th = threading.Thread(
+        target=lambda: result.update(
+            zip(
+                ("_store", "run"),
+                run_sweep(
+                    backend, tasks=["csv-report"], configs=["1x-strict"], attempts=2, concurrency=2, tmp=tmp_path
+                ),
+            )
+        )
+    )
     th.start()
     try:
+
         def running() -> list[Any]:
             return [p for p in cluster.core.list_namespaced_pod(namespace).items if p.status.phase == "Running"]
+
         wait_for(lambda: len(running()) == 2, 60, "two running trial pods")
         by_attempt = {p.metadata.labels["headroom.dev/attempt"]: p.metadata.name for p in running()}
         cluster.core.delete_namespaced_pod(by_attempt["0"], namespace)
-        cluster.core.create_namespaced_pod_eviction(by_attempt["1"], namespace, {
-            "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": by_attempt["1"], "namespace": namespace}})
+        cluster.core.create_namespaced_pod_eviction(
+            by_attempt["1"],
+            namespace,
+            {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": by_attempt["1"], "namespace": namespace},
+            },
+        )
         th.join(90)
         assert not th.is_alive()
         got = {tid.rsplit(":", 1)[1]: v for tid, v in finals(Store(tmp_path / "h.db"), result["run"]).items()}
@@ -174,20 +214,28 @@ def test_sweep_over_the_bundled_tasks_has_the_right_counts(cluster: Cluster, nam
     backend = make_backend(cluster, namespace, _bundled)
     attempts = 2
     try:
-        store, run_id = run_sweep(backend, tasks=["*"], configs=["1x-strict", "3x", "unbounded"],
-                                  attempts=attempts, concurrency=24, tmp=tmp_path)
+        store, run_id = run_sweep(
+            backend,
+            tasks=["*"],
+            configs=["1x-strict", "3x", "unbounded"],
+            attempts=attempts,
+            concurrency=24,
+            tmp=tmp_path,
+        )
         counts = Counter((tid.split(":")[1], *v) for tid, v in finals(store, run_id).items())
         n = attempts
-        assert counts == Counter({
-            ("1x-strict", "infra_error", "oom_killed"): 6 * n,
-            ("1x-strict", "timeout", None): n,
-            ("1x-strict", "failed", None): n,
-            ("1x-strict", "passed", None): 2 * n,
-            ("1x/3x", "passed", None): 9 * n,
-            ("1x/3x", "failed", None): n,
-            ("unbounded", "passed", None): 9 * n,
-            ("unbounded", "failed", None): n,
-        })
+        assert counts == Counter(
+            {
+                ("1x-strict", "infra_error", "oom_killed"): 6 * n,
+                ("1x-strict", "timeout", None): n,
+                ("1x-strict", "failed", None): n,
+                ("1x-strict", "passed", None): 2 * n,
+                ("1x/3x", "passed", None): 9 * n,
+                ("1x/3x", "failed", None): n,
+                ("unbounded", "passed", None): 9 * n,
+                ("unbounded", "failed", None): n,
+            }
+        )
         per_trial = backend.request_report()["per_trial"]
         assert per_trial is not None and per_trial < 4  # create + release, the LISTs and WATCHes shared
         kube = store.provenance(run_id)["backend"]
@@ -201,29 +249,56 @@ def test_sweep_over_the_bundled_tasks_has_the_right_counts(cluster: Cluster, nam
 
 # ---- resume after kill -9 -----------------------------------------------------------------------
 
+
 def test_kill_9_then_resume_adopts_live_pods(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
     fields = message.render(report("1"))
     exp = {
-        "tasks_dir": str(TASKS), "tasks": ["csv-report", "prime-count"], "configurations": ["1x-strict", "3x"],
-        "attempts": 4, "concurrency": 16, "backend": "kubernetes",
-        "kubernetes": {**kwok_options(namespace, kubeconfig=str(cluster.kubeconfig)).model_dump(mode="json"),
-                       "pod_annotations": {OUTCOME_ANNOTATION: "succeed", OUTCOME_CONTAINER_ANNOTATION: "task",
-                                           OUTCOME_MESSAGE_ANNOTATION: fields, OUTCOME_AFTER_ANNOTATION: "6s"}},
+        "tasks_dir": str(TASKS),
+        "tasks": ["csv-report", "prime-count"],
+        "configurations": ["1x-strict", "3x"],
+        "attempts": 4,
+        "concurrency": 16,
+        "backend": "kubernetes",
+        "kubernetes": {
+            **kwok_options(namespace, kubeconfig=str(cluster.kubeconfig)).model_dump(mode="json"),
+            "pod_annotations": {
+                OUTCOME_ANNOTATION: "succeed",
+                OUTCOME_CONTAINER_ANNOTATION: "task",
+                OUTCOME_MESSAGE_ANNOTATION: fields,
+                OUTCOME_AFTER_ANNOTATION: "6s",
+            },
+        },
     }
     spec = tmp_path / "exp.yaml"
     spec.write_text(yaml.safe_dump(exp))
     store_path = tmp_path / "h.db"
     # --no-canary: kwok pods cannot be OOM-killed, so the enforcement canary has nothing to prove here
-    cmd = [sys.executable, "-m", "orchestrator", "sweep", "--experiment", str(spec), "--store", str(store_path),
-           "--format", "none", "--no-canary"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "sweep",
+        "--experiment",
+        str(spec),
+        "--store",
+        str(store_path),
+        "--format",
+        "none",
+        "--no-canary",
+    ]
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     wait_for(lambda: len(cluster.core.list_namespaced_pod(namespace).items) >= 16, 60, "16 pods in flight")
     first.send_signal(signal.SIGKILL)
     first.wait(10)
     live = {p.metadata.name for p in cluster.core.list_namespaced_pod(namespace).items}
     assert len(live) >= 16
-    second = subprocess.run([sys.executable, "-m", "orchestrator", "resume", "--store", str(store_path),
-                             "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=240)
+    second = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "resume", "--store", str(store_path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=240,
+    )
     assert second.returncode == 0, second.stderr
     store = Store(store_path)
     run_id = store.run(None).run_id
@@ -239,14 +314,27 @@ def test_kill_9_then_resume_adopts_live_pods(cluster: Cluster, namespace: str, t
 
 # ---- API server restart and a forced 410 --------------------------------------------------------
 
+
 def test_apiserver_restart_and_a_forced_410_mid_run(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
     if cluster.plane is None:
         pytest.skip("restarting the API server needs the local plane")
     backend = make_backend(cluster, namespace, lambda launch: Sim("succeed", report("1"), after="3s"))
     result: dict[str, Any] = {}
-    th = threading.Thread(target=lambda: result.update(zip(("_store", "run"), run_sweep(
-        backend, tasks=["csv-report", "prime-count"], configs=["1x-strict", "unbounded"], attempts=8,
-        concurrency=12, tmp=tmp_path))))
+    th = threading.Thread(
+        target=lambda: result.update(
+            zip(
+                ("_store", "run"),
+                run_sweep(
+                    backend,
+                    tasks=["csv-report", "prime-count"],
+                    configs=["1x-strict", "unbounded"],
+                    attempts=8,
+                    concurrency=12,
+                    tmp=tmp_path,
+                ),
+            )
+        )
+    )
     th.start()
     try:
         wait_for(lambda: backend.stats.harvested >= 4, 90, "a few trials harvested")
@@ -270,14 +358,23 @@ def test_apiserver_restart_and_a_forced_410_mid_run(cluster: Cluster, namespace:
 
 # ---- quota and finalizers (Kueue's gate: tests/cluster/test_kueue.py) ----------------------------------------------------
 
+
 def test_a_full_resource_quota_waits_and_never_fails_a_trial(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
-    cluster.core.create_namespaced_resource_quota(namespace, {
-        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "three-pods"}, "spec": {"hard": {"pods": "3"}}})
+    cluster.core.create_namespaced_resource_quota(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "three-pods"},
+            "spec": {"hard": {"pods": "3"}},
+        },
+    )
     time.sleep(1)  # the quota controller fills in status.used before admission counts against it
     backend = make_backend(cluster, namespace, lambda launch: Sim("succeed", report("1"), after="2s"))
     try:
-        store, run_id = run_sweep(backend, tasks=["csv-report"], configs=["1x-strict"], attempts=9, concurrency=9,
-                                  tmp=tmp_path)
+        store, run_id = run_sweep(
+            backend, tasks=["csv-report"], configs=["1x-strict"], attempts=9, concurrency=9, tmp=tmp_path
+        )
         assert set(finals(store, run_id).values()) == {("passed", None)}
         assert backend.stats.quota_waits > 0
         assert any(q["name"] == "three-pods" for q in store.provenance(run_id)["backend"]["resource_quotas"])
@@ -290,6 +387,7 @@ FOREIGN_FINALIZER = "example.com/another-controller"
 
 def test_release_removes_only_headroom_s_finalizer(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
     """Another controller's finalizer (Kueue puts one on every pod it queues) survives the release."""
+
     def foreign(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:
         body = hook(lambda _l: Sim("succeed", report("1")))(launch, body)
         body["metadata"]["finalizers"] = [FOREIGN_FINALIZER, *body["metadata"]["finalizers"], "example.com/third"]
@@ -297,28 +395,37 @@ def test_release_removes_only_headroom_s_finalizer(cluster: Cluster, namespace: 
 
     backend = KubernetesBackend(options=kwok_options(namespace, kubeconfig=str(cluster.kubeconfig)), pod_hook=foreign)
     try:
-        store, run_id = run_sweep(backend, tasks=["csv-report"], configs=["1x-strict"], attempts=3, concurrency=3,
-                                  tmp=tmp_path)
+        store, run_id = run_sweep(
+            backend, tasks=["csv-report"], configs=["1x-strict"], attempts=3, concurrency=3, tmp=tmp_path
+        )
         assert set(finals(store, run_id).values()) == {("passed", None)}
         backend.close()  # the releases finish, then the collection delete: the pods stay, held by the others' finalizers
-        wait_for(lambda: all(p.metadata.deletion_timestamp for p in cluster.core.list_namespaced_pod(namespace).items),
-                 30, "the harvested pods marked for deletion")
+        wait_for(
+            lambda: all(p.metadata.deletion_timestamp for p in cluster.core.list_namespaced_pod(namespace).items),
+            30,
+            "the harvested pods marked for deletion",
+        )
         pods = cluster.core.list_namespaced_pod(namespace).items
         assert len(pods) == 3
-        assert all(p.metadata.finalizers == [FOREIGN_FINALIZER, "example.com/third"] for p in pods), \
-            [p.metadata.finalizers for p in pods]
+        assert all(p.metadata.finalizers == [FOREIGN_FINALIZER, "example.com/third"] for p in pods), [
+            p.metadata.finalizers for p in pods
+        ]
     finally:
         backend.close()
         for p in cluster.core.list_namespaced_pod(namespace).items:  # the other controller lets go
-            cluster.core.patch_namespaced_pod(p.metadata.name, namespace,
-                                              [{"op": "replace", "path": "/metadata/finalizers", "value": []}])
+            cluster.core.patch_namespaced_pod(
+                p.metadata.name, namespace, [{"op": "replace", "path": "/metadata/finalizers", "value": []}]
+            )
 
 
 def test_cleanup_removes_what_a_crash_left(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
     backend = make_backend(cluster, namespace, lambda launch: Sim("none"))
     stop = threading.Event()
-    th = threading.Thread(target=lambda: run_sweep(backend, tasks=["csv-report"], configs=["1x-strict"], attempts=3,
-                                                   concurrency=3, tmp=tmp_path, stop=stop))
+    th = threading.Thread(
+        target=lambda: run_sweep(
+            backend, tasks=["csv-report"], configs=["1x-strict"], attempts=3, concurrency=3, tmp=tmp_path, stop=stop
+        )
+    )
     th.start()
     wait_for(lambda: len(cluster.core.list_namespaced_pod(namespace).items) == 3, 60, "three pods")
     # a crash: the process is gone, the pods (with our finalizer) are not, and its run Lease is renewed no more
@@ -327,8 +434,11 @@ def test_cleanup_removes_what_a_crash_left(cluster: Cluster, namespace: str, tmp
     backend._leases._stop.set()
     other = make_backend(cluster, namespace)
     assert other.cleanup(None).removed == []  # until the Lease expires the run counts as live
-    wait_for(lambda: not runlease.live_runs(cluster.core.api_client, namespace, time.time())[0],
-             runlease.DURATION_S * 3, "the crashed run's Lease to expire")
+    wait_for(
+        lambda: not runlease.live_runs(cluster.core.api_client, namespace, time.time())[0],
+        runlease.DURATION_S * 3,
+        "the crashed run's Lease to expire",
+    )
     try:
         report_ = other.cleanup(None)
         assert sum(r.startswith("pod/") for r in report_.removed) == 3

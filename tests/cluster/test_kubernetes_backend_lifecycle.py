@@ -47,28 +47,55 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _cli(*args: str, cluster: Cluster, **kw: Any) -> subprocess.Popen[str]:
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
-    return subprocess.Popen([sys.executable, "-m", "orchestrator", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=REPO, env=env, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=env,
+        **kw,
+    )
 
 
-def _experiment(tmp: Path, cluster: Cluster, namespace: str, name: str, *, annotations: dict[str, str],
-                attempts: int = 2, tasks_dir: Path = TASKS, tasks: list[str] | None = None) -> Path:
+def _experiment(
+    tmp: Path,
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    *,
+    annotations: dict[str, str],
+    attempts: int = 2,
+    tasks_dir: Path = TASKS,
+    tasks: list[str] | None = None,
+) -> Path:
     exp = {
-        "name": name, "tasks_dir": str(tasks_dir), "tasks": tasks or ["csv-report"], "configurations": ["1x-strict"],
-        "attempts": attempts, "concurrency": attempts, "backend": "kubernetes",
-        "kubernetes": {**kwok_options(namespace, kubeconfig=str(cluster.kubeconfig)).model_dump(mode="json"),
-                       "pod_annotations": annotations},
+        "name": name,
+        "tasks_dir": str(tasks_dir),
+        "tasks": tasks or ["csv-report"],
+        "configurations": ["1x-strict"],
+        "attempts": attempts,
+        "concurrency": attempts,
+        "backend": "kubernetes",
+        "kubernetes": {
+            **kwok_options(namespace, kubeconfig=str(cluster.kubeconfig)).model_dump(mode="json"),
+            "pod_annotations": annotations,
+        },
     }
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(exp))
     return path
 
 
-SUCCEED = {OUTCOME_ANNOTATION: "succeed", OUTCOME_CONTAINER_ANNOTATION: "task",
-           OUTCOME_MESSAGE_ANNOTATION: message.render(report("1"))}
+SUCCEED = {
+    OUTCOME_ANNOTATION: "succeed",
+    OUTCOME_CONTAINER_ANNOTATION: "task",
+    OUTCOME_MESSAGE_ANNOTATION: message.render(report("1")),
+}
 
 
 # ---- 1. close() ends the watches now --------------------------------------------------------------
+
 
 def test_close_leaves_no_watch_or_lease_thread_running(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
     backend = make_backend(cluster, namespace, lambda launch: Sim("succeed", report("1")))
@@ -78,7 +105,9 @@ def test_close_leaves_no_watch_or_lease_thread_running(cluster: Cluster, namespa
         threads = backend.threads()
         names = {t.name for t in threads if t.is_alive()}
         # the watches are blocked in a read of a quiet stream right now (the server holds them open)
-        assert {"informer-pods", "informer-events", "k8s-run-lease", "informer-nodes", "informer-node-pods"} <= names, names
+        assert {"informer-pods", "informer-events", "k8s-run-lease", "informer-nodes", "informer-node-pods"} <= names, (
+            names
+        )
     finally:
         backend.close()
     assert [t.name for t in threads if t.is_alive()] == []
@@ -117,12 +146,22 @@ def test_stop_while_a_watch_request_is_on_its_way_ends_the_watch(cluster: Cluste
         cluster.core.list_namespaced_pod(namespace)
 
 
-def test_a_cli_sweep_exits_after_its_last_trial(cluster: Cluster, namespace: str, tmp_path: Path,
-                                                record_property: Any) -> None:
+def test_a_cli_sweep_exits_after_its_last_trial(
+    cluster: Cluster, namespace: str, tmp_path: Path, record_property: Any
+) -> None:
     spec = _experiment(tmp_path, cluster, namespace, "quick", annotations=SUCCEED)
     started = time.monotonic()
-    proc = _cli("sweep", "--experiment", str(spec), "--store", str(tmp_path / "h.db"), "--format", "none",
-                "--no-canary", cluster=cluster)
+    proc = _cli(
+        "sweep",
+        "--experiment",
+        str(spec),
+        "--store",
+        str(tmp_path / "h.db"),
+        "--format",
+        "none",
+        "--no-canary",
+        cluster=cluster,
+    )
     out, err = proc.communicate(timeout=900)  # a hang guard only; the wall time is recorded, not judged
     wall = time.monotonic() - started
     record_property("cli_sweep_wall_s", round(wall, 2))
@@ -138,11 +177,23 @@ def test_a_harvested_pod_is_kept_until_its_result_is_recorded(cluster: Cluster, 
     A process that harvests a try and dies before it records the result must leave the pod for
     the next process to adopt and harvest again; only ``recorded`` lets it go.
     """
-    exp = Experiment(tasks_dir=str(TASKS), tasks=["csv-report"], configurations=["1x-strict"], attempts=1,
-                     backend="kubernetes", kubernetes=kwok_options(namespace, kubeconfig=str(cluster.kubeconfig)))
+    exp = Experiment(
+        tasks_dir=str(TASKS),
+        tasks=["csv-report"],
+        configurations=["1x-strict"],
+        attempts=1,
+        backend="kubernetes",
+        kubernetes=kwok_options(namespace, kubeconfig=str(cluster.kubeconfig)),
+    )
     task = sweep.prepare(exp)[0]
-    trial = Trial(trial_id="csv-report:1x-strict:0", task_id=task.id, config=ResourceConfig.parse("1x-strict"),
-                  attempt=0, seed=1, order=0)
+    trial = Trial(
+        trial_id="csv-report:1x-strict:0",
+        task_id=task.id,
+        config=ResourceConfig.parse("1x-strict"),
+        attempt=0,
+        seed=1,
+        order=0,
+    )
     launch = build_launch("held-run", trial, 0, task, exp)
 
     def harvest(backend: KubernetesBackend, handle: Handle) -> TrialFacts:
@@ -176,6 +227,7 @@ def test_a_harvested_pod_is_kept_until_its_result_is_recorded(cluster: Cluster, 
 
 # ---- 2. cleanup leaves a live run alone ----------------------------------------------------------------
 
+
 def _lease_of(cluster: Cluster, namespace: str, run_label: str) -> dict[str, Any] | None:
     api = client.CoordinationV1Api(cluster.core.api_client)
     for lease in api.list_namespaced_lease(namespace, label_selector=f"{runlease.RUN_LABEL}={run_label}").items:
@@ -194,8 +246,17 @@ def test_cleanup_skips_a_live_run_and_removes_a_dead_one(cluster: Cluster, names
     # pods without an outcome annotation keep running: each run stays in flight until acted on
     dead_spec = _experiment(tmp_path, cluster, namespace, "dead", annotations={})
     live_spec = _experiment(tmp_path, cluster, namespace, "live", annotations={})
-    dead = _cli("sweep", "--experiment", str(dead_spec), "--store", str(tmp_path / "dead.db"), "--format", "none",
-                "--no-canary", cluster=cluster)
+    dead = _cli(
+        "sweep",
+        "--experiment",
+        str(dead_spec),
+        "--store",
+        str(tmp_path / "dead.db"),
+        "--format",
+        "none",
+        "--no-canary",
+        cluster=cluster,
+    )
     live: subprocess.Popen[str] | None = None
     try:
         wait_for(lambda: sum(len(v) for v in _run_pods(cluster, namespace).values()) == 2, 90, "the dead run's pods")
@@ -203,14 +264,30 @@ def test_cleanup_skips_a_live_run_and_removes_a_dead_one(cluster: Cluster, names
         assert _lease_of(cluster, namespace, dead_run) is not None
         dead.send_signal(signal.SIGKILL)
         dead.communicate(timeout=30)
-        live = _cli("sweep", "--experiment", str(live_spec), "--store", str(tmp_path / "live.db"), "--format", "none",
-                    "--no-canary", cluster=cluster)
-        wait_for(lambda: len(_run_pods(cluster, namespace)) == 2 and all(len(v) == 2 for v in _run_pods(cluster, namespace).values()),
-                 90, "the live run's pods")
+        live = _cli(
+            "sweep",
+            "--experiment",
+            str(live_spec),
+            "--store",
+            str(tmp_path / "live.db"),
+            "--format",
+            "none",
+            "--no-canary",
+            cluster=cluster,
+        )
+        wait_for(
+            lambda: len(_run_pods(cluster, namespace)) == 2
+            and all(len(v) == 2 for v in _run_pods(cluster, namespace).values()),
+            90,
+            "the live run's pods",
+        )
         (live_run,) = set(_run_pods(cluster, namespace)) - {dead_run}
         # the dead process renews nothing: wait until its Lease has expired on its own terms
-        wait_for(lambda: not runlease.is_fresh(_lease_of(cluster, namespace, dead_run) or {}, time.time()),
-                 runlease.DURATION_S * 3, "the dead run's Lease to expire")
+        wait_for(
+            lambda: not runlease.is_fresh(_lease_of(cluster, namespace, dead_run) or {}, time.time()),
+            runlease.DURATION_S * 3,
+            "the dead run's Lease to expire",
+        )
         assert runlease.is_fresh(_lease_of(cluster, namespace, live_run) or {}, time.time())
         pods_before = _run_pods(cluster, namespace)
 
@@ -223,8 +300,9 @@ def test_cleanup_skips_a_live_run_and_removes_a_dead_one(cluster: Cluster, names
         assert not any(f"pod/{n}" in removed for n in pods_before[live_run])
         dead_lease = runlease.lease_name(Store(tmp_path / "dead.db").run(None).run_id)
         assert f"lease/{dead_lease}" in removed
-        assert re.search(rf"^kept +run {re.escape(live_run)}: still executing \(its Lease is renewed by \S+/\d+\)",
-                         out, re.M), out
+        assert re.search(
+            rf"^kept +run {re.escape(live_run)}: still executing \(its Lease is renewed by \S+/\d+\)", out, re.M
+        ), out
         assert not any(r_.startswith("configmap/") for r_ in removed)  # the live run still mounts its task
         wait_for(lambda: set(_run_pods(cluster, namespace)) == {live_run}, 60, "only the live run's pods left")
         assert live.poll() is None  # the live sweep is unaffected
@@ -259,6 +337,7 @@ def test_cleanup_without_lease_access_removes_nothing(cluster: Cluster, namespac
 
 # ---- 3. a request no node can hold is refused before the run ---------------------------------------
 
+
 def _oversized_tasks(tmp: Path, memory_mb: int) -> Path:
     root = tmp / "tasks"
     shutil.copytree(TASKS / "csv-report", root / "csv-report")
@@ -268,13 +347,24 @@ def _oversized_tasks(tmp: Path, memory_mb: int) -> Path:
 
 
 def test_an_oversized_request_is_refused_before_the_run(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
-    allocatable = {n.metadata.name: n.status.allocatable["memory"]
-                   for n in cluster.core.list_node(label_selector="type=kwok").items}
+    allocatable = {
+        n.metadata.name: n.status.allocatable["memory"]
+        for n in cluster.core.list_node(label_selector="type=kwok").items
+    }
     assert set(allocatable.values()) == {"16Gi"}, allocatable  # the plane's kwok nodes (plane.default_node_specs)
     tasks_dir = _oversized_tasks(tmp_path, 64 * 1024)  # 64 GiB against 16 GiB kwok nodes
     spec = _experiment(tmp_path, cluster, namespace, "big", annotations=SUCCEED, tasks_dir=tasks_dir)
-    proc = _cli("sweep", "--experiment", str(spec), "--store", str(tmp_path / "h.db"), "--format", "none",
-                "--no-canary", cluster=cluster)
+    proc = _cli(
+        "sweep",
+        "--experiment",
+        str(spec),
+        "--store",
+        str(tmp_path / "h.db"),
+        "--format",
+        "none",
+        "--no-canary",
+        cluster=cluster,
+    )
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 2, err
     lines = [ln for ln in err.splitlines() if "csv-report" in ln]
@@ -296,13 +386,19 @@ def test_a_fitting_request_is_checked_and_recorded(cluster: Cluster, namespace: 
         backend.close()
 
 
-def test_the_fit_check_is_skipped_when_nodes_are_forbidden(cluster: Cluster, namespace: str, tmp_path: Path,
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_the_fit_check_is_skipped_when_nodes_are_forbidden(
+    cluster: Cluster, namespace: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     api.set_default_header("Impersonate-User", "headroom-test-nobody")  # may not list nodes
     backend = KubernetesBackend(options=kwok_options(namespace), api_client=api)
-    exp = Experiment(tasks_dir=str(_oversized_tasks(tmp_path, 64 * 1024)), configurations=["1x-strict"], attempts=1,
-                     backend="kubernetes", kubernetes=backend.options)
+    exp = Experiment(
+        tasks_dir=str(_oversized_tasks(tmp_path, 64 * 1024)),
+        configurations=["1x-strict"],
+        attempts=1,
+        backend="kubernetes",
+        kubernetes=backend.options,
+    )
     tasks = sweep.prepare(exp)
     from orchestrator.engine.plan import plan
 
@@ -315,21 +411,30 @@ def test_the_fit_check_is_skipped_when_nodes_are_forbidden(cluster: Cluster, nam
         backend.close()
 
 
-def test_oversized_is_judged_against_the_selected_nodes_only(cluster: Cluster, namespace: str,
-                                                             tmp_path: Path) -> None:
+def test_oversized_is_judged_against_the_selected_nodes_only(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
     # a selector that matches no node means "no candidate yet" (an autoscaler may add one): no refusal;
     # the same request against the selector that matches the 16 GiB kwok nodes is refused
-    backend = KubernetesBackend(options=kwok_options(namespace, kubeconfig=str(cluster.kubeconfig))
-                                .model_copy(update={"node_selector": {"type": "no-such-pool"}}))
-    exp = Experiment(tasks_dir=str(_oversized_tasks(tmp_path, 64 * 1024)), configurations=["1x-strict"], attempts=1,
-                     backend="kubernetes", kubernetes=backend.options)
+    backend = KubernetesBackend(
+        options=kwok_options(namespace, kubeconfig=str(cluster.kubeconfig)).model_copy(
+            update={"node_selector": {"type": "no-such-pool"}}
+        )
+    )
+    exp = Experiment(
+        tasks_dir=str(_oversized_tasks(tmp_path, 64 * 1024)),
+        configurations=["1x-strict"],
+        attempts=1,
+        backend="kubernetes",
+        kubernetes=backend.options,
+    )
     tasks = sweep.prepare(exp)
     from orchestrator.engine.plan import plan
 
     try:
         sweep.check_fit(backend, tasks, plan(exp, tasks))
-        assert backend._fit_check == {"checked": False, "why": "no node matching type=no-such-pool yet "
-                                                               "(an autoscaler may add one)"}
+        assert backend._fit_check == {
+            "checked": False,
+            "why": "no node matching type=no-such-pool yet (an autoscaler may add one)",
+        }
         backend.options = kwok_options(namespace, kubeconfig=str(cluster.kubeconfig))
         with pytest.raises(UserError, match="task csv-report .*64.0 GiB"):
             sweep.check_fit(backend, tasks, plan(exp, tasks))
@@ -338,6 +443,7 @@ def test_oversized_is_judged_against_the_selected_nodes_only(cluster: Cluster, n
 
 
 # ---- 4. a pod spec the API server refuses ---------------------------------------------------------
+
 
 def test_a_refused_pod_spec_is_a_classified_infra_outcome(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
     def invalid(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:

@@ -60,23 +60,39 @@ NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreacha
 PRESSURE_TOLERATION = {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def _node(name: str, pool: str, *, cpu: str = "4", memory: str = "16Gi", taints: list[dict[str, str]] | None = None,
-          unschedulable: bool = False) -> dict[str, Any]:
+def _node(
+    name: str,
+    pool: str,
+    *,
+    cpu: str = "4",
+    memory: str = "16Gi",
+    taints: list[dict[str, str]] | None = None,
+    unschedulable: bool = False,
+) -> dict[str, Any]:
     capacity = {"cpu": cpu, "memory": memory, "pods": "110", "ephemeral-storage": "200Gi"}
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "annotations": {FAKE_NODE_ANNOTATION: FAKE_NODE_VALUE},
-                         "labels": {POOL_LABEL: pool, "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}},
-            "spec": {"taints": [FAKE_NODE_TAINT, *(taints or [])], "unschedulable": unschedulable},
-            "status": {"capacity": capacity, "allocatable": capacity}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {FAKE_NODE_ANNOTATION: FAKE_NODE_VALUE},
+            "labels": {POOL_LABEL: pool, "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
+        },
+        "spec": {"taints": [FAKE_NODE_TAINT, *(taints or [])], "unschedulable": unschedulable},
+        "status": {"capacity": capacity, "allocatable": capacity},
+    }
 
 
 def _ready(cluster: Cluster, names: list[str]) -> None:
     """Ready, and without the node lifecycle controller's not-ready taint (removed a few seconds later on a
     fresh plane): until then the scheduler, and so the canary, rightly leaves the node out."""
+
     def ok(n: str) -> bool:
         node = cluster.core.read_node(n)
-        return (any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-                and not any(t.key in NOT_READY_TAINTS for t in node.spec.taints or []))
+        return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or []) and not any(
+            t.key in NOT_READY_TAINTS for t in node.spec.taints or []
+        )
+
     wait_for(lambda: all(ok(n) for n in names), 90, f"nodes Ready and untainted: {names}")
 
 
@@ -85,9 +101,13 @@ def pool(cluster: Cluster) -> Iterator[tuple[str, list[str]]]:
     """Five kwok nodes: a, b, c usable (one setup), d cordoned, e tainted with a taint the runs do not tolerate."""
     pool = f"canary-{uuid.uuid4().hex[:6]}"
     names = [f"{pool}-{x}" for x in "abcde"]
-    bodies = [_node(names[0], pool), _node(names[1], pool), _node(names[2], pool),
-              _node(names[3], pool, unschedulable=True),
-              _node(names[4], pool, taints=[{"key": "headroom.test/reserved", "value": "gpu", "effect": "NoSchedule"}])]
+    bodies = [
+        _node(names[0], pool),
+        _node(names[1], pool),
+        _node(names[2], pool),
+        _node(names[3], pool, unschedulable=True),
+        _node(names[4], pool, taints=[{"key": "headroom.test/reserved", "value": "gpu", "effect": "NoSchedule"}]),
+    ]
     try:
         for b in bodies:
             cluster.core.create_node(b)
@@ -102,24 +122,33 @@ def pool(cluster: Cluster) -> Iterator[tuple[str, list[str]]]:
 
 
 def options(cluster: Cluster, namespace: str, pool: str, **kw: Any) -> KubernetesOptions:
-    return KubernetesOptions(namespace=namespace, kubeconfig=str(cluster.kubeconfig), node_selector={POOL_LABEL: pool},
-                             tolerations=[dict(FAKE_NODE_TOLERATION)], **kw)
+    return KubernetesOptions(
+        namespace=namespace,
+        kubeconfig=str(cluster.kubeconfig),
+        node_selector={POOL_LABEL: pool},
+        tolerations=[dict(FAKE_NODE_TOLERATION)],
+        **kw,
+    )
 
 
 def test_the_canary_runs_pinned_on_each_candidate_node_and_finds_kwok_nodes_not_enforcing(
-        cluster: Cluster, namespace: str, pool: tuple[str, list[str]]) -> None:
+    cluster: Cluster, namespace: str, pool: tuple[str, list[str]]
+) -> None:
     label, (a, b, c, d, e) = pool
+
     # kwok's stand-in for a node that runs the hog and ignores its limits: every container "finishes", and a
     # spin gets a whole CPU under its 0.25-cpu quota, as its self-report in the runner's message says
     def ignores_limits(launch: Launch) -> Sim:
         spin = json.dumps({"spin_wall_s": 0.3, "spin_cpu_s": 0.29}) if ":cpu-" in launch.trial_id else None
         return Sim("succeed", report("1", agent_result=spin))
 
-    backend = KubernetesBackend(options=options(cluster, namespace, label, canary_max_nodes=2, keep_pods=True),
-                                pod_hook=hook(ignores_limits))
+    backend = KubernetesBackend(
+        options=options(cluster, namespace, label, canary_max_nodes=2, keep_pods=True), pod_hook=hook(ignores_limits)
+    )
     try:
-        got = run_canary(backend, [ResourceConfig.parse(x) for x in ("1x-strict", "unbounded")], image=IMAGE,
-                         deadline_s=90)
+        got = run_canary(
+            backend, [ResourceConfig.parse(x) for x in ("1x-strict", "unbounded")], image=IMAGE, deadline_s=90
+        )
     finally:
         backend.close()
     assert got.get("targets") == [a, b], got
@@ -131,12 +160,16 @@ def test_the_canary_runs_pinned_on_each_candidate_node_and_finds_kwok_nodes_not_
     for node in (a, b):
         assert arms[(node, "1x-strict")]["above"]["verdict"] == "passed"  # the hog above the limit survived
         assert arms[(node, "unbounded")]["status"] == "skipped"
-        assert any(p.startswith(f"1x-strict on {node}: a hog above the 64 MiB limit was not OOM-killed")
-                   for p in got["problems"])
+        assert any(
+            p.startswith(f"1x-strict on {node}: a hog above the 64 MiB limit was not OOM-killed")
+            for p in got["problems"]
+        )
         # the spin's account reached the canary through the termination message of a pod that passed
         assert got["cpu"][node]["cpu_share"] == pytest.approx(0.29 / 0.3) and got["cpu"][node]["limited"] is False
-        assert f"1x-strict on {node}: CPU not limited: a spinning thread got 0.97 cpu under a 0.25-cpu quota " \
-               "(without a quota: 0.97)" in got["problems"]
+        assert (
+            f"1x-strict on {node}: CPU not limited: a spinning thread got 0.97 cpu under a 0.25-cpu quota "
+            "(without a quota: 0.97)" in got["problems"]
+        )
     # every canary pod ran on the node it was pinned to (by the scheduler, through the required affinity)
     pods = cluster.core.list_namespaced_pod(namespace, label_selector=NODE_LABEL).items
     assert len(pods) == 8  # above, below, CPU probe and its reference, on each of the two nodes
@@ -144,21 +177,47 @@ def test_the_canary_runs_pinned_on_each_candidate_node_and_finds_kwok_nodes_not_
 
 
 def test_a_cli_sweep_on_kwok_nodes_is_not_reported_as_a_resource_sweep(
-        cluster: Cluster, namespace: str, pool: tuple[str, list[str]], tmp_path: Path) -> None:
+    cluster: Cluster, namespace: str, pool: tuple[str, list[str]], tmp_path: Path
+) -> None:
     label, (a, b, c, _d, _e) = pool
     fields = message.render(report("1"))
     exp = {
-        "tasks_dir": str(REPO / "tasks"), "tasks": ["csv-report"], "configurations": ["1x-strict", "unbounded"],
-        "attempts": 1, "concurrency": 4, "backend": "kubernetes",
-        "kubernetes": {**options(cluster, namespace, label, canary_max_nodes=3).model_dump(mode="json"),
-                       "pod_annotations": {OUTCOME_ANNOTATION: "succeed", OUTCOME_CONTAINER_ANNOTATION: "task",
-                                           OUTCOME_MESSAGE_ANNOTATION: fields, OUTCOME_AFTER_ANNOTATION: "1s"}},
+        "tasks_dir": str(REPO / "tasks"),
+        "tasks": ["csv-report"],
+        "configurations": ["1x-strict", "unbounded"],
+        "attempts": 1,
+        "concurrency": 4,
+        "backend": "kubernetes",
+        "kubernetes": {
+            **options(cluster, namespace, label, canary_max_nodes=3).model_dump(mode="json"),
+            "pod_annotations": {
+                OUTCOME_ANNOTATION: "succeed",
+                OUTCOME_CONTAINER_ANNOTATION: "task",
+                OUTCOME_MESSAGE_ANNOTATION: fields,
+                OUTCOME_AFTER_ANNOTATION: "1s",
+            },
+        },
     }
     spec = tmp_path / "exp.yaml"
     spec.write_text(yaml.safe_dump(exp))
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", "--experiment", str(spec), "--store",
-                          str(tmp_path / "h.db"), "--format", "markdown"], capture_output=True, text=True, cwd=REPO,
-                         timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            "--experiment",
+            str(spec),
+            "--store",
+            str(tmp_path / "h.db"),
+            "--format",
+            "markdown",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     print("\n".join(line for line in res.stdout.splitlines() if "canary" in line or "resource sweep" in line))
     assert "limits do NOT bite" in res.stderr and f"per node: {a} not_enforced" in res.stderr
@@ -170,46 +229,76 @@ def test_a_cli_sweep_on_kwok_nodes_is_not_reported_as_a_resource_sweep(
 
 
 def test_each_try_records_its_node_s_limits_at_scheduling_against_allocatable_and_memory_pressure(
-        cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
     name = f"oc-{uuid.uuid4().hex[:6]}"
     cluster.core.create_node(_node(name, name, cpu="8", memory="3Gi"))
     try:
         _ready(cluster, [name])
         # MemoryPressure as the kubelet would report it (kwok's heartbeat leaves it for 10 minutes)
         status = cluster.core.read_node_status(name).status
-        conditions = [c for c in cluster.api_client.sanitize_for_serialization(status.conditions)
-                      if c["type"] != "MemoryPressure"]
-        conditions.append({"type": "MemoryPressure", "status": "True", "reason": "KubeletHasInsufficientMemory",
-                           "message": "test", "lastHeartbeatTime": conditions[0]["lastHeartbeatTime"],
-                           "lastTransitionTime": conditions[0]["lastTransitionTime"]})
+        conditions = [
+            c for c in cluster.api_client.sanitize_for_serialization(status.conditions) if c["type"] != "MemoryPressure"
+        ]
+        conditions.append(
+            {
+                "type": "MemoryPressure",
+                "status": "True",
+                "reason": "KubeletHasInsufficientMemory",
+                "message": "test",
+                "lastHeartbeatTime": conditions[0]["lastHeartbeatTime"],
+                "lastTransitionTime": conditions[0]["lastTransitionTime"],
+            }
+        )
         cluster.core.patch_node_status(name, {"status": {"conditions": conditions}})
         # another team's workload on the node: a 256 MiB limit and a container without one
         other_ns = cluster.create_namespace(prefix="team")
-        cluster.core.create_namespaced_pod(other_ns, {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
-            "spec": {"nodeName": name, "containers": [
-                {"name": "app", "image": IMAGE, "resources": {"limits": {"memory": "256Mi"}}},
-                {"name": "sidecar", "image": IMAGE}]}})
+        cluster.core.create_namespaced_pod(
+            other_ns,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "web"},
+                "spec": {
+                    "nodeName": name,
+                    "containers": [
+                        {"name": "app", "image": IMAGE, "resources": {"limits": {"memory": "256Mi"}}},
+                        {"name": "sidecar", "image": IMAGE},
+                    ],
+                },
+            },
+        )
         tasks = tmp_path / "tasks"
         write_task(tasks, "t", solve="true\n", memory_mb=512)
         toml = tasks / "t" / "task.toml"
         toml.write_text(toml.read_text().replace("memory_mb = 512", f'memory_mb = 512\ndocker_image = "{IMAGE}"'))
-        opts = KubernetesOptions(namespace=namespace, kubeconfig=str(cluster.kubeconfig),
-                                 node_selector={POOL_LABEL: name},
-                                 tolerations=[dict(FAKE_NODE_TOLERATION), PRESSURE_TOLERATION])
+        opts = KubernetesOptions(
+            namespace=namespace,
+            kubeconfig=str(cluster.kubeconfig),
+            node_selector={POOL_LABEL: name},
+            tolerations=[dict(FAKE_NODE_TOLERATION), PRESSURE_TOLERATION],
+        )
         # the four pods overlap on the node: each "runs" 4 s
         backend = KubernetesBackend(options=opts, pod_hook=hook(lambda launch: Sim("succeed", report("1"), after="4s")))
         try:
-            exp = Experiment(tasks_dir=str(tasks), configurations=["1x/4x"], attempts=4, backend="kubernetes",
-                             concurrency=4, kubernetes=opts)
+            exp = Experiment(
+                tasks_dir=str(tasks),
+                configurations=["1x/4x"],
+                attempts=4,
+                backend="kubernetes",
+                concurrency=4,
+                kubernetes=opts,
+            )
             task_list = sweep.prepare(exp)
             store = Store(tmp_path / "h.db")
             run_id, task_map = sweep.start(exp, task_list, store, backend)
             sweep.run(store, run_id, exp, task_map, backend)
         finally:
             backend.close()
-        records = [json.loads(r[0])["extra"]["overcommit"] for r in store.db.execute(
-            "SELECT json FROM evidence WHERE run_id=?", (run_id,))]
+        records = [
+            json.loads(r[0])["extra"]["overcommit"]
+            for r in store.db.execute("SELECT json FROM evidence WHERE run_id=?", (run_id,))
+        ]
         assert len(records) == 4
         per_pod = (2048 + 16) * 2**20  # the task container's 4x limit and the warden's 16 MiB
         other = 256 * 2**20
@@ -225,27 +314,41 @@ def test_each_try_records_its_node_s_limits_at_scheduling_against_allocatable_an
         observed = observed_by_config(store.trial_frame(run_id))["1x/4x"]
         assert observed["trials_recorded"] == 4 and observed["trials_under_memory_pressure"] == 4
         assert observed["ratio_max"] == pytest.approx((4 * per_pod + other) / (3 * 2**30))
-        res = subprocess.run([sys.executable, "-m", "orchestrator", "report", "--store", str(tmp_path / "h.db"), "--format",
-                              "markdown"], capture_output=True, text=True, cwd=REPO, timeout=120)
+        res = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "report", "--store", str(tmp_path / "h.db"), "--format", "markdown"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
         assert res.returncode == 0, res.stderr
         print("\n".join(line for line in res.stdout.splitlines() if "Overcommit" in line))
-        assert "of its node's allocatable memory in the limits of every pod on it, 4 under node memory pressure" \
+        assert (
+            "of its node's allocatable memory in the limits of every pod on it, 4 under node memory pressure"
             in res.stdout
+        )
     finally:
         cluster.core.delete_node(name)
 
 
 def test_a_user_who_may_not_read_nodes_gets_a_canary_not_run_and_one_refused_list(
-        cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
     # the namespace's default ServiceAccount, admin of its namespace only (the built-in ClusterRole "admin")
     from kubernetes import client
 
     from .controller_support import service_account_kubeconfig
 
-    client.RbacAuthorizationV1Api(cluster.api_client).create_namespaced_role_binding(namespace, {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "default-admin"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
-        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}]})
+    client.RbacAuthorizationV1Api(cluster.api_client).create_namespaced_role_binding(
+        namespace,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "default-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+        },
+    )
     kubeconfig = service_account_kubeconfig(cluster, namespace, "default", tmp_path / "sa.kubeconfig")
     backend = KubernetesBackend(options=KubernetesOptions(namespace=namespace, kubeconfig=str(kubeconfig)))
     try:

@@ -55,20 +55,54 @@ def _queues(cluster: Cluster, namespace: str, tag: str) -> None:
     """A ResourceFlavor, a ClusterQueue admitting POD_QUOTA pods at a time, and the namespace's LocalQueue."""
     custom = client.CustomObjectsApi(cluster.api_client)
     flavor, cq = f"flavor-{tag}", f"cq-{tag}"
-    custom.create_cluster_custom_object(KUEUE, "v1beta2", "resourceflavors", {
-        "apiVersion": f"{KUEUE}/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor}})
-    custom.create_cluster_custom_object(KUEUE, "v1beta2", "clusterqueues", {
-        "apiVersion": f"{KUEUE}/v1beta2", "kind": "ClusterQueue", "metadata": {"name": cq},
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{
-            # every resource a trial pod requests (ephemeral-storage too), else Kueue never admits it
-            "coveredResources": ["cpu", "memory", "ephemeral-storage", "pods"],
-            "flavors": [{"name": flavor, "resources": [
-                {"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "256Gi"},
-                {"name": "ephemeral-storage", "nominalQuota": "1Ti"},
-                {"name": "pods", "nominalQuota": POD_QUOTA}]}]}]}})
-    custom.create_namespaced_custom_object(KUEUE, "v1beta2", namespace, "localqueues", {
-        "apiVersion": f"{KUEUE}/v1beta2", "kind": "LocalQueue", "metadata": {"name": QUEUE, "namespace": namespace},
-        "spec": {"clusterQueue": cq}})
+    custom.create_cluster_custom_object(
+        KUEUE,
+        "v1beta2",
+        "resourceflavors",
+        {"apiVersion": f"{KUEUE}/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
+    )
+    custom.create_cluster_custom_object(
+        KUEUE,
+        "v1beta2",
+        "clusterqueues",
+        {
+            "apiVersion": f"{KUEUE}/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": cq},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        # every resource a trial pod requests (ephemeral-storage too), else Kueue never admits it
+                        "coveredResources": ["cpu", "memory", "ephemeral-storage", "pods"],
+                        "flavors": [
+                            {
+                                "name": flavor,
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "64"},
+                                    {"name": "memory", "nominalQuota": "256Gi"},
+                                    {"name": "ephemeral-storage", "nominalQuota": "1Ti"},
+                                    {"name": "pods", "nominalQuota": POD_QUOTA},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+    )
+    custom.create_namespaced_custom_object(
+        KUEUE,
+        "v1beta2",
+        namespace,
+        "localqueues",
+        {
+            "apiVersion": f"{KUEUE}/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": QUEUE, "namespace": namespace},
+            "spec": {"clusterQueue": cq},
+        },
+    )
 
     def active() -> bool:
         st = custom.get_cluster_custom_object(KUEUE, "v1beta2", "clusterqueues", cq).get("status") or {}
@@ -83,8 +117,13 @@ class PodHistory:
     def __init__(self, cluster: Cluster, namespace: str) -> None:
         self.versions: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self._lock = threading.Lock()
-        self.stream = ListWatch("history", cluster.core.list_namespaced_pod, {"namespace": namespace},
-                                on_list=lambda items: [self._add("ADDED", p) for p in items], on_event=self._add)
+        self.stream = ListWatch(
+            "history",
+            cluster.core.list_namespaced_pod,
+            {"namespace": namespace},
+            on_list=lambda items: [self._add("ADDED", p) for p in items],
+            on_event=self._add,
+        )
         self.stream.start()
         assert self.stream.synced.wait(30)
 
@@ -98,8 +137,9 @@ class PodHistory:
     def max_ungated_alive(self) -> int:
         """The most pods past Kueue's gate and not yet ended at any one resourceVersion."""
         with self._lock:
-            changes = sorted((int(v["metadata"]["resourceVersion"]), name, v)
-                             for name, vs in self.versions.items() for v in vs)
+            changes = sorted(
+                (int(v["metadata"]["resourceVersion"]), name, v) for name, vs in self.versions.items() for v in vs
+            )
         state: dict[str, bool] = {}
         most = 0
         for _, name, v in changes:
@@ -125,8 +165,9 @@ class PodHistory:
         with self._lock:
             items = {k: list(v) for k, v in self.versions.items()}
         for name, vs in items.items():
-            assert any(KUEUE_FINALIZER in (v["metadata"].get("finalizers") or []) for v in vs), \
+            assert any(KUEUE_FINALIZER in (v["metadata"].get("finalizers") or []) for v in vs), (
                 f"{name}: Kueue's webhook never put its finalizer on the pod"
+            )
             for before, after in zip(vs, vs[1:]):
                 was, now = before["metadata"].get("finalizers") or [], after["metadata"].get("finalizers") or []
                 if pod_mod.FINALIZER in was and pod_mod.FINALIZER not in now:
@@ -141,11 +182,21 @@ def test_trial_pods_are_admitted_by_kueue_within_quota(kueue: Kueue, cluster: Cl
     _queues(cluster, ns, ns)
     history = PodHistory(cluster, ns)
     # pending_deadline_s=1: the pods Kueue holds wait well past it, and must not fail for it
-    backend = make_backend(cluster, ns, lambda launch: Sim("succeed", report("1"), after="3s"), queue=QUEUE,
-                           pending_deadline_s=1)
+    backend = make_backend(
+        cluster, ns, lambda launch: Sim("succeed", report("1"), after="3s"), queue=QUEUE, pending_deadline_s=1
+    )
     result: dict[str, Any] = {}
-    th = threading.Thread(target=lambda: result.update(zip(("store", "run"), run_sweep(
-        backend, tasks=["csv-report"], configs=["1x-strict"], attempts=6, concurrency=6, tmp=tmp_path))), daemon=True)
+    th = threading.Thread(
+        target=lambda: result.update(
+            zip(
+                ("store", "run"),
+                run_sweep(
+                    backend, tasks=["csv-report"], configs=["1x-strict"], attempts=6, concurrency=6, tmp=tmp_path
+                ),
+            )
+        ),
+        daemon=True,
+    )
     th.start()
     try:
         wait_for(lambda: history.admitted() >= 1, 90, "Kueue to admit a first trial pod")
@@ -160,7 +211,9 @@ def test_trial_pods_are_admitted_by_kueue_within_quota(kueue: Kueue, cluster: Cl
         backend.close()
         history.stop()
     assert history.max_ungated_alive() <= POD_QUOTA  # Kueue held the rest at its gate
-    queue = [e["extra"]["queue"] for tid in finals(store, run_id) for e in Store(tmp_path / "h.db").evidence(run_id, tid)]
+    queue = [
+        e["extra"]["queue"] for tid in finals(store, run_id) for e in Store(tmp_path / "h.db").evidence(run_id, tid)
+    ]
     assert len(queue) == 6 and all(q["name"] == QUEUE and q["gated"] for q in queue), queue
     waits = sorted(q["gated_s"] for q in queue)
     # the pods beyond the quota waited for the first ones to end (each "runs" 3 s): that is queue time
@@ -168,8 +221,12 @@ def test_trial_pods_are_admitted_by_kueue_within_quota(kueue: Kueue, cluster: Cl
     assert history.admitted() == 6  # Kueue gated each trial pod at creation and lifted the gate itself
 
 
-def test_the_controller_s_experiment_completes_through_kueue(kueue: Kueue, cluster: Cluster, crds: None,  # noqa: F811
-                                                            tmp_path: Path) -> None:
+def test_the_controller_s_experiment_completes_through_kueue(
+    kueue: Kueue,
+    cluster: Cluster,
+    crds: None,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     import yaml
 
     from .plane import FAKE_NODE_TOLERATION, REPO
@@ -178,12 +235,24 @@ def test_the_controller_s_experiment_completes_through_kueue(kueue: Kueue, clust
     cluster.core.patch_namespace(ns, {"metadata": {"labels": {NAMESPACE_LABEL: "true"}}})
     _queues(cluster, ns, ns)
     spec = tmp_path / "queued.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "queued", "tasks_dir": str(REPO / "tasks"), "tasks": ["csv-report", "prime-count"],
-        "configurations": ["1x-strict"], "attempts": 2, "concurrency": 4, "agent": {"kind": "oracle"},
-        "kubernetes": {"node_selector": {"type": "kwok"}, "tolerations": [dict(FAKE_NODE_TOLERATION)],
-                       "queue": QUEUE},
-    }))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "queued",
+                "tasks_dir": str(REPO / "tasks"),
+                "tasks": ["csv-report", "prime-count"],
+                "configurations": ["1x-strict"],
+                "attempts": 2,
+                "concurrency": 4,
+                "agent": {"kind": "oracle"},
+                "kubernetes": {
+                    "node_selector": {"type": "kwok"},
+                    "tolerations": [dict(FAKE_NODE_TOLERATION)],
+                    "queue": QUEUE,
+                },
+            }
+        )
+    )
     r = headroom(cluster, "cluster", "submit", str(spec), "-n", ns)
     assert r.returncode == 0, r.stderr
     history = PodHistory(cluster, ns)
@@ -191,8 +260,9 @@ def test_the_controller_s_experiment_completes_through_kueue(kueue: Kueue, clust
     try:
         wait_complete(cluster, ns, "queued", ctl, 240)
         items = trials(cluster, ns, "queued")
-        assert len(items) == 4 and {t["status"]["outcome"] for t in items} == {"passed"}, \
-            [(t["spec"]["task"], t["status"].get("outcome"), t["status"].get("reason")) for t in items]
+        assert len(items) == 4 and {t["status"]["outcome"] for t in items} == {"passed"}, [
+            (t["spec"]["task"], t["status"].get("outcome"), t["status"].get("reason")) for t in items
+        ]
         assert experiment(cluster, ns, "queued")["status"]["phase"] == "Complete"
         assert history.admitted() == 4  # every trial pod went through Kueue
     finally:

@@ -36,8 +36,9 @@ def _terminated(pod: Any) -> bool:
 
 
 def test_limits_below_requests_rejected(cluster: Cluster, namespace: str) -> None:
-    body = cluster.fake_pod("bad-limits", requests={"cpu": "2", "memory": "1Gi"},
-                            limits={"cpu": "1", "memory": "512Mi"})
+    body = cluster.fake_pod(
+        "bad-limits", requests={"cpu": "2", "memory": "1Gi"}, limits={"cpu": "1", "memory": "512Mi"}
+    )
     with pytest.raises(ApiException) as err:
         cluster.core.create_namespaced_pod(namespace, body)
     assert err.value.status == 422
@@ -46,9 +47,7 @@ def test_limits_below_requests_rejected(cluster: Cluster, namespace: str) -> Non
 
 
 def test_pod_security_restricted_enforced(cluster: Cluster) -> None:
-    ns = cluster.create_namespace(
-        prefix="psa", labels={"pod-security.kubernetes.io/enforce": "restricted"}
-    )
+    ns = cluster.create_namespace(prefix="psa", labels={"pod-security.kubernetes.io/enforce": "restricted"})
     bad = cluster.fake_pod("privileged", outcome="succeed")
     bad["spec"]["containers"][0]["securityContext"] = {"privileged": True}
     with pytest.raises(ApiException) as err:
@@ -57,10 +56,14 @@ def test_pod_security_restricted_enforced(cluster: Cluster) -> None:
     assert "violates PodSecurity" in err.value.body and "restricted" in err.value.body
 
     good = cluster.fake_pod("compliant", outcome="succeed")
-    good["spec"]["securityContext"] = {"runAsNonRoot": True, "runAsUser": 1000,
-                                       "seccompProfile": {"type": "RuntimeDefault"}}
+    good["spec"]["securityContext"] = {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     good["spec"]["containers"][0]["securityContext"] = {
-        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
     }
     cluster.core.create_namespaced_pod(ns, good)  # admitted
 
@@ -83,9 +86,9 @@ def test_rbac_denies_default_service_account(cluster: Cluster, namespace: str) -
 
 def test_service_account_tokens_are_signed(cluster: Cluster, namespace: str) -> None:
     tr = cluster.core.create_namespaced_service_account_token(
-        "default", namespace,
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-         "spec": {"expirationSeconds": 600}},
+        "default",
+        namespace,
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 600}},
     )
     token = tr.status.token
     assert token.count(".") == 2  # a JWT
@@ -100,9 +103,9 @@ def test_service_account_tokens_are_signed(cluster: Cluster, namespace: str) -> 
 
 
 def test_unschedulable_pod_gets_failed_scheduling(cluster: Cluster, namespace: str) -> None:
-    body = cluster.fake_pod("too-big", outcome="succeed",
-                            requests={"cpu": "1000", "memory": "1Ti"},
-                            limits={"cpu": "1000", "memory": "1Ti"})
+    body = cluster.fake_pod(
+        "too-big", outcome="succeed", requests={"cpu": "1000", "memory": "1Ti"}, limits={"cpu": "1000", "memory": "1Ti"}
+    )
     cluster.core.create_namespaced_pod(namespace, body)
 
     def failed_scheduling() -> list[Any]:
@@ -122,8 +125,8 @@ def test_unschedulable_pod_gets_failed_scheduling(cluster: Cluster, namespace: s
 
 def test_scheduler_places_pod_on_fake_node(cluster: Cluster, namespace: str) -> None:
     cluster.core.create_namespaced_pod(
-        namespace, cluster.fake_pod("runs", requests={"cpu": "500m", "memory": "256Mi"},
-                                    limits={"cpu": "1", "memory": "512Mi"})
+        namespace,
+        cluster.fake_pod("runs", requests={"cpu": "500m", "memory": "256Mi"}, limits={"cpu": "1", "memory": "512Mi"}),
     )
     pod = cluster.wait_pod(namespace, "runs", lambda p: p.status.phase == "Running", what="Running")
     assert pod.spec.node_name in cluster.nodes
@@ -144,8 +147,7 @@ def test_outcome_succeed(cluster: Cluster, namespace: str) -> None:
 
 
 def test_outcome_oom(cluster: Cluster, namespace: str) -> None:
-    body = cluster.fake_pod("oom", outcome="oom", requests={"memory": "256Mi"},
-                            limits={"memory": "256Mi"})
+    body = cluster.fake_pod("oom", outcome="oom", requests={"memory": "256Mi"}, limits={"memory": "256Mi"})
     cluster.core.create_namespaced_pod(namespace, body)
     pod = cluster.wait_pod(namespace, "oom", _terminated, what="terminated")
     term = _container_state(pod).terminated
@@ -155,8 +157,8 @@ def test_outcome_oom(cluster: Cluster, namespace: str) -> None:
 @pytest.mark.parametrize("code", [3, 124])
 def test_outcome_exit_code(cluster: Cluster, namespace: str, code: int) -> None:
     cluster.core.create_namespaced_pod(
-        namespace, cluster.fake_pod("exits", outcome=f"exit:{code}",
-                                    annotations={"headroom.test/message": "verifier failed"})
+        namespace,
+        cluster.fake_pod("exits", outcome=f"exit:{code}", annotations={"headroom.test/message": "verifier failed"}),
     )
     pod = cluster.wait_pod(namespace, "exits", _terminated, what="terminated")
     term = _container_state(pod).terminated
@@ -195,8 +197,7 @@ def test_outcome_imagepull(cluster: Cluster, namespace: str) -> None:
 
 def test_outcome_after_delays_the_end(cluster: Cluster, namespace: str) -> None:
     cluster.core.create_namespaced_pod(
-        namespace, cluster.fake_pod("slow", outcome="oom",
-                                    annotations={"headroom.test/outcome-after": "4s"})
+        namespace, cluster.fake_pod("slow", outcome="oom", annotations={"headroom.test/outcome-after": "4s"})
     )
     t0 = time.monotonic()
     cluster.wait_pod(namespace, "slow", lambda p: p.status.phase == "Running", what="Running")
@@ -236,8 +237,7 @@ def test_helm_template(cluster: Cluster) -> None:
 
 
 def test_helm_install(cluster: Cluster, namespace: str) -> None:
-    r = cluster.helm("install", "smoke", str(CHART), "--namespace", namespace,
-                     "--wait", "--timeout", "90s")
+    r = cluster.helm("install", "smoke", str(CHART), "--namespace", namespace, "--wait", "--timeout", "90s")
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     dep = cluster.apps.read_namespaced_deployment("smoke-app", namespace)
     assert dep.status.available_replicas == 1

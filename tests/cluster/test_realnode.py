@@ -28,11 +28,12 @@ from .realnode import (
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow]
 
-RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
-              "pod-security.kubernetes.io/enforce-version": "latest"}
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
 # Reads the container's own memory cgroup: v1 memory.max_usage_in_bytes, v2 memory.peak.
-PEAK_SH = ("cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes 2>/dev/null"
-           " || cat /sys/fs/cgroup/memory.peak")
+PEAK_SH = "cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.peak"
 MiB = 1024 * 1024
 
 
@@ -48,12 +49,10 @@ def terminated(pod: Any) -> Any:
 
 def run_to_end(cluster: Cluster, ns: str, body: dict[str, Any], timeout: float = 120) -> Any:
     cluster.core.create_namespaced_pod(ns, body)
-    return cluster.wait_pod(ns, body["metadata"]["name"], finished, timeout=timeout,
-                            what="Succeeded or Failed")
+    return cluster.wait_pod(ns, body["metadata"]["name"], finished, timeout=timeout, what="Succeeded or Failed")
 
 
-def test_node_registered_with_label_taint_and_provenance(cluster: Cluster,
-                                                         real_node: RealNodeHandle) -> None:
+def test_node_registered_with_label_taint_and_provenance(cluster: Cluster, real_node: RealNodeHandle) -> None:
     node = cluster.core.read_node(real_node.name)
     assert node.metadata.labels[REAL_NODE_LABEL] == "true"
     assert "type" not in node.metadata.labels  # kwok pods select type=kwok
@@ -69,8 +68,7 @@ def test_node_registered_with_label_taint_and_provenance(cluster: Cluster,
             assert REAL_NODE_LABEL not in fake.metadata.labels
 
 
-def test_real_and_fake_pods_stay_apart(cluster: Cluster, real_node: RealNodeHandle,
-                                       namespace: str) -> None:
+def test_real_and_fake_pods_stay_apart(cluster: Cluster, real_node: RealNodeHandle, namespace: str) -> None:
     if not cluster.nodes:
         pytest.skip("no kwok nodes in this session (HEADROOM_TEST_NODES=0)")
     real = real_node.pod("real", ["true"])
@@ -89,43 +87,50 @@ def test_real_and_fake_pods_stay_apart(cluster: Cluster, real_node: RealNodeHand
     stray["spec"].pop("nodeSelector")
     stray["spec"].pop("tolerations")
     cluster.core.create_namespaced_pod(namespace, stray)
-    pod = cluster.wait_pod(namespace, "stray", lambda p: any(
-        c.type == "PodScheduled" and c.reason == "Unschedulable" for c in p.status.conditions or []),
-        what="Unschedulable")
+    pod = cluster.wait_pod(
+        namespace,
+        "stray",
+        lambda p: any(c.type == "PodScheduled" and c.reason == "Unschedulable" for c in p.status.conditions or []),
+        what="Unschedulable",
+    )
     assert pod.spec.node_name is None
 
 
-def test_memory_hog_over_32Mi_limit_is_oom_killed(cluster: Cluster, real_node: RealNodeHandle,
-                                                  namespace: str) -> None:
-    body = real_node.pod("hog",
-                    ["dd", "if=/dev/zero", "of=/dev/null", "bs=100M", "count=1"],
-                    requests={"cpu": "100m", "memory": "32Mi"},
-                    limits={"cpu": "100m", "memory": "32Mi"})
+def test_memory_hog_over_32Mi_limit_is_oom_killed(cluster: Cluster, real_node: RealNodeHandle, namespace: str) -> None:
+    body = real_node.pod(
+        "hog",
+        ["dd", "if=/dev/zero", "of=/dev/null", "bs=100M", "count=1"],
+        requests={"cpu": "100m", "memory": "32Mi"},
+        limits={"cpu": "100m", "memory": "32Mi"},
+    )
     pod = run_to_end(cluster, namespace, body)
     t = terminated(pod)
     assert (pod.status.phase, t.reason, t.exit_code) == ("Failed", "OOMKilled", 137)
     assert pod.status.qos_class == "Guaranteed"
 
 
-def test_same_hog_without_limit_completes(cluster: Cluster, real_node: RealNodeHandle,
-                                          namespace: str) -> None:
-    body = real_node.pod("hog",
-                    ["dd", "if=/dev/zero", "of=/dev/null", "bs=100M", "count=1"],
-                    requests={"cpu": "100m", "memory": "32Mi"})
+def test_same_hog_without_limit_completes(cluster: Cluster, real_node: RealNodeHandle, namespace: str) -> None:
+    body = real_node.pod(
+        "hog", ["dd", "if=/dev/zero", "of=/dev/null", "bs=100M", "count=1"], requests={"cpu": "100m", "memory": "32Mi"}
+    )
     pod = run_to_end(cluster, namespace, body)
     t = terminated(pod)
     assert (pod.status.phase, t.reason, t.exit_code) == ("Succeeded", "Completed", 0)
     assert pod.status.qos_class == "Burstable"
 
 
-def test_guaranteed_pod_runs_under_restricted_pod_security(cluster: Cluster,
-                                                           real_node: RealNodeHandle) -> None:
+def test_guaranteed_pod_runs_under_restricted_pod_security(cluster: Cluster, real_node: RealNodeHandle) -> None:
     ns = cluster.create_namespace(prefix="restricted", labels=RESTRICTED)
-    script = ("id -u; cat /proc/self/oom_score_adj; "
-              "python3 -c 'import json, csv, gzip, hashlib, random; print(\"python ok\")'")
-    body = real_node.pod("guaranteed", ["sh", "-c", script],
-                    requests={"cpu": "200m", "memory": "64Mi"},
-                    limits={"cpu": "200m", "memory": "64Mi"})
+    script = (
+        "id -u; cat /proc/self/oom_score_adj; "
+        "python3 -c 'import json, csv, gzip, hashlib, random; print(\"python ok\")'"
+    )
+    body = real_node.pod(
+        "guaranteed",
+        ["sh", "-c", script],
+        requests={"cpu": "200m", "memory": "64Mi"},
+        limits={"cpu": "200m", "memory": "64Mi"},
+    )
     pod = run_to_end(cluster, ns, body)
     assert pod.status.qos_class == "Guaranteed"
     t = terminated(pod)
@@ -152,34 +157,41 @@ def _three_lines(text: str) -> tuple[str, str, str]:
     return lines[0], lines[1], lines[2]
 
 
-def test_peak_memory_from_inside_the_container_cgroup(cluster: Cluster, real_node: RealNodeHandle,
-                                                      namespace: str) -> None:
+def test_peak_memory_from_inside_the_container_cgroup(
+    cluster: Cluster, real_node: RealNodeHandle, namespace: str
+) -> None:
     """The trial reads its own cgroup's high-water mark as its last act (any cluster)."""
-    script = ("python3 -c 'b = bytearray(48 * 1024 * 1024); b[::4096] = b\"x\" * len(b[::4096])'"
-              f" && {PEAK_SH}")
-    body = real_node.pod("peak", ["sh", "-c", script],
-                    requests={"cpu": "100m", "memory": "128Mi"},
-                    limits={"cpu": "500m", "memory": "128Mi"})
+    script = f"python3 -c 'b = bytearray(48 * 1024 * 1024); b[::4096] = b\"x\" * len(b[::4096])' && {PEAK_SH}"
+    body = real_node.pod(
+        "peak",
+        ["sh", "-c", script],
+        requests={"cpu": "100m", "memory": "128Mi"},
+        limits={"cpu": "500m", "memory": "128Mi"},
+    )
     pod = run_to_end(cluster, namespace, body)
     assert terminated(pod).exit_code == 0
     peak = int(cluster.core.read_namespaced_pod_log("peak", namespace).split()[-1])
     assert 48 * MiB <= peak <= 128 * MiB
 
 
-def test_peak_memory_from_the_node_side_cgroup(cluster: Cluster, real_node: RealNodeHandle,
-                                               namespace: str) -> None:
+def test_peak_memory_from_the_node_side_cgroup(cluster: Cluster, real_node: RealNodeHandle, namespace: str) -> None:
     """From the host: <cgroup root>/kubepods/<qos>/pod<uid>/<container id>/ while it runs."""
     node = real_node.node
     if node is None:
         pytest.skip("needs the local real node (host access to its cgroups)")
-    script = ("python3 -c 'import time; b = bytearray(40 * 1024 * 1024); "
-              "b[::4096] = b\"x\" * len(b[::4096]); print(\"ready\", flush=True); time.sleep(300)'")
-    body = real_node.pod("holder", ["sh", "-c", script],
-                    requests={"cpu": "100m", "memory": "96Mi"}, limits={"cpu": "500m", "memory": "96Mi"})
+    script = (
+        "python3 -c 'import time; b = bytearray(40 * 1024 * 1024); "
+        'b[::4096] = b"x" * len(b[::4096]); print("ready", flush=True); time.sleep(300)\''
+    )
+    body = real_node.pod(
+        "holder",
+        ["sh", "-c", script],
+        requests={"cpu": "100m", "memory": "96Mi"},
+        limits={"cpu": "500m", "memory": "96Mi"},
+    )
     cluster.core.create_namespaced_pod(namespace, body)
     pod = cluster.wait_pod(namespace, "holder", lambda p: p.status.phase == "Running", what="Running")
-    wait_for(lambda: "ready" in cluster.core.read_namespaced_pod_log("holder", namespace), 60,
-             "the allocation")
+    wait_for(lambda: "ready" in cluster.core.read_namespaced_pod_log("holder", namespace), 60, "the allocation")
     (status,) = pod.status.container_statuses
     cg = node.container_cgroup(pod.metadata.uid, status.container_id)
     assert f"/{node.cgroup_name}/kubepods/" in str(cg)
@@ -189,9 +201,9 @@ def test_peak_memory_from_the_node_side_cgroup(cluster: Cluster, real_node: Real
     cluster.core.delete_namespaced_pod("holder", namespace, grace_period_seconds=0)
 
 
-def test_teardown_leaves_no_process_mount_namespace_or_cgroup(cluster: Cluster,
-                                                              real_node: RealNodeHandle,
-                                                              namespace: str) -> None:
+def test_teardown_leaves_no_process_mount_namespace_or_cgroup(
+    cluster: Cluster, real_node: RealNodeHandle, namespace: str
+) -> None:
     """A second node, started, given a running pod (mounts, netns, shim), then stopped."""
     if real_node.node is None or cluster.plane is None or cluster.plane.pki is None:
         pytest.skip("needs the local plane")
@@ -212,7 +224,8 @@ def test_teardown_leaves_no_process_mount_namespace_or_cgroup(cluster: Cluster,
 
 
 def test_oom_killed_child_marks_the_container_oomkilled_with_exit_0(
-        cluster: Cluster, real_node: RealNodeHandle, namespace: str) -> None:
+    cluster: Cluster, real_node: RealNodeHandle, namespace: str
+) -> None:
     """A multi-step trial: the child is OOM-killed, the shell survives and reports it.
 
     Without this, a trial whose agent spawns a memory hog would look like a plain
@@ -221,11 +234,17 @@ def test_oom_killed_child_marks_the_container_oomkilled_with_exit_0(
     """
     if real_node.node is None:
         pytest.skip("cgroup v1 behaviour, checked on the local real node")
-    script = ("dd if=/dev/zero of=/dev/null bs=100M count=1; echo \"child exit $?\"; "
-              "grep oom_kill /sys/fs/cgroup/memory/memory.oom_control "
-              "|| grep oom_kill /sys/fs/cgroup/memory.events")
-    body = real_node.pod("child", ["sh", "-c", script],
-                    requests={"cpu": "100m", "memory": "32Mi"}, limits={"cpu": "500m", "memory": "32Mi"})
+    script = (
+        'dd if=/dev/zero of=/dev/null bs=100M count=1; echo "child exit $?"; '
+        "grep oom_kill /sys/fs/cgroup/memory/memory.oom_control "
+        "|| grep oom_kill /sys/fs/cgroup/memory.events"
+    )
+    body = real_node.pod(
+        "child",
+        ["sh", "-c", script],
+        requests={"cpu": "100m", "memory": "32Mi"},
+        limits={"cpu": "500m", "memory": "32Mi"},
+    )
     pod = run_to_end(cluster, namespace, body)
     log = cluster.core.read_namespaced_pod_log("child", namespace)
     assert "child exit 137" in log

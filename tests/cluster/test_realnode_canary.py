@@ -44,10 +44,13 @@ def mixed_pool(cluster: Cluster, real_node: RealNodeHandle) -> Iterator[tuple[st
 
 
 def test_the_canary_reports_enforcement_per_node_real_node_enforced_kwok_node_not(
-        cluster: Cluster, real_node: RealNodeHandle, namespace: str, mixed_pool: tuple[str, str, str]) -> None:
+    cluster: Cluster, real_node: RealNodeHandle, namespace: str, mixed_pool: tuple[str, str, str]
+) -> None:
     pool, real, kwok = mixed_pool
     options = KubernetesOptions(
-        namespace=namespace, kubeconfig=str(cluster.kubeconfig), node_selector={POOL_LABEL: pool},
+        namespace=namespace,
+        kubeconfig=str(cluster.kubeconfig),
+        node_selector={POOL_LABEL: pool},
         tolerations=[dict(FAKE_NODE_TOLERATION), dict(REAL_NODE_TOLERATION)],
         image_pull_policy=real_node.pull_policy,  # type: ignore[arg-type]
         workdir="/tmp",  # the base image has no WORKDIR; / is not writable for uid 1000
@@ -55,8 +58,12 @@ def test_the_canary_reports_enforcement_per_node_real_node_enforced_kwok_node_no
     # The annotations only steer kwok; the real kubelet ignores them and runs the hog for real.
     backend = KubernetesBackend(options=options, pod_hook=hook(lambda launch: Sim("succeed", report("1"))))
     try:
-        got = run_canary(backend, [ResourceConfig.parse(x) for x in ("1x-strict", "1x/2x", "unbounded")],
-                         image=real_node.image, deadline_s=240)
+        got = run_canary(
+            backend,
+            [ResourceConfig.parse(x) for x in ("1x-strict", "1x/2x", "unbounded")],
+            image=real_node.image,
+            deadline_s=240,
+        )
     finally:
         backend.close()
     print(got["by_target"], got["cpu"].get(real))

@@ -31,25 +31,57 @@ ATTEMPTS = 5  # calibrate's minimum of CPU-time measurements per task
 
 
 def test_a_cluster_run_records_cpu_time_and_calibrate_measures_its_cpu_floor(
-        cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path) -> None:
+    cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path
+) -> None:
     ns = cluster.create_namespace(prefix="cpu", labels=RESTRICTED)
     experiment = tmp_path / "experiment.yaml"
-    experiment.write_text(yaml.safe_dump({
-        "image": real_node.image,
-        "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp"),
-    }))
+    experiment.write_text(
+        yaml.safe_dump(
+            {
+                "image": real_node.image,
+                "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp"),
+            }
+        )
+    )
     store = tmp_path / "k8s.db"
     proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "sweep", str(REPO / "tasks"), "--task", "prime-count",
-         "--backend", "kubernetes", "--experiment", str(experiment), "--multipliers", "1x-strict,unbounded",
-         "--attempts", str(ATTEMPTS), "--concurrency", "2", "--store", str(store), "--format", "none"],
-        capture_output=True, text=True, timeout=1500, check=False, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            str(REPO / "tasks"),
+            "--task",
+            "prime-count",
+            "--backend",
+            "kubernetes",
+            "--experiment",
+            str(experiment),
+            "--multipliers",
+            "1x-strict,unbounded",
+            "--attempts",
+            str(ATTEMPTS),
+            "--concurrency",
+            "2",
+            "--store",
+            str(store),
+            "--format",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     with sqlite3.connect(store) as db:
-        rows = db.execute("SELECT t.config_label, e.outcome, e.cpu_time_s, v.json FROM executions e "
-                          "JOIN trials t USING (run_id, trial_id) JOIN evidence v USING (run_id, trial_id, try) "
-                          "WHERE e.final = 1").fetchall()
+        rows = db.execute(
+            "SELECT t.config_label, e.outcome, e.cpu_time_s, v.json FROM executions e "
+            "JOIN trials t USING (run_id, trial_id) JOIN evidence v USING (run_id, trial_id, try) "
+            "WHERE e.final = 1"
+        ).fetchall()
     assert len(rows) == 2 * ATTEMPTS
     for label, outcome, cpu, ev in rows:
         extra = json.loads(ev)["extra"]
@@ -82,24 +114,57 @@ FORGE_AND_KILL = (
 
 
 def test_an_agent_that_forges_the_report_and_kills_the_runner_fails_once(
-        cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path) -> None:
+    cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path
+) -> None:
     ns = cluster.create_namespace(prefix="forge", labels=RESTRICTED)
     experiment = tmp_path / "experiment.yaml"
-    experiment.write_text(yaml.safe_dump({
-        "image": real_node.image,
-        "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp"),
-    }))
+    experiment.write_text(
+        yaml.safe_dump(
+            {
+                "image": real_node.image,
+                "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp"),
+            }
+        )
+    )
     store = tmp_path / "forge.db"
     proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "sweep", str(REPO / "tasks"), "--task", "csv-report",
-         "--backend", "kubernetes", "--experiment", str(experiment), "--multipliers", "unbounded",
-         "--attempts", "1", "--retries", "2", "--agent-command", FORGE_AND_KILL,
-         "--store", str(store), "--format", "none"],
-        capture_output=True, text=True, timeout=900, check=False, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            str(REPO / "tasks"),
+            "--task",
+            "csv-report",
+            "--backend",
+            "kubernetes",
+            "--experiment",
+            str(experiment),
+            "--multipliers",
+            "unbounded",
+            "--attempts",
+            "1",
+            "--retries",
+            "2",
+            "--agent-command",
+            FORGE_AND_KILL,
+            "--store",
+            str(store),
+            "--format",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     with sqlite3.connect(store) as db:
-        rows = db.execute("SELECT e.outcome, e.reason, e.final, v.json FROM executions e "
-                          "JOIN evidence v USING (run_id, trial_id, try)").fetchall()
+        rows = db.execute(
+            "SELECT e.outcome, e.reason, e.final, v.json FROM executions e "
+            "JOIN evidence v USING (run_id, trial_id, try)"
+        ).fetchall()
     assert [(o, r, f) for o, r, f, _ in rows] == [("failed", "unjudged_state", 1)], rows  # one try, not re-rolled
     ev = json.loads(rows[0][3])
     assert "the runner was stopped during the try" in ev["agent_fault"], ev

@@ -40,8 +40,9 @@ def running(cluster: Cluster, namespace: str, body: dict[str, Any]) -> Iterator[
         cluster.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
 
 
-def test_exec_in_a_real_node_pod_returns_output_and_exit_code(cluster: Cluster, real_node: RealNodeHandle,
-                                                              namespace: str) -> None:
+def test_exec_in_a_real_node_pod_returns_output_and_exit_code(
+    cluster: Cluster, real_node: RealNodeHandle, namespace: str
+) -> None:
     body = real_node.pod("exec-me", ["sleep", "300"], limits={"memory": "64Mi", "cpu": "500m"})
     with running(cluster, namespace, body):
         _exec_returns_output_and_exit_code(cluster, namespace)
@@ -51,12 +52,19 @@ def _exec_returns_output_and_exit_code(cluster: Cluster, namespace: str) -> None
     r = exec_in_pod(cluster.api_client, namespace, "exec-me", ["echo", "hello from the pod"], timeout=60)
     assert (r.exit_code, r.stdout, r.stderr) == (0, "hello from the pod\n", "")
 
-    r = exec_in_pod(cluster.api_client, namespace, "exec-me", ["sh", "-c", "echo out; echo err >&2; exit 7"],
-                    timeout=60)
+    r = exec_in_pod(
+        cluster.api_client, namespace, "exec-me", ["sh", "-c", "echo out; echo err >&2; exit 7"], timeout=60
+    )
     assert (r.exit_code, r.stdout, r.stderr) == (7, "out\n", "err\n")
 
-    r = exec_in_pod(cluster.api_client, namespace, "exec-me", ["sh", "-c", "tr a-z A-Z; echo \"$PPID\" >&2"],
-                    stdin="shout\n", timeout=60)
+    r = exec_in_pod(
+        cluster.api_client,
+        namespace,
+        "exec-me",
+        ["sh", "-c", 'tr a-z A-Z; echo "$PPID" >&2'],
+        stdin="shout\n",
+        timeout=60,
+    )
     assert r.exit_code == 0 and r.stdout == "SHOUT\n"
 
     # The command really ran in the pod's container: the pod's own process (sleep, pid 1 there) is visible.
@@ -66,19 +74,31 @@ def _exec_returns_output_and_exit_code(cluster: Cluster, namespace: str) -> None
 
 def test_the_stream_bridge_refuses_a_non_loopback_address() -> None:
     # The relay into the node's namespace stays on loopback on both sides; it refuses before listening.
-    r = subprocess.run([sys.executable, "-m", "tests.cluster.netns_bridge", "--into", "/proc/self/ns/net",
-                        "0.0.0.0:1", "127.0.0.1:1"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "tests.cluster.netns_bridge", "--into", "/proc/self/ns/net", "0.0.0.0:1", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert r.returncode == 2 and "stays on loopback" in r.stderr
 
 
 def test_the_pod_exec_target_applies_cwd_env_stdin_timeout_and_refuses_after_the_agent_phase(
-        cluster: Cluster, real_node: RealNodeHandle, namespace: str) -> None:
+    cluster: Cluster, real_node: RealNodeHandle, namespace: str
+) -> None:
     # A pod laid out as the runner's: /headroom/run, HR_AGENT_ENV holding the contract's variables, an HR_*
     # variable of the runner's own that the agent's commands must not see.
-    body = real_node.pod("target", ["sh", "-c", "mkdir -p /headroom/run && exec sleep 300"], restricted=False,
-                         limits={"memory": "64Mi", "cpu": "500m"})
-    body["spec"]["containers"][0]["env"] = [{"name": "HR_AGENT_ENV", "value": "export HEADROOM_SEED=17\n"},
-                                            {"name": "HR_TESTS_MANIFEST", "value": "hidden"}]
+    body = real_node.pod(
+        "target",
+        ["sh", "-c", "mkdir -p /headroom/run && exec sleep 300"],
+        restricted=False,
+        limits={"memory": "64Mi", "cpu": "500m"},
+    )
+    body["spec"]["containers"][0]["env"] = [
+        {"name": "HR_AGENT_ENV", "value": "export HEADROOM_SEED=17\n"},
+        {"name": "HR_TESTS_MANIFEST", "value": "hidden"},
+    ]
     body["spec"]["containers"][0]["workingDir"] = "/tmp"
     with running(cluster, namespace, body):
         _the_target_applies_its_options(cluster, namespace)
@@ -91,8 +111,9 @@ def _the_target_applies_its_options(cluster: Cluster, namespace: str) -> None:
 
     r = target.run(["sh", "-c", 'pwd; echo "$HEADROOM_SEED ${HR_TESTS_MANIFEST:-unset} ${HR_AGENT_ENV:-unset}"'])
     assert (r.exit_code, r.stdout, r.error) == (0, b"/tmp\n17 unset unset\n", None)
-    r = target.run(["sh", "-c", 'cat; echo " $GREETING $(pwd)"'], cwd="/", env={"GREETING": "it's me"},
-                   stdin=b"from-stdin")
+    r = target.run(
+        ["sh", "-c", 'cat; echo " $GREETING $(pwd)"'], cwd="/", env={"GREETING": "it's me"}, stdin=b"from-stdin"
+    )
     assert (r.exit_code, r.stdout) == (0, b"from-stdin it's me /\n")
     r = target.run(["sh", "-c", "echo out; echo err >&2; exit 7"])
     assert (r.exit_code, r.stdout, r.stderr, r.stdout_bytes) == (7, b"out\n", b"err\n", 4)

@@ -24,11 +24,18 @@ pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow]
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 
 
-def test_the_reference_agent_solves_a_bundled_task_on_pods(cluster: Cluster, real_node: RealNodeHandle,
-                                                           tmp_path: Path) -> None:
+def test_the_reference_agent_solves_a_bundled_task_on_pods(
+    cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path
+) -> None:
     ns = cluster.create_namespace(prefix="extagent", labels=RESTRICTED)
-    solve_with_the_reference_agent(tmp_path, {"backend": "kubernetes", "image": real_node.image,
-                                              "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp")})
+    solve_with_the_reference_agent(
+        tmp_path,
+        {
+            "backend": "kubernetes",
+            "image": real_node.image,
+            "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp"),
+        },
+    )
     db = sqlite3.connect(tmp_path / "h.db")
     try:
         for (ev,) in db.execute("SELECT json FROM evidence"):
@@ -41,12 +48,13 @@ def test_the_reference_agent_solves_a_bundled_task_on_pods(cluster: Cluster, rea
 
 
 def test_the_exec_channel_on_pods_takes_its_options_and_what_it_leaves_is_swept(
-        cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path) -> None:
+    cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path
+) -> None:
     # The exec log shows every command with its exit code, the cwd asked for and a timeout. The agent leaves a
     # background process behind: the runner's sweep ends it, so the warden hands the tests over and the verifier
     # runs (a process left alive would withhold them).
     ns = cluster.create_namespace(prefix="extexec", labels=RESTRICTED)
-    agent = (r"""set -u
+    agent = r"""set -u
 $HEADROOM_EXEC -- sh -c 'pwd; echo "seed=$HEADROOM_SEED"'
 printf 'from-stdin' | $HEADROOM_EXEC -i --cwd / --env GREETING=hi -- sh -c 'cat; echo " $GREETING $(pwd)"'
 $HEADROOM_EXEC --timeout 2 -- sleep 30; echo "timeout-rc=$?"
@@ -55,11 +63,20 @@ $HEADROOM_EXEC -- sh -c 'env' | grep -c -e OPENAI -e HEADROOM_MODEL -e HR_AGENT_
 $HEADROOM_EXEC -- sh -c 'cat /proc/self/cgroup | head -1'
 echo 42 > "$HEADROOM_LOGS_DIR/host-note.txt"
 $HEADROOM_EXEC -- sh -c 'sleep 300 >/dev/null 2>&1 &'
-""")
-    res = sweep(tmp_path, {"tasks_dir": str(Path(__file__).resolve().parents[2] / "tasks"), "tasks": ["prime-count"],
-                           "configurations": ["unbounded"], "attempts": 1, "backend": "kubernetes",
-                           "image": real_node.image, "agent": {"kind": "external", "command": agent},
-                           "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp")})
+"""
+    res = sweep(
+        tmp_path,
+        {
+            "tasks_dir": str(Path(__file__).resolve().parents[2] / "tasks"),
+            "tasks": ["prime-count"],
+            "configurations": ["unbounded"],
+            "attempts": 1,
+            "backend": "kubernetes",
+            "image": real_node.image,
+            "agent": {"kind": "external", "command": agent},
+            "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp"),
+        },
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     db = sqlite3.connect(tmp_path / "h.db")
     try:
@@ -76,7 +93,9 @@ $HEADROOM_EXEC -- sh -c 'sleep 300 >/dev/null 2>&1 &'
     assert "from-stdin hi /" in out
     assert "timeout-rc=124" in out and "exit-rc=7" in out
     assert lines[lines.index("exit-rc=7") + 1] == "0"  # no gateway or runner variable in the environment
-    assert "kubepods" in lines[lines.index("exit-rc=7") + 2] or "headroom-realnode" in lines[lines.index("exit-rc=7") + 2]
+    assert (
+        "kubepods" in lines[lines.index("exit-rc=7") + 2] or "headroom-realnode" in lines[lines.index("exit-rc=7") + 2]
+    )
     records = [r for r in execlog.parse(kept[names.EXEC_LOG]) if isinstance(r, execlog.ExecRecord)]
     assert [r.exit_code for r in records] == [0, 0, None, 7, 0, 0, 0]
     assert records[2].timed_out and records[1].cwd == "/" and records[0].cwd == "/tmp"

@@ -32,9 +32,9 @@ def test_the_corpus_on_pods_on_the_real_node(docker_env, real_node, cluster, tmp
     corpus.write_corpus(root, cases, tests_at="/tests")
     exp = tmp_path / "k8s.yaml"
     # Terminal-Bench 2 images run as root (as on Docker): Pod Security baseline
-    exp.write_text(yaml.safe_dump({"image": image, "kubernetes": real_node.kubernetes_options(
-        cluster, ns, run_as_root=True)}))
-    run = sweep(root, tmp_path, "--backend", "kubernetes", "--experiment", str(exp), "--concurrency", "2",
-                timeout=1500)
+    exp.write_text(
+        yaml.safe_dump({"image": image, "kubernetes": real_node.kubernetes_options(cluster, ns, run_as_root=True)})
+    )
+    run = sweep(root, tmp_path, "--backend", "kubernetes", "--experiment", str(exp), "--concurrency", "2", timeout=1500)
     check(run.store, cases)
     assert_nothing_leaks(run, isolation="pod")

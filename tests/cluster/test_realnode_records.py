@@ -29,23 +29,53 @@ from .plane import REPO, Cluster
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow]
 
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
-AGENT = ('i=0; while [ $i -lt 2000 ]; do echo "line $i of the agent"; i=$((i+1)); done; '
-         'printf \'{"schema_version": "ATIF-v1.2", "steps": []}\' > "$HEADROOM_LOGS_DIR/trajectory.json"; '
-         'mkdir -p "$HEADROOM_LOGS_DIR/sub" && echo deep > "$HEADROOM_LOGS_DIR/sub/notes.txt"')
+AGENT = (
+    'i=0; while [ $i -lt 2000 ]; do echo "line $i of the agent"; i=$((i+1)); done; '
+    'printf \'{"schema_version": "ATIF-v1.2", "steps": []}\' > "$HEADROOM_LOGS_DIR/trajectory.json"; '
+    'mkdir -p "$HEADROOM_LOGS_DIR/sub" && echo deep > "$HEADROOM_LOGS_DIR/sub/notes.txt"'
+)
 
 
-def _sweep(tmp: Path, name: str, cluster: Cluster, node: RealNodeHandle, ns: str, agent: dict[str, Any]
-           ) -> tuple[Path, list[dict[str, Any]]]:
+def _sweep(
+    tmp: Path, name: str, cluster: Cluster, node: RealNodeHandle, ns: str, agent: dict[str, Any]
+) -> tuple[Path, list[dict[str, Any]]]:
     exp = tmp / f"{name}.yaml"
-    exp.write_text(yaml.safe_dump({
-        "name": name, "tasks_dir": str(REPO / "tasks"), "tasks": ["prime-count"], "configurations": ["unbounded"],
-        "attempts": 1, "backend": "kubernetes", "image": node.image, "agent": agent,
-        "kubernetes": node.kubernetes_options(cluster, ns, workdir="/tmp"),
-    }))
+    exp.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "tasks_dir": str(REPO / "tasks"),
+                "tasks": ["prime-count"],
+                "configurations": ["unbounded"],
+                "attempts": 1,
+                "backend": "kubernetes",
+                "image": node.image,
+                "agent": agent,
+                "kubernetes": node.kubernetes_options(cluster, ns, workdir="/tmp"),
+            }
+        )
+    )
     store = tmp / f"{name}.db"
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", "--experiment", str(exp), "--store",
-                           str(store), "--format", "json", "--no-canary"],
-                          capture_output=True, text=True, timeout=600, check=False, cwd=tmp)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            "--experiment",
+            str(exp),
+            "--store",
+            str(store),
+            "--format",
+            "json",
+            "--no-canary",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp,
+    )
     assert store.is_file() and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     db = sqlite3.connect(store)
     try:
@@ -61,22 +91,30 @@ def _artifacts(store: Path) -> dict[str, tuple[reader.ArtifactInfo, bytes]]:
     db = sqlite3.connect(store)
     try:
         ((run_id, trial_id),) = db.execute("SELECT run_id, trial_id FROM trials").fetchall()
-        return {a.name: (a, reader.read(db, a.sha256) if a.sha256 else b"")
-                for a in reader.list_artifacts(db, run_id, trial_id)}
+        return {
+            a.name: (a, reader.read(db, a.sha256) if a.sha256 else b"")
+            for a in reader.list_artifacts(db, run_id, trial_id)
+        }
     finally:
         db.close()
 
 
 def test_the_full_record_and_the_install_phase_on_the_real_node(
-        cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path) -> None:
+    cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path
+) -> None:
     ns = cluster.create_namespace(prefix="records", labels=RESTRICTED)
     d = tmp_path / "my-agent"
     d.mkdir()
     (d / "run.sh").write_text(AGENT + "\n")
-    (d / "install.sh").write_text('echo installing; touch /agent/x 2>/dev/null && echo writable || echo read-only; '
-                                  'echo warn >&2\n')
-    agent = {"kind": "command", "command": 'bash "$HEADROOM_AGENT_DIR/run.sh"', "path": str(d),
-             "install": {"command": "bash /agent/install.sh", "timeout_s": 60, "network": False}}
+    (d / "install.sh").write_text(
+        "echo installing; touch /agent/x 2>/dev/null && echo writable || echo read-only; echo warn >&2\n"
+    )
+    agent = {
+        "kind": "command",
+        "command": 'bash "$HEADROOM_AGENT_DIR/run.sh"',
+        "path": str(d),
+        "install": {"command": "bash /agent/install.sh", "timeout_s": 60, "network": False},
+    }
     store, (evidence,) = _sweep(tmp_path, "rec", cluster, real_node, ns, agent)
     assert evidence["records"]["status"] == "kept", evidence.get("records")
     arts = _artifacts(store)
@@ -88,8 +126,11 @@ def test_the_full_record_and_the_install_phase_on_the_real_node(
     # the agent's directory reached the pod at /agent, read-only, for the install and the agent alike
     assert arts["agent_setup/stdout"][1] == b"installing\nread-only\n" and arts["agent_setup/stderr"][1] == b"warn\n"
 
-    bad = {"kind": "command", "command": "echo ran",
-           "install": {"command": "echo broken; exit 3", "timeout_s": 60, "network": False}}
+    bad = {
+        "kind": "command",
+        "command": "echo ran",
+        "install": {"command": "echo broken; exit 3", "timeout_s": 60, "network": False},
+    }
     store, (evidence,) = _sweep(tmp_path, "bad", cluster, real_node, ns, bad)
     db = sqlite3.connect(store)
     try:

@@ -32,10 +32,31 @@ RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 def sweep(tmp_path: Path, backend: str, *extra: str) -> dict[str, Any]:
     store = tmp_path / f"{backend}.db"
     proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "sweep", str(REPO / "tasks"), "--backend", backend,
-         "--multipliers", CONFIGS, "--attempts", str(ATTEMPTS), "--concurrency", "2",
-         "--store", str(store), "--format", "json", *extra],
-        capture_output=True, text=True, timeout=1500, check=False, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            str(REPO / "tasks"),
+            "--backend",
+            backend,
+            "--multipliers",
+            CONFIGS,
+            "--attempts",
+            str(ATTEMPTS),
+            "--concurrency",
+            "2",
+            "--store",
+            str(store),
+            "--format",
+            "json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
@@ -50,14 +71,19 @@ def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
 
 
 def test_bundled_sweep_on_the_real_node_against_the_local_backend(
-        cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path) -> None:
+    cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path
+) -> None:
     ns = cluster.create_namespace(prefix="sweep", labels=RESTRICTED)
     experiment = tmp_path / "experiment.yaml"
-    experiment.write_text(yaml.safe_dump({
-        "image": real_node.image,
-        # the base image has no WORKDIR; / is not writable for uid 1000
-        "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp"),
-    }))
+    experiment.write_text(
+        yaml.safe_dump(
+            {
+                "image": real_node.image,
+                # the base image has no WORKDIR; / is not writable for uid 1000
+                "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp"),
+            }
+        )
+    )
     k8s = sweep(tmp_path, "kubernetes", "--experiment", str(experiment))
     local = sweep(tmp_path, "local")
     kc, lc = by_label(k8s), by_label(local)
@@ -68,7 +94,8 @@ def test_bundled_sweep_on_the_real_node_against_the_local_backend(
         rows.append(
             f"{label:<10} {k['k']:>3}/{k['n']:<3} {k['estimate']:6.1%} [{k['low']:.2f},{k['high']:.2f}]"
             f" {lo['k']:>3}/{lo['n']:<3} {lo['estimate']:6.1%} [{lo['low']:.2f},{lo['high']:.2f}]"
-            f"   {kc[label]['infra_reasons'].get('oom_killed', 0)}/{lc[label]['infra_reasons'].get('oom_killed', 0)}")
+            f"   {kc[label]['infra_reasons'].get('oom_killed', 0)}/{lc[label]['infra_reasons'].get('oom_killed', 0)}"
+        )
     print("\n".join(rows))
 
     strict, roomy = kc["1x-strict"], kc["1x/3x"]
@@ -79,8 +106,9 @@ def test_bundled_sweep_on_the_real_node_against_the_local_backend(
     # every try ran on the real node, and its peak memory came from the container's cgroup
     # (the in-pod runner reads memory.max_usage_in_bytes / memory.peak)
     with sqlite3.connect(tmp_path / "kubernetes.db") as db:
-        rows_db = db.execute("SELECT e.peak_memory_bytes, v.json FROM executions e JOIN evidence v "
-                             "USING (run_id, trial_id, try)").fetchall()
+        rows_db = db.execute(
+            "SELECT e.peak_memory_bytes, v.json FROM executions e JOIN evidence v USING (run_id, trial_id, try)"
+        ).fetchall()
     assert len(rows_db) == 3 * ATTEMPTS * len(list((REPO / "tasks").glob("*/task.toml")))
     assert {json.loads(ev)["extra"]["node"] for _, ev in rows_db} == {real_node.name}
     assert all(peak and peak > 0 for peak, _ in rows_db)

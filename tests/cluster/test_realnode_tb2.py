@@ -47,8 +47,11 @@ def tb2_images(docker_env: DockerEnv, real_node: RealNodeHandle) -> Iterator[dic
     for task in load_tasks(FIXTURES):
         if task.id not in TB2_TASKS:
             continue
-        built = resolver.resolve(TaskSource(task_id=task.id, path=str(task.path), digest=task.digest,
-                                            docker_image=None, include_solution=False))
+        built = resolver.resolve(
+            TaskSource(
+                task_id=task.id, path=str(task.path), digest=task.digest, docker_image=None, include_solution=False
+            )
+        )
         named = task.spec.environment.docker_image
         if named:  # built locally under the name the task asks for, as offline TB2 runs do
             docker_env.client.images.get(built.ref).tag(named)
@@ -66,29 +69,55 @@ def tb2_images(docker_env: DockerEnv, real_node: RealNodeHandle) -> Iterator[dic
 def kubernetes_experiment(tmp_path: Path, cluster: Cluster, real_node: RealNodeHandle, **extra: Any) -> Path:
     ns = cluster.create_namespace(prefix="tb2", labels=BASELINE)
     path = tmp_path / "k8s-experiment.yaml"
-    path.write_text(yaml.safe_dump({
-        **extra,
-        # Terminal-Bench 2 images run as root (Harbor's containers do): Pod Security baseline
-        "kubernetes": real_node.kubernetes_options(cluster, ns, run_as_root=True),
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                **extra,
+                # Terminal-Bench 2 images run as root (Harbor's containers do): Pod Security baseline
+                "kubernetes": real_node.kubernetes_options(cluster, ns, run_as_root=True),
+            }
+        )
+    )
     return path
 
 
-def test_tb2_tasks_run_unmodified_on_the_real_node(cluster: Cluster, real_node: RealNodeHandle,
-                                                   tb2_images: dict[str, str], tmp_path: Path) -> None:
+def test_tb2_tasks_run_unmodified_on_the_real_node(
+    cluster: Cluster, real_node: RealNodeHandle, tb2_images: dict[str, str], tmp_path: Path
+) -> None:
     store = tmp_path / "k8s.db"
     experiment = kubernetes_experiment(tmp_path, cluster, real_node)
-    res = headroom("sweep", str(FIXTURES), "--backend", "kubernetes", "--experiment", str(experiment),
-                   *[a for t in TB2_TASKS for a in ("--task", t)], "--multipliers", "1x-strict,unbounded",
-                   "--attempts", "1", "--agent", "oracle", "--concurrency", "2", "--store", str(store),
-                   "--format", "none", cwd=tmp_path)
+    res = headroom(
+        "sweep",
+        str(FIXTURES),
+        "--backend",
+        "kubernetes",
+        "--experiment",
+        str(experiment),
+        *[a for t in TB2_TASKS for a in ("--task", t)],
+        "--multipliers",
+        "1x-strict,unbounded",
+        "--attempts",
+        "1",
+        "--agent",
+        "oracle",
+        "--concurrency",
+        "2",
+        "--store",
+        str(store),
+        "--format",
+        "none",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     got = outcomes(store)
     print("\n" + "\n".join(f"{t:<16} {c:<10} {o}" for (t, c, _), o in sorted(got.items())))
     assert got == {
-        ("hello-world-app", "1x-strict", 0): "passed", ("hello-world-app", "unbounded", 0): "passed",
-        ("tests-hidden", "1x-strict", 0): "passed", ("tests-hidden", "unbounded", 0): "passed",
-        ("memory-spike", "1x-strict", 0): "infra_error(oom_killed)", ("memory-spike", "unbounded", 0): "passed",
+        ("hello-world-app", "1x-strict", 0): "passed",
+        ("hello-world-app", "unbounded", 0): "passed",
+        ("tests-hidden", "1x-strict", 0): "passed",
+        ("tests-hidden", "unbounded", 0): "passed",
+        ("memory-spike", "1x-strict", 0): "infra_error(oom_killed)",
+        ("memory-spike", "unbounded", 0): "passed",
     }
     evs = evidence(store)
     assert len(evs) == 6
@@ -120,36 +149,57 @@ SIDE_CONFIGS = ["1x-strict", "unbounded"]
 SIDE_ATTEMPTS = 2
 
 
-def side_sweep(tmp_path: Path, backend: str, extra: dict[str, Any], env: dict[str, str]) -> dict[tuple[str, str, int], str]:
-    spec = {"name": f"three-backends-{backend}", "tasks_dir": str(REPO / "tasks"), "tasks": MEMORY_TASKS,
-            "configurations": SIDE_CONFIGS, "attempts": SIDE_ATTEMPTS, "seed": 7, "agent": {"kind": "oracle"},
-            "backend": backend, "concurrency": 2, **extra}
+def side_sweep(
+    tmp_path: Path, backend: str, extra: dict[str, Any], env: dict[str, str]
+) -> dict[tuple[str, str, int], str]:
+    spec = {
+        "name": f"three-backends-{backend}",
+        "tasks_dir": str(REPO / "tasks"),
+        "tasks": MEMORY_TASKS,
+        "configurations": SIDE_CONFIGS,
+        "attempts": SIDE_ATTEMPTS,
+        "seed": 7,
+        "agent": {"kind": "oracle"},
+        "backend": backend,
+        "concurrency": 2,
+        **extra,
+    }
     exp = tmp_path / f"{backend}.yaml"
     exp.write_text(yaml.safe_dump(spec))
     store = tmp_path / f"{backend}.db"
-    res = headroom("sweep", "--experiment", str(exp), "--store", str(store), "--format", "none", env=env,
-                   cwd=tmp_path)
+    res = headroom("sweep", "--experiment", str(exp), "--store", str(store), "--format", "none", env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     return outcomes(store)
 
 
 def test_memory_tasks_agree_on_local_docker_and_the_real_node(
-        cluster: Cluster, real_node: RealNodeHandle, docker_env: DockerEnv, docker_host: str, tmp_path: Path) -> None:
+    cluster: Cluster, real_node: RealNodeHandle, docker_env: DockerEnv, docker_host: str, tmp_path: Path
+) -> None:
     ns = cluster.create_namespace(prefix="three", labels={"pod-security.kubernetes.io/enforce": "restricted"})
     runs = {
         "local": side_sweep(tmp_path, "local", {}, {}),
-        "docker": side_sweep(tmp_path, "docker", {"image": docker_env.base_image,
-                                                  "docker": {"default_image": docker_env.base_image}},
-                             {"DOCKER_HOST": docker_host}),
+        "docker": side_sweep(
+            tmp_path,
+            "docker",
+            {"image": docker_env.base_image, "docker": {"default_image": docker_env.base_image}},
+            {"DOCKER_HOST": docker_host},
+        ),
         # the base image sets no WORKDIR and / is not writable for the agent's uid
-        "kubernetes": side_sweep(tmp_path, "kubernetes", {
-            "image": real_node.image, "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp")}, {}),
+        "kubernetes": side_sweep(
+            tmp_path,
+            "kubernetes",
+            {"image": real_node.image, "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp")},
+            {},
+        ),
     }
     keys = sorted(runs["local"])
     assert len(keys) == len(MEMORY_TASKS) * len(SIDE_CONFIGS) * SIDE_ATTEMPTS
-    lines = [f"{'task':<14} {'config':<10} {'attempt':>7}   {'local':<24} {'docker':<24} {'kubernetes (real node)':<24}"]
-    lines += [f"{t:<14} {c:<10} {a:>7}   " + " ".join(f"{runs[b].get((t, c, a), '-'):<24}" for b in runs)
-              for t, c, a in keys]
+    lines = [
+        f"{'task':<14} {'config':<10} {'attempt':>7}   {'local':<24} {'docker':<24} {'kubernetes (real node)':<24}"
+    ]
+    lines += [
+        f"{t:<14} {c:<10} {a:>7}   " + " ".join(f"{runs[b].get((t, c, a), '-'):<24}" for b in runs) for t, c, a in keys
+    ]
     for label in SIDE_CONFIGS:
         rates = []
         for b in runs:

@@ -22,9 +22,18 @@ from orchestrator.contract import phases, sanitiser
 SH = shutil.which("dash") or "/bin/sh"
 
 
-def run(root: Path, *, max_links: int = sanitiser.MAX_LINKS, user: str | None = None, roots: list[Path] | None = None,
-        path: str | None = None, prune: list[Path] = (), cwd: Path | None = None,  # type: ignore[assignment]
-        wrap: list[str] = (), env_more: dict[str, str] | None = None) -> sanitiser.Report:  # type: ignore[assignment]
+def run(
+    root: Path,
+    *,
+    max_links: int = sanitiser.MAX_LINKS,
+    user: str | None = None,
+    roots: list[Path] | None = None,
+    path: str | None = None,
+    prune: list[Path] = (),
+    cwd: Path | None = None,  # type: ignore[assignment]
+    wrap: list[str] = (),
+    env_more: dict[str, str] | None = None,
+) -> sanitiser.Report:  # type: ignore[assignment]
     env = sanitiser.env([str(root / "tests"), str(root / "logs" / "verifier")], [str(p) for p in prune], max_links)
     env.update(env_more or {})
     if path is not None:
@@ -180,8 +189,9 @@ def _follows_to_tests(path: Path, tests: Path) -> bool:
 
 
 @pytest.mark.parametrize("suffix", [b"\n", b"\n\n", b"\t", b"\x01", b"\nx"])
-def test_a_target_holding_a_newline_or_control_character_is_never_judged_as_other_text(view: Path,
-                                                                                        suffix: bytes) -> None:
+def test_a_target_holding_a_newline_or_control_character_is_never_judged_as_other_text(
+    view: Path, suffix: bytes
+) -> None:
     """`$(readlink ...)` strips trailing newlines: a link to "evil\\n" was judged as "evil" (absent: kept), and the
     folder it really reaches, holding a link into the tests, was never searched."""
     evil = os.fsencode(view / "elsewhere" / "evil") + suffix
@@ -246,10 +256,17 @@ def test_a_link_into_a_read_only_tree_never_searched_stays(view: Path) -> None:
     (app / "dir").symlink_to(pruned)
     (app / "rwdir").symlink_to(pruned / "d")
     env = sanitiser.env([str(view / "tests"), str(view / "logs" / "verifier")], [str(pruned)])
-    script = (f"mount --bind {pruned} {pruned} && mount -o remount,ro,bind {pruned} && "
-              f"mount -t tmpfs none {pruned}/d/rw && exec {SH} -c \"$HR_SAN_SCRIPT\" s {app}")
-    res = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script], env=env,
-                         capture_output=True, text=True, timeout=60)
+    script = (
+        f"mount --bind {pruned} {pruned} && mount -o remount,ro,bind {pruned} && "
+        f'mount -t tmpfs none {pruned}/d/rw && exec {SH} -c "$HR_SAN_SCRIPT" s {app}'
+    )
+    res = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     report = sanitiser.parse(res.stdout, res.returncode, False)
     assert report.status == "ok", (report, res.stderr)
     assert {p.name for p in app.iterdir() if p.is_symlink()} == {"file"}  # dir, rwdir: a writable mount beneath

@@ -47,16 +47,20 @@ def _launch(root: Path, command: str, setup: SetupLaunch | None = None) -> Launc
 
 
 def test_the_setup_phase_installs_into_the_agents_home(backend: LocalBackend, tmp_path: Path) -> None:
-    setup = SetupLaunch(shell='mkdir -p "$HOME/bin" && printf "#!/bin/sh\\ntouch \\"$HEADROOM_WORKDIR/out\\"\\n" '
-                              '> "$HOME/bin/tool" && chmod +x "$HOME/bin/tool"', timeout_s=20)
+    setup = SetupLaunch(
+        shell='mkdir -p "$HOME/bin" && printf "#!/bin/sh\\ntouch \\"$HEADROOM_WORKDIR/out\\"\\n" '
+        '> "$HOME/bin/tool" && chmod +x "$HOME/bin/tool"',
+        timeout_s=20,
+    )
     facts = backend.run(_launch(tmp_path, '"$HOME/bin/tool"', setup))
     assert classify(facts).outcome is Outcome.PASSED, (facts.agent, facts.infra_detail)
     assert facts.extra.agent_setup is not None and facts.extra.agent_setup.exit_code == 0
 
 
 @pytest.mark.parametrize("shell", ["exit 3", "sleep 30"])
-def test_a_failed_setup_is_an_infra_error_and_the_agent_never_runs(backend: LocalBackend, tmp_path: Path,
-                                                                    shell: str) -> None:
+def test_a_failed_setup_is_an_infra_error_and_the_agent_never_runs(
+    backend: LocalBackend, tmp_path: Path, shell: str
+) -> None:
     setup = SetupLaunch(shell=shell, timeout_s=1)
     facts = backend.run(_launch(tmp_path, 'touch "$HEADROOM_WORKDIR/out"', setup))
     v = classify(facts)
@@ -66,13 +70,21 @@ def test_a_failed_setup_is_an_infra_error_and_the_agent_never_runs(backend: Loca
 
 def test_the_verifier_runs_without_the_agents_variables(backend: LocalBackend, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("HR_TEST_SECRET", "s3cr3t-value")
-    write_task(tmp_path, "t", solve="true\n", test=(
-        'env > "$HEADROOM_LOGS_DIR/env.txt"; '
-        '{ [ "$PYTHONSAFEPATH" = 1 ] && [ -z "${HR_TEST_SECRET:-}" ] && [ -z "${PYTHONPATH:-}" ]; } '
-        '&& echo 1 > "$HEADROOM_LOGS_DIR/reward.txt" || echo 0 > "$HEADROOM_LOGS_DIR/reward.txt"\n'))
+    write_task(
+        tmp_path,
+        "t",
+        solve="true\n",
+        test=(
+            'env > "$HEADROOM_LOGS_DIR/env.txt"; '
+            '{ [ "$PYTHONSAFEPATH" = 1 ] && [ -z "${HR_TEST_SECRET:-}" ] && [ -z "${PYTHONPATH:-}" ]; } '
+            '&& echo 1 > "$HEADROOM_LOGS_DIR/reward.txt" || echo 0 > "$HEADROOM_LOGS_DIR/reward.txt"\n'
+        ),
+    )
     [task] = load_tasks(tmp_path)
-    exp = Experiment(tasks_dir=str(tmp_path), agent=AgentSpec(kind="command", command="export PYTHONPATH=/app; true",
-                                                              env_passthrough=["HR_TEST_SECRET"]))
+    exp = Experiment(
+        tasks_dir=str(tmp_path),
+        agent=AgentSpec(kind="command", command="export PYTHONPATH=/app; true", env_passthrough=["HR_TEST_SECRET"]),
+    )
     trial = Trial(trial_id="t-1", task_id="t", config=ResourceConfig.parse("unbounded"), attempt=0, seed=1, order=0)
     facts = backend.run(build_launch("r", trial, 0, task, exp))
     assert classify(facts).outcome is Outcome.PASSED, facts.verifier
@@ -83,8 +95,15 @@ def test_the_local_runner_is_a_step_runner() -> None:
 
 
 def _facts(**kw: object) -> TrialFacts:
-    base = dict(enforcement="rlimit", request_cpus=1, request_memory_bytes=1, limit_cpus=None, limit_memory_bytes=None,
-                qos_class="BestEffort", agent=StepFacts(name="agent", exit_code=0))
+    base = dict(
+        enforcement="rlimit",
+        request_cpus=1,
+        request_memory_bytes=1,
+        limit_cpus=None,
+        limit_memory_bytes=None,
+        qos_class="BestEffort",
+        agent=StepFacts(name="agent", exit_code=0),
+    )
     return TrialFacts(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -117,15 +136,27 @@ UNRESOLVED = {
     "missing-name": ("my-agent --task x", "", "command not found"),
     "not-executable": ('"$HOME/run.sh"', 'printf "#!/bin/sh\\ntrue\\n" > "$HOME/run.sh"', "not executable"),
     "a-folder": ("$HOME/run", 'mkdir -p "$HOME/run"', "is a directory"),
-    "missing-interpreter": ('VAR=1 "$HOME/run.sh" arg', 'printf "#!/opt/py/bin/python9\\n" > "$HOME/run.sh"; '
-                            'chmod +x "$HOME/run.sh"', "interpreter is missing: #!/opt/py/bin/python9"),
-    "missing-env-interpreter": ("exec ~/run.sh", 'printf "#!/usr/bin/env python9\\n" > "$HOME/run.sh"; '
-                                'chmod +x "$HOME/run.sh"', "interpreter is not on the PATH: python9"),
+    "missing-interpreter": (
+        'VAR=1 "$HOME/run.sh" arg',
+        'printf "#!/opt/py/bin/python9\\n" > "$HOME/run.sh"; chmod +x "$HOME/run.sh"',
+        "interpreter is missing: #!/opt/py/bin/python9",
+    ),
+    "missing-env-interpreter": (
+        "exec ~/run.sh",
+        'printf "#!/usr/bin/env python9\\n" > "$HOME/run.sh"; chmod +x "$HOME/run.sh"',
+        "interpreter is not on the PATH: python9",
+    ),
     # without -S the kernel hands env "sh -e" as one word, which env cannot find
-    "env-without-split": ("~/run.sh", 'printf "#!/usr/bin/env sh -e\\ntrue\\n" > "$HOME/run.sh"; '
-                          'chmod +x "$HOME/run.sh"', "interpreter is not on the PATH: sh -e"),
-    "windows-line-ending": ("~/run.sh", 'printf "#!/bin/sh\\r\\ntrue\\r\\n" > "$HOME/run.sh"; chmod +x "$HOME/run.sh"',
-                            "carriage return"),
+    "env-without-split": (
+        "~/run.sh",
+        'printf "#!/usr/bin/env sh -e\\ntrue\\n" > "$HOME/run.sh"; chmod +x "$HOME/run.sh"',
+        "interpreter is not on the PATH: sh -e",
+    ),
+    "windows-line-ending": (
+        "~/run.sh",
+        'printf "#!/bin/sh\\r\\ntrue\\r\\n" > "$HOME/run.sh"; chmod +x "$HOME/run.sh"',
+        "carriage return",
+    ),
     # an interpreter's script, checked by the same script as the sweep's preflight (in the sandbox, the try's HOME)
     "missing-python-script": ('python3 -u "$HOME/agent.py" --go', "", "agent script not found: /"),
     "missing-shell-script": ("bash -x ~/run.sh", "", "agent script not found: /"),
@@ -141,16 +172,21 @@ def test_an_agent_whose_program_does_not_resolve_never_starts(backend: LocalBack
     assert (v.outcome, v.reason) == (Outcome.HARNESS_ERROR, HarnessReason.AGENT_NOT_FOUND), (facts.extra, facts.agent)
     assert words in (facts.agent_unresolved or ""), facts.agent_unresolved
     assert facts.agent is not None and facts.agent.skipped and facts.agent.exit_code is None  # it never ran
-    assert facts.verifier is None and facts.extra.agent_check is not None and facts.extra.agent_check.status == "not_found"
+    assert (
+        facts.verifier is None and facts.extra.agent_check is not None and facts.extra.agent_check.status == "not_found"
+    )
 
 
-@pytest.mark.parametrize("command", [
-    '"$HOME/tool" && touch "$HEADROOM_WORKDIR/out"',  # a variable the check expands in the sandbox
-    'cd "$HEADROOM_WORKDIR" && touch out',  # a builtin
-    'X=1 env python3 -c "open(\'/app/out\', \'w\')"',  # assignments and env before the program
-    '$(echo true) && touch "$HEADROOM_WORKDIR/out"',  # cannot be told without running it: unchecked, it runs
-    'sh "$HOME/tool" && touch "$HEADROOM_WORKDIR/out"',  # an interpreter's script that is there
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        '"$HOME/tool" && touch "$HEADROOM_WORKDIR/out"',  # a variable the check expands in the sandbox
+        'cd "$HEADROOM_WORKDIR" && touch out',  # a builtin
+        "X=1 env python3 -c \"open('/app/out', 'w')\"",  # assignments and env before the program
+        '$(echo true) && touch "$HEADROOM_WORKDIR/out"',  # cannot be told without running it: unchecked, it runs
+        'sh "$HOME/tool" && touch "$HEADROOM_WORKDIR/out"',  # an interpreter's script that is there
+    ],
+)
 def test_an_agent_whose_program_resolves_runs(backend: LocalBackend, tmp_path: Path, command: str) -> None:
     prepare = 'printf "#!/usr/bin/env sh\\nexit 0\\n" > "$HOME/tool"; chmod +x "$HOME/tool"'
     facts = backend.run(_agent(tmp_path, command, prepare))
@@ -158,8 +194,9 @@ def test_an_agent_whose_program_resolves_runs(backend: LocalBackend, tmp_path: P
     assert facts.extra.agent_check is None or facts.extra.agent_check.status in ("ok", "unchecked")
 
 
-def test_an_agent_that_says_not_found_after_it_started_is_judged_on_its_work(backend: LocalBackend,
-                                                                             tmp_path: Path) -> None:
+def test_an_agent_that_says_not_found_after_it_started_is_judged_on_its_work(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
     """Exit 127 and a shell's words on stderr, from the agent itself: its own channel, so evidence only."""
     facts = backend.run(_agent(tmp_path, 'echo "bash: my-agent: command not found" >&2; exit 127'))
     v = classify(facts)

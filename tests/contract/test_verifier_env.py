@@ -19,7 +19,7 @@ import pytest
 from orchestrator.contract import verifier_env
 
 SH = shutil.which("dash") or "/bin/sh"
-DUMP = 'import json, os; print(json.dumps({k: v for k, v in os.environ.items()}))'
+DUMP = "import json, os; print(json.dumps({k: v for k, v in os.environ.items()}))"
 
 
 def env_after(task_env: dict[str, str], untrusted: list[str]) -> dict[str, str]:
@@ -60,18 +60,21 @@ def work(base: Path) -> Path:
 
 
 def test_entries_into_the_agents_trees_are_dropped_and_the_rest_kept(work: Path, base: Path) -> None:
-    got = env_after({
-        "PATH": f"{work}/bin:bin::.:{base}/via:/usr/local/bin:{base}/kept:/usr/bin:/bin:/tmp:/dev/shm:/nonexistent",
-        "PYTHONPATH": f"{work}:{work}/lib:rel:/usr/lib/python3/dist-packages",
-        "LD_LIBRARY_PATH": f"{work}/lib:/usr/lib",
-        "LD_PRELOAD": f"/usr/lib/libc.so.6 {work}/lib/evil.so",
-        "BASH_ENV": f"{work}/env.sh",
-        "PYTHONHOME": "/usr",
-        "ENV": "/etc/profile",
-        "HOME": str(base / "home"),
-        "NODE_PATH": f"{base}/home/lib",
-        "CLASSPATH": f"{base}/kept/a.jar:{work}/b.jar",
-    }, [str(work), "/logs/agent"])
+    got = env_after(
+        {
+            "PATH": f"{work}/bin:bin::.:{base}/via:/usr/local/bin:{base}/kept:/usr/bin:/bin:/tmp:/dev/shm:/nonexistent",
+            "PYTHONPATH": f"{work}:{work}/lib:rel:/usr/lib/python3/dist-packages",
+            "LD_LIBRARY_PATH": f"{work}/lib:/usr/lib",
+            "LD_PRELOAD": f"/usr/lib/libc.so.6 {work}/lib/evil.so",
+            "BASH_ENV": f"{work}/env.sh",
+            "PYTHONHOME": "/usr",
+            "ENV": "/etc/profile",
+            "HOME": str(base / "home"),
+            "NODE_PATH": f"{base}/home/lib",
+            "CLASSPATH": f"{base}/kept/a.jar:{work}/b.jar",
+        },
+        [str(work), "/logs/agent"],
+    )
     # the work dir, a link into it, a relative or empty entry, /tmp, /dev/shm, a folder that does not exist
     assert got["PATH"] == f"/usr/local/bin:{base}/kept:/usr/bin:/bin"
     assert got["CLASSPATH"] == f"{base}/kept/a.jar"

@@ -43,8 +43,9 @@ def test_schemas_are_structural(make: Any) -> None:
     schema = make()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     for path, node in _walk(schema):
         assert not {"$ref", "$defs", "anyOf", "oneOf", "allOf", "const", "title"} & node.keys(), path
-        assert "type" in node or node.get("x-kubernetes-int-or-string") or node.get(
-            "x-kubernetes-preserve-unknown-fields"), f"{path} has no type"
+        assert (
+            "type" in node or node.get("x-kubernetes-int-or-string") or node.get("x-kubernetes-preserve-unknown-fields")
+        ), f"{path} has no type"
         assert not ("properties" in node and "additionalProperties" in node), path
         if "exclusiveMinimum" in node:
             assert node["exclusiveMinimum"] is True and "minimum" in node, path

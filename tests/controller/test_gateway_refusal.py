@@ -27,10 +27,16 @@ def test_a_gateway_in_an_experiment_resource_is_refused_with_the_reason() -> Non
 
 def test_submit_refuses_it_in_one_line_before_touching_a_cluster(tmp_path: Path) -> None:
     spec = tmp_path / "e.yaml"
-    spec.write_text(yaml.safe_dump({"name": "g", "tasks_dir": str(REPO / "tasks"), "tasks": ["csv-report"],
-                                    "gateway": GATEWAY}))
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "cluster", "submit", str(spec), "--dry-run", "-n", "x"],
-                         capture_output=True, text=True, timeout=120, env={**os.environ, "KUBECONFIG": "/nonexistent"})
+    spec.write_text(
+        yaml.safe_dump({"name": "g", "tasks_dir": str(REPO / "tasks"), "tasks": ["csv-report"], "gateway": GATEWAY})
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "cluster", "submit", str(spec), "--dry-run", "-n", "x"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KUBECONFIG": "/nonexistent"},
+    )
     assert res.returncode == 2, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "runs no model gateway" in lines[0] and "Traceback" not in res.stderr, res.stderr

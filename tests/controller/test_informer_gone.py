@@ -17,8 +17,9 @@ from orchestrator.kube.watch import Informer
 
 
 class _Stream:
-    def __init__(self, lines: list[dict[str, Any]] | None = None, data: dict[str, Any] | None = None,
-                 status: int = 200) -> None:
+    def __init__(
+        self, lines: list[dict[str, Any]] | None = None, data: dict[str, Any] | None = None, status: int = 200
+    ) -> None:
         self.status = status
         self.data = json.dumps(data).encode() if data is not None else b""
         self._lines = lines or []
@@ -42,9 +43,20 @@ def test_relists_after_gone_and_after_a_gone_status_response() -> None:
     calls: list[dict[str, Any]] = []
     script = [
         _Stream(data={"metadata": {"resourceVersion": "10"}, "items": [_obj("a", "9")]}),  # list
-        _Stream([{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}},
-                 {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired",
-                                                    "message": "too old resource version: 12 (15)"}}]),  # watch
+        _Stream(
+            [
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}},
+                {
+                    "type": "ERROR",
+                    "object": {
+                        "kind": "Status",
+                        "code": 410,
+                        "reason": "Expired",
+                        "message": "too old resource version: 12 (15)",
+                    },
+                },
+            ]
+        ),  # watch
         _Stream(data={"metadata": {"resourceVersion": "20"}, "items": [_obj("b", "19")]}),  # relist: a is gone
         _Stream(status=410, data={"kind": "Status", "code": 410, "reason": "Gone"}),  # watch refused outright
         _Stream(data={"metadata": {"resourceVersion": "30"}, "items": [_obj("b", "19"), _obj("c", "29")]}),

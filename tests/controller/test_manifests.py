@@ -19,8 +19,11 @@ RENDERED = REPO / "manifests" / "examples" / "experiment-resource.yaml"
 
 
 def test_rendered_example_matches_submit_dry_run() -> None:
-    result = CliRunner().invoke(cli, ["cluster", "submit", str(EXAMPLE.relative_to(REPO)), "--dry-run", "-n", "headroom"],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli,
+        ["cluster", "submit", str(EXAMPLE.relative_to(REPO)), "--dry-run", "-n", "headroom"],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     committed = [line for line in RENDERED.read_text().splitlines() if not line.startswith("#")]
     assert committed == result.output.splitlines(), (

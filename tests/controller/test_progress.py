@@ -23,25 +23,39 @@ from orchestrator.stats.proportions import wilson as stats_wilson
 
 
 def _tasks(n: int) -> list[Task]:
-    spec = TaskSpec.model_validate({"environment": {"cpus": 1, "memory_mb": 64}, "agent": {"timeout_sec": 5},
-                                    "verifier": {"timeout_sec": 5}})
+    spec = TaskSpec.model_validate(
+        {"environment": {"cpus": 1, "memory_mb": 64}, "agent": {"timeout_sec": 5}, "verifier": {"timeout_sec": 5}}
+    )
     return [Task(id=f"t{i}", path=f"/x/t{i}", spec=spec, instruction="", digest=f"{i:064d}") for i in range(n)]
 
 
 def _experiment(**kw: Any) -> Experiment:
-    return Experiment(tasks_dir="/x", configurations=[ResourceConfig.parse(c) for c in ("1x-strict", "3x", "unbounded")],
-                      attempts=2, **kw)
+    return Experiment(
+        tasks_dir="/x",
+        configurations=[ResourceConfig.parse(c) for c in ("1x-strict", "3x", "unbounded")],
+        attempts=2,
+        **kw,
+    )
 
 
-def _trial(trial_id: str, label: str, try_: int, phase: str | None = None, outcome: str | None = None,
-           final: bool | None = None) -> dict[str, Any]:
+def _trial(
+    trial_id: str,
+    label: str,
+    try_: int,
+    phase: str | None = None,
+    outcome: str | None = None,
+    final: bool | None = None,
+) -> dict[str, Any]:
     status: dict[str, Any] = {}
     if phase:
         status["phase"] = phase
     if outcome:
         status.update(outcome=outcome, final=final)
-    return {"metadata": {"name": f"{trial_id}-{try_}".replace(":", "-")},
-            "spec": {"trialId": trial_id, "try": try_, "configuration": {"label": label}}, "status": status}
+    return {
+        "metadata": {"name": f"{trial_id}-{try_}".replace(":", "-")},
+        "spec": {"trialId": trial_id, "try": try_, "configuration": {"label": label}},
+        "status": status,
+    }
 
 
 def test_ledger_counts_done_running_and_due() -> None:
@@ -68,12 +82,15 @@ def test_ledger_counts_done_running_and_due() -> None:
 def test_status_counts_and_intervals() -> None:
     p = plan(_experiment(), _tasks(2))
     strict = [t for t in p if t.config.label == "1x-strict"]
-    trials = [_trial(strict[0].trial_id, "1x-strict", 0, "Finished", "infra_error", True),
-              _trial(strict[1].trial_id, "1x-strict", 0, "Finished", "passed", True),
-              _trial(strict[2].trial_id, "1x-strict", 0, "Running")]
+    trials = [
+        _trial(strict[0].trial_id, "1x-strict", 0, "Finished", "infra_error", True),
+        _trial(strict[1].trial_id, "1x-strict", 0, "Finished", "passed", True),
+        _trial(strict[2].trial_id, "1x-strict", 0, "Running"),
+    ]
     book = ledger(p, trials)
-    st = experiment_status(ExperimentStatus(), generation=3, run_id="r-1", plan=p, book=book,
-                           task_digests={"t0": "a", "t1": "b"})
+    st = experiment_status(
+        ExperimentStatus(), generation=3, run_id="r-1", plan=p, book=book, task_digests={"t0": "a", "t1": "b"}
+    )
     assert (st.phase, st.progress, st.in_flight, st.observed_generation) == ("Running", "2/12", 1, 3)
     c = {x.configuration: x for x in st.configurations}
     assert [x.configuration for x in st.configurations] == ["1x-strict", "1x/3x", "unbounded"]
@@ -90,7 +107,9 @@ def test_status_counts_and_intervals() -> None:
 def test_status_complete() -> None:
     p = plan(_experiment(), _tasks(1))
     trials = [_trial(t.trial_id, t.config.label, 0, "Finished", "failed", True) for t in p]
-    st = experiment_status(ExperimentStatus(), generation=1, run_id="r", plan=p, book=ledger(p, trials), task_digests={})
+    st = experiment_status(
+        ExperimentStatus(), generation=1, run_id="r", plan=p, book=ledger(p, trials), task_digests={}
+    )
     assert st.phase == "Complete" and st.completed_at and st.finished == st.planned == 6
 
 
@@ -104,10 +123,16 @@ def test_wilson_matches_the_stats_package(n: int) -> None:
 
 
 def test_evidence_is_bounded() -> None:
-    big = TrialFacts(enforcement="kubernetes", request_cpus=1, request_memory_bytes=1, limit_cpus=1,
-                     limit_memory_bytes=1, qos_class="Guaranteed",
-                     agent=StepFacts(name="agent", stdout_tail="x" * 50_000),
-                     extra=Evidence(events=[PodEvent(message="e" * 100)] * 300, node="n1"))
+    big = TrialFacts(
+        enforcement="kubernetes",
+        request_cpus=1,
+        request_memory_bytes=1,
+        limit_cpus=1,
+        limit_memory_bytes=1,
+        qos_class="Guaranteed",
+        agent=StepFacts(name="agent", stdout_tail="x" * 50_000),
+        extra=Evidence(events=[PodEvent(message="e" * 100)] * 300, node="n1"),
+    )
     ev, cut = bounded_evidence(big, limit=8192)
     import json
 

@@ -70,8 +70,20 @@ def test_the_build_context_holds_each_task_and_a_catalog_matching_the_loader(con
 
 
 def test_the_cli_writes_a_context(tmp_path: Path) -> None:
-    r = CliRunner().invoke(cli, ["tasks", "image", str(REPO / "tasks"), "--tag", "t/tasks:1", "--base", "b:1",
-                                 "--context", str(tmp_path / "ctx")])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "tasks",
+            "image",
+            str(REPO / "tasks"),
+            "--tag",
+            "t/tasks:1",
+            "--base",
+            "b:1",
+            "--context",
+            str(tmp_path / "ctx"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert (tmp_path / "ctx" / "headroom-tasks" / "word-index" / "tests" / "test.sh").is_file()
 
@@ -97,14 +109,23 @@ def test_the_catalog_pod_is_restricted_and_named_by_the_reference() -> None:
     (c,) = spec["containers"]
     assert spec["automountServiceAccountToken"] is False and spec["nodeSelector"] == {"pool": "a"}
     assert spec["securityContext"]["runAsNonRoot"] and spec["securityContext"]["seccompProfile"]
-    assert c["securityContext"] == {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
-                                    "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+    assert c["securityContext"] == {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
     assert c["imagePullPolicy"] == "Never" and c["command"] == ["cat", "/headroom-tasks/catalog.json"]
 
 
 def _image_pod(oracle: bool) -> tuple[dict, dict]:
-    exp = Experiment(tasks_dir=str(REPO / "tasks"), tasks=["word-index"], configurations=["1x-strict"], attempts=1,
-                     agent={"kind": "oracle"} if oracle else {"command": "true"})
+    exp = Experiment(
+        tasks_dir=str(REPO / "tasks"),
+        tasks=["word-index"],
+        configurations=["1x-strict"],
+        attempts=1,
+        agent={"kind": "oracle"} if oracle else {"command": "true"},
+    )
     tasks = load_tasks(REPO / "tasks", ["word-index"])
     launch = build_launch("run-p", plan(exp, tasks)[0], 0, tasks[0], exp)
     b = bundle("word-index", tasks[0].path, tasks[0].digest)
@@ -132,13 +153,15 @@ def test_an_image_delivered_pod_has_the_same_mounts_with_an_init_container(oracl
 
 
 def _tree(root: Path) -> dict[str, tuple[bytes, bool]]:
-    return {p.relative_to(root).as_posix(): (p.read_bytes(), os.access(p, os.X_OK))
-            for p in root.rglob("*") if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): (p.read_bytes(), os.access(p, os.X_OK)) for p in root.rglob("*") if p.is_file()
+    }
 
 
 @pytest.mark.parametrize("oracle", [False, True])
-def test_the_init_script_lays_out_the_files_a_configmap_bundle_would(context: tuple[Path, dict], tmp_path: Path,
-                                                                     oracle: bool) -> None:
+def test_the_init_script_lays_out_the_files_a_configmap_bundle_would(
+    context: tuple[Path, dict], tmp_path: Path, oracle: bool
+) -> None:
     out, _ = context
     fill = tmp_path / "fill"
     for n in ("task", "tests-src", "solution"):

@@ -40,19 +40,24 @@ class _StatusApi:
         self.refuse = refuse
         self.writes: list[dict[str, Any]] = []
 
-    def replace_namespaced_custom_object_status(self, group: str, version: str, namespace: str, plural: str,
-                                                name: str, body: dict[str, Any]) -> dict[str, Any]:
+    def replace_namespaced_custom_object_status(
+        self, group: str, version: str, namespace: str, plural: str, name: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
         self.writes.append(body)
         if (status := self.refuse(body)) is not None:
             raise ApiException(status=status, reason="refused by the stand-in")
         rv = str(int(self.objects[name]["metadata"]["resourceVersion"]) + 1)
-        stored = {**self.objects[name], "status": body["status"],
-                  "metadata": {**self.objects[name]["metadata"], "resourceVersion": rv}}
+        stored = {
+            **self.objects[name],
+            "status": body["status"],
+            "metadata": {**self.objects[name]["metadata"], "resourceVersion": rv},
+        }
         self.objects[name] = stored
         return stored
 
-    def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
-                                     name: str) -> dict[str, Any]:
+    def get_namespaced_custom_object(
+        self, group: str, version: str, namespace: str, plural: str, name: str
+    ) -> dict[str, Any]:
         return self.objects[name]
 
 
@@ -89,31 +94,61 @@ class _EndedTry:
 
 
 def _setup(refuse: Callable[[dict[str, Any]], int | None]) -> tuple[Reconciler, _StatusApi, _EndedTry, Any]:
-    spec = TaskSpec.model_validate({"environment": {"cpus": 1, "memory_mb": 64}, "agent": {"timeout_sec": 5},
-                                    "verifier": {"timeout_sec": 5}})
+    spec = TaskSpec.model_validate(
+        {"environment": {"cpus": 1, "memory_mb": 64}, "agent": {"timeout_sec": 5}, "verifier": {"timeout_sec": 5}}
+    )
     task = Task(id="t", path="/x/t", spec=spec, instruction="", digest="0" * 64)
     experiment = ExperimentResourceSpec(task_source=TaskSource(bundle="b"), configurations=["unbounded"], attempts=1)
     [planned_trial] = plan(experiment, [task])
-    planned = _Plan(key=("e", 1, "d"), digest="d", experiment=experiment, tasks={"t": task}, trials=[planned_trial],
-                    by_id={planned_trial.trial_id: planned_trial})
+    planned = _Plan(
+        key=("e", 1, "d"),
+        digest="d",
+        experiment=experiment,
+        tasks={"t": task},
+        trials=[planned_trial],
+        by_id={planned_trial.trial_id: planned_trial},
+    )
     name = "e-t-0"
-    trial = {"metadata": {"name": name, "resourceVersion": "1", "uid": "u", "creationTimestamp": None},
-             "spec": {"trialId": planned_trial.trial_id, "try": 0, "runId": "e-u", "experiment": "e",
-                      "configuration": {"label": "unbounded"}}, "status": {"phase": "Running"}}
+    trial = {
+        "metadata": {"name": name, "resourceVersion": "1", "uid": "u", "creationTimestamp": None},
+        "spec": {
+            "trialId": planned_trial.trial_id,
+            "try": 0,
+            "runId": "e-u",
+            "experiment": "e",
+            "configuration": {"label": "unbounded"},
+        },
+        "status": {"phase": "Running"},
+    }
     api = _StatusApi(trial, refuse)
-    facts = TrialFacts(enforcement="kubernetes", request_cpus=1, request_memory_bytes=1, limit_cpus=None,
-                       limit_memory_bytes=None, qos_class="BestEffort", reward=0.0,
-                       agent=StepFacts(name="agent", exit_code=0, stdout_tail=MARK),
-                       verifier=StepFacts(name="verifier", exit_code=0))
+    facts = TrialFacts(
+        enforcement="kubernetes",
+        request_cpus=1,
+        request_memory_bytes=1,
+        limit_cpus=None,
+        limit_memory_bytes=None,
+        qos_class="BestEffort",
+        reward=0.0,
+        agent=StepFacts(name="agent", exit_code=0, stdout_tail=MARK),
+        verifier=StepFacts(name="verifier", exit_code=0),
+    )
     backend = _EndedTry(facts)
-    rec = Reconciler(namespace="ns", custom=api, core=None, experiments=None, trials=_TrialCache(api),  # type: ignore[arg-type]
-                     make_backend=lambda n, s: backend, metrics=Metrics(), events=None)  # type: ignore[arg-type,return-value]
+    rec = Reconciler(
+        namespace="ns",
+        custom=api,
+        core=None,
+        experiments=None,
+        trials=_TrialCache(api),  # type: ignore[arg-type]
+        make_backend=lambda n, s: backend,
+        metrics=Metrics(),
+        events=None,
+    )  # type: ignore[arg-type,return-value]
     handle = Handle(name=name, run_id="e-u", trial_id=planned_trial.trial_id, try_index=0, backend="kubernetes")
     rec._handles[name] = ("e", handle)
 
     def advance() -> bool:
-        return rec._advance({"metadata": {"name": "e"}}, planned, api.objects[name],
-                            structlog.get_logger("test"))
+        return rec._advance({"metadata": {"name": "e"}}, planned, api.objects[name], structlog.get_logger("test"))
+
     return rec, api, backend, advance
 
 
@@ -126,7 +161,11 @@ def test_a_result_the_api_server_refuses_is_recorded_against_the_try_and_its_pod
     assert advance() is True
     status = api.objects["e-t-0"]["status"]
     assert (status["phase"], status["outcome"], status["reason"], status["final"]) == (
-        "Finished", "harness_error", "orchestrator_error", True)
+        "Finished",
+        "harness_error",
+        "orchestrator_error",
+        True,
+    )
     assert "storing the try's evidence failed" in status["evidence"]["extra"]["storage_error"]
     assert "422" in status["evidence"]["extra"]["storage_error"]
     assert backend.released == 1 and backend.observed == 1  # the pod may go; nobody harvests it again
@@ -136,13 +175,29 @@ def test_a_result_the_api_server_refuses_is_recorded_against_the_try_and_its_pod
 def test_a_transient_failure_is_retried_on_later_passes_then_recorded() -> None:
     rec, api, backend, advance = _setup(lambda body: 503 if _agent_data(body) else None)
     for attempt in range(1, WRITE_ATTEMPTS):
-        rec._handles["e-t-0"] = ("e", Handle(name="e-t-0", run_id="e-u", trial_id=api.objects["e-t-0"]["spec"]
-                                             ["trialId"], try_index=0, backend="kubernetes"))
+        rec._handles["e-t-0"] = (
+            "e",
+            Handle(
+                name="e-t-0",
+                run_id="e-u",
+                trial_id=api.objects["e-t-0"]["spec"]["trialId"],
+                try_index=0,
+                backend="kubernetes",
+            ),
+        )
         with pytest.raises(ApiException):
             advance()
         assert api.objects["e-t-0"]["status"]["phase"] == "Running" and backend.released == 0, attempt
-    rec._handles["e-t-0"] = ("e", Handle(name="e-t-0", run_id="e-u", trial_id=api.objects["e-t-0"]["spec"]["trialId"],
-                                         try_index=0, backend="kubernetes"))
+    rec._handles["e-t-0"] = (
+        "e",
+        Handle(
+            name="e-t-0",
+            run_id="e-u",
+            trial_id=api.objects["e-t-0"]["spec"]["trialId"],
+            try_index=0,
+            backend="kubernetes",
+        ),
+    )
     assert advance() is True  # the last allowed pass records it as unstorable
     assert api.objects["e-t-0"]["status"]["outcome"] == "harness_error" and backend.released == 1
 
@@ -157,8 +212,16 @@ def test_a_transient_failure_that_clears_stores_the_real_result() -> None:
     rec, api, backend, advance = _setup(flaky)
     with pytest.raises(ApiException):
         advance()
-    rec._handles["e-t-0"] = ("e", Handle(name="e-t-0", run_id="e-u", trial_id=api.objects["e-t-0"]["spec"]["trialId"],
-                                         try_index=0, backend="kubernetes"))
+    rec._handles["e-t-0"] = (
+        "e",
+        Handle(
+            name="e-t-0",
+            run_id="e-u",
+            trial_id=api.objects["e-t-0"]["spec"]["trialId"],
+            try_index=0,
+            backend="kubernetes",
+        ),
+    )
     assert advance() is True
     assert api.objects["e-t-0"]["status"]["outcome"] == "failed" and backend.released == 1
     assert not rec._write_failures

@@ -38,8 +38,14 @@ def _mounts_under(root: Path) -> list[str]:
 #: What dockerd 20.10 and its containerd make outside their roots, at fixed paths: the daemon's
 #: trust key, the plugin socket folder, the shim socket folder. Removed at stop() when this
 #: daemon created them (and, for folders, when they are empty: another daemon may use them).
-FIXED_PATHS = (Path("/etc/docker/key.json"), Path("/etc/docker"), Path("/run/docker/plugins"), Path("/run/docker"),
-               Path("/run/containerd/s"), Path("/run/containerd"))
+FIXED_PATHS = (
+    Path("/etc/docker/key.json"),
+    Path("/etc/docker"),
+    Path("/run/docker/plugins"),
+    Path("/run/docker"),
+    Path("/run/containerd/s"),
+    Path("/run/containerd"),
+)
 
 
 class PrivateEngine:
@@ -147,15 +153,33 @@ class PrivateDockerd(PrivateEngine):
         self.preexisting = {p for p in FIXED_PATHS if p.exists()}
         ns = f"headroom-test-{os.getpid()}"
         argv = [
-            self.dockerd, "--host", self.host, "--data-root", str(self.root / "data"), "--exec-root",
-            str(self.root / "exec"), "--pidfile", str(self.root / "dockerd.pid"), "--iptables=false",
-            "--ip-forward=false", "--ip-masq=false", "--bridge=none", "--userland-proxy=false",
-            "--containerd-namespace", ns, "--containerd-plugins-namespace", f"{ns}-plugins",
-            "--cgroup-parent", self.cgroup_parent, "--log-level", "warn",
+            self.dockerd,
+            "--host",
+            self.host,
+            "--data-root",
+            str(self.root / "data"),
+            "--exec-root",
+            str(self.root / "exec"),
+            "--pidfile",
+            str(self.root / "dockerd.pid"),
+            "--iptables=false",
+            "--ip-forward=false",
+            "--ip-masq=false",
+            "--bridge=none",
+            "--userland-proxy=false",
+            "--containerd-namespace",
+            ns,
+            "--containerd-plugins-namespace",
+            f"{ns}-plugins",
+            "--cgroup-parent",
+            self.cgroup_parent,
+            "--log-level",
+            "warn",
         ]
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                         cwd=self.root)  # its own dir, never the checkout (see podman.py)
+            self.proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.root
+            )  # its own dir, never the checkout (see podman.py)
         try:
             self._wait_ready(timeout_s)
         except BaseException:

@@ -23,14 +23,21 @@ from tests.evidence_check import assert_fits_schema
 from .conftest import FIXTURES, REPO
 
 
-def run_tries(backend: DockerBackend, experiment: Experiment, wanted: list[tuple[str, str]],
-              root: Path = FIXTURES, seed: int = 1) -> list[tuple[TrialFacts, Verdict]]:
+def run_tries(
+    backend: DockerBackend, experiment: Experiment, wanted: list[tuple[str, str]], root: Path = FIXTURES, seed: int = 1
+) -> list[tuple[TrialFacts, Verdict]]:
     """Run (task, configuration) tries concurrently through submit/observe, as the engine does."""
     tasks = {t.id: t for t in load_tasks(root)}
     handles = []
     for i, (task_id, label) in enumerate(wanted):
-        trial = Trial(trial_id=f"{task_id}-{label}-{i}", task_id=task_id, config=ResourceConfig.parse(label),
-                      attempt=0, seed=seed, order=i)
+        trial = Trial(
+            trial_id=f"{task_id}-{label}-{i}",
+            task_id=task_id,
+            config=ResourceConfig.parse(label),
+            attempt=0,
+            seed=seed,
+            order=i,
+        )
         handles.append(backend.submit(build_launch("test-run", trial, 0, tasks[task_id], experiment)))
     out = []
     for h in handles:
@@ -41,10 +48,17 @@ def run_tries(backend: DockerBackend, experiment: Experiment, wanted: list[tuple
     return out
 
 
-def headroom(*args: str, env: dict[str, str] | None = None, timeout: float = 600,
-             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd or REPO)
+def headroom(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 600, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=cwd or REPO,
+    )
 
 
 def outcomes(store_path: Path) -> dict[tuple[str, str, int], str]:

@@ -34,8 +34,12 @@ from .daemon import PrivateEngine, _remove_cgroup_trees
 
 #: What Podman 4.3 makes outside its roots, at fixed paths: the image library's blob cache, crun's
 #: state folder (made at start even with runc), and the cgroupfs parent of containers and conmon.
-FIXED_PATHS = (Path("/var/lib/containers/cache/blob-info-cache-v1.boltdb"), Path("/var/lib/containers/cache"),
-               Path("/var/lib/containers"), Path("/run/crun"))
+FIXED_PATHS = (
+    Path("/var/lib/containers/cache/blob-info-cache-v1.boltdb"),
+    Path("/var/lib/containers/cache"),
+    Path("/var/lib/containers"),
+    Path("/run/crun"),
+)
 CGROUP_PARENT = "libpod_parent"
 #: Podman lowers its own RLIMIT_NPROC to this at start (the ulimit asked for may not exceed it).
 PODMAN_NPROC = 32768
@@ -62,8 +66,7 @@ class PrivatePodman(PrivateEngine):
 
     def _write_config(self) -> dict[str, str]:
         r = self.root
-        (r / "storage.conf").write_text(
-            f'[storage]\ndriver = "overlay"\ngraphroot = "{r}/root"\nrunroot = "{r}/run"\n')
+        (r / "storage.conf").write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{r}/root"\nrunroot = "{r}/run"\n')
         nofile = _hard(resource.RLIMIT_NOFILE, 1048576)
         nproc = _hard(resource.RLIMIT_NPROC, PODMAN_NPROC)
         (r / "containers.conf").write_text(
@@ -80,11 +83,15 @@ class PrivatePodman(PrivateEngine):
             f'static_dir = "{r}/root/libpod"\n'
             f'volume_path = "{r}/root/volumes"\n'
             "[network]\n"
-            f'network_config_dir = "{r}/net"\n')
+            f'network_config_dir = "{r}/net"\n'
+        )
         # No registry is reachable, and none is searched: an unknown short name fails at once.
         (r / "registries.conf").write_text("unqualified-search-registries = []\n")
-        return {"CONTAINERS_CONF": str(r / "containers.conf"), "CONTAINERS_STORAGE_CONF": str(r / "storage.conf"),
-                "CONTAINERS_REGISTRIES_CONF": str(r / "registries.conf")}
+        return {
+            "CONTAINERS_CONF": str(r / "containers.conf"),
+            "CONTAINERS_STORAGE_CONF": str(r / "storage.conf"),
+            "CONTAINERS_REGISTRIES_CONF": str(r / "registries.conf"),
+        }
 
     def start(self, timeout_s: float = 60) -> None:
         self.preexisting = {p for p in FIXED_PATHS if p.exists()}
@@ -93,8 +100,9 @@ class PrivatePodman(PrivateEngine):
         argv = [self.podman, "--log-level", "warn", "system", "service", "--time=0", self.host]
         with self.log_path.open("wb") as log:
             # cwd: for an exec'd process it OOM-kills, Podman 4.3's conmon writes an empty file "oom" into its cwd
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                         cwd=self.root)
+            self.proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, cwd=self.root
+            )
         try:
             self._wait_ready(timeout_s)
         except BaseException:

@@ -42,9 +42,18 @@ $x -- touch out
 
 def test_the_exec_channel_gives_a_container_exec_every_option(docker_env: DockerEnv, tmp_path: Path) -> None:
     write_task(tmp_path / "tasks", "t", solve="true\n", agent_timeout=120)
-    res = sweep(tmp_path, {"tasks_dir": str(tmp_path / "tasks"), "configurations": ["3"], "attempts": 1,
-                           "backend": "docker", "image": BASE_TAG, "agent": {"kind": "external", "command": AGENT}},
-                env={"DOCKER_HOST": docker_env.host})
+    res = sweep(
+        tmp_path,
+        {
+            "tasks_dir": str(tmp_path / "tasks"),
+            "configurations": ["3"],
+            "attempts": 1,
+            "backend": "docker",
+            "image": BASE_TAG,
+            "agent": {"kind": "external", "command": AGENT},
+        },
+        env={"DOCKER_HOST": docker_env.host},
+    )
     assert res.returncode == 0, res.stderr
     db = sqlite3.connect(tmp_path / "h.db")
     trial_id, outcome = db.execute("SELECT trial_id, outcome FROM executions").fetchone()

@@ -45,12 +45,33 @@ def backend(engine_env: DockerEnv, engine_host: str) -> Iterator[DockerBackend]:
 def test_tb2_tasks_run_unmodified_with_the_oracle(engine_env: DockerEnv, engine_host: str, tmp_path: Path) -> None:
     """The whole CLI path: `headroom sweep --backend docker --build` on Terminal-Bench 2 layout tasks."""
     store = tmp_path / "r.db"
-    res = headroom("sweep", str(FIXTURES), "--backend", "docker", "--build", "--task", "hello-world-app",
-                   "--task", "tests-hidden", "--multipliers", "1x-strict", "--attempts", "1", "--agent", "oracle",
-                   "--store", str(store), "--format", "none")
+    res = headroom(
+        "sweep",
+        str(FIXTURES),
+        "--backend",
+        "docker",
+        "--build",
+        "--task",
+        "hello-world-app",
+        "--task",
+        "tests-hidden",
+        "--multipliers",
+        "1x-strict",
+        "--attempts",
+        "1",
+        "--agent",
+        "oracle",
+        "--store",
+        str(store),
+        "--format",
+        "none",
+    )
     assert res.returncode == 0, res.stderr
     assert "backend: docker" in res.stderr
-    assert outcomes(store) == {("hello-world-app", "1x-strict", 0): "passed", ("tests-hidden", "1x-strict", 0): "passed"}
+    assert outcomes(store) == {
+        ("hello-world-app", "1x-strict", 0): "passed",
+        ("tests-hidden", "1x-strict", 0): "passed",
+    }
     for ev in evidence(store):
         assert ev["enforcement"] == "docker"
         assert ev["extra"]["image"]["id"].startswith("sha256:")  # what ran, whatever the tag says
@@ -67,8 +88,23 @@ def test_run_provenance_names_the_daemon(engine_env: DockerEnv, engine_host: str
     from orchestrator.store.sqlite import Store
 
     store_path = tmp_path / "r.db"
-    res = headroom("sweep", str(FIXTURES), "--backend", "docker", "--build", "--task", "tests-hidden",
-                   "--multipliers", "1x-strict", "--attempts", "1", "--store", str(store_path), "--format", "none")
+    res = headroom(
+        "sweep",
+        str(FIXTURES),
+        "--backend",
+        "docker",
+        "--build",
+        "--task",
+        "tests-hidden",
+        "--multipliers",
+        "1x-strict",
+        "--attempts",
+        "1",
+        "--store",
+        str(store_path),
+        "--format",
+        "none",
+    )
     assert res.returncode == 0, res.stderr
     store = Store.open_existing(store_path)
     prov = store.provenance(store.run().run_id)
@@ -80,8 +116,9 @@ def test_run_provenance_names_the_daemon(engine_env: DockerEnv, engine_host: str
 
 
 def test_memory_spike_is_oom_killed_at_1x_strict_and_passes_unbounded(backend: DockerBackend) -> None:
-    (strict, v_strict), (unb, v_unb) = run_tries(backend, _experiment(), [("memory-spike", "1x-strict"),
-                                                                        ("memory-spike", "unbounded")])
+    (strict, v_strict), (unb, v_unb) = run_tries(
+        backend, _experiment(), [("memory-spike", "1x-strict"), ("memory-spike", "unbounded")]
+    )
     assert v_strict.outcome is Outcome.INFRA_ERROR and v_strict.reason is InfraReason.OOM_KILLED
     assert strict.limit_memory_bytes == 64 * MIB  # task.toml says memory = "64M"
     assert strict.agent is not None and strict.agent.oom_kills >= 1
@@ -103,9 +140,14 @@ def test_memory_spike_is_oom_killed_at_1x_strict_and_passes_unbounded(backend: D
 def test_exit_137_alone_is_not_an_oom(backend: DockerBackend, tmp_path: Path) -> None:
     """An agent killed by SIGKILL for another reason exits 137 too: that is not an OOM kill."""
     root = tmp_path / "tasks"
-    copy_task("tests-hidden", root, {"solution/solve.sh": ("echo 42 > /app/answer.txt",
-                                                           "echo 42 > /app/answer.txt; kill -9 $$")})
-    [(facts, verdict)] = run_tries(backend, _experiment(tasks_dir=str(root)), [("tests-hidden", "1x-strict")], root=root)
+    copy_task(
+        "tests-hidden",
+        root,
+        {"solution/solve.sh": ("echo 42 > /app/answer.txt", "echo 42 > /app/answer.txt; kill -9 $$")},
+    )
+    [(facts, verdict)] = run_tries(
+        backend, _experiment(tasks_dir=str(root)), [("tests-hidden", "1x-strict")], root=root
+    )
     assert facts.agent is not None and facts.agent.exit_code == 137
     assert facts.agent.oom_kills == 0
     assert verdict.outcome is Outcome.PASSED  # the verifier judges the work, whatever the agent's exit
@@ -179,8 +221,12 @@ def test_a_task_image_that_cannot_be_had_is_an_infra_error(docker_host: str) -> 
 def test_a_broken_dockerfile_fails_every_try_with_one_build(backend: DockerBackend, tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     copy_task("tests-hidden", root, {"environment/Dockerfile": ("WORKDIR /app", "WORKDIR /app\nRUN exit 3")})
-    results = run_tries(backend, _experiment(tasks_dir=str(root)),
-                        [("tests-hidden", "1x-strict"), ("tests-hidden", "unbounded")], root=root)
+    results = run_tries(
+        backend,
+        _experiment(tasks_dir=str(root)),
+        [("tests-hidden", "1x-strict"), ("tests-hidden", "unbounded")],
+        root=root,
+    )
     for facts, verdict in results:
         assert verdict.reason is InfraReason.IMAGE_PULL
         assert "environment/Dockerfile failed" in (facts.infra_detail or "")
@@ -189,15 +235,28 @@ def test_a_broken_dockerfile_fails_every_try_with_one_build(backend: DockerBacke
 def test_gpus_are_refused_before_anything_runs(docker_host: str, tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     copy_task("tests-hidden", root, {"task.toml": ('memory = "128M"', 'memory = "128M"\ngpus = 1')})
-    res = headroom("sweep", str(root), "--backend", "docker", "--attempts", "1", "--multipliers", "1x-strict",
-                   "--store", str(tmp_path / "r.db"), "--format", "none")
+    res = headroom(
+        "sweep",
+        str(root),
+        "--backend",
+        "docker",
+        "--attempts",
+        "1",
+        "--multipliers",
+        "1x-strict",
+        "--store",
+        str(tmp_path / "r.db"),
+        "--format",
+        "none",
+    )
     assert res.returncode == 2
     assert "GPU" in res.stderr and "docker backend cannot give GPUs" in res.stderr
     assert "Traceback" not in res.stderr
 
 
-def test_cancel_removes_the_container_and_cleanup_keeps_a_live_owners(docker_env: DockerEnv, docker_host: str,
-                                                                     tmp_path: Path) -> None:
+def test_cancel_removes_the_container_and_cleanup_keeps_a_live_owners(
+    docker_env: DockerEnv, docker_host: str, tmp_path: Path
+) -> None:
     root = tmp_path / "tasks"
     copy_task("slow-agent", root, {"task.toml": ("timeout_sec = 3.0", "timeout_sec = 120.0")})
     exp = _experiment(tasks_dir=str(root))
@@ -238,17 +297,40 @@ def _wait_running(docker_env: DockerEnv, timeout: float = 120) -> list[dict]:
 
 def _sleepy_task(root: Path, volume: bool = False) -> None:
     """A task whose agent takes a few seconds, so a CLI can be killed in the middle of it."""
-    copy_task("tests-hidden", root, {
-        "solution/solve.sh": ("echo 42 > /app/answer.txt", "sleep 6\necho 42 > /app/answer.txt"),
-        **({"environment/Dockerfile": ("WORKDIR /app", "WORKDIR /app\nVOLUME /data")} if volume else {}),
-    })
+    copy_task(
+        "tests-hidden",
+        root,
+        {
+            "solution/solve.sh": ("echo 42 > /app/answer.txt", "sleep 6\necho 42 > /app/answer.txt"),
+            **({"environment/Dockerfile": ("WORKDIR /app", "WORKDIR /app\nVOLUME /data")} if volume else {}),
+        },
+    )
 
 
 def _start_cli(root: Path, store: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "sweep", str(root), "--backend", "docker", "--multipliers", "1x-strict",
-         "--attempts", "1", "--store", str(store), "--format", "none"],
-        cwd=REPO, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            str(root),
+            "--backend",
+            "docker",
+            "--multipliers",
+            "1x-strict",
+            "--attempts",
+            "1",
+            "--store",
+            str(store),
+            "--format",
+            "none",
+        ],
+        cwd=REPO,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -294,16 +376,18 @@ def test_resume_after_kill_9_replaces_the_orphaned_try(docker_env: DockerEnv, do
     assert orphan["Id"] not in ids
 
 
-def test_without_the_hosts_cgroup_files_the_api_gives_the_oom_verdict(backend: DockerBackend,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_hosts_cgroup_files_the_api_gives_the_oom_verdict(
+    backend: DockerBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A daemon on another machine (Docker Desktop's VM, a remote host): its containers' cgroups are not
     readable here. That cannot be set up on this machine, so the lookup is made to fail; the verdict then
     comes from the daemon's 'oom' events and State.OOMKilled, the usage from its stats endpoint."""
     from orchestrator.backends.docker import backend as backend_mod
 
     monkeypatch.setattr(backend_mod.cgroup_mod, "locate", lambda *a, **k: None)
-    (strict, v_strict), (unb, v_unb) = run_tries(backend, _experiment(), [("memory-spike", "1x-strict"),
-                                                                        ("memory-spike", "unbounded")])
+    (strict, v_strict), (unb, v_unb) = run_tries(
+        backend, _experiment(), [("memory-spike", "1x-strict"), ("memory-spike", "unbounded")]
+    )
     if backend.engine == "podman":
         # Podman's API reports no OOM kill of a step's process: without the cgroup nothing could tell
         # one from a failure, so the backend refuses the try (and says so in its capabilities).
@@ -328,8 +412,9 @@ def test_cpu_quota_binds_and_unbounded_has_none(backend: DockerBackend, tmp_path
     root = tmp_path / "tasks"
     copy_task("tests-hidden", root, {"task.toml": ("cpus = 1", "cpus = 0.25")})
     exp = _experiment(tasks_dir=str(root), agent=AgentSpec(kind="command", command=BUSY))
-    (strict, _), (unb, _) = run_tries(backend, exp, [("tests-hidden", "1x-strict"), ("tests-hidden", "unbounded")],
-                                      root=root)
+    (strict, _), (unb, _) = run_tries(
+        backend, exp, [("tests-hidden", "1x-strict"), ("tests-hidden", "unbounded")], root=root
+    )
     assert strict.limit_cpus == 0.25
     # The container's cgroup ran under a CFS quota (periods are counted only then) and never got more than it.
     assert strict.extra.cpu_throttling is not None and (strict.extra.cpu_throttling.nr_periods or 0) > 0
@@ -356,8 +441,9 @@ def test_a_private_daemon_leaves_nothing_behind(docker_env: DockerEnv) -> None:
     try:
         with archive.open("rb") as f:
             c.api.load_image(f)
-        cid = c.api.create_container(name, ["sleep", "infinity"],
-                                     host_config=c.api.create_host_config(network_mode="none"))["Id"]
+        cid = c.api.create_container(
+            name, ["sleep", "infinity"], host_config=c.api.create_host_config(network_mode="none")
+        )["Id"]
         c.api.start(cid)
         pid = c.api.inspect_container(cid)["State"]["Pid"]
         assert Path(f"/proc/{pid}").exists()
@@ -390,8 +476,9 @@ def test_a_private_podman_leaves_nothing_behind(podman_env: DockerEnv) -> None:
         with archive.open("rb") as f:
             for _ in c.api.load_image(f):
                 pass
-        cid = c.api.create_container(name, ["sleep", "infinity"],
-                                     host_config=c.api.create_host_config(network_mode="none"))["Id"]
+        cid = c.api.create_container(
+            name, ["sleep", "infinity"], host_config=c.api.create_host_config(network_mode="none")
+        )["Id"]
         c.api.start(cid)
         exec_id = c.api.exec_create(cid, ["true"])["Id"]
         c.api.exec_start(exec_id)
@@ -405,19 +492,26 @@ def test_a_private_podman_leaves_nothing_behind(podman_env: DockerEnv) -> None:
     assert d._leftover_pids() == [] and not d.root.exists() and _mounts_under(d.root) == []
 
 
-def test_the_enforcement_canary_runs_on_docker_with_a_default_image(docker_env: DockerEnv, docker_host: str,
-                                                                   tmp_path: Path) -> None:
+def test_the_enforcement_canary_runs_on_docker_with_a_default_image(
+    docker_env: DockerEnv, docker_host: str, tmp_path: Path
+) -> None:
     """headroom's canary task names no image: docker.default_image gives it one, and its limits bite."""
     import yaml
 
     from orchestrator.store.sqlite import Store
 
-    spec = {"tasks_dir": str(FIXTURES), "tasks": ["tests-hidden"], "backend": "docker", "attempts": 1,
-            "configurations": ["1x-strict", "2x", "unbounded"],
-            "docker": {"build": True, "default_image": docker_env.base_image}}
+    spec = {
+        "tasks_dir": str(FIXTURES),
+        "tasks": ["tests-hidden"],
+        "backend": "docker",
+        "attempts": 1,
+        "configurations": ["1x-strict", "2x", "unbounded"],
+        "docker": {"build": True, "default_image": docker_env.base_image},
+    }
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(spec))
-    res = headroom("sweep", "--experiment", str(tmp_path / "exp.yaml"), "--store", str(tmp_path / "r.db"),
-                   "--format", "none")
+    res = headroom(
+        "sweep", "--experiment", str(tmp_path / "exp.yaml"), "--store", str(tmp_path / "r.db"), "--format", "none"
+    )
     assert res.returncode == 0, res.stderr
     store = Store.open_existing(tmp_path / "r.db")
     canary = store.provenance(store.run().run_id)["canary"]

@@ -15,8 +15,9 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def test_the_reference_agent_solves_a_bundled_task_in_a_container(docker_env: DockerEnv, tmp_path: Path) -> None:
-    solve_with_the_reference_agent(tmp_path, {"backend": "docker", "image": BASE_TAG},
-                                   env={"DOCKER_HOST": docker_env.host})
+    solve_with_the_reference_agent(
+        tmp_path, {"backend": "docker", "image": BASE_TAG}, env={"DOCKER_HOST": docker_env.host}
+    )
     assert docker_env.managed_containers() == []
 
 
@@ -32,13 +33,23 @@ def test_an_installed_agent_is_copied_in_and_its_install_runs_first(docker_env: 
     agent_dir.mkdir()
     (agent_dir / "run.sh").write_text('cat /tmp/installed; touch "$HEADROOM_WORKDIR/out"\n')
     write_task(tmp_path / "tasks", "t", solve="true\n")
-    res = sweep(tmp_path, {"tasks_dir": str(tmp_path / "tasks"), "configurations": ["3"], "attempts": 1,
-                           "backend": "docker", "image": BASE_TAG,
-                           "agent": {"kind": "command", "command": 'bash "$HEADROOM_AGENT_DIR/run.sh"',
-                                     "path": str(agent_dir),
-                                     "install": {"command": "ls /agent > /tmp/installed; echo set up",
-                                                 "timeout_s": 60, "network": False}}},
-                env={"DOCKER_HOST": docker_env.host})
+    res = sweep(
+        tmp_path,
+        {
+            "tasks_dir": str(tmp_path / "tasks"),
+            "configurations": ["3"],
+            "attempts": 1,
+            "backend": "docker",
+            "image": BASE_TAG,
+            "agent": {
+                "kind": "command",
+                "command": 'bash "$HEADROOM_AGENT_DIR/run.sh"',
+                "path": str(agent_dir),
+                "install": {"command": "ls /agent > /tmp/installed; echo set up", "timeout_s": 60, "network": False},
+            },
+        },
+        env={"DOCKER_HOST": docker_env.host},
+    )
     assert res.returncode == 0, res.stderr
     db = sqlite3.connect(tmp_path / "h.db")
     outcome, ev, run_id, trial_id = db.execute(
@@ -50,12 +61,16 @@ def test_an_installed_agent_is_copied_in_and_its_install_runs_first(docker_env: 
     assert docker_env.managed_containers() == []
 
 
-@pytest.mark.parametrize("install, detail", [
-    ({"command": "echo 'registry unreachable' >&2; exit 4", "timeout_s": 60}, "registry unreachable"),
-    ({"command": "sleep 300", "timeout_s": 2}, None),
-])
+@pytest.mark.parametrize(
+    "install, detail",
+    [
+        ({"command": "echo 'registry unreachable' >&2; exit 4", "timeout_s": 60}, "registry unreachable"),
+        ({"command": "sleep 300", "timeout_s": 2}, None),
+    ],
+)
 def test_an_install_that_fails_in_the_container_is_an_infra_error_and_the_agent_never_runs(
-        docker_env: DockerEnv, tmp_path: Path, install: dict, detail: str | None) -> None:
+    docker_env: DockerEnv, tmp_path: Path, install: dict, detail: str | None
+) -> None:
     import json
     import sqlite3
 
@@ -64,16 +79,28 @@ def test_an_install_that_fails_in_the_container_is_an_infra_error_and_the_agent_
     from tests.taskfactory import write_task
 
     write_task(tmp_path / "tasks", "t", solve="true\n")
-    res = sweep(tmp_path, {"tasks_dir": str(tmp_path / "tasks"), "configurations": ["3"], "attempts": 1,
-                           "backend": "docker", "image": BASE_TAG,
-                           "agent": {"kind": "command", "command": 'touch "$HEADROOM_WORKDIR/agent-ran"; echo ran',
-                                     "install": {**install, "network": False}}},
-                env={"DOCKER_HOST": docker_env.host})
+    res = sweep(
+        tmp_path,
+        {
+            "tasks_dir": str(tmp_path / "tasks"),
+            "configurations": ["3"],
+            "attempts": 1,
+            "backend": "docker",
+            "image": BASE_TAG,
+            "agent": {
+                "kind": "command",
+                "command": 'touch "$HEADROOM_WORKDIR/agent-ran"; echo ran',
+                "install": {**install, "network": False},
+            },
+        },
+        env={"DOCKER_HOST": docker_env.host},
+    )
     assert res.returncode == 0, res.stderr
     db = sqlite3.connect(tmp_path / "h.db")
     outcome, reason, ev, run_id, trial_id = db.execute(
         "SELECT e.outcome, e.reason, v.json, e.run_id, e.trial_id FROM executions e JOIN evidence v "
-        "USING (run_id, trial_id)").fetchone()
+        "USING (run_id, trial_id)"
+    ).fetchone()
     assert (outcome, reason) == ("infra_error", "agent_setup_failed")  # never the model's failure
     facts = json.loads(ev)
     setup = facts["extra"]["agent_setup"]

@@ -30,7 +30,7 @@ FORGERIES = [
     'echo "Out of memory: Killed process 4242 (python3)" >&2; echo MemoryError >&2; exit 137',
     'echo "write error: No space left on device" >&2; exit 28',
     'echo "timeout: sending signal TERM" >&2; exit 124',
-    'echo Killed >&2; kill -KILL $$',
+    "echo Killed >&2; kill -KILL $$",
 ]
 
 

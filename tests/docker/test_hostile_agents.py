@@ -64,7 +64,9 @@ def test_a_process_the_agent_disguised_cannot_write_the_reward(backend: DockerBa
     assert verdict.outcome is Outcome.FAILED, (verdict, facts.infra_detail, facts.verifier)
     assert facts.reward == 0.0
     assert facts.extra.verifier_only_links_removed == 0
-    assert facts.extra.handover_s is not None and facts.extra.handover_s > 0  # stop, start, link scan and tests in: recorded per try
+    assert (
+        facts.extra.handover_s is not None and facts.extra.handover_s > 0
+    )  # stop, start, link scan and tests in: recorded per try
 
 
 #: The keep-alive replaced: after the restart, `sleep` (PID 1, found through PATH) starts a writer first.
@@ -98,20 +100,24 @@ KEEPALIVE_EXITS = {
 
 
 @pytest.mark.parametrize("name", sorted(KEEPALIVE_EXITS))
-def test_a_keep_alive_that_ends_the_restarted_container_is_the_agents_failure(backend: DockerBackend,
-                                                                            name: str) -> None:
+def test_a_keep_alive_that_ends_the_restarted_container_is_the_agents_failure(
+    backend: DockerBackend, name: str
+) -> None:
     """Issue 19: a restarted container that is not running made the process check raise, recorded as
     infra_error(other), which is retried: a re-roll the agent chose. It is the agent's failure, final."""
-    attack = f"echo 41 > /app/answer.txt\nprintf '{KEEPALIVE_EXITS[name]}' > /usr/local/bin/sleep\n" \
-             "chmod +x /usr/local/bin/sleep\n"
+    attack = (
+        f"echo 41 > /app/answer.txt\nprintf '{KEEPALIVE_EXITS[name]}' > /usr/local/bin/sleep\n"
+        "chmod +x /usr/local/bin/sleep\n"
+    )
     [(facts, verdict)] = run_tries(backend, _experiment(FIXTURES, attack), [("tests-hidden", "1x-strict")])
     assert verdict.outcome is Outcome.FAILED, (verdict, facts.infra_hint, facts.infra_detail, facts.agent_fault)
     assert facts.infra_hint is None and facts.setup_error is None and facts.reward in (None, 0.0), facts
     if name != "exits-later":  # later: wherever it ends (sanitiser, verifier), never a pass or an infra error
         assert verdict.reason is ModelReason.UNJUDGED_STATE and facts.verifier is None, verdict
         assert "keep-alive" in (facts.agent_fault or ""), facts.agent_fault
-    assert settle(facts, reward_threshold=1.0, retry=RetryPolicy(max_retries=3), finished_before=0,
-                  secrets=[]).final  # never retried
+    assert settle(
+        facts, reward_threshold=1.0, retry=RetryPolicy(max_retries=3), finished_before=0, secrets=[]
+    ).final  # never retried
 
 
 #: Finding 3 (docker): links planted while /tests does not exist, to be followed by the verifier.
@@ -133,10 +139,12 @@ def test_links_into_verifier_only_paths_are_removed_and_counted(backend: DockerB
     root = tmp_path / "tasks"
     task = copy_task("tests-hidden", root, {"tests/test.sh": ('= "42"', '= "$(cat /tests/expected.txt)"')})
     (task / "tests" / "expected.txt").write_text("42\n")
-    checks = ('[ "$(cat /app/ok)" = fine ] && echo OK-LINK-KEPT; [ -L /app/ok ] && echo OK-IS-LINK; '
-              'for p in /app/answer.txt /app/sub/t /app/rel /app/chain /app/out/answer /logs/agent/reward /app/root; do '
-              '[ -L "$p" ] && echo "STILL-LINK $p"; done; '
-              '[ -e /tests/planted ] && echo PLANTED; [ -e /logs/verifier/reward.json ] && echo PLANTED; true\n')
+    checks = (
+        '[ "$(cat /app/ok)" = fine ] && echo OK-LINK-KEPT; [ -L /app/ok ] && echo OK-IS-LINK; '
+        "for p in /app/answer.txt /app/sub/t /app/rel /app/chain /app/out/answer /logs/agent/reward /app/root; do "
+        '[ -L "$p" ] && echo "STILL-LINK $p"; done; '
+        "[ -e /tests/planted ] && echo PLANTED; [ -e /logs/verifier/reward.json ] && echo PLANTED; true\n"
+    )
     (task / "tests" / "test.sh").write_text((task / "tests" / "test.sh").read_text() + checks)
     [(facts, verdict)] = run_tries(backend, _experiment(root, LINKS), [("tests-hidden", "1x-strict")], root=root)
     assert verdict.outcome is Outcome.FAILED, (verdict, facts.infra_detail, facts.verifier)
@@ -156,8 +164,16 @@ def test_links_into_verifier_only_paths_are_removed_and_counted(backend: DockerB
 def test_the_oracle_may_link_to_its_solution(backend: DockerBackend, tmp_path: Path) -> None:
     """/solution is verifier-only for other agents; the oracle had it, so its links there stay."""
     root = tmp_path / "tasks"
-    copy_task("tests-hidden", root, {"solution/solve.sh": ("echo 42 > /app/answer.txt",
-                                                           "echo 42 > /app/answer.txt; ln -s /solution/solve.sh /app/s")})
+    copy_task(
+        "tests-hidden",
+        root,
+        {
+            "solution/solve.sh": (
+                "echo 42 > /app/answer.txt",
+                "echo 42 > /app/answer.txt; ln -s /solution/solve.sh /app/s",
+            )
+        },
+    )
     exp = Experiment(tasks_dir=str(root), backend="docker", agent=AgentSpec(kind="oracle"))
     [(facts, verdict)] = run_tries(backend, exp, [("tests-hidden", "1x-strict")], root=root)
     assert verdict.outcome is Outcome.PASSED

@@ -28,8 +28,15 @@ ATTEMPTS = 3
 
 
 def _sweep(tmp_path: Path, backend: str, image: str | None, env: dict[str, str]) -> dict[tuple[str, str, int], str]:
-    spec = {"name": f"side-by-side-{backend}", "tasks_dir": str(REPO / "tasks"), "tasks": TASKS,
-            "configurations": CONFIGS, "attempts": ATTEMPTS, "backend": backend, "concurrency": 2}
+    spec = {
+        "name": f"side-by-side-{backend}",
+        "tasks_dir": str(REPO / "tasks"),
+        "tasks": TASKS,
+        "configurations": CONFIGS,
+        "attempts": ATTEMPTS,
+        "backend": backend,
+        "concurrency": 2,
+    }
     if image:
         spec["image"] = image
         spec["docker"] = {"default_image": image}  # for the enforcement canary's task, which names no image
@@ -50,16 +57,22 @@ def _rates(results: dict[tuple[str, str, int], str]) -> dict[str, tuple[int, int
     return out
 
 
-def test_infra_error_rates_local_and_docker_side_by_side(docker_env: DockerEnv, docker_host: str,
-                                                         tmp_path: Path) -> None:
+def test_infra_error_rates_local_and_docker_side_by_side(
+    docker_env: DockerEnv, docker_host: str, tmp_path: Path
+) -> None:
     local = _sweep(tmp_path, "local", None, {})
     docker = _sweep(tmp_path, "docker", docker_env.base_image, {"DOCKER_HOST": docker_host})
     assert set(local) == set(docker) and len(local) == len(TASKS) * len(CONFIGS) * ATTEMPTS
 
     lr, dr = _rates(local), _rates(docker)
-    lines = ["configuration   local (process tree)        docker (container)",
-             *(f"{label:<15} {lr[label][0]:>2}/{lr[label][1]:<2} {dict(lr[label][2])!s:<22} "
-               f"{dr[label][0]:>2}/{dr[label][1]:<2} {dict(dr[label][2])!s}" for label in CONFIGS)]
+    lines = [
+        "configuration   local (process tree)        docker (container)",
+        *(
+            f"{label:<15} {lr[label][0]:>2}/{lr[label][1]:<2} {dict(lr[label][2])!s:<22} "
+            f"{dr[label][0]:>2}/{dr[label][1]:<2} {dict(dr[label][2])!s}"
+            for label in CONFIGS
+        ),
+    ]
     agree = sum(local[k] == docker[k] for k in local)
     lines.append(f"same outcome on both backends: {agree}/{len(local)} trials")
     print("\n" + "\n".join(lines))

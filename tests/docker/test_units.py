@@ -52,8 +52,15 @@ def test_build_flag_is_for_the_docker_backend_only(tmp_path: Path) -> None:
 
 
 def test_an_unreachable_daemon_is_a_one_line_error(tmp_path: Path) -> None:
-    res = headroom("sweep", str(FIXTURES), "--backend", "docker", "--store", str(tmp_path / "r.db"),
-                   env={"DOCKER_HOST": f"unix://{tmp_path}/nothing.sock"})
+    res = headroom(
+        "sweep",
+        str(FIXTURES),
+        "--backend",
+        "docker",
+        "--store",
+        str(tmp_path / "r.db"),
+        env={"DOCKER_HOST": f"unix://{tmp_path}/nothing.sock"},
+    )
     assert res.returncode == 2
     assert "cannot reach the Docker daemon" in res.stderr and "Traceback" not in res.stderr
 
@@ -64,8 +71,12 @@ def test_archive_keeps_modes_owns_everything_as_root_and_links(tmp_path: Path) -
     (src / "test.sh").write_text("echo 1\n")
     (src / "test.sh").chmod(0o755)
     (src / "data.txt").write_text("x")
-    data = steps.tree_archive(dirs=[("/logs/verifier", 0o777)], trees=[(src, "/tests")],
-                              files=[("/headroom/x", b"hi", 0o600)], links=[("/headroom/vt/tests", "/tests")])
+    data = steps.tree_archive(
+        dirs=[("/logs/verifier", 0o777)],
+        trees=[(src, "/tests")],
+        files=[("/headroom/x", b"hi", 0o600)],
+        links=[("/headroom/vt/tests", "/tests")],
+    )
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         members = {m.name: m for m in tar.getmembers()}
     assert members["logs/verifier"].isdir() and members["logs/verifier"].mode == 0o777
@@ -117,8 +128,13 @@ def test_cgroup_lookup_v1_needs_the_container_id_in_the_path(tmp_path: Path) -> 
     root = tmp_path / "cg"
     for ctrl in ("memory", "cpu,cpuacct"):
         (root / ctrl / "docker" / cid).mkdir(parents=True)
-    mounts = Mounts(v1={"memory": (root / "memory", "/"), "cpu": (root / "cpu,cpuacct", "/"),
-                        "cpuacct": (root / "cpu,cpuacct", "/")})
+    mounts = Mounts(
+        v1={
+            "memory": (root / "memory", "/"),
+            "cpu": (root / "cpu,cpuacct", "/"),
+            "cpuacct": (root / "cpu,cpuacct", "/"),
+        }
+    )
     proc = _fake_proc(tmp_path, 42, [f"4:memory:/docker/{cid}", f"2:cpu,cpuacct:/docker/{cid}", "0::/"])
     cg = cgroup_mod.locate(42, cid, proc=proc, mounts=mounts)
     assert isinstance(cg, TrialCgroupV1) and cg.dirs["memory"] == root / "memory" / "docker" / cid
@@ -145,13 +161,24 @@ def test_usage_over_the_two_runs_of_a_container() -> None:
     """A restart gives the container a fresh cgroup: peaks are the larger run's, counters the sums."""
     from orchestrator.backends.docker.backend import merge_usage
 
-    agent = {"peak": 300, "cpu": 1.5, "memory_events": {"oom_kill": 0, "under_oom": 1, "failcnt": 4},
-             "cpu_throttling": {"nr_periods": 10, "nr_throttled": 2}}
-    verifier = {"peak": 100, "cpu": 0.25, "memory_events": {"oom_kill": 1, "under_oom": 1, "failcnt": 1},
-                "cpu_throttling": {"nr_periods": 5, "nr_throttled": 0}}
+    agent = {
+        "peak": 300,
+        "cpu": 1.5,
+        "memory_events": {"oom_kill": 0, "under_oom": 1, "failcnt": 4},
+        "cpu_throttling": {"nr_periods": 10, "nr_throttled": 2},
+    }
+    verifier = {
+        "peak": 100,
+        "cpu": 0.25,
+        "memory_events": {"oom_kill": 1, "under_oom": 1, "failcnt": 1},
+        "cpu_throttling": {"nr_periods": 5, "nr_throttled": 0},
+    }
     merged = merge_usage([agent, verifier])
     assert merged["peak"] == 300 and merged["cpu"] == 1.75
     assert merged["memory_events"] == {"oom_kill": 1, "under_oom": 1, "failcnt": 5}
     assert merged["cpu_throttling"] == {"nr_periods": 15, "nr_throttled": 2}
     assert merge_usage([{"peak": None, "cpu": None, "usage_source": "docker stats endpoint"}]) == {
-        "peak": None, "cpu": None, "usage_source": "docker stats endpoint"}
+        "peak": None,
+        "cpu": None,
+        "usage_source": "docker stats endpoint",
+    }

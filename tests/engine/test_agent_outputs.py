@@ -30,18 +30,27 @@ DEEP = "[" * 30000 + "]" * 30000
 
 def _facts(**kw: object) -> TrialFacts:
     base: dict[str, object] = dict(
-        enforcement="cgroup-v1", request_cpus=1, request_memory_bytes=1, limit_cpus=1, limit_memory_bytes=1,
-        qos_class="Guaranteed", agent=StepFacts(name="agent", exit_code=0),
-        verifier=StepFacts(name="verifier", exit_code=0), reward=0.0)
+        enforcement="cgroup-v1",
+        request_cpus=1,
+        request_memory_bytes=1,
+        limit_cpus=1,
+        limit_memory_bytes=1,
+        qos_class="Guaranteed",
+        agent=StepFacts(name="agent", exit_code=0),
+        verifier=StepFacts(name="verifier", exit_code=0),
+        reward=0.0,
+    )
     return TrialFacts(**{**base, **kw})  # type: ignore[arg-type]
 
 
 def _settle(facts: TrialFacts, grader: GoldenGrader | None = None, secrets: list[str] | None = None):
-    return settle(facts, reward_threshold=1.0, retry=RetryPolicy(), finished_before=0, secrets=secrets or [],
-                  grader=grader)
+    return settle(
+        facts, reward_threshold=1.0, retry=RetryPolicy(), finished_before=0, secrets=secrets or [], grader=grader
+    )
 
 
 # ---- one bounded JSON loader ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("text", [DEEP, '{"a":' * 5000 + "1" + "}" * 5000, "[" * 100000])
 def test_deep_json_is_a_value_error_not_a_recursion_error(text: str) -> None:
@@ -91,6 +100,7 @@ def test_a_grader_that_raises_on_the_answer_is_a_failed_answer(monkeypatch: pyte
 
 # ---- absurd self-reported usage ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("key", ["tokens_in", "tokens_out", "cost_usd"])
 def test_usage_above_its_cap_is_not_reported_and_the_evidence_says_so(key: str) -> None:
     cap = USAGE_CAPS[key]
@@ -115,6 +125,7 @@ def test_report_totals_stay_finite_whatever_the_store_holds(tasks_root: Path, tm
     # New results are capped as they are stored.
     facts = _facts(agent_result={"cost_usd": 1e308, "tokens_in": 5})
     from orchestrator.store.sqlite import _usage
+
     assert _usage(facts.agent_result, "cost_usd") is None and _usage(facts.agent_result, "tokens_in") == 5.0
     store.close()
 
@@ -129,7 +140,7 @@ def test_a_secret_straddling_the_tail_cut_is_redacted_whole_before_the_cut() -> 
     s = _settle(_facts(agent=StepFacts(name="agent", exit_code=0, stdout_tail=out)), secrets=[KEY])
     tail = s.facts.agent.stdout_tail
     assert len(tail.encode()) <= TAIL_BYTES and tail.endswith("x" * 100 + "\n")
-    assert not any(KEY[i:i + 4] in tail for i in range(len(KEY) - 3))
+    assert not any(KEY[i : i + 4] in tail for i in range(len(KEY) - 3))
 
 
 @pytest.mark.parametrize("cut", [4, 5, 20, len(KEY) - 1])
@@ -144,8 +155,10 @@ def test_short_fragments_and_other_text_stay() -> None:
 
 
 def test_every_section_of_a_log_of_cut_tails_is_scrubbed() -> None:
-    log = (f"{KEY[-9:]}abc\n===== tail of /logs/agent/stdout.txt =====\n{KEY[-12:]} more\n"
-           f"===== tail of /logs/agent/stderr.txt =====\nok\n{KEY[:7]}")
+    log = (
+        f"{KEY[-9:]}abc\n===== tail of /logs/agent/stdout.txt =====\n{KEY[-12:]} more\n"
+        f"===== tail of /logs/agent/stderr.txt =====\nok\n{KEY[:7]}"
+    )
     got = scrub_sections(log, [KEY])
     assert KEY[-9:] not in got and KEY[-12:] not in got and not got.endswith(KEY[:7])
     assert got.count(REDACTED) == 3 and "ok\n" in got and " more\n" in got

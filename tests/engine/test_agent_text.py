@@ -25,12 +25,19 @@ def test_lone_surrogates_and_undecodable_bytes_become_visible_escapes() -> None:
 
 
 def test_settle_hands_the_store_only_valid_utf8() -> None:
-    facts = TrialFacts(enforcement="cgroup-v2", request_cpus=1, request_memory_bytes=1, limit_cpus=None,
-                       limit_memory_bytes=None, qos_class="BestEffort", reward=0.0,
-                       agent=StepFacts(name="agent", exit_code=0, stdout_tail="out \ud800"),
-                       verifier=StepFacts(name="verifier", exit_code=0),
-                       agent_result={"answer": "\udcff"},
-                       extra=Evidence(sanitiser=SanitiserReport(status="crashed", detail=os.fsdecode(b"/app/\xfe"))))
+    facts = TrialFacts(
+        enforcement="cgroup-v2",
+        request_cpus=1,
+        request_memory_bytes=1,
+        limit_cpus=None,
+        limit_memory_bytes=None,
+        qos_class="BestEffort",
+        reward=0.0,
+        agent=StepFacts(name="agent", exit_code=0, stdout_tail="out \ud800"),
+        verifier=StepFacts(name="verifier", exit_code=0),
+        agent_result={"answer": "\udcff"},
+        extra=Evidence(sanitiser=SanitiserReport(status="crashed", detail=os.fsdecode(b"/app/\xfe"))),
+    )
     s = settle(facts, reward_threshold=1.0, retry=RetryPolicy(), finished_before=0, secrets=[])
     stored = json.loads(s.facts.model_dump_json())
     assert stored["agent"]["stdout_tail"] == "out \\ud800" and stored["agent_result"]["answer"] == "\\xff"

@@ -33,12 +33,18 @@ def _task(root: Path) -> Path:
 
 
 def test_both_toml_spellings_lose_the_secrets_and_keep_the_rest() -> None:
-    dotted = ('version = "1.0"\nenvironment = {cpus = 1, memory_mb = 64}\nagent.timeout_sec = 10\n'
-              f'verifier.timeout_sec = 10\nverifier.env.EXPECTED = "{SECRETS[1]}"\n'
-              f'solution = {{env = {{KEY = "{SECRETS[2]}"}}}}\ngrader.exact = "{SECRETS[0]}"\n')
+    dotted = (
+        'version = "1.0"\nenvironment = {cpus = 1, memory_mb = 64}\nagent.timeout_sec = 10\n'
+        f'verifier.timeout_sec = 10\nverifier.env.EXPECTED = "{SECRETS[1]}"\n'
+        f'solution = {{env = {{KEY = "{SECRETS[2]}"}}}}\ngrader.exact = "{SECRETS[0]}"\n'
+    )
     view = tomllib.loads(agent_task_toml(dotted))
-    assert view == {"version": "1.0", "environment": {"cpus": 1, "memory_mb": 64}, "agent": {"timeout_sec": 10},
-                    "verifier": {"timeout_sec": 10}}
+    assert view == {
+        "version": "1.0",
+        "environment": {"cpus": 1, "memory_mb": 64},
+        "agent": {"timeout_sec": 10},
+        "verifier": {"timeout_sec": 10},
+    }
     assert agent_task_toml("not [valid") == ""  # never passed through unread
     assert delivered("tests/task.toml", b"x = 1") == b"x = 1"  # only the task's own task.toml
 

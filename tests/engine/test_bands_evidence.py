@@ -32,11 +32,34 @@ def headroom(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 def test_task_band_sweep_matches_unbounded_at_far_less_reserved_memory(tmp_path: Path) -> None:
     picks = [a for t in HEAVY + PLAIN for a in ("--task", t)]
-    headroom("sweep", str(BUNDLED), *picks, "--multipliers", "1,3,unbounded", "--attempts", "10", "--concurrency", "2",
-             "--store", str(tmp_path / "calib.db"), "--format", "none")
+    headroom(
+        "sweep",
+        str(BUNDLED),
+        *picks,
+        "--multipliers",
+        "1,3,unbounded",
+        "--attempts",
+        "10",
+        "--concurrency",
+        "2",
+        "--store",
+        str(tmp_path / "calib.db"),
+        "--format",
+        "none",
+    )
     out, tasks_out = tmp_path / "bands", tmp_path / "tasks"
     # 10 attempts cannot settle a 10-point margin (that takes ~35); 30 points is what this size supports.
-    headroom("runs", "calibrate", str(tmp_path / "calib.db"), "--out-dir", str(out), "--tasks-out", str(tasks_out), "--margin", "0.3")
+    headroom(
+        "runs",
+        "calibrate",
+        str(tmp_path / "calib.db"),
+        "--out-dir",
+        str(out),
+        "--tasks-out",
+        str(tasks_out),
+        "--margin",
+        "0.3",
+    )
     doc = json.loads((out / "bands.json").read_text())
     bands = {b["task_id"]: b for b in doc["bands"]}
     assert all(b["status"] == "recommended" for b in bands.values()), [b["reasons"] for b in bands.values()]
@@ -59,8 +82,20 @@ def test_task_band_sweep_matches_unbounded_at_far_less_reserved_memory(tmp_path:
         assert all(lt["cpu"]["n_throttling"] == 10 for lt in b["limits"]), b["limits"]
     assert "CPU floor measured for 3 of 3 published tasks" in (out / "summary.md").read_text()
 
-    headroom("sweep", str(tasks_out), "--multipliers", "task-band,3,unbounded", "--attempts", "10", "--concurrency", "2",
-             "--store", str(tmp_path / "band.db"), "--format", "none")
+    headroom(
+        "sweep",
+        str(tasks_out),
+        "--multipliers",
+        "task-band,3,unbounded",
+        "--attempts",
+        "10",
+        "--concurrency",
+        "2",
+        "--store",
+        str(tmp_path / "band.db"),
+        "--format",
+        "none",
+    )
     store = Store.open_existing(tmp_path / "band.db")
     df = store.trial_frame(store.run().run_id)
     infra = df.assign(infra=df["outcome"] == "infra_error").groupby("config_label")["infra"].agg(["sum", "count"])

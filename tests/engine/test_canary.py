@@ -64,8 +64,12 @@ class IgnoresLimits(LocalBackend):
 
     def run(self, launch: Launch) -> TrialFacts:
         asked = launch.amounts
-        free = ResourceAmounts(request_cpus=asked.request_cpus, request_memory_bytes=asked.request_memory_bytes,
-                               limit_cpus=None, limit_memory_bytes=None)
+        free = ResourceAmounts(
+            request_cpus=asked.request_cpus,
+            request_memory_bytes=asked.request_memory_bytes,
+            limit_cpus=None,
+            limit_memory_bytes=None,
+        )
         facts = super().run(launch.model_copy(update={"amounts": free}))
         return facts.model_copy(update={"limit_cpus": asked.limit_cpus, "limit_memory_bytes": asked.limit_memory_bytes})
 
@@ -88,9 +92,16 @@ def _spun(share: float | str, *, via: str = "result", wall: float | str = 1.0) -
     account = {"spin_wall_s": wall, "spin_cpu_s": share}
     stdout = json.dumps(account) + "\n" if via == "stdout" else ""
     result = parse_agent_result(json.dumps(account)) if via == "result" else {}
-    return TrialFacts(enforcement="x", request_cpus=0.25, request_memory_bytes=1, limit_cpus=0.25, limit_memory_bytes=1,
-                      qos_class="Guaranteed", agent=StepFacts(name="agent", exit_code=0, stdout_tail=stdout),
-                      agent_result=result)
+    return TrialFacts(
+        enforcement="x",
+        request_cpus=0.25,
+        request_memory_bytes=1,
+        limit_cpus=0.25,
+        limit_memory_bytes=1,
+        qos_class="Guaranteed",
+        agent=StepFacts(name="agent", exit_code=0, stdout_tail=stdout),
+        agent_result=result,
+    )
 
 
 @pytest.mark.parametrize("via", ["result", "stdout"])
@@ -104,13 +115,16 @@ def test_cpu_quota_judgement_compares_with_an_unlimited_spin(via: str) -> None:
 
 def test_the_self_report_wins_over_stdout_and_a_bad_account_is_not_measured() -> None:
     # what the pod backend harvests for every try is the self-report, not a passing try's stdout
-    both = _spun(0.24).model_copy(update={"agent": StepFacts(name="agent", exit_code=0,
-                                                             stdout_tail='{"spin_wall_s": 1, "spin_cpu_s": 0.9}\n')})
+    both = _spun(0.24).model_copy(
+        update={"agent": StepFacts(name="agent", exit_code=0, stdout_tail='{"spin_wall_s": 1, "spin_cpu_s": 0.9}\n')}
+    )
     assert judge_cpu(0.25, both, _spun(0.97), declared=True)["cpu_share"] == 0.24
     # the try's own words are input: a NaN, a negative or a string is no account (and no crash)
     for bad in ("NaN", "-0.1", '"0.2"'):
         line = f'{{"spin_wall_s": 1.0, "spin_cpu_s": {bad}}}\n'
-        facts = _spun(0.0, via="none").model_copy(update={"agent": StepFacts(name="agent", exit_code=0, stdout_tail=line)})
+        facts = _spun(0.0, via="none").model_copy(
+            update={"agent": StepFacts(name="agent", exit_code=0, stdout_tail=line)}
+        )
         got = judge_cpu(0.25, facts, _spun(0.97), declared=True)
         assert got["cpu_share"] is None and got["limited"] is None, bad
         assert "reported no CPU time" in got["notes"][0]
@@ -124,15 +138,38 @@ def headroom(*args: str) -> subprocess.CompletedProcess[str]:
 def test_a_flagged_run_is_not_reported_as_a_resource_sweep(tasks_root: Path, tmp_path: Path) -> None:
     write_task(tasks_root, "t", solve='touch "$HEADROOM_WORKDIR/out"\n')
     store = tmp_path / "h.db"
-    res = headroom("sweep", str(tasks_root), "--multipliers", "1,unbounded", "--attempts", "1", "--enforcement", "rlimit",
-                   "--store", str(store), "--format", "markdown")
+    res = headroom(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "1,unbounded",
+        "--attempts",
+        "1",
+        "--enforcement",
+        "rlimit",
+        "--store",
+        str(store),
+        "--format",
+        "markdown",
+    )
     assert res.returncode == 0, res.stderr
     assert "limits do NOT bite" in res.stderr
     assert "**Not a resource sweep: the limits did not bite.**" in res.stdout
     assert "this run is not a resource sweep" in res.stdout  # the calibration refuses
     assert "Publish with limit" not in res.stdout
-    skipped = headroom("sweep", str(tasks_root), "--multipliers", "1", "--attempts", "1", "--no-canary",
-                       "--store", str(tmp_path / "n.db"), "--format", "markdown")
+    skipped = headroom(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "1",
+        "--attempts",
+        "1",
+        "--no-canary",
+        "--store",
+        str(tmp_path / "n.db"),
+        "--format",
+        "markdown",
+    )
     assert skipped.returncode == 0, skipped.stderr
     assert "whether the limits bite was not checked" in skipped.stdout
 
@@ -167,7 +204,10 @@ def test_the_canary_runs_on_every_node_a_backend_names() -> None:
     finally:
         backend.close()
     assert got["targets"] == ["node-a", "node-b"]
-    assert sorted({a["target"] for a in got["arms"]}) == ["node-a", "node-b"] and set(got["cpu"]) == {"node-a", "node-b"}
+    assert sorted({a["target"] for a in got["arms"]}) == ["node-a", "node-b"] and set(got["cpu"]) == {
+        "node-a",
+        "node-b",
+    }
     # above, below, the CPU probe and its unlimited reference: four tries pinned to each node
     assert sorted(backend.seen) == ["node-a"] * 4 + ["node-b"] * 4
     # the CPU pair starts only when every memory try is over (their start-up would eat the CPU it measures)
@@ -186,11 +226,22 @@ def interrupt(store: Path) -> None:
 @pytest.mark.cgroup
 @requires_cgroups
 def test_resume_runs_the_canary_again_and_a_resume_whose_limits_do_not_bite_flags_the_run(
-        tasks_root: Path, tmp_path: Path) -> None:
+    tasks_root: Path, tmp_path: Path
+) -> None:
     write_task(tasks_root, "t", solve='touch "$HEADROOM_WORKDIR/out"\n')
     store = tmp_path / "h.db"
-    first = headroom("sweep", str(tasks_root), "--multipliers", "1,unbounded", "--attempts", "2", "--store", str(store),
-                     "--format", "none")
+    first = headroom(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "1,unbounded",
+        "--attempts",
+        "2",
+        "--store",
+        str(store),
+        "--format",
+        "none",
+    )
     assert first.returncode == 0, first.stderr
     interrupt(store)
     # the same run resumed under the rlimit fallback: the machine the rest would run on no longer enforces
@@ -207,7 +258,9 @@ def test_resume_runs_the_canary_again_and_a_resume_whose_limits_do_not_bite_flag
     assert "**Not a resource sweep: the limits did not bite.**" in resumed.stdout
     assert "Enforcement canary (at start): limits bite" in resumed.stdout
     assert f"Enforcement canary (on resume at {again['resumed_at']}): **limits do not bite" in resumed.stdout
-    assert f"on resume at {again['resumed_at']}: 1x-strict on local: memory is capped only by the rlimit" in resumed.stdout
+    assert (
+        f"on resume at {again['resumed_at']}: 1x-strict on local: memory is capped only by the rlimit" in resumed.stdout
+    )
     # a second resume that is fine again does not wash the flag out: every canary of the run counts
     interrupt(store)
     second = headroom("resume", "--store", str(store), "--format", "markdown")

@@ -30,15 +30,20 @@ def test_cleanup_reports_a_work_dir_it_cannot_remove_as_kept(tmp_path: Path) -> 
     if subprocess.run(["chattr", "+i", str(pinned)], capture_output=True).returncode != 0:
         pytest.skip("chattr +i is not supported on this file system")
     try:
-        res = subprocess.run([sys.executable, "-m", "orchestrator", "runs", "cleanup", "--backend", "local"],
-                             capture_output=True, text=True, timeout=120)
+        res = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "runs", "cleanup", "--backend", "local"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert res.returncode == 0, res.stderr
         lines = res.stdout.splitlines()
         # (any headroom starting on this machine reaps dead processes' work roots: another may have been first)
         assert not gone.exists()
         assert f"removed {stuck}" not in lines and stuck.exists()
         assert [line for line in lines if line.startswith(f"kept    {stuck} ")] == [
-            f"kept    {stuck} (could not be removed: something in it refuses deletion)"], res.stdout
+            f"kept    {stuck} (could not be removed: something in it refuses deletion)"
+        ], res.stdout
     finally:
         subprocess.run(["chattr", "-i", str(pinned)], check=False)
         subprocess.run(["rm", "-rf", str(stuck), str(gone)], check=False)

@@ -14,7 +14,9 @@ OK_SOLVE = 'touch "$HEADROOM_WORKDIR/out"\n'
 
 
 def headroom(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 def assert_user_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -89,8 +91,20 @@ def test_unknown_task_selection(tasks_root: Path, store: Path) -> None:
 
 def test_rlimit_enforcement_is_said_plainly_and_recorded(tasks_root: Path, store: Path) -> None:
     write_task(tasks_root, "t", solve=OK_SOLVE)
-    proc = headroom("sweep", str(tasks_root), "--multipliers", "1,unbounded", "--attempts", "1", "--enforcement", "rlimit",
-                    "--store", str(store), "--format", "json")
+    proc = headroom(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "1,unbounded",
+        "--attempts",
+        "1",
+        "--enforcement",
+        "rlimit",
+        "--store",
+        str(store),
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "enforcement: rlimit" in proc.stderr and "CPU limits are NOT enforced" in proc.stderr
     import json

@@ -20,8 +20,20 @@ from tests.taskfactory import requires_cgroups, write_task
 def test_agent_command_alone_runs_that_command_not_the_oracle(tasks_root: Path, tmp_path: Path) -> None:
     write_task(tasks_root, "t", solve='touch "$HEADROOM_WORKDIR/out"\n')  # the oracle would pass
     store = tmp_path / "h.db"
-    res = headroom("sweep", str(tasks_root), "--multipliers", "unbounded", "--attempts", "1", "--agent-command", "true",
-                   "--store", str(store), "--format", "json")
+    res = headroom(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "unbounded",
+        "--attempts",
+        "1",
+        "--agent-command",
+        "true",
+        "--store",
+        str(store),
+        "--format",
+        "json",
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["experiment"]["agent"]["kind"] == "command"
@@ -30,10 +42,24 @@ def test_agent_command_alone_runs_that_command_not_the_oracle(tasks_root: Path, 
 
 def test_agent_cannot_forge_the_verifiers_reward(tasks_root: Path, tmp_path: Path) -> None:
     write_task(tasks_root, "t", solve="true\n", test='echo 0 > "$HEADROOM_LOGS_DIR/reward.txt"\n')
-    forge = ('for d in "$HEADROOM_LOGS_DIR/.." "$HEADROOM_LOGS_DIR/../verifier" "$HOME" "$HOME/logs/verifier" '
-             '"$HEADROOM_WORKDIR" "$HEADROOM_WORKDIR/.."; do mkdir -p "$d" && echo 1 > "$d/reward.txt"; done')
-    res = headroom("sweep", str(tasks_root), "--multipliers", "unbounded", "--attempts", "1", "--agent-command", forge,
-                   "--store", str(tmp_path / "h.db"), "--format", "json")
+    forge = (
+        'for d in "$HEADROOM_LOGS_DIR/.." "$HEADROOM_LOGS_DIR/../verifier" "$HOME" "$HOME/logs/verifier" '
+        '"$HEADROOM_WORKDIR" "$HEADROOM_WORKDIR/.."; do mkdir -p "$d" && echo 1 > "$d/reward.txt"; done'
+    )
+    res = headroom(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "unbounded",
+        "--attempts",
+        "1",
+        "--agent-command",
+        forge,
+        "--store",
+        str(tmp_path / "h.db"),
+        "--format",
+        "json",
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["configurations"][0]["counts"]["failed"] == 1
 
@@ -42,9 +68,24 @@ def test_flags_are_not_mistaken_for_secrets_and_the_run_resumes(tasks_root: Path
     write_task(tasks_root, "t", solve=OK_SOLVE)
     store = tmp_path / "h.db"
     # (a path on the host is not visible in the sandbox: the preflight would refuse it)
-    cmd = 'bash -c \'touch "$HEADROOM_WORKDIR/out"\' agent --max-tokens=4096'
-    assert headroom("sweep", str(tasks_root), "--multipliers", "1", "--attempts", "1", "--agent-command", cmd,
-                    "--store", str(store), "--format", "none").returncode == 0
+    cmd = "bash -c 'touch \"$HEADROOM_WORKDIR/out\"' agent --max-tokens=4096"
+    assert (
+        headroom(
+            "sweep",
+            str(tasks_root),
+            "--multipliers",
+            "1",
+            "--attempts",
+            "1",
+            "--agent-command",
+            cmd,
+            "--store",
+            str(store),
+            "--format",
+            "none",
+        ).returncode
+        == 0
+    )
     doc = json.loads(headroom("report", "--store", str(store), "--format", "json").stdout)
     assert doc["experiment"]["agent"]["command"] == cmd
     res = headroom("resume", "--store", str(store), "--format", "none")
@@ -55,8 +96,20 @@ def test_flags_are_not_mistaken_for_secrets_and_the_run_resumes(tasks_root: Path
 def test_task_ids_that_differ_only_in_punctuation_do_not_share_a_cgroup(tasks_root: Path, tmp_path: Path) -> None:
     write_task(tasks_root, "a.b", solve='sleep 1; touch "$HEADROOM_WORKDIR/out"\n')
     write_task(tasks_root, "a_b", solve='sleep 2; touch "$HEADROOM_WORKDIR/out"\n')
-    res = headroom("sweep", str(tasks_root), "--multipliers", "1", "--attempts", "1", "--concurrency", "2",
-                   "--store", str(tmp_path / "h.db"), "--format", "json")
+    res = headroom(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "1",
+        "--attempts",
+        "1",
+        "--concurrency",
+        "2",
+        "--store",
+        str(tmp_path / "h.db"),
+        "--format",
+        "json",
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["configurations"][0]["counts"]["passed"] == 2
 
@@ -66,10 +119,29 @@ def test_a_second_process_cannot_resume_a_run_that_is_still_executing(tasks_root
     # while the first still executes; both trials run at once, so the test takes one sleep.
     write_task(tasks_root, "slow", solve='sleep 15; touch "$HEADROOM_WORKDIR/out"\n', agent_timeout=60)
     store = tmp_path / "h.db"
-    first = subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", str(tasks_root), "--multipliers", "1",
-                              "--attempts", "2", "--concurrency", "2", "--store", str(store), "--format", "none",
-                              "--no-canary"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            str(tasks_root),
+            "--multipliers",
+            "1",
+            "--attempts",
+            "2",
+            "--concurrency",
+            "2",
+            "--store",
+            str(store),
+            "--format",
+            "none",
+            "--no-canary",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -90,8 +162,12 @@ def test_resume_refuses_changed_flags_and_missing_tasks(tasks_root: Path, tmp_pa
     write_task(tasks_root, "t", solve=OK_SOLVE)
     write_task(tasks_root, "u", solve=OK_SOLVE)
     store = tmp_path / "h.db"
-    assert headroom("sweep", str(tasks_root), "--multipliers", "1", "--attempts", "1", "--store", str(store),
-                    "--format", "none").returncode == 0
+    assert (
+        headroom(
+            "sweep", str(tasks_root), "--multipliers", "1", "--attempts", "1", "--store", str(store), "--format", "none"
+        ).returncode
+        == 0
+    )
     assert_user_error(headroom("resume", "--attempts", "5", "--store", str(store)), "No such option", "--attempts")
     shutil.rmtree(tasks_root / "u")
     with closing(sqlite3.connect(store)) as db, db:  # as if interrupted: a finished run has nothing to resume
@@ -101,18 +177,25 @@ def test_resume_refuses_changed_flags_and_missing_tasks(tasks_root: Path, tmp_pa
 
 @pytest.mark.parametrize(
     ("yaml_text", "needles"),
-    [("agent: oracle\n", ("agent", "expected a mapping")),
-     ("model: gpt\n", ("model", "expected a mapping")),
-     ("retry: 3\n", ("retry", "expected a mapping")),
-     ("agent: {kind: oracle, command: x}\n", ("agent", "takes no command"))],
+    [
+        ("agent: oracle\n", ("agent", "expected a mapping")),
+        ("model: gpt\n", ("model", "expected a mapping")),
+        ("retry: 3\n", ("retry", "expected a mapping")),
+        ("agent: {kind: oracle, command: x}\n", ("agent", "takes no command")),
+    ],
 )
-def test_experiment_file_wrong_types(tasks_root: Path, tmp_path: Path, yaml_text: str, needles: tuple[str, ...]) -> None:
+def test_experiment_file_wrong_types(
+    tasks_root: Path, tmp_path: Path, yaml_text: str, needles: tuple[str, ...]
+) -> None:
     write_task(tasks_root, "t", solve=OK_SOLVE)
     exp = tmp_path / "e.yaml"
     exp.write_text(f"tasks_dir: {tasks_root}\n{yaml_text}")
     store = tmp_path / "h.db"
-    assert_user_error(headroom("sweep", "--experiment", str(exp), "--model", "x", "--retries", "1", "--store", str(store)),
-                      str(exp), *needles)
+    assert_user_error(
+        headroom("sweep", "--experiment", str(exp), "--model", "x", "--retries", "1", "--store", str(store)),
+        str(exp),
+        *needles,
+    )
     assert not store.exists()
 
 
@@ -148,8 +231,14 @@ def test_unwritable_places_and_non_directories(tmp_path: Path, tasks_root: Path)
     assert_user_error(headroom("sweep", str(tasks_root), "--store", str(blocker / "h.db")), "cannot create the store")
     assert_user_error(headroom("sweep", str(blocker), "--store", str(tmp_path / "h.db")), "not a directory of tasks")
     store = tmp_path / "h.db"
-    assert headroom("sweep", str(tasks_root), "--multipliers", "1", "--attempts", "1", "--store", str(store),
-                    "--format", "none").returncode == 0
-    assert_user_error(headroom("report", "--store", str(store), "--format", "markdown", "-o", str(tmp_path / "no" / "r.md")),
-                      f"--output: directory {tmp_path / 'no'} does not exist")
+    assert (
+        headroom(
+            "sweep", str(tasks_root), "--multipliers", "1", "--attempts", "1", "--store", str(store), "--format", "none"
+        ).returncode
+        == 0
+    )
+    assert_user_error(
+        headroom("report", "--store", str(store), "--format", "markdown", "-o", str(tmp_path / "no" / "r.md")),
+        f"--output: directory {tmp_path / 'no'} does not exist",
+    )
     assert_user_error(headroom("report", "--store", str(store), "--reference", "unbounded"), "no finished trials under")

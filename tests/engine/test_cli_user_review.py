@@ -26,10 +26,18 @@ KEY = "HEADROOM_TEST_AGENT_KEY"
 AGENT = 'touch "$HEADROOM_WORKDIR/out"; echo \'{"tokens_in": 11704, "tokens_out": 5}\' > "$HEADROOM_AGENT_RESULT"'
 
 
-def headroom(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def headroom(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k != KEY}
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**full, **(env or {})}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**full, **(env or {})},
+        timeout=300,
+    )
 
 
 def _copy_store(src: Path, dest_dir: Path) -> Path:
@@ -43,9 +51,13 @@ def _copy_store(src: Path, dest_dir: Path) -> Path:
 def _record(store: Path) -> dict[str, Any]:
     """Everything a resume could change about a run: its row, its provenance and its tries."""
     with closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db, db:
-        return {"runs": db.execute("SELECT * FROM runs").fetchall(),
-                "provenance": db.execute("SELECT * FROM provenance").fetchall(),
-                "executions": db.execute("SELECT run_id, trial_id, try, status, final FROM executions ORDER BY 1, 2, 3").fetchall()}
+        return {
+            "runs": db.execute("SELECT * FROM runs").fetchall(),
+            "provenance": db.execute("SELECT * FROM provenance").fetchall(),
+            "executions": db.execute(
+                "SELECT run_id, trial_id, try, status, final FROM executions ORDER BY 1, 2, 3"
+            ).fetchall(),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +69,30 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     for name in ("t", "u"):
         write_task(tasks, name, solve=OK_SOLVE)
     store = root / "h.db"
-    res = headroom("sweep", str(tasks), "--multipliers", "1x-strict,unbounded", "--attempts", "1", "--enforcement", "rlimit",
-                   "--no-canary", "--retries", "1", "--timeout-multiplier", "2", "--agent-command", AGENT,
-                   "--agent-env", KEY, "--store", str(store), "--format", "none", env={KEY: "secret-value"})
+    res = headroom(
+        "sweep",
+        str(tasks),
+        "--multipliers",
+        "1x-strict,unbounded",
+        "--attempts",
+        "1",
+        "--enforcement",
+        "rlimit",
+        "--no-canary",
+        "--retries",
+        "1",
+        "--timeout-multiplier",
+        "2",
+        "--agent-command",
+        AGENT,
+        "--agent-env",
+        KEY,
+        "--store",
+        str(store),
+        "--format",
+        "none",
+        env={KEY: "secret-value"},
+    )
     assert res.returncode == 0, res.stderr
     return tasks, store
 
@@ -102,8 +135,21 @@ def test_run_id_without_resume_is_refused(tasks_root: Path, tmp_path: Path) -> N
 def test_plain_progress_lines_when_stderr_is_not_a_terminal(tasks_root: Path, tmp_path: Path) -> None:
     for name in ("a", "b", "c", "d", "e"):
         write_task(tasks_root, name, solve=OK_SOLVE)
-    res = headroom("sweep", str(tasks_root), "--multipliers", "unbounded", "--attempts", "2", "--enforcement", "rlimit",
-                   "--no-canary", "--store", str(tmp_path / "h.db"), "--format", "none")
+    res = headroom(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "unbounded",
+        "--attempts",
+        "2",
+        "--enforcement",
+        "rlimit",
+        "--no-canary",
+        "--store",
+        str(tmp_path / "h.db"),
+        "--format",
+        "none",
+    )
     assert res.returncode == 0, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("sweep: ")]
     # 10 trials: a line at every 10% of the plan, each with the tally, the elapsed time and an ETA.
@@ -123,17 +169,31 @@ def test_output_path_mistakes_are_one_line_errors(swept: tuple[Path, Path], tmp_
     missing = tmp_path / "no" / "such"
     cases = [
         (("report", "--store", str(store), "-o", str(tmp_path)), f"{tmp_path}: --output: is a directory"),
-        (("report", "--store", str(store), "-o", str(missing / "r.md"), "--format", "markdown"),
-         f"{missing / 'r.md'}: --output: directory {missing} does not exist"),
-        (("report", "--store", str(store), "-o", str(a_file / "r.html"), "--format", "html"),
-         f"directory {a_file} is not a directory"),
-        (("runs", "calibrate", str(store), "--out-dir", str(a_file)), f"{a_file}: --out-dir: exists and is not a directory"),
-        (("runs", "calibrate", str(store), "--out-dir", "/proc/headroom-no-such"),
-         "/proc/headroom-no-such: --out-dir: cannot create the directory"),
-        (("runs", "calibrate", str(store), "--out-dir", str(tmp_path / "bands"), "--tasks-out", str(a_file)),
-         f"{a_file}: --tasks-out: exists and is not a directory"),
+        (
+            ("report", "--store", str(store), "-o", str(missing / "r.md"), "--format", "markdown"),
+            f"{missing / 'r.md'}: --output: directory {missing} does not exist",
+        ),
+        (
+            ("report", "--store", str(store), "-o", str(a_file / "r.html"), "--format", "html"),
+            f"directory {a_file} is not a directory",
+        ),
+        (
+            ("runs", "calibrate", str(store), "--out-dir", str(a_file)),
+            f"{a_file}: --out-dir: exists and is not a directory",
+        ),
+        (
+            ("runs", "calibrate", str(store), "--out-dir", "/proc/headroom-no-such"),
+            "/proc/headroom-no-such: --out-dir: cannot create the directory",
+        ),
+        (
+            ("runs", "calibrate", str(store), "--out-dir", str(tmp_path / "bands"), "--tasks-out", str(a_file)),
+            f"{a_file}: --tasks-out: exists and is not a directory",
+        ),
         (("runs", "bundle", "--store", str(store), "-o", str(missing / "b.json")), "--output: directory"),
-        (("tasks", "import", str(tasks), "--out-dir", str(a_file)), f"{a_file}: --out-dir: exists and is not a directory"),
+        (
+            ("tasks", "import", str(tasks), "--out-dir", str(a_file)),
+            f"{a_file}: --out-dir: exists and is not a directory",
+        ),
         (("tasks", "audit", str(tasks), "-o", str(missing / "a.jsonl")), "--output: directory"),
     ]
     for args, needle in cases:
@@ -148,13 +208,19 @@ def test_output_path_mistakes_are_one_line_errors(swept: tuple[Path, Path], tmp_
 def test_a_missing_store_file_is_named_as_such(swept: tuple[Path, Path], tmp_path: Path) -> None:
     store = swept[1]
     default = Path("headroom-results/headroom.db")
-    for args in (("runs", "compare", str(store), "nosuchfile.db"), ("runs", "calibrate", "nosuch.db"),
-                 ("runs", "compare", str(store), str(tmp_path / "gone" / "x.db"))):
+    for args in (
+        ("runs", "compare", str(store), "nosuchfile.db"),
+        ("runs", "calibrate", "nosuch.db"),
+        ("runs", "compare", str(store), str(tmp_path / "gone" / "x.db")),
+    ):
         bad = next(a for a in args[2:] if a != str(store))
-        assert_user_error(headroom(*args, cwd=tmp_path),
-                          f"error: {bad}: no such file (and no run with that id in {default})")
-    assert_user_error(headroom("runs", "compare", str(store), "nosuch.db:20261201T000000Z-abcdef", cwd=tmp_path),
-                      "error: nosuch.db: no such file")
+        assert_user_error(
+            headroom(*args, cwd=tmp_path), f"error: {bad}: no such file (and no run with that id in {default})"
+        )
+    assert_user_error(
+        headroom("runs", "compare", str(store), "nosuch.db:20261201T000000Z-abcdef", cwd=tmp_path),
+        "error: nosuch.db: no such file",
+    )
     # A run id is still looked up in --store.
     res = headroom("runs", "compare", "nosuchrun", "nosuchrun", "--store", str(store))
     assert_user_error(res, str(store), "no run 'nosuchrun'")
@@ -213,8 +279,10 @@ def test_calibrate_claims_only_the_files_it_wrote(swept: tuple[Path, Path], tmp_
     assert res.stdout.count("refused:") == 2  # one attempt each: every task is refused
     assert sorted(p.name for p in out.iterdir()) == ["bands.json", "summary.md"]
     assert not banded.exists()
-    assert res.stderr.strip().splitlines()[-1] == (f"written: {out / 'summary.md'}, {out / 'bands.json'}; no task was "
-                                                   f"published, so no patch and nothing in {banded}")
+    assert res.stderr.strip().splitlines()[-1] == (
+        f"written: {out / 'summary.md'}, {out / 'bands.json'}; no task was "
+        f"published, so no patch and nothing in {banded}"
+    )
 
 
 # 15: YAML line numbers, regrade naming, the viewer's token counts, "unrecorded model" ---------------------------

@@ -51,8 +51,15 @@ def _local_run(root: Path, store: Store) -> tuple[str, TrialFacts]:
     exp = Experiment(tasks_dir=str(root), configurations=["1x-strict"], attempts=1)
     tasks = prepare(exp)
     (trial,) = plan(exp, tasks)
-    run_id = store.create_run(name="ev", backend="local", enforcement="auto", spec=exp.model_dump(mode="json"),
-                              provenance={}, tasks=tasks, trials=[trial])
+    run_id = store.create_run(
+        name="ev",
+        backend="local",
+        enforcement="auto",
+        spec=exp.model_dump(mode="json"),
+        provenance={},
+        tasks=tasks,
+        trials=[trial],
+    )
     backend = LocalBackend()
     try:
         raw = backend.run(build_launch(run_id, trial, 0, tasks[0], exp))
@@ -103,16 +110,43 @@ def test_pod_facts_fill_the_one_schema_for_every_signal() -> None:
 def test_docker_facts_fill_the_one_schema() -> None:
     """What the Docker backend writes, through its own helpers, on the bodies its unit tests use: a container's
     cgroup counters over two runs, or the stats endpoint's, the image it resolved, the engine's State."""
-    parts = {"cgroup": [{"peak": 300, "cpu": 1.5, "memory_events": {"oom_kill": 0, "under_oom": 1, "failcnt": 4},
-                         "cpu_throttling": {"nr_periods": 10, "nr_throttled": 2, "throttled_usec": 7}},
-                        {"peak": 100, "cpu": 0.25, "memory_events": {"oom_kill": 1, "max": 3},
-                         "cpu_throttling": {"nr_periods": 5, "nr_throttled": 0, "nr_bursts": 0}}],
-             "stats": [{"peak": None, "cpu": 0.5, "usage_source": "docker stats endpoint",
-                        "cpu_throttling": {"periods": 8, "throttled_periods": 1, "throttled_time": 500_000_000}}]}
+    parts = {
+        "cgroup": [
+            {
+                "peak": 300,
+                "cpu": 1.5,
+                "memory_events": {"oom_kill": 0, "under_oom": 1, "failcnt": 4},
+                "cpu_throttling": {"nr_periods": 10, "nr_throttled": 2, "throttled_usec": 7},
+            },
+            {
+                "peak": 100,
+                "cpu": 0.25,
+                "memory_events": {"oom_kill": 1, "max": 3},
+                "cpu_throttling": {"nr_periods": 5, "nr_throttled": 0, "nr_bursts": 0},
+            },
+        ],
+        "stats": [
+            {
+                "peak": None,
+                "cpu": 0.5,
+                "usage_source": "docker stats endpoint",
+                "cpu_throttling": {"periods": 8, "throttled_periods": 1, "throttled_time": 500_000_000},
+            }
+        ],
+    }
     for how, used in parts.items():
-        facts = TrialFacts(enforcement="cgroup-v2", request_cpus=1, request_memory_bytes=1 << 26, limit_cpus=1,
-                           limit_memory_bytes=1 << 26, qos_class="Guaranteed", agent=StepFacts(name="agent"))
-        facts.extra.image = ImageInfo("r/t:1", "sha256:" + "a" * 64, ("r/t@sha256:" + "b" * 64,), built=True).provenance()
+        facts = TrialFacts(
+            enforcement="cgroup-v2",
+            request_cpus=1,
+            request_memory_bytes=1 << 26,
+            limit_cpus=1,
+            limit_memory_bytes=1 << 26,
+            qos_class="Guaranteed",
+            agent=StepFacts(name="agent"),
+        )
+        facts.extra.image = ImageInfo(
+            "r/t:1", "sha256:" + "a" * 64, ("r/t@sha256:" + "b" * 64,), built=True
+        ).provenance()
         facts.extra.cgroup = "cgroup-v2" if how == "cgroup" else None
         DockerBackend._usage(used, facts)
         facts.extra.container_state = ContainerState(OOMKilled=True, ExitCode=137, Error="")
@@ -139,8 +173,11 @@ def test_a_writer_cannot_invent_a_key_or_a_type() -> None:
 def test_every_key_the_sanitiser_and_the_runner_report_has_a_typed_field() -> None:
     assert set(sanitiser._COUNTS) <= set(SanitiserReport.model_fields)
     report = sanitiser.parse("status=ok\n" + "".join(f"{k}=1\n" for k in sanitiser._COUNTS), 0, False)
-    assert report.evidence(0.5).model_dump() == {"status": "ok", **dict.fromkeys(sanitiser._COUNTS, 1),
-                                                 "duration_s": 0.5}
+    assert report.evidence(0.5).model_dump() == {
+        "status": "ok",
+        **dict.fromkeys(sanitiser._COUNTS, 1),
+        "duration_s": 0.5,
+    }
     kept = RunnerEvidence.keys()
     parsed = message.parse("v=1\n" + "".join(f"{k}=x\n" for k in kept) + "reward=1\n")
     assert parsed is not None and set(parsed.evidence().model_dump()) == set(kept)
@@ -150,14 +187,24 @@ def test_only_what_a_writer_set_is_written_and_it_reads_back_the_same() -> None:
     ev = Evidence(node=None, overcommit=Overcommit(scope="host", placement="default", ratio_max=0.5))
     ev.storage_peak_bytes = 10
     dumped = ev.model_dump(mode="json")
-    assert dumped == {"node": None, "storage_peak_bytes": 10, "schema_version": SCHEMA_VERSION,
-                      "overcommit": {"scope": "host", "placement": "default", "ratio_max": 0.5}}
+    assert dumped == {
+        "node": None,
+        "storage_peak_bytes": 10,
+        "schema_version": SCHEMA_VERSION,
+        "overcommit": {"scope": "host", "placement": "default", "ratio_max": 0.5},
+    }
     assert read_stored(dumped) == ev and Evidence.model_validate(dumped) == ev
 
 
 def _facts_row() -> dict[str, Any]:
-    return TrialFacts(enforcement="cgroup-v2", request_cpus=1, request_memory_bytes=1, limit_cpus=None,
-                      limit_memory_bytes=None, qos_class="BestEffort").model_dump(mode="json")
+    return TrialFacts(
+        enforcement="cgroup-v2",
+        request_cpus=1,
+        request_memory_bytes=1,
+        limit_cpus=None,
+        limit_memory_bytes=None,
+        qos_class="BestEffort",
+    ).model_dump(mode="json")
 
 
 def test_an_old_shape_evidence_row_still_reads(tasks_root: Path, tmp_path: Path) -> None:
@@ -170,12 +217,20 @@ def test_an_old_shape_evidence_row_still_reads(tasks_root: Path, tmp_path: Path)
     old["extra"] = {k: v for k, v in old["extra"].items() if k != "schema_version"} | {
         "link_scan": {"links": ["/app/a"], "removed": 1},  # replaced by the sanitiser
         "runner": {"workdir": "/app", "sweep_left": "0"},  # a runner key since split in two
-        "overcommit": {"scope": "host", "placement": "default", "capacity_bytes": 1000,
-                       "concurrent_limit_bytes_max": 1500, "ratio_max": 1.5, "concurrent_tries_max": 2,
-                       "unbounded_in_flight": True},
+        "overcommit": {
+            "scope": "host",
+            "placement": "default",
+            "capacity_bytes": 1000,
+            "concurrent_limit_bytes_max": 1500,
+            "ratio_max": 1.5,
+            "concurrent_tries_max": 2,
+            "unbounded_in_flight": True,
+        },
         "cpu_throttling": {"nr_periods": 10, "nr_throttled": 4, "throttled_usec": 2_000_000},
     }
-    store.db.execute("UPDATE evidence SET json = ? WHERE run_id = ? AND trial_id = ?", (json.dumps(old), run_id, trial_id))
+    store.db.execute(
+        "UPDATE evidence SET json = ? WHERE run_id = ? AND trial_id = ?", (json.dumps(old), run_id, trial_id)
+    )
     store.db.commit()
     (row,) = store.evidence(run_id, trial_id)
 
@@ -198,8 +253,9 @@ def test_an_old_shape_evidence_row_still_reads(tasks_root: Path, tmp_path: Path)
 
     bundled = Store(tmp_path / "b.db")
     imported = bundled.import_run(*store.export_run(run_id))
-    cols = bundled.db.execute("SELECT overcommit_ratio, overcommit_beside_unbounded FROM executions WHERE run_id = ?",
-                              (imported,)).fetchone()
+    cols = bundled.db.execute(
+        "SELECT overcommit_ratio, overcommit_beside_unbounded FROM executions WHERE run_id = ?", (imported,)
+    ).fetchone()
     assert tuple(cols) == (1.5, 1)
     bundled.close()
     store.close()
@@ -240,8 +296,9 @@ def test_the_cli_prints_the_one_evidence_schema_a_stored_row_is_checked_against(
     import subprocess
     import sys
 
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "schema", "evidence"], capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "schema", "evidence"], capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stderr
     printed = json.loads(res.stdout)
     assert printed == evidence_schema() and printed["$id"].startswith("headroom.evidence/")

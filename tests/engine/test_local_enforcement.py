@@ -54,7 +54,7 @@ def test_memory_hog_is_oom_killed_at_its_limit_and_passes_unbounded(tasks_root: 
 
 def test_oom_is_detected_from_the_cgroup_even_when_the_agent_exits_zero(tasks_root: Path) -> None:
     # The agent swallows its child's SIGKILL and exits 0: exit codes alone would call this a pass.
-    write_task(tasks_root, "swallow", solve=HOG.format(mb=100).rstrip() + " || true\ntouch \"$HEADROOM_WORKDIR/out\"\n")
+    write_task(tasks_root, "swallow", solve=HOG.format(mb=100).rstrip() + ' || true\ntouch "$HEADROOM_WORKDIR/out"\n')
     _, res = run_all(tasks_root, ["1x-strict"])
     facts, verdict = res["1x-strict"]
     assert facts.agent is not None and facts.agent.exit_code == 0
@@ -116,8 +116,12 @@ def test_rlimit_fallback_caps_memory_and_says_so(tasks_root: Path) -> None:
 
 
 def test_rlimit_mode_never_takes_an_oom_claim_from_agent_text(tasks_root: Path) -> None:
-    write_task(tasks_root, "liar", solve='echo "fatal: out of memory" >&2; echo "MemoryError" >&2\n'
-                                        'echo "std::bad_alloc: Cannot allocate memory" >&2; exit 1\n')
+    write_task(
+        tasks_root,
+        "liar",
+        solve='echo "fatal: out of memory" >&2; echo "MemoryError" >&2\n'
+        'echo "std::bad_alloc: Cannot allocate memory" >&2; exit 1\n',
+    )
     _, res = run_all(tasks_root, ["1x-strict"], enforcement="rlimit")
     facts, verdict = res["1x-strict"]
     assert "out of memory" in facts.agent.stderr_tail
@@ -133,23 +137,37 @@ def test_each_trial_gets_its_own_workdir_removed_after(tasks_root: Path) -> None
     backend = LocalBackend()
     try:
         for trial in plan(exp, list(tasks.values())):
-            assert classify(backend.run(build_launch("test", trial, 0, tasks[trial.task_id], exp))).outcome is Outcome.PASSED
+            assert (
+                classify(backend.run(build_launch("test", trial, 0, tasks[trial.task_id], exp))).outcome
+                is Outcome.PASSED
+            )
         assert sorted(p.name for p in backend.workroot.iterdir()) in ([], ["tasks"])  # only the read-only task copy
     finally:
         backend.close()
     assert not backend.workroot.exists()
 
 
-def test_secrets_handed_to_the_agent_never_reach_the_store(tasks_root: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secrets_handed_to_the_agent_never_reach_the_store(
+    tasks_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     secret = "sk-live-abcdefghijklmnop1234567890"
     monkeypatch.setenv("DEMO_API_KEY", secret)
-    write_task(tasks_root, "leaky", solve="true\n",
-               test='echo "verifier saw ${DEMO_API_KEY:-unset}"\n'
-                    'if [ -f "$HEADROOM_WORKDIR/out" ]; then echo 1; else echo 0; fi > "$HEADROOM_LOGS_DIR/reward.txt"\n')
-    agent = f'echo "my key is $DEMO_API_KEY"; echo "$DEMO_API_KEY" >&2; touch "$HEADROOM_WORKDIR/out" # --token={secret}'
-    exp = Experiment(tasks_dir=str(tasks_root), configurations=["unbounded"], attempts=1,
-                     agent={"command": agent, "env_passthrough": ["DEMO_API_KEY"]})
+    write_task(
+        tasks_root,
+        "leaky",
+        solve="true\n",
+        test='echo "verifier saw ${DEMO_API_KEY:-unset}"\n'
+        'if [ -f "$HEADROOM_WORKDIR/out" ]; then echo 1; else echo 0; fi > "$HEADROOM_LOGS_DIR/reward.txt"\n',
+    )
+    agent = (
+        f'echo "my key is $DEMO_API_KEY"; echo "$DEMO_API_KEY" >&2; touch "$HEADROOM_WORKDIR/out" # --token={secret}'
+    )
+    exp = Experiment(
+        tasks_dir=str(tasks_root),
+        configurations=["unbounded"],
+        attempts=1,
+        agent={"command": agent, "env_passthrough": ["DEMO_API_KEY"]},
+    )
     store = Store(tmp_path / "s.db")
     backend = LocalBackend()
     try:

@@ -32,8 +32,10 @@ def _run(root: Path, configs: list[str]) -> dict[str, tuple]:
     exp = Experiment(tasks_dir=str(root), configurations=configs, attempts=1)
     backend = LocalBackend()
     try:
-        return {trial.config.label: (f := backend.run(build_launch("t", trial, 0, tasks[trial.task_id], exp)), classify(f))
-                for trial in plan(exp, list(tasks.values()))}
+        return {
+            trial.config.label: (f := backend.run(build_launch("t", trial, 0, tasks[trial.task_id], exp)), classify(f))
+            for trial in plan(exp, list(tasks.values()))
+        }
     finally:
         backend.close()
 
@@ -42,8 +44,10 @@ def _run(root: Path, configs: list[str]) -> dict[str, tuple]:
 def test_filling_the_disk_ends_storage_limit_and_unbounded_passes(tasks_root: Path, where: str) -> None:
     # 40 MiB of real (non-sparse) data against a 16 MiB limit, written slowly enough to be caught mid-step,
     # then the agent keeps running: only the eviction can end it before its timeout.
-    solve = (f'for i in $(seq 40); do head -c 1048576 /dev/urandom > "{where}/blob$i"; sleep 0.02; done\n'
-             'touch "$HEADROOM_WORKDIR/out"; sleep 30\n')
+    solve = (
+        f'for i in $(seq 40); do head -c 1048576 /dev/urandom > "{where}/blob$i"; sleep 0.02; done\n'
+        'touch "$HEADROOM_WORKDIR/out"; sleep 30\n'
+    )
     write_task(tasks_root, "filler", solve=solve, agent_timeout=60, extra_toml="")
     toml = tasks_root / "filler" / "task.toml"
     toml.write_text(toml.read_text().replace("memory_mb = 64\n", "memory_mb = 64\nstorage_mb = 16\n"))
@@ -134,8 +138,9 @@ def test_the_watcher_evicts_on_inodes_and_says_so(tmp_path: Path) -> None:
         (tmp_path / f"f{i}").touch()
     assert w.check() and len(hits) == 1
     assert w.peak_inodes > w.limit_inodes == 64
-    assert w.detail() == ("the trial created 65 files and directories, over the 64 its storage limit of 1.0 MiB "
-                          "allows (one per 16 KiB)")
+    assert w.detail() == (
+        "the trial created 65 files and directories, over the 64 its storage limit of 1.0 MiB allows (one per 16 KiB)"
+    )
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to act as another uid")
@@ -159,8 +164,12 @@ def test_a_directory_its_owner_made_unreadable_is_still_measured() -> None:
             os.chmod("{top}/w/hid/den", 0); os.chmod("{top}/w/hid", 0o100)  # not listable, nor is its parent
             print(mod.measure(["{top}/w"]).bytes)
             """)
-        res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
-                              script], capture_output=True, text=True, timeout=60)
+        res = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert res.returncode == 0, res.stderr
         assert int(res.stdout) >= 4 * MIB
     finally:

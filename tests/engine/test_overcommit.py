@@ -19,12 +19,29 @@ from tests.taskfactory import write_task
 def _launch(limit_mib: int | None) -> Launch:
     step = StepLaunch(name="agent", shell="true", timeout_s=1)
     return Launch(
-        run_id="r", trial_id="t", try_index=0, name=f"n{limit_mib}", task_id="t", config_label="c", attempt=0, seed=0,
-        agent_kind="command", task=TaskSource(task_id="t", path=".", digest="d", include_solution=False),
-        agent=step, verifier=step.model_copy(update={"name": "verifier"}),
-        amounts=ResourceAmounts(request_cpus=1, request_memory_bytes=MIB, limit_cpus=None,
-                                limit_memory_bytes=None if limit_mib is None else limit_mib * MIB),
-        request_storage_bytes=1, limit_storage_bytes=None, allow_internet=False, labels={}, spec_digest="x",
+        run_id="r",
+        trial_id="t",
+        try_index=0,
+        name=f"n{limit_mib}",
+        task_id="t",
+        config_label="c",
+        attempt=0,
+        seed=0,
+        agent_kind="command",
+        task=TaskSource(task_id="t", path=".", digest="d", include_solution=False),
+        agent=step,
+        verifier=step.model_copy(update={"name": "verifier"}),
+        amounts=ResourceAmounts(
+            request_cpus=1,
+            request_memory_bytes=MIB,
+            limit_cpus=None,
+            limit_memory_bytes=None if limit_mib is None else limit_mib * MIB,
+        ),
+        request_storage_bytes=1,
+        limit_storage_bytes=None,
+        allow_internet=False,
+        labels={},
+        spec_digest="x",
     )
 
 
@@ -57,15 +74,20 @@ def test_warnings_name_the_configurations_whose_limits_can_exceed_the_machine(ta
 
 
 def test_in_a_cluster_the_warning_is_per_node_what_fits_by_request_and_the_limits_it_then_holds(
-        tasks_root: Path) -> None:
+    tasks_root: Path,
+) -> None:
     write_task(tasks_root, "big", solve="true\n", memory_mb=1024)
     write_task(tasks_root, "small", solve="true\n", memory_mb=64)
     exp = Experiment(tasks_dir=str(tasks_root), configurations=["1", "1x/4x", "unbounded"], concurrency=8, attempts=3)
     nodes = {"small-node": 3072 * MIB, "large-node": 8192 * MIB}
     got = warnings_for(exp, prepare(exp), None, nodes)
     # three attempts of "big" fill the small node by request (3 x 1024 MiB) and hold 4x that in limits
-    assert got["worst_node"]["1x/4x"] == {"node": "small-node", "capacity_bytes": 3072 * MIB, "trials": 3,
-                                          "limit_bytes": 3 * 4096 * MIB}
+    assert got["worst_node"]["1x/4x"] == {
+        "node": "small-node",
+        "capacity_bytes": 3072 * MIB,
+        "trials": 3,
+        "limit_bytes": 3 * 4096 * MIB,
+    }
     assert got["worst_node"]["1x-strict"]["limit_bytes"] <= 3072 * MIB  # limits = requests: never beyond the node
     assert got["nodes_checked"] == 2
     assert [w.split(":")[0] for w in got["warnings"]] == ["1x/4x", "unbounded"]
@@ -111,9 +133,29 @@ def test_the_cli_records_limit_aware_placement_in_the_spec_and_on_every_trial(ta
 
     write_task(tasks_root, "a", solve='touch "$HEADROOM_WORKDIR/out"\n')
     store_path = tmp_path / "h.db"
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", str(tasks_root), "--multipliers", "1,unbounded",
-                          "--attempts", "2", "--placement", "limit-aware", "--no-canary", "--store", str(store_path),
-                          "--format", "none"], capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            str(tasks_root),
+            "--multipliers",
+            "1,unbounded",
+            "--attempts",
+            "2",
+            "--placement",
+            "limit-aware",
+            "--no-canary",
+            "--store",
+            str(store_path),
+            "--format",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     store = Store.open_existing(store_path)
     run = store.run()

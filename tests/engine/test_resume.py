@@ -21,21 +21,42 @@ pytestmark = pytest.mark.slow
 
 def make_tasks(root: Path, marker: str) -> None:
     for name in ("alpha", "beta"):
-        write_task(root, name, solve=f"python3 -c 'import time; time.sleep(0.35)' {marker}\ntouch \"$HEADROOM_WORKDIR/out\"\n")
+        write_task(
+            root, name, solve=f"python3 -c 'import time; time.sleep(0.35)' {marker}\ntouch \"$HEADROOM_WORKDIR/out\"\n"
+        )
 
 
 def start_sweep(root: Path, store: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "sweep", str(root), "--multipliers", "1,unbounded", "--attempts", "5",
-         "--concurrency", "2", "--store", str(store), "--format", "none"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            str(root),
+            "--multipliers",
+            "1,unbounded",
+            "--attempts",
+            "5",
+            "--concurrency",
+            "2",
+            "--store",
+            str(store),
+            "--format",
+            "none",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
 def executions(store: Path) -> list[tuple]:
     db = sqlite3.connect(store)
     try:
-        return db.execute("SELECT trial_id, try, status, final, started_at, finished_at, outcome FROM executions").fetchall()
+        return db.execute(
+            "SELECT trial_id, try, status, final, started_at, finished_at, outcome FROM executions"
+        ).fetchall()
     except sqlite3.OperationalError:
         return []
     finally:
@@ -85,17 +106,25 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tasks_root: Path, tmp_
     assert any(r[2] == "running" for r in before)  # killed mid-trial
     assert sum(1 for r in before if r[3] == 1) < 20
 
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "resume", "--store", str(store), "--format", "json"],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "resume", "--store", str(store), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert "resuming run" in res.stderr
     check_complete(store, before)
     assert any(r[2] == "abandoned" for r in executions(store))
     # The dead CLI's orphaned trials were reaped, not left running.
-    left = [p for p in psutil.process_iter(["cmdline", "status"])
-            if marker in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
+    left = [
+        p
+        for p in psutil.process_iter(["cmdline", "status"])
+        if marker in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE
+    ]
     assert left == []
     import json
+
     report = json.loads(res.stdout)
     assert sum(c["n"] for c in report["configurations"]) == 20
 
@@ -115,7 +144,11 @@ def test_ctrl_c_then_resume(tasks_root: Path, tmp_path: Path) -> None:
     db = sqlite3.connect(store)
     assert db.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
     db.close()
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "resume", "--store", str(store), "--format", "none"],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "resume", "--store", str(store), "--format", "none"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     check_complete(store, before)

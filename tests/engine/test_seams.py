@@ -29,17 +29,35 @@ from orchestrator.store.sqlite import Store
 from tests.taskfactory import write_task
 
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-CAPS = Capabilities(memory_limit=False, memory_request=False, cpu_quota=False, cpu_request=False, storage_limit=False,
-                    isolation="none", network_control=False, oom_signal="none (a stand-in backend)")
+CAPS = Capabilities(
+    memory_limit=False,
+    memory_request=False,
+    cpu_quota=False,
+    cpu_request=False,
+    storage_limit=False,
+    isolation="none",
+    network_control=False,
+    oom_signal="none (a stand-in backend)",
+)
 
 
 def _ok() -> TrialFacts:
-    return TrialFacts(enforcement="fake", request_cpus=1, request_memory_bytes=1, limit_cpus=None, limit_memory_bytes=None,
-                      qos_class="Burstable", agent=StepFacts(name="agent", exit_code=0),
-                      verifier=StepFacts(name="verifier", exit_code=0), reward=1.0)
+    return TrialFacts(
+        enforcement="fake",
+        request_cpus=1,
+        request_memory_bytes=1,
+        limit_cpus=None,
+        limit_memory_bytes=None,
+        qos_class="Burstable",
+        agent=StepFacts(name="agent", exit_code=0),
+        verifier=StepFacts(name="verifier", exit_code=0),
+        reward=1.0,
+    )
 
 
-@pytest.mark.parametrize("trial_id", ["Word-Index:1x/3x:0", "a" * 200, "UPPER_case.dots:unbounded:12", "::", "é-ü:1x-strict:0"])
+@pytest.mark.parametrize(
+    "trial_id", ["Word-Index:1x/3x:0", "a" * 200, "UPPER_case.dots:unbounded:12", "::", "é-ü:1x-strict:0"]
+)
 def test_launch_names_are_dns1123_deterministic_and_distinct(trial_id: str) -> None:
     name = launch_name("20261130T000000Z-abcdef", trial_id, 0)
     assert DNS1123.match(name) and len(name) <= 63
@@ -55,11 +73,20 @@ def test_unknown_reason_from_a_backend_is_other_not_a_crash() -> None:
     assert (classify(facts).outcome, classify(facts).reason) == (Outcome.INFRA_ERROR, InfraReason.OTHER)
 
 
-@pytest.mark.parametrize(("name", "text", "expected"), [
-    ("reward.txt", "1\n", 1.0), ("reward.txt", "nan", None), ("reward.txt", "inf", None), ("reward.txt", "-inf", None),
-    ("reward.json", '{"reward": 0.5}', 0.5), ("reward.json", "NaN", None), ("reward.json", '{"reward": Infinity}', None),
-    ("reward.json", '{"reward": true}', None), ("reward.txt", "yes", None),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("reward.txt", "1\n", 1.0),
+        ("reward.txt", "nan", None),
+        ("reward.txt", "inf", None),
+        ("reward.txt", "-inf", None),
+        ("reward.json", '{"reward": 0.5}', 0.5),
+        ("reward.json", "NaN", None),
+        ("reward.json", '{"reward": Infinity}', None),
+        ("reward.json", '{"reward": true}', None),
+        ("reward.txt", "yes", None),
+    ],
+)
 def test_rewards_are_finite_numbers_or_malformed(name: str, text: str, expected: float | None) -> None:
     value, error = parse_reward(name, text)
     assert value == expected
@@ -89,14 +116,17 @@ def test_agent_result_keeps_only_finite_known_numbers() -> None:
     assert spin["spin_wall_s"] == 0.3 and "spin_cpu_s" not in spin and set(spin["rejected"]) == {"spin_cpu_s"}
 
 
-@pytest.mark.parametrize(("text", "mb"), [("2G", 2048), ("512M", 512), ("1.5Gi", 1536), ("1GB", 954), ("4096", 4096), (300, 300)])
+@pytest.mark.parametrize(
+    ("text", "mb"), [("2G", 2048), ("512M", 512), ("1.5Gi", 1536), ("1GB", 954), ("4096", 4096), (300, 300)]
+)
 def test_harbor_sizes(text: Any, mb: int) -> None:
     assert size_to_mb(text) == mb
 
 
 def test_harbor_spellings_load_and_conflicts_are_refused() -> None:
-    env = EnvironmentSpec.model_validate({"cpus": 2, "memory": "2G", "storage": "10G", "gpus": 0, "allow_internet": False,
-                                          "env": {"A": "1"}})
+    env = EnvironmentSpec.model_validate(
+        {"cpus": 2, "memory": "2G", "storage": "10G", "gpus": 0, "allow_internet": False, "env": {"A": "1"}}
+    )
     assert (env.memory_mb, env.storage_mb, env.allow_internet, env.env) == (2048, 10240, False, {"A": "1"})
     with pytest.raises(ValueError, match="either memory or memory_mb"):
         EnvironmentSpec.model_validate({"cpus": 1, "memory": "1G", "memory_mb": 10})
@@ -108,10 +138,18 @@ def test_harbor_spellings_load_and_conflicts_are_refused() -> None:
 
 def test_launch_carries_the_contract_and_task_env_but_no_secret_values(tasks_root: Path, monkeypatch) -> None:
     monkeypatch.setenv("MY_API_KEY", "sk-verysecretvalue-1234567890")
-    write_task(tasks_root, "t", solve="true\n", extra_toml='[environment.env]\nE = "1"\n[verifier.env]\nV = "2"\n'
-               '[solution.env]\nS = "3"\n')
-    exp = Experiment(tasks_dir=str(tasks_root), configurations=["1x/3x"], attempts=1,
-                     agent={"kind": "command", "command": "run-agent", "env_passthrough": ["MY_API_KEY"]})
+    write_task(
+        tasks_root,
+        "t",
+        solve="true\n",
+        extra_toml='[environment.env]\nE = "1"\n[verifier.env]\nV = "2"\n[solution.env]\nS = "3"\n',
+    )
+    exp = Experiment(
+        tasks_dir=str(tasks_root),
+        configurations=["1x/3x"],
+        attempts=1,
+        agent={"kind": "command", "command": "run-agent", "env_passthrough": ["MY_API_KEY"]},
+    )
     task = prepare(exp)[0]
     from orchestrator.engine.plan import plan
 
@@ -131,9 +169,11 @@ def test_pending_tries_skip_finished_and_in_flight_trials() -> None:
     from orchestrator.spec.trial import Trial
 
     ts = [Trial(trial_id=f"t{i}", task_id="x", config=ResourceConfig(), attempt=i, seed=0, order=i) for i in range(4)]
-    tries = {"t0": [TryRecord("t0", 0, "finished", True)],
-             "t1": [TryRecord("t1", 0, "finished", False), TryRecord("t1", 1, "abandoned", False)],
-             "t2": [TryRecord("t2", 0, "running", False)]}
+    tries = {
+        "t0": [TryRecord("t0", 0, "finished", True)],
+        "t1": [TryRecord("t1", 0, "finished", False), TryRecord("t1", 1, "abandoned", False)],
+        "t2": [TryRecord("t2", 0, "running", False)],
+    }
     p = pending_tries(ts, tries, in_flight=["t2"])
     assert p.done == 1 and [(t.trial_id, n) for t, n in p.queue] == [("t1", 2), ("t3", 0)]
 
@@ -196,8 +236,10 @@ def test_resume_adopts_live_tries_and_abandons_dead_ones(tasks_root: Path, tmp_p
     assert summary.adopted == 1 and summary.abandoned_before == 1
     tries = store.tries(run_id)
     assert [(r.try_index, r.status, r.final) for r in tries[trials[0].trial_id]] == [(0, "finished", True)]
-    assert [(r.try_index, r.status, r.final) for r in tries[trials[1].trial_id]] == [(0, "abandoned", False),
-                                                                                   (1, "finished", True)]
+    assert [(r.try_index, r.status, r.final) for r in tries[trials[1].trial_id]] == [
+        (0, "abandoned", False),
+        (1, "finished", True),
+    ]
     assert backend.submitted.count(live) == 1  # adopted, never submitted a second time
     assert store.run(run_id).status == "finished"
 
@@ -213,7 +255,9 @@ def test_a_failing_backend_is_recorded_as_our_error_and_the_run_still_ends(tasks
     assert store.try_counts(run_id)["running"] == 0
 
 
-def test_an_error_inside_the_loop_marks_the_run_failed_with_no_try_left_running(tasks_root: Path, tmp_path: Path) -> None:
+def test_an_error_inside_the_loop_marks_the_run_failed_with_no_try_left_running(
+    tasks_root: Path, tmp_path: Path
+) -> None:
     write_task(tasks_root, "a", solve="true\n")
     exp = Experiment(tasks_dir=str(tasks_root), configurations=["1"], attempts=3)
     store = Store(tmp_path / "s.db")

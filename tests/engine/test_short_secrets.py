@@ -22,10 +22,31 @@ def test_only_set_values_shorter_than_the_bound_are_named(monkeypatch: pytest.Mo
 
 def test_the_sweep_names_a_short_variable_without_printing_its_value(tmp_path: Path) -> None:
     res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "sweep", str(REPO / "tasks"), "--task", "csv-report",
-         "--multipliers", "1x-strict", "--attempts", "1", "--no-canary", "--agent-env", "HR_SHORT_PIN",
-         "--store", str(tmp_path / "h.db"), "--format", "none"],
-        capture_output=True, text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "HR_SHORT_PIN": "z9q"})
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            str(REPO / "tasks"),
+            "--task",
+            "csv-report",
+            "--multipliers",
+            "1x-strict",
+            "--attempts",
+            "1",
+            "--no-canary",
+            "--agent-env",
+            "HR_SHORT_PIN",
+            "--store",
+            str(tmp_path / "h.db"),
+            "--format",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "HR_SHORT_PIN": "z9q"},
+    )
     assert res.returncode == 0, res.stderr
     notes = [ln for ln in res.stderr.splitlines() if "HR_SHORT_PIN" in ln]
     assert len(notes) == 1 and "wiped" in notes[0] and "z9q" not in res.stderr, res.stderr

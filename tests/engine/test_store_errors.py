@@ -20,8 +20,18 @@ from tests.taskfactory import write_task
 
 def _one_run(tasks_root: Path, store: Path, attempts: int = 1) -> None:
     write_task(tasks_root, "t", solve=OK_SOLVE)
-    res = headroom("sweep", str(tasks_root), "--multipliers", "1", "--attempts", str(attempts), "--store", str(store),
-                   "--format", "none")
+    res = headroom(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "1",
+        "--attempts",
+        str(attempts),
+        "--store",
+        str(store),
+        "--format",
+        "none",
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -81,11 +91,15 @@ def test_a_full_disk_under_the_store_gets_one_line(tasks_root: Path, small_fs: P
     # Fill the file system but for ~320 KiB; every try's evidence (two 4 KiB output tails) then runs it out.
     with open(small_fs / "filler", "wb") as f:
         f.write(b"\0" * (4 * 1024 * 1024 - 320 * 1024))
-    write_task(tasks_root, "t", solve='head -c 8000 /dev/zero | tr "\\0" x; head -c 8000 /dev/zero | tr "\\0" y >&2; '
-                                       + OK_SOLVE)
+    write_task(
+        tasks_root,
+        "t",
+        solve='head -c 8000 /dev/zero | tr "\\0" x; head -c 8000 /dev/zero | tr "\\0" y >&2; ' + OK_SOLVE,
+    )
     store = small_fs / "h.db"
-    proc = headroom("sweep", str(tasks_root), "--multipliers", "1", "--attempts", "20", "--store", str(store),
-                    "--format", "none")
+    proc = headroom(
+        "sweep", str(tasks_root), "--multipliers", "1", "--attempts", "20", "--store", str(store), "--format", "none"
+    )
     _last_line_error(proc, "disk")
     (small_fs / "filler").unlink()  # space again: nothing recorded is lost, the rest runs on resume
     res = headroom("resume", "--store", str(store), "--format", "json")
@@ -106,17 +120,39 @@ def test_a_store_in_a_read_only_place_says_read_only(tasks_root: Path, small_fs:
 
 
 def test_a_wal_lost_under_a_running_sweep_does_not_exit_zero(tasks_root: Path, tmp_path: Path) -> None:
-    write_task(tasks_root, "t", solve='sleep 0.7; ' + OK_SOLVE)
+    write_task(tasks_root, "t", solve="sleep 0.7; " + OK_SOLVE)
     store = tmp_path / "h.db"
     wal = tmp_path / "h.db-wal"
-    cli = subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", str(tasks_root), "--multipliers", "1",
-                            "--attempts", "5", "--concurrency", "1", "--store", str(store), "--format", "none"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            str(tasks_root),
+            "--multipliers",
+            "1",
+            "--attempts",
+            "5",
+            "--concurrency",
+            "1",
+            "--store",
+            str(store),
+            "--format",
+            "none",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            n = sqlite3.connect(f"file:{store}?mode=ro", uri=True).execute(
-                "SELECT COUNT(*) FROM executions WHERE status='finished'").fetchone()[0]
+            n = (
+                sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+                .execute("SELECT COUNT(*) FROM executions WHERE status='finished'")
+                .fetchone()[0]
+            )
         except sqlite3.Error:
             n = 0
         if n >= 2:

@@ -20,8 +20,15 @@ DEPTH = 3000  # far past Python's recursion limit, and past PATH_MAX (2 bytes a 
 
 def _deep(top: Path, depth: int = DEPTH) -> None:
     """``mkdir d; cd d`` ``depth`` times, as an agent's shell loop would (relative: no path is ever that long)."""
-    subprocess.run([sys.executable, "-c", f"import os\nfor _ in range({depth}):\n    os.mkdir('d'); os.chdir('d')\n"
-                    "open('f', 'w').write('x')"], cwd=top, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import os\nfor _ in range({depth}):\n    os.mkdir('d'); os.chdir('d')\nopen('f', 'w').write('x')",
+        ],
+        cwd=top,
+        check=True,
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -26,9 +26,17 @@ from tests.taskfactory import write_task
 
 @pytest.mark.parametrize(
     ("label", "req", "lim", "canonical"),
-    [("1x-strict", 1, 1, "1x-strict"), ("1", 1, 1, "1x-strict"), ("3", 1, 3, "1x/3x"), ("1x/3x", 1, 3, "1x/3x"),
-     ("1.5", 1, 1.5, "1x/1.5x"), ("2x/4x", 2, 4, "2x/4x"), ("unbounded", 1, None, "unbounded"),
-     ("2x/unbounded", 2, None, "2x/unbounded"), ("2-strict", 2, 2, "2x-strict")],
+    [
+        ("1x-strict", 1, 1, "1x-strict"),
+        ("1", 1, 1, "1x-strict"),
+        ("3", 1, 3, "1x/3x"),
+        ("1x/3x", 1, 3, "1x/3x"),
+        ("1.5", 1, 1.5, "1x/1.5x"),
+        ("2x/4x", 2, 4, "2x/4x"),
+        ("unbounded", 1, None, "unbounded"),
+        ("2x/unbounded", 2, None, "2x/unbounded"),
+        ("2-strict", 2, 2, "2x-strict"),
+    ],
 )
 def test_labels_round_trip(label: str, req: float, lim: float | None, canonical: str) -> None:
     c = ResourceConfig.parse(label)
@@ -52,29 +60,66 @@ def test_scale_and_qos() -> None:
 
 
 def _facts(**kw) -> TrialFacts:
-    base = dict(enforcement="cgroup-v1", request_cpus=1, request_memory_bytes=1, limit_cpus=1, limit_memory_bytes=1,
-                qos_class="Guaranteed")
+    base = dict(
+        enforcement="cgroup-v1",
+        request_cpus=1,
+        request_memory_bytes=1,
+        limit_cpus=1,
+        limit_memory_bytes=1,
+        qos_class="Guaranteed",
+    )
     return TrialFacts(**{**base, **kw})
 
 
 @pytest.mark.parametrize(
     ("facts", "expected"),
     [
-        (dict(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=0), reward=1.0), "passed"),
-        (dict(agent=StepFacts(name="agent", exit_code=3), verifier=StepFacts(name="verifier", exit_code=0), reward=1.0), "passed"),
-        (dict(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=1), reward=0.0), "failed"),
+        (
+            dict(
+                agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=0), reward=1.0
+            ),
+            "passed",
+        ),
+        (
+            dict(
+                agent=StepFacts(name="agent", exit_code=3), verifier=StepFacts(name="verifier", exit_code=0), reward=1.0
+            ),
+            "passed",
+        ),
+        (
+            dict(
+                agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=1), reward=0.0
+            ),
+            "failed",
+        ),
         (dict(agent=StepFacts(name="agent", signal=9, oom_kills=1)), "infra_error(oom_killed)"),
-        (dict(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", signal=9, oom_kills=1)),
-         "infra_error(oom_killed)"),
+        (
+            dict(
+                agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", signal=9, oom_kills=1)
+            ),
+            "infra_error(oom_killed)",
+        ),
         (dict(agent=StepFacts(name="agent", signal=9, timed_out=True)), "timeout"),
-        (dict(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", timed_out=True)),
-         "harness_error(verifier_timeout)"),
-        (dict(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=2)),
-         "harness_error(verifier_crashed)"),
-        (dict(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=0)),
-         "harness_error(reward_missing)"),
-        (dict(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=0),
-              reward_error="malformed: x"), "harness_error(reward_malformed)"),
+        (
+            dict(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", timed_out=True)),
+            "harness_error(verifier_timeout)",
+        ),
+        (
+            dict(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=2)),
+            "harness_error(verifier_crashed)",
+        ),
+        (
+            dict(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=0)),
+            "harness_error(reward_missing)",
+        ),
+        (
+            dict(
+                agent=StepFacts(name="agent", exit_code=0),
+                verifier=StepFacts(name="verifier", exit_code=0),
+                reward_error="malformed: x",
+            ),
+            "harness_error(reward_malformed)",
+        ),
         (dict(setup_error="cannot create cgroup"), "infra_error(spawn_failed)"),
         (dict(infra_hint="evicted"), "infra_error(evicted)"),
     ],
@@ -97,7 +142,7 @@ def test_plan_is_stable_block_randomized_and_pairs_seeds(tasks_root: Path) -> No
     assert len({t.trial_id for t in p1}) == 4 * 5 * 3
     k = len(exp.configurations)
     for i in range(0, len(p1), k):  # every block holds each configuration once
-        assert Counter(t.config.label for t in p1[i:i + k]) == Counter(c.label for c in exp.configurations)
+        assert Counter(t.config.label for t in p1[i : i + k]) == Counter(c.label for c in exp.configurations)
     assert [t.trial_id for t in plan(_exp(tasks_root, attempts=3, seed=8), tasks)] != [t.trial_id for t in p1]
     # Common random numbers: same task and attempt -> same seed under every configuration.
     by = {}
@@ -112,8 +157,16 @@ class ScriptedBackend(ThreadedBackend):
 
     name = "scripted"
     enforcement = "scripted"
-    capabilities = Capabilities(memory_limit=False, memory_request=False, cpu_quota=False, cpu_request=False,
-                                storage_limit=False, isolation="none", network_control=False, oom_signal="none")
+    capabilities = Capabilities(
+        memory_limit=False,
+        memory_request=False,
+        cpu_quota=False,
+        cpu_request=False,
+        storage_limit=False,
+        isolation="none",
+        network_control=False,
+        oom_signal="none",
+    )
 
     def __init__(self, evict_first_n: int) -> None:
         super().__init__()
@@ -136,8 +189,12 @@ class ScriptedBackend(ThreadedBackend):
             n = self.calls[launch.trial_id]
         if n <= self.evict_first_n:
             return _facts(infra_hint="preempted", agent_result={"cost_usd": 0.25})
-        return _facts(agent=StepFacts(name="agent", exit_code=0), verifier=StepFacts(name="verifier", exit_code=0), reward=1.0,
-                      agent_result={"cost_usd": 0.5})
+        return _facts(
+            agent=StepFacts(name="agent", exit_code=0),
+            verifier=StepFacts(name="verifier", exit_code=0),
+            reward=1.0,
+            agent_result={"cost_usd": 0.5},
+        )
 
 
 def test_retries_are_bounded_and_every_try_stays_on_record(tasks_root: Path, tmp_path: Path) -> None:
@@ -192,7 +249,9 @@ def test_cgroup_v2_knobs(tmp_path: Path) -> None:
     (d / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
     assert cg.oom_kills() == 1
     unb = drv.create("u", scale(1, 100, ResourceConfig.parse("unbounded")))
-    assert not (own / "headroom-1" / "u" / "memory.max").exists() and not (own / "headroom-1" / "u" / "cpu.max").exists()
+    assert (
+        not (own / "headroom-1" / "u" / "memory.max").exists() and not (own / "headroom-1" / "u" / "cpu.max").exists()
+    )
     assert unb.oom_kills() == 0
 
 

@@ -83,124 +83,244 @@ def _py_plant(path: str) -> str:
 CASES: list[Case] = [
     Case("control-wrong-answer", WRONG, fast=True),
     # --- a link through a system symlink and then `..` (the kernel resolves the link first) ---
-    Case("system-link-dotdot", CD + textwrap.dedent("""\
+    Case(
+        "system-link-dotdot",
+        CD
+        + textwrap.dedent("""\
         for s in /var/tmp /var/run /var/lock /bin /lib /sbin /usr/lib64; do [ -L "$s" ] && break; done
         r=$(readlink -f "$s"); ups=""; while [ "$r" != / ]; do ups="$ups../"; r=$(dirname "$r"); done
         ln -s "$s/$ups@TESTS@/expected.txt" answer
-        """), fast=True),
-    Case("system-link-dotdot-via-own-dir-link", CD + textwrap.dedent("""\
+        """),
+        fast=True,
+    ),
+    Case(
+        "system-link-dotdot-via-own-dir-link",
+        CD
+        + textwrap.dedent("""\
         for s in /var/tmp /var/run /var/lock /bin /lib /sbin /usr/lib64; do [ -L "$s" ] && break; done
         r=$(readlink -f "$s"); ups=""; while [ "$r" != / ]; do ups="$ups../"; r=$(dirname "$r"); done
         ln -s "$s" sys && mkdir -p d && ln -s "../sys/$ups@TESTS@" d/t && ln -s d/t/expected.txt answer
-        """)),
+        """),
+    ),
     # --- the verifier's interpreter must not trust the work dir ---
     Case("module-shadowing", CD + WRONG + _py_plant("hrcheck.py"), fast=True),
-    Case("module-shadowing-package-and-stdlib", CD + WRONG + "mkdir -p hrcheck && " + _py_plant("hrcheck/__init__.py")
-         + _py_plant("textwrap.py")),
-    Case("entry-point-plugin-dist-info", CD + WRONG + textwrap.dedent("""\
+    Case(
+        "module-shadowing-package-and-stdlib",
+        CD + WRONG + "mkdir -p hrcheck && " + _py_plant("hrcheck/__init__.py") + _py_plant("textwrap.py"),
+    ),
+    Case(
+        "entry-point-plugin-dist-info",
+        CD
+        + WRONG
+        + textwrap.dedent("""\
         mkdir -p evil-1.0.dist-info
         printf 'Metadata-Version: 2.1\\nName: evil\\nVersion: 1.0\\n' > evil-1.0.dist-info/METADATA
         printf '[hrcheck.plugins]\\nevil = evil_plugin\\n' > evil-1.0.dist-info/entry_points.txt
-        """) + _py_plant("evil_plugin.py"), fast=True),
-    Case("entry-point-plugin-egg-info-and-user-site", CD + WRONG + textwrap.dedent("""\
+        """)
+        + _py_plant("evil_plugin.py"),
+        fast=True,
+    ),
+    Case(
+        "entry-point-plugin-egg-info-and-user-site",
+        CD
+        + WRONG
+        + textwrap.dedent("""\
         mkdir -p evil.egg-info
         printf 'Metadata-Version: 2.1\\nName: evil\\nVersion: 1.0\\n' > evil.egg-info/PKG-INFO
         printf '[hrcheck.plugins]\\nevil = evil_plugin\\n' > evil.egg-info/entry_points.txt
-        """) + _py_plant("evil_plugin.py") + textwrap.dedent("""\
+        """)
+        + _py_plant("evil_plugin.py")
+        + textwrap.dedent("""\
         site=$(python3 -c 'import site; print(site.getusersitepackages())' 2>/dev/null)
         [ -n "$site" ] && mkdir -p "$site" 2>/dev/null && cp evil_plugin.py "$site/usercustomize.py" 2>/dev/null
         true
-        """)),
-    Case("relative-path-entry", CD + WRONG + "mkdir -p bin && printf '#!/bin/sh\\necho 1 > \"$HEADROOM_LOGS_DIR/reward.txt\"\\n'"
-         " > bin/python3 && chmod +x bin/python3\n",
-         env={"PATH": "bin:/usr/local/bin:/usr/bin:/bin"}, fast=True),
-    Case("empty-and-dot-path-entries", CD + WRONG + "printf '#!/bin/sh\\necho 1 > \"$HEADROOM_LOGS_DIR/reward.txt\"\\n'"
-         " > python3 && chmod +x python3\n",
-         env={"PATH": ":.:/usr/local/bin:/usr/bin:/bin"}),
+        """),
+    ),
+    Case(
+        "relative-path-entry",
+        CD + WRONG + "mkdir -p bin && printf '#!/bin/sh\\necho 1 > \"$HEADROOM_LOGS_DIR/reward.txt\"\\n'"
+        " > bin/python3 && chmod +x bin/python3\n",
+        env={"PATH": "bin:/usr/local/bin:/usr/bin:/bin"},
+        fast=True,
+    ),
+    Case(
+        "empty-and-dot-path-entries",
+        CD + WRONG + "printf '#!/bin/sh\\necho 1 > \"$HEADROOM_LOGS_DIR/reward.txt\"\\n'"
+        " > python3 && chmod +x python3\n",
+        env={"PATH": ":.:/usr/local/bin:/usr/bin:/bin"},
+    ),
     # --- states that used to break the verifier: the agent's failure, never a harness error ---
     Case("unreadable-work-dir", CD + WRONG + 'chmod 000 answer; chmod 000 "$HEADROOM_WORKDIR"\n', fast=True),
-    Case("unreadable-nested-dirs", CD + "mkdir -p a/b && echo wrong > a/b/f && ln -s a/b/f answer && "
-         "chmod 000 a/b/f && chmod 300 a/b && chmod 100 a\n"),
+    Case(
+        "unreadable-nested-dirs",
+        CD + "mkdir -p a/b && echo wrong > a/b/f && ln -s a/b/f answer && "
+        "chmod 000 a/b/f && chmod 300 a/b && chmod 100 a\n",
+    ),
     Case("fifo-where-the-verifier-reads", CD + "mkfifo answer\n", fast=True),
     Case("link-to-a-fifo-and-a-device", CD + "mkdir -p q && mkfifo q/f && ln -s q/f answer && ln -s /dev/zero zero\n"),
     # --- an unlistable folder (as non-root: the agent's own, so the sanitiser can open it again) ---
-    Case("unlistable-dir", CD + "mkdir d && ln -s @TESTS@/expected.txt d/x && ln -s d/x answer && chmod 000 d\n",
-         fast=True),
-    Case("unlistable-write-only-dir", CD + "mkdir -p d/e && ln -s @TESTS@ d/e/t && ln -s d/e/t/expected.txt answer && "
-         "chmod 300 d/e && chmod 100 d\n"),
+    Case(
+        "unlistable-dir",
+        CD + "mkdir d && ln -s @TESTS@/expected.txt d/x && ln -s d/x answer && chmod 000 d\n",
+        fast=True,
+    ),
+    Case(
+        "unlistable-write-only-dir",
+        CD + "mkdir -p d/e && ln -s @TESTS@ d/e/t && ln -s d/e/t/expected.txt answer && chmod 300 d/e && chmod 100 d\n",
+    ),
     # --- link bombs: deep and long chains end in bounded time ---
-    Case("link-bomb-deep-missing-targets", CD + WRONG + textwrap.dedent("""\
+    Case(
+        "link-bomb-deep-missing-targets",
+        CD
+        + WRONG
+        + textwrap.dedent("""\
         deep=$(printf 'a/%.0s' $(seq 800)); back=$(printf '../%.0s' $(seq 800))
         for i in $(seq 13); do ln -s "$deep$back$deep$back@TESTS@/expected.txt" "bomb$i"; done
-        """), fast=True),
-    Case("link-bomb-long-chain", CD + WRONG + textwrap.dedent("""\
+        """),
+        fast=True,
+    ),
+    Case(
+        "link-bomb-long-chain",
+        CD
+        + WRONG
+        + textwrap.dedent("""\
         ln -s @TESTS@/expected.txt c0
         i=1; while [ $i -le 1500 ]; do ln -s "c$((i - 1))" "c$i"; i=$((i + 1)); done
         ln -s c1500 answer2
-        """)),
+        """),
+    ),
     # --- a link name that is not UTF-8 (the Docker scan once checked a path that did not exist) ---
-    Case("non-utf8-link-name", CD + WRONG + "ln -s @TESTS@ \"$(printf 't\\377\\376')\" && "
-         "ln -s \"$(printf 't\\377\\376')/expected.txt\" answer\n", fast=True),
-    Case("non-utf8-dir-holding-the-link", CD + "mkdir \"$(printf 'd\\377')\" && "
-         "ln -s @TESTS@/expected.txt \"$(printf 'd\\377')/x\" && ln -s \"$(printf 'd\\377')/x\" answer\n"),
+    Case(
+        "non-utf8-link-name",
+        CD + WRONG + "ln -s @TESTS@ \"$(printf 't\\377\\376')\" && "
+        "ln -s \"$(printf 't\\377\\376')/expected.txt\" answer\n",
+        fast=True,
+    ),
+    Case(
+        "non-utf8-dir-holding-the-link",
+        CD + "mkdir \"$(printf 'd\\377')\" && "
+        "ln -s @TESTS@/expected.txt \"$(printf 'd\\377')/x\" && ln -s \"$(printf 'd\\377')/x\" answer\n",
+    ),
     # --- link targets the sanitiser once read as other text: a trailing newline `$(...)` stripped, a name that
     # was split or expanded as a pattern (in the work dir, where the agent chose the names) ---
-    Case("newline-ended-dir-target", CD + WRONG + textwrap.dedent("""\
+    Case(
+        "newline-ended-dir-target",
+        CD
+        + WRONG
+        + textwrap.dedent("""\
         mkdir -p answers
         i=0; for base in /tmp /var/tmp "$HOME"; do
           i=$((i + 1)); d=$(printf '%s/evil\\nx' "$base"); d=${d%x}
           mkdir -p "$d" 2>/dev/null && ln -s @TESTS@ "$d/t" && ln -s "$d" "answers/in$i"
         done
         true
-        """), fast=True),
-    Case("control-character-in-dir-target", CD + WRONG + textwrap.dedent("""\
+        """),
+        fast=True,
+    ),
+    Case(
+        "control-character-in-dir-target",
+        CD
+        + WRONG
+        + textwrap.dedent("""\
         d=$(printf '/tmp/ev\\001il'); mkdir -p "$d" && ln -s @TESTS@ "$d/t" && ln -s "$d" answers
-        """)),
-    Case("dir-named-like-a-pattern", CD + WRONG + textwrap.dedent("""\
+        """),
+    ),
+    Case(
+        "dir-named-like-a-pattern",
+        CD
+        + WRONG
+        + textwrap.dedent("""\
         mkdir -p '/tmp/g/*' && ln -s @TESTS@ '/tmp/g/*/t' && ln -s '/tmp/g/*' answers
         mkdir -p /D/tmp/g/decoy "D/tmp/g/decoy" 2>/dev/null; true
-        """), fast=True),
+        """),
+        fast=True,
+    ),
     # --- a tree the sanitiser never searches: a pod's writable /headroom/run, a persisting /dev/shm ---
-    Case("link-into-an-unsearched-tree", CD + WRONG + textwrap.dedent("""\
+    Case(
+        "link-into-an-unsearched-tree",
+        CD
+        + WRONG
+        + textwrap.dedent("""\
         mkdir -p answers /dev/shm/e /headroom/run/e 2>/dev/null
         for d in /dev/shm/e /headroom/run/e; do ln -s @TESTS@ "$d/t" 2>/dev/null; done
         ln -s /dev/shm/e answers/shm; ln -s /headroom/run/e answers/run; true
-        """), fast=True),
+        """),
+        fast=True,
+    ),
     # --- more links than the bound, and links that expand exponentially: both end unjudged, in bounded time ---
-    Case("past-the-link-count-bound", CD + WRONG + textwrap.dedent("""\
+    Case(
+        "past-the-link-count-bound",
+        CD
+        + WRONG
+        + textwrap.dedent("""\
         python3 -c 'import os; [os.symlink("answer", f"l{i}") for i in range(2100)]'
-        """), expect=UNJUDGED),
-    Case("link-bomb-exponential", CD + WRONG + textwrap.dedent("""\
+        """),
+        expect=UNJUDGED,
+    ),
+    Case(
+        "link-bomb-exponential",
+        CD
+        + WRONG
+        + textwrap.dedent("""\
         mkdir -p x && ln -s . x/a0
         for k in 1 2 3; do
           t=""; i=0; while [ $i -lt 100 ]; do t="$t${t:+/}a$((k - 1))"; i=$((i + 1)); done
           ln -s "$t" "x/a$k"
         done
         ln -s "x/a3/../../@TESTS@/expected.txt" answer2
-        """), expect=UNJUDGED, fast=True),
+        """),
+        expect=UNJUDGED,
+        fast=True,
+    ),
     # --- the verifier's environment: a task env pointing into the work dir (PATH, BASH_ENV) ---
-    Case("path-entry-into-the-work-dir", CD + WRONG + "mkdir -p bin && printf '#!/bin/sh\\necho 1 > "
-         "\"$HEADROOM_LOGS_DIR/reward.txt\"\\n' > bin/python3 && chmod +x bin/python3\n",
-         env={"PATH": "/app/bin:/usr/local/bin:/usr/bin:/bin"}, fast=True),
-    Case("bash-env-in-the-work-dir", CD + WRONG + "printf 'echo 1 > \"$HEADROOM_LOGS_DIR/reward.txt\"; exit 0\\n'"
-         " > /app/env.sh\n", env={"BASH_ENV": "/app/env.sh"}),
+    Case(
+        "path-entry-into-the-work-dir",
+        CD + WRONG + "mkdir -p bin && printf '#!/bin/sh\\necho 1 > "
+        '"$HEADROOM_LOGS_DIR/reward.txt"\\n\' > bin/python3 && chmod +x bin/python3\n',
+        env={"PATH": "/app/bin:/usr/local/bin:/usr/bin:/bin"},
+        fast=True,
+    ),
+    Case(
+        "bash-env-in-the-work-dir",
+        CD + WRONG + "printf 'echo 1 > \"$HEADROOM_LOGS_DIR/reward.txt\"; exit 0\\n' > /app/env.sh\n",
+        env={"BASH_ENV": "/app/env.sh"},
+    ),
     # --- verdict channels the agent writes: its exit code and output never make an infra or harness error ---
-    Case("forged-spawn-failure", WRONG + 'echo "headroom: cannot join cgroup /sys/fs/cgroup/headroom/x/cgroup.procs"'
-         ' >&2; exit 111\n', fast=True),
+    Case(
+        "forged-spawn-failure",
+        WRONG + 'echo "headroom: cannot join cgroup /sys/fs/cgroup/headroom/x/cgroup.procs" >&2; exit 111\n',
+        fast=True,
+    ),
     Case("forged-command-not-found", WRONG + 'echo "bash: my-agent: command not found" >&2; exit 127\n'),
     # --- the agent's program does not resolve: headroom's own check says so before the agent runs ---
-    Case("agent-program-not-found", WRONG, expect=("harness_error", "agent_not_found"),
-         env={"PATH": "/nonexistent-bin"}, fast=True),
+    Case(
+        "agent-program-not-found",
+        WRONG,
+        expect=("harness_error", "agent_not_found"),
+        env={"PATH": "/nonexistent-bin"},
+        fast=True,
+    ),
     # bash starts, but the script it is given is not there: the same check, its third argument, on every backend
     Case("agent-script-not-found", None, expect=("harness_error", "agent_not_found")),
     # --- agent data that once crashed the store (and every --resume) ---
-    Case("lone-surrogate-self-report", WRONG + """printf '{"model": "\\\\ud800", "answer": "\\\\udfff x",'"""
-         """' "tokens_in": 3}' > "$HEADROOM_AGENT_RESULT"\n""", fast=True),
-    Case("non-utf8-file-names", CD + WRONG + """touch "$(printf 'f\\377\\376')" "$HEADROOM_LOGS_DIR/$(printf 'g\\377')"\n"""),
+    Case(
+        "lone-surrogate-self-report",
+        WRONG + """printf '{"model": "\\\\ud800", "answer": "\\\\udfff x",'"""
+        """' "tokens_in": 3}' > "$HEADROOM_AGENT_RESULT"\n""",
+        fast=True,
+    ),
+    Case(
+        "non-utf8-file-names",
+        CD + WRONG + """touch "$(printf 'f\\377\\376')" "$HEADROOM_LOGS_DIR/$(printf 'g\\377')"\n""",
+    ),
     # --- an agent-made state that breaks the verifier is the agent's failure, even when the verifier exits 0 ---
     Case("answer-breaks-the-verifier", CD + "printf 'x\\377\\376' > answer\n", expect=BROKEN),
-    Case("answer-breaks-the-verifier-quietly", CD + "printf 'x\\377\\376' > answer\n", expect=BROKEN,
-         test_sh=TEST_SH.rstrip("\n") + " || true\n"),
+    Case(
+        "answer-breaks-the-verifier-quietly",
+        CD + "printf 'x\\377\\376' > answer\n",
+        expect=BROKEN,
+        test_sh=TEST_SH.rstrip("\n") + " || true\n",
+    ),
 ]
 
 
@@ -226,7 +346,8 @@ def write_corpus(root: Path, cases: list[Case], *, tests_at: str, base_image: st
         (d / "tests").mkdir(parents=True)
         (d / "environment").mkdir()
         env = "".join(f'{k} = "{v}"\n' for k, v in c.env.items())
-        (d / "task.toml").write_text(textwrap.dedent("""\
+        (d / "task.toml").write_text(
+            textwrap.dedent("""\
             version = "1.0"
             [environment]
             cpus = 1
@@ -238,7 +359,9 @@ def write_corpus(root: Path, cases: list[Case], *, tests_at: str, base_image: st
             timeout_sec = 60
             [provenance]
             source = "headroom hostile corpus"
-            """) + (f"[environment.env]\n{env}" if env else ""))
+            """)
+            + (f"[environment.env]\n{env}" if env else "")
+        )
         (d / "instruction.md").write_text("Write the expected token to $HEADROOM_WORKDIR/answer.\n")
         (d / "tests" / "test.sh").write_text(c.test_sh)
         (d / "tests" / "hrcheck.py").write_text(HRCHECK)

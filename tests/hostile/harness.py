@@ -62,15 +62,25 @@ def new_marker() -> str:
     return f"{900000 + secrets.randbelow(99999)}.{secrets.randbelow(10**6)}"
 
 
-def write_hostile_task(root: Path, name: str, attack: str, *, expected: str | None = None, memory_mb: int = 128,
-                       agent_timeout: float = 30, extra_toml: str = "", storage_mb: int | None = None) -> tuple[Path, str]:
+def write_hostile_task(
+    root: Path,
+    name: str,
+    attack: str,
+    *,
+    expected: str | None = None,
+    memory_mb: int = 128,
+    agent_timeout: float = 30,
+    extra_toml: str = "",
+    storage_mb: int | None = None,
+) -> tuple[Path, str]:
     """A task whose agent is ``attack``; returns (task dir, the expected answer)."""
     expected = expected or secrets.token_hex(12)
     # storage_mb: Harbor's default (10 GiB) unless a test sets it; only limited configurations enforce it.
     d = root / name
     (d / "tests").mkdir(parents=True)
     (d / "environment").mkdir()
-    (d / "task.toml").write_text(textwrap.dedent(f"""\
+    (d / "task.toml").write_text(
+        textwrap.dedent(f"""\
         version = "1.0"
         [environment]
         cpus = 1
@@ -82,7 +92,9 @@ def write_hostile_task(root: Path, name: str, attack: str, *, expected: str | No
         timeout_sec = 30
         [provenance]
         source = "headroom hostile corpus"
-        """) + extra_toml)
+        """)
+        + extra_toml
+    )
     (d / "instruction.md").write_text("Write the expected token to $HEADROOM_WORKDIR/answer.\n")
     (d / "tests" / "test.sh").write_text(TEST_SH)
     (d / "tests" / "check.py").write_text(CHECK)
@@ -111,21 +123,48 @@ def canary_env() -> tuple[dict[str, str], list[str]]:
     return {"HOST_CANARY": host, "SHORTPW": short}, [host, short]
 
 
-def sweep(tasks_root: Path, tmp_path: Path, *args: str, concurrency: int = 1, timeout: float = 300,
-          wrapper: tuple[str, ...] = ()) -> HostileRun:
+def sweep(
+    tasks_root: Path,
+    tmp_path: Path,
+    *args: str,
+    concurrency: int = 1,
+    timeout: float = 300,
+    wrapper: tuple[str, ...] = (),
+) -> HostileRun:
     """Run the CLI on ``tasks_root``; ``wrapper`` is a command prefix that execs it (e.g. to set up its keyring)."""
     env, canaries = canary_env()
     store = tmp_path / "h.db"
-    cmd = [*wrapper, sys.executable, "-m", "orchestrator", "sweep", str(tasks_root), "--multipliers", "unbounded", "--attempts", "1",
-           "--concurrency", str(concurrency), "--agent-command", 'bash "$HEADROOM_TASK_DIR/environment/attack.sh"',
-           "--agent-env", "SHORTPW", "--store", str(store), "--format", "none", *args]
+    cmd = [
+        *wrapper,
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "unbounded",
+        "--attempts",
+        "1",
+        "--concurrency",
+        str(concurrency),
+        "--agent-command",
+        'bash "$HEADROOM_TASK_DIR/environment/attack.sh"',
+        "--agent-env",
+        "SHORTPW",
+        "--store",
+        str(store),
+        "--format",
+        "none",
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **env})
     assert proc.returncode == 0, proc.stderr
     s = Store.open_existing(store)
     try:
         run_id = s.run().run_id
-        rows = s.db.execute("SELECT trial_id, outcome, reason FROM executions WHERE run_id=? AND final=1 ORDER BY trial_id",
-                            (run_id,)).fetchall()
+        rows = s.db.execute(
+            "SELECT trial_id, outcome, reason FROM executions WHERE run_id=? AND final=1 ORDER BY trial_id", (run_id,)
+        ).fetchall()
         outcomes = [(r["outcome"], r["reason"]) for r in rows]
         assert len(outcomes) == len(s.planned(run_id)), "every trial has exactly one final result"
         evidence = [e for r in rows for e in s.evidence(run_id, r["trial_id"])]
@@ -152,8 +191,12 @@ def reports(store: Path, run_id: str) -> dict[str, str]:
         s.close()
 
 
-def assert_nothing_leaks(run: HostileRun, *, more_needles: list[str] = (),  # type: ignore[assignment]
-                         isolation: str | None = "namespaces") -> None:
+def assert_nothing_leaks(
+    run: HostileRun,
+    *,
+    more_needles: list[str] = (),  # type: ignore[assignment]
+    isolation: str | None = "namespaces",
+) -> None:
     needles = [*run.canaries, *more_needles]
     blobs = {p.name: p.read_bytes() for p in run.store.parent.glob(run.store.name + "*")}  # .db, -wal, -shm
     assert run.store.name in blobs

@@ -32,14 +32,23 @@ def with_details(store: Path) -> dict[str, tuple[tuple[str, str | None], str]]:
     try:
         run_id = s.run().run_id
         tasks = {t.trial_id: t.task_id for t in s.planned(run_id)}
-        rows = s.db.execute("SELECT trial_id, outcome, reason FROM executions WHERE run_id=? AND final=1",
-                            (run_id,)).fetchall()
+        rows = s.db.execute(
+            "SELECT trial_id, outcome, reason FROM executions WHERE run_id=? AND final=1", (run_id,)
+        ).fetchall()
         out = {}
         for r in rows:
             evs = s.evidence(run_id, r["trial_id"])
             ev = evs[-1] if evs else {}
-            detail = "; ".join(str(x) for x in (ev.get("infra_detail"), ev.get("setup_error"), ev.get("agent_fault"),
-                                                (ev.get("extra") or {}).get("sanitiser")) if x)
+            detail = "; ".join(
+                str(x)
+                for x in (
+                    ev.get("infra_detail"),
+                    ev.get("setup_error"),
+                    ev.get("agent_fault"),
+                    (ev.get("extra") or {}).get("sanitiser"),
+                )
+                if x
+            )
             out[tasks[r["trial_id"]]] = ((r["outcome"], r["reason"]), detail)
         return out
     finally:

@@ -267,8 +267,12 @@ PY
 true
 """
     write_hostile_task(tasks_root, "storm", attack)
-    exp = Experiment(tasks_dir=str(tasks_root), configurations=["unbounded"], attempts=1,
-                     agent={"command": 'bash "$HEADROOM_TASK_DIR/environment/attack.sh"'})
+    exp = Experiment(
+        tasks_dir=str(tasks_root),
+        configurations=["unbounded"],
+        attempts=1,
+        agent={"command": 'bash "$HEADROOM_TASK_DIR/environment/attack.sh"'},
+    )
     store = Store(tmp_path / "h.db")
     backend = LocalBackend(pids_max=64)
     try:
@@ -314,8 +318,13 @@ python3 -c 'import socket; s = socket.create_connection(("127.0.0.1", {port}), t
   && echo CONNECTED || echo NO-NETWORK
 """
     write_hostile_task(tasks_root, "net", attack)
-    exp = Experiment(tasks_dir=str(tasks_root), configurations=["unbounded"], attempts=1, allow_internet=allowed,
-                     agent={"command": 'bash "$HEADROOM_TASK_DIR/environment/attack.sh"'})
+    exp = Experiment(
+        tasks_dir=str(tasks_root),
+        configurations=["unbounded"],
+        attempts=1,
+        allow_internet=allowed,
+        agent={"command": 'bash "$HEADROOM_TASK_DIR/environment/attack.sh"'},
+    )
     store = Store(tmp_path / "h.db")
     backend = LocalBackend()
     try:
@@ -349,10 +358,12 @@ for _ in range(3000):
 
 
 #: A checker that compares the answer with the value [verifier.env] gives the verifier, as Terminal-Bench 2 tasks do.
-ENV_CHECK = ("import os\n"
-             "got = open(os.path.join(os.environ['HEADROOM_WORKDIR'], 'answer')).read().strip()\n"
-             "open(os.path.join(os.environ['HEADROOM_LOGS_DIR'], 'reward.txt'), 'w')"
-             ".write('1' if got == os.environ['EXPECTED'] else '0')\n")
+ENV_CHECK = (
+    "import os\n"
+    "got = open(os.path.join(os.environ['HEADROOM_WORKDIR'], 'answer')).read().strip()\n"
+    "open(os.path.join(os.environ['HEADROOM_LOGS_DIR'], 'reward.txt'), 'w')"
+    ".write('1' if got == os.environ['EXPECTED'] else '0')\n"
+)
 
 
 def test_reading_answer_keys_from_task_toml(tasks_root: Path, tmp_path: Path) -> None:
@@ -375,7 +386,9 @@ PY
     shutil.rmtree(d / "tests")
     # a Terminal-Bench 2 style task: the expected value reaches its tests through [verifier.env]
     expected = _secrets.token_hex(12)
-    d, _ = write_hostile_task(tasks_root, "verifier-env", steal, extra_toml=f'[verifier.env]\nEXPECTED = "{expected}"\n')
+    d, _ = write_hostile_task(
+        tasks_root, "verifier-env", steal, extra_toml=f'[verifier.env]\nEXPECTED = "{expected}"\n'
+    )
     (d / "tests" / "check.py").write_text(ENV_CHECK)
     run = sweep(tasks_root, tmp_path)
     _failed(run)
@@ -387,8 +400,12 @@ def test_the_verifier_still_gets_its_environment(tasks_root: Path, tmp_path: Pat
     import secrets as _secrets
 
     expected = _secrets.token_hex(12)
-    d, _ = write_hostile_task(tasks_root, "honest-env", f'echo {expected} > "$HEADROOM_WORKDIR/answer"\n',
-                              extra_toml=f'[verifier.env]\nEXPECTED = "{expected}"\n')
+    d, _ = write_hostile_task(
+        tasks_root,
+        "honest-env",
+        f'echo {expected} > "$HEADROOM_WORKDIR/answer"\n',
+        extra_toml=f'[verifier.env]\nEXPECTED = "{expected}"\n',
+    )
     (d / "tests" / "check.py").write_text(ENV_CHECK)
     run = sweep(tasks_root, tmp_path)
     assert run.outcomes == [("passed", None)], run.outcomes

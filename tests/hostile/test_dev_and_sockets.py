@@ -18,12 +18,12 @@ pytestmark = [pytest.mark.slow, requires_sandbox]
 def test_dev_shm_counts_against_the_storage_limit_and_dev_is_read_only(tasks_root: Path, tmp_path: Path) -> None:
     # 300 MB into /dev/shm under a 30 MiB limit: once a tmpfs nobody counted; now the step's own dir
     # in the trial's work dir, which the storage watcher measures. /dev itself takes no new file.
-    attack = textwrap.dedent('''
+    attack = textwrap.dedent("""
         echo x > /dev/planted 2>/dev/null && echo "WROTE DEV"
         head -c 16 /dev/urandom > /dev/null && echo "devices work"
         head -c 314572800 /dev/zero > /dev/shm/big && echo "WROTE SHM"
         sleep 20
-        ''')
+        """)
     write_hostile_task(tasks_root, "shmfill", attack, storage_mb=30, memory_mb=512, agent_timeout=60)
     run = sweep(tasks_root, tmp_path, "--multipliers", "1x-strict")
     assert run.outcomes == [("infra_error", "storage_limit")], (run.outcomes, run.stdout_of())
@@ -38,16 +38,18 @@ def test_dev_shm_counts_against_the_storage_limit_and_dev_is_read_only(tasks_roo
 def test_dev_shm_still_works_for_a_step(tasks_root: Path, tmp_path: Path) -> None:
     # Python's multiprocessing makes its semaphores in /dev/shm: an honest agent relying on it still runs.
     _, expected = write_hostile_task(tasks_root, "shmuse", "")
-    (tasks_root / "shmuse" / "environment" / "attack.sh").write_text(textwrap.dedent(f'''
+    (tasks_root / "shmuse" / "environment" / "attack.sh").write_text(
+        textwrap.dedent(f"""
         python3 -c 'import multiprocessing as m; l = m.Lock(); l.acquire(); l.release(); print("lock ok")'
         echo {expected} > /dev/shm/a && cp /dev/shm/a "$HEADROOM_WORKDIR/answer"
-        '''))
+        """)
+    )
     run = sweep(tasks_root, tmp_path)
     assert run.outcomes == [("passed", None)], run.stdout_of()
     assert "lock ok" in run.stdout_of()
 
 
-PROBE = textwrap.dedent('''
+PROBE = textwrap.dedent("""
     import ctypes, errno, socket
     libc = ctypes.CDLL(None, use_errno=True)
     L = ctypes.c_long
@@ -68,7 +70,7 @@ PROBE = textwrap.dedent('''
     r = libc.syscall(L(53), L(40), L(1), L(0), (ctypes.c_int * 2)())  # socketpair(AF_VSOCK)
     out["socketpair_vsock"] = "ok" if r == 0 else errno.errorcode.get(ctypes.get_errno())
     print(out)
-    ''')
+    """)
 
 
 def _in_sandbox(probe: str, network: bool) -> dict[str, str]:
@@ -89,9 +91,18 @@ def _families(network: bool) -> dict[str, str]:
 def test_only_unix_and_inet_sockets_without_the_network() -> None:
     got = _families(network=False)
     assert {k: got[k] for k in ("AF_UNIX", "AF_INET", "AF_INET6", "socketpair_unix")} == dict.fromkeys(
-        ("AF_UNIX", "AF_INET", "AF_INET6", "socketpair_unix"), "ok"), got
-    refused = ("AF_VSOCK", "AF_NETLINK", "AF_BLUETOOTH", "AF_ALG", "AF_UNSPEC", "AF_TIPC", "vsock_high_bits",
-               "socketpair_vsock")
+        ("AF_UNIX", "AF_INET", "AF_INET6", "socketpair_unix"), "ok"
+    ), got
+    refused = (
+        "AF_VSOCK",
+        "AF_NETLINK",
+        "AF_BLUETOOTH",
+        "AF_ALG",
+        "AF_UNSPEC",
+        "AF_TIPC",
+        "vsock_high_bits",
+        "socketpair_vsock",
+    )
     assert {k: got[k] for k in refused} == dict.fromkeys(refused, "EPERM"), got
     assert sandbox.probe().offline_filter.describe()["socket_families"] == sorted(seccomp.OFFLINE_FAMILIES)
 
@@ -106,7 +117,7 @@ def test_with_the_network_the_families_are_the_kernels_business() -> None:
 #: io_uring_setup(2) with an empty io_uring_params (its syscall number on this machine's ABI), then the other two
 #: calls on a bad fd: refused by the filter they answer EPERM, allowed they reach the kernel (EBADF, or ENOSYS/EINVAL
 #: where io_uring is off). IORING_OP_SOCKET makes sockets with no socket() call, so the family rule cannot see them.
-URING = textwrap.dedent('''
+URING = textwrap.dedent("""
     import ctypes, errno, platform
     libc = ctypes.CDLL(None, use_errno=True)
     L = ctypes.c_long
@@ -118,7 +129,7 @@ URING = textwrap.dedent('''
         r = libc.syscall(L(nr[("setup", "enter", "register").index(name)]), *args)
         out[name] = "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno())
     print(out)
-    ''')
+    """)
 
 
 @pytest.mark.parametrize("network", [False, True])

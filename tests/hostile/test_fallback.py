@@ -74,10 +74,14 @@ def test_a_seccomp_filter_that_cannot_be_built_is_said_loudly(monkeypatch: pytes
         if backend.sandbox is None:
             pytest.skip("no bubblewrap sandbox here")
         assert backend.capabilities.isolation == "namespaces"
-        assert any(n.startswith("NO SECCOMP FILTER (libseccomp is not usable") and "kernel keyring" in n
-                   for n in backend.capabilities.notes)
+        assert any(
+            n.startswith("NO SECCOMP FILTER (libseccomp is not usable") and "kernel keyring" in n
+            for n in backend.capabilities.notes
+        )
         assert backend.facts()["isolation"]["seccomp"] == {
-            "filter": None, "fallback_reason": "libseccomp is not usable (RuntimeError: Unable to find libseccomp)"}
+            "filter": None,
+            "fallback_reason": "libseccomp is not usable (RuntimeError: Unable to find libseccomp)",
+        }
         assert "--seccomp" not in backend.sandbox.argv(sandbox.StepView(task_dir=Path("/"), task_entries=[]), ["true"])
     finally:
         backend.close()

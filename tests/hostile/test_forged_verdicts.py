@@ -27,7 +27,7 @@ FORGERIES = {
     "spawn-message-on-stdout": 'echo "headroom: cannot join cgroup /sys/fs/cgroup/x/cgroup.procs"; exit 111',
     "exec-not-found": 'echo "sh: 1: exec: bwrap: not found" >&2; exit 127',
     "oom-text": 'echo "Out of memory: Killed process 4242 (python3) total-vm:1048576kB" >&2; '
-                'echo "MemoryError" >&2; echo "oom_kill 1"; exit 137',
+    'echo "MemoryError" >&2; echo "oom_kill 1"; exit 137',
     "disk-full-text": 'echo "write error: No space left on device" >&2; echo "storage limit exceeded" >&2; exit 28',
     "timeout-exit-124": 'echo "timeout: the monitored command dumped core" >&2; exit 124',
     "sigkill-self": 'echo "Killed" >&2; kill -KILL $$',
@@ -54,22 +54,49 @@ def test_a_real_wrapper_failure_is_still_spawn_failed(tmp_path: Path) -> None:
     """The wrapper's own failure to join the cgroup reaches the verdict through its pipe."""
     driver = detect(f"headroom-test-wrapper-{tmp_path.name}")
     try:
-        cg = driver.create("t", ResourceAmounts(request_cpus=1, request_memory_bytes=64 << 20, limit_cpus=None,
-                                                 limit_memory_bytes=None), pids_max=64)
+        cg = driver.create(
+            "t",
+            ResourceAmounts(request_cpus=1, request_memory_bytes=64 << 20, limit_cpus=None, limit_memory_bytes=None),
+            pids_max=64,
+        )
         try:
             # A cgroup.procs that cannot be written (its directory is gone): the join fails for real.
             cg.procs_files = lambda: [tmp_path / "gone" / "cgroup.procs"]  # type: ignore[method-assign]
-            facts, _ = process.run_step("agent", ["sh", "-c", "echo ran"], env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path,
-                                        logs_dir=tmp_path, timeout_s=30, cgroup=cg, limits=process.Limits(None))
+            facts, _ = process.run_step(
+                "agent",
+                ["sh", "-c", "echo ran"],
+                env={"PATH": "/usr/bin:/bin"},
+                cwd=tmp_path,
+                logs_dir=tmp_path,
+                timeout_s=30,
+                cgroup=cg,
+                limits=process.Limits(None),
+            )
             assert facts.spawn_error is not None and "cannot join cgroup" in facts.spawn_error, facts
             assert "ran" not in facts.stdout_tail  # the command never started outside its limits
             # ...and a missing program is the wrapper's verdict too, not the exit code's
             cg.procs_files = lambda: []  # type: ignore[method-assign]
-            facts, _ = process.run_step("agent", ["no-such-program-here"], env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path,
-                                        logs_dir=tmp_path, timeout_s=30, cgroup=cg, limits=process.Limits(None))
+            facts, _ = process.run_step(
+                "agent",
+                ["no-such-program-here"],
+                env={"PATH": "/usr/bin:/bin"},
+                cwd=tmp_path,
+                logs_dir=tmp_path,
+                timeout_s=30,
+                cgroup=cg,
+                limits=process.Limits(None),
+            )
             assert facts.spawn_error is not None and "not found" in facts.spawn_error, facts
-            facts, _ = process.run_step("agent", ["sh", "-c", "exit 111"], env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path,
-                                        logs_dir=tmp_path, timeout_s=30, cgroup=cg, limits=process.Limits(None))
+            facts, _ = process.run_step(
+                "agent",
+                ["sh", "-c", "exit 111"],
+                env={"PATH": "/usr/bin:/bin"},
+                cwd=tmp_path,
+                logs_dir=tmp_path,
+                timeout_s=30,
+                cgroup=cg,
+                limits=process.Limits(None),
+            )
             assert facts.spawn_error is None and facts.exit_code == 111
         finally:
             cg.remove()

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.slow, requires_sandbox]
 
 #: Reads every key the agent can reach: the session, process, thread, user and user-session keyrings, and
 #: /proc/keys. Whatever payload it finds goes to the answer; it prints what it could do.
-READ_KEYS = textwrap.dedent(r'''
+READ_KEYS = textwrap.dedent(r"""
     python3 - <<'PY'
     import ctypes, re, struct
     libc = ctypes.CDLL(None, use_errno=True)
@@ -50,17 +50,17 @@ READ_KEYS = textwrap.dedent(r'''
     if found:
         open(__import__("os").environ["HEADROOM_WORKDIR"] + "/answer", "w").write(found[0])
     PY
-    ''')
+    """)
 
 #: Joins a new session keyring holding a credential, then execs the rest (as pam_keyinit does for a login).
-SESSION_WITH_KEY = textwrap.dedent('''
+SESSION_WITH_KEY = textwrap.dedent("""
     import ctypes, os, sys
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.syscall(250, 1, b"_ses.headroom-test") > 0, ctypes.get_errno()  # KEYCTL_JOIN_SESSION_KEYRING
     secret = sys.argv[1].encode()
     assert libc.syscall(248, b"user", b"headroom-test:api-token", secret, len(secret), -3) > 0, ctypes.get_errno()
     os.execvp(sys.argv[2], sys.argv[2:])
-    ''')
+    """)
 
 
 def test_the_orchestrators_session_keyring_is_out_of_reach(tasks_root: Path, tmp_path: Path) -> None:
@@ -76,9 +76,19 @@ def test_the_orchestrators_session_keyring_is_out_of_reach(tasks_root: Path, tmp
 
 def _keys_of_nobody() -> str:
     """/proc/keys as uid nobody sees it on the host, outside any sandbox: keys a trial left behind show here."""
-    res = subprocess.run([shutil.which("setpriv") or "setpriv", f"--reuid={sandbox.SANDBOX_UID}",
-                          f"--regid={sandbox.SANDBOX_GID}", "--clear-groups", "cat", "/proc/keys"],
-                         capture_output=True, text=True, timeout=30)
+    res = subprocess.run(
+        [
+            shutil.which("setpriv") or "setpriv",
+            f"--reuid={sandbox.SANDBOX_UID}",
+            f"--regid={sandbox.SANDBOX_GID}",
+            "--clear-groups",
+            "cat",
+            "/proc/keys",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert res.returncode == 0, res.stderr
     return res.stdout
 
@@ -89,7 +99,8 @@ def test_keys_do_not_pass_between_trials_or_outlive_them(tasks_root: Path, tmp_p
     tokens = {"keys-a": f"aaaa{secrets.token_hex(8)}", "keys-b": f"bbbb{secrets.token_hex(8)}"}
     for name, other in (("keys-a", "keys-b"), ("keys-b", "keys-a")):
         mine = tokens[name]
-        attack = textwrap.dedent(f'''
+        attack = (
+            textwrap.dedent(f'''
             python3 - <<'PY'
             import ctypes
             libc = ctypes.CDLL(None, use_errno=True)
@@ -97,7 +108,9 @@ def test_keys_do_not_pass_between_trials_or_outlive_them(tasks_root: Path, tmp_p
                 r = libc.syscall(248, b"user", b"peer-secret-{mine}", b"{mine}", {len(mine)}, spec)
                 print("add_key", spec, "->", "ADDED" if r > 0 else f"refused errno {{ctypes.get_errno()}}")
             PY
-            ''') + READ_KEYS
+            ''')
+            + READ_KEYS
+        )
         write_hostile_task(tasks_root, name, attack, expected=tokens[other])
     run = sweep(tasks_root, tmp_path)
     assert run.outcomes == [("failed", None)] * 2, run.stdout_of()
@@ -117,22 +130,25 @@ def test_the_filter_is_recorded_in_provenance(tasks_root: Path, tmp_path: Path) 
     s = Store.open_existing(run.store)
     iso = s.provenance(run.run_id)["backend"]["isolation"]
     s.close()
-    assert iso["seccomp"]["blocked"] == ["add_key", "keyctl", "request_key", "io_uring_setup", "io_uring_enter",
-                                         "io_uring_register"] and iso["seccomp"]["errno"] == "EPERM"
+    assert (
+        iso["seccomp"]["blocked"]
+        == ["add_key", "keyctl", "request_key", "io_uring_setup", "io_uring_enter", "io_uring_register"]
+        and iso["seccomp"]["errno"] == "EPERM"
+    )
     assert "/proc/keys" in iso["masked"]
 
 
 def test_a_file_deeper_than_path_max_counts_against_the_storage_limit(tasks_root: Path, tmp_path: Path) -> None:
     # 20 directories of 250 characters: 5000+ characters of path, past PATH_MAX (4096), then 48 MiB of real
     # data against a 16 MiB limit. The agent then waits: only an eviction ends it before its timeout.
-    attack = textwrap.dedent('''
+    attack = textwrap.dedent("""
         cd "$HEADROOM_WORKDIR"
         n=$(printf 'd%.0s' $(seq 250))
         for i in $(seq 20); do mkdir $n && cd $n || exit 1; done
         echo "depth $(pwd | wc -c)"
         head -c 50331648 /dev/zero > big && echo WROTE
         sleep 20
-        ''')
+        """)
     write_hostile_task(tasks_root, "deepfill", attack, storage_mb=16, agent_timeout=60)
     run = sweep(tasks_root, tmp_path, "--multipliers", "1x-strict")
     assert run.outcomes == [("infra_error", "storage_limit")], (run.outcomes, run.stdout_of())
@@ -148,7 +164,7 @@ def test_a_file_deeper_than_path_max_counts_against_the_storage_limit(tasks_root
 
 def test_a_flood_of_empty_files_counts_against_the_storage_limit(tasks_root: Path, tmp_path: Path) -> None:
     # Empty files cost no blocks but one inode each: 20,000 of them under a 10 MiB limit (640 inodes allowed).
-    attack = textwrap.dedent('''
+    attack = textwrap.dedent("""
         cd "$HEADROOM_WORKDIR" && python3 -c '
         import os
         for i in range(20000):
@@ -156,7 +172,7 @@ def test_a_flood_of_empty_files_counts_against_the_storage_limit(tasks_root: Pat
         print("CREATED")
         '
         sleep 20
-        ''')
+        """)
     write_hostile_task(tasks_root, "inodes", attack, storage_mb=10, agent_timeout=60)
     run = sweep(tasks_root, tmp_path, "--multipliers", "1x-strict")
     assert run.outcomes == [("infra_error", "storage_limit")], (run.outcomes, run.stdout_of())

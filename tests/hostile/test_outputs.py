@@ -37,28 +37,31 @@ echo wrong > "$HEADROOM_WORKDIR/answer"
     assert_nothing_leaks(run)
 
 
-def test_a_golden_answer_that_breaks_the_json_schema_check_is_a_failed_answer(tasks_root: Path,
-                                                                            tmp_path: Path) -> None:
+def test_a_golden_answer_that_breaks_the_json_schema_check_is_a_failed_answer(tasks_root: Path, tmp_path: Path) -> None:
     attack = """python3 -c '
 import json, os
 json.dump({"answer": "[" * 2040 + "]" * 2040}, open(os.environ["HEADROOM_AGENT_RESULT"], "w"))
 '
 """
-    write_hostile_task(tasks_root, "schema", attack,
-                       extra_toml='[grader]\njson_schema = {type = "object", required = ["total"]}\n')
+    write_hostile_task(
+        tasks_root, "schema", attack, extra_toml='[grader]\njson_schema = {type = "object", required = ["total"]}\n'
+    )
     run = sweep(tasks_root, tmp_path)  # the CLI used to exit 1 here, the try abandoned
     assert run.outcomes == [("failed", None)]
     (ev,) = run.evidence
     assert ev["extra"]["grade"]["checks"] == {"json_schema": False}
     assert "nested" in ev["extra"]["grade"]["notes"]["json_schema"]
-    resumed = subprocess.run([sys.executable, "-m", "orchestrator", "resume", "--store", str(run.store),
-                              "--format", "none"], capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "resume", "--store", str(run.store), "--format", "none"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert_nothing_leaks(run)
 
 
-def test_absurd_self_reported_usage_is_not_counted_and_the_totals_stay_finite(tasks_root: Path,
-                                                                            tmp_path: Path) -> None:
+def test_absurd_self_reported_usage_is_not_counted_and_the_totals_stay_finite(tasks_root: Path, tmp_path: Path) -> None:
     attack = """cat > "$HEADROOM_AGENT_RESULT" <<'J'
 {"tokens_in": 1e308, "tokens_out": 1.7e308, "cost_usd": 1e308}
 J
@@ -72,8 +75,10 @@ J
         assert "above the cap" in ev["agent_result"]["rejected"]["cost_usd"]
     s = Store.open_existing(run.store)
     try:
-        row = s.db.execute("SELECT COUNT(*) FROM executions WHERE cost_usd IS NOT NULL OR tokens_in IS NOT NULL "
-                           "OR tokens_out IS NOT NULL").fetchone()
+        row = s.db.execute(
+            "SELECT COUNT(*) FROM executions WHERE cost_usd IS NOT NULL OR tokens_in IS NOT NULL "
+            "OR tokens_out IS NOT NULL"
+        ).fetchone()
     finally:
         s.close()
     assert row[0] == 0
@@ -84,8 +89,9 @@ J
     assert_nothing_leaks(run)
 
 
-def test_a_secret_printed_across_the_tail_cut_leaves_no_piece(tasks_root: Path, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_secret_printed_across_the_tail_cut_leaves_no_piece(
+    tasks_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key = "KEY" + secrets.token_urlsafe(30)  # 43 characters
     monkeypatch.setenv("HEADROOM_HOSTILE_APIKEY", key)
     # The last 4096 bytes of each output start 20 characters before the key's end.
@@ -98,5 +104,5 @@ echo "using key $HEADROOM_HOSTILE_APIKEY" >&2; head -c 4074 /dev/zero | tr '\\0'
     (ev,) = run.evidence
     assert ev["agent"]["stdout_tail"].endswith("x" * 4074 + "\n")  # the tail is still the output's end
     assert len(ev["agent"]["stdout_tail"].encode()) <= 4096
-    pieces = [key[i:i + 10] for i in range(len(key) - 9)]
+    pieces = [key[i : i + 10] for i in range(len(key) - 9)]
     assert_nothing_leaks(run, more_needles=pieces)

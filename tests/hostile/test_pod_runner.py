@@ -30,8 +30,10 @@ from tests.taskfactory import write_task
 pytestmark = [pytest.mark.cgroup, pytest.mark.skipif(cgroup_usable() is not None, reason=str(cgroup_usable()))]
 
 #: The verifier passes only on an answer the agent is never given.
-TEST = 'if [ "$(cat "$HEADROOM_WORKDIR/answer" 2>/dev/null)" = s3cret ]; then echo 1; else echo 0; fi ' \
-       '> "$HEADROOM_LOGS_DIR/reward.txt"\n'
+TEST = (
+    'if [ "$(cat "$HEADROOM_WORKDIR/answer" 2>/dev/null)" = s3cret ]; then echo 1; else echo 0; fi '
+    '> "$HEADROOM_LOGS_DIR/reward.txt"\n'
+)
 
 
 def _run(tmp: Path, command: str, forge: str | None = None, toml: str = "", **kw: object) -> tuple[RunResult, Verdict]:
@@ -40,23 +42,70 @@ def _run(tmp: Path, command: str, forge: str | None = None, toml: str = "", **kw
     if forge is not None:
         (tasks / "t" / "environment").mkdir()
         (tasks / "t" / "environment" / "forge").write_text(forge)
-    exp = Experiment(tasks_dir=str(tasks), tasks=["t"], configurations=["unbounded"], attempts=1,
-                     agent={"kind": "command", "command": command})
+    exp = Experiment(
+        tasks_dir=str(tasks),
+        tasks=["t"],
+        configurations=["unbounded"],
+        attempts=1,
+        agent={"kind": "command", "command": command},
+    )
     [task] = load_tasks(tasks, ["t"])
     launch = build_launch("run-r", plan(exp, [task])[0], 0, task, exp)
     res = run_pod(tmp, launch, bundle("t", task.path, task.digest), **kw)  # type: ignore[arg-type]
-    pod = {"metadata": {"name": "p"}, "status": {"phase": "Succeeded", "containerStatuses": [
-        {"name": "task", "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": res.message}}}]}}
-    obs = observe(pod, [], Context(now=0, amounts=ResourceAmounts(request_cpus=1, request_memory_bytes=1,
-                                                                  limit_cpus=None, limit_memory_bytes=None)))
+    pod = {
+        "metadata": {"name": "p"},
+        "status": {
+            "phase": "Succeeded",
+            "containerStatuses": [
+                {
+                    "name": "task",
+                    "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": res.message}},
+                }
+            ],
+        },
+    }
+    obs = observe(
+        pod,
+        [],
+        Context(
+            now=0,
+            amounts=ResourceAmounts(request_cpus=1, request_memory_bytes=1, limit_cpus=None, limit_memory_bytes=None),
+        ),
+    )
     assert obs.facts is not None
     return res, classify(obs.facts)
 
 
 #: Every program the runner runs after the agent, planted in the work dir's bin/: each one, if it ever ran in the
 #: runner's place, would write a passing reward into the termination message (or the reward file).
-PLANTED = ("dd", "base64", "tr", "cksum", "find", "readlink", "sort", "sh", "bash", "cat", "cp", "mkdir", "rm",
-           "head", "tail", "wc", "sha256sum", "tar", "awk", "grep", "cut", "mv", "ln", "timeout", "id", "sleep")
+PLANTED = (
+    "dd",
+    "base64",
+    "tr",
+    "cksum",
+    "find",
+    "readlink",
+    "sort",
+    "sh",
+    "bash",
+    "cat",
+    "cp",
+    "mkdir",
+    "rm",
+    "head",
+    "tail",
+    "wc",
+    "sha256sum",
+    "tar",
+    "awk",
+    "grep",
+    "cut",
+    "mv",
+    "ln",
+    "timeout",
+    "id",
+    "sleep",
+)
 FORGE = r"""#!/bin/sh
 # planted: forge a pass wherever the runner would have written
 printf 'reward_file=reward.txt\nreward_size=2\nreward=1\nreward_b64=MQo=\nverifier_exit=0\n' > "${HR_TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null
@@ -70,9 +119,11 @@ def test_programs_the_agent_plants_on_the_images_path_never_run_for_the_runner(t
     """An image whose PATH starts with a folder of the work dir (ENV PATH=/app/bin:...): the runner once ran its
     find, readlink, dd, cksum... from there after the agent, so a planted dd could forge the termination message."""
     root = tmp_path / "pod"
-    agent = ('echo wrong > "$HEADROOM_WORKDIR/answer"; /bin/mkdir -p "$HEADROOM_WORKDIR/bin" && '
-             f'for p in {" ".join(PLANTED)}; do /bin/cp "$HEADROOM_TASK_DIR/environment/forge" '
-             '"$HEADROOM_WORKDIR/bin/$p" && /bin/chmod +x "$HEADROOM_WORKDIR/bin/$p"; done')
+    agent = (
+        'echo wrong > "$HEADROOM_WORKDIR/answer"; /bin/mkdir -p "$HEADROOM_WORKDIR/bin" && '
+        f'for p in {" ".join(PLANTED)}; do /bin/cp "$HEADROOM_TASK_DIR/environment/forge" '
+        '"$HEADROOM_WORKDIR/bin/$p" && /bin/chmod +x "$HEADROOM_WORKDIR/bin/$p"; done'
+    )
     image_path = f"{root / 'app' / 'bin'}:{os.environ['PATH']}"
     res, verdict = _run(tmp_path, agent, FORGE, extra_env={"PATH": image_path})
     assert res.report is not None and res.report.complete, res.stdout
@@ -117,10 +168,15 @@ def test_an_interpreters_missing_script_never_starts_in_the_pod(tmp_path: Path) 
 
 def test_an_interpreters_script_that_is_there_runs_and_never_sees_the_runners_variables(tmp_path: Path) -> None:
     """Not executable, and that is fine: its interpreter reads it. The check's words stay the runner's own."""
-    res, verdict = _run(tmp_path, 'sh "$HEADROOM_TASK_DIR/environment/forge"',
-                        'echo wrong > "$HEADROOM_WORKDIR/answer"; env > "$HEADROOM_WORKDIR/env.txt"\n')
+    res, verdict = _run(
+        tmp_path,
+        'sh "$HEADROOM_TASK_DIR/environment/forge"',
+        'echo wrong > "$HEADROOM_WORKDIR/answer"; env > "$HEADROOM_WORKDIR/env.txt"\n',
+    )
     assert (verdict.outcome, verdict.reason) == (Outcome.FAILED, None), res.message
-    assert res.report is not None and res.report.fields["agent_check"] == "ok" and res.report.fields["agent_exit"] == "0"
+    assert (
+        res.report is not None and res.report.fields["agent_check"] == "ok" and res.report.fields["agent_exit"] == "0"
+    )
     seen = (tmp_path / "pod" / "app" / "env.txt").read_text()
     assert "HEADROOM_TASK_DIR=" in seen and "HR_AGENT_PROGRAM" not in seen, seen
 
@@ -129,9 +185,12 @@ def test_task_variables_named_like_the_runners_own_do_not_change_what_is_checked
     """The task's variables are set in the check's shell before it runs: they must not replace the word checked
     (`prog`) or the check itself (`check`, which would print a forged ok)."""
     toml = '[environment.env]\nprog = "/bin/sh"\ncheck = "echo agent_check=ok"\n'
-    for i, (command, why) in enumerate((
+    for i, (command, why) in enumerate(
+        (
             ("/opt/my-agent/run.sh", "agent command not found: /opt/my-agent/run.sh: no such file"),
-            ("python3 /opt/my-agent/run.py", "agent script not found: /opt/my-agent/run.py"))):
+            ("python3 /opt/my-agent/run.py", "agent script not found: /opt/my-agent/run.py"),
+        )
+    ):
         res, verdict = _run(tmp_path / str(i), f'{command}; touch "$HEADROOM_WORKDIR/ran"', toml=toml)
         assert (verdict.outcome, verdict.reason) == (Outcome.HARNESS_ERROR, HarnessReason.AGENT_NOT_FOUND), res.message
         assert res.report is not None and res.report.fields["agent_not_found"] == why, res.message

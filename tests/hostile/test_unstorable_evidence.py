@@ -48,8 +48,11 @@ def _tasks(tasks_root: Path, mark: str = "") -> str:
 def _by_task(run) -> dict[str, tuple[str, str | None]]:  # type: ignore[no-untyped-def]
     s = Store.open_existing(run.store)
     try:
-        rows = s.db.execute("SELECT t.task_id, e.outcome, e.reason FROM executions e JOIN trials t USING (run_id, trial_id) "
-                            "WHERE e.run_id=? AND e.final=1", (run.run_id,)).fetchall()
+        rows = s.db.execute(
+            "SELECT t.task_id, e.outcome, e.reason FROM executions e JOIN trials t USING (run_id, trial_id) "
+            "WHERE e.run_id=? AND e.final=1",
+            (run.run_id,),
+        ).fetchall()
         return {r[0]: (r[1], r[2]) for r in rows}
     finally:
         s.close()
@@ -70,14 +73,17 @@ def _poison(store: Path) -> None:
     """A real SQLite refusal the sanitiser cannot prevent: a trigger rejects evidence holding the marker."""
     Store(store).close()
     db = sqlite3.connect(store)
-    db.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON evidence WHEN NEW.json LIKE '%{POISON}%' "
-               "BEGIN SELECT RAISE(ABORT, 'evidence refused by a test trigger'); END")
+    db.execute(
+        f"CREATE TRIGGER refuse BEFORE INSERT ON evidence WHEN NEW.json LIKE '%{POISON}%' "
+        "BEGIN SELECT RAISE(ABORT, 'evidence refused by a test trigger'); END"
+    )
     db.commit()
     db.close()
 
 
-def test_a_try_whose_evidence_cannot_be_stored_is_a_harness_error_and_the_run_goes_on(tasks_root: Path,
-                                                                                      tmp_path: Path) -> None:
+def test_a_try_whose_evidence_cannot_be_stored_is_a_harness_error_and_the_run_goes_on(
+    tasks_root: Path, tmp_path: Path
+) -> None:
     _tasks(tasks_root, mark=POISON)
     _poison(tmp_path / "h.db")
     run = sweep(tasks_root, tmp_path, "--retries", "2", concurrency=2)
@@ -88,13 +94,19 @@ def test_a_try_whose_evidence_cannot_be_stored_is_a_harness_error_and_the_run_go
 
     # A crash left the hostile try running: the resume runs it again, records it again, and finishes.
     db = sqlite3.connect(run.store)
-    db.execute("UPDATE executions SET status='running', final=0, outcome=NULL, reason=NULL WHERE outcome='harness_error'")
+    db.execute(
+        "UPDATE executions SET status='running', final=0, outcome=NULL, reason=NULL WHERE outcome='harness_error'"
+    )
     db.execute("UPDATE runs SET status='interrupted'")
     db.commit()
     db.close()
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "resume", "--store", str(run.store),
-                           "--format", "none"], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "SHORTPW": "x"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "resume", "--store", str(run.store), "--format", "none"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SHORTPW": "x"},
+    )
     assert proc.returncode == 0, proc.stderr
     s = Store.open_existing(run.store)
     try:

@@ -53,38 +53,76 @@ def test_harbor_job_maps_every_exception_type_and_lists_the_unmapped(tmp_path: P
     assert summary["unmapped"] == {"SandboxQuotaExceededError": 1}
     [config] = summary["configurations"]
     # Harbor's own rule counts serve-api__M0n1O2p by its reward: the one trial that moves.
-    assert config["moves"] == [{"reason": "rewarded after agent timeout", "effect":
-                                "success under the rule, not under headroom", "trials": 1}]
+    assert config["moves"] == [
+        {"reason": "rewarded after agent timeout", "effect": "success under the rule, not under headroom", "trials": 1}
+    ]
     [src] = summary["sources"]
     assert src["harness_version"] == "0.3.1" and src["files_read"] == 11  # result, config, lock and 8 trials
-    assert summary["totals"] == {"sources": 1, "configurations": 1, "files_read": 11, "trials_read": 8,
-                                 "trials_imported": 8, "trials_duplicate": 0, "trials_skipped": 0, "files_skipped": 0}
+    assert summary["totals"] == {
+        "sources": 1,
+        "configurations": 1,
+        "files_read": 11,
+        "trials_read": 8,
+        "trials_imported": 8,
+        "trials_duplicate": 0,
+        "trials_skipped": 0,
+        "files_skipped": 0,
+    }
     # Harbor's own mean reward (0.375) is recomputed from the imported trials by Harbor's rule.
-    assert src["accuracy_checks"] == [{"reported_as": "mean reward (terminus-2__model-a__mini-bench)",
-                                       "reported": 0.375, "recomputed": 0.375, "agrees": True}]
+    assert src["accuracy_checks"] == [
+        {
+            "reported_as": "mean reward (terminus-2__model-a__mini-bench)",
+            "reported": 0.375,
+            "recomputed": 0.375,
+            "agrees": True,
+        }
+    ]
     db = sqlite3.connect(store)
     assert db.execute("SELECT COUNT(*), SUM(final), SUM(status = 'finished') FROM executions").fetchone() == (8, 8, 8)
     assert db.execute("SELECT axis, backend FROM runs").fetchone() == ("labels", "import:harbor")
-    tokens = db.execute("SELECT tokens_in, tokens_out, cost_usd, duration_s FROM executions "
-                        "WHERE trial_id = 'fix-git__A1b2C3d'").fetchone()
+    tokens = db.execute(
+        "SELECT tokens_in, tokens_out, cost_usd, duration_s FROM executions WHERE trial_id = 'fix-git__A1b2C3d'"
+    ).fetchone()
     assert tokens == (1000.0, 200.0, 0.01, 300.0)
     evidence = json.loads(db.execute("SELECT json FROM evidence WHERE trial_id = 'fix-git__A1b2C3d'").fetchone()[0])
-    assert evidence["phases_s"] == {"environment_setup": 30.0, "agent_setup": 30.0, "agent_execution": 180.0,
-                                    "verifier": 60.0}
+    assert evidence["phases_s"] == {
+        "environment_setup": 30.0,
+        "agent_setup": 30.0,
+        "agent_execution": 180.0,
+        "verifier": 60.0,
+    }
     assert evidence["config_overrides"]["override_memory_mb"] == 4096
     assert evidence["config_overrides"]["memory_enforcement_policy"] == "limit"
     assert evidence["env_names"] == ["EXAMPLE_API_KEY"]
-    raw = store.read_bytes() + (tmp_path / "h.db-wal").read_bytes() if (tmp_path / "h.db-wal").exists() else store.read_bytes()
+    raw = (
+        store.read_bytes() + (tmp_path / "h.db-wal").read_bytes()
+        if (tmp_path / "h.db-wal").exists()
+        else store.read_bytes()
+    )
     assert b"sk-abcdefghijklmnopqrstuvwxyz" not in raw and b"sk-a****xyz" not in raw  # no secret reaches the store
 
 
 def test_map_option_overrides_a_rule_and_restating_a_default_changes_nothing(tmp_path: Path, import_json, cli) -> None:
     plain = outcomes_of(tmp_path / "a.db", import_json, str(HARBOR_JOB))
-    restated = outcomes_of(tmp_path / "b.db", import_json, str(HARBOR_JOB), "--map", "AgentTimeoutError=timeout",
-                           "--map", "EnvironmentStartTimeoutError=infra_error:spawn_failed")
+    restated = outcomes_of(
+        tmp_path / "b.db",
+        import_json,
+        str(HARBOR_JOB),
+        "--map",
+        "AgentTimeoutError=timeout",
+        "--map",
+        "EnvironmentStartTimeoutError=infra_error:spawn_failed",
+    )
     assert restated == plain
-    got = outcomes_of(tmp_path / "c.db", import_json, str(HARBOR_JOB), "--map",
-                      "SandboxQuotaExceededError=infra_error:api_error", "--map", "AgentTimeoutError=failed")
+    got = outcomes_of(
+        tmp_path / "c.db",
+        import_json,
+        str(HARBOR_JOB),
+        "--map",
+        "SandboxQuotaExceededError=infra_error:api_error",
+        "--map",
+        "AgentTimeoutError=failed",
+    )
     assert got["train-model__Y9z0A1b"] == ("infra_error", "api_error")
     assert got["serve-api__M0n1O2p"] == ("passed", None)  # mapped to 'failed': the reward decides
     bad = cli("results", "import", str(HARBOR_JOB), "--store", str(tmp_path / "x.db"), "--map", "X=infra_error")
@@ -98,11 +136,22 @@ def outcomes_of(store: Path, import_json, *args: str) -> dict[str, tuple[str, st
 
 def test_a_terminal_bench_map_restating_the_default_changes_no_score(tmp_path: Path, import_json, report) -> None:
     """--map agent_timeout=timeout is the default: every trial, and so every score, stays the same."""
-    run = write_tb_run(tmp_path / "runs" / "2026-03-01__10-00-00",
-                       [T("a", True), T("a", True, "agent_timeout"), T("b", False, "agent_timeout"), T("b", False)])
+    run = write_tb_run(
+        tmp_path / "runs" / "2026-03-01__10-00-00",
+        [T("a", True), T("a", True, "agent_timeout"), T("b", False, "agent_timeout"), T("b", False)],
+    )
     plain = outcomes_of(tmp_path / "a.db", import_json, str(run["dir"]))
-    restated = outcomes_of(tmp_path / "b.db", import_json, str(run["dir"]), "--map", "agent_timeout=timeout",
-                           "--map", "unset=failed", "--map", "test_timeout=harness_error:verifier_timeout")
+    restated = outcomes_of(
+        tmp_path / "b.db",
+        import_json,
+        str(run["dir"]),
+        "--map",
+        "agent_timeout=timeout",
+        "--map",
+        "unset=failed",
+        "--map",
+        "test_timeout=harness_error:verifier_timeout",
+    )
     assert restated == plain
     headline = [c["score_infra_as_failure"]["estimate"] for c in report(tmp_path / "b.db")["configurations"]]
     assert headline == [0.25]  # one of four passed; the resolved trial after its agent timeout is a timeout
@@ -121,7 +170,9 @@ def test_a_trial_is_a_duplicate_only_by_identity_and_same_labels_merge(tmp_path:
     assert done["summary"]["totals"]["trials_duplicate"] == 1 and done["summary"]["partial"] is False
     db = sqlite3.connect(store)
     assert db.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 9
-    attempts = db.execute("SELECT trial_id, attempt FROM trials WHERE task_id = 'serve-api' ORDER BY attempt").fetchall()
+    attempts = db.execute(
+        "SELECT trial_id, attempt FROM trials WHERE task_id = 'serve-api' ORDER BY attempt"
+    ).fetchall()
     assert [a for _, a in attempts] == [0, 1, 2]  # in the order the trials started
     assert attempts[-1][0] == "serve-api__Z9y8X7w"
     # Without labels: two sources named on the command line are two configurations, never merged.
@@ -160,18 +211,28 @@ def test_several_runs_of_one_agent_with_repeating_trial_names(tmp_path: Path, im
     published accuracy and pass@k are reproduced under the leaderboard rule."""
     sub = tmp_path / "results" / "20260301_terminus_m-one"
     runs = [
-        write_tb_run(sub / "run-a", [T("t1", True), T("t1", False), T("t2", False), T("t2", False)],
-                     names_with_run=False),
-        write_tb_run(sub / "run-b", [T("t1", True), T("t1", True), T("t2", True), T("t2", False)],
-                     names_with_run=False),
-        write_tb_run(sub / "run-c", [T("t1", False), T("t1", False), T("t2", False), T("t2", True, "agent_timeout")],
-                     names_with_run=False),
+        write_tb_run(
+            sub / "run-a", [T("t1", True), T("t1", False), T("t2", False), T("t2", False)], names_with_run=False
+        ),
+        write_tb_run(
+            sub / "run-b", [T("t1", True), T("t1", True), T("t2", True), T("t2", False)], names_with_run=False
+        ),
+        write_tb_run(
+            sub / "run-c",
+            [T("t1", False), T("t1", False), T("t2", False), T("t2", True, "agent_timeout")],
+            names_with_run=False,
+        ),
     ]
     store = tmp_path / "r.db"
     [done] = import_json(store, str(tmp_path / "results"))
     tot = done["summary"]["totals"]
     # 12 trials in the run files, and each again as a per-trial copy (same id, same run): 12 duplicates of their own.
-    assert (tot["trials_read"], tot["trials_imported"], tot["trials_duplicate"], tot["trials_skipped"]) == (24, 12, 12, 0)
+    assert (tot["trials_read"], tot["trials_imported"], tot["trials_duplicate"], tot["trials_skipped"]) == (
+        24,
+        12,
+        12,
+        0,
+    )
     assert [c["label"] for c in done["summary"]["configurations"]] == ["terminus@m/one"]
     doc = report(store)
     res = rules_of(doc, "terminus@m/one")[RULES_TB]
@@ -188,7 +249,8 @@ def test_several_runs_of_one_agent_with_repeating_trial_names(tmp_path: Path, im
     assert rules_of(doc, "terminus@m/one")["headroom:infra-as-failure"]["estimate"] == pytest.approx(4 / 12)
     assert doc["headline_rule"] == RULES_TB
     assert doc["statistics"]["scoring_rules"]["moves"]["terminus@m/one"][RULES_TB] == [
-        {"reason": "resolved after agent timeout", "effect": "success under the rule, not under headroom", "trials": 1}]
+        {"reason": "resolved after agent timeout", "effect": "success under the rule, not under headroom", "trials": 1}
+    ]
     # Run-to-run spread is over the three source runs (headroom's passes per run: 1/4, 3/4, 0).
     [config] = doc["configurations"]
     assert config["spread"]["basis"] == "source runs"
@@ -200,8 +262,13 @@ def test_three_submissions_with_the_same_trial_names_lose_nothing(tmp_path: Path
     """Three one-run submissions named alike inside (task.1-of-2 ...): three configurations, every trial kept."""
     paths = []
     for i, model in enumerate(("m/a", "m/b", "m/a")):
-        run = write_tb_run(tmp_path / f"sub{i}", [T("t1", i == 0), T("t1", True), T("t2", False)], model=model,
-                           names_with_run=False, per_trial_copies=False)
+        run = write_tb_run(
+            tmp_path / f"sub{i}",
+            [T("t1", i == 0), T("t1", True), T("t2", False)],
+            model=model,
+            names_with_run=False,
+            per_trial_copies=False,
+        )
         paths.append(str(run["dir"]))
     [done] = import_json(tmp_path / "s.db", *paths)
     labels = [c["label"] for c in done["summary"]["configurations"]]
@@ -212,15 +279,25 @@ def test_three_submissions_with_the_same_trial_names_lose_nothing(tmp_path: Path
 def test_nested_submission_folders_and_timestamp_prefixed_files(tmp_path: Path, import_json, cli, report) -> None:
     """Submissions at different depths, one of them as <timestamp>_results.json files, one a run on its own."""
     root = tmp_path / "lb"
-    f1 = write_tb_file(root / "core" / "20260301_goose_opus" / "2026-03-01__10-00-00_results.json",
-                       [T("t1", True), T("t2", False)], run_id="2026-03-01__10-00-00")
-    f2 = write_tb_file(root / "core" / "20260301_goose_opus" / "2026-03-02__10-00-00__results.json",
-                       [T("t1", True), T("t2", True)], run_id="2026-03-02__10-00-00")
+    f1 = write_tb_file(
+        root / "core" / "20260301_goose_opus" / "2026-03-01__10-00-00_results.json",
+        [T("t1", True), T("t2", False)],
+        run_id="2026-03-01__10-00-00",
+    )
+    f2 = write_tb_file(
+        root / "core" / "20260301_goose_opus" / "2026-03-02__10-00-00__results.json",
+        [T("t1", True), T("t2", True)],
+        run_id="2026-03-02__10-00-00",
+    )
     deep = root / "core" / "more" / "deeper" / "20260302_droid"
     write_tb_run(deep / "rc_1", [T("t1", False), T("t2", False)], agent="droid", model=None)
     write_tb_run(deep / "rc_2", [T("t1", True), T("t2", False)], agent="droid", model=None)
-    write_tb_run(root / "core" / "20260303_solo", [T("t1", True), T("t1", False), T("t2", True), T("t2", True)],
-                 agent="solo", model="m/s")
+    write_tb_run(
+        root / "core" / "20260303_solo",
+        [T("t1", True), T("t1", False), T("t2", True), T("t2", True)],
+        agent="solo",
+        model="m/s",
+    )
     (root / "core" / "notes_results.json").write_text('{"comment": "not a run"}')
     store = tmp_path / "lb.db"
     refused = cli("results", "import", str(root), "--store", str(store))
@@ -229,8 +306,13 @@ def test_nested_submission_folders_and_timestamp_prefixed_files(tmp_path: Path, 
     [done] = import_json(store, str(root), "--allow-partial")
     s = done["summary"]
     assert s["partial"] is True
-    assert s["skipped"] == [{"file": "lb/core/notes_results.json",
-                             "reason": "not a Terminal-Bench results file (no 'results' list)", "trials": None}]
+    assert s["skipped"] == [
+        {
+            "file": "lb/core/notes_results.json",
+            "reason": "not a Terminal-Bench results file (no 'results' list)",
+            "trials": None,
+        }
+    ]
     # In path order; the goose runs hold no metadata: the submission's folder names them.
     assert [c["label"] for c in s["configurations"]] == ["20260301_goose_opus", "solo@m/s", "droid"]
     assert [len(c["sources"]) for c in s["configurations"]] == [2, 1, 2]
@@ -249,8 +331,9 @@ def test_nested_submission_folders_and_timestamp_prefixed_files(tmp_path: Path, 
 
 
 def test_missing_times_are_null_and_drift_leaves_those_trials_out(tmp_path: Path, import_json, report) -> None:
-    trials = [T(f"t{i % 5}", i % 3 == 0, started=None if i % 4 == 0 else f"2026-03-01T10:{i:02d}:00+00:00")
-              for i in range(60)]
+    trials = [
+        T(f"t{i % 5}", i % 3 == 0, started=None if i % 4 == 0 else f"2026-03-01T10:{i:02d}:00+00:00") for i in range(60)
+    ]
     trials[1].started = ""  # an empty string is no time either
     run = write_tb_run(tmp_path / "runs" / "2026-03-01__10-00-00", trials, per_trial_copies=False)
     store = tmp_path / "m.db"
@@ -282,10 +365,18 @@ def test_harbor_job_with_exceptions_under_every_rule(tmp_path: Path, import_json
     """By hand. Task a: reward 1; AgentTimeoutError with reward 1; VerifierTimeoutError (no reward).
     Task b: reward 0; AgentTimeoutError without reward; EnvironmentStartTimeoutError; ContextLengthExceededError
     with reward 1 (the agent's own failure: the reward decides for headroom)."""
-    job = write_harbor_job(tmp_path / "jobs" / "2026-04-01__10-00-00", [
-        H("a", 1.0), H("a", 1.0, "AgentTimeoutError"), H("a", None, "VerifierTimeoutError"),
-        H("b", 0.0), H("b", None, "AgentTimeoutError"), H("b", None, "EnvironmentStartTimeoutError"),
-        H("b", 1.0, "ContextLengthExceededError")])
+    job = write_harbor_job(
+        tmp_path / "jobs" / "2026-04-01__10-00-00",
+        [
+            H("a", 1.0),
+            H("a", 1.0, "AgentTimeoutError"),
+            H("a", None, "VerifierTimeoutError"),
+            H("b", 0.0),
+            H("b", None, "AgentTimeoutError"),
+            H("b", None, "EnvironmentStartTimeoutError"),
+            H("b", 1.0, "ContextLengthExceededError"),
+        ],
+    )
     store = tmp_path / "h.db"
     [done] = import_json(store, str(job["dir"]))
     assert all(c["agrees"] for c in done["summary"]["sources"][0]["accuracy_checks"])
@@ -304,18 +395,25 @@ def test_harbor_job_with_exceptions_under_every_rule(tmp_path: Path, import_json
     # headroom: passed a1, timeout a2, harness a3; failed b1, timeout b2, infra b3, passed b4 (reward decides).
     assert by["headroom:infra-as-failure"]["estimate"] == pytest.approx(2 / 7)
     assert by["headroom:infra-excluded"]["estimate"] == pytest.approx(2 / 5)
-    moves = {(m["reason"], m["trials"]) for m in doc["statistics"]["scoring_rules"]["moves"][job["label"]]
-             ["terminal-bench-2:official"]}
-    assert moves == {("rewarded after agent timeout", 1), ("left out by the rule: ContextLengthExceededError", 1),
-                     ("left out by the rule: EnvironmentStartTimeoutError", 1)}
+    moves = {
+        (m["reason"], m["trials"])
+        for m in doc["statistics"]["scoring_rules"]["moves"][job["label"]]["terminal-bench-2:official"]
+    }
+    assert moves == {
+        ("rewarded after agent timeout", 1),
+        ("left out by the rule: ContextLengthExceededError", 1),
+        ("left out by the rule: EnvironmentStartTimeoutError", 1),
+    }
     intervals = {i["kind"]: i["generalises_to"] for r in by.values() for i in r.get("intervals", [])}
     assert "new tasks" in intervals["clustered_se"] and "these tasks" in intervals["wilson95"]
     assert "these tasks" in intervals["stderr"]
 
 
 def test_a_harbor_job_whose_trials_disagree_on_a_task_checksum_warns(tmp_path: Path, import_json) -> None:
-    job = write_harbor_job(tmp_path / "job", [H("a", 1.0, checksum="sha256:" + "a" * 64),
-                                              H("a", 0.0, checksum="sha256:" + "b" * 64), H("b", 1.0)])
+    job = write_harbor_job(
+        tmp_path / "job",
+        [H("a", 1.0, checksum="sha256:" + "a" * 64), H("a", 0.0, checksum="sha256:" + "b" * 64), H("b", 1.0)],
+    )
     store = tmp_path / "c.db"
     [done] = import_json(store, str(job["dir"]))
     [warning] = [p for p in done["summary"]["problems"] if "disagree on the task checksum" in p]
@@ -328,13 +426,17 @@ def test_a_harbor_job_whose_trials_disagree_on_a_task_checksum_warns(tmp_path: P
 
 def test_leaderboard_accuracy_equals_each_submissions_own_metadata(tmp_path: Path, import_json, report, cli) -> None:
     """Leaderboard-style results: under the leaderboard rule each configuration is the accuracy its run reported."""
-    subs = [write_submission(tmp_path / "lb", agent=agent, model=model, skill=skill, n_tasks=20, n_attempts=5, seed=seed)
-            for agent, model, skill, seed in (("zeta", "m/z", 0.8, 1), ("alpha", "m/a", 0.5, 2), ("mid", "m/m", 0.3, 3))]
+    subs = [
+        write_submission(tmp_path / "lb", agent=agent, model=model, skill=skill, n_tasks=20, n_attempts=5, seed=seed)
+        for agent, model, skill, seed in (("zeta", "m/z", 0.8, 1), ("alpha", "m/a", 0.5, 2), ("mid", "m/m", 0.3, 3))
+    ]
     store = tmp_path / "lb.db"
     import_json(store, *(str(s["dir"]) for s in subs))
     doc = report(store)
     configs = {c["label"]: c for c in doc["configurations"]}
-    assert [c["label"] for c in doc["configurations"]] == [s["label"] for s in subs]  # the order given, not alphabetical
+    assert [c["label"] for c in doc["configurations"]] == [
+        s["label"] for s in subs
+    ]  # the order given, not alphabetical
     for s in subs:
         c = configs[s["label"]]
         assert c["n"] == 100
@@ -346,7 +448,10 @@ def test_leaderboard_accuracy_equals_each_submissions_own_metadata(tmp_path: Pat
     stats = doc["statistics"]
     assert stats["axis"] == "labels" and stats["trends"] is None and stats["calibration"] is None
     assert stats["reference"] == "zeta@m/z"
-    assert {(it["a"], it["b"]) for it in stats["comparisons"]["items"]} == {("zeta@m/z", "alpha@m/a"), ("zeta@m/z", "mid@m/m")}
+    assert {(it["a"], it["b"]) for it in stats["comparisons"]["items"]} == {
+        ("zeta@m/z", "alpha@m/a"),
+        ("zeta@m/z", "mid@m/m"),
+    }
     again = report(store, "--reference", "mid@m/m")
     assert again["statistics"]["reference"] == "mid@m/m"
     bad = cli("report", "--store", str(store), "--reference", "nobody@x")
@@ -422,8 +527,13 @@ def test_bundle_and_verify_carry_the_rules_and_count_unrecorded_digests_apart(tm
     assert made.returncode == 0, made.stderr
     [path] = list(out.iterdir())
     published = json.loads(path.read_text())["body"]["published"]["statistics"]["scoring_rules"]
-    assert published["requested"] == ["headroom:infra-as-failure", "headroom:infra-excluded", RULES_TB,
-                                      "harbor:job-mean", "terminal-bench-2:official"]
+    assert published["requested"] == [
+        "headroom:infra-as-failure",
+        "headroom:infra-excluded",
+        RULES_TB,
+        "harbor:job-mean",
+        "terminal-bench-2:official",
+    ]
     res = cli("runs", "verify", str(path), "--format", "json")
     assert res.returncode == 0, res.stdout
     checks = json.loads(res.stdout)["checks"]
@@ -448,9 +558,13 @@ def test_the_summary_of_a_folder_of_submissions_reads_as_tables(tmp_path: Path, 
     root = tmp_path / "results"
     for s in range(4):
         for r in range(3):
-            write_tb_run(root / f"2026030{s}_agent{s}_m" / f"run{r}",
-                         [T(f"t{i}", (i + r + s) % 3 == 0, "agent_timeout" if i == 1 else "unset") for i in range(10)],
-                         agent=f"agent{s}", model="m", per_trial_copies=r == 0)
+            write_tb_run(
+                root / f"2026030{s}_agent{s}_m" / f"run{r}",
+                [T(f"t{i}", (i + r + s) % 3 == 0, "agent_timeout" if i == 1 else "unset") for i in range(10)],
+                agent=f"agent{s}",
+                model="m",
+                per_trial_copies=r == 0,
+            )
     (root / "broken_results.json").write_text("{")
     res = cli("results", "import", str(root), "--store", str(tmp_path / "s.db"), "--allow-partial")
     assert res.returncode == 0, res.stderr
@@ -485,11 +599,18 @@ def test_one_label_per_configuration_gives_one_configuration_per_label(tmp_path:
     root = tmp_path / "lb"
     for s in range(3):
         for r in range(2):
-            write_tb_run(root / f"sub{s}" / f"run{r}", [T("t1", True), T("t2", r == 1)], names_with_run=False,
-                         per_trial_copies=False)
+            write_tb_run(
+                root / f"sub{s}" / f"run{r}",
+                [T("t1", True), T("t2", r == 1)],
+                names_with_run=False,
+                per_trial_copies=False,
+            )
     [done] = import_json(tmp_path / "l.db", str(root), "--label", "A", "--label", "B", "--label", "C")
     assert [(c["label"], c["trials"], len(c["sources"])) for c in done["summary"]["configurations"]] == [
-        ("A", 4, 2), ("B", 4, 2), ("C", 4, 2)]
+        ("A", 4, 2),
+        ("B", 4, 2),
+        ("C", 4, 2),
+    ]
     bad = cli("results", "import", str(root), "--store", str(tmp_path / "x.db"), "--label", "A")
     assert bad.returncode == 2 and "--label given 1 times for 3 configurations" in bad.stderr
     assert "terminus@m/one (sub0)" in bad.stderr and "Traceback" not in bad.stderr
@@ -499,18 +620,47 @@ def test_odd_but_valid_json_never_crashes_the_import(tmp_path: Path, import_json
     """Fields of the wrong type, in files that parse: each trial is read as far as it can be, or skipped with why."""
     run = tmp_path / "runs" / "r1"
     run.mkdir(parents=True)
-    (run / "results.json").write_text(json.dumps({"results": [
-        "not an object", {"task_id": 3, "trial_name": "x"},
-        {"task_id": "t", "trial_name": "t.1", "is_resolved": "yes", "failure_mode": 7, "trial_started_at": 12,
-         "total_input_tokens": "many", "agent_started_at": [1], "agent_ended_at": {"a": 1}},
-    ], "accuracy": "high"}))
+    (run / "results.json").write_text(
+        json.dumps(
+            {
+                "results": [
+                    "not an object",
+                    {"task_id": 3, "trial_name": "x"},
+                    {
+                        "task_id": "t",
+                        "trial_name": "t.1",
+                        "is_resolved": "yes",
+                        "failure_mode": 7,
+                        "trial_started_at": 12,
+                        "total_input_tokens": "many",
+                        "agent_started_at": [1],
+                        "agent_ended_at": {"a": 1},
+                    },
+                ],
+                "accuracy": "high",
+            }
+        )
+    )
     (run / "run_metadata.json").write_text(json.dumps({"agent_name": ["a"], "model_name": 5, "commit_hash": None}))
     job = tmp_path / "jobs" / "j1" / "trial_a"
     job.mkdir(parents=True)
-    (job / "result.json").write_text(json.dumps({
-        "trial_name": "trial_a", "task_name": "a", "id": 5, "config": {"agent": "x", "environment": {"env": 3}},
-        "agent_info": "terminus", "verifier_result": "1.0", "exception_info": {"exception_type": 9},
-        "agent_result": [1], "started_at": 1, "environment_setup": "x", "task_checksum": 4}))
+    (job / "result.json").write_text(
+        json.dumps(
+            {
+                "trial_name": "trial_a",
+                "task_name": "a",
+                "id": 5,
+                "config": {"agent": "x", "environment": {"env": 3}},
+                "agent_info": "terminus",
+                "verifier_result": "1.0",
+                "exception_info": {"exception_type": 9},
+                "agent_result": [1],
+                "started_at": 1,
+                "environment_setup": "x",
+                "task_checksum": 4,
+            }
+        )
+    )
     [done] = import_json(tmp_path / "o.db", str(tmp_path / "runs"), str(tmp_path / "jobs"), "--allow-partial")
     s = done["summary"]
     assert s["totals"]["trials_read"] == 4 and s["totals"]["trials_imported"] == 2

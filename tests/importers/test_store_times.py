@@ -14,12 +14,34 @@ from orchestrator.store.sqlite import SCHEMA_VERSION, Store
 
 
 def _imported(n: int, started: list[str | None]) -> tuple[RunRecord, list[TaskRecord], list[TrialRecord]]:
-    run = RunRecord("r", "import:terminal-bench", "tb", "labels", {"configurations": ["c"]},
-                    {"import": {"sources": []}}, run_id="r")
-    trials = [TrialRecord(f"t{i}", "task", "c", 1.0, None, i, 0, i, source_run="run-1" if i % 2 else "run-2",
-                          executions=[ExecutionRecord(0, "finished", True, started[i], None, "passed",
-                                                      evidence={"source": "terminal-bench", "is_resolved": True})])
-              for i in range(n)]
+    run = RunRecord(
+        "r", "import:terminal-bench", "tb", "labels", {"configurations": ["c"]}, {"import": {"sources": []}}, run_id="r"
+    )
+    trials = [
+        TrialRecord(
+            f"t{i}",
+            "task",
+            "c",
+            1.0,
+            None,
+            i,
+            0,
+            i,
+            source_run="run-1" if i % 2 else "run-2",
+            executions=[
+                ExecutionRecord(
+                    0,
+                    "finished",
+                    True,
+                    started[i],
+                    None,
+                    "passed",
+                    evidence={"source": "terminal-bench", "is_resolved": True},
+                )
+            ],
+        )
+        for i in range(n)
+    ]
     return run, [TaskRecord("task", "unrecorded", "task", {})], trials
 
 
@@ -27,7 +49,11 @@ def test_an_unrecorded_time_is_stored_and_exported_as_null(tmp_path: Path) -> No
     store = Store(tmp_path / "s.db")
     store.import_run(*_imported(3, [None, "2026-01-01T00:00:00+00:00", None]))
     rows = store.db.execute("SELECT trial_id, started_at, finished_at FROM executions ORDER BY trial_id").fetchall()
-    assert [tuple(r) for r in rows] == [("t0", None, None), ("t1", "2026-01-01T00:00:00+00:00", None), ("t2", None, None)]
+    assert [tuple(r) for r in rows] == [
+        ("t0", None, None),
+        ("t1", "2026-01-01T00:00:00+00:00", None),
+        ("t2", None, None),
+    ]
     _, _, trials = store.export_run("r")
     assert [t.executions[0].started_at for t in trials] == [None, "2026-01-01T00:00:00+00:00", None]
     assert [t.source_run for t in trials] == ["run-2", "run-1", "run-2"]
@@ -84,8 +110,15 @@ def test_a_schema_3_store_with_empty_string_times_is_migrated_to_null(tmp_path: 
 def test_drift_leaves_out_trials_without_a_time_and_says_how_many() -> None:
     times = [None if i % 5 == 0 else f"2026-01-01T00:{i:02d}:00+00:00" for i in range(60)]
     times[3] = ""
-    df = pd.DataFrame({"config_label": "c", "task_id": [f"t{i % 5}" for i in range(60)], "attempt": 0,
-                       "outcome": ["passed" if i % 3 else "failed" for i in range(60)], "started_at": times})
+    df = pd.DataFrame(
+        {
+            "config_label": "c",
+            "task_id": [f"t{i % 5}" for i in range(60)],
+            "attempt": 0,
+            "outcome": ["passed" if i % 3 else "failed" for i in range(60)],
+            "started_at": times,
+        }
+    )
     out = drift_check(df)
     assert out["n_without_time"] == 13 and sum(b["n"] for b in out["blocks"]) == 47
     assert "13 trial(s) without one left out" in out["ordered_by"]

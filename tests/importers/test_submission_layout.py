@@ -24,10 +24,20 @@ def test_a_submission_with_runs_at_two_depths_is_one_configuration(tmp_path: Pat
     root = tmp_path / "lb"
     run1 = write_tb_run(root / "sub" / "run1", [T("t1", True), T("t2", False)], per_trial_copies=False)
     run2 = write_tb_run(root / "sub" / "more" / "run2", [T("t1", True), T("t2", True)], per_trial_copies=False)
-    write_tb_run(root / "sub" / "other-agent" / "r1", [T("t1", False), T("t2", False)], agent="droid",
-                 model="m/two", per_trial_copies=False)
-    write_tb_run(root / "sub" / "other-agent" / "r2", [T("t1", True), T("t2", False)], agent="droid",
-                 model="m/two", per_trial_copies=False)
+    write_tb_run(
+        root / "sub" / "other-agent" / "r1",
+        [T("t1", False), T("t2", False)],
+        agent="droid",
+        model="m/two",
+        per_trial_copies=False,
+    )
+    write_tb_run(
+        root / "sub" / "other-agent" / "r2",
+        [T("t1", True), T("t2", False)],
+        agent="droid",
+        model="m/two",
+        per_trial_copies=False,
+    )
     store = tmp_path / "s.db"
     [done] = import_json(store, str(root))
     configs = {c["label"]: c for c in done["summary"]["configurations"]}
@@ -63,7 +73,9 @@ def test_a_harbor_job_listing_trials_not_on_disk_counts_them_as_skipped(tmp_path
     summary = json.loads(refused.stdout)[0]["summary"]
     assert summary["partial"] is True and summary["totals"]["trials_skipped"] == 1
     [skip] = summary["skipped"]
-    assert skip["file"] == "job/result.json" and skip["trials"] == 1 and "no trial result.json on disk" in skip["reason"]
+    assert (
+        skip["file"] == "job/result.json" and skip["trials"] == 1 and "no trial result.json on disk" in skip["reason"]
+    )
     [done] = import_json(store, str(job["dir"]), "--allow-partial")
     tot = done["summary"]["totals"]
     # 4 listed = 3 imported + 1 skipped: every trial the job ran is accounted for.

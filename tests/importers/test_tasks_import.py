@@ -35,14 +35,22 @@ def test_harbor_tasks_import_and_bad_ones_are_listed(tmp_path: Path) -> None:
     assert res.returncode == 1  # some tasks were bad; the good ones are written anyway
     summary = json.loads(res.stdout)
     assert summary["tasks_ok"] == 3
-    bad = {Path(b["path"]).name if Path(b["path"]).name != "task.toml" else Path(b["path"]).parent.name: b["reason"]
-           for b in summary["bad"]}
+    bad = {
+        Path(b["path"]).name if Path(b["path"]).name != "task.toml" else Path(b["path"]).parent.name: b["reason"]
+        for b in summary["bad"]
+    }
     assert set(bad) == {"broken-toml", "no-agent-timeout"}
     assert "malformed TOML" in bad["broken-toml"] and "--agent-timeout" in bad["no-agent-timeout"]
     assert fields(summary, "converted") == {"environment.memory", "environment.storage"}
     assert {"custom_grading", "environment.healthcheck"} <= fields(summary, "unmapped")
-    assert {"environment.gpus", "environment.allow_internet", "environment.env", "verifier.env", "solution.env",
-            "task"} <= fields(summary, "kept")
+    assert {
+        "environment.gpus",
+        "environment.allow_internet",
+        "environment.env",
+        "verifier.env",
+        "solution.env",
+        "task",
+    } <= fields(summary, "kept")
     assert json.loads((out / "import-summary.json").read_text())["tasks_ok"] == 3
 
     # A Harbor task runs without conversion: its task.toml is copied as written and headroom's loader reads it.
@@ -72,8 +80,10 @@ def test_agent_timeout_default_makes_a_harbor_task_importable(tmp_path: Path) ->
 
 def test_legacy_terminal_bench_tasks_are_converted(tmp_path: Path) -> None:
     ts = read_task_set(FIX / "tb_tasks")
-    assert [b.reason for b in ts.bad] == ["task.yaml has no instruction; run-tests.sh is missing, and there is no "
-                                          "tests/test_outputs.py for terminal-bench's default runner"]
+    assert [b.reason for b in ts.bad] == [
+        "task.yaml has no instruction; run-tests.sh is missing, and there is no "
+        "tests/test_outputs.py for terminal-bench's default runner"
+    ]
     written = write_task_set(ts, tmp_path)
     assert sorted(p.name for p in written) == ["big-build", "hello-world"]
     hello = load_task(tmp_path / "hello-world")
@@ -86,21 +96,29 @@ def test_legacy_terminal_bench_tasks_are_converted(tmp_path: Path) -> None:
     assert (big.spec.environment.cpus, big.spec.environment.memory_mb) == (4, 8192)  # from docker-compose
     assert (tmp_path / "big-build/environment/task-deps/build.cfg").read_text() == "opt=3\n"
     summary = ts.summary()
-    assert {"run_tests_in_same_shell", "solution.yaml", "docker-compose.services", "disable_asciinema"} <= fields(summary, "unmapped")
+    assert {"run_tests_in_same_shell", "solution.yaml", "docker-compose.services", "disable_asciinema"} <= fields(
+        summary, "unmapped"
+    )
     assert {"environment.cpus", "environment.memory_mb"} <= fields(summary, "defaulted")
     assert {"max_agent_timeout_sec", "max_test_timeout_sec", "docker-compose.memory"} <= fields(summary, "converted")
 
 
 @pytest.mark.parametrize("exit_code, reward", [(0, "1"), (3, "0")])
-def test_converted_verifier_rewards_by_the_exit_status_of_run_tests(tmp_path: Path, exit_code: int, reward: str) -> None:
+def test_converted_verifier_rewards_by_the_exit_status_of_run_tests(
+    tmp_path: Path, exit_code: int, reward: str
+) -> None:
     src = tmp_path / "src" / "t"
     shutil.copytree(FIX / "tb_tasks/hello-world", src)
     (src / "run-tests.sh").write_text(f'#!/bin/bash\ntest -n "$TEST_DIR" || exit 9\nexit {exit_code}\n')
     ts = read_task_set(src)
     write_task_set(ts, tmp_path / "out")
     logs = tmp_path / "logs"
-    subprocess.run(["bash", str(tmp_path / "out/t/tests/test.sh")], check=True, timeout=30,
-                   env={**os.environ, "HEADROOM_LOGS_DIR": str(logs)})
+    subprocess.run(
+        ["bash", str(tmp_path / "out/t/tests/test.sh")],
+        check=True,
+        timeout=30,
+        env={**os.environ, "HEADROOM_LOGS_DIR": str(logs)},
+    )
     assert (logs / "reward.txt").read_text().strip() == reward
 
 
@@ -131,10 +149,13 @@ def test_a_legacy_task_without_run_tests_gets_terminal_bench_s_default_runner(tm
     shutil.copytree(FIX / "tb_tasks/hello-world", src)
     (src / "run-tests.sh").unlink()
     (src / "tests" / "test_outputs.py").write_text(
-        "import os\n\ndef test_marker():\n    assert os.path.exists(os.environ['MARKER'])\n")
+        "import os\n\ndef test_marker():\n    assert os.path.exists(os.environ['MARKER'])\n"
+    )
     ts = read_task_set(src)
-    assert not ts.bad and ("run-tests.sh", "absent: terminal-bench's default runner (pytest on tests/test_outputs.py), "
-                           "written as tests/run-tests.sh") in ts.entries[0].report.by_kind("defaulted")
+    assert not ts.bad and (
+        "run-tests.sh",
+        "absent: terminal-bench's default runner (pytest on tests/test_outputs.py), written as tests/run-tests.sh",
+    ) in ts.entries[0].report.by_kind("defaulted")
     write_task_set(ts, tmp_path / "out")
     python_dir = str(Path(sys.executable).parent)  # a python3 with pytest, as the image would have
     for present, reward in ((True, "1"), (False, "0")):
@@ -143,9 +164,17 @@ def test_a_legacy_task_without_run_tests_gets_terminal_bench_s_default_runner(tm
         if present:
             marker.write_text("x")
         logs = tmp_path / f"logs-{reward}"
-        subprocess.run(["bash", str(tmp_path / "out/t/tests/test.sh")], check=True, timeout=120,
-                       env={**os.environ, "HEADROOM_LOGS_DIR": str(logs), "MARKER": str(marker),
-                            "PATH": python_dir + os.pathsep + os.environ["PATH"]})
+        subprocess.run(
+            ["bash", str(tmp_path / "out/t/tests/test.sh")],
+            check=True,
+            timeout=120,
+            env={
+                **os.environ,
+                "HEADROOM_LOGS_DIR": str(logs),
+                "MARKER": str(marker),
+                "PATH": python_dir + os.pathsep + os.environ["PATH"],
+            },
+        )
         assert (logs / "reward.txt").read_text().strip() == reward
 
 
@@ -159,7 +188,11 @@ def test_list_shows_distribution_and_tasks_above_a_size() -> None:
     cpus = doc["resources"]["cpus"]
     assert (cpus["min"], cpus["median"], cpus["max"]) == (1, 2, 4)
     table = headroom("tasks", "list", str(FIX / "harbor_tasks"), "--above-cpus", "3")
-    assert table.returncode == 0 and "train-model" in table.stdout and "serve-api" not in table.stdout.split("Resources")[0]
+    assert (
+        table.returncode == 0
+        and "train-model" in table.stdout
+        and "serve-api" not in table.stdout.split("Resources")[0]
+    )
 
 
 def test_validate_and_show() -> None:
@@ -183,8 +216,10 @@ def test_validate_and_sweep_agree_on_a_task_that_leaves_its_resources_to_harbor_
     (task / "tests" / "test.sh").write_text('echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"\n')
     check = headroom("tasks", "validate", str(task))
     assert check.returncode == 1, check.stdout  # not "valid": sweep would refuse it
-    assert "needs import bare: leaves environment.cpus, environment.memory_mb, environment.storage_mb, " \
-           "verifier.timeout_sec to Harbor's defaults" in " ".join(check.stdout.split())
+    assert (
+        "needs import bare: leaves environment.cpus, environment.memory_mb, environment.storage_mb, "
+        "verifier.timeout_sec to Harbor's defaults" in " ".join(check.stdout.split())
+    )
     run = headroom("sweep", str(task), "--attempts", "1", "--store", str(tmp_path / "h.db"), "--format", "none")
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "environment: required field is missing" in run.stderr and "headroom tasks import" in run.stderr

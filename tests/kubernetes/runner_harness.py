@@ -80,6 +80,7 @@ class MemoryCgroup:
                     break
                 except OSError:
                     import time
+
                     time.sleep(0.1)
 
 
@@ -115,15 +116,23 @@ def lay_out(root: Path, bundle: TaskBundle, include_solution: bool) -> None:
 #: warden (a task container still starting). ``warden_late``: the warden only once the runner has ended, as
 #: when the kubelet starts the warden after a try that was over at once (the runner must not need it then).
 STARTS = {
-    "warden_first": 'dash {root}/warden.sh & w=$!; {runner} & r=$!; wait $r; wait $w',
-    "runner_late": 'dash {root}/warden.sh & w=$!; sleep 1; {runner} & r=$!; wait $r; wait $w',
-    "warden_late": '{runner}; dash {root}/warden.sh',
+    "warden_first": "dash {root}/warden.sh & w=$!; {runner} & r=$!; wait $r; wait $w",
+    "runner_late": "dash {root}/warden.sh & w=$!; sleep 1; {runner} & r=$!; wait $r; wait $w",
+    "warden_late": "{runner}; dash {root}/warden.sh",
 }
 
 
-def run_pod(tmp: Path, launch: Launch, bundle: TaskBundle, *, memory_limit: int | None = None,
-            extra_env: dict[str, str] | None = None, stray: bool = False, timeout: float = 120,
-            start: str = "warden_first") -> RunResult:
+def run_pod(
+    tmp: Path,
+    launch: Launch,
+    bundle: TaskBundle,
+    *,
+    memory_limit: int | None = None,
+    extra_env: dict[str, str] | None = None,
+    stray: bool = False,
+    timeout: float = 120,
+    start: str = "warden_first",
+) -> RunResult:
     """Run the pod's two programs in a fresh PID namespace; ``stray`` adds a process the runner cannot kill."""
     root = tmp / "pod"
     lay_out(root, bundle, launch.task.include_solution)
@@ -134,8 +143,17 @@ def run_pod(tmp: Path, launch: Launch, bundle: TaskBundle, *, memory_limit: int 
             env[e["name"]] = e["value"]
     termlog = root / "termination-log"
     cg = MemoryCgroup(memory_limit)
-    env.update({"HR_ROOT": str(root), "HR_TERMINATION_LOG": str(termlog), "HR_MEMCG": str(cg.path),
-                "HR_WORKDIR": str(root / "app"), "HR_WARDEN_PATIENCE": "10", **cg.cpu_env, **(extra_env or {})})
+    env.update(
+        {
+            "HR_ROOT": str(root),
+            "HR_TERMINATION_LOG": str(termlog),
+            "HR_MEMCG": str(cg.path),
+            "HR_WORKDIR": str(root / "app"),
+            "HR_WARDEN_PATIENCE": "10",
+            **cg.cpu_env,
+            **(extra_env or {}),
+        }
+    )
     (root / "runner.sh").write_text(scripts.runner())
     (root / "warden.sh").write_text(scripts.warden())
     stray_cmd = "sleep 300 & " if stray else ""
@@ -145,8 +163,14 @@ def run_pod(tmp: Path, launch: Launch, bundle: TaskBundle, *, memory_limit: int 
     try:
         # --kill-child: a run killed at its timeout takes its whole PID namespace with it (a warden left
         # spinning outlived the test)
-        proc = subprocess.run(["unshare", "--pid", "--kill-child", "--mount-proc", "dash", "-c", wrapper],
-                              env=env, capture_output=True, text=True, timeout=timeout, cwd=root / "app")
+        proc = subprocess.run(
+            ["unshare", "--pid", "--kill-child", "--mount-proc", "dash", "-c", wrapper],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=root / "app",
+        )
     finally:
         cg.remove()
     text = termlog.read_text() if termlog.exists() else ""

@@ -52,8 +52,9 @@ def test_a_refused_spec_is_spawn_failed_with_the_servers_message() -> None:
         backend._api_failure(t, _status(422, "Invalid", 'Pod "x" is invalid: spec.containers[0].name: Invalid value'))
         assert t.result is not None
         assert t.result.infra_hint is InfraReason.SPAWN_FAILED
-        assert t.result.infra_detail == ('the API server refused the pod: Pod "x" is invalid: '
-                                         'spec.containers[0].name: Invalid value')
+        assert t.result.infra_detail == (
+            'the API server refused the pod: Pod "x" is invalid: spec.containers[0].name: Invalid value'
+        )
         assert t.result.extra.api_refusal is not None and t.result.extra.api_refusal.status == 422
     finally:
         backend.close()
@@ -88,18 +89,29 @@ def test_a_full_quota_waits_forever() -> None:
 
 
 BACKEND_LOG = "orchestrator.backends.kubernetes.backend"
-FORBIDDEN = ('pods is forbidden: User "system:serviceaccount:ns:headroom" cannot deletecollection resource "pods" '
-             'in API group "" in the namespace "ns"')
+FORBIDDEN = (
+    'pods is forbidden: User "system:serviceaccount:ns:headroom" cannot deletecollection resource "pods" '
+    'in API group "" in the namespace "ns"'
+)
 
 
 class _RefusesDeletes(BaseHTTPRequestHandler):
     """An API server whose RBAC refuses every DELETE, as the chart's Role once did a collection delete."""
+
     seen: list[str] = []
 
     def do_DELETE(self) -> None:  # noqa: N802 - the http.server name
         self.seen.append(self.path)
-        body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": FORBIDDEN,
-                           "reason": "Forbidden", "code": 403}).encode()
+        body = json.dumps(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "message": FORBIDDEN,
+                "reason": "Forbidden",
+                "code": 403,
+            }
+        ).encode()
         self.send_response(403)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -123,8 +135,9 @@ def refusing_server() -> Iterator[str]:
         server.server_close()
 
 
-def test_a_refused_collection_delete_is_said_once_and_tried_again(refusing_server: str,
-                                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_a_refused_collection_delete_is_said_once_and_tried_again(
+    refusing_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """Harvested pods that may not be deleted stay on their node (a running one keeps its requests):
     the backend says which permission is missing, once, and keeps the run for the next sweep."""
     backend = _backend([1000.0], host=refusing_server)
@@ -140,6 +153,7 @@ def test_a_refused_collection_delete_is_said_once_and_tried_again(refusing_serve
         assert "cannot deletecollection" in warnings[0]  # the server's own words
         assert len(_RefusesDeletes.seen) == 2
         from urllib.parse import parse_qs, urlsplit
+
         query = parse_qs(urlsplit(_RefusesDeletes.seen[0]).query)
         assert query["labelSelector"] == ["headroom.dev/run=run-a,headroom.dev/harvested=true"]
     finally:

@@ -9,12 +9,17 @@ GIB = 1024 * MIB
 
 
 def _need(task: str, cpus: float, mem_bytes: int) -> fit.Need:
-    return fit.Need(task, "3x", ResourceAmounts(request_cpus=cpus, request_memory_bytes=mem_bytes,
-                                                limit_cpus=None, limit_memory_bytes=None))
+    return fit.Need(
+        task,
+        "3x",
+        ResourceAmounts(request_cpus=cpus, request_memory_bytes=mem_bytes, limit_cpus=None, limit_memory_bytes=None),
+    )
 
 
-NODES = [fit.node_room({"metadata": {"name": "small"}, "status": {"allocatable": {"cpu": "8", "memory": "4Gi"}}}),
-         fit.node_room({"metadata": {"name": "big"}, "status": {"allocatable": {"cpu": "3500m", "memory": "16Gi"}}})]
+NODES = [
+    fit.node_room({"metadata": {"name": "small"}, "status": {"allocatable": {"cpu": "8", "memory": "4Gi"}}}),
+    fit.node_room({"metadata": {"name": "big"}, "status": {"allocatable": {"cpu": "3500m", "memory": "16Gi"}}}),
+]
 
 
 def test_node_room_parses_quantities() -> None:

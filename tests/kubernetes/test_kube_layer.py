@@ -19,14 +19,17 @@ from orchestrator.kube.errors import Failure, classify
 from orchestrator.kube.requests import describe
 
 
-def _kubeconfig(path: Path, *, clusters: dict[str, str], contexts: dict[str, tuple[str, str]],
-                current: str | None = None) -> Path:
+def _kubeconfig(
+    path: Path, *, clusters: dict[str, str], contexts: dict[str, tuple[str, str]], current: str | None = None
+) -> Path:
     doc: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "Config",
+        "apiVersion": "v1",
+        "kind": "Config",
         "clusters": [{"name": n, "cluster": {"server": s}} for n, s in clusters.items()],
         "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": n, "context": {"cluster": c, "user": "u", "namespace": ns}}
-                     for n, (c, ns) in contexts.items()],
+        "contexts": [
+            {"name": n, "context": {"cluster": c, "user": "u", "namespace": ns}} for n, (c, ns) in contexts.items()
+        ],
     }
     if current:
         doc["current-context"] = current
@@ -58,17 +61,20 @@ def test_a_kubeconfig_that_names_nothing_is_one_clear_error(tmp_path: Path, monk
         configuration()
 
 
-@pytest.mark.parametrize(("method", "url", "want"), [
-    ("GET", "https://h/api/v1/namespaces/ns/pods?watch=True&labelSelector=a", ("watch", "pods")),
-    ("GET", "https://h/api/v1/namespaces/ns/pods?labelSelector=a", ("list", "pods")),
-    ("GET", "https://h/api/v1/nodes", ("list", "nodes")),
-    ("PATCH", "https://h/api/v1/namespaces/ns/pods/p1", ("patch", "pods")),
-    ("GET", "https://h/api/v1/namespaces/ns/pods/p1/log", ("get", "pods/log")),
-    ("DELETE", "https://h/api/v1/namespaces/ns/pods?labelSelector=x", ("deletecollection", "pods")),
-    ("PUT", "https://h/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", ("update", "leases")),
-    ("POST", "https://h/apis/headroom.dev/v1alpha1/namespaces/ns/trials", ("create", "trials")),
-    ("GET", "https://h/version", ("get", "version")),
-])
+@pytest.mark.parametrize(
+    ("method", "url", "want"),
+    [
+        ("GET", "https://h/api/v1/namespaces/ns/pods?watch=True&labelSelector=a", ("watch", "pods")),
+        ("GET", "https://h/api/v1/namespaces/ns/pods?labelSelector=a", ("list", "pods")),
+        ("GET", "https://h/api/v1/nodes", ("list", "nodes")),
+        ("PATCH", "https://h/api/v1/namespaces/ns/pods/p1", ("patch", "pods")),
+        ("GET", "https://h/api/v1/namespaces/ns/pods/p1/log", ("get", "pods/log")),
+        ("DELETE", "https://h/api/v1/namespaces/ns/pods?labelSelector=x", ("deletecollection", "pods")),
+        ("PUT", "https://h/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", ("update", "leases")),
+        ("POST", "https://h/apis/headroom.dev/v1alpha1/namespaces/ns/trials", ("create", "trials")),
+        ("GET", "https://h/version", ("get", "version")),
+    ],
+)
 def test_requests_are_named_as_the_api_server_names_them(method: str, url: str, want: tuple[str, str]) -> None:
     assert describe(method, url) == want
 
@@ -77,7 +83,8 @@ def test_the_removal_patch_tests_the_position_it_removes() -> None:
     ours = "headroom.dev/harvest"
     assert finalizers.removal(["kueue.x-k8s.io/managed", ours], ours) == [
         {"op": "test", "path": "/metadata/finalizers/1", "value": ours},
-        {"op": "remove", "path": "/metadata/finalizers/1"}]
+        {"op": "remove", "path": "/metadata/finalizers/1"},
+    ]
     assert finalizers.removal(["kueue.x-k8s.io/managed"], ours) == []
     assert finalizers.removal(None, ours) == []
 
@@ -99,8 +106,9 @@ def test_a_stale_cache_rereads_and_removes_the_right_entry() -> None:
             if op["op"] == "remove":
                 del fins[int(op["path"].rsplit("/", 1)[1])]
 
-    assert finalizers.release(ours, lambda: {"metadata": {"finalizers": list(server["metadata"]["finalizers"])}},
-                              patch, known=stale)
+    assert finalizers.release(
+        ours, lambda: {"metadata": {"finalizers": list(server["metadata"]["finalizers"])}}, patch, known=stale
+    )
     assert server["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
     assert len(sent) == 2  # the stale position was refused, then the re-read one applied
 

@@ -25,8 +25,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _launch(config: str, placement: str):  # type: ignore[no-untyped-def]
-    exp = Experiment(tasks_dir=str(REPO / "tasks"), tasks=["word-index"], configurations=[config], attempts=1,
-                     placement=placement)  # type: ignore[arg-type]
+    exp = Experiment(
+        tasks_dir=str(REPO / "tasks"), tasks=["word-index"], configurations=[config], attempts=1, placement=placement
+    )  # type: ignore[arg-type]
     tasks = load_tasks(REPO / "tasks", ["word-index"])
     return build_launch("run-p", plan(exp, tasks)[0], 0, tasks[0], exp), tasks[0]
 
@@ -36,8 +37,13 @@ def test_a_limit_aware_launch_carries_the_placement_and_its_pod_holds_the_pod_li
     assert launch.placement == "limit-aware" and _launch("1x/3x", "default")[0].placement == "default"
     mib = lr.pod_limit_mib(launch.amounts.limit_memory_bytes)  # type: ignore[arg-type]
     assert mib == 3 * 96 + 16  # word-index: 96 MiB at 3x, and the warden's 16 MiB
-    pod = build(launch, KubernetesOptions(), bundle("word-index", task.path, task.digest), "img:1",
-                extended={lr.RESOURCE: str(mib)})
+    pod = build(
+        launch,
+        KubernetesOptions(),
+        bundle("word-index", task.path, task.digest),
+        "img:1",
+        extended={lr.RESOURCE: str(mib)},
+    )
     res = pod["spec"]["containers"][0]["resources"]
     assert res["requests"][lr.RESOURCE] == res["limits"][lr.RESOURCE] == str(mib)  # extended: request == limit
     assert lr.held_mib(pod) == mib
@@ -47,17 +53,29 @@ def test_a_limit_aware_launch_carries_the_placement_and_its_pod_holds_the_pod_li
 
 def test_an_unbounded_try_holds_the_largest_amount_a_candidate_node_advertises() -> None:
     nodes = Nodes(core=None, options=KubernetesOptions())
-    nodes._listed([{"metadata": {"name": "a"}, "status": {"allocatable": {"memory": "4Gi", lr.RESOURCE: "4096"}}},
-                   {"metadata": {"name": "b"}, "status": {"allocatable": {"memory": "8Gi", lr.RESOURCE: "8192"}}},
-                   {"metadata": {"name": "c"}, "status": {"allocatable": {"memory": "64Gi"}}}])
+    nodes._listed(
+        [
+            {"metadata": {"name": "a"}, "status": {"allocatable": {"memory": "4Gi", lr.RESOURCE: "4096"}}},
+            {"metadata": {"name": "b"}, "status": {"allocatable": {"memory": "8Gi", lr.RESOURCE: "8192"}}},
+            {"metadata": {"name": "c"}, "status": {"allocatable": {"memory": "64Gi"}}},
+        ]
+    )
     assert nodes.largest_advertised() == 8192
     nodes._listed([{"metadata": {"name": "c"}, "status": {"allocatable": {"memory": "64Gi"}}}])
     assert nodes.largest_advertised() is None
 
 
 def _need(task: str, limit_mib: int | None) -> fit.Need:
-    return fit.Need(task, "cfg", ResourceAmounts(request_cpus=1, request_memory_bytes=64 * MIB, limit_cpus=None,
-                                                 limit_memory_bytes=None if limit_mib is None else limit_mib * MIB))
+    return fit.Need(
+        task,
+        "cfg",
+        ResourceAmounts(
+            request_cpus=1,
+            request_memory_bytes=64 * MIB,
+            limit_cpus=None,
+            limit_memory_bytes=None if limit_mib is None else limit_mib * MIB,
+        ),
+    )
 
 
 def _room(name: str, advertised: int | None) -> fit.NodeRoom:
@@ -85,7 +103,8 @@ def test_the_status_patches_escape_the_slash_and_remove_only_what_is_there() -> 
     assert lr.memory_mib(node) == 3072
     assert lr.advertise_patch(node, 3072) == [
         {"op": "add", "path": "/status/capacity/headroom.dev~1memory-limit-mib", "value": "3072"},
-        {"op": "add", "path": "/status/allocatable/headroom.dev~1memory-limit-mib", "value": "3072"}]
+        {"op": "add", "path": "/status/allocatable/headroom.dev~1memory-limit-mib", "value": "3072"},
+    ]
     assert lr.remove_patch(node) == []
     node["status"]["capacity"][lr.RESOURCE] = "3072"
     assert lr.remove_patch(node) == [{"op": "remove", "path": "/status/capacity/headroom.dev~1memory-limit-mib"}]
@@ -114,8 +133,14 @@ def test_limit_aware_is_placed_by_the_cluster_or_the_engine_and_refused_without_
 def test_the_controller_s_launches_carry_the_experiment_s_placement() -> None:
     from orchestrator.controller.engine import launch_for
 
-    exp = Experiment(tasks_dir=str(REPO / "tasks"), tasks=["word-index"], configurations=["1x/3x"], attempts=1,
-                     placement="limit-aware", backend="kubernetes")
+    exp = Experiment(
+        tasks_dir=str(REPO / "tasks"),
+        tasks=["word-index"],
+        configurations=["1x/3x"],
+        attempts=1,
+        placement="limit-aware",
+        backend="kubernetes",
+    )
     tasks = load_tasks(REPO / "tasks", ["word-index"])
     launch = launch_for(exp, tasks[0], plan(exp, tasks)[0], 0, "run-c", "d" * 64, {"headroom.dev/experiment": "e"})
     assert launch.placement == "limit-aware" and launch.labels["headroom.dev/experiment"] == "e"

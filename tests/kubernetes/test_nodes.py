@@ -14,15 +14,32 @@ from orchestrator.spec.kubernetes import KubernetesOptions
 FAKE = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
 
 
-def node(name: str, *, ready: bool = True, cordoned: bool = False, taints: list[dict[str, str]] | None = None,
-         kernel: str = "6.1", memory: str = "4Gi", pressure: str = "False") -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {}},
-            "spec": {"unschedulable": cordoned, "taints": taints or []},
-            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"},
-                                      {"type": "MemoryPressure", "status": pressure}],
-                       "allocatable": {"memory": memory},
-                       "nodeInfo": {"kernelVersion": kernel, "containerRuntimeVersion": "containerd://2",
-                                    "kubeletVersion": "v1.34.4"}}}
+def node(
+    name: str,
+    *,
+    ready: bool = True,
+    cordoned: bool = False,
+    taints: list[dict[str, str]] | None = None,
+    kernel: str = "6.1",
+    memory: str = "4Gi",
+    pressure: str = "False",
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {}},
+        "spec": {"unschedulable": cordoned, "taints": taints or []},
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "True" if ready else "False"},
+                {"type": "MemoryPressure", "status": pressure},
+            ],
+            "allocatable": {"memory": memory},
+            "nodeInfo": {
+                "kernelVersion": kernel,
+                "containerRuntimeVersion": "containerd://2",
+                "kubeletVersion": "v1.34.4",
+            },
+        },
+    }
 
 
 def test_toleration_matching_follows_kubernetes() -> None:
@@ -35,9 +52,15 @@ def test_toleration_matching_follows_kubernetes() -> None:
 
 
 def test_the_canary_checks_one_node_of_each_setup_first_and_says_why_others_were_left_out() -> None:
-    nodes = [node("a"), node("b"), node("c", kernel="5.15"), node("d", cordoned=True), node("e", ready=False),
-             node("f", taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]),
-             node("g", taints=[{"key": "soft", "effect": "PreferNoSchedule"}])]
+    nodes = [
+        node("a"),
+        node("b"),
+        node("c", kernel="5.15"),
+        node("d", cordoned=True),
+        node("e", ready=False),
+        node("f", taints=[{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]),
+        node("g", taints=[{"key": "soft", "effect": "PreferNoSchedule"}]),
+    ]
     chosen, skipped = choose(nodes, [], cap=2)
     assert chosen == ["a", "c"]  # c's kernel differs from a's: it goes before b
     reasons = {s["target"]: s["reason"] for s in skipped}
@@ -51,15 +74,19 @@ def test_the_canary_checks_one_node_of_each_setup_first_and_says_why_others_were
 def test_a_pinned_pod_requires_its_node_by_name() -> None:
     body = pin({"spec": {}}, "node-1")
     term = body["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert term["nodeSelectorTerms"] == [{"matchFields": [{"key": "metadata.name", "operator": "In",
-                                                           "values": ["node-1"]}]}]
+    assert term["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}
+    ]
 
 
 def pod(name: str, node_name: str | None, limit: str | None, phase: str = "Running") -> dict[str, Any]:
     task: dict[str, Any] = {"name": "task", "resources": {"limits": {"memory": limit}} if limit else {}}
     warden = {"name": "warden", "resources": {"limits": {"memory": "16Mi"}}}
-    return {"metadata": {"name": name}, "spec": {"nodeName": node_name, "containers": [task, warden]},
-            "status": {"phase": phase}}
+    return {
+        "metadata": {"name": name},
+        "spec": {"nodeName": node_name, "containers": [task, warden]},
+        "status": {"phase": phase},
+    }
 
 
 def test_the_overcommit_of_a_pod_is_the_run_s_limits_on_its_node_when_it_was_bound() -> None:
@@ -68,8 +95,11 @@ def test_the_overcommit_of_a_pod_is_the_run_s_limits_on_its_node_when_it_was_bou
     nodes = Nodes(core=None, options=KubernetesOptions())
     nodes._listed([node("n", memory="2Gi", pressure="True")])  # what the node watch delivers
     cache: dict[str, dict[str, Any]] = {
-        "p1": pod("p1", "n", "1Gi"), "p2": pod("p2", "n", None), "p3": pod("p3", "n", "1Gi", phase="Succeeded"),
-        "p4": pod("p4", "other", "1Gi"), "p5": pod("p5", None, "1Gi"),
+        "p1": pod("p1", "n", "1Gi"),
+        "p2": pod("p2", "n", None),
+        "p3": pod("p3", "n", "1Gi", phase="Succeeded"),
+        "p4": pod("p4", "other", "1Gi"),
+        "p5": pod("p5", None, "1Gi"),
     }
     for name, p in cache.items():
         nodes.pod_seen(name, p, cache)
@@ -99,16 +129,28 @@ def test_a_pod_seen_only_after_it_ended_leaves_no_record() -> None:
     assert nodes.overcommit("p") is None and not nodes._placements
 
 
-def foreign(name: str, node_name: str | None, limits: list[str | None], *, namespace: str = "team-b",
-            phase: str = "Running", init: str | None = None, run: str | None = None) -> dict[str, Any]:
+def foreign(
+    name: str,
+    node_name: str | None,
+    limits: list[str | None],
+    *,
+    namespace: str = "team-b",
+    phase: str = "Running",
+    init: str | None = None,
+    run: str | None = None,
+) -> dict[str, Any]:
     """A pod of another workload, as the cluster-wide watch delivers it."""
-    containers = [{"name": f"c{i}", "resources": {"limits": {"memory": lim}} if lim else {}}
-                  for i, lim in enumerate(limits)]
+    containers = [
+        {"name": f"c{i}", "resources": {"limits": {"memory": lim}} if lim else {}} for i, lim in enumerate(limits)
+    ]
     spec: dict[str, Any] = {"nodeName": node_name, "containers": containers}
     if init:
         spec["initContainers"] = [{"name": "init", "resources": {"limits": {"memory": init}}}]
-    return {"metadata": {"name": name, "namespace": namespace, "labels": {"headroom.dev/run": run} if run else {}},
-            "spec": spec, "status": {"phase": phase}}
+    return {
+        "metadata": {"name": name, "namespace": namespace, "labels": {"headroom.dev/run": run} if run else {}},
+        "spec": spec,
+        "status": {"phase": phase},
+    }
 
 
 def test_the_limits_of_other_workloads_on_the_node_are_counted_as_kubectl_counts_them() -> None:
@@ -124,10 +166,15 @@ def test_the_limits_of_other_workloads_on_the_node_are_counted_as_kubectl_counts
 
     nodes = Nodes(core=None, options=KubernetesOptions())
     nodes._listed([node("n", memory="4Gi")])
-    nodes.pods._listed([foreign("a", "n", ["1Gi", None]), foreign("b", "n", ["100Mi"], init="300Mi"),
-                        foreign("e", "other", ["2Gi"]),  # another node
-                        foreign("r", "n", ["512Mi"], namespace="ns", run="run-1"),  # the run's own: from its informer
-                        foreign("s", "n", ["256Mi"], namespace="ns", run="run-2")])  # another headroom run: counted
+    nodes.pods._listed(
+        [
+            foreign("a", "n", ["1Gi", None]),
+            foreign("b", "n", ["100Mi"], init="300Mi"),
+            foreign("e", "other", ["2Gi"]),  # another node
+            foreign("r", "n", ["512Mi"], namespace="ns", run="run-1"),  # the run's own: from its informer
+            foreign("s", "n", ["256Mi"], namespace="ns", run="run-2"),
+        ]
+    )  # another headroom run: counted
     mine = pod("r", "n", "512Mi")
     mine["metadata"]["labels"] = {"headroom.dev/run": "run-1"}
     nodes.pod_seen("r", mine, {"r": mine})

@@ -33,10 +33,13 @@ def _spec(agent: dict[str, object]) -> dict[str, object]:
     return {"name": "x", "task_source": {"bundle": "b"}, "agent": agent}
 
 
-@pytest.mark.parametrize(("agent", "words"), [
-    ({"kind": "external", "command": "python3 my_agent.py"}, "external agent"),
-    ({"kind": "command", "command": "bash /agent/run.sh", "path": "/home/me/agent"}, "agent.path '/home/me/agent'"),
-])
+@pytest.mark.parametrize(
+    ("agent", "words"),
+    [
+        ({"kind": "external", "command": "python3 my_agent.py"}, "external agent"),
+        ({"kind": "command", "command": "bash /agent/run.sh", "path": "/home/me/agent"}, "agent.path '/home/me/agent'"),
+    ],
+)
 def test_an_agent_that_needs_the_host_is_refused_on_its_field(agent: dict[str, object], words: str) -> None:
     with pytest.raises(ValidationError) as err:
         ExperimentResourceSpec.model_validate(_spec(agent))
@@ -53,8 +56,13 @@ def test_agents_a_pod_runs_are_kept() -> None:
 def test_submit_refuses_an_external_agent_in_one_line(tmp_path: Path) -> None:
     f = tmp_path / "exp.yaml"
     f.write_text(yaml.safe_dump({**_spec({"kind": "external", "command": "python3 my_agent.py"})}))
-    r = subprocess.run([sys.executable, "-m", "orchestrator", "cluster", "submit", str(f), "--dry-run"],
-                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "cluster", "submit", str(f), "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and "external agent" in r.stderr and "Traceback" not in r.stderr
     assert r.stdout == ""
@@ -62,16 +70,33 @@ def test_submit_refuses_an_external_agent_in_one_line(tmp_path: Path) -> None:
 
 def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # No cluster here and no kubeconfig: the refusal must come before any connection is tried.
-    return subprocess.run([sys.executable, "-m", "orchestrator", "sweep", str(REPO / "tasks"), "--backend", "kubernetes",
-                           "--store", str(tmp / "s.db"), *args], capture_output=True, text=True, cwd=tmp, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp), "KUBECONFIG": str(tmp / "none")})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            str(REPO / "tasks"),
+            "--backend",
+            "kubernetes",
+            "--store",
+            str(tmp / "s.db"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp), "KUBECONFIG": str(tmp / "none")},
+    )
 
 
 def test_the_cli_runs_an_external_agent_on_pods_and_the_controller_refuses_it() -> None:
     # `headroom sweep --backend kubernetes` runs it on its own host, over pods/exec; the controller has no host.
     assert pod_agent_problem("external", None) is None
-    assert "controller runs trials as pods and has no such host" in (pod_agent_problem("external", None,
-                                                                                       in_cluster=True) or "")
+    assert "controller runs trials as pods and has no such host" in (
+        pod_agent_problem("external", None, in_cluster=True) or ""
+    )
 
 
 def test_cli_reaches_the_cluster_with_an_external_agent_on_pods(tmp_path: Path) -> None:
@@ -86,8 +111,13 @@ def test_an_external_agents_pod_holds_the_environment_and_gets_no_secret_or_gate
     launch = _launch(tmp_path, {"kind": "external", "command": "python3 my_agent.py", "env_passthrough": ["MY_TOKEN"]})
     launch.agent.env["OPENAI_API_KEY"] = "hr-per-try-key"  # as the engine adds the gateway's variables
     launch.agent.env["HEADROOM_MODEL_BASE_URL"] = "http://127.0.0.1:1/v1"
-    body = build(launch, KubernetesOptions(), bundle("prime-count", launch.task.path, launch.task.digest), "img",
-                 secret="headroom-secrets-x")
+    body = build(
+        launch,
+        KubernetesOptions(),
+        bundle("prime-count", launch.task.path, launch.task.digest),
+        "img",
+        secret="headroom-secrets-x",
+    )
     task = body["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in task["env"]}
     assert env["HR_AGENT_EXTERNAL"] == "1" and env["HR_AGENT_SHELL"] == ""
@@ -96,14 +126,19 @@ def test_an_external_agents_pod_holds_the_environment_and_gets_no_secret_or_gate
     assert "export HEADROOM_SEED=" in env["HR_AGENT_ENV"]
     assert env["HR_SECRET_NAMES"] == "" and "MY_TOKEN" not in env
     assert int(env["HR_AGENT_TIMEOUT"]) == int(launch.agent.timeout_s) + EXTERNAL_START_SLACK_S
-    plain = build(_launch(tmp_path, {"kind": "command", "command": "true"}), KubernetesOptions(),
-                  bundle("prime-count", launch.task.path, launch.task.digest), "img")
+    plain = build(
+        _launch(tmp_path, {"kind": "command", "command": "true"}),
+        KubernetesOptions(),
+        bundle("prime-count", launch.task.path, launch.task.digest),
+        "img",
+    )
     assert body["spec"]["activeDeadlineSeconds"] == plain["spec"]["activeDeadlineSeconds"] + EXTERNAL_START_SLACK_S
 
 
 def _launch(tmp: Path, agent: dict[str, object]) -> Launch:
-    exp = Experiment(tasks_dir=str(REPO / "tasks"), tasks=["prime-count"], configurations=["unbounded"], attempts=1,
-                     agent=agent)
+    exp = Experiment(
+        tasks_dir=str(REPO / "tasks"), tasks=["prime-count"], configurations=["unbounded"], attempts=1, agent=agent
+    )
     tasks = load_tasks(REPO / "tasks", ["prime-count"])
     return build_launch("run-a", plan(exp, tasks)[0], 0, tasks[0], exp)
 
@@ -114,8 +149,15 @@ def test_an_agent_directory_is_a_read_only_configmap_at_agent(tmp_path: Path) ->
     (d / "run.sh").write_text("echo hi\n")
     (d / "run.sh").chmod(0o755)
     (d / "lib" / "blob.bin").write_bytes(bytes(range(256)))
-    launch = _launch(tmp_path, {"kind": "command", "command": "bash /agent/run.sh", "path": str(d),
-                                "install": {"command": "bash /agent/run.sh"}})
+    launch = _launch(
+        tmp_path,
+        {
+            "kind": "command",
+            "command": "bash /agent/run.sh",
+            "path": str(d),
+            "install": {"command": "bash /agent/run.sh"},
+        },
+    )
     files = agent_files(launch.agent_dir or "")
     cm = files.configmap({"app.kubernetes.io/managed-by": "headroom"})
     assert cm["immutable"] is True and cm["metadata"]["name"] == files.name
@@ -124,8 +166,9 @@ def test_an_agent_directory_is_a_read_only_configmap_at_agent(tmp_path: Path) ->
     assert agent_files(d).name == files.name  # content-addressed: the same files, the same ConfigMap
     (d / "run.sh").write_text("echo changed\n")
     assert agent_files(d).name != files.name
-    body = build(launch, KubernetesOptions(), bundle("prime-count", launch.task.path, launch.task.digest), "img",
-                 agent=files)
+    body = build(
+        launch, KubernetesOptions(), bundle("prime-count", launch.task.path, launch.task.digest), "img", agent=files
+    )
     (vol,) = [v for v in body["spec"]["volumes"] if v["name"] == "agent"]
     assert vol["configMap"]["name"] == files.name
     assert {i["path"]: i["mode"] for i in vol["configMap"]["items"]} == {"run.sh": 0o755, "lib/blob.bin": 0o644}
@@ -156,10 +199,16 @@ def test_the_hosts_agent_facts_join_the_runners_and_the_runner_keeps_its_measure
     from orchestrator.spec.facts import StepFacts, TrialFacts
 
     launch = _launch(tmp_path, {"kind": "external", "command": "python3 my_agent.py"})
-    facts = TrialFacts(enforcement="kubernetes", request_cpus=1, request_memory_bytes=1, limit_cpus=None,
-                       limit_memory_bytes=None, qos_class="BestEffort", reward=1.0,
-                       agent=StepFacts(name="agent", exit_code=0, oom_kills=1, oom_evidence="container memcg",
-                                       duration_s=9.0))
+    facts = TrialFacts(
+        enforcement="kubernetes",
+        request_cpus=1,
+        request_memory_bytes=1,
+        limit_cpus=None,
+        limit_memory_bytes=None,
+        qos_class="BestEffort",
+        reward=1.0,
+        agent=StepFacts(name="agent", exit_code=0, oom_kills=1, oom_evidence="container memcg", duration_s=9.0),
+    )
     agent = PodAgent(None, "ns", launch)  # never started: the facts it would have gathered are set here
     try:
         agent.facts = StepFacts(name="agent", exit_code=3, duration_s=7.5, stdout_tail="done")
@@ -175,8 +224,15 @@ def test_the_hosts_agent_facts_join_the_runners_and_the_runner_keeps_its_measure
     ext = facts.extra.external_agent
     assert ext is not None and ext.execs == 4 and ext.runner_phase is not None and ext.runner_phase.exit_code == 0
 
-    never = TrialFacts(enforcement="kubernetes", request_cpus=1, request_memory_bytes=1, limit_cpus=None,
-                       limit_memory_bytes=None, qos_class="BestEffort", agent=StepFacts(name="agent", timed_out=True))
+    never = TrialFacts(
+        enforcement="kubernetes",
+        request_cpus=1,
+        request_memory_bytes=1,
+        limit_cpus=None,
+        limit_memory_bytes=None,
+        qos_class="BestEffort",
+        agent=StepFacts(name="agent", timed_out=True),
+    )
     agent = PodAgent(None, "ns", launch)
     agent.problem = "the runner's agent phase could not be reached: gone"
     agent.merge(never)

@@ -30,10 +30,16 @@ def pod_for(config: str, **opts: object) -> dict:
 
 def test_requests_and_limits_scale_the_task_spec() -> None:
     task = pod_for("1x/3x")["spec"]["containers"][0]  # word-index: 1 cpu, 96 MiB, 512 MiB storage
-    assert task["resources"]["requests"] == {"cpu": "1000m", "memory": str(96 << 20),
-                                             "ephemeral-storage": str(512 << 20)}
-    assert task["resources"]["limits"] == {"cpu": "3000m", "memory": str(3 * (96 << 20)),
-                                           "ephemeral-storage": str(3 * (512 << 20))}
+    assert task["resources"]["requests"] == {
+        "cpu": "1000m",
+        "memory": str(96 << 20),
+        "ephemeral-storage": str(512 << 20),
+    }
+    assert task["resources"]["limits"] == {
+        "cpu": "3000m",
+        "memory": str(3 * (96 << 20)),
+        "ephemeral-storage": str(3 * (512 << 20)),
+    }
     assert "limits" not in pod_for("unbounded")["spec"]["containers"][0]["resources"]
 
 
@@ -64,6 +70,7 @@ def test_pod_settings_and_restricted_security() -> None:
 
 def test_a_root_task_container_has_no_tests_folder_until_the_runner_makes_one() -> None:
     """As in Harbor, /tests does not exist during the agent step; non-root cannot create it, so it is mounted."""
+
     def mounts(**kw: bool) -> list[str]:
         return [m["mountPath"] for m in pod_for("1x-strict", **kw)["spec"]["containers"][0]["volumeMounts"]]
 
@@ -84,6 +91,7 @@ def test_only_the_warden_mounts_the_tests() -> None:
             if cm:
                 out |= {i["path"] for i in cm["items"]}
         return out
+
     assert not any(p.startswith("tests/") or p == "test.sh" for p in paths(task))
     assert {"test.sh", "check.py"} <= paths(warden)
     assert all(i["path"] for v in volumes.values() if (cm := v.get("configMap")) for i in cm["items"])

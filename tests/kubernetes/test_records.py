@@ -33,17 +33,23 @@ pytestmark = [pytest.mark.cgroup, pytest.mark.skipif(cgroup_usable() is not None
 SECRET = "Zq7-Wk9-Hh2-Pp4-Jj6-Tt8-Vv1-Ff3"
 #: The agent's stdout: far beyond the 4 KiB of the termination message and the 2 KiB log tail.
 BIG = 'i=0; while [ $i -lt 3000 ]; do echo "line $i of the agent"; i=$((i+1)); done'
-AGENT = (BIG + '; echo "to stderr" >&2; '
-         'printf \'{"schema_version": "ATIF-v1.2", "steps": []}\' > "$HEADROOM_LOGS_DIR/trajectory.json"; '
-         'mkdir -p "$HEADROOM_LOGS_DIR/sub"; echo deep > "$HEADROOM_LOGS_DIR/sub/notes.txt"; '
-         'ln -s /etc/passwd "$HEADROOM_LOGS_DIR/link"; touch "$HEADROOM_WORKDIR/out"')
+AGENT = (
+    BIG + '; echo "to stderr" >&2; '
+    'printf \'{"schema_version": "ATIF-v1.2", "steps": []}\' > "$HEADROOM_LOGS_DIR/trajectory.json"; '
+    'mkdir -p "$HEADROOM_LOGS_DIR/sub"; echo deep > "$HEADROOM_LOGS_DIR/sub/notes.txt"; '
+    'ln -s /etc/passwd "$HEADROOM_LOGS_DIR/link"; touch "$HEADROOM_WORKDIR/out"'
+)
 
 
 def _run(tmp: Path, agent: dict[str, object], **kw: object) -> tuple[Launch, RunResult]:
     tasks = tmp / "tasks"
-    write_task(tasks, "rec", solve="exit 0\n",
-               test='echo "verifier says hi"; [ -f "$HEADROOM_WORKDIR/out" ] && echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"'
-                    ' || echo 0 > "$HEADROOM_LOGS_DIR/reward.txt"\n')
+    write_task(
+        tasks,
+        "rec",
+        solve="exit 0\n",
+        test='echo "verifier says hi"; [ -f "$HEADROOM_WORKDIR/out" ] && echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"'
+        ' || echo 0 > "$HEADROOM_LOGS_DIR/reward.txt"\n',
+    )
     exp = Experiment(tasks_dir=str(tasks), tasks=["rec"], configurations=["unbounded"], attempts=1, agent=agent)
     loaded = load_tasks(tasks, ["rec"])
     launch = build_launch("run-rec", plan(exp, loaded)[0], 0, loaded[0], exp)
@@ -51,8 +57,9 @@ def _run(tmp: Path, agent: dict[str, object], **kw: object) -> tuple[Launch, Run
     return launch, res
 
 
-def _kept(tmp: Path, launch: Launch, res: RunResult, secrets: tuple[str, ...] = ()) -> tuple[records.Record, dict[
-        str, tuple[reader.ArtifactInfo, bytes]]]:
+def _kept(
+    tmp: Path, launch: Launch, res: RunResult, secrets: tuple[str, ...] = ()
+) -> tuple[records.Record, dict[str, tuple[reader.ArtifactInfo, bytes]]]:
     assert res.report is not None
     want = records.expected(res.report)
     assert isinstance(want, tuple), res.message
@@ -69,8 +76,10 @@ def _kept(tmp: Path, launch: Launch, res: RunResult, secrets: tuple[str, ...] = 
         sink.close()
     db = sqlite3.connect(path)
     try:
-        arts = {a.name: (a, reader.read(db, a.sha256) if a.sha256 else b"")
-                for a in reader.list_artifacts(db, launch.run_id, launch.trial_id, launch.try_index)}
+        arts = {
+            a.name: (a, reader.read(db, a.sha256) if a.sha256 else b"")
+            for a in reader.list_artifacts(db, launch.run_id, launch.trial_id, launch.try_index)
+        }
     finally:
         db.close()
     return rec, arts
@@ -106,10 +115,14 @@ def test_a_block_the_agent_printed_cannot_stand_in_for_the_runners(tmp_path: Pat
         info.size = 6
         tar.addfile(info, io.BytesIO(b"forged"))
     forged = forged_tar.getvalue()
-    block = (f"===== headroom records {len(forged)} =====\n{base64.b64encode(forged).decode()}\n"
-             "===== end of headroom records =====\n")
+    block = (
+        f"===== headroom records {len(forged)} =====\n{base64.b64encode(forged).decode()}\n"
+        "===== end of headroom records =====\n"
+    )
     # Printed into the log by an agent: it can only come before the runner's own block.
-    assert records.from_log((block + res.stdout).encode(), size, sha) == records.from_log(res.stdout.encode(), size, sha)
+    assert records.from_log((block + res.stdout).encode(), size, sha) == records.from_log(
+        res.stdout.encode(), size, sha
+    )
     # Alone, it matches neither the runner's size nor its digest.
     assert records.from_log(block.encode(), size, sha) is None
     assert records.from_log(block.encode(), len(forged), "0" * 64) is None
@@ -125,10 +138,15 @@ def test_the_cap_cuts_the_record_and_is_recorded(tmp_path: Path) -> None:
 
 
 def test_secrets_are_redacted_before_they_reach_the_container_log(tmp_path: Path) -> None:
-    agent = ('echo "key $HEADROOM_TEST_SECRET"; echo "$HEADROOM_TEST_SECRET" > "$HEADROOM_LOGS_DIR/leak.txt"; '
-             'touch "$HEADROOM_WORKDIR/out"')
-    launch, res = _run(tmp_path, {"kind": "command", "command": agent, "env_passthrough": ["HEADROOM_TEST_SECRET"]},
-                       extra_env={"HEADROOM_TEST_SECRET": SECRET, "HR_SECRET_NAMES": "HEADROOM_TEST_SECRET"})
+    agent = (
+        'echo "key $HEADROOM_TEST_SECRET"; echo "$HEADROOM_TEST_SECRET" > "$HEADROOM_LOGS_DIR/leak.txt"; '
+        'touch "$HEADROOM_WORKDIR/out"'
+    )
+    launch, res = _run(
+        tmp_path,
+        {"kind": "command", "command": agent, "env_passthrough": ["HEADROOM_TEST_SECRET"]},
+        extra_env={"HEADROOM_TEST_SECRET": SECRET, "HR_SECRET_NAMES": "HEADROOM_TEST_SECRET"},
+    )
     assert res.report is not None
     want = records.expected(res.report)
     assert isinstance(want, tuple)
@@ -140,15 +158,21 @@ def test_secrets_are_redacted_before_they_reach_the_container_log(tmp_path: Path
 
 
 def test_an_install_phase_is_recorded_apart_and_its_failure_is_agent_setup_failed(tmp_path: Path) -> None:
-    ok = {"kind": "command", "command": 'echo ran; touch "$HEADROOM_WORKDIR/out"',
-          "install": {"command": "echo installing; echo warn >&2", "timeout_s": 30}}
+    ok = {
+        "kind": "command",
+        "command": 'echo ran; touch "$HEADROOM_WORKDIR/out"',
+        "install": {"command": "echo installing; echo warn >&2", "timeout_s": 30},
+    }
     launch, res = _run(tmp_path, ok)
     assert judged(res)[0].value == "passed"  # type: ignore[attr-defined]
     _, arts = _kept(tmp_path, launch, res)
     assert arts["agent_setup/stdout"][1] == b"installing\n" and arts["agent_setup/stderr"][1] == b"warn\n"
     assert arts["agent/stdout"][1] == b"ran\n"
-    bad = {"kind": "command", "command": 'echo ran; touch "$HEADROOM_WORKDIR/out"',
-           "install": {"command": "echo broken; exit 3", "timeout_s": 30}}
+    bad = {
+        "kind": "command",
+        "command": 'echo ran; touch "$HEADROOM_WORKDIR/out"',
+        "install": {"command": "echo broken; exit 3", "timeout_s": 30},
+    }
     launch, res = _run(tmp_path / "bad", bad)
     assert [str(getattr(v, "value", v)) for v in judged(res)] == ["infra_error", "agent_setup_failed"]
     assert res.report is not None and "agent_exit" not in res.report.fields

@@ -34,8 +34,7 @@ def run(tmp: Path, tasks_dir: Path, task_id: str, command: str | None = None, **
     agent = {"kind": "command", "command": command} if command else {"kind": "oracle"}
     if "secret" in kw:
         agent["env_passthrough"] = ["HEADROOM_TEST_SECRET"]
-    exp = Experiment(tasks_dir=str(tasks_dir), tasks=[task_id], configurations=["unbounded"], attempts=1,
-                     agent=agent)
+    exp = Experiment(tasks_dir=str(tasks_dir), tasks=[task_id], configurations=["unbounded"], attempts=1, agent=agent)
     tasks = load_tasks(tasks_dir, [task_id])
     launch = build_launch("run-r", plan(exp, tasks)[0], 0, tasks[0], exp)
     extra = dict(kw.pop("extra_env", {}) or {})  # type: ignore[call-overload]
@@ -47,11 +46,28 @@ def run(tmp: Path, tasks_dir: Path, task_id: str, command: str | None = None, **
 
 
 def judged(res: RunResult) -> tuple[object, object]:
-    pod = {"metadata": {"name": "p"}, "status": {"phase": "Succeeded", "containerStatuses": [
-        {"name": "task", "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": res.message}}}]}}
+    pod = {
+        "metadata": {"name": "p"},
+        "status": {
+            "phase": "Succeeded",
+            "containerStatuses": [
+                {
+                    "name": "task",
+                    "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": res.message}},
+                }
+            ],
+        },
+    }
     from orchestrator.spec.resources import ResourceAmounts
-    obs = observe(pod, [], Context(now=0, amounts=ResourceAmounts(request_cpus=1, request_memory_bytes=1,
-                                                                   limit_cpus=None, limit_memory_bytes=None)))
+
+    obs = observe(
+        pod,
+        [],
+        Context(
+            now=0,
+            amounts=ResourceAmounts(request_cpus=1, request_memory_bytes=1, limit_cpus=None, limit_memory_bytes=None),
+        ),
+    )
     assert obs.facts is not None
     v = classify(obs.facts)
     return v.outcome, v.reason
@@ -68,7 +84,7 @@ def test_a_bundled_task_passes_with_the_oracle(tmp_path: Path) -> None:
 
 # The marker is made before the planted test.sh: the watching loop must never see a test.sh
 # without it unless the real tests arrived (it used to race the plant itself).
-PLANT = r'''
+PLANT = r"""
 ( while :; do
     ls "$HR_ROOT/tests" "$HR_ROOT/headroom/handoff" >> "$HEADROOM_WORKDIR/seen" 2>&1
     [ -e "$HR_ROOT/tests/test.sh" ] && [ ! -e "$HR_ROOT/tests/planted" ] && echo leak >> "$HEADROOM_WORKDIR/leak"
@@ -79,13 +95,17 @@ mkdir -p "$HR_ROOT/logs/verifier" && echo 1 > "$HR_ROOT/logs/verifier/reward.txt
 touch "$HR_ROOT/tests/planted"; echo 'echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"' > "$HR_ROOT/tests/test.sh"
 mkdir -p "$HR_ROOT/headroom/run/vtask/tests" 2>/dev/null
 exit 0
-'''
+"""
 
 
 def test_agent_processes_are_gone_before_the_tests_arrive_and_plants_do_not_count(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
-    write_task(tasks, "plant", solve="exit 0\n",
-               test='[ -e "$HEADROOM_WORKDIR/leak" ] && echo LEAKED; echo 0 > "$HEADROOM_LOGS_DIR/reward.txt"\n')
+    write_task(
+        tasks,
+        "plant",
+        solve="exit 0\n",
+        test='[ -e "$HEADROOM_WORKDIR/leak" ] && echo LEAKED; echo 0 > "$HEADROOM_LOGS_DIR/reward.txt"\n',
+    )
     res = run(tmp_path, tasks, "plant", command=PLANT)
     assert res.report is not None and res.report.complete, res.stdout
     assert res.report.reward() == (0.0, None)  # the real verifier's reward, not the planted 1
@@ -129,7 +149,7 @@ def test_an_exit_137_at_the_deadline_is_not_a_timeout(tmp_path: Path) -> None:
 def test_cpu_time_and_throttling_are_read_around_each_step(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     write_task(tasks, "spin", solve="exit 0\n")
-    spin = "python3 -c \"import time; t = time.process_time() + 0.6\nwhile time.process_time() < t: pass\""
+    spin = 'python3 -c "import time; t = time.process_time() + 0.6\nwhile time.process_time() < t: pass"'
     res = run(tmp_path, tasks, "spin", command=spin)
     assert res.report is not None, res.stdout
     f = res.report.fields
@@ -144,7 +164,7 @@ def test_cpu_time_and_throttling_are_read_around_each_step(tmp_path: Path) -> No
 def test_the_container_cgroup_oom_counter_is_read_around_the_step(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     write_task(tasks, "hog", solve="exit 0\n")
-    hog = "python3 -c \"b = bytearray(400 * 1024 * 1024); print(len(b))\""
+    hog = 'python3 -c "b = bytearray(400 * 1024 * 1024); print(len(b))"'
     res = run(tmp_path, tasks, "hog", command=hog, memory_limit=64 * 1024 * 1024)
     assert res.report is not None, res.stdout
     f = res.report.fields
@@ -159,7 +179,7 @@ def test_a_warden_started_after_the_try_ended_exits_instead_of_holding_the_pod(t
     pod kept its requests on the node). The harness's timeout is the deadline here."""
     tasks = tmp_path / "tasks"
     write_task(tasks, "hog", solve="exit 0\n")
-    hog = "python3 -c \"b = bytearray(400 * 1024 * 1024); print(len(b))\""
+    hog = 'python3 -c "b = bytearray(400 * 1024 * 1024); print(len(b))"'
     res = run(tmp_path, tasks, "hog", command=hog, memory_limit=64 * 1024 * 1024, start="warden_late", timeout=60)
     assert res.returncode == 0, res.stdout
     assert res.report is not None and res.report.fields["verifier_skipped"] == "agent_oom", res.stdout
@@ -176,11 +196,21 @@ def test_a_warden_that_starts_before_the_runner_waits_for_it(tmp_path: Path) -> 
 
 def test_secrets_reach_the_agent_and_never_the_verifier(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
-    write_task(tasks, "sec", solve="exit 0\n",
-               test='echo "${HEADROOM_TEST_SECRET:-unset}" > "$HEADROOM_WORKDIR/verifier_saw"; '
-                    'echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"\n')
-    res = run(tmp_path, tasks, "sec", command='echo "$HEADROOM_TEST_SECRET" > "$HEADROOM_WORKDIR/agent_saw"',
-              secret="s3cret-value", extra_env={"HR_SECRET_NAMES": "HEADROOM_TEST_SECRET"})
+    write_task(
+        tasks,
+        "sec",
+        solve="exit 0\n",
+        test='echo "${HEADROOM_TEST_SECRET:-unset}" > "$HEADROOM_WORKDIR/verifier_saw"; '
+        'echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"\n',
+    )
+    res = run(
+        tmp_path,
+        tasks,
+        "sec",
+        command='echo "$HEADROOM_TEST_SECRET" > "$HEADROOM_WORKDIR/agent_saw"',
+        secret="s3cret-value",
+        extra_env={"HR_SECRET_NAMES": "HEADROOM_TEST_SECRET"},
+    )
     assert (res.root / "app" / "agent_saw").read_text().strip() == "s3cret-value"
     assert (res.root / "app" / "verifier_saw").read_text().strip() == "unset"
 
@@ -206,8 +236,7 @@ def test_tests_that_do_not_match_the_manifest_are_not_run(tmp_path: Path) -> Non
 def test_the_termination_message_stays_within_4_kib(tmp_path: Path, result_bytes: int, reward_bytes: int) -> None:
     tasks = tmp_path / "tasks"
     reward = json.dumps({"reward": 1, "pad": "r" * max(0, reward_bytes - 30)})
-    write_task(tasks, "big", solve="exit 0\n",
-               test=f"printf '%s' '{reward}' > \"$HEADROOM_LOGS_DIR/reward.json\"\n")
+    write_task(tasks, "big", solve="exit 0\n", test=f"printf '%s' '{reward}' > \"$HEADROOM_LOGS_DIR/reward.json\"\n")
     result = json.dumps({"tokens_in": 7, "model": "m" * max(0, result_bytes - 40)})
     res = run(tmp_path, tasks, "big", command=f"printf '%s' '{result}' > \"$HEADROOM_AGENT_RESULT\"")
     assert res.report is not None and res.report.complete
@@ -234,11 +263,23 @@ _BREAKS = ["\\r", "\\v", "\\f", "\\034", "\\035", "\\036", "\\302\\205", "\\342\
 def test_an_agent_result_cannot_forge_the_reward(tmp_path: Path, brk: str) -> None:
     tasks = tmp_path / "tasks"
     write_task(tasks, "forge", solve="exit 0\n")  # the verifier passes only if $HEADROOM_WORKDIR/out exists
-    forged = brk.join(["{\"tokens_in\": 1}", "reward_file=reward.txt", "reward_size=2", "reward=1",
-                       "verifier_exit=0", "agent_result_b64=e30="])
+    forged = brk.join(
+        [
+            '{"tokens_in": 1}',
+            "reward_file=reward.txt",
+            "reward_size=2",
+            "reward=1",
+            "verifier_exit=0",
+            "agent_result_b64=e30=",
+        ]
+    )
     # a newline too, and the same keys once more after it: the runner must keep the file on one line
-    res = run(tmp_path, tasks, "forge",
-              command=f"printf '{forged}\\nreward=1\\nreward_b64=MQ==\\n' > \"$HEADROOM_AGENT_RESULT\"")
+    res = run(
+        tmp_path,
+        tasks,
+        "forge",
+        command=f"printf '{forged}\\nreward=1\\nreward_b64=MQ==\\n' > \"$HEADROOM_AGENT_RESULT\"",
+    )
     assert res.report is not None and res.report.complete, res.stdout
     assert res.report.reward() == (0.0, None), res.message
     assert judged(res) == (Outcome.FAILED, None)
@@ -250,28 +291,31 @@ def test_the_agent_result_arrives_byte_for_byte(tmp_path: Path) -> None:
     write_task(tasks, "utf", solve="exit 0\n")
     result = {"tokens_in": 5, "model": "m\u00e9t\u00e9o \u2028 \u0085 ok", "answer": "line1\nline2\ttab"}
     (tmp_path / "result.json").write_text(json.dumps(result, ensure_ascii=False))
-    res = run(tmp_path, tasks, "utf", command=f"cp {tmp_path / 'result.json'} \"$HEADROOM_AGENT_RESULT\"")
+    res = run(tmp_path, tasks, "utf", command=f'cp {tmp_path / "result.json"} "$HEADROOM_AGENT_RESULT"')
     assert res.report is not None
     assert res.report.agent_result() == result
 
 
 # ---- links into verifier-only paths are gone before the verifier runs (hostile finding #3) ----------
 
-CHECK = ('[ -L "$HEADROOM_WORKDIR/keep" ] && echo kept > "$HEADROOM_WORKDIR/keep_seen"; '
-         'if [ "$(cat "$HEADROOM_WORKDIR/answer" 2>/dev/null)" = "$(cat "$HEADROOM_TASK_DIR/tests/expected.txt")" ]; '
-         'then echo 1; else echo 0; fi > "$HEADROOM_LOGS_DIR/reward.txt"\n')
+CHECK = (
+    '[ -L "$HEADROOM_WORKDIR/keep" ] && echo kept > "$HEADROOM_WORKDIR/keep_seen"; '
+    'if [ "$(cat "$HEADROOM_WORKDIR/answer" 2>/dev/null)" = "$(cat "$HEADROOM_TASK_DIR/tests/expected.txt")" ]; '
+    'then echo 1; else echo 0; fi > "$HEADROOM_LOGS_DIR/reward.txt"\n'
+)
 
 
 def _hidden_answer_task(tasks: Path, name: str) -> None:
-    d = write_task(tasks, name, solve='cp "$HEADROOM_TASK_DIR/solution/answer.txt" "$HEADROOM_WORKDIR/answer"\n',
-                   test=CHECK)
+    d = write_task(
+        tasks, name, solve='cp "$HEADROOM_TASK_DIR/solution/answer.txt" "$HEADROOM_WORKDIR/answer"\n', test=CHECK
+    )
     (d / "tests" / "expected.txt").write_text("hidden-4f1c\n")
     (d / "solution" / "answer.txt").write_text("hidden-4f1c\n")
 
 
 LINKS = {
     "absolute": 'ln -s "$HR_ROOT/tests/expected.txt" answer',
-    "relative": 'ln -s ../tests/expected.txt answer',
+    "relative": "ln -s ../tests/expected.txt answer",
     "dotdot through a missing folder": 'ln -s "$HR_ROOT/nowhere/../tests/expected.txt" answer',
     "through a folder link": 'ln -s / rootlink && ln -s "rootlink$HR_ROOT/tests/expected.txt" answer',
     "a chain": 'ln -s "$HR_ROOT/tests/expected.txt" hop1 && ln -s hop1 hop2 && ln -s "$PWD/hop2" answer',
@@ -285,9 +329,11 @@ LINKS = {
 def test_a_link_to_the_hidden_tests_is_removed_before_the_verifier(tmp_path: Path, how: str) -> None:
     tasks = tmp_path / "tasks"
     _hidden_answer_task(tasks, "peek")
-    agent = (f'cd "$HEADROOM_WORKDIR" && mkdir data && echo x > data/f && ln -s data/f keep && {LINKS[how]} && '
-             'mkdir -p "deep/a b" && ln -s "$HR_ROOT/logs/verifier/reward.txt" "deep/a b/r" && '
-             'ln -s "$HR_ROOT/tests/expected.txt" "$HEADROOM_LOGS_DIR/peek"')
+    agent = (
+        f'cd "$HEADROOM_WORKDIR" && mkdir data && echo x > data/f && ln -s data/f keep && {LINKS[how]} && '
+        'mkdir -p "deep/a b" && ln -s "$HR_ROOT/logs/verifier/reward.txt" "deep/a b/r" && '
+        'ln -s "$HR_ROOT/tests/expected.txt" "$HEADROOM_LOGS_DIR/peek"'
+    )
     res = run(tmp_path, tasks, "peek", command=agent)
     assert res.report is not None and res.report.complete, res.stdout
     assert res.report.reward() == (0.0, None), res.message
@@ -315,6 +361,7 @@ def test_the_oracle_may_link_to_its_solution_and_no_other_agent_may(tmp_path: Pa
 def _path_without(tmp: Path, *missing: str) -> str:
     """A PATH of one folder linking every program of this PATH but ``missing`` (an image without them)."""
     import os
+
     bindir = tmp / "bin"
     bindir.mkdir()
     for d in os.environ["PATH"].split(os.pathsep):
@@ -330,10 +377,18 @@ def _path_without(tmp: Path, *missing: str) -> str:
 def test_without_base64_or_readlink_the_fallbacks_hold_and_every_link_goes(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     _hidden_answer_task(tasks, "bare")
-    forged = "\\v".join(["{\"tokens_in\": 4}", "reward_file=reward.txt", "reward_size=2", "reward=1"])
-    agent = (f"printf '{forged}\\n' > \"$HEADROOM_AGENT_RESULT\"; cd \"$HEADROOM_WORKDIR\" && "
-             'ln -s / r && ln -s "r$HR_ROOT/tests/expected.txt" answer')
-    res = run(tmp_path, tasks, "bare", command=agent, extra_env={"HR_RUNNER_PATH": _path_without(tmp_path, "base64", "readlink")})
+    forged = "\\v".join(['{"tokens_in": 4}', "reward_file=reward.txt", "reward_size=2", "reward=1"])
+    agent = (
+        f'printf \'{forged}\\n\' > "$HEADROOM_AGENT_RESULT"; cd "$HEADROOM_WORKDIR" && '
+        'ln -s / r && ln -s "r$HR_ROOT/tests/expected.txt" answer'
+    )
+    res = run(
+        tmp_path,
+        tasks,
+        "bare",
+        command=agent,
+        extra_env={"HR_RUNNER_PATH": _path_without(tmp_path, "base64", "readlink")},
+    )
     assert res.report is not None and res.report.complete, res.stdout
     assert "agent_result" in res.report.fields and "agent_result_b64" not in res.report.fields
     assert res.report.reward() == (0.0, None), res.message
@@ -349,11 +404,12 @@ def test_a_secret_printed_across_the_log_tail_cut_is_redacted_before_the_cut(tmp
     key = "Zq7-Wk9-Hh2-Pp4-Jj6-Tt8-Vv1-Ff3"  # 31 characters
     # the last 2048 bytes of stdout start 15 characters before the key's end
     agent = 'echo "key $HEADROOM_TEST_SECRET"; head -c 2032 /dev/zero | tr "\\0" x; echo'
-    res = run(tmp_path, tasks, "straddle", command=agent, secret=key,
-              extra_env={"HR_SECRET_NAMES": "HEADROOM_TEST_SECRET"})
+    res = run(
+        tmp_path, tasks, "straddle", command=agent, secret=key, extra_env={"HR_SECRET_NAMES": "HEADROOM_TEST_SECRET"}
+    )
     log = res.stdout.split("===== tail of ", 1)[1]
     assert log.startswith(f"{res.root}/logs/agent/stdout.txt") and "x" * 2000 in log
-    assert not [key[i:i + 4] for i in range(len(key) - 3) if key[i:i + 4] in log], log[:200]
+    assert not [key[i : i + 4] for i in range(len(key) - 3) if key[i : i + 4] in log], log[:200]
 
 
 def _external(tmp: Path, tasks_dir: Path, task_id: str, word: str | None) -> RunResult:
@@ -370,8 +426,13 @@ def _external(tmp: Path, tasks_dir: Path, task_id: str, word: str | None) -> Run
         if word is not None:
             (run_dir / "agent.done").write_text(word + "\n")
 
-    exp = Experiment(tasks_dir=str(tasks_dir), tasks=[task_id], configurations=["unbounded"], attempts=1,
-                     agent={"kind": "external", "command": "python3 my_agent.py"})
+    exp = Experiment(
+        tasks_dir=str(tasks_dir),
+        tasks=[task_id],
+        configurations=["unbounded"],
+        attempts=1,
+        agent={"kind": "external", "command": "python3 my_agent.py"},
+    )
     tasks = load_tasks(tasks_dir, [task_id])
     launch = build_launch("run-r", plan(exp, tasks)[0], 0, tasks[0], exp)
     t = threading.Thread(target=host, daemon=True)

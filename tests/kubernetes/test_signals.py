@@ -31,8 +31,9 @@ AMOUNTS = ResourceAmounts(request_cpus=1, request_memory_bytes=96 << 20, limit_c
 
 
 def ctx(after_s: float = 5, **kw: Any) -> Context:
-    return Context(now=T0 + after_s, amounts=AMOUNTS, pending_deadline_s=600, pull_deadline_s=300,
-                   config_deadline_s=60, **kw)
+    return Context(
+        now=T0 + after_s, amounts=AMOUNTS, pending_deadline_s=600, pull_deadline_s=300, config_deadline_s=60, **kw
+    )
 
 
 def pod(**status: Any) -> dict[str, Any]:
@@ -42,33 +43,75 @@ def pod(**status: Any) -> dict[str, Any]:
 
 
 def terminated(name: str, reason: str, code: int, msg: str = "") -> dict[str, Any]:
-    return {"name": name, "ready": False, "restartCount": 0, "image": "registry.example/word-index:1",
-            "imageID": BASE["status"]["containerStatuses"][0]["imageID"],
-            "state": {"terminated": {"exitCode": code, "reason": reason, "message": msg,
-                                     "startedAt": "2026-11-30T17:00:03Z", "finishedAt": "2026-11-30T17:01:00Z"}}}
+    return {
+        "name": name,
+        "ready": False,
+        "restartCount": 0,
+        "image": "registry.example/word-index:1",
+        "imageID": BASE["status"]["containerStatuses"][0]["imageID"],
+        "state": {
+            "terminated": {
+                "exitCode": code,
+                "reason": reason,
+                "message": msg,
+                "startedAt": "2026-11-30T17:00:03Z",
+                "finishedAt": "2026-11-30T17:01:00Z",
+            }
+        },
+    }
 
 
 def waiting(name: str, reason: str, msg: str = "") -> dict[str, Any]:
-    return {"name": name, "ready": False, "restartCount": 0, "image": "registry.example/word-index:1", "imageID": "",
-            "state": {"waiting": {"reason": reason, "message": msg}}}
+    return {
+        "name": name,
+        "ready": False,
+        "restartCount": 0,
+        "image": "registry.example/word-index:1",
+        "imageID": "",
+        "state": {"waiting": {"reason": reason, "message": msg}},
+    }
 
 
 def finished(task_msg: str, phase: str = "Succeeded", task_reason: str = "Completed", code: int = 0) -> dict[str, Any]:
-    return pod(phase=phase, containerStatuses=[terminated("task", task_reason, code, task_msg),
-                                              terminated("warden", "Completed", 0)])
+    return pod(
+        phase=phase,
+        containerStatuses=[terminated("task", task_reason, code, task_msg), terminated("warden", "Completed", 0)],
+    )
 
 
 def disrupted(why: str, msg: str, phase: str = "Failed", **extra: Any) -> dict[str, Any]:
     p = pod(phase=phase, **extra)
-    p["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True", "reason": why, "message": msg,
-                                      "lastTransitionTime": "2026-11-30T17:00:30Z"})
+    p["status"]["conditions"].append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": why,
+            "message": msg,
+            "lastTransitionTime": "2026-11-30T17:00:30Z",
+        }
+    )
     return p
 
 
-PASS = message.render({"agent_exit": 0, "agent_cs": 250, "agent_timeout": 0, "agent_oom0": 0, "agent_oom1": 0,
-                       "agent_peak": 41_000_000, "verifier_exit": 0, "verifier_cs": 30, "verifier_timeout": 0,
-                       "verifier_oom0": 0, "verifier_oom1": 0, "verifier_peak": 43_000_000,
-                       "reward_file": "reward.txt", "reward_size": 2, "reward": "1 "})
+PASS = message.render(
+    {
+        "agent_exit": 0,
+        "agent_cs": 250,
+        "agent_timeout": 0,
+        "agent_oom0": 0,
+        "agent_oom1": 0,
+        "agent_peak": 41_000_000,
+        "verifier_exit": 0,
+        "verifier_cs": 30,
+        "verifier_timeout": 0,
+        "verifier_oom0": 0,
+        "verifier_oom1": 0,
+        "verifier_peak": 43_000_000,
+        "reward_file": "reward.txt",
+        "reward_size": 2,
+        "reward": "1 ",
+    }
+)
 
 
 def verdict(p: dict[str, Any] | None, events: list[dict[str, Any]] | None = None, **kw: Any) -> tuple[Any, ...]:
@@ -79,67 +122,183 @@ def verdict(p: dict[str, Any] | None, events: list[dict[str, Any]] | None = None
 
 
 CASES = [
-    ("oom in the task container", finished("", "Failed", "OOMKilled", 137), (Outcome.INFRA_ERROR, InfraReason.OOM_KILLED)),
-    ("oom in an init container",
-     pod(phase="Failed", initContainerStatuses=[terminated("fetch", "OOMKilled", 137)],
-         containerStatuses=[waiting("task", "PodInitializing"), waiting("warden", "PodInitializing")]),
-     (Outcome.INFRA_ERROR, InfraReason.OOM_KILLED)),
-    ("node-pressure eviction",
-     disrupted("TerminationByKubelet", "The node was low on resource: memory.", reason="Evicted",
-               message="The node was low on resource: memory. Threshold quantity: 100Mi, available: 64Mi."),
-     (Outcome.INFRA_ERROR, InfraReason.EVICTED)),
-    ("ephemeral-storage limit eviction",
-     pod(phase="Failed", reason="Evicted",
-         message="Pod ephemeral local storage usage exceeds the total limit of containers 512Mi."),
-     (Outcome.INFRA_ERROR, InfraReason.STORAGE_LIMIT)),
-    ("container ephemeral-storage limit",
-     disrupted("TerminationByKubelet", "Container task exceeded its local ephemeral storage limit \"512Mi\".",
-               reason="Evicted", message="Container task exceeded its local ephemeral storage limit \"512Mi\"."),
-     (Outcome.INFRA_ERROR, InfraReason.STORAGE_LIMIT)),
-    ("preemption", disrupted("PreemptionByScheduler", "node-3: preempting to accommodate a higher priority pod"),
-     (Outcome.INFRA_ERROR, InfraReason.PREEMPTED)),
-    ("API eviction (drain)", {**disrupted("EvictionByEvictionAPI", "Eviction API: evicting", phase="Running"),
-                              "metadata": {**BASE["metadata"], "deletionTimestamp": "2026-11-30T17:00:31Z"}},
-     (Outcome.INFRA_ERROR, InfraReason.API_EVICTION)),
-    ("taint manager", disrupted("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint"),
-     (Outcome.INFRA_ERROR, InfraReason.TAINT_EVICTION)),
-    ("node lost", disrupted("DeletionByTaintManager",
-                            "Taint manager: deleting due to NoExecute taint node.kubernetes.io/unreachable"),
-     (Outcome.INFRA_ERROR, InfraReason.NODE_LOST)),
-    ("pod GC", disrupted("DeletionByPodGC", "PodGC: node no longer exists"),
-     (Outcome.INFRA_ERROR, InfraReason.POD_GC)),
-    ("deadline exceeded", pod(phase="Failed", reason="DeadlineExceeded",
-                              message="Pod was active on the node longer than the specified deadline"),
-     (Outcome.INFRA_ERROR, InfraReason.DEADLINE_EXCEEDED)),
+    (
+        "oom in the task container",
+        finished("", "Failed", "OOMKilled", 137),
+        (Outcome.INFRA_ERROR, InfraReason.OOM_KILLED),
+    ),
+    (
+        "oom in an init container",
+        pod(
+            phase="Failed",
+            initContainerStatuses=[terminated("fetch", "OOMKilled", 137)],
+            containerStatuses=[waiting("task", "PodInitializing"), waiting("warden", "PodInitializing")],
+        ),
+        (Outcome.INFRA_ERROR, InfraReason.OOM_KILLED),
+    ),
+    (
+        "node-pressure eviction",
+        disrupted(
+            "TerminationByKubelet",
+            "The node was low on resource: memory.",
+            reason="Evicted",
+            message="The node was low on resource: memory. Threshold quantity: 100Mi, available: 64Mi.",
+        ),
+        (Outcome.INFRA_ERROR, InfraReason.EVICTED),
+    ),
+    (
+        "ephemeral-storage limit eviction",
+        pod(
+            phase="Failed",
+            reason="Evicted",
+            message="Pod ephemeral local storage usage exceeds the total limit of containers 512Mi.",
+        ),
+        (Outcome.INFRA_ERROR, InfraReason.STORAGE_LIMIT),
+    ),
+    (
+        "container ephemeral-storage limit",
+        disrupted(
+            "TerminationByKubelet",
+            'Container task exceeded its local ephemeral storage limit "512Mi".',
+            reason="Evicted",
+            message='Container task exceeded its local ephemeral storage limit "512Mi".',
+        ),
+        (Outcome.INFRA_ERROR, InfraReason.STORAGE_LIMIT),
+    ),
+    (
+        "preemption",
+        disrupted("PreemptionByScheduler", "node-3: preempting to accommodate a higher priority pod"),
+        (Outcome.INFRA_ERROR, InfraReason.PREEMPTED),
+    ),
+    (
+        "API eviction (drain)",
+        {
+            **disrupted("EvictionByEvictionAPI", "Eviction API: evicting", phase="Running"),
+            "metadata": {**BASE["metadata"], "deletionTimestamp": "2026-11-30T17:00:31Z"},
+        },
+        (Outcome.INFRA_ERROR, InfraReason.API_EVICTION),
+    ),
+    (
+        "taint manager",
+        disrupted("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint"),
+        (Outcome.INFRA_ERROR, InfraReason.TAINT_EVICTION),
+    ),
+    (
+        "node lost",
+        disrupted(
+            "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint node.kubernetes.io/unreachable"
+        ),
+        (Outcome.INFRA_ERROR, InfraReason.NODE_LOST),
+    ),
+    ("pod GC", disrupted("DeletionByPodGC", "PodGC: node no longer exists"), (Outcome.INFRA_ERROR, InfraReason.POD_GC)),
+    (
+        "deadline exceeded",
+        pod(
+            phase="Failed",
+            reason="DeadlineExceeded",
+            message="Pod was active on the node longer than the specified deadline",
+        ),
+        (Outcome.INFRA_ERROR, InfraReason.DEADLINE_EXCEEDED),
+    ),
     ("passed through the runner's report", finished(PASS), (Outcome.PASSED, None)),
-    ("OOM counter rising inside the container",
-     finished(message.render({"agent_exit": 137, "agent_cs": 90, "agent_timeout": 0, "agent_oom0": 0,
-                              "agent_oom1": 1, "agent_peak": 100_663_296, "verifier_skipped": "agent_oom"})),
-     (Outcome.INFRA_ERROR, InfraReason.OOM_KILLED)),
-    ("agent timeout", finished(message.render({"agent_exit": 137, "agent_cs": 2000, "agent_timeout": 1,
-                                               "agent_oom0": 0, "agent_oom1": 0, "verifier_skipped": "agent_timeout"})),
-     (Outcome.TIMEOUT, None)),
-    ("tests withheld", finished(message.render({"agent_exit": 0, "agent_cs": 20, "agent_timeout": 0, "agent_oom0": 0,
-                                                "agent_oom1": 0, "verifier_skipped": "tests_withheld",
-                                                "detail": "agent_processes_left 12(sleep)"})),
-     (Outcome.HARNESS_ERROR, HarnessReason.VERIFIER_CRASHED)),
-    ("runner could not start (no /bin/sh)",
-     finished("exec: \"/bin/sh\": stat /bin/sh: no such file or directory", "Failed", "StartError", 128),
-     (Outcome.INFRA_ERROR, InfraReason.SPAWN_FAILED)),
+    (
+        "OOM counter rising inside the container",
+        finished(
+            message.render(
+                {
+                    "agent_exit": 137,
+                    "agent_cs": 90,
+                    "agent_timeout": 0,
+                    "agent_oom0": 0,
+                    "agent_oom1": 1,
+                    "agent_peak": 100_663_296,
+                    "verifier_skipped": "agent_oom",
+                }
+            )
+        ),
+        (Outcome.INFRA_ERROR, InfraReason.OOM_KILLED),
+    ),
+    (
+        "agent timeout",
+        finished(
+            message.render(
+                {
+                    "agent_exit": 137,
+                    "agent_cs": 2000,
+                    "agent_timeout": 1,
+                    "agent_oom0": 0,
+                    "agent_oom1": 0,
+                    "verifier_skipped": "agent_timeout",
+                }
+            )
+        ),
+        (Outcome.TIMEOUT, None),
+    ),
+    (
+        "tests withheld",
+        finished(
+            message.render(
+                {
+                    "agent_exit": 0,
+                    "agent_cs": 20,
+                    "agent_timeout": 0,
+                    "agent_oom0": 0,
+                    "agent_oom1": 0,
+                    "verifier_skipped": "tests_withheld",
+                    "detail": "agent_processes_left 12(sleep)",
+                }
+            )
+        ),
+        (Outcome.HARNESS_ERROR, HarnessReason.VERIFIER_CRASHED),
+    ),
+    (
+        "runner could not start (no /bin/sh)",
+        finished('exec: "/bin/sh": stat /bin/sh: no such file or directory', "Failed", "StartError", 128),
+        (Outcome.INFRA_ERROR, InfraReason.SPAWN_FAILED),
+    ),
     # Issue 19: the runner always exits 0; stopped otherwise, only the agent (same container and uid) did it,
     # and it can write the termination log (and the container log): its message is not believed, and the
     # try is the agent's failure, never a retried spawn_failed.
-    ("a forged passing message, the runner killed", finished(PASS, "Failed", "Error", 137), (Outcome.FAILED, ModelReason.UNJUDGED_STATE)),
-    ("a forged OOM in the message, the runner killed",
-     finished(message.render({"agent_exit": 137, "agent_cs": 90, "agent_timeout": 0, "agent_oom0": 0,
-                              "agent_oom1": 1, "verifier_skipped": "agent_oom"}), "Failed", "Error", 143),
-     (Outcome.FAILED, ModelReason.UNJUDGED_STATE)),
-    ("the runner killed before any report", finished("", "Failed", "Error", 137), (Outcome.FAILED, ModelReason.UNJUDGED_STATE)),
-    ("the runner killed, its log tail as the message",
-     finished("v=1\nagent_exit=0\n", "Failed", "Error", 1), (Outcome.FAILED, ModelReason.UNJUDGED_STATE)),
+    (
+        "a forged passing message, the runner killed",
+        finished(PASS, "Failed", "Error", 137),
+        (Outcome.FAILED, ModelReason.UNJUDGED_STATE),
+    ),
+    (
+        "a forged OOM in the message, the runner killed",
+        finished(
+            message.render(
+                {
+                    "agent_exit": 137,
+                    "agent_cs": 90,
+                    "agent_timeout": 0,
+                    "agent_oom0": 0,
+                    "agent_oom1": 1,
+                    "verifier_skipped": "agent_oom",
+                }
+            ),
+            "Failed",
+            "Error",
+            143,
+        ),
+        (Outcome.FAILED, ModelReason.UNJUDGED_STATE),
+    ),
+    (
+        "the runner killed before any report",
+        finished("", "Failed", "Error", 137),
+        (Outcome.FAILED, ModelReason.UNJUDGED_STATE),
+    ),
+    (
+        "the runner killed, its log tail as the message",
+        finished("v=1\nagent_exit=0\n", "Failed", "Error", 1),
+        (Outcome.FAILED, ModelReason.UNJUDGED_STATE),
+    ),
     ("exit 0 without a report", finished(""), (Outcome.FAILED, ModelReason.UNJUDGED_STATE)),
-    ("deleted from outside", {**pod(), "metadata": {**BASE["metadata"], "deletionTimestamp": "2026-11-30T17:00:40Z"}},
-     (Outcome.INFRA_ERROR, InfraReason.POD_DELETED)),
+    (
+        "deleted from outside",
+        {**pod(), "metadata": {**BASE["metadata"], "deletionTimestamp": "2026-11-30T17:00:40Z"}},
+        (Outcome.INFRA_ERROR, InfraReason.POD_DELETED),
+    ),
     ("gone without a harvest", None, (Outcome.INFRA_ERROR, InfraReason.POD_DELETED)),
 ]
 
@@ -168,8 +327,10 @@ def test_a_running_pod_is_not_done() -> None:
 
 @pytest.mark.parametrize("reason", ["ErrImagePull", "ImagePullBackOff"])
 def test_image_pull_fails_only_past_the_pull_deadline(reason: str) -> None:
-    p = pod(phase="Pending", containerStatuses=[waiting("task", reason, "Back-off pulling image"),
-                                                waiting("warden", reason)])
+    p = pod(
+        phase="Pending",
+        containerStatuses=[waiting("task", reason, "Back-off pulling image"), waiting("warden", reason)],
+    )
     assert observe(p, [], ctx(after_s=200)).state == "pending"
     late = observe(p, [], ctx(after_s=301))
     assert late.state == "done" and late.stop
@@ -182,8 +343,12 @@ def test_an_invalid_image_name_fails_at_once() -> None:
 
 
 def test_container_config_error_past_its_deadline() -> None:
-    p = pod(phase="Pending", containerStatuses=[waiting("task", "CreateContainerConfigError",
-                                                        "container has runAsNonRoot and image will run as root")])
+    p = pod(
+        phase="Pending",
+        containerStatuses=[
+            waiting("task", "CreateContainerConfigError", "container has runAsNonRoot and image will run as root")
+        ],
+    )
     assert observe(p, [], ctx(after_s=30)).state == "pending"
     assert verdict(p, after_s=61) == (Outcome.INFRA_ERROR, InfraReason.CONTAINER_CONFIG)
 
@@ -191,8 +356,14 @@ def test_container_config_error_past_its_deadline() -> None:
 def _unschedulable() -> dict[str, Any]:
     p = pod(phase="Pending")
     p["spec"].pop("nodeName")
-    p["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                  "message": "0/3 nodes are available: 3 Insufficient memory."}]
+    p["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 3 Insufficient memory.",
+        }
+    ]
     p["status"].pop("containerStatuses")
     return p
 
@@ -221,11 +392,25 @@ def test_our_own_deletion_is_not_an_outside_deletion() -> None:
 
 
 def test_cpu_time_and_throttling_come_from_the_runners_cpu_stat_deltas() -> None:
-    fields = {"agent_exit": 0, "agent_cs": 250, "agent_timeout": 0, "agent_oom0": 0, "agent_oom1": 0,
-              "agent_cpu_us": 1_500_000, "agent_cpu_thr": "20,5,300000",
-              "verifier_exit": 0, "verifier_cs": 30, "verifier_timeout": 0, "verifier_oom0": 0, "verifier_oom1": 0,
-              "verifier_cpu_us": 250_000, "verifier_cpu_thr": "3,0,0",
-              "reward_file": "reward.txt", "reward_size": 2, "reward": "1 "}
+    fields = {
+        "agent_exit": 0,
+        "agent_cs": 250,
+        "agent_timeout": 0,
+        "agent_oom0": 0,
+        "agent_oom1": 0,
+        "agent_cpu_us": 1_500_000,
+        "agent_cpu_thr": "20,5,300000",
+        "verifier_exit": 0,
+        "verifier_cs": 30,
+        "verifier_timeout": 0,
+        "verifier_oom0": 0,
+        "verifier_oom1": 0,
+        "verifier_cpu_us": 250_000,
+        "verifier_cpu_thr": "3,0,0",
+        "reward_file": "reward.txt",
+        "reward_size": 2,
+        "reward": "1 ",
+    }
     obs = observe(finished(message.render(fields)), [], ctx())
     assert obs.facts is not None
     assert obs.facts.cpu_time_s == pytest.approx(1.75)

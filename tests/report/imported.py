@@ -25,10 +25,22 @@ def three_run_submission(root: Path) -> Path:
     """One agent's three Terminal-Bench runs (by hand: run accuracies 1/4, 3/4, 1/4, mean 5/12 = 41.67%;
     headroom counts 4 passes of 12 = 33.3%: run-c's trial resolved after an agent timeout is a timeout there)."""
     sub = root / "results" / "20260301_terminus_m-one"
-    write_tb_run(sub / "run-a", [T("t1", True), T("t1", False), T("t2", False), T("t2", False)],
-                 names_with_run=False, per_trial_copies=False)
-    write_tb_run(sub / "run-b", [T("t1", True), T("t1", True), T("t2", True), T("t2", False)],
-                 names_with_run=False, per_trial_copies=False)
-    write_tb_run(sub / "run-c", [T("t1", False), T("t1", False), T("t2", False), T("t2", True, "agent_timeout")],
-                 names_with_run=False, per_trial_copies=False)
+    write_tb_run(
+        sub / "run-a",
+        [T("t1", True), T("t1", False), T("t2", False), T("t2", False)],
+        names_with_run=False,
+        per_trial_copies=False,
+    )
+    write_tb_run(
+        sub / "run-b",
+        [T("t1", True), T("t1", True), T("t2", True), T("t2", False)],
+        names_with_run=False,
+        per_trial_copies=False,
+    )
+    write_tb_run(
+        sub / "run-c",
+        [T("t1", False), T("t1", False), T("t2", False), T("t2", True, "agent_timeout")],
+        names_with_run=False,
+        per_trial_copies=False,
+    )
     return root / "results"

@@ -20,8 +20,7 @@ from orchestrator.store.sqlite import Store
 from tests.taskfactory import write_task
 
 # Task "broken": the agent runs a tool that does not exist (exit 127); task "fine": it does the work.
-AGENT = ('if [ "$HEADROOM_TASK_ID" = broken ]; then my-missing-tool --go; '
-         'else touch "$HEADROOM_WORKDIR/out"; fi')
+AGENT = 'if [ "$HEADROOM_TASK_ID" = broken ]; then my-missing-tool --go; else touch "$HEADROOM_WORKDIR/out"; fi'
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +29,31 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("broken", "fine"):
         write_task(tmp / "tasks", name, solve="true\n")
     store = tmp / "h.db"
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "sweep", str(tmp / "tasks"), "--multipliers", "3",
-                          "--attempts", "2", "--store", str(store), "--no-canary", "--format", "none",
-                          "--agent", "command", "--agent-command", AGENT], capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "sweep",
+            str(tmp / "tasks"),
+            "--multipliers",
+            "3",
+            "--attempts",
+            "2",
+            "--store",
+            str(store),
+            "--no-canary",
+            "--format",
+            "none",
+            "--agent",
+            "command",
+            "--agent-command",
+            AGENT,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     return store
 
@@ -71,13 +92,16 @@ def test_the_outcome_harness_error_agent_not_found_is_counted_too(swept: Path, t
     shutil.copy(swept, store)
     db = sqlite3.connect(store)
     [(trial,)] = db.execute("SELECT trial_id FROM trials WHERE task_id = 'fine' LIMIT 1").fetchall()
-    db.execute("UPDATE executions SET outcome = 'harness_error', reason = 'agent_not_found' WHERE trial_id = ?",
-               (trial,))
+    db.execute(
+        "UPDATE executions SET outcome = 'harness_error', reason = 'agent_not_found' WHERE trial_id = ?", (trial,)
+    )
     db.commit()
     db.close()
     doc = document.build(Store.open_existing(store))
-    assert doc.checks is not None and (doc.checks.agent_not_found.trials, doc.checks.agent_not_found.as_harness_error) \
-        == (3, 1)
+    assert doc.checks is not None and (
+        doc.checks.agent_not_found.trials,
+        doc.checks.agent_not_found.as_harness_error,
+    ) == (3, 1)
     assert "Agent could not start in 3 trials" in markdown.render(doc)
     assert "1 counted harness_error(agent_not_found)" in markdown.render(doc)
 

@@ -23,7 +23,10 @@ def headroom(*args: str) -> subprocess.CompletedProcess[str]:
 def imported_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("b")
     store = root / "h.db"
-    assert headroom("results", "import", str(FIX / "harbor_job"), str(FIX / "tb_run"), "--store", str(store)).returncode == 0
+    assert (
+        headroom("results", "import", str(FIX / "harbor_job"), str(FIX / "tb_run"), "--store", str(store)).returncode
+        == 0
+    )
     out = root / "bundles"
     out.mkdir()
     res = headroom("runs", "bundle", "--store", str(store), "-o", str(out))
@@ -74,8 +77,18 @@ def test_task_directories_are_checked_against_the_digests(tmp_path: Path) -> Non
     tasks = tmp_path / "tasks"
     write_task(tasks, "ok", solve='touch "$HEADROOM_WORKDIR/out"\n')
     store = tmp_path / "s.db"
-    res = headroom("sweep", str(tasks), "--multipliers", "1,unbounded", "--attempts", "1", "--store", str(store),
-                   "--format", "none")
+    res = headroom(
+        "sweep",
+        str(tasks),
+        "--multipliers",
+        "1,unbounded",
+        "--attempts",
+        "1",
+        "--store",
+        str(store),
+        "--format",
+        "none",
+    )
     assert res.returncode == 0, res.stderr
     path = tmp_path / "entry.json"
     assert headroom("runs", "bundle", "--store", str(store), "-o", str(path)).returncode == 0

@@ -21,8 +21,13 @@ def disjoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     return store, runs_sharing_nothing(tmp_path_factory.mktemp("disjoint-tasks"), store)
 
 
-@pytest.mark.parametrize("other, words", [("other_tasks", "the runs share no task (A has alpha, beta; B has gamma)"),
-                                          ("other_configs", "the runs share no configuration on their 2 shared task(s)")])
+@pytest.mark.parametrize(
+    "other, words",
+    [
+        ("other_tasks", "the runs share no task (A has alpha, beta; B has gamma)"),
+        ("other_configs", "the runs share no configuration on their 2 shared task(s)"),
+    ],
+)
 def test_nothing_to_compare_is_a_one_line_error(disjoint: tuple[Path, dict[str, str]], other: str, words: str) -> None:
     store, ids = disjoint
     for fmt in ("table", "json", "markdown"):

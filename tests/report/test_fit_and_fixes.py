@@ -29,19 +29,32 @@ def headroom(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
 
 
-def frame(rates: dict[str, list[float]], attempts: int = 4, *, with_duration: bool = True,
-          request: dict[str, float] | None = None, limit: dict[str, float] | None = None) -> pd.DataFrame:
+def frame(
+    rates: dict[str, list[float]],
+    attempts: int = 4,
+    *,
+    with_duration: bool = True,
+    request: dict[str, float] | None = None,
+    limit: dict[str, float] | None = None,
+) -> pd.DataFrame:
     """Trials whose per-task pass counts follow the given per-task rates, one config per key."""
     rows = []
     for label, per_task in rates.items():
         for t, r in enumerate(per_task):
             passes = round(r * attempts)
             for a in range(attempts):
-                rows.append({"task_id": f"t{t:02d}", "config_label": label,
-                             "request_multiplier": (request or {}).get(label, 1.0),
-                             "limit_multiplier": (limit or {}).get(label, np.nan), "attempt": a,
-                             "outcome": "passed" if a < passes else "failed", "reason": None,
-                             "duration_s": 2.0 if with_duration else np.nan})
+                rows.append(
+                    {
+                        "task_id": f"t{t:02d}",
+                        "config_label": label,
+                        "request_multiplier": (request or {}).get(label, 1.0),
+                        "limit_multiplier": (limit or {}).get(label, np.nan),
+                        "attempt": a,
+                        "outcome": "passed" if a < passes else "failed",
+                        "reason": None,
+                        "duration_s": 2.0 if with_duration else np.nan,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -86,7 +99,9 @@ def test_task_level_paired_test_matches_scipy_and_reads_b_minus_a() -> None:
     paired = it["score"]["paired"]
     d = np.array(b) - np.array(a)
     ref = stats.ttest_rel(b, a)
-    assert paired["t_p"] == pytest.approx(ref.pvalue, rel=1e-9) and paired["t_statistic"] == pytest.approx(ref.statistic)
+    assert paired["t_p"] == pytest.approx(ref.pvalue, rel=1e-9) and paired["t_statistic"] == pytest.approx(
+        ref.statistic
+    )
     assert paired["mean_task_diff"] == pytest.approx(d.mean()) and paired["mean_task_diff"] > 0
     assert paired["bootstrap_low"] <= paired["mean_task_diff"] <= paired["bootstrap_high"]
     assert paired["t_p_holm"] == pytest.approx(paired["t_p"])  # one comparison: Holm changes nothing
@@ -113,7 +128,9 @@ def test_classical_cochran_armitage_equals_the_textbook_formula() -> None:
 
 
 def test_untestable_trend_and_missing_latency_print_a_dash() -> None:
-    df = frame({"1x-strict": [1.0] * 5, "1x/2x": [1.0] * 5}, with_duration=False, limit={"1x-strict": 1.0, "1x/2x": 2.0})
+    df = frame(
+        {"1x-strict": [1.0] * 5, "1x/2x": [1.0] * 5}, with_duration=False, limit={"1x-strict": 1.0, "1x/2x": 2.0}
+    )
     s = analyze(df)
     assert s["trends"]["pass"]["cochran_armitage"]["z"] is None
     typed = Statistics.model_validate({k: v for k, v in s.items() if k != "configs"})
@@ -121,9 +138,12 @@ def test_untestable_trend_and_missing_latency_print_a_dash() -> None:
     assert "z=0.00" not in trend_md and "| pass | — |" in trend_md
     assert all(c["cost"]["latency_per_attempt_s"] is None for c in s["configs"])
     # Only what metrics_block reads: the configurations and statistics of a resources-axis run.
-    doc = ReportDocument.model_construct(configurations=[Configuration.model_validate(c) for c in s["configs"]],
-                                         statistics=typed, run=RunSection.model_construct(axis="resources"),
-                                         headline_rule="headroom:infra-as-failure")
+    doc = ReportDocument.model_construct(
+        configurations=[Configuration.model_validate(c) for c in s["configs"]],
+        statistics=typed,
+        run=RunSection.model_construct(axis="resources"),
+        headline_rule="headroom:infra-as-failure",
+    )
     metrics = "\n".join(markdown.metrics_block(doc))
     assert "0.00 s" not in metrics and "| 1x-strict | — | — |" in metrics
 
@@ -161,18 +181,32 @@ def test_a_schema_2_store_gets_its_overcommit_columns_back_filled_from_the_evide
     path = tmp_path / "v2.db"
     store = Store(path)
     db = store.db
-    db.execute("INSERT INTO runs (run_id, name, created_at, status, backend, enforcement, spec_json) "
-               "VALUES ('r', 'n', '2026-01-01', 'finished', 'local', 'cgroup-v1', '{}')")
+    db.execute(
+        "INSERT INTO runs (run_id, name, created_at, status, backend, enforcement, spec_json) "
+        "VALUES ('r', 'n', '2026-01-01', 'finished', 'local', 'cgroup-v1', '{}')"
+    )
     db.execute("INSERT INTO tasks VALUES ('r', 't', 'd', 'c', '{}')")
-    for i, (label, rec) in enumerate([("a", {"ratio_max": 1.5, "unbounded_in_flight": True}),
-                                      ("a", {"ratio_max": 0.5, "unbounded_in_flight": False}),
-                                      ("b", None)]):
-        db.execute("INSERT INTO trials (run_id, trial_id, task_id, config_label, request_multiplier, limit_multiplier, "
-                   "attempt, seed, ord) VALUES ('r', ?, 't', ?, 1, 1, ?, 0, ?)", (f"x{i}", label, i, i))
-        db.execute("INSERT INTO executions (run_id, trial_id, try, status, final, started_at, outcome) "
-                   "VALUES ('r', ?, 0, 'finished', 1, '2026-01-01T00:00:00+00:00', 'passed')", (f"x{i}",))
-        db.execute("INSERT INTO evidence VALUES ('r', ?, 0, ?)",
-                   (f"x{i}", json.dumps({"extra": {"overcommit": rec} if rec else {}})))
+    for i, (label, rec) in enumerate(
+        [
+            ("a", {"ratio_max": 1.5, "unbounded_in_flight": True}),
+            ("a", {"ratio_max": 0.5, "unbounded_in_flight": False}),
+            ("b", None),
+        ]
+    ):
+        db.execute(
+            "INSERT INTO trials (run_id, trial_id, task_id, config_label, request_multiplier, limit_multiplier, "
+            "attempt, seed, ord) VALUES ('r', ?, 't', ?, 1, 1, ?, 0, ?)",
+            (f"x{i}", label, i, i),
+        )
+        db.execute(
+            "INSERT INTO executions (run_id, trial_id, try, status, final, started_at, outcome) "
+            "VALUES ('r', ?, 0, 'finished', 1, '2026-01-01T00:00:00+00:00', 'passed')",
+            (f"x{i}",),
+        )
+        db.execute(
+            "INSERT INTO evidence VALUES ('r', ?, 0, ?)",
+            (f"x{i}", json.dumps({"extra": {"overcommit": rec} if rec else {}})),
+        )
     for column in OVERCOMMIT_COLUMNS:  # back to the schema-2 shape
         db.execute(f"ALTER TABLE executions DROP COLUMN {column}")
     db.execute("ALTER TABLE trials DROP COLUMN source_run")
@@ -185,7 +219,12 @@ def test_a_schema_2_store_gets_its_overcommit_columns_back_filled_from_the_evide
     migrated = Store(path)
     assert migrated.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     got = observed_by_config(migrated.trial_frame("r"))
-    assert got["a"] == {"trials_recorded": 2, "ratio_max": 1.5, "ratio_mean": 1.0, "trials_beside_unbounded": 1,
-                        "trials_under_memory_pressure": 0}
+    assert got["a"] == {
+        "trials_recorded": 2,
+        "ratio_max": 1.5,
+        "ratio_mean": 1.0,
+        "trials_beside_unbounded": 1,
+        "trials_under_memory_pressure": 0,
+    }
     assert got["b"]["trials_recorded"] == 0 and got["b"]["ratio_max"] is None
     migrated.close()

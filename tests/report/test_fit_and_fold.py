@@ -21,8 +21,17 @@ from tests.report.imported import import_into
 
 FIX = Path(__file__).parent.parent / "importers" / "fixtures"
 #: Spellings the figures had before the glossary: none may come back.
-OLD_NAMES = ("score excl. infra", "score (infra excluded)", "infra-excl.", "infra excl.", "infra-excluded:",
-             "infra-excluded score", "pass rate (headline)", "infra rate ", "score (infra = fail)")
+OLD_NAMES = (
+    "score excl. infra",
+    "score (infra excluded)",
+    "infra-excl.",
+    "infra excl.",
+    "infra-excluded:",
+    "infra-excluded score",
+    "pass rate (headline)",
+    "infra rate ",
+    "score (infra = fail)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +73,12 @@ def test_the_rules_are_titled_by_the_glossary() -> None:
 @pytest.mark.parametrize("name", ["sweep", "imported"])
 def test_one_name_per_figure_in_every_format(stores: dict[str, Path], name: str) -> None:
     doc = _doc(stores, name)
-    formats = {"terminal": " ".join(_terminal(doc, 160).split()), "markdown": markdown.render(doc),
-               "html": html.render(doc), "viewer": _view(stores[name], doc.run.run_id)}
+    formats = {
+        "terminal": " ".join(_terminal(doc, 160).split()),
+        "markdown": markdown.render(doc),
+        "html": html.render(doc),
+        "viewer": _view(stores[name], doc.run.run_id),
+    }
     for fmt, text in formats.items():
         for old in OLD_NAMES:
             assert old not in text, (fmt, old)
@@ -92,18 +105,20 @@ def test_one_task_says_why_there_is_no_new_tasks_interval(stores: dict[str, Path
 def test_the_html_report_leads_with_the_summary_and_the_heatmap_and_folds_the_rest(stores: dict[str, Path]) -> None:
     doc = _doc(stores, "sweep")
     page = html.render(doc)
-    body = page[page.index("<body>"):]
+    body = page[page.index("<body>") :]
     heads = re.findall(r"<h2[^>]*>(.*?)</h2>", body)
     assert heads[:3] == ["Summary", "Tasks × configurations", "Plots"]
     assert {"Setup", "Metrics", "Checks on the run", "Calibration recommendation"} <= set(heads)
-    lead = body[:body.index("<details")]
+    lead = body[: body.index("<details")]
     assert 'class="heatmap"' in lead and "<h2>Setup</h2>" not in lead  # the heatmap right after the summary
     folded = re.findall(r'<details class="section" id="[^"]+"><summary><h2>(.*?)</h2></summary>', body)
     assert folded == heads[2:]
     assert not re.search(r"<details[^>]*\bopen\b", body)  # folded until the reader opens one
     # The heatmap marks timeouts: every cell whose trials timed out says how many.
     assert doc.statistics is not None
-    timed_out = [(t.task_id, lab, c.timeouts) for t in doc.statistics.tasks for lab, c in t.configs.items() if c.timeouts]
+    timed_out = [
+        (t.task_id, lab, c.timeouts) for t in doc.statistics.tasks for lab, c in t.configs.items() if c.timeouts
+    ]
     assert timed_out
     for tid, lab, n in timed_out:
         cell = re.search(rf'<td class="cell"[^>]*data-task="{tid}" data-config="{re.escape(lab)}">(.*?)</td>', lead)
@@ -113,7 +128,7 @@ def test_the_html_report_leads_with_the_summary_and_the_heatmap_and_folds_the_re
 def test_the_viewer_run_page_marks_timeouts_in_the_heatmap_before_the_folded_sections(stores: dict[str, Path]) -> None:
     doc = _doc(stores, "sweep")
     page = _view(stores["sweep"], doc.run.run_id)
-    lead = page[page.index('<article class="report">'):page.index("<details")]
+    lead = page[page.index('<article class="report">') : page.index("<details")]
     assert "<h2>Summary</h2>" in lead and '<h2 id="heatmap">' in lead
     assert doc.statistics is not None
     n = sum(1 for t in doc.statistics.tasks for c in t.configs.values() if c.timeouts)
@@ -126,8 +141,10 @@ def test_the_comparison_fits_160_columns(stores: dict[str, Path], name: str) -> 
 
     store = Store.open_existing(stores[name])
     buf = io.StringIO()
-    comparison.print_table(document.comparison_document(store, None, store, None),
-                           Console(width=160, file=buf, highlight=False, color_system=None))
+    comparison.print_table(
+        document.comparison_document(store, None, store, None),
+        Console(width=160, file=buf, highlight=False, color_system=None),
+    )
     out = buf.getvalue()
     assert "(1/" not in out and "…" not in out and max(len(line) for line in out.splitlines()) <= 160
     for header in comparison.HEADERS:  # every column is still there, under its header (folded at word breaks)

@@ -19,8 +19,11 @@ from orchestrator.stats.clustered import NEW_TASKS, THESE_TASKS
 from orchestrator.stats.synthetic import PlantedConfig, make_sweep
 from orchestrator.store.sqlite import Store
 
-CONFIGS = (PlantedConfig("1x-strict", 1, 1, 0.20), PlantedConfig("1x/2x", 1, 2, 0.02),
-           PlantedConfig("unbounded", 1, float("nan"), 0.0, 0.10))
+CONFIGS = (
+    PlantedConfig("1x-strict", 1, 1, 0.20),
+    PlantedConfig("1x/2x", 1, 2, 0.02),
+    PlantedConfig("unbounded", 1, float("nan"), 0.0, 0.10),
+)
 # What a reader must find beside the two headline intervals, in every format.
 THESE, NEW = "these tasks (Wilson, over trials)", "new tasks (t over tasks, clustered)"
 
@@ -38,8 +41,12 @@ def doc(store: Path) -> ReportDocument:
 
 
 def test_json_names_what_each_headline_interval_generalises_to(store: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "report", "--store", str(store), "--format", "json",
-                          "--margin", "0.04"], capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "report", "--store", str(store), "--format", "json", "--margin", "0.04"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     for c in out["configurations"]:
@@ -85,7 +92,9 @@ def test_compare_prints_holm_beside_every_adjusted_p_infra_included(store: Path,
 
     other = tmp_path / "other.db"
     write_store(make_sweep(12, 6, CONFIGS, seed=9, task_seed=5), other)
-    doc = document.comparison_document(Store.open_existing(store), "bench", Store.open_existing(other), "bench").to_dict()
+    doc = document.comparison_document(
+        Store.open_existing(store), "bench", Store.open_existing(other), "bench"
+    ).to_dict()
     items = doc["statistics"]["comparisons"]["items"]
     text = comparison.markdown(doc)
     rows = [line for line in text.splitlines() if line.startswith("| A:")]

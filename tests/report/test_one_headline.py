@@ -73,7 +73,7 @@ def test_the_json_names_the_headline_rule_once(imported: tuple[Path, ReportDocum
 def _summary_text(text: str) -> str:
     """The terminal summary: from its title to the isolation line."""
     start = text.index("Summary (95% intervals)")
-    return text[start:text.index("Isolation ", start)]
+    return text[start : text.index("Isolation ", start)]
 
 
 def test_terminal_summary_leads_with_the_sources_rule(imported: tuple[Path, ReportDocument]) -> None:
@@ -98,14 +98,20 @@ def test_terminal_prints_the_per_run_table_and_labels_pooled_pass_at_k(imported:
     runs = {line.split()[3]: line.split() for line in out.splitlines() if re.search(r"│ run-[abc] ", line)}
     # Each run's own accuracy and pass@2, as its results.json reports them (by hand).
     assert {r: cells[7] for r, cells in runs.items()} == {"run-a": "25.00%", "run-b": "75.00%", "run-c": "25.00%"}
-    [cell] = [line.split("│")[6] for line in out.splitlines() if "Terminal-Bench leaderboard (headline)" in line
-              and line.startswith("│")]
+    [cell] = [
+        line.split("│")[6]
+        for line in out.splitlines()
+        if "Terminal-Bench leaderboard (headline)" in line and line.startswith("│")
+    ]
     assert cell.strip().startswith("pooled over 3") and "pass@2 70.00%" in out  # by hand: pooled over 6 attempts
 
 
 def test_one_run_reads_in_the_singular(tmp_path: Path) -> None:
-    run = write_tb_run(tmp_path / "sub" / "only-run", [T("t1", True), T("t1", False), T("t2", True), T("t2", True)],
-                       per_trial_copies=False)
+    run = write_tb_run(
+        tmp_path / "sub" / "only-run",
+        [T("t1", True), T("t1", False), T("t2", True), T("t2", True)],
+        per_trial_copies=False,
+    )
     store = tmp_path / "one.db"
     import_into(store, run["dir"])
     doc = document.build(Store.open_existing(store))
@@ -131,8 +137,8 @@ def test_markdown_html_and_viewer_lead_with_the_same_headline(imported: tuple[Pa
     with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
         page = client.get(f"/runs/{doc.run.run_id}").text
     for text in (html.render(doc), page):
-        first = text[text.index("<h2>Summary</h2>"):]
-        first = first[:first.index("<h2", 5)]
+        first = text[text.index("<h2>Summary</h2>") :]
+        first = first[: first.index("<h2", 5)]
         assert f"<th>{TB} (headline)</th>" in first and f"<td>{LABEL}</td>\n<td>41.67%</td>" in first
         assert "1 resolved after agent timeout" in first
 

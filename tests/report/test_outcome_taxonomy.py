@@ -48,9 +48,29 @@ def _store(path: Path, legacy_abstained: int = 0) -> tuple[Store, str]:
         rows += [(o.value, reason)] * 2
     rows += [("failed", "abstained")] * legacy_abstained  # how abstention was stored before it was an outcome
     trials = [
-        TrialRecord(f"t{i}:1x/2x:0", f"t{i}", "1x/2x", 1.0, 2.0, 0, i, i, [
-            ExecutionRecord(0, "finished", True, "2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", outcome, reason,
-                            duration_s=1.0, evidence={"agent_result": {"answer": "I don't know"}})])
+        TrialRecord(
+            f"t{i}:1x/2x:0",
+            f"t{i}",
+            "1x/2x",
+            1.0,
+            2.0,
+            0,
+            i,
+            i,
+            [
+                ExecutionRecord(
+                    0,
+                    "finished",
+                    True,
+                    "2026-01-01T00:00:00Z",
+                    "2026-01-01T00:00:01Z",
+                    outcome,
+                    reason,
+                    duration_s=1.0,
+                    evidence={"agent_result": {"answer": "I don't know"}},
+                )
+            ],
+        )
         for i, (outcome, reason) in enumerate(rows)
     ]
     tasks = [TaskRecord(f"t{i}", "0" * 64, f"t{i}") for i in range(len(rows))]
@@ -100,9 +120,12 @@ def test_an_old_store_reads_failed_abstained_as_abstained(tmp_path: Path) -> Non
     # ... so the old shape is written here, with SQL, exactly as a sweep of an earlier version recorded it.
     legacy_ids = [f"t{i}:1x/2x:0" for i in range(2 * len(ALL), 2 * len(ALL) + 3)]
     with raw:
-        raw.executemany("UPDATE executions SET outcome='failed', reason='abstained' WHERE trial_id=?",
-                        [(t,) for t in legacy_ids])
-    assert raw.execute("SELECT COUNT(*) FROM executions WHERE outcome='failed' AND reason='abstained'").fetchone()[0] == 3
+        raw.executemany(
+            "UPDATE executions SET outcome='failed', reason='abstained' WHERE trial_id=?", [(t,) for t in legacy_ids]
+        )
+    assert (
+        raw.execute("SELECT COUNT(*) FROM executions WHERE outcome='failed' AND reason='abstained'").fetchone()[0] == 3
+    )
     assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION  # no schema change: read as it is
     raw.close()
 
@@ -129,7 +152,9 @@ def test_an_old_store_reads_failed_abstained_as_abstained(tmp_path: Path) -> Non
     assert detail is not None and detail["tries"][0]["outcome"] == "abstained"
     ro.close()
     raw = sqlite3.connect(path)  # reading rewrote nothing
-    assert raw.execute("SELECT COUNT(*) FROM executions WHERE outcome='failed' AND reason='abstained'").fetchone()[0] == 3
+    assert (
+        raw.execute("SELECT COUNT(*) FROM executions WHERE outcome='failed' AND reason='abstained'").fetchone()[0] == 3
+    )
     raw.close()
 
 
@@ -139,12 +164,15 @@ def test_controller_counts_abstentions_apart(stored: tuple[str, str | None]) -> 
     from orchestrator.spec.trial import Trial
 
     cfg = ResourceConfig(request_multiplier=1.0, limit_multiplier=2.0)
-    plan = [Trial(trial_id=f"t{i}:{cfg.label}:0", task_id=f"t{i}", config=cfg, attempt=0, seed=i, order=i)
-            for i in range(3)]
+    plan = [
+        Trial(trial_id=f"t{i}:{cfg.label}:0", task_id=f"t{i}", config=cfg, attempt=0, seed=i, order=i) for i in range(3)
+    ]
     book = Ledger(planned=3)
     for i, (outcome, reason) in enumerate([("passed", None), ("failed", None), stored]):
-        book.final[f"t{i}"] = {"spec": {"configuration": {"label": cfg.label}},
-                               "status": {"outcome": outcome, "reason": reason}}
+        book.final[f"t{i}"] = {
+            "spec": {"configuration": {"label": cfg.label}},
+            "status": {"outcome": outcome, "reason": reason},
+        }
     [st] = configuration_status(plan, book)
     assert (st.passed, st.failed, st.abstained, st.finished) == (1, 1, 1, 3)
     assert (st.abstention_rate.k, st.abstention_rate.n) == (1, 3) and st.pass_rate.n == 3

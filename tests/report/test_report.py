@@ -12,8 +12,10 @@ import pytest
 
 from tests.taskfactory import HOG, write_task
 
-FLAKY = ('python3 -c "import os,sys; sys.exit(0 if int(os.environ[\'HEADROOM_SEED\']) % 3 else 1)" '
-         '&& touch "$HEADROOM_WORKDIR/out"\n')
+FLAKY = (
+    "python3 -c \"import os,sys; sys.exit(0 if int(os.environ['HEADROOM_SEED']) % 3 else 1)\" "
+    '&& touch "$HEADROOM_WORKDIR/out"\n'
+)
 
 
 def headroom(*args: str) -> subprocess.CompletedProcess[str]:
@@ -23,13 +25,30 @@ def headroom(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def sweep_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("tasks")
-    write_task(root, "hog", solve=HOG.format(mb=80), memory_mb=64,
-               extra_toml='cluster_id = "memory"\nlicense_or_access = "Apache-2.0"\n')
+    write_task(
+        root,
+        "hog",
+        solve=HOG.format(mb=80),
+        memory_mb=64,
+        extra_toml='cluster_id = "memory"\nlicense_or_access = "Apache-2.0"\n',
+    )
     write_task(root, "flaky", solve=FLAKY, extra_toml='cluster_id = "luck"\n')
     write_task(root, "steady", solve='touch "$HEADROOM_WORKDIR/out"\n')
     store = tmp_path_factory.mktemp("store") / "h.db"
-    res = headroom("sweep", str(root), "--multipliers", "1,2,unbounded", "--attempts", "3", "--store", str(store),
-                   "--format", "none", "--model", "test-model")
+    res = headroom(
+        "sweep",
+        str(root),
+        "--multipliers",
+        "1,2,unbounded",
+        "--attempts",
+        "3",
+        "--store",
+        str(store),
+        "--format",
+        "none",
+        "--model",
+        "test-model",
+    )
     assert res.returncode == 0, res.stderr
     return store
 
@@ -50,7 +69,9 @@ def test_json_report_has_what_issue_2_promises(sweep_store: Path) -> None:
     assert (ir["k"], ir["n"]) == (3, 9) and ir["low"] < 3 / 9 < ir["high"]
     prov = doc["provenance"]
     assert prov["backend"]["kernel"] and prov["orchestrator"]["version"]
-    assert set(prov["tasks"]) == {"hog", "flaky", "steady"} and all(len(t["digest"]) == 64 for t in prov["tasks"].values())
+    assert set(prov["tasks"]) == {"hog", "flaky", "steady"} and all(
+        len(t["digest"]) == 64 for t in prov["tasks"].values()
+    )
     assert doc["experiment"]["model"]["name"] == "test-model"
     stats = doc["statistics"]
     assert stats["comparisons"]["adjustment"] == "holm"
@@ -84,7 +105,9 @@ def test_terminal_table_and_bad_reference(sweep_store: Path) -> None:
     assert "1x-strict" in res.stdout and "calibration" in res.stdout
     bad = headroom("report", "--store", str(sweep_store), "--reference", "5x")
     assert bad.returncode == 2 and "--reference" in bad.stderr and "Traceback" not in bad.stderr
-    assert headroom("report", "--store", str(sweep_store), "--reference", "unbounded", "--format", "json").returncode == 0
+    assert (
+        headroom("report", "--store", str(sweep_store), "--reference", "unbounded", "--format", "json").returncode == 0
+    )
 
 
 def test_compare_two_runs(sweep_store: Path) -> None:

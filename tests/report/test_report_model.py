@@ -17,8 +17,19 @@ from orchestrator.stats.synthetic import make_sweep
 from orchestrator.store.sqlite import Store
 
 #: The JSON report's top-level keys before the model existed; the model keeps every one of them.
-OLD_KEYS = {"schema", "run", "experiment", "provenance", "task_provenance_mix", "trust", "configurations", "tries",
-            "exclusions", "statistics", "checks"}
+OLD_KEYS = {
+    "schema",
+    "run",
+    "experiment",
+    "provenance",
+    "task_provenance_mix",
+    "trust",
+    "configurations",
+    "tries",
+    "exclusions",
+    "statistics",
+    "checks",
+}
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +90,13 @@ def test_the_statistical_blocks_are_typed_and_forbid_unknown_keys(doc: ReportDoc
     assert isinstance(stats, Statistics) and isinstance(stats.comparisons.items[0], ComparisonItem)
     assert isinstance(doc.configurations[0].score_infra_as_failure, Rate)
     out = doc.to_dict()
-    for path in (("statistics", "comparisons", "items", 0, "score", "sign"), ("statistics", "mdd"),
-                 ("configurations", 0, "cost"), ("configurations", 0, "spread"), ("statistics", "tasks", 0)):
+    for path in (
+        ("statistics", "comparisons", "items", 0, "score", "sign"),
+        ("statistics", "mdd"),
+        ("configurations", 0, "cost"),
+        ("configurations", 0, "spread"),
+        ("statistics", "tasks", 0),
+    ):
         bad = json.loads(json.dumps(out))
         node = bad
         for key in path:
@@ -108,6 +124,8 @@ def test_the_comparison_is_a_typed_document(tmp_path: Path) -> None:
     store = Store.open_existing(path)
     typed = document.comparison_document(store, None, store, None)
     assert isinstance(typed, ComparisonDocument) and typed.schema_id == "headroom.comparison/2"
-    as_json = document.comparison_document(store, None, store, None).to_dict()  # what `headroom compare --format json` prints
+    as_json = document.comparison_document(
+        store, None, store, None
+    ).to_dict()  # what `headroom compare --format json` prints
     assert as_json == typed.to_dict() and ComparisonDocument.model_validate(as_json).to_dict() == as_json
     assert comparison.markdown(typed) == comparison.markdown(as_json)

@@ -85,10 +85,10 @@ def test_markdown_opens_with_the_summary(which: str, request: pytest.FixtureRequ
 
 def test_html_opens_with_the_summary(doc: ReportDocument) -> None:
     page = html.render(doc)
-    body = page[page.index("<body>"):]
+    body = page[page.index("<body>") :]
     h2 = re.findall(r"<h2[^>]*>(.*?)</h2>", body)
     assert h2[0] == "Summary"
-    first = body[body.index("<h2>Summary</h2>"):body.index("<h2>Setup</h2>")]
+    first = body[body.index("<h2>Summary</h2>") : body.index("<h2>Setup</h2>")]
     assert "Recommendation: publish" in first and (doc.calibration.summary or "").split(":")[0] in first
     for label, score in _headline_cells(doc):
         assert f"<td>{label}</td>\n<td>{score}</td>" in first

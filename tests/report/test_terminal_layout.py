@@ -62,8 +62,12 @@ def test_narrow_console_splits_tables_instead_of_shrinking(store_path: Path) -> 
 
 
 def test_cli_off_a_tty_prints_whole_numbers(store_path: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "report", "--store", str(store_path)],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "report", "--store", str(store_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     assert "…" not in res.stdout and "cluster-level" in res.stdout and "cost reported" in res.stdout
     doc = document.build(Store.open_existing(store_path))

@@ -30,8 +30,15 @@ from tests.taskfactory import write_task
 LIMITS = {"1x-strict": 1.0, "1x/2x": 2.0, "1x/3x": 3.0, "unbounded": None}
 
 
-def frame(task: str, n: int, oom_at: dict[str, int], peak_mb: float, rng: np.random.Generator,
-          cpus_used: float | None = None, spec_cpus: float = 1.0) -> pd.DataFrame:
+def frame(
+    task: str,
+    n: int,
+    oom_at: dict[str, int],
+    peak_mb: float,
+    rng: np.random.Generator,
+    cpus_used: float | None = None,
+    spec_cpus: float = 1.0,
+) -> pd.DataFrame:
     """Trial rows as the store gives them; with ``cpus_used``, the CPU columns calibrate joins on (see store.cpu).
 
     A trial is throttled for half its periods where its limit (``spec_cpus`` x the multiplier) is below its use.
@@ -40,28 +47,45 @@ def frame(task: str, n: int, oom_at: dict[str, int], peak_mb: float, rng: np.ran
     for label, lim in LIMITS.items():
         for a in range(n):
             oom = a < oom_at.get(label, 0)
-            row = {"task_id": task, "config_label": label, "request_multiplier": 1.0,
-                   "limit_multiplier": np.nan if lim is None else lim, "attempt": a,
-                   "outcome": "infra_error" if oom else "passed", "reason": "oom_killed" if oom else None,
-                   "peak_memory_bytes": peak_mb * MIB * rng.uniform(0.8, 1.0)}
+            row = {
+                "task_id": task,
+                "config_label": label,
+                "request_multiplier": 1.0,
+                "limit_multiplier": np.nan if lim is None else lim,
+                "attempt": a,
+                "outcome": "infra_error" if oom else "passed",
+                "reason": "oom_killed" if oom else None,
+                "peak_memory_bytes": peak_mb * MIB * rng.uniform(0.8, 1.0),
+            }
             if cpus_used is not None:
                 busy = rng.uniform(5, 50)  # the agent's and verifier's wall time, s
                 bites = lim is not None and lim * spec_cpus < cpus_used
-                row.update(enforcement="cgroup-v2", busy_s=busy, cpu_time_s=busy * cpus_used * rng.uniform(0.7, 1.0),
-                           nr_periods=busy * 10, nr_throttled=busy * 5 if bites else 0.0,
-                           throttled_s=busy / 2 if bites else 0.0)
+                row.update(
+                    enforcement="cgroup-v2",
+                    busy_s=busy,
+                    cpu_time_s=busy * cpus_used * rng.uniform(0.7, 1.0),
+                    nr_periods=busy * 10,
+                    nr_throttled=busy * 5 if bites else 0.0,
+                    throttled_s=busy / 2 if bites else 0.0,
+                )
             rows.append(row)
     return pd.DataFrame(rows)
 
 
 def test_heavy_task_gets_a_higher_ceiling_than_a_plain_one_and_a_floor_from_its_peaks() -> None:
     rng = np.random.default_rng(1)
-    df = pd.concat([
-        frame("plain", 30, {}, 20, rng),
-        frame("heavy", 30, {"1x-strict": 30, "1x/2x": 12}, 90, rng),
-    ])
-    bands = {b.task_id: b for b in task_bands(df, {"plain": {"memory_mb": 32, "cpus": 1},
-                                                   "heavy": {"memory_mb": 32, "cpus": 1}}, margin=0.15)}
+    df = pd.concat(
+        [
+            frame("plain", 30, {}, 20, rng),
+            frame("heavy", 30, {"1x-strict": 30, "1x/2x": 12}, 90, rng),
+        ]
+    )
+    bands = {
+        b.task_id: b
+        for b in task_bands(
+            df, {"plain": {"memory_mb": 32, "cpus": 1}, "heavy": {"memory_mb": 32, "cpus": 1}}, margin=0.15
+        )
+    }
     plain, heavy = bands["plain"], bands["heavy"]
     assert plain.status == heavy.status == "recommended"
     assert (plain.ceiling_label, plain.ceiling_memory_mb) == ("1x-strict", 32)
@@ -94,8 +118,9 @@ def test_too_few_attempts_is_a_refusal_with_the_attempts_needed() -> None:
     assert "attempts per configuration would settle it" in band.reasons[-1]
     # ... and that many attempts at the same rates (a third OOM-killed at 1x, none above) are enough.
     n = band.attempts_needed
-    enough = task_band("t", frame("t", n, {"1x-strict": round(n / 3)}, 20, np.random.default_rng(3)), 32, 1.0,
-                       margin=0.10)
+    enough = task_band(
+        "t", frame("t", n, {"1x-strict": round(n / 3)}, 20, np.random.default_rng(3)), 32, 1.0, margin=0.10
+    )
     assert enough.status == "recommended" and enough.ceiling_label == "1x/2x"
 
 
@@ -145,8 +170,9 @@ def test_patch_round_trips_through_the_loader_and_a_task_band_uses_it(tasks_root
     from orchestrator.engine.launch import trial_amounts
     from orchestrator.spec.trial import Trial
 
-    amounts = trial_amounts(task, Trial(trial_id="x", task_id="heavy", config=ResourceConfig.parse("task-band"),
-                                        attempt=0, seed=0, order=0))
+    amounts = trial_amounts(
+        task, Trial(trial_id="x", task_id="heavy", config=ResourceConfig.parse("task-band"), attempt=0, seed=0, order=0)
+    )
     assert amounts.limit_memory_bytes == 96 * MIB and amounts.request_memory_bytes == band.floor_memory_mb * MIB
 
 
@@ -168,8 +194,9 @@ def test_a_task_band_arm_is_reported_but_is_no_point_on_the_multiplier_axis() ->
 
     rng = np.random.default_rng(6)
     df = pd.concat([frame(f"t{i}", 4, {"1x-strict": 2}, 20, rng) for i in range(3)])
-    band = df[df["config_label"] == "1x-strict"].assign(config_label="task-band", limit_multiplier=1.0,
-                                                         outcome="passed", reason=None)
+    band = df[df["config_label"] == "1x-strict"].assign(
+        config_label="task-band", limit_multiplier=1.0, outcome="passed", reason=None
+    )
     out = analyze(pd.concat([df, band]).assign(cluster_id=lambda d: d["task_id"]))
     assert out["config_order"][-1] == "task-band"  # sorted after unbounded
     assert "task-band" not in [e["label"] for e in out["calibration"]["evidence"]]
@@ -178,13 +205,23 @@ def test_a_task_band_arm_is_reported_but_is_no_point_on_the_multiplier_axis() ->
 
 def test_a_cpu_hungry_task_gets_a_higher_measured_cpu_floor_than_an_idle_one() -> None:
     rng = np.random.default_rng(7)
-    df = pd.concat([frame("hungry", 30, {"1x-strict": 30, "1x/2x": 12}, 90, rng, cpus_used=1.7),
-                    frame("idle", 30, {}, 20, rng, cpus_used=0.02)])
+    df = pd.concat(
+        [
+            frame("hungry", 30, {"1x-strict": 30, "1x/2x": 12}, 90, rng, cpus_used=1.7),
+            frame("idle", 30, {}, 20, rng, cpus_used=0.02),
+        ]
+    )
     # An OOM-killed trial at the generous limits is left out, as for the memory floor: its counters stop at the kill.
-    df.loc[(df["task_id"] == "hungry") & (df["config_label"] == "unbounded") & (df["attempt"] == 0),
-           ["outcome", "reason", "cpu_time_s"]] = ["infra_error", "oom_killed", 1e6]
-    bands = {b.task_id: b for b in task_bands(df, {"hungry": {"memory_mb": 32, "cpus": 1},
-                                                   "idle": {"memory_mb": 32, "cpus": 1}}, margin=0.15)}
+    df.loc[
+        (df["task_id"] == "hungry") & (df["config_label"] == "unbounded") & (df["attempt"] == 0),
+        ["outcome", "reason", "cpu_time_s"],
+    ] = ["infra_error", "oom_killed", 1e6]
+    bands = {
+        b.task_id: b
+        for b in task_bands(
+            df, {"hungry": {"memory_mb": 32, "cpus": 1}, "idle": {"memory_mb": 32, "cpus": 1}}, margin=0.15
+        )
+    }
     hungry, idle = bands["hungry"], bands["idle"]
     assert hungry.status == idle.status == "recommended" and (hungry.ceiling_cpus, idle.ceiling_cpus) == (3.0, 1.0)
     assert hungry.cpu_floor_source.startswith("measured") and idle.cpu_floor_source.startswith("measured")

@@ -35,23 +35,38 @@ def recorded_run(root: Path, store: Store, canary: dict, cpu: bool = False) -> s
     exp = Experiment(tasks_dir=str(root), configurations=["1", "3", "unbounded"], attempts=12)
     tasks = prepare(exp)
     trials = plan(exp, tasks)
-    run_id = store.create_run(name="t", backend="local", enforcement="cgroup-v2", spec=exp.model_dump(mode="json"),
-                              provenance={"canary": canary}, tasks=tasks, trials=trials)
+    run_id = store.create_run(
+        name="t",
+        backend="local",
+        enforcement="cgroup-v2",
+        spec=exp.model_dump(mode="json"),
+        provenance={"canary": canary},
+        tasks=tasks,
+        trials=trials,
+    )
     for t in trials:
         lim = t.config.limit_multiplier
         oom = t.task_id == "heavy" and lim is not None and lim < 3
         peak = (70 if t.task_id == "heavy" else 10) * MIB + t.attempt * MIB
-        facts = TrialFacts(enforcement="cgroup-v2", request_cpus=1, request_memory_bytes=32 * MIB, limit_cpus=lim,
-                           limit_memory_bytes=None if lim is None else int(32 * MIB * lim), qos_class="Burstable",
-                           agent=StepFacts(name="agent", exit_code=0), peak_memory_bytes=32 * MIB if oom else peak)
+        facts = TrialFacts(
+            enforcement="cgroup-v2",
+            request_cpus=1,
+            request_memory_bytes=32 * MIB,
+            limit_cpus=lim,
+            limit_memory_bytes=None if lim is None else int(32 * MIB * lim),
+            qos_class="Burstable",
+            agent=StepFacts(name="agent", exit_code=0),
+            peak_memory_bytes=32 * MIB if oom else peak,
+        )
         if cpu:
             # 8 s of agent and 2 s of verifier; CPU time 7.0..8.1 s (heavy) or 1.5..2.6 s (plain) over those 10 s.
             facts.agent.duration_s = 8.0
             facts.verifier = StepFacts(name="verifier", exit_code=0, duration_s=2.0)
             facts.duration_s = 30.0  # with set-up outside the cgroup: not the span the CPU time is read against
             facts.cpu_time_s = (7.0 if t.task_id == "heavy" else 1.5) + t.attempt * 0.1
-            facts.extra.cpu_throttling = CpuThrottling(nr_periods=100, nr_throttled=0 if lim is None else 20,
-                                                       throttled_usec=0 if lim is None else 400_000)
+            facts.extra.cpu_throttling = CpuThrottling(
+                nr_periods=100, nr_throttled=0 if lim is None else 20, throttled_usec=0 if lim is None else 400_000
+            )
         verdict = Verdict(Outcome.INFRA_ERROR, InfraReason.OOM_KILLED) if oom else Verdict(Outcome.PASSED)
         store.start_try(run_id, t.trial_id, 0)
         assert store.finish_try(run_id, t.trial_id, 0, facts, verdict, final=True)

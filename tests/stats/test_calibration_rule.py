@@ -32,8 +32,10 @@ def trials(infra: int, passed: int, failed: int) -> list[str]:
 
 
 def sweep(per_config: dict[str, list[list[str]]]) -> pd.DataFrame:
-    return pd.concat([frame_from_outcomes(rows, config_label=lab, limit=LIMITS[lab]) for lab, rows in per_config.items()],
-                     ignore_index=True)
+    return pd.concat(
+        [frame_from_outcomes(rows, config_label=lab, limit=LIMITS[lab]) for lab, rows in per_config.items()],
+        ignore_index=True,
+    )
 
 
 def same(row: list[str]) -> list[list[str]]:
@@ -59,8 +61,16 @@ def test_no_infra_error_anywhere_the_strict_limit_suffices() -> None:
 
 def test_smallest_limit_that_removes_the_infra_errors_with_the_score_shown_unchanged() -> None:
     # 4 of 14 trials OOM-killed at 1x, none above; the agent passes 5 of 10 (1x) and 7 of 14 finished trials elsewhere.
-    cal = analyze(sweep({"1x-strict": same(trials(4, 5, 5)), "1x/1.5x": same(trials(0, 7, 7)),
-                         "1x/3x": same(trials(0, 7, 7)), "unbounded": same(trials(0, 7, 7))}))["calibration"]
+    cal = analyze(
+        sweep(
+            {
+                "1x-strict": same(trials(4, 5, 5)),
+                "1x/1.5x": same(trials(0, 7, 7)),
+                "1x/3x": same(trials(0, 7, 7)),
+                "unbounded": same(trials(0, 7, 7)),
+            }
+        )
+    )["calibration"]
     assert cal["recommended_label"] == "1x/1.5x" and cal["settled"] is True
     by = {e["label"]: e for e in cal["evidence"]}
     assert all(e["infra_reduced"] and e["equivalent"] and not e["score_changed"] for e in by.values())
@@ -69,8 +79,16 @@ def test_smallest_limit_that_removes_the_infra_errors_with_the_score_shown_uncha
 
 
 def test_holm_runs_over_the_candidates_infra_tests_only() -> None:
-    cal = analyze(sweep({"1x-strict": same(trials(3, 4, 3)), "1x/1.5x": same(trials(2, 4, 4)),
-                         "1x/3x": same(trials(1, 5, 4)), "unbounded": same(trials(0, 5, 5))}))["calibration"]
+    cal = analyze(
+        sweep(
+            {
+                "1x-strict": same(trials(3, 4, 3)),
+                "1x/1.5x": same(trials(2, 4, 4)),
+                "1x/3x": same(trials(1, 5, 4)),
+                "unbounded": same(trials(0, 5, 5)),
+            }
+        )
+    )["calibration"]
     raw = [e["infra_p"] for e in cal["evidence"]]
     assert len(raw) == 3
     assert [e["infra_p_holm"] for e in cal["evidence"]] == pytest.approx(list(multipletests(raw, method="holm")[1]))
@@ -80,8 +98,16 @@ def test_holm_runs_over_the_candidates_infra_tests_only() -> None:
 
 def test_unbounded_is_never_published_without_shown_equivalence() -> None:
     # Only unbounded removes infra errors; its agent score wobbles by +-1 pass per task: equivalence not shown.
-    cal = analyze(sweep({"1x-strict": wobble(3, 10, 1), "1x/1.5x": wobble(3, 10, 1), "1x/3x": wobble(3, 10, 1),
-                         "unbounded": wobble(0, 10, -2)}))["calibration"]
+    cal = analyze(
+        sweep(
+            {
+                "1x-strict": wobble(3, 10, 1),
+                "1x/1.5x": wobble(3, 10, 1),
+                "1x/3x": wobble(3, 10, 1),
+                "unbounded": wobble(0, 10, -2),
+            }
+        )
+    )["calibration"]
     unb = cal["evidence"][-1]
     assert unb["infra_reduced"] and not unb["equivalent"] and not unb["score_changed"]
     assert cal["recommended_label"] == "1x-strict"
@@ -90,8 +116,16 @@ def test_unbounded_is_never_published_without_shown_equivalence() -> None:
 
 
 def test_unsettled_equivalence_is_one_line_and_never_moves_the_recommendation_up() -> None:
-    cal = analyze(sweep({"1x-strict": wobble(4, 10, 1), "1x/1.5x": wobble(4, 10, 1), "1x/3x": wobble(0, 10, -1),
-                         "unbounded": wobble(0, 10, 3)}))["calibration"]
+    cal = analyze(
+        sweep(
+            {
+                "1x-strict": wobble(4, 10, 1),
+                "1x/1.5x": wobble(4, 10, 1),
+                "1x/3x": wobble(0, 10, -1),
+                "unbounded": wobble(0, 10, 3),
+            }
+        )
+    )["calibration"]
     by = {e["label"]: e for e in cal["evidence"]}
     assert by["1x/3x"]["infra_reduced"] and by["unbounded"]["infra_reduced"] and not by["1x/1.5x"]["infra_reduced"]
     assert cal["recommended_label"] == "1x/3x"  # the smallest limit that removes them; unbounded removes no more
@@ -110,8 +144,9 @@ def test_a_limit_at_or_above_a_score_change_is_not_published() -> None:
     # A heavy strategy: OOM-killed at 1x and 1.5x, it passes at 3x and above -- the agent score jumps there.
     heavy_low = [trials(5, 1, 4) if t % 2 else trials(4, 2, 4) for t in range(N_TASKS)]
     heavy_high = [trials(0, 9, 1) if t % 2 else trials(0, 8, 2) for t in range(N_TASKS)]
-    cal = analyze(sweep({"1x-strict": heavy_low, "1x/1.5x": heavy_low, "1x/3x": heavy_high,
-                         "unbounded": heavy_high}))["calibration"]
+    cal = analyze(sweep({"1x-strict": heavy_low, "1x/1.5x": heavy_low, "1x/3x": heavy_high, "unbounded": heavy_high}))[
+        "calibration"
+    ]
     assert cal["score_changes_at_label"] == "1x/3x"
     assert cal["recommended_label"] == "1x-strict"
     assert "at or above 1x/3x the score changes" in cal["reasons"][0]
@@ -119,8 +154,16 @@ def test_a_limit_at_or_above_a_score_change_is_not_published() -> None:
 
 
 def test_mdd_is_the_paired_mdd_of_the_score_test_applied() -> None:
-    cal = analyze(sweep({"1x-strict": wobble(4, 10, 1), "1x/1.5x": wobble(4, 10, 1), "1x/3x": wobble(0, 10, -1),
-                         "unbounded": wobble(0, 10, 3)}))["calibration"]
+    cal = analyze(
+        sweep(
+            {
+                "1x-strict": wobble(4, 10, 1),
+                "1x/1.5x": wobble(4, 10, 1),
+                "1x/3x": wobble(0, 10, -1),
+                "unbounded": wobble(0, 10, 3),
+            }
+        )
+    )["calibration"]
     e = {x["label"]: x for x in cal["evidence"]}["1x/3x"]
     d = np.array([((5 + (-1 if t % 2 else 1)) / 10) - ((3 + (1 if t % 2 else -1)) / 6) for t in range(N_TASKS)])
     se = d.std(ddof=1) / math.sqrt(N_TASKS)
@@ -131,8 +174,14 @@ def test_mdd_is_the_paired_mdd_of_the_score_test_applied() -> None:
 
 
 def test_the_margin_is_configurable_and_recorded() -> None:
-    df = sweep({"1x-strict": wobble(4, 10, 1), "1x/1.5x": wobble(4, 10, 1), "1x/3x": wobble(0, 10, -1),
-                "unbounded": wobble(0, 10, 3)})
+    df = sweep(
+        {
+            "1x-strict": wobble(4, 10, 1),
+            "1x/1.5x": wobble(4, 10, 1),
+            "1x/3x": wobble(0, 10, -1),
+            "unbounded": wobble(0, 10, 3),
+        }
+    )
     narrow, wide = analyze(df)["calibration"], analyze(df, margin=0.5)["calibration"]
     assert narrow["margin"] == MARGIN and wide["margin"] == 0.5
     assert not narrow["settled"] and wide["settled"]

@@ -21,8 +21,13 @@ from tests.stats.conftest import frame_from_outcomes
 OUTCOMES = ["passed", "failed", "infra_error", "timeout"]
 
 
-def _run(rng: np.random.Generator, tasks: list[int], labels: dict[str, tuple[float, float]], p: list[float],
-         attempts: int = 4) -> pd.DataFrame:
+def _run(
+    rng: np.random.Generator,
+    tasks: list[int],
+    labels: dict[str, tuple[float, float]],
+    p: list[float],
+    attempts: int = 4,
+) -> pd.DataFrame:
     frames = []
     for lab, (req, lim) in labels.items():
         outs = [[str(rng.choice(OUTCOMES, p=p)) for _ in range(attempts)] for _ in tasks]
@@ -57,7 +62,11 @@ def test_differing_task_sets_use_shared_tasks_and_labels_only() -> None:
     for side, rows in (("a", sa), ("b", sb)):
         est, low, high = _wilson(int((rows.outcome == "passed").sum()), len(rows))
         got = comp["score"][side]
-        assert got["estimate"] == pytest.approx(est) and got["low"] == pytest.approx(low) and got["high"] == pytest.approx(high)
+        assert (
+            got["estimate"] == pytest.approx(est)
+            and got["low"] == pytest.approx(low)
+            and got["high"] == pytest.approx(high)
+        )
     diff = (sb.outcome == "passed").mean() - (sa.outcome == "passed").mean()
     assert comp["score"]["diff"] == pytest.approx(diff)
     # The per-task mean difference and its paired t-test, tasks matched by id.
@@ -72,8 +81,12 @@ def test_differing_task_sets_use_shared_tasks_and_labels_only() -> None:
     assert comp["infra"]["x_b"] == int((sb.outcome == "infra_error").sum()) and comp["infra"]["n_b"] == len(sb)
     # The per-run blocks beside the comparison are on the shared tasks too; n_trials keeps the whole run.
     block_a = {c["label"]: c for c in res["runs"]["A"]["configs"]}["1x-strict"]
-    assert block_a["n"] == len(sa) and block_a["score_infra_as_failure"]["estimate"] == pytest.approx(comp["score"]["a"]["estimate"])
-    assert res["runs"]["A"]["n_trials"] == len(a) and res["runs"]["A"]["n_trials_shared_tasks"] == int(a.task_id.isin(shared).sum())
+    assert block_a["n"] == len(sa) and block_a["score_infra_as_failure"]["estimate"] == pytest.approx(
+        comp["score"]["a"]["estimate"]
+    )
+    assert res["runs"]["A"]["n_trials"] == len(a) and res["runs"]["A"]["n_trials_shared_tasks"] == int(
+        a.task_id.isin(shared).sum()
+    )
 
 
 def test_task_missing_from_one_configuration_is_left_out_of_that_pair() -> None:
@@ -91,10 +104,20 @@ def test_nothing_shared_raises() -> None:
     b = frame_from_outcomes([["passed"] * 2] * 2, task_prefix="b")
     with pytest.raises(NothingToCompare, match="share no task"):
         compare_runs(a, b)
-    two = pd.concat([frame_from_outcomes([["passed"]] * 2, config_label=lab, limit=lim)
-                     for lab, lim in (("1x-strict", 1.0), ("unbounded", np.inf))], ignore_index=True)
-    other = pd.concat([frame_from_outcomes([["passed"]] * 2, config_label=lab, limit=lim)
-                       for lab, lim in (("1x/2x", 2.0), ("1x/3x", 3.0))], ignore_index=True)
+    two = pd.concat(
+        [
+            frame_from_outcomes([["passed"]] * 2, config_label=lab, limit=lim)
+            for lab, lim in (("1x-strict", 1.0), ("unbounded", np.inf))
+        ],
+        ignore_index=True,
+    )
+    other = pd.concat(
+        [
+            frame_from_outcomes([["passed"]] * 2, config_label=lab, limit=lim)
+            for lab, lim in (("1x/2x", 2.0), ("1x/3x", 3.0))
+        ],
+        ignore_index=True,
+    )
     with pytest.raises(NothingToCompare, match="share no configuration"):
         compare_runs(two, other)
 

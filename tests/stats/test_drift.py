@@ -10,7 +10,9 @@ from scipy.stats import binomtest
 from orchestrator.stats.drift import ALPHA, drift_check
 
 
-def simulated_run(seed: int, pass_drift: float = 0.0, tasks: int = 8, configs: int = 3, attempts: int = 6) -> pd.DataFrame:
+def simulated_run(
+    seed: int, pass_drift: float = 0.0, tasks: int = 8, configs: int = 3, attempts: int = 6
+) -> pd.DataFrame:
     """A plan-ordered run like the engine's: attempt rounds, shuffled tasks, interleaved configurations.
 
     As in a real sweep, one (task, attempt) draws one seed for every configuration: a memory spike
@@ -31,8 +33,15 @@ def simulated_run(seed: int, pass_drift: float = 0.0, tasks: int = 8, configs: i
                 p_infra = 0.7 if (spike and c < 2) else 0.02
                 p_pass = 1 / (1 + np.exp(-(easy[t] + cfg[c] + hard + pass_drift * when)))
                 outcome = "infra_error" if rng.random() < p_infra else ("passed" if rng.random() < p_pass else "failed")
-                rows.append({"task_id": f"t{t}", "config_label": f"c{c}", "attempt": a, "outcome": outcome,
-                             "started_at": pd.Timestamp("2026-11-30T09:00:00Z") + pd.Timedelta(seconds=30 * len(rows))})
+                rows.append(
+                    {
+                        "task_id": f"t{t}",
+                        "config_label": f"c{c}",
+                        "attempt": a,
+                        "outcome": outcome,
+                        "started_at": pd.Timestamp("2026-11-30T09:00:00Z") + pd.Timedelta(seconds=30 * len(rows)),
+                    }
+                )
     return pd.DataFrame(rows).assign(started_at=lambda d: d["started_at"].map(lambda x: x.isoformat()))
 
 
@@ -66,15 +75,24 @@ def test_the_score_test_is_statsmodels_gee_score_test(seed: int, pass_drift: flo
     df = simulated_run(seed, pass_drift=pass_drift)
     got = drift_check(df)
     when = pd.to_datetime(df["started_at"], format="ISO8601").rank(method="first").to_numpy() - 1
-    frame = df.assign(b=np.floor(when * got["n_blocks"] / len(df)), y=(df["outcome"] == "passed").astype(float),
-                      s=df["config_label"] + "/" + df["task_id"], u=df["task_id"] + "/" + df["attempt"].astype(str))
+    frame = df.assign(
+        b=np.floor(when * got["n_blocks"] / len(df)),
+        y=(df["outcome"] == "passed").astype(float),
+        s=df["config_label"] + "/" + df["task_id"],
+        u=df["task_id"] + "/" + df["attempt"].astype(str),
+    )
     frame = frame[frame.groupby("s")["y"].transform("nunique") > 1].reset_index(drop=True)
     dummies = pd.get_dummies(frame["s"], dtype=float).to_numpy()
     groups = pd.factorize(frame["u"])[0]
     family, independence = sm.families.Binomial(), sm.cov_struct.Independence()
     null = sm.GEE(frame["y"].to_numpy(), dummies, groups=groups, family=family, cov_struct=independence).fit()
-    full = sm.GEE(frame["y"].to_numpy(), np.column_stack([frame["b"].to_numpy(), dummies]), groups=groups,
-                  family=family, cov_struct=independence)
+    full = sm.GEE(
+        frame["y"].to_numpy(),
+        np.column_stack([frame["b"].to_numpy(), dummies]),
+        groups=groups,
+        family=family,
+        cov_struct=independence,
+    )
     reference = full.compare_score_test(null)
     clusters = frame["u"].nunique()
     # statsmodels' robust variance has no G/(G-1) factor; ours does.

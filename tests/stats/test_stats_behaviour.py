@@ -141,9 +141,7 @@ def test_two_rate_exact_boschloo_orientation_and_fallback():
 
 
 def _infra_sweep(rates, n_tasks=40, attempts=25, seed=0):
-    configs = tuple(
-        PlantedConfig(f"c{i}", 1.0, float(i + 1), q) for i, q in enumerate(rates)
-    )
+    configs = tuple(PlantedConfig(f"c{i}", 1.0, float(i + 1), q) for i, q in enumerate(rates))
     return make_sweep(n_tasks, attempts, configs, seed=seed)
 
 
@@ -176,9 +174,7 @@ def test_clustered_trend_on_counts_equals_per_trial_logit():
     y = (df["outcome"] == "infra_error").to_numpy(float)
     x = df["limit_multiplier"].to_numpy() - 1  # ranks 0, 1, 2
     g = pd.factorize(df["task_id"])[0]
-    ref = sm.GLM(y, sm.add_constant(x), family=sm.families.Binomial()).fit(
-        cov_type="cluster", cov_kwds={"groups": g}
-    )
+    ref = sm.GLM(y, sm.add_constant(x), family=sm.families.Binomial()).fit(cov_type="cluster", cov_kwds={"groups": g})
     cells = df.assign(y=y, x=x, g=g).groupby(["g", "x"])["y"].agg(["sum", "count"]).reset_index()
     got = clustered_trend(cells["sum"], cells["count"], cells["x"], cells["g"])
     assert got.slope_log_odds_per_step == pytest.approx(ref.params[1], rel=1e-6)

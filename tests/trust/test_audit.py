@@ -13,8 +13,10 @@ from orchestrator.trust.duplicates import all_pairs_near
 from orchestrator.trust.texts import Item, file_items, normalize
 from tests.taskfactory import write_task
 
-BASE = ("Write a program that reads the access log in /app/logs and prints the ten most frequent client "
-        "addresses with their request counts sorted by count then address, one per line, to /app/out.txt")
+BASE = (
+    "Write a program that reads the access log in /app/logs and prints the ten most frequent client "
+    "addresses with their request counts sorted by count then address, one per line, to /app/out.txt"
+)
 
 
 def _task(root: Path, name: str, instruction: str, solve: str = "true\n") -> None:
@@ -46,7 +48,12 @@ def test_exact_near_and_unrelated_tasks_are_told_apart(tmp_path: Path) -> None:
 def test_prompt_plus_answer_separates_tasks_with_the_same_prompt_but_different_answers(tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     _task(root, "a", BASE, solve="sort | uniq -c | sort -rn | head -10 > /app/out.txt\n" * 3)
-    _task(root, "b", BASE, solve="python3 -c 'import collections, sys; print(collections.Counter(sys.stdin).most_common(10))'\n" * 3)
+    _task(
+        root,
+        "b",
+        BASE,
+        solve="python3 -c 'import collections, sys; print(collections.Counter(sys.stdin).most_common(10))'\n" * 3,
+    )
     result = audit(load_tasks(root), [], ["prompt", "prompt+answer"], 0.9)
     by_field = {f.field for f in result.findings}
     assert by_field == {"prompt"}  # identical prompts, but the answers differ enough
@@ -57,10 +64,14 @@ def test_against_reference_files_csv_and_jsonl(tmp_path: Path) -> None:
     _task(root, "leaked", BASE)
     _task(root, "clean", "Implement a lock-free ring buffer in C with a test harness under /app/ring")
     train = tmp_path / "train.jsonl"
-    train.write_text(json.dumps({"qid": "t-17", "body": BASE.replace("ten", "10")}) + "\n" +
-                     json.dumps({"qid": "t-18", "body": "totally unrelated text about cooking pasta al dente"}) + "\n")
+    train.write_text(
+        json.dumps({"qid": "t-17", "body": BASE.replace("ten", "10")})
+        + "\n"
+        + json.dumps({"qid": "t-18", "body": "totally unrelated text about cooking pasta al dente"})
+        + "\n"
+    )
     dev = tmp_path / "dev.csv"
-    dev.write_text("qid,body\nd-1,\"" + BASE + "\"\n")
+    dev.write_text('qid,body\nd-1,"' + BASE + '"\n')
     refs = file_items(train, "qid", "body") + file_items(dev, "qid", "body")
     result = audit(load_tasks(root), refs, ["prompt"], 0.6)
     external = {(f.type, f.ids, f.reference) for f in result.findings if f.scope == "external"}
@@ -106,26 +117,39 @@ def test_cli_writes_one_json_record_per_finding_and_bad_files_are_one_line_error
     root = tmp_path / "tasks"
     _task(root, "orig", BASE)
     _task(root, "same", BASE + " ")
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "tasks", "audit", str(root), "--field", "prompt"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "tasks", "audit", str(root), "--field", "prompt"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     records = [json.loads(line) for line in proc.stdout.splitlines()]
     assert {r["type"] for r in records} == {"exact", "proposed_cluster"}
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "tasks", "audit", str(root), "--against", str(bad)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "tasks", "audit", str(root), "--against", str(bad)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "line 1: not JSON" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_provenance_export_lists_missing_fields(tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     _task(root, "a", BASE)
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "tasks", "provenance", str(root), "--format", "json"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "tasks", "provenance", str(root), "--format", "json"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert rows[0]["task_id"] == "a" and "created_at" in rows[0]["missing"] and rows[0]["access_class"] == "unknown"
-    bundled = subprocess.run([sys.executable, "-m", "orchestrator", "tasks", "provenance", "tasks"],
-                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    bundled = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "tasks", "provenance", "tasks"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert bundled.returncode == 0 and bundled.stdout.count("\n") == 11 and ",public," in bundled.stdout

@@ -16,20 +16,23 @@ from tests.taskfactory import requires_cgroups, write_task
 SCHEMA = {"type": "object", "required": ["total"], "properties": {"total": {"type": "integer"}}}
 
 
-@pytest.mark.parametrize(("grader", "answer", "reward", "abstained"), [
-    ({"must": [r"\b42\b"], "must_not": [r"(?i)maybe"]}, "The answer is 42.", 1.0, False),
-    ({"must": [r"\b42\b"], "must_not": [r"(?i)maybe"]}, "maybe 42", 0.0, False),
-    ({"exact": "Paris"}, "  Paris\n", 1.0, False),
-    ({"exact": "Paris"}, "paris", 0.0, False),
-    ({"numeric": {"value": 3.14159, "tolerance": 0.001}}, "3.1416", 1.0, False),
-    ({"numeric": {"value": 3.14159, "tolerance": 0.001}}, "3.15", 0.0, False),
-    ({"numeric": {"value": 1, "tolerance": 0.5}}, "nan", 0.0, False),
-    ({"json_schema": SCHEMA}, '{"total": 7}', 1.0, False),
-    ({"json_schema": SCHEMA}, '{"total": "7"}', 0.0, False),
-    ({"json_schema": SCHEMA}, "not json", 0.0, False),
-    ({"exact": "Paris", "allow_abstain": True}, "I don't know.", 0.0, True),
-    ({"exact": "Paris"}, "I don't know.", 0.0, False),  # abstention not allowed: a plain failure
-])
+@pytest.mark.parametrize(
+    ("grader", "answer", "reward", "abstained"),
+    [
+        ({"must": [r"\b42\b"], "must_not": [r"(?i)maybe"]}, "The answer is 42.", 1.0, False),
+        ({"must": [r"\b42\b"], "must_not": [r"(?i)maybe"]}, "maybe 42", 0.0, False),
+        ({"exact": "Paris"}, "  Paris\n", 1.0, False),
+        ({"exact": "Paris"}, "paris", 0.0, False),
+        ({"numeric": {"value": 3.14159, "tolerance": 0.001}}, "3.1416", 1.0, False),
+        ({"numeric": {"value": 3.14159, "tolerance": 0.001}}, "3.15", 0.0, False),
+        ({"numeric": {"value": 1, "tolerance": 0.5}}, "nan", 0.0, False),
+        ({"json_schema": SCHEMA}, '{"total": 7}', 1.0, False),
+        ({"json_schema": SCHEMA}, '{"total": "7"}', 0.0, False),
+        ({"json_schema": SCHEMA}, "not json", 0.0, False),
+        ({"exact": "Paris", "allow_abstain": True}, "I don't know.", 0.0, True),
+        ({"exact": "Paris"}, "I don't know.", 0.0, False),  # abstention not allowed: a plain failure
+    ],
+)
 def test_checks(grader: dict, answer: str, reward: float, abstained: bool) -> None:
     g = grade(GoldenGrader.model_validate(grader), answer)
     assert (g.reward, g.abstained) == (reward, abstained)
@@ -55,11 +58,12 @@ def _headroom(*args: str) -> subprocess.CompletedProcess[str]:
 def test_sweep_grades_answers_then_regrade_shows_every_flip(tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     _golden_task(root, "capital", "Paris", '[grader]\nexact = "Paris"\n')
-    _golden_task(root, "pi", "3.14", '[grader]\nnumeric = {value = 3.14159, tolerance = 0.01}\n')
+    _golden_task(root, "pi", "3.14", "[grader]\nnumeric = {value = 3.14159, tolerance = 0.01}\n")
     _golden_task(root, "unknown", "I do not know", '[grader]\nexact = "42"\nallow_abstain = true\n')
     store = tmp_path / "s.db"
-    proc = _headroom("sweep", str(root), "--multipliers", "unbounded", "--attempts", "2", "--store", str(store),
-                     "--format", "json")
+    proc = _headroom(
+        "sweep", str(root), "--multipliers", "unbounded", "--attempts", "2", "--store", str(store), "--format", "json"
+    )
     assert proc.returncode == 0, proc.stderr
     import sqlite3
 
@@ -68,8 +72,9 @@ def test_sweep_grades_answers_then_regrade_shows_every_flip(tmp_path: Path) -> N
     assert by_task == {"capital": ("passed", None), "pi": ("passed", None), "unknown": ("abstained", None)}
     # A stricter grader: pi now needs two more digits; the others keep theirs.
     stricter = tmp_path / "g.toml"
-    stricter.write_text('[graders.pi]\nnumeric = {value = 3.14159, tolerance = 0.0001}\n'
-                        '[graders.unknown]\nexact = "42"\n')
+    stricter.write_text(
+        '[graders.pi]\nnumeric = {value = 3.14159, tolerance = 0.0001}\n[graders.unknown]\nexact = "42"\n'
+    )
     proc = _headroom("runs", "regrade", "--store", str(store), "--grader", str(stricter), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -99,8 +104,9 @@ def test_a_golden_task_without_tests_is_graded_with_the_verifier_skipped(tmp_pat
     _bare_golden_task(root, "wrong", "Lyon", '[grader]\nexact = "Paris"\n')
     _bare_golden_task(root, "unknown", "I do not know", '[grader]\nexact = "42"\nallow_abstain = true\n')
     store = tmp_path / "s.db"
-    proc = _headroom("sweep", str(root), "--multipliers", "1", "--attempts", "1", "--store", str(store),
-                     "--format", "json")
+    proc = _headroom(
+        "sweep", str(root), "--multipliers", "1", "--attempts", "1", "--store", str(store), "--format", "json"
+    )
     assert proc.returncode == 0, proc.stderr
     db = sqlite3.connect(store)
     assert db.execute("SELECT enforcement FROM executions LIMIT 1").fetchone()[0].startswith("cgroup-")
@@ -108,12 +114,17 @@ def test_a_golden_task_without_tests_is_graded_with_the_verifier_skipped(tmp_pat
                          JOIN evidence v USING (run_id, trial_id, try) WHERE e.final = 1""").fetchall()
     by_task = {t.split(":")[0]: (o, r, json.loads(ev)) for t, o, r, ev in rows}
     assert {t: (o, r) for t, (o, r, _) in by_task.items()} == {
-        "capital": ("passed", None), "wrong": ("failed", None), "unknown": ("abstained", None)}
+        "capital": ("passed", None),
+        "wrong": ("failed", None),
+        "unknown": ("abstained", None),
+    }
     for _, _, ev in by_task.values():
         assert ev["agent"]["exit_code"] == 0 and ev["agent"]["duration_s"] > 0  # the agent really ran, under its cgroup
         assert ev["verifier"]["skipped"] and ev["verifier"]["duration_s"] == 0 and ev["verifier"]["exit_code"] is None
         assert "checks" in ev["extra"]["grade"]  # the grader decided
-    assert by_task["capital"][2]["reward"] == 1.0 and by_task["wrong"][2]["extra"]["grade"]["checks"] == {"exact": False}
+    assert by_task["capital"][2]["reward"] == 1.0 and by_task["wrong"][2]["extra"]["grade"]["checks"] == {
+        "exact": False
+    }
     report = json.loads(_headroom("report", "--store", str(store), "--format", "json").stdout)
     [c] = report["configurations"]
     assert (c["counts"]["passed"], c["counts"]["failed"], c["counts"]["abstained"], c["n"]) == (1, 1, 1, 3)
@@ -163,5 +174,13 @@ def test_backends_that_always_verify_refuse_a_task_without_tests_before_the_run(
 def _caps(name: str):
     from orchestrator.backends.base import Capabilities
 
-    return Capabilities(memory_limit=True, memory_request=True, cpu_quota=True, cpu_request=True, storage_limit=True,
-                        isolation="container" if name == "docker" else "pod", network_control=True, oom_signal="x")
+    return Capabilities(
+        memory_limit=True,
+        memory_request=True,
+        cpu_quota=True,
+        cpu_request=True,
+        storage_limit=True,
+        isolation="container" if name == "docker" else "pod",
+        network_control=True,
+        oom_signal="x",
+    )

@@ -64,14 +64,30 @@ def endpoint() -> Iterator[str]:
 def _pairs(path: Path) -> Path:
     rows = []
     for i in range(10):  # position-biased: inconsistent, first position twice
-        rows.append({"id": f"p{i}", "prompt": f"pos-{i}", "response_a": "x", "response_b": "y", "human": "a" if i % 2 else "b"})
+        rows.append(
+            {"id": f"p{i}", "prompt": f"pos-{i}", "response_a": "x", "response_b": "y", "human": "a" if i % 2 else "b"}
+        )
     for i in range(10):  # length-biased but consistent
-        rows.append({"id": f"l{i}", "prompt": f"len-{i}", "response_a": "short", "response_b": "a much longer answer " * 3,
-                     "human": "a"})
+        rows.append(
+            {
+                "id": f"l{i}",
+                "prompt": f"len-{i}",
+                "response_a": "short",
+                "response_b": "a much longer answer " * 3,
+                "human": "a",
+            }
+        )
     for i in range(20):  # content-driven and consistent, agreeing with the humans
         good_a = i % 2 == 0
-        rows.append({"id": f"c{i}", "prompt": f"task-{i}", "response_a": "GOOD" if good_a else "poor",
-                     "response_b": "poor" if good_a else "GOOD", "human": "a" if good_a else "b"})
+        rows.append(
+            {
+                "id": f"c{i}",
+                "prompt": f"task-{i}",
+                "response_a": "GOOD" if good_a else "poor",
+                "response_b": "poor" if good_a else "GOOD",
+                "human": "a" if good_a else "b",
+            }
+        )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -98,9 +114,26 @@ def test_cli_sends_the_key_but_never_prints_it(endpoint: str, tmp_path: Path) ->
     pairs = _pairs(tmp_path / "pairs.jsonl")
     out = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "tasks", "judge", "calibrate", str(pairs), "--endpoint", endpoint,
-         "--model", "fake-judge", "--api-key-env", "JUDGE_KEY", "-o", str(out)],
-        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "JUDGE_KEY": SECRET},
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "tasks",
+            "judge",
+            "calibrate",
+            str(pairs),
+            "--endpoint",
+            endpoint,
+            "--model",
+            "fake-judge",
+            "--api-key-env",
+            "JUDGE_KEY",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "JUDGE_KEY": SECRET},
     )
     assert proc.returncode == 0, proc.stderr
     assert seen_auth and all(a == f"Bearer {SECRET}" for a in seen_auth)
@@ -112,10 +145,40 @@ def test_cli_sends_the_key_but_never_prints_it(endpoint: str, tmp_path: Path) ->
 def test_bad_pairs_file_and_dead_endpoint_are_one_line_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "prompt": "p"}\n')
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "tasks", "judge", "calibrate", str(bad), "--endpoint",
-                           "http://127.0.0.1:9/v1", "--model", "m"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "tasks",
+            "judge",
+            "calibrate",
+            str(bad),
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "line 1" in proc.stderr and "Traceback" not in proc.stderr
     good = _pairs(tmp_path / "p.jsonl")
-    proc = subprocess.run([sys.executable, "-m", "orchestrator", "tasks", "judge", "calibrate", str(good), "--endpoint",
-                           "http://127.0.0.1:9/v1", "--model", "m"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "tasks",
+            "judge",
+            "calibrate",
+            str(good),
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "judge endpoint failed" in proc.stderr and "Traceback" not in proc.stderr

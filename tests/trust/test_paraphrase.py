@@ -18,14 +18,24 @@ def _frame(rates: dict[str, float], attempts: int = 4, config: str = "1x/3x") ->
     for task, rate in rates.items():
         passes = round(rate * attempts)
         for a in range(attempts):
-            rows.append({"task_id": task, "config_label": config, "outcome": "passed" if a < passes else "failed",
-                         "reason": None})
+            rows.append(
+                {
+                    "task_id": task,
+                    "config_label": config,
+                    "outcome": "passed" if a < passes else "failed",
+                    "reason": None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def _prov(pairs: dict[str, str | None], status: str = "public") -> dict:
-    return {"tasks": {t: {"cluster_id": t, "provenance": {"paraphrase_of": o, "source": "s", "release_status": status}}
-                      for t, o in pairs.items()}}
+    return {
+        "tasks": {
+            t: {"cluster_id": t, "provenance": {"paraphrase_of": o, "source": "s", "release_status": status}}
+            for t, o in pairs.items()
+        }
+    }
 
 
 def test_memorised_originals_show_a_significant_gap() -> None:
@@ -53,10 +63,14 @@ def test_report_shows_access_mix_unknown_share_abstentions_and_gap() -> None:
     assert mix.access["public"] == 1 and mix.access["unknown"] == 1 and mix.unknown_access_share == 0.5
     df = _frame({"o0": 1.0, "p0": 0.5})
     df.loc[df.index[-1], "outcome"] = "abstained"
-    configs = [{"label": "1x/3x", "abstention_rate": wilson(1, 8).to_dict()},
-               {"label": "2x/none", "abstention_rate": wilson(0, 8).to_dict()}]
+    configs = [
+        {"label": "1x/3x", "abstention_rate": wilson(1, 8).to_dict()},
+        {"label": "2x/none", "abstention_rate": wilson(0, 8).to_dict()},
+    ]
     trust = Trust.model_validate(trust_block(df, prov, configs))
-    assert {k: v.model_dump() for k, v in trust.abstentions.items()} == {"1x/3x": wilson(1, 8).to_dict()}  # without any: left out
+    assert {k: v.model_dump() for k, v in trust.abstentions.items()} == {
+        "1x/3x": wilson(1, 8).to_dict()
+    }  # without any: left out
     text = "\n".join(trust_lines(trust))
     assert "## Abstentions" in text and "## Paraphrase gap" in text and "+50.0%" in text
     assert "| 1x/3x | 1 | 8 | 12.5% [" in text

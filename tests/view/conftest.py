@@ -12,8 +12,10 @@ import pytest
 
 from tests.taskfactory import HOG, write_task
 
-FLAKY = ('python3 -c "import os,sys; print(\'seed\', os.environ[\'HEADROOM_SEED\']); '
-         'sys.exit(0 if int(os.environ[\'HEADROOM_SEED\']) % 3 else 1)" && touch "$HEADROOM_WORKDIR/out"\n')
+FLAKY = (
+    "python3 -c \"import os,sys; print('seed', os.environ['HEADROOM_SEED']); "
+    'sys.exit(0 if int(os.environ[\'HEADROOM_SEED\']) % 3 else 1)" && touch "$HEADROOM_WORKDIR/out"\n'
+)
 
 
 def headroom(*args: str) -> subprocess.CompletedProcess[str]:
@@ -23,13 +25,20 @@ def headroom(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="session")
 def view_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("view-tasks")
-    write_task(root, "hog", solve=HOG.format(mb=80), memory_mb=64,
-               extra_toml='cluster_id = "memory"\nlicense_or_access = "Apache-2.0"\n')
+    write_task(
+        root,
+        "hog",
+        solve=HOG.format(mb=80),
+        memory_mb=64,
+        extra_toml='cluster_id = "memory"\nlicense_or_access = "Apache-2.0"\n',
+    )
     write_task(root, "flaky", solve=FLAKY, extra_toml='cluster_id = "luck"\n')
     write_task(root, "steady", solve='echo steady work; touch "$HEADROOM_WORKDIR/out"\n')
     store = tmp_path_factory.mktemp("view-store") / "h.db"
-    for args in (("--multipliers", "1,2,unbounded", "--attempts", "3", "--model", "model-a"),
-                 ("--multipliers", "1,unbounded", "--attempts", "2", "--model", "model-b")):
+    for args in (
+        ("--multipliers", "1,2,unbounded", "--attempts", "3", "--model", "model-a"),
+        ("--multipliers", "1,unbounded", "--attempts", "2", "--model", "model-b"),
+    ):
         res = headroom("sweep", str(root), *args, "--store", str(store), "--format", "none")
         assert res.returncode == 0, res.stderr
     return store
@@ -38,8 +47,12 @@ def view_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def view_server(view_store: Path) -> Iterator[str]:
     """`headroom view --port 0` as a user starts it; yields its base URL and stops it afterwards."""
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "view", "--store", str(view_store), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "view", "--store", str(view_store), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()

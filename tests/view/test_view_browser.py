@@ -22,8 +22,10 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 pytestmark = [
     pytest.mark.slow,
     # CI runs scripts/test.sh, which installs them: there a missing browser fails the tests instead.
-    pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER) and not os.environ.get("CI"),
-                       reason="chromium/chromedriver missing: run scripts/browser-deps.sh"),
+    pytest.mark.skipif(
+        not (CHROMIUM and CHROMEDRIVER) and not os.environ.get("CI"),
+        reason="chromium/chromedriver missing: run scripts/browser-deps.sh",
+    ),
 ]
 
 
@@ -34,10 +36,20 @@ def browser() -> Iterator[object]:
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM  # Debian's browser; nothing is downloaded
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000",
-                # Keep the browser's own traffic off the network: the tests talk to 127.0.0.1 only.
-                "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-default-apps", "--disable-extensions"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        # Keep the browser's own traffic off the network: the tests talk to 127.0.0.1 only.
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-default-apps",
+        "--disable-extensions",
+    ):
         opts.add_argument(arg)
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
     driver.set_page_load_timeout(120)
@@ -124,9 +136,13 @@ def test_run_page_hover_heatmap_click_through_to_evidence(browser, view_server, 
     cell.find_element(By.TAG_NAME, "a").click()
     _wait(browser, "#trials")
     rows = browser.find_elements(By.CSS_SELECTOR, "#trials tbody tr")
-    planned = [r for r in store.db.execute(
-        "SELECT trial_id FROM trials WHERE run_id=? AND task_id='hog' AND config_label='1x-strict' ORDER BY attempt",
-        (run_id,))]
+    planned = [
+        r
+        for r in store.db.execute(
+            "SELECT trial_id FROM trials WHERE run_id=? AND task_id='hog' AND config_label='1x-strict' ORDER BY attempt",
+            (run_id,),
+        )
+    ]
     assert len(rows) == len(planned) == 3
     assert all(r.find_element(By.CSS_SELECTOR, ".outcome").text == "infra_error" for r in rows)
 
@@ -134,7 +150,9 @@ def test_run_page_hover_heatmap_click_through_to_evidence(browser, view_server, 
     rows[0].find_elements(By.CSS_SELECTOR, "td a")[1].click()
     section = _wait(browser, "section#try-0")
     trial_id = browser.find_element(By.ID, "trial-id").text
-    row = store.db.execute("SELECT * FROM executions WHERE run_id=? AND trial_id=? AND try=0", (run_id, trial_id)).fetchone()
+    row = store.db.execute(
+        "SELECT * FROM executions WHERE run_id=? AND trial_id=? AND try=0", (run_id, trial_id)
+    ).fetchone()
     assert section.find_element(By.CSS_SELECTOR, ".try-outcome").text == row["outcome"] == "infra_error"
     assert section.find_element(By.CSS_SELECTOR, ".try-reason").text == row["reason"] == "oom_killed"
     assert f"{row['limit_memory_bytes'] / 2**20:.0f} MiB" in section.find_element(By.CSS_SELECTOR, ".try-memory").text

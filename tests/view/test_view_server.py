@@ -35,13 +35,21 @@ def test_pages_leave_the_store_untouched_and_link_only_local_assets(client: Test
     store = Store.open_existing(view_store)
     run_id = store.runs()[0].run_id
     trial_id = store.db.execute("SELECT trial_id FROM trials WHERE run_id=? LIMIT 1", (run_id,)).fetchone()[0]
-    pages = ["/", f"/runs/{run_id}", f"/runs/{run_id}/cell?task=hog&config=1x-strict",
-             f"/runs/{run_id}/trial?id={quote(trial_id)}", f"/compare?a={run_id}&b={store.runs()[1].run_id}"]
+    pages = [
+        "/",
+        f"/runs/{run_id}",
+        f"/runs/{run_id}/cell?task=hog&config=1x-strict",
+        f"/runs/{run_id}/trial?id={quote(trial_id)}",
+        f"/compare?a={run_id}&b={store.runs()[1].run_id}",
+    ]
     for url in pages:
         res = client.get(url)
         assert res.status_code == 200, url
         refs = re.findall(r'(?:src|href)="([^"]*)"', res.text)
-        assert refs and all(r.startswith(("/", "#")) for r in refs), (url, [r for r in refs if not r.startswith(("/", "#"))])
+        assert refs and all(r.startswith(("/", "#")) for r in refs), (
+            url,
+            [r for r in refs if not r.startswith(("/", "#"))],
+        )
         for asset in re.findall(r'src="(/[^"]*)"', res.text) + re.findall(r'href="(/static/[^"]*)"', res.text):
             assert client.get(asset).status_code == 200, asset
     assert client.get("/assets/plotly.min.js").headers["content-type"].startswith("text/javascript")
@@ -50,8 +58,11 @@ def test_pages_leave_the_store_untouched_and_link_only_local_assets(client: Test
 
 def test_unknown_things_are_404_with_a_message(client: TestClient, view_store: Path) -> None:
     run_id = Store.open_existing(view_store).runs()[0].run_id
-    for url, words in (("/runs/nope", "no run 'nope'"), (f"/runs/{run_id}/trial?id=nope", "no trial 'nope'"),
-                       (f"/runs/{run_id}/cell?task=nope&config=1x-strict", "no trials of task 'nope'")):
+    for url, words in (
+        ("/runs/nope", "no run 'nope'"),
+        (f"/runs/{run_id}/trial?id=nope", "no trial 'nope'"),
+        (f"/runs/{run_id}/cell?task=nope&config=1x-strict", "no trials of task 'nope'"),
+    ):
         res = client.get(url)
         assert res.status_code == 404 and words in html.unescape(res.text)
 
@@ -79,11 +90,19 @@ def test_busy_port_and_missing_store_are_one_line_errors(view_store: Path, tmp_p
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = str(busy.getsockname()[1])
-        res = subprocess.run([sys.executable, "-m", "orchestrator", "view", "--store", str(view_store), "--port", port],
-                             capture_output=True, text=True, timeout=120)
+        res = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "view", "--store", str(view_store), "--port", port],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert res.returncode == 2 and "--port" in res.stderr and "Traceback" not in res.stderr
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "view", "--store", str(tmp_path / "none.db")],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "view", "--store", str(tmp_path / "none.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and "no such store" in res.stderr and "Traceback" not in res.stderr
 
 
@@ -93,7 +112,10 @@ def test_compare_with_nothing_shared_explains_instead_of_failing(tmp_path_factor
     store = tmp_path_factory.mktemp("disjoint") / "h.db"
     ids = runs_sharing_nothing(tmp_path_factory.mktemp("disjoint-tasks"), store)
     client = TestClient(create_app(store), base_url="http://127.0.0.1", raise_server_exceptions=False)
-    for other, words in (("other_tasks", "the runs share no task"), ("other_configs", "the runs share no configuration")):
+    for other, words in (
+        ("other_tasks", "the runs share no task"),
+        ("other_configs", "the runs share no configuration"),
+    ):
         res = client.get(f"/compare?a={ids['base']}&b={ids[other]}")
         assert res.status_code == 200, res.status_code
         assert 'class="error"' in res.text and words in html.unescape(res.text)
@@ -109,16 +131,16 @@ def test_run_page_leads_with_the_summary_then_the_heatmap(client: TestClient, vi
     run_id = store.runs()[0].run_id
     doc = document.build(store, run_id)
     page = html.unescape(client.get(f"/runs/{run_id}").text)
-    article = page[page.index('<article class="report">'):]
+    article = page[page.index('<article class="report">') :]
     assert re.findall(r"<h2[^>]*>(.*?)</h2>", article)[:4] == ["Summary", "Tasks × configurations", "Plots", "Setup"]
-    first = article[:article.index('<h2 id="heatmap">')]
+    first = article[: article.index('<h2 id="heatmap">')]
     assert summary.recommendation(doc) in first and summary.isolation(doc) in first
     for c in doc.configurations:
         assert f"<td>{c.label}</td>\n<td>{pct(c.score_infra_as_failure.estimate)}</td>" in first
     assert "<h2>Per task</h2>" not in article  # the heatmap replaces the per-task table
     # Everything after the summary and the heatmap is folded, each section under its own heading.
-    rest = article[article.index('<h2 id="heatmap">'):]
-    assert "<details" not in first and "</table>" in rest[:rest.index("<details")]  # the heatmap stands open
+    rest = article[article.index('<h2 id="heatmap">') :]
+    assert "<details" not in first and "</table>" in rest[: rest.index("<details")]  # the heatmap stands open
     folded = re.findall(r'<details class="section" id="([^"]+)"><summary><h2>(.*?)</h2></summary>', rest)
     assert [t for _, t in folded] == re.findall(r"<h2[^>]*>(.*?)</h2>", article)[2:]
     assert ("plots", "Plots") in folded and not re.search(r"<details[^>]* open", article)

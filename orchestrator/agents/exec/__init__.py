@@ -100,9 +100,16 @@ class Completed:
         return self.stdout.decode("utf-8", "replace")
 
 
-def run(command: str | Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-        stdin: bytes | str | None = None, timeout: float | None = None, user: str | None = None,
-        socket_path: str | None = None) -> Completed:
+def run(
+    command: str | Sequence[str],
+    *,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | str | None = None,
+    timeout: float | None = None,
+    user: str | None = None,
+    socket_path: str | None = None,
+) -> Completed:
     """Run ``command`` (an argv, or a string for ``bash -c``) in the trial's environment and wait for it."""
     path = socket_path or os.environ.get(SOCKET_VAR)
     if not path:
@@ -111,8 +118,14 @@ def run(command: str | Sequence[str], *, cwd: str | None = None, env: Mapping[st
     if not argv:
         raise ValueError("an empty command")
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    request = {"argv": argv, "cwd": cwd, "env": dict(env or {}), "timeout_s": timeout, "user": user,
-               "stdin": b64(data) if data is not None else None}
+    request = {
+        "argv": argv,
+        "cwd": cwd,
+        "env": dict(env or {}),
+        "timeout_s": timeout,
+        "user": user,
+        "stdin": b64(data) if data is not None else None,
+    }
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         try:
             sock.connect(path)
@@ -123,7 +136,13 @@ def run(command: str | Sequence[str], *, cwd: str | None = None, env: Mapping[st
             raise ExecChannelError(f"exec channel {path}: {exc}") from exc
     if reply.get("error"):
         raise ExecChannelError(str(reply["error"]))
-    return Completed(exit_code=reply.get("exit_code"), stdout=unb64(reply.get("stdout")),
-                     stderr=unb64(reply.get("stderr")), signal=reply.get("signal"),
-                     timed_out=bool(reply.get("timed_out")), duration_s=float(reply.get("duration_s") or 0.0),
-                     stdout_bytes=int(reply.get("stdout_bytes") or 0), stderr_bytes=int(reply.get("stderr_bytes") or 0))
+    return Completed(
+        exit_code=reply.get("exit_code"),
+        stdout=unb64(reply.get("stdout")),
+        stderr=unb64(reply.get("stderr")),
+        signal=reply.get("signal"),
+        timed_out=bool(reply.get("timed_out")),
+        duration_s=float(reply.get("duration_s") or 0.0),
+        stdout_bytes=int(reply.get("stdout_bytes") or 0),
+        stderr_bytes=int(reply.get("stderr_bytes") or 0),
+    )

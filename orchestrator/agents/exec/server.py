@@ -33,8 +33,14 @@ DEFAULT_TIMEOUT_S = 3600.0
 
 
 class ExecServer:
-    def __init__(self, target: ExecTarget, *, default_cwd: str | None = None, base_env: Mapping[str, str] | None = None,
-                 max_timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        target: ExecTarget,
+        *,
+        default_cwd: str | None = None,
+        base_env: Mapping[str, str] | None = None,
+        max_timeout_s: float | None = None,
+    ) -> None:
         self.target = target
         self.default_cwd = default_cwd
         self.base_env = dict(base_env or {})
@@ -59,7 +65,8 @@ class ExecServer:
         #: ``$HEADROOM_EXEC``: the client, run by this very interpreter (the agent's own may lack headroom)
         self.command_path = str(self._dir / "headroom-exec")
         Path(self.command_path).write_text(
-            f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m orchestrator.agents.exec.client "$@"\n')
+            f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m orchestrator.agents.exec.client "$@"\n'
+        )
         os.chmod(self.command_path, 0o700)
         self._thread = threading.Thread(target=self._server.serve_forever, name="exec-server", daemon=True)
 
@@ -118,15 +125,27 @@ class ExecServer:
             result = ExecResult(exit_code=None, error="the trial's agent phase has ended")
         else:
             try:
-                result = self.target.run(argv, cwd=cwd, env={**self.base_env, **env}, stdin=wire.unb64(req.get("stdin")),
-                                         timeout_s=timeout_s, user=req.get("user"))
+                result = self.target.run(
+                    argv,
+                    cwd=cwd,
+                    env={**self.base_env, **env},
+                    stdin=wire.unb64(req.get("stdin")),
+                    timeout_s=timeout_s,
+                    user=req.get("user"),
+                )
             except Exception as exc:  # noqa: BLE001 -- the environment failed, not the agent: say so to it
                 result = ExecResult(exit_code=None, error=f"{type(exc).__name__}: {exc}")
-        record: dict[str, Any] = {"command": argv, "cwd": cwd, "exit_code": result.exit_code, "signal": result.signal,
-                                  "timed_out": result.timed_out,
-                                  "duration_s": round(result.duration_s or (time.monotonic() - t0), 4),
-                                  "stdout_bytes": result.stdout_bytes, "stderr_bytes": result.stderr_bytes,
-                                  "started_at": started_at}
+        record: dict[str, Any] = {
+            "command": argv,
+            "cwd": cwd,
+            "exit_code": result.exit_code,
+            "signal": result.signal,
+            "timed_out": result.timed_out,
+            "duration_s": round(result.duration_s or (time.monotonic() - t0), 4),
+            "stdout_bytes": result.stdout_bytes,
+            "stderr_bytes": result.stderr_bytes,
+            "started_at": started_at,
+        }
         if result.error:
             record["error"] = result.error
         if req.get("user"):
@@ -136,10 +155,19 @@ class ExecServer:
         if result.error:
             self._reply(sock, {"error": result.error})
             return
-        self._reply(sock, {"exit_code": result.exit_code, "signal": result.signal, "timed_out": result.timed_out,
-                           "duration_s": record["duration_s"], "stdout": wire.b64(result.stdout),
-                           "stderr": wire.b64(result.stderr), "stdout_bytes": result.stdout_bytes,
-                           "stderr_bytes": result.stderr_bytes})
+        self._reply(
+            sock,
+            {
+                "exit_code": result.exit_code,
+                "signal": result.signal,
+                "timed_out": result.timed_out,
+                "duration_s": record["duration_s"],
+                "stdout": wire.b64(result.stdout),
+                "stderr": wire.b64(result.stderr),
+                "stdout_bytes": result.stdout_bytes,
+                "stderr_bytes": result.stderr_bytes,
+            },
+        )
 
     @staticmethod
     def _reply(sock: socket.socket, message: dict[str, Any]) -> None:

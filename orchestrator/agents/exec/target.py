@@ -32,8 +32,16 @@ class ExecResult:
 
 
 class ExecTarget(Protocol):
-    def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-            stdin: bytes | None = None, timeout_s: float | None = None, user: str | None = None) -> ExecResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
         """Run ``argv`` in the trial's environment to completion or ``timeout_s``; never raises for the command."""
         ...
 
@@ -42,8 +50,15 @@ class StepExec(Protocol):
     """The trial contract's exec for a host-side agent (``orchestrator.contract.sequence.Exec``: the step runner's
     ``run`` bound to the agent's role and work dir). Mirrored here so this package does not depend on it."""
 
-    def __call__(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout_s: float,
-                 stdin: bytes | None = None, cwd: str | None = None) -> Any: ...
+    def __call__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float,
+        stdin: bytes | None = None,
+        cwd: str | None = None,
+    ) -> Any: ...
 
 
 class StepExecTarget:
@@ -55,9 +70,26 @@ class StepExecTarget:
     def __init__(self, exec_: StepExec) -> None:
         self.exec_ = exec_
 
-    def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-            stdin: bytes | None = None, timeout_s: float | None = None, user: str | None = None) -> ExecResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
         s = self.exec_(argv, env=env, timeout_s=timeout_s or 3600.0, stdin=stdin, cwd=cwd)
         out, err = s.stdout_tail.encode(), s.stderr_tail.encode()
-        return ExecResult(exit_code=s.exit_code, signal=s.signal, timed_out=s.timed_out, duration_s=s.duration_s,
-                          stdout=out, stderr=err, stdout_bytes=len(out), stderr_bytes=len(err), error=s.spawn_error)
+        return ExecResult(
+            exit_code=s.exit_code,
+            signal=s.signal,
+            timed_out=s.timed_out,
+            duration_s=s.duration_s,
+            stdout=out,
+            stderr=err,
+            stdout_bytes=len(out),
+            stderr_bytes=len(err),
+            error=s.spawn_error,
+        )

@@ -99,8 +99,11 @@ def _upstream_headers(state: State, request: Request, upstream: str) -> dict[str
 
 
 def _response_headers(resp: httpx.Response) -> dict[str, str]:
-    return {k: v for k, v in resp.headers.items()
-            if k.lower() in PASS_RESPONSE or k.lower().startswith(PASS_RESPONSE_PREFIX)}
+    return {
+        k: v
+        for k, v in resp.headers.items()
+        if k.lower() in PASS_RESPONSE or k.lower().startswith(PASS_RESPONSE_PREFIX)
+    }
 
 
 def _events(buffer: bytes) -> tuple[list[bytes], bytes]:
@@ -111,15 +114,16 @@ def _events(buffer: bytes) -> tuple[list[bytes], bytes]:
         if not cuts:
             return out, buffer
         i, n = min(cuts)
-        out.append(buffer[:i + n])
-        buffer = buffer[i + n:]
+        out.append(buffer[: i + n])
+        buffer = buffer[i + n :]
 
 
 def create_app(state: State) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state.client = httpx.AsyncClient(timeout=httpx.Timeout(state.spec.timeout_s, connect=30.0),
-                                         follow_redirects=False, trust_env=False)
+        state.client = httpx.AsyncClient(
+            timeout=httpx.Timeout(state.spec.timeout_s, connect=30.0), follow_redirects=False, trust_env=False
+        )
         try:
             yield
         finally:
@@ -140,8 +144,19 @@ def create_app(state: State) -> Starlette:
                 return _error(api, 401, "authentication_error", "not a key this gateway issued")
             body = await request.body()
             if not holder.active:
-                record(Call(holder.key, started, api, request.url.path, 401, time.monotonic() - t0, False,
-                            error=f"{REJECTED} the try this key belongs to has ended", request=body))
+                record(
+                    Call(
+                        holder.key,
+                        started,
+                        api,
+                        request.url.path,
+                        401,
+                        time.monotonic() - t0,
+                        False,
+                        error=f"{REJECTED} the try this key belongs to has ended",
+                        request=body,
+                    )
+                )
                 return _error(api, 401, "authentication_error", "this try's key has expired: the try has ended")
             base = getattr(state.spec, upstream)
             if base is None:
@@ -159,11 +174,13 @@ def create_app(state: State) -> Starlette:
                 # Without it an OpenAI stream carries no usage at all.
                 doc["stream_options"] = {"include_usage": True}
                 body = json.dumps(doc).encode()
-            call = Call(holder.key, started, api, request.url.path, 0, 0.0, streamed, request_model=request_model,
-                        request=body)
+            call = Call(
+                holder.key, started, api, request.url.path, 0, 0.0, streamed, request_model=request_model, request=body
+            )
             assert state.client is not None
-            upstream_req = state.client.build_request("POST", base.base_url + upstream_path, content=body,
-                                                      headers=_upstream_headers(state, request, upstream))
+            upstream_req = state.client.build_request(
+                "POST", base.base_url + upstream_path, content=body, headers=_upstream_headers(state, request, upstream)
+            )
             state.in_flight[holder.key] = state.in_flight.get(holder.key, 0) + 1
             try:
                 resp = await state.client.send(upstream_req, stream=True)
@@ -241,16 +258,20 @@ def create_app(state: State) -> Starlette:
             return JSONResponse({"object": "list", "data": [{"id": m, "object": "model"} for m in state.spec.prices]})
         assert state.client is not None
         try:
-            resp = await state.client.get(state.spec.openai.base_url + "/models",
-                                          headers=_upstream_headers(state, request, "openai"))
+            resp = await state.client.get(
+                state.spec.openai.base_url + "/models", headers=_upstream_headers(state, request, "openai")
+            )
         except httpx.HTTPError as exc:
-            return _error(OPENAI_CHAT, 502, "api_error", f"the gateway could not reach the upstream ({type(exc).__name__})")
+            return _error(
+                OPENAI_CHAT, 502, "api_error", f"the gateway could not reach the upstream ({type(exc).__name__})"
+            )
         return Response(state.scrub(resp.content), status_code=resp.status_code, headers=_response_headers(resp))
 
     routes = [Route(path, proxy(*spec), methods=["POST"]) for path, spec in ROUTES.items()]
     routes.append(Route("/v1/models", models, methods=["GET"]))
-    return Starlette(routes=routes, lifespan=lifespan,
-                     middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=ALLOWED_HOSTS)])
+    return Starlette(
+        routes=routes, lifespan=lifespan, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=ALLOWED_HOSTS)]
+    )
 
 
 async def _read(resp: httpx.Response) -> bytes:

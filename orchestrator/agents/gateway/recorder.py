@@ -112,14 +112,42 @@ class CallLog:
             " tokens_in, tokens_out, cached_tokens, cost_usd, error) VALUES (?,?,?,"
             " (SELECT COALESCE(MAX(seq), 0) + 1 FROM model_calls WHERE run_id=? AND trial_id=? AND try=?),"
             " ?,?,?,?,?,?,?,?,?,?,?)",
-            (k.run_id, k.trial_id, k.try_index, k.run_id, k.trial_id, k.try_index, call.started_at, call.api, model,
-             call.status, call.latency_s, int(call.streamed), u.tokens_in, u.tokens_out, u.cached if u.known else None,
-             call.cost_usd, error))
-        line = {"started_at": call.started_at, "api": call.api, "path": call.path, "model": model,
-                "status": call.status, "latency_s": round(call.latency_s, 6), "streamed": call.streamed,
-                "tokens_in": u.tokens_in, "tokens_out": u.tokens_out, "cached_tokens": u.cached,
-                "cost_usd": call.cost_usd, "error": error, "request": _body(call.request),
-                "response": _body(call.response)}
+            (
+                k.run_id,
+                k.trial_id,
+                k.try_index,
+                k.run_id,
+                k.trial_id,
+                k.try_index,
+                call.started_at,
+                call.api,
+                model,
+                call.status,
+                call.latency_s,
+                int(call.streamed),
+                u.tokens_in,
+                u.tokens_out,
+                u.cached if u.known else None,
+                call.cost_usd,
+                error,
+            ),
+        )
+        line = {
+            "started_at": call.started_at,
+            "api": call.api,
+            "path": call.path,
+            "model": model,
+            "status": call.status,
+            "latency_s": round(call.latency_s, 6),
+            "streamed": call.streamed,
+            "tokens_in": u.tokens_in,
+            "tokens_out": u.tokens_out,
+            "cached_tokens": u.cached,
+            "cost_usd": call.cost_usd,
+            "error": error,
+            "request": _body(call.request),
+            "response": _body(call.response),
+        }
         fd = os.open(self.transcript(k), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "ab") as f:
             f.write(json.dumps(line, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n")
@@ -130,15 +158,22 @@ class CallLog:
         k = key
         rows = self._db.execute(
             "SELECT model, status, tokens_in, tokens_out, cached_tokens, cost_usd, error FROM model_calls "
-            "WHERE run_id=? AND trial_id=? AND try=?", (k.run_id, k.trial_id, k.try_index)).fetchall()
+            "WHERE run_id=? AND trial_id=? AND try=?",
+            (k.run_id, k.trial_id, k.try_index),
+        ).fetchall()
         counted = [r for r in rows if not (r[6] or "").startswith(REJECTED)]
         unpriced = sorted({r[0] or "?" for r in counted if (r[2] is not None or r[3] is not None) and r[5] is None})
         statuses: dict[str, int] = {}
         for r in counted:
             statuses[str(r[1])] = statuses.get(str(r[1]), 0) + 1
         return ModelUsage(
-            calls=len(counted), tokens_in=sum(r[2] or 0 for r in counted), tokens_out=sum(r[3] or 0 for r in counted),
+            calls=len(counted),
+            tokens_in=sum(r[2] or 0 for r in counted),
+            tokens_out=sum(r[3] or 0 for r in counted),
             cached_tokens=sum(r[4] or 0 for r in counted),
             cost_usd=None if unpriced else float(sum(r[5] or 0.0 for r in counted)),
-            unpriced_models=unpriced, models=sorted({r[0] for r in counted if r[0]}), statuses=statuses,
-            rejected_after_end=len(rows) - len(counted))
+            unpriced_models=unpriced,
+            models=sorted({r[0] for r in counted if r[0]}),
+            statuses=statuses,
+            rejected_after_end=len(rows) - len(counted),
+        )

@@ -39,8 +39,11 @@ def check(spec: GatewaySpec, passed_to_agent: list[str], environ: Mapping[str, s
     environ = os.environ if environ is None else environ
     for name in spec.key_vars():
         if name in passed_to_agent:
-            raise SpecError(f"{name} is the gateway's upstream key and is also handed to the agent (--agent-env); "
-                            "with a gateway the agent gets a per-try key instead", field="agent.env_passthrough")
+            raise SpecError(
+                f"{name} is the gateway's upstream key and is also handed to the agent (--agent-env); "
+                "with a gateway the agent gets a per-try key instead",
+                field="agent.env_passthrough",
+            )
         if not environ.get(name):
             raise SpecError(f"the gateway's upstream key variable {name} is not set on this host", field="gateway")
 
@@ -58,8 +61,11 @@ class Gateway:
     def __init__(self, spec: GatewaySpec, store_path: Path, environ: Mapping[str, str] | None = None) -> None:
         environ = os.environ if environ is None else environ
         self.spec = spec
-        upstream_keys = {name: environ.get(u.api_key_env, "") if u.api_key_env else ""
-                         for name, u in (("openai", spec.openai), ("anthropic", spec.anthropic)) if u is not None}
+        upstream_keys = {
+            name: environ.get(u.api_key_env, "") if u.api_key_env else ""
+            for name, u in (("openai", spec.openai), ("anthropic", spec.anthropic))
+            if u is not None
+        }
         self.keys = TryKeys()
         self.log = CallLog(Path(store_path), [v for v in upstream_keys.values() if v])
         self.state = State(spec, self.keys, self.log, upstream_keys)
@@ -74,10 +80,18 @@ class Gateway:
         sock.bind((HOST, 0))
         sock.listen(512)
         self.port = sock.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn.Config(create_app(self.state), log_level="warning", access_log=False,
-                                                     lifespan="on", timeout_graceful_shutdown=5))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        name="headroom-gateway", daemon=True)
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(self.state),
+                log_level="warning",
+                access_log=False,
+                lifespan="on",
+                timeout_graceful_shutdown=5,
+            )
+        )
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="headroom-gateway", daemon=True
+        )
         self._thread.start()
         deadline = time.monotonic() + 30
         while not self._server.started:

@@ -112,9 +112,11 @@ _API_ERRORS = (docker.errors.APIError, requests.exceptions.RequestException)
 
 
 #: What a Podman daemon whose containers' cgroups cannot be read from here (another machine, a VM) cannot do.
-PODMAN_OOM_NOTE = ("on Podman, OOM kills are seen only in the container's cgroup (its API reports neither 'oom' "
-                   "events nor State.OOMKilled for a step's process): a try whose cgroup cannot be read from this "
-                   "machine is an infra error, not a guess")
+PODMAN_OOM_NOTE = (
+    "on Podman, OOM kills are seen only in the container's cgroup (its API reports neither 'oom' "
+    "events nor State.OOMKilled for a step's process): a try whose cgroup cannot be read from this "
+    "machine is an infra error, not a guess"
+)
 
 
 def engine_of(version: dict[str, Any]) -> str:
@@ -139,15 +141,22 @@ class _OomCounter:
 
     def __init__(self, api: docker.APIClient, container_id: str, cg: TrialCgroup | None, since: int) -> None:
         self.api, self.container_id, self.cg, self.since = api, container_id, cg, since
-        self.evidence = (f"{cg.version} oom_kill counter of the container's cgroup" if cg is not None
-                         else "docker 'oom' events of the container")
+        self.evidence = (
+            f"{cg.version} oom_kill counter of the container's cgroup"
+            if cg is not None
+            else "docker 'oom' events of the container"
+        )
 
     def count(self) -> int:
         if self.cg is not None:
             return self.cg.oom_kills()
         # Events reach the daemon a moment after the kill: wait until one second past now.
-        events = self.api.events(since=self.since, until=int(time.time()) + 1, decode=True,
-                                 filters={"container": self.container_id, "event": "oom"})
+        events = self.api.events(
+            since=self.since,
+            until=int(time.time()) + 1,
+            decode=True,
+            filters={"container": self.container_id, "event": "oom"},
+        )
         return sum(1 for _ in events)
 
 
@@ -250,31 +259,48 @@ class DockerBackend(ThreadedBackend):
         self.address = environment.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
         try:
             # from_env also honours DOCKER_TLS_VERIFY / DOCKER_CERT_PATH for a remote daemon.
-            self.client = docker.from_env(environment=environment, timeout=int(self.options.api_timeout_s),
-                                          max_pool_size=64)
+            self.client = docker.from_env(
+                environment=environment, timeout=int(self.options.api_timeout_s), max_pool_size=64
+            )
             # Steps stream output for as long as they run: their deadline is enforced here, not by a socket timeout.
-            streaming = docker.from_env(environment=environment, timeout=None,
-                                        max_pool_size=64)
+            streaming = docker.from_env(environment=environment, timeout=None, max_pool_size=64)
             self.stream_api = streaming.api
             self.info: dict[str, Any] = self.client.info()
             self.version: dict[str, Any] = self.client.version()
         except docker.errors.DockerException as exc:
-            raise UserError(f"cannot reach the Docker daemon at {self.address} ({exc}); start it, or set DOCKER_HOST "
-                            "or docker.host", field="--backend") from None
+            raise UserError(
+                f"cannot reach the Docker daemon at {self.address} ({exc}); start it, or set DOCKER_HOST "
+                "or docker.host",
+                field="--backend",
+            ) from None
         super().__init__()
         self.api: docker.APIClient = self.client.api
         self.owner = Owner.me()
         self.engine = engine_of(self.version)
-        self.images = ImageResolver(self.client, build=self.options.build, build_network=self.options.build_network,
-                                    pull=self.options.pull, build_timeout_s=self.options.build_timeout_s,
-                                    default_image=self.options.default_image)
+        self.images = ImageResolver(
+            self.client,
+            build=self.options.build,
+            build_network=self.options.build_network,
+            pull=self.options.pull,
+            build_timeout_s=self.options.build_timeout_s,
+            default_image=self.options.default_image,
+        )
         self._cancel: dict[str, threading.Event] = {}
         self.capabilities = Capabilities(
-            memory_limit=True, memory_request=True, cpu_quota=True, cpu_request=True, storage_limit=False,
-            isolation="container", network_control=True, gpus=False,
-            oom_signal=("container cgroup oom_kill counter (Podman reports no OOM kill of a step's process through "
-                        "its API, so the cgroup must be readable from here)" if self.engine == "podman" else
-                        "container cgroup oom_kill counter (else docker 'oom' events) and State.OOMKilled"),
+            memory_limit=True,
+            memory_request=True,
+            cpu_quota=True,
+            cpu_request=True,
+            storage_limit=False,
+            isolation="container",
+            network_control=True,
+            gpus=False,
+            oom_signal=(
+                "container cgroup oom_kill counter (Podman reports no OOM kill of a step's process through "
+                "its API, so the cgroup must be readable from here)"
+                if self.engine == "podman"
+                else "container cgroup oom_kill counter (else docker 'oom' events) and State.OOMKilled"
+            ),
             notes=[
                 "storage is recorded, not enforced (a per-container disk quota needs overlay2 on xfs with pquota)",
                 "the agent and the verifier share one container, as in Harbor: the verifier sees what the agent left "
@@ -405,10 +431,22 @@ class DockerBackend(ThreadedBackend):
         return cfg
 
     def _create(self, launch: Launch, image_id: str) -> str:
-        labels = {**launch.labels, MANAGED: "true", OWNER: self.owner.label, LAUNCH: launch.name,
-                  "headroom.dev/spec": launch.spec_digest[:16]}
-        kwargs = dict(image=image_id, entrypoint=KEEP_ALIVE, command=[], name=launch.name, labels=labels,
-                      host_config=self.api.create_host_config(**self._host_config(launch)), detach=True)
+        labels = {
+            **launch.labels,
+            MANAGED: "true",
+            OWNER: self.owner.label,
+            LAUNCH: launch.name,
+            "headroom.dev/spec": launch.spec_digest[:16],
+        }
+        kwargs = dict(
+            image=image_id,
+            entrypoint=KEEP_ALIVE,
+            command=[],
+            name=launch.name,
+            labels=labels,
+            host_config=self.api.create_host_config(**self._host_config(launch)),
+            detach=True,
+        )
         try:
             return self.api.create_container(**kwargs)["Id"]
         except docker.errors.APIError as exc:
@@ -420,9 +458,14 @@ class DockerBackend(ThreadedBackend):
 
     def run(self, launch: Launch) -> TrialFacts:
         a = launch.amounts
-        facts = TrialFacts(enforcement=self.enforcement, request_cpus=a.request_cpus,
-                           request_memory_bytes=a.request_memory_bytes, limit_cpus=a.limit_cpus,
-                           limit_memory_bytes=a.limit_memory_bytes, qos_class=a.qos_class)
+        facts = TrialFacts(
+            enforcement=self.enforcement,
+            request_cpus=a.request_cpus,
+            request_memory_bytes=a.request_memory_bytes,
+            limit_cpus=a.limit_cpus,
+            limit_memory_bytes=a.limit_memory_bytes,
+            qos_class=a.qos_class,
+        )
         with self._lock:
             cancelled = self._cancel.setdefault(launch.name, threading.Event())
         started = time.monotonic()
@@ -478,8 +521,9 @@ class DockerBackend(ThreadedBackend):
             with self._lock:
                 self._cancel.pop(launch.name, None)
 
-    def _run_in(self, ctr: _Container, launch: Launch, workdir: str, facts: TrialFacts,
-                cancelled: threading.Event) -> None:
+    def _run_in(
+        self, ctr: _Container, launch: Launch, workdir: str, facts: TrialFacts, cancelled: threading.Event
+    ) -> None:
         api, cid = self.api, ctr.cid
         facts.extra.cgroup = ctr.cg.version if ctr.cg is not None else None
         if ctr.cg is None and self.engine == "podman":
@@ -493,11 +537,21 @@ class DockerBackend(ThreadedBackend):
             trees.append((task_dir / "solution", cc.SOLUTION))
         if launch.agent_dir:  # an installed agent, copied in
             trees.append((Path(launch.agent_dir), docker_external.AGENT_DIR))
-        steps.put_archive(api, cid, steps.tree_archive(
-            dirs=[(cc.LOGS, 0o755), (cc.AGENT_LOGS, 0o777), (cc.VERIFIER_LOGS, 0o777), ("/headroom", 0o755),
-                  (cc.TASK_DIR, 0o755)],
-            trees=trees, files=task_toml(task_dir, cc.TASK_DIR),
-        ))
+        steps.put_archive(
+            api,
+            cid,
+            steps.tree_archive(
+                dirs=[
+                    (cc.LOGS, 0o755),
+                    (cc.AGENT_LOGS, 0o777),
+                    (cc.VERIFIER_LOGS, 0o777),
+                    ("/headroom", 0o755),
+                    (cc.TASK_DIR, 0o755),
+                ],
+                trees=trees,
+                files=task_toml(task_dir, cc.TASK_DIR),
+            ),
+        )
         secrets = {k: os.environ[k] for k in launch.agent.secret_env if k in os.environ}
         agent_env = {**launch.agent.env, **cc.step_paths("agent", workdir), **secrets}
         if launch.agent_dir:
@@ -512,26 +566,39 @@ class DockerBackend(ThreadedBackend):
             plan = Plan(
                 workdir=workdir,
                 # a container's network is the try's for every exec: the setup phase gets no other
-                setup=(SetupCommand(self._argv(setup), {**setup.env, **agent_env}, setup.timeout_s)
-                       if setup is not None else None),
-                agent=(docker_external.contract_agent(self.api, self.stream_api, ctr, launch, workdir=workdir)
-                       if launch.agent_kind == "external"
-                       else Command(self._argv(launch.agent), agent_env, launch.agent.timeout_s)),
-                verifier=Command(self._argv(launch.verifier),
-                                 {**launch.verifier.env,
-                                  **cc.step_paths("verifier", workdir, task_dir=VERIFIER_TASK_DIR)},
-                                 launch.verifier.timeout_s),
+                setup=(
+                    SetupCommand(self._argv(setup), {**setup.env, **agent_env}, setup.timeout_s)
+                    if setup is not None
+                    else None
+                ),
+                agent=(
+                    docker_external.contract_agent(self.api, self.stream_api, ctr, launch, workdir=workdir)
+                    if launch.agent_kind == "external"
+                    else Command(self._argv(launch.agent), agent_env, launch.agent.timeout_s)
+                ),
+                verifier=Command(
+                    self._argv(launch.verifier),
+                    {**launch.verifier.env, **cc.step_paths("verifier", workdir, task_dir=VERIFIER_TASK_DIR)},
+                    launch.verifier.timeout_s,
+                ),
                 handover=[(None, cc.VERIFIER_LOGS), (task_dir / "tests", cc.TESTS), (vtask, VERIFIER_TASK_DIR)],
                 hidden=forbidden,
                 roots=[workdir, cc.AGENT_LOGS],
                 prune=["/headroom"],  # headroom's own: the agent's task view and the verifier's copy
-                agent_target=(agent_check.target(launch.agent.shell)
-                              if launch.agent_kind != "external" and launch.agent.shell else None),
+                agent_target=(
+                    agent_check.target(launch.agent.shell)
+                    if launch.agent_kind != "external" and launch.agent.shell
+                    else None
+                ),
             )
-            runner = DockerRunner(ctr, stream_api=self.stream_api, cancelled=cancelled, keep_alive=KEEP_ALIVE,
-                                  blind_check=lambda: (PODMAN_OOM_NOTE if ctr.cg is None and self.engine == "podman"
-                                                       else None),
-                                  runtime_oom=self._runtime_oom)
+            runner = DockerRunner(
+                ctr,
+                stream_api=self.stream_api,
+                cancelled=cancelled,
+                keep_alive=KEEP_ALIVE,
+                blind_check=lambda: (PODMAN_OOM_NOTE if ctr.cg is None and self.engine == "podman" else None),
+                runtime_oom=self._runtime_oom,
+            )
             handover = [time.monotonic()]
 
             def proceed(phase: Phase) -> bool:
@@ -564,14 +631,21 @@ class DockerBackend(ThreadedBackend):
     def _snapshot(self, cid: str, cg: TrialCgroup | None) -> dict[str, Any]:
         """This run's usage: from the container's cgroup, else from the daemon's stats endpoint."""
         if cg is not None:
-            return {"peak": cg.peak_memory_bytes(), "cpu": cg.cpu_time_s(), "memory_events": cg.memory_events(),
-                    "cpu_throttling": cg.cpu_throttling()}
+            return {
+                "peak": cg.peak_memory_bytes(),
+                "cpu": cg.cpu_time_s(),
+                "memory_events": cg.memory_events(),
+                "cpu_throttling": cg.cpu_throttling(),
+            }
         stats = steps.stats_once(self.api, cid)
         mem, cpu = stats.get("memory_stats") or {}, stats.get("cpu_stats") or {}
         total = (cpu.get("cpu_usage") or {}).get("total_usage")
-        return {"peak": mem.get("max_usage"),  # cgroup v1 daemons only; v2 gives no peak here
-                "cpu": total / 1e9 if total is not None else None,
-                "cpu_throttling": cpu.get("throttling_data") or {}, "usage_source": "docker stats endpoint"}
+        return {
+            "peak": mem.get("max_usage"),  # cgroup v1 daemons only; v2 gives no peak here
+            "cpu": total / 1e9 if total is not None else None,
+            "cpu_throttling": cpu.get("throttling_data") or {},
+            "usage_source": "docker stats endpoint",
+        }
 
     @staticmethod
     def _usage(parts: list[dict[str, Any]], facts: TrialFacts) -> None:
@@ -606,8 +680,9 @@ class DockerBackend(ThreadedBackend):
                 self._usage(ctr.parts, facts)
                 state = ctr.state
                 if state is not None:
-                    facts.extra.container_state = ContainerState(OOMKilled=state.get("OOMKilled"),
-                                                                 ExitCode=state.get("ExitCode"), Error=state.get("Error"))
+                    facts.extra.container_state = ContainerState(
+                        OOMKilled=state.get("OOMKilled"), ExitCode=state.get("ExitCode"), Error=state.get("Error")
+                    )
                     if ctr.judged < ctr.runs and not cancelled.is_set():
                         self._runtime_oom(state, [s for s in (facts.verifier, facts.agent) if s is not None])
         except _API_ERRORS:

@@ -38,7 +38,7 @@ class _Sink:
     def add(self, data: bytes) -> None:
         self.total += len(data)
         if self.kept < MAX_OUTPUT:
-            piece = data[:MAX_OUTPUT - self.kept]
+            piece = data[: MAX_OUTPUT - self.kept]
             self.parts.append(piece)
             self.kept += len(piece)
 
@@ -49,18 +49,40 @@ class _Sink:
 class ContainerExec:
     """An :class:`~orchestrator.agents.exec.target.ExecTarget` on the Docker backend."""
 
-    def __init__(self, api: docker.APIClient, stream_api: docker.APIClient, container_id: str, *,
-                 env: Mapping[str, str], workdir: str) -> None:
+    def __init__(
+        self,
+        api: docker.APIClient,
+        stream_api: docker.APIClient,
+        container_id: str,
+        *,
+        env: Mapping[str, str],
+        workdir: str,
+    ) -> None:
         self.api, self.stream_api, self.cid = api, stream_api, container_id
         self.env, self.workdir = dict(env), workdir
 
-    def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-            stdin: bytes | None = None, timeout_s: float | None = None, user: str | None = None) -> ExecResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
         started = time.monotonic()
         try:
-            exec_id = self.api.exec_create(self.cid, list(argv), environment={**self.env, **(env or {})},
-                                           workdir=cwd or self.workdir, user=user or "", stdin=stdin is not None,
-                                           stdout=True, stderr=True)["Id"]
+            exec_id = self.api.exec_create(
+                self.cid,
+                list(argv),
+                environment={**self.env, **(env or {})},
+                workdir=cwd or self.workdir,
+                user=user or "",
+                stdin=stdin is not None,
+                stdout=True,
+                stderr=True,
+            )["Id"]
         except docker.errors.APIError as exc:
             return ExecResult(exit_code=None, error=f"cannot exec in the container: {exc.explanation or exc}")
         out, err = _Sink(), _Sink()
@@ -105,8 +127,15 @@ class ContainerExec:
         except docker.errors.APIError:
             info = {}
         code = None if timed_out or info.get("Running") else info.get("ExitCode")
-        result = ExecResult(exit_code=code, timed_out=timed_out, duration_s=time.monotonic() - started,
-                            stdout=out.bytes(), stderr=err.bytes(), stdout_bytes=out.total, stderr_bytes=err.total)
+        result = ExecResult(
+            exit_code=code,
+            timed_out=timed_out,
+            duration_s=time.monotonic() - started,
+            stdout=out.bytes(),
+            stderr=err.bytes(),
+            stdout_bytes=out.total,
+            stderr_bytes=err.total,
+        )
         if code is None and not timed_out and failure:
             result.error = f"lost the exec's output stream: {failure[0]}"
         return result

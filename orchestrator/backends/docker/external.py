@@ -26,40 +26,54 @@ AGENT_DIR = "/agent"
 MAX_LOGS_ARCHIVE = 512 * 1024 * 1024
 
 
-def run_agent(api: docker.APIClient, stream_api: docker.APIClient, cid: str, launch: Launch, *, workdir: str,
-              host_dir: Path) -> tuple[StepFacts, bytes, dict]:
+def run_agent(
+    api: docker.APIClient, stream_api: docker.APIClient, cid: str, launch: Launch, *, workdir: str, host_dir: Path
+) -> tuple[StepFacts, bytes, dict]:
     """The external agent on the host against ``exec`` in the container: its facts, the exec log, and its
     self-report (written on the host)."""
     logs = host_dir / "logs"
     logs.mkdir(mode=0o700, exist_ok=True)
     env = {**environment_env(launch), **cc.step_paths("agent", workdir)}
     target = ContainerExec(api, stream_api, cid, env=env, workdir=workdir)
-    run = run_external(launch, target, host_dir=host_dir, logs_dir=logs, workdir_inside=workdir,
-                       task_dir_inside=cc.TASK_DIR, exec_env={})
+    run = run_external(
+        launch,
+        target,
+        host_dir=host_dir,
+        logs_dir=logs,
+        workdir_inside=workdir,
+        task_dir_inside=cc.TASK_DIR,
+        exec_env={},
+    )
     return run.agent, run.exec_log, read_agent_result(logs / "result.json")
 
 
-def contract_agent(api: docker.APIClient, stream_api: docker.APIClient, ctr: Any, launch: Launch, *,
-                   workdir: str) -> Callable[[Any], StepFacts]:
+def contract_agent(
+    api: docker.APIClient, stream_api: docker.APIClient, ctr: Any, launch: Launch, *, workdir: str
+) -> Callable[[Any], StepFacts]:
     """The external agent as the contract's host-side agent phase: it acts through :class:`ContainerExec` (the
     complete output, not the step runner's tails) and leaves its exec log on ``ctr.exec_log``."""
 
     def agent(_exec: Any) -> StepFacts:
-        facts, ctr.exec_log, _report = run_agent(api, stream_api, ctr.cid, launch, workdir=workdir,
-                                                 host_dir=ctr.spool)
+        facts, ctr.exec_log, _report = run_agent(api, stream_api, ctr.cid, launch, workdir=workdir, host_dir=ctr.spool)
         return facts
 
     return agent
 
 
-def keep_artifacts(api: docker.APIClient, cid: str | None, launch: Launch, *, host_dir: Path,
-                   exec_log: bytes | None) -> None:
+def keep_artifacts(
+    api: docker.APIClient, cid: str | None, launch: Launch, *, host_dir: Path, exec_log: bytes | None
+) -> None:
     """Both steps' complete output, the agent's logs (the host's for an external agent, and the container's
     ``/logs/agent``), the exec log."""
     sink = artifacts_for(launch)
-    for name, file in (("agent_setup/stdout", "agent_setup.stdout"), ("agent_setup/stderr", "agent_setup.stderr"),
-                       (names.AGENT_STDOUT, "agent.stdout"), (names.AGENT_STDERR, "agent.stderr"),
-                       (names.VERIFIER_STDOUT, "verifier.stdout"), (names.VERIFIER_STDERR, "verifier.stderr")):
+    for name, file in (
+        ("agent_setup/stdout", "agent_setup.stdout"),
+        ("agent_setup/stderr", "agent_setup.stderr"),
+        (names.AGENT_STDOUT, "agent.stdout"),
+        (names.AGENT_STDERR, "agent.stderr"),
+        (names.VERIFIER_STDOUT, "verifier.stdout"),
+        (names.VERIFIER_STDERR, "verifier.stderr"),
+    ):
         if (host_dir / file).is_file():
             sink.add_file(launch, name, host_dir / file)
     if (host_dir / "logs").is_dir():

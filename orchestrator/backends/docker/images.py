@@ -47,13 +47,26 @@ class ImageInfo:
 
 def _info(image: Any, ref: str, built: bool) -> ImageInfo:
     attrs = image.attrs
-    return ImageInfo(ref=ref, id=attrs["Id"], repo_digests=tuple(attrs.get("RepoDigests") or ()), built=built,
-                     workdir=(attrs.get("Config") or {}).get("WorkingDir") or "")
+    return ImageInfo(
+        ref=ref,
+        id=attrs["Id"],
+        repo_digests=tuple(attrs.get("RepoDigests") or ()),
+        built=built,
+        workdir=(attrs.get("Config") or {}).get("WorkingDir") or "",
+    )
 
 
 class ImageResolver:
-    def __init__(self, client: docker.DockerClient, *, build: bool, build_network: str | None, pull: bool,
-                 build_timeout_s: float, default_image: str | None = None) -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        *,
+        build: bool,
+        build_network: str | None,
+        pull: bool,
+        build_timeout_s: float,
+        default_image: str | None = None,
+    ) -> None:
         self.client = client
         self.default_image = default_image
         self.force_build = build
@@ -73,8 +86,9 @@ class ImageResolver:
             if not has_dockerfile:
                 if task.docker_image:
                     raise ImageUnavailable("--build was given and the task has no environment/Dockerfile")
-                raise ImageUnavailable("the task names no docker_image, has no environment/Dockerfile, and "
-                                       "docker.default_image is unset")
+                raise ImageUnavailable(
+                    "the task names no docker_image, has no environment/Dockerfile, and docker.default_image is unset"
+                )
             tag = built_image_ref(task.task_id, task.path)
             assert tag is not None  # has_dockerfile
             return self._once(tag, lambda: self._build(env_dir, tag, task.task_id))
@@ -120,15 +134,22 @@ class ImageResolver:
             # The low-level call: the high-level one raises with the log only at the end, and
             # rm/forcerm leave no intermediate container behind even when a step fails.
             for chunk in self.client.api.build(
-                path=str(env_dir), tag=tag, rm=True, forcerm=True, decode=True, network_mode=self.build_network,
-                labels={MANAGED: "true", "headroom.dev/task": task_id[:63]}, timeout=self.build_timeout_s,
+                path=str(env_dir),
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                network_mode=self.build_network,
+                labels={MANAGED: "true", "headroom.dev/task": task_id[:63]},
+                timeout=self.build_timeout_s,
             ):
                 if "stream" in chunk:
                     log.append(chunk["stream"])
                 if "error" in chunk:
                     tail = "".join(log)[-MAX_BUILD_LOG:]
                     raise ImageUnavailable(
-                        f"building {tag} from environment/Dockerfile failed: {chunk['error'].strip()}\n{tail}")
+                        f"building {tag} from environment/Dockerfile failed: {chunk['error'].strip()}\n{tail}"
+                    )
         except docker.errors.APIError as exc:
             raise ImageUnavailable(f"building {tag} failed: {exc.explanation or exc}") from None
         except docker.errors.DockerException as exc:

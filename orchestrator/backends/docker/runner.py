@@ -45,9 +45,16 @@ class EngineBlind(Exception):
 
 
 class DockerRunner:
-    def __init__(self, ctr: _Container, *, stream_api: Any, cancelled: threading.Event, keep_alive: list[str],
-                 blind_check: Callable[[], str | None],
-                 runtime_oom: Callable[[dict[str, Any], list[StepFacts]], None]) -> None:
+    def __init__(
+        self,
+        ctr: _Container,
+        *,
+        stream_api: Any,
+        cancelled: threading.Event,
+        keep_alive: list[str],
+        blind_check: Callable[[], str | None],
+        runtime_oom: Callable[[dict[str, Any], list[StepFacts]], None],
+    ) -> None:
         self.ctr, self.api, self.stream_api, self.cancelled = ctr, ctr.api, stream_api, cancelled
         self.keep_alive, self.blind_check, self.runtime_oom = keep_alive, blind_check, runtime_oom
         #: the steps of the container's current run, last first (the runtime's OOM verdict goes to one of them)
@@ -61,8 +68,10 @@ class DockerRunner:
         try:
             self.ctr.restart()
         except docker.errors.APIError as exc:  # the daemon answered: this container no longer starts
-            raise Tainted(f"the container did not start again after the agent ({exc.explanation or exc}): its "
-                          f"keep-alive ({' '.join(self.keep_alive)}) was replaced or removed") from None
+            raise Tainted(
+                f"the container did not start again after the agent ({exc.explanation or exc}): its "
+                f"keep-alive ({' '.join(self.keep_alive)}) was replaced or removed"
+            ) from None
         self.run_steps = []
         self._require_running()
         if (why := self.blind_check()) is not None:
@@ -84,8 +93,10 @@ class DockerRunner:
         state = self.api.inspect_container(self.ctr.cid).get("State") or {}
         if not state.get("Running"):
             self.ctr.running = False
-            raise Tainted(f"the restarted container stopped (exit {state.get('ExitCode')}) where its keep-alive "
-                          f"({' '.join(self.keep_alive)}) should run: the agent replaced it")
+            raise Tainted(
+                f"the restarted container stopped (exit {state.get('ExitCode')}) where its keep-alive "
+                f"({' '.join(self.keep_alive)}) should run: the agent replaced it"
+            )
 
     def check_alone(self) -> None:
         try:
@@ -94,12 +105,24 @@ class DockerRunner:
             self._require_running()  # a keep-alive that exited since the start: the agent's doing
             raise
         if len(procs) != 1:
-            raise Tainted(f"{len(procs)} processes in the restarted container, where only its keep-alive "
-                          f"({' '.join(self.keep_alive)}) should run (a program the agent replaced started them)")
+            raise Tainted(
+                f"{len(procs)} processes in the restarted container, where only its keep-alive "
+                f"({' '.join(self.keep_alive)}) should run (a program the agent replaced started them)"
+            )
 
     # -- StepRunner ----------------------------------------------------------------------------------
-    def run(self, argv: Sequence[str], *, role: Role, name: str, cwd: str, env: Mapping[str, str],
-            timeout_s: float, stdin: bytes | None = None, network: bool | None = None) -> StepFacts:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        role: Role,
+        name: str,
+        cwd: str,
+        env: Mapping[str, str],
+        timeout_s: float,
+        stdin: bytes | None = None,
+        network: bool | None = None,
+    ) -> StepFacts:
         self._resume()
         if name == "verifier":
             # Checked again last before the verifier (after the sanitiser and the upload), so a process
@@ -108,13 +131,26 @@ class DockerRunner:
         command = list(argv)
         if stdin is not None:
             path = f"/headroom/run/stdin-{next(self._stdin)}"
-            steps.put_archive(self.api, self.ctr.cid, steps.tree_archive(
-                dirs=[("/headroom", 0o755), ("/headroom/run", 0o755)], files=[(path, stdin, 0o644)]))
+            steps.put_archive(
+                self.api,
+                self.ctr.cid,
+                steps.tree_archive(dirs=[("/headroom", 0o755), ("/headroom/run", 0o755)], files=[(path, stdin, 0o644)]),
+            )
             command = ["/bin/sh", "-c", 'f=$1; shift; exec "$@" < "$f"', "headroom-stdin", path, *command]
         self.ctr.step_ooms()
-        facts = steps.run_step(self.api, self.stream_api, self.ctr.cid, name, command, env=dict(env), workdir=cwd,
-                               timeout_s=timeout_s, cancelled=self.cancelled, on_expiry=self.ctr.halt,
-                               spool=getattr(self.ctr, "spool", None))  # the complete output, for the artifacts
+        facts = steps.run_step(
+            self.api,
+            self.stream_api,
+            self.ctr.cid,
+            name,
+            command,
+            env=dict(env),
+            workdir=cwd,
+            timeout_s=timeout_s,
+            cancelled=self.cancelled,
+            on_expiry=self.ctr.halt,
+            spool=getattr(self.ctr, "spool", None),
+        )  # the complete output, for the artifacts
         if facts.spawn_error and not self.cancelled.is_set():
             self._require_running()  # a keep-alive that exited under the step (a delayed exit): the agent's doing
         facts.oom_kills = self.ctr.step_ooms()
@@ -131,8 +167,11 @@ class DockerRunner:
             parents.insert(0, (parent, 0o755))
             parent = str(Path(parent).parent)
         mode = 0o777 if src is None else 0o755  # a fresh logs folder: writable by any user the verifier runs as
-        steps.put_archive(self.api, self.ctr.cid, steps.tree_archive(
-            dirs=parents, fresh=[(dest, mode)], trees=[(src, dest)] if src is not None else []))
+        steps.put_archive(
+            self.api,
+            self.ctr.cid,
+            steps.tree_archive(dirs=parents, fresh=[(dest, mode)], trees=[(src, dest)] if src is not None else []),
+        )
 
     def read_file(self, path: str, limit: int) -> bytes | None:
         raw, why = steps.read_small(self.api, self.ctr.cid, path, limit)

@@ -82,8 +82,9 @@ def run_step(
     facts = StepFacts(name=name)
     started = time.monotonic()
     try:
-        exec_id = api.exec_create(container_id, argv, environment=env, workdir=workdir or None, stdout=True,
-                                  stderr=True)["Id"]
+        exec_id = api.exec_create(
+            container_id, argv, environment=env, workdir=workdir or None, stdout=True, stderr=True
+        )["Id"]
     except docker.errors.APIError as exc:
         facts.spawn_error = f"cannot exec in the container: {exc.explanation or exc}"
         return facts
@@ -159,9 +160,13 @@ def _add_dir(tar: tarfile.TarFile, arcname: str, mode: int) -> None:
     tar.addfile(ti)
 
 
-def tree_archive(dirs: Iterable[tuple[str, int]], trees: Iterable[tuple[Path, str]] = (),
-                 files: Iterable[tuple[str, bytes, int]] = (), links: Iterable[tuple[str, str]] = (),
-                 fresh: Iterable[tuple[str, int]] = ()) -> bytes:
+def tree_archive(
+    dirs: Iterable[tuple[str, int]],
+    trees: Iterable[tuple[Path, str]] = (),
+    files: Iterable[tuple[str, bytes, int]] = (),
+    links: Iterable[tuple[str, str]] = (),
+    fresh: Iterable[tuple[str, int]] = (),
+) -> bytes:
     """A tar to unpack at ``/``: dirs (path, mode), fresh dirs (path, mode), host trees or files
     (source, target), files (path, bytes, mode), symlinks (path, target).
 

@@ -114,14 +114,29 @@ class _Stats:
 
 class KubernetesBackend:
     #: external agents run on this host and act on the try's pod over pods/exec (:mod:`.external`)
-    abilities = Abilities(check_fit=True, hold_run=True, recorded=True, canary_targets=True, informer=True,
-                          places_tries=True, canary_needs_image=True, force_cleanup=True, exec_channel=True,
-                          flags=frozenset({"--namespace", "--kube-context", "--queue", "--keep-pods", "--force"}))
+    abilities = Abilities(
+        check_fit=True,
+        hold_run=True,
+        recorded=True,
+        canary_targets=True,
+        informer=True,
+        places_tries=True,
+        canary_needs_image=True,
+        force_cleanup=True,
+        exec_channel=True,
+        flags=frozenset({"--namespace", "--kube-context", "--queue", "--keep-pods", "--force"}),
+    )
     name = "kubernetes"
     enforcement = "kubernetes"
 
-    def __init__(self, options: KubernetesOptions | None = None, *, api_client: Any = None,
-                 pod_hook: PodHook | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        options: KubernetesOptions | None = None,
+        *,
+        api_client: Any = None,
+        pod_hook: PodHook | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.options = options or KubernetesOptions()
         self.namespace = self.options.namespace
         self.api_client = counted(api_client or api_client_for(self.options))
@@ -132,8 +147,14 @@ class KubernetesBackend:
         self.clock = clock
         self.stats = _Stats()
         self.capabilities = Capabilities(
-            memory_limit=True, memory_request=True, cpu_quota=True, cpu_request=True, storage_limit=True,
-            isolation="pod", network_control=True, gpus=False,
+            memory_limit=True,
+            memory_request=True,
+            cpu_quota=True,
+            cpu_request=True,
+            storage_limit=True,
+            isolation="pod",
+            network_control=True,
+            gpus=False,
             oom_signal="container status OOMKilled, and the container cgroup's oom_kill counter read by the runner",
             notes=[
                 "limits are enforced by the kubelet and container runtime of each node (recorded per trial)",
@@ -164,7 +185,10 @@ class KubernetesBackend:
         self._waited_generation = 0
         self._pool = ApiWorkers(API_WORKERS)
         self._leases = runlease.RunLeases(self.api_client, self.namespace, self.clock)
-        self._fit_check: dict[str, Any] = {"checked": False, "why": "not asked (headroom sweep asks before a run starts)"}
+        self._fit_check: dict[str, Any] = {
+            "checked": False,
+            "why": "not asked (headroom sweep asks before a run starts)",
+        }
 
     # -- informers ------------------------------------------------------------------------
     def _notify(self) -> None:
@@ -191,8 +215,7 @@ class KubernetesBackend:
             # task's metadata the controller wrote out (see orchestrator.controller.taskimage).
             from orchestrator.tasks.image import tests_manifest_of
 
-            return ImageTaskFiles(launch.task.task_id, self.options.task_set_image,
-                                  tests_manifest_of(launch.task.path))
+            return ImageTaskFiles(launch.task.task_id, self.options.task_set_image, tests_manifest_of(launch.task.path))
         b = self._bundles.get(launch.task.digest)
         if b is None:
             b = make_bundle(launch.task.task_id, launch.task.path, launch.task.digest)
@@ -228,11 +251,16 @@ class KubernetesBackend:
         name = pod_mod.secret_name(launch.labels[RUN_LABEL])
         if name not in self._secrets:
             values = {k: os.environ[k] for k in launch.agent.secret_env if k in os.environ}
-            self._create(self.core.create_namespaced_secret, {
-                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": name, "labels": {**pod_mod.MANAGED_BY, RUN_LABEL: launch.labels[RUN_LABEL]}},
-                "stringData": values,
-            })
+            self._create(
+                self.core.create_namespaced_secret,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "type": "Opaque",
+                    "metadata": {"name": name, "labels": {**pod_mod.MANAGED_BY, RUN_LABEL: launch.labels[RUN_LABEL]}},
+                    "stringData": values,
+                },
+            )
             self._secrets.add(name)
         return name
 
@@ -240,8 +268,9 @@ class KubernetesBackend:
         if self._policy_done:
             return
         try:
-            self._create(client.NetworkingV1Api(self.api_client).create_namespaced_network_policy,
-                         pod_mod.network_policy())
+            self._create(
+                client.NetworkingV1Api(self.api_client).create_namespaced_network_policy, pod_mod.network_policy()
+            )
         except ApiException as exc:
             if exc.status not in (403, 404):
                 raise
@@ -250,8 +279,14 @@ class KubernetesBackend:
 
     # -- the protocol ---------------------------------------------------------------------
     def _handle(self, launch: Launch) -> Handle:
-        return Handle(name=launch.name, run_id=launch.run_id, trial_id=launch.trial_id, try_index=launch.try_index,
-                      backend=self.name, data={"namespace": self.namespace})
+        return Handle(
+            name=launch.name,
+            run_id=launch.run_id,
+            trial_id=launch.trial_id,
+            try_index=launch.try_index,
+            backend=self.name,
+            data={"namespace": self.namespace},
+        )
 
     def submit(self, launch: Launch) -> Handle:
         with self._lock:
@@ -260,31 +295,43 @@ class KubernetesBackend:
         inf = self.informer(launch.run_id)
         inf.expect(launch.name)
         if launch.verifier is None:  # refused before any run (check_capabilities); this guards direct callers
-            raise UserError(f"task {launch.task_id} has no tests/: the kubernetes backend needs tests/test.sh",
-                            field="tests/test.sh")
+            raise UserError(
+                f"task {launch.task_id} has no tests/: the kubernetes backend needs tests/test.sh",
+                field="tests/test.sh",
+            )
         image = launch.task.docker_image or built_image_ref(launch.task_id, launch.task.path)
         if not image:
-            raise UserError(f"task {launch.task_id} has no docker_image and no environment/Dockerfile; set one "
-                            "or the experiment's image", field="image")
+            raise UserError(
+                f"task {launch.task_id} has no docker_image and no environment/Dockerfile; set one "
+                "or the experiment's image",
+                field="image",
+            )
         t = _Try(launch=launch, body={}, submitted_at=self.clock())
         with self._lock:
             self._tries[launch.name] = t
         if launch.placement == "limit-aware":
             t.extended = self._limit_resource(launch)
             if t.extended is None:  # the CLI refuses this before the run (check_fit); a controller run lands here
-                why = (f"nodes cannot be read ({self.nodes.forbidden})" if self.nodes.forbidden else
-                       f"no candidate node advertises {limit_resource.RESOURCE} (an admin runs "
-                       f"`{limit_resource.ADVERTISE_COMMAND}`)")
+                why = (
+                    f"nodes cannot be read ({self.nodes.forbidden})"
+                    if self.nodes.forbidden
+                    else f"no candidate node advertises {limit_resource.RESOURCE} (an admin runs "
+                    f"`{limit_resource.ADVERTISE_COMMAND}`)"
+                )
                 t.result = self._api_error_facts(
-                    t, f"placement limit-aware: a try without a memory limit requests the largest amount of "
-                    f"{limit_resource.RESOURCE} a candidate node advertises, but {why}", InfraReason.SPAWN_FAILED)
+                    t,
+                    f"placement limit-aware: a try without a memory limit requests the largest amount of "
+                    f"{limit_resource.RESOURCE} a candidate node advertises, but {why}",
+                    InfraReason.SPAWN_FAILED,
+                )
                 return self._handle(launch)
         try:
             if not environment_network(launch):
                 self._network_policy()
             bundle = self._bundle(launch)
-            body = pod_mod.build(launch, self.options, bundle, image, self._secret(launch), t.extended,
-                                 self._agent_files(launch))
+            body = pod_mod.build(
+                launch, self.options, bundle, image, self._secret(launch), t.extended, self._agent_files(launch)
+            )
             if self.pod_hook:
                 body = self.pod_hook(launch, body)
             t.body = body
@@ -332,7 +379,9 @@ class KubernetesBackend:
         now = self.clock()
         status = getattr(exc, "status", None)
         body = str(getattr(exc, "body", "") or exc)
-        t.last_error = f"{status} {getattr(exc, 'reason', '')}: {body}"[:500] if status else f"{type(exc).__name__}: {exc}"[:500]
+        t.last_error = (
+            f"{status} {getattr(exc, 'reason', '')}: {body}"[:500] if status else f"{type(exc).__name__}: {exc}"[:500]
+        )
         failure = classify(exc)
         if failure is Failure.THROTTLED:
             self.stats.quota_waits += 1
@@ -343,10 +392,12 @@ class KubernetesBackend:
         if failure in (Failure.REFUSED, Failure.NOT_FOUND, Failure.GONE):
             # A refused spec (422 Invalid, an admission webhook's or Pod Security's 403): retrying
             # cannot help, and the try never started. The server's own words are the evidence.
-            t.result = self._api_error_facts(t, f"the API server refused the pod: {api_message(exc)}",
-                                             InfraReason.SPAWN_FAILED)
-            t.result.extra.api_refusal = ApiRefusal(status=status, reason=getattr(exc, "reason", None),
-                                                    message=api_message(exc))
+            t.result = self._api_error_facts(
+                t, f"the API server refused the pod: {api_message(exc)}", InfraReason.SPAWN_FAILED
+            )
+            t.result.extra.api_refusal = ApiRefusal(
+                status=status, reason=getattr(exc, "reason", None), message=api_message(exc)
+            )
             return
         self.stats.api_retries += 1
         if t.api_errors_since is None:
@@ -392,8 +443,9 @@ class KubernetesBackend:
             return None
         inf.expect(launch.name)
         with self._lock:
-            self._tries[launch.name] = _Try(launch=launch, body={}, submitted_at=self.clock(), created=True,
-                                            adopted=True)
+            self._tries[launch.name] = _Try(
+                launch=launch, body={}, submitted_at=self.clock(), created=True, adopted=True
+            )
         return self._handle(launch)
 
     def observe(self, handle: Handle) -> TrialFacts | None:
@@ -416,12 +468,15 @@ class KubernetesBackend:
         gone = inf.is_gone(t.launch.name)
         if pod is None and not gone:
             now = self.clock()
-            if now - t.submitted_at > UNSEEN_GRACE_S and (t.looked_up_at is None or now - t.looked_up_at > UNSEEN_GRACE_S):
+            if now - t.submitted_at > UNSEEN_GRACE_S and (
+                t.looked_up_at is None or now - t.looked_up_at > UNSEEN_GRACE_S
+            ):
                 t.looked_up_at = now
                 self.stats.lookups += 1
                 try:
                     pod = self.api_client.sanitize_for_serialization(
-                        self.core.read_namespaced_pod(t.launch.name, self.namespace))
+                        self.core.read_namespaced_pod(t.launch.name, self.namespace)
+                    )
                 except ApiException as exc:
                     gone = exc.status == 404
                 except Exception:  # noqa: S110 - the API server is away; look again later
@@ -429,9 +484,13 @@ class KubernetesBackend:
             if pod is None and not gone:
                 return None
         ctx = signals.Context(
-            now=self.clock(), amounts=t.launch.amounts, pending_deadline_s=self.options.pending_deadline_s,
-            pull_deadline_s=self.options.pull_deadline_s, config_deadline_s=self.options.config_deadline_s,
-            deleting=t.deleting, gone=gone and pod is None,
+            now=self.clock(),
+            amounts=t.launch.amounts,
+            pending_deadline_s=self.options.pending_deadline_s,
+            pull_deadline_s=self.options.pull_deadline_s,
+            config_deadline_s=self.options.config_deadline_s,
+            deleting=t.deleting,
+            gone=gone and pod is None,
         )
         events = inf.events_of(t.launch.name)
         obs = signals.observe(pod, events, ctx)
@@ -504,8 +563,9 @@ class KubernetesBackend:
     def _log_tail(self, name: str) -> str | None:
         self.stats.log_tails += 1
         try:
-            text = self.core.read_namespaced_pod_log(name, self.namespace, container=signals.TASK_CONTAINER,
-                                                     limit_bytes=LOG_TAIL_BYTES, _request_timeout=10)
+            text = self.core.read_namespaced_pod_log(
+                name, self.namespace, container=signals.TASK_CONTAINER, limit_bytes=LOG_TAIL_BYTES, _request_timeout=10
+            )
         except Exception as exc:  # no kubelet behind the node (kwok), or the container never started
             return f"(log unavailable: {str(exc).splitlines()[0][:200]})"
         return str(text)[-LOG_TAIL_BYTES:]
@@ -527,8 +587,9 @@ class KubernetesBackend:
         facts.extra.namespace = self.namespace
         if self.options.queue or t.gated:
             # Queue time, not run time: the try's deadlines start in the pod, after admission.
-            facts.extra.queue = QueueHold(name=self.options.queue, gated=t.gated,
-                                          gated_s=None if t.gated_s is None else round(t.gated_s, 3))
+            facts.extra.queue = QueueHold(
+                name=self.options.queue, gated=t.gated, gated_s=None if t.gated_s is None else round(t.gated_s, 3)
+            )
         return facts
 
     def _release(self, launch: Launch, delete_now: bool = False) -> None:
@@ -537,7 +598,9 @@ class KubernetesBackend:
         The result is already safe with the caller; if the API server is away, the release is
         retried from ``wait`` (a finalizer left behind would keep the pod forever).
         """
-        label = [{"op": "add", "path": f"/metadata/labels/{pod_mod.HARVESTED_LABEL.replace('/', '~1')}", "value": "true"}]
+        label = [
+            {"op": "add", "path": f"/metadata/labels/{pod_mod.HARVESTED_LABEL.replace('/', '~1')}", "value": "true"}
+        ]
         try:
             self._release_finalizer(launch.name, label, known=self._cached_pod(launch))
         except API_ERRORS as exc:
@@ -560,17 +623,22 @@ class KubernetesBackend:
             inf = self._informers.get(label_value(launch.run_id))
         return inf.pod(launch.name) if inf is not None else None
 
-    def _release_finalizer(self, name: str, also: list[dict[str, Any]] | None = None,
-                           known: dict[str, Any] | None = None) -> bool:
+    def _release_finalizer(
+        self, name: str, also: list[dict[str, Any]] | None = None, known: dict[str, Any] | None = None
+    ) -> bool:
         """Remove headroom's finalizer from the pod, and only it (other controllers' stay: Kueue's)."""
+
         def read() -> dict[str, Any]:
             resp = self.core.read_namespaced_pod(name, self.namespace, _preload_content=False)
             return dict(json.loads(resp.data))  # type: ignore[attr-defined]  # _preload_content=False: the raw response
 
-        return finalizers.release(pod_mod.FINALIZER, read,
-                                  lambda ops: _drain(self.core.patch_namespaced_pod(name, self.namespace, ops,
-                                                                                    _preload_content=False)),
-                                  known=known, also=also)
+        return finalizers.release(
+            pod_mod.FINALIZER,
+            read,
+            lambda ops: _drain(self.core.patch_namespaced_pod(name, self.namespace, ops, _preload_content=False)),
+            known=known,
+            also=also,
+        )
 
     def _delete(self, name: str) -> None:
         try:
@@ -612,16 +680,25 @@ class KubernetesBackend:
                 runs, self._to_delete = self._to_delete, set()
             for run_label in runs:
                 try:
-                    _drain(self.core.delete_collection_namespaced_pod(
-                        self.namespace, label_selector=f"{RUN_LABEL}={run_label},{pod_mod.HARVESTED_LABEL}=true",
-                        grace_period_seconds=0, _preload_content=False))
+                    _drain(
+                        self.core.delete_collection_namespaced_pod(
+                            self.namespace,
+                            label_selector=f"{RUN_LABEL}={run_label},{pod_mod.HARVESTED_LABEL}=true",
+                            grace_period_seconds=0,
+                            _preload_content=False,
+                        )
+                    )
                 except Exception as exc:  # the API server is away, or refuses: next time
                     if classify(exc) is Failure.REFUSED and not self._sweep_refused:
                         # Said once: a Role without deletecollection on pods (the chart's lacked it) left
                         # every harvested pod in place, running ones holding their requests, unseen.
                         self._sweep_refused = True
-                        log.warning("kubernetes backend: harvested pods cannot be deleted (%s): grant "
-                                    "deletecollection on pods in namespace %s", api_message(exc), self.namespace)
+                        log.warning(
+                            "kubernetes backend: harvested pods cannot be deleted (%s): grant "
+                            "deletecollection on pods in namespace %s",
+                            api_message(exc),
+                            self.namespace,
+                        )
                     with self._lock:
                         self._to_delete.add(run_label)
 
@@ -673,12 +750,17 @@ class KubernetesBackend:
         if not rooms:
             self._fit_check = {"checked": False, "why": f"no {where} yet (an autoscaler may add one)"}
             return
-        self._fit_check = {"checked": True, "candidate_nodes": len(rooms), "node_selector": selector,
-                           "largest_cpus": max(r.cpus for r in rooms),
-                           "largest_memory_bytes": max(r.memory_bytes for r in rooms)}
+        self._fit_check = {
+            "checked": True,
+            "candidate_nodes": len(rooms),
+            "node_selector": selector,
+            "largest_cpus": max(r.cpus for r in rooms),
+            "largest_memory_bytes": max(r.memory_bytes for r in rooms),
+        }
         if placement == "limit-aware":
             self._fit_check["largest_advertised_mib"] = max(
-                (r.advertised_mib for r in rooms if r.advertised_mib is not None), default=None)
+                (r.advertised_mib for r in rooms if r.advertised_mib is not None), default=None
+            )
         problem = fit.refusal([fit.Need(*n) for n in needs], rooms, where)
         if problem is None and placement == "limit-aware":
             problem = fit.limit_refusal([fit.Need(*n) for n in needs], rooms, where)
@@ -706,8 +788,10 @@ class KubernetesBackend:
             try:
                 live, stale = runlease.live_runs(self.api_client, self.namespace, self.clock())
             except ApiException as exc:
-                report.kept.append(f"everything: the run Leases are not readable ({exc.status} {exc.reason}), so a "
-                                   "live run cannot be told from a dead one (--force removes anyway)")
+                report.kept.append(
+                    f"everything: the run Leases are not readable ({exc.status} {exc.reason}), so a "
+                    "live run cannot be told from a dead one (--force removes anyway)"
+                )
                 return report
         elif run_id is None:  # --force: every run Lease goes with its run
             stale = self._run_lease_names(client.CoordinationV1Api(self.api_client))
@@ -741,11 +825,15 @@ class KubernetesBackend:
             self.core.delete_namespaced_secret(meta.name, self.namespace)
             report.removed.append(f"secret/{meta.name}")
         for run_label, holder in sorted(live.items()):
-            report.kept.append(f"run {run_label}: still executing (its Lease is renewed by {holder}); "
-                               f"left {len(skipped.get(run_label, []))} objects alone (--force removes them)")
+            report.kept.append(
+                f"run {run_label}: still executing (its Lease is renewed by {holder}); "
+                f"left {len(skipped.get(run_label, []))} objects alone (--force removes them)"
+            )
         if controller_owned:
-            report.kept.append(f"{len(controller_owned)} pods owned by the controller's Trials: the controller "
-                               "removes them (--force removes them)")
+            report.kept.append(
+                f"{len(controller_owned)} pods owned by the controller's Trials: the controller "
+                "removes them (--force removes them)"
+            )
         if run_id is None:
             configmaps = self.core.list_namespaced_config_map(self.namespace, label_selector=selector).items
             if live or controller_owned:  # shared by content digest: a live run may still mount any of them
@@ -770,7 +858,8 @@ class KubernetesBackend:
     def _run_lease_names(self, coordination: Any) -> list[str]:
         try:
             items = coordination.list_namespaced_lease(
-                self.namespace, label_selector=f"app.kubernetes.io/managed-by=headroom,{runlease.KIND_LABEL}=run").items
+                self.namespace, label_selector=f"app.kubernetes.io/managed-by=headroom,{runlease.KIND_LABEL}=run"
+            ).items
         except ApiException:
             return []
         return [lease.metadata.name for lease in items]
@@ -787,18 +876,26 @@ class KubernetesBackend:
         f["capabilities"] = self.capabilities.model_dump(mode="json")
         f["options"] = self.options.model_dump(mode="json")
         f["fit_check"] = dict(self._fit_check)
-        f["pod_security"] = {"profile": "baseline" if self.options.run_as_root else "restricted",
-                             "run_as_root": self.options.run_as_root, "namespace_labels": f.get("pod_security")}
+        f["pod_security"] = {
+            "profile": "baseline" if self.options.run_as_root else "restricted",
+            "run_as_root": self.options.run_as_root,
+            "namespace_labels": f.get("pod_security"),
+        }
         return f
 
     def request_report(self) -> dict[str, Any]:
         """API requests so far, by kind, and per harvested try."""
         total = self.requests.total
-        return {"total": total, "by_kind": self.requests.snapshot(), "harvested": self.stats.harvested,
-                "per_trial": total / self.stats.harvested if self.stats.harvested else None,
-                "mean_latency_s": {k: v / self._latency["n"] for k, v in self._latency.items() if k != "n"}
-                if self._latency["n"] else {},
-                "informers": {k: v.stats() for k, v in self._informers.items()}}
+        return {
+            "total": total,
+            "by_kind": self.requests.snapshot(),
+            "harvested": self.stats.harvested,
+            "per_trial": total / self.stats.harvested if self.stats.harvested else None,
+            "mean_latency_s": {k: v / self._latency["n"] for k, v in self._latency.items() if k != "n"}
+            if self._latency["n"]
+            else {},
+            "informers": {k: v.stats() for k, v in self._informers.items()},
+        }
 
     def threads(self) -> list[threading.Thread]:
         """Every thread this backend started (watches, lease renewal, API workers)."""

@@ -54,8 +54,9 @@ def collect(api_client: Any, options: KubernetesOptions) -> dict[str, Any]:
     except ApiException as exc:
         out["nodes"] = _forbidden(exc)
     try:  # whether each trial's overcommit record can count the other workloads on its node (node_pods.py)
-        core.list_pod_for_all_namespaces(limit=1, field_selector=FIELD_SELECTOR, _preload_content=False,
-                                         _request_timeout=30)
+        core.list_pod_for_all_namespaces(
+            limit=1, field_selector=FIELD_SELECTOR, _preload_content=False, _request_timeout=30
+        )
         out["other_workloads"] = "counted"
     except ApiException as exc:
         out["other_workloads"] = _forbidden(exc)
@@ -69,19 +70,28 @@ def collect(api_client: Any, options: KubernetesOptions) -> dict[str, Any]:
     try:
         out["resource_quotas"] = [
             {"name": q.metadata.name, "hard": dict(q.spec.hard or {})}  # type: ignore[union-attr]  # listed objects always carry metadata and spec
-            for q in core.list_namespaced_resource_quota(options.namespace).items]
+            for q in core.list_namespaced_resource_quota(options.namespace).items
+        ]
     except ApiException as exc:
         out["resource_quotas"] = _forbidden(exc)
     try:
         out["limit_ranges"] = [
-            {"name": lr.metadata.name, "limits": [api_client.sanitize_for_serialization(i) for i in lr.spec.limits or []]}  # type: ignore[union-attr]  # listed objects always carry metadata and spec
-            for lr in core.list_namespaced_limit_range(options.namespace).items]
+            {
+                # listed objects always carry metadata and spec
+                "name": lr.metadata.name,  # type: ignore[union-attr]
+                "limits": [api_client.sanitize_for_serialization(i) for i in lr.spec.limits or []],  # type: ignore[union-attr]
+            }
+            for lr in core.list_namespaced_limit_range(options.namespace).items
+        ]
     except ApiException as exc:
         out["limit_ranges"] = _forbidden(exc)
     try:
         ns = core.read_namespace(options.namespace)
-        out["pod_security"] = {k: v for k, v in (ns.metadata.labels or {}).items()  # type: ignore[union-attr]  # a read namespace has metadata
-                               if k.startswith("pod-security.kubernetes.io/")}
+        out["pod_security"] = {
+            k: v
+            for k, v in (ns.metadata.labels or {}).items()  # type: ignore[union-attr]  # a read namespace has metadata
+            if k.startswith("pod-security.kubernetes.io/")
+        }
     except ApiException as exc:
         out["pod_security"] = _forbidden(exc)
     return out

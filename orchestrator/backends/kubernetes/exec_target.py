@@ -38,8 +38,10 @@ READY = f"{RUN_DIR}/agent.ready"
 #: Written by the host when its agent has ended (``exit N``, ``timeout`` or ``spawn_error``): the runner moves on.
 DONE = f"{RUN_DIR}/agent.done"
 #: The runner's variables an agent step never sees (runner.sh's HIDDEN).
-HIDDEN = ("HR_AGENT_ENV HR_VERIFIER_ENV HR_TESTS_MANIFEST HR_AGENT_SCRIPT HR_AGENT_SHELL HR_VERIFIER_SCRIPT "
-          "HR_SETUP_ENV HR_SETUP_SCRIPT HR_SETUP_SHELL HR_SAN_SCRIPT HR_SECRET_NAMES HR_VERIFIER_ONLY")
+HIDDEN = (
+    "HR_AGENT_ENV HR_VERIFIER_ENV HR_TESTS_MANIFEST HR_AGENT_SCRIPT HR_AGENT_SHELL HR_VERIFIER_SCRIPT "
+    "HR_SETUP_ENV HR_SETUP_SCRIPT HR_SETUP_SHELL HR_SAN_SCRIPT HR_SECRET_NAMES HR_VERIFIER_ONLY"
+)
 REFUSED = 125
 #: What the wrapper writes on stderr, then exits REFUSED, when the channel (not the command) failed.
 REFUSAL = "headroom-exec-refused: "
@@ -75,36 +77,74 @@ def exports(env: Mapping[str, str]) -> str:
 class PodExec:
     """Run commands in ``pod``'s ``container`` through ``pods/exec``; ``default_cwd`` for a request without one."""
 
-    def __init__(self, api_client: Any, namespace: str, pod: str, *, container: str,
-                 default_cwd: str | None = None) -> None:
+    def __init__(
+        self, api_client: Any, namespace: str, pod: str, *, container: str, default_cwd: str | None = None
+    ) -> None:
         self.api_client = api_client
         self.namespace = namespace
         self.pod = pod
         self.container = container
         self.default_cwd = default_cwd
 
-    def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-            stdin: bytes | None = None, timeout_s: float | None = None, user: str | None = None) -> ExecResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
         if user:
             return ExecResult(exit_code=None, error="pods/exec runs as the container's own user: no --user on Pods")
         timeout = max(1, int(timeout_s or 3600))
-        command = ["sh", "-c", WRAPPER, "headroom-exec", cwd or self.default_cwd or "", str(timeout),
-                   exports(env or {}), *argv]
+        command = [
+            "sh",
+            "-c",
+            WRAPPER,
+            "headroom-exec",
+            cwd or self.default_cwd or "",
+            str(timeout),
+            exports(env or {}),
+            *argv,
+        ]
         t0 = time.monotonic()
         try:
             # The wrapper's own timeout ends the command; the websocket's is a backstop for a lost connection.
-            r = exec_in_pod(self.api_client, self.namespace, self.pod, command, container=self.container,
-                            stdin=stdin, timeout=timeout + 30)
+            r = exec_in_pod(
+                self.api_client,
+                self.namespace,
+                self.pod,
+                command,
+                container=self.container,
+                stdin=stdin,
+                timeout=timeout + 30,
+            )
         except Exception as exc:  # noqa: BLE001 -- the pod is gone or the API refused: the channel failed
-            return ExecResult(exit_code=None, duration_s=time.monotonic() - t0,
-                              error=f"pods/exec: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}")
+            return ExecResult(
+                exit_code=None,
+                duration_s=time.monotonic() - t0,
+                error=f"pods/exec: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}",
+            )
         elapsed = time.monotonic() - t0
         if r.exit_code is None:
-            return ExecResult(exit_code=None, timed_out=True, duration_s=elapsed,
-                              error="pods/exec: no exit status before the timeout (the connection was lost)")
+            return ExecResult(
+                exit_code=None,
+                timed_out=True,
+                duration_s=elapsed,
+                error="pods/exec: no exit status before the timeout (the connection was lost)",
+            )
         if r.exit_code == REFUSED and r.stderr.startswith(REFUSAL):
-            return ExecResult(exit_code=None, duration_s=elapsed, error=r.stderr[len(REFUSAL):].strip())
+            return ExecResult(exit_code=None, duration_s=elapsed, error=r.stderr[len(REFUSAL) :].strip())
         out, err = r.stdout.encode(), r.stderr.encode()
         timed_out = r.exit_code in (124, 137) and elapsed >= timeout
-        return ExecResult(exit_code=None if timed_out else r.exit_code, stdout=out[:MAX_OUTPUT], stderr=err[:MAX_OUTPUT],
-                          timed_out=timed_out, duration_s=elapsed, stdout_bytes=len(out), stderr_bytes=len(err))
+        return ExecResult(
+            exit_code=None if timed_out else r.exit_code,
+            stdout=out[:MAX_OUTPUT],
+            stderr=err[:MAX_OUTPUT],
+            timed_out=timed_out,
+            duration_s=elapsed,
+            stdout_bytes=len(out),
+            stderr_bytes=len(err),
+        )

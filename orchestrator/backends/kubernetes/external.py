@@ -70,8 +70,14 @@ class PodAgent:
         pod = self.launch.name
         setup = self.launch.agent_setup.timeout_s if self.launch.agent_setup is not None else 0.0
         try:
-            r = exec_in_pod(self.api_client, self.namespace, pod, ["sh", "-c", _WAIT_READY], container=TASK_CONTAINER,
-                            timeout=setup + EXTERNAL_START_SLACK_S + 60)
+            r = exec_in_pod(
+                self.api_client,
+                self.namespace,
+                pod,
+                ["sh", "-c", _WAIT_READY],
+                container=TASK_CONTAINER,
+                timeout=setup + EXTERNAL_START_SLACK_S + 60,
+            )
         except Exception as exc:  # noqa: BLE001 -- the pod ended (setup failed) or the API refused
             self.problem = f"the runner's agent phase could not be reached: {type(exc).__name__}: {exc}"[:500]
             return
@@ -80,16 +86,34 @@ class PodAgent:
             return
         workdir = r.stdout.strip() or "/"
         target = PodExec(self.api_client, self.namespace, pod, container=TASK_CONTAINER, default_cwd=workdir)
-        run = run_external(self.launch, target, host_dir=self.spool, logs_dir=self.logs, workdir_inside=workdir,
-                           task_dir_inside=cc.TASK_DIR, exec_env={}, on_spawn=self._spawned)
+        run = run_external(
+            self.launch,
+            target,
+            host_dir=self.spool,
+            logs_dir=self.logs,
+            workdir_inside=workdir,
+            task_dir_inside=cc.TASK_DIR,
+            exec_env={},
+            on_spawn=self._spawned,
+        )
         self.facts, self.exec_log, self.execs = run.agent, run.exec_log, run.execs
-        how = ("timeout" if run.agent.timed_out else "spawn_error" if run.agent.spawn_error
-               else f"exit {run.agent.exit_code if run.agent.exit_code is not None else -1}")
+        how = (
+            "timeout"
+            if run.agent.timed_out
+            else "spawn_error"
+            if run.agent.spawn_error
+            else f"exit {run.agent.exit_code if run.agent.exit_code is not None else -1}"
+        )
         for _ in range(3):  # the runner waits for this word until its own deadline: try again on a lost connection
             try:
-                done = exec_in_pod(self.api_client, self.namespace, pod,
-                                   ["sh", "-c", f'printf "%s\\n" "$1" > {DONE}', "headroom-done", how],
-                                   container=TASK_CONTAINER, timeout=60)
+                done = exec_in_pod(
+                    self.api_client,
+                    self.namespace,
+                    pod,
+                    ["sh", "-c", f'printf "%s\\n" "$1" > {DONE}', "headroom-done", how],
+                    container=TASK_CONTAINER,
+                    timeout=60,
+                )
                 if done.exit_code == 0:
                     return
             except Exception:  # noqa: BLE001,S112 -- retried; the runner's deadline ends the phase otherwise
@@ -115,8 +139,9 @@ class PodAgent:
         """The host's agent facts in the try's facts; the runner's measures of the phase (OOM kills in the
         container's cgroup) stay, and so does everything it said about the verifier and the reward."""
         runner = facts.agent
-        facts.extra.external_agent = ExternalAgent(ran_on="host", execs=self.execs, problem=self.problem,
-                                                   runner_phase=runner.model_copy() if runner else None)
+        facts.extra.external_agent = ExternalAgent(
+            ran_on="host", execs=self.execs, problem=self.problem, runner_phase=runner.model_copy() if runner else None
+        )
         if self.facts is None:
             if runner is not None:
                 runner.spawn_error = runner.spawn_error or self.problem or "the external agent did not run"

@@ -44,10 +44,12 @@ class NodeRoom:
 
 def node_room(node: dict[str, Any]) -> NodeRoom:
     alloc = (node.get("status") or {}).get("allocatable") or {}
-    return NodeRoom(name=(node.get("metadata") or {}).get("name", "?"),
-                    cpus=float(parse_quantity(alloc.get("cpu", "0"))),
-                    memory_bytes=int(parse_quantity(alloc.get("memory", "0"))),
-                    advertised_mib=limit_resource.advertised_mib(node))
+    return NodeRoom(
+        name=(node.get("metadata") or {}).get("name", "?"),
+        cpus=float(parse_quantity(alloc.get("cpu", "0"))),
+        memory_bytes=int(parse_quantity(alloc.get("memory", "0"))),
+        advertised_mib=limit_resource.advertised_mib(node),
+    )
 
 
 def pod_request(a: ResourceAmounts) -> tuple[float, int]:
@@ -73,14 +75,20 @@ def refusal(needs: Iterable[Need], nodes: list[NodeRoom], where: str) -> str | N
         big_mem = max(nodes, key=lambda n: n.memory_bytes)
         big_cpu = max(nodes, key=lambda n: n.cpus)
         if mem > big_mem.memory_bytes:
-            why = (f"a memory request of {_mem(mem)} but the largest candidate node ({big_mem.name}) has "
-                   f"{_mem(big_mem.memory_bytes)} allocatable")
+            why = (
+                f"a memory request of {_mem(mem)} but the largest candidate node ({big_mem.name}) has "
+                f"{_mem(big_mem.memory_bytes)} allocatable"
+            )
         elif cpu > big_cpu.cpus:
-            why = (f"a cpu request of {cpu:g} but the largest candidate node ({big_cpu.name}) has "
-                   f"{big_cpu.cpus:g} allocatable")
+            why = (
+                f"a cpu request of {cpu:g} but the largest candidate node ({big_cpu.name}) has "
+                f"{big_cpu.cpus:g} allocatable"
+            )
         else:
-            why = (f"{cpu:g} cpu and {_mem(mem)} memory requested but no candidate node has both "
-                   f"(largest: {big_cpu.name} {big_cpu.cpus:g} cpu, {big_mem.name} {_mem(big_mem.memory_bytes)})")
+            why = (
+                f"{cpu:g} cpu and {_mem(mem)} memory requested but no candidate node has both "
+                f"(largest: {big_cpu.name} {big_cpu.cpus:g} cpu, {big_mem.name} {_mem(big_mem.memory_bytes)})"
+            )
         bad.append(f"task {need.task_id} ({need.config_label}) needs {why}")
     if not bad:
         return None
@@ -95,8 +103,10 @@ def limit_refusal(needs: Iterable[Need], nodes: list[NodeRoom], where: str) -> s
         return None
     advertised = [n for n in nodes if n.advertised_mib is not None]
     if not advertised:
-        return (f"placement limit-aware: no {where} advertises {limit_resource.RESOURCE}; an admin runs "
-                f"`{limit_resource.ADVERTISE_COMMAND}` first (see docs/resource-specs.md)")
+        return (
+            f"placement limit-aware: no {where} advertises {limit_resource.RESOURCE}; an admin runs "
+            f"`{limit_resource.ADVERTISE_COMMAND}` first (see docs/resource-specs.md)"
+        )
     largest = max(advertised, key=lambda n: n.advertised_mib or 0)
     bad: list[str] = []
     for need in needs:
@@ -105,8 +115,10 @@ def limit_refusal(needs: Iterable[Need], nodes: list[NodeRoom], where: str) -> s
             continue  # requests the largest advertised amount: runs alone on such a node
         mib = limit_resource.pod_limit_mib(limit)
         if mib > (largest.advertised_mib or 0):
-            bad.append(f"task {need.task_id} ({need.config_label}) has a pod memory limit of {mib} MiB but the "
-                       f"largest {limit_resource.RESOURCE} advertised ({largest.name}) is {largest.advertised_mib}")
+            bad.append(
+                f"task {need.task_id} ({need.config_label}) has a pod memory limit of {mib} MiB but the "
+                f"largest {limit_resource.RESOURCE} advertised ({largest.name}) is {largest.advertised_mib}"
+            )
     if not bad:
         return None
     more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""

@@ -65,13 +65,18 @@ def advertise_patch(node: dict[str, Any], mib: int) -> list[dict[str, Any]]:
 def remove_patch(node: dict[str, Any]) -> list[dict[str, Any]]:
     """JSON patch taking the resource off again (only where it is: a JSON-patch remove of nothing fails)."""
     status = node.get("status") or {}
-    return [{"op": "remove", "path": f"/status/{part}/{POINTER}"} for part in ("capacity", "allocatable")
-            if RESOURCE in (status.get(part) or {})]
+    return [
+        {"op": "remove", "path": f"/status/{part}/{POINTER}"}
+        for part in ("capacity", "allocatable")
+        if RESOURCE in (status.get(part) or {})
+    ]
 
 
 def held_mib(pod: dict[str, Any]) -> int | None:
     """How much of the resource a pod holds (its containers' requests), or None when it holds none."""
-    held = [((c.get("resources") or {}).get("requests") or {}).get(RESOURCE)
-            for c in (pod.get("spec") or {}).get("containers") or []]
+    held = [
+        ((c.get("resources") or {}).get("requests") or {}).get(RESOURCE)
+        for c in (pod.get("spec") or {}).get("containers") or []
+    ]
     amounts = [int(parse_quantity(v)) for v in held if v is not None]
     return sum(amounts) if amounts else None

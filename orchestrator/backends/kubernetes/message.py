@@ -61,8 +61,12 @@ class RunnerReport:
         timed_out = self.fields.get(f"{name}_timeout") == "1"
         signal = exit_code - 128 if exit_code > 128 else None
         return StepFacts(
-            name=name, exit_code=None if signal else exit_code, signal=signal, timed_out=timed_out,
-            oom_kills=oom, oom_evidence=f"container memory cgroup oom_kill {oom0} -> {oom1}" if oom else None,
+            name=name,
+            exit_code=None if signal else exit_code,
+            signal=signal,
+            timed_out=timed_out,
+            oom_kills=oom,
+            oom_evidence=f"container memory cgroup oom_kill {oom0} -> {oom1}" if oom else None,
             duration_s=cs / 100.0,
         )
 
@@ -107,7 +111,10 @@ class RunnerReport:
         name = self.fields.get("reward_file")
         if name is None:
             skipped = self.fields.get("verifier_skipped")
-            return None, f"missing: verifier not run ({skipped})" if skipped else "missing: no reward.txt or reward.json"
+            return (
+                None,
+                f"missing: verifier not run ({skipped})" if skipped else "missing: no reward.txt or reward.json",
+            )
         if name not in REWARD_FILES:
             return None, "malformed: the runner message names no known reward file"
         size = self._int("reward_size") or 0

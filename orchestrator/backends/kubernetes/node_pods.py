@@ -59,8 +59,9 @@ def container_limit(c: dict[str, Any]) -> int | None:
 
 def alive(pod: dict[str, Any]) -> bool:
     """Neither ended nor being deleted: it still holds what it was given."""
-    return ((pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-            and not (pod.get("metadata") or {}).get("deletionTimestamp"))
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and not (
+        pod.get("metadata") or {}
+    ).get("deletionTimestamp")
 
 
 def held(pod: dict[str, Any]) -> Held | None:
@@ -122,8 +123,14 @@ class NodePods:
         with self._lock:
             if self._stream is not None:
                 return
-            self._stream = ListWatch("node-pods", self._list, {"field_selector": FIELD_SELECTOR},
-                                     on_list=self._listed, on_event=self._event, stop=self._stop)
+            self._stream = ListWatch(
+                "node-pods",
+                self._list,
+                {"field_selector": FIELD_SELECTOR},
+                on_list=self._listed,
+                on_event=self._event,
+                stop=self._stop,
+            )
             stream = self._stream
         stream.thread.start()
 

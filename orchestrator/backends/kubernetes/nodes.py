@@ -83,8 +83,12 @@ def _setup(node: dict[str, Any]) -> tuple[str, ...]:
     """What decides whether limits bite on a node: its kernel, runtime, kubelet and machine type."""
     info = (node.get("status") or {}).get("nodeInfo") or {}
     labels = (node.get("metadata") or {}).get("labels") or {}
-    return (info.get("kernelVersion", ""), info.get("containerRuntimeVersion", ""), info.get("kubeletVersion", ""),
-            labels.get("node.kubernetes.io/instance-type", ""))
+    return (
+        info.get("kernelVersion", ""),
+        info.get("containerRuntimeVersion", ""),
+        info.get("kubeletVersion", ""),
+        labels.get("node.kubernetes.io/instance-type", ""),
+    )
 
 
 def why_not(node: dict[str, Any], tolerations: list[dict[str, Any]]) -> str | None:
@@ -99,8 +103,9 @@ def why_not(node: dict[str, Any], tolerations: list[dict[str, Any]]) -> str | No
     return None
 
 
-def choose(nodes: list[dict[str, Any]], tolerations: list[dict[str, Any]],
-           cap: int) -> tuple[list[str], list[dict[str, str]]]:
+def choose(
+    nodes: list[dict[str, Any]], tolerations: list[dict[str, Any]], cap: int
+) -> tuple[list[str], list[dict[str, str]]]:
     """(nodes to check, [{target, reason}] left out); one node of each setup first, then by name."""
     usable: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
@@ -117,15 +122,24 @@ def choose(nodes: list[dict[str, Any]], tolerations: list[dict[str, Any]],
     chosen = ordered[:cap]
     checked_setups = {_setup(n) for n in chosen}
     for n in ordered[cap:]:
-        same = " (same kernel, runtime, kubelet and instance type as a checked node)" if _setup(n) in checked_setups else ""
+        same = (
+            " (same kernel, runtime, kubelet and instance type as a checked node)"
+            if _setup(n) in checked_setups
+            else ""
+        )
         skipped.append({"target": n["metadata"]["name"], "reason": f"over canary_max_nodes={cap}{same}"})
     return [n["metadata"]["name"] for n in chosen], skipped
 
 
 def pin(body: dict[str, Any], node: str) -> dict[str, Any]:
     """Require the pod to run on ``node`` (through the scheduler, not ``nodeName``: taints still apply)."""
-    body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+    body["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+            }
+        }
+    }
     return body
 
 
@@ -177,8 +191,14 @@ class Nodes:
         with self._lock:
             if self._stream is None:
                 selector = ",".join(f"{k}={v}" for k, v in self.options.node_selector.items())
-                self._stream = ListWatch("nodes", self._list_nodes, {"label_selector": selector} if selector else {},
-                                         on_list=self._listed, on_event=self._event, stop=self._stop)
+                self._stream = ListWatch(
+                    "nodes",
+                    self._list_nodes,
+                    {"label_selector": selector} if selector else {},
+                    on_list=self._listed,
+                    on_event=self._event,
+                    stop=self._stop,
+                )
                 self._stream.thread.start()
                 self.pods.start()
             stream = self._stream
@@ -222,11 +242,13 @@ class Nodes:
 
     def pinning(self, hook: PodHook | None) -> PodHook | None:
         """The backend's pod hook with canary tries pinned to their node first."""
+
         def apply(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:
             node = self._by_label.get(launch.labels.get(CANARY_NODE_LABEL, ""))
             if node is not None:
                 body = pin(body, node)
             return hook(launch, body) if hook else body
+
         return apply
 
     # -- overcommit per try ---------------------------------------------------------------
@@ -239,16 +261,24 @@ class Nodes:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if not node_name or name in self._placements or not alive(pod):
             return  # not bound yet, already recorded, or ended (a harvested pod's last events, a relist)
-        beside = [p for n, p in pods.items() if n != name and alive(p)
-                  and (p.get("spec") or {}).get("nodeName") == node_name]
+        beside = [
+            p for n, p in pods.items() if n != name and alive(p) and (p.get("spec") or {}).get("nodeName") == node_name
+        ]
         limits = [memory_limit(p) for p in beside]
         own = memory_limit(pod)
         total = (own or 0) + sum(lim or 0 for lim in limits)
         placement = "limit-aware" if limit_resource.held_mib(pod) is not None else "default"
         run = ((pod.get("metadata") or {}).get("labels") or {}).get(RUN_LABEL, "")
-        record = {"scope": "node", "node": node_name, "placement": placement, "concurrent_limit_bytes_max": total,
-                  "concurrent_tries_max": 1 + len(beside), "unbounded_in_flight": any(lim is None for lim in limits),
-                  "_run": run, "_run_limit_bytes": total}
+        record = {
+            "scope": "node",
+            "node": node_name,
+            "placement": placement,
+            "concurrent_limit_bytes_max": total,
+            "concurrent_tries_max": 1 + len(beside),
+            "unbounded_in_flight": any(lim is None for lim in limits),
+            "_run": run,
+            "_run_limit_bytes": total,
+        }
         self._placements[name] = self._with_others(self._with_node(record, "scheduling"), "scheduling")
         while len(self._placements) > MAX_PLACEMENTS:  # records of cancelled tries are never read
             self._placements.pop(next(iter(self._placements)))
@@ -260,22 +290,35 @@ class Nodes:
             return record
         alloc = ((node.get("status") or {}).get("allocatable") or {}).get("memory")
         capacity = int(parse_quantity(alloc)) if alloc else None
-        record.update(capacity_bytes=capacity, node_memory_pressure=_condition(node, "MemoryPressure"),
-                      ratio_max=record["concurrent_limit_bytes_max"] / capacity if capacity else None, node_read_at=when)
+        record.update(
+            capacity_bytes=capacity,
+            node_memory_pressure=_condition(node, "MemoryPressure"),
+            ratio_max=record["concurrent_limit_bytes_max"] / capacity if capacity else None,
+            node_read_at=when,
+        )
         return record
 
     def _with_others(self, record: dict[str, Any], when: str) -> dict[str, Any]:
         """Add the other workloads on the node, once the cluster-wide pod watch has them (else left for later)."""
         if self.pods.forbidden is not None:
-            record.update(limits_counted=RUN_ONLY.format(why=f"pods cluster-wide: {self.pods.forbidden}"),
-                          other_pods=None, other_limit_bytes=None, other_pods_without_limit=None)
+            record.update(
+                limits_counted=RUN_ONLY.format(why=f"pods cluster-wide: {self.pods.forbidden}"),
+                other_pods=None,
+                other_limit_bytes=None,
+                other_pods_without_limit=None,
+            )
         elif self.pods.synced:
             others = self.pods.beside(record["node"], record["_run"])
             total = record["_run_limit_bytes"] + others.limit_bytes
-            record.update(limits_counted=ALL_COUNTED, others_read_at=when, other_pods=others.pods,
-                          other_limit_bytes=others.limit_bytes, other_pods_without_limit=others.without_limit,
-                          concurrent_limit_bytes_max=total,
-                          ratio_max=total / record["capacity_bytes"] if record.get("capacity_bytes") else None)
+            record.update(
+                limits_counted=ALL_COUNTED,
+                others_read_at=when,
+                other_pods=others.pods,
+                other_limit_bytes=others.limit_bytes,
+                other_pods_without_limit=others.without_limit,
+                concurrent_limit_bytes_max=total,
+                ratio_max=total / record["capacity_bytes"] if record.get("capacity_bytes") else None,
+            )
         return record
 
     def overcommit(self, name: str) -> Overcommit | None:
@@ -295,8 +338,12 @@ class Nodes:
             record = self._with_others(record, "harvest")
         if record.get("limits_counted") is None:  # the pod watch never listed (the API refused or failed)
             why = self.pods.last_error or "the cluster-wide pod watch had not listed yet"
-            record.update(limits_counted=RUN_ONLY.format(why=why), other_pods=None, other_limit_bytes=None,
-                          other_pods_without_limit=None)
+            record.update(
+                limits_counted=RUN_ONLY.format(why=why),
+                other_pods=None,
+                other_limit_bytes=None,
+                other_pods_without_limit=None,
+            )
         record.pop("_run", None)
         record.pop("_run_limit_bytes", None)
         return Overcommit.model_validate(record)

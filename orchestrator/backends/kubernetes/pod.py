@@ -58,10 +58,13 @@ def _cpu(value: float) -> str:
 def resources(launch: Launch, extended: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
     """Requests and limits of the task container; ``extended`` resources are both (Kubernetes needs them equal)."""
     a = launch.amounts
-    out: dict[str, dict[str, str]] = {"requests": {
-        "cpu": _cpu(a.request_cpus), "memory": str(a.request_memory_bytes),
-        "ephemeral-storage": str(launch.request_storage_bytes),
-    }}
+    out: dict[str, dict[str, str]] = {
+        "requests": {
+            "cpu": _cpu(a.request_cpus),
+            "memory": str(a.request_memory_bytes),
+            "ephemeral-storage": str(launch.request_storage_bytes),
+        }
+    }
     limits: dict[str, str] = {}
     if a.limit_cpus is not None:
         limits["cpu"] = _cpu(a.limit_cpus)
@@ -82,8 +85,10 @@ def env_script(env: dict[str, str]) -> str:
 
 
 def _step_env(step: StepLaunch, prefix: str, extra: dict[str, str] | None = None) -> list[dict[str, str]]:
-    env = [{"name": f"HR_{prefix}_ENV", "value": env_script({**step.env, **(extra or {})})},
-           {"name": f"HR_{prefix}_TIMEOUT", "value": str(max(1, math.ceil(step.timeout_s)))}]
+    env = [
+        {"name": f"HR_{prefix}_ENV", "value": env_script({**step.env, **(extra or {})})},
+        {"name": f"HR_{prefix}_TIMEOUT", "value": str(max(1, math.ceil(step.timeout_s)))},
+    ]
     if step.script is not None:
         env.append({"name": f"HR_{prefix}_SCRIPT", "value": step.script})
     else:
@@ -97,10 +102,12 @@ def _external_agent_env(launch: Launch) -> list[dict[str, str]]:
     (the contract's and the task's variables, never the gateway's key), read by exec_target.WRAPPER."""
     from orchestrator.agents.external import environment_env
 
-    return [{"name": "HR_AGENT_EXTERNAL", "value": "1"},
-            {"name": "HR_AGENT_ENV", "value": env_script(environment_env(launch))},
-            {"name": "HR_AGENT_TIMEOUT", "value": str(math.ceil(launch.agent.timeout_s + EXTERNAL_START_SLACK_S))},
-            {"name": "HR_AGENT_SHELL", "value": ""}]
+    return [
+        {"name": "HR_AGENT_EXTERNAL", "value": "1"},
+        {"name": "HR_AGENT_ENV", "value": env_script(environment_env(launch))},
+        {"name": "HR_AGENT_TIMEOUT", "value": str(math.ceil(launch.agent.timeout_s + EXTERNAL_START_SLACK_S))},
+        {"name": "HR_AGENT_SHELL", "value": ""},
+    ]
 
 
 def kubelet_literal(text: str) -> str:
@@ -139,29 +146,47 @@ def copy_task_script(task_id: str, root: str, solution: bool, fill: str = _FILL)
     return "\n".join(lines) + "\n"
 
 
-def _image_task_files(files: ImageTaskFiles, options: KubernetesOptions, solution: bool
-                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _image_task_files(
+    files: ImageTaskFiles, options: KubernetesOptions, solution: bool
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The init container that fills the task, tests-src (and solution) emptyDirs from the task-set image."""
     from orchestrator.tasks.image import ROOT
 
     names = ["task", "tests-src", *(["solution"] if solution else [])]
     container = {
-        "name": TASK_FILES_CONTAINER, "image": files.image, "imagePullPolicy": options.image_pull_policy,
+        "name": TASK_FILES_CONTAINER,
+        "image": files.image,
+        "imagePullPolicy": options.image_pull_policy,
         "command": ["/bin/sh", "-c", kubelet_literal(copy_task_script(files.task_id, ROOT, solution))],
         "resources": {"requests": dict(TASK_FILES_RESOURCES), "limits": dict(TASK_FILES_RESOURCES)},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": WARDEN_UID, "runAsGroup": WARDEN_UID,
-                            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": WARDEN_UID,
+            "runAsGroup": WARDEN_UID,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
         "volumeMounts": [{"name": n, "mountPath": f"{_FILL}/{n}"} for n in names],
     }
     return container, [{"name": n, "emptyDir": {}} for n in names]
 
 
-def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | ImageTaskFiles, image: str,
-          secret: str | None = None, extended: dict[str, str] | None = None,
-          agent: AgentFiles | None = None) -> dict[str, Any]:
-    labels = {**options.pod_labels, **launch.labels, **MANAGED_BY,
-              NETWORK_LABEL: "internet" if environment_network(launch) else "none"}
+def build(
+    launch: Launch,
+    options: KubernetesOptions,
+    bundle: TaskBundle | ImageTaskFiles,
+    image: str,
+    secret: str | None = None,
+    extended: dict[str, str] | None = None,
+    agent: AgentFiles | None = None,
+) -> dict[str, Any]:
+    labels = {
+        **options.pod_labels,
+        **launch.labels,
+        **MANAGED_BY,
+        NETWORK_LABEL: "internet" if environment_network(launch) else "none",
+    }
     if options.queue:
         labels[QUEUE_LABEL] = options.queue
     annotations = {
@@ -184,8 +209,10 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
         # An external agent's secrets stay on the host with it: the pod never gets them.
         {"name": "HR_SECRET_NAMES", "value": "" if external else " ".join(launch.agent.secret_env)},
         # The warden's handoff holds the tests too: a link into it is as good as one into /tests.
-        {"name": "HR_VERIFIER_ONLY",
-         "value": " ".join((*cc.verifier_only_paths(launch.task.include_solution), HANDOFF))},
+        {
+            "name": "HR_VERIFIER_ONLY",
+            "value": " ".join((*cc.verifier_only_paths(launch.task.include_solution), HANDOFF)),
+        },
     ]
     if not external and launch.agent.shell and (target := agent_check.target(launch.agent.shell)) is not None:
         env.append({"name": "HR_AGENT_PROGRAM", "value": target.program})  # the runner's agent_check phase resolves it
@@ -194,8 +221,10 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
     if options.workdir:
         env.append({"name": "HR_WORKDIR", "value": options.workdir})
     if secret and not external:
-        env += [{"name": n, "valueFrom": {"secretKeyRef": {"name": secret, "key": n, "optional": True}}}
-                for n in launch.agent.secret_env]
+        env += [
+            {"name": n, "valueFrom": {"secretKeyRef": {"name": secret, "key": n, "optional": True}}}
+            for n in launch.agent.secret_env
+        ]
     init: list[dict[str, Any]] = []
     if isinstance(bundle, ImageTaskFiles):
         copier, file_volumes = _image_task_files(bundle, options, launch.task.include_solution)
@@ -239,24 +268,40 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
         task_security: dict[str, Any] = {"capabilities": {"drop": ["SYS_PTRACE"]}}
         pod_security: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
     else:
-        task_security = {"runAsNonRoot": True, "runAsUser": options.run_as_user, "allowPrivilegeEscalation": False,
-                         "capabilities": {"drop": ["ALL"]}}
+        task_security = {
+            "runAsNonRoot": True,
+            "runAsUser": options.run_as_user,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        }
         pod_security = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     task_container: dict[str, Any] = {
-        "name": TASK_CONTAINER, "image": image, "imagePullPolicy": options.image_pull_policy,
-        "command": ["/bin/sh", "-c", kubelet_literal(scripts.runner())], "env": env,
-        "resources": resources(launch, extended), "securityContext": task_security, "volumeMounts": task_mounts,
+        "name": TASK_CONTAINER,
+        "image": image,
+        "imagePullPolicy": options.image_pull_policy,
+        "command": ["/bin/sh", "-c", kubelet_literal(scripts.runner())],
+        "env": env,
+        "resources": resources(launch, extended),
+        "securityContext": task_security,
+        "volumeMounts": task_mounts,
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if options.workdir:
         task_container["workingDir"] = options.workdir
     warden = {
-        "name": WARDEN_CONTAINER, "image": options.warden_image or image, "imagePullPolicy": options.image_pull_policy,
+        "name": WARDEN_CONTAINER,
+        "image": options.warden_image or image,
+        "imagePullPolicy": options.image_pull_policy,
         "command": ["/bin/sh", "-c", kubelet_literal(scripts.warden())],
         "resources": {"requests": dict(WARDEN_RESOURCES), "limits": dict(WARDEN_RESOURCES)},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": WARDEN_UID, "runAsGroup": WARDEN_UID,
-                            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": WARDEN_UID,
+            "runAsGroup": WARDEN_UID,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
         "volumeMounts": [
             {"name": "tests-src", "mountPath": "/headroom/tests-src", "readOnly": True},
             {"name": "run", "mountPath": "/headroom/run"},
@@ -265,8 +310,13 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
     }
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "activeDeadlineSeconds": math.ceil(launch.agent.timeout_s + sanitiser.TIMEOUT_S + verifier.timeout_s
-                                           + DEADLINE_SLACK_S + (EXTERNAL_START_SLACK_S if external else 0)),
+        "activeDeadlineSeconds": math.ceil(
+            launch.agent.timeout_s
+            + sanitiser.TIMEOUT_S
+            + verifier.timeout_s
+            + DEADLINE_SLACK_S
+            + (EXTERNAL_START_SLACK_S if external else 0)
+        ),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "shareProcessNamespace": True,
@@ -284,7 +334,8 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
     if options.runtime_class_name:
         spec["runtimeClassName"] = options.runtime_class_name
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": launch.name, "labels": labels, "annotations": annotations, "finalizers": [FINALIZER]},
         "spec": spec,
     }
@@ -293,7 +344,8 @@ def build(launch: Launch, options: KubernetesOptions, bundle: TaskBundle | Image
 def network_policy() -> dict[str, Any]:
     """Deny all traffic to and from trial pods labelled network=none (enforced where the CNI supports it)."""
     return {
-        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
         "metadata": {"name": "headroom-no-network", "labels": dict(MANAGED_BY)},
         "spec": {"podSelector": {"matchLabels": {NETWORK_LABEL: "none"}}, "policyTypes": ["Ingress", "Egress"]},
     }

@@ -30,9 +30,12 @@ from orchestrator.spec.launch import Launch
 _BLOCK = re.compile(rb"===== headroom records (\d+) =====\n([A-Za-z0-9+/=\r\n]*?)===== end of headroom records =====")
 #: The step output files the runner writes, by where they go among the artifacts.
 _STEP_FILES = {
-    "agent_setup/stdout.txt": "agent_setup/stdout", "agent_setup/stderr.txt": "agent_setup/stderr",
-    "agent/stdout.txt": names.AGENT_STDOUT, "agent/stderr.txt": names.AGENT_STDERR,
-    "verifier/stdout.txt": names.VERIFIER_STDOUT, "verifier/stderr.txt": names.VERIFIER_STDERR,
+    "agent_setup/stdout.txt": "agent_setup/stdout",
+    "agent_setup/stderr.txt": "agent_setup/stderr",
+    "agent/stdout.txt": names.AGENT_STDOUT,
+    "agent/stderr.txt": names.AGENT_STDERR,
+    "verifier/stdout.txt": names.VERIFIER_STDOUT,
+    "verifier/stderr.txt": names.VERIFIER_STDERR,
 }
 
 
@@ -47,8 +50,12 @@ class Record:
     errors: list[str] = field(default_factory=list)
 
     def evidence(self) -> RecordsEvidence:
-        out = RecordsEvidence(status=self.status, bytes=self.bytes, verified=self.verified,
-                              written_by="agent (the runner archived it; never read for the verdict)")
+        out = RecordsEvidence(
+            status=self.status,
+            bytes=self.bytes,
+            verified=self.verified,
+            written_by="agent (the runner archived it; never read for the verdict)",
+        )
         if self.truncated:
             out.truncated = True
         if self.errors:
@@ -132,15 +139,19 @@ def harvest(core: Any, namespace: str, pod: dict[str, Any], launch: Launch) -> R
         return Record("not_kept", size)
     try:
         # The whole log: the record is its last block (bounded by the runner, HR_RECORDS_MAX).
-        resp = core.read_namespaced_pod_log(launch.name, namespace, container=TASK_CONTAINER,
-                                            _preload_content=False, _request_timeout=60)
+        resp = core.read_namespaced_pod_log(
+            launch.name, namespace, container=TASK_CONTAINER, _preload_content=False, _request_timeout=60
+        )
         log = resp.data if hasattr(resp, "data") else bytes(resp)
     except Exception as exc:  # the kubelet is away, or the log was rotated away
         return Record("unreadable", size, errors=[str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__])
     data = from_log(log, size, sha256)
     if data is None:
-        return Record("mismatch", size, errors=["the last records block of the log does not match the runner's "
-                                                "termination message"])
+        return Record(
+            "mismatch",
+            size,
+            errors=["the last records block of the log does not match the runner's termination message"],
+        )
     rec = keep(launch, data, report.fields.get("records_truncated") == "1" if report is not None else False)
     if rec.status == "kept":
         rec.verified = "sha256" if sha256 else "size"

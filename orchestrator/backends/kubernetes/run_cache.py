@@ -23,8 +23,14 @@ MAX_EVENT_PODS = 20_000
 class RunCache:
     """The pods of one run and their Events, kept current by two watches."""
 
-    def __init__(self, core: Any, namespace: str, selector: str, on_change: Callable[[], None],
-                 on_pod: Callable[[str, dict[str, Any], dict[str, dict[str, Any]]], None] | None = None) -> None:
+    def __init__(
+        self,
+        core: Any,
+        namespace: str,
+        selector: str,
+        on_change: Callable[[], None],
+        on_pod: Callable[[str, dict[str, Any], dict[str, dict[str, Any]]], None] | None = None,
+    ) -> None:
         self._lock = threading.Lock()
         self._on_change = on_change
         self._on_pod = on_pod  # sees every pod as it arrives, with the cache (nodes.Nodes.pod_seen)
@@ -35,11 +41,21 @@ class RunCache:
         self.versions: dict[str, int] = {}  # per pod name: how many changes (pod or Event) seen
         self.stop_event = threading.Event()
         self.pod_stream = ListWatch(
-            "pods", core.list_namespaced_pod, {"namespace": namespace, "label_selector": selector},
-            on_list=self._pods_listed, on_event=self._pod_event, stop=self.stop_event)
+            "pods",
+            core.list_namespaced_pod,
+            {"namespace": namespace, "label_selector": selector},
+            on_list=self._pods_listed,
+            on_event=self._pod_event,
+            stop=self.stop_event,
+        )
         self.event_stream = ListWatch(
-            "events", core.list_namespaced_event, {"namespace": namespace, "field_selector": "involvedObject.kind=Pod"},
-            on_list=self._events_listed, on_event=self._event_event, stop=self.stop_event)
+            "events",
+            core.list_namespaced_event,
+            {"namespace": namespace, "field_selector": "involvedObject.kind=Pod"},
+            on_list=self._events_listed,
+            on_event=self._event_event,
+            stop=self.stop_event,
+        )
 
     def start(self, sync_timeout: float = 60) -> None:
         self.pod_stream.thread.start()
@@ -144,5 +160,12 @@ class RunCache:
         self._on_change()
 
     def stats(self) -> dict[str, Any]:
-        return {s.name: {"relists": s.relists, "reconnects": s.reconnects, "bookmarks": s.bookmarks,
-                         "last_error": s.last_error} for s in (self.pod_stream, self.event_stream)}
+        return {
+            s.name: {
+                "relists": s.relists,
+                "reconnects": s.reconnects,
+                "bookmarks": s.bookmarks,
+                "last_error": s.last_error,
+            }
+            for s in (self.pod_stream, self.event_stream)
+        }

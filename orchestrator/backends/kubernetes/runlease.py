@@ -78,10 +78,15 @@ class RunLeases:
     def _body(self, name: str, run_label: str) -> dict[str, Any]:
         now = _micro_time(self.clock())
         return {
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
             "metadata": {"name": name, "labels": {**MANAGED_BY, RUN_LABEL: run_label, KIND_LABEL: "run"}},
-            "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": DURATION_S,
-                     "acquireTime": now, "renewTime": now},
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": DURATION_S,
+                "acquireTime": now,
+                "renewTime": now,
+            },
         }
 
     def hold(self, run_id: str) -> None:
@@ -105,8 +110,9 @@ class RunLeases:
                 if exc.status != 409:
                     raise
                 # a previous process of this run (resume) left it: it is ours now
-                self.api.patch_namespaced_lease(name, self.namespace, {"metadata": {"labels": body["metadata"]["labels"]},
-                                                                        "spec": body["spec"]})
+                self.api.patch_namespaced_lease(
+                    name, self.namespace, {"metadata": {"labels": body["metadata"]["labels"]}, "spec": body["spec"]}
+                )
             self.last_error = None
         except Exception as exc:  # the API server is away, or Leases are forbidden: the run goes on
             self.last_error = f"{getattr(exc, 'status', type(exc).__name__)}: {str(exc).splitlines()[0][:200]}"
@@ -118,8 +124,9 @@ class RunLeases:
                 held = list(self._held.items())
             for name, _run_label in held:
                 try:
-                    self.api.patch_namespaced_lease(name, self.namespace,
-                                                    {"spec": {"renewTime": _micro_time(self.clock())}})
+                    self.api.patch_namespaced_lease(
+                        name, self.namespace, {"spec": {"renewTime": _micro_time(self.clock())}}
+                    )
                 except ApiException as exc:
                     if exc.status == 404:  # removed from outside (cleanup --force): put it back
                         self._put(name, _run_label)

@@ -19,12 +19,18 @@ from orchestrator.contract import agent_check, phases, sanitiser, verifier_env
 @cache
 def runner() -> str:
     text = files(__package__).joinpath("runner.sh").read_text()
-    for key, value in (("@PHASES@", phases.shell_list()), ("@SANITISER@", shlex.quote(sanitiser.script())),
-                       ("@VERIFIER_ENV@", verifier_env.shell_exports()), ("@FIXED_PATH@", shlex.quote(sanitiser.PATH)),
-                       ("@SAN_MAX_LINKS@", str(sanitiser.MAX_LINKS)), ("@SAN_RESOLVE_S@", str(sanitiser.RESOLVE_S)),
-                       ("@SAN_BUDGET_S@", str(sanitiser.BUDGET_S)), ("@SAN_TIMEOUT@", str(int(sanitiser.TIMEOUT_S))),
-                       ("@AGENT_CHECK@", shlex.quote(agent_check.SCRIPT)),
-                       ("@AGENT_CHECK_TIMEOUT@", str(int(agent_check.TIMEOUT_S)))):
+    for key, value in (
+        ("@PHASES@", phases.shell_list()),
+        ("@SANITISER@", shlex.quote(sanitiser.script())),
+        ("@VERIFIER_ENV@", verifier_env.shell_exports()),
+        ("@FIXED_PATH@", shlex.quote(sanitiser.PATH)),
+        ("@SAN_MAX_LINKS@", str(sanitiser.MAX_LINKS)),
+        ("@SAN_RESOLVE_S@", str(sanitiser.RESOLVE_S)),
+        ("@SAN_BUDGET_S@", str(sanitiser.BUDGET_S)),
+        ("@SAN_TIMEOUT@", str(int(sanitiser.TIMEOUT_S))),
+        ("@AGENT_CHECK@", shlex.quote(agent_check.SCRIPT)),
+        ("@AGENT_CHECK_TIMEOUT@", str(int(agent_check.TIMEOUT_S))),
+    ):
         if key not in text:
             raise RuntimeError(f"runner.sh has no {key}")  # a packaging mistake, caught by every pod test
         text = text.replace(key, value)

@@ -109,9 +109,12 @@ def relevant_events(events: list[dict[str, Any]]) -> list[PodEvent]:
     """The pod's events, newest last, trimmed to what a report shows."""
     keep = []
     for e in events[-MAX_EVENTS:]:
-        keep.append(PodEvent.model_validate(
-            {k: e.get(k) for k in ("type", "reason", "message", "count") if e.get(k) is not None}
-            | {"time": e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")}))
+        keep.append(
+            PodEvent.model_validate(
+                {k: e.get(k) for k in ("type", "reason", "message", "count") if e.get(k) is not None}
+                | {"time": e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp")}
+            )
+        )
     return keep
 
 
@@ -124,25 +127,39 @@ def _base(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Context
         node=spec.get("nodeName"),
         ran_in=f"container {TASK_CONTAINER!r} of the trial pod (the task image)",
         # the status as the API server gave it: PodStatus keeps these keys only
-        pod_status=PodStatus.model_validate({k: status.get(k) for k in PodStatus.model_fields
-                                             if status.get(k) is not None}),
+        pod_status=PodStatus.model_validate(
+            {k: status.get(k) for k in PodStatus.model_fields if status.get(k) is not None}
+        ),
         events=relevant_events(events),
     )
-    images = {str(s.get("name")): PodImage(image=s.get("image"), image_id=s.get("imageID"))
-              for s in _statuses(pod or {}) if s.get("imageID")}
+    images = {
+        str(s.get("name")): PodImage(image=s.get("image"), image_id=s.get("imageID"))
+        for s in _statuses(pod or {})
+        if s.get("imageID")
+    }
     if images:
         extra.images = images
     if ctx.log_tail:
         extra.log_tail = ctx.log_tail
     return TrialFacts(
-        enforcement="kubernetes", request_cpus=a.request_cpus, request_memory_bytes=a.request_memory_bytes,
-        limit_cpus=a.limit_cpus, limit_memory_bytes=a.limit_memory_bytes,
-        qos_class=status.get("qosClass") or a.qos_class, extra=extra,
+        enforcement="kubernetes",
+        request_cpus=a.request_cpus,
+        request_memory_bytes=a.request_memory_bytes,
+        limit_cpus=a.limit_cpus,
+        limit_memory_bytes=a.limit_memory_bytes,
+        qos_class=status.get("qosClass") or a.qos_class,
+        extra=extra,
     )
 
 
-def _infra(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Context, reason: InfraReason,
-           detail: str | None, stop: bool = False) -> Observation:
+def _infra(
+    pod: dict[str, Any] | None,
+    events: list[dict[str, Any]],
+    ctx: Context,
+    reason: InfraReason,
+    detail: str | None,
+    stop: bool = False,
+) -> Observation:
     facts = _base(pod, events, ctx)
     facts.infra_hint = reason
     facts.infra_detail = (detail or reason.value)[:500]
@@ -196,8 +213,10 @@ def _add_report(pod: dict[str, Any] | None, facts: TrialFacts) -> runner_message
         facts.agent_unresolved = report.fields.get("agent_not_found") or "the agent command's program was not found"
         facts.agent = StepFacts(name="agent", skipped=f"agent_not_found: {facts.agent_unresolved}")
     if "agent_check" in report.fields:
-        facts.extra.agent_check = AgentCheck(status=report.fields["agent_check"],
-                                             **({"detail": facts.agent_unresolved} if facts.agent_unresolved else {}))
+        facts.extra.agent_check = AgentCheck(
+            status=report.fields["agent_check"],
+            **({"detail": facts.agent_unresolved} if facts.agent_unresolved else {}),
+        )
     facts.verifier_on_agent_state = report.fields.get("sanitise") == "ok" and facts.verifier is not None
     if "verifier_only_links_removed" in report.fields:
         facts.extra.verifier_only_links_removed = report._int("verifier_only_links_removed")
@@ -205,8 +224,11 @@ def _add_report(pod: dict[str, Any] | None, facts: TrialFacts) -> runner_message
 
 
 def _scale_up_time(events: list[dict[str, Any]]) -> float | None:
-    times = [timestamp(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp"))
-             for e in events if e.get("reason") == "TriggeredScaleUp"]
+    times = [
+        timestamp(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp"))
+        for e in events
+        if e.get("reason") == "TriggeredScaleUp"
+    ]
     known = [t for t in times if t is not None]
     return max(known) if known else None
 
@@ -241,8 +263,13 @@ def observe(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Conte
         for state_key in ("state", "lastState"):
             term = ((s.get(state_key) or {}).get("terminated")) or {}
             if term.get("reason") == "OOMKilled":
-                return _infra(pod, events, ctx, InfraReason.OOM_KILLED,
-                              f"container {s.get('name')} OOMKilled (exit {term.get('exitCode')})")
+                return _infra(
+                    pod,
+                    events,
+                    ctx,
+                    InfraReason.OOM_KILLED,
+                    f"container {s.get('name')} OOMKilled (exit {term.get('exitCode')})",
+                )
     if meta.get("deletionTimestamp") and not ctx.deleting:
         return _infra(pod, events, ctx, InfraReason.POD_DELETED, "the pod was deleted from outside headroom")
 
@@ -267,7 +294,9 @@ def observe(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Conte
         return Observation("done", facts)
 
     if phase in ("Succeeded", "Failed"):  # ended, yet the task container never terminated
-        return _infra(pod, events, ctx, InfraReason.OTHER, f"pod {phase} ({status.get('reason')}: {status.get('message')})")
+        return _infra(
+            pod, events, ctx, InfraReason.OTHER, f"pod {phase} ({status.get('reason')}: {status.get('message')})"
+        )
 
     # Still waiting or running: fail only past a deadline, and say so.
     created = timestamp(meta.get("creationTimestamp")) or ctx.now

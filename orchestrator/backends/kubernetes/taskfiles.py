@@ -131,8 +131,7 @@ class TaskBundle:
         return str(self._memo["manifest"])
 
     def _tests_manifest(self) -> str:
-        tests = sorted((f.path.split("/", 1)[1], f.data) for f in self.files
-                       if f.path.startswith("tests/"))
+        tests = sorted((f.path.split("/", 1)[1], f.data) for f in self.files if f.path.startswith("tests/"))
         tests.sort(key=lambda t: ("./" + t[0]).encode())
         return "".join(f"{posix_cksum(d)} {len(d)} ./{p};" for p, d in tests)
 
@@ -141,10 +140,15 @@ class TaskBundle:
         if (view := self.agent_toml()) is not None:
             data[AGENT_TOML_KEY] = view.decode("utf-8")
         body: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": self.name, "labels": {**labels, "headroom.dev/task-digest": self.digest[:63]},
-                         "annotations": {"headroom.dev/task": self.task_id}},
-            "immutable": True, "data": data,
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.name,
+                "labels": {**labels, "headroom.dev/task-digest": self.digest[:63]},
+                "annotations": {"headroom.dev/task": self.task_id},
+            },
+            "immutable": True,
+            "data": data,
         }
         if binary:
             body["binaryData"] = binary
@@ -213,9 +217,13 @@ class AgentFiles:
 
     def configmap(self, labels: dict[str, str]) -> dict[str, Any]:
         data, binary = configmap_data(self.files)
-        body: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
-                                "metadata": {"name": self.name, "labels": dict(labels)}, "immutable": True,
-                                "data": data}
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": self.name, "labels": dict(labels)},
+            "immutable": True,
+            "data": data,
+        }
         if binary:
             body["binaryData"] = binary
         return body
@@ -233,6 +241,8 @@ def agent_files(agent_dir: str | Path) -> AgentFiles:
         raise SpecError(
             f"the agent directory holds {total / 1024:.0f} KiB of files; the Kubernetes backend delivers it as one "
             f"ConfigMap, which holds at most {MAX_CONFIGMAP_BYTES // 1024} KiB: build the agent into the task image, "
-            "or fetch it in agent.install", file=str(Path(agent_dir)), field="agent.path")
+            "or fetch it in agent.install",
+            file=str(Path(agent_dir)),
+            field="agent.path",
+        )
     return AgentFiles(h.hexdigest(), files)
-

@@ -117,8 +117,14 @@ class LocalBackend(ThreadedBackend):
     #: external agents act on the trial's sandbox through it (:mod:`.external`)
     abilities = Abilities(exec_channel=True, flags=frozenset({"--enforcement"}))
 
-    def __init__(self, enforcement: Enforcement = "auto", run_name: str | None = None, keep_workdirs: bool = False,
-                 isolation: IsolationChoice = "auto", pids_max: int = cgroups.TRIAL_PIDS_MAX) -> None:
+    def __init__(
+        self,
+        enforcement: Enforcement = "auto",
+        run_name: str | None = None,
+        keep_workdirs: bool = False,
+        isolation: IsolationChoice = "auto",
+        pids_max: int = cgroups.TRIAL_PIDS_MAX,
+    ) -> None:
         super().__init__()
         self.keep_workdirs = keep_workdirs
         self.fallback_reason: str | None = None
@@ -149,17 +155,33 @@ class LocalBackend(ThreadedBackend):
             self.isolation_fallback_reason = "isolation 'none' requested"
         self.enforcement = self.driver.mechanism if self.driver else "rlimit"
         cg = self.driver is not None
-        notes = [] if cg else [f"no cgroup ({self.fallback_reason}): CPU is not limited, memory is capped by RLIMIT_DATA "
-                               "and an exhausted cap cannot be told from the agent's own failure (no OOM verdicts)"]
+        notes = (
+            []
+            if cg
+            else [
+                f"no cgroup ({self.fallback_reason}): CPU is not limited, memory is capped by RLIMIT_DATA "
+                "and an exhausted cap cannot be told from the agent's own failure (no OOM verdicts)"
+            ]
+        )
         if self.sandbox is None:
-            notes.append(f"NO ISOLATION ({self.isolation_fallback_reason}): agents run as this user with its view of "
-                         "the machine and can read or change the tests, the store and other trials")
+            notes.append(
+                f"NO ISOLATION ({self.isolation_fallback_reason}): agents run as this user with its view of "
+                "the machine and can read or change the tests, the store and other trials"
+            )
         elif self.sandbox.filter is None:
-            notes.append(f"NO SECCOMP FILTER ({self.sandbox.filter_fallback_reason}): sandboxed steps can use the "
-                         "kernel keyring, i.e. read keys of the orchestrator's session and pass keys between trials")
+            notes.append(
+                f"NO SECCOMP FILTER ({self.sandbox.filter_fallback_reason}): sandboxed steps can use the "
+                "kernel keyring, i.e. read keys of the orchestrator's session and pass keys between trials"
+            )
         self.capabilities = Capabilities(
-            memory_limit=True, memory_request=cg, cpu_quota=cg, cpu_request=cg, storage_limit=True,
-            isolation="namespaces" if self.sandbox else "none", network_control=self.sandbox is not None, gpus=False,
+            memory_limit=True,
+            memory_request=cg,
+            cpu_quota=cg,
+            cpu_request=cg,
+            storage_limit=True,
+            isolation="namespaces" if self.sandbox else "none",
+            network_control=self.sandbox is not None,
+            gpus=False,
             skips_verifier=True,
             oom_signal=f"{self.enforcement} oom_kill counter" if cg else "none: rlimit gives no kernel OOM signal",
             notes=notes,
@@ -207,8 +229,11 @@ class LocalBackend(ThreadedBackend):
         f = host_facts()
         f["enforcement"] = self.enforcement
         f["capabilities"] = self.capabilities.model_dump(mode="json")
-        f["isolation"] = self.sandbox.describe() if self.sandbox else {"tool": None,
-                                                                       "fallback_reason": self.isolation_fallback_reason}
+        f["isolation"] = (
+            self.sandbox.describe()
+            if self.sandbox
+            else {"tool": None, "fallback_reason": self.isolation_fallback_reason}
+        )
         if self.driver:
             f.update(self.driver.describe())
             f["trial_pids_max"] = self.pids_max
@@ -308,12 +333,24 @@ class LocalBackend(ThreadedBackend):
                     kill_tree(pid, cg)
 
             env_runner = LocalRunner(
-                box=box, workdir=workdir, app=app, agent_logs=agent_logs, task_host=task_host,
-                include_solution=launch.task.include_solution, network=launch.allow_internet, owner=owner,
-                cgroup=cg, limits=Limits(memory_bytes=amounts.limit_memory_bytes), on_spawn=on_spawn, pids=pids,
-                base_env=base, agent_network=agent_step_network(launch),
+                box=box,
+                workdir=workdir,
+                app=app,
+                agent_logs=agent_logs,
+                task_host=task_host,
+                include_solution=launch.task.include_solution,
+                network=launch.allow_internet,
+                owner=owner,
+                cgroup=cg,
+                limits=Limits(memory_bytes=amounts.limit_memory_bytes),
+                on_spawn=on_spawn,
+                pids=pids,
+                base_env=base,
+                agent_network=agent_step_network(launch),
                 agent_dir=(self._agent_copy(launch.agent_dir) if box else Path(launch.agent_dir))
-                if launch.agent_dir else None)
+                if launch.agent_dir
+                else None,
+            )
             where = env_runner.paths
             paths = {
                 "PYTHONDONTWRITEBYTECODE": "1",
@@ -326,36 +363,68 @@ class LocalBackend(ThreadedBackend):
                 hidden.append(where["solution"])
             setup = launch.agent_setup
             exec_logs: list[bytes] = []
-            agent_dir_env = ({"HEADROOM_AGENT_DIR": runner_mod.AGENT_DIR if box else str(launch.agent_dir)}
-                             if launch.agent_dir else {})
+            agent_dir_env = (
+                {"HEADROOM_AGENT_DIR": runner_mod.AGENT_DIR if box else str(launch.agent_dir)}
+                if launch.agent_dir
+                else {}
+            )
             plan = Plan(
                 workdir=where["app"],
-                setup=(SetupCommand(self._command(setup, where["task"]),
-                                    {**setup.env, **paths, **secrets, "HEADROOM_LOGS_DIR": where["agent_logs"],
-                                     **agent_dir_env},
-                                    setup.timeout_s, network=setup.network) if setup is not None else None),
-                agent=(local_external.contract_agent(launch, env_runner, base_env=base, paths=paths,
-                                                     on_exec_log=exec_logs.append)
-                       if launch.agent_kind == "external" else
-                       Command(self._command(launch.agent, where["task"]),
-                               {**launch.agent.env, **paths, **secrets, "HEADROOM_LOGS_DIR": where["agent_logs"],
-                                "HEADROOM_AGENT_RESULT": f"{where['agent_logs']}/result.json", **agent_dir_env},
-                               launch.agent.timeout_s)),
-                verifier=(Command(self._command(launch.verifier, where["task"]),
-                                  {**launch.verifier.env, **paths, "HEADROOM_LOGS_DIR": where["verifier_logs"]},
-                                  launch.verifier.timeout_s) if launch.verifier is not None else None),
+                setup=(
+                    SetupCommand(
+                        self._command(setup, where["task"]),
+                        {**setup.env, **paths, **secrets, "HEADROOM_LOGS_DIR": where["agent_logs"], **agent_dir_env},
+                        setup.timeout_s,
+                        network=setup.network,
+                    )
+                    if setup is not None
+                    else None
+                ),
+                agent=(
+                    local_external.contract_agent(
+                        launch, env_runner, base_env=base, paths=paths, on_exec_log=exec_logs.append
+                    )
+                    if launch.agent_kind == "external"
+                    else Command(
+                        self._command(launch.agent, where["task"]),
+                        {
+                            **launch.agent.env,
+                            **paths,
+                            **secrets,
+                            "HEADROOM_LOGS_DIR": where["agent_logs"],
+                            "HEADROOM_AGENT_RESULT": f"{where['agent_logs']}/result.json",
+                            **agent_dir_env,
+                        },
+                        launch.agent.timeout_s,
+                    )
+                ),
+                verifier=(
+                    Command(
+                        self._command(launch.verifier, where["task"]),
+                        {**launch.verifier.env, **paths, "HEADROOM_LOGS_DIR": where["verifier_logs"]},
+                        launch.verifier.timeout_s,
+                    )
+                    if launch.verifier is not None
+                    else None
+                ),
                 handover=[(None, where["verifier_logs"]), (task_host / sandbox.TESTS_DIR, where["tests"])],
                 hidden=hidden,
                 roots=[where["app"], where["agent_logs"]],
                 # read-only in the sandbox: nothing of the agent's is there to judge, and listing them is slow
                 prune=[d for d in (*sandbox.SYSTEM_DIRS, where["task"]) if d not in (where["app"],)],
                 agent_result=f"{where['agent_logs']}/result.json",
-                agent_target=(agent_check.target(launch.agent.shell)
-                              if launch.agent_kind != "external" and launch.agent.shell else None),
+                agent_target=(
+                    agent_check.target(launch.agent.shell)
+                    if launch.agent_kind != "external" and launch.agent.shell
+                    else None
+                ),
                 verifier_logs=where["verifier_logs"],
             )
-            watcher = (DiskWatcher([workdir], launch.limit_storage_bytes, over_disk_limit)
-                       if launch.limit_storage_bytes is not None else None)
+            watcher = (
+                DiskWatcher([workdir], launch.limit_storage_bytes, over_disk_limit)
+                if launch.limit_storage_bytes is not None
+                else None
+            )
             if watcher:
                 watcher.__enter__()
 
@@ -371,8 +440,9 @@ class LocalBackend(ThreadedBackend):
             finally:
                 if watcher:
                     watcher.__exit__(None, None, None)
-            local_external.keep_artifacts(launch, out_dir=env_runner.out_dir, agent_logs=agent_logs,
-                                          exec_log=exec_logs[0] if exec_logs else None)
+            local_external.keep_artifacts(
+                launch, out_dir=env_runner.out_dir, agent_logs=agent_logs, exec_log=exec_logs[0] if exec_logs else None
+            )
             if watcher:
                 facts.extra.storage_peak_bytes = watcher.peak_bytes
                 facts.extra.storage_peak_inodes = watcher.peak_inodes

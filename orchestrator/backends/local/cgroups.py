@@ -99,7 +99,9 @@ def parse_proc_cgroup(text: str) -> tuple[dict[str, str], str | None]:
     return v1, v2
 
 
-def read_mounts(mountinfo: Path = Path("/proc/self/mountinfo"), cgroup_file: Path = Path("/proc/self/cgroup")) -> Mounts:
+def read_mounts(
+    mountinfo: Path = Path("/proc/self/mountinfo"), cgroup_file: Path = Path("/proc/self/cgroup")
+) -> Mounts:
     own_v1, own_v2 = parse_proc_cgroup(cgroup_file.read_text())
     m = Mounts(v2_own=own_v2 or "/")
     for line in mountinfo.read_text().splitlines():
@@ -212,7 +214,6 @@ class TrialCgroupV1(TrialCgroup):
         if fc is not None:
             ev["failcnt"] = fc
         return ev
-
 
     def cpu_throttling(self) -> dict[str, int]:
         return _read_keyed(self.dirs["cpu"] / "cpu.stat")
@@ -390,9 +391,13 @@ class CgroupV2Driver(CgroupDriver):
         if mounts.v2_root is None:
             raise CgroupUnavailable("no cgroup2 mount")
         own = mounts.v2_root / mounts.v2_own.lstrip("/")
-        controllers = set((own / "cgroup.controllers").read_text().split()) if (own / "cgroup.controllers").exists() else set()
+        controllers = (
+            set((own / "cgroup.controllers").read_text().split()) if (own / "cgroup.controllers").exists() else set()
+        )
         if not {"memory", "cpu"} <= controllers:
-            raise CgroupUnavailable(f"cgroup v2 at {own} lacks memory/cpu controllers (has: {' '.join(sorted(controllers)) or 'none'})")
+            raise CgroupUnavailable(
+                f"cgroup v2 at {own} lacks memory/cpu controllers (has: {' '.join(sorted(controllers)) or 'none'})"
+            )
         self.bases = [own]
         self.kept = []
         self.reaped = reap_stale(own, self.kept)

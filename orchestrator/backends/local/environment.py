@@ -122,8 +122,16 @@ def python() -> str:
 class SandboxEnvironment:
     """An :class:`~orchestrator.agents.exec.target.ExecTarget` on the local backend."""
 
-    def __init__(self, argv_for: Callable[[list[str]], list[str]], *, env: Mapping[str, str], cwd: Path,
-                 cgroup: TrialCgroup | None, stderr_path: Path, on_spawn: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        argv_for: Callable[[list[str]], list[str]],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        cgroup: TrialCgroup | None,
+        stderr_path: Path,
+        on_spawn: Callable[[int], None] | None = None,
+    ) -> None:
         command = argv_for([python(), "-S", "-I", "-c", SERVER, str(MAX_OUTPUT), str(DRAIN_S)])
         env = dict(env)
         if cgroup is not None:
@@ -131,8 +139,15 @@ class SandboxEnvironment:
             command = ["/bin/sh", "-c", JOIN_CGROUP, "headroom-join", *command]
         self.cgroup = cgroup
         self._err = stderr_path.open("wb")
-        self.proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._err, start_new_session=True)
+        self.proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            start_new_session=True,
+        )
         if on_spawn:
             on_spawn(self.proc.pid)
         self._lock = threading.Lock()
@@ -175,8 +190,16 @@ class SandboxEnvironment:
         for event, _ in waiting.values():
             event.set()
 
-    def run(self, argv: Sequence[str], *, cwd: str | None = None, env: Mapping[str, str] | None = None,
-            stdin: bytes | None = None, timeout_s: float | None = None, user: str | None = None) -> ExecResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
         event, box = threading.Event(), cast("list[dict]", [])
         started = time.monotonic()
         with self._lock:
@@ -185,8 +208,14 @@ class SandboxEnvironment:
             self._next += 1
             rid = self._next
             self._waiting[rid] = (event, box)
-            req = {"id": rid, "argv": list(argv), "cwd": cwd, "env": dict(env or {}), "timeout_s": timeout_s,
-                   "stdin": wire.b64(stdin) if stdin is not None else None}
+            req = {
+                "id": rid,
+                "argv": list(argv),
+                "cwd": cwd,
+                "env": dict(env or {}),
+                "timeout_s": timeout_s,
+                "stdin": wire.b64(stdin) if stdin is not None else None,
+            }
             try:
                 assert self.proc.stdin is not None
                 self.proc.stdin.write(json.dumps(req).encode() + b"\n")
@@ -204,10 +233,16 @@ class SandboxEnvironment:
                 return ExecResult(exit_code=None, error=gone, duration_s=time.monotonic() - started)
             return ExecResult(exit_code=None, timed_out=True, duration_s=time.monotonic() - started)
         msg = box[0]
-        return ExecResult(exit_code=msg.get("exit_code"), signal=msg.get("signal"), timed_out=bool(msg.get("timed_out")),
-                          duration_s=float(msg.get("duration_s") or 0.0), stdout=wire.unb64(msg.get("stdout")),
-                          stderr=wire.unb64(msg.get("stderr")), stdout_bytes=int(msg.get("stdout_bytes") or 0),
-                          stderr_bytes=int(msg.get("stderr_bytes") or 0))
+        return ExecResult(
+            exit_code=msg.get("exit_code"),
+            signal=msg.get("signal"),
+            timed_out=bool(msg.get("timed_out")),
+            duration_s=float(msg.get("duration_s") or 0.0),
+            stdout=wire.unb64(msg.get("stdout")),
+            stderr=wire.unb64(msg.get("stderr")),
+            stdout_bytes=int(msg.get("stdout_bytes") or 0),
+            stderr_bytes=int(msg.get("stderr_bytes") or 0),
+        )
 
     def stop(self) -> None:
         """Everything in the environment ends: the server, every process it started (the cgroup's, or the session's)."""

@@ -19,8 +19,14 @@ from orchestrator.spec.launch import Launch
 _STEP_FILE = re.compile(r"^\d+-(agent_setup|agent|verifier)\.(stdout|stderr)$")
 
 
-def contract_agent(launch: Launch, runner: LocalRunner, *, base_env: Mapping[str, str], paths: Mapping[str, str],
-                   on_exec_log: Callable[[bytes], None]) -> Callable[[Any], StepFacts]:
+def contract_agent(
+    launch: Launch,
+    runner: LocalRunner,
+    *,
+    base_env: Mapping[str, str],
+    paths: Mapping[str, str],
+    on_exec_log: Callable[[bytes], None],
+) -> Callable[[Any], StepFacts]:
     """The external agent as the contract's host-side agent phase (``Plan.agent``). It does not use the
     contract's per-command exec: one sandbox for the whole phase (:class:`SandboxEnvironment`, in the trial's
     cgroup) keeps background processes between commands and gives each command's complete output."""
@@ -28,18 +34,36 @@ def contract_agent(launch: Launch, runner: LocalRunner, *, base_env: Mapping[str
     def agent(_exec: Any) -> StepFacts:
         cg = runner.cg
         oom_before = cg.oom_kills() if cg is not None else 0
-        env = {**base_env, **environment_env(launch), **paths, **runner.dirs_env(),
-               "HEADROOM_LOGS_DIR": runner.paths["agent_logs"]}
-        environment = SandboxEnvironment(runner.sandboxed, env=env, cwd=runner.app, cgroup=cg,
-                                         stderr_path=runner.out_dir / "environment.stderr", on_spawn=runner.on_spawn)
+        env = {
+            **base_env,
+            **environment_env(launch),
+            **paths,
+            **runner.dirs_env(),
+            "HEADROOM_LOGS_DIR": runner.paths["agent_logs"],
+        }
+        environment = SandboxEnvironment(
+            runner.sandboxed,
+            env=env,
+            cwd=runner.app,
+            cgroup=cg,
+            stderr_path=runner.out_dir / "environment.stderr",
+            on_spawn=runner.on_spawn,
+        )
         try:
             try:
                 environment.wait_ready()
             except EnvironmentGone as exc:
                 return StepFacts(name="agent", spawn_error=f"the trial's environment could not start: {exc}")
-            run = run_external(launch, environment, host_dir=runner.out_dir, logs_dir=runner.agent_logs,
-                               workdir_inside=runner.paths["app"], task_dir_inside=runner.paths["task"],
-                               exec_env={}, on_spawn=runner.on_spawn)
+            run = run_external(
+                launch,
+                environment,
+                host_dir=runner.out_dir,
+                logs_dir=runner.agent_logs,
+                workdir_inside=runner.paths["app"],
+                task_dir_inside=runner.paths["task"],
+                exec_env={},
+                on_spawn=runner.on_spawn,
+            )
         finally:
             environment.stop()
         on_exec_log(run.exec_log)

@@ -32,10 +32,10 @@ TAIL_BYTES = redact.TAIL_BYTES + redact.TAIL_SLACK
 # message on stderr once got infra_error(spawn_failed), a retried verdict, i.e. a re-roll. The
 # wrapper writes "joined" there and closes the pipe before exec, so the workload never holds it.
 _JOIN = (
-    'fd=$1; shift; '
+    "fd=$1; shift; "
     'for f in $HEADROOM_CG_PROCS; do { echo $$ > "$f"; } 2>/dev/null '
     '|| { echo "cannot join cgroup $f" >&"$fd"; exit 111; }; done; '
-    'unset HEADROOM_CG_PROCS; '
+    "unset HEADROOM_CG_PROCS; "
     'command -v "$1" >/dev/null 2>&1 || { echo "cannot run $1: not found" >&"$fd"; exit 127; }; '
     'echo joined >&"$fd"; eval "exec $fd>&-"; exec "$@"'
 )
@@ -86,8 +86,9 @@ def kill_tree(pid: int, cgroup: TrialCgroup | None) -> None:
             pass
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout_s: float, cgroup: TrialCgroup | None,
-          on_spawn: Callable[[int], None] | None) -> tuple[bool, Any]:
+def _wait(
+    proc: subprocess.Popen[bytes], timeout_s: float, cgroup: TrialCgroup | None, on_spawn: Callable[[int], None] | None
+) -> tuple[bool, Any]:
     """Wait for the step's main process (killing the tree at the timeout), then end what it left.
 
     Returns (timed out, the main process's rusage)."""
@@ -162,11 +163,20 @@ def run_step(
     if stdin is not None:
         in_path.write_bytes(stdin)  # a file, not a pipe: a step that never reads it cannot block us
     try:
-        with out_path.open("wb") as out, err_path.open("wb") as err, \
-                (in_path.open("rb") if stdin is not None else open(os.devnull, "rb")) as inp:
+        with (
+            out_path.open("wb") as out,
+            err_path.open("wb") as err,
+            in_path.open("rb") if stdin is not None else open(os.devnull, "rb") as inp,
+        ):
             try:
                 proc = subprocess.Popen(
-                    wrapped, cwd=cwd, env=env, stdin=inp, stdout=out, stderr=err, start_new_session=True,
+                    wrapped,
+                    cwd=cwd,
+                    env=env,
+                    stdin=inp,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
                     pass_fds=(verdict_w,) if verdict_w >= 0 else (),
                 )
             except OSError as exc:
@@ -192,7 +202,9 @@ def run_step(
     if cgroup is not None:
         # Only the wrapper's pipe says whether the step started; the exit code and stderr are the workload's.
         if wrapper_said.splitlines()[:1] != [JOINED] and not facts.timed_out:
-            facts.spawn_error = (wrapper_said.strip() or f"the step's wrapper ended before starting it (exit {rc})")[:500]
+            facts.spawn_error = (wrapper_said.strip() or f"the step's wrapper ended before starting it (exit {rc})")[
+                :500
+            ]
         facts.oom_kills = cgroup.oom_kills() - oom_before
         if facts.oom_kills:
             facts.oom_evidence = f"{cgroup.version} oom_kill counter"

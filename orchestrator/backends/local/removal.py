@@ -24,6 +24,12 @@ def remove_tree(path: Path) -> bool:
         pass
     if not os.path.lexists(path):
         return True
-    subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=600)
+    subprocess.run(
+        ["rm", "-rf", "--one-file-system", "--", str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+        timeout=600,
+    )
     return not os.path.lexists(path)

@@ -39,11 +39,25 @@ AGENT_DIR = "/agent"
 class LocalRunner:
     """One try's environment on this machine. ``where`` maps the environment's paths to host paths."""
 
-    def __init__(self, *, box: sandbox.Sandbox | None, workdir: Path, app: Path, agent_logs: Path, task_host: Path,
-                 include_solution: bool, network: bool, owner: tuple[int, int] | None,
-                 cgroup: cgroups.TrialCgroup | None, limits: Limits, on_spawn: Callable[[int], None],
-                 pids: set[int], base_env: Mapping[str, str], agent_network: bool | None = None,
-                 agent_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        box: sandbox.Sandbox | None,
+        workdir: Path,
+        app: Path,
+        agent_logs: Path,
+        task_host: Path,
+        include_solution: bool,
+        network: bool,
+        owner: tuple[int, int] | None,
+        cgroup: cgroups.TrialCgroup | None,
+        limits: Limits,
+        on_spawn: Callable[[int], None],
+        pids: set[int],
+        base_env: Mapping[str, str],
+        agent_network: bool | None = None,
+        agent_dir: Path | None = None,
+    ) -> None:
         self.box, self.workdir, self.app, self.agent_logs = box, workdir, app, agent_logs
         self.task_host, self.include_solution, self.network = task_host, include_solution, network
         self.owner, self.cg, self.limits, self.on_spawn, self.pids = owner, cgroup, limits, on_spawn, pids
@@ -57,28 +71,53 @@ class LocalRunner:
         self.verifier_puts: dict[str, Path] = {}
         self._n = 0
         if box:
-            self.paths = {"task": sandbox.TASK, "app": sandbox.APP, "agent_logs": sandbox.AGENT_LOGS,
-                          "verifier_logs": sandbox.VERIFIER_LOGS, "tests": f"{sandbox.TASK}/{sandbox.TESTS_DIR}",
-                          "solution": f"{sandbox.TASK}/{sandbox.SOLUTION_DIR}"}
+            self.paths = {
+                "task": sandbox.TASK,
+                "app": sandbox.APP,
+                "agent_logs": sandbox.AGENT_LOGS,
+                "verifier_logs": sandbox.VERIFIER_LOGS,
+                "tests": f"{sandbox.TASK}/{sandbox.TESTS_DIR}",
+                "solution": f"{sandbox.TASK}/{sandbox.SOLUTION_DIR}",
+            }
         else:
             vlogs = Path(tempfile.mktemp(prefix="verifier-logs-", dir=workdir))  # made in the handover, not before
-            self.paths = {"task": str(task_host), "app": str(app), "agent_logs": str(agent_logs),
-                          "verifier_logs": str(vlogs), "tests": str(task_host / sandbox.TESTS_DIR),
-                          "solution": str(task_host / sandbox.SOLUTION_DIR)}
+            self.paths = {
+                "task": str(task_host),
+                "app": str(app),
+                "agent_logs": str(agent_logs),
+                "verifier_logs": str(vlogs),
+                "tests": str(task_host / sandbox.TESTS_DIR),
+                "solution": str(task_host / sandbox.SOLUTION_DIR),
+            }
 
     # -- StepRunner --------------------------------------------------------------------------------
-    def run(self, argv: Sequence[str], *, role: Role, name: str, cwd: str, env: Mapping[str, str],
-            timeout_s: float, stdin: bytes | None = None, network: bool | None = None) -> StepFacts:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        role: Role,
+        name: str,
+        cwd: str,
+        env: Mapping[str, str],
+        timeout_s: float,
+        stdin: bytes | None = None,
+        network: bool | None = None,
+    ) -> StepFacts:
         home, tmp = self._home(role)
-        dirs_env = ({"HOME": sandbox.HOME, "TMPDIR": sandbox.TMP} if self.box
-                    else {"HOME": str(home), "TMPDIR": str(tmp)})
+        dirs_env = (
+            {"HOME": sandbox.HOME, "TMPDIR": sandbox.TMP} if self.box else {"HOME": str(home), "TMPDIR": str(tmp)}
+        )
         command = list(argv)
         host_cwd = self._host(cwd) if not self.box else self.app
         if self.box:
             # /dev/shm too is a dir of the work dir on the host: the storage limit counts it (an uncapped
             # tmpfs there once took 300 MB under a 30 MiB limit); the rest of /dev is read-only.
-            binds = [sandbox.Bind(self.app, sandbox.APP, True), sandbox.Bind(home, sandbox.HOME, True),
-                     sandbox.Bind(tmp, sandbox.TMP, True), sandbox.Bind(home.parent / "shm", sandbox.SHM, True)]
+            binds = [
+                sandbox.Bind(self.app, sandbox.APP, True),
+                sandbox.Bind(home, sandbox.HOME, True),
+                sandbox.Bind(tmp, sandbox.TMP, True),
+                sandbox.Bind(home.parent / "shm", sandbox.SHM, True),
+            ]
             # Writable for the verifier's role too: the sanitiser removes the agent's links there (the
             # agent's self-report was read before the handover).
             binds.append(sandbox.Bind(self.agent_logs, sandbox.AGENT_LOGS, True))
@@ -87,18 +126,32 @@ class LocalRunner:
                 if self.agent_dir is not None:
                     binds.append(sandbox.Bind(self.agent_dir, AGENT_DIR))
             else:
-                binds += [sandbox.Bind(host, inside, inside == sandbox.VERIFIER_LOGS)
-                          for inside, host in self.verifier_puts.items()]
+                binds += [
+                    sandbox.Bind(host, inside, inside == sandbox.VERIFIER_LOGS)
+                    for inside, host in self.verifier_puts.items()
+                ]
                 entries = sandbox.task_entries(self.task_host, tests=False, solution=True)
             own = self.agent_network if role == "agent" and name == "agent" else None
-            view = sandbox.StepView(task_dir=self.task_host, task_entries=entries, binds=binds,
-                                    network=network if network is not None else own if own is not None
-                                    else self.network)
+            view = sandbox.StepView(
+                task_dir=self.task_host,
+                task_entries=entries,
+                binds=binds,
+                network=network if network is not None else own if own is not None else self.network,
+            )
             command = self.box.argv(view, command, cwd=cwd)
         self._n += 1
-        facts, usage = run_step(f"{self._n:02d}-{name}", command, env={**self.base_env, **env, **dirs_env},
-                                cwd=host_cwd or self.app, logs_dir=self.out_dir, timeout_s=timeout_s,
-                                cgroup=self.cg, limits=self.limits, on_spawn=self.on_spawn, stdin=stdin)
+        facts, usage = run_step(
+            f"{self._n:02d}-{name}",
+            command,
+            env={**self.base_env, **env, **dirs_env},
+            cwd=host_cwd or self.app,
+            logs_dir=self.out_dir,
+            timeout_s=timeout_s,
+            cgroup=self.cg,
+            limits=self.limits,
+            on_spawn=self.on_spawn,
+            stdin=stdin,
+        )
         facts.name = name
         self.usage.append(usage)
         return facts
@@ -139,12 +192,19 @@ class LocalRunner:
         if not self.box:
             return argv
         home, tmp = self._home("agent")
-        binds = [sandbox.Bind(self.app, sandbox.APP, True), sandbox.Bind(home, sandbox.HOME, True),
-                 sandbox.Bind(tmp, sandbox.TMP, True), sandbox.Bind(home.parent / "shm", sandbox.SHM, True),
-                 sandbox.Bind(self.agent_logs, sandbox.AGENT_LOGS, True)]
-        view = sandbox.StepView(task_dir=self.task_host, binds=binds, network=self.network,
-                                task_entries=sandbox.task_entries(self.task_host, tests=False,
-                                                                  solution=self.include_solution))
+        binds = [
+            sandbox.Bind(self.app, sandbox.APP, True),
+            sandbox.Bind(home, sandbox.HOME, True),
+            sandbox.Bind(tmp, sandbox.TMP, True),
+            sandbox.Bind(home.parent / "shm", sandbox.SHM, True),
+            sandbox.Bind(self.agent_logs, sandbox.AGENT_LOGS, True),
+        ]
+        view = sandbox.StepView(
+            task_dir=self.task_host,
+            binds=binds,
+            network=self.network,
+            task_entries=sandbox.task_entries(self.task_host, tests=False, solution=self.include_solution),
+        )
         return self.box.argv(view, argv)
 
     def dirs_env(self) -> dict[str, str]:
@@ -159,16 +219,21 @@ class LocalRunner:
     # -- helpers ------------------------------------------------------------------------------------
     def _home(self, role: Role) -> tuple[Path, Path]:
         if role not in self._homes:
-            self._homes[role] = (make_dir(self.workdir / role / "home", self.owner, 0o700),
-                                 make_dir(self.workdir / role / "tmp", self.owner, 0o700))
+            self._homes[role] = (
+                make_dir(self.workdir / role / "home", self.owner, 0o700),
+                make_dir(self.workdir / role / "tmp", self.owner, 0o700),
+            )
             make_dir(self.workdir / role / "shm", self.owner, 0o700)
         return self._homes[role]
 
     def _host(self, path: str) -> Path | None:
         """The host path of an environment path under the work dir, the agent's logs or a put folder."""
         p = Path(path)
-        mounts = {self.paths["app"]: self.app, self.paths["agent_logs"]: self.agent_logs,
-                  **{k: v for k, v in self.verifier_puts.items()}}
+        mounts = {
+            self.paths["app"]: self.app,
+            self.paths["agent_logs"]: self.agent_logs,
+            **{k: v for k, v in self.verifier_puts.items()},
+        }
         for inside, host in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
             if p == Path(inside) or Path(inside) in p.parents:
                 return host / p.relative_to(inside)

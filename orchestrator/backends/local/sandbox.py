@@ -102,8 +102,14 @@ def task_entries(task_dir: Path, *, tests: bool, solution: bool) -> list[str]:
 class Sandbox:
     """Builds the argv that runs a command in a fresh bwrap sandbox."""
 
-    def __init__(self, bwrap: str, setpriv: str | None, filter: seccomp.Filter | None = None,
-                 filter_fallback_reason: str | None = None, offline_filter: seccomp.Filter | None = None) -> None:
+    def __init__(
+        self,
+        bwrap: str,
+        setpriv: str | None,
+        filter: seccomp.Filter | None = None,
+        filter_fallback_reason: str | None = None,
+        offline_filter: seccomp.Filter | None = None,
+    ) -> None:
         self.bwrap = bwrap
         #: set when headroom runs as root: drop to SANDBOX_UID on the host before bwrap
         self.setpriv = setpriv
@@ -122,12 +128,20 @@ class Sandbox:
         return SANDBOX_GID if self.setpriv else os.getgid()
 
     def describe(self) -> dict[str, object]:
-        return {"tool": "bubblewrap", "bwrap": self.bwrap, "version": _version(self.bwrap), "host_uid": self.uid,
-                "namespaces": ["user", "pid", "ipc", "uts", "cgroup", "mount", "net (unless allow_internet)"],
-                "seccomp": (self.filter.describe() if self.filter else
-                            {"filter": None, "fallback_reason": self.filter_fallback_reason}),
-                "seccomp_offline": self.offline_filter.describe() if self.offline_filter else None,
-                "masked": [p for p in MASKED_PROC if Path(p).exists()]}
+        return {
+            "tool": "bubblewrap",
+            "bwrap": self.bwrap,
+            "version": _version(self.bwrap),
+            "host_uid": self.uid,
+            "namespaces": ["user", "pid", "ipc", "uts", "cgroup", "mount", "net (unless allow_internet)"],
+            "seccomp": (
+                self.filter.describe()
+                if self.filter
+                else {"filter": None, "fallback_reason": self.filter_fallback_reason}
+            ),
+            "seccomp_offline": self.offline_filter.describe() if self.offline_filter else None,
+            "masked": [p for p in MASKED_PROC if Path(p).exists()],
+        }
 
     def argv(self, view: StepView, command: list[str], cwd: str = APP) -> list[str]:
         args: list[str] = []
@@ -135,8 +149,15 @@ class Sandbox:
         if flt:
             args += ["/bin/sh", "-c", _OPEN_FILTER, "headroom-seccomp", flt.path]
         if self.setpriv:
-            args += [self.setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups",
-                     "--inh-caps=-all", "--no-new-privs", "--"]
+            args += [
+                self.setpriv,
+                f"--reuid={SANDBOX_UID}",
+                f"--regid={SANDBOX_GID}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--no-new-privs",
+                "--",
+            ]
         args += [self.bwrap, "--unshare-all"]
         if view.network:
             args.append("--share-net")
@@ -190,7 +211,9 @@ def probe() -> Sandbox:
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv")
         if setpriv is None:
-            raise SandboxUnavailable("running as root but setpriv (util-linux) is missing: cannot drop to an unprivileged uid")
+            raise SandboxUnavailable(
+                "running as root but setpriv (util-linux) is missing: cannot drop to an unprivileged uid"
+            )
     try:
         flt: seccomp.Filter | None = seccomp.build()
         offline: seccomp.Filter | None = seccomp.build(network=False)

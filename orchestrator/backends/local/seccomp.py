@@ -76,8 +76,13 @@ class Filter:
         return f"/proc/{os.getpid()}/fd/{self.fd}"
 
     def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"filter": "libseccomp", "library": self.library, "blocked": list(BLOCKED),
-                               "errno": errno.errorcode[ERRNO], "arches": self.arches}
+        out: dict[str, Any] = {
+            "filter": "libseccomp",
+            "library": self.library,
+            "blocked": list(BLOCKED),
+            "errno": errno.errorcode[ERRNO],
+            "arches": self.arches,
+        }
         if not self.network:
             out["socket_families"] = sorted(OFFLINE_FAMILIES)
         return out
@@ -138,7 +143,9 @@ def _compile(network: bool = True) -> Filter:
         with os.fdopen(os.dup(fd), "wb") as out:
             flt.export_bpf(out)
         # Sealed: nothing (a step's wrapper included) can change the program once it is written.
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+        fcntl.fcntl(
+            fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+        )
     except (OSError, ValueError, AttributeError) as exc:
         raise FilterUnavailable(f"libseccomp could not build the filter ({type(exc).__name__}: {exc})") from None
     if os.fstat(fd).st_size == 0:

@@ -77,8 +77,9 @@ class _Walk:
 
     def over(self) -> bool:
         u = self.usage
-        return ((self.stop_bytes is not None and u.bytes > self.stop_bytes)
-                or (self.stop_inodes is not None and u.inodes > self.stop_inodes))
+        return (self.stop_bytes is not None and u.bytes > self.stop_bytes) or (
+            self.stop_inodes is not None and u.inodes > self.stop_inodes
+        )
 
     def count(self, st: os.stat_result) -> None:
         self.usage.bytes += st.st_blocks * 512
@@ -274,10 +275,13 @@ class DiskWatcher:
             return None
         mib = 1024 * 1024
         if u.bytes > self.limit_bytes:
-            return (f"the trial wrote {u.bytes / mib:.1f} MiB, over its storage limit of "
-                    f"{self.limit_bytes / mib:.1f} MiB")
-        return (f"the trial created {u.inodes} files and directories, over the {self.limit_inodes} its storage limit "
-                f"of {self.limit_bytes / mib:.1f} MiB allows (one per {BYTES_PER_INODE // 1024} KiB)")
+            return (
+                f"the trial wrote {u.bytes / mib:.1f} MiB, over its storage limit of {self.limit_bytes / mib:.1f} MiB"
+            )
+        return (
+            f"the trial created {u.inodes} files and directories, over the {self.limit_inodes} its storage limit "
+            f"of {self.limit_bytes / mib:.1f} MiB allows (one per {BYTES_PER_INODE // 1024} KiB)"
+        )
 
     def _loop(self) -> None:
         interval = MIN_INTERVAL_S
