@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,8 +54,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _untracked() -> set[str]:
     """Files and folders in the checkout that git neither tracks nor ignores."""
-    import subprocess
-
     res = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=normal"],
         cwd=REPO,
@@ -94,12 +93,10 @@ def _writes_nothing_into_the_checkout(request: pytest.FixtureRequest) -> Iterato
     yield
     new = sorted(set(os.listdir(REPO)) - before)
     if new:  # what .gitignore names (test-artifacts/, a screenshot folder) may appear
-        import subprocess
-
         ignored = subprocess.run(
             ["git", "check-ignore", "--", *new], cwd=REPO, capture_output=True, text=True, check=False
-        ).stdout.split()
-        new = [n for n in new if n.rstrip("/") not in {i.rstrip("/") for i in ignored}]
+        ).stdout.splitlines()  # each name as given: listdir's, with no trailing slash
+        new = [n for n in new if n not in ignored]
     if new:
         pytest.fail(
             f"{', '.join(new)} appeared in the checkout while {request.node.nodeid} ran (write into tmp_path)",

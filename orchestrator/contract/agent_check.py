@@ -226,12 +226,6 @@ def target(command: str) -> Target | None:
     return Target(program, script)
 
 
-def program(command: str) -> str | None:
-    """The agent command's program word, or None when it cannot be told without running the command."""
-    t = target(command)
-    return t.program if t else None
-
-
 def argv(word: str, shell: str = "bash", script: str | None = None) -> list[str]:
     """The check of ``word`` (and an interpreter's ``script``) for a command the environment's ``shell`` will run."""
     return ["/bin/sh", "-c", SCRIPT, "headroom-agent-check", word, shell, *([script] if script else [])]

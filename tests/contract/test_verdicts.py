@@ -117,7 +117,8 @@ def test_agent_not_found_comes_only_from_headrooms_check() -> None:
     ],
 )
 def test_the_program_word(command: str, word: str | None) -> None:
-    assert agent_check.program(command) == word
+    t = agent_check.target(command)
+    assert (t.program if t else None) == word
 
 
 @pytest.mark.parametrize(
