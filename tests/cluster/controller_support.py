@@ -35,6 +35,19 @@ KWOK_VALUES = [
 ]
 
 
+def headroom(
+    cluster: Cluster, *args: str, kubeconfig: Path | None = None, cwd: Path = REPO, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """The headroom CLI as a user runs it, against the test plane (``--kubeconfig``: the cluster's, or ``kubeconfig``)."""
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args, "--kubeconfig", str(kubeconfig or cluster.kubeconfig)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
 def install_crds(cluster: Cluster) -> None:
     """The chart's CRDs, as `helm install` would create them (idempotent; CRDs are cluster-wide)."""
     ext = client.ApiextensionsV1Api(cluster.api_client)

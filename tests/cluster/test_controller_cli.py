@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,20 +13,15 @@ from orchestrator.controller import tasksets
 from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, VERSION
 from orchestrator.tasks.loader import load_tasks
 
-from .controller_support import crds, helm_install, service_account_kubeconfig  # noqa: F401  (crds: the fixture)
+from .controller_support import (  # noqa: F401  (crds: the fixture)
+    crds,
+    headroom,
+    helm_install,
+    service_account_kubeconfig,
+)
 from .plane import REPO, Cluster
 
 pytestmark = [pytest.mark.cluster]
-
-
-def headroom(cluster: Cluster, *args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args, "--kubeconfig", str(kubeconfig or cluster.kubeconfig)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
 
 
 def test_tasks_push_is_content_addressed_and_loads_back(cluster: Cluster, crds: None, tmp_path: Path) -> None:

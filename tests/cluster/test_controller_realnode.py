@@ -18,8 +18,6 @@ node's network namespace.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -34,7 +32,7 @@ from tests.docker.fixtures import DockerEnv
 
 from .conftest import RealNodeHandle
 from .controller_image import IMAGE_REPO, IMAGE_TAG, ControllerImage, controller_image
-from .controller_support import CHART, RELEASE, crds  # noqa: F401
+from .controller_support import CHART, RELEASE, crds, headroom  # noqa: F401
 from .plane import REPO, Cluster, wait_for
 from .realnode import REAL_NODE_LABEL, REAL_NODE_TOLERATION, RealNode
 
@@ -169,24 +167,7 @@ def _install_and_run(
     metrics_url = f"http://{pod.status.pod_ip}:8080/metrics"
     assert "headroom_" in (node.http_get(metrics_url) or "")
 
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "cluster",
-            "submit",
-            str(experiment_file(tmp_path, real_node.image)),
-            "-n",
-            ns,
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    r = headroom(cluster, "cluster", "submit", str(experiment_file(tmp_path, real_node.image)), "-n", ns, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
 
     def complete() -> bool:

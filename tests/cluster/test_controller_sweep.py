@@ -23,6 +23,7 @@ from kubernetes import client
 from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, TRIAL_PLURAL, VERSION
 
 from .controller_support import ControllerProcess, crds, helm_install, service_account_kubeconfig  # noqa: F401
+from .controller_support import headroom as _cli
 from .plane import FAKE_NODE_TOLERATION, REPO, Cluster, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -56,13 +57,7 @@ def experiment_file(tmp: Path, name: str, attempts: int, concurrency: int) -> Pa
 
 
 def headroom(cluster: Cluster, *args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args, "--kubeconfig", str(kubeconfig or cluster.kubeconfig)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
+    return _cli(cluster, *args, kubeconfig=kubeconfig, timeout=300)  # its commands wait on the controller
 
 
 def setup(cluster: Cluster, tmp: Path, prefix: str) -> tuple[str, Path]:

@@ -35,7 +35,13 @@ from orchestrator.tasks.loader import load_tasks
 from tests.docker.fixtures import DockerEnv
 
 from .conftest import RealNodeHandle
-from .controller_support import ControllerProcess, crds, helm_install, service_account_kubeconfig  # noqa: F401
+from .controller_support import (  # noqa: F401
+    ControllerProcess,
+    crds,
+    headroom,
+    helm_install,
+    service_account_kubeconfig,
+)
 from .plane import REPO, Cluster, wait_for
 from .test_controller_sweep import experiment, trials, wait_complete
 
@@ -126,24 +132,7 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
             }
             f = tmp_path / f"{name}.yaml"
             f.write_text(yaml.safe_dump(spec))
-            sub = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "orchestrator",
-                    "cluster",
-                    "submit",
-                    str(f),
-                    "-n",
-                    ns,
-                    "--kubeconfig",
-                    str(cluster.kubeconfig),
-                ],
-                capture_output=True,
-                text=True,
-                cwd=tmp_path,
-                timeout=120,
-            )
+            sub = headroom(cluster, "cluster", "submit", str(f), "-n", ns, cwd=tmp_path)
             assert sub.returncode == 0, sub.stderr
             wait_complete(cluster, ns, name, ctl, 420)
 
@@ -218,24 +207,7 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
         spec = {**spec, "name": "timg-missing", "task_source": {"image": missing}}
         f = tmp_path / "missing.yaml"
         f.write_text(yaml.safe_dump(spec))
-        sub = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "orchestrator",
-                "cluster",
-                "submit",
-                str(f),
-                "-n",
-                ns,
-                "--kubeconfig",
-                str(cluster.kubeconfig),
-            ],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            timeout=120,
-        )
+        sub = headroom(cluster, "cluster", "submit", str(f), "-n", ns, cwd=tmp_path)
         assert sub.returncode == 0, sub.stderr
 
         def planned_condition() -> dict[str, Any] | None:
