@@ -172,22 +172,8 @@ def test_a_result_the_api_server_refuses_is_recorded_against_the_try_and_its_pod
     assert "e-t-0" not in rec._handles and not rec._write_failures
 
 
-def test_a_transient_failure_is_retried_on_later_passes_then_recorded() -> None:
-    rec, api, backend, advance = _setup(lambda body: 503 if _agent_data(body) else None)
-    for attempt in range(1, WRITE_ATTEMPTS):
-        rec._handles["e-t-0"] = (
-            "e",
-            Handle(
-                name="e-t-0",
-                run_id="e-u",
-                trial_id=api.objects["e-t-0"]["spec"]["trialId"],
-                try_index=0,
-                backend="kubernetes",
-            ),
-        )
-        with pytest.raises(ApiException):
-            advance()
-        assert api.objects["e-t-0"]["status"]["phase"] == "Running" and backend.released == 0, attempt
+def _adopt(rec: Reconciler, api: _StatusApi) -> None:
+    """Hand the try back to the reconciler, as its next pass adopts the still-held pod."""
     rec._handles["e-t-0"] = (
         "e",
         Handle(
@@ -198,6 +184,16 @@ def test_a_transient_failure_is_retried_on_later_passes_then_recorded() -> None:
             backend="kubernetes",
         ),
     )
+
+
+def test_a_transient_failure_is_retried_on_later_passes_then_recorded() -> None:
+    rec, api, backend, advance = _setup(lambda body: 503 if _agent_data(body) else None)
+    for attempt in range(1, WRITE_ATTEMPTS):
+        _adopt(rec, api)
+        with pytest.raises(ApiException):
+            advance()
+        assert api.objects["e-t-0"]["status"]["phase"] == "Running" and backend.released == 0, attempt
+    _adopt(rec, api)
     assert advance() is True  # the last allowed pass records it as unstorable
     assert api.objects["e-t-0"]["status"]["outcome"] == "harness_error" and backend.released == 1
 
@@ -212,16 +208,7 @@ def test_a_transient_failure_that_clears_stores_the_real_result() -> None:
     rec, api, backend, advance = _setup(flaky)
     with pytest.raises(ApiException):
         advance()
-    rec._handles["e-t-0"] = (
-        "e",
-        Handle(
-            name="e-t-0",
-            run_id="e-u",
-            trial_id=api.objects["e-t-0"]["spec"]["trialId"],
-            try_index=0,
-            backend="kubernetes",
-        ),
-    )
+    _adopt(rec, api)
     assert advance() is True
     assert api.objects["e-t-0"]["status"]["outcome"] == "failed" and backend.released == 1
     assert not rec._write_failures
