@@ -15,6 +15,7 @@ import pytest
 
 from orchestrator.backends.local import process
 from orchestrator.backends.local.cgroups import detect
+from orchestrator.spec.facts import StepFacts
 from orchestrator.spec.resources import ResourceAmounts
 from tests.hostile.harness import assert_nothing_leaks, requires_sandbox, sweep, write_hostile_task
 from tests.taskfactory import requires_cgroups
@@ -62,41 +63,28 @@ def test_a_real_wrapper_failure_is_still_spawn_failed(tmp_path: Path) -> None:
         try:
             # A cgroup.procs that cannot be written (its directory is gone): the join fails for real.
             cg.procs_files = lambda: [tmp_path / "gone" / "cgroup.procs"]  # type: ignore[method-assign]
-            facts, _ = process.run_step(
-                "agent",
-                ["sh", "-c", "echo ran"],
-                env={"PATH": "/usr/bin:/bin"},
-                cwd=tmp_path,
-                logs_dir=tmp_path,
-                timeout_s=30,
-                cgroup=cg,
-                limits=process.Limits(None),
-            )
+
+            def step(argv: list[str]) -> StepFacts:
+                facts, _ = process.run_step(
+                    "agent",
+                    argv,
+                    env={"PATH": "/usr/bin:/bin"},
+                    cwd=tmp_path,
+                    logs_dir=tmp_path,
+                    timeout_s=30,
+                    cgroup=cg,
+                    limits=process.Limits(None),
+                )
+                return facts
+
+            facts = step(["sh", "-c", "echo ran"])
             assert facts.spawn_error is not None and "cannot join cgroup" in facts.spawn_error, facts
             assert "ran" not in facts.stdout_tail  # the command never started outside its limits
             # ...and a missing program is the wrapper's verdict too, not the exit code's
             cg.procs_files = lambda: []  # type: ignore[method-assign]
-            facts, _ = process.run_step(
-                "agent",
-                ["no-such-program-here"],
-                env={"PATH": "/usr/bin:/bin"},
-                cwd=tmp_path,
-                logs_dir=tmp_path,
-                timeout_s=30,
-                cgroup=cg,
-                limits=process.Limits(None),
-            )
+            facts = step(["no-such-program-here"])
             assert facts.spawn_error is not None and "not found" in facts.spawn_error, facts
-            facts, _ = process.run_step(
-                "agent",
-                ["sh", "-c", "exit 111"],
-                env={"PATH": "/usr/bin:/bin"},
-                cwd=tmp_path,
-                logs_dir=tmp_path,
-                timeout_s=30,
-                cgroup=cg,
-                limits=process.Limits(None),
-            )
+            facts = step(["sh", "-c", "exit 111"])
             assert facts.spawn_error is None and facts.exit_code == 111
         finally:
             cg.remove()
