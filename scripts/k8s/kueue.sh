@@ -42,8 +42,8 @@ if [[ ${force} -eq 0 && -f "${stamp}" && -x "${out}/bin/kueue" && -f "${out}/web
   exit 0
 fi
 
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
-export GOSUMDB="${HEADROOM_GOSUMDB:-off}"   # the module proxy is the only source (see build.sh)
+# shellcheck source=scripts/lib/go.sh
+source "${here}/../lib/go.sh"   # the Go environment, module checksums verified
 command -v go >/dev/null || { echo "kueue.sh: go is not on PATH" >&2; exit 1; }
 log="${out}/build.log"
 work="${out}/work"
