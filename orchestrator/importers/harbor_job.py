@@ -138,6 +138,7 @@ def _trial(
         record=rec,
         source_error=exc_type or "no exception",
         agent_key=label,
+        model=str(model) if model else None,
     )
 
 
