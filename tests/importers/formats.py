@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import comb
 from pathlib import Path
 from typing import Any
@@ -144,6 +144,10 @@ class H:
     exception: str | None = None
     checksum: str | None = None
     started: str | None = "2026-04-01T10:00:00.000000Z"
+    #: files under the trial's ``agent/`` directory, as Harbor leaves them (``exit-code.txt``, ``oracle.txt``,
+    #: ``command-0/return-code.txt``, ``command-0/stdout.txt``): relative path -> text
+    agent_files: dict[str, str] = field(default_factory=dict)
+    message: str = "boom"  # the exception's message, when there is an exception
 
 
 def write_harbor_job(
@@ -199,7 +203,7 @@ def write_harbor_job(
                     if t.exception is None
                     else {
                         "exception_type": t.exception,
-                        "exception_message": "boom",
+                        "exception_message": t.message,
                         "exception_traceback": "",
                         "occurred_at": "2026-04-01T10:01:00Z",
                     },
@@ -210,6 +214,9 @@ def write_harbor_job(
                 indent=2,
             )
         )
+        for rel, text in t.agent_files.items():
+            (d / "agent" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (d / "agent" / rel).write_text(text)
     rewards = [t.reward or 0.0 for t in trials]
     mean = sum(rewards) / len(rewards)
     successes: dict[str, list[int]] = {}
