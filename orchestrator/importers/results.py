@@ -314,8 +314,11 @@ def read_sources(
         )
         for t in src.trials:
             t.evidence["source_run"] = src.name
-        _renamed_run_is_a_submission(src, f)
         sources.append(src)
+    siblings = Counter(f.group for f in found.found)
+    for src, f in zip(sources, found.found):
+        if f.group is not None and siblings[f.group] > 1:  # a run alone in its folder: the folder names it
+            _renamed_run_is_a_submission(src, f)
     return sources, found.stray
 
 

@@ -155,7 +155,7 @@ def write_harbor_job(
     trials: list[H],
     *,
     agent: str = "terminus-2",
-    model: str = "model-h",
+    model: str | None = "model-h",  # None: the job records no model (an agent that picks its own)
     dataset: str = "example-org/bench",
     version: str = "0.21.0",
 ) -> dict[str, Any]:
@@ -183,14 +183,18 @@ def write_harbor_job(
                     "config": {
                         "trial_name": name,
                         "timeout_multiplier": 1.0,
-                        "agent": {"name": agent, "model_name": f"example/{model}", "env": {"EXAMPLE_KEY": "sk-a****z"}},
+                        "agent": {
+                            "name": agent,
+                            "model_name": f"example/{model}" if model else None,
+                            "env": {"EXAMPLE_KEY": "sk-a****z"},
+                        },
                         "environment": {"type": "docker", "override_memory_mb": 4096, "env": {}},
                         "job_id": job_id,
                     },
                     "agent_info": {
                         "name": agent,
                         "version": "2.0",
-                        "model_info": {"name": model, "provider": "example"},
+                        "model_info": {"name": model, "provider": "example"} if model else None,
                     },
                     "agent_result": {
                         "n_input_tokens": 100,
@@ -228,7 +232,7 @@ def write_harbor_job(
         k: sum(1.0 - comb(len(s) - sum(s), k) / comb(len(s), k) for s in successes.values()) / len(successes)
         for k in ks
     }
-    key = f"{agent}__{model}__{dataset}"
+    key = f"{agent}__{model}__{dataset}" if model else f"{agent}__{dataset}"
     exc: dict[str, list[str]] = {}
     for t, n in zip(trials, names):
         if t.exception:
@@ -259,4 +263,5 @@ def write_harbor_job(
     )
     (job_dir / "config.json").write_text(json.dumps({"job_name": job_dir.name, "n_attempts": min_n}, indent=2))
     (job_dir / "lock.json").write_text(json.dumps({"harbor": {"version": version, "git_commit_hash": "abc123"}}))
-    return {"dir": job_dir, "mean": mean, "pass_at_k": pak, "label": f"{agent}@example/{model}"}
+    label = f"{agent}@example/{model}" if model else agent
+    return {"dir": job_dir, "mean": mean, "pass_at_k": pak, "label": label}

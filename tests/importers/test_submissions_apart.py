@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.store.sqlite import Store
-from tests.importers.formats import T, write_tb_run
+from tests.importers.formats import H, T, write_harbor_job, write_tb_run
 
 RULES_TB = "terminal-bench:leaderboard"
 
@@ -86,18 +86,20 @@ def test_three_renamed_runs_alone_in_a_folder_stay_three_configurations(tmp_path
     _expect_three_apart(done, runs)
 
 
+@pytest.mark.parametrize("renamed", [False, True], ids=["run-named-by-harness", "run-renamed"])
 def test_three_submission_folders_each_holding_a_run_stay_three_configurations(
-    tmp_path: Path, import_json, report
+    tmp_path: Path, import_json, report, renamed: bool
 ) -> None:
     """Three submission folders, each holding its run under the harness's own name (the same timestamp in all
-    three): three configurations, each named by its submission folder, each with its own score in the report."""
+    three) or renamed: three configurations, each named by its submission folder, each with its own score."""
     lb = tmp_path / "lb"
-    runs = {
-        sub: write_tb_run(
+    runs = {}
+    for sub, trials in THREE.items():
+        runs[sub] = write_tb_run(
             lb / sub / "2025-09-01__11-19-06", trials, agent="LeadArchitectAgent", model=None, per_trial_copies=False
         )
-        for sub, trials in THREE.items()
-    }
+        if renamed:
+            (lb / sub / "2025-09-01__11-19-06").rename(lb / sub / "final-run")
     store = tmp_path / "s.db"
     [done] = import_json(store, str(lb))
     _expect_three_apart(done, runs)
@@ -166,3 +168,22 @@ def test_a_source_the_store_holds_is_skipped_unless_again(tmp_path: Path, cli, i
     [done] = import_json(store, str(sub), "--again")
     assert done["summary"]["already_imported"] == [] and done["summary"]["totals"]["trials_imported"] == 2
     assert _runs(store) == 3
+
+
+def test_three_harbor_jobs_of_one_agent_without_a_model_stay_three_configurations(tmp_path: Path, import_json) -> None:
+    """The same in Harbor's job layout: three submission folders each holding a job of agent ``lead`` that records
+    no model; each keeps its own mean reward, which agrees with the job's own."""
+    lb = tmp_path / "lb"
+    rewards = {"sub-a": [1.0, 0.0, 0.0, 0.0], "sub-b": [1.0, 1.0, 0.0, 0.0], "sub-c": [1.0, 1.0, 1.0, 0.0]}
+    jobs = {
+        sub: write_harbor_job(
+            lb / sub / "2026-04-01__10-00-00", [H(f"t{i}", r) for i, r in enumerate(rs)], agent="lead", model=None
+        )
+        for sub, rs in rewards.items()
+    }
+    [done] = import_json(tmp_path / "h.db", str(lb))
+    got = {c["label"]: c for c in done["summary"]["configurations"]}
+    assert sorted(got) == ["lead (sub-a)", "lead (sub-b)", "lead (sub-c)"]
+    for sub, job in jobs.items():
+        assert got[f"lead ({sub})"]["source_rule_score"] == pytest.approx(job["mean"])
+    assert all(all(c["agrees"] for c in s["accuracy_checks"]) for s in done["summary"]["sources"])
