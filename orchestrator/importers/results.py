@@ -34,7 +34,7 @@ import numpy as np
 from orchestrator.engine import provenance as provenance_mod
 from orchestrator.errors import UserError
 from orchestrator.importers import discover as discover_mod
-from orchestrator.importers import harbor_job, tb_run
+from orchestrator.importers import harbor_job, sigkill, tb_run
 from orchestrator.importers.outcomes import HARBOR_EXCEPTIONS, TB_FAILURE_MODES, UNMAPPED_EXCEPTION
 from orchestrator.importers.source import FileRecord, Source, SourceTrial
 from orchestrator.stats import scoring_rules as rules_mod
@@ -625,6 +625,7 @@ def records(
                 "harbor_exceptions": {k: list(v) for k, v in HARBOR_EXCEPTIONS.items()},
                 "terminal_bench_failure_modes": {k: list(v) for k, v in TB_FAILURE_MODES.items()},
                 "unmapped_becomes": list(UNMAPPED_EXCEPTION),
+                "harbor_inferred": {"suspected_oom": sigkill.RULE},
                 "reward_threshold": p.threshold,
             },
             "summary": _compact(p.summary()),

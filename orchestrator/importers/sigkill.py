@@ -35,6 +35,12 @@ NOT_LOGS = frozenset({"command.txt", "return-code.txt"})
 TAIL_BYTES = 256 * 1024  # an agent's log can be gigabytes: its end is where a kill shows
 MAX_FILES = 64  # files looked at per trial (an agent directory someone else wrote can hold anything)
 MAX_SIGNALS = 5
+MAX_BYTES_PER_TRIAL = 1024 * 1024  # all logs of one trial together: thousands of failed trials stay quick
+RULE = (
+    "no exception (or NonZeroAgentExitCodeError naming exit 137), reward below the threshold, and the agent step "
+    "SIGKILLed (exit code 137 or -9 in agent/exit-code.txt or agent/command-N/return-code.txt, or the shell's "
+    "'Killed' report in the agent's output) -> infra_error(suspected_oom), inferred"
+)
 
 
 @dataclass
@@ -105,6 +111,7 @@ def read_signs(trial_dir: Path, shown: str) -> Signs:
     """Exit codes and the shell's kill reports under ``trial_dir/agent`` (``shown``: the trial dir as the summary names it)."""
     signs = Signs()
     agent_dir = trial_dir / "agent"
+    budget = MAX_BYTES_PER_TRIAL
     for path in _files(agent_dir):
         rel = f"{shown}/{path.relative_to(trial_dir).as_posix()}"
         name = path.name
@@ -116,9 +123,12 @@ def read_signs(trial_dir: Path, shown: str) -> Signs:
                 continue
             signs.exit_codes.append({"file": rel, "code": code})
         elif name.endswith(LOG_SUFFIXES) and name not in NOT_LOGS and len(signs.killed_lines) < MAX_SIGNALS:
-            raw = _read_tail(path, TAIL_BYTES)
+            if budget <= 0:
+                continue
+            raw = _read_tail(path, min(TAIL_BYTES, budget))
             if not raw:
                 continue
+            budget -= len(raw)
             for line in raw.decode("utf-8", "replace").splitlines()[::-1]:  # the last report first
                 if len(line) <= 2000 and KILLED_LINE.match(line):  # bounded: the pattern backtracks on long lines
                     signs.killed_lines.append({"file": rel, "said": redact_text(line.strip())[:200]})

@@ -131,3 +131,28 @@ def test_reports_show_the_score_with_suspected_ooms_as_failures_and_as_infra_err
     other = tmp_path / "o.db"
     import_json(other, str(plain["dir"]))
     assert "inferred" not in report(other)
+
+
+def test_only_the_trials_own_files_count_and_a_long_logs_end_is_read(tmp_path: Path, import_json) -> None:
+    """A symlink in the agent directory is not followed (the directory is someone else's); a kill reported at the
+    end of a log of megabytes is found."""
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("Killed\n")
+    job = write_harbor_job(
+        tmp_path / "job",
+        [
+            H("linked", 0.0, agent_files={"placeholder.md": ""}),
+            H("long", 0.0, agent_files={"claude-code.txt": "x" * 80 + "\n"}),
+        ],
+    )
+    [linked] = job["dir"].glob("linked__*/agent")
+    (linked / "oracle.txt").symlink_to(outside)
+    (linked / "exit-code.txt").symlink_to(outside)
+    [long] = job["dir"].glob("long__*/agent/claude-code.txt")
+    long.write_text(("step output " * 8 + "\n") * 30000 + "bash: line 1:  4242 Killed                  node agent.js\n")
+    store = tmp_path / "s.db"
+    import_json(store, str(job["dir"]))
+    stored = _stored(store)
+    assert stored["linked"][:2] == ("failed", None)
+    assert stored["long"][:2] == ("infra_error", "suspected_oom")
+    assert "4242 Killed" in stored["long"][2]["inferred_verdict"]["evidence"][0]["said"]
