@@ -619,8 +619,8 @@ class Store:
         """
         rows = self.db.execute(
             "SELECT p.run_id, r.name, json_extract(p.json, '$.import.imported_at'), s.value "
-            "FROM provenance p JOIN runs r ON r.run_id = p.run_id, json_each(p.json, '$.import.sources') s "
-            "ORDER BY r.created_at"
+            "FROM (SELECT run_id, json FROM provenance WHERE json_valid(json)) p JOIN runs r ON r.run_id = p.run_id, "
+            "json_each(p.json, '$.import.sources') s ORDER BY r.created_at"
         ).fetchall()
         out = []
         for run_id, run_name, imported_at, value in rows:
