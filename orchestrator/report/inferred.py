@@ -69,8 +69,9 @@ def build(df: pd.DataFrame) -> dict[str, Any] | None:
         return None
     return {
         "note": "infra_error(suspected_oom): the agent step was SIGKILLed (exit 137 or the shell's 'Killed' in the "
-        "agent's log) and the trial then scored 0 with no exception; SIGKILL alone does not prove an OOM kill, so "
-        "headroom infers it from the source's files (each trial's evidence names them) and shows the score both ways",
+        "agent's log) and the source then scored the trial a failure without another exception; SIGKILL alone does "
+        "not prove an OOM kill, so headroom infers it from the source's files (each trial's evidence names them) "
+        "and shows the score both ways",
         "configs": configs,
     }
 
