@@ -305,7 +305,7 @@ def read_sources(
         names[src.name] += 1
         if names[src.name] > 1:  # the same relative name under two paths given
             src.name = f"{src.name} #{names[src.name]}"
-        src.group, src.base, src.collection = f.group, f.base, f.collection
+        src.group = f.group
         src.group_name = (f.group or f.anchor).name
         src.details["within_submission"] = (
             f.anchor.relative_to(f.group).as_posix()

@@ -124,8 +124,6 @@ class Source:
     name: str = ""  # unique within an import: the path relative to what the user gave
     group: Path | None = None  # the submission this source belongs to (see discover.group_of)
     group_name: str = ""
-    base: Path | None = None  # the nearest directory above it that is not a source (discover.placement)
-    collection: Path | None = None  # the collection directory it sits under, if any (discover.placement)
     files: list[FileRecord] = field(default_factory=list)
     reported: dict[str, Any] = field(default_factory=dict)  # the source's own numbers (accuracy by label, ...)
     details: dict[str, Any] = field(default_factory=dict)  # dataset, n_attempts, config overrides, ...
