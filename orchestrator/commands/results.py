@@ -161,6 +161,14 @@ def print_summary(summary: dict[str, Any], run_id: str | None, store: Path) -> N
             pct(c["headline"], 2),
         )
     out.print(t)
+    for c in summary["configurations"]:
+        for reason, n in c.get("inferred", {}).items():
+            out.print(
+                f"[yellow]inferred[/] {escape(c['label'])}: {n} trial(s) infra_error({escape(reason)}): the agent step "
+                "was SIGKILLed and the source scored it a failure; not proven an OOM kill (each trial's evidence names "
+                "the files); the report shows the score with them as failures and as infra errors",
+                soft_wrap=True,
+            )
     _print_merges(summary.get("merges", []))
     _print_held(summary.get("already_imported", []))
     by_rule: dict[str, int] = {}

@@ -264,6 +264,10 @@ def config_summary(c: Configuration, threshold: float) -> dict[str, Any]:
         "source_rule_score": (own.get(rule) or {}).get("estimate"),
         "moves": (scored or {}).get("moves", {}).get(c.label, {}).get(rule, []),
         "notes": c.notes,
+        # verdicts read from the source's traces, not recorded by it (importers/sigkill.py): reason -> trials
+        "inferred": dict(
+            Counter(t.evidence["inferred_verdict"]["reason"] for t in c.trials if t.evidence.get("inferred_verdict"))
+        ),
     }
 
 

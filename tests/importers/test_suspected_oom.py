@@ -96,6 +96,7 @@ def test_a_sigkilled_trial_scored_zero_is_a_suspected_oom_inferred_with_its_evid
     [source] = done["summary"]["sources"]
     assert all(c["agrees"] for c in source["accuracy_checks"])
     assert sum(n for r, n in done["summary"]["rules"].items() if "suspected_oom" in r) == 4
+    assert done["summary"]["configurations"][0]["inferred"] == {"suspected_oom": 4}
 
 
 def test_reports_show_the_score_with_suspected_ooms_as_failures_and_as_infra_errors(
@@ -113,7 +114,8 @@ def test_reports_show_the_score_with_suspected_ooms_as_failures_and_as_infra_err
         ],
     )
     store = tmp_path / "s.db"
-    import_json(store, str(job["dir"]))
+    printed = " ".join(cli("results", "import", str(job["dir"]), "--store", str(store)).stdout.split())
+    assert "inferred terminus-2@example/model-h: 2 trial(s) infra_error(suspected_oom)" in printed
     doc = report(store)
     [c] = doc["inferred"]["configs"]
     assert (c["trials"], c["n"], c["passed"]) == (2, 6, 3)
