@@ -8,11 +8,12 @@ summary against the file holding the first copy; it is never imported twice.
 
 **Configurations.** Every source belongs to a group, the submission it is part of (see
 :mod:`orchestrator.importers.discover`). A group is one configuration per agent (Terminal-Bench:
-the run's ``agent_name``; Harbor: ``agent@model``, as a job can hold several): a leaderboard submission of five runs is one configuration of five source runs, and
-sources of two submissions are never one configuration unless the user asks (``--merge`` joins
-configurations naming the same agent and recorded model; the same ``--label`` given twice joins
-any); every join asked for is listed in the summary. A configuration whose sources record no model
-carries its submission's folder name in its label: the agent's name alone cannot tell two apart.
+the run's ``agent_name``; Harbor: ``agent@model``, as a job can hold several): a leaderboard
+submission of five runs is one configuration of five source runs, and sources of two submissions
+are never one configuration unless the user asks (``--merge`` joins configurations naming the same
+agent and recorded model; the same ``--label`` given twice joins any); every join asked for is
+listed in the summary. A configuration whose sources record no model carries its submission's
+folder name in its label: the agent's name alone cannot tell two apart.
 
 **Nothing lost silently.** Every file read has a :class:`~orchestrator.importers.source.FileRecord`;
 the summary lists each one that was skipped, with the reason, and counts every trial as
@@ -448,9 +449,9 @@ def plan(
     """Sources -> configurations: one per submission and agent; two submissions are joined only on request.
 
     A submission is the group discovery gave each source (its folder). Within it there is one configuration per
-    agent its sources name (Harbor: per agent and model, as a job can hold several). Sources of different submissions are joined only when the user asks:
-    ``merge`` (the same agent and recorded model) or the same ``--label`` given twice; every such join is listed
-    in ``ImportPlan.merges``, and the summary prints it.
+    agent its sources name (Harbor: per agent and model, as a job can hold several). Sources of different
+    submissions are joined only when the user asks: ``merge`` (the same agent and recorded model) or the same
+    ``--label`` given twice; every such join is listed in ``ImportPlan.merges``, and the summary prints it.
     """
     _dedupe(sources)
     configs: dict[tuple[Path | None, str | None], Configuration] = {}

@@ -108,7 +108,10 @@ def exception_exit_code(exc_type: str | None, message: str) -> int | None:
 
 
 def read_signs(trial_dir: Path, shown: str) -> Signs:
-    """Exit codes and the shell's kill reports under ``trial_dir/agent`` (``shown``: the trial dir as the summary names it)."""
+    """Exit codes and the shell's kill reports under ``trial_dir/agent``.
+
+    ``shown``: the trial directory as the summary names it (each sign's ``file`` starts with it).
+    """
     signs = Signs()
     agent_dir = trial_dir / "agent"
     budget = MAX_BYTES_PER_TRIAL
