@@ -315,7 +315,8 @@ def import_(
     sources, held = (sources, []) if again else _not_yet_imported(sources, store_path)
     if not sources:
         if fmt == "json":
-            click.echo(json.dumps([{"run_id": None, "already_imported": held}], indent=2, default=str))
+            nothing = {"already_imported": held, "nothing_new": True}
+            click.echo(json.dumps([{"run_id": None, **nothing, "summary": nothing}], indent=2, default=str))
         else:
             _print_held(held)
             out.print("nothing new to import (--again imports them once more)")

@@ -159,6 +159,10 @@ def test_a_source_the_store_holds_is_skipped_unless_again(tmp_path: Path, cli, i
     assert "already imported: copy-of-sub/2026-01-01__10-00-00: the same content is in run" in text
     assert "nothing new to import" in text
     assert _runs(store) == 1
+    [held] = import_json(store, str(copy))
+    assert held["run_id"] is None and held["summary"]["nothing_new"] is True
+    assert held["summary"]["already_imported"][0]["imported_as"] == "sub/2026-01-01__10-00-00"
+    assert _runs(store) == 1
     # A new run beside it: only the new one is imported, and the held one is named.
     write_tb_run(copy / "2026-01-02__10-00-00", [T("t1", False), T("t2", False)])
     [done] = import_json(store, str(copy))
