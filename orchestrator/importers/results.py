@@ -469,6 +469,13 @@ def plan(
     ordered = [c for c in configs.values() if c.trials]
     for c in ordered:
         c.label = _default_label(c)
+        if c.agent_key is not None and c.models == {None} and len(c.sources) > 1:
+            # the one case layout decides alone: say so, and how to keep them apart
+            c.notes.append(
+                f"its {len(c.sources)} runs name agent {c.agent_key} and no model: read as one submission "
+                f"({c.group_name}) as they sit in one folder under the names the harness gave them; give each "
+                "run as a PATH of its own to import them as separate submissions"
+            )
     merges: list[dict[str, Any]] = []
     if merge:
         ordered, merges = _merge_same_agent_and_model(ordered)

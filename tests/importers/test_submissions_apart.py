@@ -117,6 +117,13 @@ def test_runs_of_one_submission_naming_no_model_stay_one_configuration(tmp_path:
     [done] = import_json(tmp_path / "s.db", str(sub))
     [c] = done["summary"]["configurations"]
     assert c["label"] == "Factory Droid (20250923_droid_opus)" and len(c["sources"]) == 2
+    # Layout alone decided: the summary says so, and how to keep them apart, which works.
+    assert any("read as one submission (20250923_droid_opus)" in n for n in c["notes"])
+    [apart] = import_json(tmp_path / "apart.db", str(sub / "tb_rc_1"), str(sub / "tb_rc_2"))
+    assert [c["label"] for c in apart["summary"]["configurations"]] == [
+        "Factory Droid (tb_rc_1)",
+        "Factory Droid (tb_rc_2)",
+    ]
 
 
 def test_merge_never_joins_sources_without_a_model_and_label_joins_are_printed(tmp_path: Path, cli) -> None:
