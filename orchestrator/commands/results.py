@@ -161,6 +161,16 @@ def print_summary(summary: dict[str, Any], run_id: str | None, store: Path) -> N
             pct(c["headline"], 2),
         )
     out.print(t)
+    for c in summary["configurations"]:
+        for reason, n in c.get("inferred", {}).items():
+            out.print(
+                f"[yellow]inferred[/] {escape(c['label'])}: {n} trial(s) infra_error({escape(reason)}): the agent step "
+                "was SIGKILLed and the source scored it a failure; not proven an OOM kill (each trial's evidence names "
+                "the files); the report shows the score with them as failures and as infra errors",
+                soft_wrap=True,
+            )
+    _print_merges(summary.get("merges", []))
+    _print_held(summary.get("already_imported", []))
     by_rule: dict[str, int] = {}
     for c in summary["configurations"]:
         by_rule[c["source_rule"]] = by_rule.get(c["source_rule"], 0) + 1
@@ -178,6 +188,64 @@ def print_summary(summary: dict[str, Any], run_id: str | None, store: Path) -> N
     if run_id:
         nxt = f"headroom report {store}:{run_id}" if "," not in run_id else f"headroom runs --store {store}"
         out.print(f"run {run_id} written to {store}. Next: {nxt}")
+
+
+def _not_yet_imported(sources: list[Any], store_path: Path) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The sources the store does not hold yet, and one record per source it already holds (same content)."""
+    from orchestrator.store.sqlite import Store
+
+    if not store_path.is_file():
+        return sources, []
+    store = Store.open_existing(store_path)
+    try:
+        held = {h["digest"]: h for h in store.imported_sources()}
+    finally:
+        store.close()
+    fresh, skipped = [], []
+    for s in sources:
+        h = held.get(s.digest) if s.files_sha256 else None
+        if h is None:
+            fresh.append(s)
+        else:
+            skipped.append(
+                {
+                    "source": s.name,
+                    "digest": s.digest,
+                    "run_id": h["run_id"],
+                    "run_name": h["run_name"],
+                    "imported_as": h["source"],
+                    "imported_at": h["imported_at"],
+                }
+            )
+    return fresh, skipped
+
+
+def _print_held(held: list[dict[str, Any]]) -> None:
+    """One line per run of the store that already holds sources of this import (the same content)."""
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for h in held:
+        by_run.setdefault(h["run_id"], []).append(h)
+    for run_id, hs in list(by_run.items())[:MAX_LISTED]:
+        first = hs[0]
+        what = escape(first["source"]) if len(hs) == 1 else f"{len(hs)} sources (e.g. {escape(first['source'])})"
+        out.print(
+            f"[yellow]already imported[/]: {what}: the same content is in run {escape(run_id)} "
+            f"({escape(str(first['run_name']))}, imported {escape(str(first['imported_at']))}); skipped, --again "
+            "imports it once more",
+            soft_wrap=True,
+        )
+    if len(by_run) > MAX_LISTED:
+        out.print(_more(list(by_run)))
+
+
+def _print_merges(merges: list[dict[str, Any]]) -> None:
+    for m in merges:
+        out.print(
+            f"[bold yellow]merged on request[/] ({escape(m['how'])}): {escape(m['label'])} is one configuration of "
+            f"{len(m['submissions'])} submissions ({escape(', '.join(m['submissions']))}; "
+            f"{len(m['sources'])} source runs)",
+            soft_wrap=True,
+        )
 
 
 @click.group("results", short_help="results made elsewhere: import Harbor and Terminal-Bench runs")
@@ -206,6 +274,17 @@ def results() -> None:
 @click.option("--reward-threshold", type=float, default=1.0, show_default=True, help="a reward at or above this passes")
 @click.option("--separate", is_flag=True, help="one run per configuration instead of one run holding them all")
 @click.option(
+    "--merge",
+    is_flag=True,
+    help="join configurations of different submissions that name the same agent and the same model "
+    "(sources that record no model are never joined this way); each join is printed",
+)
+@click.option(
+    "--again",
+    is_flag=True,
+    help="import sources the store already holds (same content) once more, instead of skipping them",
+)
+@click.option(
     "--allow-partial",
     is_flag=True,
     help="import even when files or trials were skipped (for a reason other than an exact duplicate)",
@@ -221,6 +300,8 @@ def import_(
     mappings: tuple[str, ...],
     reward_threshold: float,
     separate: bool,
+    merge: bool,
+    again: bool,
     allow_partial: bool,
     fmt: str,
 ) -> None:
@@ -231,8 +312,18 @@ def import_(
 
     overrides = parse_overrides(mappings)
     sources, stray = importer.read_sources(list(paths), threshold=reward_threshold, overrides=overrides)
-    whole = importer.plan(sources, threshold=reward_threshold, labels=list(labels) or None, stray=stray)
+    sources, held = (sources, []) if again else _not_yet_imported(sources, store_path)
+    if not sources:
+        if fmt == "json":
+            nothing = {"already_imported": held, "nothing_new": True}
+            click.echo(json.dumps([{"run_id": None, **nothing, "summary": nothing}], indent=2, default=str))
+        else:
+            _print_held(held)
+            out.print("nothing new to import (--again imports them once more)")
+        return
+    whole = importer.plan(sources, threshold=reward_threshold, labels=list(labels) or None, stray=stray, merge=merge)
     summary = whole.summary()
+    summary["already_imported"] = held
     if whole.partial and not allow_partial:
         if fmt == "json":
             click.echo(json.dumps([{"run_id": None, "summary": summary}], indent=2, default=str))
@@ -257,12 +348,17 @@ def import_(
     )
     store = Store(store_path)
     done: list[dict[str, Any]] = []
+    written: set[str] = set()  # sources this import wrote (with --separate a job of two agents is in two runs)
     try:
         for p in plans:
             run_name = name or (p.configurations[0].label if separate else Path(paths[0]).resolve().name)
             run, tasks, trials = importer.records(p, name=run_name)
-            run_id = store.import_run(run, tasks, trials)
-            done.append({"run_id": run_id, "summary": p.summary() if separate else summary})
+            fresh = [] if again else [s.digest for s in p.sources if s.files_sha256 and s.digest not in written]
+            run_id = store.import_run(run, tasks, trials, new_sources=fresh)
+            written.update(s.digest for s in p.sources)
+            done.append(
+                {"run_id": run_id, "summary": {**p.summary(), "already_imported": held} if separate else summary}
+            )
     finally:
         store.close()
     if fmt == "json":

@@ -21,11 +21,10 @@ Every source belongs to a **group**, the submission it is part of: the nearest d
 that is not itself a run or job (a leaderboard submission folder holding its runs), or the source
 itself when it is the path given. Configurations are made per group (see ``results.plan``).
 
-A directory that holds sources directly *and* folders holding sources is a **collection**: by layout
-alone it is either a folder of submissions (one-run submissions beside submission folders) or one
-submission that keeps some runs one folder deeper (``sub/run1``, ``sub/more/run2``). Every source
-under it records that collection (``Found.collection``); ``results.plan`` tells the two apart by the
-agent and model the runs name, once they are read.
+A directory that holds sources directly *and* folders holding sources is a **collection** (a folder of
+submissions: one-run submissions beside submission folders): each source directly in it is a submission
+of its own. Every source under it records that collection (``Found.collection``). Layout never joins two
+submissions: ``results.plan`` does that only when the user asks (``--merge``, ``--label``).
 """
 
 from __future__ import annotations
@@ -219,11 +218,11 @@ def _base(anchor: Path, given: Path, anchors: set[Path]) -> Path:
 def placement(anchors: list[Path], given: Path) -> dict[Path, tuple[Path, Path, Path | None]]:
     """Per source: (its submission by layout, its base directory, the collection it sits under or None).
 
-    A directory holding several sources and no folder of its own sources is one submission (a
-    leaderboard entry's runs). A directory that also holds such folders is a collection: by layout,
-    each source directly in it is a submission of its own, as is a source alone in its directory,
-    and the path given when it is a source itself. Whether a collection is really one submission
-    with runs at two depths is decided when the runs are read (``results.plan``).
+    A directory holding sources and no folder of its own sources is one submission (a leaderboard
+    entry's folder holding its runs, or its one run). A directory that also holds such folders is a
+    collection: by layout, each source directly in it is a submission of its own, as is the path given
+    when it is a source itself. Runs of one agent kept at two depths
+    (``sub/run1``, ``sub/more/run2``) are two submissions by layout: ``--merge`` joins them on request.
     """
     aset = set(anchors)
     base = {a: _base(a, given, aset) for a in anchors}
@@ -234,10 +233,12 @@ def placement(anchors: list[Path], given: Path) -> dict[Path, tuple[Path, Path, 
     collection = {b for b in bases if any(o != b and b in o.parents for o in bases)}
     out = {}
     for a, b in base.items():
-        alone = b == a or b in collection or len(members[b]) == 1
+        # its own submission: the path given, or a source directly in a collection; a folder holding its sources
+        # (one or several) and no folder of sources is the submission (its name tells the submission apart)
+        own = b == a or b in collection
         # the nearest collection at or above the base (the deepest one: a base may sit under several)
         under = max((c for c in collection if c == b or c in b.parents), key=lambda c: len(c.parts), default=None)
-        out[a] = (a if alone else b, b, under)
+        out[a] = (a if own else b, b, under)
     return out
 
 

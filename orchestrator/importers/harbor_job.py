@@ -18,8 +18,9 @@ from typing import Any
 
 from orchestrator.agentio.redact import redact_text
 from orchestrator.contract.outputs import usage_value
+from orchestrator.importers import sigkill
 from orchestrator.importers.discover import Found
-from orchestrator.importers.outcomes import harbor_verdict
+from orchestrator.importers.outcomes import Verdict, harbor_verdict
 from orchestrator.importers.source import (
     FileRecord,
     Source,
@@ -29,6 +30,7 @@ from orchestrator.importers.source import (
     seconds_between,
     time_or_none,
 )
+from orchestrator.spec.outcome import InfraReason
 
 NO_TASK = "a trial result without task_name"
 PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
@@ -76,7 +78,10 @@ def _trial(
     exc_type = exc.get("exception_type") if exc else None
     verdict = harbor_verdict(exc_type, reward, threshold, overrides)
     if reward is None and reward_key and reward_key.startswith("several"):
-        verdict = type(verdict)("harness_error", "reward_malformed", f"rewards: {reward_key}")
+        verdict = Verdict("harness_error", "reward_malformed", f"rewards: {reward_key}")
+    inferred = None
+    if verdict.outcome == "failed" and reward is not None and exc_type in (None, "NonZeroAgentExitCodeError"):
+        verdict, inferred = _suspected_oom(rec, verdict, exc_type, str(exc.get("exception_message") or ""))
     ar = _object(data.get("agent_result"))
     phases = {
         p: seconds_between((data.get(p) or {}).get("started_at"), (data.get(p) or {}).get("finished_at"))
@@ -113,6 +118,8 @@ def _trial(
         "n_cache_tokens": number(ar.get("n_cache_tokens")),
         "rule": verdict.rule,
     }
+    if inferred is not None:
+        evidence["inferred_verdict"] = inferred
     started, finished = time_or_none(data.get("started_at")), time_or_none(data.get("finished_at"))
     return SourceTrial(
         trial_name=str(name),
@@ -138,7 +145,38 @@ def _trial(
         record=rec,
         source_error=exc_type or "no exception",
         agent_key=label,
+        model=str(model) if model else None,
     )
+
+
+def _suspected_oom(rec: FileRecord, verdict: Verdict, exc_type: str | None, message: str) -> tuple[Verdict, Any]:
+    """A failed trial whose agent step was SIGKILLed: ``infra_error(suspected_oom)``, inferred, with its evidence.
+
+    Harbor scores an OOM-killed agent as a wrong answer (reward 0, no exception); the kill shows only in the
+    trial's agent directory (:mod:`orchestrator.importers.sigkill`). SIGKILL does not prove the OOM killer, so
+    the verdict is its own reason, marked inferred, and the report shows the score both ways.
+    """
+    trial_dir = rec.path.parent
+    signs = sigkill.read_signs(trial_dir, rec.shown.rsplit("/", 1)[0] if "/" in rec.shown else trial_dir.name)
+    code = sigkill.exception_exit_code(exc_type, message)
+    if code is not None:
+        signs.exit_codes.append({"file": f"{rec.shown} (exception_info)", "code": code})
+    if not signs.sigkilled:
+        return verdict, None
+    reason = InfraReason.SUSPECTED_OOM.value
+    why = "no exception" if exc_type is None else exc_type
+    return Verdict(
+        "infra_error", reason, f"{why}, reward below threshold, agent step SIGKILLed -> infra_error({reason}), inferred"
+    ), {
+        "outcome": "infra_error",
+        "reason": reason,
+        "inferred": True,
+        "scored_by_source_as": "failed",
+        "evidence": signs.evidence(),
+        "exit_codes": signs.exit_codes,
+        "why": "the agent step was killed by SIGKILL (exit 137 = 128 + 9, or the shell's 'Killed') and the trial "
+        "then scored below the threshold: what an OOM kill leaves; SIGKILL alone does not prove the OOM killer",
+    }
 
 
 def _object(x: Any) -> dict[str, Any]:

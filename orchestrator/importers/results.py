@@ -8,10 +8,12 @@ summary against the file holding the first copy; it is never imported twice.
 
 **Configurations.** Every source belongs to a group, the submission it is part of (see
 :mod:`orchestrator.importers.discover`). A group is one configuration per agent (Terminal-Bench:
-the run's ``agent_name``; Harbor: ``agent@model``): a leaderboard submission of five runs is one
-configuration of five source runs, and two runs named on the command line are two
-configurations, never merged. ``--label`` names the configurations in order; configurations
-given the same label are merged, the one way to join sources deliberately.
+the run's ``agent_name``; Harbor: ``agent@model``, as a job can hold several): a leaderboard
+submission of five runs is one configuration of five source runs, and sources of two submissions
+are never one configuration unless the user asks (``--merge`` joins configurations naming the same
+agent and recorded model; the same ``--label`` given twice joins any); every join asked for is
+listed in the summary. A configuration whose sources record no model carries its submission's
+folder name in its label: the agent's name alone cannot tell two apart.
 
 **Nothing lost silently.** Every file read has a :class:`~orchestrator.importers.source.FileRecord`;
 the summary lists each one that was skipped, with the reason, and counts every trial as
@@ -33,7 +35,7 @@ import numpy as np
 from orchestrator.engine import provenance as provenance_mod
 from orchestrator.errors import UserError
 from orchestrator.importers import discover as discover_mod
-from orchestrator.importers import harbor_job, tb_run
+from orchestrator.importers import harbor_job, sigkill, tb_run
 from orchestrator.importers.outcomes import HARBOR_EXCEPTIONS, TB_FAILURE_MODES, UNMAPPED_EXCEPTION
 from orchestrator.importers.source import FileRecord, Source, SourceTrial
 from orchestrator.stats import scoring_rules as rules_mod
@@ -48,6 +50,7 @@ class Configuration:
     group: Path
     group_name: str
     agent_key: str | None
+    models: set[str | None] = field(default_factory=set)  # the models its sources name (None: not recorded)
     sources: list[Source] = field(default_factory=list)
     trials: list[SourceTrial] = field(default_factory=list)  # imported
     notes: list[str] = field(default_factory=list)
@@ -59,6 +62,7 @@ class ImportPlan:
     configurations: list[Configuration]
     stray: list[FileRecord] = field(default_factory=list)
     threshold: float = 1.0
+    merges: list[dict[str, Any]] = field(default_factory=list)  # joins the user asked for (--merge, --label)
 
     @property
     def trials(self) -> list[SourceTrial]:
@@ -124,6 +128,7 @@ class ImportPlan:
             "trials_imported": len(trials),
             "sources": [source_summary(s, source_config.get(s.name)) for s in self.sources],
             "configurations": [config_summary(c, self.threshold) for c in self.configurations],
+            "merges": self.merges,
             "skipped": skipped,
             "skip_reasons": dict(reasons.most_common()),
             "duplicates": dups,
@@ -260,6 +265,10 @@ def config_summary(c: Configuration, threshold: float) -> dict[str, Any]:
         "source_rule_score": (own.get(rule) or {}).get("estimate"),
         "moves": (scored or {}).get("moves", {}).get(c.label, {}).get(rule, []),
         "notes": c.notes,
+        # verdicts read from the source's traces, not recorded by it (importers/sigkill.py): reason -> trials
+        "inferred": dict(
+            Counter(t.evidence["inferred_verdict"]["reason"] for t in c.trials if t.evidence.get("inferred_verdict"))
+        ),
     }
 
 
@@ -301,7 +310,7 @@ def read_sources(
         names[src.name] += 1
         if names[src.name] > 1:  # the same relative name under two paths given
             src.name = f"{src.name} #{names[src.name]}"
-        src.group, src.base, src.collection = f.group, f.base, f.collection
+        src.group = f.group
         src.group_name = (f.group or f.anchor).name
         src.details["within_submission"] = (
             f.anchor.relative_to(f.group).as_posix()
@@ -311,7 +320,30 @@ def read_sources(
         for t in src.trials:
             t.evidence["source_run"] = src.name
         sources.append(src)
+    siblings = Counter(f.group for f in found.found)
+    for src, f in zip(sources, found.found):
+        if f.group is not None and siblings[f.group] > 1:  # a run alone in its folder: the folder names it
+            _renamed_run_is_a_submission(src, f)
     return sources, found.stray
+
+
+def _renamed_run_is_a_submission(src: Source, f: discover_mod.Found) -> None:
+    """A run directory not named after the run it holds was named by a person: a submission of its own.
+
+    The harnesses name a run's directory after its id (Terminal-Bench's ``run_id``, Harbor's ``job_name``), and
+    the runs of one leaderboard submission keep those names; a submitter who files one run as a whole submission
+    renames it (``20250902_orchestrator_claude-4-sonnet`` holding run ``2025-09-01__11-19-06``). Beside sibling
+    runs in one folder, such a run is kept apart rather than joined to them by layout.
+    """
+    if f.kind == discover_mod.TB_FILE or f.group is None or f.group == f.anchor:
+        return
+    recorded = src.details.get("run_id") if src.harness == "terminal-bench" else src.details.get("job_name")
+    if isinstance(recorded, str) and recorded and recorded != f.anchor.name:
+        src.group, src.group_name = f.anchor, f.anchor.name
+        src.details["within_submission"] = f.anchor.name
+        src.problems.append(
+            f"its directory is not named after the run it holds ({recorded}): read as a submission of its own"
+        )
 
 
 def _dedupe(sources: list[Source]) -> None:
@@ -335,53 +367,93 @@ def _dedupe(sources: list[Source]) -> None:
             src.kept.append(t)
 
 
-def _default_label(c: Configuration) -> str:
-    models = sorted({str(s.details.get("model_name")) for s in c.sources if s.details.get("model_name")})
+def _model(c: Configuration) -> str | None:
+    """The one model its sources name; None when they name none, or several."""
+    return next(iter(c.models)) if len(c.models) == 1 else None
+
+
+def _base_label(c: Configuration) -> str:
+    """``agent@model`` as the source names them (Harbor's key already is); no agent named: the submission's name."""
     if c.agent_key is None:
         return c.group_name
     if c.sources and c.sources[0].harness == "harbor":
         return c.agent_key
-    if len(models) > 1:
-        c.notes.append(f"its runs name several models ({', '.join(models)}): labelled by the submission's name")
-        return f"{c.group_name}"
-    return f"{c.agent_key}@{models[0]}" if models else c.agent_key
+    return f"{c.agent_key}@{_model(c)}" if _model(c) else c.agent_key
 
 
-def _agent_keys(src: Source) -> set[str | None]:
-    return {t.agent_key for t in src.kept or src.trials}
+def _default_label(c: Configuration) -> str:
+    """The base label; a configuration whose sources record no model is told apart by its submission's name."""
+    if c.agent_key is not None and len(c.models) > 1:
+        named = ", ".join(sorted(str(m) for m in c.models if m)) + (" and none" if None in c.models else "")
+        c.notes.append(f"its runs name several models ({named}): labelled by the submission's name")
+        return c.group_name
+    base = _base_label(c)
+    if c.agent_key is not None and _model(c) is None:
+        return f"{base} ({c.group_name})"
+    return base
 
 
-def _join_split_submissions(sources: list[Source]) -> None:
-    """One submission whose runs sit at two depths (``sub/run1``, ``sub/more/run2``) is one group.
+def _merge(into: Configuration, other: Configuration) -> None:
+    into.sources += [s for s in other.sources if s not in into.sources]
+    into.trials += other.trials
+    into.models |= other.models
+    into.notes += [n for n in other.notes if n not in into.notes]
 
-    By layout, a collection directory's own sources are submissions of their own (a folder of one-run
-    submissions beside submission folders, as leaderboard folders are). When every source directly in
-    the collection names one agent and model, the collection is that agent's submission: its sources, and
-    the sources in folders below it that name the same agent and model, become one group. Submissions of
-    other agents under it stay their own, and so do runs that name no agent (by layout alone two such
-    submissions cannot be told apart, and merging two would mix their scores).
+
+def _merge_record(label: str, parts: list[Configuration], how: str) -> dict[str, Any]:
+    return {
+        "label": label,
+        "how": how,
+        "submissions": [p.group_name for p in parts],
+        "sources": [s.name for p in parts for s in p.sources],
+    }
+
+
+def _merge_same_agent_and_model(ordered: list[Configuration]) -> tuple[list[Configuration], list[dict[str, Any]]]:
+    """``--merge``: configurations naming the same agent and the same recorded model become one.
+
+    A configuration whose sources record no model is never merged this way: nothing in the files says two
+    such submissions ran the same thing (``--label`` joins them when the user knows they did).
     """
-    by_collection: dict[Path, list[Source]] = {}
-    for src in sources:
-        if src.collection is not None:
-            by_collection.setdefault(src.collection, []).append(src)
-    for coll, members in by_collection.items():
-        direct = [s for s in members if s.base == coll]
-        keys = set().union(*(_agent_keys(s) for s in direct)) if direct else set()
-        if len(keys) != 1 or None in keys:
+    keep: list[Configuration] = []
+    first: dict[tuple[str, str], Configuration] = {}
+    parts: dict[int, list[Configuration]] = {}
+    for c in ordered:
+        model = _model(c)
+        if c.agent_key is None or model is None:
+            keep.append(c)
             continue
-        for s in members:
-            if _agent_keys(s) == keys:
-                s.group, s.group_name = coll, coll.name
-                if coll.resolve() in s.path.parents:
-                    s.details["within_submission"] = s.path.relative_to(coll.resolve()).as_posix()
+        key = (c.agent_key, model)
+        if key in first:
+            parts.setdefault(id(first[key]), [first[key]]).append(c)
+            _merge(first[key], c)
+            continue
+        first[key] = c
+        keep.append(c)
+    merges = []
+    for c in keep:
+        if id(c) in parts:
+            c.label = _base_label(c)
+            merges.append(_merge_record(c.label, parts[id(c)], "--merge (the same agent and model)"))
+    return keep, merges
 
 
 def plan(
-    sources: list[Source], *, threshold: float, labels: list[str] | None = None, stray: list[FileRecord] | None = None
+    sources: list[Source],
+    *,
+    threshold: float,
+    labels: list[str] | None = None,
+    stray: list[FileRecord] | None = None,
+    merge: bool = False,
 ) -> ImportPlan:
+    """Sources -> configurations: one per submission and agent; two submissions are joined only on request.
+
+    A submission is the group discovery gave each source (its folder). Within it there is one configuration per
+    agent its sources name (Harbor: per agent and model, as a job can hold several). Sources of different
+    submissions are joined only when the user asks: ``merge`` (the same agent and recorded model) or the same
+    ``--label`` given twice; every such join is listed in ``ImportPlan.merges``, and the summary prints it.
+    """
     _dedupe(sources)
-    _join_split_submissions(sources)
     configs: dict[tuple[Path | None, str | None], Configuration] = {}
     for src in sources:
         for t in src.kept or src.trials[:1]:  # a source of duplicates only still belongs to a configuration
@@ -391,15 +463,26 @@ def plan(
                 c = configs[key] = Configuration("", src.group or src.path, src.group_name, t.agent_key)
             if src not in c.sources:
                 c.sources.append(src)
+            c.models.add(t.model)
         for t in src.kept:
             configs[(src.group, t.agent_key)].trials.append(t)
     ordered = [c for c in configs.values() if c.trials]
     for c in ordered:
         c.label = _default_label(c)
+        if c.agent_key is not None and c.models == {None} and len(c.sources) > 1:
+            # the one case layout decides alone: say so, and how to keep them apart
+            c.notes.append(
+                f"its {len(c.sources)} runs name agent {c.agent_key} and no model: read as one submission "
+                f"({c.group_name}) as they sit in one folder under the names the harness gave them; give each "
+                "run as a PATH of its own to import them as separate submissions"
+            )
+    merges: list[dict[str, Any]] = []
+    if merge:
+        ordered, merges = _merge_same_agent_and_model(ordered)
     taken = Counter(c.label for c in ordered)
     for c in ordered:
-        if taken[c.label] > 1:  # two submissions of the same agent and model: each keeps its own name
-            c.label = f"{c.label} ({c.group_name})"
+        if taken[c.label] > 1 and not c.label.endswith(f"({c.group_name})"):
+            c.label = f"{c.label} ({c.group_name})"  # two submissions of one agent and model: each keeps its name
     seen: Counter[str] = Counter()
     for c in ordered:
         seen[c.label] += 1
@@ -412,15 +495,16 @@ def plan(
                 f"({_few([c.label for c in ordered])}); give one per configuration, in this order",
                 field="--label",
             )
-        merged: dict[str, Configuration] = {}
+        named: dict[str, list[Configuration]] = {}
         for c, lab in zip(ordered, labels):
-            if lab in merged:  # the same label twice: the user joins these configurations on purpose
-                merged[lab].sources += [s for s in c.sources if s not in merged[lab].sources]
-                merged[lab].trials += c.trials
-                continue
-            c.label = lab
-            merged[lab] = c
-        ordered = list(merged.values())
+            named.setdefault(lab, []).append(c)
+        for lab, same in named.items():
+            same[0].label = lab
+            for c in same[1:]:  # the same label twice: the user joins these configurations on purpose
+                _merge(same[0], c)
+            if len(same) > 1:
+                merges.append(_merge_record(lab, same, "--label given the same name"))
+        ordered = [same[0] for same in named.values()]
     for c in ordered:
         for t in c.trials:
             t.label = c.label
@@ -430,7 +514,7 @@ def plan(
             (f"{f.shown}: {next(iter(f.skipped))}" for f in files if f.skipped), None
         )
         raise UserError("no trials found to import" + (f" (e.g. {why})" if why else ""))
-    return ImportPlan(sources, ordered, list(stray or []), threshold)
+    return ImportPlan(sources, ordered, list(stray or []), threshold, merges)
 
 
 def _few(names: list[str], k: int = 6) -> str:
@@ -543,6 +627,7 @@ def records(
                     "harness": s.harness,
                     "harness_version": s.harness_version,
                     "files_sha256": s.files_sha256,
+                    "digest": s.digest,
                     "details": s.details,
                     "reported": s.reported,
                 }
@@ -552,6 +637,7 @@ def records(
                 "harbor_exceptions": {k: list(v) for k, v in HARBOR_EXCEPTIONS.items()},
                 "terminal_bench_failure_modes": {k: list(v) for k, v in TB_FAILURE_MODES.items()},
                 "unmapped_becomes": list(UNMAPPED_EXCEPTION),
+                "harbor_inferred": {"suspected_oom": sigkill.RULE},
                 "reward_threshold": p.threshold,
             },
             "summary": _compact(p.summary()),

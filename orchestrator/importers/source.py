@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.agentio import safejson
+from orchestrator.store.records import content_digest
 
 #: A result file written by another harness: larger than an agent's self-report, still bounded.
 IMPORT_MAX_BYTES = 64 * 1024 * 1024
@@ -109,6 +110,7 @@ class SourceTrial:
     record: FileRecord | None = None  # that file's record (imported / duplicate / skipped are counted there)
     source_error: str | None = None  # the source's own error label: a Harbor exception type or a TB failure mode
     agent_key: str | None = None  # what splits a group into configurations (see results.plan)
+    model: str | None = None  # the model the source names for it (None: not recorded)
 
 
 @dataclass(eq=False)  # compared by identity: two sources are never 'equal'
@@ -122,8 +124,6 @@ class Source:
     name: str = ""  # unique within an import: the path relative to what the user gave
     group: Path | None = None  # the submission this source belongs to (see discover.group_of)
     group_name: str = ""
-    base: Path | None = None  # the nearest directory above it that is not a source (discover.placement)
-    collection: Path | None = None  # the collection directory it sits under, if any (discover.placement)
     files: list[FileRecord] = field(default_factory=list)
     reported: dict[str, Any] = field(default_factory=dict)  # the source's own numbers (accuracy by label, ...)
     details: dict[str, Any] = field(default_factory=dict)  # dataset, n_attempts, config overrides, ...
@@ -137,6 +137,11 @@ class Source:
     @property
     def files_sha256(self) -> dict[str, str]:
         return {f.shown: f.sha256 for f in self.files if f.sha256}
+
+    @property
+    def digest(self) -> str:
+        """What identifies the source: a digest of the content of every file read (see :func:`content_digest`)."""
+        return content_digest(self.files_sha256.values())
 
 
 def seconds_between(start: str | None, end: str | None) -> float | None:

@@ -38,6 +38,7 @@ def _trial(
     r: Any,
     label: str | None,
     agent_key: str | None,
+    model: str | None,
     overrides: dict[str, tuple[str, str | None]],
     dataset: str | None,
 ) -> SourceTrial | None:
@@ -86,6 +87,7 @@ def _trial(
         record=rec,
         source_error=(mode or "unset").lower(),
         agent_key=agent_key,
+        model=model,
     )
 
 
@@ -132,7 +134,7 @@ def read(found: Found, *, overrides: dict[str, tuple[str, str | None]]) -> Sourc
         rows = cast("list[Any]", run.get("results") if isinstance(run, dict) else [])
         src.details["results_id"] = run.get("id")
         for r in rows:
-            t = _trial(rec, r, label, agent, overrides, dataset)
+            t = _trial(rec, r, label, agent, model, overrides, dataset)
             if t is not None:
                 src.trials.append(t)
         if number(run.get("accuracy")) is not None:
@@ -152,7 +154,7 @@ def read(found: Found, *, overrides: dict[str, tuple[str, str | None]]) -> Sourc
         src.files.append(rec)
         if rec.error:
             continue
-        t = _trial(rec, data, label, agent, overrides, dataset)
+        t = _trial(rec, data, label, agent, model, overrides, dataset)
         if t is not None:
             t.evidence["per_trial_copy"] = True
             src.trials.append(t)

@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 import pandas as pd
 
 from orchestrator.errors import UserError
-from orchestrator.report import checks
+from orchestrator.report import checks, inferred
 from orchestrator.report.model import SCHEMA, SCHEMA_VERSION, ComparisonDocument, ProvenanceMix, ReportDocument
 from orchestrator.stats import scoring_rules as rules_mod
 from orchestrator.stats.analyze import NothingToCompare, analyze, compare_runs, scoring_rules_block
@@ -188,6 +188,8 @@ def build(
         "statistics": None if stats is None else {k: v for k, v in stats.items() if k != "configs"},
     }
     checks.attach(doc, df)  # canary, overcommit, drift (orchestrator/report/checks.py)
+    if (guessed := inferred.build(df)) is not None:  # imported verdicts inferred, not observed
+        doc["inferred"] = guessed
     return ReportDocument.model_validate(doc)
 
 

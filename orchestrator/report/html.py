@@ -89,7 +89,7 @@ def heatmap_section(doc: ReportDocument, href: heatmap.Href | None = None) -> st
 
 
 def render(doc: ReportDocument) -> str:
-    md = MarkdownIt("commonmark").enable("table")
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")  # labels come from imported files: text only
     body = md.render(markdown.render(doc))
     if doc.configurations:
         figures = [

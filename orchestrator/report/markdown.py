@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.report import checks, costs, rules, summary
+from orchestrator.report import checks, costs, inferred, rules, summary
 from orchestrator.report.blocks import Statistics
 from orchestrator.report.calibration import CALIBRATION_HEADERS, CALIBRATION_RULE, calibration_rows
 from orchestrator.report.glossary import (
@@ -537,7 +537,7 @@ def summary_block(doc: ReportDocument) -> list[str]:
 
 def render(doc: ReportDocument) -> str:
     run = doc.run
-    lines = [f"# headroom report — {run.name} ({run.run_id})", ""] + summary_block(doc)
+    lines = [f"# headroom report — {run.name} ({run.run_id})", ""] + summary_block(doc) + inferred.markdown(doc)
     lines += checks.banner(doc) + setup_block(doc) + provenance_block(doc) + trust_lines(doc.trust)
     stats = doc.statistics
     if not doc.configurations or stats is None:

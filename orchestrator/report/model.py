@@ -41,6 +41,7 @@ from orchestrator.report.blocks import (
     StandardErrors,
     Statistics,
 )
+from orchestrator.report.inferred import Inferred
 
 SCHEMA: Final = "headroom.report/2"
 SCHEMA_VERSION: Final = 2
@@ -314,6 +315,8 @@ class ReportDocument(_Model):
     exclusions: Exclusions
     statistics: Statistics | None
     checks: Checks | None = None
+    #: verdicts inferred from an imported source's traces (orchestrator/report/inferred.py); absent when none
+    inferred: Inferred | None = None
 
     @property
     def labels_axis(self) -> bool:

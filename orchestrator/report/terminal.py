@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.report import checks, costs, rules, summary
+from orchestrator.report import checks, costs, inferred, rules, summary
 from orchestrator.report.calibration import CALIBRATION_HEADERS, calibration_rows
 from orchestrator.report.glossary import (
     ABSTENTION_RATE,
@@ -57,6 +57,8 @@ def print_summary(doc: ReportDocument, console: Console) -> None:
         print_table(console, "Summary (95% intervals)", names, body, right=range(1, len(names)))
     for line in summary.lines(doc):
         console.print(escape(line))
+    for line in inferred.lines(doc):  # verdicts inferred from imported traces, said apart
+        console.print(escape(line), soft_wrap=True)
     console.print()
 
 

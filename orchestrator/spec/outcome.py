@@ -28,6 +28,9 @@ class Outcome(StrEnum):
 
 class InfraReason(StrEnum):
     OOM_KILLED = "oom_killed"
+    #: inferred, never observed by headroom: an imported trial whose agent step was SIGKILLed (exit 137, the
+    #: shell's "Killed") and then scored 0 without an exception; SIGKILL alone does not prove the OOM killer
+    SUSPECTED_OOM = "suspected_oom"
     STORAGE_LIMIT = "storage_limit"  # the trial exceeded its disk limit (ephemeral-storage eviction)
     EVICTED = "evicted"  # node-pressure eviction
     API_EVICTION = "api_eviction"
@@ -50,7 +53,9 @@ class InfraReason(StrEnum):
 #: measurement itself), writing past its disk limit. Retrying them would let an agent re-roll a try
 #: it is failing by blowing a limit on purpose (a probe scored 4/4 so at 50% accuracy). A node-pressure
 #: eviction is the kubelet's choice over the whole node (other pods' use included), so it stays retryable.
-TRIAL_CAUSED: frozenset[InfraReason] = frozenset({InfraReason.OOM_KILLED, InfraReason.STORAGE_LIMIT})
+TRIAL_CAUSED: frozenset[InfraReason] = frozenset(
+    {InfraReason.OOM_KILLED, InfraReason.SUSPECTED_OOM, InfraReason.STORAGE_LIMIT}
+)
 
 
 class HarnessReason(StrEnum):

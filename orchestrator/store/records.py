@@ -7,6 +7,8 @@ records carry everything the store needs for such a run, so no caller writes SQL
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,3 +80,13 @@ class RunRecord:
     created_at: str | None = None
     finished_at: str | None = None
     run_id: str | None = None  # None: a new id is minted
+
+
+def content_digest(file_digests: Iterable[str]) -> str:
+    """What identifies an imported source: sha256 over the sorted sha256s of the files read from it.
+
+    Content only, so a copied or renamed folder is still the same source. Import provenance written before
+    sources carried this digest records the per-file digests, so it is computed from those alone.
+    """
+    joined = "\n".join(sorted(str(d) for d in file_digests))
+    return "sha256:" + hashlib.sha256(joined.encode()).hexdigest()

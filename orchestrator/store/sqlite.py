@@ -14,6 +14,7 @@ import re
 import socket
 import sqlite3
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.resources import files
@@ -32,7 +33,7 @@ from orchestrator.spec.resources import TASK_BAND, ResourceConfig
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import RunStatus, TryRecord
-from orchestrator.store.records import AXES, ExecutionRecord, RunRecord, TaskRecord, TrialRecord
+from orchestrator.store.records import AXES, ExecutionRecord, RunRecord, TaskRecord, TrialRecord, content_digest
 
 if TYPE_CHECKING:  # pandas loads with the first frame read: `headroom --help` and `runs` stay fast
     import pandas as pd
@@ -610,11 +611,48 @@ class Store:
         return {"all_tries": int(final) + sum(int(v) for v in other.values()), **counts}
 
     # -- whole runs made elsewhere (imports, bundles) -------------------------------------
-    def import_run(self, run: RunRecord, tasks: list[TaskRecord], trials: list[TrialRecord]) -> str:
+    def imported_sources(self) -> list[dict[str, Any]]:
+        """Every source an import wrote into this store: its content digest, name, run and when it was imported.
+
+        Read from the runs' import provenance; an entry written before sources carried a ``digest`` gets it
+        computed from its per-file digests (the same function), so older imports are recognised too.
+        """
+        rows = self.db.execute(
+            "SELECT p.run_id, r.name, json_extract(p.json, '$.import.imported_at'), s.value "
+            "FROM (SELECT run_id, json FROM provenance WHERE json_valid(json)) p JOIN runs r ON r.run_id = p.run_id, "
+            "json_each(p.json, '$.import.sources') s ORDER BY r.created_at"
+        ).fetchall()
+        out = []
+        for run_id, run_name, imported_at, value in rows:
+            src = json.loads(value) if isinstance(value, str) else {}
+            if not isinstance(src, dict):
+                continue
+            files = src.get("files_sha256")
+            digest = src.get("digest") or (
+                content_digest(files.values()) if isinstance(files, dict) and files else None
+            )
+            if digest:
+                out.append(
+                    {
+                        "digest": digest,
+                        "source": src.get("name"),
+                        "path": src.get("path"),
+                        "run_id": run_id,
+                        "run_name": run_name,
+                        "imported_at": imported_at,
+                    }
+                )
+        return out
+
+    def import_run(
+        self, run: RunRecord, tasks: list[TaskRecord], trials: list[TrialRecord], *, new_sources: Collection[str] = ()
+    ) -> str:
         """Write a complete run (run, provenance, tasks, trials, every try and its evidence) in one transaction.
 
         Each trial needs exactly one finished try with ``final`` set, or the reports would
         count it as unfinished; a record that breaks this is refused before anything is written.
+        ``new_sources``: content digests of sources that must not be in the store yet; checked inside the
+        transaction, so two imports of one source at once cannot both write it.
         """
         if run.axis not in AXES:
             raise ValueError(f"axis must be one of {AXES}, not {run.axis!r}")
@@ -624,6 +662,14 @@ class Store:
                 raise ValueError(f"trial {t.trial_id}: needs exactly one finished final try with an outcome")
         run_id = run.run_id or f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
         with self._tx():
+            if new_sources:
+                held = {h["digest"]: h for h in self.imported_sources()}
+                if again := [held[d] for d in new_sources if d in held]:
+                    raise UserError(
+                        f"{again[0]['source']} was imported meanwhile (run {again[0]['run_id']}); nothing written "
+                        "(run the import again, or give --again to import it twice)",
+                        file=str(self.path),
+                    )
             self.db.execute(
                 "INSERT INTO runs (run_id, name, created_at, finished_at, status, backend, enforcement, spec_json, owner, axis)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?)",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import comb
 from pathlib import Path
 from typing import Any
@@ -144,6 +144,10 @@ class H:
     exception: str | None = None
     checksum: str | None = None
     started: str | None = "2026-04-01T10:00:00.000000Z"
+    #: files under the trial's ``agent/`` directory, as Harbor leaves them (``exit-code.txt``, ``oracle.txt``,
+    #: ``command-0/return-code.txt``, ``command-0/stdout.txt``): relative path -> text
+    agent_files: dict[str, str] = field(default_factory=dict)
+    message: str = "boom"  # the exception's message, when there is an exception
 
 
 def write_harbor_job(
@@ -151,7 +155,7 @@ def write_harbor_job(
     trials: list[H],
     *,
     agent: str = "terminus-2",
-    model: str = "model-h",
+    model: str | None = "model-h",  # None: the job records no model (an agent that picks its own)
     dataset: str = "example-org/bench",
     version: str = "0.21.0",
 ) -> dict[str, Any]:
@@ -179,14 +183,18 @@ def write_harbor_job(
                     "config": {
                         "trial_name": name,
                         "timeout_multiplier": 1.0,
-                        "agent": {"name": agent, "model_name": f"example/{model}", "env": {"EXAMPLE_KEY": "sk-a****z"}},
+                        "agent": {
+                            "name": agent,
+                            "model_name": f"example/{model}" if model else None,
+                            "env": {"EXAMPLE_KEY": "sk-a****z"},
+                        },
                         "environment": {"type": "docker", "override_memory_mb": 4096, "env": {}},
                         "job_id": job_id,
                     },
                     "agent_info": {
                         "name": agent,
                         "version": "2.0",
-                        "model_info": {"name": model, "provider": "example"},
+                        "model_info": {"name": model, "provider": "example"} if model else None,
                     },
                     "agent_result": {
                         "n_input_tokens": 100,
@@ -199,7 +207,7 @@ def write_harbor_job(
                     if t.exception is None
                     else {
                         "exception_type": t.exception,
-                        "exception_message": "boom",
+                        "exception_message": t.message,
                         "exception_traceback": "",
                         "occurred_at": "2026-04-01T10:01:00Z",
                     },
@@ -210,6 +218,9 @@ def write_harbor_job(
                 indent=2,
             )
         )
+        for rel, text in t.agent_files.items():
+            (d / "agent" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (d / "agent" / rel).write_text(text)
     rewards = [t.reward or 0.0 for t in trials]
     mean = sum(rewards) / len(rewards)
     successes: dict[str, list[int]] = {}
@@ -221,7 +232,7 @@ def write_harbor_job(
         k: sum(1.0 - comb(len(s) - sum(s), k) / comb(len(s), k) for s in successes.values()) / len(successes)
         for k in ks
     }
-    key = f"{agent}__{model}__{dataset}"
+    key = f"{agent}__{model}__{dataset}" if model else f"{agent}__{dataset}"
     exc: dict[str, list[str]] = {}
     for t, n in zip(trials, names):
         if t.exception:
@@ -252,4 +263,5 @@ def write_harbor_job(
     )
     (job_dir / "config.json").write_text(json.dumps({"job_name": job_dir.name, "n_attempts": min_n}, indent=2))
     (job_dir / "lock.json").write_text(json.dumps({"harbor": {"version": version, "git_commit_hash": "abc123"}}))
-    return {"dir": job_dir, "mean": mean, "pass_at_k": pak, "label": f"{agent}@example/{model}"}
+    label = f"{agent}@example/{model}" if model else agent
+    return {"dir": job_dir, "mean": mean, "pass_at_k": pak, "label": label}

@@ -313,8 +313,9 @@ def test_nested_submission_folders_and_timestamp_prefixed_files(tmp_path: Path, 
             "trials": None,
         }
     ]
-    # In path order; the goose runs hold no metadata: the submission's folder names them.
-    assert [c["label"] for c in s["configurations"]] == ["20260301_goose_opus", "solo@m/s", "droid"]
+    # In path order; the goose runs hold no metadata: the submission's folder names them. The droid runs name no
+    # model: the agent's name alone cannot tell its submissions apart, so the label carries the folder's name.
+    assert [c["label"] for c in s["configurations"]] == ["20260301_goose_opus", "solo@m/s", "droid (20260302_droid)"]
     assert [len(c["sources"]) for c in s["configurations"]] == [2, 1, 2]
     assert s["totals"]["trials_imported"] == 2 + 2 + 2 + 2 + 4
     doc = report(store)

@@ -18,9 +18,10 @@ from tests.importers.formats import H, T, write_harbor_job, write_tb_run
 RULES_TB = "terminal-bench:leaderboard"
 
 
-def test_a_submission_with_runs_at_two_depths_is_one_configuration(tmp_path: Path, import_json, report) -> None:
-    """``sub/run1`` and ``sub/more/run2`` of one agent and model: one configuration of two source runs; another
-    agent's submission folder beside them stays its own."""
+def test_runs_at_two_depths_are_two_submissions_unless_merge_is_asked(tmp_path: Path, import_json, report) -> None:
+    """``sub/run1`` and ``sub/more/run2`` of one agent and model: two submissions by layout (each its own score);
+    ``--merge`` joins them into one configuration of two source runs and says so; another agent's submission folder
+    beside them stays its own either way."""
     root = tmp_path / "lb"
     run1 = write_tb_run(root / "sub" / "run1", [T("t1", True), T("t2", False)], per_trial_copies=False)
     run2 = write_tb_run(root / "sub" / "more" / "run2", [T("t1", True), T("t2", True)], per_trial_copies=False)
@@ -38,11 +39,19 @@ def test_a_submission_with_runs_at_two_depths_is_one_configuration(tmp_path: Pat
         model="m/two",
         per_trial_copies=False,
     )
+    [apart] = import_json(tmp_path / "apart.db", str(root))
+    configs = {c["label"]: c for c in apart["summary"]["configurations"]}
+    assert list(configs) == ["terminus@m/one (more)", "droid@m/two", "terminus@m/one (run1)"]
+    assert configs["terminus@m/one (run1)"]["headline"] == 0.5 and configs["terminus@m/one (more)"]["headline"] == 1.0
+    assert apart["summary"]["merges"] == []
     store = tmp_path / "s.db"
-    [done] = import_json(store, str(root))
+    [done] = import_json(store, str(root), "--merge")
     configs = {c["label"]: c for c in done["summary"]["configurations"]}
     assert list(configs) == ["terminus@m/one", "droid@m/two"]
     assert sorted(configs["terminus@m/one"]["sources"]) == ["lb/sub/more/run2", "lb/sub/run1"]
+    [merged] = done["summary"]["merges"]
+    assert merged["label"] == "terminus@m/one" and sorted(merged["submissions"]) == ["more", "run1"]
+    assert merged["how"].startswith("--merge")
     doc = report(store)
     res = doc["statistics"]["scoring_rules"]["configs"]["terminus@m/one"][RULES_TB]
     # By hand: run accuracies 1/2 and 2/2, their mean 3/4, over two source runs.
