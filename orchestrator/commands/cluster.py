@@ -116,7 +116,7 @@ def experiment_resource(
     try:
         spec = ExperimentResourceSpec.model_validate(fields)
     except ValidationError as exc:
-        field, msg = first_validation_error(exc)
+        field, msg = first_validation_error(exc, ExperimentResourceSpec)
         raise SpecError(msg, file=source, field=field) from None
     meta["name"] = name or meta.get("name") or dns_name(spec.name)
     meta["namespace"] = namespace

@@ -66,10 +66,12 @@ def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
     if prov.get("import"):
         return {"isolation": IMPORTED_UNKNOWN, "storage_limit": None, "network_control": None}
     caps = (prov.get("backend") or {}).get("capabilities") or {}
+    on_host = (prov.get("faithful") or {}).get("tasks_run_on_host") or {}
     return {
         "isolation": caps.get("isolation", "unrecorded"),
         "storage_limit": caps.get("storage_limit"),
         "network_control": caps.get("network_control"),
+        "run_on_host": sorted(str(t) for t in on_host),
     }
 
 

@@ -82,6 +82,10 @@ class RunSection(_Model):
     isolation: str = "unrecorded"
     storage_limit: bool | None = None
     network_control: str | bool | None = None
+    run_on_host: list[str] = Field(
+        default_factory=list,
+        description="tasks that name a container image, run on the host without it by the experiment's run_on_host",
+    )
 
 
 class Configuration(_Model):

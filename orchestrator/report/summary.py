@@ -197,7 +197,16 @@ def isolation(doc: ReportDocument) -> str:
         "unknown (imported)": " (headroom did not run these trials)",
     }.get(iso, "")
     storage = {True: "enforced", False: "NOT enforced", None: "unrecorded"}[run.storage_limit]
-    return f"Isolation {iso}{warn}; enforcement {run.enforcement} on backend {run.backend}; storage limit {storage}."
+    line = f"Isolation {iso}{warn}; enforcement {run.enforcement} on backend {run.backend}; storage limit {storage}."
+    if run.run_on_host:
+        names = ", ".join(run.run_on_host[:5]) + (
+            f" and {len(run.run_on_host) - 5} more" if len(run.run_on_host) > 5 else ""
+        )
+        line += (
+            f" Run on the host by choice (run_on_host): {len(run.run_on_host)} task(s) without the container image "
+            f"they name ({names})."
+        )
+    return line
 
 
 def lines(doc: ReportDocument) -> list[str]:
