@@ -75,6 +75,17 @@ def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def oracle_check_lines(prov: dict[str, Any]) -> list[str]:
+    """The oracle check's findings (``sweep --oracle-check``), one line per task whose oracle fails somewhere."""
+    record = prov.get("oracle_check")
+    if not isinstance(record, dict):
+        return []
+    from orchestrator.engine.oracle_check import lines
+
+    found = lines(record)
+    return found or [f"every task's oracle passes under every configuration (run {record.get('run_id')})"]
+
+
 def source_kinds(info: RunInfo) -> list[str]:
     """The formats an imported run came from (terminal-bench, harbor); none for a run headroom made."""
     kinds = (info.spec.get("scoring") or {}).get("source_kinds") if info.backend.startswith("import:") else None
@@ -179,6 +190,7 @@ def build(
             "trials_planned": planned,
             "trials_finished": len(df),
             **isolation_facts(prov),
+            "oracle_check": oracle_check_lines(prov),
         },
         "experiment": info.spec,
         "provenance": prov,

@@ -214,9 +214,11 @@ def lines(doc: ReportDocument) -> list[str]:
     recommendation, isolation."""
     basis = basis_line(doc)
     not_started = checks.agent_not_found_line(doc.checks.agent_not_found) if doc.checks else None
+    oracle = [f"Oracle check: {line}." for line in doc.run.oracle_check]  # kept apart: a run of its own
     return (
         moves_lines(doc)
         + ([basis] if basis else [])
         + [recommendation(doc), isolation(doc)]
+        + oracle
         + ([not_started] if not_started else [])
     )
