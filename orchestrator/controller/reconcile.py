@@ -250,9 +250,8 @@ class Reconciler:
                 f"spec.image: tasks without a docker_image need the experiment's image: {', '.join(no_image[:5])}"
             )
         experiment = spec.model_copy(update={"tasks_dir": str(root)})
-        refused = faithful.check_experiment(experiment, tasks, faithful.Profile.declared("kubernetes"))
-        if refused.lines:  # as the CLI refuses a sweep: the tasks, what they need, what can run them
-            raise SpecInvalid("not faithful on the kubernetes backend: " + " | ".join(refused.lines))
+        if refused := faithful.controller_refusal(experiment, tasks):  # as the CLI refuses a sweep
+            raise SpecInvalid(refused)
         trials = plan(experiment, tasks)
         p = _Plan(
             key,

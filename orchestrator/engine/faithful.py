@@ -196,3 +196,10 @@ def check(experiment: Experiment, tasks: Sequence[Task], backend: Backend) -> di
     if got.lines:
         raise NotFaithful(profile.name, got.lines)
     return got.record(profile, experiment.run_on_host)
+
+
+def controller_refusal(experiment: Experiment, tasks: Sequence[Task], backend: str = "kubernetes") -> str | None:
+    """The in-cluster controller's form of the refusal: one message for the Experiment's SpecInvalid condition,
+    the classes joined by `` | `` (a condition message is one line), or None when every task can run."""
+    got = check_experiment(experiment, tasks, Profile.declared(backend))
+    return f"not faithful on the {backend} backend: " + " | ".join(got.lines) if got.lines else None

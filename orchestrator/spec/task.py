@@ -25,9 +25,11 @@ from orchestrator.spec.unknown import refuse_unknown
 #: is an error naming the closest valid one (orchestrator/spec/unknown.py).
 HARBOR_IGNORED: dict[str, frozenset[str]] = {
     "": frozenset({"schema_version", "task", "source"}),
-    "environment": frozenset({"gpu_types", "mcp_servers", "skills_dir", "healthcheck"}),
-    "agent": frozenset(),
-    "verifier": frozenset(),
+    "environment": frozenset(
+        {"gpu_types", "mcp_servers", "skills_dir", "healthcheck", "network_mode", "allowed_hosts", "user", "workdir"}
+    ),
+    "agent": frozenset({"user"}),
+    "verifier": frozenset({"user"}),
     "solution": frozenset(),
 }
 

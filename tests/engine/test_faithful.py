@@ -147,3 +147,20 @@ def test_run_on_host_is_an_explicit_choice_recorded_in_provenance_and_reports(tm
     assert "Run on the host by choice (run_on_host): 1 task(s) without the container image they name (portable)" in (
         " ".join(ran.stdout.split())
     )
+
+
+def test_the_controller_refuses_with_the_same_classes() -> None:
+    """What reconcile._plan raises as SpecInvalid (a terminal condition on the Experiment)."""
+    from orchestrator.controller.resources import ExperimentResourceSpec
+
+    spec = ExperimentResourceSpec.model_validate({"name": "e", "task_source": {"bundle": "b"}})
+    exp = spec.model_copy(update={"tasks_dir": str(FIX)})
+    message = faithful.controller_refusal(exp, load_tasks(FIX))
+    assert message is not None and "\n" not in message
+    assert message.startswith("not faithful on the kubernetes backend: ")
+    assert [part.split(":")[0] for part in message.split(": ", 1)[1].split(" | ")] == [
+        "multi-container",
+        "GPUs",
+        "network",
+    ]  # pods run the image and the Dockerfile's tag; a cluster's CPUs are not known here
+    assert faithful.controller_refusal(exp, load_tasks(FIX, ["needs-image", "needs-dockerfile"])) is None
