@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import SpecError
+from orchestrator.errors import SpecError, UserError
 from orchestrator.tasks.needs import ARCH, COMPOSE, GPUS, IMAGE, INTERNET, ORACLE, Need, host_arch, shown, task_needs
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def _capable(predicate: str) -> list[str]:
         try:
             if getattr(backends.declared_abilities(name), predicate):
                 out.append(name)
-        except Exception:  # a backend whose package is missing can run nothing here
+        except UserError:  # a backend whose package is missing can run nothing here
             continue
     return out
 

@@ -11,12 +11,13 @@ never an error and never dropped unseen; any other key is refused by :func:`refu
 from __future__ import annotations
 
 import difflib
-import types
 from collections.abc import Iterable, Sequence
-from typing import Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, get_args, get_origin
 
-from pydantic import BaseModel
-from pydantic_core import PydanticCustomError
+if (
+    TYPE_CHECKING
+):  # pydantic loads with the models, not with `headroom --help` (importers/outcomes.py uses did_you_mean)
+    from pydantic import BaseModel
 
 #: The error type :func:`refuse_unknown` raises; ``ctx`` holds the key and the hint.
 UNKNOWN_KEY = "unknown_key"
@@ -43,6 +44,8 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
 
 def refuse_unknown(model: type[BaseModel], data: Any, ignored: Iterable[str] = ()) -> None:
     """Raise for the first key of ``data`` that is neither ``model``'s nor a known-but-ignored one."""
+    from pydantic_core import PydanticCustomError
+
     if not isinstance(data, dict):
         return
     known = valid_names(model)
@@ -58,14 +61,13 @@ def refuse_unknown(model: type[BaseModel], data: Any, ignored: Iterable[str] = (
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:
     """The pydantic models an annotation holds (``X | None``, ``list[X]``, ``dict[str, X]``)."""
+    from pydantic import BaseModel
+
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
-    origin = get_origin(annotation)
-    if origin is None:
+    if get_origin(annotation) is None:
         return []
-    if origin in (Union, types.UnionType, list, tuple, set, frozenset, dict) or str(origin).endswith("Annotated"):
-        return [m for arg in get_args(annotation) for m in _models_in(arg)]
-    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]  # unions, lists, dicts, Annotated
 
 
 def model_at(model: type[BaseModel], loc: Sequence[str | int]) -> type[BaseModel] | None:
