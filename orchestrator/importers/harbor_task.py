@@ -67,7 +67,7 @@ _SECTION_MODELS: dict[str, type[BaseModel]] = {
 def _unknown(section: str, key: str) -> str:
     model = _SECTION_MODELS.get(section, TaskSpec)
     where = f"{section}.{key}" if section else key
-    return f"{where}: unknown key{did_you_mean(key, valid_names(model))}"
+    return f"task.toml: {where}: unknown key{did_you_mean(key, valid_names(model))}"
 
 
 def _ignored(where: str) -> tuple[str, str, str]:

@@ -164,3 +164,12 @@ def test_the_controller_refuses_with_the_same_classes() -> None:
         "network",
     ]  # pods run the image and the Dockerfile's tag; a cluster's CPUs are not known here
     assert faithful.controller_refusal(exp, load_tasks(FIX, ["needs-image", "needs-dockerfile"])) is None
+
+
+def test_a_hostile_image_name_stays_on_its_line(tmp_path: Path) -> None:
+    d = write_task(tmp_path, "t", solve="true\n")
+    toml = d / "task.toml"
+    toml.write_text(toml.read_text().replace("[agent]", 'docker_image = "evil\\u001b[2J\\nerror: fake"\n[agent]'))
+    got = faithful.check_tasks(load_tasks(tmp_path), faithful.Profile.declared("local"))
+    (line,) = got.lines
+    assert "\x1b" not in line and "\n" not in line and "evil\\x1b[2J\\nerror: fake" in line

@@ -42,7 +42,7 @@ def test_harbor_tasks_import_and_bad_ones_are_listed(tmp_path: Path) -> None:
     assert set(bad) == {"broken-toml", "no-agent-timeout", "typo-section"}
     assert "malformed TOML" in bad["broken-toml"] and "--agent-timeout" in bad["no-agent-timeout"]
     # a misspelt section is an error naming the key and the closest valid name, not a silent default
-    assert "enviroment: unknown key (did you mean 'environment'?)" in bad["typo-section"]
+    assert "task.toml: enviroment: unknown key (did you mean 'environment'?)" in bad["typo-section"]
     assert fields(summary, "converted") == {"environment.memory", "environment.storage"}
     # Harbor's fields headroom does not use are listed as ignored, never dropped unseen
     assert {"environment.gpu_types", "environment.healthcheck"} <= fields(summary, "ignored")
