@@ -176,10 +176,10 @@ def check_tasks(
 
 
 def check_experiment(experiment: Experiment, tasks: Sequence[Task], profile: Profile) -> Check:
-    """The check for what this experiment allows (its network, its run_on_host)."""
+    """The check for what this experiment allows (its network, its run_on_host, its image for every task)."""
     from orchestrator.engine.launch import _agent_network, _env_network
 
-    return check_tasks(
+    got = check_tasks(
         tasks,
         profile,
         run_on_host=experiment.run_on_host,
@@ -187,6 +187,18 @@ def check_experiment(experiment: Experiment, tasks: Sequence[Task], profile: Pro
         # solution/solve.sh runs only as the oracle agent
         oracle_network=experiment.agent.kind != "oracle" or _agent_network(experiment),
     )
+    if experiment.image and not profile.task_images and not experiment.run_on_host:
+        can = _capable("task_images")
+        got.lines = [ln for ln in got.lines if not ln.startswith("container image:")]  # one image: the experiment's
+        got.lines.insert(
+            0,
+            f"container image: the experiment's image {shown(experiment.image)} (every task's environment) is not run "
+            f"by the {profile.name} backend, which runs tasks on the host. Run with --backend {' or '.join(can)}, or "
+            "give --run-on-host (experiment: run_on_host: true) to run them on the host anyway, recorded as such",
+        )
+    elif experiment.image and not profile.task_images:
+        got.on_host.update({t.id: f"the experiment's image {shown(experiment.image)}" for t in tasks})
+    return got
 
 
 def check(experiment: Experiment, tasks: Sequence[Task], backend: Backend) -> dict[str, Any]:

@@ -26,7 +26,12 @@ IMAGE, GPUS, INTERNET, COMPOSE, ARCH = "image", "gpus", "internet", "compose", "
 #: Where a network need applies: the trial's environment (the verifier, the exec channel) or the oracle agent.
 ENVIRONMENT, ORACLE = "environment", "oracle"
 
-COMPOSE_FILES = ("environment/docker-compose.yaml", "environment/docker-compose.yml", "docker-compose.yaml")
+COMPOSE_FILES = (
+    "environment/docker-compose.yaml",
+    "environment/docker-compose.yml",
+    "docker-compose.yaml",
+    "docker-compose.yml",
+)
 _ARCH = {
     "x86_64": "amd64",
     "x86-64": "amd64",

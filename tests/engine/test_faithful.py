@@ -173,3 +173,18 @@ def test_a_hostile_image_name_stays_on_its_line(tmp_path: Path) -> None:
     got = faithful.check_tasks(load_tasks(tmp_path), faithful.Profile.declared("local"))
     (line,) = got.lines
     assert "\x1b" not in line and "\n" not in line and "evil\\x1b[2J\\nerror: fake" in line
+
+
+def test_the_experiment_s_image_on_local_is_refused_too(tmp_path: Path) -> None:
+    from orchestrator.spec.experiment import Experiment
+
+    write_task(tmp_path, "t", solve="true\n")
+    tasks = load_tasks(tmp_path)
+    exp = Experiment(tasks_dir=str(tmp_path), image="python:3.11-slim")
+    (line,) = faithful.check_experiment(exp, tasks, faithful.Profile.declared("local")).lines
+    assert line.startswith("container image: the experiment's image python:3.11-slim") and "--run-on-host" in line
+    chosen = faithful.check_experiment(
+        exp.model_copy(update={"run_on_host": True}), tasks, faithful.Profile.declared("local")
+    )
+    assert chosen.lines == [] and chosen.on_host == {"t": "the experiment's image python:3.11-slim"}
+    assert faithful.check_experiment(exp, tasks, faithful.Profile.declared("docker")).lines == []
