@@ -111,12 +111,29 @@ def import_(
         raise UserError(
             f"cannot write the tasks ({exc.strerror or exc})", file=str(exc.filename or output), field="--out-dir"
         ) from None
-    summary = {**ts.summary(), "output": str(output), "written": [str(p) for p in written]}
+    from orchestrator.engine import faithful
+
+    # what a sweep on the default backend would refuse, said now rather than at the first sweep
+    on_local = faithful.check_tasks([taskset.as_task(e) for e in ts.entries], faithful.Profile.declared("local")).lines
+    summary = {
+        **ts.summary(),
+        "output": str(output),
+        "written": [str(p) for p in written],
+        "refused_on_local": on_local,
+    }
     write_file(output / "import-summary.json", json.dumps(summary, indent=2), "--out-dir")
     if fmt == "json":
         click.echo(json.dumps(summary, indent=2))
     else:
         print_summary(ts, verb=f"imported into {output}")
+        if on_local:
+            out.print(
+                "[yellow]note:[/] a sweep on the default local backend would refuse these "
+                "(`headroom tasks validate DIR --backend NAME` checks another):",
+                soft_wrap=True,
+            )
+            for line in on_local:
+                out.print(f"  {escape(line)}", soft_wrap=True)
         err.print(f"summary written to {output / 'import-summary.json'}")
     if ts.bad:
         ctx.exit(1)

@@ -55,6 +55,9 @@ def test_harbor_tasks_import_and_bad_ones_are_listed(tmp_path: Path) -> None:
         "task",
     } <= fields(summary, "kept")
     assert json.loads((out / "import-summary.json").read_text())["tasks_ok"] == 3
+    # said at the import, not at the first sweep: the default local backend would refuse them
+    refused = " ".join(summary["refused_on_local"])
+    assert "fix-git (environment/Dockerfile)" in refused and "needs GPUs" in refused
 
     # A Harbor task runs without conversion: its task.toml is copied as written and headroom's loader reads it.
     assert (out / "fix-git" / "task.toml").read_text() == (FIX / "harbor_tasks/fix-git/task.toml").read_text()
