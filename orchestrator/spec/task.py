@@ -133,16 +133,28 @@ class EnvironmentSpec(BaseModel):
 
 
 class StepSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")  # only HARBOR_IGNORED["agent"/"verifier"]: see _known_keys
 
     timeout_sec: float = Field(gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
     env: dict[str, str] = Field(default_factory=dict, description="variables set for this step only")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        refuse_unknown(cls, data, HARBOR_IGNORED["agent"] | HARBOR_IGNORED["verifier"])
+        return data
+
 
 class SolutionSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")  # only HARBOR_IGNORED["solution"]: see _known_keys
 
     env: dict[str, str] = Field(default_factory=dict, description="[solution.env]: set for the oracle only")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        refuse_unknown(cls, data, HARBOR_IGNORED["solution"])
+        return data
 
 
 class ProvenanceSpec(BaseModel):

@@ -64,12 +64,14 @@ def test_a_misspelt_task_key_is_refused_with_the_closest_name(
 def test_harbor_fields_headroom_does_not_use_are_listed_as_ignored(tmp_path: Path) -> None:
     d = write_task(tmp_path / "tasks", "t", solve="true\n")
     toml = d / "task.toml"
-    toml.write_text(toml.read_text().replace("[agent]", 'gpu_types = ["H100"]\n[agent]') + '\n[task]\nname = "org/t"\n')
-    assert load_task(d).spec.environment.model_extra == {"gpu_types": ["H100"]}
+    text = toml.read_text().replace("[agent]", 'gpu_types = ["H100"]\n[agent]\nuser = "agent"')
+    toml.write_text(text + '\n[task]\nname = "org/t"\n')
+    spec = load_task(d).spec
+    assert spec.environment.model_extra == {"gpu_types": ["H100"]} and spec.agent.model_extra == {"user": "agent"}
     shown = headroom("tasks", "validate", str(tmp_path / "tasks"))
     assert shown.returncode == 0, shown.stdout
     rows = [" ".join(ln.split()) for ln in shown.stdout.splitlines() if "ignored" in ln]
-    assert any("environment.gpu_types" in r for r in rows), shown.stdout
+    assert any("environment.gpu_types" in r for r in rows) and any("agent.user" in r for r in rows), shown.stdout
 
 
 def test_a_legacy_terminal_bench_key_no_version_has_is_refused(tmp_path: Path) -> None:
