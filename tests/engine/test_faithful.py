@@ -188,3 +188,13 @@ def test_the_experiment_s_image_on_local_is_refused_too(tmp_path: Path) -> None:
     )
     assert chosen.lines == [] and chosen.on_host == {"t": "the experiment's image python:3.11-slim"}
     assert faithful.check_experiment(exp, tasks, faithful.Profile.declared("docker")).lines == []
+
+
+def test_cluster_submit_refuses_what_the_controller_would(tmp_path: Path) -> None:
+    exp = tmp_path / "gpu.yaml"
+    exp.write_text(f"name: gpu\ntasks_dir: {FIX}\ntasks: [needs-gpu, needs-image]\n")
+    proc = headroom("cluster", "submit", str(exp), "--dry-run", "-n", "headroom")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert [ln.split(":")[0] for ln in refusal_lines(proc)] == ["GPUs"]  # a pod runs the image
+    exp.write_text(f"name: img\ntasks_dir: {FIX}\ntasks: [needs-image]\n")
+    assert headroom("cluster", "submit", str(exp), "--dry-run", "-n", "headroom").returncode == 0
