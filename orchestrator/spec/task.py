@@ -15,7 +15,7 @@ import math
 import re
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 from orchestrator.spec.grader import GoldenGrader
 from orchestrator.spec.unknown import refuse_unknown
@@ -114,8 +114,8 @@ class EnvironmentSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _known_keys(cls, data: Any) -> Any:
-        refuse_unknown(cls, data, HARBOR_IGNORED["environment"])
+    def _known_keys(cls, data: Any, info: ValidationInfo) -> Any:
+        refuse_unknown(cls, data, HARBOR_IGNORED["environment"], info.context)
         return data
 
     @model_validator(mode="before")
@@ -140,8 +140,8 @@ class StepSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _known_keys(cls, data: Any) -> Any:
-        refuse_unknown(cls, data, HARBOR_IGNORED["agent"] | HARBOR_IGNORED["verifier"])
+    def _known_keys(cls, data: Any, info: ValidationInfo) -> Any:
+        refuse_unknown(cls, data, HARBOR_IGNORED["agent"] | HARBOR_IGNORED["verifier"], info.context)
         return data
 
 
@@ -152,8 +152,8 @@ class SolutionSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _known_keys(cls, data: Any) -> Any:
-        refuse_unknown(cls, data, HARBOR_IGNORED["solution"])
+    def _known_keys(cls, data: Any, info: ValidationInfo) -> Any:
+        refuse_unknown(cls, data, HARBOR_IGNORED["solution"], info.context)
         return data
 
 
@@ -195,8 +195,8 @@ class TaskSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _known_keys(cls, data: Any) -> Any:
-        refuse_unknown(cls, data, HARBOR_IGNORED[""])
+    def _known_keys(cls, data: Any, info: ValidationInfo) -> Any:
+        refuse_unknown(cls, data, HARBOR_IGNORED[""], info.context)
         return data
 
 

@@ -42,11 +42,18 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f" (did you mean {guess!r}?)" if guess else ""
 
 
-def refuse_unknown(model: type[BaseModel], data: Any, ignored: Iterable[str] = ()) -> None:
-    """Raise for the first key of ``data`` that is neither ``model``'s nor a known-but-ignored one."""
+#: Validation context of a spec read back from a store: written by an older headroom, it is history, not input.
+RECORDED = "recorded"
+
+
+def refuse_unknown(model: type[BaseModel], data: Any, ignored: Iterable[str] = (), context: Any = None) -> None:
+    """Raise for the first key of ``data`` that is neither ``model``'s nor a known-but-ignored one.
+
+    ``context`` is the validation's: with ``{RECORDED: True}`` (a spec a store holds) nothing is refused.
+    """
     from pydantic_core import PydanticCustomError
 
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or (isinstance(context, dict) and context.get(RECORDED)):
         return
     known = valid_names(model)
     allowed = known | set(ignored)

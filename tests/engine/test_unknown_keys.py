@@ -125,3 +125,20 @@ def test_a_map_type_that_would_map_nothing_is_refused(tmp_path: Path) -> None:
         "SandboxQuotaExceededError=infra_error:api_error",
     )
     assert ok.returncode == 0, ok.stderr
+
+
+def test_a_spec_an_older_headroom_recorded_still_reads() -> None:
+    """Stores keep each task's spec as loaded; a key older versions kept verbatim is history, not input."""
+    from pydantic import ValidationError
+
+    from orchestrator.spec.task import TaskSpec
+    from orchestrator.spec.unknown import RECORDED
+
+    old = (
+        '{"environment": {"cpus": 1, "memory_mb": 64, "network_mode": "bridge2"}, "agent": {"timeout_sec": 5},'
+        ' "verifier": {"timeout_sec": 5}, "custom_grading": {"rubric": "r.md"}}'
+    )
+    with pytest.raises(ValidationError):
+        TaskSpec.model_validate_json(old)
+    spec = TaskSpec.model_validate_json(old, context={RECORDED: True})
+    assert spec.model_extra == {"custom_grading": {"rubric": "r.md"}}
