@@ -52,6 +52,15 @@ class Abilities(BaseModel):
     force_cleanup: bool = Field(
         default=False, description="cleanup(run_id, force=True): also runs that still look alive"
     )
+    task_images: bool = Field(
+        default=False,
+        description="runs each task in its docker_image or the image its environment/Dockerfile builds; without it "
+        "a task runs on the host, and one that names an image is refused unless run_on_host (engine/faithful.py)",
+    )
+    multi_container: bool = Field(
+        default=False, description="starts a task's docker-compose services beside it (multi-container tasks)"
+    )
+    gpus: bool = Field(default=False, description="can give a try GPUs where its machine has them")
     flags: frozenset[str] = Field(default=frozenset(), description="backend-specific command-line flags it honours")
 
 
@@ -64,6 +73,7 @@ BACKEND_FLAGS = {
     "--force": "kubernetes",
     "--build": "docker",
     "--enforcement": "local",
+    "--run-on-host": "local",
 }
 
 

@@ -61,6 +61,9 @@ class Capabilities(BaseModel):
     isolation: Isolation = Field(description="what keeps the agent away from what grades it")
     network_control: bool = Field(description="network can be switched off for a try")
     gpus: bool = False
+    architectures: list[str] = Field(
+        default_factory=list, description="CPU architectures trials run on (amd64, arm64); empty: not known"
+    )
     skips_verifier: bool = Field(
         default=False, description="runs a golden task without tests/: the verifier step is skipped, the grader decides"
     )

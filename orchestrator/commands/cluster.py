@@ -101,6 +101,7 @@ def experiment_resource(
         meta = dict(fields.get("metadata") or {})
         fields = dict(fields.get("spec") or {})
     fields = dict(fields)
+    folder: Path | None = None
     if "task_source" not in fields:
         tasks_dir = fields.pop("tasks_dir", None)
         if not isinstance(tasks_dir, str):
@@ -116,8 +117,15 @@ def experiment_resource(
     try:
         spec = ExperimentResourceSpec.model_validate(fields)
     except ValidationError as exc:
-        field, msg = first_validation_error(exc)
+        field, msg = first_validation_error(exc, ExperimentResourceSpec)
         raise SpecError(msg, file=source, field=field) from None
+    if folder is not None:  # what the controller would refuse (SpecInvalid), said here, in the CLI's words
+        from orchestrator.engine import faithful
+        from orchestrator.tasks.loader import load_tasks
+
+        got = faithful.check_experiment(spec, load_tasks(folder, spec.tasks), faithful.Profile.declared("kubernetes"))
+        if got.lines:
+            raise faithful.NotFaithful("kubernetes", got.lines)
     meta["name"] = name or meta.get("name") or dns_name(spec.name)
     meta["namespace"] = namespace
     return {

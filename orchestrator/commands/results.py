@@ -19,7 +19,7 @@ from rich.table import Table
 
 from orchestrator.commands.console import err, out
 from orchestrator.commands.options import format_option, store_option
-from orchestrator.importers.outcomes import parse_overrides
+from orchestrator.importers.outcomes import parse_overrides, refuse_unknown_types
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.text import pct
 
@@ -312,6 +312,7 @@ def import_(
 
     overrides = parse_overrides(mappings)
     sources, stray = importer.read_sources(list(paths), threshold=reward_threshold, overrides=overrides)
+    refuse_unknown_types(overrides, {t.source_error for src in sources for t in src.trials if t.source_error})
     sources, held = (sources, []) if again else _not_yet_imported(sources, store_path)
     if not sources:
         if fmt == "json":

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
+from rich.markup import escape
 
 from orchestrator import backends
 from orchestrator.commands.console import err
@@ -270,6 +271,7 @@ def _run_sweep(
     resume: bool,
     enforcement: str,
     canary: bool = True,
+    oracle_check: bool = False,
 ) -> tuple[Store, str, bool]:
     """Returns (store, run_id, interrupted)."""
     from orchestrator.engine import sweep as sweep_mod
@@ -301,7 +303,10 @@ def _run_sweep(
     try:
         _announce(backend)
         if not resume:
-            run_id, tasks = sweep_mod.start(experiment, task_list, pending, backend, argv=sys.argv, canary=canary)
+            extra = _oracle_check(experiment, task_list, pending, backend) if oracle_check else None
+            run_id, tasks = sweep_mod.start(
+                experiment, task_list, pending, backend, argv=sys.argv, canary=canary, extra_provenance=extra
+            )
             store = pending.opened if isinstance(pending, _Pending) else pending
             _announce_checks(store.provenance(run_id))
             err.print(
@@ -347,6 +352,34 @@ def _run_sweep(
     return store, run_id, s.interrupted
 
 
+def _oracle_check(experiment: Experiment, task_list: list[Any], pending: Store, backend: Backend) -> dict[str, Any]:
+    """``--oracle-check``: each task's oracle once per configuration, as a run of its own, before the sweep."""
+    from orchestrator.engine import faithful, oracle_check
+
+    faithful.check(experiment, task_list, backend)  # a refused sweep runs no oracle either
+    store = _opened(pending)
+    err.print(
+        f"oracle check: {len(task_list)} tasks x {len(experiment.configurations)} configurations, the task's own "
+        "solution once each (a run of its own, kept apart from the agent's)"
+    )
+    record = oracle_check.run(experiment, task_list, store, backend)
+    found = oracle_check.lines(record)
+    for line in found:
+        err.print(f"[bold yellow]oracle check:[/] {escape(line)}", soft_wrap=True)
+    if not found:
+        err.print(f"oracle check: every task's oracle passes under every configuration (run {record['run_id']})")
+    return {oracle_check.PROVENANCE_KEY: record}
+
+
+def _opened(store: Store) -> Store:
+    """The real store behind ``_store_on_record``'s stand-in (created now), or the store itself."""
+    if isinstance(store, _Pending) and not hasattr(store, "opened"):
+        from orchestrator.store.sqlite import Store as RealStore
+
+        store.opened = RealStore(store.path)
+    return store.opened if isinstance(store, _Pending) else store
+
+
 class _Pending:
     """Marks the stand-in ``_store_on_record`` returns for a store file that does not exist yet."""
 
@@ -379,7 +412,8 @@ def _store_on_record(path: Path) -> Store:
             self.path = path
 
         def create_run(self, **kwargs: Any) -> str:
-            self.opened = Store(path)
+            if not hasattr(self, "opened"):  # the oracle check (--oracle-check) may have opened it first
+                self.opened = Store(path)
             return self.opened.create_run(**kwargs)
 
     return OnRecord()
@@ -465,6 +499,19 @@ def print_report(store: Store, run_id: str, fmt: str) -> None:
 @backend_option()
 @click.option("--build", is_flag=True, help="docker backend: build every task image from environment/Dockerfile")
 @click.option(
+    "--run-on-host",
+    is_flag=True,
+    default=None,
+    help="local backend: run tasks that name a container image (docker_image, environment/Dockerfile) on the host "
+    "anyway; without it they are refused (experiment: run_on_host; recorded in provenance and reports)",
+)
+@click.option(
+    "--oracle-check",
+    is_flag=True,
+    help="first run each task's oracle once per configuration (a run of its own); a task whose oracle fails "
+    "under a configuration is named, and recorded in the run's provenance (oracle_check)",
+)
+@click.option(
     "--experiment", "experiment_file", type=click.Path(path_type=Path), help="experiment spec (YAML); flags override"
 )
 @namespace_option("--backend kubernetes: namespace of the trial pods (kubernetes.namespace)")
@@ -495,6 +542,7 @@ def sweep(
     old_run_id: str | None,
     fmt: str,
     no_canary: bool,
+    oracle_check: bool,
     **flags: Any,
 ) -> None:
     """Run a resource sweep over the tasks in TASKS_DIR (or the experiment file's tasks_dir)."""
@@ -547,7 +595,13 @@ def sweep(
         ctx,
         fmt,
         *_run_sweep(
-            experiment, store_path, resume_run=None, resume=False, enforcement=enforcement, canary=not no_canary
+            experiment,
+            store_path,
+            resume_run=None,
+            resume=False,
+            enforcement=enforcement,
+            canary=not no_canary,
+            oracle_check=oracle_check,
         ),
     )
 

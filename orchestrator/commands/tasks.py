@@ -15,10 +15,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.commands.console import err, out
-from orchestrator.commands.options import agent_timeout_option, format_option, json_option, out_dir_option
+from orchestrator.commands.options import (
+    agent_timeout_option,
+    backend_option,
+    format_option,
+    json_option,
+    out_dir_option,
+    store_option,
+)
 from orchestrator.commands.outputs import check_dir, make_dir, write_file
 from orchestrator.errors import UserError
 from orchestrator.importers.fields import DEFAULTED, KINDS, size_to_mib
+from orchestrator.spec.defaults import DEFAULT_MULTIPLIERS
 
 if TYPE_CHECKING:
     from orchestrator.importers.taskset import TaskEntry, TaskSet
@@ -103,12 +111,29 @@ def import_(
         raise UserError(
             f"cannot write the tasks ({exc.strerror or exc})", file=str(exc.filename or output), field="--out-dir"
         ) from None
-    summary = {**ts.summary(), "output": str(output), "written": [str(p) for p in written]}
+    from orchestrator.engine import faithful
+
+    # what a sweep on the default backend would refuse, said now rather than at the first sweep
+    on_local = faithful.check_tasks([taskset.as_task(e) for e in ts.entries], faithful.Profile.declared("local")).lines
+    summary = {
+        **ts.summary(),
+        "output": str(output),
+        "written": [str(p) for p in written],
+        "refused_on_local": on_local,
+    }
     write_file(output / "import-summary.json", json.dumps(summary, indent=2), "--out-dir")
     if fmt == "json":
         click.echo(json.dumps(summary, indent=2))
     else:
         print_summary(ts, verb=f"imported into {output}")
+        if on_local:
+            out.print(
+                "[yellow]note:[/] a sweep on the default local backend would refuse these "
+                "(`headroom tasks validate DIR --backend NAME` checks another):",
+                soft_wrap=True,
+            )
+            for line in on_local:
+                out.print(f"  {escape(line)}", soft_wrap=True)
         err.print(f"summary written to {output / 'import-summary.json'}")
     if ts.bad:
         ctx.exit(1)
@@ -232,11 +257,50 @@ def show(path: Path, task_id: str | None, as_json: bool) -> None:
 @tasks.command("validate")
 @click.argument("path", type=click.Path(path_type=Path))
 @agent_timeout_option()
+@backend_option(
+    "the backend the tasks are checked against: what it cannot run faithfully is refused, as a sweep on it would"
+)
+@click.option(
+    "--allow-internet",
+    is_flag=True,
+    help="the sweep will give trials the network (sweep --allow-internet): tasks that need it are not refused",
+)
+@click.option(
+    "--run-on-host",
+    is_flag=True,
+    help="the sweep will run tasks that name a container image on the host anyway (sweep --run-on-host)",
+)
+@click.option(
+    "--oracle-check",
+    is_flag=True,
+    help="also run each task's oracle once per configuration on --backend (a run of its own in --store) and name "
+    "the tasks whose oracle fails under one",
+)
+@click.option(
+    "--multipliers",
+    default=",".join(DEFAULT_MULTIPLIERS),
+    show_default=True,
+    help="--oracle-check: the configurations to check the oracle under",
+)
+@store_option()
 @json_option
 @click.pass_context
-def validate(ctx: click.Context, path: Path, agent_timeout: float | None, as_json: bool) -> None:
+def validate(
+    ctx: click.Context,
+    path: Path,
+    agent_timeout: float | None,
+    backend_name: str,
+    allow_internet: bool,
+    run_on_host: bool,
+    oracle_check: bool,
+    multipliers: str,
+    store_path: Path,
+    as_json: bool,
+) -> None:
     """Check every task under PATH: which `headroom sweep` runs as it is, which need `headroom tasks import`
-    first, and why each bad one cannot be used (exit 1 unless every task runs as it is)."""
+    first, why each bad one cannot be used, and which --backend cannot run faithfully (exit 1 unless every
+    task runs as it is; with --oracle-check, also unless every oracle passes everywhere)."""
+    from orchestrator.engine import faithful
     from orchestrator.importers import taskset  # the task models load when a task command runs, not with --help
 
     ts = taskset.read_task_set(path, agent_timeout=agent_timeout)
@@ -253,13 +317,30 @@ def validate(ctx: click.Context, path: Path, agent_timeout: float | None, as_jso
         )
 
     why = {e.task_id: why_not(e) for e in needs_import}
+    profile = faithful.Profile.declared(backend_name)
+    check = faithful.check_tasks(
+        [taskset.as_task(e) for e in ts.entries],
+        profile,
+        run_on_host=run_on_host,
+        env_network=allow_internet,
+        oracle_network=allow_internet,
+    )
+    oracle = (
+        _oracle_check(path, ts, backend_name, multipliers, store_path, allow_internet, run_on_host)
+        if (oracle_check and not (ts.bad or needs_import or check.lines))
+        else None
+    )
     if as_json:
         click.echo(
             json.dumps(
                 {
                     **ts.summary(),
-                    "runs_as_is": not (ts.bad or needs_import),
+                    "runs_as_is": not (ts.bad or needs_import or check.lines),
                     "needs_import": [{"task": t, "reason": r} for t, r in sorted(why.items())],
+                    "backend": backend_name,
+                    "refused": check.lines,
+                    "run_on_host": check.record(profile, run_on_host)["tasks_run_on_host"],
+                    "oracle_check": oracle,
                 },
                 indent=2,
             )
@@ -274,5 +355,54 @@ def validate(ctx: click.Context, path: Path, agent_timeout: float | None, as_jso
             )
             for task_id, reason in sorted(why.items()):
                 out.print(f"  needs import {escape(task_id)}: {escape(reason)}", soft_wrap=True)
-    if ts.bad or needs_import:
+        if check.lines:
+            out.print(f"[red]refused on --backend {backend_name}[/] (a sweep there would refuse them):")
+            for line in check.lines:
+                out.print(f"  {escape(line)}", soft_wrap=True)
+        elif check.on_host:
+            out.print(
+                f"{len(check.on_host)} task(s) that name a container image run on the host (--run-on-host): "
+                + escape(", ".join(sorted(check.on_host))),
+                soft_wrap=True,
+            )
+        if oracle is not None:
+            from orchestrator.engine import oracle_check as oc
+
+            for line in oc.lines(oracle) or ["oracle check: every oracle passes under every configuration"]:
+                out.print(escape(line), soft_wrap=True)
+            out.print(f"oracle check recorded as run {oracle['run_id']} in {store_path}")
+    oracle_failed = oracle is not None and bool(oracle["too_low"] or oracle["fails_everywhere"])
+    if ts.bad or needs_import or check.lines or oracle_failed:
         ctx.exit(1)
+
+
+def _oracle_check(
+    path: Path,
+    ts: TaskSet,
+    backend_name: str,
+    multipliers: str,
+    store_path: Path,
+    allow_internet: bool,
+    run_on_host: bool,
+) -> dict[str, Any]:
+    """`tasks validate --oracle-check`: the oracle check a sweep's --oracle-check runs, on its own."""
+    from orchestrator.commands.run import make_backend, parse_multipliers
+    from orchestrator.engine import oracle_check
+    from orchestrator.spec.experiment import Experiment
+    from orchestrator.store.sqlite import Store
+    from orchestrator.tasks.loader import load_tasks
+
+    experiment = Experiment(
+        name=f"validate-{ts.root.name}",
+        tasks_dir=str(path.resolve()),
+        configurations=parse_multipliers(multipliers),
+        backend=backend_name,  # type: ignore[arg-type]
+        allow_internet=allow_internet,
+        run_on_host=run_on_host,
+    )
+    backend = make_backend(experiment, "auto")
+    try:
+        store_path.parent.mkdir(parents=True, exist_ok=True)
+        return oracle_check.run(experiment, load_tasks(path.resolve()), Store(store_path), backend)
+    finally:
+        backend.close()

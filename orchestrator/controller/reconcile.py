@@ -61,6 +61,7 @@ from orchestrator.controller.resources import (
     TrialStatus,
     TrialTimings,
 )
+from orchestrator.engine import faithful
 from orchestrator.engine.launch import label_value
 from orchestrator.engine.plan import plan
 from orchestrator.engine.settle import unstorable
@@ -167,7 +168,7 @@ class Reconciler:
         try:
             planned = self._plan(exp)
         except ValidationError as exc:
-            field_name, msg = first_validation_error(exc)
+            field_name, msg = first_validation_error(exc, ExperimentResourceSpec)
             self._fail(exp, previous, "SpecInvalid", f"spec.{field_name}: {msg}", terminal=True)
             return None
         except SpecInvalid as exc:
@@ -249,6 +250,8 @@ class Reconciler:
                 f"spec.image: tasks without a docker_image need the experiment's image: {', '.join(no_image[:5])}"
             )
         experiment = spec.model_copy(update={"tasks_dir": str(root)})
+        if refused := faithful.controller_refusal(experiment, tasks):  # as the CLI refuses a sweep
+            raise SpecInvalid(refused)
         trials = plan(experiment, tasks)
         p = _Plan(
             key,

@@ -13,7 +13,7 @@ from orchestrator.agentio.redact import redact, secret_values
 from orchestrator.agents import preflight
 from orchestrator.backends.abilities import fit_checker, run_holder
 from orchestrator.backends.base import Backend, check_capabilities
-from orchestrator.engine import overcommit, provenance
+from orchestrator.engine import faithful, overcommit, provenance
 from orchestrator.engine.canary import not_run as canary_not_run
 from orchestrator.engine.canary import run_canary
 from orchestrator.engine.execute import ExecutionSummary, ResultHook, execute
@@ -78,12 +78,14 @@ def start(
     *,
     argv: list[str] | None = None,
     canary: bool = False,
+    extra_provenance: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, Task]]:
     """Write the run, its provenance and its plan in one transaction.
 
     With ``canary``, the enforcement canary (:mod:`orchestrator.engine.canary`) runs first on this
     backend for every configuration, and its verdict goes into the provenance.
     """
+    faithfulness = faithful.check(experiment, tasks, backend)  # a task the backend would run wrongly is refused
     check_capabilities(
         backend,
         {
@@ -104,6 +106,8 @@ def start(
     secrets = secret_values(run_secret_names(experiment))
     spec = redact(experiment.model_dump(mode="json"), secrets)
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
+    prov["faithful"] = faithfulness
+    prov.update(extra_provenance or {})  # e.g. the oracle check's verdict (engine/oracle_check.py)
     if experiment.agent.kind != "oracle":
         prov["agent_preflight"] = {
             "where": "host" if experiment.agent.kind == "external" else backend.name,

@@ -2,8 +2,10 @@
 
 Every importer reports each field it met as **kept** (headroom reads it as it is),
 **converted** (headroom reads it under another spelling or unit; the note says how),
-or **unmapped** (kept verbatim in the spec, but nothing in headroom acts on it). A
-field is never dropped silently.
+**ignored** (a field of Harbor's format that headroom accepts and does not use), or
+**unmapped** (a legacy Terminal-Bench key kept verbatim, but nothing in headroom acts on it).
+A field is never dropped silently; a key no format knows is an error naming the closest valid
+one (orchestrator/spec/unknown.py).
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-KEPT, CONVERTED, UNMAPPED, DEFAULTED = "kept", "converted", "unmapped", "defaulted"
-KINDS = (KEPT, CONVERTED, DEFAULTED, UNMAPPED)
+KEPT, CONVERTED, UNMAPPED, DEFAULTED, IGNORED = "kept", "converted", "unmapped", "defaulted", "ignored"
+KINDS = (KEPT, CONVERTED, DEFAULTED, IGNORED, UNMAPPED)
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.I)
 _MIB_PER_UNIT = {"": 1 / 2**20, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0**2}

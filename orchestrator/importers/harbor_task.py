@@ -15,13 +15,27 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from orchestrator.importers.fields import CONVERTED, DEFAULTED, KEPT, UNMAPPED, FieldReport
-from orchestrator.spec.task import size_to_mb
+from pydantic import BaseModel
+
+from orchestrator.importers.fields import CONVERTED, DEFAULTED, IGNORED, KEPT, FieldReport
+from orchestrator.spec.task import HARBOR_IGNORED, EnvironmentSpec, SolutionSpec, StepSpec, TaskSpec, size_to_mb
+from orchestrator.spec.unknown import did_you_mean, valid_names
 
 HARBOR_DEFAULTS = {"cpus": 1, "memory_mb": 2048, "storage_mb": 10240, "verifier_timeout_sec": 600.0}
 
-# Fields headroom reads and acts on. Everything else is kept verbatim and reported as unmapped.
-_ENV_USED = {"cpus", "memory_mb", "storage_mb", "docker_image", "build_timeout_sec", "env", "gpus", "allow_internet"}
+# Fields headroom reads and acts on. Harbor's others are listed as ignored (HARBOR_IGNORED); any other key is
+# a problem naming the closest valid one.
+_ENV_USED = {
+    "cpus",
+    "memory_mb",
+    "storage_mb",
+    "docker_image",
+    "build_timeout_sec",
+    "env",
+    "gpus",
+    "allow_internet",
+    "runs_on_host",
+}
 _ENV_SIZES = {"memory": "memory_mb", "storage": "storage_mb"}
 _STEP_USED = {"timeout_sec", "env"}
 _TOP_USED = {
@@ -38,8 +52,26 @@ _TOP_USED = {
 }
 _NOT_ENFORCED = {
     "gpus": "a backend without GPUs refuses the task",
-    "allow_internet": "the task runs without network where the backend can cut it",
+    "allow_internet": "true: the task needs the network, and a sweep without --allow-internet refuses it; "
+    "false: it runs without network",
+    "docker_image": "a backend that cannot run images (local) refuses the task unless --run-on-host",
 }
+_SECTION_MODELS: dict[str, type[BaseModel]] = {
+    "environment": EnvironmentSpec,
+    "agent": StepSpec,
+    "verifier": StepSpec,
+    "solution": SolutionSpec,
+}
+
+
+def _unknown(section: str, key: str) -> str:
+    model = _SECTION_MODELS.get(section, TaskSpec)
+    where = f"{section}.{key}" if section else key
+    return f"task.toml: {where}: unknown key{did_you_mean(key, valid_names(model))}"
+
+
+def _ignored(where: str) -> tuple[str, str, str]:
+    return IGNORED, where, "a Harbor field headroom does not use"
 
 
 def normalize(
@@ -53,8 +85,12 @@ def normalize(
     rep = FieldReport()
     problems: list[str] = []
     for key in raw:
-        if key not in _TOP_USED:
-            rep.add(UNMAPPED, key, "section kept verbatim; headroom does not act on it")
+        if key in _TOP_USED or key in valid_names(TaskSpec):
+            continue  # reported below
+        if key in HARBOR_IGNORED[""]:
+            rep.add(*_ignored(key))
+        else:
+            problems.append(_unknown("", key))
     if "schema_version" in raw:
         rep.add(KEPT, "schema_version", f"Harbor task schema {raw['schema_version']}")
         spec.setdefault("version", str(raw["schema_version"]))
@@ -103,8 +139,10 @@ def normalize(
             if key == "env" and isinstance(value, dict):
                 note = f"{len(value)} variable(s) for the task's environment"
             rep.add(KEPT, f"environment.{key}", note)
-        else:
-            rep.add(UNMAPPED, f"environment.{key}", "kept verbatim; headroom does not act on it")
+        elif key in HARBOR_IGNORED["environment"]:
+            rep.add(*_ignored(f"environment.{key}"))
+        elif key not in valid_names(EnvironmentSpec):
+            problems.append(_unknown("environment", key))
 
     agent = spec.setdefault("agent", {})
     if not isinstance(agent, dict):
@@ -132,6 +170,8 @@ def normalize(
             if key in _STEP_USED:
                 note = f"{len(value)} variable(s)" if key == "env" and isinstance(value, dict) else ""
                 rep.add(KEPT, f"{section}.{key}", note)
+            elif key in HARBOR_IGNORED[section]:
+                rep.add(*_ignored(f"{section}.{key}"))
             else:
-                rep.add(UNMAPPED, f"{section}.{key}", "kept verbatim; headroom does not act on it")
+                problems.append(_unknown(section, key))
     return spec, rep, problems

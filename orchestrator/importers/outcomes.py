@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from orchestrator.errors import UserError
 from orchestrator.spec.outcome import HarnessReason, InfraReason, Outcome
+from orchestrator.spec.unknown import did_you_mean
 
 HARBOR_EXCEPTIONS: dict[str, tuple[str, str | None]] = {
     "AgentTimeoutError": ("timeout", None),
@@ -81,18 +82,33 @@ def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, tuple[str, 
         if not sep or not name or outcome not in {o.value for o in Outcome}:
             raise UserError(
                 f"expected TYPE=OUTCOME[:REASON] with OUTCOME one of "
-                f"{', '.join(o.value for o in Outcome)}, got {item!r}",
+                f"{', '.join(o.value for o in Outcome)}, got {item!r}{did_you_mean(outcome, [o.value for o in Outcome])}",
                 field="--map",
             )
         if outcome in reasons:
             if reason not in reasons[outcome]:
                 raise UserError(
-                    f"{outcome} needs a reason, one of {', '.join(sorted(reasons[outcome]))}", field="--map"
+                    f"{outcome} needs a reason, one of {', '.join(sorted(reasons[outcome]))}"
+                    + (f"; got {reason!r}{did_you_mean(reason, reasons[outcome])}" if reason else ""),
+                    field="--map",
                 )
         elif reason:
             raise UserError(f"{outcome} takes no reason", field="--map")
         out[name] = (outcome, reason or None)
     return out
+
+
+def refuse_unknown_types(overrides: dict[str, tuple[str, str | None]], seen: set[str]) -> None:
+    """A ``--map`` TYPE that is neither a known Harbor exception or Terminal-Bench failure mode nor met in the
+    sources read is a typo that would map nothing: refused, naming the closest label (exit 2)."""
+    known = set(HARBOR_EXCEPTIONS) | set(TB_FAILURE_MODES) | seen
+    for name in overrides:
+        if name not in known:
+            raise UserError(
+                f"{name!r} is no Harbor exception type or Terminal-Bench failure mode known to headroom, and no trial "
+                f"read records it: it would map nothing{did_you_mean(name, known)}",
+                field="--map",
+            )
 
 
 def by_reward(reward: float | None, threshold: float, rule: str) -> Verdict:

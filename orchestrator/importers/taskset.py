@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from orchestrator.errors import SpecError, UserError, first_validation_error
 from orchestrator.importers import harbor_task, tb_task
 from orchestrator.importers.fields import FieldReport, summarize
-from orchestrator.spec.task import TaskSpec
+from orchestrator.spec.task import Task, TaskSpec
 from orchestrator.tasks.loader import REQUIRED_FILES, crlf_problem, digest_dir, load_task
 
 HARBOR, TERMINAL_BENCH = "harbor", "terminal-bench"
@@ -52,6 +52,18 @@ class TaskEntry:
     @property
     def memory_mb(self) -> int:
         return int(self.spec["environment"]["memory_mb"])
+
+
+def as_task(entry: TaskEntry) -> Task:
+    """An entry as the Task a sweep would load (its spec after the import's conversion; path: its source folder),
+    for the checks that read the task's files (orchestrator/tasks/needs.py)."""
+    return Task(
+        id=entry.task_id,
+        path=str(entry.source),
+        spec=TaskSpec.model_validate(entry.spec),
+        instruction=entry.instruction,
+        digest="",
+    )
 
 
 @dataclass
@@ -89,7 +101,7 @@ def _spec_error(spec: dict[str, Any]) -> str | None:
     try:
         TaskSpec.model_validate(spec)
     except ValidationError as exc:
-        where, msg = first_validation_error(exc)
+        where, msg = first_validation_error(exc, TaskSpec)
         return f"{where}: {msg}"
     return None
 

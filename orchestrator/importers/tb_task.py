@@ -30,6 +30,7 @@ import yaml
 
 from orchestrator.importers.fields import CONVERTED, DEFAULTED, KEPT, UNMAPPED, FieldReport, size_to_mib
 from orchestrator.importers.harbor_task import HARBOR_DEFAULTS
+from orchestrator.spec.unknown import did_you_mean
 
 TB_DEFAULT_AGENT_TIMEOUT = 360.0  # terminal-bench's Task model defaults
 TB_DEFAULT_TEST_TIMEOUT = 60.0
@@ -48,6 +49,7 @@ _UNMAPPED_NOTES = {
     "disable_asciinema": "headroom records no terminal sessions",
     "env_name": "legacy key, kept in [metadata]",
     "test_scripts": "legacy key, kept in [metadata]",
+    "descriptions": "legacy key (older task.yaml), kept in [metadata]",
 }
 _HANDLED = {"instruction", "max_agent_timeout_sec", "max_test_timeout_sec", "parser_name", *_METADATA}
 
@@ -157,9 +159,12 @@ def convert(path: Path) -> tuple[dict[str, Any], str, dict[str, Path | str], Fie
     for key, value in data.items():
         if key in _HANDLED:
             continue
+        if key not in _UNMAPPED_NOTES:  # a key terminal-bench's Task model does not have: a typo, not data
+            problems.append(f"task.yaml: {key}: unknown key{did_you_mean(str(key), [*_HANDLED, *_UNMAPPED_NOTES])}")
+            continue
         if value is not None:
             metadata[key] = value
-        rep.add(UNMAPPED, key, _UNMAPPED_NOTES.get(key, "kept in [metadata]; headroom does not act on it"))
+        rep.add(UNMAPPED, key, _UNMAPPED_NOTES[key])
 
     cpus = memory = image = None
     compose_path = next((path / n for n in ("docker-compose.yaml", "docker-compose.yml") if (path / n).is_file()), None)

@@ -66,11 +66,24 @@ def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
     if prov.get("import"):
         return {"isolation": IMPORTED_UNKNOWN, "storage_limit": None, "network_control": None}
     caps = (prov.get("backend") or {}).get("capabilities") or {}
+    on_host = (prov.get("faithful") or {}).get("tasks_run_on_host") or {}
     return {
         "isolation": caps.get("isolation", "unrecorded"),
         "storage_limit": caps.get("storage_limit"),
         "network_control": caps.get("network_control"),
+        "run_on_host": sorted(str(t) for t in on_host),
     }
+
+
+def oracle_check_lines(prov: dict[str, Any]) -> list[str]:
+    """The oracle check's findings (``sweep --oracle-check``), one line per task whose oracle fails somewhere."""
+    record = prov.get("oracle_check")
+    if not isinstance(record, dict):
+        return []
+    from orchestrator.engine.oracle_check import lines
+
+    found = lines(record)
+    return found or [f"every task's oracle passes under every configuration (run {record.get('run_id')})"]
 
 
 def source_kinds(info: RunInfo) -> list[str]:
@@ -177,6 +190,7 @@ def build(
             "trials_planned": planned,
             "trials_finished": len(df),
             **isolation_facts(prov),
+            "oracle_check": oracle_check_lines(prov),
         },
         "experiment": info.spec,
         "provenance": prov,

@@ -83,6 +83,14 @@ class RunSection(_Model):
     isolation: str = "unrecorded"
     storage_limit: bool | None = None
     network_control: str | bool | None = None
+    run_on_host: list[str] = Field(
+        default_factory=list,
+        description="tasks that name a container image, run on the host without it by the experiment's run_on_host",
+    )
+    oracle_check: list[str] = Field(
+        default_factory=list,
+        description="sweep --oracle-check: what the task's own solution did per configuration (a run of its own)",
+    )
 
 
 class Configuration(_Model):

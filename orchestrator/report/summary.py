@@ -197,7 +197,16 @@ def isolation(doc: ReportDocument) -> str:
         "unknown (imported)": " (headroom did not run these trials)",
     }.get(iso, "")
     storage = {True: "enforced", False: "NOT enforced", None: "unrecorded"}[run.storage_limit]
-    return f"Isolation {iso}{warn}; enforcement {run.enforcement} on backend {run.backend}; storage limit {storage}."
+    line = f"Isolation {iso}{warn}; enforcement {run.enforcement} on backend {run.backend}; storage limit {storage}."
+    if run.run_on_host:
+        names = ", ".join(run.run_on_host[:5]) + (
+            f" and {len(run.run_on_host) - 5} more" if len(run.run_on_host) > 5 else ""
+        )
+        line += (
+            f" Run on the host by choice (run_on_host): {len(run.run_on_host)} task(s) without the container image "
+            f"they name ({names})."
+        )
+    return line
 
 
 def lines(doc: ReportDocument) -> list[str]:
@@ -205,9 +214,11 @@ def lines(doc: ReportDocument) -> list[str]:
     recommendation, isolation."""
     basis = basis_line(doc)
     not_started = checks.agent_not_found_line(doc.checks.agent_not_found) if doc.checks else None
+    oracle = [f"Oracle check: {line}." for line in doc.run.oracle_check]  # kept apart: a run of its own
     return (
         moves_lines(doc)
         + ([basis] if basis else [])
         + [recommendation(doc), isolation(doc)]
+        + oracle
         + ([not_started] if not_started else [])
     )

@@ -173,6 +173,13 @@ class Experiment(BaseModel):
     image: str | None = Field(
         default=None, description="container backends: image for every task, instead of each task's docker_image"
     )
+    run_on_host: bool = Field(
+        default=False,
+        description="local backend: run tasks that name a container image (docker_image or environment/Dockerfile) "
+        "on the host anyway, without their image. Off, such tasks are refused before the sweep, since their "
+        "scripts usually need the image's files and tools; on, the choice and the tasks it applies to are "
+        "recorded in provenance and shown in reports",
+    )
     allow_internet: bool = Field(
         default=False,
         description="the default of agent.network and environment.network (a task with "
@@ -266,6 +273,7 @@ class ExperimentOverrides(BaseModel):
     queue: Annotated[str | None, Flag("--queue", ("kubernetes", "queue"))] = None
     keep_pods: Annotated[bool | None, Flag("--keep-pods", ("kubernetes", "keep_pods"))] = None
     build: Annotated[bool | None, Flag("--build", ("docker", "build"))] = None
+    run_on_host: Annotated[bool | None, Flag("--run-on-host", ("run_on_host",))] = None
 
     @classmethod
     def flag_of(cls, field: str) -> Flag:
@@ -303,7 +311,7 @@ class ExperimentOverrides(BaseModel):
         try:
             experiment = Experiment.model_validate(merged)
         except ValidationError as exc:
-            where, msg = first_validation_error(exc)
+            where, msg = first_validation_error(exc, Experiment)
             loc = tuple(where.split("."))
             blamed = [
                 flag.name for flag in self.given().values() if flag.path[: len(loc)] == loc[: len(flag.path)]

@@ -13,11 +13,25 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 from orchestrator.spec.grader import GoldenGrader
+from orchestrator.spec.unknown import refuse_unknown
+
+#: Harbor's task.toml fields that headroom reads but does not act on, by section: accepted, listed as
+#: ignored by `tasks validate` / `tasks import` (orchestrator/importers/harbor_task.py). Any other key
+#: is an error naming the closest valid one (orchestrator/spec/unknown.py).
+HARBOR_IGNORED: dict[str, frozenset[str]] = {
+    "": frozenset({"schema_version", "task", "source"}),
+    "environment": frozenset(
+        {"gpu_types", "mcp_servers", "skills_dir", "healthcheck", "network_mode", "allowed_hosts", "user", "workdir"}
+    ),
+    "agent": frozenset({"user"}),
+    "verifier": frozenset({"user"}),
+    "solution": frozenset(),
+}
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)(b?)\s*$", re.I)
 _POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
@@ -53,7 +67,8 @@ def size_to_mb(text: str | int | float) -> int:
 class EnvironmentSpec(BaseModel):
     """Base resources. The request and the limit are derived from these by a ResourceConfig."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow")  # only HARBOR_IGNORED["environment"]: see _known_keys
+    SPELLINGS: ClassVar[tuple[str, ...]] = ("memory", "storage", "memory_limit")
 
     cpus: float = Field(gt=0, le=4096, allow_inf_nan=False, description="CPU cores the task is specified to need")
     memory_mb: int = Field(
@@ -63,6 +78,12 @@ class EnvironmentSpec(BaseModel):
     gpus: int = Field(default=0, ge=0, le=64, description="GPUs the task needs; refused where a backend has none")
     allow_internet: bool = Field(default=True, description="false: the task must run without network")
     docker_image: str | None = Field(default=None, description="image for container backends")
+    runs_on_host: bool = Field(
+        default=False,
+        description="headroom: the task's scripts need nothing from its docker_image or environment/Dockerfile "
+        "(only $HEADROOM_* paths and the host's tools), so the local backend runs it faithfully on the host; "
+        "without it such a task is refused there (docs/import.md)",
+    )
     build_timeout_sec: float | None = None
     env: dict[str, str] = Field(default_factory=dict, description="[environment.env]: set for every step")
     # The task's own ceiling (headroom's fields; Harbor has none): where a `task-band`
@@ -93,6 +114,12 @@ class EnvironmentSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _known_keys(cls, data: Any, info: ValidationInfo) -> Any:
+        refuse_unknown(cls, data, HARBOR_IGNORED["environment"], info.context)
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _harbor_sizes(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
@@ -106,16 +133,28 @@ class EnvironmentSpec(BaseModel):
 
 
 class StepSpec(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow")  # only HARBOR_IGNORED["agent"/"verifier"]: see _known_keys
 
     timeout_sec: float = Field(gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
     env: dict[str, str] = Field(default_factory=dict, description="variables set for this step only")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any, info: ValidationInfo) -> Any:
+        refuse_unknown(cls, data, HARBOR_IGNORED["agent"] | HARBOR_IGNORED["verifier"], info.context)
+        return data
+
 
 class SolutionSpec(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow")  # only HARBOR_IGNORED["solution"]: see _known_keys
 
     env: dict[str, str] = Field(default_factory=dict, description="[solution.env]: set for the oracle only")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any, info: ValidationInfo) -> Any:
+        refuse_unknown(cls, data, HARBOR_IGNORED["solution"], info.context)
+        return data
 
 
 class ProvenanceSpec(BaseModel):
@@ -141,7 +180,7 @@ class ProvenanceSpec(BaseModel):
 class TaskSpec(BaseModel):
     """The parsed ``task.toml``."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow")  # only HARBOR_IGNORED[""]: see _known_keys
 
     version: str = "1.0"
     environment: EnvironmentSpec
@@ -153,6 +192,12 @@ class TaskSpec(BaseModel):
     grader: GoldenGrader | None = Field(
         default=None, description="a declarative golden-set grader instead of the tests' reward"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any, info: ValidationInfo) -> Any:
+        refuse_unknown(cls, data, HARBOR_IGNORED[""], info.context)
+        return data
 
 
 class Task(BaseModel):

@@ -510,12 +510,14 @@ class Store:
     def task_specs(self, run_id: str) -> list[Task]:
         """The run's tasks as recorded (spec and digest; not their files)."""
         from orchestrator.spec.task import TaskSpec
+        from orchestrator.spec.unknown import RECORDED
 
         return [
             Task(
                 id=r["task_id"],
                 path="",
-                spec=TaskSpec.model_validate_json(r["spec_json"]),
+                # as recorded: a key an older headroom accepted is history, not a typo to refuse now
+                spec=TaskSpec.model_validate_json(r["spec_json"], context={RECORDED: True}),
                 instruction="",
                 digest=r["digest"],
             )

@@ -92,7 +92,7 @@ def load_task(path: Path) -> Task:
     try:
         spec = TaskSpec.model_validate(raw)
     except ValidationError as exc:
-        field, msg = first_validation_error(exc)
+        field, msg = first_validation_error(exc, TaskSpec)
         if field in HARBOR_DEFAULTED:
             msg += (
                 " (Harbor would use its default here; headroom runs resources as written: "

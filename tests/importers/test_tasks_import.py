@@ -39,10 +39,13 @@ def test_harbor_tasks_import_and_bad_ones_are_listed(tmp_path: Path) -> None:
         Path(b["path"]).name if Path(b["path"]).name != "task.toml" else Path(b["path"]).parent.name: b["reason"]
         for b in summary["bad"]
     }
-    assert set(bad) == {"broken-toml", "no-agent-timeout"}
+    assert set(bad) == {"broken-toml", "no-agent-timeout", "typo-section"}
     assert "malformed TOML" in bad["broken-toml"] and "--agent-timeout" in bad["no-agent-timeout"]
+    # a misspelt section is an error naming the key and the closest valid name, not a silent default
+    assert "task.toml: enviroment: unknown key (did you mean 'environment'?)" in bad["typo-section"]
     assert fields(summary, "converted") == {"environment.memory", "environment.storage"}
-    assert {"custom_grading", "environment.healthcheck"} <= fields(summary, "unmapped")
+    # Harbor's fields headroom does not use are listed as ignored, never dropped unseen
+    assert {"environment.gpu_types", "environment.healthcheck"} <= fields(summary, "ignored")
     assert {
         "environment.gpus",
         "environment.allow_internet",
@@ -52,6 +55,9 @@ def test_harbor_tasks_import_and_bad_ones_are_listed(tmp_path: Path) -> None:
         "task",
     } <= fields(summary, "kept")
     assert json.loads((out / "import-summary.json").read_text())["tasks_ok"] == 3
+    # said at the import, not at the first sweep: the default local backend would refuse them
+    refused = " ".join(summary["refused_on_local"])
+    assert "fix-git (environment/Dockerfile)" in refused and "needs GPUs" in refused
 
     # A Harbor task runs without conversion: its task.toml is copied as written and headroom's loader reads it.
     assert (out / "fix-git" / "task.toml").read_text() == (FIX / "harbor_tasks/fix-git/task.toml").read_text()
@@ -62,8 +68,7 @@ def test_harbor_tasks_import_and_bad_ones_are_listed(tmp_path: Path) -> None:
     assert model.environment.env == {"HF_HOME": "/cache/hf"} and model.verifier.env == {"EXPECTED_ACCURACY": "0.9"}
     assert model.solution.env == {"SEED": "7"}
     dumped = model.model_dump()
-    assert dumped["custom_grading"] == {"rubric": "rubric.md"}  # other sections are kept, not dropped
-    assert dumped["environment"]["healthcheck"] == {"command": "test -f /app/ready"}
+    assert dumped["environment"]["healthcheck"] == {"command": "test -f /app/ready"}  # ignored, not dropped
     # Without storage, Harbor's default (10240 MiB) and headroom's agree: the file stays as written.
     api = load_task(out / "serve-api").spec
     assert api.environment.storage_mb == 10240 and "storage" not in (out / "serve-api/task.toml").read_text()
@@ -198,8 +203,11 @@ def test_list_shows_distribution_and_tasks_above_a_size() -> None:
 def test_validate_and_show() -> None:
     bad = headroom("tasks", "validate", str(FIX / "tb_tasks"))
     assert bad.returncode == 1 and "no-instruction" in bad.stdout and "Traceback" not in bad.stderr
-    good = headroom("tasks", "validate", str(FIX / "dataset" / "tasks"))
+    good = headroom("tasks", "validate", str(FIX / "dataset" / "tasks"), "--backend", "docker")
     assert good.returncode == 0, good.stdout + good.stderr
+    # the same tasks on the default (local) backend: their image would be ignored, so they are refused
+    local = headroom("tasks", "validate", str(FIX / "dataset" / "tasks"))
+    assert local.returncode == 1 and "container image: 2 tasks need their image" in " ".join(local.stdout.split())
     assert "do not run as they are" not in good.stdout  # Harbor's spellings ("2G") load as written
     show = headroom("tasks", "show", str(FIX / "tb_tasks"), "big-build", "--json")
     doc = json.loads(show.stdout)

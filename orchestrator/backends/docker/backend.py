@@ -57,6 +57,7 @@ from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch, StepLaunch, environment_network
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.tasks import agent_view
+from orchestrator.tasks.needs import normalize_arch
 
 from . import cgroup as cgroup_mod
 from . import external as docker_external
@@ -249,7 +250,7 @@ class DockerBackend(ThreadedBackend):
     name = "docker"
     enforcement = "docker"
     #: external agents act on the container through ``exec`` (:mod:`.external`)
-    abilities = Abilities(exec_channel=True, flags=frozenset({"--build"}))
+    abilities = Abilities(exec_channel=True, task_images=True, flags=frozenset({"--build"}))
 
     def __init__(self, options: DockerOptions | None = None) -> None:
         self.options = options or DockerOptions()
@@ -295,6 +296,7 @@ class DockerBackend(ThreadedBackend):
             isolation="container",
             network_control=True,
             gpus=False,
+            architectures=[normalize_arch(str(self.version["Arch"]))] if self.version.get("Arch") else [],
             oom_signal=(
                 "container cgroup oom_kill counter (Podman reports no OOM kill of a step's process through "
                 "its API, so the cgroup must be readable from here)"

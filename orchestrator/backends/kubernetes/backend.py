@@ -124,6 +124,7 @@ class KubernetesBackend:
         canary_needs_image=True,
         force_cleanup=True,
         exec_channel=True,
+        task_images=True,
         flags=frozenset({"--namespace", "--kube-context", "--queue", "--keep-pods", "--force"}),
     )
     name = "kubernetes"

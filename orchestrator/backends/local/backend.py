@@ -38,6 +38,7 @@ from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch, StepLaunch, agent_step_network
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.tasks import agent_view
+from orchestrator.tasks.needs import host_arch
 
 Enforcement = Literal["auto", "cgroup", "rlimit"]
 IsolationChoice = Literal["auto", "sandbox", "none"]
@@ -115,7 +116,7 @@ def _snapshot(src: Path, dst: Path, task: bool = True) -> None:
 class LocalBackend(ThreadedBackend):
     name = "local"
     #: external agents act on the trial's sandbox through it (:mod:`.external`)
-    abilities = Abilities(exec_channel=True, flags=frozenset({"--enforcement"}))
+    abilities = Abilities(exec_channel=True, flags=frozenset({"--enforcement", "--run-on-host"}))
 
     def __init__(
         self,
@@ -182,6 +183,7 @@ class LocalBackend(ThreadedBackend):
             isolation="namespaces" if self.sandbox else "none",
             network_control=self.sandbox is not None,
             gpus=False,
+            architectures=[host_arch()],
             skips_verifier=True,
             oom_signal=f"{self.enforcement} oom_kill counter" if cg else "none: rlimit gives no kernel OOM signal",
             notes=notes,

@@ -1,0 +1,160 @@
+"""What a task needs from the backend that runs it, read from its files (docs/import.md, "What a backend refuses").
+
+A task made for Harbor or Terminal-Bench 2 often needs more than CPU and memory: its container image (the
+``docker_image`` it names, or the image its ``environment/Dockerfile`` builds), GPUs, the network (its
+verifier installs pytest from the internet), more containers beside it (``docker-compose.yaml`` with more than
+one service), or a CPU architecture. A backend that cannot give one of these does not fail loudly: the task
+runs anyway and its trials score as the model's failures. ``orchestrator/engine/faithful.py`` compares these
+needs with what the backend declares and refuses the sweep before anything runs.
+
+Each need carries the evidence it was read from, which the refusal quotes.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.spec.task import Task
+
+IMAGE, GPUS, INTERNET, COMPOSE, ARCH = "image", "gpus", "internet", "compose", "arch"
+#: Where a network need applies: the trial's environment (the verifier, the exec channel) or the oracle agent.
+ENVIRONMENT, ORACLE = "environment", "oracle"
+
+COMPOSE_FILES = (
+    "environment/docker-compose.yaml",
+    "environment/docker-compose.yml",
+    "docker-compose.yaml",
+    "docker-compose.yml",
+)
+_ARCH = {
+    "x86_64": "amd64",
+    "x86-64": "amd64",
+    "amd64": "amd64",
+    "x64": "amd64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "arm64/v8": "arm64",
+    "armv7l": "arm",
+    "arm/v7": "arm",
+    "arm": "arm",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+    "riscv64": "riscv64",
+    "i386": "386",
+    "i686": "386",
+    "386": "386",
+}
+_FROM_PLATFORM = re.compile(r"^\s*FROM\s+--platform=(\S+)", re.I | re.M)
+#: Commands that reach outside the machine: package installers and downloads from a non-local host.
+_NETWORK = re.compile(
+    r"\b(?:curl|wget)\b[^\n]*\bhttps?://(?!(?:localhost|127\.|\[::1\]|0\.0\.0\.0))"
+    r"|\bapt(?:-get)?\s+(?:-\S+\s+)*(?:install|update)\b"
+    r"|\bapk\s+add\b"
+    r"|\b(?:pip3?|python3?\s+-m\s+pip|uv\s+pip)\s+install\b"
+    r"|\buvx\b|\buv\s+(?:run\s+--with|add|sync|tool\s+install)\b"
+    r"|\bnpm\s+(?:install|ci|i)\b|\bnpx\b"
+    r"|\bgit\s+clone\s+(?:\S+\s+)*(?:https?://|git@)"
+    r"|\bcargo\s+install\b|\bgo\s+(?:install|get)\b",
+)
+
+
+@dataclass(frozen=True)
+class Need:
+    kind: str  # IMAGE | GPUS | INTERNET | COMPOSE | ARCH
+    detail: str  # the evidence, as the refusal quotes it
+    where: str = ENVIRONMENT  # INTERNET only: ENVIRONMENT or ORACLE
+    value: str = ""  # ARCH: the architecture needed; GPUS: how many
+
+
+def shown(text: object, width: int = 80) -> str:
+    """A value from a task file as one printable line (a task file is untrusted input)."""
+    flat = str(text).encode("unicode_escape", "backslashreplace").decode("ascii")
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def normalize_arch(text: str) -> str:
+    """``linux/arm64/v8``, ``aarch64`` -> ``arm64``; ``x86_64`` -> ``amd64`` (Docker's names)."""
+    t = text.strip().lower().removeprefix("linux/")
+    return _ARCH.get(t, _ARCH.get(t.split("/")[0], t))
+
+
+def host_arch() -> str:
+    return normalize_arch(platform.machine() or "unknown")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    except OSError:
+        return ""
+
+
+def network_evidence(script: str) -> str | None:
+    """The first line of a shell script that reaches the network, or None."""
+    for line in script.splitlines():
+        code = line.strip()
+        if not code or code.startswith("#"):
+            continue
+        if _NETWORK.search(code):
+            return code
+    return None
+
+
+def compose_services(root: Path) -> tuple[str, dict[str, Any]] | None:
+    """(the compose file, its services) for a task that ships one; services empty when it cannot be read."""
+    for rel in COMPOSE_FILES:
+        p = root / rel
+        if p.is_file():
+            try:
+                data = yaml.safe_load(_read(p)) or {}
+            except yaml.YAMLError:
+                return rel, {}
+            services = data.get("services") if isinstance(data, dict) else None
+            return rel, services if isinstance(services, dict) else {}
+    return None
+
+
+def task_needs(task: Task) -> list[Need]:
+    root = Path(task.path)
+    env = task.spec.environment
+    needs: list[Need] = []
+    if not env.runs_on_host:
+        if env.docker_image:
+            needs.append(Need(IMAGE, f"docker_image {shown(env.docker_image)}"))
+        elif (root / "environment" / "Dockerfile").is_file():
+            needs.append(Need(IMAGE, "environment/Dockerfile"))
+        elif (root / "task.yaml").is_file() and (root / "Dockerfile").is_file():  # legacy, before `tasks import`
+            needs.append(Need(IMAGE, "Dockerfile"))
+    if env.gpus > 0:
+        needs.append(Need(GPUS, f"{env.gpus} GPU(s)", value=str(env.gpus)))
+    explicit = "allow_internet" in env.model_fields_set
+    if explicit and env.allow_internet:
+        needs.append(Need(INTERNET, "allow_internet = true"))
+    elif not explicit:
+        # allow_internet = false is the author saying it runs offline; unsaid, its scripts tell
+        if (line := network_evidence(_read(root / "tests" / "test.sh"))) is not None:
+            needs.append(Need(INTERNET, f"tests/test.sh: {shown(line)}"))
+        if (line := network_evidence(_read(root / "solution" / "solve.sh"))) is not None:
+            needs.append(Need(INTERNET, f"solution/solve.sh: {shown(line)}", where=ORACLE))
+    compose = compose_services(root)
+    if compose is not None:
+        rel, services = compose
+        if not services:
+            needs.append(Need(COMPOSE, f"{rel} (its services cannot be read)"))
+        elif len(services) > 1:
+            needs.append(Need(COMPOSE, f"{rel}: services {shown(', '.join(map(str, services)))}"))
+        for name, svc in services.items():
+            if isinstance(svc, dict) and isinstance(svc.get("platform"), str) and "$" not in svc["platform"]:
+                arch = normalize_arch(svc["platform"])
+                needs.append(Need(ARCH, f"{rel}: {shown(name)} platform {shown(svc['platform'])}", value=arch))
+    for m in _FROM_PLATFORM.finditer(_read(root / "environment" / "Dockerfile")):
+        if "$" not in m.group(1):  # $BUILDPLATFORM / $TARGETPLATFORM follow the machine that builds
+            arch = normalize_arch(m.group(1))
+            needs.append(Need(ARCH, f"environment/Dockerfile: FROM --platform={shown(m.group(1))}", value=arch))
+    return needs
