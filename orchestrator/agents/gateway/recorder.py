@@ -16,6 +16,7 @@ import queue
 import sqlite3
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from orchestrator.spec.facts import ModelUsage
 #: One call's request or response body in the transcript is cut here (the artifact cap bounds the whole).
 MAX_BODY = 4 * 1024 * 1024
 REJECTED = "rejected:"
+#: Pauses before the second, third and fourth try of a row the store would not take (each times its try number).
+WRITE_PAUSES_S = (0.05, 0.2, 0.5)
 
 
 @dataclass
@@ -45,6 +48,10 @@ class Call:
     error: str | None = None
     request: bytes = b""
     response: bytes = b""
+    failure: str | None = None  # orchestrator.agents.gateway.failures: the class, if the call failed
+    retry_after: float | None = None  # seconds the provider's Retry-After asked for
+    usage_missing: bool = False  # a 2xx that ended without the provider's final usage
+    started_mono: float = 0.0
 
     @property
     def model(self) -> str | None:
@@ -69,7 +76,11 @@ class CallLog:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._spool = Path(tempfile.mkdtemp(prefix="headroom-gateway-"))  # 0700: bodies stay private
         self._queue: queue.Queue[Call | None] = queue.Queue()
-        self._errors: list[str] = []
+        #: calls whose row the store would not take, after retries: their usage still counts (from here), and the
+        #: try's usage is marked incomplete (ModelUsage.unrecorded_calls); the last error, for the log
+        self._lost: dict[TryKey, list[Call]] = {}
+        self._lost_lock = threading.Lock()
+        self.last_error: str | None = None
         self._thread = threading.Thread(target=self._run, name="headroom-gateway-log", daemon=True)
         self._thread.start()
 
@@ -97,11 +108,27 @@ class CallLog:
             try:
                 if call is None:
                     return
-                self._write(call)
-            except Exception as exc:  # noqa: BLE001 -- a call that cannot be recorded must not stop the gateway
-                self._errors.append(f"{type(exc).__name__}: {exc}")
+                self._record(call)
             finally:
                 self._queue.task_done()
+
+    def _record(self, call: Call) -> None:
+        """The call's row, tried again after a pause (a busy or briefly full store); then it is kept as lost."""
+        for attempt, pause in enumerate((*WRITE_PAUSES_S, None)):
+            try:
+                self._write(call)
+                break
+            except Exception as exc:  # noqa: BLE001 -- a call that cannot be recorded must not stop the gateway
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                if pause is None:
+                    with self._lost_lock:
+                        self._lost.setdefault(call.key, []).append(call)
+                    break
+                time.sleep(pause * (attempt + 1))
+        try:  # the transcript keeps its line even when the row is lost: the bodies are evidence
+            self._line(call)
+        except OSError as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
 
     def _write(self, call: Call) -> None:
         k, u = call.key, call.usage
@@ -132,6 +159,11 @@ class CallLog:
                 error,
             ),
         )
+
+    def _line(self, call: Call) -> None:
+        k, u = call.key, call.usage
+        model = None if call.model is None else redact_text(call.model, self._secrets)[:200]
+        error = None if call.error is None else redact_text(call.error, self._secrets)[:2000]
         line = {
             "started_at": call.started_at,
             "api": call.api,
@@ -145,6 +177,8 @@ class CallLog:
             "cached_tokens": u.cached,
             "cost_usd": call.cost_usd,
             "error": error,
+            "failure": call.failure,
+            "retry_after_s": call.retry_after,
             "request": _body(call.request),
             "response": _body(call.response),
         }
@@ -161,6 +195,12 @@ class CallLog:
             "WHERE run_id=? AND trial_id=? AND try=?",
             (k.run_id, k.trial_id, k.try_index),
         ).fetchall()
+        with self._lost_lock:
+            lost = self._lost.pop(key, [])
+        rows += [
+            (c.model, c.status, c.usage.tokens_in, c.usage.tokens_out, c.usage.cached, c.cost_usd, c.error)
+            for c in lost
+        ]
         counted = [r for r in rows if not (r[6] or "").startswith(REJECTED)]
         unpriced = sorted({r[0] or "?" for r in counted if (r[2] is not None or r[3] is not None) and r[5] is None})
         statuses: dict[str, int] = {}
@@ -176,4 +216,5 @@ class CallLog:
             models=sorted({r[0] for r in counted if r[0]}),
             statuses=statuses,
             rejected_after_end=len(rows) - len(counted),
+            unrecorded_calls=len(lost),
         )

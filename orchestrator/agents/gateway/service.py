@@ -11,20 +11,25 @@ import os
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
 import uvicorn
 
+from orchestrator.agentio.redact import redact_text
 from orchestrator.agents.gateway.app import State, create_app
 from orchestrator.agents.gateway.keys import TryKeys
+from orchestrator.agents.gateway.ledger import Ledgers
 from orchestrator.agents.gateway.recorder import CallLog
 from orchestrator.artifacts.sink import TryKey
 from orchestrator.errors import SpecError
 from orchestrator.spec.facts import ModelUsage
 from orchestrator.spec.gateway import GatewaySpec
 
+log = structlog.get_logger(__name__)
 HOST = "127.0.0.1"
 #: The variables a try gets (docs/agents.md). HEADROOM_MODEL_* always; each SDK's own for the upstreams configured.
 BASE_URL, API_KEY = "HEADROOM_MODEL_BASE_URL", "HEADROOM_MODEL_API_KEY"
@@ -68,7 +73,7 @@ class Gateway:
         }
         self.keys = TryKeys()
         self.log = CallLog(Path(store_path), [v for v in upstream_keys.values() if v])
-        self.state = State(spec, self.keys, self.log, upstream_keys)
+        self.state = State(spec, self.keys, self.log, upstream_keys, Ledgers(spec.limits, spec.breaker))
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -132,6 +137,15 @@ class Gateway:
             env.update(dict(zip(ANTHROPIC_VARS, (self.base_url, token))))
         return env
 
+    def begin_try(self, key: TryKey) -> None:
+        """The try was handed to its backend: its working time counts from now."""
+        self.state.ledgers.begin(key)
+
+    @property
+    def tripped(self) -> str | None:
+        """Why the run's circuit breaker tripped (the provider fails most calls), or None."""
+        return self.state.ledgers.tripped
+
     def end_try(self, key: TryKey, drain_s: float = DRAIN_S) -> TryEnd:
         """Refuse the try's key from now on, wait (briefly) for its calls still streaming, and sum its calls."""
         token = self.keys.close(key)
@@ -139,8 +153,25 @@ class Gateway:
         while self.state.in_flight.get(key, 0) > 0 and time.monotonic() < deadline:
             time.sleep(0.02)
         usage = self.log.usage(key)
-        left = self.state.in_flight.get(key, 0)
-        if left:
-            usage = usage.model_copy(update={"in_flight_at_close": left})
+        ledger = self.state.ledgers.end(key)
+        working, waited = ledger.working_time(time.monotonic())
+        failed = Counter(n.failure for n in ledger.notes if n.failure is not None)
+        usage = usage.model_copy(
+            update={
+                "in_flight_at_close": self.state.in_flight.get(key, 0),
+                "failures": dict(sorted(failed.items())),
+                "starved": ledger.starved(),
+                "limit_hit": ledger.limit_hit,
+                "working_time_s": round(working, 3),
+                "backoff_s": round(waited, 3),
+                "usage_missing": sum(1 for n in ledger.notes if n.usage_missing),
+            }
+        )
+        if usage.unrecorded_calls:
+            log.warning(
+                "model calls could not be recorded; the try's usage is marked incomplete",
+                calls=usage.unrecorded_calls,
+                error=redact_text(self.log.last_error or "", self.secrets()),
+            )
         path = self.log.transcript(key)
         return TryEnd(usage, path if path.exists() else None, token)
