@@ -312,7 +312,8 @@ def create_app(state: State) -> Starlette:
             self.kept: list[bytes] = []
             self.size = 0
             self.buffer = b""
-            self.chunks = resp.aiter_bytes()
+            self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=64)
+            self.listening = True  # the agent is still reading
 
         def take(self, chunk: bytes, tail: bool = False) -> list[bytes]:
             if tail:
@@ -334,41 +335,41 @@ def create_app(state: State) -> Starlette:
             return out
 
         async def events(self) -> AsyncIterator[bytes]:
-            drained = False
+            pump = asyncio.get_running_loop().create_task(self.pump())
+            state.tasks.add(pump)  # a task of its own: the agent hanging up cancels this generator, not the reading
+            pump.add_done_callback(state.tasks.discard)
             try:
-                async for chunk in self.chunks:
-                    for event in self.take(chunk):
-                        yield event
-                for event in self.take(b"", tail=True):
+                while (event := await self.queue.get()) is not None:
                     yield event
+            except BaseException:  # the agent went away mid-stream: the pump reads on, then records the call
+                self.listening = False
+                while not self.queue.empty():
+                    self.queue.get_nowait()  # frees a pump waiting to hand over an event
+                if self.call.error is None:
+                    self.call.error = "the agent closed the connection before the stream ended"
+                raise
+
+        async def pump(self) -> None:
+            try:
+                async for chunk in self.resp.aiter_bytes():
+                    for event in self.take(chunk):
+                        if self.listening:
+                            await self.queue.put(event)
+                for event in self.take(b"", tail=True):
+                    if self.listening:
+                        await self.queue.put(event)
             except httpx.HTTPError as exc:
                 self.broke_off(exc)
-            except BaseException:  # the agent went away mid-stream (cancellation): read on, then record the call
-                self.call.error = "the agent closed the connection before the stream ended"
-                drained = True
-                task = asyncio.get_running_loop().create_task(self.drain())
-                state.tasks.add(task)
-                task.add_done_callback(state.tasks.discard)
-                raise
+            except Exception as exc:  # noqa: BLE001 -- whatever stopped the reading, the call is recorded
+                self.call.error = f"the gateway stopped reading the stream: {type(exc).__name__}"
             finally:
-                if not drained:
-                    await self.finish()
+                await self.finish()  # recorded before the agent sees the end
+                if self.listening:
+                    await self.queue.put(None)
 
         def broke_off(self, exc: httpx.HTTPError) -> None:
             self.call.failure = failures.TIMEOUT if isinstance(exc, httpx.TimeoutException) else failures.CONNECTION
             self.call.error = f"upstream stream broke off: {type(exc).__name__}: {exc}"
-
-        async def drain(self) -> None:
-            try:
-                async for chunk in self.chunks:
-                    self.take(chunk)
-                self.take(b"", tail=True)
-            except httpx.HTTPError as exc:
-                self.broke_off(exc)
-            except Exception:  # noqa: S110 -- whatever stopped the reading, the call is recorded below
-                pass
-            finally:
-                await self.finish()
 
         async def finish(self) -> None:
             call = self.call
