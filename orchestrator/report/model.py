@@ -214,6 +214,13 @@ class AgentNotFound(_Model):
     as_harness_error: int = 0  # of them, the trials whose outcome is harness_error(agent_not_found)
 
 
+class UsageIncomplete(_Model):
+    """Trials whose model usage is not all on record (the gateway's ModelUsage.incomplete), per configuration."""
+
+    trials: int = 0
+    by_configuration: dict[str, int] = Field(default_factory=dict)
+
+
 class Checks(_Model):
     """Checks on the run itself (orchestrator/report/checks.py): canary, overcommit, drift, agents that did not start."""
 
@@ -223,6 +230,7 @@ class Checks(_Model):
     overcommit: Overcommit
     drift: Drift | None
     agent_not_found: AgentNotFound = Field(default_factory=AgentNotFound)
+    usage_incomplete: UsageIncomplete = Field(default_factory=lambda: UsageIncomplete())
 
 
 class AgentSpec(_View):

@@ -184,3 +184,25 @@ def test_a_failing_provider_pauses_the_sweep_and_resume_finishes_it(tmp_path: Pa
         assert res.returncode == 0, res.stderr
     after = tries(store)
     assert sorted(t["outcome"] for ts in after.values() for t in ts) == ["infra_error"] * 2 + ["passed"] * 2
+
+
+def test_calls_the_store_will_not_take_are_counted_and_the_report_says_the_usage_is_incomplete(
+    tmp_path: Path,
+) -> None:
+    from orchestrator.store.sqlite import Store
+
+    tasks(tmp_path / "tasks", ["solved"])
+    store = tmp_path / "h.db"
+    Store(store).close()
+    db = sqlite3.connect(store)  # a real SQLite refusal, as a full disk or a corrupt page would give
+    db.execute("CREATE TRIGGER refuse BEFORE INSERT ON model_calls BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END")
+    db.commit()
+    db.close()
+    with FakeModel([Reply("the answer is 42")], openai_key=UPSTREAM_KEY, anthropic_key=UPSTREAM_KEY) as fake:
+        spec = experiment(tmp_path, fake)
+        res = headroom("sweep", "--experiment", str(spec), "--store", str(store), "--format", "markdown", "--no-canary")
+    assert res.returncode == 0, res.stderr
+    ((row,),) = tries(store).values()
+    assert row["outcome"] == "passed" and row["tokens_in"] > 0 and row["cost_usd"] > 0  # counted from memory
+    assert row["evidence"]["model_usage"]["unrecorded_calls"] == 1
+    assert "Model usage incomplete in 1 trial (1x-strict 1)" in res.stdout, res.stdout[-3000:]

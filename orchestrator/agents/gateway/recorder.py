@@ -77,7 +77,7 @@ class CallLog:
         self._spool = Path(tempfile.mkdtemp(prefix="headroom-gateway-"))  # 0700: bodies stay private
         self._queue: queue.Queue[Call | None] = queue.Queue()
         #: calls whose row the store would not take, after retries: their usage still counts (from here), and the
-        #: try's usage is marked incomplete (ModelUsage.unrecorded_calls); the last error, for the log
+        #: try's usage is marked incomplete (ModelUsage.unrecorded_calls); the last error, for a debugger
         self._lost: dict[TryKey, list[Call]] = {}
         self._lost_lock = threading.Lock()
         self.last_error: str | None = None

@@ -16,10 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
 import uvicorn
 
-from orchestrator.agentio.redact import redact_text
 from orchestrator.agents.gateway.app import State, create_app
 from orchestrator.agents.gateway.keys import TryKeys
 from orchestrator.agents.gateway.ledger import Ledgers
@@ -29,7 +27,6 @@ from orchestrator.errors import SpecError
 from orchestrator.spec.facts import ModelUsage
 from orchestrator.spec.gateway import GatewaySpec
 
-log = structlog.get_logger(__name__)
 HOST = "127.0.0.1"
 #: The variables a try gets (docs/agents.md). HEADROOM_MODEL_* always; each SDK's own for the upstreams configured.
 BASE_URL, API_KEY = "HEADROOM_MODEL_BASE_URL", "HEADROOM_MODEL_API_KEY"
@@ -167,11 +164,5 @@ class Gateway:
                 "usage_missing": sum(1 for n in ledger.notes if n.usage_missing),
             }
         )
-        if usage.unrecorded_calls:
-            log.warning(
-                "model calls could not be recorded; the try's usage is marked incomplete",
-                calls=usage.unrecorded_calls,
-                error=redact_text(self.log.last_error or "", self.secrets()),
-            )
         path = self.log.transcript(key)
         return TryEnd(usage, path if path.exists() else None, token)
