@@ -42,6 +42,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)  # e.g. Retry-After, sent with the error
     hang_s: float = 0.0  # wait this long before answering (a provider that hangs)
     pause_s: float = 0.0  # a stream waits this long after its first event (an agent can hang up meanwhile)
+    stream_error: dict[str, Any] | None = None  # an Anthropic stream ends with this error event after its start
 
 
 @dataclass
@@ -298,6 +299,8 @@ class FakeModel:
                 },
             )
         ]
+        if reply.stream_error is not None:  # overloaded mid-stream, as Anthropic reports it
+            return self._sse([*events, ("error", reply.stream_error)])
         for i, block in enumerate(content):
             events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": block}))
             events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))

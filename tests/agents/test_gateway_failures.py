@@ -114,6 +114,20 @@ def test_each_upstream_failure_is_classified_from_the_providers_own_answer(
         assert end.usage.starved.retry_after_s == after
 
 
+def test_an_error_event_inside_an_anthropic_stream_is_the_providers_failure(fake: FakeModel, store_path: Path) -> None:
+    fake.script = [Reply("never finished", stream_error=ANTHROPIC_OVERLOADED)]
+    with Gateway(spec_for(fake.url), store_path, environ=ENV) as gw:
+        env = gw.env_for(A)
+        resp = messages(env, stream=True)
+        end = gw.end_try(A)
+    assert resp.status_code == 200 and '"overloaded_error"' in resp.text  # relayed as it came
+    assert end.usage.failures == {"server": 1} and end.usage.starved is not None
+    # its input was counted from message_start, its final count never came: the usage may be low, and says so
+    assert end.usage.tokens_in > 0 and end.usage.usage_missing == 1 and end.usage.incomplete
+    (row,) = rows(store_path)
+    assert failures.of_error(str(row["error"])) == "server"
+
+
 def test_a_hanging_provider_is_a_timeout_and_a_wrong_upstream_key_is_auth(fake: FakeModel, store_path: Path) -> None:
     fake.script = [Reply("late", hang_s=30)]
     with Gateway(spec_for(fake.url, timeout_s=0.5), store_path, environ=ENV) as gw:

@@ -122,8 +122,8 @@ class Ledgers:
 
     def begin(self, key: TryKey) -> None:
         """The try starts now (its working time counts from here)."""
-        with self._lock:
-            self._tries[key] = TryLedger()
+        with self._lock:  # a call the agent made before this (a backend that starts it at once) is kept
+            self._tries.setdefault(key, TryLedger()).started = time.monotonic()
 
     def check(self, key: TryKey) -> str | None:
         with self._lock:
