@@ -50,6 +50,7 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: Any
+    raw: bytes = b""  # the bytes as they came
 
 
 def _chars(messages: Any) -> int:
@@ -108,8 +109,9 @@ class FakeModel:
 
     # -- helpers -----------------------------------------------------------------------
     async def _take(self, request: Request, kind: str) -> tuple[Any, Response | None]:
-        body = json.loads(await request.body())
-        self.seen.append(Seen(request.url.path, dict(request.headers), body))
+        raw = await request.body()
+        body = json.loads(raw)
+        self.seen.append(Seen(request.url.path, dict(request.headers), body, raw))
         if kind == "anthropic":
             given, want = request.headers.get("x-api-key"), self.anthropic_key
         else:

@@ -172,13 +172,23 @@ def test_a_stream_always_carries_its_usage_whatever_the_agent_asks(fake: FakeMod
         hidden = chat(env, stream=True, stream_options={"include_usage": False})
         asked = chat(env, stream=True, stream_options={"include_usage": True})
         odd = chat(env, stream=True, stream_options="none")
+        # a key given twice: the upstream gets the request as the gateway read it (one "stream", one option)
+        twice = httpx.post(
+            f"{env['OPENAI_BASE_URL']}/chat/completions",
+            headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}", "Content-Type": "application/json"},
+            content=b'{"model": "fake-model-1", "messages": [{"role": "user", "content": "solve the task"}], '
+            b'"stream_options": {"include_usage": false}, "stream": false, "stream": true}',
+            timeout=30,
+        )
         gw.end_try(A)
+    assert twice.status_code == 200 and fake.seen[-1].raw.count(b'"stream":') == 1
+    assert fake.seen[-1].body["stream"] is True and fake.seen[-1].body["stream_options"]["include_usage"] is True
     assert all(s.body["stream_options"]["include_usage"] is True for s in fake.seen)
     got = [[json.loads(x[6:]) for x in r.text.splitlines() if x.startswith("data: {")] for r in (hidden, asked, odd)]
     assert not any("usage" in c for c in got[0] + got[2])  # what it asked for: no usage chunk
     assert got[1][-1]["usage"]["completion_tokens"] > 0  # asked for it: gets it
     recorded = rows(store_path)
-    assert len(recorded) == 3 and all(r["tokens_in"] and r["tokens_out"] for r in recorded)
+    assert len(recorded) == 4 and all(r["tokens_in"] and r["tokens_out"] for r in recorded)
     assert len({(r["tokens_in"], r["tokens_out"]) for r in recorded}) == 1
 
 

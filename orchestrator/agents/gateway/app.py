@@ -236,6 +236,9 @@ def create_app(state: State) -> Starlette:
                 # Without it an OpenAI stream carries no usage at all, and an agent could hide its tokens by
                 # asking for none: the gateway always asks, and hands the agent only what it asked for.
                 strip_usage = not _ask_for_usage(doc)
+            if isinstance(doc, dict):
+                # The upstream gets the request as the gateway read it: a body another parser would read
+                # otherwise (a key given twice: "stream" false then true) cannot stream past the usage option.
                 body = json.dumps(doc).encode()
             call = Call(
                 holder.key,
