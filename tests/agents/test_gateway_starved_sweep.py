@@ -25,7 +25,7 @@ UPSTREAM_KEY = "sk-upstream-starved-0123456789abcdef"
 
 # The agent asks its model until the reply holds the answer; it gives up on the first error, as many do.
 AGENT = r"""python3 - <<'PY'
-import json, os, sys, urllib.error, urllib.request
+import json, os, sys, time, urllib.error, urllib.request
 instruction = os.environ["HEADROOM_INSTRUCTION"]
 anthropic = "anthropic" in instruction
 messages = [{"role": "user", "content": instruction}]
@@ -47,6 +47,8 @@ for _ in range(4):
     if "42" in text:
         open(os.environ["HEADROOM_WORKDIR"] + "/out", "w").write(text)
         break
+    if "wait" in text:
+        time.sleep(3)  # works on its own for a while, without its model
     messages.append({"role": "user", "content": "go on"})
 PY
 """
@@ -206,3 +208,19 @@ def test_calls_the_store_will_not_take_are_counted_and_the_report_says_the_usage
     assert row["outcome"] == "passed" and row["tokens_in"] > 0 and row["cost_usd"] > 0  # counted from memory
     assert row["evidence"]["model_usage"]["unrecorded_calls"] == 1
     assert "Model usage incomplete in 1 trial (1x-strict 1)" in res.stdout, res.stdout[-3000:]
+
+
+def test_a_try_past_its_working_time_is_refused_further_calls_and_failed_with_that_reason(tmp_path: Path) -> None:
+    tasks(tmp_path / "tasks", ["slowpoke"])
+    store = tmp_path / "h.db"
+    script = [Reply("wait a moment"), Reply("the answer is 42")]
+    with FakeModel(script, openai_key=UPSTREAM_KEY, anthropic_key=UPSTREAM_KEY) as fake:
+        spec = experiment(tmp_path, fake, gateway={"limits": {"working_time_s": 2}})
+        res = headroom("sweep", "--experiment", str(spec), "--store", str(store), "--format", "none", "--no-canary")
+        assert res.returncode == 0, res.stderr
+        assert len(fake.seen) == 1  # the second call was never forwarded
+    ((row,),) = tries(store).values()
+    assert (row["outcome"], row["reason"]) == ("failed", "working_time_limit")
+    usage = row["evidence"]["model_usage"]
+    assert usage["limit_hit"] == "working_time" and usage["failures"] == {"limit": 1}
+    assert usage["working_time_s"] >= 2 and usage["backoff_s"] == 0
