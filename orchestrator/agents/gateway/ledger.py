@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.agents.gateway import failures
+from orchestrator.agents.gateway.keys import REMEMBER_ENDED
 from orchestrator.artifacts.sink import TryKey
 from orchestrator.spec.facts import Starved
 from orchestrator.spec.gateway import Breaker, TrialLimits
@@ -117,6 +118,7 @@ class Ledgers:
         self._breaker = breaker
         self._lock = threading.Lock()
         self._tries: dict[TryKey, TryLedger] = {}
+        self._ended: OrderedDict[TryKey, None] = OrderedDict()  # a late call of an ended try opens no new ledger
         self._recent: deque[str | None] = deque(maxlen=breaker.calls if breaker else 1)
         self.tripped: str | None = None
 
@@ -132,7 +134,8 @@ class Ledgers:
 
     def add(self, key: TryKey, note: Note) -> None:
         with self._lock:
-            self._tries.setdefault(key, TryLedger()).notes.append(note)
+            if key not in self._ended:
+                self._tries.setdefault(key, TryLedger()).notes.append(note)
             if note.failure in (failures.LIMIT, failures.REQUEST) or self._breaker is None:
                 return  # the agent's own doing, or the gateway's refusal: nothing about the provider
             self._recent.append(note.failure)
@@ -147,4 +150,7 @@ class Ledgers:
 
     def end(self, key: TryKey) -> TryLedger:
         with self._lock:
+            self._ended[key] = None
+            while len(self._ended) > REMEMBER_ENDED:
+                self._ended.popitem(last=False)
             return self._tries.pop(key, None) or TryLedger()
