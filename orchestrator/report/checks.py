@@ -51,6 +51,7 @@ def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
         "drift": stats.get("drift"),
         "agent_not_found": agent_not_found(frame),
         "usage_incomplete": usage_incomplete(frame),
+        "paused": prov.get("paused") or [],
     }
     _local_times(doc["checks"]["drift"], prov.get("started_at_local"))
     if not valid and stats.get("calibration"):
@@ -118,6 +119,13 @@ def usage_incomplete_line(found: UsageIncomplete | None) -> str | None:
         "(their tokens and cost are counted from the gateway's memory), or a call ended without the provider's "
         "usage or was still streaming at the end (not counted). Their tokens and cost may be low."
     )
+
+
+def paused_lines(c: Checks) -> list[str]:
+    """One line per time the circuit breaker paused the sweep for its model provider."""
+    return [
+        f"Paused at {p.at} for the model provider ({p.why}); `headroom resume` continues such a run." for p in c.paused
+    ]
 
 
 def _local_times(drift: dict[str, Any] | None, started_local: str | None) -> None:
@@ -257,6 +265,7 @@ def markdown(doc: ReportDocument) -> list[str]:
     lines += [f"**{not_found}**", ""] if not_found else []
     incomplete = usage_incomplete_line(c.usage_incomplete)
     lines += [f"**{incomplete}**", ""] if incomplete else []
+    lines += [f"{line}\n" for line in paused_lines(c)]
     lines += [_drift_line(c.drift), ""]
     return lines
 
@@ -280,4 +289,6 @@ def print_terminal(doc: ReportDocument, console: Console) -> None:
         console.print(f"[bold red]{not_found}[/]")
     if incomplete := usage_incomplete_line(c.usage_incomplete):
         console.print(f"[bold yellow]{escape(incomplete)}[/]")
+    for line in paused_lines(c):
+        console.print(escape(line))
     console.print(_drift_line(c.drift).replace("**", ""))

@@ -221,6 +221,13 @@ class UsageIncomplete(_Model):
     by_configuration: dict[str, int] = Field(default_factory=dict)
 
 
+class Paused(_View):
+    """A pause of the sweep by the model gateway's circuit breaker (provenance ``paused``)."""
+
+    at: str = ""
+    why: str = ""
+
+
 class Checks(_Model):
     """Checks on the run itself (orchestrator/report/checks.py): canary, overcommit, drift, agents that did not start."""
 
@@ -231,6 +238,7 @@ class Checks(_Model):
     drift: Drift | None
     agent_not_found: AgentNotFound = Field(default_factory=AgentNotFound)
     usage_incomplete: UsageIncomplete = Field(default_factory=lambda: UsageIncomplete())
+    paused: list[Paused] = Field(default_factory=list)
 
 
 class AgentSpec(_View):

@@ -182,8 +182,9 @@ def test_a_failing_provider_pauses_the_sweep_and_resume_finishes_it(tmp_path: Pa
         # the two tries the provider failed are on record as starved; the rest never started
         assert sorted(t["reason"] for ts in before.values() for t in ts) == ["model_unavailable"] * 2
         fake.script = [Reply("the answer is 42")]  # the provider is back
-        res = headroom("resume", "--store", str(store), "--format", "none", "--no-canary")
+        res = headroom("resume", "--store", str(store), "--format", "markdown", "--no-canary")
         assert res.returncode == 0, res.stderr
+    assert "Paused at " in res.stdout and "(2 of the run's last 2 model calls failed" in res.stdout  # the report
     after = tries(store)
     assert sorted(t["outcome"] for ts in after.values() for t in ts) == ["infra_error"] * 2 + ["passed"] * 2
 
