@@ -17,6 +17,10 @@ Order matters and encodes the taxonomy's priorities:
    state) timed out, crashed or wrote no usable reward          -> harness_error(reason)
 8. reward >= threshold                                         -> passed, else failed
 
+With a model gateway, :func:`model_side` then reads the gateway's evidence (settle applies it, after a
+golden task's grader): a verdict that is not a pass becomes ``failed(<limit>_limit)`` when the try spent a
+per-try limit, else ``infra_error(model_unavailable)`` when its provider starved it.
+
 Rule 6: once the verifier has started on what the agent left, nothing it did can be told
 apart from what the agent made it do. A reward missing or malformed after a clean exit is
 as much the agent's doing as a crash (an answer that makes ``float()`` raise inside a
