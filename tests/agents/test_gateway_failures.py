@@ -322,6 +322,10 @@ def test_classes_are_read_from_the_status_and_the_providers_error_type() -> None
     assert failures.classify(200, {"type": "error", "error": {"type": "overloaded_error"}}) == "server"
     assert failures.classify(200, {"type": "error", "error": {"type": "rate_limit_error"}}) == "rate_limit"
     assert failures.classify(404, {"error": {"message": "billing is due", "type": "not_found"}}) == "request"
+    # a spend cap of a proxy in between (a budget), and a 402 from a credits-based provider
+    budget = {"error": {"message": "Budget has been exceeded! Current cost: 10.2", "type": "budget_exceeded"}}
+    assert failures.classify(400, budget) == "quota" and failures.classify(402, {"error": "no credits"}) == "quota"
+    assert failures.classify(400, {"error": {"message": "thinking.budget_tokens: must be >= 1024"}}) == "request"
     assert failures.retry_after("Wed, 21 Oct 2099 07:28:00 GMT") == 86_400.0
     assert failures.retry_after("soon") is None and failures.retry_after("-3") == 0.0
 

@@ -28,13 +28,14 @@ LIMIT: Final = "limit"  # the try's token, cost or working-time limit is spent
 REQUEST: Final = "request"  # any other 4xx: the provider refused what the agent sent
 
 #: Money, not a rate: in the error's type or code (OpenAI's insufficient_quota, billing_hard_limit_reached,
-#: billing_not_active), or at the start of its message (Anthropic's credit and spend-limit errors, OpenAI's
-#: quota message). The message is matched at its start only: a provider's message can quote what the agent
+#: billing_not_active; a proxy's budget_exceeded), or at the start of its message (Anthropic's credit and
+#: spend-limit errors, OpenAI's quota message, a proxy's "Budget has been exceeded"). The message is matched at its start only: a provider's message can quote what the agent
 #: sent (a model name, say), and an agent must not be able to word its own request error into a quota error.
-_QUOTA_KIND = re.compile(r"quota|billing|credit|spend", re.I)
+_QUOTA_KIND = re.compile(r"quota|billing|credit|spend|budget", re.I)
 _QUOTA_MESSAGE = re.compile(
     r"^\s*(your credit balance is too low|you have reached your specified api usage limits|"
-    r"you exceeded your current quota|you have insufficient (credits|quota)|insufficient (credits|quota|balance))",
+    r"you exceeded your current quota|you have insufficient (credits|quota)|insufficient (credits|quota|balance)|"
+    r"budget has been exceeded)",
     re.I,
 )
 _CLASS_RE = re.compile(r"^([a-z_]+): ")
