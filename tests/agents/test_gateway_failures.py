@@ -315,6 +315,38 @@ def test_rows_the_store_will_not_take_are_retried_then_counted_and_marked(fake: 
     assert len(kept) == 2  # the bodies are kept
 
 
+def test_a_row_the_store_refuses_for_a_while_is_written_on_a_later_try(fake: FakeModel, store_path: Path) -> None:
+    db = sqlite3.connect(store_path)
+    db.executescript(
+        "CREATE TABLE fails (n INTEGER); INSERT INTO fails VALUES (2);"
+        # FAIL keeps the statement's earlier changes: the count goes down though the insert is refused
+        "CREATE TRIGGER refuse BEFORE INSERT ON model_calls WHEN (SELECT n FROM fails) > 0 "
+        "BEGIN UPDATE fails SET n = n - 1; SELECT RAISE(FAIL, 'database is locked'); END;"
+    )
+    db.close()
+    with Gateway(spec_for(fake.url), store_path, environ=ENV) as gw:
+        env = gw.env_for(A)
+        chat(env)
+        end = gw.end_try(A)
+    assert len(rows(store_path)) == 1 and end.usage.unrecorded_calls == 0 and not end.usage.incomplete
+
+
+def test_a_model_name_no_store_can_hold_costs_no_row(fake: FakeModel, store_path: Path) -> None:
+    fake.script = [Reply(error=400, body=QUOTED)]  # no model in the answer: the row names the requested one
+    with Gateway(spec_for(fake.url), store_path, environ=ENV) as gw:
+        env = gw.env_for(A)
+        resp = httpx.post(
+            f"{env['OPENAI_BASE_URL']}/chat/completions",
+            headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}", "Content-Type": "application/json"},
+            content=b'{"model": "\\ud800-lone", "messages": [{"role": "user", "content": "x"}]}',
+            timeout=30,
+        )
+        end = gw.end_try(A)
+    assert resp.status_code == 400 and end.usage.unrecorded_calls == 0
+    (row,) = rows(store_path)
+    assert str(row["model"]).endswith("-lone")
+
+
 def test_classes_are_read_from_the_status_and_the_providers_error_type() -> None:
     assert failures.classify(200) is None
     assert failures.classify(402) == "quota"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.agentio.redact import redact_text
+from orchestrator.agentio.text import valid_text
 from orchestrator.agents.gateway.usage import Usage
 from orchestrator.artifacts.sink import TryKey
 from orchestrator.spec.facts import ModelUsage
@@ -120,7 +121,8 @@ class CallLog:
                 break
             except Exception as exc:  # noqa: BLE001 -- a call that cannot be recorded must not stop the gateway
                 self.last_error = f"{type(exc).__name__}: {exc}"
-                if pause is None:
+                # Only the store's own refusals are worth a pause: anything else would fail the same way again.
+                if pause is None or not isinstance(exc, sqlite3.DatabaseError):
                     with self._lost_lock:
                         self._lost.setdefault(call.key, []).append(call)
                     break
@@ -132,8 +134,9 @@ class CallLog:
 
     def _write(self, call: Call) -> None:
         k, u = call.key, call.usage
-        model = None if call.model is None else redact_text(call.model, self._secrets)[:200]
-        error = None if call.error is None else redact_text(call.error, self._secrets)[:2000]
+        # valid text: a model name or an error the agent shaped (a lone surrogate) must not cost the row
+        model = None if call.model is None else valid_text(redact_text(call.model, self._secrets)[:200])
+        error = None if call.error is None else valid_text(redact_text(call.error, self._secrets)[:2000])
         self._db.execute(
             "INSERT INTO model_calls (run_id, trial_id, try, seq, started_at, api, model, status, latency_s, streamed,"
             " tokens_in, tokens_out, cached_tokens, cost_usd, error) VALUES (?,?,?,"
