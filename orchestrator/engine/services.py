@@ -41,7 +41,9 @@ class TryServices:
         gateway = None
         try:
             if experiment.gateway is not None:
-                gateway = Gateway(experiment.gateway, store_path).start()
+                gateway = Gateway(
+                    experiment.gateway, store_path, secrets=secret_values(experiment.agent.env_passthrough)
+                ).start()
         except BaseException:
             sink.close()
             raise
@@ -92,7 +94,7 @@ class TryServices:
     def complete(self, key: TryKey, facts: TrialFacts, end: TryEnd | None) -> TrialFacts:
         """The settled facts with what the engine measured: model usage and the artifacts' summary."""
         update: dict[str, object] = {}
-        if end is not None:
+        if end is not None and facts.model_usage is None:  # else the engine put it in before settling (redacted)
             update["model_usage"] = end.usage
         summary = self.artifacts.finish(key)
         if summary is not None:

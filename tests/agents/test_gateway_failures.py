@@ -369,3 +369,22 @@ def test_limits_and_breaker_are_checked_as_the_experiment_is_read() -> None:
         GatewaySpec.model_validate({"openai": {"base_url": "http://x/v1"}, "limits": {"token": 5}})
     spec = GatewaySpec.model_validate({"openai": {"base_url": "http://x/v1"}, "breaker": None})
     assert spec.breaker is None and spec.limits.tokens is None
+
+
+def test_a_row_never_holds_the_trys_key_or_the_runs_secrets(fake: FakeModel, store_path: Path) -> None:
+    fake.script = [Reply(error=400, body=QUOTED)]  # no model in the answer: the row names the requested one
+    secret = "agent-env-secret-value-0123456789"
+    with Gateway(spec_for(fake.url), store_path, environ=ENV, secrets=[secret]) as gw:
+        env = gw.env_for(A)
+        for model in (f"m-{env['OPENAI_API_KEY']}", f"m-{secret}"):
+            httpx.post(
+                f"{env['OPENAI_BASE_URL']}/chat/completions",
+                headers={"Authorization": f"Bearer {env['OPENAI_API_KEY']}"},
+                json={"model": model, "messages": [{"role": "user", "content": "x"}]},
+                timeout=30,
+            )
+        end = gw.end_try(A)
+    assert [r["model"] for r in rows(store_path)] == ["m-[REDACTED]", "m-[REDACTED]"]
+    assert end.usage.models == ["m-[REDACTED]"]
+    for f in store_path.parent.glob("h.db*"):
+        assert env["OPENAI_API_KEY"].encode() not in f.read_bytes() and secret.encode() not in f.read_bytes()

@@ -199,7 +199,8 @@ def create_app(state: State) -> Starlette:
     def proxy(api: str, upstream: str, upstream_path: str):
         async def handle(request: Request) -> Response:
             started, t0 = _now(), time.monotonic()
-            holder = state.keys.lookup(_token(request))
+            token = _token(request)
+            holder = state.keys.lookup(token)
             if holder is None:
                 return _error(api, 401, "authentication_error", "not a key this gateway issued")
             body = await request.body()
@@ -216,6 +217,7 @@ def create_app(state: State) -> Starlette:
                         error=f"{REJECTED} the try this key belongs to has ended",
                         request=body,
                         started_mono=t0,
+                        token=token,
                     )
                 )
                 return _error(api, 401, "authentication_error", "this try's key has expired: the try has ended")
@@ -251,6 +253,7 @@ def create_app(state: State) -> Starlette:
                 request_model=request_model,
                 request=body,
                 started_mono=t0,
+                token=token,
             )
             limits = state.spec.limits
             if (spent := state.ledgers.check(holder.key)) is not None:

@@ -53,6 +53,7 @@ class Call:
     retry_after: float | None = None  # seconds the provider's Retry-After asked for
     usage_missing: bool = False  # a 2xx that ended without the provider's final usage
     started_mono: float = 0.0
+    token: str = ""  # the try's key as the agent gave it: redacted from the row like the upstream keys
 
     @property
     def model(self) -> str | None:
@@ -132,11 +133,15 @@ class CallLog:
         except OSError as exc:
             self.last_error = f"{type(exc).__name__}: {exc}"
 
+    def _secrets_of(self, call: Call) -> list[str]:
+        return [*self._secrets, call.token] if call.token else self._secrets
+
     def _write(self, call: Call) -> None:
         k, u = call.key, call.usage
         # valid text: a model name or an error the agent shaped (a lone surrogate) must not cost the row
-        model = None if call.model is None else valid_text(redact_text(call.model, self._secrets)[:200])
-        error = None if call.error is None else valid_text(redact_text(call.error, self._secrets)[:2000])
+        secrets = self._secrets_of(call)
+        model = None if call.model is None else valid_text(redact_text(call.model, secrets)[:200])
+        error = None if call.error is None else valid_text(redact_text(call.error, secrets)[:2000])
         self._db.execute(
             "INSERT INTO model_calls (run_id, trial_id, try, seq, started_at, api, model, status, latency_s, streamed,"
             " tokens_in, tokens_out, cached_tokens, cost_usd, error) VALUES (?,?,?,"
@@ -165,8 +170,9 @@ class CallLog:
 
     def _line(self, call: Call) -> None:
         k, u = call.key, call.usage
-        model = None if call.model is None else redact_text(call.model, self._secrets)[:200]
-        error = None if call.error is None else redact_text(call.error, self._secrets)[:2000]
+        secrets = self._secrets_of(call)
+        model = None if call.model is None else redact_text(call.model, secrets)[:200]
+        error = None if call.error is None else redact_text(call.error, secrets)[:2000]
         line = {
             "started_at": call.started_at,
             "api": call.api,

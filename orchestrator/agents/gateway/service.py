@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,7 +60,14 @@ class TryEnd:
 
 
 class Gateway:
-    def __init__(self, spec: GatewaySpec, store_path: Path, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        spec: GatewaySpec,
+        store_path: Path,
+        environ: Mapping[str, str] | None = None,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        """``secrets``: more values to redact from every row (the run's --agent-env values)."""
         environ = os.environ if environ is None else environ
         self.spec = spec
         upstream_keys = {
@@ -69,7 +76,7 @@ class Gateway:
             if u is not None
         }
         self.keys = TryKeys()
-        self.log = CallLog(Path(store_path), [v for v in upstream_keys.values() if v])
+        self.log = CallLog(Path(store_path), [*(v for v in upstream_keys.values() if v), *(v for v in secrets if v)])
         self.state = State(spec, self.keys, self.log, upstream_keys, Ledgers(spec.limits, spec.breaker))
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
