@@ -8,6 +8,7 @@ next call, up to the provider's ``Retry-After`` (60 s when it gave none).
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import Counter, OrderedDict, deque
@@ -52,14 +53,14 @@ class TryLedger:
 
     def backoff(self, now: float) -> float:
         """Seconds spent waiting on the provider: its failed calls and the pause after each."""
-        calls = sorted(self.notes, key=lambda n: n.started)
+        starts = sorted(n.started for n in self.notes)
         spans: list[tuple[float, float]] = []
-        for i, n in enumerate(calls):
+        for n in self.notes:
             if n.failure not in failures.UPSTREAM:
                 continue
-            later = [c.started for c in calls[i + 1 :] if c.started >= n.ended]
+            i = bisect.bisect_left(starts, n.ended)  # the try's next call after this one ended
             cap = n.retry_after if n.retry_after is not None else PAUSE_S
-            spans.append((n.started, min(later[0] if later else now, n.ended + cap)))
+            spans.append((n.started, min(starts[i] if i < len(starts) else now, n.ended + cap)))
         total, reach = 0.0, self.started
         for a, b in sorted(spans):  # overlapping waits (concurrent calls) are counted once
             a = max(a, reach)
