@@ -359,19 +359,24 @@ def create_app(state: State) -> Starlette:
             try:
                 async for chunk in self.resp.aiter_bytes():
                     for event in self.take(chunk):
-                        if self.listening:
-                            await self.queue.put(event)
+                        await self.hand_over(event)
                 for event in self.take(b"", tail=True):
-                    if self.listening:
-                        await self.queue.put(event)
+                    await self.hand_over(event)
             except httpx.HTTPError as exc:
                 self.broke_off(exc)
             except Exception as exc:  # noqa: BLE001 -- whatever stopped the reading, the call is recorded
                 self.call.error = f"the gateway stopped reading the stream: {type(exc).__name__}"
             finally:
                 await self.finish()  # recorded before the agent sees the end
-                if self.listening:
-                    await self.queue.put(None)
+                await self.hand_over(None)
+
+        async def hand_over(self, event: bytes | None) -> None:
+            if not self.listening:
+                return
+            try:
+                await asyncio.wait_for(self.queue.put(event), state.spec.timeout_s)
+            except TimeoutError:  # the agent stopped reading for as long as a call may take: read on without it
+                self.listening = False
 
         def broke_off(self, exc: httpx.HTTPError) -> None:
             self.call.failure = failures.TIMEOUT if isinstance(exc, httpx.TimeoutException) else failures.CONNECTION
