@@ -22,6 +22,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,7 +147,7 @@ class FakeModel:
 
     @staticmethod
     def _sse(events: list[tuple[str | None, Any]], pause_s: float = 0.0) -> StreamingResponse:
-        async def gen():  # type: ignore[no-untyped-def]
+        async def gen() -> AsyncIterator[bytes]:
             for i, (name, data) in enumerate(events):
                 if i == 1 and pause_s:
                     await asyncio.sleep(pause_s)

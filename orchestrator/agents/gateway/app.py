@@ -373,6 +373,9 @@ def create_app(state: State) -> Starlette:
         async def hand_over(self, event: bytes | None) -> None:
             if not self.listening:
                 return
+            if not self.queue.full():
+                self.queue.put_nowait(event)  # the common case, without a timer per event
+                return
             try:
                 await asyncio.wait_for(self.queue.put(event), state.spec.timeout_s)
             except TimeoutError:  # the agent stopped reading for as long as a call may take: read on without it
