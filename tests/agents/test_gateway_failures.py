@@ -83,6 +83,8 @@ def rows(store_path: Path) -> list[dict[str, object]]:
     [
         ("openai", Reply(error=429, body=OPENAI_RATE, headers={"Retry-After": "7"}), 429, "rate_limit", 7.0),
         ("openai", Reply(error=429, body=OPENAI_QUOTA), 429, "quota", None),
+        ("openai", Reply(error=429, body=OPENAI_RATE, headers={"retry-after-ms": "1500"}), 429, "rate_limit", 1.5),
+        ("openai", Reply(error=429, body=OPENAI_RATE, headers={"retry-after-ms": "NaN"}), 429, "rate_limit", None),
         ("openai", Reply(error=500), 500, "server", None),
         ("openai", Reply(error=400, body=QUOTED), 400, "request", None),
         ("anthropic", Reply(error=429, body=ANTHROPIC_RATE, headers={"retry-after": "3"}), 429, "rate_limit", 3.0),
@@ -101,8 +103,9 @@ def test_each_upstream_failure_is_classified_from_the_providers_own_answer(
         end = gw.end_try(A)
         line = json.loads(end.transcript.read_text()) if end.transcript else {}
     assert resp.status_code == status  # the agent gets the provider's answer as it was
-    if after is not None:
-        assert float(resp.headers["retry-after"]) == after
+    assert {k: v for k, v in resp.headers.items() if k.startswith("retry-after")} == {
+        k.lower(): v for k, v in reply.headers.items()
+    }  # the provider's wait reaches the agent as it was given
     (row,) = rows(store_path)
     assert failures.of_error(str(row["error"])) == kind
     assert end.usage.failures == {kind: 1}
@@ -360,6 +363,7 @@ def test_classes_are_read_from_the_status_and_the_providers_error_type() -> None
     assert failures.classify(400, {"error": {"message": "thinking.budget_tokens: must be >= 1024"}}) == "request"
     assert failures.retry_after("Wed, 21 Oct 2099 07:28:00 GMT") == 86_400.0
     assert failures.retry_after("soon") is None and failures.retry_after("-3") == 0.0
+    assert failures.retry_after("nan") is None and failures.retry_after("inf") == 86_400.0
 
 
 def test_limits_and_breaker_are_checked_as_the_experiment_is_read() -> None:

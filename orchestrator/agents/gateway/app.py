@@ -48,7 +48,7 @@ ROUTES = {
 }
 #: Request headers passed on; everything else (the agent's own credentials first) is dropped.
 PASS_REQUEST = ("content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta", "user-agent")
-PASS_RESPONSE = ("content-type", "x-request-id", "request-id", "openai-processing-ms", "retry-after")
+PASS_RESPONSE = ("content-type", "x-request-id", "request-id", "openai-processing-ms", "retry-after", "retry-after-ms")
 PASS_RESPONSE_PREFIX = ("x-ratelimit-", "anthropic-ratelimit-")
 MAX_RESPONSE = 64 * 1024 * 1024
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
@@ -124,12 +124,9 @@ def _events(buffer: bytes) -> tuple[list[bytes], bytes]:
 
 
 def _retry_after(resp: httpx.Response) -> float | None:
-    ms = resp.headers.get("retry-after-ms")  # OpenAI's finer hint, when it gives one
-    if ms:
-        try:
-            return max(float(ms), 0.0) / 1000
-        except ValueError:
-            pass
+    ms = resp.headers.get("retry-after-ms", "")  # OpenAI's finer hint, when it gives one
+    if ms.strip().replace(".", "", 1).isdigit():  # a plain number only: never NaN, never a date
+        return min(float(ms) / 1000, 86_400.0)
     return failures.retry_after(resp.headers.get("retry-after"))
 
 

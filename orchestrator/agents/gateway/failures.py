@@ -10,6 +10,7 @@ of the call's ``error`` (``rate_limit: ...``), so the store's schema is unchange
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -107,6 +108,6 @@ def retry_after(value: str | None, now: datetime | None = None) -> float | None:
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    if seconds != seconds or seconds < 0:  # NaN or in the past
-        return 0.0 if seconds == seconds else None
-    return min(seconds, 86_400.0)
+    if not math.isfinite(seconds):
+        return None if math.isnan(seconds) or seconds < 0 else 86_400.0
+    return min(max(seconds, 0.0), 86_400.0)  # a date in the past: no wait
