@@ -163,8 +163,6 @@ def execute(
                     record(trial, try_index, exc)
                     continue
                 in_flight[h.name] = (trial, try_index, h)
-                if services is not None:
-                    services.begin(TryKey(run_id, trial.trial_id, try_index))
                 if placement is not None and isinstance(launch, Launch):
                     placement.started(h.name, launch)
             if not in_flight:

@@ -67,11 +67,6 @@ class TryServices:
         agent = launch.agent.model_copy(update={"env": {**launch.agent.env, **env}})
         return launch.model_copy(update={"agent": agent, "model_gateway": self.gateway.base_url})
 
-    def begin(self, key: TryKey) -> None:
-        """The try was handed to its backend (its working time starts)."""
-        if self.gateway is not None:
-            self.gateway.begin_try(key)
-
     @property
     def tripped(self) -> str | None:
         """Why the gateway's circuit breaker says the sweep must pause, or None."""

@@ -59,7 +59,7 @@ class ModelUsage(BaseModel):
         default=None, description="the per-try limit that was spent, and refused the try's later calls"
     )
     working_time_s: float | None = Field(
-        default=None, description="time since the try started, less the time spent waiting on the provider"
+        default=None, description="time since the try's first call, less the time spent waiting on the provider"
     )
     backoff_s: float = Field(default=0.0, description="the time left out of working_time_s")
     unrecorded_calls: int = Field(

@@ -85,8 +85,8 @@ class TrialLimits(BaseModel):
         default=None,
         gt=0,
         allow_inf_nan=False,
-        description="seconds since the try started, less the time spent waiting on the provider: failed calls of "
-        "the provider's side, and the pause after each (up to its Retry-After, or 60 s)",
+        description="seconds since the try's first model call, less the time spent waiting on the provider: failed "
+        "calls of the provider's side, and the pause after each (up to its Retry-After, or 60 s)",
     )
 
 

@@ -230,7 +230,6 @@ def test_an_agent_that_leaves_a_stream_early_is_still_billed_in_full(
 def test_the_token_limit_refuses_the_next_call_and_is_recorded(fake: FakeModel, store_path: Path) -> None:
     with Gateway(spec_for(fake.url, limits={"tokens": 5}), store_path, environ=ENV) as gw:
         env = gw.env_for(A)
-        gw.begin_try(A)
         assert chat(env).status_code == 200  # more than 5 tokens: the limit is spent after this call
         refused = chat(env)
         end = gw.end_try(A)
@@ -257,12 +256,12 @@ def test_a_cost_limit_refuses_a_model_it_cannot_price(fake: FakeModel, store_pat
 def test_working_time_leaves_out_the_wait_on_the_provider(fake: FakeModel, store_path: Path) -> None:
     with Gateway(spec_for(fake.url, limits={"working_time_s": 1.0}), store_path, environ=ENV) as gw:
         env_a, env_b = gw.env_for(A), gw.env_for(B)
-        gw.begin_try(A)
-        gw.begin_try(B)
+        time.sleep(1.5)  # before a try's first call: not its working time
+        assert chat(env_b).status_code == 200
         fake.script = [Reply(error=429, body=OPENAI_RATE, headers={"Retry-After": "30"})]
         assert chat(env_a).status_code == 429
         fake.script = [Reply("ok")]
-        time.sleep(1.5)  # A waits out its rate limit; B just spends the time
+        time.sleep(1.5)  # A waits out its rate limit; B works without its model
         assert chat(env_a).status_code == 200
         assert chat(env_b).status_code == 403
         a, b = gw.end_try(A), gw.end_try(B)

@@ -1,7 +1,8 @@
 """What the gateway keeps in memory while a try runs: enough of each call to enforce the try's limits, tell a
 starved try, and trip the run's circuit breaker, without waiting on the store.
 
-Working time leaves out the time spent waiting on the provider (as Inspect's working limit leaves out
+Working time runs from the try's first call (so a pod's scheduling or an image pull before the agent
+started is never the agent's time), and leaves out the time spent waiting on the provider (as Inspect's working limit leaves out
 rate-limit retries): each call that failed on the provider's side, and the pause after it until the try's
 next call, up to the provider's ``Retry-After`` (60 s when it gave none).
 """
@@ -123,12 +124,8 @@ class Ledgers:
         self._recent: deque[str | None] = deque(maxlen=breaker.calls if breaker else 1)
         self.tripped: str | None = None
 
-    def begin(self, key: TryKey) -> None:
-        """The try starts now (its working time counts from here)."""
-        with self._lock:  # a call the agent made before this (a backend that starts it at once) is kept
-            self._tries.setdefault(key, TryLedger()).started = time.monotonic()
-
     def check(self, key: TryKey) -> str | None:
+        """Before a call is forwarded: the limit the try has spent, if any (its first call starts its clock)."""
         with self._lock:
             ledger = self._tries.setdefault(key, TryLedger())
             return ledger.spent(self.limits, time.monotonic())

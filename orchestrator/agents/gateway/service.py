@@ -141,10 +141,6 @@ class Gateway:
             env.update(dict(zip(ANTHROPIC_VARS, (self.base_url, token))))
         return env
 
-    def begin_try(self, key: TryKey) -> None:
-        """The try was handed to its backend: its working time counts from now."""
-        self.state.ledgers.begin(key)
-
     @property
     def tripped(self) -> str | None:
         """Why the run's circuit breaker tripped (the provider fails most calls), or None."""
