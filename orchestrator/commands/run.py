@@ -342,7 +342,12 @@ def _run_sweep(
     s = result.summary
     if (problem := store.verify(run_id, counts["final"] + counts["retried"] + s.ran)) is not None:
         raise UserError(problem, file=str(store_path))
-    if s.interrupted:
+    if s.interrupted and s.paused:
+        err.print(
+            f"[bold]paused[/]: the model provider is failing: {escape(s.paused)}. {s.ran} tries recorded this "
+            f"session; no new try was started. When the provider is back: headroom resume {store_path}:{run_id}"
+        )
+    elif s.interrupted:
         err.print(
             f"[bold]interrupted[/]: {s.ran} tries recorded this session; nothing finished is lost. "
             f"Resume with: headroom resume {store_path}:{run_id}"

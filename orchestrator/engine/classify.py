@@ -17,6 +17,10 @@ Order matters and encodes the taxonomy's priorities:
    state) timed out, crashed or wrote no usable reward          -> harness_error(reason)
 8. reward >= threshold                                         -> passed, else failed
 
+With a model gateway, :func:`model_side` then reads the gateway's evidence (settle applies it, after a
+golden task's grader): a verdict that is not a pass becomes ``failed(<limit>_limit)`` when the try spent a
+per-try limit, else ``infra_error(model_unavailable)`` when its provider starved it.
+
 Rule 6: once the verifier has started on what the agent left, nothing it did can be told
 apart from what the agent made it do. A reward missing or malformed after a clean exit is
 as much the agent's doing as a crash (an answer that makes ``float()`` raise inside a
@@ -47,7 +51,14 @@ from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.outcome import HarnessReason, InfraReason, ModelReason, Outcome
 from orchestrator.spec.trial import Verdict
 
-__all__ = ["Verdict", "classify"]
+__all__ = ["Verdict", "classify", "model_side"]
+
+#: A per-try limit the gateway enforced -> the reason of a try that hit it and did not pass.
+LIMIT_REASONS = {
+    "tokens": ModelReason.TOKEN_LIMIT,
+    "cost": ModelReason.COST_LIMIT,
+    "working_time": ModelReason.WORKING_TIME_LIMIT,
+}
 
 
 #: What a shell exits with when the command is not found (127) or found but not executable (126).
@@ -95,3 +106,25 @@ def classify(facts: TrialFacts, reward_threshold: float = 1.0) -> Verdict:
             return Verdict(Outcome.HARNESS_ERROR, HarnessReason.VERIFIER_CRASHED)
         return Verdict(Outcome.HARNESS_ERROR, HarnessReason.REWARD_MISSING)
     return Verdict(Outcome.PASSED if facts.reward >= reward_threshold else Outcome.FAILED)
+
+
+def model_side(facts: TrialFacts, verdict: Verdict) -> Verdict:
+    """What the model gateway saw changes a model verdict that is not a pass (docs/agents.md, "Starved tries"):
+
+    - a per-try limit spent: ``failed`` with the limit's reason (the agent's own spending, as a timeout is);
+    - else a try its provider starved (``model_usage.starved``, the gateway's rule over its calls):
+      ``infra_error(model_unavailable)``, retryable.
+
+    A pass stands (the agent solved the task whatever its calls met), and so do every infra and harness
+    verdict and ``failed(unjudged_state)`` (the agent's own misconduct is no provider's fault).
+    """
+    usage = facts.model_usage
+    if usage is None or verdict.outcome not in (Outcome.FAILED, Outcome.TIMEOUT, Outcome.ABSTAINED):
+        return verdict
+    if verdict.reason is ModelReason.UNJUDGED_STATE:
+        return verdict
+    if usage.limit_hit is not None:
+        return Verdict(Outcome.FAILED, LIMIT_REASONS[usage.limit_hit])
+    if usage.starved is not None:
+        return Verdict(Outcome.INFRA_ERROR, InfraReason.MODEL_UNAVAILABLE)
+    return verdict

@@ -15,6 +15,7 @@ Ctrl-C or SIGTERM), so a resume picks it up.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from orchestrator.backends.base import Backend, Handle, recorded
 from orchestrator.engine.launch import build_launch, spec_digest
 from orchestrator.engine.overcommit import Placement
 from orchestrator.engine.services import TryServices, run_secret_names
-from orchestrator.engine.settle import finished_counts, pending_tries, settle, unstorable
+from orchestrator.engine.settle import finished_counts, pending_tries, retry_wait, settle, unstorable
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch
@@ -47,6 +48,8 @@ class ExecutionSummary:
     abandoned_before: int = 0
     adopted: int = 0
     interrupted: bool = False
+    #: why the model gateway's circuit breaker paused the run (no new try started; `headroom resume` continues)
+    paused: str | None = None
     outcomes: dict[str, int] = field(default_factory=dict)
 
 
@@ -98,6 +101,8 @@ def execute(
     def record(trial: Trial, try_index: int, result: TrialFacts | BaseException) -> None:
         key = TryKey(run_id, trial.trial_id, try_index)
         end = services.end(key) if services is not None else None  # the try's gateway key ends here
+        if end is not None and isinstance(result, TrialFacts):  # the gateway's calls are evidence for the verdict
+            result = result.model_copy(update={"model_usage": end.usage})
         s = settle(
             result,
             reward_threshold=experiment.reward_threshold,
@@ -118,17 +123,29 @@ def execute(
         summary.ran += 1
         if not s.final:
             summary.retried += 1
-            queue.appendleft((trial, try_index + 1))
+            wait = retry_wait(s, backoff_s, finished[trial.trial_id] - 1)
+            if wait > 0:  # a starved try: its retry waits for the provider
+                waiting.append((time.monotonic() + wait, trial, try_index + 1))
+            else:
+                queue.appendleft((trial, try_index + 1))
         else:
             summary.outcomes[s.verdict.outcome.value] = summary.outcomes.get(s.verdict.outcome.value, 0) + 1
         if on_result:
             on_result(trial, s.verdict, s.final)
 
+    waiting: list[tuple[float, Trial, int]] = []  # retries of starved tries, each with the time it may start
+    backoff_s = experiment.gateway.retry_backoff_s if experiment.gateway is not None else 0.0
     store.set_status(run_id, "running")
     error: BaseException | None = None
     try:
-        while (queue or in_flight) and not stop.is_set():
-            while queue and len(in_flight) < experiment.concurrency and not stop.is_set():
+        while (in_flight or (summary.paused is None and (queue or waiting))) and not stop.is_set():
+            now = time.monotonic()
+            for item in [w for w in waiting if w[0] <= now]:
+                waiting.remove(item)
+                queue.appendleft(item[1:])
+            if summary.paused is None and services is not None and services.tripped:
+                summary.paused = services.tripped  # no new try: the ones running end and are recorded
+            while queue and summary.paused is None and len(in_flight) < experiment.concurrency and not stop.is_set():
                 trial, try_index = queue[0]
                 try:
                     launch: Launch | Exception = launch_of(trial, try_index)
@@ -149,6 +166,8 @@ def execute(
                 if placement is not None and isinstance(launch, Launch):
                     placement.started(h.name, launch)
             if not in_flight:
+                if waiting and not queue:
+                    stop.wait(min(POLL_S, max(min(w[0] for w in waiting) - time.monotonic(), 0.0)))
                 continue
             backend.wait([h for _, _, h in in_flight.values()], POLL_S)
             for name, (trial, try_index, h) in list(in_flight.items()):
@@ -172,6 +191,7 @@ def execute(
         error = exc
         raise
     finally:
+        queue.extend((trial, try_index) for _, trial, try_index in waiting)
         if stop.is_set() or queue or in_flight or error is not None:
             summary.interrupted = True
             for trial, try_index, h in in_flight.values():

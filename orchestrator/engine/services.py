@@ -41,7 +41,9 @@ class TryServices:
         gateway = None
         try:
             if experiment.gateway is not None:
-                gateway = Gateway(experiment.gateway, store_path).start()
+                gateway = Gateway(
+                    experiment.gateway, store_path, secrets=secret_values(experiment.agent.env_passthrough)
+                ).start()
         except BaseException:
             sink.close()
             raise
@@ -65,6 +67,11 @@ class TryServices:
         agent = launch.agent.model_copy(update={"env": {**launch.agent.env, **env}})
         return launch.model_copy(update={"agent": agent, "model_gateway": self.gateway.base_url})
 
+    @property
+    def tripped(self) -> str | None:
+        """Why the gateway's circuit breaker says the sweep must pause, or None."""
+        return self.gateway.tripped if self.gateway is not None else None
+
     def end(self, key: TryKey) -> TryEnd | None:
         """End the try's key (first: nothing the try does later is counted) and store its transcript."""
         if self.gateway is None:
@@ -82,7 +89,7 @@ class TryServices:
     def complete(self, key: TryKey, facts: TrialFacts, end: TryEnd | None) -> TrialFacts:
         """The settled facts with what the engine measured: model usage and the artifacts' summary."""
         update: dict[str, object] = {}
-        if end is not None:
+        if end is not None and facts.model_usage is None:  # else the engine put it in before settling (redacted)
             update["model_usage"] = end.usage
         summary = self.artifacts.finish(key)
         if summary is not None:

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from orchestrator.agentio.redact import cut_tail, redact, scrub_sections
 from orchestrator.agentio.text import valid_tree
 from orchestrator.contract.grade import Grade, grade
-from orchestrator.engine.classify import agent_not_found, classify
+from orchestrator.engine.classify import agent_not_found, classify, model_side
 from orchestrator.spec.evidence import AgentNotFound, Evidence, GradeRecord
 from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.grader import GoldenGrader
-from orchestrator.spec.outcome import HarnessReason, ModelReason, Outcome
+from orchestrator.spec.outcome import HarnessReason, InfraReason, ModelReason, Outcome
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.base import TryRecord
 
@@ -182,6 +182,7 @@ def settle(
         facts, verdict = result, classify(result, reward_threshold)
         if grader is not None:
             facts, verdict = apply_grader(grader, facts, verdict, reward_threshold)
+        verdict = model_side(facts, verdict)  # the gateway's evidence: a spent limit, a starved try
         if facts.agent is not None and agent_not_found(facts.agent):  # evidence only: see classify
             lines = [ln for ln in facts.agent.stderr_tail.splitlines() if ln.strip()]
             extra = facts.extra.model_copy()
@@ -198,3 +199,18 @@ def settle(
         and finished_before + 1 <= retry.max_retries
     )
     return Settlement(facts, verdict, final=not again)
+
+
+#: The longest wait before a starved try's retry.
+MAX_RETRY_WAIT_S = 600.0
+
+
+def retry_wait(settlement: Settlement, base_s: float, finished_before: int) -> float:
+    """Seconds before a retry of a starved try (``infra_error(model_unavailable)``) may start: ``base_s`` doubled
+    for each finished try before it (at most 10 minutes), or the provider's last Retry-After if longer.
+    Every other retry starts at once."""
+    if settlement.final or settlement.verdict.reason is not InfraReason.MODEL_UNAVAILABLE:
+        return 0.0
+    usage = settlement.facts.model_usage
+    after = usage.starved.retry_after_s if usage is not None and usage.starved is not None else None
+    return max(min(base_s * 2**finished_before, MAX_RETRY_WAIT_S), min(after or 0.0, MAX_RETRY_WAIT_S))

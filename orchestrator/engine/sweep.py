@@ -254,4 +254,7 @@ def run(
         )
     finally:
         services.close()
+    if summary.paused and summary.interrupted:  # on record: the run stopped for its provider, not for its trials
+        at = datetime.now(UTC).isoformat(timespec="seconds")
+        store.append_provenance(run_id, "paused", {"at": at, "why": summary.paused})
     return SweepResult(run_id, summary)

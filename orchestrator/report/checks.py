@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 
 from orchestrator.engine.canary import of_run, run_problems
 from orchestrator.engine.overcommit import observed_by_config
@@ -21,7 +22,7 @@ from orchestrator.report.text import pct, pval
 
 if TYPE_CHECKING:
     from orchestrator.report.blocks import Drift
-    from orchestrator.report.model import AgentNotFound, Canary, Checks, Overcommit, ReportDocument
+    from orchestrator.report.model import AgentNotFound, Canary, Checks, Overcommit, ReportDocument, UsageIncomplete
 
 
 def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
@@ -49,6 +50,8 @@ def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
         },
         "drift": stats.get("drift"),
         "agent_not_found": agent_not_found(frame),
+        "usage_incomplete": usage_incomplete(frame),
+        "paused": prov.get("paused") or [],
     }
     _local_times(doc["checks"]["drift"], prov.get("started_at_local"))
     if not valid and stats.get("calibration"):
@@ -94,6 +97,35 @@ def agent_not_found_line(found: AgentNotFound | None) -> str | None:
         f"Agent could not start in {n} trial{'' if n == 1 else 's'} (exit 126/127: the command was not found or "
         f"not executable; {per}): not the model's failure; {verdict}. The trial pages show the evidence."
     )
+
+
+def usage_incomplete(frame: pd.DataFrame) -> dict[str, Any]:
+    """Trials (any of their tries) whose model calls the gateway could not all put on record, per configuration."""
+    if frame.empty or "usage_incomplete" not in frame.columns:
+        return {"trials": 0, "by_configuration": {}}
+    hit = frame["usage_incomplete"].fillna(0).astype(bool)
+    by = frame.loc[hit, "config_label"].astype(str).value_counts(sort=False)
+    return {"trials": int(hit.sum()), "by_configuration": {str(k): int(v) for k, v in by.items()}}
+
+
+def usage_incomplete_line(found: UsageIncomplete | None) -> str | None:
+    """One line when some trial's model usage is not all on record; None when every call is."""
+    if found is None or not found.trials:
+        return None
+    n = found.trials
+    per = ", ".join(f"{label} {k}" for label, k in found.by_configuration.items())
+    return (
+        f"Model usage incomplete in {n} trial{'' if n == 1 else 's'} ({per}): the store refused some call rows "
+        "(their tokens and cost are counted from the gateway's memory), or a call ended without the provider's "
+        "usage or was still streaming at the end (not counted). Their tokens and cost may be low."
+    )
+
+
+def paused_lines(c: Checks) -> list[str]:
+    """One line per time the circuit breaker paused the sweep for its model provider."""
+    return [
+        f"Paused at {p.at} for the model provider ({p.why}); `headroom resume` continues such a run." for p in c.paused
+    ]
 
 
 def _local_times(drift: dict[str, Any] | None, started_local: str | None) -> None:
@@ -231,6 +263,9 @@ def markdown(doc: ReportDocument) -> list[str]:
     lines += [f"{line}\n" for line in _canary_lines(c)] + [f"{line}\n" for line in _overcommit_lines(c.overcommit)]
     not_found = agent_not_found_line(c.agent_not_found)
     lines += [f"**{not_found}**", ""] if not_found else []
+    incomplete = usage_incomplete_line(c.usage_incomplete)
+    lines += [f"**{incomplete}**", ""] if incomplete else []
+    lines += [f"{line}\n" for line in paused_lines(c)]
     lines += [_drift_line(c.drift), ""]
     return lines
 
@@ -252,4 +287,8 @@ def print_terminal(doc: ReportDocument, console: Console) -> None:
     not_found = agent_not_found_line(c.agent_not_found)
     if not_found:
         console.print(f"[bold red]{not_found}[/]")
+    if incomplete := usage_incomplete_line(c.usage_incomplete):
+        console.print(f"[bold yellow]{escape(incomplete)}[/]")
+    for line in paused_lines(c):
+        console.print(escape(line))
     console.print(_drift_line(c.drift).replace("**", ""))

@@ -223,6 +223,20 @@ class AgentNotFound(_Model):
     as_harness_error: int = 0  # of them, the trials whose outcome is harness_error(agent_not_found)
 
 
+class UsageIncomplete(_Model):
+    """Trials whose model usage is not all on record (the gateway's ModelUsage.incomplete), per configuration."""
+
+    trials: int = 0
+    by_configuration: dict[str, int] = Field(default_factory=dict)
+
+
+class Paused(_View):
+    """A pause of the sweep by the model gateway's circuit breaker (provenance ``paused``)."""
+
+    at: str = ""
+    why: str = ""
+
+
 class Checks(_Model):
     """Checks on the run itself (orchestrator/report/checks.py): canary, overcommit, drift, agents that did not start."""
 
@@ -232,6 +246,8 @@ class Checks(_Model):
     overcommit: Overcommit
     drift: Drift | None
     agent_not_found: AgentNotFound = Field(default_factory=AgentNotFound)
+    usage_incomplete: UsageIncomplete = Field(default_factory=lambda: UsageIncomplete())
+    paused: list[Paused] = Field(default_factory=list)
 
 
 class AgentSpec(_View):

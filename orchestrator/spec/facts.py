@@ -21,6 +21,19 @@ GATEWAY: Final = "gateway"
 SELF_REPORTED = "self-reported"
 
 
+class Starved(BaseModel):
+    """Why the gateway holds a try starved by its provider (docs/agents.md, "Starved tries"): the calls as evidence."""
+
+    rule: Literal["final_call", "last_minute"] = Field(
+        description="final_call: the try's last call failed on the provider's side; last_minute: most of the "
+        "calls it started in the minute up to its last call did"
+    )
+    final_call: str = Field(description="status and class of the try's last call, e.g. '429 rate_limit'")
+    window_calls: int = Field(description="calls started in the minute up to the last call, the last included")
+    window_failed: int = Field(description="those that failed on the provider's side")
+    retry_after_s: float | None = Field(default=None, description="the provider's last Retry-After, if it gave one")
+
+
 class ModelUsage(BaseModel):
     """A try's model calls as the gateway measured them (orchestrator/agents/gateway): the upstream's usage
     fields, priced by the experiment's table. Set by the engine, never by a backend or the agent."""
@@ -36,6 +49,32 @@ class ModelUsage(BaseModel):
     statuses: dict[str, int] = Field(default_factory=dict, description="HTTP status the agent got -> calls")
     rejected_after_end: int = Field(default=0, description="calls refused because the try had ended (not counted)")
     in_flight_at_close: int = Field(default=0, description="calls still streaming when the try was recorded")
+    failures: dict[str, int] = Field(
+        default_factory=dict,
+        description="failure class -> calls: rate_limit, quota, auth, server, timeout, connection (the provider's "
+        "side), request (the provider refused what the agent sent), limit (the gateway's own refusal)",
+    )
+    starved: Starved | None = Field(default=None, description="the provider starved the try (infra_error)")
+    limit_hit: Literal["tokens", "cost", "working_time"] | None = Field(
+        default=None, description="the per-try limit that was spent, and refused the try's later calls"
+    )
+    working_time_s: float | None = Field(
+        default=None, description="time since the try's first call, less the time spent waiting on the provider"
+    )
+    backoff_s: float = Field(default=0.0, description="the time left out of working_time_s")
+    unrecorded_calls: int = Field(
+        default=0,
+        description="calls whose row the store would not take after retries: counted in the totals from the "
+        "gateway's memory, missing from model_calls",
+    )
+    usage_missing: int = Field(
+        default=0, description="calls that ended without the provider's usage (a stream cut before its usage)"
+    )
+
+    @property
+    def incomplete(self) -> bool:
+        """Some of the try's usage is not on record, row by row or at all: a report must say so."""
+        return bool(self.unrecorded_calls or self.usage_missing or self.in_flight_at_close)
 
 
 class TrialFacts(BaseModel):

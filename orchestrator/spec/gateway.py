@@ -67,6 +67,44 @@ class Price(BaseModel):
         return (plain * self.input + cached * read + cache_write * write + tokens_out * self.output) / 1e6
 
 
+class TrialLimits(BaseModel):
+    """Per-try limits the gateway enforces: once one is spent, the try's further calls are refused (403, the
+    error's type ``limit_exceeded``) and the try's verdict, if it did not pass, is ``failed`` with the limit's
+    own reason (``token_limit``, ``cost_limit``, ``working_time_limit``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: int | None = Field(default=None, gt=0, description="input + output tokens of the try's calls")
+    cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="USD of the try's calls, by the price table; a call to a model with no price is refused",
+    )
+    working_time_s: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="seconds since the try's first model call, less the time spent waiting on the provider: failed "
+        "calls of the provider's side, and the pause after each (up to its Retry-After, or 60 s)",
+    )
+
+
+class Breaker(BaseModel):
+    """The run's circuit breaker: the sweep pauses when the provider fails most of the run's recent calls."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calls: int = Field(default=20, ge=1, description="how many of the run's most recent calls it looks at")
+    failed_fraction: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        allow_inf_nan=False,
+        description="it trips when at least this share of them failed on the provider's side",
+    )
+
+
 class GatewaySpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -79,6 +117,18 @@ class GatewaySpec(BaseModel):
     )
     timeout_s: float = Field(default=600.0, gt=0, description="one upstream call, streamed or not")
     max_request_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    limits: TrialLimits = Field(default_factory=TrialLimits, description="per-try token, cost and working-time limits")
+    breaker: Breaker | None = Field(
+        default_factory=Breaker, description="pause the sweep when the provider fails; null: never pause"
+    )
+    retry_backoff_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        allow_inf_nan=False,
+        description="a starved try's retry waits this long, doubled for each retry before it (at most 10 "
+        "minutes), or the provider's last Retry-After if that is longer",
+    )
 
     @model_validator(mode="after")
     def _one_upstream(self) -> GatewaySpec:

@@ -46,6 +46,8 @@ class InfraReason(StrEnum):
     POD_DELETED = "pod_deleted"
     SPAWN_FAILED = "spawn_failed"  # the process or container could not be started
     AGENT_SETUP_FAILED = "agent_setup_failed"  # the agent's install phase failed, before the agent ran
+    #: the model gateway saw the provider starve the agent: rate limits, quota, 5xx, timeouts (docs/agents.md)
+    MODEL_UNAVAILABLE = "model_unavailable"
     OTHER = "other"  # a backend reported a reason this version does not know
 
 
@@ -85,6 +87,10 @@ class ModelReason(StrEnum):
     VERIFIER_BROKEN = "verifier_broken"
     #: a golden task: the agent's self-report holds no answer, or one that is not text
     NO_ANSWER = "no_answer"
+    #: the try spent a per-try limit the model gateway enforces (gateway.limits), and did not pass
+    TOKEN_LIMIT = "token_limit"
+    COST_LIMIT = "cost_limit"
+    WORKING_TIME_LIMIT = "working_time_limit"
 
 
 Reason = InfraReason | HarnessReason | ModelReason

@@ -44,6 +44,15 @@ AGENT_NOT_FOUND = (
     f"AND json_extract(v.json, '{evidence_path('agent_not_found')}') IS NOT NULL) AS INTEGER)"
 )
 
+# A try whose model usage the gateway could not put all on record (rows the store refused, a stream that ended
+# without its usage, a call still streaming at the end): ModelUsage.incomplete, summed over all its tries.
+USAGE_INCOMPLETE = (
+    "CAST(EXISTS (SELECT 1 FROM evidence v WHERE v.run_id = e.run_id AND v.trial_id = e.trial_id "
+    "AND instr(v.json, '\"model_usage\"') > 0 AND (COALESCE(json_extract(v.json, '$.model_usage.unrecorded_calls'), 0) "
+    "+ COALESCE(json_extract(v.json, '$.model_usage.usage_missing'), 0) "
+    "+ COALESCE(json_extract(v.json, '$.model_usage.in_flight_at_close'), 0)) > 0) AS INTEGER)"
+)
+
 TRIAL_QUERY = f"""
 SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.attempt,
        {OUTCOME_SQL} AS outcome, {REASON_SQL} AS reason,
@@ -55,7 +64,8 @@ SELECT t.task_id, t.config_label, t.request_multiplier, t.limit_multiplier, t.at
        CAST(e.limit_memory_bytes AS REAL) AS memory_limit_bytes,
        e.enforcement, e.qos_class, NULLIF(e.started_at, '') AS started_at, t.ord AS plan_order,
        CAST(e.reward AS REAL) AS reward, {{source_run}},
-       {{overcommit}}, {{usage_source}}, {AGENT_NOT_FOUND} AS agent_not_found
+       {{overcommit}}, {{usage_source}}, {AGENT_NOT_FOUND} AS agent_not_found,
+       {USAGE_INCOMPLETE} AS usage_incomplete
 FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
 LEFT JOIN (SELECT trial_id, SUM(duration_s) AS duration_s, SUM({_capped("cost_usd")}) AS cost_usd,
                   SUM({_capped("tokens_in")}) AS tokens_in, SUM({_capped("tokens_out")}) AS tokens_out

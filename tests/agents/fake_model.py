@@ -7,16 +7,22 @@ each with the provider's own usage fields), GET /v1/models. A conversation's rep
 without state. A reply can be text, tool calls, or an error status. Usage is deterministic: input tokens =
 characters of the request's messages // 4, output = characters of the reply // 4 + 1.
 
+A reply can also hang (``hang_s``), or fail with a body and headers in a provider's own shape (a 429 with
+``Retry-After``, OpenAI's ``insufficient_quota``, Anthropic's credit error); ``by_marker`` gives the requests
+that mention a marker (a task's name) a script of their own.
+
 Every request is kept (path, headers, body) so tests can check what the gateway forwarded. A wrong key gets
 401 with the key echoed in the message, as some providers do (the gateway must keep it from the agent).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +39,11 @@ class Reply:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"name", "arguments": {...}}
     error: int | None = None  # answer with this status instead
     cached: int = 0  # cache-read input tokens to report
+    body: dict[str, Any] | None = None  # the error's body, in the provider's own shape (default: a server error)
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. Retry-After, sent with the error
+    hang_s: float = 0.0  # wait this long before answering (a provider that hangs)
+    pause_s: float = 0.0  # a stream waits this long after its first event (an agent can hang up meanwhile)
+    stream_error: dict[str, Any] | None = None  # an Anthropic stream ends with this error event after its start
 
 
 @dataclass
@@ -40,6 +51,7 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: Any
+    raw: bytes = b""  # the bytes as they came
 
 
 def _chars(messages: Any) -> int:
@@ -58,6 +70,9 @@ class FakeModel:
         self.script = script
         self.openai_key, self.anthropic_key, self.model = openai_key, anthropic_key, model
         self.seen: list[Seen] = []
+        #: a request whose messages hold the marker (a task's name, say) gets that script instead
+        self.by_marker: dict[str, list[Reply]] = {}
+        self._closing = False
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -85,6 +100,7 @@ class FakeModel:
 
     def __exit__(self, *_: object) -> None:
         assert self._server is not None and self._thread is not None
+        self._closing = True  # a hanging reply ends now
         self._server.should_exit = True
         self._thread.join(timeout=10)
 
@@ -94,8 +110,9 @@ class FakeModel:
 
     # -- helpers -----------------------------------------------------------------------
     async def _take(self, request: Request, kind: str) -> tuple[Any, Response | None]:
-        body = json.loads(await request.body())
-        self.seen.append(Seen(request.url.path, dict(request.headers), body))
+        raw = await request.body()
+        body = json.loads(raw)
+        self.seen.append(Seen(request.url.path, dict(request.headers), body, raw))
         if kind == "anthropic":
             given, want = request.headers.get("x-api-key"), self.anthropic_key
         else:
@@ -110,16 +127,30 @@ class FakeModel:
 
     def _reply(self, messages: list[Any]) -> Reply:
         turn = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
-        return self.script[min(turn, len(self.script) - 1)]
+        text = json.dumps(messages)
+        script = next((s for marker, s in self.by_marker.items() if marker in text), self.script)
+        return script[min(turn, len(script) - 1)]
+
+    async def _failed(self, reply: Reply, default: dict[str, Any]) -> Response | None:
+        """A hang first (until it ends or the server stops), then the scripted error, if any."""
+        waited = 0.0
+        while waited < reply.hang_s and not self._closing:
+            await asyncio.sleep(0.05)
+            waited += 0.05
+        if not reply.error:
+            return None
+        return JSONResponse(reply.body or default, reply.error, headers=reply.headers)
 
     @staticmethod
     def _usage(messages: Any, reply: Reply) -> tuple[int, int]:
         return _chars(messages) // 4, (len(reply.text) + _chars(reply.tool_calls)) // 4 + 1
 
     @staticmethod
-    def _sse(events: list[tuple[str | None, Any]]) -> StreamingResponse:
-        async def gen():  # type: ignore[no-untyped-def]
-            for name, data in events:
+    def _sse(events: list[tuple[str | None, Any]], pause_s: float = 0.0) -> StreamingResponse:
+        async def gen() -> AsyncIterator[bytes]:
+            for i, (name, data) in enumerate(events):
+                if i == 1 and pause_s:
+                    await asyncio.sleep(pause_s)
                 head = f"event: {name}\n" if name else ""
                 yield (head + "data: " + (data if isinstance(data, str) else json.dumps(data)) + "\n\n").encode()
 
@@ -131,8 +162,8 @@ class FakeModel:
         if refused:
             return refused
         reply = self._reply(body.get("messages", []))
-        if reply.error:
-            return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, reply.error)
+        if failed := await self._failed(reply, {"error": {"message": "scripted failure", "type": "server_error"}}):
+            return failed
         tin, tout = self._usage(body.get("messages"), reply)
         calls = [
             {
@@ -186,7 +217,7 @@ class FakeModel:
         if (body.get("stream_options") or {}).get("include_usage"):
             events.append((None, {**chunk, "choices": [], "usage": usage}))
         events.append((None, "[DONE]"))
-        return self._sse(events)
+        return self._sse(events, reply.pause_s)
 
     # -- OpenAI responses --------------------------------------------------------------
     async def _responses(self, request: Request) -> Response:
@@ -199,8 +230,8 @@ class FakeModel:
             else [{"role": "user", "content": body.get("input")}]
         )
         reply = self._reply(items)
-        if reply.error:
-            return JSONResponse({"error": {"message": "scripted failure", "type": "server_error"}}, reply.error)
+        if failed := await self._failed(reply, {"error": {"message": "scripted failure", "type": "server_error"}}):
+            return failed
         tin, tout = self._usage(items, reply)
         response = {
             "id": "resp_1",
@@ -236,10 +267,9 @@ class FakeModel:
         if refused:
             return refused
         reply = self._reply(body.get("messages", []))
-        if reply.error:
-            return JSONResponse(
-                {"type": "error", "error": {"type": "overloaded_error", "message": "scripted"}}, reply.error
-            )
+        default = {"type": "error", "error": {"type": "overloaded_error", "message": "scripted"}}
+        if failed := await self._failed(reply, default):
+            return failed
         tin, tout = self._usage(body.get("messages"), reply)
         content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
         content += [
@@ -272,6 +302,8 @@ class FakeModel:
                 },
             )
         ]
+        if reply.stream_error is not None:  # overloaded mid-stream, as Anthropic reports it
+            return self._sse([*events, ("error", reply.stream_error)])
         for i, block in enumerate(content):
             events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": block}))
             events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
@@ -286,7 +318,7 @@ class FakeModel:
             )
         )
         events.append(("message_stop", {"type": "message_stop"}))
-        return self._sse(events)
+        return self._sse(events, reply.pause_s)
 
     async def _models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": self.model, "object": "model"}]})

@@ -117,9 +117,9 @@ def test_plain_and_streamed_calls_are_measured_from_the_upstreams_usage(
     )
     streamed = chat(env, stream=True)  # no stream_options: the gateway asks for the usage chunk
     assert streamed.headers["content-type"].startswith("text/event-stream")
-    chunks = sse_data(streamed)
-    assert chunks[-1]["usage"]["prompt_tokens"] == plain.json()["usage"]["prompt_tokens"]
     assert fake.seen[-1].body["stream_options"] == {"include_usage": True}
+    # ... and keeps it from an agent that did not ask for it (the stream it gets is the one it asked for)
+    assert all("usage" not in c for c in sse_data(streamed)) and sse_data(streamed)[-1]["choices"]
     anth = messages(env, stream=True)
     assert [e["type"] for e in sse_data(anth)][0] == "message_start"
     resp = httpx.post(

@@ -16,11 +16,13 @@ import queue
 import sqlite3
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.agentio.redact import redact_text
+from orchestrator.agentio.text import valid_text
 from orchestrator.agents.gateway.usage import Usage
 from orchestrator.artifacts.sink import TryKey
 from orchestrator.spec.facts import ModelUsage
@@ -28,6 +30,8 @@ from orchestrator.spec.facts import ModelUsage
 #: One call's request or response body in the transcript is cut here (the artifact cap bounds the whole).
 MAX_BODY = 4 * 1024 * 1024
 REJECTED = "rejected:"
+#: Pauses before the second, third and fourth try of a row the store would not take (each times its try number).
+WRITE_PAUSES_S = (0.05, 0.2, 0.5)
 
 
 @dataclass
@@ -45,6 +49,11 @@ class Call:
     error: str | None = None
     request: bytes = b""
     response: bytes = b""
+    failure: str | None = None  # orchestrator.agents.gateway.failures: the class, if the call failed
+    retry_after: float | None = None  # seconds the provider's Retry-After asked for
+    usage_missing: bool = False  # a 2xx that ended without the provider's final usage
+    started_mono: float = 0.0
+    token: str = ""  # the try's key as the agent gave it: redacted from the row like the upstream keys
 
     @property
     def model(self) -> str | None:
@@ -69,7 +78,11 @@ class CallLog:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._spool = Path(tempfile.mkdtemp(prefix="headroom-gateway-"))  # 0700: bodies stay private
         self._queue: queue.Queue[Call | None] = queue.Queue()
-        self._errors: list[str] = []
+        #: calls whose row the store would not take, after retries: their usage still counts (from here), and the
+        #: try's usage is marked incomplete (ModelUsage.unrecorded_calls); the last error, for a debugger
+        self._lost: dict[TryKey, list[Call]] = {}
+        self._lost_lock = threading.Lock()
+        self.last_error: str | None = None
         self._thread = threading.Thread(target=self._run, name="headroom-gateway-log", daemon=True)
         self._thread.start()
 
@@ -97,16 +110,38 @@ class CallLog:
             try:
                 if call is None:
                     return
-                self._write(call)
-            except Exception as exc:  # noqa: BLE001 -- a call that cannot be recorded must not stop the gateway
-                self._errors.append(f"{type(exc).__name__}: {exc}")
+                self._record(call)
             finally:
                 self._queue.task_done()
 
+    def _record(self, call: Call) -> None:
+        """The call's row, tried again after a pause (a busy or briefly full store); then it is kept as lost."""
+        for attempt, pause in enumerate((*WRITE_PAUSES_S, None)):
+            try:
+                self._write(call)
+                break
+            except Exception as exc:  # noqa: BLE001 -- a call that cannot be recorded must not stop the gateway
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                # Only the store's own refusals are worth a pause: anything else would fail the same way again.
+                if pause is None or not isinstance(exc, sqlite3.DatabaseError):
+                    with self._lost_lock:
+                        self._lost.setdefault(call.key, []).append(call)
+                    break
+                time.sleep(pause * (attempt + 1))
+        try:  # the transcript keeps its line even when the row is lost: the bodies are evidence
+            self._line(call)
+        except OSError as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _secrets_of(self, call: Call) -> list[str]:
+        return [*self._secrets, call.token] if call.token else self._secrets
+
     def _write(self, call: Call) -> None:
         k, u = call.key, call.usage
-        model = None if call.model is None else redact_text(call.model, self._secrets)[:200]
-        error = None if call.error is None else redact_text(call.error, self._secrets)[:2000]
+        # valid text: a model name or an error the agent shaped (a lone surrogate) must not cost the row
+        secrets = self._secrets_of(call)
+        model = None if call.model is None else valid_text(redact_text(call.model, secrets)[:200])
+        error = None if call.error is None else valid_text(redact_text(call.error, secrets)[:2000])
         self._db.execute(
             "INSERT INTO model_calls (run_id, trial_id, try, seq, started_at, api, model, status, latency_s, streamed,"
             " tokens_in, tokens_out, cached_tokens, cost_usd, error) VALUES (?,?,?,"
@@ -132,6 +167,12 @@ class CallLog:
                 error,
             ),
         )
+
+    def _line(self, call: Call) -> None:
+        k, u = call.key, call.usage
+        secrets = self._secrets_of(call)
+        model = None if call.model is None else redact_text(call.model, secrets)[:200]
+        error = None if call.error is None else redact_text(call.error, secrets)[:2000]
         line = {
             "started_at": call.started_at,
             "api": call.api,
@@ -145,6 +186,8 @@ class CallLog:
             "cached_tokens": u.cached,
             "cost_usd": call.cost_usd,
             "error": error,
+            "failure": call.failure,
+            "retry_after_s": call.retry_after,
             "request": _body(call.request),
             "response": _body(call.response),
         }
@@ -161,6 +204,12 @@ class CallLog:
             "WHERE run_id=? AND trial_id=? AND try=?",
             (k.run_id, k.trial_id, k.try_index),
         ).fetchall()
+        with self._lost_lock:
+            lost = self._lost.pop(key, [])
+        rows += [
+            (c.model, c.status, c.usage.tokens_in, c.usage.tokens_out, c.usage.cached, c.cost_usd, c.error)
+            for c in lost
+        ]
         counted = [r for r in rows if not (r[6] or "").startswith(REJECTED)]
         unpriced = sorted({r[0] or "?" for r in counted if (r[2] is not None or r[3] is not None) and r[5] is None})
         statuses: dict[str, int] = {}
@@ -176,4 +225,5 @@ class CallLog:
             models=sorted({r[0] for r in counted if r[0]}),
             statuses=statuses,
             rejected_after_end=len(rows) - len(counted),
+            unrecorded_calls=len(lost),
         )

@@ -11,7 +11,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import uvicorn
 
 from orchestrator.agents.gateway.app import State, create_app
 from orchestrator.agents.gateway.keys import TryKeys
+from orchestrator.agents.gateway.ledger import Ledgers
 from orchestrator.agents.gateway.recorder import CallLog
 from orchestrator.artifacts.sink import TryKey
 from orchestrator.errors import SpecError
@@ -58,7 +60,14 @@ class TryEnd:
 
 
 class Gateway:
-    def __init__(self, spec: GatewaySpec, store_path: Path, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        spec: GatewaySpec,
+        store_path: Path,
+        environ: Mapping[str, str] | None = None,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        """``secrets``: more values to redact from every row (the run's --agent-env values)."""
         environ = os.environ if environ is None else environ
         self.spec = spec
         upstream_keys = {
@@ -67,8 +76,8 @@ class Gateway:
             if u is not None
         }
         self.keys = TryKeys()
-        self.log = CallLog(Path(store_path), [v for v in upstream_keys.values() if v])
-        self.state = State(spec, self.keys, self.log, upstream_keys)
+        self.log = CallLog(Path(store_path), [*(v for v in upstream_keys.values() if v), *(v for v in secrets if v)])
+        self.state = State(spec, self.keys, self.log, upstream_keys, Ledgers(spec.limits, spec.breaker))
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -132,6 +141,11 @@ class Gateway:
             env.update(dict(zip(ANTHROPIC_VARS, (self.base_url, token))))
         return env
 
+    @property
+    def tripped(self) -> str | None:
+        """Why the run's circuit breaker tripped (the provider fails most calls), or None."""
+        return self.state.ledgers.tripped
+
     def end_try(self, key: TryKey, drain_s: float = DRAIN_S) -> TryEnd:
         """Refuse the try's key from now on, wait (briefly) for its calls still streaming, and sum its calls."""
         token = self.keys.close(key)
@@ -139,8 +153,19 @@ class Gateway:
         while self.state.in_flight.get(key, 0) > 0 and time.monotonic() < deadline:
             time.sleep(0.02)
         usage = self.log.usage(key)
-        left = self.state.in_flight.get(key, 0)
-        if left:
-            usage = usage.model_copy(update={"in_flight_at_close": left})
+        ledger = self.state.ledgers.end(key)
+        working, waited = ledger.working_time(time.monotonic())
+        failed = Counter(n.failure for n in ledger.notes if n.failure is not None)
+        usage = usage.model_copy(
+            update={
+                "in_flight_at_close": self.state.in_flight.get(key, 0),
+                "failures": dict(sorted(failed.items())),
+                "starved": ledger.starved(),
+                "limit_hit": ledger.limit_hit,
+                "working_time_s": round(working, 3),
+                "backoff_s": round(waited, 3),
+                "usage_missing": sum(1 for n in ledger.notes if n.usage_missing),
+            }
+        )
         path = self.log.transcript(key)
         return TryEnd(usage, path if path.exists() else None, token)

@@ -26,6 +26,8 @@ class Usage:
     cached: int = 0
     cache_write: int = 0
     model: str | None = None
+    #: the upstream's final usage was read (a stream cut short has at most a first count: not complete)
+    complete: bool = False
 
     @property
     def known(self) -> bool:
@@ -54,6 +56,7 @@ def from_body(api: str, doc: Any, into: Usage | None = None) -> Usage:
     usage = doc.get("usage")
     if not isinstance(usage, dict):
         return u
+    u.complete = True
     if api == OPENAI_CHAT:
         u.tokens_in = _n(usage.get("prompt_tokens"))
         u.tokens_out = _n(usage.get("completion_tokens"))
@@ -94,6 +97,7 @@ class StreamUsage:
     def __init__(self, api: str) -> None:
         self.api = api
         self.usage = Usage()
+        self.error: dict[str, Any] | None = None  # an error event the upstream sent inside the stream
 
     def feed(self, event: bytes) -> None:
         data = b"\n".join(line[5:].lstrip() for line in event.splitlines() if line.startswith(b"data:"))
@@ -105,6 +109,8 @@ class StreamUsage:
             return
         if not isinstance(doc, dict):
             return
+        if isinstance(doc.get("error"), dict) and self.error is None:  # both providers' error events
+            self.error = doc
         if self.api == OPENAI_CHAT:
             if isinstance(doc.get("model"), str):
                 self.usage.model = doc["model"]
@@ -118,5 +124,7 @@ class StreamUsage:
         elif self.api == ANTHROPIC_MESSAGES:
             if doc.get("type") == "message_start" and isinstance(doc.get("message"), dict):
                 from_body(ANTHROPIC_MESSAGES, doc["message"], self.usage)
+                self.usage.complete = False  # the output count comes with message_delta
             elif doc.get("type") == "message_delta" and isinstance(doc.get("usage"), dict):
                 _anthropic(self.usage, doc["usage"])
+                self.usage.complete = True
