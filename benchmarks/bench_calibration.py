@@ -61,6 +61,11 @@ def tb(scale: float = 1.0) -> tuple[PlantedConfig, ...]:
     )
 
 
+def flat_tb() -> tuple[PlantedConfig, ...]:
+    """Terminal-Bench-like spikes, and no limit changes the score."""
+    return tuple(PlantedConfig(c.label, 1, c.limit_multiplier, c.infra_rate) for c in tb())
+
+
 def flat(infra: float) -> tuple[PlantedConfig, ...]:
     return (
         PlantedConfig("1x-strict", 1, 1, infra),
@@ -78,13 +83,48 @@ DEMO_LIKE = (
     PlantedConfig("unbounded", 1, NAN, 0.01, 0.10),
 )
 
-SCENARIOS = [  # name, tasks, attempts, configs, right label
-    ("null", 89, 5, flat(0.05), "1x-strict"),
-    ("no-oom", 89, 5, flat(0.0), "1x-strict"),
-    ("tb-89x5", 89, 5, tb(), "1x/3x"),
-    ("tb-89x20", 89, 20, tb(), "1x/3x"),
-    ("demo-like", 10, 10, DEMO_LIKE, "1x/2x"),
+#: 3x itself changes the score (+6 points, beyond the 4-point margin) while removing infra errors.
+CHANGER_3X = (
+    PlantedConfig("1x-strict", 1, 1, 0.058),
+    PlantedConfig("1x/1.5x", 1, 1.5, 0.045),
+    PlantedConfig("1x/3x", 1, 3, 0.021, 0.06),
+    PlantedConfig("unbounded", 1, NAN, 0.005, 0.06),
+)
+
+INF = float("inf")
+SPEC_LOW = {t: INF for t in range(6)}  # 6 of 89 tasks OOM-killed on every attempt below unbounded
+HEAVY = {t: 3.0 for t in range(5)}  # 5 tasks take a heavy strategy: killed below 3x, pass 90% from 3x
+CONCENTRATED = np.r_[np.full(15, 89 / 15), np.zeros(74)]  # all infra errors on 15 tasks, same total rate
+
+
+def _kw(**kw: object) -> dict[str, object]:
+    return kw
+
+
+# name, tasks, attempts, configs, generator keywords, the labels that remove infra errors without changing the
+# score (the right answers above the strict limit), the labels that change the score (never to be published)
+SCENARIOS = [
+    ("null", 89, 5, flat(0.05), _kw(), (), ()),
+    ("no-oom", 89, 5, flat(0.0), _kw(), (), ()),
+    ("tb-89x5", 89, 5, tb(), _kw(), ("1x/1.5x", "1x/3x"), ("unbounded",)),
+    ("tb-89x20", 89, 20, tb(), _kw(), ("1x/1.5x", "1x/3x"), ("unbounded",)),
+    ("demo-like", 10, 10, DEMO_LIKE, _kw(), ("1x/1.5x", "1x/2x"), ("1x/3x", "unbounded")),
 ]
+for _design in (5, 20):
+    SCENARIOS += [
+        ("spec-low", 89, _design, tb(), _kw(oom_below=SPEC_LOW), ("1x/1.5x", "1x/3x"), ("unbounded",)),
+        ("concentrated", 89, _design, tb(), _kw(infra_weight=CONCENTRATED), ("1x/1.5x", "1x/3x"), ("unbounded",)),
+        ("changer-3x", 89, _design, CHANGER_3X, _kw(), ("1x/1.5x",), ("1x/3x", "unbounded")),
+        (
+            "heavy",
+            89,
+            _design,
+            flat_tb(),
+            _kw(oom_below=HEAVY, ability_of=dict.fromkeys(HEAVY, 0.9)),
+            ("1x/1.5x",),
+            ("1x/3x", "unbounded"),
+        ),
+    ]
 
 
 def recommend(df, margin: float) -> dict:
@@ -93,27 +133,38 @@ def recommend(df, margin: float) -> dict:
     return calibration.recommend(blocks, 0, agg.counts, margin=margin)
 
 
-def part1(seeds: int, margin: float) -> None:
+def part1(seeds: int, margin: float, only: str | None) -> None:
     print(f"Part 1: share of seeds per recommendation ({seeds} seeds, margin ±{100 * margin:g} pts)")
     print(
-        f"{'scenario':<11} {'design':>7} {'right':>9} {'share right':>11}  {'unbounded':>9}  "
-        f"{'flags the change':>16}  {'settled':>7}  recommendations"
+        "removes: a limit that removes infra errors without changing the score is published; power limit: the "
+        "share of seeds in which the rule's own tests make such a limit eligible (infra reduced, Holm, and "
+        "score shown equivalent, TOST) -- what the data can carry"
     )
-    for name, tasks, att, cfgs, right in SCENARIOS:
+    print(
+        f"{'scenario':<13} {'design':>7} {'changer':>8} {'removes':>8} {'power limit':>11} {'strict':>7} "
+        f"{'settled':>7}  recommendations"
+    )
+    for name, tasks, att, cfgs, kw, good, bad in SCENARIOS:
+        if only and only not in name:
+            continue
         t0 = time.perf_counter()
         recs: Counter[str] = Counter()
-        flagged = settled = 0
-        changer = next((c.label for c in cfgs if c.pass_shift >= 0.05), None)
+        settled = capable = 0
         for s in range(seeds):
-            r = recommend(make_sweep(tasks, att, cfgs, seed=1000 + s), margin)
+            r = recommend(make_sweep(tasks, att, cfgs, seed=1000 + s, **kw), margin)  # type: ignore[arg-type]
             recs[r["recommended_label"] or r["status"]] += 1
-            flagged += r["score_changes_at_label"] is not None and r["score_changes_at_label"] == changer
             settled += bool(r["settled"])
+            capable += any(
+                e["label"] in good and e["infra_reduced"] and e["equivalent"] and not e["score_changed"]
+                for e in r["evidence"]
+            )
         share = {k: v / seeds for k, v in recs.items()}
-        flag_txt = f"{100 * flagged / seeds:.1f}%" if changer else "—"
+        bad_share = sum(share.get(b, 0) for b in bad)
+        good_share = sum(share.get(g, 0) for g in good)
         print(
-            f"{name:<11} {tasks:>3}x{att:<3} {right:>9} {100 * share.get(right, 0):>10.1f}%  "
-            f"{100 * share.get('unbounded', 0):>8.1f}%  {flag_txt:>16}  {100 * settled / seeds:>6.1f}%  "
+            f"{name:<13} {tasks:>3}x{att:<3} {100 * bad_share:>7.1f}% "
+            + (f"{100 * good_share:>7.1f}% {100 * capable / seeds:>10.1f}% " if good else f"{'—':>8} {'—':>11} ")
+            + f"{100 * share.get('1x-strict', 0):>6.1f}% {100 * settled / seeds:>6.1f}%  "
             + ", ".join(f"{k} {100 * v:.1f}%" for k, v in sorted(share.items(), key=lambda kv: -kv[1]))
             + f"   ({time.perf_counter() - t0:.0f} s)"
         )
@@ -181,13 +232,14 @@ def main() -> None:
         help="equivalence margin as a fraction, as `report --margin` takes it (0.04 = 4 points)",
     )
     ap.add_argument("--only", choices=["1", "2"], help="run one part only")
+    ap.add_argument("--scenario", help="part 1: only the scenarios whose name contains this")
     a = ap.parse_args()
     if not 0 < a.margin <= 1:
         ap.error(f"--margin is a fraction in (0, 1] (0.04 = 4 points), not {a.margin:g}")
     gc.freeze()  # statsmodels' multipletests calls gc.collect(); a frozen heap keeps that cheap
     t0 = time.perf_counter()
     if a.only in (None, "1"):
-        part1(a.seeds, a.margin)
+        part1(a.seeds, a.margin, a.scenario)
     if a.only in (None, "2"):
         part2(a.small_seeds)
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
