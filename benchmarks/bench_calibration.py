@@ -46,6 +46,7 @@ from orchestrator.stats.analyze import _config_block  # noqa: E402
 from orchestrator.stats.clustered import new_tasks_interval  # noqa: E402
 from orchestrator.stats.paired import BOOTSTRAP_RESAMPLES, expanded_level, task_paired  # noqa: E402
 from orchestrator.stats.proportions import wilson  # noqa: E402
+from orchestrator.stats.stratified import fewer_events  # noqa: E402
 from orchestrator.stats.synthetic import PlantedConfig, make_sweep  # noqa: E402
 from orchestrator.stats.trend import clustered_trend  # noqa: E402
 
@@ -188,6 +189,25 @@ def part2(seeds: int) -> None:
             tr = clustered_trend(cnt[:, :, col].ravel(), n.ravel(), rank, task)
             for kind, p in (("permutation", tr.p), ("sandwich", tr.p_sandwich)):
                 rej[(name, kind)] += p is not None and p < 0.05
+        # The same trend tests with unequal cells: each trial kept with probability 0.6 (an interrupted run).
+        kept = aggregate(df[rng.random(len(df)) < 0.6])
+        if kept.n_tasks == tasks:
+            kc, kn = kept.counts, kept.counts.sum(axis=2)
+            for name, col in (("pass", PASSED), ("infra", 3)):
+                tr = clustered_trend(kc[:, :, col].ravel(), kn.ravel(), rank, task)
+                rej[(name, "permutation, unequal cells")] += tr.p is not None and tr.p < 0.05
+        # The infra test of the calibration (one-sided, exact, stratified by task), config 0 vs 1, at 10 tasks; and
+        # with the tasks' infra rates differing (Gamma(0.5) weights, mean 1), the null still "no limit effect".
+        rej[("infra", "stratified exact")] += fewer_events(cnt[0, :, 3], n[0], cnt[1, :, 3], n[1]).p < 0.05
+        het = aggregate(
+            make_sweep(
+                tasks, att, cfgs, seed=50_000 + s, task_ability=(1.2, 2.8), infra_weight=rng.gamma(0.5, 2.0, tasks)
+            )
+        )
+        hc, hn = het.counts, het.counts.sum(axis=2)
+        rej[("infra", "stratified exact, task rates differ")] += (
+            fewer_events(hc[0, :, 3], hn[0], hc[1, :, 3], hn[1]).p < 0.05
+        )
         # Paired: config 0 vs 1, true mean per-task difference 0.
         tp = task_paired(cnt[0, :, PASSED], n[0], cnt[1, :, PASSED], n[1])
         if tp.bootstrap_low is not None and tp.bootstrap_high is not None:  # both, or neither
@@ -216,7 +236,8 @@ def part2(seeds: int) -> None:
         f"(expanded bootstrap level at 10 tasks: {100 * expanded_level(10):.2f}%)"
     )
     for (name, kind), v in sorted(rej.items()):
-        print(f"  trend test size, {name:<5} {kind:<11}: {100 * v / seeds:5.1f}%  (nominal 5%)")
+        what = "infra test size" if kind.startswith("stratified") else "trend test size"
+        print(f"  {what}, {name:<5} {kind:<36}: {100 * v / seeds:5.1f}%  (nominal 5%)")
     for k, v in cover.items():
         print(f"  coverage, {k:<47}: {100 * v / seeds:5.1f}%  (nominal 95%)")
 

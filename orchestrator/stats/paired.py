@@ -231,17 +231,3 @@ def two_rate_exact(x_a: int, n_a: int, x_b: int, n_b: int, boschloo_max_cells: i
         p = float(stats.fisher_exact(table, alternative="two-sided").pvalue)
         method = "fisher_exact (Boschloo too costly at this n)"
     return TwoRateTest(x_a, n_a, x_b, n_b, ra, rb, diff, method, min(1.0, p))
-
-
-def one_sided_exact(x_a: int, n_a: int, x_b: int, n_b: int) -> tuple[float, str]:
-    """p of "B has a lower rate than A" (Boschloo; Fisher above the size cap); 1.0 without variation.
-
-    Exact, so valid with a handful of events, where the asymptotic CMH is not; trials are taken as
-    independent, which with the same tasks on both sides errs on the conservative side.
-    """
-    if n_a == 0 or n_b == 0 or x_a + x_b in (0, n_a + n_b):
-        return 1.0, "none (no variation)"
-    table = [[x_a, x_b], [n_a - x_a, n_b - x_b]]  # COLUMNS are the groups; 'greater': A's rate above B's
-    if (n_a + 1) * (n_b + 1) <= BOSCHLOO_MAX_CELLS:
-        return min(1.0, float(stats.boschloo_exact(table, alternative="greater").pvalue)), "boschloo_exact one-sided"
-    return min(1.0, float(stats.fisher_exact(table, alternative="greater").pvalue)), "fisher_exact one-sided"

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import stats
 
 #: Informative events (on both sides, in tasks that carry weight) up to which the convolution runs.
@@ -47,7 +48,7 @@ class StratifiedExact:
         return asdict(self)
 
 
-def fewer_events(x_a: np.ndarray, n_a: np.ndarray, x_b: np.ndarray, n_b: np.ndarray) -> StratifiedExact:
+def fewer_events(x_a: ArrayLike, n_a: ArrayLike, x_b: ArrayLike, n_b: ArrayLike) -> StratifiedExact:
     """p of "B has a lower event rate than A", arrays aligned by task (events, trials per side)."""
     xa, na, xb, nb = (np.asarray(v, dtype=np.int64) for v in (x_a, n_a, x_b, n_b))
     e = xa + xb

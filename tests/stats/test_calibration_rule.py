@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import ttost_paired
 
 from orchestrator.stats.analyze import analyze as _analyze
 from orchestrator.stats.calibration import MARGIN, attempts_to_settle
@@ -232,3 +233,45 @@ def test_removing_headroom_dependent_oom_kills_needs_shown_equivalence() -> None
     assert by["1x/3x"]["score_diff_vs_reference"] > MARGIN
     assert cal["recommended_label"] == "1x/1.5x"
     assert cal["summary"].startswith("publish 1x/1.5x; whether more memory changes the score is not settled")
+
+
+def test_tasks_oom_killed_at_every_bounded_limit_do_not_hide_the_others_reduction() -> None:
+    """Six tasks have too low a spec: OOM-killed on every trial below unbounded. The twelve others lose their
+    spikes at 1.5x with the score held. The six carry no weight in the infra test (their state does not change
+    between 1x and 1.5x) and leave the score question only where they never finish on either side."""
+    low = [trials(30, 0, 0)] * 6
+    per_config = {
+        "1x-strict": close(6, 0) + low,
+        "1x/1.5x": close(0, 1) + low,
+        "1x/3x": close(0, 1) + low,
+        "unbounded": close(0, 1) + [trials(0, 27, 3)] * 6,
+    }
+    cal = analyze(sweep(per_config))["calibration"]
+    by = {e["label"]: e for e in cal["evidence"]}
+    assert by["1x/1.5x"]["infra_tasks_weighted"] == N_TASKS  # the six are not counted
+    assert by["1x/1.5x"]["infra_reduced"] and by["1x/1.5x"]["equivalent"]
+    assert by["1x/1.5x"]["n_tasks_paired"] == N_TASKS  # never finished on either side: no score to compare
+    assert cal["recommended_label"] == "1x/1.5x"
+    unb = by["unbounded"]
+    assert unb["tasks_finished_only_here"] == 6 and not unb["equivalent"]
+    assert unb["score_changed"] and cal["score_changes_at_label"] == "unbounded"  # 0 -> 90% on six of 18 tasks
+
+
+def test_a_limit_is_never_equivalent_while_tasks_that_finish_only_there_are_left_out() -> None:
+    """Three tasks take a heavy strategy: OOM-killed on every trial below 3x, passing 9 of 10 from 3x. On the
+    twelve tasks that finish everywhere 3x is equivalent; with the three it is not, and it is not published."""
+    heavy_low, heavy_high = [trials(10, 0, 0)] * 3, [trials(0, 9, 1)] * 3
+    per_config = {
+        "1x-strict": close(6, 0) + heavy_low,
+        "1x/1.5x": close(0, 1) + heavy_low,
+        "1x/3x": close(0, 1) + heavy_high,
+        "unbounded": close(0, 1) + heavy_high,
+    }
+    cal = analyze(sweep(per_config))["calibration"]
+    three = {e["label"]: e for e in cal["evidence"]}["1x/3x"]
+    assert three["infra_reduced"] and three["tasks_finished_only_here"] == 3
+    d_finished = np.array([1 / 24 if t % 2 else -1 / 24 for t in range(N_TASKS)])
+    assert ttost_paired(d_finished, np.zeros(N_TASKS), -MARGIN, MARGIN)[0] < 0.05  # the twelve alone: equivalent
+    assert not three["equivalent"] and three["tost_p"] >= 0.05
+    assert cal["recommended_label"] == "1x/1.5x"
+    assert "3 task(s) finish only here" in three["reading"]

@@ -345,7 +345,12 @@ def test_calibration_judges_the_agent_score_not_the_headline():
     assert cal["status"] == "recommended", cal["reasons"]
     by = {e["label"]: e for e in cal["evidence"]}
     rec = by[cal["recommended_label"]]
-    assert rec["equivalent"] and rec["score_basis"] == "score_infra_excluded" and rec["infra_reduced"] and not rec["score_changed"]
+    assert (
+        rec["equivalent"]
+        and rec["score_basis"] == "score_infra_excluded"
+        and rec["infra_reduced"]
+        and not rec["score_changed"]
+    )
     three = by["1x/3x"]
     assert three["headline_diff_vs_reference"] > 0.05
     assert not three["score_changed"]
