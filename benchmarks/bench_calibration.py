@@ -1,26 +1,34 @@
 """Benchmark: operating characteristics of the calibration recommendation and of the small-sample statistics.
 
-Run:  python benchmarks/bench_calibration.py [--seeds 200] [--small-seeds 400]
+Run:  python benchmarks/bench_calibration.py [--seeds 200] [--small-seeds 400] [--scenario NAME]
 
 Part 1 feeds seeded synthetic sweeps (orchestrator.stats.synthetic.make_sweep: task abilities
-~ Beta(2, 2), infra errors striking at the planted rate, planted score shifts) through the
-calibration rule exactly as ``analyze`` wires it (aggregate -> per-configuration blocks ->
-``calibration.recommend`` with the default margin) and counts, per scenario, the share of seeds
-whose recommendation is the right one:
+~ Beta(2, 2), infra errors striking at the planted rate, planted score shifts, and per-task
+heterogeneity) through the calibration rule exactly as ``analyze`` wires it (aggregate ->
+per-configuration blocks -> ``calibration.recommend`` with the default margin). Configurations
+1x/1.5x/3x/unbounded; "tb" = infra 5.8/4.5/2.1/0.5%, score flat to 3x, +6 points unbounded.
 
-* null        89 x 5, infra 5% everywhere, no score change           right: 1x-strict
-* no-oom      89 x 5, no infra error anywhere, no score change        right: 1x-strict ("suffices")
-* tb-89x5     infra 5.8/4.5/2.1/0.5% at 1x/1.5x/3x/unbounded, score
-              flat to 3x, +6 points unbounded                          right: 1x/3x; target: unbounded < 5%
-* tb-89x20    the same at 89 x 20                                      right: 1x/3x
-* demo-like   10 x 10, infra 20/12/4/2/1% at 1x/1.5x/2x/3x/unbounded,
-              score +0/+0/+1/+9/+10 points                             right: 1x/2x (the smallest limit that
-              removes the spikes before headroom changes the score)
+* null          89 x 5, infra 5% everywhere, no score change
+* no-oom        89 x 5, no infra error anywhere
+* tb-89x5/x20   the Terminal-Bench-like sweep
+* demo-like     10 x 10, infra 20/12/4/2/1% at 1x/1.5x/2x/3x/unbounded, score +0/+0/+1/+9/+10
+* spec-low      tb, and 6 of 89 tasks OOM-killed on every attempt below unbounded      (89x5, 89x20)
+* concentrated  tb, with every infra error on 15 of 89 tasks (same total rate)         (89x5, 89x20)
+* changer-3x    3x itself changes the score (+6 points) while removing infra errors    (89x5, 89x20)
+* heavy         tb spikes, no score shift, but 5 tasks killed on every attempt below 3x that pass
+                90% from 3x: 3x changes the score through tasks that finish only there (89x5, 89x20)
+
+Per scenario: "changer", the share of seeds publishing a limit that changes the score (target:
+under 5% everywhere); "removes", the share publishing a limit that removes infra errors without
+changing the score; "power limit", the share in which the rule's own tests make such a limit
+eligible (infra reduced and score shown equivalent) -- the reference "removes" is held to; and
+"infra power", the share in which the stratified infra test alone shows the reduction.
 
 Part 2, at 10 tasks x 3 attempts x 5 configurations under the null (30% pass, 10% infra, no effect):
-the size of the clustered trend test (permutation p, and the sandwich p it replaced) and the
-coverage of the paired bootstrap interval (expanded percentile, and the plain percentile it
-replaced) and of the headline intervals for the rate on NEW tasks (task-clustered t vs Wilson).
+the size of the clustered trend test (permutation p, also with unequal cells, and the sandwich p it
+replaced), the size of the stratified infra test (also with task rates that differ), the coverage of
+the paired bootstrap interval (expanded percentile, and the plain percentile it replaced) and of the
+headline intervals for the rate on NEW tasks (task-clustered t vs Wilson).
 
 Monte Carlo error of a share near 5% over 400 seeds is about +-1.1 points; near 50% over 200,
 +-3.5. Figures are printed, never asserted.
@@ -139,10 +147,12 @@ def part1(seeds: int, margin: float, only: str | None) -> None:
     print(
         "removes: a limit that removes infra errors without changing the score is published; power limit: the "
         "share of seeds in which the rule's own tests make such a limit eligible (infra reduced, Holm, and "
-        "score shown equivalent, TOST) -- what the data can carry"
+        "score shown equivalent, TOST) -- what the data can carry; infra power: the share in which the stratified "
+        "infra test alone shows such a limit's reduction (Holm)"
     )
     print(
-        f"{'scenario':<13} {'design':>7} {'changer':>8} {'removes':>8} {'power limit':>11} {'strict':>7} "
+        f"{'scenario':<13} {'design':>7} {'changer':>8} {'removes':>8} {'power limit':>11} {'infra power':>11} "
+        f"{'strict':>7} "
         f"{'settled':>7}  recommendations"
     )
     for name, tasks, att, cfgs, kw, good, bad in SCENARIOS:
@@ -150,7 +160,7 @@ def part1(seeds: int, margin: float, only: str | None) -> None:
             continue
         t0 = time.perf_counter()
         recs: Counter[str] = Counter()
-        settled = capable = 0
+        settled = capable = infra_power = 0
         for s in range(seeds):
             r = recommend(make_sweep(tasks, att, cfgs, seed=1000 + s, **kw), margin)  # type: ignore[arg-type]
             recs[r["recommended_label"] or r["status"]] += 1
@@ -159,12 +169,17 @@ def part1(seeds: int, margin: float, only: str | None) -> None:
                 e["label"] in good and e["infra_reduced"] and e["equivalent"] and not e["score_changed"]
                 for e in r["evidence"]
             )
+            infra_power += any(e["label"] in good and e["infra_reduced"] for e in r["evidence"])
         share = {k: v / seeds for k, v in recs.items()}
         bad_share = sum(share.get(b, 0) for b in bad)
         good_share = sum(share.get(g, 0) for g in good)
         print(
             f"{name:<13} {tasks:>3}x{att:<3} {100 * bad_share:>7.1f}% "
-            + (f"{100 * good_share:>7.1f}% {100 * capable / seeds:>10.1f}% " if good else f"{'—':>8} {'—':>11} ")
+            + (
+                f"{100 * good_share:>7.1f}% {100 * capable / seeds:>10.1f}% {100 * infra_power / seeds:>10.1f}% "
+                if good
+                else f"{'—':>8} {'—':>11} {'—':>11} "
+            )
             + f"{100 * share.get('1x-strict', 0):>6.1f}% {100 * settled / seeds:>6.1f}%  "
             + ", ".join(f"{k} {100 * v:.1f}%" for k, v in sorted(share.items(), key=lambda kv: -kv[1]))
             + f"   ({time.perf_counter() - t0:.0f} s)"

@@ -22,29 +22,40 @@ records none), the floor falls back to the spec's ``cpus`` times the chosen
 configuration's request multiplier, and ``cpu_floor_source`` says so.
 
 Ceiling (limit, headroom's ``memory_limit_mb``/``cpus_limit``): the report's
-calibration rule (orchestrator.stats.calibration) applied to one task's trials,
-each tested limit compared with the task's strict (smallest) limit only:
+calibration rule (orchestrator.stats.calibration) applied to one task's trials --
+the same decision code (orchestrator.stats.rule) and the same margin -- each tested
+limit compared with the task's strict (smallest) limit only:
 
 * no infra error at any tested limit: the strict limit suffices;
-* infra: one-sided exact unconditional test (Boschloo; Fisher above the size
-  cap) of "fewer infra errors than at the strict limit", Holm over the limits;
-* score: two-sided exact test of the pass rate among finished trials (a
-  heavy strategy that only succeeds with headroom shows here), Holm over the
-  limits; TOST (statsmodels ``tost_proportions_2indep``) within ``margin`` is
-  reported as evidence;
-* the ceiling is the smallest bounded limit with significantly fewer infra
-  errors that comes before the first limit whose score changes; a larger one
-  replaces it only if it has significantly fewer infra errors still
-  (fixed-sequence, one-sided exact). ``unbounded`` is never a ceiling (no
+* infra: the run level's exact test stratified by task, with one stratum (Fisher's
+  exact test, one-sided) of "fewer infra errors than at the strict limit", Holm
+  over the limits;
+* score: two-sided exact test (Fisher) of the pass rate among finished trials, a
+  side where no trial finished counting as 0 passes of its trials (as at run level:
+  a limit under which the task only then finishes is a change), Holm over the
+  limits; equivalence by TOST (statsmodels ``tost_proportions_2indep``, score
+  method) within ``margin``, shown only when both sides finished trials. One task
+  has no spread over tasks, so the run level's paired t and paired TOST over tasks
+  become these two-sample forms over its trials;
+* the ceiling is the smallest bounded limit with significantly fewer infra errors
+  whose score is shown equivalent, before the first limit whose score changes; a
+  larger one replaces it only if it has significantly fewer infra errors still
+  (fixed-sequence, the same exact test). ``unbounded`` is never a ceiling (no
   number to write into task.toml); it is evidence only.
+
+Spec too low (``spec_too_low``, refused): the task needs more than the largest
+limit tested (still killed significantly more often there than unbounded, or on
+every trial with no unbounded arm), or -- where the oracle check ran (``oracle``,
+an :class:`OracleCheck` per task) -- its oracle fails below some limit.
 
 Refusal, with the reason a maintainer acts on: with no bounded limit, with too
 few peaks for the floor, when the limits that remove the infra errors also
-change the score (the task is solved another way with headroom: decide
-whether that strategy is intended), when only unbounded removes them (test
-higher limits), or when no limit is shown to remove them: then the attempts
-per configuration that would give the one-sided test 80% power at the rates
-seen (statsmodels power, at alpha / limits).
+change the score (the task is solved another way with headroom, or its spec is
+too low: decide whether that strategy is intended), when a limit removes them but
+the pass rate is not shown within the margin (with the attempts that would settle
+it), when only unbounded removes them (test higher limits), or when no limit is
+shown to remove them: then the attempts per configuration that would give the
+one-sided test 80% power at the rates seen (statsmodels power, at alpha / limits).
 """
 
 from __future__ import annotations

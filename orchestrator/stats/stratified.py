@@ -15,8 +15,9 @@ hypergeometric pmfs (``numpy.convolve``); p = P(total on A >= observed). With on
 exact test (``scipy.stats.fisher_exact``), which is what a task's own calibration uses. Above
 ``EXACT_MAX_EVENTS`` informative events the convolution is long, the asymptotic CMH is accurate
 there and is used instead (statsmodels ``StratifiedTable``, continuity-corrected, one-sided), and
-``method`` says so. Exact means conservative with few events: its size was 1.4% at 10 tasks
-(benchmarks/bench_calibration.py part 2); the asymptotic CMH it replaced was above nominal there.
+``method`` says so. Exact means conservative with few events: its size was 0.5% at 10 tasks x 3
+attempts, 1.8% with the tasks' infra rates differing (benchmarks/bench_calibration.py part 2, 400
+seeds); a one-sided asymptotic CMH tried before was above nominal there.
 """
 
 from __future__ import annotations

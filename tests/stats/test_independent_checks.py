@@ -21,6 +21,7 @@ from orchestrator.stats import stratified
 from orchestrator.stats.aggregate import FAILED, INFRA, N_OUTCOMES, PASSED
 from orchestrator.stats.calibration import score_tests
 from orchestrator.stats.clustered import new_tasks_interval
+from orchestrator.stats.paired import BOSCHLOO_GATE_HIGH, two_rate_exact
 from orchestrator.stats.stratified import fewer_events
 from orchestrator.stats.trend import PERMUTATIONS, permutation_p
 
@@ -162,3 +163,19 @@ def test_the_trend_permutation_with_unequal_cells_matches_the_exact_permutation_
     # A Monte Carlo p from 1,999 draws with a fixed seed: within 4 of its standard errors of the exact value.
     assert abs(got - want) <= 4 * np.sqrt(want * (1 - want) / PERMUTATIONS) + 1 / PERMUTATIONS
     assert 0.001 < want < 0.5  # a case with a trend worth testing, not a trivial one
+
+
+def test_boschloo_runs_only_where_it_can_change_the_decision() -> None:
+    """Fisher first; Boschloo (never above Fisher's p) only between the first Holm level and 0.2."""
+    window = (0.05 / 12, BOSCHLOO_GATE_HIGH)
+    clear = two_rate_exact(30, 100, 5, 100, boschloo_between=window)  # Fisher p ~ 1e-6: significant either way
+    assert clear.method.startswith("fisher_exact") and clear.p == pytest.approx(
+        stats.fisher_exact([[30, 5], [70, 95]]).pvalue
+    )
+    far = two_rate_exact(10, 40, 9, 40, boschloo_between=window)
+    assert far.method.startswith("fisher_exact") and far.p > BOSCHLOO_GATE_HIGH
+    # The table where Boschloo's p is furthest below Fisher's among those it pulls under 0.05: it runs there.
+    near = two_rate_exact(11, 15, 15, 15, boschloo_between=window)
+    want = stats.boschloo_exact([[11, 15], [4, 0]], alternative="two-sided").pvalue
+    assert near.method == "boschloo_exact" and near.p == pytest.approx(want) and want < 0.05
+    assert two_rate_exact(11, 15, 15, 15).p == pytest.approx(want)  # the same as without a window
