@@ -300,13 +300,14 @@ def task_band(
     return band
 
 
-def _score_counts(passed: int, finished: int, trials: int) -> tuple[int, int]:
-    """(passes, out of) for the score tests: among finished trials; with none finished, 0 of the trials.
+def _score_counts(passed: int, finished: int, trials: int, infra: int) -> tuple[int, int]:
+    """(passes, out of) for the score tests: among finished trials; with none finished but infra errors, 0 of the
+    trials (with only harness errors, 0 of 0: nothing to compare).
 
     The run-level rule scores a task the infrastructure let no trial finish at 0 on that side (its headline
     score), so a limit under which the task only then finishes is a change, never left out; the same here.
     """
-    return (passed, finished) if finished else (0, trials)
+    return (passed, finished) if finished else (0, trials if infra else 0)
 
 
 def _two_sided_exact(x_a: int, n_a: int, x_b: int, n_b: int) -> float | None:
@@ -371,14 +372,14 @@ def _ceiling(
     (ref_label, ref_mult, ref_req), ref_rows = bounded[0]
     band.reference_label = str(ref_label)
     xr, nr, pr, mr = _counts(ref_rows)
-    sr = _score_counts(pr, mr, nr)
+    sr = _score_counts(pr, mr, nr, xr)
     cands = groups[groups.index(bounded[0]) + 1 :]
     tests: list[_Tested] = []
     for (label, mult, req), g in cands:
         x, n, p_, m = _counts(g)
         p, method = _infra(xr, nr, x, n)
         low, high = _diff_interval(x, n, xr, nr, alpha)
-        sc = _score_counts(p_, m, n)
+        sc = _score_counts(p_, m, n, x)
         tests.append(
             _Tested(
                 LimitTest(

@@ -116,12 +116,15 @@ def task_scores(cnt_a: np.ndarray, cnt_b: np.ndarray) -> dict[str, Any]:
     """Per-task scores of A and B for the paired tests (B - A).
 
     Every task with a finished trial on either side is kept. A side where the infrastructure let no trial
-    finish scores 0 (its infra-as-failure score: what the headline publishes for it), so a task that only
+    finish (infra errors there, nothing finished) scores 0 (its infra-as-failure score: what the headline publishes for it), so a task that only
     finishes with more memory is a change by its pass rate there, never a task left out. ``both`` marks the
     tasks finished on both sides (the plain infra-excluded comparison).
     """
     ma, mb = cnt_a[:, list(MODEL_COLUMNS)].sum(axis=1), cnt_b[:, list(MODEL_COLUMNS)].sum(axis=1)
-    keep = (ma > 0) | (mb > 0)
+    # A side scores 0 only where the infrastructure killed its trials; a task with no trial at all on a side
+    # (an interrupted or imported run) or only harness errors there says nothing about the limit: left out.
+    seen_a, seen_b = (ma > 0) | (cnt_a[:, INFRA] > 0), (mb > 0) | (cnt_b[:, INFRA] > 0)
+    keep = seen_a & seen_b & ((ma > 0) | (mb > 0))
     ra = np.where(ma > 0, cnt_a[:, PASSED] / np.maximum(ma, 1), 0.0)[keep]
     rb = np.where(mb > 0, cnt_b[:, PASSED] / np.maximum(mb, 1), 0.0)[keep]
     both = ((ma > 0) & (mb > 0))[keep]
@@ -132,8 +135,8 @@ def task_scores(cnt_a: np.ndarray, cnt_b: np.ndarray) -> dict[str, Any]:
         "rb": rb,
         "both": both,
         "mean_attempts": m,
-        "only_b": int(((mb > 0) & (ma == 0)).sum()),
-        "only_a": int(((ma > 0) & (mb == 0)).sum()),
+        "only_b": int((keep & (ma == 0)).sum()),
+        "only_a": int((keep & (mb == 0)).sum()),
     }
 
 

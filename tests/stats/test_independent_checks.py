@@ -18,7 +18,7 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 
 from orchestrator.stats import stratified
-from orchestrator.stats.aggregate import FAILED, INFRA, N_OUTCOMES, PASSED
+from orchestrator.stats.aggregate import FAILED, HARNESS, INFRA, N_OUTCOMES, PASSED
 from orchestrator.stats.calibration import score_tests
 from orchestrator.stats.clustered import new_tasks_interval
 from orchestrator.stats.paired import BOSCHLOO_GATE_HIGH, two_rate_exact
@@ -179,3 +179,15 @@ def test_boschloo_runs_only_where_it_can_change_the_decision() -> None:
     want = stats.boschloo_exact([[11, 15], [4, 0]], alternative="two-sided").pvalue
     assert near.method == "boschloo_exact" and near.p == pytest.approx(want) and want < 0.05
     assert two_rate_exact(11, 15, 15, 15).p == pytest.approx(want)  # the same as without a window
+
+
+def test_a_task_with_no_trial_on_one_side_is_left_out_not_scored_zero() -> None:
+    """Only the infrastructure's kills score a side 0: a task an interrupted run never ran at the reference, or
+    that ended there in harness errors only, says nothing about the limit."""
+    ref = counts([(2, 4, 4), (2, 5, 3), (2, 3, 5), (0, 0, 0), (0, 0, 0)])
+    ref[4, HARNESS] = 10  # task 5: harness errors only
+    hi = counts([(0, 5, 5), (0, 6, 4), (0, 4, 6), (0, 9, 1), (0, 9, 1)])
+    sc = score_tests(ref, hi, margin=0.2, alpha=0.05, k=1)
+    assert (sc["n_tasks"], sc["only_b"]) == (3, 0)
+    d = np.array([0.5 - 0.5, 0.6 - 5 / 8, 0.4 - 3 / 8])
+    assert sc["diff"] == pytest.approx(d.mean())
