@@ -91,7 +91,6 @@ from .stratified import fewer_events
 ALPHA = 0.05
 MARGIN = 0.04
 POWER = 0.80
-UNBOUNDED = "unbounded"
 SCORE_TEST = (
     "paired t-test over tasks, infra-excluded score; a task with no finished trial on one side scores 0 there "
     "(its headline score), so a task that finishes only at one limit counts as a change"

@@ -38,7 +38,8 @@ Two tests are reported:
   multivariate hypergeometric draw with the cells' sizes), so cells holding
   different numbers of trials -- an interrupted or imported run -- keep the
   test exact under the null; permuting whole cells would not (a cell of 10
-  trials and one of 2 are not exchangeable).
+  trials and one of 2 are not exchangeable). With equal cells whole cells are
+  exchangeable and their permutation (cheaper) is used, as before.
 """
 
 from __future__ import annotations
@@ -154,8 +155,12 @@ def permutation_p(
     Under "no trend" a task's trials are exchangeable across its configurations, whatever the number of
     trials each cell holds (interrupted and imported runs leave them unequal). Permuting the trials' labels
     within a task spreads its events over its cells as a multivariate hypergeometric draw with the cells'
-    sizes (numpy ``multivariate_hypergeometric``); the statistic is centred by its null mean within each task.
+    sizes (drawn cell after cell with numpy's ``hypergeometric``); the statistic is centred by its null mean
+    within each task. Where every task's cells hold the same number of trials, whole cells are exchangeable
+    too, and permuting the cells' scores (a subgroup of the trials' permutations, 4-5x cheaper) is used.
     """
+    if _equal_cells(n, groups):
+        return _cell_permutation_p(events, score, groups, draws)
     rng = np.random.default_rng(0)
     codes, g = np.unique(groups, return_inverse=True)
     m = np.asarray(n, dtype=np.int64)
@@ -190,4 +195,36 @@ def permutation_p(
             left_k = left_k - x
             left_n = rest
     hits = int(np.sum(np.abs(null) >= abs(observed) - 1e-9 * max(1.0, abs(observed))))
+    return (1 + hits) / (1 + draws)
+
+
+def _equal_cells(n: np.ndarray, groups: np.ndarray) -> bool:
+    """Every task's non-empty cells hold the same number of trials."""
+    m = np.asarray(n, float)
+    live = m > 0
+    _, g = np.unique(np.asarray(groups)[live], return_inverse=True)
+    m = m[live]
+    if not len(m):
+        return True
+    lo = np.full(g.max() + 1, np.inf)
+    hi = np.zeros(g.max() + 1)
+    np.minimum.at(lo, g, m)
+    np.maximum.at(hi, g, m)
+    return bool(np.all(lo == hi))
+
+
+def _cell_permutation_p(events: np.ndarray, score: np.ndarray, groups: np.ndarray, draws: int) -> float:
+    """The permutation p with equal cells: the cells' scores permuted within each task."""
+    rng = np.random.default_rng(0)
+    order = np.argsort(groups, kind="stable")
+    k, x, g = events[order], score[order], groups[order]
+    _, starts, sizes = np.unique(g, return_index=True, return_counts=True)
+    centred = np.empty_like(x)
+    perms = np.empty((draws, len(x)))
+    for s0, m in zip(starts, sizes):
+        seg = x[s0 : s0 + m]
+        centred[s0 : s0 + m] = seg - seg.mean()
+        perms[:, s0 : s0 + m] = rng.permuted(np.broadcast_to(seg - seg.mean(), (draws, m)), axis=1)
+    observed = abs(float(centred @ k))
+    hits = int(np.sum(np.abs(perms @ k) >= observed - 1e-9 * max(1.0, observed)))
     return (1 + hits) / (1 + draws)
