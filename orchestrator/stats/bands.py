@@ -329,7 +329,28 @@ def _tost(p_b: int, m_b: int, p_a: int, m_a: int, finished_both: bool, margin: f
 
 
 def attempts_to_settle_task(rate: float, margin: float, alpha: float = ALPHA) -> int | None:
-    """Attempts per configuration giving the task's TOST 80% power at a true change of 0 (normal approximation)."""
+    """Attempts per configuration giving the task's TOST 80% power at a true change of 0 (normal approximation).
+
+    A task that always passes (or always fails) gives the same table every time: then the smallest n at
+    which n of n against n of n is shown within the margin by the TOST itself.
+    """
+    if rate in (0.0, 1.0):
+        k = (lambda n: n) if rate == 1.0 else (lambda n: 0)
+
+        def ok(n: int) -> bool:
+            p = _tost(k(n), n, k(n), n, True, margin)
+            return p is not None and p < alpha
+
+        hi = 2
+        while not ok(hi):
+            hi *= 2
+            if hi > MAX_PLANNED_ATTEMPTS:
+                return None
+        lo = hi // 2
+        while lo + 1 < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+        return hi
     var = 2 * min(max(rate, 0.05), 0.95) * (1 - min(max(rate, 0.05), 0.95))
     n = (stats.norm.ppf(1 - alpha) + stats.norm.ppf(1 - (1 - POWER) / 2)) ** 2 * var / margin**2
     return None if n > MAX_PLANNED_ATTEMPTS else max(1, math.ceil(n))

@@ -315,3 +315,17 @@ def test_throttling_counters_read_from_every_backend_spelling() -> None:
     assert throttling({"nr_periods": 10, "nr_throttled": 4, "throttled_time": 3 * 10**9}) == (10, 4, 3.0)  # cgroup v1
     assert throttling('{"periods": 8, "throttled_periods": 1, "throttled_time": 5e8}') == (8, 1, 0.5)  # Docker stats
     assert throttling({}) == throttling(None) == (None, None, None)
+
+
+def test_the_attempts_that_settle_a_task_that_always_passes_are_where_its_tost_first_passes() -> None:
+    from statsmodels.stats.proportion import tost_proportions_2indep
+
+    from orchestrator.stats.bands import attempts_to_settle_task
+
+    n = attempts_to_settle_task(1.0, 0.04)
+    assert n is not None
+
+    def tost(m: int) -> float:
+        return float(tost_proportions_2indep(m, m, m, m, -0.04, 0.04, method="score").pvalue)
+
+    assert tost(n) < 0.05 <= tost(n - 1)
