@@ -63,14 +63,13 @@ def fewer_events(x_a: ArrayLike, n_a: ArrayLike, x_b: ArrayLike, n_b: ArrayLike)
     expected = float(np.sum(e * na / m))
     if int(e.sum()) > EXACT_MAX_EVENTS:
         return StratifiedExact(_cmh_one_sided(xa, na, xb, nb), ASYMPTOTIC, k, int(len(used) - k), observed, expected)
-    lo_total = 0
+    lo, hi = np.maximum(0, na + e - m), np.minimum(e, na)
+    grid = lo[:, None] + np.arange(int((hi - lo).max()) + 1)[None, :]  # every task's support, padded
+    pmfs = stats.hypergeom.pmf(grid, m[:, None], e[:, None], na[:, None])  # one call for all tasks
     pmf = np.ones(1)
-    for ea, ma, nda in zip(e, m, na):
-        lo, hi = max(0, int(nda + ea - ma)), min(int(ea), int(nda))
-        support = np.arange(lo, hi + 1)
-        pmf = np.convolve(pmf, stats.hypergeom.pmf(support, ma, ea, nda))
-        lo_total += lo
-    p = float(pmf[observed - lo_total :].sum())
+    for row, width in zip(pmfs, hi - lo + 1):
+        pmf = np.convolve(pmf, row[:width])
+    p = float(pmf[observed - int(lo.sum()) :].sum())
     return StratifiedExact(min(1.0, p), EXACT, k, int(len(used) - k), observed, expected)
 
 
