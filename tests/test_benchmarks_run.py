@@ -35,7 +35,10 @@ def test_calibration_benchmark_runs() -> None:
     assert res.returncode == 0, res.stderr
     for scenario in ("null", "no-oom", "tb-89x5", "tb-89x20", "demo-like"):
         assert f"\n{scenario} " in res.stdout
+    for scenario in ("spec-low", "concentrated", "changer-3x", "heavy"):  # each at both designs
+        assert res.stdout.count(f"\n{scenario} ") == 2, scenario
     assert "trend test size, infra permutation" in res.stdout and "headline new-tasks" in res.stdout
+    assert "permutation, unequal cells" in res.stdout and "infra test size, infra stratified exact" in res.stdout
 
 
 @pytest.mark.cgroup

@@ -16,13 +16,41 @@ from orchestrator.errors import UserError
 if TYPE_CHECKING:  # the statistics stack loads only when the command runs: `headroom --help` stays fast
     from orchestrator.store.sqlite import Store
 
-#: Defaults of orchestrator.stats.bands, repeated here so the CLI need not import it to show them.
-ALPHA, MARGIN, MIN_PEAKS = 0.05, 0.10, 5
+#: Defaults of orchestrator.stats.bands (the margin is the run-level rule's, stats.calibration.MARGIN), repeated
+#: here so the CLI need not import them to show them.
+ALPHA, MARGIN, MIN_PEAKS = 0.05, 0.04, 5
+
+
+def oracle_checks(provenance: dict[str, Any]) -> dict[str, Any] | None:
+    """The oracle check's per-task result, where one ran: the hook the calibration reads it through.
+
+    Expected under the provenance's ``oracle_check``: ``{"tasks": {TASK_ID: {"passes_from": MULTIPLIER or
+    null}}}`` -- the smallest limit multiplier at which the task's oracle passed (null: at none tested).
+    Absent: no check ran, and no task is named "its oracle fails below ..." (the trials alone can still name
+    a task that "needs more than the largest limit tested").
+    """
+    from orchestrator.stats.bands import OracleCheck
+
+    tasks = (provenance.get("oracle_check") or {}).get("tasks")
+    if not isinstance(tasks, dict):
+        return None
+    out: dict[str, Any] = {}
+    for task_id, res in tasks.items():
+        frm = res.get("passes_from") if isinstance(res, dict) else None
+        out[str(task_id)] = OracleCheck(passes_from=None if frm is None else float(frm))
+    return out
 
 
 def calibration_document(
-    store: Store, run_id: str, *, alpha: float = ALPHA, margin: float = MARGIN, min_peaks: int = MIN_PEAKS
+    store: Store,
+    run_id: str,
+    *,
+    alpha: float = ALPHA,
+    margin: float = MARGIN,
+    min_peaks: int = MIN_PEAKS,
+    oracle: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``oracle``: per task id, its ``stats.bands.OracleCheck``; default: what the run's provenance holds."""
     from orchestrator.engine.canary import run_problems
     from orchestrator.stats.analyze import jsonable
     from orchestrator.stats.bands import CPU_STEP, MIN_CPUS, reserved_memory, task_bands
@@ -45,8 +73,10 @@ def calibration_document(
     cpu = store.cpu_frame(run_id).drop(columns=["enforcement"])
     df = df.merge(cpu, on=["task_id", "config_label", "attempt"], how="left", validate="one_to_one")
     specs = {t.id: t.spec.environment.model_dump() for t in store.task_specs(run_id)}
-    bands = task_bands(df, specs, alpha=alpha, margin=margin, min_peaks=min_peaks)
     prov = store.provenance(run_id)
+    if oracle is None:
+        oracle = oracle_checks(prov)
+    bands = task_bands(df, specs, alpha=alpha, margin=margin, min_peaks=min_peaks, oracle=oracle)
     canary = prov.get("canary") or {}
     if (problems := run_problems(prov)) is not None:  # at the start or on any --resume
         raise UserError(
@@ -67,6 +97,8 @@ def calibration_document(
             "n_trials": len(df),
             "configurations": sorted(set(df["config_label"]), key=lambda lab: (lab == "unbounded", lab)),
             "parameters": {
+                "rule": "headroom.calibration/3 per task (stats.rule)",
+                "oracle_check": oracle is not None,
                 "alpha": alpha,
                 "margin": margin,
                 "min_peaks": min_peaks,
@@ -147,7 +179,8 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
     type=click.FloatRange(0, 1, min_open=True),
     default=MARGIN,
     show_default=True,
-    help="equivalence margin of a task's pass rate against its strict limit (TOST, shown as evidence)",
+    help="equivalence margin of a task's pass rate against its strict limit (TOST; a ceiling above the strict "
+    "limit is published only when its pass rate is shown within it, as in `headroom report`)",
 )
 def calibrate(
     run: RunName, store_path: Path, out_dir: Path | None, tasks_out: Path | None, alpha: float, margin: float
@@ -170,6 +203,8 @@ def calibrate(
                 f"{b['task_id']:<20} floor {b['floor_memory_mb']:>5} MiB {b['floor_cpus']:g} cpu ({how})   "
                 f"ceiling {b['ceiling_memory_mb']:>5} MiB {b['ceiling_cpus']:g} cpu ({b['ceiling_label']})"
             )
+        elif b.get("spec_too_low"):
+            click.echo(f"{b['task_id']:<20} spec too low: {b['spec_too_low']}")
         else:
             click.echo(f"{b['task_id']:<20} refused: {'; '.join(b['reasons'])}")
     res = doc["reserved_memory"]

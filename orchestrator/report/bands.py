@@ -72,12 +72,15 @@ def summary_markdown(doc: dict[str, Any]) -> str:
         "CPU floor = 95th percentile of the same trials' average CPU use (CPU time over the agent and verifier "
         f"steps' wall time), rounded up to {p.get('cpu_step', 0.05):g} cpu, at least {p.get('min_cpus', 0.1):g}, "
         "capped at the CPU ceiling; where no CPU time was recorded, the spec's cpus times the request multiplier. "
-        "Ceiling = the report's calibration rule on the task's own trials, each limit against the task's strict limit: "
-        "with no infra error at any limit, the strict limit suffices; else the smallest bounded limit with "
-        f"significantly fewer infra errors (one-sided exact test, Holm over the limits, alpha {p['alpha']:g}) that "
-        "comes before the first limit whose pass rate among finished trials changes (two-sided exact, Holm); a larger "
-        "one only if it has significantly fewer infra errors still. TOST within "
-        f"±{100 * p['margin']:.0f} points of the strict limit's pass rate is shown as evidence.",
+        "Ceiling = the report's calibration rule (the same code, stats.rule) on the task's own trials, each limit "
+        "against the task's strict limit, with the run level's tests on one task: with no infra error at any limit, "
+        "the strict limit suffices; else the smallest bounded limit with significantly fewer infra errors (the "
+        f"stratified exact test with one stratum: Fisher one-sided, Holm over the limits, alpha {p['alpha']:g}) whose "
+        f"pass rate is shown within ±{100 * p['margin']:g} points of the strict limit's (TOST) and that comes before "
+        "the first limit whose pass rate changes (two-sided exact, Holm; a side where nothing finished counts as 0 "
+        "passes); a larger one only if it has significantly fewer infra errors still. A task is named **spec too "
+        "low** when it needs more than the largest limit tested, or its oracle fails below a limit (where the "
+        "oracle check ran).",
         "",
         "| task | status | floor | ceiling | peak memory median / p95 / p99 / max (n) | CPU use median / p95 / p99 / max (n) | infra errors at ceiling vs strict | difference [95% CI] | one-sided p (Holm) | why |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -102,8 +105,9 @@ def summary_markdown(doc: dict[str, Any]) -> str:
             )
         else:
             need = f"; ~{b['attempts_needed']} attempts/config needed" if b.get("attempts_needed") else ""
+            status = "**spec too low**" if b.get("spec_too_low") else f"**refused**{need}"
             lines.append(
-                f"| {b['task_id']} | **refused**{need} | — | — | {peaks} | {_cpu_use(b)} | "
+                f"| {b['task_id']} | {status} | — | — | {peaks} | {_cpu_use(b)} | "
                 f"strict {strict.get('k', '—')}/{strict.get('n', '—')}, unbounded {unb.get('k', '—')}/"
                 f"{unb.get('n', '—')} | — | — | see below |"
             )

@@ -303,6 +303,7 @@ class CalibrationEvidence(Block):
     infra_p: float | None = None
     infra_p_holm: float | None = None
     infra_reduced: bool
+    infra_tasks_weighted: int | None = None
     score_diff_vs_reference: float | None = None
     score_diff_generalises_to: str
     score_diff_low95: float | None = None
@@ -314,6 +315,8 @@ class CalibrationEvidence(Block):
     equivalence_test: str
     tost_p: float | None = None
     equivalent: bool
+    tasks_finished_only_here: int | None = None
+    tasks_finished_only_at_reference: int | None = None
     mdd: float | None = None
     mdd_label: str
     n_tasks_paired: int

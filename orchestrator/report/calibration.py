@@ -12,17 +12,19 @@ if TYPE_CHECKING:
 
 CALIBRATION_RULE = (
     "Rule: every candidate limit is compared with the strict limit only. Infra errors: one-sided exact test "
-    "(Boschloo; Fisher above the size cap), Holm over the candidates' infra tests. Agent score: "
+    "stratified by task (a task whose infra state does not change carries no weight), Holm over the candidates' "
+    "infra tests. Agent score: "
     + SCORE_EXCL
     + " (under "
     + SCORE_FAIL
-    + " every removed infra error raises the score by construction): "
+    + " every removed infra error raises the score by construction; a task with no finished trial at a limit "
+    "scores 0 there, so a task that finishes only with more memory counts as a change): "
     "paired t-test over tasks for a change, "
     "Holm over the candidates; TOST equivalence paired by task within ±{margin} points. Publish the smallest limit "
-    "whose infra errors are significantly fewer, before the first limit whose score changes; a larger limit only "
-    "when its score is shown equivalent and it has significantly fewer infra errors still; unbounded only when its "
-    "score is shown equivalent. A "
-    "limit is never chosen because equivalence could not be shown."
+    "whose infra errors are significantly fewer and whose score is shown equivalent, before the first limit whose "
+    "score changes; a larger limit only when its score is shown equivalent too and it has significantly fewer "
+    "infra errors still. A limit is never chosen because equivalence could not be shown. `runs calibrate` applies "
+    "the same rule to each task's trials."
 )
 
 CALIBRATION_HEADERS = [

@@ -29,7 +29,7 @@ HEADERS = [*HEADLINE_HEADERS, INFRA_RATE]
 # What each half of the calibration's evidence generalises to (the tests named in CALIBRATION_RULE).
 _GENERALISES = (
     "score evidence (paired t and TOST over tasks) generalises to new tasks; infra-error evidence "
-    "(exact test over trials) to more attempts on these tasks"
+    "(exact test over trials, stratified by task) to more attempts on these tasks"
 )
 
 #: The header of a source rule's own interval column: what that rule publishes, and what it generalises to.

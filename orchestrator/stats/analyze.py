@@ -64,7 +64,7 @@ from .clusters import cluster_scores
 from .cost import cost_latency
 from .drift import drift_check
 from .multiplicity import holm
-from .paired import BOSCHLOO_MAX_CELLS, cmh_test, task_paired, two_rate_exact
+from .paired import BOSCHLOO_GATE_HIGH, BOSCHLOO_MAX_CELLS, cmh_test, task_paired, two_rate_exact
 from .passk import pass_curves
 from .proportions import wilson
 from .spread import spread_from_counts
@@ -207,12 +207,16 @@ def _task_table(agg: Aggregates) -> list[dict[str, Any]]:
     return rows
 
 
+HOLM_ALPHA = 0.05  # the level the comparisons' Holm family is read at
+
+
 def _compare_cells(
     label_a: str,
     label_b: str,
     cnt_a: np.ndarray,
     cnt_b: np.ndarray,
     boschloo_max_cells: int,
+    boschloo_between: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """One paired comparison from aligned (T, N_OUTCOMES) count arrays (B relative to A)."""
     na, nb = cnt_a.sum(axis=1), cnt_b.sum(axis=1)
@@ -222,7 +226,12 @@ def _compare_cells(
     sign = tp.pop("sign")
     cmh = cmh_test(pa, na, pb, nb).to_dict()
     infra = two_rate_exact(
-        int(cnt_a[:, INFRA].sum()), int(na.sum()), int(cnt_b[:, INFRA].sum()), int(nb.sum()), boschloo_max_cells
+        int(cnt_a[:, INFRA].sum()),
+        int(na.sum()),
+        int(cnt_b[:, INFRA].sum()),
+        int(nb.sum()),
+        boschloo_max_cells,
+        boschloo_between,
     ).to_dict()
     infra["a"] = wilson(infra["x_a"], infra["n_a"]).to_dict()
     infra["b"] = wilson(infra["x_b"], infra["n_b"]).to_dict()
@@ -326,8 +335,12 @@ def analyze(
     blocks = [_config_block(agg, c) for c in range(agg.n_configs)]
 
     comparisons = []
-    for a, b, kinds in _pairs(agg.n_configs, ref, neighbours=not labels_axis):
-        comp = _compare_cells(agg.labels[a], agg.labels[b], agg.counts[a], agg.counts[b], boschloo_max_cells)
+    pairs = _pairs(agg.n_configs, ref, neighbours=not labels_axis)
+    # Boschloo only where it can change a decision: between the family's first Holm level (4 tests a pair) and
+    # the Fisher p above which it never reached 0.05 (paired.BOSCHLOO_GATE_HIGH).
+    gate = (HOLM_ALPHA / max(1, 4 * len(pairs)), BOSCHLOO_GATE_HIGH)
+    for a, b, kinds in pairs:
+        comp = _compare_cells(agg.labels[a], agg.labels[b], agg.counts[a], agg.counts[b], boschloo_max_cells, gate)
         comp["kinds"] = kinds
         comparisons.append(comp)
     family = _apply_holm(comparisons)
@@ -475,7 +488,12 @@ def compare_runs(
             notes.append(f"{ga.labels[ca]!r} and {gb.labels[cb]!r} ran no task in common: not compared")
             continue
         comp = _compare_cells(
-            f"{name_a}:{ga.labels[ca]}", f"{name_b}:{gb.labels[cb]}", xa[both], xb[both], boschloo_max_cells
+            f"{name_a}:{ga.labels[ca]}",
+            f"{name_b}:{gb.labels[cb]}",
+            xa[both],
+            xb[both],
+            boschloo_max_cells,
+            (HOLM_ALPHA / max(1, 4 * len(pairs)), BOSCHLOO_GATE_HIGH),
         )
         comp["n_tasks"] = int(both.sum())
         comparisons.append(comp)

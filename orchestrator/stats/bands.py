@@ -22,35 +22,47 @@ records none), the floor falls back to the spec's ``cpus`` times the chosen
 configuration's request multiplier, and ``cpu_floor_source`` says so.
 
 Ceiling (limit, headroom's ``memory_limit_mb``/``cpus_limit``): the report's
-calibration rule (orchestrator.stats.calibration) applied to one task's trials,
-each tested limit compared with the task's strict (smallest) limit only:
+calibration rule (orchestrator.stats.calibration) applied to one task's trials --
+the same decision code (orchestrator.stats.rule) and the same margin -- each tested
+limit compared with the task's strict (smallest) limit only:
 
 * no infra error at any tested limit: the strict limit suffices;
-* infra: one-sided exact unconditional test (Boschloo; Fisher above the size
-  cap) of "fewer infra errors than at the strict limit", Holm over the limits;
-* score: two-sided exact test of the pass rate among finished trials (a
-  heavy strategy that only succeeds with headroom shows here), Holm over the
-  limits; TOST (statsmodels ``tost_proportions_2indep``) within ``margin`` is
-  reported as evidence;
-* the ceiling is the smallest bounded limit with significantly fewer infra
-  errors that comes before the first limit whose score changes; a larger one
-  replaces it only if it has significantly fewer infra errors still
-  (fixed-sequence, one-sided exact). ``unbounded`` is never a ceiling (no
+* infra: the run level's exact test stratified by task, with one stratum (Fisher's
+  exact test, one-sided) of "fewer infra errors than at the strict limit", Holm
+  over the limits;
+* score: two-sided exact test (Fisher) of the pass rate among finished trials, a
+  side where no trial finished counting as 0 passes of its trials (as at run level:
+  a limit under which the task only then finishes is a change), Holm over the
+  limits; equivalence by TOST (statsmodels ``tost_proportions_2indep``, score
+  method) within ``margin``, shown only when both sides finished trials. One task
+  has no spread over tasks, so the run level's paired t and paired TOST over tasks
+  become these two-sample forms over its trials;
+* the ceiling is the smallest bounded limit with significantly fewer infra errors
+  whose score is shown equivalent, before the first limit whose score changes; a
+  larger one replaces it only if it has significantly fewer infra errors still
+  (fixed-sequence, the same exact test). ``unbounded`` is never a ceiling (no
   number to write into task.toml); it is evidence only.
+
+Spec too low (``spec_too_low``, refused): the task needs more than the largest
+limit tested (still killed significantly more often there than unbounded, or on
+every trial with no unbounded arm), or -- where the oracle check ran (``oracle``,
+an :class:`OracleCheck` per task) -- its oracle fails below some limit.
 
 Refusal, with the reason a maintainer acts on: with no bounded limit, with too
 few peaks for the floor, when the limits that remove the infra errors also
-change the score (the task is solved another way with headroom: decide
-whether that strategy is intended), when only unbounded removes them (test
-higher limits), or when no limit is shown to remove them: then the attempts
-per configuration that would give the one-sided test 80% power at the rates
-seen (statsmodels power, at alpha / limits).
+change the score (the task is solved another way with headroom, or its spec is
+too low: decide whether that strategy is intended), when a limit removes them but
+the pass rate is not shown within the margin (with the attempts that would settle
+it), when only unbounded removes them (test higher limits), or when no limit is
+shown to remove them: then the attempts per configuration that would give the
+one-sided test 80% power at the rates seen (statsmodels power, at alpha / limits).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -60,12 +72,13 @@ from scipy import stats
 from statsmodels.stats.proportion import confint_proportions_2indep, tost_proportions_2indep
 
 from . import power
+from .calibration import MARGIN, POWER
 from .multiplicity import holm
-from .paired import BOSCHLOO_MAX_CELLS, one_sided_exact
 from .proportions import wilson
+from .rule import decide
+from .stratified import fewer_events
 
 ALPHA = 0.05
-MARGIN = 0.10
 MIN_PEAKS = 5
 MAX_PLANNED_ATTEMPTS = 10_000
 MIB = 1024 * 1024
@@ -97,7 +110,17 @@ class LimitTest:
     score_p_holm: float | None = None
     score_changed: bool = False
     tost_p: float | None = None
+    finished_only_here: bool = False  # no trial finished at the strict limit, some here: a change, never equivalence
     cpu: dict[str, Any] = field(default_factory=dict)  # CPU use and throttling at this limit (empty: not recorded)
+
+
+@dataclass(frozen=True)
+class OracleCheck:
+    """A task's oracle run at each tested limit (the oracle check, where it ran): the smallest limit multiplier
+    at which the oracle passed, None when it passed at none. Passing only above the strict limit means the
+    task's own solution needs more than its spec: the spec is too low, whatever the agent does."""
+
+    passes_from: float | None
 
 
 @dataclass
@@ -131,6 +154,7 @@ class TaskBand:
     reference_label: str | None = None
     ceiling_reason: str | None = None
     unbounded_test: dict[str, Any] | None = None  # unbounded against the strict limit: evidence, never a ceiling
+    spec_too_low: str | None = None  # "needs more than the largest limit tested" / "its oracle fails below 3x"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -232,8 +256,12 @@ def task_band(
     alpha: float = ALPHA,
     margin: float = MARGIN,
     min_peaks: int = MIN_PEAKS,
+    oracle: OracleCheck | None = None,
 ) -> TaskBand:
-    """The band of one task from its trial rows (the store's trial frame, this task only)."""
+    """The band of one task from its trial rows (the store's trial frame, this task only).
+
+    ``oracle``: the task's oracle check, where one ran (None: not run); it can name the spec too low.
+    """
     band = TaskBand(task_id=task_id, status="refused", spec_memory_mb=spec_memory_mb, spec_cpus=spec_cpus)
     lim = rows["limit_multiplier"].astype(float)
     unb = rows[lim.isna() & (rows["config_label"] != "task-band")]
@@ -254,7 +282,7 @@ def task_band(
     if len(peak) < min_peaks:
         band.reasons.append(f"floor: {len(peak)} peak-memory measurements at generous limits, need {min_peaks}")
 
-    chosen = _ceiling(band, rows[rows["config_label"] != "task-band"], spec_memory_mb, alpha, margin)
+    chosen = _ceiling(band, rows[rows["config_label"] != "task-band"], spec_memory_mb, alpha, margin, oracle)
     if chosen is not None:
         mult = chosen.limit_multiplier
         if mult is None:
@@ -272,15 +300,60 @@ def task_band(
     return band
 
 
+def _score_counts(passed: int, finished: int, trials: int, infra: int) -> tuple[int, int]:
+    """(passes, out of) for the score tests: among finished trials; with none finished but infra errors, 0 of the
+    trials (with only harness errors, 0 of 0: nothing to compare).
+
+    The run-level rule scores a task the infrastructure let no trial finish at 0 on that side (its headline
+    score), so a limit under which the task only then finishes is a change, never left out; the same here.
+    """
+    return (passed, finished) if finished else (0, trials if infra else 0)
+
+
 def _two_sided_exact(x_a: int, n_a: int, x_b: int, n_b: int) -> float | None:
+    """Two-sided exact conditional test (Fisher) of equal pass rates: the score-change test on one task."""
     if n_a == 0 or n_b == 0:
         return None
     if x_a + x_b in (0, n_a + n_b):
         return 1.0
-    table = [[x_a, x_b], [n_a - x_a, n_b - x_b]]
-    if (n_a + 1) * (n_b + 1) <= BOSCHLOO_MAX_CELLS:
-        return min(1.0, float(stats.boschloo_exact(table, alternative="two-sided").pvalue))
-    return min(1.0, float(stats.fisher_exact(table).pvalue))
+    return min(1.0, float(stats.fisher_exact([[x_a, x_b], [n_a - x_a, n_b - x_b]]).pvalue))
+
+
+def _tost(p_b: int, m_b: int, p_a: int, m_a: int, finished_both: bool, margin: float) -> float | None:
+    """TOST of the pass rate within +-margin (statsmodels, score method); only when both sides finished."""
+    if not finished_both:
+        return None  # a side where nothing finished: equivalence cannot be shown (as at run level)
+    with warnings.catch_warnings():  # statsmodels computes an odds ratio it does not use; 0/n divides by zero
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(tost_proportions_2indep(p_b, m_b, p_a, m_a, -margin, margin, method="score").pvalue)
+
+
+def attempts_to_settle_task(rate: float, margin: float, alpha: float = ALPHA) -> int | None:
+    """Attempts per configuration giving the task's TOST 80% power at a true change of 0 (normal approximation).
+
+    A task that always passes (or always fails) gives the same table every time: then the smallest n at
+    which n of n against n of n is shown within the margin by the TOST itself.
+    """
+    if rate in (0.0, 1.0):
+        k = (lambda n: n) if rate == 1.0 else (lambda n: 0)
+
+        def ok(n: int) -> bool:
+            p = _tost(k(n), n, k(n), n, True, margin)
+            return p is not None and p < alpha
+
+        hi = 2
+        while not ok(hi):
+            hi *= 2
+            if hi > MAX_PLANNED_ATTEMPTS:
+                return None
+        lo = hi // 2
+        while lo + 1 < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+        return hi
+    var = 2 * min(max(rate, 0.05), 0.95) * (1 - min(max(rate, 0.05), 0.95))
+    n = (stats.norm.ppf(1 - alpha) + stats.norm.ppf(1 - (1 - POWER) / 2)) ** 2 * var / margin**2
+    return None if n > MAX_PLANNED_ATTEMPTS else max(1, math.ceil(n))
 
 
 def _counts(g: pd.DataFrame) -> tuple[int, int, int, int]:
@@ -290,7 +363,20 @@ def _counts(g: pd.DataFrame) -> tuple[int, int, int, int]:
     return int((out == "infra_error").sum()), len(g), int((out == "passed").sum()), int(finished.sum())
 
 
-def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: float, margin: float) -> LimitTest | None:
+def _infra(x_a: int, n_a: int, x_b: int, n_b: int) -> tuple[float, str]:
+    """The run level's stratified exact infra test with one stratum (this task): Fisher's exact, one-sided."""
+    r = fewer_events([x_a], [n_a], [x_b], [n_b])
+    return r.p, ("fisher_exact one-sided (the stratified exact test, one task)" if r.strata_used else r.method)
+
+
+def _ceiling(
+    band: TaskBand,
+    rows: pd.DataFrame,
+    spec_memory_mb: int,
+    alpha: float,
+    margin: float,
+    oracle: OracleCheck | None,
+) -> LimitTest | None:
     """The per-task calibration rule (module docstring); fills band.limits and band.reasons."""
     lim = rows["limit_multiplier"].astype(float)
     groups = sorted(
@@ -307,15 +393,14 @@ def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: flo
     (ref_label, ref_mult, ref_req), ref_rows = bounded[0]
     band.reference_label = str(ref_label)
     xr, nr, pr, mr = _counts(ref_rows)
+    sr = _score_counts(pr, mr, nr, xr)
     cands = groups[groups.index(bounded[0]) + 1 :]
     tests: list[_Tested] = []
     for (label, mult, req), g in cands:
         x, n, p_, m = _counts(g)
-        p, method = one_sided_exact(xr, nr, x, n)
+        p, method = _infra(xr, nr, x, n)
         low, high = _diff_interval(x, n, xr, nr, alpha)
-        with warnings.catch_warnings():  # statsmodels computes an odds ratio it does not use; 0/n divides by zero
-            warnings.simplefilter("ignore", RuntimeWarning)
-            tost = float(tost_proportions_2indep(p_, m, pr, mr, -margin, margin).pvalue) if m and mr else None
+        sc = _score_counts(p_, m, n, x)
         tests.append(
             _Tested(
                 LimitTest(
@@ -332,8 +417,9 @@ def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: flo
                     within_margin=False,
                     within_noise=False,
                     score=wilson(p_, m).to_dict(),
-                    score_p=_two_sided_exact(pr, mr, p_, m),
-                    tost_p=tost,
+                    score_p=_two_sided_exact(sr[0], sr[1], sc[0], sc[1]),
+                    tost_p=_tost(p_, m, pr, mr, bool(m and mr), margin),
+                    finished_only_here=bool(m and not mr),
                     cpu=_limit_cpu(g),
                 ),
                 x=x,
@@ -346,11 +432,20 @@ def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: flo
         o.significant = bool(ph is not None and ph < alpha)
     for o, ph in zip(objs, holm([o.score_p for o in objs])):
         o.score_p_holm = ph
-        o.score_changed = bool(ph is not None and ph < alpha)
-    change = next((i for i, o in enumerate(objs) if o.score_changed), None)
-    for i, o in enumerate(objs):
+        # As at run level: a significant change that TOST shows inside the margin is too small to matter.
+        o.score_changed = bool(ph is not None and ph < alpha and not (o.tost_p is not None and o.tost_p < alpha))
+    for o in objs:
         o.within_margin = bool(o.tost_p is not None and o.tost_p < alpha)
-        o.within_noise = bool(o.significant and o.limit_multiplier is not None and (change is None or i < change))
+    decision = decide(
+        [o.significant for o in objs],
+        [o.within_margin for o in objs],
+        [o.score_changed for o in objs],
+        [o.limit_multiplier is not None for o in objs],
+        lambda i, j: _infra(tests[i].x, tests[i].n, tests[j].x, tests[j].n)[0],
+        alpha,
+    )
+    for i, o in enumerate(objs):
+        o.within_noise = decision.eligible(i, o.significant, o.within_margin, o.limit_multiplier is not None)
     ref_test = LimitTest(
         label=str(ref_label),
         limit_multiplier=float(ref_mult),
@@ -370,30 +465,56 @@ def _ceiling(band: TaskBand, rows: pd.DataFrame, spec_memory_mb: int, alpha: flo
     # Tested limits are the bounded ones (a ceiling is a number); unbounded's test is kept beside them as evidence.
     band.limits = [ref_test] + [o for o in objs if o.limit_multiplier is not None]
     band.unbounded_test = next((asdict(o) for o in objs if o.limit_multiplier is None), None)
+    if oracle is not None and (oracle.passes_from is None or oracle.passes_from > float(ref_mult)):
+        band.spec_too_low = (
+            "its oracle fails at every limit tested"
+            if oracle.passes_from is None
+            else f"its oracle fails below {oracle.passes_from:g}x"
+        )
+        band.reasons.append(f"spec too low: {band.spec_too_low}; raise the task's memory spec and calibrate again")
+        return None
     if xr == 0 and all(t.x == 0 for t in tests):
         band.ceiling_reason = (
             f"no infra error in {nr + sum(t.n for t in tests)} trials at any limit: the strict limit suffices"
         )
         return ref_test
-    chosen: int | None = None
-    for i, t in enumerate(tests):
-        if not t.test.within_noise:
-            continue
-        if chosen is None:
-            chosen = i
-            continue
-        c = tests[chosen]
-        if one_sided_exact(c.x, c.n, t.x, t.n)[0] >= alpha:
-            break
-        chosen = i
-    if chosen is not None:
-        t = tests[chosen]
+    if decision.chosen is not None:
+        t = tests[decision.chosen]
         band.ceiling_reason = (
             f"infra errors {xr}/{nr} at {ref_label} -> {t.x}/{t.n} at {t.test.label} "
-            f"(one-sided exact, Holm p {t.test.p_holm:.3g})"
+            f"(one-sided exact, Holm p {t.test.p_holm:.3g}); pass rate shown within ±{100 * margin:g} pts "
+            f"(TOST p {t.test.tost_p:.3g})"
         )
         return t.test
-    band.reasons.append(_refusal(tests, change, str(ref_label), xr, nr, band, spec_memory_mb, alpha))
+    needs = _needs_more(tests, xr, nr, str(ref_label), alpha)
+    if needs is not None:
+        band.spec_too_low = needs
+        band.reasons.append(f"spec too low: {needs}")
+        return None
+    band.reasons.append(
+        _refusal(tests, decision.change_at, str(ref_label), xr, nr, pr, mr, band, spec_memory_mb, alpha, margin)
+    )
+    return None
+
+
+def _needs_more(tests: list[_Tested], xr: int, nr: int, ref: str, alpha: float) -> str | None:
+    """ "needs more than the largest limit tested": at the largest bounded limit the task is still killed
+    significantly more often than without a limit, or -- with no unbounded arm -- on every trial."""
+    top = next((t for t in reversed(tests) if t.test.limit_multiplier is not None), None)
+    x, n, label = (top.x, top.n, top.test.label) if top is not None else (xr, nr, ref)
+    if x == 0:
+        return None
+    unb = next((t for t in tests if t.test.limit_multiplier is None), None)
+    if unb is not None:
+        p = _infra(x, n, unb.x, unb.n)[0]
+        if p < alpha:
+            return (
+                f"needs more than the largest limit tested: infra errors {x}/{n} at {label}, {unb.x}/{unb.n} "
+                f"unbounded (one-sided exact p {p:.3g})"
+            )
+        return None
+    if x == n:
+        return f"needs more than the largest limit tested: every trial at {label} ended as an infra error ({x}/{n})"
     return None
 
 
@@ -403,20 +524,43 @@ def _refusal(
     ref: str,
     xr: int,
     nr: int,
+    pr: int,
+    mr: int,
     band: TaskBand,
     spec_memory_mb: int,
     alpha: float,
+    margin: float,
 ) -> str:
     reduced = [t for t in tests if t.test.significant]
     top = band.peaks.get("max_bytes")
     hint = f" (largest peak seen: {top / (spec_memory_mb * MIB):.2f}x the spec)" if top else ""
     if reduced and change is not None and tests.index(reduced[0]) >= change:
         ch = tests[change].test
+        where = (
+            f"nothing finishes at {ref}, {100 * (ch.score['estimate'] or 0):.0f}% of finished trials pass at {ch.label}"
+            if mr == 0
+            else f"{100 * (ch.score['estimate'] or 0):.0f}% of finished trials pass at {ch.label}"
+        )
         return (
             f"ceiling: the limits that remove its infra errors ({', '.join(t.test.label for t in reduced)}) also "
-            f"change its score: {100 * (ch.score['estimate'] or 0):.0f}% of finished trials pass at {ch.label} "
-            f"(exact Holm p {ch.score_p_holm:.3g}); with headroom the task is solved another way -- publish such a "
+            f"change its score: {where} (exact Holm p {ch.score_p_holm:.3g}); with headroom the task is solved "
+            f"another way, or its spec is too low (an oracle check at each limit tells which) -- publish such a "
             f"limit only if that strategy is intended{hint}"
+        )
+    bounded_reduced = [t for t in reduced if t.test.limit_multiplier is not None]
+    if bounded_reduced:
+        t = bounded_reduced[0]
+        band.attempts_needed = attempts_to_settle_task(pr / mr if mr else 0.5, margin, alpha)
+        return (
+            f"ceiling: {t.test.label} removes its infra errors ({xr}/{nr} -> {t.x}/{t.n}, one-sided exact Holm p "
+            f"{t.test.p_holm:.3g}) but its pass rate is not shown within ±{100 * margin:g} pts of {ref}'s (TOST p "
+            + (f"{t.test.tost_p:.3g}" if t.test.tost_p is not None else "—; nothing finished on one side")
+            + ")"
+            + (
+                f"; about {band.attempts_needed} attempts per configuration would settle it (TOST 80% power)"
+                if band.attempts_needed
+                else ""
+            )
         )
     if reduced:  # only unbounded
         return f"ceiling: only unbounded removes its infra errors ({xr}/{nr} at {ref}); test higher limits{hint}"
@@ -465,8 +609,10 @@ def task_bands(
     alpha: float = ALPHA,
     margin: float = MARGIN,
     min_peaks: int = MIN_PEAKS,
+    oracle: Mapping[str, OracleCheck] | None = None,
 ) -> list[TaskBand]:
-    """Bands for every task of a run. ``specs`` maps task id to its ``[environment]`` (memory_mb, cpus)."""
+    """Bands for every task of a run. ``specs`` maps task id to its ``[environment]`` (memory_mb, cpus);
+    ``oracle`` maps a task id to its oracle check where one ran."""
     out = []
     for task_id, rows in df.groupby("task_id", sort=True):
         env = specs[str(task_id)]
@@ -479,6 +625,7 @@ def task_bands(
                 alpha=alpha,
                 margin=margin,
                 min_peaks=min_peaks,
+                oracle=(oracle or {}).get(str(task_id)),
             )
         )
     return out

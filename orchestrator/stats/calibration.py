@@ -12,41 +12,50 @@ default "1x-strict") is compared with the reference only, on the tests the
 decision uses, each family with its own multiplicity control:
 
 * **infra family** -- does the candidate remove infra errors? One-sided exact
-  unconditional test (Boschloo; Fisher above the size cap) of "fewer infra
-  errors than the reference" on the trials; Holm over the candidates' infra
-  tests only. (A one-sided CMH stratified by task was tried first: with a
-  handful of events on 10 tasks its asymptotic p was anti-conservative.)
+  conditional test stratified by task (stats.stratified: the exact form of the
+  Cochran-Mantel-Haenszel test) of "fewer infra errors than the reference";
+  Holm over the candidates' infra tests only. A task whose infra state does not
+  change between the two limits carries no weight, so a few tasks with too low a
+  spec (OOM-killed on every attempt at both) cannot hide the others' reduction,
+  as they did in the pooled test this replaced.
 * **score-change family** -- does the candidate change what the agent achieves?
   Paired t-test over tasks (scipy) on the infra-excluded score (passes among
   the trials the infrastructure let finish: under the headline every removed
   infra error raises the score by construction); Holm over the candidates.
+  A task with no finished trial on one side scores 0 there -- its headline
+  score -- so a task that finishes only with more memory counts as a change by
+  its pass rate there; it is never left out of the question.
   A significant change that TOST also shows to be inside the margin is not a
   change that matters and does not count.
 * **equivalence** -- is the candidate shown *not* to change the score? TOST
   (statsmodels ``ttost_paired``, paired by task) against +-``margin``
-  (default 4 points, ``headroom report --margin``). An intersection-union test:
-  no adjustment is needed to require it of several candidates.
+  (default 4 points, ``headroom report --margin``), required twice (the larger
+  p): on every task as above, and on the tasks finished at both limits; so a
+  task that finishes only at one limit can take equivalence away, never give
+  it. An intersection-union test: no adjustment is needed to require it of
+  several candidates.
 
-Decision (``recommended_label``):
+Decision (``recommended_label``; stats.rule, the same code the per-task bands use):
 
 1. No infra error in any configuration: the strict limit suffices.
-2. A candidate is *eligible* when its infra reduction is significant (Holm), it
-   comes before the first candidate whose score changes significantly, and --
-   for ``unbounded`` only -- its score is shown equivalent: no limit at all
-   means the benchmark no longer defines the resource, so it is published only
-   on positive evidence that it measures the same thing.
-3. The first eligible candidate is chosen: it is what removes infra errors.
-   A larger eligible candidate replaces it only if its score is shown
-   equivalent (TOST) *and* it has significantly fewer infra errors than the
-   one chosen (one-sided exact; a fixed-sequence procedure, each step at
-   alpha, the first failure stops): "the smallest limit that removes the
-   removable infra errors". Headroom-dependent strategies that OOM at low
-   limits are removable infra errors too, and removing them moves the score;
-   so every step past the first needs positive evidence that the score holds.
-   A lack of evidence never moves the choice up.
+2. A candidate is *eligible* when its infra reduction is significant (Holm), its
+   score is shown equivalent (TOST), and it comes before the first candidate
+   whose score changes significantly.
+3. The first eligible candidate is chosen. A larger eligible candidate replaces
+   it only if it has significantly fewer infra errors than the one chosen (the
+   same stratified exact test; a fixed-sequence procedure, each step at alpha,
+   the first failure stops): "the smallest limit that removes the removable
+   infra errors and is shown to measure the same thing".
 4. No eligible candidate: publish the reference, with the reason (no tested
-   limit reduces infra errors; or only limits that change the score, or
-   unbounded without shown equivalence, do).
+   limit reduces infra errors; or only limits that change the score, or whose
+   score is not shown unchanged, do).
+
+Why equivalence for every published limit, the first included: a limit that
+changes the score by a few points removes infra errors as well as one that does
+not, and at 89 tasks x 5 attempts a +5-point change is found by the paired t in
+well under half the sweeps; publishing on "no change found" published it.
+TOST bounds that: a limit whose true change is at least the margin is shown
+equivalent in at most alpha of sweeps.
 
 A generous limit is never chosen because equivalence *could not* be shown:
 when the larger limits are neither shown equivalent nor shown to change the
@@ -55,8 +64,10 @@ per task that would settle it (80% TOST power if the true change were 0,
 assuming the per-task noise shrinks as 1/attempts).
 
 ``mdd`` per candidate is the paired minimum detectable difference of the score
-test actually applied (paired t over tasks at the Holm first-step level
-alpha/K, 80% power, noncentral-t approximation via the t quantiles).
+test (paired t over tasks at the Holm first-step level alpha/K, 80% power,
+noncentral-t approximation via the t quantiles). ``mdd_applied`` is the
+published candidate's; when the reference is published, the first candidate's
+(the score test any step up had to pass first).
 
 It REFUSES (status "refused") only when the data cannot carry the rule: no
 reference, no candidate, fewer than ``min_tasks`` tasks or ``min_attempts``
@@ -74,12 +85,16 @@ from statsmodels.stats.weightstats import ttost_paired
 
 from .aggregate import INFRA, MODEL_COLUMNS, PASSED
 from .multiplicity import holm
-from .paired import one_sided_exact
+from .rule import decide
+from .stratified import fewer_events
 
 ALPHA = 0.05
 MARGIN = 0.04
 POWER = 0.80
-UNBOUNDED = "unbounded"
+SCORE_TEST = (
+    "paired t-test over tasks, infra-excluded score; a task with no finished trial on one side scores 0 there "
+    "(its headline score), so a task that finishes only at one limit counts as a change"
+)
 
 
 def _pts(x: float | None) -> str:
@@ -87,35 +102,67 @@ def _pts(x: float | None) -> str:
 
 
 def _infra_test(cnt_a: np.ndarray, cnt_b: np.ndarray) -> dict[str, Any]:
-    """One-sided test of "fewer infra errors under B than under A" on the pooled trials.
+    """One-sided test of "fewer infra errors under B than under A", exact and stratified by task.
 
-    Exact (Boschloo, Fisher above the size cap): the measured size of the one-sided CMH with a
-    handful of events on 10 tasks was above nominal (the fixed-sequence steps leaned on it), the exact
-    test's is not. With the same tasks on both sides, pooling errs on the conservative side.
+    Each task is its own stratum: a task whose infra state does not change (errors on every trial at both
+    limits, or none) carries no weight, so a few tasks with too low a spec cannot hide the others' reduction.
     """
-    p, method = one_sided_exact(
-        int(cnt_a[:, INFRA].sum()), int(cnt_a.sum()), int(cnt_b[:, INFRA].sum()), int(cnt_b.sum())
-    )
-    return {"p": p, "method": method}
+    r = fewer_events(cnt_a[:, INFRA], cnt_a.sum(axis=1), cnt_b[:, INFRA], cnt_b.sum(axis=1))
+    return {"p": r.p, "method": r.method, "strata_used": r.strata_used}
 
 
-def _paired_rates(cnt_a: np.ndarray, cnt_b: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Per-task infra-excluded pass rates of A and B over tasks where both let a trial finish; mean attempts."""
+def task_scores(cnt_a: np.ndarray, cnt_b: np.ndarray) -> dict[str, Any]:
+    """Per-task scores of A and B for the paired tests (B - A).
+
+    Every task with a finished trial on either side is kept. A side where the infrastructure let no trial
+    finish (infra errors there, nothing finished) scores 0 (its infra-as-failure score: what the headline publishes for it), so a task that only
+    finishes with more memory is a change by its pass rate there, never a task left out. ``both`` marks the
+    tasks finished on both sides (the plain infra-excluded comparison).
+    """
     ma, mb = cnt_a[:, list(MODEL_COLUMNS)].sum(axis=1), cnt_b[:, list(MODEL_COLUMNS)].sum(axis=1)
-    both = (ma > 0) & (mb > 0)
-    ra = cnt_a[both, PASSED] / ma[both]
-    rb = cnt_b[both, PASSED] / mb[both]
-    m = float(np.mean((ma[both] + mb[both]) / 2)) if both.any() else 0.0
-    return ra, rb, m
+    # A side scores 0 only where the infrastructure killed its trials; a task with no trial at all on a side
+    # (an interrupted or imported run) or only harness errors there says nothing about the limit: left out.
+    seen_a, seen_b = (ma > 0) | (cnt_a[:, INFRA] > 0), (mb > 0) | (cnt_b[:, INFRA] > 0)
+    keep = seen_a & seen_b & ((ma > 0) | (mb > 0))
+    ra = np.where(ma > 0, cnt_a[:, PASSED] / np.maximum(ma, 1), 0.0)[keep]
+    rb = np.where(mb > 0, cnt_b[:, PASSED] / np.maximum(mb, 1), 0.0)[keep]
+    both = ((ma > 0) & (mb > 0))[keep]
+    na, nb = cnt_a.sum(axis=1)[keep], cnt_b.sum(axis=1)[keep]
+    m = float(np.mean((na + nb) / 2)) if keep.any() else 0.0
+    return {
+        "ra": ra,
+        "rb": rb,
+        "both": both,
+        "mean_attempts": m,
+        "only_b": int((keep & (ma == 0)).sum()),
+        "only_a": int((keep & (mb == 0)).sum()),
+    }
+
+
+def _tost(ra: np.ndarray, rb: np.ndarray, margin: float) -> float | None:
+    if len(ra) < 2:
+        return None
+    d = rb - ra
+    if float(d.std(ddof=1)) == 0:  # every task moved by the same amount
+        return 0.0 if abs(float(d.mean())) < margin else 1.0
+    return float(ttost_paired(rb, ra, -margin, margin)[0])
 
 
 def score_tests(cnt_a: np.ndarray, cnt_b: np.ndarray, margin: float, alpha: float, k: int) -> dict[str, Any]:
-    """Paired-by-task score change (t-test), equivalence (TOST) and the paired MDD (B - A, infra-excluded)."""
-    ra, rb, m = _paired_rates(cnt_a, cnt_b)
+    """Paired-by-task score change (t-test), equivalence (TOST) and the paired MDD (B - A).
+
+    Equivalence must hold twice (an intersection-union test, p the larger): on every task, with a side
+    where nothing finished scored 0, and on the tasks finished on both sides. A task that finishes only at
+    one limit can then only take equivalence away, never give it.
+    """
+    ts = task_scores(cnt_a, cnt_b)
+    ra, rb = ts["ra"], ts["rb"]
     t = len(ra)
     out: dict[str, Any] = {
         "n_tasks": t,
-        "mean_attempts": m,
+        "mean_attempts": ts["mean_attempts"],
+        "only_b": ts["only_b"],
+        "only_a": ts["only_a"],
         "diff": None,
         "se": None,
         "low95": None,
@@ -131,12 +178,15 @@ def score_tests(cnt_a: np.ndarray, cnt_b: np.ndarray, margin: float, alpha: floa
     diff, se = float(d.mean()), float(d.std(ddof=1) / math.sqrt(t))
     q = float(stats.t.ppf(0.975, t - 1))
     out.update(diff=diff, se=se, low95=diff - q * se, high95=diff + q * se)
+    tost = [_tost(ra, rb, margin)]
+    if not ts["both"].all():
+        tost.append(_tost(ra[ts["both"]], rb[ts["both"]], margin))
+    out["tost_p"] = None if any(p is None for p in tost) else max(p for p in tost if p is not None)
+    level = alpha / max(1, k)  # Holm's first step: the level the smallest p must reach
     if se == 0:
-        out.update(change_p=1.0 if diff == 0 else 0.0, tost_p=0.0 if abs(diff) < margin else 1.0, mdd=0.0)
+        out.update(change_p=1.0 if diff == 0 else 0.0, mdd=0.0)
         return out
     out["change_p"] = float(stats.ttest_rel(rb, ra).pvalue)
-    out["tost_p"] = float(ttost_paired(rb, ra, -margin, margin)[0])
-    level = alpha / max(1, k)  # Holm's first step: the level the smallest p must reach
     out["mdd"] = (float(stats.t.ppf(1 - level / 2, t - 1)) + float(stats.t.ppf(POWER, t - 1))) * se
     return out
 
@@ -161,7 +211,7 @@ def recommend(
 ) -> dict[str, Any]:
     """The recommendation dict (see the module docstring). ``counts`` is (C, T, N_OUTCOMES) for ``configs``."""
     base: dict[str, Any] = {
-        "rule": "headroom.calibration/2",
+        "rule": "headroom.calibration/3",
         "alpha": alpha,
         "margin": margin,
         "evidence": [],
@@ -210,20 +260,24 @@ def recommend(
                 "infra_p": inf["p"],
                 "infra_p_holm": ih,
                 "infra_reduced": bool(ih is not None and ih < alpha),
+                "infra_tasks_weighted": inf["strata_used"],
                 "score_diff_vs_reference": sc["diff"],
                 "score_diff_generalises_to": "new tasks (t interval over tasks)",
                 "score_diff_low95": sc["low95"],
                 "score_diff_high95": sc["high95"],
-                "score_test": "paired t-test over tasks, infra-excluded score",
+                "score_test": SCORE_TEST,
                 "score_change_p": sc["change_p"],
                 # A significant change inside the margin (TOST also rejects) is a change too small to matter.
                 "score_change_p_holm": ch,
                 "score_changed": bool(
                     ch is not None and ch < alpha and not (sc["tost_p"] is not None and sc["tost_p"] < alpha)
                 ),
-                "equivalence_test": f"TOST paired by task, margin ±{100 * margin:g} pts",
+                "equivalence_test": f"TOST paired by task, margin ±{100 * margin:g} pts, on every task and on the "
+                "tasks finished at both limits (the larger p)",
                 "tost_p": sc["tost_p"],
                 "equivalent": bool(sc["tost_p"] is not None and sc["tost_p"] < alpha),
+                "tasks_finished_only_here": sc["only_b"],
+                "tasks_finished_only_at_reference": sc["only_a"],
                 "mdd": sc["mdd"],
                 "mdd_label": f"paired MDD of the score test (t over {sc['n_tasks']} tasks, 80% power, "
                 f"two-sided alpha {alpha / k:.3g} = Holm first step; tasks are the sampling unit, so it "
@@ -234,38 +288,27 @@ def recommend(
             }
         )
     total_infra = int(counts[:, :, INFRA].sum())
-    change_i = next((i for i, e in enumerate(evidence) if e["score_changed"]), None)
+    steps: list[dict[str, Any]] = []
+    if total_infra:
+        d = decide(
+            [e["infra_reduced"] for e in evidence],
+            [e["equivalent"] for e in evidence],
+            [e["score_changed"] for e in evidence],
+            [True] * k,
+            lambda i, j: _infra_test(counts[cand[i]], counts[cand[j]])["p"],
+            alpha,
+        )
+        chosen, change_i = d.chosen, d.change_at
+        steps = [{"from": evidence[i]["label"], "to": evidence[j]["label"], "p": p} for i, j, p in d.steps]
+    else:
+        chosen, change_i = None, next((i for i, e in enumerate(evidence) if e["score_changed"]), None)
     out = {
         **base,
         "status": "recommended",
-        "infra_family": f"Holm over the {k} candidates' one-sided infra tests",
+        "infra_family": f"Holm over the {k} candidates' one-sided infra tests (exact, stratified by task)",
         "score_family": f"Holm over the {k} candidates' paired score tests",
         "score_changes_at_label": evidence[change_i]["label"] if change_i is not None else None,
     }
-
-    def eligible(i: int) -> bool:
-        e = evidence[i]
-        return (
-            e["infra_reduced"] and (change_i is None or i < change_i) and (e["label"] != UNBOUNDED or e["equivalent"])
-        )
-
-    chosen: int | None = None
-    steps: list[dict[str, Any]] = []
-    if total_infra:
-        for i in range(k):
-            if not eligible(i):
-                continue
-            if chosen is None:
-                chosen = i
-                continue
-            if not evidence[i]["equivalent"]:  # past the first, each step needs positive evidence on the score
-                continue
-            ca, cb = counts[cand[chosen]], counts[cand[i]]
-            step = _infra_test(ca, cb)
-            steps.append({"from": evidence[chosen]["label"], "to": evidence[i]["label"], "p": step["p"]})
-            if step["p"] >= alpha:
-                break
-            chosen = i
     out["infra_steps"] = steps
     for e in evidence:
         e["reading"] = _reading(e)
@@ -277,7 +320,8 @@ def recommend(
         label, mult = e["label"], e["limit_multiplier"]
         why = (
             f"infra errors {_rate(ref_cfg['infra_error_rate'])} at {ref_cfg['label']} -> {_rate(e['infra_error_rate'])} "
-            f"(one-sided exact test, Holm p {e['infra_p_holm']:.3g})"
+            f"(one-sided exact test stratified by task, Holm p {e['infra_p_holm']:.3g}), score shown unchanged "
+            f"(TOST p {e['tost_p']:.3g}, ±{100 * margin:g} pts)"
         )
         if steps and steps[-1]["to"] == label:
             why += f"; significantly fewer than at {steps[-1]['from']} (p {steps[-1]['p']:.3g})"
@@ -289,9 +333,23 @@ def recommend(
     for e in evidence:
         e.pop("_se"), e.pop("_m")
     out["evidence"] = evidence
-    applied = evidence[chosen] if chosen is not None else evidence[-1]
-    out["mdd_applied"] = {"config": applied["label"], "mdd": applied["mdd"], "label": applied["mdd_label"]}
+    out["mdd_applied"] = _mdd_applied(evidence, chosen, label)
     return out
+
+
+def _mdd_applied(evidence: list[dict[str, Any]], chosen: int | None, label: str) -> dict[str, Any]:
+    """The MDD of the score test at the published limit's step: the published candidate's own test, or --
+    when the strict limit is published -- the first candidate's, the test any step up had to pass first."""
+    e = evidence[chosen if chosen is not None else 0]
+    which = (
+        f"the score test that cleared {label}"
+        if chosen is not None
+        else f"{label} is published: the score test of the first step up ({e['label']}), which any limit above "
+        f"{label} had to pass first"
+    )
+    if e["mdd"] is None:
+        return {"config": e["label"], "mdd": None, "label": f"{which}: not computable (fewer than 2 tasks paired)"}
+    return {"config": e["label"], "mdd": e["mdd"], "label": f"{which}; {e['mdd_label']}"}
 
 
 def _diff(b: dict[str, Any], a: dict[str, Any]) -> float | None:
@@ -310,6 +368,8 @@ def _reading(e: dict[str, Any]) -> str:
         parts.append("score shown unchanged")
     else:
         parts.append("score change not settled")
+    if e["tasks_finished_only_here"]:
+        parts.append(f"{e['tasks_finished_only_here']} task(s) finish only here")
     return "; ".join(parts)
 
 
@@ -332,13 +392,16 @@ def _why_reference(evidence: list[dict[str, Any]], change_i: int | None, total_i
                 f"changes ({_pts(evidence[change_i]['score_diff_vs_reference'])}, paired t Holm p "
                 f"{evidence[change_i]['score_change_p_holm']:.3g})"
             )
-        else:
+        elif e["tost_p"] is not None:
+            only = e["tasks_finished_only_here"]
             parts.append(
                 f"{e['label']} reduces infra errors but is not shown to leave the score unchanged "
-                f"(TOST p {e['tost_p']:.3g}); no limit at all is published only on that evidence"
-                if e["tost_p"] is not None
-                else f"{e['label']} reduces infra errors; its score is not comparable"
+                f"(TOST p {e['tost_p']:.3g}, ±{100 * margin:g} pts"
+                + (f"; {only} task(s) finish only there" if only else "")
+                + "); a limit is published only on that evidence"
             )
+        else:
+            parts.append(f"{e['label']} reduces infra errors; its score is not comparable")
     return "only limits that cannot be published reduce infra errors: " + "; ".join(parts)
 
 

@@ -43,6 +43,9 @@ def make_sweep(
     task_ability: tuple[float, float] = (2.0, 2.0),
     tasks_per_cluster: int = 3,
     task_seed: int | None = None,
+    infra_weight: np.ndarray | None = None,
+    oom_below: dict[int, float] | None = None,
+    ability_of: dict[int, float] | None = None,
 ) -> pd.DataFrame:
     """Trial rows: n_tasks x len(configs) x attempts, seeded.
 
@@ -55,11 +58,18 @@ def make_sweep(
     failures split failed/timeout/harness.
     Task properties (ability, memory) come from ``task_seed`` (default: ``seed``)
     so two runs can share tasks but differ in trial draws.
+
+    Heterogeneous tasks: ``infra_weight`` (one factor per task, mean 1 keeps the planted rates on
+    average) scales each task's infra rate; ``oom_below`` maps a task index to the limit multiplier
+    below which every one of its trials is OOM-killed (unbounded counts as infinite); ``ability_of``
+    overrides a task's ability (a heavy strategy that passes where it may finish).
     """
     rng = np.random.default_rng(seed)
     trng = np.random.default_rng(seed if task_seed is None else task_seed)
     c_n = len(configs)
     ability = trng.beta(*task_ability, size=n_tasks)
+    for t_i, a in (ability_of or {}).items():
+        ability[t_i] = a
     base_mem = trng.uniform(0.5e9, 4e9, size=n_tasks)
     total = n_tasks * c_n * attempts
     cfg = np.repeat(np.arange(c_n), n_tasks * attempts)
@@ -67,13 +77,21 @@ def make_sweep(
     att = np.tile(np.arange(attempts), n_tasks * c_n)
     shift = np.array([c.pass_shift for c in configs])[cfg]
     q = np.array([c.infra_rate for c in configs])[cfg]
+    if infra_weight is not None:
+        q = np.clip(q * np.asarray(infra_weight, float)[task], 0.0, 1.0)
+    lim_inf = np.array([c.limit_multiplier for c in configs], float)
+    lim_inf = np.where(np.isnan(lim_inf), np.inf, lim_inf)[cfg]
+    for t_i, below in (oom_below or {}).items():
+        q = np.where((task == t_i) & (lim_inf < below), 1.0, q)
     p = np.clip(ability[task] + shift, 0.0, 1.0)
     u = rng.random(total)
     v = rng.random(total)
     w = rng.random(total)
     outcome_code = np.where(w < q, 3, np.where(u < p, 0, np.where(v < 0.85, 1, np.where(v < 0.99, 2, 4))))
     outcomes = np.array(["passed", "failed", "timeout", "infra_error", "harness_error"], dtype=object)
-    reasons = np.where(outcome_code == 3, np.where(rng.random(total) < 0.85, "oom_killed", "evicted"), None)  # type: ignore[call-overload]  # numpy's stubs reject a None fill; object arrays take it
+    reasons = np.where(
+        outcome_code == 3, np.where((rng.random(total) < 0.85) | (q >= 1.0), "oom_killed", "evicted"), None
+    )  # type: ignore[call-overload]  # numpy's stubs reject a None fill; object arrays take it
     lim_mult = np.array([c.limit_multiplier for c in configs])[cfg]
     peak = base_mem[task] * rng.lognormal(0.0, 0.3, size=total)
     names = np.array([f"task-{i:04d}" for i in range(n_tasks)], dtype=object)

@@ -1,8 +1,10 @@
 """The issue's evidence, end to end on the bundled tasks and the real local backend:
 
 calibrate per-task bands from a sweep, write them into copies of the tasks, and sweep those with a
-``task-band`` arm. Heavy-strategy tasks get a higher ceiling than plain ones, and the task-band arm
-has infra errors within noise of unbounded while reserving far less memory than a uniform 3x limit.
+``task-band`` arm. A heavy-strategy task (crash-triage: half its trials OOM-killed below 3x, where its heavy
+strategy always passes) is not published -- the limit that removes its infra errors is not shown to leave its
+score alone, the run-level rule's verdict too -- and the task-band arm of the published tasks has infra errors
+within noise of unbounded while reserving far less memory than a uniform 3x limit.
 """
 
 from __future__ import annotations
@@ -62,12 +64,14 @@ def test_task_band_sweep_matches_unbounded_at_far_less_reserved_memory(tmp_path:
     )
     doc = json.loads((out / "bands.json").read_text())
     bands = {b["task_id"]: b for b in doc["bands"]}
-    assert all(b["status"] == "recommended" for b in bands.values()), [b["reasons"] for b in bands.values()]
+    assert all(bands[t]["status"] == "recommended" for t in PLAIN), [bands[t]["reasons"] for t in PLAIN]
     for heavy in HEAVY:
-        for plain in PLAIN:
-            assert bands[heavy]["ceiling_limit_multiplier"] > bands[plain]["ceiling_limit_multiplier"]
-    assert (out / "patches" / "crash-triage.patch").read_text().count("+memory_limit_mb") == 1
-    assert "| crash-triage | published |" in (out / "summary.md").read_text()
+        assert bands[heavy]["status"] == "refused", bands[heavy]
+        why = bands[heavy]["reasons"][-1]
+        assert "change its score" in why or "is not shown within ±30 pts" in why, why
+        assert not (out / "patches" / f"{heavy}.patch").exists()
+    assert "| crash-triage | **refused**" in (out / "summary.md").read_text()
+    bands = {t: bands[t] for t in PLAIN}  # the published ones
     # The CPU floor is measured too: the trial cgroups' CPU time over the steps' time of the 10 unbounded
     # trials, p95 rounded up to the step and capped at the ceiling -- and that is what the patched task asks for.
     for task, b in bands.items():
@@ -80,7 +84,7 @@ def test_task_band_sweep_matches_unbounded_at_far_less_reserved_memory(tmp_path:
         assert load_task(tasks_out / task).spec.environment.cpus == b["floor_cpus"]
         # Every tested limit shows the CPU quota's throttling counters of its 10 trials.
         assert all(lt["cpu"]["n_throttling"] == 10 for lt in b["limits"]), b["limits"]
-    assert "CPU floor measured for 3 of 3 published tasks" in (out / "summary.md").read_text()
+    assert "CPU floor measured for 2 of 2 published tasks" in (out / "summary.md").read_text()
 
     headroom(
         "sweep",
@@ -103,7 +107,8 @@ def test_task_band_sweep_matches_unbounded_at_far_less_reserved_memory(tmp_path:
     test = two_rate_exact(int(unbounded["sum"]), int(unbounded["count"]), int(band["sum"]), int(band["count"]))
     assert test.p >= 0.05, (band.to_dict(), unbounded.to_dict())  # within noise of unbounded
     limits = df.groupby("config_label")["memory_limit_bytes"].sum()  # memory set aside, summed over trials
-    assert limits["task-band"] < 0.75 * limits["1x/3x"], limits.to_dict()
+    # The band arm ran each published task at its ceiling (the 3x arm multiplies the patched floor, not the spec).
+    assert limits["task-band"] == 10 * sum(b["ceiling_memory_mb"] for b in bands.values()) * 2**20, limits.to_dict()
     assert doc["reserved_memory"]["task_band_mb"] < 0.75 * doc["reserved_memory"]["uniform_3x_mb"]
     report = headroom("report", "--store", str(tmp_path / "band.db"), "--format", "markdown").stdout
     assert "task-band" in report and "## Checks on the run" in report

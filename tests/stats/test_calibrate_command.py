@@ -6,8 +6,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from orchestrator.commands.calibrate import calibration_document, write_outputs
+from orchestrator.commands.calibrate import calibrate, calibration_document, write_outputs
 from orchestrator.engine.plan import plan
 from orchestrator.engine.sweep import prepare
 from orchestrator.errors import UserError
@@ -23,8 +24,11 @@ from tests.taskfactory import write_task
 MIB = 2**20
 
 
-def recorded_run(root: Path, store: Store, canary: dict, cpu: bool = False) -> str:
-    """A run written through the store's own API: 'heavy' is OOM-killed below 3x, 'plain' never.
+def recorded_run(
+    root: Path, store: Store, canary: dict, cpu: bool = False, huge: bool = False, oracle: dict | None = None
+) -> str:
+    """A run written through the store's own API: 'heavy' is OOM-killed on every other attempt below 3x, 'plain'
+    never (every finished trial passes).
 
     With ``cpu`` the trials carry what the local and Docker backends record: CPU time, the steps' wall
     time and cgroup v2 throttling counters; 'heavy' keeps about 0.8 cpu busy, 'plain' about 0.2.
@@ -32,6 +36,8 @@ def recorded_run(root: Path, store: Store, canary: dict, cpu: bool = False) -> s
     """
     write_task(root, "heavy", solve="true\n", memory_mb=32)
     write_task(root, "plain", solve="true\n", memory_mb=32)
+    if huge:  # OOM-killed on every trial at every bounded limit
+        write_task(root, "huge", solve="true\n", memory_mb=32)
     exp = Experiment(tasks_dir=str(root), configurations=["1", "3", "unbounded"], attempts=12)
     tasks = prepare(exp)
     trials = plan(exp, tasks)
@@ -40,13 +46,15 @@ def recorded_run(root: Path, store: Store, canary: dict, cpu: bool = False) -> s
         backend="local",
         enforcement="cgroup-v2",
         spec=exp.model_dump(mode="json"),
-        provenance={"canary": canary},
+        provenance={"canary": canary, **({"oracle_check": oracle} if oracle is not None else {})},
         tasks=tasks,
         trials=trials,
     )
     for t in trials:
         lim = t.config.limit_multiplier
-        oom = t.task_id == "heavy" and lim is not None and lim < 3
+        oom = (t.task_id == "heavy" and lim is not None and lim < 3 and t.attempt % 2 == 0) or (
+            t.task_id == "huge" and lim is not None
+        )
         peak = (70 if t.task_id == "heavy" else 10) * MIB + t.attempt * MIB
         facts = TrialFacts(
             enforcement="cgroup-v2",
@@ -76,7 +84,7 @@ def recorded_run(root: Path, store: Store, canary: dict, cpu: bool = False) -> s
 def test_calibrate_writes_bands_patches_and_banded_tasks(tmp_path: Path) -> None:
     store = Store(tmp_path / "h.db")
     run_id = recorded_run(tmp_path / "tasks", store, {"status": "enforced"})
-    doc = calibration_document(store, run_id, margin=0.3)
+    doc = calibration_document(store, run_id, margin=0.4)  # 12 attempts settle ±40 points, not the default ±4
     bands = {b["task_id"]: b for b in doc["bands"]}
     assert bands["heavy"]["ceiling_label"] == "1x/3x" and bands["plain"]["ceiling_label"] == "1x-strict"
     assert bands["heavy"]["floor_memory_mb"] == 81  # p95 of 70..81 MiB, rounded up
@@ -107,7 +115,7 @@ def test_calibrate_refuses_a_run_whose_limits_did_not_bite(tmp_path: Path) -> No
 def test_calibrate_measures_the_cpu_floor_from_the_recorded_cpu_time(tmp_path: Path) -> None:
     store = Store(tmp_path / "h.db")
     run_id = recorded_run(tmp_path / "tasks", store, {"status": "enforced"}, cpu=True)
-    doc = calibration_document(store, run_id, margin=0.3)
+    doc = calibration_document(store, run_id, margin=0.4)
     bands = {b["task_id"]: b for b in doc["bands"]}
     heavy, plain = bands["heavy"], bands["plain"]
     # Per trial: CPU time over the agent's and verifier's 10 s (not the 30 s trial): heavy 0.70..0.81 cpu.
@@ -128,3 +136,27 @@ def test_calibrate_measures_the_cpu_floor_from_the_recorded_cpu_time(tmp_path: P
     env = load_task(tmp_path / "banded" / "heavy").spec.environment
     assert (env.cpus, env.cpus_limit) == (0.85, 3.0)
     assert "+cpus = 0.85" in (tmp_path / "out" / "patches" / "heavy.patch").read_text()
+
+
+def test_calibrate_names_the_tasks_whose_spec_is_too_low(tmp_path: Path) -> None:
+    """'huge' is OOM-killed at 1x and 3x on every trial and finishes unbounded: it needs more than the largest
+    limit tested. Where the oracle check ran and the oracle of 'heavy' passed only from 3x, its spec is too low
+    too, whatever its trials show; without that check 'heavy' is published at 3x."""
+    store = Store(tmp_path / "h.db")
+    oracle = {"tasks": {"heavy": {"passes_from": 3}, "plain": {"passes_from": 1}}}
+    run_id = recorded_run(tmp_path / "tasks", store, {"status": "enforced"}, huge=True, oracle=oracle)
+    bands = {b["task_id"]: b for b in calibration_document(store, run_id, margin=0.4)["bands"]}
+    assert bands["huge"]["status"] == "refused"
+    assert bands["huge"]["spec_too_low"].startswith("needs more than the largest limit tested: infra errors 12/12")
+    assert bands["heavy"]["spec_too_low"] == "its oracle fails below 3x" and bands["heavy"]["status"] == "refused"
+    assert bands["plain"]["status"] == "recommended" and bands["plain"]["spec_too_low"] is None
+    res = CliRunner().invoke(
+        calibrate, [f"{tmp_path / 'h.db'}:{run_id}", "--out-dir", str(tmp_path / "out"), "--margin", "0.4"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "huge                 spec too low: needs more than the largest limit tested" in res.output
+    assert "heavy                spec too low: its oracle fails below 3x" in res.output
+    assert "| huge | **spec too low** |" in (tmp_path / "out" / "summary.md").read_text()
+    # No oracle check recorded: only the trials speak, and they let 'heavy' be published at 3x.
+    plain_doc = calibration_document(store, run_id, margin=0.4, oracle={})
+    assert {b["task_id"]: b["ceiling_label"] for b in plain_doc["bands"]}["heavy"] == "1x/3x"

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import ttost_paired
 
 from orchestrator.stats.analyze import analyze as _analyze
 from orchestrator.stats.calibration import MARGIN, attempts_to_settle
@@ -116,6 +117,7 @@ def test_unbounded_is_never_published_without_shown_equivalence() -> None:
 
 
 def test_unsettled_equivalence_is_one_line_and_never_moves_the_recommendation_up() -> None:
+    # 3x and unbounded remove the infra errors, but their scores wobble too much to be shown within ±4 points.
     cal = analyze(
         sweep(
             {
@@ -128,16 +130,19 @@ def test_unsettled_equivalence_is_one_line_and_never_moves_the_recommendation_up
     )["calibration"]
     by = {e["label"]: e for e in cal["evidence"]}
     assert by["1x/3x"]["infra_reduced"] and by["unbounded"]["infra_reduced"] and not by["1x/1.5x"]["infra_reduced"]
-    assert cal["recommended_label"] == "1x/3x"  # the smallest limit that removes them; unbounded removes no more
+    assert not by["1x/3x"]["equivalent"] and not by["1x/3x"]["score_changed"]
+    assert cal["recommended_label"] == "1x-strict"  # removing infra errors is not enough: the score must hold
+    assert "1x/3x reduces infra errors but is not shown to leave the score unchanged" in cal["reasons"][0]
     line = cal["unsettled"]["line"]
-    assert line.startswith("publish 1x/3x; whether more memory changes the score is not settled by this data: ±")
+    assert line.startswith("publish 1x-strict; whether more memory changes the score is not settled by this data: ±")
     assert "points at 95%" in line and "attempts per task would settle it" in line and "\n" not in line
-    u = by["unbounded"]
+    u = by["1x/3x"]  # the widest of the unsettled limits
+    assert cal["unsettled"]["labels"] == ["1x/3x", "unbounded"]  # 1.5x is identical to 1x: shown unchanged
     assert cal["unsettled"]["half_width95"] == pytest.approx((u["score_diff_high95"] - u["score_diff_low95"]) / 2)
     # The attempts that would settle it follow from the paired SE: TOST 80% power at a true change of 0.
-    d = np.array([((5 + (3 if t % 2 else -3)) / 10) - ((3 + (1 if t % 2 else -1)) / 6) for t in range(N_TASKS)])
+    d = np.array([((5 + (-1 if t % 2 else 1)) / 10) - ((3 + (1 if t % 2 else -1)) / 6) for t in range(N_TASKS)])
     se = d.std(ddof=1) / math.sqrt(N_TASKS)
-    assert cal["unsettled"]["attempts_per_task_to_settle"] == attempts_to_settle(se, 8.0, MARGIN)
+    assert cal["unsettled"]["attempts_per_task_to_settle"] == attempts_to_settle(se, 10.0, MARGIN)  # 10 trials a side
 
 
 def test_a_limit_at_or_above_a_score_change_is_not_published() -> None:
@@ -153,24 +158,40 @@ def test_a_limit_at_or_above_a_score_change_is_not_published() -> None:
     assert "more headroom changes what is measured" in cal["summary"]
 
 
+def close(infra: int, shift: int) -> list[list[str]]:
+    """24 finished trials per task passing 12 + shift on odd tasks, 12 - shift on even ones: a score held within
+    a point or two."""
+    return [trials(infra, 12 + (shift if t % 2 else -shift), 12 - (shift if t % 2 else -shift)) for t in range(N_TASKS)]
+
+
 def test_mdd_is_the_paired_mdd_of_the_score_test_applied() -> None:
     cal = analyze(
-        sweep(
-            {
-                "1x-strict": wobble(4, 10, 1),
-                "1x/1.5x": wobble(4, 10, 1),
-                "1x/3x": wobble(0, 10, -1),
-                "unbounded": wobble(0, 10, 3),
-            }
-        )
+        sweep({"1x-strict": close(6, 0), "1x/1.5x": close(6, 0), "1x/3x": close(0, 1), "unbounded": wobble(0, 10, 3)})
     )["calibration"]
+    assert cal["recommended_label"] == "1x/3x"
     e = {x["label"]: x for x in cal["evidence"]}["1x/3x"]
-    d = np.array([((5 + (-1 if t % 2 else 1)) / 10) - ((3 + (1 if t % 2 else -1)) / 6) for t in range(N_TASKS)])
+    d = np.array([1 / 24 if t % 2 else -1 / 24 for t in range(N_TASKS)])
     se = d.std(ddof=1) / math.sqrt(N_TASKS)
     want = (stats.t.ppf(1 - 0.05 / 3 / 2, N_TASKS - 1) + stats.t.ppf(0.8, N_TASKS - 1)) * se
     assert e["mdd"] == pytest.approx(want)
     assert e["score_change_p"] == pytest.approx(stats.ttest_1samp(d, 0).pvalue)
-    assert cal["mdd_applied"]["config"] == "1x/3x" and "paired MDD" in cal["mdd_applied"]["label"]
+    assert cal["mdd_applied"]["config"] == "1x/3x" and cal["mdd_applied"]["mdd"] == pytest.approx(want)
+    assert "paired MDD" in cal["mdd_applied"]["label"] and "cleared 1x/3x" in cal["mdd_applied"]["label"]
+
+
+def test_the_mdd_shown_is_defined_when_the_strict_limit_is_published() -> None:
+    """Publishing the reference applied the first candidate's score test (any step up had to pass it first)."""
+    for per_config in (
+        {lab: same(trials(0, 6, 4)) for lab in LIMITS},  # no infra error: the strict limit suffices
+        {"1x-strict": wobble(4, 10, 1), "1x/1.5x": wobble(4, 10, -1), "1x/3x": wobble(0, 10, -1),
+         "unbounded": wobble(0, 10, 3)},  # nothing shown equivalent
+    ):  # fmt: skip
+        cal = analyze(sweep(per_config))["calibration"]
+        assert cal["recommended_label"] == "1x-strict"
+        first = cal["evidence"][0]
+        assert cal["mdd_applied"]["config"] == "1x/1.5x" and cal["mdd_applied"]["mdd"] == first["mdd"]
+        assert cal["mdd_applied"]["mdd"] is not None
+        assert "first step up (1x/1.5x)" in cal["mdd_applied"]["label"]
 
 
 def test_the_margin_is_configurable_and_recorded() -> None:
@@ -185,7 +206,8 @@ def test_the_margin_is_configurable_and_recorded() -> None:
     narrow, wide = analyze(df)["calibration"], analyze(df, margin=0.5)["calibration"]
     assert narrow["margin"] == MARGIN and wide["margin"] == 0.5
     assert not narrow["settled"] and wide["settled"]
-    assert wide["recommended_label"] == narrow["recommended_label"] == "1x/3x"  # equivalence never moves it up
+    # Within ±50 points 3x's score is shown to hold, so it is published; within ±4 it is not.
+    assert (narrow["recommended_label"], wide["recommended_label"]) == ("1x-strict", "1x/3x")
 
 
 def test_removing_headroom_dependent_oom_kills_needs_shown_equivalence() -> None:
@@ -211,3 +233,45 @@ def test_removing_headroom_dependent_oom_kills_needs_shown_equivalence() -> None
     assert by["1x/3x"]["score_diff_vs_reference"] > MARGIN
     assert cal["recommended_label"] == "1x/1.5x"
     assert cal["summary"].startswith("publish 1x/1.5x; whether more memory changes the score is not settled")
+
+
+def test_tasks_oom_killed_at_every_bounded_limit_do_not_hide_the_others_reduction() -> None:
+    """Six tasks have too low a spec: OOM-killed on every trial below unbounded. The twelve others lose their
+    spikes at 1.5x with the score held. The six carry no weight in the infra test (their state does not change
+    between 1x and 1.5x) and leave the score question only where they never finish on either side."""
+    low = [trials(30, 0, 0)] * 6
+    per_config = {
+        "1x-strict": close(6, 0) + low,
+        "1x/1.5x": close(0, 1) + low,
+        "1x/3x": close(0, 1) + low,
+        "unbounded": close(0, 1) + [trials(0, 27, 3)] * 6,
+    }
+    cal = analyze(sweep(per_config))["calibration"]
+    by = {e["label"]: e for e in cal["evidence"]}
+    assert by["1x/1.5x"]["infra_tasks_weighted"] == N_TASKS  # the six are not counted
+    assert by["1x/1.5x"]["infra_reduced"] and by["1x/1.5x"]["equivalent"]
+    assert by["1x/1.5x"]["n_tasks_paired"] == N_TASKS  # never finished on either side: no score to compare
+    assert cal["recommended_label"] == "1x/1.5x"
+    unb = by["unbounded"]
+    assert unb["tasks_finished_only_here"] == 6 and not unb["equivalent"]
+    assert unb["score_changed"] and cal["score_changes_at_label"] == "unbounded"  # 0 -> 90% on six of 18 tasks
+
+
+def test_a_limit_is_never_equivalent_while_tasks_that_finish_only_there_are_left_out() -> None:
+    """Three tasks take a heavy strategy: OOM-killed on every trial below 3x, passing 9 of 10 from 3x. On the
+    twelve tasks that finish everywhere 3x is equivalent; with the three it is not, and it is not published."""
+    heavy_low, heavy_high = [trials(10, 0, 0)] * 3, [trials(0, 9, 1)] * 3
+    per_config = {
+        "1x-strict": close(6, 0) + heavy_low,
+        "1x/1.5x": close(0, 1) + heavy_low,
+        "1x/3x": close(0, 1) + heavy_high,
+        "unbounded": close(0, 1) + heavy_high,
+    }
+    cal = analyze(sweep(per_config))["calibration"]
+    three = {e["label"]: e for e in cal["evidence"]}["1x/3x"]
+    assert three["infra_reduced"] and three["tasks_finished_only_here"] == 3
+    d_finished = np.array([1 / 24 if t % 2 else -1 / 24 for t in range(N_TASKS)])
+    assert ttost_paired(d_finished, np.zeros(N_TASKS), -MARGIN, MARGIN)[0] < 0.05  # the twelve alone: equivalent
+    assert not three["equivalent"] and three["tost_p"] >= 0.05
+    assert cal["recommended_label"] == "1x/1.5x"
+    assert "3 task(s) finish only here" in three["reading"]

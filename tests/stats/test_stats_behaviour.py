@@ -340,12 +340,17 @@ def test_calibration_judges_the_agent_score_not_the_headline():
         PlantedConfig("1x/3x", 1.0, 3.0, 0.02),
         PlantedConfig("unbounded", 1.0, float("nan"), 0.01),
     )
-    res = analyze(make_sweep(40, 20, big, seed=3))
+    res = analyze(make_sweep(40, 20, big, seed=3), margin=0.10)  # 40 tasks settle ±10 points, not ±4
     cal = res["calibration"]
     assert cal["status"] == "recommended", cal["reasons"]
     by = {e["label"]: e for e in cal["evidence"]}
     rec = by[cal["recommended_label"]]
-    assert rec["score_basis"] == "score_infra_excluded" and rec["infra_reduced"] and not rec["score_changed"]
+    assert (
+        rec["equivalent"]
+        and rec["score_basis"] == "score_infra_excluded"
+        and rec["infra_reduced"]
+        and not rec["score_changed"]
+    )
     three = by["1x/3x"]
     assert three["headline_diff_vs_reference"] > 0.05
     assert not three["score_changed"]
