@@ -25,7 +25,8 @@ def oracle_checks(provenance: dict[str, Any]) -> dict[str, Any] | None:
     """The oracle check's per-task result, where one ran: the hook the calibration reads it through.
 
     Expected under the provenance's ``oracle_check``: ``{"tasks": {TASK_ID: {"passes_from": MULTIPLIER or
-    null}}}`` -- the smallest limit multiplier at which the task's oracle passed (null: at none tested).
+    null}}}`` -- the smallest limit multiplier at which the task's oracle passed ("unbounded" when it passed
+    only without a limit; null: at none tested), as ``orchestrator.engine.oracle_check.verdict`` writes it.
     Absent: no check ran, and no task is named "its oracle fails below ..." (the trials alone can still name
     a task that "needs more than the largest limit tested").
     """
@@ -37,7 +38,9 @@ def oracle_checks(provenance: dict[str, Any]) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     for task_id, res in tasks.items():
         frm = res.get("passes_from") if isinstance(res, dict) else None
-        out[str(task_id)] = OracleCheck(passes_from=None if frm is None else float(frm))
+        out[str(task_id)] = OracleCheck(
+            passes_from=None if frm is None else float("inf") if frm == "unbounded" else float(frm)
+        )
     return out
 
 

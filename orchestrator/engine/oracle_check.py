@@ -13,6 +13,7 @@ retries), so its trials never mix with the agent's. Its verdict is recorded in t
      "results": {task: {label: "passed" | "failed" | "infra_error(oom_killed)" | ...}},
      "too_low": {task: [labels where it fails but passes under a larger one]},
      "fails_everywhere": [task, ...], "lowest_passing": {task: label},
+     "tasks": {task: {"passes_from": smallest limit multiplier that passed, "unbounded", or null}},
      "no_solution": [tasks without solution/solve.sh, not checked]}
 """
 
@@ -70,6 +71,7 @@ def verdict(run_id: str, configurations: list[ResourceConfig], outcomes: dict[tu
         low = [lab for lab in by_size[:largest_pass] if lab in results[t] and results[t][lab] != "passed"]
         if low:
             too_low[t] = low
+    limit_of = {c.label: c.limit_multiplier for c in configurations}
     return {
         "run_id": run_id,
         "configurations": labels,
@@ -77,7 +79,14 @@ def verdict(run_id: str, configurations: list[ResourceConfig], outcomes: dict[tu
         "too_low": too_low,
         "fails_everywhere": everywhere,
         "lowest_passing": lowest,
+        # What `runs calibrate` reads (commands/calibrate.py: oracle_checks): the smallest limit multiplier at
+        # which the oracle passed ("unbounded" when only there), null when it passed at none.
+        "tasks": {t: {"passes_from": None if t not in lowest else _multiplier(limit_of.get(lowest[t]))} for t in tasks},
     }
+
+
+def _multiplier(limit: float | None) -> float | str:
+    return "unbounded" if limit is None else float(limit)
 
 
 def lines(record: dict[str, Any]) -> list[str]:

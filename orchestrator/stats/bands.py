@@ -469,6 +469,8 @@ def _ceiling(
         band.spec_too_low = (
             "its oracle fails at every limit tested"
             if oracle.passes_from is None
+            else "its oracle passes only unbounded"
+            if oracle.passes_from == float("inf")
             else f"its oracle fails below {oracle.passes_from:g}x"
         )
         band.reasons.append(f"spec too low: {band.spec_too_low}; raise the task's memory spec and calibrate again")

@@ -64,13 +64,8 @@ if [[ ${force} -eq 0 && -f "${stamp}" ]] && all_present; then
 fi
 
 # ---- toolchain ----------------------------------------------------------------------
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
-export GOFLAGS="-mod=mod -buildvcs=false"
-# The Go checksum database is not reachable everywhere this runs; the module proxy
-# (GOPROXY as configured on the machine) is the only source. Where the checksum
-# database is reachable, set HEADROOM_GOSUMDB to its name to verify against it.
-export GOSUMDB="${HEADROOM_GOSUMDB:-off}"
+# shellcheck source=scripts/lib/go.sh
+source "${here}/../lib/go.sh"   # the Go environment, module checksums verified
 command -v go >/dev/null || { echo "build.sh: go is not on PATH (need go ${GO_VERSION})" >&2; exit 1; }
 have_go="$(go env GOVERSION)"
 if [[ "${have_go}" != "go${GO_VERSION}" ]]; then

@@ -94,3 +94,33 @@ def test_verdict_orders_configurations_by_their_limit() -> None:
     assert got["too_low"] == {"a": ["1x-strict", "1x/2x"], "b": ["1x/2x"]}
     assert got["lowest_passing"] == {"a": "1x/3x", "b": "1x-strict"}
     assert oracle_check.lines(got)[0].startswith("task a: its spec is too low for 1x-strict, 1x/2x")
+
+
+def test_the_verdict_is_what_runs_calibrate_reads() -> None:
+    """The oracle check writes its verdict in the shape `runs calibrate` reads ("its oracle fails below 3x")."""
+    from orchestrator.commands.calibrate import oracle_checks
+
+    configs = [ResourceConfig.parse(t) for t in ("1x-strict", "1x/3x", "unbounded")]
+    outcomes = {
+        ("spiky", "1x-strict"): "infra_error(oom_killed)",
+        ("spiky", "1x/3x"): "passed",
+        ("spiky", "unbounded"): "passed",
+        ("huge", "1x-strict"): "infra_error(oom_killed)",
+        ("huge", "1x/3x"): "infra_error(oom_killed)",
+        ("huge", "unbounded"): "passed",
+        ("broken", "1x-strict"): "failed",
+        ("broken", "1x/3x"): "failed",
+        ("broken", "unbounded"): "failed",
+        ("steady", "1x-strict"): "passed",
+        ("steady", "1x/3x"): "passed",
+        ("steady", "unbounded"): "passed",
+    }
+    record = json.loads(json.dumps(oracle_check.verdict("r1", configs, outcomes)))  # as the store keeps it
+    read = oracle_checks({"oracle_check": record})
+    assert read is not None
+    assert {t: c.passes_from for t, c in read.items()} == {
+        "spiky": 3.0,
+        "huge": float("inf"),
+        "broken": None,
+        "steady": 1.0,
+    }
