@@ -66,10 +66,16 @@ def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
     if prov.get("import"):
         return {"isolation": IMPORTED_UNKNOWN, "storage_limit": None, "network_control": None}
     caps = (prov.get("backend") or {}).get("capabilities") or {}
+    host = prov.get("agent_sandbox")
     return {
         "isolation": caps.get("isolation", "unrecorded"),
         "storage_limit": caps.get("storage_limit"),
         "network_control": caps.get("network_control"),
+        "agent_sandbox": None
+        if not isinstance(host, dict)
+        else str(host.get("tool") or "bubblewrap")
+        if host.get("sandboxed")
+        else "none (trusted)",
     }
 
 

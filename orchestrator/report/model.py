@@ -82,6 +82,8 @@ class RunSection(_Model):
     isolation: str = "unrecorded"
     storage_limit: bool | None = None
     network_control: str | bool | None = None
+    #: an external agent's own sandbox on the host: "bubblewrap", "none (trusted)", None (no external agent)
+    agent_sandbox: str | None = None
 
 
 class Configuration(_Model):
