@@ -222,7 +222,7 @@ def _prepare(
             "--",
             *command,
         ]
-    view = hb.View(binds=binds, network=host.network, cwd=host.path or hb.HOME)
+    view = hb.View(binds=binds, network=host.network, cwd=host.path or str(Path.cwd()))
     paths = {
         COMMAND_VAR: hb.EXEC_COMMAND,
         SOCKET_VAR: hb.EXEC_SOCKET,

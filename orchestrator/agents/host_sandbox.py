@@ -114,7 +114,7 @@ class View:
 
     binds: list[Bind] = field(default_factory=list)
     network: bool = False
-    cwd: str = HOME
+    cwd: str = HOME  # made (empty, read-only) where nothing is bound: headroom's own working directory, say
 
 
 class HostSandbox:
@@ -203,6 +203,11 @@ class HostSandbox:
                     made.add(parent)
             args += ["--bind" if b.writable else "--ro-bind", b.host, b.inside]
             made.add(b.inside)
+        if view.cwd not in made and not _under(view.cwd, SYSTEM_DIRS + ("/etc",)):
+            for d in [*_parents(view.cwd), view.cwd]:
+                if d not in made:  # inside a writable bind (the private /tmp) it is made there
+                    args += ["--perms", "0755", "--dir", d]
+                    made.add(d)
         args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", view.cwd, "--"]
         if self.setpriv:
             args += [

@@ -168,7 +168,9 @@ def check_in_host_sandbox(experiment: Experiment, env: dict[str, str]) -> str | 
             if box.owner is not None:
                 os.chown(d, *box.owner)
             binds.append(hb.Bind(str(d), inside, writable=True))
-        view = hb.View(binds=binds, network=False, cwd=agent.path or hb.HOME)
+        view = hb.View(
+            binds=binds, network=False, cwd=str(Path(agent.path).resolve()) if agent.path else str(Path.cwd())
+        )
         return check_on_host(
             agent.command,
             {**hb.sandbox_env(os.environ), **env},
