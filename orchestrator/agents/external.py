@@ -193,7 +193,7 @@ def _prepare(
     os.chmod(area, 0o755)
     path_env = os.environ.get("PATH")
     own = hb.own_files(launch.agent.shell, host.path, host.host_paths, path_env)
-    ro = [*own, *([] if hb._under(hb.interpreter_root(), [*hb.SYSTEM_DIRS, *own]) else [hb.interpreter_root()])]
+    ro = [*own, *([] if hb.under(hb.interpreter_root(), [*hb.SYSTEM_DIRS, *own]) else [hb.interpreter_root()])]
     binds = [hb.Bind(p, p) for p in ro]
     binds += [hb.Bind(str(d), inside, writable=True) for inside, d in private.items()]
     binds += [

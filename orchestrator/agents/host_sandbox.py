@@ -198,12 +198,12 @@ class HostSandbox:
         args += ["--symlink", TMP, "/var/tmp"]
         for b in sorted(view.binds, key=lambda b: (b.inside.count("/"), b.inside)):
             for parent in _parents(b.inside):
-                if parent not in made and not _under(parent, SYSTEM_DIRS + ("/etc",)):
+                if parent not in made and not under(parent, SYSTEM_DIRS + ("/etc",)):
                     args += ["--perms", "0755", "--dir", parent]
                     made.add(parent)
             args += ["--bind" if b.writable else "--ro-bind", b.host, b.inside]
             made.add(b.inside)
-        if view.cwd not in made and not _under(view.cwd, SYSTEM_DIRS + ("/etc",)):
+        if view.cwd not in made and not under(view.cwd, SYSTEM_DIRS + ("/etc",)):
             for d in [*_parents(view.cwd), view.cwd]:
                 if d not in made:  # inside a writable bind (the private /tmp) it is made there
                     args += ["--perms", "0755", "--dir", d]
@@ -228,7 +228,8 @@ def _parents(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _under(path: str, roots: Iterable[str]) -> bool:
+def under(path: str, roots: Iterable[str]) -> bool:
+    """Whether ``path`` is one of ``roots`` or below one."""
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
@@ -265,13 +266,16 @@ def _venv_home(venv: Path) -> str | None:
 
 
 def _install_root(real: Path) -> str:
-    """A resolved program's install (``PREFIX/bin/prog`` -> PREFIX: an interpreter needs its lib next to bin)."""
-    return str(real.parent.parent) if real.parent.name == "bin" and real.parent.parent != Path("/") else str(real)
+    """A resolved interpreter's install (``PREFIX/bin/python3.11`` -> PREFIX: it needs its lib beside bin); any
+    other program is the file alone (``~/bin/tool`` must not show the home directory)."""
+    if real.name.startswith("python") and real.parent.name == "bin" and real.parent.parent != Path("/"):
+        return str(real.parent.parent)
+    return str(real)
 
 
 def _system_has(program: str, path_env: str | None) -> bool:
     """Whether ``program`` resolves on the system dirs of ``path_env`` (those the sandbox shows)."""
-    dirs = [d for d in (path_env or os.defpath).split(":") if d and _under(os.path.realpath(d), SYSTEM_DIRS)]
+    dirs = [d for d in (path_env or os.defpath).split(":") if d and under(os.path.realpath(d), SYSTEM_DIRS)]
     return bool(dirs) and shutil.which(program, path=":".join(dirs)) is not None
 
 
@@ -283,7 +287,7 @@ def own_files(command: str, agent_path: str | None, host_paths: Iterable[str], p
 
     def add(p: str) -> None:
         p = os.path.abspath(p)
-        if p != "/" and not _under(p, covered) and os.path.exists(p):
+        if p != "/" and not under(p, covered) and os.path.exists(p):
             found.append(p)
             covered.append(p)
 
@@ -297,35 +301,32 @@ def own_files(command: str, agent_path: str | None, host_paths: Iterable[str], p
         prog = (
             os.path.join(base, t.program) if "/" in t.program else shutil.which(t.program, path=path_env or os.defpath)
         )
-        venv = _venv_root(Path(os.path.abspath(prog))) if prog and os.path.isfile(prog) else None
-        if venv is not None:
-            add(str(venv))
-            if (home := _venv_home(venv)) is not None:
-                add(home)
         # a shim in front of a system program (pyenv's) is left out: in the sandbox the system's one runs
-        if (
-            prog
-            and os.path.isfile(prog)
-            and ("/" in t.program or venv is not None or not _system_has(t.program, path_env))
-        ):
-            if venv is None:
-                add(prog)
-            real = Path(os.path.realpath(prog))
-            if not _under(str(real), covered):
-                add(_install_root(real))
+        if prog and os.path.isfile(prog) and ("/" in t.program or not _system_has(t.program, path_env)):
+            real = os.path.realpath(prog)
+            for candidate in (os.path.abspath(prog), real):  # a pipx link leads into its virtualenv
+                if (venv := _venv_root(Path(candidate))) is not None:
+                    add(str(venv))
+                    if (home := _venv_home(venv)) is not None:
+                        add(home)
+            add(prog)
+            add(_install_root(Path(real)))
         if t.script:
             add(os.path.join(base, t.script))
     return found
 
 
 def conflicts(paths: Iterable[str], protected: Iterable[str]) -> str | None:
-    """A path of the agent's view that holds something it must not see (the tasks, the store), or None."""
+    """A path of the agent's view that holds, or lies in, something it must not see (the tasks, the store), or
+    None."""
     for p in paths:
+        real = os.path.realpath(p)
         for q in protected:
             q = os.path.realpath(q)
-            real = os.path.realpath(p)
-            if q == real or q.startswith(real.rstrip("/") + "/"):
+            if under(q, [real]):
                 return f"{p} (it holds {q})"
+            if under(real, [q]):
+                return f"{p} (it lies in {q})"
     return None
 
 
@@ -357,7 +358,7 @@ def _probe() -> HostSandbox:
     setpriv = None
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv")
-        if setpriv is None or not _under(os.path.realpath(setpriv), SYSTEM_DIRS):
+        if setpriv is None or not under(os.path.realpath(setpriv), SYSTEM_DIRS):
             raise SandboxUnavailable("running as root but setpriv (util-linux) is missing: cannot drop the agent's uid")
         setpriv = os.path.realpath(setpriv)
     try:

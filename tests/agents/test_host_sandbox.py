@@ -16,6 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import yaml
 
 from orchestrator.artifacts import names
@@ -184,3 +185,19 @@ def test_the_upstream_key_is_taken_out_of_the_environment_and_its_start_up_block
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["True", "False", "False", "False"]
+
+
+@requires_sandbox
+@pytest.mark.parametrize("where", ["holds the tasks", "lies in a task"])
+def test_an_agent_view_that_would_show_the_tasks_is_refused(tmp_path: Path, tasks_root: Path, where: str) -> None:
+    write_task(tasks_root, "t", solve="true\n")
+    path = tmp_path if where == "holds the tasks" else tasks_root / "t" / "tests"
+    spec = {
+        "tasks_dir": str(tasks_root),
+        "configurations": ["1"],
+        "attempts": 1,
+        "agent": {"kind": "external", "command": "true", "path": str(path)},
+    }
+    res = cli(tmp_path, spec)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "agent.path" in res.stderr and ("it holds" in res.stderr or "it lies in" in res.stderr), res.stderr
