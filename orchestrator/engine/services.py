@@ -38,13 +38,14 @@ class TryServices:
     @classmethod
     def open(cls, store_path: Path, experiment: Experiment, run_id: str) -> TryServices:
         """The run's sink (registered for its backends) and, if the experiment has one, its gateway, started."""
-        sink = StoreSink(store_path, experiment.artifacts, secret_values(run_secret_names(experiment)))
+        # The upstream keys live in the gateway alone: taken out of this process's environment (and its start-up
+        # block, which /proc/PID/environ shows), so no child, and no reader of /proc, finds them.
+        keys = take(experiment.gateway.key_vars()) if experiment.gateway is not None else {}
+        secrets = {*secret_values(run_secret_names(experiment)), *(t for v in keys.values() for t in transformed(v))}
+        sink = StoreSink(store_path, experiment.artifacts, sorted(secrets, key=len, reverse=True))
         gateway = None
         try:
             if experiment.gateway is not None:
-                # The upstream keys live in the gateway alone: taken out of this process's environment (and its
-                # start-up block, which /proc/PID/environ shows), so no child, and no reader of /proc, finds them.
-                keys = take(experiment.gateway.key_vars())
                 gateway = Gateway(experiment.gateway, store_path, environ=keys).start()
         except BaseException:
             sink.close()

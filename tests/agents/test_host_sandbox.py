@@ -8,6 +8,7 @@ key is gone from headroom's environment even for an agent that can read headroom
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sqlite3
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orchestrator.agentio.redact import redact_text, transformed
 from orchestrator.artifacts import names
 from tests.agents.fake_model import FakeModel, Reply
 from tests.agents.test_external_agent import artifacts
@@ -201,3 +203,20 @@ def test_an_agent_view_that_would_show_the_tasks_is_refused(tmp_path: Path, task
     res = cli(tmp_path, spec)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "agent.path" in res.stderr and ("it holds" in res.stderr or "it lies in" in res.stderr), res.stderr
+
+
+@pytest.mark.parametrize("prefix", ["", "a", "ab", "abc", "key: "])
+def test_a_key_in_any_transformed_form_is_found_and_redacted(prefix: str) -> None:
+    forms = transformed(UPSTREAM_KEY)
+    raw = (prefix + UPSTREAM_KEY + "!").encode()
+    encoded = {
+        "reversed": (prefix + UPSTREAM_KEY)[::-1],
+        "upper": (prefix + UPSTREAM_KEY).upper(),
+        "hex": raw.hex(),
+        "HEX": raw.hex().upper(),
+        "base64": base64.b64encode(raw).decode(),
+        "base64url": base64.urlsafe_b64encode(raw).decode(),
+    }
+    for how, text in encoded.items():
+        assert any(f in text for f in forms), how
+        assert not any(f in redact_text(text, forms) for f in forms), how
