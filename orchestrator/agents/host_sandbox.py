@@ -316,16 +316,16 @@ def own_files(command: str, agent_path: str | None, host_paths: Iterable[str], p
     return found
 
 
-def conflicts(paths: Iterable[str], protected: Iterable[str]) -> str | None:
-    """A path of the agent's view that holds, or lies in, something it must not see (the tasks, the store), or
-    None."""
+def conflicts(paths: Iterable[str], protected: Iterable[str], *, inside: bool = True) -> str | None:
+    """A path of the agent's view that holds, or (``inside``) lies in, something it must not see (the tasks, the
+    store), or None."""
     for p in paths:
         real = os.path.realpath(p)
         for q in protected:
             q = os.path.realpath(q)
             if under(q, [real]):
                 return f"{p} (it holds {q})"
-            if under(real, [q]):
+            if inside and under(real, [q]):
                 return f"{p} (it lies in {q})"
     return None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,7 +72,14 @@ def host_sandbox_facts(experiment: Experiment, tasks: list[Task], store: Path | 
         return {"sandboxed": False, "trusted": True, "fallback_reason": str(exc)}
     assert agent.command is not None
     shown = host_sandbox.own_files(agent.command, agent.path, agent.host_paths, os.environ.get("PATH"))
+    # the temporary directory holds every try's work area and exec channel, and the backends' work roots
     protected = [experiment.tasks_dir, *(t.path for t in tasks), *([str(store)] if store else [])]
+    if (bad := host_sandbox.conflicts(shown, [tempfile.gettempdir()], inside=False)) is not None:
+        raise SpecError(
+            f"the external agent's sandbox would show {bad}, where every try's files are: name a directory of "
+            "the agent's own",
+            field="agent.path",
+        )
     if (bad := host_sandbox.conflicts(shown, protected)) is not None:
         raise SpecError(
             f"the external agent's sandbox would show {bad}: keep the agent's files apart from the tasks and the store",

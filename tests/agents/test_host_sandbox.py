@@ -14,6 +14,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -190,10 +191,14 @@ def test_the_upstream_key_is_taken_out_of_the_environment_and_its_start_up_block
 
 
 @requires_sandbox
-@pytest.mark.parametrize("where", ["holds the tasks", "lies in a task"])
+@pytest.mark.parametrize("where", ["holds the tasks", "lies in a task", "holds every try's files"])
 def test_an_agent_view_that_would_show_the_tasks_is_refused(tmp_path: Path, tasks_root: Path, where: str) -> None:
     write_task(tasks_root, "t", solve="true\n")
-    path = tmp_path if where == "holds the tasks" else tasks_root / "t" / "tests"
+    path = {
+        "holds the tasks": tmp_path,
+        "lies in a task": tasks_root / "t" / "tests",
+        "holds every try's files": Path(tempfile.gettempdir()),
+    }[where]
     spec = {
         "tasks_dir": str(tasks_root),
         "configurations": ["1"],
