@@ -66,7 +66,6 @@ REWRITE_STORE = WRONG + textwrap.dedent("""\
     python3 -c "$write" 2>&1 | tail -1 | sed 's/^/now: /'
     setsid nohup bash -c "while :; do python3 -c '$write' 2>/dev/null; sleep 0.2; done; : @MARKER@" >/dev/null 2>&1 &
     (nohup bash -c "trap '' TERM HUP; while :; do python3 -c '$write' 2>/dev/null; sleep 0.2; done; : @MARKER@" >/dev/null 2>&1 &) &
-    echo "parent-dir-writable=$( [ -w "$(dirname @STORE@)" ] && echo yes || echo no)"
     """)
 SURVIVE = WRONG + textwrap.dedent("""\
     (setsid nohup sleep @MARKER@ >/dev/null 2>&1 &) &
@@ -183,7 +182,7 @@ def check_classes(tmp_path: Path, tasks_root: Path, *args: str, isolation: str, 
     assert "tasks-visible=0" in out["ext-read-tests"] and "read " not in out["ext-read-tests"]
     assert "headroom-processes=0" in out["ext-proc-environ"], out["ext-proc-environ"]
     assert "own-environ-has-upstream=0" in out["ext-proc-environ"]
-    assert "now: " in out["ext-rewrite-store"] and "parent-dir-writable=no" in out["ext-rewrite-store"]
+    assert "now: " in out["ext-rewrite-store"]  # its write failed at once (and its survivors' later: below)
     assert_nothing_leaks(run, more_needles=[UPSTREAM_KEY], isolation=isolation)
     assert "host agent in its own sandbox" in run.proc.stdout + "".join(_markdown(run))
     time.sleep(3)  # what a survivor would do after the sweep, had it survived: nothing changed the store
