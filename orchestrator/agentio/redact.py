@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from typing import Any
@@ -35,6 +36,31 @@ def too_short_to_redact_cleanly(names: list[str]) -> list[str]:
     outputs and trajectories too: the sweep says so before it starts.
     """
     return [n for n in names if 0 < len(os.environ.get(n, "")) < MIN_GUESSED_SECRET]
+
+
+#: A secret's transformed forms are redacted (and searched for) from this length on: shorter, a hex or base64
+#: piece could match ordinary text.
+MIN_TRANSFORMED = 16
+
+
+def transformed(secret: str) -> list[str]:
+    """``secret`` and the forms an agent that stole it would print it in to slip past a plain search: reversed,
+    upper and lower case, hex, and base64 (standard and URL-safe, at each of the three alignments it can have
+    inside a longer encoded text, the partial characters at its ends dropped). Only the secret itself for a
+    short one."""
+    forms = {secret}
+    if len(secret) >= MIN_TRANSFORMED:
+        raw = secret.encode()
+        forms |= {secret[::-1], secret.upper(), secret.lower(), raw.hex(), raw.hex().upper()}
+        for pad in range(3):
+            enc = base64.b64encode(b"\0" * pad + raw).decode()
+            keep = enc[(pad * 4 + 2) // 3 :]  # characters that depend on the pad only are dropped
+            tail = (len(raw) + pad) % 3
+            keep = keep.rstrip("=")
+            if tail:
+                keep = keep[:-1]  # the last character mixes in the padding bits
+            forms |= {keep, keep.replace("+", "-").replace("/", "_")}
+    return sorted(forms, key=len, reverse=True)
 
 
 def secret_values(names: list[str] | None = None) -> list[str]:

@@ -15,23 +15,34 @@ the exec log. What the agent gets besides the contract's variables:
 * ``HEADROOM_WORKDIR`` and ``HEADROOM_TASK_DIR``: paths *inside* the environment, for
   the commands it execs.
 
-It runs in headroom's working directory (a relative path in the command means what it
-means where ``headroom sweep`` was started), in a session of its own that ends with it.
+It runs in a sandbox of its own (:mod:`orchestrator.agents.host_sandbox`): in it the paths above are the
+sandbox's (``HEADROOM_LOGS_DIR`` is ``/logs/agent``, the channel is under ``/run/headroom``), its working
+directory is ``agent.path`` (else its private ``HOME``), and nothing of the host it was not given is there.
+Only an agent declared trusted (``agent.trusted``) runs without it, where it cannot start: then as before,
+on the host as headroom's user, in headroom's working directory, in a session of its own that ends with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Mapping
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from orchestrator.agents import host_sandbox as hb
+from orchestrator.agents import relay
 from orchestrator.agents.exec import COMMAND_VAR, SOCKET_VAR
 from orchestrator.agents.exec.server import ExecServer
 from orchestrator.agents.exec.target import ExecTarget, StepExec, StepExecTarget
 from orchestrator.backends.local.process import Limits, run_step
+from orchestrator.backends.local.removal import remove_tree
+from orchestrator.backends.local.sandbox import SandboxUnavailable
 from orchestrator.spec.facts import StepFacts
-from orchestrator.spec.launch import Launch
+from orchestrator.spec.launch import HostAgent, Launch
 
 #: Host variables an agent process needs to behave like itself (its tools find their config under HOME).
 HOST_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "HOME", "USER", "LOGNAME", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR")
@@ -63,41 +74,163 @@ def run_external(
     exec_env: Mapping[str, str],
     on_spawn: Callable[[int], None] | None = None,
 ) -> ExternalRun:
-    """Serve ``target`` on the try's exec channel and run the agent's command on the host until it ends or times out.
+    """Serve ``target`` on the try's exec channel and run the agent's command, in its host sandbox, until it
+    ends or times out.
 
-    ``host_dir``: a private directory of the try for the agent's stdout, stderr and instruction copy.
+    ``host_dir``: a private directory of the try for the agent's stdout, stderr, instruction copy and its
+    sandbox's private work area.
     """
     instruction = host_dir / "instruction.md"
     instruction.write_text(launch.agent.env.get("HEADROOM_INSTRUCTION", ""))
     secrets = {k: os.environ[k] for k in launch.agent.secret_env if k in os.environ}
     assert launch.agent.shell is not None, "an external agent is a command"
+    host = launch.host_agent or HostAgent()
+    try:
+        box: hb.HostSandbox | None = hb.probe()
+    except SandboxUnavailable as exc:
+        if not host.trusted:  # the sweep refuses this before it starts; a try never runs it unsandboxed
+            return ExternalRun(
+                StepFacts(name="agent", spawn_error=f"the external agent's sandbox cannot start here: {exc}"), b"", 0
+            )
+        box = None
     with ExecServer(target, default_cwd=workdir_inside, base_env=exec_env, max_timeout_s=launch.agent.timeout_s) as srv:
-        env = {
-            **{k: os.environ[k] for k in HOST_ENV if k in os.environ},
+        contract = {
             **launch.agent.env,
             **secrets,
-            COMMAND_VAR: srv.command_path,
-            SOCKET_VAR: srv.socket_path,
-            "HEADROOM_LOGS_DIR": str(logs_dir),
-            "HEADROOM_AGENT_RESULT": str(logs_dir / "result.json"),
-            "HEADROOM_INSTRUCTION_FILE": str(instruction),
             "HEADROOM_WORKDIR": workdir_inside,
             "HEADROOM_TASK_DIR": task_dir_inside,
             "PYTHONDONTWRITEBYTECODE": "1",
         }
-        facts, _usage = run_step(
-            "agent",
-            ["bash", "-c", launch.agent.shell],
-            env=env,
-            cwd=Path.cwd(),
-            logs_dir=host_dir,
-            timeout_s=launch.agent.timeout_s,
-            cgroup=None,
-            limits=Limits(memory_bytes=None),
-            on_spawn=on_spawn,
-        )
+        with _sandboxed(box, launch, host, srv, host_dir, logs_dir, instruction) as (argv, base, paths, cwd):
+            facts, _usage = run_step(
+                "agent",
+                argv,
+                env={**base, **contract, **paths},
+                cwd=cwd,
+                logs_dir=host_dir,
+                timeout_s=launch.agent.timeout_s,
+                cgroup=None,
+                limits=Limits(memory_bytes=None),
+                on_spawn=on_spawn,
+            )
         srv.close()  # nothing the agent left behind acts on the environment after its phase
         return ExternalRun(facts, srv.log_bytes(), srv.count)
+
+
+def _unsandboxed_paths(srv: ExecServer, logs_dir: Path, instruction: Path) -> dict[str, str]:
+    return {
+        COMMAND_VAR: srv.command_path,
+        SOCKET_VAR: srv.socket_path,
+        "HEADROOM_LOGS_DIR": str(logs_dir),
+        "HEADROOM_AGENT_RESULT": str(logs_dir / "result.json"),
+        "HEADROOM_INSTRUCTION_FILE": str(instruction),
+    }
+
+
+#: argv, the variables under the contract's, the paths over them, the directory the process starts in
+Prepared = tuple[list[str], dict[str, str], dict[str, str], Path]
+
+
+@contextlib.contextmanager
+def _sandboxed(
+    box: hb.HostSandbox | None,
+    launch: Launch,
+    host: HostAgent,
+    srv: ExecServer,
+    host_dir: Path,
+    logs_dir: Path,
+    instruction: Path,
+) -> Iterator[Prepared]:
+    """How the agent's process starts; its sandbox's work area (and gateway relay) end with it."""
+    assert launch.agent.shell is not None
+    if box is None:  # trusted, and no sandbox here: as headroom's user, in headroom's working directory
+        env = {k: os.environ[k] for k in HOST_ENV if k in os.environ}
+        paths = _unsandboxed_paths(srv, logs_dir, instruction)
+        yield ["bash", "-c", launch.agent.shell], env, paths, Path(host.path) if host.path else Path.cwd()
+        return
+    area = Path(tempfile.mkdtemp(prefix="agent-sandbox-", dir=host_dir))
+    try:
+        with contextlib.ExitStack() as stack:
+            yield _prepare(box, launch, host, srv, area, logs_dir, instruction, stack)
+    finally:
+        remove_tree(area)
+
+
+def _prepare(
+    box: hb.HostSandbox,
+    launch: Launch,
+    host: HostAgent,
+    srv: ExecServer,
+    area: Path,
+    logs_dir: Path,
+    instruction: Path,
+    stack: contextlib.ExitStack,
+) -> Prepared:
+    assert launch.agent.shell is not None
+    owner = box.owner
+    private = {}
+    for name, inside in (("home", hb.HOME), ("tmp", hb.TMP), ("shm", hb.SHM)):
+        d = area / name
+        d.mkdir()
+        os.chmod(d, 0o711)  # bwrap enters it (as root without capabilities, when headroom is root) to chdir
+        if owner is not None:
+            os.chown(d, *owner)
+        private[inside] = d
+    if owner is not None:
+        os.chown(logs_dir, *owner)
+        os.chown(srv.socket_path, *owner)
+    lib, bin_ = area / "lib", area / "bin"
+    lib.mkdir(mode=0o755)
+    bin_.mkdir(mode=0o755)
+    here = Path(__file__).parent
+    shutil.copyfile(here / "exec" / "__init__.py", lib / "headroom_exec.py")
+    shutil.copyfile(here / "exec" / "client.py", lib / "headroom_exec_cli.py")
+    shutil.copyfile(here / "relay.py", lib / "headroom_relay.py")
+    python = hb.interpreter()
+    (bin_ / "headroom-exec").write_text(f'#!/bin/sh\nexec {python} -E -s -S {hb.LIB}/headroom_exec_cli.py "$@"\n')
+    for f in (*lib.iterdir(), bin_ / "headroom-exec"):
+        os.chmod(f, 0o755 if f.parent == bin_ else 0o644)
+    os.chmod(area, 0o755)
+    path_env = os.environ.get("PATH")
+    own = hb.own_files(launch.agent.shell, host.path, host.host_paths, path_env)
+    ro = [*own, *([] if hb.under(hb.interpreter_root(), [*hb.SYSTEM_DIRS, *own]) else [hb.interpreter_root()])]
+    binds = [hb.Bind(p, p) for p in ro]
+    binds += [hb.Bind(str(d), inside, writable=True) for inside, d in private.items()]
+    binds += [
+        hb.Bind(str(logs_dir), hb.LOGS, writable=True),
+        hb.Bind(str(lib), hb.LIB),
+        hb.Bind(str(bin_), f"{hb.RUN}/bin"),
+        hb.Bind(srv.socket_path, hb.EXEC_SOCKET),
+        hb.Bind(str(instruction), hb.INSTRUCTION),
+    ]
+    command = ["bash", "-c", launch.agent.shell]
+    gateway_port = urlsplit(launch.model_gateway).port if launch.model_gateway else None
+    if not host.network and gateway_port:
+        short = Path(tempfile.mkdtemp(prefix="headroom-gw-"))  # a unix socket's path is at most 107 bytes
+        stack.callback(shutil.rmtree, short, True)
+        sock = short / "gateway.sock"
+        stack.enter_context(relay.UnixToTcp(str(sock), gateway_port, owner))
+        binds.append(hb.Bind(str(sock), hb.GATEWAY_SOCKET))
+        command = [
+            python,
+            "-E",
+            "-s",
+            "-S",
+            f"{hb.LIB}/headroom_relay.py",
+            str(gateway_port),
+            hb.GATEWAY_SOCKET,
+            "--",
+            *command,
+        ]
+    view = hb.View(binds=binds, network=host.network, cwd=host.path or str(Path.cwd()))
+    paths = {
+        COMMAND_VAR: hb.EXEC_COMMAND,
+        SOCKET_VAR: hb.EXEC_SOCKET,
+        "HEADROOM_LOGS_DIR": hb.LOGS,
+        "HEADROOM_AGENT_RESULT": f"{hb.LOGS}/result.json",
+        "HEADROOM_INSTRUCTION_FILE": hb.INSTRUCTION,
+    }
+    return box.argv(view, command), hb.sandbox_env(os.environ), paths, area
 
 
 def contract_agent(

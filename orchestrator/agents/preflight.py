@@ -22,8 +22,10 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,17 +111,26 @@ def host_env(agent_env: dict[str, str] | None = None) -> dict[str, str]:
     return {**{k: os.environ[k] for k in HOST_ENV if k in os.environ}, **(agent_env or {})}
 
 
-def check_on_host(command: str, env: dict[str, str] | None = None) -> str | None:
-    """The external agent's check, on the host where it will run, in headroom's working directory. Raises
+def check_on_host(
+    command: str,
+    env: dict[str, str] | None = None,
+    *,
+    wrap: Callable[[list[str]], list[str]] | None = None,
+    cwd: Path | None = None,
+    where: str | None = None,
+) -> str | None:
+    """The external agent's check, on the host where it will run: in its sandbox (``wrap`` makes the argv that
+    runs a command there, ``where`` says where that is), else in headroom's working directory. Raises
     :class:`SpecError` when the command cannot start; returns a note when it was not checked."""
+    argv = ["/bin/sh", "-c", probe_script(command)]
     try:
         res = subprocess.run(
-            ["/bin/sh", "-c", probe_script(command)],
+            wrap(argv) if wrap is not None else argv,
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,
             stdin=subprocess.DEVNULL,
-            cwd=Path.cwd(),
+            cwd=cwd or Path.cwd(),
             env=env if env is not None else host_env(),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -127,9 +138,46 @@ def check_on_host(command: str, env: dict[str, str] | None = None) -> str | None
     ans = answer(command, res.stdout, exit_code=res.returncode)
     if ans.refusal is not None:
         raise SpecError(
-            f"{ans.refusal} (checked on this host, in {Path.cwd()}); the sweep was not started", field="agent.command"
+            f"{ans.refusal} (checked on this host, {where or f'in {Path.cwd()}'}); the sweep was not started",
+            field="agent.command",
         )
     return ans.note
+
+
+def check_in_host_sandbox(experiment: Experiment, env: dict[str, str]) -> str | None:
+    """The external agent's check in the sandbox it will run in (:mod:`.host_sandbox`): the same files, the
+    same PATH, the same working directory; None-or-note as :func:`check_on_host`. Unsandboxed (declared
+    trusted, no sandbox here): on the host, in headroom's working directory."""
+    from orchestrator.agents import host_sandbox as hb
+    from orchestrator.backends.local.sandbox import SandboxUnavailable
+
+    agent = experiment.agent
+    assert agent.command is not None
+    try:
+        box = hb.probe()
+    except SandboxUnavailable:
+        return check_on_host(agent.command, host_env(env), cwd=Path(agent.path) if agent.path else None)
+    with tempfile.TemporaryDirectory(prefix="headroom-preflight-") as tmp:
+        binds = [
+            hb.Bind(p, p) for p in hb.own_files(agent.command, agent.path, agent.host_paths, os.environ.get("PATH"))
+        ]
+        for name, inside in (("home", hb.HOME), ("tmp", hb.TMP)):
+            d = Path(tmp) / name
+            d.mkdir()
+            os.chmod(d, 0o711)
+            if box.owner is not None:
+                os.chown(d, *box.owner)
+            binds.append(hb.Bind(str(d), inside, writable=True))
+        view = hb.View(
+            binds=binds, network=False, cwd=str(Path(agent.path).resolve()) if agent.path else str(Path.cwd())
+        )
+        return check_on_host(
+            agent.command,
+            {**hb.sandbox_env(os.environ), **env},
+            wrap=lambda argv: box.argv(view, argv),
+            cwd=Path(tmp),
+            where=f"in the agent's sandbox, in {view.cwd}",
+        )
 
 
 def probe_launch(experiment: Experiment, trial: Trial, task: Task) -> Launch:
@@ -226,8 +274,7 @@ def check(experiment: Experiment, trials: list[Trial], tasks: list[Task], backen
     first = trials[0]
     task = next(t for t in tasks if t.id == first.task_id)
     if experiment.agent.kind == "external":
-        first_env = build_launch("preflight", first, 0, task, experiment).agent.env
-        return check_on_host(experiment.agent.command, host_env(first_env))
+        return check_in_host_sandbox(experiment, build_launch("preflight", first, 0, task, experiment).agent.env)
     return check_in_environment(
         backend,
         probe_launch(experiment, first, task),

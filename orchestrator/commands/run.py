@@ -463,6 +463,13 @@ def print_report(store: Store, run_id: str, fmt: str) -> None:
     help="shell command for --agent command|external (gets HEADROOM_* variables)",
 )
 @click.option(
+    "--trusted-agent",
+    is_flag=True,
+    default=None,
+    help="--agent external: where its host sandbox cannot start, run it unsandboxed instead of refusing "
+    "(agent.trusted; every report says so)",
+)
+@click.option(
     "--allow-internet/--no-internet",
     "allow_internet",
     default=None,

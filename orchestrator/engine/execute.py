@@ -70,6 +70,8 @@ def execute(
     store.claim(run_id)  # refuses if another live process is executing this run
     digest = spec_digest(experiment)
     secrets = secret_values(run_secret_names(experiment))
+    if services is not None:  # the gateway took its keys out of the environment: its own list of them
+        secrets = sorted({*secrets, *services.upstream_secrets()}, key=len, reverse=True)
     trials = store.planned(run_id)
     by_id = {t.trial_id: t for t in trials}
 

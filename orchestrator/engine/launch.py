@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from orchestrator.spec.experiment import Experiment
-from orchestrator.spec.launch import Launch, SetupLaunch, StepLaunch, TaskSource
+from orchestrator.spec.launch import HostAgent, Launch, SetupLaunch, StepLaunch, TaskSource
 from orchestrator.spec.resources import MIB, ResourceAmounts, band_amounts, scale
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
@@ -80,10 +80,21 @@ def _env_network(experiment: Experiment) -> bool:
 
 
 def _agent_network(experiment: Experiment) -> bool:
-    if experiment.agent.kind == "external":
-        return True  # on the host: its network is the host's
     own = experiment.agent.network
     return experiment.allow_internet if own is None else own
+
+
+def host_agent(experiment: Experiment) -> HostAgent | None:
+    """An external agent's sandbox on the host: its directory, the paths the user named, its network."""
+    agent = experiment.agent
+    if agent.kind != "external":
+        return None
+    return HostAgent(
+        path=str(Path(agent.path).resolve()) if agent.path else None,
+        host_paths=list(agent.host_paths),
+        network=_agent_network(experiment),
+        trusted=agent.trusted,
+    )
 
 
 def build_launch(
@@ -146,7 +157,10 @@ def build_launch(
         limit_storage_bytes=None if lim is None else int(env_spec.storage_mb * MIB * lim),
         allow_internet=_env_network(experiment) and env_spec.allow_internet,
         agent_network=_agent_network(experiment),
-        agent_dir=str(Path(experiment.agent.path).resolve()) if experiment.agent.path else None,
+        agent_dir=str(Path(experiment.agent.path).resolve())
+        if experiment.agent.path and experiment.agent.kind == "command"
+        else None,
+        host_agent=host_agent(experiment),
         agent_setup=SetupLaunch(
             shell=install.command, env=agent_env, timeout_s=install.timeout_s, network=install.network
         )

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.agentio.redact import secret_values
+from orchestrator.agentio.environ import take
+from orchestrator.agentio.redact import secret_values, transformed
 from orchestrator.agents.gateway import Gateway, TryEnd
 from orchestrator.artifacts import names
 from orchestrator.artifacts.sink import StoreSink, TryKey, register, unregister
@@ -37,18 +38,31 @@ class TryServices:
     @classmethod
     def open(cls, store_path: Path, experiment: Experiment, run_id: str) -> TryServices:
         """The run's sink (registered for its backends) and, if the experiment has one, its gateway, started."""
-        sink = StoreSink(store_path, experiment.artifacts, secret_values(run_secret_names(experiment)))
+        # The upstream keys live in the gateway alone: taken out of this process's environment (and its start-up
+        # block, which /proc/PID/environ shows), so no child, and no reader of /proc, finds them.
+        keys = take(experiment.gateway.key_vars()) if experiment.gateway is not None else {}
+        secrets = {*secret_values(run_secret_names(experiment)), *(t for v in keys.values() for t in transformed(v))}
+        sink = StoreSink(store_path, experiment.artifacts, sorted(secrets, key=len, reverse=True))
         gateway = None
         try:
             if experiment.gateway is not None:
                 gateway = Gateway(
-                    experiment.gateway, store_path, secrets=secret_values(experiment.agent.env_passthrough)
+                    experiment.gateway,
+                    store_path,
+                    environ=keys,
+                    secrets=secret_values(experiment.agent.env_passthrough),
                 ).start()
         except BaseException:
             sink.close()
             raise
         register(run_id, sink)
         return cls(run_id, sink, gateway)
+
+    def upstream_secrets(self) -> list[str]:
+        """The gateway's upstream keys (no longer in the environment) and their transformed forms, to redact."""
+        if self.gateway is None:
+            return []
+        return [t for key in self.gateway.secrets() for t in transformed(key)]
 
     def close(self) -> None:
         unregister(self.run_id)

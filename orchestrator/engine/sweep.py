@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,11 +43,49 @@ def check_agent_can_run(experiment: Experiment, tasks: list[Task]) -> None:
         check(experiment.gateway, experiment.agent.env_passthrough)
         if problem := preflight.gateway_problem(experiment):
             raise SpecError(problem, field="gateway")
+    if experiment.agent.kind == "external":
+        host_sandbox_facts(experiment, tasks)
     if experiment.agent.kind == "oracle":
         for t in tasks:
             solve = Path(t.path) / "solution" / "solve.sh"
             if not solve.is_file():
                 raise SpecError("the oracle agent needs the task's solution", file=str(solve))
+
+
+def host_sandbox_facts(experiment: Experiment, tasks: list[Task], store: Path | None = None) -> dict[str, Any]:
+    """An external agent's sandbox on this host, as provenance records it; :class:`SpecError` (one line) when it
+    cannot start and the agent is not declared trusted, or when what it would show holds the tasks or the store."""
+    from orchestrator.agents import host_sandbox
+    from orchestrator.backends.local.sandbox import SandboxUnavailable
+
+    agent = experiment.agent
+    try:
+        box = host_sandbox.probe()
+    except SandboxUnavailable as exc:
+        if not agent.trusted:
+            raise SpecError(
+                f"an external agent runs in a sandbox of its own, which cannot start here ({exc}): install "
+                "bubblewrap (scripts/install-sandbox.sh), or declare the agent trusted (agent.trusted: true, "
+                "--trusted-agent) to run it unsandboxed as this user",
+                field="agent.trusted",
+            ) from None
+        return {"sandboxed": False, "trusted": True, "fallback_reason": str(exc)}
+    assert agent.command is not None
+    shown = host_sandbox.own_files(agent.command, agent.path, agent.host_paths, os.environ.get("PATH"))
+    # the temporary directory holds every try's work area and exec channel, and the backends' work roots
+    protected = [experiment.tasks_dir, *(t.path for t in tasks), *([str(store)] if store else [])]
+    if (bad := host_sandbox.conflicts(shown, [tempfile.gettempdir()], inside=False)) is not None:
+        raise SpecError(
+            f"the external agent's sandbox would show {bad}, where every try's files are: name a directory of "
+            "the agent's own",
+            field="agent.path",
+        )
+    if (bad := host_sandbox.conflicts(shown, protected)) is not None:
+        raise SpecError(
+            f"the external agent's sandbox would show {bad}: keep the agent's files apart from the tasks and the store",
+            field="agent.path",
+        )
+    return {"sandboxed": True, "trusted": agent.trusted, "shown_read_only": shown, **box.describe()}
 
 
 def prepare(experiment: Experiment) -> list[Task]:
@@ -108,6 +148,8 @@ def start(
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
     prov["faithful"] = faithfulness
     prov.update(extra_provenance or {})  # e.g. the oracle check's verdict (engine/oracle_check.py)
+    if experiment.agent.kind == "external":
+        prov["agent_sandbox"] = redact(host_sandbox_facts(experiment, tasks, store.path), secrets)
     if experiment.agent.kind != "oracle":
         prov["agent_preflight"] = {
             "where": "host" if experiment.agent.kind == "external" else backend.name,

@@ -67,11 +67,17 @@ def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
         return {"isolation": IMPORTED_UNKNOWN, "storage_limit": None, "network_control": None}
     caps = (prov.get("backend") or {}).get("capabilities") or {}
     on_host = (prov.get("faithful") or {}).get("tasks_run_on_host") or {}
+    host = prov.get("agent_sandbox")
     return {
         "isolation": caps.get("isolation", "unrecorded"),
         "storage_limit": caps.get("storage_limit"),
         "network_control": caps.get("network_control"),
         "run_on_host": sorted(str(t) for t in on_host),
+        "agent_sandbox": None
+        if not isinstance(host, dict)
+        else str(host.get("tool") or "bubblewrap")
+        if host.get("sandboxed")
+        else "none (trusted)",
     }
 
 

@@ -77,7 +77,7 @@ def isolation_line(run: RunSection) -> str:
         False: "NOT enforced",
         None: "unknown (imported)" if iso == "unknown (imported)" else "unrecorded",
     }[run.storage_limit]
-    return f"{text}; storage limit {storage}"
+    return f"{text}{summary.host_agent(run.agent_sandbox)}; storage limit {storage}"
 
 
 def host_line(host: HostInfo) -> str:

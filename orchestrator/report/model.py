@@ -91,6 +91,8 @@ class RunSection(_Model):
         default_factory=list,
         description="sweep --oracle-check: what the task's own solution did per configuration (a run of its own)",
     )
+    #: an external agent's own sandbox on the host: "bubblewrap", "none (trusted)", None (no external agent)
+    agent_sandbox: str | None = None
 
 
 class Configuration(_Model):

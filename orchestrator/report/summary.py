@@ -187,6 +187,15 @@ def recommendation(doc: ReportDocument) -> str:
     return f"No recommendation: {'; '.join(cal.reasons or ['the data cannot carry the rule'])}."
 
 
+def host_agent(agent_sandbox: str | None) -> str:
+    """What kept a host-side (external) agent in, as a clause of the isolation line ("" without one)."""
+    if agent_sandbox is None:
+        return ""
+    if agent_sandbox.startswith("none"):
+        return "; host agent NOT sandboxed (declared trusted: it could read the tests, the store and the host)"
+    return f"; host agent in its own sandbox ({agent_sandbox})"
+
+
 def isolation(doc: ReportDocument) -> str:
     """Isolation and enforcement in one line."""
     run = doc.run
@@ -197,7 +206,10 @@ def isolation(doc: ReportDocument) -> str:
         "unknown (imported)": " (headroom did not run these trials)",
     }.get(iso, "")
     storage = {True: "enforced", False: "NOT enforced", None: "unrecorded"}[run.storage_limit]
-    line = f"Isolation {iso}{warn}; enforcement {run.enforcement} on backend {run.backend}; storage limit {storage}."
+    line = (
+        f"Isolation {iso}{warn}{host_agent(run.agent_sandbox)}; enforcement {run.enforcement} on backend "
+        f"{run.backend}; storage limit {storage}."
+    )
     if run.run_on_host:
         names = ", ".join(run.run_on_host[:5]) + (
             f" and {len(run.run_on_host) - 5} more" if len(run.run_on_host) > 5 else ""

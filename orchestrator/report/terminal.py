@@ -86,6 +86,8 @@ def print_report(doc: ReportDocument, console: Console) -> None:
             f"[bold red]isolation {run.isolation}[/]: trials were not sandboxed; "
             "an agent could have read or changed what graded it"
         )
+    if run.agent_sandbox is not None and run.agent_sandbox.startswith("none"):
+        console.print(f"[bold red]{escape(summary.host_agent(run.agent_sandbox).lstrip('; '))}[/]")
     if run.storage_limit is False:
         console.print("[yellow]storage limit not enforced[/] by this backend")
     checks.print_terminal(doc, console)

@@ -60,8 +60,9 @@ class AgentSpec(BaseModel):
     network: bool | None = Field(
         default=None,
         description="network of the agent's own process; None: allow_internet. A command agent runs "
-        "inside the environment, so its step gets this network; an external agent runs on the host and has the "
-        "host's network (false is refused for it)",
+        "inside the environment, so its step gets this network; an external agent runs on the host in a sandbox "
+        "of its own: true shares the host's network with it, false leaves it its own loopback and the model "
+        "gateway (docs/isolation.md)",
     )
     env_passthrough: list[str] = Field(
         default_factory=list,
@@ -71,7 +72,18 @@ class AgentSpec(BaseModel):
         default=None,
         description="an installed agent: a host directory made available in the environment at "
         "/agent (local: mounted read-only; docker: copied in; kubernetes: a read-only ConfigMap), as "
-        "$HEADROOM_AGENT_DIR",
+        "$HEADROOM_AGENT_DIR. An external agent: its directory on the host, read-only in its sandbox at the "
+        "same path, and its working directory",
+    )
+    host_paths: list[str] = Field(
+        default_factory=list,
+        description="external agents: more host paths (absolute) its sandbox shows read-only at the same path, "
+        "such as a credential it needs; nothing of the host is shown that is not named or found (docs/isolation.md)",
+    )
+    trusted: bool = Field(
+        default=False,
+        description="external agents: where the host sandbox cannot start, run the agent unsandboxed, as "
+        "headroom's user, instead of refusing the sweep; every report says so",
     )
     install: AgentInstall | None = Field(default=None, description="the installed agent's install phase")
 
@@ -95,16 +107,17 @@ class AgentSpec(BaseModel):
     def _command_needs_command(self) -> AgentSpec:
         if self.kind in ("command", "external") and not (self.command and self.command.strip()):
             raise ValueError(f"agent kind '{self.kind}' needs a command")
-        if self.kind != "command" and (self.path or self.install):
+        if self.kind not in ("command", "external") and self.path:
+            raise ValueError("an agent directory is for kind 'command' (an installed agent) or 'external'")
+        if self.kind != "command" and self.install:
             raise ValueError(
-                "an agent directory and an install phase are for kind 'command' (an installed agent: "
-                "it runs inside the environment)"
+                "an install phase is for kind 'command' (an installed agent: it runs inside the environment)"
             )
-        if self.kind == "external" and self.network is False:
-            raise ValueError(
-                "an external agent runs on the host with the host's network; 'network: false' cannot "
-                "apply to it (environment.network governs the trial's environment)"
-            )
+        if self.kind != "external" and (self.host_paths or self.trusted):
+            raise ValueError("host_paths and trusted are for kind 'external' (an agent that runs on the host)")
+        for p in self.host_paths:
+            if not p.startswith("/") or p.rstrip("/") == "":
+                raise ValueError(f"host_paths takes absolute paths other than /, got {p!r}")
         if self.kind == "oracle" and self.command:
             raise ValueError("the oracle agent runs the task's solution and takes no command; use kind 'command'")
         return self
@@ -262,6 +275,7 @@ class ExperimentOverrides(BaseModel):
     agent_kind: Annotated[str | None, Flag("--agent", ("agent", "kind"))] = None
     agent_command: Annotated[str | None, Flag("--agent-command", ("agent", "command"))] = None
     agent_env: Annotated[list[str] | None, Flag("--agent-env", ("agent", "env_passthrough"))] = None
+    trusted_agent: Annotated[bool | None, Flag("--trusted-agent", ("agent", "trusted"))] = None
     allow_internet: Annotated[bool | None, Flag("--allow-internet/--no-internet", ("allow_internet",))] = None
     model: Annotated[str | None, Flag("--model", ("model", "name"))] = None
     task_patterns: Annotated[list[str] | None, Flag("--task", ("tasks",))] = None

@@ -64,6 +64,17 @@ class TaskSource(BaseModel):
     include_solution: bool = Field(description="the solution is delivered to the oracle only")
 
 
+class HostAgent(BaseModel):
+    """An external agent's view of the host (orchestrator/agents/host_sandbox.py): what its sandbox binds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str | None = Field(default=None, description="the agent's directory: read-only at its host path, its cwd")
+    host_paths: list[str] = Field(default_factory=list, description="more host paths the user named, read-only")
+    network: bool = Field(default=False, description="the host's network; False: loopback and the gateway only")
+    trusted: bool = Field(default=False, description="may run unsandboxed where the sandbox cannot start")
+
+
 class Launch(BaseModel):
     """Everything a backend needs to run one try, and nothing it may not see."""
 
@@ -103,6 +114,7 @@ class Launch(BaseModel):
         "agent on the host reaches it, one in a sandbox only through the host's network",
     )
     agent_dir: str | None = Field(default=None, description="an installed agent's host directory, seen at /agent")
+    host_agent: HostAgent | None = Field(default=None, description="an external agent's sandbox on the host")
     placement: Literal["default", "limit-aware"] = Field(
         default="default",
         description="the experiment's placement: a cluster backend schedules a limit-aware try "

@@ -146,7 +146,7 @@ $HEADROOM_EXEC -- bash -c 'sleep 300 >/dev/null 2>&1 &'; $HEADROOM_EXEC -- bash 
 $HEADROOM_EXEC -- bash -c 'env' | grep -c -e OPENAI -e HEADROOM_MODEL -e HEADROOM_EXEC; true
 $HEADROOM_EXEC -- cat /proc/self/cgroup
 cat /proc/self/cgroup
-PY -c 'from orchestrator.agents import exec as hx; r = hx.run("head -c 100000 /dev/zero"); print("api", r.exit_code, r.stdout_bytes)'
+python3 -c 'import headroom_exec as hx; r = hx.run("head -c 100000 /dev/zero"); print("api", r.exit_code, r.stdout_bytes)'
 $HEADROOM_EXEC -- touch out
 """
 
@@ -163,7 +163,7 @@ def test_the_exec_channel_runs_in_the_trials_sandbox_and_cgroup_with_the_options
             "tasks": ["ok"],
             "configurations": ["1"],
             "attempts": 1,
-            "agent": {"kind": "external", "command": AGENT.replace("PY -c", f"{sys.executable} -c")},
+            "agent": {"kind": "external", "command": AGENT},
         },
     )
     assert res.returncode == 0, res.stderr

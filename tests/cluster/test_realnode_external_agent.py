@@ -100,3 +100,25 @@ $HEADROOM_EXEC -- sh -c 'sleep 300 >/dev/null 2>&1 &'
     assert [r.exit_code for r in records] == [0, 0, None, 7, 0, 0, 0]
     assert records[2].timed_out and records[1].cwd == "/" and records[0].cwd == "/tmp"
     assert kept[f"{names.LOGS_PREFIX}/host-note.txt"] == b"42\n"
+
+
+@pytest.mark.docker
+def test_host_agent_attacks_fail_on_pods(
+    docker_env, cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    # The external-agent variant of the hostile harness (tests/hostile/test_external_agents.py) on Pods: the agent
+    # runs on this host in its own sandbox whatever the backend, so each class ends `failed` here too.
+    from tests.hostile.test_backends_agree import corpus_image
+    from tests.hostile.test_external_agents import check_classes, check_key_theft
+
+    if real_node.node is None:
+        pytest.skip("an existing cluster's real node: push the corpus image to its registry instead")
+    image = corpus_image(docker_env)
+    real_node.node.import_image(image, docker_host=docker_env.host)
+    ns = cluster.create_namespace(prefix="exthostile", labels={"pod-security.kubernetes.io/enforce": "baseline"})
+    extra = {"image": image, "kubernetes": real_node.kubernetes_options(cluster, ns, run_as_root=True)}
+    classes, theft = tmp_path / "classes", tmp_path / "theft"
+    for d in (classes, theft):
+        (d / "tasks").mkdir(parents=True)
+    check_classes(classes, classes / "tasks", "--backend", "kubernetes", isolation="pod", extra=extra)
+    check_key_theft(theft, theft / "tasks", "--backend", "kubernetes", extra=extra)

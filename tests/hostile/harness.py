@@ -21,6 +21,7 @@ import io
 import json
 import os
 import secrets
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -32,6 +33,8 @@ import psutil
 import pytest
 from rich.console import Console
 
+from orchestrator.agentio.redact import transformed
+from orchestrator.artifacts import reader
 from orchestrator.backends.local import sandbox
 from orchestrator.report import document, render, terminal
 from orchestrator.store.sqlite import Store
@@ -130,9 +133,13 @@ def sweep(
     concurrency: int = 1,
     timeout: float = 300,
     wrapper: tuple[str, ...] = (),
+    agent_command: str = 'bash "$HEADROOM_TASK_DIR/environment/attack.sh"',
+    env: dict[str, str] | None = None,
 ) -> HostileRun:
-    """Run the CLI on ``tasks_root``; ``wrapper`` is a command prefix that execs it (e.g. to set up its keyring)."""
-    env, canaries = canary_env()
+    """Run the CLI on ``tasks_root``; ``wrapper`` is a command prefix that execs it (e.g. to set up its keyring);
+    ``env``: more host variables (a gateway's upstream key)."""
+    canary, canaries = canary_env()
+    env = {**canary, **(env or {})}
     store = tmp_path / "h.db"
     cmd = [
         *wrapper,
@@ -148,7 +155,7 @@ def sweep(
         "--concurrency",
         str(concurrency),
         "--agent-command",
-        'bash "$HEADROOM_TASK_DIR/environment/attack.sh"',
+        agent_command,
         "--agent-env",
         "SHORTPW",
         "--store",
@@ -191,14 +198,30 @@ def reports(store: Path, run_id: str) -> dict[str, str]:
         s.close()
 
 
+def stored_bytes(store: Path) -> dict[str, bytes]:
+    """Every byte a run stored: the store's files as they are on disk (.db, -wal, -shm), and each artifact
+    decompressed (a compressed artifact hides its text from a search of the file)."""
+    blobs = {p.name: p.read_bytes() for p in store.parent.glob(store.name + "*")}
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        if reader.has_artifacts(db):
+            for (sha,) in db.execute("SELECT DISTINCT sha256 FROM artifacts WHERE sha256 IS NOT NULL"):
+                blobs[f"artifact {sha[:12]}"] = reader.read(db, sha)
+    finally:
+        db.close()
+    return blobs
+
+
 def assert_nothing_leaks(
     run: HostileRun,
     *,
     more_needles: list[str] = (),  # type: ignore[assignment]
     isolation: str | None = "namespaces",
 ) -> None:
-    needles = [*run.canaries, *more_needles]
-    blobs = {p.name: p.read_bytes() for p in run.store.parent.glob(run.store.name + "*")}  # .db, -wal, -shm
+    """No canary, and no secret of ``more_needles`` in any form an agent could have put it in (reversed, upper
+    case, hex, base64: :func:`transformed`), is in a stored byte, the CLI's output or a report."""
+    needles = [form for n in [*run.canaries, *more_needles] for form in transformed(n)]
+    blobs = stored_bytes(run.store)
     assert run.store.name in blobs
     texts = {"cli stdout": run.proc.stdout, "cli stderr": run.proc.stderr, **reports(run.store, run.run_id)}
     for needle in needles:

@@ -13,7 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from orchestrator.agents import exec as hx
+try:
+    from orchestrator.agents import exec as hx
+except ImportError:  # the standalone copy in a host agent's sandbox, beside headroom_exec.py
+    import headroom_exec as hx  # type: ignore[import-not-found,no-redef]
 
 CHANNEL_FAILED = 125
 
