@@ -147,24 +147,26 @@ def test_links_into_verifier_only_paths_are_removed_and_counted(backend: DockerB
     (task / "tests" / "expected.txt").write_text("42\n")
     checks = (
         '[ "$(cat /app/ok)" = fine ] && echo OK-LINK-KEPT; [ -L /app/ok ] && echo OK-IS-LINK; '
-        "for p in /app/answer.txt /app/sub/t /app/rel /app/chain /app/out/answer /logs/agent/reward /app/root; do "
+        "for p in /app/answer.txt /app/sub/t /app/rel /logs/agent/reward /app/root; do "
         '[ -L "$p" ] && echo "STILL-LINK $p"; done; '
+        # outside the carried outputs, the verifier's container holds the image's files, not the agent's
+        'for p in /tmp/hop/next /srv/out/answer /tests/x; do [ -L "$p" ] && echo "AGENT-FILE $p"; done; '
         "[ -e /tests/planted ] && echo PLANTED; [ -e /logs/verifier/reward.json ] && echo PLANTED; true\n"
     )
     (task / "tests" / "test.sh").write_text((task / "tests" / "test.sh").read_text() + checks)
     [(facts, verdict)] = run_tries(backend, _experiment(root, LINKS), [("tests-hidden", "1x-strict")], root=root)
     assert verdict.outcome is Outcome.FAILED, (verdict, facts.infra_detail, facts.verifier)
     assert facts.reward == 0.0
-    # /app/chain resolves through /tmp/hop/next (the daemon follows the chain); /srv/out/answer is reached
-    # through /app/out, a harmless link, so what is under /srv/out is checked too.
-    # Seven links lead into (or above) verifier-only paths; /app/tests/planted-style leftovers in /tests and
-    # /logs/verifier went with the fresh uploads, not the sanitiser.
-    assert facts.extra.verifier_only_links_removed == 7, facts.extra.sanitiser
+    # Five links lead into (or above) verifier-only paths from the carried outputs. /app/chain (through
+    # /tmp/hop/next) and /app/out/answer (through /srv/out) lead out of them: in the verifier's container,
+    # fresh from the image, there is nothing of the agent's at /tmp/hop or /srv/out, so they lead nowhere
+    # (kept, dangling). Leftovers in /tests and /logs/verifier never reach the verifier's container.
+    assert facts.extra.verifier_only_links_removed == 5, facts.extra.sanitiser
     assert facts.extra.sanitiser is not None and facts.extra.sanitiser.status == "ok"
     assert facts.verifier is not None
     out = facts.verifier.stdout_tail
     assert "OK-LINK-KEPT" in out and "OK-IS-LINK" in out
-    assert "STILL-LINK" not in out and "PLANTED" not in out
+    assert "STILL-LINK" not in out and "PLANTED" not in out and "AGENT-FILE" not in out
 
 
 def test_the_oracle_may_link_to_its_solution(backend: DockerBackend, tmp_path: Path) -> None:

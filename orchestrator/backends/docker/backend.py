@@ -68,7 +68,7 @@ from . import external as docker_external
 from . import steps
 from .images import ImageResolver, ImageUnavailable
 from .labels import LAUNCH, MANAGED, OWNER, RUN, Owner
-from .runner import DockerRunner, EngineBlind, VerifierLost
+from .runner import DockerRunner, EngineBlind, VerifierLost, handover_archive
 
 KEEP_ALIVE = ["sleep", "infinity"]
 #: The verifier's keep-alive: ``sleep`` found on the system's own PATH, never on an image PATH that may name a
@@ -203,6 +203,8 @@ class _Container:
         self.backend, self.api, self.cid = backend, backend.api, cid
         self.agent_cid, self.volumes = cid, volumes
         self.verifier_cid: str | None = None
+        #: (source, path) put into the verifier's container before it started
+        self.preloaded: set[tuple[Path | None, str]] = set()
         self._verifier: threading.Thread | None = None
         self._verifier_error: BaseException | None = None
         self.since = int(time.time()) - 2
@@ -251,14 +253,22 @@ class _Container:
         except _API_ERRORS:
             self.state = None
 
-    def prepare_verifier(self, create: Any) -> None:
-        """Create the verifier's container in the background (``create()`` returns its id), while the agent runs."""
+    def prepare_verifier(self, create: Any, handover: list[tuple[Path | None, str]]) -> None:
+        """Create the verifier's container in the background (``create()`` returns its id), while the agent runs,
+        and put the hand-over in it: nothing but headroom ever writes there, so it is still as put when the
+        verifier starts. A failed upload is left for the hand-over phase to do again."""
 
         def make() -> None:
             try:
                 self.verifier_cid = create()
             except BaseException as exc:  # noqa: BLE001 -- raised again where the container is needed
                 self._verifier_error = exc
+                return
+            try:
+                steps.put_archive(self.api, self.verifier_cid, handover_archive(handover))
+                self.preloaded = set(handover)
+            except (*_API_ERRORS, RuntimeError, OSError):
+                pass
 
         self._verifier = threading.Thread(target=make, name="verifier-create", daemon=True)
         self._verifier.start()
@@ -585,8 +595,16 @@ class DockerBackend(ThreadedBackend):
                 facts.infra_detail = f"cannot start the container: {exc.explanation or exc}"
                 return facts
             ctr = _Container(self, cid, list(volumes.values()))
-            ctr.prepare_verifier(lambda: self._create(launch, image.id, volumes, verifier=True))
-            self._run_in(ctr, launch, work, carried, facts, cancelled, fresh_workdir=not image.workdir.strip("/"))
+            self._run_in(
+                ctr,
+                launch,
+                work,
+                carried,
+                facts,
+                cancelled,
+                fresh_workdir=not image.workdir.strip("/"),
+                make_verifier=lambda: self._create(launch, image.id, volumes, verifier=True),
+            )
             return facts
         except _Cancelled:
             facts.setup_error = "cancelled"
@@ -642,6 +660,7 @@ class DockerBackend(ThreadedBackend):
         cancelled: threading.Event,
         *,
         fresh_workdir: bool,
+        make_verifier: Any,
     ) -> None:
         api, cid = self.api, ctr.cid
         facts.extra.cgroup = ctr.cg.version if ctr.cg is not None else None
@@ -682,6 +701,12 @@ class DockerBackend(ThreadedBackend):
         with tempfile.TemporaryDirectory(prefix="headroom-vtask-") as staging:
             vtask = verifier_task_copy(task_dir, Path(staging) / "vtask", oracle=oracle)
             assert launch.verifier is not None  # refused in run() otherwise
+            handover: list[tuple[Path | None, str]] = [
+                (None, cc.VERIFIER_LOGS),
+                (task_dir / "tests", cc.TESTS),
+                (vtask, VERIFIER_TASK_DIR),
+            ]
+            ctr.prepare_verifier(make_verifier, handover)
             setup = launch.agent_setup
             plan = Plan(
                 workdir=workdir,
@@ -701,7 +726,7 @@ class DockerBackend(ThreadedBackend):
                     {**launch.verifier.env, **cc.step_paths("verifier", workdir, task_dir=VERIFIER_TASK_DIR)},
                     launch.verifier.timeout_s,
                 ),
-                handover=[(None, cc.VERIFIER_LOGS), (task_dir / "tests", cc.TESTS), (vtask, VERIFIER_TASK_DIR)],
+                handover=handover,
                 hidden=forbidden,
                 roots=carried,
                 prune=["/headroom"],  # headroom's own: the agent's task view and the verifier's copy
@@ -719,13 +744,13 @@ class DockerBackend(ThreadedBackend):
                 blind_check=lambda: (PODMAN_OOM_NOTE if ctr.cg is None and self.engine == "podman" else None),
                 runtime_oom=self._runtime_oom,
             )
-            handover = [time.monotonic()]
+            handover_t = [time.monotonic()]
 
             def proceed(phase: Phase) -> bool:
                 if phase is Phase.STOP:  # from the agent's end: stop, the verifier's start, tests in, sanitiser
-                    handover[0] = time.monotonic()
+                    handover_t[0] = time.monotonic()
                 elif phase is Phase.SANITISE:
-                    facts.extra.handover_s = round(time.monotonic() - handover[0], 3)
+                    facts.extra.handover_s = round(time.monotonic() - handover_t[0], 3)
                 return not cancelled.is_set()
 
             try:

@@ -26,9 +26,9 @@ from orchestrator.spec.launch import Launch
 
 #: Where an installed agent's directory is copied in the container.
 AGENT_DIR = "/agent"
-#: At most this much of the archive of the container's logs dir is read, when the daemon's volume folder is
-#: not on this machine (the sink's per-try cap bounds what is kept; a file's bytes past it are read and dropped).
-MAX_LOGS_ARCHIVE = 512 * 1024 * 1024
+#: What of the archive of the container's logs dir is read past twice the sink's per-try cap, when the daemon's
+#: volume folder is not on this machine: a file's bytes past the cap are read and dropped, to list what follows.
+LOGS_ARCHIVE_MARGIN = 64 * 1024 * 1024
 
 
 def run_agent(
@@ -125,18 +125,18 @@ class _Chunks(io.RawIOBase):
 
     def __init__(self, chunks: Iterator[bytes], limit: int) -> None:
         self.chunks, self.limit, self.read_bytes, self.cut = chunks, limit, 0, False
-        self.pending = b""
+        self.pending = memoryview(b"")  # a view: taking a piece copies only that piece
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b: Any) -> int:
-        if not self.pending:
-            if self.read_bytes >= self.limit:
-                self.cut = True
-                return 0
-            self.pending = next(self.chunks, b"")
-            if not self.pending:
+        if self.read_bytes >= self.limit:
+            self.cut = True
+            return 0
+        if not len(self.pending):
+            self.pending = memoryview(next(self.chunks, b""))
+            if not len(self.pending):
                 return 0
         n = min(len(b), len(self.pending), self.limit - self.read_bytes)
         b[:n] = self.pending[:n]
@@ -151,16 +151,17 @@ def copy_out(api: docker.APIClient, cid: str, path: str, dest: Path, sink: Artif
     the same reason: a regular file's first bytes (as many as the sink could keep) with its full size (the
     rest a hole: a 10 GB sparse file costs no more than the cap), links as links (recorded, never followed),
     FIFOs as FIFOs. Devices, and names that would leave ``dest``, are recorded as skipped. The stream is cut
-    after :data:`MAX_LOGS_ARCHIVE` bytes; what came after is recorded as not listed."""
+    after twice the sink's cap and :data:`LOGS_ARCHIVE_MARGIN`; what came after is recorded as not listed."""
     keep = sink_cap(sink) + 2 * SLACK
+    bound = 2 * sink_cap(sink) + LOGS_ARCHIVE_MARGIN
     top = Path(path).name
     root = dest / top
     notes: list[tuple[str, str]] = []
     stream: _Chunks | None = None
     try:
         chunks, _stat = api.get_archive(cid, path, chunk_size=CHUNK)
-        stream = _Chunks(iter(chunks), MAX_LOGS_ARCHIVE)
-        with tarfile.open(fileobj=io.BufferedReader(stream, CHUNK), mode="r|") as tar:
+        stream = _Chunks(iter(chunks), bound)
+        with tarfile.open(fileobj=io.BufferedReader(stream, CHUNK), mode="r|", bufsize=CHUNK) as tar:
             for m in tar:
                 rel = PurePosixPath(m.name)
                 if rel.is_absolute() or ".." in rel.parts or not rel.parts or rel.parts[0] != top:
@@ -171,15 +172,15 @@ def copy_out(api: docker.APIClient, cid: str, path: str, dest: Path, sink: Artif
                     notes.append((m.name, "a name outside the logs dir (not kept)"))
                     continue
                 _rebuild(tar, m, target, root, keep, notes)
+            if stream.read_bytes < tar.offset and not stream.cut:  # ended inside an entry: not the archive's end
+                notes.append(("", f"the archive of the logs dir ended early, after {stream.read_bytes} bytes"))
     except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
         notes.append(("", f"the archive of the logs dir could not be read: {getattr(exc, 'explanation', None) or exc}"))
-    except (tarfile.TarError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 -- a broken tar, a full disk, the daemon's stream lost (urllib3's own)
         if stream is None or not stream.cut:
-            notes.append(("", f"the archive of the logs dir ended early: {exc}"))
+            notes.append(("", f"the archive of the logs dir ended early: {type(exc).__name__}: {exc}"))
     if stream is not None and stream.cut:
-        notes.append(
-            ("", f"the archive of the logs dir was cut after {MAX_LOGS_ARCHIVE} bytes: later entries not listed")
-        )
+        notes.append(("", f"the archive of the logs dir was cut after {bound} bytes: later entries not listed"))
     if root.is_dir():
         sink.add_tree(launch, names.LOGS_PREFIX, root)
     for name, why in notes:

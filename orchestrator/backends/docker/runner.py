@@ -42,6 +42,23 @@ class VerifierLost(Exception):
     """The verifier's container (the pristine image, untouched by the agent) did not start or keep running."""
 
 
+def handover_archive(items: Sequence[tuple[Path | None, str]]) -> bytes:
+    """One archive that makes each ``dest`` a fresh copy of its host tree (``None``: an empty folder, writable by
+    any user the verifier runs as), with its parent folders."""
+    parents: list[tuple[str, int]] = []
+    for _src, dest in items:
+        parent, chain = str(Path(dest).parent), list[tuple[str, int]]()
+        while parent not in ("/", ""):
+            chain.insert(0, (parent, 0o755))
+            parent = str(Path(parent).parent)
+        parents += [p for p in chain if p not in parents]
+    return steps.tree_archive(
+        dirs=parents,
+        fresh=[(dest, 0o777 if src is None else 0o755) for src, dest in items],
+        trees=[(src, dest) for src, dest in items if src is not None],
+    )
+
+
 class DockerRunner:
     def __init__(
         self,
@@ -143,17 +160,9 @@ class DockerRunner:
 
     def put_tree(self, src: Path | None, dest: str) -> None:
         self._resume()
-        parents: list[tuple[str, int]] = []
-        parent = str(Path(dest).parent)
-        while parent not in ("/", ""):
-            parents.insert(0, (parent, 0o755))
-            parent = str(Path(parent).parent)
-        mode = 0o777 if src is None else 0o755  # a fresh logs folder: writable by any user the verifier runs as
-        steps.put_archive(
-            self.api,
-            self.ctr.cid,
-            steps.tree_archive(dirs=parents, fresh=[(dest, mode)], trees=[(src, dest)] if src is not None else []),
-        )
+        if (src, dest) in self.ctr.preloaded:
+            return  # uploaded into the verifier's container before it started (while the agent ran): still as put
+        steps.put_archive(self.api, self.ctr.cid, handover_archive([(src, dest)]))
 
     def read_file(self, path: str, limit: int) -> bytes | None:
         raw, why = steps.read_small(self.api, self.ctr.cid, path, limit)
