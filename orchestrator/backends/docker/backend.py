@@ -349,8 +349,8 @@ class DockerBackend(ThreadedBackend):
             ),
             notes=[
                 "storage is recorded, not enforced (a per-container disk quota needs overlay2 on xfs with pquota)",
-                "the agent and the verifier share one container, as in Harbor: the verifier sees what the agent left "
-                "outside /tests and /logs/verifier",
+                "the verifier runs in a fresh container from the task's image: of the agent's it sees only the carried "
+                "outputs (the work dir, /logs/agent, the task's [verifier] outputs)",
                 *([PODMAN_OOM_NOTE] if self.engine == "podman" else []),
             ],
         )
