@@ -199,9 +199,10 @@ class _Container:
     container of the current run.
     """
 
-    def __init__(self, backend: DockerBackend, cid: str, volumes: list[str]) -> None:
+    def __init__(self, backend: DockerBackend, cid: str, mounts: dict[str, str]) -> None:
         self.backend, self.api, self.cid = backend, backend.api, cid
-        self.agent_cid, self.volumes = cid, volumes
+        #: carried folder -> its volume, mounted in both containers
+        self.agent_cid, self.mounts = cid, mounts
         self.verifier_cid: str | None = None
         #: (source, path) put into the verifier's container before it started
         self.preloaded: set[tuple[Path | None, str]] = set()
@@ -594,7 +595,7 @@ class DockerBackend(ThreadedBackend):
                 facts.infra_hint = InfraReason.CONTAINER_CONFIG
                 facts.infra_detail = f"cannot start the container: {exc.explanation or exc}"
                 return facts
-            ctr = _Container(self, cid, list(volumes.values()))
+            ctr = _Container(self, cid, volumes)
             self._run_in(
                 ctr,
                 launch,
