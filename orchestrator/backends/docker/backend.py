@@ -663,14 +663,51 @@ class DockerBackend(ThreadedBackend):
         fresh_workdir: bool,
         make_verifier: Any,
     ) -> None:
-        api, cid = self.api, ctr.cid
         facts.extra.cgroup = ctr.cg.version if ctr.cg is not None else None
         if ctr.cg is None and self.engine == "podman":
             # Nothing would tell an OOM kill of a step from a failure: refuse rather than misclassify.
             facts.infra_hint, facts.infra_detail = InfraReason.OTHER, PODMAN_OOM_NOTE
             return
+        staging = Path(tempfile.mkdtemp(prefix="headroom-vtask-"))
+        try:
+            self._run_staged(
+                ctr,
+                launch,
+                workdir,
+                carried,
+                facts,
+                cancelled,
+                staging,
+                fresh_workdir=fresh_workdir,
+                make_verifier=make_verifier,
+            )
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _run_staged(
+        self,
+        ctr: _Container,
+        launch: Launch,
+        workdir: str,
+        carried: list[str],
+        facts: TrialFacts,
+        cancelled: threading.Event,
+        staging: Path,
+        *,
+        fresh_workdir: bool,
+        make_verifier: Any,
+    ) -> None:
+        api, cid = self.api, ctr.cid
         task_dir = Path(launch.task.path)
         oracle = launch.task.include_solution
+        # The verifier's container is made, and the hand-over put in it, while the agent's is filled and runs.
+        vtask = verifier_task_copy(task_dir, staging / "vtask", oracle=oracle)
+        handover: list[tuple[Path | None, str]] = [
+            (None, cc.VERIFIER_LOGS),
+            (task_dir / "tests", cc.TESTS),
+            (vtask, VERIFIER_TASK_DIR),
+        ]
+        ctr.prepare_verifier(make_verifier, handover)
         trees = task_trees(task_dir, cc.TASK_DIR, solution=oracle)
         if oracle and (task_dir / "solution").is_dir():
             trees.append((task_dir / "solution", cc.SOLUTION))
@@ -699,67 +736,59 @@ class DockerBackend(ThreadedBackend):
         if cancelled.is_set():
             raise _Cancelled
         forbidden = [cc.TESTS, cc.VERIFIER_LOGS, VERIFIER_TASK_DIR, *(() if oracle else (cc.SOLUTION,))]
-        with tempfile.TemporaryDirectory(prefix="headroom-vtask-") as staging:
-            vtask = verifier_task_copy(task_dir, Path(staging) / "vtask", oracle=oracle)
-            assert launch.verifier is not None  # refused in run() otherwise
-            handover: list[tuple[Path | None, str]] = [
-                (None, cc.VERIFIER_LOGS),
-                (task_dir / "tests", cc.TESTS),
-                (vtask, VERIFIER_TASK_DIR),
-            ]
-            ctr.prepare_verifier(make_verifier, handover)
-            setup = launch.agent_setup
-            plan = Plan(
-                workdir=workdir,
-                # a container's network is the try's for every exec: the setup phase gets no other
-                setup=(
-                    SetupCommand(self._argv(setup), {**setup.env, **agent_env}, setup.timeout_s)
-                    if setup is not None
-                    else None
-                ),
-                agent=(
-                    docker_external.contract_agent(self.api, self.stream_api, ctr, launch, workdir=workdir)
-                    if launch.agent_kind == "external"
-                    else Command(self._argv(launch.agent), agent_env, launch.agent.timeout_s)
-                ),
-                verifier=Command(
-                    self._argv(launch.verifier),
-                    {**launch.verifier.env, **cc.step_paths("verifier", workdir, task_dir=VERIFIER_TASK_DIR)},
-                    launch.verifier.timeout_s,
-                ),
-                handover=handover,
-                hidden=forbidden,
-                roots=carried,
-                prune=["/headroom"],  # headroom's own: the agent's task view and the verifier's copy
-                agent_target=(
-                    agent_check.target(launch.agent.shell)
-                    if launch.agent_kind != "external" and launch.agent.shell
-                    else None
-                ),
-            )
-            runner = DockerRunner(
-                ctr,
-                stream_api=self.stream_api,
-                cancelled=cancelled,
-                keep_alive=VERIFIER_KEEP_ALIVE,
-                blind_check=lambda: (PODMAN_OOM_NOTE if ctr.cg is None and self.engine == "podman" else None),
-                runtime_oom=self._runtime_oom,
-            )
-            handover_t = [time.monotonic()]
+        assert launch.verifier is not None  # refused in run() otherwise
+        setup = launch.agent_setup
+        plan = Plan(
+            workdir=workdir,
+            # a container's network is the try's for every exec: the setup phase gets no other
+            setup=(
+                SetupCommand(self._argv(setup), {**setup.env, **agent_env}, setup.timeout_s)
+                if setup is not None
+                else None
+            ),
+            agent=(
+                docker_external.contract_agent(self.api, self.stream_api, ctr, launch, workdir=workdir)
+                if launch.agent_kind == "external"
+                else Command(self._argv(launch.agent), agent_env, launch.agent.timeout_s)
+            ),
+            verifier=Command(
+                self._argv(launch.verifier),
+                {**launch.verifier.env, **cc.step_paths("verifier", workdir, task_dir=VERIFIER_TASK_DIR)},
+                launch.verifier.timeout_s,
+            ),
+            handover=handover,
+            hidden=forbidden,
+            roots=carried,
+            prune=["/headroom"],  # headroom's own: the agent's task view and the verifier's copy
+            agent_target=(
+                agent_check.target(launch.agent.shell)
+                if launch.agent_kind != "external" and launch.agent.shell
+                else None
+            ),
+        )
+        runner = DockerRunner(
+            ctr,
+            stream_api=self.stream_api,
+            cancelled=cancelled,
+            keep_alive=VERIFIER_KEEP_ALIVE,
+            blind_check=lambda: (PODMAN_OOM_NOTE if ctr.cg is None and self.engine == "podman" else None),
+            runtime_oom=self._runtime_oom,
+        )
+        handover_t = [time.monotonic()]
 
-            def proceed(phase: Phase) -> bool:
-                if phase is Phase.STOP:  # from the agent's end: stop, the verifier's start, tests in, sanitiser
-                    handover_t[0] = time.monotonic()
-                elif phase is Phase.SANITISE:
-                    facts.extra.handover_s = round(time.monotonic() - handover_t[0], 3)
-                return not cancelled.is_set()
+        def proceed(phase: Phase) -> bool:
+            if phase is Phase.STOP:  # from the agent's end: stop, the verifier's start, tests in, sanitiser
+                handover_t[0] = time.monotonic()
+            elif phase is Phase.SANITISE:
+                facts.extra.handover_s = round(time.monotonic() - handover_t[0], 3)
+            return not cancelled.is_set()
 
-            try:
-                run_try(runner, plan, facts, proceed=proceed)
-            except (EngineBlind, VerifierLost) as exc:
-                facts.infra_hint, facts.infra_detail = InfraReason.OTHER, str(exc)
-            if cancelled.is_set():
-                raise _Cancelled
+        try:
+            run_try(runner, plan, facts, proceed=proceed)
+        except (EngineBlind, VerifierLost) as exc:
+            facts.infra_hint, facts.infra_detail = InfraReason.OTHER, str(exc)
+        if cancelled.is_set():
+            raise _Cancelled
 
     @staticmethod
     def _runtime_oom(state: dict[str, Any], steps_run: list[StepFacts]) -> None:
