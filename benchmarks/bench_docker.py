@@ -12,7 +12,14 @@ alike, medians of per-try wall time:
   per try from ``--image``, with headroom's contract: files copied in, agent killed
   before the tests, counters, OOM verdict, removal);
 * ``bare docker``: the least a container per try costs through the same API: create,
-  start, two execs, remove, nothing else.
+  start, two execs, remove, nothing else;
+* ``bare isolated``: the least a try costs with the verifier isolated as the Docker backend
+  isolates it (issue 29): a volume for the work dir, the agent's container (create, start,
+  the agent's exec, kill), the verifier's container from the same image with that volume
+  (create, start, the verifier's exec), both removed, the volume removed.
+
+Issue 32's target is the ``docker`` way at most 1.3x ``bare isolated``: the same steps, the
+verifier's isolation included, without the rest of headroom's contract.
 
 Needs a daemon that has ``--image`` (with python3 and bash); nothing is pulled.
 """
@@ -98,6 +105,43 @@ def bare_docker(client: docker.DockerClient, image: str, trials: int, concurrenc
     return (time.perf_counter() - t0) / trials
 
 
+def bare_isolated(client: docker.DockerClient, image: str, trials: int, concurrency: int) -> float:
+    api = client.api
+
+    def run(cid: str, script: str) -> None:
+        env = {"HEADROOM_WORKDIR": "/work", "HEADROOM_LOGS_DIR": "/tmp"}
+        exec_id = api.exec_create(cid, ["bash", "-c", script], environment=env)["Id"]
+        api.exec_start(exec_id)
+        assert api.exec_inspect(exec_id)["ExitCode"] == 0
+
+    def one(_: int) -> None:
+        volume = api.create_volume(labels={"bench": "docker"})["Name"]
+        made: list[str] = []
+        try:
+            for script, verifier in ((SOLVE, False), (TEST, True)):
+                mount = docker.types.Mount("/work", volume, type="volume", no_copy=verifier)
+                cid = api.create_container(
+                    image,
+                    entrypoint=["sleep", "infinity"],
+                    command=[],
+                    labels={"bench": "docker"},
+                    host_config=api.create_host_config(network_mode="none", mem_limit=768 << 20, mounts=[mount]),
+                )["Id"]
+                made.append(cid)
+                api.start(cid)
+                run(cid, script)
+                api.kill(cid)
+        finally:
+            for cid in made:
+                api.remove_container(cid, force=True)
+            api.remove_volume(volume, force=True)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(one, range(trials)))
+    return (time.perf_counter() - t0) / trials
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--image", default="headroom.local/tb2-base:latest")
@@ -110,6 +154,7 @@ def main() -> None:
     loc: list[float] = []
     dock: list[float] = []
     bare: list[float] = []
+    isolated: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         make_task(root)
@@ -127,8 +172,10 @@ def main() -> None:
             finally:
                 docker_backend.close()
             bare.append(bare_docker(client, args.image, args.trials, args.concurrency))
+            isolated.append(bare_isolated(client, args.image, args.trials, args.concurrency))
     client.close()
     ml, md, mb = statistics.median(loc), statistics.median(dock), statistics.median(bare)
+    mi = statistics.median(isolated)
     print(
         f"{args.trials} tries per measurement, {args.repeats} repeats, concurrency {args.concurrency}, "
         f"medians of per-try wall time"
@@ -137,10 +184,12 @@ def main() -> None:
     print(f"{'local':<14} {ml * 1000:>8.1f}")
     print(f"{'docker':<14} {md * 1000:>8.1f}")
     print(f"{'bare docker':<14} {mb * 1000:>8.1f}")
+    print(f"{'bare isolated':<14} {mi * 1000:>8.1f}")
     print(
         f"docker / local: {md / ml:.2f}   docker / bare docker: {md / mb:.2f}   "
         f"headroom's share of a docker try: {(md - mb) * 1000:.1f} ms"
     )
+    print(f"docker / bare isolated: {md / mi:.2f} (issue 32's target: at most 1.30)")
 
 
 if __name__ == "__main__":

@@ -96,6 +96,8 @@ class ArtifactSink(Protocol):
 
     def add_tree(self, key: TryKey | Launch, prefix: str, host_dir: str | os.PathLike[str]) -> list[Stored]: ...
 
+    def add_skipped(self, key: TryKey | Launch, name: str, why: str) -> Stored: ...
+
     def protect(self, key: TryKey | Launch, secrets: Iterable[str]) -> None: ...
 
     def finish(self, key: TryKey | Launch) -> ArtifactsSummary | None: ...
@@ -115,6 +117,9 @@ class NullSink:
 
     def add_tree(self, key: TryKey | Launch, prefix: str, host_dir: str | os.PathLike[str]) -> list[Stored]:
         return []
+
+    def add_skipped(self, key: TryKey | Launch, name: str, why: str) -> Stored:
+        return self._none(name)
 
     def protect(self, key: TryKey | Launch, secrets: Iterable[str]) -> None:
         return None
@@ -197,6 +202,14 @@ class StoreSink:
         finally:
             os.close(root)
         return out
+
+    def add_skipped(self, key: TryKey | Launch, name: str, why: str) -> Stored:
+        """An entry recorded without content, and why (what a backend saw but could not or would not read)."""
+        k = TryKey.of(key)
+        try:
+            return self._skipped(k, self._name(k, name), why)
+        except Exception as exc:  # noqa: BLE001
+            return self._failed(k, name, f"{type(exc).__name__}: {exc}")
 
     def finish(self, key: TryKey | Launch) -> ArtifactsSummary | None:
         """The try's artifacts in brief, for its evidence: counts, what the cap cut, what failed. None if none."""

@@ -15,7 +15,7 @@ import math
 import re
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.spec.grader import GoldenGrader
 from orchestrator.spec.unknown import refuse_unknown
@@ -145,6 +145,25 @@ class StepSpec(BaseModel):
         return data
 
 
+class VerifierSpec(StepSpec):
+    outputs: list[str] = Field(
+        default_factory=list,
+        description="headroom: folders besides the work dir and /logs/agent that a container backend carries from the "
+        "agent's environment to the verifier's, which starts from the task's pristine image "
+        "(docs/container-contract.md)",
+    )
+
+    @field_validator("outputs")
+    @classmethod
+    def _carriable(cls, v: list[str]) -> list[str]:
+        from orchestrator.contract.carry import problem  # the contract's rule, one place
+
+        for p in v:
+            if (why := problem(p)) is not None:
+                raise ValueError(f"[verifier] outputs: {why}")
+        return v
+
+
 class SolutionSpec(BaseModel):
     model_config = ConfigDict(extra="allow")  # only HARBOR_IGNORED["solution"]: see _known_keys
 
@@ -185,7 +204,7 @@ class TaskSpec(BaseModel):
     version: str = "1.0"
     environment: EnvironmentSpec
     agent: StepSpec
-    verifier: StepSpec
+    verifier: VerifierSpec
     solution: SolutionSpec = Field(default_factory=SolutionSpec)
     metadata: dict[str, Any] = Field(default_factory=dict)
     provenance: ProvenanceSpec = Field(default_factory=ProvenanceSpec)

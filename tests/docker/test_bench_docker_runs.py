@@ -32,5 +32,5 @@ def test_docker_benchmark_runs(docker_env: DockerEnv, docker_host: str) -> None:
         env={**os.environ, "DOCKER_HOST": docker_host, "PYTHONPATH": str(REPO)},
     )
     assert res.returncode == 0, res.stderr
-    assert "docker / local:" in res.stdout and "bare docker" in res.stdout
+    assert "docker / local:" in res.stdout and "bare docker" in res.stdout and "docker / bare isolated:" in res.stdout
     assert docker_env.managed_containers() == []

@@ -173,6 +173,8 @@ def test_requests_and_limits_reach_the_container(engine_env: DockerEnv, engine_h
         b.close()
         for c in docker_env.managed_containers():
             docker_env.client.api.remove_container(c["Id"], force=True, v=True)
+        for v in docker_env.client.api.volumes(filters={"label": "headroom.dev/managed=true"}).get("Volumes") or []:
+            docker_env.client.api.remove_volume(v["Name"], force=True)  # kept with the containers
 
 
 PEEK = r"""
@@ -274,7 +276,11 @@ def test_cancel_removes_the_container_and_cleanup_keeps_a_live_owners(
         _wait_running(docker_env)
         report = other.cleanup()
         assert report.removed == []
-        assert len(report.kept) == 1 and "still running" in report.kept[0]
+        # the try's containers (the agent's; the verifier's, once made while the agent runs) and its two volumes
+        mine = [k for k in report.kept if "live-run" in k]
+        assert all("still running" in k for k in mine), report.kept
+        assert sum(k.startswith("volume live-run") for k in mine) == 2, report.kept
+        assert any(k.startswith("container live-run-t-0-") and "-verifier" not in k for k in mine), report.kept
         a.cancel(h)
         deadline = time.monotonic() + 30
         while a.observe(h) is None and time.monotonic() < deadline:

@@ -19,7 +19,7 @@ from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.engine.settle import settle
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.experiment import AgentSpec, Experiment, RetryPolicy
-from orchestrator.spec.outcome import ModelReason, Outcome
+from orchestrator.spec.outcome import Outcome
 
 from .conftest import FIXTURES, DockerEnv
 from .helpers import copy_task, run_tries
@@ -69,29 +69,44 @@ def test_a_process_the_agent_disguised_cannot_write_the_reward(backend: DockerBa
     )  # stop, start, link scan and tests in: recorded per try
 
 
-#: The keep-alive replaced: after the restart, `sleep` (PID 1, found through PATH) starts a writer first.
+#: The keep-alive replaced: were the agent's container started again for the verifier, `sleep` (PID 1, found
+#: through PATH) would start a writer first.
 FAKE_KEEPALIVE = r"""
 echo 41 > /app/answer.txt
-cat > /usr/local/bin/sleep <<'EOF'
-#!/bin/bash
-( while :; do echo 1 > /logs/verifier/reward.txt 2>/dev/null; /bin/sleep 0.02; done ) &
-exec /bin/sleep "$@"
-EOF
-chmod +x /usr/local/bin/sleep
+mkdir -p /app/bin
+for d in /usr/local/bin /app/bin; do
+  printf '#!/bin/bash\n( while :; do echo 1 > /logs/verifier/reward.txt 2>/dev/null; /bin/sleep 0.02; done ) &\nexec /bin/sleep "$@"\n' > $d/sleep
+  chmod +x $d/sleep
+done
 """
 
 
-def test_a_replaced_keep_alive_is_caught_before_the_verifier(backend: DockerBackend) -> None:
-    """Only the agent can make the restarted container run more than its keep-alive: the agent's failure,
-    never an infra error (which would be retried: a re-roll the agent chose)."""
-    [(facts, verdict)] = run_tries(backend, _experiment(FIXTURES, FAKE_KEEPALIVE), [("tests-hidden", "1x-strict")])
-    assert verdict.outcome is Outcome.FAILED and verdict.reason is ModelReason.UNJUDGED_STATE, verdict
-    assert "only its keep-alive" in (facts.agent_fault or "")
-    assert facts.verifier is None and facts.reward is None  # never graded, never passed
+def _graded_in_a_pristine_container(facts, verdict) -> None:  # type: ignore[no-untyped-def]
+    """The verifier ran, in its own container from the image, and graded the agent's wrong answer: the agent's
+    failure, never an infra error (which would be retried: a re-roll the agent chose)."""
+    assert verdict.outcome is Outcome.FAILED and verdict.reason is None, (verdict, facts.agent_fault)
+    assert facts.infra_hint is None and facts.setup_error is None and facts.agent_fault is None, facts
+    assert facts.verifier is not None and facts.verifier.exit_code == 0 and facts.reward == 0.0, facts.verifier
+    assert settle(
+        facts, reward_threshold=1.0, retry=RetryPolicy(max_retries=3), finished_before=0, secrets=[]
+    ).final  # never retried
 
 
-#: The keep-alive replaced so the restarted container ends: at once (exit 0), before it starts (an interpreter that
-#: does not exist: the daemon cannot start it at all), or a while after the restart (under a later step).
+def test_a_replaced_keep_alive_never_runs_for_the_verifier(backend: DockerBackend, tmp_path: Path) -> None:
+    """The verifier's container is a fresh one from the image: a `sleep` the agent replaced in its own container,
+    or planted in a work dir the image puts on PATH (`ENV PATH=/app/bin:...`), is never its keep-alive."""
+    root = tmp_path / "tasks"
+    copy_task(
+        "tests-hidden", root, {"environment/Dockerfile": ("WORKDIR /app", "WORKDIR /app\nENV PATH=/app/bin:$PATH")}
+    )
+    [(facts, verdict)] = run_tries(
+        backend, _experiment(root, FAKE_KEEPALIVE), [("tests-hidden", "1x-strict")], root=root
+    )
+    _graded_in_a_pristine_container(facts, verdict)
+
+
+#: The keep-alive replaced so that a restarted container would end: at once (exit 0), before it starts (an
+#: interpreter that does not exist), or a while after the restart (under a later step).
 KEEPALIVE_EXITS = {
     "exits-at-once": r"#!/bin/sh\nexit 0\n",
     "cannot-start": r"#!/nonexistent/interpreter\n",
@@ -100,24 +115,15 @@ KEEPALIVE_EXITS = {
 
 
 @pytest.mark.parametrize("name", sorted(KEEPALIVE_EXITS))
-def test_a_keep_alive_that_ends_the_restarted_container_is_the_agents_failure(
-    backend: DockerBackend, name: str
-) -> None:
-    """Issue 19: a restarted container that is not running made the process check raise, recorded as
-    infra_error(other), which is retried: a re-roll the agent chose. It is the agent's failure, final."""
+def test_a_keep_alive_the_agent_broke_does_not_reach_the_verifier(backend: DockerBackend, name: str) -> None:
+    """Issue 19 made such a container the agent's failure (it was an infra error, retried); issue 29 keeps the
+    agent's container from the verifier altogether: the verifier grades the answer, in a container it started."""
     attack = (
         f"echo 41 > /app/answer.txt\nprintf '{KEEPALIVE_EXITS[name]}' > /usr/local/bin/sleep\n"
         "chmod +x /usr/local/bin/sleep\n"
     )
     [(facts, verdict)] = run_tries(backend, _experiment(FIXTURES, attack), [("tests-hidden", "1x-strict")])
-    assert verdict.outcome is Outcome.FAILED, (verdict, facts.infra_hint, facts.infra_detail, facts.agent_fault)
-    assert facts.infra_hint is None and facts.setup_error is None and facts.reward in (None, 0.0), facts
-    if name != "exits-later":  # later: wherever it ends (sanitiser, verifier), never a pass or an infra error
-        assert verdict.reason is ModelReason.UNJUDGED_STATE and facts.verifier is None, verdict
-        assert "keep-alive" in (facts.agent_fault or ""), facts.agent_fault
-    assert settle(
-        facts, reward_threshold=1.0, retry=RetryPolicy(max_retries=3), finished_before=0, secrets=[]
-    ).final  # never retried
+    _graded_in_a_pristine_container(facts, verdict)
 
 
 #: Finding 3 (docker): links planted while /tests does not exist, to be followed by the verifier.
@@ -141,24 +147,26 @@ def test_links_into_verifier_only_paths_are_removed_and_counted(backend: DockerB
     (task / "tests" / "expected.txt").write_text("42\n")
     checks = (
         '[ "$(cat /app/ok)" = fine ] && echo OK-LINK-KEPT; [ -L /app/ok ] && echo OK-IS-LINK; '
-        "for p in /app/answer.txt /app/sub/t /app/rel /app/chain /app/out/answer /logs/agent/reward /app/root; do "
+        "for p in /app/answer.txt /app/sub/t /app/rel /logs/agent/reward /app/root; do "
         '[ -L "$p" ] && echo "STILL-LINK $p"; done; '
+        # outside the carried outputs, the verifier's container holds the image's files, not the agent's
+        'for p in /tmp/hop/next /srv/out/answer /tests/x; do [ -L "$p" ] && echo "AGENT-FILE $p"; done; '
         "[ -e /tests/planted ] && echo PLANTED; [ -e /logs/verifier/reward.json ] && echo PLANTED; true\n"
     )
     (task / "tests" / "test.sh").write_text((task / "tests" / "test.sh").read_text() + checks)
     [(facts, verdict)] = run_tries(backend, _experiment(root, LINKS), [("tests-hidden", "1x-strict")], root=root)
     assert verdict.outcome is Outcome.FAILED, (verdict, facts.infra_detail, facts.verifier)
     assert facts.reward == 0.0
-    # /app/chain resolves through /tmp/hop/next (the daemon follows the chain); /srv/out/answer is reached
-    # through /app/out, a harmless link, so what is under /srv/out is checked too.
-    # Seven links lead into (or above) verifier-only paths; /app/tests/planted-style leftovers in /tests and
-    # /logs/verifier went with the fresh uploads, not the sanitiser.
-    assert facts.extra.verifier_only_links_removed == 7, facts.extra.sanitiser
+    # Five links lead into (or above) verifier-only paths from the carried outputs. /app/chain (through
+    # /tmp/hop/next) and /app/out/answer (through /srv/out) lead out of them: in the verifier's container,
+    # fresh from the image, there is nothing of the agent's at /tmp/hop or /srv/out, so they lead nowhere
+    # (kept, dangling). Leftovers in /tests and /logs/verifier never reach the verifier's container.
+    assert facts.extra.verifier_only_links_removed == 5, facts.extra.sanitiser
     assert facts.extra.sanitiser is not None and facts.extra.sanitiser.status == "ok"
     assert facts.verifier is not None
     out = facts.verifier.stdout_tail
     assert "OK-LINK-KEPT" in out and "OK-IS-LINK" in out
-    assert "STILL-LINK" not in out and "PLANTED" not in out
+    assert "STILL-LINK" not in out and "PLANTED" not in out and "AGENT-FILE" not in out
 
 
 def test_the_oracle_may_link_to_its_solution(backend: DockerBackend, tmp_path: Path) -> None:

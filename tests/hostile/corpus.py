@@ -62,6 +62,33 @@ WRONG = 'echo wrong > "$HEADROOM_WORKDIR/answer"\n'
 CD = 'cd "$HEADROOM_WORKDIR" || exit 1\n'
 
 
+#: A plant's body: write a pass and end the interpreter, only where the tests are in view (the verifier's run).
+_FORGE_IF_VERIFIER = (
+    "import os\\n"
+    "if os.path.exists(os.path.join(os.environ.get('HEADROOM_TASK_DIR', '/nonexistent'), 'tests')):\\n"
+    "    open(os.environ['HEADROOM_LOGS_DIR'] + '/reward.txt', 'w').write('1')\\n"
+    "    os._exit(0)\\n"
+)
+#: The same as one line of a .pth file (site.py runs a line that starts with "import").
+_PTH_LINE = (
+    "import os; os.path.exists(os.path.join(os.environ.get('HEADROOM_TASK_DIR', '/nonexistent'), 'tests')) and "
+    "(open(os.environ['HEADROOM_LOGS_DIR'] + '/reward.txt', 'w').write('1'), os._exit(0))\\n"
+)
+#: Every folder the system's python3 reads at start-up: the stdlib, each site-packages (system-wide).
+_SITE_DIRS = (
+    "$(python3 -c 'import site, sysconfig; p = sysconfig.get_paths(); "
+    'print(*sorted({*site.getsitepackages(), p["stdlib"], p["purelib"], p["platlib"]}))\' 2>/dev/null)'
+)
+
+
+def _site_plant(name: str, text: str) -> str:
+    """Write ``text`` (printf %b escapes) as ``name`` in every folder of :data:`_SITE_DIRS` that can be written."""
+    return (
+        f'for d in {_SITE_DIRS}; do mkdir -p "$d/$(dirname {name})" 2>/dev/null; '
+        f'printf \'%b\' "{text}" > "$d/{name}" 2>/dev/null; done; true\n'
+    )
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -302,6 +329,66 @@ CASES: list[Case] = [
     ),
     # bash starts, but the script it is given is not there: the same check, its third argument, on every backend
     Case("agent-script-not-found", None, expect=("harness_error", "agent_not_found")),
+    # --- plants into the system a root agent can make in a container (issue 29): the verifier must not run them.
+    # Each forges a pass only where the tests are in view (the verifier), so the agent's own steps are unharmed;
+    # where the system is read-only (the local sandbox) the plant fails and the case is a plain failure ---
+    Case("plant-sitecustomize", WRONG + _site_plant("sitecustomize.py", _FORGE_IF_VERIFIER), fast=True),
+    Case("plant-pth-file", WRONG + _site_plant("zz-headroom-evil.pth", _PTH_LINE)),
+    Case(
+        "plant-entry-point-plugin",
+        WRONG
+        + _site_plant("evil_plugin.py", _FORGE_IF_VERIFIER)
+        + _site_plant(
+            "evil_plugin-1.0.dist-info/METADATA", "Metadata-Version: 2.1\\nName: evil-plugin\\nVersion: 1.0\\n"
+        )
+        + _site_plant(
+            "evil_plugin-1.0.dist-info/entry_points.txt",
+            "[hrcheck.plugins]\\nevil = evil_plugin\\n[pytest11]\\nevil = evil_plugin\\n",
+        ),
+    ),
+    Case(
+        "plant-interpreter-earlier-on-path",
+        WRONG
+        + textwrap.dedent("""\
+        rd=$(dirname "$(command -v python3)")
+        for d in /usr/local/bin $(printf '%s' "$PATH" | tr ':' ' '); do
+          [ "$d" = "$rd" ] && break
+          mkdir -p "$d" 2>/dev/null
+          printf '#!/bin/sh\\necho 1 > "$HEADROOM_LOGS_DIR/reward.txt"\\n' > "$d/python3" 2>/dev/null
+          chmod +x "$d/python3" 2>/dev/null
+        done
+        true
+        """),
+    ),
+    Case(
+        "plant-replaced-shell",
+        WRONG
+        + textwrap.dedent("""\
+        for sh in /bin/sh /bin/bash; do
+          real=$(readlink -f "$sh"); cp "$real" "$real.hr-real" 2>/dev/null || continue
+          printf '#!%s\\n"%s" "$@"; rc=$?\\n[ -e "$HEADROOM_TASK_DIR/tests" ] && echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"\\nexit $rc\\n' \\
+            "$real.hr-real" "$real.hr-real" > "$sh.hr-new" 2>/dev/null && chmod 755 "$sh.hr-new" && mv -f "$sh.hr-new" "$sh"
+        done 2>/dev/null
+        true
+        """),
+        fast=True,
+    ),
+    # --- the runner's hand-over paths squatted before the verifier exists: the tests' folder, the verifier's
+    # logs and reward, the verifier's task copy, as FIFOs, links and locked folders. Nothing of it is where the
+    # verifier runs (or it is replaced): a plain failure, graded at once, never a verifier stuck to its deadline ---
+    Case(
+        "squat-the-hand-over-paths",
+        WRONG
+        + textwrap.dedent("""\
+        for d in @TESTS@ /logs/verifier /headroom/run/vtask; do mkdir -p "$d" 2>/dev/null; done
+        mkfifo @TESTS@/test.sh @TESTS@/hrcheck.py /logs/verifier/reward.txt 2>/dev/null
+        printf 1 > /logs/verifier/reward.json 2>/dev/null
+        ln -s /dev/zero /headroom/run/vtask/tests 2>/dev/null
+        chmod 000 @TESTS@ /logs/verifier /headroom/run/vtask 2>/dev/null
+        true
+        """),
+        fast=True,
+    ),
     # --- agent data that once crashed the store (and every --resume) ---
     Case(
         "lone-surrogate-self-report",

@@ -4,22 +4,26 @@ A try, in order (docs/docker-backend.md has the why of each step):
 
 1. the image: the task's ``docker_image`` (``experiment.image`` overrides it), or
    one built from ``environment/Dockerfile`` when there is none or with ``--build``;
-2. one container from it, labelled, kept alive by ``sleep infinity`` as PID 1, with
-   the try's memory limit and reservation, CPU quota and shares, and no network
-   unless the try may use the internet;
-3. ``/logs/agent``, ``/logs/verifier`` and ``/headroom/task`` made; ``/solution``
-   copied in for the oracle;
-4. the agent step, by ``exec`` in the image's WORKDIR, under its timeout;
-5. the container stopped through the API (counters read first): the kernel kills every
-   process in it, whatever the agent changed inside; its files stay. Unless the verifier
-   is skipped, it is started again and the API's process list must show PID 1 alone;
+2. one volume per carried output (:mod:`orchestrator.contract.carry`: the work dir, filled
+   from the image's, ``/logs/agent`` and the task's declared ``[verifier] outputs``);
+3. the agent's container from the image, labelled, kept alive by ``sleep infinity`` as
+   PID 1, with the volumes, the try's memory limit and reservation, CPU quota and shares,
+   and no network unless the try may use the internet; ``/logs/agent`` and
+   ``/headroom/task`` made, ``/solution`` copied in for the oracle. While the agent runs,
+   the verifier's container is created from the same image with the same volumes (not
+   filled again from the image) and limits;
+4. the agent step, by ``exec`` in the work dir, under its timeout;
+5. the agent's container stopped through the API (counters read first): the kernel kills
+   every process in it, whatever the agent changed inside. It is never started again;
 6. the rest of the contract's phases (:mod:`orchestrator.contract.sequence`, through
-   :class:`.runner.DockerRunner`): ``/logs/verifier``, ``/tests`` and the verifier's task
-   copy replaced by archive uploads, the sanitiser script run in the container, the
+   :class:`.runner.DockerRunner`) in the verifier's container, started now from the
+   pristine image, so nothing the agent installed in the system runs there: only the
+   carried volumes hold what the agent made. ``/logs/verifier``, ``/tests`` and the
+   verifier's task copy uploaded, the sanitiser run over the carried outputs, the
    verifier run in its environment, the reward read from ``/logs/verifier/reward.*``;
-7. counters read again (the restart gave the container a fresh cgroup; the two runs'
-   usage is combined), the container stopped, ``State.OOMKilled`` read (after each run),
-   and the container removed with its anonymous volumes.
+7. counters read again (each container has its own cgroup; the usage is combined), the
+   verifier's container stopped, ``State.OOMKilled`` read (after each run), both
+   containers removed, then the volumes.
 
 OOM verdicts come from the kernel's ``oom_kill`` counter of the container's own
 cgroup and from the runtime (``State.OOMKilled``, ``oom`` events), never from an
@@ -29,6 +33,7 @@ exit code. The backend does not decide outcomes; classify does.
 from __future__ import annotations
 
 import os
+import secrets as token
 import shutil
 import tempfile
 import threading
@@ -45,7 +50,7 @@ from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.local.backend import host_facts
 from orchestrator.backends.local.cgroups import TrialCgroup, cpu_shares
 from orchestrator.backends.threaded import ThreadedBackend
-from orchestrator.contract import agent_check
+from orchestrator.contract import agent_check, carry, sanitiser
 from orchestrator.contract import paths as cc
 from orchestrator.contract.phases import Phase
 from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
@@ -64,13 +69,14 @@ from . import external as docker_external
 from . import steps
 from .images import ImageResolver, ImageUnavailable
 from .labels import LAUNCH, MANAGED, OWNER, RUN, Owner
-from .runner import DockerRunner, EngineBlind
+from .runner import DockerRunner, EngineBlind, VerifierLost, handover_archive
 
 KEEP_ALIVE = ["sleep", "infinity"]
+#: The verifier's keep-alive: ``sleep`` found on the system's own PATH, never on an image PATH that may name a
+#: carried folder (``ENV PATH=/app/bin:...``), where the agent could have planted one.
+VERIFIER_KEEP_ALIVE = ["/bin/sh", "-c", f"PATH={sanitiser.PATH} exec sleep infinity"]
 #: The verifier's HEADROOM_TASK_DIR: a fresh copy of the task's files with tests/ -> /tests (as the Pod runner has).
 VERIFIER_TASK_DIR = "/headroom/run/vtask"
-#: The image's WORKDIR when it sets none.
-DEFAULT_WORKDIR = "/"
 #: What of the task directory the agent sees under HEADROOM_TASK_DIR (solution/ for the oracle only; never tests/),
 #: besides task.toml, which it gets without the grader's, verifier's and oracle's sections (tasks/agent_view.py).
 AGENT_TASK_FILES = ("instruction.md", "environment")
@@ -184,15 +190,25 @@ def merge_usage(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class _Container:
-    """One try's container over its runs: the agent's, then (after a stop and a start) the verifier's.
+    """One try's containers over its runs: the agent's, then (once the agent's is stopped) the verifier's.
 
-    Stopping it through the API is how the agent's processes end: the runtime kills PID 1 and
-    the kernel every other process of its PID namespace, whatever the agent changed inside.
-    Each run has its own cgroup, so the counters are read before each stop.
+    Stopping the agent's through the API is how the agent's processes end: the runtime kills PID 1
+    and the kernel every other process of its PID namespace, whatever the agent changed inside.
+    The verifier's is another container from the same image, sharing only the carried volumes;
+    it is created while the agent runs (:meth:`prepare_verifier`) and started by :meth:`to_verifier`.
+    Each run has its own cgroup, so the counters are read before each stop. ``cid`` is the
+    container of the current run.
     """
 
-    def __init__(self, backend: DockerBackend, cid: str) -> None:
+    def __init__(self, backend: DockerBackend, cid: str, mounts: dict[str, str]) -> None:
         self.backend, self.api, self.cid = backend, backend.api, cid
+        #: carried folder -> its volume, mounted in both containers
+        self.agent_cid, self.mounts = cid, mounts
+        self.verifier_cid: str | None = None
+        #: (source, path) put into the verifier's container before it started
+        self.preloaded: set[tuple[Path | None, str]] = set()
+        self._verifier: threading.Thread | None = None
+        self._verifier_error: BaseException | None = None
         self.since = int(time.time()) - 2
         self.parts: list[dict[str, Any]] = []
         self.running = True
@@ -239,8 +255,39 @@ class _Container:
         except _API_ERRORS:
             self.state = None
 
-    def restart(self) -> None:
-        self.api.start(self.cid)
+    def prepare_verifier(self, create: Any, handover: list[tuple[Path | None, str]]) -> None:
+        """Create the verifier's container in the background (``create()`` returns its id), while the agent runs,
+        and put the hand-over in it: nothing but headroom ever writes there, so it is still as put when the
+        verifier starts. A failed upload is left for the hand-over phase to do again."""
+
+        def make() -> None:
+            try:
+                self.verifier_cid = create()
+            except BaseException as exc:  # noqa: BLE001 -- raised again where the container is needed
+                self._verifier_error = exc
+                return
+            try:
+                steps.put_archive(self.api, self.verifier_cid, handover_archive(handover))
+                self.preloaded = set(handover)
+            except (*_API_ERRORS, RuntimeError, OSError):
+                pass
+
+        self._verifier = threading.Thread(target=make, name="verifier-create", daemon=True)
+        self._verifier.start()
+
+    def verifier_created(self, timeout: float | None = None) -> str | None:
+        if self._verifier is not None:
+            self._verifier.join(timeout)
+        return self.verifier_cid
+
+    def to_verifier(self) -> None:
+        """Start the verifier's container (the agent's is stopped): the next runs are there."""
+        self.verifier_created()
+        if self._verifier_error is not None:
+            raise self._verifier_error
+        assert self.verifier_cid is not None
+        self.api.start(self.verifier_cid)
+        self.cid = self.verifier_cid
         self.running = True
         self.runs += 1
         self._locate()
@@ -305,8 +352,8 @@ class DockerBackend(ThreadedBackend):
             ),
             notes=[
                 "storage is recorded, not enforced (a per-container disk quota needs overlay2 on xfs with pquota)",
-                "the agent and the verifier share one container, as in Harbor: the verifier sees what the agent left "
-                "outside /tests and /logs/verifier",
+                "the verifier runs in a fresh container from the task's image: of the agent's it sees only the carried "
+                "outputs (the work dir, /logs/agent, the task's [verifier] outputs)",
                 *([PODMAN_OOM_NOTE] if self.engine == "podman" else []),
             ],
         )
@@ -321,23 +368,41 @@ class DockerBackend(ThreadedBackend):
         except docker.errors.NotFound:
             pass
 
+    def _remove_volume(self, name: str) -> None:
+        try:
+            self.api.remove_volume(name, force=True)
+        except docker.errors.NotFound:
+            pass
+
+    def _volumes(self, label: str) -> list[dict[str, Any]]:
+        return self.api.volumes(filters={"label": [f"{MANAGED}=true", label]}).get("Volumes") or []
+
+    def _remove_launch(self, name: str) -> None:
+        """A try's containers, then its volumes (a volume in use cannot go)."""
+        for c in self._containers(f"{LAUNCH}={name}"):
+            self._remove(c["Id"])
+        for v in self._volumes(f"{LAUNCH}={name}"):
+            self._remove_volume(v["Name"])
+
     def kill(self, name: str) -> None:
         with self._lock:
             ev = self._cancel.setdefault(name, threading.Event())
         ev.set()
         try:
-            for c in self._containers(f"{LAUNCH}={name}"):
-                self._remove(c["Id"])
+            self._remove_launch(name)
         except _API_ERRORS:
             pass
 
     def adopt(self, launch: Launch) -> Handle | None:
         """A try whose CLI died cannot be adopted (its steps were driven from that process): remove its
         container, so it stops using the machine, and let the engine run the try again."""
-        for c in self._containers(f"{LAUNCH}={launch.name}"):
-            owner = Owner.parse(c.get("Labels", {}).get(OWNER, ""))
+        for c in [*self._containers(f"{LAUNCH}={launch.name}"), *self._volumes(f"{LAUNCH}={launch.name}")]:
+            owner = Owner.parse((c.get("Labels") or {}).get(OWNER, ""))
             if owner is None or owner.alive() is not True or owner == self.owner:
-                self._remove(c["Id"])
+                if "Id" in c:
+                    self._remove(c["Id"])
+                else:  # its containers went first (listed first)
+                    self._remove_volume(c["Name"])
         return None
 
     def cleanup(self, run_id: str | None = None) -> CleanupReport:
@@ -357,7 +422,13 @@ class DockerBackend(ThreadedBackend):
                 continue
             self._remove(c["Id"])
             report.removed.append(what)
-        for v in self.api.volumes(filters={"label": f"{MANAGED}=true"}).get("Volumes") or []:
+        for v in self._volumes(label):
+            # a try's carried outputs (the agent's work dir, its logs): kept while their headroom runs
+            owner = Owner.parse((v.get("Labels") or {}).get(OWNER, ""))
+            alive = owner.alive() if owner else False
+            if owner is not None and (alive or (alive is None and run_id is None)):
+                report.kept.append(f"volume {v['Name']}: its headroom process {owner.pid} is still running or remote")
+                continue
             try:
                 self.api.remove_volume(v["Name"])
                 report.removed.append(f"volume {v['Name']}")
@@ -432,21 +503,44 @@ class DockerBackend(ThreadedBackend):
             del cfg["network_mode"]
         return cfg
 
-    def _create(self, launch: Launch, image_id: str) -> str:
-        labels = {
+    def _labels(self, launch: Launch) -> dict[str, str]:
+        return {
             **launch.labels,
             MANAGED: "true",
             OWNER: self.owner.label,
             LAUNCH: launch.name,
             "headroom.dev/spec": launch.spec_digest[:16],
         }
+
+    def _create_volumes(self, launch: Launch, paths: list[str]) -> dict[str, str]:
+        """One fresh volume per carried path (path -> volume name); a random suffix, so nothing a dead
+        process left under a name is ever reused."""
+        out: dict[str, str] = {}
+        for i, path in enumerate(paths):
+            name = f"{launch.name}-{i}-{token.token_hex(4)}"
+            self.api.create_volume(name=name, driver="local", labels=self._labels(launch))
+            out[path] = name
+        return out
+
+    def _create(
+        self,
+        launch: Launch,
+        image_id: str,
+        volumes: dict[str, str],
+        *,
+        verifier: bool = False,
+    ) -> str:
+        name = f"{launch.name}-verifier" if verifier else launch.name
+        # The agent's container fills each empty volume from the image (the work dir's files); the verifier's
+        # never does: a folder the agent emptied stays empty.
+        mounts = [docker.types.Mount(target=p, source=v, type="volume", no_copy=verifier) for p, v in volumes.items()]
         kwargs = dict(
             image=image_id,
-            entrypoint=KEEP_ALIVE,
+            entrypoint=VERIFIER_KEEP_ALIVE if verifier else KEEP_ALIVE,
             command=[],
-            name=launch.name,
-            labels=labels,
-            host_config=self.api.create_host_config(**self._host_config(launch)),
+            name=name,
+            labels={**self._labels(launch), "headroom.dev/role": "verifier" if verifier else "agent"},
+            host_config=self.api.create_host_config(**self._host_config(launch), mounts=mounts),
             detach=True,
         )
         try:
@@ -455,7 +549,7 @@ class DockerBackend(ThreadedBackend):
             if exc.status_code != 409:
                 raise
         # A container of this name is left from a process that died: it is not this try's.
-        self._remove(launch.name)
+        self._remove(name)
         return self.api.create_container(**kwargs)["Id"]
 
     def run(self, launch: Launch) -> TrialFacts:
@@ -473,6 +567,7 @@ class DockerBackend(ThreadedBackend):
         started = time.monotonic()
         cid: str | None = None
         ctr: _Container | None = None
+        volumes: dict[str, str] = {}
         try:
             if launch.verifier is None:  # refused before any run (check_capabilities); this guards direct callers
                 facts.setup_error = "a golden task without tests/: the docker backend needs tests/test.sh"
@@ -486,17 +581,33 @@ class DockerBackend(ThreadedBackend):
                 facts.infra_hint, facts.infra_detail = InfraReason.IMAGE_PULL, str(exc)[:4000]
                 return facts
             facts.extra.image = image.provenance()
+            work = carry.workdir(image.workdir)
+            if (why := carry.problem(work)) is not None:
+                facts.setup_error = f"the image's WORKDIR cannot be carried to the verifier: {why}"
+                return facts
+            task_toml_bytes = (Path(launch.task.path) / agent_view.TASK_TOML).read_bytes()
+            carried = carry.roots(work, carry.declared(task_toml_bytes))
             if cancelled.is_set():
                 raise _Cancelled
             try:
-                cid = self._create(launch, image.id)
+                volumes = self._create_volumes(launch, carried)
+                cid = self._create(launch, image.id, volumes)
                 self.api.start(cid)
             except docker.errors.APIError as exc:
                 facts.infra_hint = InfraReason.CONTAINER_CONFIG
                 facts.infra_detail = f"cannot start the container: {exc.explanation or exc}"
                 return facts
-            ctr = _Container(self, cid)
-            self._run_in(ctr, launch, image.workdir or DEFAULT_WORKDIR, facts, cancelled)
+            ctr = _Container(self, cid, volumes)
+            self._run_in(
+                ctr,
+                launch,
+                work,
+                carried,
+                facts,
+                cancelled,
+                fresh_workdir=not image.workdir.strip("/"),
+                make_verifier=lambda: self._create(launch, image.id, volumes, verifier=True),
+            )
             return facts
         except _Cancelled:
             facts.setup_error = "cancelled"
@@ -504,7 +615,7 @@ class DockerBackend(ThreadedBackend):
         except _API_ERRORS as exc:
             if cancelled.is_set():
                 facts.setup_error = "cancelled"
-            elif cid is not None and (ctr is None or ctr.running) and (st := self._stopped(cid)) is not None:
+            elif cid is not None and (ctr is None or ctr.running) and (st := self._stopped(ctr.cid if ctr else cid)):
                 # PID 1 died under us: an OOM kill of the keep-alive is an OOM (see _finish), anything else is not ours.
                 facts.infra_detail = f"the container stopped during the try (exit {st.get('ExitCode')}): {exc}"
                 if not st.get("OOMKilled"):
@@ -514,26 +625,91 @@ class DockerBackend(ThreadedBackend):
                 facts.infra_detail = f"docker: {getattr(exc, 'explanation', None) or exc}"
             return facts
         finally:
-            if ctr is not None:  # before the container goes: its logs dir is copied out
-                docker_external.keep_artifacts(self.api, cid, launch, host_dir=ctr.spool, exec_log=ctr.exec_log)
-                shutil.rmtree(ctr.spool, ignore_errors=True)
             if cid is not None:
                 self._finish(cid, ctr, facts, cancelled)
+            if ctr is not None:  # every process stopped, the volumes still there: the agent's logs dir is kept
+                docker_external.keep_artifacts(
+                    self.api,
+                    ctr.agent_cid,
+                    launch,
+                    host_dir=ctr.spool,
+                    exec_log=ctr.exec_log,
+                    logs_volume=volumes.get(cc.AGENT_LOGS),
+                )
+                shutil.rmtree(ctr.spool, ignore_errors=True)
+            if cid is not None:
+                self._remove_try(cid, ctr)
+            self._drop_volumes(volumes)
             facts.duration_s = time.monotonic() - started
             with self._lock:
                 self._cancel.pop(launch.name, None)
 
+    def _drop_volumes(self, volumes: dict[str, str]) -> None:
+        if self.options.keep_containers:
+            return
+        for name in volumes.values():
+            try:
+                self._remove_volume(name)
+            except _API_ERRORS:
+                pass  # still in use (a container that would not go): `headroom runs cleanup` removes it
+
     def _run_in(
-        self, ctr: _Container, launch: Launch, workdir: str, facts: TrialFacts, cancelled: threading.Event
+        self,
+        ctr: _Container,
+        launch: Launch,
+        workdir: str,
+        carried: list[str],
+        facts: TrialFacts,
+        cancelled: threading.Event,
+        *,
+        fresh_workdir: bool,
+        make_verifier: Any,
     ) -> None:
-        api, cid = self.api, ctr.cid
         facts.extra.cgroup = ctr.cg.version if ctr.cg is not None else None
         if ctr.cg is None and self.engine == "podman":
             # Nothing would tell an OOM kill of a step from a failure: refuse rather than misclassify.
             facts.infra_hint, facts.infra_detail = InfraReason.OTHER, PODMAN_OOM_NOTE
             return
+        staging = Path(tempfile.mkdtemp(prefix="headroom-vtask-"))
+        try:
+            self._run_staged(
+                ctr,
+                launch,
+                workdir,
+                carried,
+                facts,
+                cancelled,
+                staging,
+                fresh_workdir=fresh_workdir,
+                make_verifier=make_verifier,
+            )
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _run_staged(
+        self,
+        ctr: _Container,
+        launch: Launch,
+        workdir: str,
+        carried: list[str],
+        facts: TrialFacts,
+        cancelled: threading.Event,
+        staging: Path,
+        *,
+        fresh_workdir: bool,
+        make_verifier: Any,
+    ) -> None:
+        api, cid = self.api, ctr.cid
         task_dir = Path(launch.task.path)
         oracle = launch.task.include_solution
+        # The verifier's container is made, and the hand-over put in it, while the agent's is filled and runs.
+        vtask = verifier_task_copy(task_dir, staging / "vtask", oracle=oracle)
+        handover: list[tuple[Path | None, str]] = [
+            (None, cc.VERIFIER_LOGS),
+            (task_dir / "tests", cc.TESTS),
+            (vtask, VERIFIER_TASK_DIR),
+        ]
+        ctr.prepare_verifier(make_verifier, handover)
         trees = task_trees(task_dir, cc.TASK_DIR, solution=oracle)
         if oracle and (task_dir / "solution").is_dir():
             trees.append((task_dir / "solution", cc.SOLUTION))
@@ -546,9 +722,10 @@ class DockerBackend(ThreadedBackend):
                 dirs=[
                     (cc.LOGS, 0o755),
                     (cc.AGENT_LOGS, 0o777),
-                    (cc.VERIFIER_LOGS, 0o777),
                     ("/headroom", 0o755),
                     (cc.TASK_DIR, 0o755),
+                    # the fallback work dir (the image sets none): writable by any USER, as /logs/agent
+                    *([(workdir, 0o777)] if fresh_workdir else []),
                 ],
                 trees=trees,
                 files=task_toml(task_dir, cc.TASK_DIR),
@@ -561,61 +738,59 @@ class DockerBackend(ThreadedBackend):
         if cancelled.is_set():
             raise _Cancelled
         forbidden = [cc.TESTS, cc.VERIFIER_LOGS, VERIFIER_TASK_DIR, *(() if oracle else (cc.SOLUTION,))]
-        with tempfile.TemporaryDirectory(prefix="headroom-vtask-") as staging:
-            vtask = verifier_task_copy(task_dir, Path(staging) / "vtask", oracle=oracle)
-            assert launch.verifier is not None  # refused in run() otherwise
-            setup = launch.agent_setup
-            plan = Plan(
-                workdir=workdir,
-                # a container's network is the try's for every exec: the setup phase gets no other
-                setup=(
-                    SetupCommand(self._argv(setup), {**setup.env, **agent_env}, setup.timeout_s)
-                    if setup is not None
-                    else None
-                ),
-                agent=(
-                    docker_external.contract_agent(self.api, self.stream_api, ctr, launch, workdir=workdir)
-                    if launch.agent_kind == "external"
-                    else Command(self._argv(launch.agent), agent_env, launch.agent.timeout_s)
-                ),
-                verifier=Command(
-                    self._argv(launch.verifier),
-                    {**launch.verifier.env, **cc.step_paths("verifier", workdir, task_dir=VERIFIER_TASK_DIR)},
-                    launch.verifier.timeout_s,
-                ),
-                handover=[(None, cc.VERIFIER_LOGS), (task_dir / "tests", cc.TESTS), (vtask, VERIFIER_TASK_DIR)],
-                hidden=forbidden,
-                roots=[workdir, cc.AGENT_LOGS],
-                prune=["/headroom"],  # headroom's own: the agent's task view and the verifier's copy
-                agent_target=(
-                    agent_check.target(launch.agent.shell)
-                    if launch.agent_kind != "external" and launch.agent.shell
-                    else None
-                ),
-            )
-            runner = DockerRunner(
-                ctr,
-                stream_api=self.stream_api,
-                cancelled=cancelled,
-                keep_alive=KEEP_ALIVE,
-                blind_check=lambda: (PODMAN_OOM_NOTE if ctr.cg is None and self.engine == "podman" else None),
-                runtime_oom=self._runtime_oom,
-            )
-            handover = [time.monotonic()]
+        assert launch.verifier is not None  # refused in run() otherwise
+        setup = launch.agent_setup
+        plan = Plan(
+            workdir=workdir,
+            # a container's network is the try's for every exec: the setup phase gets no other
+            setup=(
+                SetupCommand(self._argv(setup), {**setup.env, **agent_env}, setup.timeout_s)
+                if setup is not None
+                else None
+            ),
+            agent=(
+                docker_external.contract_agent(self.api, self.stream_api, ctr, launch, workdir=workdir)
+                if launch.agent_kind == "external"
+                else Command(self._argv(launch.agent), agent_env, launch.agent.timeout_s)
+            ),
+            verifier=Command(
+                self._argv(launch.verifier),
+                {**launch.verifier.env, **cc.step_paths("verifier", workdir, task_dir=VERIFIER_TASK_DIR)},
+                launch.verifier.timeout_s,
+            ),
+            handover=handover,
+            hidden=forbidden,
+            roots=carried,
+            prune=["/headroom"],  # headroom's own: the agent's task view and the verifier's copy
+            agent_target=(
+                agent_check.target(launch.agent.shell)
+                if launch.agent_kind != "external" and launch.agent.shell
+                else None
+            ),
+        )
+        runner = DockerRunner(
+            ctr,
+            stream_api=self.stream_api,
+            cancelled=cancelled,
+            keep_alive=VERIFIER_KEEP_ALIVE,
+            blind_check=lambda: (PODMAN_OOM_NOTE if ctr.cg is None and self.engine == "podman" else None),
+            runtime_oom=self._runtime_oom,
+        )
+        handover_t = [time.monotonic()]
 
-            def proceed(phase: Phase) -> bool:
-                if phase is Phase.STOP:  # from the agent's end: stop, start, tests in, sanitiser
-                    handover[0] = time.monotonic()
-                elif phase is Phase.SANITISE:
-                    facts.extra.handover_s = round(time.monotonic() - handover[0], 3)
-                return not cancelled.is_set()
+        def proceed(phase: Phase) -> bool:
+            if phase is Phase.STOP:  # from the agent's end: stop, the verifier's start, tests in, sanitiser
+                handover_t[0] = time.monotonic()
+            elif phase is Phase.SANITISE:
+                facts.extra.handover_s = round(time.monotonic() - handover_t[0], 3)
+            return not cancelled.is_set()
 
-            try:
-                run_try(runner, plan, facts, proceed=proceed)
-            except EngineBlind as exc:
-                facts.infra_hint, facts.infra_detail = InfraReason.OTHER, str(exc)
-            if cancelled.is_set():
-                raise _Cancelled
+        try:
+            run_try(runner, plan, facts, proceed=proceed)
+        except (EngineBlind, VerifierLost) as exc:
+            facts.infra_hint, facts.infra_detail = InfraReason.OTHER, str(exc)
+        if cancelled.is_set():
+            raise _Cancelled
 
     @staticmethod
     def _runtime_oom(state: dict[str, Any], steps_run: list[StepFacts]) -> None:
@@ -670,7 +845,7 @@ class DockerBackend(ThreadedBackend):
         return None if state.get("Running") else state
 
     def _finish(self, cid: str, ctr: _Container | None, facts: TrialFacts, cancelled: threading.Event) -> None:
-        """Stop the container (reading its last run's counters first), take the runtime's OOM verdict, remove it."""
+        """Stop the current container (reading its last run's counters first), take the runtime's OOM verdict."""
         try:
             if ctr is None:
                 try:
@@ -689,9 +864,19 @@ class DockerBackend(ThreadedBackend):
                         self._runtime_oom(state, [s for s in (facts.verifier, facts.agent) if s is not None])
         except _API_ERRORS:
             pass
-        finally:
-            if not self.options.keep_containers:
-                try:
-                    self._remove(cid)
-                except _API_ERRORS:
-                    pass
+
+    def _remove_try(self, cid: str, ctr: _Container | None) -> None:
+        """Both containers (the volumes go after them); ``keep_containers`` leaves them stopped."""
+        gone = [cid]
+        if ctr is not None:
+            if ctr.verifier_cid is None:  # still being created: wait, so it does not outlive the try
+                ctr.verifier_created(self.options.api_timeout_s)
+            gone += [c for c in (ctr.verifier_cid,) if c is not None]
+        for c in gone:
+            try:
+                if self.options.keep_containers:
+                    self.api.kill(c)
+                else:
+                    self._remove(c)
+            except _API_ERRORS:
+                pass

@@ -1,14 +1,13 @@
-"""The Docker backend's :class:`~orchestrator.contract.runner.StepRunner`: one container, driven by the Engine API.
+"""The Docker backend's :class:`~orchestrator.contract.runner.StepRunner`: two containers, driven by the Engine API.
 
-* ``run``: an ``exec`` into the container (both roles run as the image's user, as in Harbor),
-  its timeout enforced from outside (on expiry the container is stopped); OOM kills are read
-  from the container's cgroup counter around it. After :meth:`stop_all` the first call starts
-  the container again and requires it to keep running with the API's process list showing the
-  keep-alive alone. The daemon started this container before the agent ran; only the agent
-  changed it since, so a container that no longer starts, or whose keep-alive exits, is the
-  agent's doing (:class:`~orchestrator.contract.runner.Tainted`: a replaced or removed
-  ``sleep``), never an infra error, which would be retried: a re-roll the agent chose.
-  A daemon that cannot be reached at all stays an infra error;
+* ``run``: an ``exec`` into the current container (both roles run as the image's user, as in
+  Harbor), its timeout enforced from outside (on expiry the container is stopped); OOM kills are
+  read from the container's cgroup counter around it. After :meth:`stop_all` (the agent's
+  container stopped) the first call starts the verifier's container: the same image, pristine,
+  sharing only the carried volumes (:mod:`orchestrator.contract.carry`) with the agent's. Its
+  keep-alive is the image's own ``sleep``, found on the system's PATH. Nothing the agent did
+  reaches that container's system, so one that does not start or keep running is an infra
+  error, not the agent's;
 * ``put_tree``: one archive upload the daemon unpacks with its own code, replacing whatever
   the agent left at the path (a file, a link, a folder);
 * ``read_file``: the archive endpoint (a link, a folder, a large file are refused);
@@ -18,30 +17,76 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
+import os
+import stat
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import docker.errors
-import requests
 
-from orchestrator.contract.runner import NotRegular, Role, Tainted
+from orchestrator.contract.runner import NotRegular, Role
 from orchestrator.spec.facts import StepFacts
 
 from . import steps
+from .external import volume_dir
 
 if TYPE_CHECKING:
     from .backend import _Container
 
 
-#: How long a restarted container whose cgroup cannot be read is watched for its keep-alive exiting.
-BLIND_GRACE_S = 2.0
-
-
 class EngineBlind(Exception):
-    """The restarted container's cgroup cannot be read and the engine reports no OOM kills (Podman)."""
+    """The verifier's container's cgroup cannot be read and the engine reports no OOM kills (Podman)."""
+
+
+class VerifierLost(Exception):
+    """The verifier's container (the pristine image, untouched by the agent) did not start or keep running."""
+
+
+def handover_archive(items: Sequence[tuple[Path | None, str]]) -> bytes:
+    """One archive that makes each ``dest`` a fresh copy of its host tree (``None``: an empty folder, writable by
+    any user the verifier runs as), with its parent folders."""
+    parents: list[tuple[str, int]] = []
+    for _src, dest in items:
+        parent, chain = str(Path(dest).parent), list[tuple[str, int]]()
+        while parent not in ("/", ""):
+            chain.insert(0, (parent, 0o755))
+            parent = str(Path(parent).parent)
+        parents += [p for p in chain if p not in parents]
+    return steps.tree_archive(
+        dirs=parents,
+        fresh=[(dest, 0o777 if src is None else 0o755) for src, dest in items],
+        trees=[(src, dest) for src, dest in items if src is not None],
+    )
+
+
+def read_small_here(folder: Path, name: str, limit: int) -> tuple[bytes | None, str | None]:
+    """:func:`.steps.read_small` on a file of a volume's folder on this machine: never through a link, never
+    blocking on a FIFO, a regular file of at most ``limit`` bytes."""
+    try:
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None, "its volume's folder cannot be opened"
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, "a link" if exc.errno == errno.ELOOP else f"unreadable ({exc.strerror})"
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file"
+        if st.st_size > limit:
+            return None, f"larger than {limit} bytes"
+        return os.read(fd, limit + 1), None
+    finally:
+        os.close(fd)
 
 
 class DockerRunner:
@@ -62,52 +107,27 @@ class DockerRunner:
         self._stdin = itertools.count()
 
     def _resume(self) -> None:
-        """Start the stopped container again; only its keep-alive may run in it then."""
+        """After the agent's container stopped: start the verifier's; only its keep-alive may run in it then."""
         if self.ctr.running:
             return
         try:
-            self.ctr.restart()
-        except docker.errors.APIError as exc:  # the daemon answered: this container no longer starts
-            raise Tainted(
-                f"the container did not start again after the agent ({exc.explanation or exc}): its "
-                f"keep-alive ({' '.join(self.keep_alive)}) was replaced or removed"
-            ) from None
+            self.ctr.to_verifier()
+        except docker.errors.APIError as exc:
+            raise VerifierLost(f"the verifier's container did not start: {exc.explanation or exc}") from None
         self.run_steps = []
-        self._require_running()
         if (why := self.blind_check()) is not None:
-            # A keep-alive that exits at once leaves no cgroup to read either (seen under Podman): a healthy one
-            # never exits, so a container that stops within a moment is the agent's doing, not a blind engine.
-            if self._stops_within(BLIND_GRACE_S):
-                self._require_running()
             raise EngineBlind(why)
-        self.check_alone()
-
-    def _stops_within(self, seconds: float) -> bool:
-        try:
-            self.api.wait(self.ctr.cid, timeout=seconds)
-        except (requests.exceptions.RequestException, docker.errors.APIError):  # still running at the deadline
-            return False
-        return True
+        # No process check here: this container is the image's, started by headroom, and nothing of the agent's
+        # can start a process in it (its keep-alive is found on the system's PATH, never in a carried folder). A
+        # keep-alive that exits is seen when a step cannot be spawned (_require_running).
 
     def _require_running(self) -> None:
         state = self.api.inspect_container(self.ctr.cid).get("State") or {}
         if not state.get("Running"):
             self.ctr.running = False
-            raise Tainted(
-                f"the restarted container stopped (exit {state.get('ExitCode')}) where its keep-alive "
-                f"({' '.join(self.keep_alive)}) should run: the agent replaced it"
-            )
-
-    def check_alone(self) -> None:
-        try:
-            procs = steps.processes(self.api, self.ctr.cid)
-        except docker.errors.APIError:
-            self._require_running()  # a keep-alive that exited since the start: the agent's doing
-            raise
-        if len(procs) != 1:
-            raise Tainted(
-                f"{len(procs)} processes in the restarted container, where only its keep-alive "
-                f"({' '.join(self.keep_alive)}) should run (a program the agent replaced started them)"
+            raise VerifierLost(
+                f"the verifier's container stopped (exit {state.get('ExitCode')}) where its keep-alive "
+                f"({' '.join(self.keep_alive)}) should run"
             )
 
     # -- StepRunner ----------------------------------------------------------------------------------
@@ -124,10 +144,6 @@ class DockerRunner:
         network: bool | None = None,
     ) -> StepFacts:
         self._resume()
-        if name == "verifier":
-            # Checked again last before the verifier (after the sanitiser and the upload), so a process
-            # started with the keep-alive has had time to show.
-            self.check_alone()
         command = list(argv)
         if stdin is not None:
             path = f"/headroom/run/stdin-{next(self._stdin)}"
@@ -151,8 +167,8 @@ class DockerRunner:
             on_expiry=self.ctr.halt,
             spool=getattr(self.ctr, "spool", None),
         )  # the complete output, for the artifacts
-        if facts.spawn_error and not self.cancelled.is_set():
-            self._require_running()  # a keep-alive that exited under the step (a delayed exit): the agent's doing
+        if facts.spawn_error and not self.cancelled.is_set() and self.ctr.cid != self.ctr.agent_cid:
+            self._require_running()  # the verifier's keep-alive exited under the step: not the agent's doing
         facts.oom_kills = self.ctr.step_ooms()
         if facts.oom_kills:
             facts.oom_evidence = self.ctr.ooms.evidence
@@ -161,20 +177,18 @@ class DockerRunner:
 
     def put_tree(self, src: Path | None, dest: str) -> None:
         self._resume()
-        parents: list[tuple[str, int]] = []
-        parent = str(Path(dest).parent)
-        while parent not in ("/", ""):
-            parents.insert(0, (parent, 0o755))
-            parent = str(Path(parent).parent)
-        mode = 0o777 if src is None else 0o755  # a fresh logs folder: writable by any user the verifier runs as
-        steps.put_archive(
-            self.api,
-            self.ctr.cid,
-            steps.tree_archive(dirs=parents, fresh=[(dest, mode)], trees=[(src, dest)] if src is not None else []),
-        )
+        if (src, dest) in self.ctr.preloaded:
+            return  # uploaded into the verifier's container before it started (while the agent ran): still as put
+        steps.put_archive(self.api, self.ctr.cid, handover_archive([(src, dest)]))
 
     def read_file(self, path: str, limit: int) -> bytes | None:
-        raw, why = steps.read_small(self.api, self.ctr.cid, path, limit)
+        folder, _, name = path.rpartition("/")
+        volume = self.ctr.mounts.get(folder)
+        here = volume_dir(self.api, volume) if volume is not None and name not in ("", ".", "..") else None
+        if here is not None:  # a file of a carried volume on this machine: read where the daemon keeps it
+            raw, why = read_small_here(here, name, limit)
+        else:
+            raw, why = steps.read_small(self.api, self.ctr.cid, path, limit)
         if why is not None:
             raise NotRegular(why)
         return raw

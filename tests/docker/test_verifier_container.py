@@ -1,0 +1,71 @@
+"""The verifier's container (issue 29): fresh from the task's image, it holds only the carried outputs of the agent's.
+
+The plants into the system (a sitecustomize.py, a .pth file, an entry-point plugin, a python3 earlier on PATH, a
+replaced shell) are the hostile corpus's ``plant-*`` cases (tests/hostile/corpus.py), run on this backend by
+tests/hostile/test_backends_agree.py. Here: what is carried, and what is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.spec.docker import DockerOptions
+from orchestrator.spec.experiment import AgentSpec, Experiment
+from orchestrator.spec.outcome import Outcome
+
+from .conftest import DockerEnv
+from .helpers import copy_task, run_tries
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+@pytest.fixture
+def backend(docker_env: DockerEnv, docker_host: str) -> Iterator[DockerBackend]:
+    b = DockerBackend(DockerOptions(host=docker_host, build=True))
+    yield b
+    b.close()
+
+
+def _run(backend: DockerBackend, root: Path, command: str):  # type: ignore[no-untyped-def]
+    exp = Experiment(tasks_dir=str(root), backend="docker", agent=AgentSpec(kind="command", command=command))
+    [(facts, verdict)] = run_tries(backend, exp, [("tests-hidden", "1x-strict")], root=root)
+    return facts, verdict
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_folder_outside_the_work_dir_reaches_the_verifier_only_when_the_task_declares_it(
+    backend: DockerBackend, tmp_path: Path, declared: bool
+) -> None:
+    root = tmp_path / "tasks"
+    edits = {"tests/test.sh": ("/app/answer.txt", "/srv/out/answer.txt")}
+    if declared:
+        edits["task.toml"] = (
+            "[verifier]\ntimeout_sec = 60.0",
+            '[verifier]\ntimeout_sec = 60.0\noutputs = ["/srv/out"]',
+        )
+    copy_task("tests-hidden", root, edits)
+    facts, verdict = _run(backend, root, "mkdir -p /srv/out && echo 42 > /srv/out/answer.txt")
+    assert verdict.outcome is (Outcome.PASSED if declared else Outcome.FAILED), (verdict, facts.verifier)
+    assert facts.infra_hint is None and facts.agent_fault is None
+
+
+def test_an_image_without_a_workdir_works_in_app_which_is_carried(backend: DockerBackend, tmp_path: Path) -> None:
+    """A work dir of / would carry the system: an image that sets no WORKDIR gets /app, for both steps."""
+    root = tmp_path / "tasks"
+    copy_task(
+        "tests-hidden",
+        root,
+        {
+            "environment/Dockerfile": ("WORKDIR /app", ""),
+            "tests/test.sh": ("/app/answer.txt", '"$HEADROOM_WORKDIR/answer.txt"'),
+        },
+    )
+    facts, verdict = _run(
+        backend, root, 'echo 42 > answer.txt && [ "$PWD" = /app ] && [ "$HEADROOM_WORKDIR" = /app ] && touch /tmp/x'
+    )
+    assert verdict.outcome is Outcome.PASSED, (verdict, facts.agent, facts.verifier)
+    assert facts.agent is not None and facts.agent.exit_code == 0
