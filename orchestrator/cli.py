@@ -100,6 +100,13 @@ def main() -> None:
     except UserError as exc:
         err.print(f"[bold red]error:[/] {escape(exc.one_line())}", soft_wrap=True)  # a label or path may hold [ ]
         sys.exit(2)
+    except ModuleNotFoundError as exc:  # a cluster or container path without its extra installed
+        from orchestrator.extras import missing_extra
+
+        if (needs_extra := missing_extra(exc)) is None:
+            raise
+        err.print(f"[bold red]error:[/] {escape(needs_extra.one_line())}", soft_wrap=True)
+        sys.exit(2)
     except sqlite3.DatabaseError as exc:  # the store failed under us: a full disk, a corrupt or vanished file
         from orchestrator.store.sqlite import store_error
 

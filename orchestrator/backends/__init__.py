@@ -33,6 +33,10 @@ def backend_class(name: str) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("orchestrator.backends"):
             raise UserError(f"the {name} backend is not available in this version", field="--backend") from None
+        from orchestrator.extras import missing_extra
+
+        if (needs_extra := missing_extra(exc)) is not None:
+            raise needs_extra from None
         raise UserError(f"the {name} backend needs the Python package {exc.name!r}", field="--backend") from None
     return getattr(module, cls_name)
 

@@ -22,6 +22,7 @@ from rich.markup import escape
 from orchestrator import backends
 from orchestrator.commands.console import err
 from orchestrator.commands.options import (
+    DEFAULT_STORE,
     RunName,
     attempts_option,
     backend_option,
@@ -663,17 +664,29 @@ def resume(ctx: click.Context, run: RunName, store_path: Path, enforcement: str,
 #: headroom-dependent tasks switch strategy and the score moves (docs/resource-specs.md).
 DEMO_MULTIPLIERS, DEMO_ATTEMPTS = ("1", "2", "3", "unbounded"), 12
 
+#: The demo's first line: its agent is a script and the dollar figures its tasks write are made up, so no one reads
+#: the report as a measurement of a model (tasks/README.md).
+DEMO_NOTICE = (
+    "demo: the agent is scripted (the bundled tasks' own solutions, no model is called); its tokens and dollar "
+    "costs are synthetic numbers from a scripted model, not real spend"
+)
+
 
 @click.command()
-@store_option(default=Path("headroom-results/demo.db"))
+@store_option()
 @attempts_option(default=DEMO_ATTEMPTS, most=1000)
 @concurrency_option(most=64)
 @seed_option()
 @enforcement_option()
 @click.pass_context
 def demo(ctx: click.Context, store_path: Path, attempts: int, concurrency: int, seed: int, enforcement: str) -> None:
-    """Sweep the bundled demo tasks (480 trials: 2 to 6 minutes on 2 cores) and print the report."""
+    """Sweep the bundled demo tasks (480 trials: 2 to 6 minutes on 2 cores) and print the report.
+
+    Its agent is scripted and its costs are synthetic. The run goes to the default store, so `headroom runs` lists it.
+    """
     from orchestrator.spec.experiment import ExperimentOverrides
+
+    err.print(DEMO_NOTICE, soft_wrap=True, markup=False)
 
     experiment = build_experiment(
         ExperimentOverrides(attempts=attempts, concurrency=concurrency, seed=seed),
@@ -688,7 +701,12 @@ def demo(ctx: click.Context, store_path: Path, attempts: int, concurrency: int, 
     )
     store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=None, resume=False, enforcement=enforcement)
     print_report(store, rid, "table")
-    err.print(f"store: {store_path}   more: headroom report {store_path} -o report.html (or .md, .json)")
+    listing = "headroom runs" if store_path == DEFAULT_STORE else f"headroom runs --store {store_path}"
+    err.print(
+        f"store: {store_path}   list: {listing}   more: headroom report {store_path}:{rid} -o report.html (or .md, .json)",
+        soft_wrap=True,
+        markup=False,
+    )
     if interrupted:
         ctx.exit(130)
 

@@ -45,8 +45,9 @@ flock 9
 tmp="${dir}.tmp"
 rm -rf "${tmp}"; mkdir -p "${tmp}"
 t0=$SECONDS
-# headroom's dependencies as wheels (sdists are built into wheels here), then the tools
-"${python}" -m pip wheel --quiet --wheel-dir "${tmp}" "${repo}" >&2
+# headroom's dependencies with its [kubernetes] extra (the image is the controller's) as wheels (sdists are
+# built into wheels here), then the tools
+"${python}" -m pip wheel --quiet --wheel-dir "${tmp}" "${repo}[kubernetes]" >&2
 rm -f "${tmp}"/headroom-*.whl
 "${python}" -m pip download --quiet --only-binary=:all: --dest "${tmp}" pip "setuptools>=77" wheel >&2
 touch "${tmp}/.complete"
