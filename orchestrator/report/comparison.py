@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
-from orchestrator.report import rules, tables
+from orchestrator.report import rules, safe, tables
+from orchestrator.report.blocks import ComparisonItem
 from orchestrator.report.glossary import INFRA_RATE, SCORE_EXCL, SCORE_FAIL
+from orchestrator.report.labels import agent_label
 from orchestrator.report.model import ComparisonDocument, RunRef
 from orchestrator.report.text import clipped_note, gap, interval_pts, pct, pts, pval, rate, sign_counts
 
@@ -23,8 +24,7 @@ def typed(doc: ComparisonDocument | dict[str, Any]) -> ComparisonDocument:
 
 def _who(side: RunRef) -> str:
     model = (side.model.name if side.model else None) or "unrecorded"
-    spec = side.agent
-    agent = (", ".join(spec.names or []) if spec.kind == "imported" else spec.kind) if spec else None
+    agent = agent_label(side.agent.model_dump()) if side.agent else None
     return f"{side.run_id} ({side.name}; agent {agent or 'unrecorded'}; model {model})"
 
 
@@ -68,9 +68,27 @@ HEADERS = [
 ]
 
 
+def infra_warnings(items: list[ComparisonItem]) -> list[str]:
+    """A warning for each compared pair whose infra-error rates differ: its infra-excluded difference then
+    compares trials that the errors chose (an agent whose own OOM kills end its hard trials leaves only its
+    easy ones), so only the headline, infra errors counted as failures, compares like with like."""
+    out = []
+    for it in items:
+        inf = it.infra
+        if inf.rate_a is None or inf.rate_b is None or inf.x_a * inf.n_b == inf.x_b * inf.n_a:
+            continue
+        out.append(
+            f"warning: {it.a} vs {it.b}: the {INFRA_RATE}s differ ({pct(inf.rate_a)} vs {pct(inf.rate_b)}, exact "
+            f"test p={pval(inf.p)}, Holm {pval(inf.p_holm)}): {SCORE_EXCL} leaves out different trials on each side, "
+            f"chosen by the errors themselves (an agent's own OOM kills drop its hardest trials); read "
+            f"{SCORE_FAIL}, which counts every trial"
+        )
+    return out
+
+
 def _notes(doc: ComparisonDocument) -> list[str]:
     stats = doc.statistics
-    notes = list(stats.notes)
+    notes = infra_warnings(stats.comparisons.items) + list(stats.notes)
     for side, tasks in stats.tasks_only_in.items():
         if tasks:
             notes.append(f"tasks only in {side} (excluded from every figure above): {', '.join(tasks)}")
@@ -102,7 +120,7 @@ def basis(doc: ComparisonDocument) -> str:
 
 
 def markdown(doc: ComparisonDocument | dict[str, Any]) -> str:
-    doc = typed(doc)
+    doc = safe.for_markdown(typed(doc))  # every string as text, never markup (orchestrator/report/safe.py)
     lines = [
         "# headroom comparison",
         "",
@@ -127,7 +145,7 @@ def markdown(doc: ComparisonDocument | dict[str, Any]) -> str:
 
 
 def print_table(doc: ComparisonDocument | dict[str, Any], console: Console) -> None:
-    doc = typed(doc)
+    doc = safe.for_terminal(typed(doc))  # every string as text, never markup or an escape sequence
     console.print(f"A: {_who(doc.a)}\nB: {_who(doc.b)}\n{basis(doc)}")
     # Three tables of one question each (across tasks; on these tasks; infra errors): one of all eleven columns
     # would not fit 160 columns.
@@ -149,6 +167,6 @@ def print_table(doc: ComparisonDocument | dict[str, Any], console: Console) -> N
             console,
             "Scores under named rules (each run on the tasks both hold)",
             rules.COMPARISON_HEADERS,
-            [[escape(c) for c in row] for row in body],
+            body,
             wrap=[0, 5, 6],
         )

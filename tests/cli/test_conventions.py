@@ -168,6 +168,7 @@ def test_the_sweep_flags_are_the_typed_overrides() -> None:
         "as_json",
         "no_canary",
         "kube_context__old_spelling",
+        "full_report",
     }
     params = {p.name for p in sweep.params} - not_the_experiment
     assert params == set(ExperimentOverrides.model_fields)
