@@ -38,8 +38,8 @@ REPORT_FORMATS = ("table", "json", "markdown", "html")
 #: The listing's headline column, and what each line of it is (printed under the table).
 HEADLINE_COLUMN = "headline per configuration"
 HEADLINE_NOTE = (
-    "headline per configuration: configuration: score with infra errors counted as failures [Wilson 95% on "
-    "these tasks], infra-error rate; `headroom report RUN` gives the new-tasks interval and the tests"
+    "each headline line: configuration: score with infra errors counted as failures [Wilson 95%, these tasks], "
+    "infra-error rate; `headroom report RUN` has the rest"
 )
 
 
@@ -193,7 +193,7 @@ def liveness(info: RunInfo, last_activity: str | None) -> tuple[str, str | None]
 
 
 def config_rows(store: Store) -> dict[str, list[dict[str, Any]]]:
-    """Per run, per configuration in plan order: the headline (passed / finished, an infra error counted as a
+    """Per run, per configuration (resource levels from the strictest limit up; labels in plan order): the headline (passed / finished, an infra error counted as a
     failure) with its Wilson 95% interval on these tasks, and the infra-error rate, on what has finished.
 
     WHY per configuration: a run's configurations are different resources, agents or models; one pooled score
@@ -206,7 +206,9 @@ def config_rows(store: Store) -> dict[str, list[dict[str, Any]]]:
         """SELECT t.run_id, t.config_label, COUNT(*) AS n, SUM(e.outcome = 'passed') AS passed,
                   SUM(e.outcome = 'infra_error') AS infra
            FROM executions e JOIN trials t ON t.run_id = e.run_id AND t.trial_id = e.trial_id
-           WHERE e.final = 1 GROUP BY t.run_id, t.config_label ORDER BY t.run_id, MIN(t.ord)"""
+           WHERE e.final = 1 GROUP BY t.run_id, t.config_label
+           ORDER BY t.run_id, MIN(t.limit_multiplier) IS NULL, MIN(t.limit_multiplier), MIN(t.request_multiplier),
+                    MIN(t.ord)"""
     ).fetchall()
     if not rows:
         return {}
