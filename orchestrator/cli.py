@@ -33,6 +33,7 @@ from orchestrator.commands import (
 from orchestrator.commands.console import err
 from orchestrator.commands.groups import OrderedGroup, moved
 from orchestrator.errors import UserError
+from orchestrator.report.safe import terminal_text
 
 
 @click.group(cls=OrderedGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
@@ -98,7 +99,8 @@ def main() -> None:
         exc.show()
         sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
     except UserError as exc:
-        err.print(f"[bold red]error:[/] {escape(exc.one_line())}", soft_wrap=True)  # a label or path may hold [ ]
+        # A label, path or task id may hold [ ] or a terminal control: printed as text, never obeyed.
+        err.print(f"[bold red]error:[/] {terminal_text(exc.one_line())}", soft_wrap=True)
         sys.exit(2)
     except ModuleNotFoundError as exc:  # a cluster or container path without its extra installed
         from orchestrator.extras import missing_extra

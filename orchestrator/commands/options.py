@@ -182,6 +182,28 @@ def json_option(f: F) -> F:
     return _option("--json", "as_json", is_flag=True, help=JSON_HELP)(f)
 
 
+#: Where ``--full-report`` leaves its value (``ctx.meta``): read where the run's report is printed.
+FULL_REPORT = "headroom.full_report"
+
+
+def _keep_full_report(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    ctx.meta[FULL_REPORT] = value
+    return value
+
+
+def full_report_option(f: F) -> F:
+    """``--full-report`` of a command that runs trials: the whole report at the end instead of the summary."""
+    return _option(
+        "--full-report",
+        is_flag=True,
+        expose_value=False,
+        callback=_keep_full_report,
+        help="print the whole report when the run ends (default, as a table: the summary: the headline per "
+        "configuration with its intervals, the infra-error rate and the recommendation; `headroom report` "
+        "prints the rest)",
+    )(f)
+
+
 def format_option(
     choices: tuple[str, ...], *, default: str | None = "table", help: str | None = None
 ) -> Callable[[F], F]:

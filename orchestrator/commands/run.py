@@ -23,6 +23,7 @@ from orchestrator import backends
 from orchestrator.commands.console import err
 from orchestrator.commands.options import (
     DEFAULT_STORE,
+    FULL_REPORT,
     RunName,
     attempts_option,
     backend_option,
@@ -30,6 +31,7 @@ from orchestrator.commands.options import (
     deprecated,
     enforcement_option,
     format_option,
+    full_report_option,
     keep_pods_option,
     kube_context_option,
     namespace_option,
@@ -425,10 +427,10 @@ def _store_on_record(path: Path) -> Store:
     return OnRecord()
 
 
-def print_report(store: Store, run_id: str, fmt: str) -> None:
+def print_report(store: Store, run_id: str, fmt: str, compact: bool = False) -> None:
     from orchestrator.commands.reporting import print_report as show
 
-    show(store, run_id, fmt)
+    show(store, run_id, fmt, compact=compact)
 
 
 @click.command()
@@ -534,6 +536,7 @@ def print_report(store: Store, run_id: str, fmt: str) -> None:
 @click.option("--resume", is_flag=True, hidden=True)  # old spelling of `headroom resume`
 @old_run_id_option  # with the old --resume
 @format_option(REPORT_FORMATS, help="report printed when the sweep ends")
+@full_report_option
 @no_canary_option()
 @click.option(
     "--placement",
@@ -629,8 +632,8 @@ def _refuse_ignored_flags(backend_name: str, flags: list[str]) -> None:
 
 def _finish(ctx: click.Context, fmt: str, store: Store, run_id: str, interrupted: bool) -> None:
     """The report a sweep or a resume prints when it ends; 130 when it was interrupted."""
-    if fmt != "none":
-        print_report(store, run_id, fmt)
+    if fmt != "none":  # as a table, the summary unless --full-report asked for the whole report
+        print_report(store, run_id, fmt, compact=not ctx.meta.get(FULL_REPORT, False))
     if interrupted:
         ctx.exit(130)
 
@@ -649,6 +652,7 @@ def _resume(ctx: click.Context, run: RunName, store_path: Path, enforcement: str
 @store_option()
 @enforcement_option("local backend: cgroup limits, or the rlimit fallback (each trial records its own)")
 @format_option(REPORT_FORMATS, help="report printed when the run ends")
+@full_report_option
 @no_canary_option("skip re-checking enforcement before the rest runs")
 @click.pass_context
 def resume(ctx: click.Context, run: RunName, store_path: Path, enforcement: str, fmt: str, no_canary: bool) -> None:

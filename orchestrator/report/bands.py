@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.report.safe import escaped, markdown_text
 from orchestrator.report.text import mib, pct, pval
 
 
@@ -55,6 +56,7 @@ def _limit_cpu(lt: dict[str, Any]) -> str:
 
 
 def summary_markdown(doc: dict[str, Any]) -> str:
+    doc = escaped(doc, markdown_text)  # task ids, labels and the run's name are text, never markup (safe.py)
     run = doc["run"]
     bands = doc["bands"]
     p = doc["parameters"]

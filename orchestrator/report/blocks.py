@@ -46,6 +46,9 @@ class NewTasksInterval(Block):
     n_tasks: int
     method: str
     generalises_to: str
+    #: Set when there is no interval because there are too few tasks (stats.clustered.MIN_TASKS_NEW_INTERVAL).
+    min_tasks: int | None = None
+    note: str | None = None
 
 
 class ScoreIntervals(Block):

@@ -9,23 +9,108 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
-from orchestrator.report import rules, tables
+from orchestrator.report import rules, safe, tables
+from orchestrator.report.blocks import ComparisonItem
 from orchestrator.report.glossary import INFRA_RATE, SCORE_EXCL, SCORE_FAIL
-from orchestrator.report.model import ComparisonDocument, RunRef
-from orchestrator.report.text import clipped_note, gap, interval_pts, pct, pts, pval, rate, sign_counts
+from orchestrator.report.labels import agent_label
+from orchestrator.report.model import ComparisonDocument, Configuration, RunRef
+from orchestrator.report.text import clipped_note, gap, interval_pts, pct, pts, pval, rate, seconds, sign_counts, usd
 
 
 def typed(doc: ComparisonDocument | dict[str, Any]) -> ComparisonDocument:
     return doc if isinstance(doc, ComparisonDocument) else ComparisonDocument.model_validate(doc)
 
 
+def _agent(side: RunRef) -> str:
+    """The side's agent as a person names it: the user's --label, else its name (never "external" or "imported")."""
+    return side.label or (agent_label(side.agent.model_dump()) if side.agent else None) or "unrecorded"
+
+
 def _who(side: RunRef) -> str:
     model = (side.model.name if side.model else None) or "unrecorded"
-    spec = side.agent
-    agent = (", ".join(spec.names or []) if spec.kind == "imported" else spec.kind) if spec else None
-    return f"{side.run_id} ({side.name}; agent {agent or 'unrecorded'}; model {model})"
+    return f"{side.run_id} ({side.name}; agent {_agent(side)}; model {model})"
+
+
+COST_HEADERS = [
+    "run: configuration",
+    SCORE_FAIL,
+    "cost / trial",
+    "cost / solved",
+    "tokens / trial",
+    "tokens / solved",
+    "latency / trial",
+    "cost, tokens reported",
+]
+
+
+def _sides(doc: ComparisonDocument) -> list[tuple[str, Configuration]]:
+    """(``A (agent): label``, configuration block) for each configuration of each run, on the shared tasks."""
+    out = []
+    for key, ref in (("A", doc.a), ("B", doc.b)):
+        run = doc.statistics.runs.get(key)
+        for c in run.configs if run else []:
+            out.append((f"{key} ({_agent(ref)}): {c.label}", c))
+    return out
+
+
+def _tokens(c: Configuration) -> float | None:
+    k = c.cost
+    if k.tokens_in_per_attempt is None and k.tokens_out_per_attempt is None:
+        return None
+    return (k.tokens_in_per_attempt or 0.0) + (k.tokens_out_per_attempt or 0.0)
+
+
+def cost_rows(doc: ComparisonDocument) -> list[list[str]]:
+    """Per configuration of each run: the headline with its interval beside cost, tokens and latency per trial and
+    per solved task, with how many trials reported cost and tokens."""
+    rows = []
+    for name, c in _sides(doc):
+        k = c.cost
+        tok = _tokens(c)
+        rows.append(
+            [
+                name,
+                rate(c.score_infra_as_failure),
+                usd(k.cost_per_attempt_usd),
+                usd(k.cost_per_solved_usd),
+                "—" if tok is None else f"{tok:,.0f}",
+                "—" if k.tokens_per_solved is None else f"{k.tokens_per_solved:,.0f}",
+                seconds(k.latency_per_attempt_s),
+                f"{k.n_cost}/{k.n}, {k.n_tokens}/{k.n}",
+            ]
+        )
+    return rows
+
+
+PARETO_HEADERS = ["run: configuration", SCORE_FAIL, "cost / trial", "on the cost/score front"]
+
+
+def pareto_rows(doc: ComparisonDocument) -> list[list[str]]:
+    """The configurations by cost per trial, each marked on the cost/score Pareto front or dominated (another
+    configuration scores at least as well for no more cost, and is better in one). Configurations without a
+    reported cost are left out (their cost is unknown, not zero)."""
+    points = [
+        (name, c.score_infra_as_failure.estimate, c.cost.cost_per_attempt_usd)
+        for name, c in _sides(doc)
+        if c.cost.cost_per_attempt_usd is not None and c.score_infra_as_failure.estimate is not None
+    ]
+    rows = []
+    for name, score, cost in sorted(points, key=lambda p: (p[2], -(p[1] or 0.0))):
+        assert score is not None and cost is not None
+        by = [
+            n
+            for n, s, k in points
+            if n != name and s is not None and k is not None and s >= score and k <= cost and (s > score or k < cost)
+        ]
+        rows.append([name, pct(score), usd(cost), "yes" if not by else f"no: dominated by {', '.join(by)}"])
+    return rows
+
+
+PARETO_NOTE = (
+    "On the front: no other configuration scores at least as well for no more cost per trial. The scores are "
+    "estimates: read their intervals above before calling one better. Cost and tokens have no interval here."
+)
 
 
 def _rows(doc: ComparisonDocument) -> list[list[str]]:
@@ -68,9 +153,27 @@ HEADERS = [
 ]
 
 
+def infra_warnings(items: list[ComparisonItem]) -> list[str]:
+    """A warning for each compared pair whose infra-error rates differ: its infra-excluded difference then
+    compares trials that the errors chose (an agent whose own OOM kills end its hard trials leaves only its
+    easy ones), so only the headline, infra errors counted as failures, compares like with like."""
+    out = []
+    for it in items:
+        inf = it.infra
+        if inf.rate_a is None or inf.rate_b is None or inf.x_a * inf.n_b == inf.x_b * inf.n_a:
+            continue
+        out.append(
+            f"warning: {it.a} vs {it.b}: the {INFRA_RATE}s differ ({pct(inf.rate_a)} vs {pct(inf.rate_b)}, exact "
+            f"test p={pval(inf.p)}, Holm {pval(inf.p_holm)}): {SCORE_EXCL} leaves out different trials on each side, "
+            f"chosen by the errors themselves (an agent's own OOM kills drop its hardest trials); read "
+            f"{SCORE_FAIL}, which counts every trial"
+        )
+    return out
+
+
 def _notes(doc: ComparisonDocument) -> list[str]:
     stats = doc.statistics
-    notes = list(stats.notes)
+    notes = infra_warnings(stats.comparisons.items) + list(stats.notes)
     for side, tasks in stats.tasks_only_in.items():
         if tasks:
             notes.append(f"tasks only in {side} (excluded from every figure above): {', '.join(tasks)}")
@@ -101,8 +204,16 @@ def basis(doc: ComparisonDocument) -> str:
     )
 
 
+def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    return (
+        ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        + ["| " + " | ".join(r) + " |" for r in rows]
+        + [""]
+    )
+
+
 def markdown(doc: ComparisonDocument | dict[str, Any]) -> str:
-    doc = typed(doc)
+    doc = safe.for_markdown(typed(doc))  # every string as text, never markup (orchestrator/report/safe.py)
     lines = [
         "# headroom comparison",
         "",
@@ -122,12 +233,17 @@ def markdown(doc: ComparisonDocument | dict[str, Any]) -> str:
     ]
     lines += ["| " + " | ".join(r) + " |" for r in _rows(doc)]
     lines += [""] + [f"- {n}" for n in _notes(doc)]
+    lines += ["", "## Cost, tokens and latency", "", "Per configuration of each run, on the shared tasks:", ""]
+    lines += _md_table(COST_HEADERS, cost_rows(doc))
+    front = pareto_rows(doc)
+    lines += ["## Cost and score", ""]
+    lines += (_md_table(PARETO_HEADERS, front) + [PARETO_NOTE, ""]) if front else ["No cost recorded: no front.", ""]
     lines += rules.comparison_markdown(doc)
     return "\n".join(lines) + "\n"
 
 
 def print_table(doc: ComparisonDocument | dict[str, Any], console: Console) -> None:
-    doc = typed(doc)
+    doc = safe.for_terminal(typed(doc))  # every string as text, never markup or an escape sequence
     console.print(f"A: {_who(doc.a)}\nB: {_who(doc.b)}\n{basis(doc)}")
     # Three tables of one question each (across tasks; on these tasks; infra errors): one of all eleven columns
     # would not fit 160 columns.
@@ -142,6 +258,19 @@ def print_table(doc: ComparisonDocument | dict[str, Any], console: Console) -> N
         )  # long labels fold between "A:... vs" and "B:..."
     for n in _notes(doc):
         console.print(f"- {n}")
+    tables.print_table(
+        console,
+        "Cost, tokens and latency per configuration (shared tasks)",
+        COST_HEADERS,
+        cost_rows(doc),
+        right=range(1, len(COST_HEADERS)),
+    )
+    front = pareto_rows(doc)
+    if front:
+        tables.print_table(console, "Cost and score: the Pareto front", PARETO_HEADERS, front, wrap=[3])
+        console.print(PARETO_NOTE)
+    else:
+        console.print("No cost recorded: no cost/score front.")
     sr = doc.statistics.scoring_rules
     body = rules.comparison_rows(sr, short=True) if sr else []
     if body:
@@ -149,6 +278,6 @@ def print_table(doc: ComparisonDocument | dict[str, Any], console: Console) -> N
             console,
             "Scores under named rules (each run on the tasks both hold)",
             rules.COMPARISON_HEADERS,
-            [[escape(c) for c in row] for row in body],
+            body,
             wrap=[0, 5, 6],
         )

@@ -11,6 +11,8 @@ import html
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from orchestrator.report.safe import visible_controls
+
 if TYPE_CHECKING:
     from orchestrator.report.blocks import TaskCell, TaskRow
 
@@ -44,7 +46,10 @@ Href = Callable[[str, str], str]
 
 def render(tasks: list[TaskRow], labels: list[str], href: Href | None = None) -> str:
     """``href(task_id, label)`` makes each cell a link (the viewer); None for the static report."""
-    esc = html.escape
+
+    def esc(text: str, quote: bool = True) -> str:  # the run's text: controls spelled out, then HTML-escaped
+        return html.escape(visible_controls(text), quote=quote)
+
     head = "".join(f"<th>{esc(lab)}</th>" for lab in labels)
     out = ['<table class="heatmap"><thead><tr><th>task</th><th>cluster</th>', head, "</tr></thead><tbody>"]
     for t in tasks:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from markdown_it import MarkdownIt
 
 from orchestrator.report import heatmap, markdown, plots
+from orchestrator.report.safe import visible_controls
 
 if TYPE_CHECKING:
     from orchestrator.report.model import ReportDocument
@@ -89,7 +90,9 @@ def heatmap_section(doc: ReportDocument, href: heatmap.Href | None = None) -> st
 
 
 def render(doc: ReportDocument) -> str:
-    md = MarkdownIt("commonmark", {"html": False}).enable("table")  # labels come from imported files: text only
+    # The Markdown escapes every string from the run (safe.py); raw HTML is off as well, so nothing in the
+    # page is markup that the run supplied.
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
     body = md.render(markdown.render(doc))
     if doc.configurations:
         figures = [
@@ -103,7 +106,7 @@ def render(doc: ReportDocument) -> str:
         body = layout(body, heatmap_section(doc), figures, drop=("Per task",))
     else:
         body = layout(body)
-    title = html.escape(f"headroom report — {doc.run.name} ({doc.run.run_id})")
+    title = html.escape(visible_controls(f"headroom report — {doc.run.name} ({doc.run.run_id})"))
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
         f"<style>{_CSS}</style></head><body>{body}</body></html>\n"

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.report import checks, costs, inferred, rules, summary
+from orchestrator.report import checks, costs, inferred, rules, safe, summary
 from orchestrator.report.blocks import Statistics
 from orchestrator.report.calibration import CALIBRATION_HEADERS, CALIBRATION_RULE, calibration_rows
+from orchestrator.report.comparison import infra_warnings
 from orchestrator.report.glossary import (
     ABSTENTION_RATE,
     CLUSTER_SCORE,
@@ -52,8 +53,9 @@ from orchestrator.spec.experiment import RetryPolicy
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    # Cells hold what render() escaped (orchestrator/report/safe.py): a pipe from data is already "\\|".
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
     return out + [""]
 
 
@@ -148,7 +150,7 @@ def setup_block(doc: ReportDocument) -> list[str]:
             rows.append(
                 [
                     "imported from",
-                    f"{src.format} `{src.path}` — {src.harness} "
+                    f"{src.format} {src.path} — {src.harness} "
                     f"{src.harness_version or '(version unrecorded)'}; "
                     f"{len(src.files_sha256 or {})} files, sha256 in provenance",
                 ]
@@ -156,7 +158,7 @@ def setup_block(doc: ReportDocument) -> list[str]:
     if agent.kind == "imported":
         rows.append(["agents", ", ".join(agent.names or []) or "unrecorded"])
     elif _known(agent.kind):
-        rows.append(["agent", f"{agent.kind}" + (f": `{agent.command}`" if agent.command else "")])
+        rows.append(["agent", f"{agent.kind}" + (f": {agent.command}" if agent.command else "")])
     if _known(model.name, model.sampling):
         rows.append(
             ["model", f"{model.name or 'unrecorded'}" + (f"; sampling {model.sampling}" if model.sampling else "")]
@@ -423,6 +425,7 @@ def comparisons_block(stats: Statistics) -> list[str]:
         ],
         rows,
     )
+    lines += [f"**{w}**." for w in infra_warnings(comp.items)] + ([""] if infra_warnings(comp.items) else [])
     cut = clipped_note(comp.items)
     lines += [f"Note: {cut}.", ""] if cut else []
     lines += [
@@ -536,6 +539,9 @@ def summary_block(doc: ReportDocument) -> list[str]:
 
 
 def render(doc: ReportDocument) -> str:
+    """The report as Markdown. Every string of ``doc`` is escaped first (orchestrator/report/safe.py): whatever
+    the blocks interpolate renders as the text it is, never as markup or HTML."""
+    doc = safe.for_markdown(doc)
     run = doc.run
     lines = [f"# headroom report — {run.name} ({run.run_id})", ""] + summary_block(doc) + inferred.markdown(doc)
     lines += checks.banner(doc) + setup_block(doc) + provenance_block(doc) + trust_lines(doc.trust)

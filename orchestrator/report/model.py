@@ -378,6 +378,8 @@ class RunRef(_Model):
     model: ModelSpec | None = None
     agent: AgentSpec | None = None
     enforcement: str
+    #: What the user called this side (``runs compare --label``); shown instead of the agent's own name.
+    label: str | None = None
 
 
 class ComparedRun(_Model):

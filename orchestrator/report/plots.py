@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from orchestrator.report.glossary import ABSTENTION_RATE, INFRA_RATE, SCORE_FAIL  # noqa: E402
+from orchestrator.report.safe import visible_controls  # noqa: E402
 
 if TYPE_CHECKING:
     from orchestrator.report.model import Configuration, RateName
@@ -33,7 +34,8 @@ def rates_vs_multiplier(configs: list[Configuration], *, labels_axis: bool = Fal
 
     Labels (agents, models, imports) have no order to connect: points with error bars, no line.
     """
-    labels = [c.label for c in configs]
+    # A label is the run's text, never mathtext: an unpaired "$" would fail the plot, a paired one typeset.
+    labels = [visible_controls(c.label).replace("$", r"\$") for c in configs]
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(7, 3.6))
     series: list[tuple[RateName, str, str]] = [

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.markup import escape
 
 from orchestrator.report.glossary import SCORE_FAIL, runs_phrase
 from orchestrator.report.tables import print_table
@@ -111,7 +110,7 @@ def _short(names: list[str]) -> list[str]:
 
 def _table(headers: list[str], body: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in body]
+    lines += ["| " + " | ".join(r) + " |" for r in body]  # cells escaped at the renderer's boundary (safe.py)
     return lines + [""]
 
 
@@ -211,7 +210,7 @@ def print_terminal(doc: ReportDocument, console: Console) -> None:
     if sr is None or not sr.configs:
         return
     headline = doc.headline_rule
-    body = [[escape(c) for c in row] for row in rows(sr, headline, bold=False)]  # a label may hold [ ]
+    body = rows(sr, headline, bold=False)  # the document was escaped for the terminal (safe.py)
     print_table(
         console,
         f"Scores under named rules (headline: {sr.title(headline)}; each interval says what it generalises to)",
@@ -232,12 +231,10 @@ def print_terminal(doc: ReportDocument, console: Console) -> None:
     if lines:
         console.print(f"Trials each benchmark rule counts differently from {SCORE_FAIL}, by reason:")
         for line in lines:
-            console.print(escape(line))
+            console.print(line)
     per_run = per_run_rows(sr)
     if per_run:
-        print_table(
-            console, per_run_title(sr), PER_RUN_HEADERS, [[escape(c) for c in r] for r in per_run], right=[2, 3]
-        )
+        print_table(console, per_run_title(sr), PER_RUN_HEADERS, per_run, right=[2, 3])
 
 
 def spread_columns(sr: ScoringRules | None, labels: list[str]) -> tuple[list[str], list[list[str]]]:

@@ -160,14 +160,17 @@ def moves_lines(doc: ReportDocument) -> list[str]:
 
 
 def basis_line(doc: ReportDocument) -> str | None:
-    """What the new-tasks intervals stand on, said once; or why a configuration has none (a single task)."""
+    """What the new-tasks intervals stand on, said once; or why a configuration has none (too few tasks)."""
     basis = new_tasks_basis(doc)
     if basis:
         return f"New-tasks intervals: t over {basis}, SE clustered by task."
-    single = [c.label for c in doc.configurations if _new_tasks(c).n_tasks == 1]
-    if single:
+    few = [c for c in doc.configurations if _new_tasks(c).note]
+    if few:
+        which = "any configuration" if len(few) == len(doc.configurations) else ", ".join(c.label for c in few)
+        notes = sorted({str(_new_tasks(c).note) for c in few})
         return (
-            f"No new-tasks interval for {', '.join(single)}: one task, and a t interval over tasks needs at least two."
+            f"No new-tasks interval for {which}: {'; '.join(notes)}. "
+            "The these-tasks interval claims only the tasks that ran."
         )
     return None
 

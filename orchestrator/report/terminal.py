@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.report import checks, costs, inferred, rules, summary
+from orchestrator.report import checks, costs, inferred, rules, safe, summary
 from orchestrator.report.calibration import CALIBRATION_HEADERS, calibration_rows
+from orchestrator.report.comparison import infra_warnings
 from orchestrator.report.glossary import (
     ABSTENTION_RATE,
     CLUSTER_SCORE,
@@ -41,28 +41,49 @@ if TYPE_CHECKING:
 
 
 def print_summary(doc: ReportDocument, console: Console) -> None:
-    """The first thing printed: headline per configuration, the recommendation, isolation and enforcement."""
+    """The first thing printed: headline per configuration, the recommendation, isolation and enforcement.
+
+    ``doc`` is escaped for the terminal already (:func:`print_report`)."""
     names = summary.headers(doc)
     folded = ["\n".join(textwrap.wrap(h, 14)) for h in names]  # at their natural breaks: fits 100 columns
     t = Table(title="Summary (95% intervals)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for i, h in enumerate(folded):
-        t.add_column(escape(h), justify="left" if i == 0 else "right", no_wrap=True)
+        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
     body = summary.rows(doc)
     for r in body:
-        t.add_row(*(escape(c) for c in r))
+        t.add_row(*r)
     widths = [max(cell_len(x) for x in [*h.split("\n"), *(r[i] for r in body)]) for i, h in enumerate(folded)]
     if sum(widths) + 3 * len(widths) <= console.width:
         console.print(t)
     else:  # a narrow console: split the columns like every other table, never cut a number
         print_table(console, "Summary (95% intervals)", names, body, right=range(1, len(names)))
     for line in summary.lines(doc):
-        console.print(escape(line))
-    for line in inferred.lines(doc):  # verdicts inferred from imported traces, said apart
-        console.print(escape(line), soft_wrap=True)
+from orchestrator.report import checks, costs, inferred, rules, safe, summary
     console.print()
 
 
+def print_compact(doc: ReportDocument, console: Console, full: str) -> None:
+    """What a sweep prints when it ends: the run's line, then the summary (headline per configuration with its
+    intervals, the infra-error rate, the recommendation, isolation); ``full`` is the command for the rest."""
+    doc = safe.for_terminal(doc)
+    run = doc.run
+    console.print(
+        f"[bold]run {run.run_id}[/] ({run.name}, {run.status}, {run.trials_finished}/{run.trials_planned} trials)"
+        f" — {doc.task_provenance_mix.n_tasks} tasks"
+    )
+    if doc.configurations:
+        print_summary(doc, console)
+    else:
+        console.print("no finished trials yet")
+    for w in infra_warnings(doc.statistics.comparisons.items if doc.statistics else []):
+        console.print(f"[bold yellow]{w}[/]")
+    console.print(f"the whole report: {safe.terminal_text(full)} (or --full-report)")
+
+
 def print_report(doc: ReportDocument, console: Console) -> None:
+    """The report on ``console``. Every string of ``doc`` is escaped first (orchestrator/report/safe.py): a name
+    prints as the text it is, never as rich markup or a terminal escape sequence."""
+    doc = safe.for_terminal(doc)
     run = doc.run
     host = doc.host
     console.print(
@@ -184,6 +205,8 @@ def print_report(doc: ReportDocument, console: Console) -> None:
             ["config", f"{SCORE_EXCL}: diff, CMH", f"{INFRA_RATE}: reference → config", "exact infra test"],
             infra,
         )
+        for w in infra_warnings([it for it in stats.comparisons.items if it.a == ref]):
+            console.print(f"[bold yellow]{w}[/]")
     mdd = stats.mdd
     if labels:
         console.print(

@@ -100,12 +100,26 @@ THESE_TASKS = "these tasks: the rate over more attempts on the same tasks (trial
 NEW_TASKS = "new tasks: the rate on a new sample of tasks from the same population (tasks are the sampling unit)"
 
 
+#: Fewest tasks a new-tasks interval is computed from. WHY 10: it is where the t(G - 1) interval is measured
+#: to reach its 95% (benchmarks/bench_calibration.py); below it the between-task spread is barely estimated,
+#: and a handful of tasks that happen to agree give a zero-width interval ([100.0, 100.0] from two tasks).
+MIN_TASKS_NEW_INTERVAL = 10
+
+
+def too_few_tasks_note(n_tasks: int) -> str:
+    return (
+        f"{n_tasks} task{'s' if n_tasks != 1 else ''}, fewer than the {MIN_TASKS_NEW_INTERVAL} a t interval over "
+        "tasks needs to hold its 95% (a few tasks that agree give a zero-width interval)"
+    )
+
+
 def new_tasks_interval(k: np.ndarray, n: np.ndarray, level: float = 0.95) -> dict[str, Any]:
     """The pooled pass rate with a task-clustered, small-sample corrected interval.
 
     CR1 clustered SE (see :func:`clustered_se`) with a t quantile on G - 1 degrees of freedom
     instead of the normal one: with 10 tasks the normal quantile gives an interval that covers
     ~88%, t(G - 1) restores ~95% (benchmarks/bench_calibration.py measures it). Cut to [0, 1].
+    From fewer than :data:`MIN_TASKS_NEW_INTERVAL` tasks there is no interval, and ``note`` says why.
     """
     se = clustered_se(k, n)
     out: dict[str, Any] = {
@@ -119,6 +133,8 @@ def new_tasks_interval(k: np.ndarray, n: np.ndarray, level: float = 0.95) -> dic
         "method": "task-clustered (CR1) SE, t quantile with tasks - 1 df",
         "generalises_to": NEW_TASKS,
     }
+    if se.estimate is not None and se.n_clusters < MIN_TASKS_NEW_INTERVAL:
+        return {**out, "min_tasks": MIN_TASKS_NEW_INTERVAL, "note": too_few_tasks_note(se.n_clusters)}
     if se.estimate is None or se.se_clustered is None:
         return out
     from scipy import stats

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.report import document
+from orchestrator.report.labels import agent_label
 from orchestrator.report.model import ReportDocument
 from orchestrator.spec.evidence import evidence_path
 from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL, current_outcome
@@ -52,7 +53,7 @@ def runs_overview(store: Store) -> list[dict[str, Any]]:
                 "planned": int(planned.get(r.run_id, 0)),
                 "finished": int(finished.get(r.run_id, 0)),
                 "model": (r.spec.get("model") or {}).get("name"),
-                "agent": (r.spec.get("agent") or {}).get("kind"),
+                "agent": agent_label(r.spec.get("agent") or {}),  # its name, never "external" or "imported"
             }
         )
     return out

@@ -169,6 +169,7 @@ def test_the_sweep_flags_are_the_typed_overrides() -> None:
         "no_canary",
         "oracle_check",  # a check run before the sweep (a run of its own), not a field of the experiment
         "kube_context__old_spelling",
+        "full_report",
     }
     params = {p.name for p in sweep.params} - not_the_experiment
     assert params == set(ExperimentOverrides.model_fields)

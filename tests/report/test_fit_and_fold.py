@@ -99,7 +99,7 @@ def test_one_task_says_why_there_is_no_new_tasks_interval(stores: dict[str, Path
     texts = [_terminal(doc, 160), markdown.render(doc), html.render(doc)]
     for text in texts:
         assert "df None" not in text and "None tasks" not in text
-    assert "one task, and a t interval over tasks needs at least two" in " ".join(texts[0].split())
+    assert "No new-tasks interval for any configuration: 1 task, fewer than the 10" in " ".join(texts[0].split())
 
 
 def test_the_html_report_leads_with_the_summary_and_the_heatmap_and_folds_the_rest(stores: dict[str, Path]) -> None:
