@@ -58,7 +58,9 @@ def print_summary(doc: ReportDocument, console: Console) -> None:
     else:  # a narrow console: split the columns like every other table, never cut a number
         print_table(console, "Summary (95% intervals)", names, body, right=range(1, len(names)))
     for line in summary.lines(doc):
-from orchestrator.report import checks, costs, inferred, rules, safe, summary
+        console.print(line)
+    for line in inferred.lines(doc):  # verdicts inferred from imported traces, said apart
+        console.print(line, soft_wrap=True)
     console.print()
 
 
