@@ -110,7 +110,7 @@ def print_report(doc: ReportDocument, console: Console) -> None:
             "an agent could have read or changed what graded it"
         )
     if run.agent_sandbox is not None and run.agent_sandbox.startswith("none"):
-        console.print(f"[bold red]{escape(summary.host_agent(run.agent_sandbox).lstrip('; '))}[/]")
+        console.print(f"[bold red]{summary.host_agent(run.agent_sandbox).lstrip('; ')}[/]")
     if run.storage_limit is False:
         console.print("[yellow]storage limit not enforced[/] by this backend")
     checks.print_terminal(doc, console)
