@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -222,11 +223,15 @@ def store_paths(path: Path, n_rows: int) -> dict[str, Callable[[], str]]:
 SMALL_RUNS = ((10, 8), (20, 84))
 
 
-def wall(argv: list[str]) -> float:
-    """Wall time of one fresh process (its output discarded; it must succeed)."""
-    t0 = time.perf_counter()
+def wall(argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU time (user + system) of one fresh process (its output discarded; it must succeed).
+
+    CPU time is printed beside wall time for the reason given in :func:`timed_cpu`.
+    """
+    r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter() - t0, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
 def small_runs(seed: int, repeats: int) -> None:
@@ -253,17 +258,19 @@ def small_runs(seed: int, repeats: int) -> None:
             for argv in commands.values():  # the first run writes the .pyc files; it is not counted
                 wall(argv)
             times: dict[str, list[float]] = {name: [] for name in [*baselines, *commands]}
-            for _ in range(max(1, repeats)):  # interleaved: a burst of load hits the baseline too
+            cpus: dict[str, list[float]] = {name: [] for name in times}
+            for _ in range(max(1, repeats)):  # interleaved: a burst of load hits the baselines too
                 for name, argv in commands.items():
-                    times["python -c pass"].append(wall(baselines["python -c pass"]))
-                    times["python -c 'import orchestrator'"].append(wall(baselines["python -c 'import orchestrator'"]))
-                    times[name].append(wall(argv))
-        base = statistics.median(times["python -c pass"])
+                    for key, run in (*baselines.items(), (name, argv)):
+                        w, c = wall(run)
+                        times[key].append(w)
+                        cpus[key].append(c)
+        base, base_cpu = statistics.median(times["python -c pass"]), statistics.median(cpus["python -c pass"])
         print(f"small run: {len(df):,} trials (tasks={tasks}, configs=6, attempts={attempts}); medians of {repeats}")
-        print(f"  {'command (whole process)':<34} {'median s':>9} {'x python -c pass':>17}")
+        print(f"  {'command (whole process)':<34} {'wall s':>7} {'x pass':>7} {'CPU s':>7} {'CPU x pass':>11}")
         for name, ts in times.items():
-            m = statistics.median(ts)
-            print(f"  {name:<34} {m:9.3f} {m / base:17.1f}")
+            m, c = statistics.median(ts), statistics.median(cpus[name])
+            print(f"  {name:<34} {m:7.3f} {m / base:7.1f} {c:7.3f} {c / base_cpu:11.1f}")
 
 
 def main() -> None:
