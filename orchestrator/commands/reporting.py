@@ -45,10 +45,12 @@ def print_report(
     margin: float | None = None,
 ) -> None:
     from orchestrator.commands.outputs import write_file
-    from orchestrator.report import document, render, terminal
+    from orchestrator.report import document
 
     doc = document.build(store, run_id, reference=reference, rules=rules, margin=margin)
     if fmt == "table":
+        from orchestrator.report import terminal
+
         if output is None:
             terminal.print_report(doc, out)
             return
@@ -59,6 +61,8 @@ def print_report(
         )
         text = buf.getvalue()
     else:
+        from orchestrator.report import render
+
         text = render.render_text(doc, fmt)
     if output:
         write_file(output, text, "--output")
