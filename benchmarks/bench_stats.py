@@ -16,6 +16,12 @@ what a user waits for, from the store file to each output: the terminal table
 run page (an HTTP GET against a fresh viewer app, so no cached document). Each
 path starts from the store, so each includes reading and analysing the rows.
 
+Small runs (--small, on by default; --small-only skips the 1M-row part): stores of 480 trials (the demo's
+size) and 10,080 trials, each command a user runs after a sweep as a whole fresh process, start-up
+included: `headroom report` to the terminal, JSON, Markdown and HTML, `runs compare` and `runs calibrate`.
+The baselines, interleaved in the same run so load on a shared machine hits both sides: `python -c pass`
+and `python -c "import orchestrator"`. The target (issue 32) is under 1 s wall on an idle machine.
+
 Prints medians of --repeats runs and their ratios to the column-list loop.
 Timings are reported, never asserted (tests do not use them as thresholds).
 """
@@ -25,7 +31,9 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +48,21 @@ from orchestrator.report import document, markdown  # noqa: E402
 from orchestrator.stats.analyze import analyze  # noqa: E402
 from orchestrator.stats.synthetic import make_sweep  # noqa: E402
 from orchestrator.store.sqlite import Store  # noqa: E402
+
+
+def task_spec_json(task_id: str, cluster_id: str) -> str:
+    """A task's spec as a sweep records it (``runs calibrate`` reads it back to write the task's patch)."""
+    from orchestrator.spec.task import TaskSpec
+
+    spec = TaskSpec.model_validate(
+        {
+            "environment": {"cpus": 1.0, "memory_mb": 512},
+            "agent": {"timeout_sec": 600.0},
+            "verifier": {"timeout_sec": 60.0},
+            "provenance": {"item_id": f"bench/{task_id}", "source": "bench_stats.py", "cluster_id": cluster_id},
+        }
+    )
+    return spec.model_dump_json()
 
 
 def write_store(df, path: Path) -> Store:
@@ -57,7 +80,7 @@ def write_store(df, path: Path) -> Store:
     tasks = df.drop_duplicates("task_id")[["task_id", "cluster_id"]]
     db.executemany(
         "INSERT INTO tasks VALUES (?,?,?,?,?)",
-        [(run_id, t, "0" * 64, c, "{}") for t, c in tasks.itertuples(index=False)],
+        [(run_id, t, "0" * 64, c, task_spec_json(t, c)) for t, c in tasks.itertuples(index=False)],
     )
     ids = [f"{t}:{c}:{a}" for t, c, a in zip(df["task_id"], df["config_label"], df["attempt"])]
     lim = [None if v != v else v for v in df["limit_multiplier"].tolist()]
@@ -196,6 +219,60 @@ def store_paths(path: Path, n_rows: int) -> dict[str, Callable[[], str]]:
     }
 
 
+#: The small-run sizes: (tasks, attempts) for 6 configurations each, 480 and 10,080 trials.
+SMALL_RUNS = ((10, 8), (20, 84))
+
+
+def wall(argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU time (user + system) of one fresh process (its output discarded; it must succeed).
+
+    CPU time is printed beside wall time for the reason given in :func:`timed_cpu`.
+    """
+    r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter() - t0, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def small_runs(seed: int, repeats: int) -> None:
+    """Each post-sweep command on a small store, as a whole process, against bare Python in the same run."""
+    py = [sys.executable]
+    headroom = [*py, "-m", "orchestrator"]
+    for tasks, attempts in SMALL_RUNS:
+        df = make_sweep(tasks, attempts, seed=seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "small.db"
+            write_store(df, path).close()
+            commands = {
+                "report (terminal table)": [*headroom, "report", str(path), "--format", "table"],
+                "report --format json": [*headroom, "report", str(path), "--format", "json"],
+                "report --format markdown": [*headroom, "report", str(path), "--format", "markdown"],
+                "report -o report.html": [*headroom, "report", str(path), "-o", str(Path(tmp) / "r.html")],
+                "runs compare (json)": [*headroom, "runs", "compare", str(path), str(path), "--format", "json"],
+                "runs calibrate": [*headroom, "runs", "calibrate", str(path), "--out-dir", str(Path(tmp) / "bands")],
+            }
+            baselines = {
+                "python -c pass": [*py, "-c", "pass"],
+                "python -c 'import orchestrator'": [*py, "-c", "import orchestrator"],
+            }
+            for argv in commands.values():  # the first run writes the .pyc files; it is not counted
+                wall(argv)
+            times: dict[str, list[float]] = {name: [] for name in [*baselines, *commands]}
+            cpus: dict[str, list[float]] = {name: [] for name in times}
+            for _ in range(max(1, repeats)):  # interleaved: a burst of load hits the baselines too
+                for name, argv in commands.items():
+                    for key, run in (*baselines.items(), (name, argv)):
+                        w, c = wall(run)
+                        times[key].append(w)
+                        cpus[key].append(c)
+        base, base_cpu = statistics.median(times["python -c pass"]), statistics.median(cpus["python -c pass"])
+        print(f"small run: {len(df):,} trials (tasks={tasks}, configs=6, attempts={attempts}); medians of {repeats}")
+        print(f"  {'command (whole process)':<34} {'wall s':>7} {'x pass':>7} {'CPU s':>7} {'CPU x pass':>11}")
+        for name, ts in times.items():
+            m, c = statistics.median(ts), statistics.median(cpus[name])
+            print(f"  {name:<34} {m:7.3f} {m / base:7.1f} {c:7.3f} {c / base_cpu:11.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=100)
@@ -208,7 +285,19 @@ def main() -> None:
         default=True,
         help="also time the whole path from a SQLite store to each format and to the view's run page",
     )
+    ap.add_argument(
+        "--small",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time each post-sweep command on 480- and 10,080-trial stores, start-up included",
+    )
+    ap.add_argument("--small-only", action="store_true", help="only the small-run case (skips the 1M rows)")
     args = ap.parse_args()
+
+    if args.small or args.small_only:
+        small_runs(args.seed, args.repeats)
+    if args.small_only:
+        return
 
     t0 = time.perf_counter()
     df = make_sweep(args.tasks, args.attempts, seed=args.seed)

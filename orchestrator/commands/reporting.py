@@ -56,10 +56,12 @@ def print_report(
 ) -> None:
     """The report in ``fmt``; ``compact``: a table holds only the summary (what a sweep prints when it ends)."""
     from orchestrator.commands.outputs import write_file
-    from orchestrator.report import document, render, terminal
+    from orchestrator.report import document
 
     doc = document.build(store, run_id, reference=reference, rules=rules, margin=margin)
     if fmt == "table":
+        from orchestrator.report import terminal
+
         if output is None:
             if compact:
                 terminal.print_compact(doc, out, f"headroom report {store.path}:{run_id}")
@@ -73,6 +75,8 @@ def print_report(
         )
         text = buf.getvalue()
     else:
+        from orchestrator.report import render
+
         text = render.render_text(doc, fmt)
     if output:
         write_file(output, text, "--output")

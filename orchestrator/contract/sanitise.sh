@@ -199,9 +199,13 @@ scan_root() {  # $1: one folder; counts into the totals, dir targets of its link
   # shellcheck disable=SC2086
   n=$(find -P "$r" \( $PRUNE \) -prune -o \( -type p -o -type s -o -type b -o -type c \) -exec rm -f -- {} + -print 2>/dev/null | wc -l)
   special=$((special + n))
-  # shellcheck disable=SC2086
-  n=$(find -P "$r" \( $PRUNE \) -prune -o \( -type p -o -type s -o -type b -o -type c \) -print 2>/dev/null | wc -l)
-  special_left=$((special_left + n))
+  # What is left can only be what was found: the same search over a tree no agent process can change any
+  # more. A tree with none (nearly every one) skips the recount, three processes fewer per root (issue 32).
+  if [ $((n)) -gt 0 ]; then
+    # shellcheck disable=SC2086
+    n=$(find -P "$r" \( $PRUNE \) -prune -o \( -type p -o -type s -o -type b -o -type c \) -print 2>/dev/null | wc -l)
+    special_left=$((special_left + n))
+  fi
   # shellcheck disable=SC2086
   find -P "$r" \( $PRUNE \) -prune -o ! -type l ! -type d ! -perm -600 -exec chmod u+rw -- {} + 2>/dev/null
   # Counted before judging (a name holding a newline counts twice: an over-count, never an under-count).

@@ -49,7 +49,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-import statsmodels.api as sm
 from scipy import stats
 from statsmodels.stats.contingency_tables import Table
 
@@ -127,13 +126,17 @@ def clustered_trend(events: np.ndarray, n: np.ndarray, score: np.ndarray, groups
         return TrendClustered(None, None, None, None, None, None, n_cl, "not testable (no variation)")
     if n_cl < 2:
         return TrendClustered(None, None, None, None, None, None, n_cl, "not testable (fewer than 2 tasks)")
-    exog = sm.add_constant(x, has_constant="add")
+    # The GLM's own modules, not statsmodels.api: that one also loads the formula, graphics and time-series
+    # packages (about a second on an idle machine), which no report uses.
+    from statsmodels.genmod.families import Binomial
+    from statsmodels.genmod.generalized_linear_model import GLM
+    from statsmodels.tools.tools import add_constant
+
+    exog = add_constant(x, has_constant="add")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fit = sm.GLM(k / n, exog, family=sm.families.Binomial(), var_weights=n).fit(
-                cov_type="cluster", cov_kwds={"groups": g}
-            )
+            fit = GLM(k / n, exog, family=Binomial(), var_weights=n).fit(cov_type="cluster", cov_kwds={"groups": g})
         b, se = float(fit.params[1]), float(fit.bse[1])
     except Exception as exc:  # separation / singular design: say so instead of crashing
         return TrendClustered(None, None, None, None, None, None, n_cl, f"fit failed: {type(exc).__name__}")
