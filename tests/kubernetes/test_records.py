@@ -131,10 +131,58 @@ def test_a_block_the_agent_printed_cannot_stand_in_for_the_runners(tmp_path: Pat
 def test_the_cap_cuts_the_record_and_is_recorded(tmp_path: Path) -> None:
     launch, res = _run(tmp_path, {"kind": "command", "command": AGENT}, extra_env={"HR_RECORDS_MAX": "20000"})
     assert res.report is not None
-    assert res.report.fields["records_truncated"] == "1" and res.report.fields["records_bytes"] == "20000"
+    assert int(res.report.fields["records_bytes"]) < 3 * 20000  # the content is cut, file by file, at the cap
     rec, arts = _kept(tmp_path, launch, res)
-    assert rec.status == "kept" and rec.truncated and rec.evidence().truncated is True
-    assert arts  # what came before the cut is kept
+    assert rec.status == "kept", rec
+    info, out = arts["agent/stdout"]  # ~60 KB of output: cut, as the per-try cap cuts, with its size
+    full = sum(len(f"line {i} of the agent\n") for i in range(3000))
+    assert info.status == "truncated" and info.original_size == full and 0 < len(out) <= 20000
+    assert out.startswith(b"line 0 of the agent\n")
+    # What comes once the cap is spent is named with its size, never silently gone.
+    later = [a for a, _ in arts.values() if a.status == "dropped"]
+    assert later and all(a.original_size and a.size == 0 for a in later), [a.name for a in later]
+
+
+#: What a hostile agent leaves in its logs dir (the classes local keeps, cuts or skips with a reason).
+HOSTILE_LOGS = (
+    'L="$HEADROOM_LOGS_DIR"; touch "$HEADROOM_WORKDIR/out"; '
+    'echo "key $HEADROOM_TEST_SECRET" > "$L/trajectory.json"; '
+    'truncate -s 10G "$L/sparse.bin"; '  # 10 GB of holes: costs nothing on disk, everything to read
+    'ln -s /etc/passwd "$L/host-file"; ln -s ../../.. "$L/up"; '
+    'mkfifo "$L/fifo"; '
+    'python3 -c "import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])" "$L/sock"; '
+    "printf x > \"$L/$(printf 'evil\\033[31m\\tname')\"; "
+    'i=0; while [ $i -lt 50 ]; do echo "$i" > "$L/many-$i"; i=$((i+1)); done'
+)
+
+
+@pytest.mark.parametrize("with_secret", [False, True], ids=["plain", "with --agent-env secret"])
+def test_a_hostile_logs_dir_is_kept_cut_and_skipped_as_local_keeps_it_in_bounded_time(
+    tmp_path: Path, with_secret: bool
+) -> None:
+    env = {"HEADROOM_TEST_SECRET": SECRET, "HR_SECRET_NAMES": "HEADROOM_TEST_SECRET"} if with_secret else {}
+    agent = {"kind": "command", "command": HOSTILE_LOGS, "env_passthrough": ["HEADROOM_TEST_SECRET"]}
+    # The pod's own deadline stands well above this; the runner used to read the sparse file to its end.
+    launch, res = _run(tmp_path, agent, extra_env=env, timeout=240)
+    assert judged(res)[0].value == "passed", res.message  # type: ignore[attr-defined]
+    rec, arts = _kept(tmp_path, launch, res, secrets=(SECRET,) if with_secret else ())
+    assert rec.status == "kept", rec
+    by = {name: a for name, (a, _) in arts.items()}
+    assert by["logs/sparse.bin"].status == "truncated" and by["logs/sparse.bin"].original_size == 10 * 1024**3
+    assert by["logs/host-file"].status == "skipped" and by["logs/host-file"].detail == (
+        "a symlink (not followed) to /etc/passwd"
+    )
+    assert by["logs/up"].status == "skipped" and "symlink (not followed)" in (by["logs/up"].detail or "")
+    assert by["logs/fifo"].detail == "a FIFO (not read)" and by["logs/fifo"].status == "skipped"
+    assert by["logs/sock"].detail == "a socket (not read)" and by["logs/sock"].status == "skipped"
+    assert sum(1 for n in by if n.startswith("logs/many-")) == 50
+    assert [n for n in by if "name" in n and "evil" in n]  # a hostile name is kept, as a valid name
+    assert b"root:" not in b"".join(v for _, v in arts.values())
+    if with_secret:  # redacted in the pod, before the log: the host's sink had nothing left to redact
+        want = records.expected(res.report)  # type: ignore[arg-type]
+        assert isinstance(want, tuple)
+        data = records.from_log(res.stdout.encode(), *want)
+        assert data is not None and SECRET.encode() not in data and b"key [REDACTED]" in data
 
 
 def test_secrets_are_redacted_before_they_reach_the_container_log(tmp_path: Path) -> None:
