@@ -513,7 +513,7 @@ phase_stop() {  # run_step swept every process of this container; what the agent
   # across the cut leaves no piece; the backend redacts again and scrubs the cut edges).
   for stream in stdout stderr; do
     f="$LOGS/agent/$stream.txt"
-    rm -f "$RUN/agent-$stream.tail"
+    rm -rf "$RUN/agent-$stream.tail"
     { [ -f "$f" ] && [ ! -L "$f" ] && [ -s "$f" ]; } || continue
     if [ -n "${HR_SECRET_NAMES:-}" ] && command -v awk >/dev/null 2>&1; then
       tail -c 6144 "$f" | awk "$REDACT_AWK" | tail -c 2048 > "$RUN/agent-$stream.tail"
@@ -606,11 +606,14 @@ agent_half() {
   else emit "memcg=none"; fi
   [ -r /proc/sys/kernel/yama/ptrace_scope ] && { read -r ps < /proc/sys/kernel/yama/ptrace_scope; emit "ptrace_scope=$ps"; }
   mkdir -p "$LOGS/agent" "$RUN" 2>/dev/null
-  rm -rf "$RUN/agent.msg" "$RUN/agent.skip" "$RUN/rec" "$RUN/rec.withheld" "$RUN/work" "$RUN/work.none" 2>/dev/null
   for phase in @AGENT_PHASES@; do
     "phase_$phase"
     [ -n "$skip" ] && break
   done
+  # No agent process is left: whatever it made under the names the verifier's half reads (a FIFO that would
+  # block a write, a folder a file would be moved into, a forged report) goes before anything is written there.
+  rm -rf "$RUN/agent.msg" "$RUN/agent.msg.new" "$RUN/agent.skip" "$RUN/work" "$RUN/work.none" 2>/dev/null
+  [ -n "$REC_STAGED" ] || rm -rf "$RUN/rec" "$RUN/rec.left" "$RUN/rec.count" "$RUN/rec.withheld" 2>/dev/null
   stage_records  # after setup failed: the stop phase never ran
   case $skip in agent_setup_failed|agent_not_found) ;; *) carry_out ;; esac
   for name in ${HR_SECRET_NAMES:-}; do unset "$name"; done
