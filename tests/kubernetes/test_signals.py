@@ -249,7 +249,7 @@ CASES = [
                 }
             )
         ),
-        (Outcome.HARNESS_ERROR, HarnessReason.VERIFIER_CRASHED),
+        (Outcome.FAILED, ModelReason.UNJUDGED_STATE),  # the agent's processes held the tests back
     ),
     (
         "runner could not start (no /bin/sh)",
@@ -494,3 +494,15 @@ def test_a_work_dir_that_could_not_be_carried_in_time_is_the_agents_failure() ->
     assert obs.facts.extra.runner is not None and obs.facts.extra.runner.work_in == "timeout"
     v = classify(obs.facts)
     assert (v.outcome, v.reason) == (Outcome.FAILED, ModelReason.UNJUDGED_STATE)
+
+
+def test_tests_withheld_for_processes_left_after_the_agent_are_the_agents_failure() -> None:
+    base = {"agent_exit": 0, "agent_cs": 10, "agent_timeout": 0, "agent_oom0": 0, "agent_oom1": 0}
+    left = {**base, "verifier_skipped": "tests_withheld", "detail": "agent_processes_left 41(sleep)"}
+    obs = observe(finished(message.render(left)), [], ctx())
+    assert obs.facts is not None and "41(sleep)" in (obs.facts.agent_fault or "")
+    assert (classify(obs.facts).outcome, classify(obs.facts).reason) == (Outcome.FAILED, ModelReason.UNJUDGED_STATE)
+    # a copy the warden could not make is not the agent's doing
+    failed_copy = {**base, "verifier_skipped": "tests_withheld", "detail": "copy_failed"}
+    obs = observe(finished(message.render(failed_copy)), [], ctx())
+    assert obs.facts is not None and obs.facts.agent_fault is None

@@ -223,6 +223,10 @@ def _add_report(pod: dict[str, Any] | None, facts: TrialFacts) -> runner_message
         facts.agent_fault = f"the sanitiser could not judge what the agent left: {what}"
     elif skipped == "agent_report_missing":  # the agent's container ended (exit 0) without its runner's report
         facts.agent_fault = "the agent's container ended without the runner's report of the agent step"
+    elif skipped == "tests_withheld" and (report.fields.get("detail") or "").startswith("agent_processes_left"):
+        # The warden saw processes besides the verifier's runner after the agent's container had ended: only the
+        # agent starts processes that outlive its container's sweep, so the tests were withheld on its account.
+        facts.agent_fault = f"processes outlived the agent's step: {report.fields.get('detail')}"
     elif skipped == "agent_not_found":  # the runner's own check, before the agent had control
         facts.agent_unresolved = report.fields.get("agent_not_found") or "the agent command's program was not found"
         facts.agent = StepFacts(name="agent", skipped=f"agent_not_found: {facts.agent_unresolved}")
