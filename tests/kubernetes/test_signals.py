@@ -20,7 +20,7 @@ from orchestrator.backends.kubernetes import message
 from orchestrator.backends.kubernetes.signals import Context, observe
 from orchestrator.engine.classify import classify
 from orchestrator.spec.evidence import CpuThrottling
-from orchestrator.spec.outcome import HarnessReason, InfraReason, ModelReason, Outcome
+from orchestrator.spec.outcome import InfraReason, ModelReason, Outcome
 from orchestrator.spec.resources import ResourceAmounts
 
 FIX = Path(__file__).parent / "fixtures"
