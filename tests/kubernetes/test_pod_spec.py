@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.kubernetes.pod import DEADLINE_SLACK_S, FINALIZER, QUEUE_LABEL, WORK_COPY_S, build
+from orchestrator.backends.kubernetes.pod import DEADLINE_SLACK_S, FINALIZER, QUEUE_LABEL, RECORDS_S, WORK_COPY_S, build
 from orchestrator.backends.kubernetes.taskfiles import MAX_CONFIGMAP_BYTES, bundle, posix_cksum
 from orchestrator.contract import sanitiser
 from orchestrator.engine.launch import build_launch
@@ -98,7 +98,7 @@ def test_the_agent_runs_in_an_init_container_the_verifier_in_a_fresh_one_of_the_
     assert mounts(task)["/headroom/run"]["name"] == mounts(warden)["/headroom/run"]["name"] == "vrun"
     assert "vrun" not in {m["name"] for m in agent["volumeMounts"]}
     # the deadline holds both copies of the work dir besides the steps: never reached by a slow copy
-    assert spec["activeDeadlineSeconds"] >= 2 * WORK_COPY_S + DEADLINE_SLACK_S
+    assert spec["activeDeadlineSeconds"] >= 2 * WORK_COPY_S + 2 * RECORDS_S + DEADLINE_SLACK_S
 
 
 def test_restricted_pods_stay_restricted_with_the_agents_container() -> None:

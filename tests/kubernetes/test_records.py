@@ -226,3 +226,18 @@ def test_an_install_phase_is_recorded_apart_and_its_failure_is_agent_setup_faile
     assert res.report is not None and "agent_exit" not in res.report.fields
     _, arts = _kept(tmp_path / "bad", launch, res)
     assert arts["agent_setup/stdout"][1] == b"broken\n" and "agent/stdout" not in arts
+
+
+def test_the_entry_cap_and_the_staging_time_bound_the_record_and_say_so(tmp_path: Path) -> None:
+    many = 'touch "$HEADROOM_WORKDIR/out"; cd "$HEADROOM_LOGS_DIR" && i=0; while [ $i -lt 300 ]; do : > "f$i"; i=$((i+1)); done'
+    launch, res = _run(tmp_path, {"kind": "command", "command": many}, extra_env={"HR_RECORDS_FILES": "100"})
+    rec, arts = _kept(tmp_path, launch, res)
+    assert rec.status == "kept" and any(e.startswith("over:") for e in rec.errors), rec
+    assert sum(1 for n in arts if n.startswith("logs/f")) < 100
+    # A staging stopped by its clock keeps what it got to and says so (a time bound, set to nothing here).
+    # 3,000 entries cost two processes each to stage: never done within the watchdog's least second
+    lots = many.replace("-lt 300", "-lt 3000")
+    launch, res = _run(tmp_path / "slow", {"kind": "command", "command": lots}, extra_env={"HR_RECORDS_S": "0"})
+    assert judged(res)[0].value == "passed"  # type: ignore[attr-defined]
+    rec, _ = _kept(tmp_path / "slow", launch, res)
+    assert rec.status == "kept" and any("ran out of time" in e for e in rec.errors), rec

@@ -58,6 +58,8 @@ DEADLINE_SLACK_S = 180
 #: Each copy of the agent's work dir (out of the agent's container, into the verifier's) is stopped after this long:
 #: a work dir that cannot be copied in time is the agent's failure (unjudged_state), never the pod's deadline.
 WORK_COPY_S = 120
+#: All of one half's staging of the record (runner.sh, stage_bounded) is stopped after this long.
+RECORDS_S = 60
 #: The agent's run dir (its runner's scratch, the work dir it carried out, the external agent's markers): the
 #: ``run`` emptyDir, at RUN in the agent's container and read-only at AGENT_RUN in the verifier's.
 RUN = "/headroom/run"
@@ -226,6 +228,7 @@ def build(
         # An external agent's secrets stay on the host with it: the pod never gets them.
         {"name": "HR_SECRET_NAMES", "value": "" if external else " ".join(launch.agent.secret_env)},
         {"name": "HR_WORK_COPY_S", "value": str(WORK_COPY_S)},
+        {"name": "HR_RECORDS_S", "value": str(RECORDS_S)},
     ]
     verifier_env: list[dict[str, Any]] = [
         {"name": "HR_ROLE", "value": "verifier"},
@@ -237,6 +240,7 @@ def build(
             "value": " ".join((*cc.verifier_only_paths(launch.task.include_solution), HANDOFF)),
         },
         {"name": "HR_WORK_COPY_S", "value": str(WORK_COPY_S)},
+        {"name": "HR_RECORDS_S", "value": str(RECORDS_S)},
     ]
     if not external and launch.agent.shell and (target := agent_check.target(launch.agent.shell)) is not None:
         agent_env.append({"name": "HR_AGENT_PROGRAM", "value": target.program})  # the agent_check phase resolves it
@@ -355,6 +359,7 @@ def build(
             + sanitiser.TIMEOUT_S
             + verifier.timeout_s
             + 2 * WORK_COPY_S
+            + 2 * RECORDS_S
             + DEADLINE_SLACK_S
             + (EXTERNAL_START_SLACK_S if external else 0)
         ),

@@ -247,7 +247,8 @@ REDACT_AWK='BEGIN { n = split(ENVIRON["HR_SECRET_NAMES"], names, " ") }
 # what is left of RECORDS_MAX (its size goes to the manifest: "cut"; a file after the budget is spent:
 # "dropped"), links copied as links (never followed), and every other entry (FIFO, socket, device) only
 # named in the manifest with its kind, never opened; a name holding a line break is counted, not kept
-# ("unnamed"); past RECORDS_FILES entries the rest is counted ("over"). The backend keeps each entry with
+# ("unnamed"); past RECORDS_FILES entries the rest is counted ("over"); all of a half's staging runs within
+# RECORDS_S ("timeout": what it got to is kept). The backend keeps each entry with
 # the reason the local backend gives it (orchestrator/backends/kubernetes/records.py). With --agent-env
 # secrets, the agent's container stages the agent's files and replaces each secret's value by [REDACTED]
 # (awk, line by line, on the cut content only: a binary file may be altered) while it still holds the
@@ -256,7 +257,7 @@ REDACT_AWK='BEGIN { n = split(ENVIRON["HR_SECRET_NAMES"], names, " ") }
 # artifacts again with the run's secrets).
 RECORDS_MAX=${HR_RECORDS_MAX:-4194304}
 RECORDS_FILES=${HR_RECORDS_FILES:-10000}
-RECORDS_S=${HR_RECORDS_S:-120}
+RECORDS_S=${HR_RECORDS_S:-60}
 NL='
 '
 # stage_tree SRC DST REDACT NAMES...: the entries NAMES (top-level names under SRC) staged at DST, within the
@@ -322,10 +323,15 @@ stage_tree() {
   done
   set +f
 }
-stage_bounded() {  # stage_tree under a watchdog: a tree that takes too long is cut where it got to
+REC_UNTIL=""
+stage_bounded() {  # stage_tree under a watchdog: all of a half's staging within RECORDS_S, cut where it got to
+  now_cs
+  [ -n "$REC_UNTIL" ] || REC_UNTIL=$((NOW_CS + RECORDS_S * 100))
+  wait_s=$(( (REC_UNTIL - NOW_CS) / 100 ))
+  [ "$wait_s" -ge 1 ] || wait_s=1
   ( stage_tree "$@" ) > /dev/null 2>&1 &
   gpid=$!
-  ( sleep "$RECORDS_S"; kill -KILL "$gpid" 2>/dev/null ) > /dev/null 2>&1 &
+  ( sleep "$wait_s"; kill -KILL "$gpid" 2>/dev/null ) > /dev/null 2>&1 &
   gw=$!
   wait "$gpid"
   kill -KILL "$gw" 2>/dev/null
