@@ -241,3 +241,18 @@ def test_the_entry_cap_and_the_staging_time_bound_the_record_and_say_so(tmp_path
     assert judged(res)[0].value == "passed"  # type: ignore[attr-defined]
     rec, _ = _kept(tmp_path / "slow", launch, res)
     assert rec.status == "kept" and any("ran out of time" in e for e in rec.errors), rec
+
+
+def test_every_entry_is_recorded_once_whatever_the_cap_leaves(tmp_path: Path) -> None:
+    """Output that spends the whole budget: the steps' stderr and every logs-dir file are each named once, dropped."""
+    agent = (
+        'touch "$HEADROOM_WORKDIR/out"; head -c 100000 /dev/zero | tr "\\0" x; echo err >&2; '
+        'cd "$HEADROOM_LOGS_DIR" && echo small > small.txt && head -c 100000 /dev/zero > big.bin'
+    )
+    launch, res = _run(tmp_path, {"kind": "command", "command": agent}, extra_env={"HR_RECORDS_MAX": "16000"})
+    rec, arts = _kept(tmp_path, launch, res)
+    assert rec.status == "kept", rec
+    assert not [n for n in arts if " #" in n], sorted(arts)  # no name twice
+    assert arts["agent/stdout"][0].status == "truncated" and arts["agent/stdout"][0].original_size == 100000
+    for name in ("agent/stderr", "logs/small.txt", "logs/big.bin"):
+        assert arts[name][0].status == "dropped" and arts[name][0].original_size, name

@@ -262,6 +262,7 @@ NL='
 '
 # stage_tree SRC DST REDACT NAMES...: the entries NAMES (top-level names under SRC) staged at DST, within the
 # budget left in DST/../rec.left; the manifest is DST/headroom.manifest. Runs under stage_bounded's watchdog.
+STEP_PATHS="! -path agent/stdout.txt ! -path agent/stderr.txt ! -path agent_setup/stdout.txt ! -path agent_setup/stderr.txt"
 stage_tree() {
   src=$1 dst=$2 redact=$3 pred=$4
   shift 4
@@ -280,9 +281,11 @@ stage_tree() {
       unnamed=$(cd "$src" && find "$top" -name "*$NL*" -prune -print 2>/dev/null | grep -c "^$top" )
       [ "${unnamed:-0}" -gt 0 ] 2>/dev/null && echo "unnamed $unnamed $top" >> "$man"
     fi
+    # Each entry is taken by one pass only: the steps' output by the first, small files and every other entry by
+    # "small", the rest of the files by "files" (a file dropped twice would be recorded twice).
     case $pred in
-      small) set -- \( ! -type f -o -size -65537c \) ;;
-      files) set -- -type f ;;
+      small) set -- \( ! -type f -o -size -65537c \) $STEP_PATHS ;;
+      files) set -- -type f -size +65536c $STEP_PATHS ;;
       *) set -- ! -name "*$NL*" ;;
     esac
     ( cd "$src" && find "$top" \( -name "*$NL*" -prune \) -o \( "$@" \) -print 2>/dev/null ) | {
@@ -333,10 +336,11 @@ stage_bounded() {  # stage_tree under a watchdog: all of a half's staging within
   gpid=$!
   ( sleep "$wait_s"; kill -KILL "$gpid" 2>/dev/null ) > /dev/null 2>&1 &
   gw=$!
-  wait "$gpid"
+  wait "$gpid"; grc=$?
   kill -KILL "$gw" 2>/dev/null
   wait "$gw"
-  [ "$?" = 0 ] && echo "timeout 0 ." >> "$2/headroom.manifest"
+  # SIGKILL is the watchdog's alone (the staging never exits 137 itself): its own status could be lost to a race
+  [ "$grc" = 137 ] && echo "timeout 0 ." >> "$2/headroom.manifest"
   name=records; sweep  # the watchdog's sleep (and, after a timeout, whatever staging left)
   return 0
 }
@@ -413,10 +417,10 @@ copy_bounded() {  # SRC DST -> COPY=ok|partial|timeout
   cw=$!
   wait "$cpid"; crc=$?
   kill -KILL "$cw" 2>/dev/null
-  wait "$cw"; cfired=$?
+  wait "$cw"
   COPY=ok
   [ "$crc" = 0 ] || COPY=partial
-  [ "$cfired" = 0 ] && COPY=timeout
+  [ "$crc" = 137 ] && COPY=timeout  # SIGKILL: the watchdog's alone (cp ends 0 or 1)
   name=work_copy; sweep  # the watchdog's sleep, which the warden would count as a process left
   return 0
 }
