@@ -2,7 +2,8 @@
 
 Each plant class is a root agent's attack on the verifier's interpreter and shell: a ``sitecustomize.py``, a
 ``.pth`` file and an entry-point plugin in every system site-packages, a ``python3`` earlier on ``PATH``, a
-replaced ``bash`` and ``/bin/sh``. Each writes a passing reward if it ever runs where the verifier runs; the
+replaced ``bash`` (which runs the verifier's ``test.sh``). In the agent's own container each of them passes
+(checked against the single-container runner this replaced). Each writes a passing reward if it ever runs where the verifier runs; the
 verifier here is corpus-shaped (tests/hostile/corpus.py: ``python3 -m hrcheck``, loading entry-point plugins as
 pytest does), and the agent writes a wrong answer. On Pods the verifier runs in a fresh container of the task's
 image (the agent in an init container before it), so every plant must end ``failed``. The channel classes
@@ -38,6 +39,9 @@ SITES = textwrap.dedent("""\
     SITES=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))')
     for d in $SITES; do mkdir -p "$d" 2>/dev/null; done
     """)
+SITECUSTOMIZE = textwrap.dedent("""\
+    SC=$(python3 -c 'import importlib.util as u; s = u.find_spec("sitecustomize"); print(s.origin if s else "")')
+    """)
 FORGE_SH = 'mkdir -p "$HEADROOM_LOGS_DIR"; echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"; exit 0'
 
 PLANTS = [
@@ -46,7 +50,11 @@ PLANTS = [
         corpus.CD
         + corpus.WRONG
         + SITES
-        + "for d in $SITES; do\n"
+        # the module python3 would import (Debian ships one, first on sys.path), and one in every site folder
+        + SITECUSTOMIZE
+        + "for f in $SC; do\n"
+        + corpus._py_plant('"$f"')
+        + "done\nfor d in $SITES; do\n"
         + corpus._py_plant('"$d/sitecustomize.py"')
         + "done\n",
     ),
@@ -88,8 +96,9 @@ PLANTS = [
         corpus.CD
         + corpus.WRONG
         + textwrap.dedent(f"""\
-        cp /bin/bash /bin/hr-real-bash 2>/dev/null && cp -P /bin/sh /bin/hr-real-sh 2>/dev/null || exit 0
-        for s in /bin/bash /bin/sh /usr/bin/bash /usr/bin/sh; do
+        # bash runs the verifier's test.sh (the runner's own sh is left: replacing it stops the sanitiser first)
+        cp /bin/bash /bin/hr-real-bash 2>/dev/null || exit 0
+        for s in /bin/bash /usr/bin/bash; do
           printf '#!/bin/hr-real-bash\\n%s\\n' '{FORGE_SH}' > "$s.new" 2>/dev/null && chmod 755 "$s.new" && mv -f "$s.new" "$s"
         done
         exit 0
