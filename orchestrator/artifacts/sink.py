@@ -90,9 +90,11 @@ class Stored:
 
 
 class ArtifactSink(Protocol):
-    def add_file(self, key: TryKey | Launch, name: str, path: str | os.PathLike[str]) -> Stored: ...
+    def add_file(
+        self, key: TryKey | Launch, name: str, path: str | os.PathLike[str], *, cut_from: int | None = None
+    ) -> Stored: ...
 
-    def add_bytes(self, key: TryKey | Launch, name: str, data: bytes) -> Stored: ...
+    def add_bytes(self, key: TryKey | Launch, name: str, data: bytes, *, cut_from: int | None = None) -> Stored: ...
 
     def add_tree(self, key: TryKey | Launch, prefix: str, host_dir: str | os.PathLike[str]) -> list[Stored]: ...
 
@@ -109,10 +111,12 @@ class NullSink:
     def _none(self, name: str) -> Stored:
         return Stored(artifact_name(name), "dropped", detail="no artifact store for this run")
 
-    def add_file(self, key: TryKey | Launch, name: str, path: str | os.PathLike[str]) -> Stored:
+    def add_file(
+        self, key: TryKey | Launch, name: str, path: str | os.PathLike[str], *, cut_from: int | None = None
+    ) -> Stored:
         return self._none(name)
 
-    def add_bytes(self, key: TryKey | Launch, name: str, data: bytes) -> Stored:
+    def add_bytes(self, key: TryKey | Launch, name: str, data: bytes, *, cut_from: int | None = None) -> Stored:
         return self._none(name)
 
     def add_tree(self, key: TryKey | Launch, prefix: str, host_dir: str | os.PathLike[str]) -> list[Stored]:
@@ -169,19 +173,23 @@ class StoreSink:
             merged = {*self._try_secrets.get(k, []), *(s for s in secrets if s)}
             self._try_secrets[k] = sorted(merged, key=len, reverse=True)
 
-    def add_bytes(self, key: TryKey | Launch, name: str, data: bytes) -> Stored:
+    def add_bytes(self, key: TryKey | Launch, name: str, data: bytes, *, cut_from: int | None = None) -> Stored:
+        """``cut_from``: the size of what ``data`` was cut from before it got here (see :meth:`_store`)."""
         k = TryKey.of(key)
         try:
             view = memoryview(data)
-            return self._store(k, name, (bytes(view[i : i + CHUNK]) for i in range(0, len(data), CHUNK)), len(data))
+            chunks = (bytes(view[i : i + CHUNK]) for i in range(0, len(data), CHUNK))
+            return self._store(k, name, chunks, len(data), cut_from=cut_from)
         except Exception as exc:  # noqa: BLE001 -- storing evidence must never end a run
             return self._failed(k, name, f"{type(exc).__name__}: {exc}")
 
-    def add_file(self, key: TryKey | Launch, name: str, path: str | os.PathLike[str]) -> Stored:
+    def add_file(
+        self, key: TryKey | Launch, name: str, path: str | os.PathLike[str], *, cut_from: int | None = None
+    ) -> Stored:
         """A host file, never through a symlink and never blocking on a FIFO."""
         k = TryKey.of(key)
         try:
-            return self._add_at(k, self._name(k, name), os.fspath(path), None)
+            return self._add_at(k, self._name(k, name), os.fspath(path), None, cut_from=cut_from)
         except Exception as exc:  # noqa: BLE001
             return self._failed(k, name, f"{type(exc).__name__}: {exc}")
 
@@ -296,7 +304,15 @@ class StoreSink:
                 if fd != root:
                     os.close(fd)
 
-    def _add_at(self, k: TryKey, name: str, path: str, dir_fd: int | None, st: os.stat_result | None = None) -> Stored:
+    def _add_at(
+        self,
+        k: TryKey,
+        name: str,
+        path: str,
+        dir_fd: int | None,
+        st: os.stat_result | None = None,
+        cut_from: int | None = None,
+    ) -> Stored:
         try:
             st = st or os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
         except OSError as exc:
@@ -319,7 +335,7 @@ class StoreSink:
             now = os.fstat(fd)
             if not stat.S_ISREG(now.st_mode):  # swapped between stat and open
                 return self._skipped(k, name, self._kind(now.st_mode))
-            return self._store(k, name, _read_chunks(fd), now.st_size, named=True)
+            return self._store(k, name, _read_chunks(fd), now.st_size, named=True, cut_from=cut_from)
         finally:
             os.close(fd)
 
@@ -352,7 +368,18 @@ class StoreSink:
                 self._budgets[k] = b
             return b
 
-    def _store(self, k: TryKey, name: str, chunks: Iterator[bytes], original: int, *, named: bool = False) -> Stored:
+    def _store(
+        self,
+        k: TryKey,
+        name: str,
+        chunks: Iterator[bytes],
+        original: int,
+        *,
+        named: bool = False,
+        cut_from: int | None = None,
+    ) -> Stored:
+        """``cut_from``: content a backend already cut (the Pod runner's record cap) is kept as the per-try cap
+        keeps what it cuts: ``truncated`` (``dropped`` when nothing of it came), with its original size."""
         name = name if named else self._name(k, name)
         budget = self._budget(k)
         with budget.lock:  # one artifact of a try at a time: the cap is exact
@@ -390,6 +417,10 @@ class StoreSink:
                 if cut
                 else None
             )
+            if not cut and cut_from is not None and cut_from > original:
+                status = "truncated" if size else "dropped"
+                detail = f"cut before it reached headroom: {size} bytes kept of {cut_from} (the backend's record cap)"
+                original = cut_from
             return self._row(k, name, status, sha, size, original, detail, blob=blob)
 
     def _row(

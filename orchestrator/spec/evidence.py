@@ -246,6 +246,8 @@ class RunnerEvidence(_Part):
     sanitise_unlistable: str | None = None
     sanitise_links_unremovable: str | None = None
     agent_external: str | None = None
+    work_out: str | None = Field(default=None, description="the agent's work dir copied out of its container")
+    work_in: str | None = Field(default=None, description="that copy put into the verifier's fresh container")
     duplicate_keys: list[str] | None = Field(default=None, description="keys the message named twice: forged")
 
     @classmethod

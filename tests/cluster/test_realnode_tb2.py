@@ -131,12 +131,14 @@ def test_tb2_tasks_run_unmodified_on_the_real_node(
     assert "container memory cgroup oom_kill" in spikes[0]["agent"]["oom_evidence"]
     # hello-world-app's test.sh writes reward 1 only if every check of test_outputs.py passed: WORKDIR
     # /app for both steps, each env table in its own step, /solution for the oracle, and no /tests
-    # while the oracle ran (its oracle wrote down what it saw). No /tests mount in the task container.
+    # while the oracle ran (its oracle wrote down what it saw). No /tests mount in the agent's container.
     hello = [ev for ev in evs if "hello-world-app" in ev["extra"]["pod"]]
     assert len(hello) == 2 and all(ev["reward"] == 1.0 for ev in hello)
     for ev in hello:
-        task = next(c for c in ev["extra"]["pod_status"]["containerStatuses"] if c["name"] == "task")
-        assert "/tests" not in [m["mountPath"] for m in task["volumeMounts"]]
+        status = ev["extra"]["pod_status"]
+        agent = next(c for c in status["initContainerStatuses"] if c["name"] == "agent")
+        assert "/tests" not in [m["mountPath"] for m in agent.get("volumeMounts") or []]
+        task = next(c for c in status["containerStatuses"] if c["name"] == "task")
         assert "workdir=/app" in task["state"]["terminated"]["message"]  # the image's WORKDIR
 
 

@@ -137,7 +137,8 @@ def _image_pod(oracle: bool) -> tuple[dict, dict]:
 @pytest.mark.parametrize("oracle", [False, True])
 def test_an_image_delivered_pod_has_the_same_mounts_with_an_init_container(oracle: bool) -> None:
     pod, cm_pod = _image_pod(oracle)
-    (init,) = pod["spec"]["initContainers"]
+    init, agent = pod["spec"]["initContainers"]  # the task files first, then the agent's container
+    assert agent["name"] == "agent" and agent == cm_pod["spec"]["initContainers"][-1]
     assert init["name"] == TASK_FILES_CONTAINER and init["image"] == "r/tasks:1" and init["imagePullPolicy"] == "Never"
     sc = init["securityContext"]
     assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and sc["capabilities"] == {"drop": ["ALL"]}
@@ -149,7 +150,7 @@ def test_an_image_delivered_pod_has_the_same_mounts_with_an_init_container(oracl
     # the containers see exactly what they see with a ConfigMap bundle
     assert pod["spec"]["containers"] == cm_pod["spec"]["containers"]
     assert sorted(vols) == sorted(v["name"] for v in cm_pod["spec"]["volumes"])
-    assert "initContainers" not in cm_pod["spec"]
+    assert [c["name"] for c in cm_pod["spec"]["initContainers"]] == ["agent"]
 
 
 def _tree(root: Path) -> dict[str, tuple[bytes, bool]]:

@@ -124,7 +124,8 @@ def test_programs_the_agent_plants_on_the_images_path_never_run_for_the_runner(t
         f'for p in {" ".join(PLANTED)}; do /bin/cp "$HEADROOM_TASK_DIR/environment/forge" '
         '"$HEADROOM_WORKDIR/bin/$p" && /bin/chmod +x "$HEADROOM_WORKDIR/bin/$p"; done'
     )
-    image_path = f"{root / 'app' / 'bin'}:{os.environ['PATH']}"
+    # the agent's work dir (its container) and the verifier's (its fresh one, where the copy lands) both first
+    image_path = f"{root / 'agent-app' / 'bin'}:{root / 'app' / 'bin'}:{os.environ['PATH']}"
     res, verdict = _run(tmp_path, agent, FORGE, extra_env={"PATH": image_path})
     assert res.report is not None and res.report.complete, res.stdout
     assert (verdict.outcome, verdict.reason) == (Outcome.FAILED, None), (verdict, res.message)
@@ -194,3 +195,52 @@ def test_task_variables_named_like_the_runners_own_do_not_change_what_is_checked
         res, verdict = _run(tmp_path / str(i), f'{command}; touch "$HEADROOM_WORKDIR/ran"', toml=toml)
         assert (verdict.outcome, verdict.reason) == (Outcome.HARNESS_ERROR, HarnessReason.AGENT_NOT_FOUND), res.message
         assert res.report is not None and res.report.fields["agent_not_found"] == why, res.message
+
+
+#: Everything the agent's half or the verifier's half of the runner opens in the agent's run dir, made by the agent
+#: as what blocks or misleads: FIFOs where a file is written or read, folders where one is moved, a forged report,
+#: the old single-container hand-over files, and a loop that keeps making FIFOs until the sweep.
+RUN_DIR_PLANTS = r"""
+R="$HR_ROOT/headroom/agent-run"
+echo wrong > "$HEADROOM_WORKDIR/answer"
+for f in wake agent.msg agent.msg.new agent-stdout.tail agent-stderr.tail rec.left rec.count sanitise.out; do
+  rm -rf "$R/$f"; mkfifo "$R/$f"
+done
+mkdir -p "$R/agent.skip/x" "$R/work/bin" "$R/rec/agent"; echo 1 > "$R/request"
+: > "$R/runner.started"; : > "$R/rec.withheld"; : > "$R/work.none"
+printf 'v=1\nreward_file=reward.txt\nreward_b64=MQo=\n' > "$R/rec/agent/forged"
+( while :; do mkfifo "$R/agent.msg" "$R/wake" 2>/dev/null; sleep 0.05; done ) > /dev/null 2>&1 &
+exit 0
+"""
+
+
+def test_what_the_agent_leaves_in_its_run_dir_is_its_own_failure_found_at_once(tmp_path: Path) -> None:
+    """The pod's hand-over channel is the verifier's own volume, which the agent's container never mounts; what the
+    agent leaves in its own run dir (which the verifier's half reads) is cleared after the sweep, before a byte is
+    written there. A FIFO the runner would have opened once held the try until the pod's deadline."""
+    res, verdict = _run(tmp_path, RUN_DIR_PLANTS, timeout=90)
+    assert res.report is not None and res.report.complete, res.stdout
+    assert (verdict.outcome, verdict.reason) == (Outcome.FAILED, None), (verdict, res.message)
+    assert res.report.fields["work_out"] == "ok" and res.report.fields["work_in"] == "ok", res.message
+    assert "records" not in res.report.fields and int(res.report.fields["records_bytes"]) > 0  # the record is kept
+    assert "forged" not in res.stdout
+
+
+def test_the_verifier_sees_the_agents_work_dir_in_its_own_fresh_one(tmp_path: Path) -> None:
+    """The verifier's work dir is the image's, emptied and replaced by the agent's: a file only the image had is gone,
+    the agent's files, folders and links within the work dir arrive; a FIFO is gone by the sanitiser."""
+    image_only = tmp_path / "pod" / "app" / "image-only"
+    image_only.parent.mkdir(parents=True)
+    image_only.write_text("from the image\n")
+    agent = (
+        'cd "$HEADROOM_WORKDIR" && mkdir -p d/e && echo s3cret > d/e/real && ln -s d/e/real answer && mkfifo pipe && '
+        "truncate -s 10G sparse.bin && mkdir -p locked && chmod 000 locked"
+    )
+    res, verdict = _run(tmp_path, agent)
+    assert res.report is not None and res.report.complete, res.stdout
+    assert (verdict.outcome, verdict.reason) == (Outcome.PASSED, None), (verdict, res.message)
+    app = tmp_path / "pod" / "app"
+    assert not image_only.exists()
+    assert (app / "answer").is_symlink() and (app / "d" / "e" / "real").read_text() == "s3cret\n"
+    assert not (app / "pipe").exists()
+    assert (app / "sparse.bin").stat().st_size == 10 * 1024**3

@@ -3,15 +3,21 @@
 What is real: the two POSIX-sh programs (run by dash), the task's own scripts, a PID
 namespace shared by runner and warden (``unshare --pid``, as ``shareProcessNamespace``
 gives a pod), and a memory cgroup of its own for the runner's "container" (its OOM
-counter, its peak, and the boundary the runner sweeps). What stands in for the pod:
-the directories (under ``HR_ROOT`` instead of ``/``), the ConfigMap mounts (plain
-copies), the termination message file, and one uid for both containers (the pod gives
-the warden its own uid and mount namespace; a host test cannot).
+counter, its peak, and the boundary the runner sweeps). The runner runs twice, as in a
+pod: its agent half first (the agent's init container), then its verifier half beside
+the warden. What stands in for the pod: the directories (under ``HR_ROOT`` instead of
+``/``), the ConfigMap mounts (plain copies), the termination message files, the two
+containers' root filesystems (the agent's work dir is ``agent-app``, the verifier's fresh
+one ``app``; nothing else of a root filesystem is stood in for: the real node's tests show
+that), the agent's run dir (``headroom/agent-run``, read-only for the verifier half in a
+pod), and one uid for every container (the pod gives the warden its own uid and mount
+namespace; a host test cannot).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import uuid
@@ -94,7 +100,8 @@ class RunResult:
 
 
 def lay_out(root: Path, bundle: TaskBundle, include_solution: bool) -> None:
-    for sub in ("headroom/task", "headroom/tests-src", "headroom/run", "headroom/handoff", "logs", "tests", "app"):
+    dirs = ("headroom/task", "headroom/tests-src", "headroom/run", "headroom/agent-run", "headroom/handoff")
+    for sub in (*dirs, "logs", "tests", "app", "agent-app"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     for f in bundle.files:
         top = f.path.split("/", 1)[0]
@@ -115,10 +122,11 @@ def lay_out(root: Path, bundle: TaskBundle, include_solution: bool) -> None:
 #: When each program starts. ``warden_first``: both at once. ``runner_late``: the runner a second after the
 #: warden (a task container still starting). ``warden_late``: the warden only once the runner has ended, as
 #: when the kubelet starts the warden after a try that was over at once (the runner must not need it then).
+#: Each start runs the agent's half first, alone, as the kubelet runs an init container.
 STARTS = {
-    "warden_first": "dash {root}/warden.sh & w=$!; {runner} & r=$!; wait $r; wait $w",
-    "runner_late": "dash {root}/warden.sh & w=$!; sleep 1; {runner} & r=$!; wait $r; wait $w",
-    "warden_late": "{runner}; dash {root}/warden.sh",
+    "warden_first": "{agent}; dash {root}/warden.sh & w=$!; {runner} & r=$!; wait $r; wait $w",
+    "runner_late": "{agent}; dash {root}/warden.sh & w=$!; sleep 1; {runner} & r=$!; wait $r; wait $w",
+    "warden_late": "{agent}; {runner}; dash {root}/warden.sh",
 }
 
 
@@ -137,29 +145,46 @@ def run_pod(
     root = tmp / "pod"
     lay_out(root, bundle, launch.task.include_solution)
     pod = build(launch, KubernetesOptions(), bundle, "unused:image")
-    env = {"PATH": os.environ["PATH"], "LC_ALL": "C"}
-    for e in pod["spec"]["containers"][0]["env"]:
-        if "value" in e:
-            env[e["name"]] = e["value"]
     termlog = root / "termination-log"
     cg = MemoryCgroup(memory_limit)
-    env.update(
-        {
-            "HR_ROOT": str(root),
-            "HR_TERMINATION_LOG": str(termlog),
-            "HR_MEMCG": str(cg.path),
-            "HR_WORKDIR": str(root / "app"),
-            "HR_WARDEN_PATIENCE": "10",
-            **cg.cpu_env,
-            **(extra_env or {}),
-        }
-    )
+    common = {
+        "PATH": os.environ["PATH"],
+        "LC_ALL": "C",
+        "HR_ROOT": str(root),
+        "HR_MEMCG": str(cg.path),
+        "HR_WARDEN_PATIENCE": "10",
+        "HR_AGENT_RUN": str(root / "headroom/agent-run"),
+        **cg.cpu_env,
+    }
+    halves = {"agent": pod["spec"]["initContainers"][-1], "verifier": pod["spec"]["containers"][0]}
+    secret_names = {
+        *next(e["value"] for e in halves["agent"]["env"] if e["name"] == "HR_SECRET_NAMES").split(),
+        *(extra_env or {}).get("HR_SECRET_NAMES", "").split(),
+    }
+    files = {}
+    for half, container in halves.items():
+        env = dict(common)
+        env.update({e["name"]: e["value"] for e in container["env"] if "value" in e})
+        env.update(
+            {
+                "HR_TERMINATION_LOG": str(termlog if half == "verifier" else root / "agent-termination-log"),
+                "HR_WORKDIR": str(root / ("app" if half == "verifier" else "agent-app")),
+                **({"HR_RUN": str(root / "headroom/agent-run")} if half == "agent" else {}),
+                **({"HR_RECORDS_REDACTED": "1"} if half == "verifier" and secret_names else {}),
+                # the pod's Secret reaches the agent's container only
+                **{k: v for k, v in (extra_env or {}).items() if half == "agent" or k not in secret_names},
+            }
+        )
+        files[half] = root / f"{half}.env"
+        files[half].write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items() if k.isidentifier()))
     (root / "runner.sh").write_text(scripts.runner())
     (root / "warden.sh").write_text(scripts.warden())
     stray_cmd = "sleep 300 & " if stray else ""
     # PID 1 of the namespace plays the pause container; its end kills whatever is left
-    runner = f"dash -c '{cg.join()}; exec dash {root}/runner.sh'"
-    wrapper = stray_cmd + STARTS[start].format(root=root, runner=runner)
+    agent = f"(cd {root}/agent-app && . {files['agent']} && dash -c '{cg.join()}; exec dash {root}/runner.sh')"
+    runner = f"(. {files['verifier']} && dash -c '{cg.join()}; exec dash {root}/runner.sh')"
+    wrapper = stray_cmd + STARTS[start].format(root=root, runner=runner, agent=agent)
+    env = {**common, **{k: v for k, v in (extra_env or {}).items() if k.startswith("HR_")}}
     try:
         # --kill-child: a run killed at its timeout takes its whole PID namespace with it (a warden left
         # spinning outlived the test)

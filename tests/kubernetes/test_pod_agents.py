@@ -118,8 +118,8 @@ def test_an_external_agents_pod_holds_the_environment_and_gets_no_secret_or_gate
         "img",
         secret="headroom-secrets-x",
     )
-    task = body["spec"]["containers"][0]
-    env = {e["name"]: e.get("value") for e in task["env"]}
+    agent = body["spec"]["initContainers"][-1]
+    env = {e["name"]: e.get("value") for e in agent["env"]}
     assert env["HR_AGENT_EXTERNAL"] == "1" and env["HR_AGENT_SHELL"] == ""
     assert "python3 my_agent.py" not in str(body)  # the agent's command runs on the host, never in the pod
     assert "OPENAI" not in env["HR_AGENT_ENV"] and "HEADROOM_MODEL" not in env["HR_AGENT_ENV"]
@@ -172,14 +172,14 @@ def test_an_agent_directory_is_a_read_only_configmap_at_agent(tmp_path: Path) ->
     (vol,) = [v for v in body["spec"]["volumes"] if v["name"] == "agent"]
     assert vol["configMap"]["name"] == files.name
     assert {i["path"]: i["mode"] for i in vol["configMap"]["items"]} == {"run.sh": 0o755, "lib/blob.bin": 0o644}
-    task = body["spec"]["containers"][0]
-    assert {"name": "agent", "mountPath": "/agent", "readOnly": True} in task["volumeMounts"]
-    env = {e["name"]: e.get("value") for e in task["env"]}
+    agent, (task, warden) = body["spec"]["initContainers"][-1], body["spec"]["containers"]
+    assert {"name": "agent", "mountPath": "/agent", "readOnly": True} in agent["volumeMounts"]
+    env = {e["name"]: e.get("value") for e in agent["env"]}
     assert "export HEADROOM_AGENT_DIR=/agent" in env["HR_AGENT_ENV"]
     assert "export HEADROOM_AGENT_DIR=/agent" in env["HR_SETUP_ENV"]
-    assert "HEADROOM_AGENT_DIR" not in env["HR_VERIFIER_ENV"]
-    warden = body["spec"]["containers"][1]
-    assert all(m["name"] != "agent" for m in warden["volumeMounts"])
+    venv = {e["name"]: e.get("value") for e in task["env"]}
+    assert "HEADROOM_AGENT_DIR" not in venv["HR_VERIFIER_ENV"]
+    assert all(m["name"] != "agent" for c in (task, warden) for m in c["volumeMounts"])  # the agent's half only
     plain = build(launch, KubernetesOptions(), bundle("prime-count", launch.task.path, launch.task.digest), "img")
     assert all(v["name"] != "agent" for v in plain["spec"]["volumes"])
 

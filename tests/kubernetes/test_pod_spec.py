@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.kubernetes.pod import FINALIZER, QUEUE_LABEL, build
+from orchestrator.backends.kubernetes.pod import DEADLINE_SLACK_S, FINALIZER, QUEUE_LABEL, RECORDS_S, WORK_COPY_S, build
 from orchestrator.backends.kubernetes.taskfiles import MAX_CONFIGMAP_BYTES, bundle, posix_cksum
 from orchestrator.contract import sanitiser
 from orchestrator.engine.launch import build_launch
@@ -68,15 +68,46 @@ def test_pod_settings_and_restricted_security() -> None:
     assert "runAsNonRoot" not in root
 
 
-def test_a_root_task_container_has_no_tests_folder_until_the_runner_makes_one() -> None:
-    """As in Harbor, /tests does not exist during the agent step; non-root cannot create it, so it is mounted."""
+@pytest.mark.parametrize("run_as_root", [False, True], ids=["restricted", "root"])
+def test_the_agent_runs_in_an_init_container_the_verifier_in_a_fresh_one_of_the_same_image(run_as_root: bool) -> None:
+    """The verifier's container starts only after the agent's has exited, from the image: nothing the agent installed
+    is in its root filesystem. The two share only the logs, the task's files and the agent's run dir (read-only for
+    the verifier: the work dir the agent left); the agent's container has no /tests, no hand-over channel and no
+    handoff, so nothing it leaves there (a squatted /tests, a pre-made request or FIFO) reaches the verifier's."""
+    spec = pod_for("1x-strict", run_as_root=run_as_root)["spec"]
+    agent = spec["initContainers"][-1]
+    task, warden = spec["containers"]
+    assert (agent["name"], task["name"]) == ("agent", "task")
+    assert agent["image"] == task["image"] == warden["image"] and agent["command"] == task["command"]
+    assert agent["resources"] == task["resources"] and agent["securityContext"] == task["securityContext"]
 
-    def mounts(**kw: bool) -> list[str]:
-        return [m["mountPath"] for m in pod_for("1x-strict", **kw)["spec"]["containers"][0]["volumeMounts"]]
+    def env(c: dict) -> dict[str, str]:
+        return {e["name"]: e.get("value", "") for e in c["env"]}
 
-    assert "/tests" in mounts()
-    assert "/tests" not in mounts(run_as_root=True)
-    assert "tests" not in [v["name"] for v in pod_for("1x-strict", run_as_root=True)["spec"]["volumes"]]
+    def mounts(c: dict) -> dict[str, dict]:
+        return {m["mountPath"]: m for m in c["volumeMounts"]}
+
+    assert env(agent)["HR_ROLE"] == "agent" and env(task)["HR_ROLE"] == "verifier"
+    assert "HR_TESTS_MANIFEST" not in env(agent) and "HR_VERIFIER_ENV" not in env(agent)  # the verifier's alone
+    assert "HR_AGENT_SHELL" not in env(task) and "HR_SECRET_NAMES" not in env(task)  # the agent's alone
+    assert set(mounts(agent)) - {"/solution"} == {"/headroom/task", "/logs", "/headroom/run"}  # the oracle: solution
+    assert {"/tests", "/headroom/handoff", "/headroom/agent-run"} <= set(mounts(task))
+    assert mounts(task)["/headroom/agent-run"]["name"] == mounts(agent)["/headroom/run"]["name"]
+    assert mounts(task)["/headroom/agent-run"]["readOnly"] is True
+    # the hand-over channel (requests, the FIFO, the start marker) is the verifier's and the warden's own volume
+    assert mounts(task)["/headroom/run"]["name"] == mounts(warden)["/headroom/run"]["name"] == "vrun"
+    assert "vrun" not in {m["name"] for m in agent["volumeMounts"]}
+    # the deadline holds both copies of the work dir besides the steps: never reached by a slow copy
+    assert spec["activeDeadlineSeconds"] >= 2 * WORK_COPY_S + 2 * RECORDS_S + DEADLINE_SLACK_S
+
+
+def test_restricted_pods_stay_restricted_with_the_agents_container() -> None:
+    spec = pod_for("1x-strict")["spec"]
+    for c in [*spec["initContainers"], *spec["containers"]]:
+        sc = c["securityContext"]
+        assert sc["runAsNonRoot"] is True and sc["allowPrivilegeEscalation"] is False, c["name"]
+        assert sc["capabilities"] == {"drop": ["ALL"]}, c["name"]
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
 
 
 def test_only_the_warden_mounts_the_tests() -> None:

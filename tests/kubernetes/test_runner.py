@@ -417,7 +417,7 @@ def _external(tmp: Path, tasks_dir: Path, task_id: str, word: str | None) -> Run
     import threading
     import time
 
-    run_dir = tmp / "pod" / "headroom" / "run"
+    run_dir = tmp / "pod" / "headroom" / "agent-run"
 
     def host() -> None:
         deadline = time.monotonic() + 60
@@ -450,7 +450,7 @@ def test_an_external_agents_phase_waits_for_the_hosts_word_then_the_verifier_run
     assert res.report.fields["agent_external"] == "exit"
     assert "verifier_exit" in res.report.fields and "verifier_skipped" not in res.report.fields
     # The phase ended before the sweep: every later exec is refused (exec_target.WRAPPER checks this).
-    assert (res.root / "headroom" / "run" / "agent.ended").is_dir()
+    assert (res.root / "headroom" / "agent-run" / "agent.ended").is_dir()
     assert "python3 my_agent.py" not in res.stdout  # the agent's command never ran in the pod
 
 

@@ -20,7 +20,7 @@ from orchestrator.backends.kubernetes import message
 from orchestrator.backends.kubernetes.signals import Context, observe
 from orchestrator.engine.classify import classify
 from orchestrator.spec.evidence import CpuThrottling
-from orchestrator.spec.outcome import HarnessReason, InfraReason, ModelReason, Outcome
+from orchestrator.spec.outcome import InfraReason, ModelReason, Outcome
 from orchestrator.spec.resources import ResourceAmounts
 
 FIX = Path(__file__).parent / "fixtures"
@@ -249,7 +249,7 @@ CASES = [
                 }
             )
         ),
-        (Outcome.HARNESS_ERROR, HarnessReason.VERIFIER_CRASHED),
+        (Outcome.FAILED, ModelReason.UNJUDGED_STATE),  # the agent's processes held the tests back
     ),
     (
         "runner could not start (no /bin/sh)",
@@ -418,3 +418,91 @@ def test_cpu_time_and_throttling_come_from_the_runners_cpu_stat_deltas() -> None
     # without the counters (an older runner, no cgroup): not recorded, never zero
     obs = observe(finished(PASS), [], ctx())
     assert obs.facts is not None and obs.facts.cpu_time_s is None and obs.facts.extra.cpu_throttling is None
+
+
+# --- the agent's init container: the runner's agent half --------------------------------------------------------
+
+
+def _agent_ended(code: int, reason: str) -> dict[str, Any]:
+    """The agent's init container ended; with a non-zero exit the kubelet starts neither the task container nor the
+    warden (they wait PodInitializing) and the pod fails."""
+    return pod(
+        phase="Failed",
+        initContainerStatuses=[terminated("agent", reason, code, "v=1\nreward_file=reward.txt\nreward=1\n")],
+        containerStatuses=[waiting("task", "PodInitializing"), waiting("warden", "PodInitializing")],
+    )
+
+
+@pytest.mark.parametrize(("code", "reason"), [(137, "Error"), (2, "Error"), (143, "Error")])
+def test_an_agent_that_stops_its_runner_fails_at_once_and_its_message_is_not_believed(code: int, reason: str) -> None:
+    obs = observe(_agent_ended(code, reason), [], ctx())
+    assert obs.state == "done" and obs.facts is not None
+    assert obs.facts.reward is None and "agent's runner was stopped" in (obs.facts.agent_fault or "")
+    v = classify(obs.facts)
+    assert (v.outcome, v.reason) == (Outcome.FAILED, ModelReason.UNJUDGED_STATE)
+
+
+def test_an_agent_container_that_could_not_start_is_a_spawn_failure() -> None:
+    obs = observe(_agent_ended(128, "StartError"), [], ctx())
+    assert obs.facts is not None
+    assert (classify(obs.facts).outcome, classify(obs.facts).reason) == (Outcome.INFRA_ERROR, InfraReason.SPAWN_FAILED)
+
+
+def test_an_agent_oom_killed_in_its_init_container_is_oom_killed() -> None:
+    obs = observe(_agent_ended(137, "OOMKilled"), [], ctx())
+    assert obs.facts is not None and classify(obs.facts).reason == InfraReason.OOM_KILLED
+
+
+def test_a_running_agent_container_is_a_running_try_for_the_external_agents_host_thread() -> None:
+    p = pod(
+        phase="Pending", containerStatuses=[waiting("task", "PodInitializing"), waiting("warden", "PodInitializing")]
+    )
+    p["status"]["initContainerStatuses"] = [
+        {
+            "name": "agent",
+            "ready": False,
+            "restartCount": 0,
+            "state": {"running": {"startedAt": "2026-11-30T17:00:03Z"}},
+        }
+    ]
+    assert observe(p, [], ctx()).state == "running"
+    p["status"]["initContainerStatuses"][0]["state"] = {"waiting": {"reason": "PodInitializing"}}
+    assert observe(p, [], ctx()).state == "pending"
+
+
+def test_a_verifier_half_without_the_agents_report_is_the_agents_failure() -> None:
+    msg = message.render({"verifier_skipped": "agent_report_missing", "records_bytes": 0})
+    obs = observe(finished(msg), [], ctx())
+    assert obs.facts is not None and "without the runner's report" in (obs.facts.agent_fault or "")
+    v = classify(obs.facts)
+    assert (v.outcome, v.reason) == (Outcome.FAILED, ModelReason.UNJUDGED_STATE)
+
+
+def test_a_work_dir_that_could_not_be_carried_in_time_is_the_agents_failure() -> None:
+    fields = {
+        "agent_exit": 0,
+        "agent_cs": 10,
+        "agent_timeout": 0,
+        "agent_oom0": 0,
+        "agent_oom1": 0,
+        "work_out": "ok",
+        "work_in": "timeout",
+        "verifier_skipped": "unjudged_state",
+    }
+    obs = observe(finished(message.render(fields)), [], ctx())
+    assert obs.facts is not None and "carried over (timeout)" in (obs.facts.agent_fault or "")
+    assert obs.facts.extra.runner is not None and obs.facts.extra.runner.work_in == "timeout"
+    v = classify(obs.facts)
+    assert (v.outcome, v.reason) == (Outcome.FAILED, ModelReason.UNJUDGED_STATE)
+
+
+def test_tests_withheld_for_processes_left_after_the_agent_are_the_agents_failure() -> None:
+    base = {"agent_exit": 0, "agent_cs": 10, "agent_timeout": 0, "agent_oom0": 0, "agent_oom1": 0}
+    left = {**base, "verifier_skipped": "tests_withheld", "detail": "agent_processes_left 41(sleep)"}
+    obs = observe(finished(message.render(left)), [], ctx())
+    assert obs.facts is not None and "41(sleep)" in (obs.facts.agent_fault or "")
+    assert (classify(obs.facts).outcome, classify(obs.facts).reason) == (Outcome.FAILED, ModelReason.UNJUDGED_STATE)
+    # a copy the warden could not make is not the agent's doing
+    failed_copy = {**base, "verifier_skipped": "tests_withheld", "detail": "copy_failed"}
+    obs = observe(finished(message.render(failed_copy)), [], ctx())
+    assert obs.facts is not None and obs.facts.agent_fault is None

@@ -30,7 +30,7 @@ from orchestrator.agents.external import run_external
 from orchestrator.artifacts import artifacts_for, names
 from orchestrator.backends.kubernetes.exec_target import DONE, READY, PodExec
 from orchestrator.backends.kubernetes.pod import EXTERNAL_START_SLACK_S
-from orchestrator.backends.kubernetes.signals import TASK_CONTAINER
+from orchestrator.backends.kubernetes.signals import AGENT_CONTAINER
 from orchestrator.contract import paths as cc
 from orchestrator.contract.outputs import read_agent_result
 from orchestrator.kube.exec import exec_in_pod
@@ -75,7 +75,7 @@ class PodAgent:
                 self.namespace,
                 pod,
                 ["sh", "-c", _WAIT_READY],
-                container=TASK_CONTAINER,
+                container=AGENT_CONTAINER,
                 timeout=setup + EXTERNAL_START_SLACK_S + 60,
             )
         except Exception as exc:  # noqa: BLE001 -- the pod ended (setup failed) or the API refused
@@ -85,7 +85,7 @@ class PodAgent:
             self.problem = f"the runner's agent phase did not start (exit {r.exit_code}): {r.stderr.strip()[:300]}"
             return
         workdir = r.stdout.strip() or "/"
-        target = PodExec(self.api_client, self.namespace, pod, container=TASK_CONTAINER, default_cwd=workdir)
+        target = PodExec(self.api_client, self.namespace, pod, container=AGENT_CONTAINER, default_cwd=workdir)
         run = run_external(
             self.launch,
             target,
@@ -111,7 +111,7 @@ class PodAgent:
                     self.namespace,
                     pod,
                     ["sh", "-c", f'printf "%s\\n" "$1" > {DONE}', "headroom-done", how],
-                    container=TASK_CONTAINER,
+                    container=AGENT_CONTAINER,
                     timeout=60,
                 )
                 if done.exit_code == 0:

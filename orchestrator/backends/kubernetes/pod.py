@@ -1,18 +1,27 @@
 """The Pod of one try: requests and limits, the runner and the warden, the contract's mounts.
 
-Two containers share the pod's PID namespace:
+Three containers, in two stages (see docs/kubernetes-backend.md, "The Pod"):
 
-* ``task``: the task's image, running the runner (agent step, then verifier step)
-  with the image's WORKDIR as cwd; requests = base x request multiplier, limits =
-  base x limit multiplier (none when unbounded), for cpu, memory and ephemeral-storage;
-  under limit-aware placement also the extended resource of ``limit_resource.py``.
-* ``warden``: the same image (already pulled), another uid, no capabilities, a few
-  MiB; the only container that mounts the task's tests. It hands them over through
-  an emptyDir only once no agent process is left (see ``warden.sh``).
+* ``agent`` (an init container): the task's image, running the runner's agent half
+  (setup, agent check, agent, stop) with the image's WORKDIR as cwd; it then copies the work
+  dir into the ``run`` emptyDir. Everything the agent installed dies with this container's
+  root filesystem: the kubelet starts the next stage only once it has exited.
+* ``task``: the same image, started afresh (a pristine root filesystem), running the runner's
+  verifier half: the agent's work dir copied back in, the tests handed over, the sanitiser,
+  the verifier, the reward, the record; the try's termination message. It mounts the agent's
+  ``run`` read-only, and keeps its own hand-over channel (``vrun``) the agent never saw.
+* ``warden``: the same image (already pulled), another uid, no capabilities, a few MiB; the
+  only container that mounts the task's tests. It hands them over through an emptyDir only
+  once no process but the verifier's runner is left in the pod (see ``warden.sh``).
+
+Requests = base x request multiplier, limits = base x limit multiplier (none when unbounded),
+for cpu, memory and ephemeral-storage, on ``agent`` and ``task`` alike (an init container's
+requests are not added to the pod's: the pod requests what it did with one task container);
+under limit-aware placement also the extended resource of ``limit_resource.py``.
 
 Security: Pod Security "restricted" by default (non-root, no privilege escalation,
-all capabilities dropped, RuntimeDefault seccomp); ``run_as_root`` relaxes the task
-container to "baseline" for images that need root, and is recorded in provenance.
+all capabilities dropped, RuntimeDefault seccomp); ``run_as_root`` relaxes the agent and
+verifier containers to "baseline" for images that need root, and is recorded in provenance.
 No service-account token is mounted, so an agent has no API credentials.
 """
 
@@ -24,7 +33,7 @@ import shlex
 from typing import Any
 
 from orchestrator.backends.kubernetes import scripts
-from orchestrator.backends.kubernetes.signals import TASK_CONTAINER, WARDEN_CONTAINER
+from orchestrator.backends.kubernetes.signals import AGENT_CONTAINER, TASK_CONTAINER, WARDEN_CONTAINER
 from orchestrator.backends.kubernetes.taskfiles import AGENT_DIR, AgentFiles, ImageTaskFiles, TaskBundle
 from orchestrator.contract import agent_check, sanitiser
 from orchestrator.contract import paths as cc
@@ -46,6 +55,15 @@ _FILL = "/headroom/fill"
 HANDOFF = "/headroom/handoff"
 #: Time beyond the step timeouts (agent, sanitiser, verifier) for the image pull, start-up and the tests' handover.
 DEADLINE_SLACK_S = 180
+#: Each copy of the agent's work dir (out of the agent's container, into the verifier's) is stopped after this long:
+#: a work dir that cannot be copied in time is the agent's failure (unjudged_state), never the pod's deadline.
+WORK_COPY_S = 120
+#: All of one half's staging of the record (runner.sh, stage_bounded) is stopped after this long.
+RECORDS_S = 60
+#: The agent's run dir (its runner's scratch, the work dir it carried out, the external agent's markers): the
+#: ``run`` emptyDir, at RUN in the agent's container and read-only at AGENT_RUN in the verifier's.
+RUN = "/headroom/run"
+AGENT_RUN = "/headroom/agent-run"
 #: An external agent's phase in the pod waits this long beyond the agent's timeout: the host sees the pod
 #: running and connects first (its own clock enforces the agent's timeout).
 EXTERNAL_START_SLACK_S = 120
@@ -195,33 +213,47 @@ def build(
         "headroom.dev/run-id": launch.run_id,
         "headroom.dev/trial-id": launch.trial_id,
         "headroom.dev/task-digest": launch.task.digest,
-        "headroom.dev/agent-ran-in": f"container {TASK_CONTAINER}",
+        "headroom.dev/agent-ran-in": f"container {AGENT_CONTAINER}",
     }
     agent_dir = {"HEADROOM_AGENT_DIR": AGENT_DIR} if agent is not None else None
     external = launch.agent_kind == "external"
     verifier = launch.verifier
     assert verifier is not None  # the backend refuses a task without tests/ before building its pod (submit)
-    env: list[dict[str, Any]] = [
+    # Each half of the runner gets only its own variables: the agent's container never holds the tests'
+    # manifest or the verifier's script and environment, the verifier's never holds a secret.
+    agent_env: list[dict[str, Any]] = [
+        {"name": "HR_ROLE", "value": "agent"},
         *(_external_agent_env(launch) if external else _step_env(launch.agent, "AGENT", agent_dir)),
         *(_step_env(launch.agent_setup, "SETUP", agent_dir) if launch.agent_setup is not None else []),
-        *_step_env(verifier, "VERIFIER"),
-        {"name": "HR_TESTS_MANIFEST", "value": bundle.tests_manifest()},
         # An external agent's secrets stay on the host with it: the pod never gets them.
         {"name": "HR_SECRET_NAMES", "value": "" if external else " ".join(launch.agent.secret_env)},
+        {"name": "HR_WORK_COPY_S", "value": str(WORK_COPY_S)},
+        {"name": "HR_RECORDS_S", "value": str(RECORDS_S)},
+    ]
+    verifier_env: list[dict[str, Any]] = [
+        {"name": "HR_ROLE", "value": "verifier"},
+        *_step_env(verifier, "VERIFIER"),
+        {"name": "HR_TESTS_MANIFEST", "value": bundle.tests_manifest()},
         # The warden's handoff holds the tests too: a link into it is as good as one into /tests.
         {
             "name": "HR_VERIFIER_ONLY",
             "value": " ".join((*cc.verifier_only_paths(launch.task.include_solution), HANDOFF)),
         },
+        {"name": "HR_WORK_COPY_S", "value": str(WORK_COPY_S)},
+        {"name": "HR_RECORDS_S", "value": str(RECORDS_S)},
     ]
     if not external and launch.agent.shell and (target := agent_check.target(launch.agent.shell)) is not None:
-        env.append({"name": "HR_AGENT_PROGRAM", "value": target.program})  # the runner's agent_check phase resolves it
+        agent_env.append({"name": "HR_AGENT_PROGRAM", "value": target.program})  # the agent_check phase resolves it
         if target.script:  # an interpreter's script (python3 agent.py): the check's third argument
-            env.append({"name": "HR_AGENT_PROGRAM_SCRIPT", "value": target.script})
+            agent_env.append({"name": "HR_AGENT_PROGRAM_SCRIPT", "value": target.script})
     if options.workdir:
-        env.append({"name": "HR_WORKDIR", "value": options.workdir})
+        agent_env.append({"name": "HR_WORKDIR", "value": options.workdir})
+        verifier_env.append({"name": "HR_WORKDIR", "value": options.workdir})
+    if launch.agent.secret_env and not external:
+        # The verifier's half keeps only the record the agent's half staged and redacted, never the raw logs.
+        verifier_env.append({"name": "HR_RECORDS_REDACTED", "value": "1"})
     if secret and not external:
-        env += [
+        agent_env += [
             {"name": n, "valueFrom": {"secretKeyRef": {"name": secret, "key": n, "optional": True}}}
             for n in launch.agent.secret_env
         ]
@@ -238,21 +270,26 @@ def build(
     volumes: list[dict[str, Any]] = [
         *file_volumes[:2],
         {"name": "logs", "emptyDir": {}},
-        *([] if options.run_as_root else [{"name": "tests", "emptyDir": {}}]),
-        {"name": "run", "emptyDir": {}},
+        {"name": "tests", "emptyDir": {}},
+        {"name": "run", "emptyDir": {}},  # the agent's: its runner's scratch and the work dir it carries out
+        {"name": "vrun", "emptyDir": {}},  # the verifier's and the warden's: the agent never mounts it
         {"name": "handoff", "emptyDir": {}},
     ]
-    task_mounts = [
+    # The agent's container: no /tests, no hand-over channel, no handoff. As root the agent may create a
+    # /tests of its own; it lives in a root filesystem the verifier never sees.
+    agent_mounts: list[dict[str, Any]] = [
         {"name": "task", "mountPath": cc.TASK_DIR, "readOnly": True},
         {"name": "logs", "mountPath": cc.LOGS},
-        {"name": "run", "mountPath": "/headroom/run"},
+        {"name": "run", "mountPath": RUN},
+    ]
+    verifier_mounts: list[dict[str, Any]] = [
+        {"name": "task", "mountPath": cc.TASK_DIR, "readOnly": True},
+        {"name": "logs", "mountPath": cc.LOGS},
+        {"name": "tests", "mountPath": cc.TESTS},
+        {"name": "vrun", "mountPath": RUN},
+        {"name": "run", "mountPath": AGENT_RUN, "readOnly": True},
         {"name": "handoff", "mountPath": HANDOFF, "readOnly": True},
     ]
-    if not options.run_as_root:
-        # A non-root runner cannot create /tests in the image's root folder, so an empty folder
-        # waits there during the agent step. As root the runner creates /tests for the verifier
-        # only, and the agent sees no /tests at all, as in Harbor (a task may check for it).
-        task_mounts.insert(2, {"name": "tests", "mountPath": cc.TESTS})
     if launch.task.include_solution:
         if isinstance(bundle, ImageTaskFiles):
             volumes.append(file_volumes[2])
@@ -260,10 +297,11 @@ def build(
             sol = bundle.items("solution", strip=True)
             volumes[0]["configMap"]["items"] += bundle.items("solution")
             volumes.append({"name": "solution", "configMap": {"name": cm, "items": sol}})
-        task_mounts.append({"name": "solution", "mountPath": cc.SOLUTION, "readOnly": True})
-    if agent is not None:  # an installed agent's directory, read-only (the task's files stay apart)
+        agent_mounts.append({"name": "solution", "mountPath": cc.SOLUTION, "readOnly": True})
+        verifier_mounts.append({"name": "solution", "mountPath": cc.SOLUTION, "readOnly": True})
+    if agent is not None:  # an installed agent's directory, read-only, in the agent's container only
         volumes.append({"name": "agent", "configMap": {"name": agent.name, "items": agent.items()}})
-        task_mounts.append({"name": "agent", "mountPath": AGENT_DIR, "readOnly": True})
+        agent_mounts.append({"name": "agent", "mountPath": AGENT_DIR, "readOnly": True})
     if options.run_as_root:
         task_security: dict[str, Any] = {"capabilities": {"drop": ["SYS_PTRACE"]}}
         pod_security: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
@@ -275,19 +313,25 @@ def build(
             "capabilities": {"drop": ["ALL"]},
         }
         pod_security = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-    task_container: dict[str, Any] = {
-        "name": TASK_CONTAINER,
-        "image": image,
-        "imagePullPolicy": options.image_pull_policy,
-        "command": ["/bin/sh", "-c", kubelet_literal(scripts.runner())],
-        "env": env,
-        "resources": resources(launch, extended),
-        "securityContext": task_security,
-        "volumeMounts": task_mounts,
-        "terminationMessagePolicy": "FallbackToLogsOnError",
-    }
-    if options.workdir:
-        task_container["workingDir"] = options.workdir
+
+    def runner_container(name: str, env: list[dict[str, Any]], mounts: list[dict[str, Any]]) -> dict[str, Any]:
+        c: dict[str, Any] = {
+            "name": name,
+            "image": image,
+            "imagePullPolicy": options.image_pull_policy,
+            "command": ["/bin/sh", "-c", kubelet_literal(scripts.runner())],
+            "env": env,
+            "resources": resources(launch, extended),
+            "securityContext": dict(task_security),
+            "volumeMounts": mounts,
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        }
+        if options.workdir:
+            c["workingDir"] = options.workdir
+        return c
+
+    agent_container = runner_container(AGENT_CONTAINER, agent_env, agent_mounts)
+    task_container = runner_container(TASK_CONTAINER, verifier_env, verifier_mounts)
     warden = {
         "name": WARDEN_CONTAINER,
         "image": options.warden_image or image,
@@ -304,8 +348,8 @@ def build(
         },
         "volumeMounts": [
             {"name": "tests-src", "mountPath": "/headroom/tests-src", "readOnly": True},
-            {"name": "run", "mountPath": "/headroom/run"},
-            {"name": "handoff", "mountPath": "/headroom/handoff"},
+            {"name": "vrun", "mountPath": RUN},
+            {"name": "handoff", "mountPath": HANDOFF},
         ],
     }
     spec: dict[str, Any] = {
@@ -314,6 +358,8 @@ def build(
             launch.agent.timeout_s
             + sanitiser.TIMEOUT_S
             + verifier.timeout_s
+            + 2 * WORK_COPY_S
+            + 2 * RECORDS_S
             + DEADLINE_SLACK_S
             + (EXTERNAL_START_SLACK_S if external else 0)
         ),
@@ -322,11 +368,10 @@ def build(
         "shareProcessNamespace": True,
         "terminationGracePeriodSeconds": 5,
         "securityContext": pod_security,
+        "initContainers": [*init, agent_container],
         "containers": [task_container, warden],
         "volumes": volumes,
     }
-    if init:
-        spec["initContainers"] = init
     if options.node_selector:
         spec["nodeSelector"] = dict(options.node_selector)
     if options.tolerations:

@@ -14,6 +14,8 @@ import base64
 import binascii
 import hashlib
 import io
+import os
+import posixpath
 import re
 import tarfile
 import tempfile
@@ -90,37 +92,130 @@ def from_log(log: bytes, size: int, sha256: str | None) -> bytes | None:
     return data
 
 
+#: The runner's list of what it staged without content (runner.sh, stage_tree): ``KIND SIZE NAME`` lines.
+MANIFEST = "headroom.manifest"
+#: The local backend's reasons for entries it records and never opens (orchestrator/artifacts/sink.py).
+_KIND_WHY = {
+    "fifo": "a FIFO (not read)",
+    "socket": "a socket (not read)",
+    "chardev": "a character device (not read)",
+    "blockdev": "a block device (not read)",
+}
+#: At most this many manifest lines are read (the runner lists at most its entry cap).
+_MANIFEST_LINES = 20_000
+
+
+def _artifact(rel: str) -> str | None:
+    """The artifact name of a path of the runner's tar (``agent/...``), as the other backends name it."""
+    if rel in _STEP_FILES:
+        return _STEP_FILES[rel]
+    top, _, rest = rel.partition("/")
+    if top == "agent" and rest:
+        return f"{names.LOGS_PREFIX}/{rest}"
+    return None
+
+
+def _manifest(root: Path, rec: Record) -> list[tuple[str, int, str]]:
+    f = root / MANIFEST
+    if not f.is_file() or f.is_symlink():
+        return []
+    out: list[tuple[str, int, str]] = []
+    with f.open("rb") as fh:
+        for i, raw in enumerate(fh.read(4 * 1024 * 1024).split(b"\n")):
+            if i >= _MANIFEST_LINES:
+                break
+            kind, _, rest = raw.decode("utf-8", "surrogateescape").partition(" ")
+            size, _, name = rest.partition(" ")
+            if kind and name:
+                out.append((kind, int(size) if size.isdigit() else 0, posixpath.normpath(name)))
+    f.unlink()
+    return out
+
+
+def _safe_name(name: str) -> bool:
+    parts = name.split("/")
+    return bool(name) and not name.startswith("/") and ".." not in parts
+
+
+def _unpack(data: bytes, root: Path, truncated: bool, rec: Record) -> bool:
+    """Every member but links, with tarfile's ``data`` filter; then the links, as links (never followed, never
+    written through: a later member cannot land outside ``root`` by a link an earlier one made)."""
+    links: list[tuple[str, str]] = []
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            while True:
+                try:
+                    member = tar.next()
+                except (tarfile.TarError, OSError) as exc:  # the cut end of a truncated tar
+                    if not truncated:
+                        rec.errors.append(f"tar: {exc}")
+                    break
+                if member is None:
+                    break
+                if member.issym():
+                    links.append((posixpath.normpath(member.name), member.linkname))
+                    continue
+                try:
+                    tar.extract(member, root, filter="data")
+                except (tarfile.TarError, OSError) as exc:
+                    rec.errors.append(f"{names.artifact_name(member.name)}: {exc}")
+    except tarfile.TarError as exc:
+        rec.errors.append(str(exc))
+        return False
+    real = os.path.realpath(root)
+    for name, target in links:
+        dest = root / name
+        if not _safe_name(name) or os.path.lexists(dest):
+            rec.errors.append(f"{names.artifact_name(name)}: a link the record cannot hold there")
+            continue
+        if os.path.realpath(dest.parent) != real and not os.path.realpath(dest.parent).startswith(real + os.sep):
+            rec.errors.append(f"{names.artifact_name(name)}: a link under a link")
+            continue
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, dest)
+        except OSError as exc:
+            rec.errors.append(f"{names.artifact_name(name)}: {exc.strerror}")
+    return True
+
+
 def keep(launch: Launch, data: bytes, truncated: bool) -> Record:
-    """Unpack the tar (tarfile's ``data`` filter: no links out of it, no devices, no absolute names) and store it
-    through the run's sink under the names the other backends use."""
+    """Unpack the tar and store it through the run's sink under the names the other backends use, each entry with
+    the local backend's reason: a link is recorded with its target and never followed, a FIFO, socket or device
+    (which the runner only named) is recorded unread, a file the runner cut at its cap is ``truncated`` with its
+    original size (``dropped`` once the cap was spent)."""
     rec = Record("kept", len(data), truncated, "size")
     sink = artifacts_for(launch)
     with tempfile.TemporaryDirectory(prefix="headroom-records-") as tmp:
         root = Path(tmp)
-        try:
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-                while True:
-                    try:
-                        member = tar.next()
-                    except (tarfile.TarError, OSError) as exc:  # the cut end of a truncated tar
-                        if not truncated:
-                            rec.errors.append(f"tar: {exc}")
-                        break
-                    if member is None:
-                        break
-                    try:
-                        tar.extract(member, root, filter="data")
-                    except (tarfile.TarError, OSError) as exc:
-                        rec.errors.append(f"{names.artifact_name(member.name)}: {exc}")
-        except tarfile.TarError as exc:
-            return Record("unreadable", len(data), truncated, errors=[str(exc)])
+        if not _unpack(data, root, truncated, rec):
+            return Record("unreadable", len(data), truncated, errors=rec.errors)
+        cut: dict[str, int] = {}
+        for kind, size, rel in _manifest(root, rec):
+            name = _artifact(rel)
+            if kind == "cut":
+                cut[rel] = size
+            elif kind == "dropped" and name is not None:
+                sink.add_bytes(launch, name, b"", cut_from=size)
+            elif kind in _KIND_WHY and name is not None:
+                sink.add_skipped(launch, name, _KIND_WHY[kind])
+            elif kind == "timeout":
+                rec.errors.append("the runner's staging of the record ran out of time: what it got to is kept")
+            elif kind in ("unnamed", "over", "unreadable"):
+                rec.errors.append(f"{kind}: {names.artifact_name(rel)}" + (f" ({size})" if size else ""))
         for rel, name in _STEP_FILES.items():
             f = root / rel
             if f.is_file() and not f.is_symlink():
-                sink.add_file(launch, name, f)
+                sink.add_file(launch, name, f, cut_from=cut.pop(rel, None))
+                f.unlink()
+        for rel, size in cut.items():  # the logs dir's files the runner cut: kept apart from the walk, cut
+            f, name = root / rel, _artifact(rel)
+            if name is not None and _safe_name(rel) and f.is_file() and not f.is_symlink():
+                sink.add_file(launch, name, f, cut_from=size)
                 f.unlink()
         if (root / "agent").is_dir() and not (root / "agent").is_symlink():
             sink.add_tree(launch, names.LOGS_PREFIX, root / "agent")
+    rec.errors = rec.errors[:50]
     return rec
 
 

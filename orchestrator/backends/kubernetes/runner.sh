@@ -1,22 +1,24 @@
-# headroom in-pod runner (POSIX sh). Runs as the task container's command.
+# headroom in-pod runner (POSIX sh). Runs in two containers of one pod, from the same image:
 #
-# The phases run in the order of orchestrator/contract/phases.py (the `for phase in` list at the
-# end is filled in from it by scripts.py):
-# 0. optional agent setup (HR_SETUP_*), own timeout;
-# 1. agent step: cwd = the image's WORKDIR, logs in /logs/agent, own timeout (an external agent's:
-#    the environment is held while the host's agent acts on it over pods/exec; see end_external);
-# 2. kill every other process of this container (same cgroup), until none is left;
-# 3. ask the warden container (which alone holds the tests) for them and block on a
-#    FIFO: it hands them over only when it sees no process of this container but us;
-# 4. copy them to /tests, check their manifest, run the contract's sanitiser (the same script
-#    as every backend's) in this container, run the verifier (fresh /logs/verifier) in the
-#    contract's verifier environment;
-# 5. write the facts as key=value lines, at most 4 KiB, to the termination message. Nothing an
-#    agent (or a verifier) wrote reaches it as text: file contents go base64-encoded
-#    (agent_result_b64, reward_b64), other agent-influenced text loses its control characters,
-#    so no such value can hold a line break, and the parser splits on "\n" only.
+# HR_ROLE=agent: the agent's container, an init container. The phases of orchestrator/contract/phases.py up
+#   to `stop` (filled in by scripts.py): optional agent setup (HR_SETUP_*); the agent check; the agent step
+#   (cwd = the image's WORKDIR, logs in /logs/agent, own timeout; an external agent's: the environment is
+#   held while the host's agent acts on it over pods/exec, see end_external); every other process of this
+#   container killed (same cgroup) until none is left. Then the work dir is copied out into the agent's run
+#   dir (an emptyDir), and the facts go to $RUN/agent.msg. Whatever the agent installed dies with this
+#   container's root filesystem.
+# HR_ROLE=verifier: the task container, started by the kubelet only once the agent's container has exited,
+#   on a fresh root filesystem of the image: the verifier never runs a program, module or shell the agent
+#   could have replaced. It takes the agent's facts, copies the agent's work dir in, asks the warden (which
+#   alone holds the tests) for them over its own run dir (which the agent never mounted), copies them to
+#   /tests and checks their manifest, runs the contract's sanitiser (the same script as every backend's) and
+#   the verifier (fresh /logs/verifier) in the contract's verifier environment, and keeps the record.
+# Each half writes its facts as key=value lines, at most 4 KiB, to its termination message; the verifier's
+# carries both (the backend reads that one). Nothing an agent (or a verifier) wrote reaches it as text: file
+# contents go base64-encoded (agent_result_b64, reward_b64), other agent-influenced text loses its control
+# characters, so no such value can hold a line break, and the parser splits on "\n" only.
 # The OOM-kill counter of the container's own memory cgroup, and its CPU counters, are read around each step.
-# Every path can be moved under $HR_ROOT so tests run this script on a plain host.
+# Every path can be moved under $HR_ROOT (and HR_RUN, HR_AGENT_RUN) so tests run this script on a plain host.
 # Every command the runner itself runs (find, readlink, dd, cksum, tr, base64, the sanitiser's sh...) is
 # found on one fixed absolute PATH (orchestrator/contract/sanitiser.py's, filled in by scripts.py), never
 # on the image's: a folder of that PATH the agent can write (a work dir's bin) could otherwise stand in
@@ -34,13 +36,15 @@ TESTS=$R/tests
 LOGS=$R/logs
 SOLUTION=$R/solution
 TASK=$R/headroom/task
-RUN=$R/headroom/run
+RUN=${HR_RUN:-$R/headroom/run}
+ARUN=${HR_AGENT_RUN:-$R/headroom/agent-run}  # the agent's run dir, read-only, in the verifier's container
 HANDOFF=$R/headroom/handoff
+ROLE=${HR_ROLE:-}
 TERMLOG=${HR_TERMINATION_LOG:-/dev/termination-log}
 WORKDIR=${HR_WORKDIR:-$PWD}
 ME=$$
 MSG=""
-HIDDEN="HR_RUNNER_PATH HR_AGENT_PROGRAM HR_AGENT_PROGRAM_SCRIPT HR_AGENT_CHECK HR_AGENT_ENV HR_VERIFIER_ENV HR_TESTS_MANIFEST HR_AGENT_SCRIPT HR_AGENT_SHELL HR_VERIFIER_SCRIPT HR_SETUP_ENV HR_SETUP_SCRIPT HR_SETUP_SHELL HR_SAN_SCRIPT"
+HIDDEN="HR_RECORDS_REDACTED HR_ROLE HR_RUN HR_AGENT_RUN HR_WORK_COPY_S HR_RUNNER_PATH HR_AGENT_PROGRAM HR_AGENT_PROGRAM_SCRIPT HR_AGENT_CHECK HR_AGENT_ENV HR_VERIFIER_ENV HR_TESTS_MANIFEST HR_AGENT_SCRIPT HR_AGENT_SHELL HR_VERIFIER_SCRIPT HR_SETUP_ENV HR_SETUP_SCRIPT HR_SETUP_SHELL HR_SAN_SCRIPT"
 RSH=$(command -v sh 2>/dev/null) || RSH=/bin/sh  # the contract's own scripts (sanitiser, agent check), as elsewhere
 SH=$RSH  # the steps' shell: bash when the image has it
 command -v bash >/dev/null 2>&1 && SH=$(command -v bash)
@@ -234,44 +238,163 @@ REDACT_AWK='BEGIN { n = split(ENVIRON["HR_SECRET_NAMES"], names, " ") }
   print line }'
 
 # ---- the record: the steps' complete output and the agent's logs dir, as one bounded tar printed
-# base64-encoded at the end of the container log, after every agent and verifier process is gone.
+# base64-encoded at the end of the verifier container's log, after every agent and verifier process is gone.
 # Its size and sha256 go into the termination message (the runner's channel), so the backend takes
-# exactly those last bytes of the log and checks them: whatever an agent printed into the log before
-# the sweep cannot stand in for them. The content is agent-written and is kept as artifacts only,
-# never read for the verdict. With secrets, the agent's files are staged and redacted here (line by
-# line) while the runner still holds the values, so no secret reaches the container log as written.
+# exactly those last bytes of the log and checks them. The content is agent-written and is kept as
+# artifacts only, never read for the verdict.
+# What is kept is staged first, bounded in time, bytes and entries whatever the agent left (a 10 GB sparse
+# file, a FIFO, a link to a host file, a million names): directories and regular files, each file cut to
+# what is left of RECORDS_MAX (its size goes to the manifest: "cut"; a file after the budget is spent:
+# "dropped"), links copied as links (never followed), and every other entry (FIFO, socket, device) only
+# named in the manifest with its kind, never opened; a name holding a line break is counted, not kept
+# ("unnamed"); past RECORDS_FILES entries the rest is counted ("over"); all of a half's staging runs within
+# RECORDS_S ("timeout": what it got to is kept). The backend keeps each entry with
+# the reason the local backend gives it (orchestrator/backends/kubernetes/records.py). With --agent-env
+# secrets, the agent's container stages the agent's files and replaces each secret's value by [REDACTED]
+# (awk, line by line, on the cut content only: a binary file may be altered) while it still holds the
+# values, before anything reaches a log; without awk it withholds the record. A secret the agent left
+# for the verifier to print, or transformed, is not recognised there (the sink redacts the stored
+# artifacts again with the run's secrets).
 RECORDS_MAX=${HR_RECORDS_MAX:-4194304}
-REC_SRC=$LOGS
-stage_records() {
-  [ -n "${HR_SECRET_NAMES:-}" ] || return 0
-  REC_SRC=""
-  command -v awk >/dev/null 2>&1 || { emit "records=withheld_no_awk"; return 0; }
-  rm -rf "$RUN/rec" && mkdir -p "$RUN/rec" || return 0
-  for d in agent_setup agent; do
-    [ -d "$LOGS/$d" ] && [ ! -L "$LOGS/$d" ] && cp -R -P "$LOGS/$d" "$RUN/rec/" 2>/dev/null
+RECORDS_FILES=${HR_RECORDS_FILES:-10000}
+RECORDS_S=${HR_RECORDS_S:-60}
+NL='
+'
+# stage_tree SRC DST REDACT NAMES...: the entries NAMES (top-level names under SRC) staged at DST, within the
+# budget left in DST/../rec.left; the manifest is DST/headroom.manifest. Runs under stage_bounded's watchdog.
+STEP_PATHS="! -path agent/stdout.txt ! -path agent/stderr.txt ! -path agent_setup/stdout.txt ! -path agent_setup/stderr.txt"
+stage_tree() {
+  src=$1 dst=$2 redact=$3 pred=$4
+  shift 4
+  set -f
+  man=$dst/headroom.manifest
+  tops=$*
+  for top in $tops; do
+    left=$RECORDS_MAX n=0  # each top's loop is a subshell of its own: what it spent is read back from files
+    [ -f "$dst.left" ] && read -r left < "$dst.left"
+    [ -f "$dst.count" ] && read -r n < "$dst.count"
+    case $top in
+      */*) { [ -f "$src/$top" ] && [ ! -L "$src/$top" ] && [ ! -L "$src/${top%%/*}" ]; } || continue ;;
+      *) { [ -d "$src/$top" ] && [ ! -L "$src/$top" ]; } || continue ;;
+    esac
+    if [ "$pred" != files ]; then
+      unnamed=$(cd "$src" && find "$top" -name "*$NL*" -prune -print 2>/dev/null | grep -c "^$top" )
+      [ "${unnamed:-0}" -gt 0 ] 2>/dev/null && echo "unnamed $unnamed $top" >> "$man"
+    fi
+    # Each entry is taken by one pass only: the steps' output by the first, small files and every other entry by
+    # "small", the rest of the files by "files" (a file dropped twice would be recorded twice).
+    case $pred in
+      small) set -- \( ! -type f -o -size -65537c \) $STEP_PATHS ;;
+      files) set -- -type f -size +65536c $STEP_PATHS ;;
+      *) set -- ! -name "*$NL*" ;;
+    esac
+    ( cd "$src" && find "$top" \( -name "*$NL*" -prune \) -o \( "$@" \) -print 2>/dev/null ) | {
+      while IFS= read -r f; do
+        [ -e "$dst/$f" ] && [ ! -d "$dst/$f" ] && continue  # staged first (a step's output)
+        [ -L "$dst/$f" ] && continue
+        n=$((n + 1))
+        if [ "$n" -gt "$RECORDS_FILES" ]; then echo "over 0 $f" >> "$man"; break; fi
+        case $f in */*) [ -d "$dst/${f%/*}" ] || mkdir -p "$dst/${f%/*}" 2>/dev/null ;; esac
+        if [ -L "$src/$f" ]; then
+          cp -P "$src/$f" "$dst/$f" 2>/dev/null
+        elif [ -d "$src/$f" ]; then
+          mkdir -p "$dst/$f" 2>/dev/null
+        elif [ -f "$src/$f" ]; then
+          set -- $(ls -lnd "$src/$f" 2>/dev/null)
+          size=${5:-0}
+          case $size in ''|*[!0-9]*) size=0 ;; esac
+          if [ "$left" -le 0 ] && [ "$size" -gt 0 ]; then echo "dropped $size $f" >> "$man"; continue; fi
+          take=$size
+          [ "$take" -gt "$left" ] && take=$left
+          if [ "$redact" = 1 ]; then
+            head -c "$take" "$src/$f" 2>/dev/null | awk "$REDACT_AWK" > "$dst/$f" 2>/dev/null || { rm -f "$dst/$f"; echo "unreadable $size $f" >> "$man"; continue; }
+          else
+            head -c "$take" "$src/$f" > "$dst/$f" 2>/dev/null || { rm -f "$dst/$f"; echo "unreadable $size $f" >> "$man"; continue; }
+          fi
+          [ "$size" -gt "$take" ] && echo "cut $size $f" >> "$man"
+          left=$((left - take))
+        elif [ -p "$src/$f" ]; then echo "fifo 0 $f" >> "$man"
+        elif [ -S "$src/$f" ]; then echo "socket 0 $f" >> "$man"
+        elif [ -c "$src/$f" ]; then echo "chardev 0 $f" >> "$man"
+        elif [ -b "$src/$f" ]; then echo "blockdev 0 $f" >> "$man"
+        else echo "unreadable 0 $f" >> "$man"
+        fi
+      done
+      echo "$left" > "$dst.left"
+      echo "$n" > "$dst.count"
+    }
   done
-  find "$RUN/rec" -type f 2>/dev/null | while IFS= read -r f; do
-    awk "$REDACT_AWK" < "$f" > "$f.hr-redacted" 2>/dev/null && mv "$f.hr-redacted" "$f" || rm -f "$f" "$f.hr-redacted"
-  done
-  REC_SRC=$RUN/rec
+  set +f
 }
-records() {  # -> $RUN/records.tar (at most RECORDS_MAX bytes) and its facts in the message
+REC_UNTIL=""
+stage_bounded() {  # stage_tree under a watchdog: all of a half's staging within RECORDS_S, cut where it got to
+  now_cs
+  [ -n "$REC_UNTIL" ] || REC_UNTIL=$((NOW_CS + RECORDS_S * 100))
+  wait_s=$(( (REC_UNTIL - NOW_CS) / 100 ))
+  [ "$wait_s" -ge 1 ] || wait_s=1
+  ( stage_tree "$@" ) > /dev/null 2>&1 &
+  gpid=$!
+  ( sleep "$wait_s"; kill -KILL "$gpid" 2>/dev/null ) > /dev/null 2>&1 &
+  gw=$!
+  wait "$gpid"; grc=$?
+  kill -KILL "$gw" 2>/dev/null
+  wait "$gw"
+  # SIGKILL is the watchdog's alone (the staging never exits 137 itself): its own status could be lost to a race
+  [ "$grc" = 137 ] && echo "timeout 0 ." >> "$2/headroom.manifest"
+  name=records; sweep  # the watchdog's sleep (and, after a timeout, whatever staging left)
+  return 0
+}
+#: The verifier's own output is staged last, with this much of the budget kept for it (256 KiB of 4 MiB).
+VERIFIER_RESERVE=$((RECORDS_MAX / 16))
+stage_agent() {  # SRC DST REDACT: the agent's trees: its step output first, then every entry but large files, then those
+  echo $((RECORDS_MAX - VERIFIER_RESERVE)) > "$2.left"
+  stage_bounded "$1" "$2" "$3" all agent/stdout.txt agent/stderr.txt agent_setup/stdout.txt agent_setup/stderr.txt
+  stage_bounded "$1" "$2" "$3" small agent_setup agent
+  stage_bounded "$1" "$2" "$3" files agent_setup agent
+}
+REC_STAGED=""
+stage_records() {  # the agent's container, with secrets: its files redacted while the values are held
+  [ -n "${HR_SECRET_NAMES:-}" ] || return 0
+  [ -z "$REC_STAGED" ] || return 0
+  REC_STAGED=1
+  command -v awk >/dev/null 2>&1 || { : > "$RUN/rec.withheld"; return 0; }
+  rm -rf "$RUN/rec" "$RUN/rec.left" "$RUN/rec.count" "$RUN/rec.withheld" && mkdir -p "$RUN/rec" || return 0
+  stage_agent "$LOGS" "$RUN/rec" 1
+}
+# The verifier's container stages the agent's part before the sanitiser changes the agent's logs dir (it
+# removes FIFOs, sockets and links out of it): the record holds what the agent left, as on local.
+REC_WHY=""
+stage_agent_records() {
+  rm -rf "$RUN/rec" "$RUN/rec.left" "$RUN/rec.count" && mkdir -p "$RUN/rec" || { REC_WHY=unstageable; return 0; }
+  [ -e "$ARUN/rec.withheld" ] && { REC_WHY=withheld_no_awk; return 0; }
+  if [ -n "${HR_RECORDS_REDACTED:-}" ]; then  # staged and redacted by the agent's container, or not at all
+    { [ -d "$ARUN/rec" ] && [ ! -L "$ARUN/rec" ]; } || { REC_WHY=withheld_unstaged; return 0; }
+    stage_agent "$ARUN/rec" "$RUN/rec" 0
+    if [ -f "$ARUN/rec/headroom.manifest" ] && [ ! -L "$ARUN/rec/headroom.manifest" ]; then
+      head -c 65536 "$ARUN/rec/headroom.manifest" >> "$RUN/rec/headroom.manifest"
+    fi
+  else
+    stage_agent "$LOGS" "$RUN/rec" 0
+  fi
+}
+records() {  # the verifier's container -> $RUN/records.tar and its facts in the message
   REC=""
-  [ -n "$REC_SRC" ] || return 0
+  [ -n "$REC_WHY" ] && { emit "records=$REC_WHY"; return 0; }
   command -v tar >/dev/null 2>&1 || { emit "records=no_tar"; return 0; }
   [ -n "$HAVE_B64" ] || { emit "records=no_base64"; return 0; }
-  if [ "$REC_SRC" != "$LOGS" ] && [ -d "$LOGS/verifier" ]; then
-    rm -rf "$REC_SRC/verifier"; cp -R -P "$LOGS/verifier" "$REC_SRC/" 2>/dev/null
-  fi
+  left=0
+  [ -f "$RUN/rec.left" ] && read -r left < "$RUN/rec.left"
+  echo $((left + VERIFIER_RESERVE)) > "$RUN/rec.left"
+  stage_bounded "$LOGS" "$RUN/rec" 0 all verifier/stdout.txt verifier/stderr.txt verifier
   set --
-  for d in agent_setup agent verifier; do [ -e "$REC_SRC/$d" ] && set -- "$@" "$d"; done
+  for d in agent_setup agent verifier headroom.manifest; do [ -e "$RUN/rec/$d" ] && set -- "$@" "$d"; done
   [ "$#" -gt 0 ] || return 0
   rm -f "$RUN/records.tar" "$RUN/records.cut"
-  ( cd "$REC_SRC" && tar -cf - "$@" 2>/dev/null ) | head -c $((RECORDS_MAX + 1)) > "$RUN/records.tar"
+  ( cd "$RUN/rec" && tar -cf - "$@" 2>/dev/null ) | head -c $((RECORDS_MAX * 2 + 1)) > "$RUN/records.tar"
   n=$(size_of "$RUN/records.tar")
-  if [ "$n" -gt "$RECORDS_MAX" ]; then
-    head -c "$RECORDS_MAX" "$RUN/records.tar" > "$RUN/records.cut" && mv "$RUN/records.cut" "$RUN/records.tar"
-    n=$RECORDS_MAX
+  if [ "$n" -gt $((RECORDS_MAX * 2)) ]; then  # the headers of many small entries: still within the pod log
+    head -c $((RECORDS_MAX * 2)) "$RUN/records.tar" > "$RUN/records.cut" && mv "$RUN/records.cut" "$RUN/records.tar"
+    n=$((RECORDS_MAX * 2))
     emit "records_truncated=1"
   fi
   emit "records_bytes=$n"
@@ -279,14 +402,45 @@ records() {  # -> $RUN/records.tar (at most RECORDS_MAX bytes) and its facts in 
   REC=1
 }
 
-emit "v=1"
-emit "workdir=$(printf '%s' "$WORKDIR" | no_ctl | dd bs=200 count=1 2>/dev/null)"
-if [ -n "$MEMCG" ]; then
-  if [ -r "$MEMCG/memory.events" ]; then emit "memcg=v2"; else emit "memcg=v1"; fi
-else emit "memcg=none"; fi
-[ -r /proc/sys/kernel/yama/ptrace_scope ] && { read -r ps < /proc/sys/kernel/yama/ptrace_scope; emit "ptrace_scope=$ps"; }
-mkdir -p "$LOGS/agent" "$RUN" 2>/dev/null
-: > "$RUN/runner.started" 2>/dev/null  # the warden's sign that this container ran (see warden.sh)
+# ---- the work dir, carried from the agent's container to the verifier's -------------------------
+# Out (agent's container, after the sweep): the work dir, made readable to its owner first (as the sanitiser
+# restores permissions), copied with links as links, special files as special files and sparse files sparse
+# (cp -R -P -p) into the agent's run dir. In (verifier's container, before the hand-over): the image's
+# pristine work dir emptied and replaced by that copy, with this container's own cp; the sanitiser then
+# judges it in the verifier's view. Each copy runs under a watchdog (HR_WORK_COPY_S): a work dir that
+# cannot be copied in time is unjudged_state, the agent's failure, never the pod's deadline. A work dir
+# of / is not carried (it would be the whole root filesystem): the verifier sees the image's.
+copy_bounded() {  # SRC DST -> COPY=ok|partial|timeout
+  ( cp -R -P -p "$1/." "$2/" ) > /dev/null 2>&1 &
+  cpid=$!
+  ( sleep "${HR_WORK_COPY_S:-120}"; kill -KILL "$cpid" 2>/dev/null ) > /dev/null 2>&1 &
+  cw=$!
+  wait "$cpid"; crc=$?
+  kill -KILL "$cw" 2>/dev/null
+  wait "$cw"
+  COPY=ok
+  [ "$crc" = 0 ] || COPY=partial
+  [ "$crc" = 137 ] && COPY=timeout  # SIGKILL: the watchdog's alone (cp ends 0 or 1)
+  name=work_copy; sweep  # the watchdog's sleep, which the warden would count as a process left
+  return 0
+}
+carry_out() {
+  rm -rf "$RUN/work" "$RUN/work.none"
+  if [ "$WORKDIR" = / ] || [ ! -d "$WORKDIR" ]; then : > "$RUN/work.none"; emit "work_out=not_carried"; return 0; fi
+  mkdir -p "$RUN/work" || { emit "work_out=failed"; return 0; }
+  chmod -R u+rwX "$WORKDIR" 2>/dev/null
+  copy_bounded "$WORKDIR" "$RUN/work"
+  emit "work_out=$COPY"
+}
+carry_in() {
+  [ -e "$ARUN/work.none" ] && { emit "work_in=not_carried"; return 0; }
+  if [ ! -d "$ARUN/work" ] || [ -L "$ARUN/work" ]; then emit "work_in=missing"; skip=unjudged_state; return 0; fi
+  ( cd "$WORKDIR" 2>/dev/null && rm -rf ./* ./.[!.]* ./..?* ) 2>/dev/null
+  copy_bounded "$ARUN/work" "$WORKDIR"
+  emit "work_in=$COPY"
+  [ "$COPY" = timeout ] && skip=unjudged_state
+  return 0
+}
 
 # ---- phases: orchestrator/contract/phases.py's list, in its order (filled in by scripts.py) -----
 skip="" agent_skip=""
@@ -369,7 +523,7 @@ phase_stop() {  # run_step swept every process of this container; what the agent
   # across the cut leaves no piece; the backend redacts again and scrubs the cut edges).
   for stream in stdout stderr; do
     f="$LOGS/agent/$stream.txt"
-    rm -f "$RUN/agent-$stream.tail"
+    rm -rf "$RUN/agent-$stream.tail"
     { [ -f "$f" ] && [ ! -L "$f" ] && [ -s "$f" ]; } || continue
     if [ -n "${HR_SECRET_NAMES:-}" ] && command -v awk >/dev/null 2>&1; then
       tail -c 6144 "$f" | awk "$REDACT_AWK" | tail -c 2048 > "$RUN/agent-$stream.tail"
@@ -449,29 +603,87 @@ phase_reward() {
     break
   done
 }
-for phase in @PHASES@; do
-  "phase_$phase"
-  [ -n "$skip" ] && break
-done
-[ -n "$skip" ] && emit "verifier_skipped=$skip"
-[ "$skip" = agent_setup_failed ] && stage_records
-records
-flush
-for stream in stdout stderr; do
-  [ -s "$RUN/agent-$stream.tail" ] || continue
-  echo "===== tail of $LOGS/agent/$stream.txt ====="
-  cat "$RUN/agent-$stream.tail"
-  echo
-done
-for f in "$LOGS/verifier/stdout.txt" "$LOGS/verifier/stderr.txt"; do
-  [ -s "$f" ] || continue
-  echo "===== tail of $f ====="
-  tail -c 2048 "$f"
-  echo
-done
-if [ -n "$REC" ]; then
-  echo "===== headroom records $(size_of "$RUN/records.tar") ====="
-  base64 < "$RUN/records.tar"
-  echo "===== end of headroom records ====="
-fi
+# ---- the two halves ----------------------------------------------------------------------------
+# The agent's facts reach the verifier's container through the agent's run dir, written after the sweep (no
+# agent process is left to change them) and read bounded; the word that skips the verifier is one of a
+# known few. A missing report (the agent's container ended without writing it) is the agent's failure.
+AGENT_SKIPS="agent_setup_failed agent_not_found agent_timeout agent_oom agent_spawn_error"
+agent_half() {
+  emit "v=1"
+  emit "workdir=$(printf '%s' "$WORKDIR" | no_ctl | dd bs=200 count=1 2>/dev/null)"
+  if [ -n "$MEMCG" ]; then
+    if [ -r "$MEMCG/memory.events" ]; then emit "memcg=v2"; else emit "memcg=v1"; fi
+  else emit "memcg=none"; fi
+  [ -r /proc/sys/kernel/yama/ptrace_scope ] && { read -r ps < /proc/sys/kernel/yama/ptrace_scope; emit "ptrace_scope=$ps"; }
+  mkdir -p "$LOGS/agent" "$RUN" 2>/dev/null
+  for phase in @AGENT_PHASES@; do
+    "phase_$phase"
+    [ -n "$skip" ] && break
+  done
+  # No agent process is left: whatever it made under the names the verifier's half reads (a FIFO that would
+  # block a write, a folder a file would be moved into, a forged report) goes before anything is written there.
+  rm -rf "$RUN/agent.msg" "$RUN/agent.msg.new" "$RUN/agent.skip" "$RUN/work" "$RUN/work.none" 2>/dev/null
+  [ -n "$REC_STAGED" ] || rm -rf "$RUN/rec" "$RUN/rec.left" "$RUN/rec.count" "$RUN/rec.withheld" 2>/dev/null
+  stage_records  # after setup failed: the stop phase never ran
+  case $skip in agent_setup_failed|agent_not_found) ;; *) carry_out ;; esac
+  for name in ${HR_SECRET_NAMES:-}; do unset "$name"; done
+  flush
+  printf '%s' "$MSG" > "$RUN/agent.msg.new" && mv "$RUN/agent.msg.new" "$RUN/agent.msg"
+  printf '%s\n' "$skip" > "$RUN/agent.skip"
+}
+take_agent_report() {
+  if [ -f "$ARUN/agent.msg" ] && [ ! -L "$ARUN/agent.msg" ] && [ -f "$ARUN/agent.skip" ] && [ ! -L "$ARUN/agent.skip" ]; then
+    MSG=$(dd if="$ARUN/agent.msg" bs=4000 count=1 2>/dev/null)
+    MSG="$MSG
+"
+    word=""
+    read -r word < "$ARUN/agent.skip" 2>/dev/null
+    if [ -n "$word" ]; then
+      case " $AGENT_SKIPS " in *" $word "*) skip=$word ;; *) skip=agent_report_missing ;; esac
+    fi
+  else
+    MSG=""
+    emit "v=1"
+    skip=agent_report_missing
+  fi
+}
+verifier_half() {
+  mkdir -p "$LOGS" "$RUN" 2>/dev/null
+  : > "$RUN/runner.started" 2>/dev/null  # the warden's sign that this container ran (see warden.sh)
+  take_agent_report
+  stage_agent_records
+  [ -z "$skip" ] && carry_in
+  if [ -z "$skip" ]; then
+    for phase in @VERIFIER_PHASES@; do
+      "phase_$phase"
+      [ -n "$skip" ] && break
+    done
+  fi
+  [ -n "$skip" ] && emit "verifier_skipped=$skip"
+  records
+  flush
+  for stream in stdout stderr; do
+    t="$ARUN/agent-$stream.tail"
+    { [ -f "$t" ] && [ ! -L "$t" ] && [ -s "$t" ]; } || continue
+    echo "===== tail of $LOGS/agent/$stream.txt ====="
+    head -c 2048 "$t"
+    echo
+  done
+  for f in "$LOGS/verifier/stdout.txt" "$LOGS/verifier/stderr.txt"; do
+    { [ -f "$f" ] && [ ! -L "$f" ] && [ -s "$f" ]; } || continue
+    echo "===== tail of $f ====="
+    tail -c 2048 "$f"
+    echo
+  done
+  if [ -n "$REC" ]; then
+    echo "===== headroom records $(size_of "$RUN/records.tar") ====="
+    base64 < "$RUN/records.tar"
+    echo "===== end of headroom records ====="
+  fi
+}
+case $ROLE in
+  agent) agent_half ;;
+  verifier) verifier_half ;;
+  *) echo "headroom runner: HR_ROLE must be agent or verifier" >&2; exit 2 ;;
+esac
 exit 0

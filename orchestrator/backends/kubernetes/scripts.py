@@ -1,6 +1,7 @@
 """The two POSIX-sh programs a trial pod runs: the runner (task container) and the warden (tests holder).
 
-The runner is generated: its phase list is :data:`orchestrator.contract.phases.PHASES`, its sanitiser
+The runner is generated: its phase list is :data:`orchestrator.contract.phases.PHASES` (up to ``stop`` in the
+agent's container, the rest in the verifier's), its sanitiser
 the contract's ``sanitise.sh`` (with its bounds), its own fixed PATH the sanitiser's
 (:data:`orchestrator.contract.sanitiser.PATH`) and its verifier environment
 :mod:`orchestrator.contract.verifier_env`'s, so the Pod runs the one contract the other backends run,
@@ -15,12 +16,17 @@ from importlib.resources import files
 
 from orchestrator.contract import agent_check, phases, sanitiser, verifier_env
 
+#: The phases up to ``stop`` run in the agent's container, the rest in the verifier's (a fresh root filesystem).
+_CUT = phases.PHASES.index(phases.Phase.STOP) + 1
+agent_side, verifier_side = phases.PHASES[:_CUT], phases.PHASES[_CUT:]
+
 
 @cache
 def runner() -> str:
     text = files(__package__).joinpath("runner.sh").read_text()
     for key, value in (
-        ("@PHASES@", phases.shell_list()),
+        ("@AGENT_PHASES@", " ".join(p.value for p in agent_side)),
+        ("@VERIFIER_PHASES@", " ".join(p.value for p in verifier_side)),
         ("@SANITISER@", shlex.quote(sanitiser.script())),
         ("@VERIFIER_ENV@", verifier_env.shell_exports()),
         ("@FIXED_PATH@", shlex.quote(sanitiser.PATH)),

@@ -39,6 +39,8 @@ from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import ResourceAmounts
 
+#: The runner's two halves: the agent's (an init container) and the verifier's, on a fresh root filesystem.
+AGENT_CONTAINER = "agent"
 TASK_CONTAINER = "task"
 WARDEN_CONTAINER = "warden"
 _PULL_WAITING = {"ErrImagePull", "ImagePullBackOff"}
@@ -125,7 +127,7 @@ def _base(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Context
     extra = Evidence(
         pod=(pod or {}).get("metadata", {}).get("name"),
         node=spec.get("nodeName"),
-        ran_in=f"container {TASK_CONTAINER!r} of the trial pod (the task image)",
+        ran_in=f"container {AGENT_CONTAINER!r} of the trial pod (the task image; the verifier in a fresh {TASK_CONTAINER!r})",
         # the status as the API server gave it: PodStatus keeps these keys only
         pod_status=PodStatus.model_validate(
             {k: status.get(k) for k in PodStatus.model_fields if status.get(k) is not None}
@@ -181,6 +183,13 @@ def _task_status(pod: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _agent_status(pod: dict[str, Any]) -> dict[str, Any] | None:
+    for s in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        if s.get("name") == AGENT_CONTAINER:
+            return s
+    return None
+
+
 def runner_report(pod: dict[str, Any] | None) -> runner_message.RunnerReport | None:
     """The runner's termination message, parsed (None when it wrote none)."""
     s = _task_status(pod or {})
@@ -208,7 +217,16 @@ def _add_report(pod: dict[str, Any] | None, facts: TrialFacts) -> runner_message
         facts.infra_hint = InfraReason.AGENT_SETUP_FAILED
         facts.infra_detail = "the agent's setup phase failed (see the container log)"
     elif skipped == "unjudged_state":
-        facts.agent_fault = f"the sanitiser could not judge what the agent left: {report.fields.get('sanitise')}"
+        what = (
+            report.fields.get("sanitise") or f"the work dir could not be carried over ({report.fields.get('work_in')})"
+        )
+        facts.agent_fault = f"the sanitiser could not judge what the agent left: {what}"
+    elif skipped == "agent_report_missing":  # the agent's container ended (exit 0) without its runner's report
+        facts.agent_fault = "the agent's container ended without the runner's report of the agent step"
+    elif skipped == "tests_withheld" and (report.fields.get("detail") or "").startswith("agent_processes_left"):
+        # The warden saw processes besides the verifier's runner after the agent's container had ended: only the
+        # agent starts processes that outlive its container's sweep, so the tests were withheld on its account.
+        facts.agent_fault = f"processes outlived the agent's step: {report.fields.get('detail')}"
     elif skipped == "agent_not_found":  # the runner's own check, before the agent had control
         facts.agent_unresolved = report.fields.get("agent_not_found") or "the agent command's program was not found"
         facts.agent = StepFacts(name="agent", skipped=f"agent_not_found: {facts.agent_unresolved}")
@@ -273,6 +291,19 @@ def observe(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Conte
     if meta.get("deletionTimestamp") and not ctx.deleting:
         return _infra(pod, events, ctx, InfraReason.POD_DELETED, "the pod was deleted from outside headroom")
 
+    # The agent's container (an init container) must end with the runner's exit 0 for the verifier's to start.
+    aterm = ((_agent_status(pod) or {}).get("state") or {}).get("terminated")
+    if aterm is not None and aterm.get("exitCode") != 0:
+        facts = _base(pod, events, ctx)
+        how = f"exit {aterm.get('exitCode')}, {aterm.get('reason')}"
+        if aterm.get("reason") in _START_FAILED:
+            facts.setup_error = f"the runner could not start ({aterm.get('reason')}): {aterm.get('message') or ''}"[
+                :500
+            ]
+        else:  # as for the task container below: the agent stopped its runner; nothing it wrote is believed
+            facts.agent_fault = f"the agent's runner was stopped during the try ({how}): its report is not believed"
+        return Observation("done", facts)
+
     task = _task_status(pod)
     term = ((task or {}).get("state") or {}).get("terminated")
     if term is not None:
@@ -318,4 +349,5 @@ def observe(pod: dict[str, Any] | None, events: list[dict[str, Any]], ctx: Conte
         if ctx.now - since > ctx.pending_deadline_s:
             return _infra(pod, events, ctx, InfraReason.UNSCHEDULABLE, scheduled.get("message"), stop=True)
         return Observation("pending")
-    return Observation("running" if phase == "Running" else "pending")
+    agent_running = ((_agent_status(pod) or {}).get("state") or {}).get("running") is not None
+    return Observation("running" if phase == "Running" or agent_running else "pending")
