@@ -99,8 +99,10 @@ def main() -> None:
         exc.show()
         sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
     except UserError as exc:
-        # A label, path or task id may hold [ ] or a terminal control: printed as text, never obeyed.
-        err.print(f"[bold red]error:[/] {terminal_text(exc.one_line())}", soft_wrap=True)
+        # A label, path or task id may hold [ ] or a terminal control: printed as text, never obeyed. The line
+        # breaks headroom's own message has (a refusal lists one class a line) stay line breaks.
+        text = "\n".join(terminal_text(line) for line in exc.one_line().split("\n"))
+        err.print(f"[bold red]error:[/] {text}", soft_wrap=True)
         sys.exit(2)
     except ModuleNotFoundError as exc:  # a cluster or container path without its extra installed
         from orchestrator.extras import missing_extra

@@ -61,6 +61,12 @@ class Abilities(BaseModel):
         default=False, description="starts a task's docker-compose services beside it (multi-container tasks)"
     )
     gpus: bool = Field(default=False, description="can give a try GPUs where its machine has them")
+    verifier_outputs: bool = Field(
+        default=True,
+        description="the verifier sees the folders a task declares in [verifier] outputs (the local backend's "
+        "verifier shares the agent's files; Docker carries them into the verifier's container); without it such a "
+        "task is refused (engine/faithful.py)",
+    )
     flags: frozenset[str] = Field(default=frozenset(), description="backend-specific command-line flags it honours")
 
 

@@ -50,6 +50,7 @@ class Profile:
     gpus: bool
     network_control: bool
     architectures: tuple[str, ...] = ()  # empty: not known (not checked)
+    verifier_outputs: bool = True
 
     @classmethod
     def of(cls, backend: Backend) -> Profile:
@@ -61,6 +62,7 @@ class Profile:
             caps.gpus,
             caps.network_control,
             tuple(caps.architectures),
+            ab.verifier_outputs,
         )
 
     @classmethod
@@ -70,7 +72,15 @@ class Profile:
         from orchestrator import backends
 
         ab = backends.declared_abilities(name)
-        return cls(name, ab.task_images, ab.multi_container, ab.gpus, True, (host_arch(),) if name == "local" else ())
+        return cls(
+            name,
+            ab.task_images,
+            ab.multi_container,
+            ab.gpus,
+            True,
+            (host_arch(),) if name == "local" else (),
+            ab.verifier_outputs,
+        )
 
 
 @dataclass
@@ -162,6 +172,17 @@ def check_tasks(
                 f"on {'/'.join(profile.architectures)}: {_tasks(wrong)}. Run them on a {'/'.join(wanted)} machine "
                 "(--backend docker with DOCKER_HOST pointing at one) or cluster (--backend kubernetes)"
             )
+    carried = [t for t in sorted(tasks, key=lambda t: t.id) if t.spec.verifier.outputs]
+    if carried and not profile.verifier_outputs:
+        can = _capable("verifier_outputs")
+        names = "; ".join(f"{shown(t.id, 60)} ({', '.join(t.spec.verifier.outputs)})" for t in carried[:SHOWN_TASKS])
+        more = f" and {len(carried) - SHOWN_TASKS} more" if len(carried) > SHOWN_TASKS else ""
+        n = len(carried)
+        out.lines.append(
+            f"verifier outputs: {n} task{'s' if n != 1 else ''} declare{'s' if n == 1 else ''} folders besides the "
+            f"work dir for the verifier ([verifier] outputs), which the {profile.name} backend does not carry to its "
+            f"verifier (it would grade without them): {names}{more}. Run them with --backend {' or '.join(can)}"
+        )
     if profile.network_control:
         offline = [
             (tid, n) for tid, n in by_kind[INTERNET] if not (oracle_network if n.where == ORACLE else env_network)

@@ -18,7 +18,15 @@ from typing import Any
 from pydantic import BaseModel
 
 from orchestrator.importers.fields import CONVERTED, DEFAULTED, IGNORED, KEPT, FieldReport
-from orchestrator.spec.task import HARBOR_IGNORED, EnvironmentSpec, SolutionSpec, StepSpec, TaskSpec, size_to_mb
+from orchestrator.spec.task import (
+    HARBOR_IGNORED,
+    EnvironmentSpec,
+    SolutionSpec,
+    StepSpec,
+    TaskSpec,
+    VerifierSpec,
+    size_to_mb,
+)
 from orchestrator.spec.unknown import did_you_mean, valid_names
 
 HARBOR_DEFAULTS = {"cpus": 1, "memory_mb": 2048, "storage_mb": 10240, "verifier_timeout_sec": 600.0}
@@ -59,7 +67,7 @@ _NOT_ENFORCED = {
 _SECTION_MODELS: dict[str, type[BaseModel]] = {
     "environment": EnvironmentSpec,
     "agent": StepSpec,
-    "verifier": StepSpec,
+    "verifier": VerifierSpec,
     "solution": SolutionSpec,
 }
 
@@ -167,7 +175,7 @@ def normalize(
         if not isinstance(body, dict):
             continue
         for key, value in body.items():
-            if key in _STEP_USED:
+            if key in _STEP_USED or (section == "verifier" and key == "outputs"):  # headroom's own: carried outputs
                 note = f"{len(value)} variable(s)" if key == "env" and isinstance(value, dict) else ""
                 rep.add(KEPT, f"{section}.{key}", note)
             elif key in HARBOR_IGNORED[section]:

@@ -198,3 +198,24 @@ def test_cluster_submit_refuses_what_the_controller_would(tmp_path: Path) -> Non
     assert [ln.split(":")[0] for ln in refusal_lines(proc)] == ["GPUs"]  # a pod runs the image
     exp.write_text(f"name: img\ntasks_dir: {FIX}\ntasks: [needs-image]\n")
     assert headroom("cluster", "submit", str(exp), "--dry-run", "-n", "headroom").returncode == 0
+
+
+def test_declared_verifier_outputs_are_refused_where_the_verifier_would_not_see_them(tmp_path: Path) -> None:
+    """The Pod backend's verifier container gets the work dir alone: a task that declares other folders for its
+    verifier ([verifier] outputs) would be graded without them there, so it is refused, and run where they go."""
+    import shutil
+
+    task = tmp_path / "tasks" / "carries-a-folder"
+    shutil.copytree(FIX / "needs-image", task)
+    toml = (task / "task.toml").read_text()
+    (task / "task.toml").write_text(
+        toml.replace("[verifier]\ntimeout_sec = 900.0\n", '[verifier]\ntimeout_sec = 900.0\noutputs = ["/srv/out"]\n')
+    )
+    tasks = load_tasks(tmp_path / "tasks", ["carries-a-folder"])
+    assert tasks[0].spec.verifier.outputs == ["/srv/out"]
+    pods = faithful.check_tasks(tasks, faithful.Profile.declared("kubernetes"), env_network=True)
+    assert [ln.split(":")[0] for ln in pods.lines] == ["verifier outputs"]
+    assert "carries-a-folder (/srv/out)" in pods.lines[0] and pods.lines[0].endswith("--backend local or docker")
+    assert faithful.check_tasks(tasks, faithful.Profile.declared("docker"), env_network=True).lines == []
+    refused = headroom("tasks", "validate", str(tmp_path / "tasks"), "--backend", "kubernetes")
+    assert refused.returncode == 1 and "verifier outputs" in refused.stdout + refused.stderr

@@ -125,6 +125,7 @@ class KubernetesBackend:
         force_cleanup=True,
         exec_channel=True,
         task_images=True,
+        verifier_outputs=False,  # the verifier's container gets the work dir alone (docs/container-contract.md)
         flags=frozenset({"--namespace", "--kube-context", "--queue", "--keep-pods", "--force"}),
     )
     name = "kubernetes"
