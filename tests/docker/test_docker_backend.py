@@ -252,7 +252,7 @@ def test_gpus_are_refused_before_anything_runs(docker_host: str, tmp_path: Path)
         "none",
     )
     assert res.returncode == 2
-    assert "GPU" in res.stderr and "docker backend cannot give GPUs" in res.stderr
+    assert "GPUs: 1 task needs GPUs, which the docker backend cannot give" in res.stderr
     assert "Traceback" not in res.stderr
 
 
