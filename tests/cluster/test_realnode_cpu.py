@@ -167,5 +167,5 @@ def test_an_agent_that_forges_the_report_and_kills_the_runner_fails_once(
         ).fetchall()
     assert [(o, r, f) for o, r, f, _ in rows] == [("failed", "unjudged_state", 1)], rows  # one try, not re-rolled
     ev = json.loads(rows[0][3])
-    assert "the runner was stopped during the try" in ev["agent_fault"], ev
+    assert "runner was stopped during the try" in ev["agent_fault"], ev
     assert ev["reward"] is None

@@ -173,7 +173,13 @@ def test_no_shell_verdict_is_a_crash_not_a_pass() -> None:
 
 def test_the_pod_runner_runs_the_contracts_phase_list_and_sanitiser() -> None:
     text = scripts.runner()
-    assert f"for phase in {phases.shell_list()}; do" in text
+    # Two halves (the agent's container, then the verifier's fresh one): split at `stop`, the whole list in order.
+    cut = phases.PHASES.index(phases.Phase.STOP) + 1
+    agent_half = " ".join(p.value for p in phases.PHASES[:cut])
+    verifier_half = " ".join(p.value for p in phases.PHASES[cut:])
+    assert f"for phase in {agent_half}; do" in text and f"for phase in {verifier_half}; do" in text
+    assert f"{agent_half} {verifier_half}" == phases.shell_list()
+    assert text.index(f"for phase in {agent_half};") < text.index(f"for phase in {verifier_half};")
     for p in phases.PHASES:
         assert f"phase_{p.value}()" in text, p
     assert sanitiser.script().splitlines()[5] in text  # the script itself, not a copy of it

@@ -112,7 +112,8 @@ def test_tost_p_is_two_one_sided_t_tests_and_a_task_finished_only_at_one_side_sc
 
 
 def test_new_tasks_interval_is_statsmodels_cluster_robust_ols_with_a_t_quantile() -> None:
-    k, n = np.array([3, 0, 5, 2, 4, 1, 6]), np.array([6, 4, 8, 5, 6, 3, 7])
+    # 12 tasks: the interval is given from MIN_TASKS_NEW_INTERVAL (10) tasks on (below, a note says why not)
+    k, n = np.array([3, 0, 5, 2, 4, 1, 6, 2, 7, 0, 3, 5]), np.array([6, 4, 8, 5, 6, 3, 7, 4, 9, 2, 5, 6])
     y = np.concatenate([[1.0] * ki + [0.0] * (ni - ki) for ki, ni in zip(k, n)])
     g = np.repeat(np.arange(len(n)), n)
     fit = sm.OLS(y, np.ones_like(y)).fit(cov_type="cluster", cov_kwds={"groups": g})
@@ -120,6 +121,8 @@ def test_new_tasks_interval_is_statsmodels_cluster_robust_ols_with_a_t_quantile(
     got = new_tasks_interval(k, n)
     assert got["se"] == pytest.approx(fit.bse[0])
     assert (got["low"], got["high"]) == pytest.approx((fit.params[0] - q * fit.bse[0], fit.params[0] + q * fit.bse[0]))
+    few = new_tasks_interval(k[:7], n[:7])
+    assert (few["low"], few["high"]) == (None, None)
 
 
 def exact_trend_p(events: list[int], n: list[int], score: list[float], groups: list[int]) -> float:

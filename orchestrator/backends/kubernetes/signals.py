@@ -191,10 +191,17 @@ def _agent_status(pod: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def runner_report(pod: dict[str, Any] | None) -> runner_message.RunnerReport | None:
-    """The runner's termination message, parsed (None when it wrote none)."""
-    s = _task_status(pod or {})
-    term = ((s or {}).get("state") or {}).get("terminated") or ((s or {}).get("lastState") or {}).get("terminated")
-    return runner_message.parse((term or {}).get("message"))
+    """The runner's termination message, parsed (None when it wrote none).
+
+    The verifier's container carries both halves' facts. When it never ran (the agent's container ended
+    non-zero, e.g. OOM-killed), the agent's container's own message is the agent step's facts: the kernel's
+    OOM count and peak for the evidence. The verdict never rests on it (the kubelet's status decides)."""
+    for s in (_task_status(pod or {}), _agent_status(pod or {})):
+        st = s or {}
+        term = (st.get("state") or {}).get("terminated") or (st.get("lastState") or {}).get("terminated")
+        if report := runner_message.parse((term or {}).get("message")):
+            return report
+    return None
 
 
 def _add_report(pod: dict[str, Any] | None, facts: TrialFacts) -> runner_message.RunnerReport | None:
