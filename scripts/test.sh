@@ -14,9 +14,11 @@
 #    and mmdebstrap from apt, the local images; cached, skipped with HEADROOM_SKIP_REALNODE=1);
 # 6. Debian's docker.io and the Debian base image for the Docker backend's tests
 #    (scripts/docker/install.sh: a no-op when installed and cached);
-# 7. ruff (lint and format) and mypy (types) over the tree, configured in pyproject.toml; a finding
+# 7. Harbor, pinned from PyPI, in a Python >= 3.12 venv of its own (scripts/harbor/install.sh), for the
+#    Harbor agent and export tests;
+# 8. ruff (lint and format) and mypy (types) over the tree, configured in pyproject.toml; a finding
 #    fails the script before any test runs (docs/development.md, "Lint and types");
-# 8. pytest over tests/, on two xdist workers (HEADROOM_TEST_WORKERS). Exit code 5 (nothing collected) is an error here: a
+# 9. pytest over tests/, on two xdist workers (HEADROOM_TEST_WORKERS). Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -68,6 +70,9 @@ fi
 
 echo "==> Docker daemon and base image (scripts/docker/install.sh)"
 scripts/docker/install.sh
+
+echo "==> Harbor in its own interpreter (scripts/harbor/install.sh)"
+scripts/harbor/install.sh >/dev/null
 
 # Workers: the suite spends most of its time waiting on Pods, containers and sandboxes, so two
 # workers on two cores finish it in about half the time (docs/development.md). Tests that share a
