@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from orchestrator.trust import bundle as bundle_mod
+from tests.cli_run import headroom
 from tests.taskfactory import write_task
 
 FIX = Path(__file__).parent.parent / "importers" / "fixtures"
-
-
-def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
