@@ -109,14 +109,14 @@ def test_unset_agent_env_refuses_a_resume_and_leaves_the_run_alone(swept: tuple[
     assert _record(store) == before
 
 
-# 5: --run-id without --resume ----------------------------------------------------------------------------
+# 5: a run id on a sweep (a new sweep always gets a new one) ---------------------------------------------
 
 
-def test_run_id_without_resume_is_refused(tasks_root: Path, tmp_path: Path) -> None:
+def test_run_id_on_a_sweep_is_refused(tasks_root: Path, tmp_path: Path) -> None:
     write_task(tasks_root, "t", solve=OK_SOLVE)
     store = tmp_path / "h.db"
     res = headroom("sweep", str(tasks_root), "--run-id", "20261201T000000Z-abcdef", "--store", str(store))
-    assert_user_error(res, "error: --run-id: applies only with --resume")
+    assert_user_error(res, "No such option", "--run-id")
     assert not store.exists()
 
 

@@ -24,7 +24,7 @@ def imported_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     out = root / "bundles"
     out.mkdir()
-    res = headroom("runs", "bundle", "--store", str(store), "-o", str(out))
+    res = headroom("runs", "bundle", "--store", str(store), "--out-dir", str(out))
     assert res.returncode == 0, res.stderr
     [path] = out.iterdir()
     return path
