@@ -80,7 +80,7 @@ def test_the_cli_writes_a_context(tmp_path: Path) -> None:
             "t/tasks:1",
             "--base",
             "b:1",
-            "--context",
+            "--build-dir",
             str(tmp_path / "ctx"),
         ],
     )
