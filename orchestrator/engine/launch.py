@@ -19,6 +19,7 @@ from orchestrator.spec.launch import HostAgent, Launch, SetupLaunch, StepLaunch,
 from orchestrator.spec.resources import MIB, ResourceAmounts, band_amounts, scale
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
+from orchestrator.tasks.needs import declared_architecture
 
 _NOT_DNS = re.compile(r"[^a-z0-9]+")
 MAX_NAME = 63
@@ -149,6 +150,7 @@ def build_launch(
             digest=task.digest,
             docker_image=experiment.image or env_spec.docker_image,
             include_solution=oracle,
+            architecture=declared_architecture(task),
         ),
         agent=agent,
         verifier=verifier,

@@ -12,6 +12,7 @@ Each need carries the evidence it was read from, which the refusal quotes.
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ import yaml
 
 from orchestrator.spec.task import Task
 
-IMAGE, GPUS, INTERNET, COMPOSE, ARCH = "image", "gpus", "internet", "compose", "arch"
+IMAGE, GPUS, INTERNET, COMPOSE, ARCH, TPU, OS = "image", "gpus", "internet", "compose", "arch", "tpu", "os"
 #: Where a network need applies: the trial's environment (the verifier, the exec channel) or the oracle agent.
 ENVIRONMENT, ORACLE = "environment", "oracle"
 
@@ -66,7 +67,7 @@ _NETWORK = re.compile(
 
 @dataclass(frozen=True)
 class Need:
-    kind: str  # IMAGE | GPUS | INTERNET | COMPOSE | ARCH
+    kind: str  # IMAGE | GPUS | INTERNET | COMPOSE | ARCH | TPU | OS
     detail: str  # the evidence, as the refusal quotes it
     where: str = ENVIRONMENT  # INTERNET only: ENVIRONMENT or ORACLE
     value: str = ""  # ARCH: the architecture needed; GPUS: how many
@@ -131,17 +132,14 @@ def task_needs(task: Task) -> list[Need]:
             needs.append(Need(IMAGE, "environment/Dockerfile"))
         elif (root / "task.yaml").is_file() and (root / "Dockerfile").is_file():  # legacy, before `tasks import`
             needs.append(Need(IMAGE, "Dockerfile"))
+    extra = env.model_extra or {}
     if env.gpus > 0:
         needs.append(Need(GPUS, f"{env.gpus} GPU(s)", value=str(env.gpus)))
-    explicit = "allow_internet" in env.model_fields_set
-    if explicit and env.allow_internet:
-        needs.append(Need(INTERNET, "allow_internet = true"))
-    elif not explicit:
-        # allow_internet = false is the author saying it runs offline; unsaid, its scripts tell
-        if (line := network_evidence(_read(root / "tests" / "test.sh"))) is not None:
-            needs.append(Need(INTERNET, f"tests/test.sh: {shown(line)}"))
-        if (line := network_evidence(_read(root / "solution" / "solve.sh"))) is not None:
-            needs.append(Need(INTERNET, f"solution/solve.sh: {shown(line)}", where=ORACLE))
+    if isinstance(tpu := extra.get("tpu"), dict):
+        needs.append(Need(TPU, f"tpu {shown(tpu.get('type'), 30)} {shown(tpu.get('topology'), 20)}"))
+    if isinstance(os_ := extra.get("os"), str) and os_.lower() != "linux":
+        needs.append(Need(OS, f"os = {shown(os_, 20)}", value=os_.lower()))
+    needs += _network_needs(task, root)
     compose = compose_services(root)
     if compose is not None:
         rel, services = compose
@@ -149,6 +147,49 @@ def task_needs(task: Task) -> list[Need]:
             needs.append(Need(COMPOSE, f"{rel} (its services cannot be read)"))
         elif len(services) > 1:
             needs.append(Need(COMPOSE, f"{rel}: services {shown(', '.join(map(str, services)))}"))
+    return needs + _arch_needs(root, compose)
+
+
+def _declared_network(section: Any, where: str) -> tuple[bool, str] | None:
+    """(needs the internet, the evidence) from a section's allow_internet or Harbor's network_mode, or None."""
+    extra = section.model_extra or {}
+    if where == "[environment]" and "allow_internet" in section.model_fields_set:
+        return section.allow_internet, "allow_internet = true"
+    mode = extra.get("network_mode")
+    if isinstance(mode, str):
+        hosts = extra.get("allowed_hosts") or []
+        listed = f" ({shown(', '.join(map(str, hosts)), 60)})" if hosts else ""
+        prefix = "" if where == "[environment]" else f"{where} "
+        return mode.lower() != "no-network", f"{prefix}network_mode = {shown(mode, 20)}{listed}"
+    return None
+
+
+def _network_needs(task: Task, root: Path) -> list[Need]:
+    """The internet a task needs: as its author declares it (allow_internet, Harbor's network_mode for the whole
+    environment or for the agent's or the verifier's phase), else as its scripts show it. A declared offline
+    phase (false, ``no-network``) is a promise: its script is not read."""
+    spec = task.spec
+    env = _declared_network(spec.environment, "[environment]")
+    if env is not None:  # the whole environment, every phase (one need: the trial's network)
+        return [Need(INTERNET, env[1])] if env[0] else []
+    needs = []
+    for where, section, script, kind in (
+        ("[verifier]", spec.verifier, "tests/test.sh", ENVIRONMENT),
+        ("[agent]", spec.agent, "solution/solve.sh", ORACLE),  # solve.sh runs as the oracle agent
+    ):
+        said = _declared_network(section, where)
+        if said is not None:
+            if said[0]:
+                needs.append(Need(INTERNET, said[1], where=kind))
+        elif (line := network_evidence(_read(root / script))) is not None:
+            needs.append(Need(INTERNET, f"{script}: {shown(line)}", where=kind))
+    return needs
+
+
+def _arch_needs(root: Path, compose: tuple[str, dict[str, Any]] | None) -> list[Need]:
+    needs = []
+    if compose is not None:
+        rel, services = compose
         for name, svc in services.items():
             if isinstance(svc, dict) and isinstance(svc.get("platform"), str) and "$" not in svc["platform"]:
                 arch = normalize_arch(svc["platform"])
@@ -158,3 +199,15 @@ def task_needs(task: Task) -> list[Need]:
             arch = normalize_arch(m.group(1))
             needs.append(Need(ARCH, f"environment/Dockerfile: FROM --platform={shown(m.group(1))}", value=arch))
     return needs
+
+
+def declared_architecture(task: Task) -> str | None:
+    """The one CPU architecture a task's files declare, or None (none, or several that disagree)."""
+    return _declared_architecture(task.path, task.digest)
+
+
+@functools.lru_cache(maxsize=4096)
+def _declared_architecture(path: str, digest: str) -> str | None:  # once per task content, not once per try
+    root = Path(path)
+    found = {n.value for n in _arch_needs(root, compose_services(root))}
+    return found.pop() if len(found) == 1 else None
