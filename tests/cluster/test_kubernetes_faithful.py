@@ -265,3 +265,33 @@ def test_the_controller_refuses_what_a_pod_cannot_run_faithfully_in_one_line_and
     finally:
         for inf in (experiments, trials):
             inf.stop()
+
+
+def test_cluster_submit_refuses_another_cpu_before_pushing_anything(
+    cluster: Cluster, crds: None, pool: dict[str, str], tmp_path: Path
+) -> None:
+    """`headroom cluster submit` reads the same nodes the controller would, and refuses before any ConfigMap."""
+    import yaml
+
+    from .controller_support import headroom
+
+    ns = cluster.create_namespace(prefix="submit")
+    root = _tasks(tmp_path / "tasks")
+    exp = tmp_path / "exp.yaml"
+    kube = {"node_selector": {POOL_LABEL: pool["pool"]}, "tolerations": [dict(FAKE_NODE_TOLERATION)]}
+    exp.write_text(yaml.safe_dump({"name": "arch", "tasks_dir": str(root), "tasks": ["for-s390x"], "kubernetes": kube}))
+    r = headroom(cluster, "cluster", "submit", str(exp), "-n", ns)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "CPU architecture: 1 task needs s390x CPUs and no schedulable node has them" in r.stderr
+    pushed = [c.metadata.name for c in cluster.core.list_namespaced_config_map(ns).items]
+    assert [n for n in pushed if n != "kube-root-ca.crt"] == []
+    custom = client.CustomObjectsApi(cluster.api_client)
+    assert custom.list_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL)["items"] == []
+    # the arm64 task is submitted: pushed, then created
+    exp.write_text(yaml.safe_dump({"name": "arm", "tasks_dir": str(root), "tasks": ["for-arm64"], "kubernetes": kube}))
+    ok = headroom(cluster, "cluster", "submit", str(exp), "-n", ns)
+    assert ok.returncode == 0, ok.stderr
+    assert [
+        e["metadata"]["name"]
+        for e in custom.list_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL)["items"]
+    ] == ["arm"]
