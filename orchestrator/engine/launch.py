@@ -157,7 +157,7 @@ def build_launch(
         amounts=amounts,
         request_storage_bytes=int(env_spec.storage_mb * MIB * trial.config.request_multiplier),
         limit_storage_bytes=None if lim is None else int(env_spec.storage_mb * MIB * lim),
-        allow_internet=_env_network(experiment) and env_spec.allow_internet,
+        allow_internet=_env_network(experiment) and env_spec.network_allowed,
         agent_network=_agent_network(experiment),
         agent_dir=str(Path(experiment.agent.path).resolve())
         if experiment.agent.path and experiment.agent.kind == "command"

@@ -140,6 +140,13 @@ class EnvironmentSpec(BaseModel):
         default=None, gt=0, le=4096, allow_inf_nan=False, description="headroom: the task's CPU ceiling (quota), cores"
     )
 
+    @property
+    def network_allowed(self) -> bool:
+        """False when the author says the task runs offline (allow_internet = false, Harbor's network_mode =
+        "no-network"): it then gets no network whatever the sweep allows."""
+        mode = (self.model_extra or {}).get("network_mode")
+        return self.allow_internet and not (isinstance(mode, str) and mode.lower() == "no-network")
+
     @model_validator(mode="after")
     def _ceiling_not_below_floor(self) -> EnvironmentSpec:
         if self.memory_limit_mb is not None and self.memory_limit_mb < self.memory_mb:

@@ -166,3 +166,13 @@ def test_a_task_built_for_one_cpu_is_pinned_to_nodes_of_it(tmp_path: Path) -> No
         pod = build(launch, opts, bundle(task.id, task.path, task.digest), "img:1")
         selectors[task.id] = pod["spec"]["nodeSelector"]
     assert selectors == {"arm": {"pool": "eval", "kubernetes.io/arch": "arm64"}, "any": {"pool": "eval"}}
+
+
+def test_a_no_network_task_gets_no_network_whatever_the_sweep_allows(tmp_path: Path) -> None:
+    """Harbor's network_mode = "no-network" is kept as allow_internet = false is: a promise and a cut."""
+    _task(tmp_path, "off", 'network_mode = "no-network"')
+    _task(tmp_path, "said", "allow_internet = false")
+    _task(tmp_path, "on", 'network_mode = "public"')
+    exp = Experiment(tasks_dir=str(tmp_path), configurations=["unbounded"], attempts=1, allow_internet=True)
+    got = {t.id: build_launch("r", plan(exp, [t])[0], 0, t, exp).allow_internet for t in load_tasks(tmp_path)}
+    assert got == {"off": False, "said": False, "on": True}
