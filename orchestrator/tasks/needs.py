@@ -125,6 +125,7 @@ def task_needs(task: Task) -> list[Need]:
     root = Path(task.path)
     env = task.spec.environment
     needs: list[Need] = []
+    compose = compose_services(root)
     if not env.runs_on_host:
         if env.docker_image:
             needs.append(Need(IMAGE, f"docker_image {shown(env.docker_image)}"))
@@ -132,15 +133,18 @@ def task_needs(task: Task) -> list[Need]:
             needs.append(Need(IMAGE, "environment/Dockerfile"))
         elif (root / "task.yaml").is_file() and (root / "Dockerfile").is_file():  # legacy, before `tasks import`
             needs.append(Need(IMAGE, "Dockerfile"))
+        elif compose is not None and (named := _compose_image(compose)) is not None:  # its only image is compose's
+            needs.append(Need(IMAGE, named))
     extra = env.model_extra or {}
     if env.gpus > 0:
         needs.append(Need(GPUS, f"{env.gpus} GPU(s)", value=str(env.gpus)))
+    elif compose is not None and (gpu := _compose_gpus(compose)) is not None:  # Docker's own way to ask for one
+        needs.append(Need(GPUS, gpu, value="1"))
     if isinstance(tpu := extra.get("tpu"), dict):
         needs.append(Need(TPU, f"tpu {shown(tpu.get('type'), 30)} {shown(tpu.get('topology'), 20)}"))
     if isinstance(os_ := extra.get("os"), str) and os_.lower() != "linux":
         needs.append(Need(OS, f"os = {shown(os_, 20)}", value=os_.lower()))
     needs += _network_needs(task, root)
-    compose = compose_services(root)
     if compose is not None:
         rel, services = compose
         if not services:
@@ -148,6 +152,41 @@ def task_needs(task: Task) -> list[Need]:
         elif len(services) > 1:
             needs.append(Need(COMPOSE, f"{rel}: services {shown(', '.join(map(str, services)))}"))
     return needs + _arch_needs(root, compose)
+
+
+def _compose_image(compose: tuple[str, dict[str, Any]]) -> str | None:
+    """The evidence of an image a compose service names or builds (``image:`` without a variable, ``build:``)."""
+    rel, services = compose
+    for name, svc in services.items():
+        if not isinstance(svc, dict):
+            continue
+        image = svc.get("image")
+        if isinstance(image, str) and image and "$" not in image:
+            return f"{rel}: {shown(name)} image {shown(image)}"
+        if svc.get("build"):
+            return f"{rel}: {shown(name)} build"
+    return None
+
+
+def _compose_gpus(compose: tuple[str, dict[str, Any]]) -> str | None:
+    """A compose service that reserves a GPU (``deploy.resources.reservations.devices`` with capability ``gpu``, or
+    ``runtime: nvidia``), the way a Terminal-Bench task asks Docker for one."""
+    rel, services = compose
+    for name, svc in services.items():
+        if not isinstance(svc, dict):
+            continue
+        if svc.get("runtime") == "nvidia":
+            return f"{rel}: {shown(name)} runtime nvidia"
+        reservations: Any = svc
+        for key in ("deploy", "resources", "reservations"):
+            reservations = reservations.get(key) if isinstance(reservations, dict) else None
+        devices = reservations.get("devices") if isinstance(reservations, dict) else None
+        for dev in devices if isinstance(devices, list) else []:
+            caps = dev.get("capabilities") if isinstance(dev, dict) else None
+            flat = {str(c) for group in caps or [] for c in (group if isinstance(group, list) else [group])}
+            if "gpu" in flat or (isinstance(dev, dict) and dev.get("driver") == "nvidia"):
+                return f"{rel}: {shown(name)} reserves a GPU"
+    return None
 
 
 def _declared_network(section: Any, where: str) -> tuple[bool, str] | None:

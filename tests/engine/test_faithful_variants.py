@@ -176,3 +176,28 @@ def test_a_no_network_task_gets_no_network_whatever_the_sweep_allows(tmp_path: P
     exp = Experiment(tasks_dir=str(tmp_path), configurations=["unbounded"], attempts=1, allow_internet=True)
     got = {t.id: build_launch("r", plan(exp, [t])[0], 0, t, exp).allow_internet for t in load_tasks(tmp_path)}
     assert got == {"off": False, "said": False, "on": True}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_what_a_task_s_compose_file_asks_for_is_a_need_too(backend: str, tmp_path: Path) -> None:
+    """A task whose only image is its compose service's, or that reserves a GPU the way Docker Compose does."""
+    compose = {
+        "image": "services:\n  main:\n    image: python:3.11-slim\n",
+        "build": "services:\n  main:\n    build: .\n",
+        "variable": "services:\n  main:\n    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}\n",
+        "gpu": "services:\n  main:\n    image: python:3.11-slim\n    deploy:\n      resources:\n        reservations:\n"
+        "          devices:\n            - driver: nvidia\n              count: 1\n              capabilities: [gpu]\n",
+        "nvidia": "services:\n  main:\n    runtime: nvidia\n",
+    }
+    for name, text in compose.items():
+        d = _task(tmp_path / name, name)
+        (d / "environment").mkdir()
+        (d / "environment" / "docker-compose.yaml").write_text(text)
+    image = ["container image"] if backend == "local" else []
+    assert _classes(tmp_path / "image", backend) == image
+    assert _classes(tmp_path / "build", backend) == image
+    assert _classes(tmp_path / "variable", backend) == []  # the image is whatever the harness sets: not a name
+    assert _classes(tmp_path / "gpu", backend) == [*image, "GPUs"]
+    assert _classes(tmp_path / "nvidia", backend) == ["GPUs"]
+    line = faithful.check_tasks(load_tasks(tmp_path / "gpu"), faithful.Profile.declared(backend)).lines[-1]
+    assert "gpu (environment/docker-compose.yaml: main reserves a GPU)" in line
