@@ -235,6 +235,14 @@ def check_tasks(
     return out
 
 
+def arch_unchecked(tasks: Sequence[Task], profile: Profile) -> dict[str, str]:
+    """Tasks that declare a CPU architecture the check could not hold against the backend's (not known without
+    connecting: a daemon's, a cluster's nodes'), task id -> the architecture; a sweep checks them when it connects."""
+    if profile.architectures:
+        return {}
+    return {t.id: n.value for t in sorted(tasks, key=lambda t: t.id) for n in task_needs(t) if n.kind == ARCH}
+
+
 def check_experiment(experiment: Experiment, tasks: Sequence[Task], profile: Profile) -> Check:
     """The check for what this experiment allows (its network, its run_on_host, its image for every task)."""
     from orchestrator.engine.launch import _agent_network, _env_network

@@ -201,3 +201,29 @@ def test_what_a_task_s_compose_file_asks_for_is_a_need_too(backend: str, tmp_pat
     assert _classes(tmp_path / "nvidia", backend) == ["GPUs"]
     line = faithful.check_tasks(load_tasks(tmp_path / "gpu"), faithful.Profile.declared(backend)).lines[-1]
     assert "gpu (environment/docker-compose.yaml: main reserves a GPU)" in line
+
+
+def test_tasks_validate_says_where_the_architecture_was_not_checked() -> None:
+    """Without connecting, a daemon's or a cluster's CPUs are not known: validate says so instead of passing
+    the task in silence; on local (this host's CPUs) it is refused as a sweep would."""
+    import json
+    import subprocess
+    import sys
+
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "faithful" / "other-arch"
+
+    def validate(backend: str) -> dict[str, object]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "tasks", "validate", str(fix), "--backend", backend, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        doc: dict[str, object] = json.loads(proc.stdout)
+        return doc
+
+    for backend in ("docker", "kubernetes"):
+        assert validate(backend)["architecture_unchecked"] == {"other-arch": "s390x"}
+    local = validate("local")
+    assert local["architecture_unchecked"] == {}
+    assert any(str(ln).startswith("CPU architecture:") for ln in local["refused"])  # type: ignore[attr-defined]
