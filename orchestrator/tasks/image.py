@@ -28,6 +28,7 @@ from orchestrator.spec.task import Task
 from orchestrator.tasks import agent_view
 from orchestrator.tasks.environment_image import built_image_ref
 from orchestrator.tasks.loader import load_tasks
+from orchestrator.tasks.needs import as_records, task_needs
 
 ROOT = "/headroom-tasks"
 CATALOG = f"{ROOT}/catalog.json"
@@ -52,6 +53,8 @@ def task_entry(task: Task) -> dict[str, Any]:
         "tests_manifest": TaskBundle(task.id, task.digest, files).tests_manifest(),
         "built_image": built_image_ref(task.id, task.path),
         "files": [f.path for f in files],
+        # what the task needs from a backend, read from all its files: the controller sees only this catalog
+        "needs": as_records(task_needs(task)),
     }
 
 

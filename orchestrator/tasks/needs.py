@@ -121,8 +121,36 @@ def compose_services(root: Path) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+KINDS = (IMAGE, GPUS, INTERNET, COMPOSE, ARCH, TPU, OS)
+#: Needs a task-set image's catalog recorded, by the task folder the controller wrote its metadata to: the
+#: controller sees only the catalog, not the files the needs are read from. Kept in this process, never in a file
+#: beside the task, which a task's author could write to hide a need.
+_RECORDED: dict[str, list[Need]] = {}
+
+
+def as_records(needs: list[Need]) -> list[dict[str, str]]:
+    return [{"kind": n.kind, "detail": n.detail, "where": n.where, "value": n.value} for n in needs]
+
+
+def from_records(records: object) -> list[Need]:
+    """Needs a catalog recorded (an image's content: untrusted, so every string is flattened again)."""
+    out = []
+    for r in records if isinstance(records, list) else []:
+        if isinstance(r, dict) and r.get("kind") in KINDS:
+            where = ORACLE if r.get("where") == ORACLE else ENVIRONMENT
+            out.append(Need(str(r["kind"]), shown(r.get("detail", ""), 200), where, shown(r.get("value", ""), 40)))
+    return out
+
+
+def remember(task_path: str, records: object) -> None:
+    """The controller: the needs the catalog recorded for the task it wrote to ``task_path``."""
+    _RECORDED[str(task_path)] = from_records(records)
+
+
 def task_needs(task: Task) -> list[Need]:
     root = Path(task.path)
+    if (recorded := _RECORDED.get(str(task.path))) is not None:  # a task-set image's: its files are not here
+        return list(recorded)
     env = task.spec.environment
     needs: list[Need] = []
     compose = compose_services(root)
@@ -248,5 +276,7 @@ def declared_architecture(task: Task) -> str | None:
 @functools.lru_cache(maxsize=4096)
 def _declared_architecture(path: str, digest: str) -> str | None:  # once per task content, not once per try
     root = Path(path)
-    found = {n.value for n in _arch_needs(root, compose_services(root))}
+    recorded = _RECORDED.get(path)
+    arch = recorded if recorded is not None else _arch_needs(root, compose_services(root))
+    found = {n.value for n in arch if n.kind == ARCH}
     return found.pop() if len(found) == 1 else None

@@ -227,3 +227,31 @@ def test_tasks_validate_says_where_the_architecture_was_not_checked() -> None:
     local = validate("local")
     assert local["architecture_unchecked"] == {}
     assert any(str(ln).startswith("CPU architecture:") for ln in local["refused"])  # type: ignore[attr-defined]
+
+
+def test_the_controller_sees_the_needs_of_a_task_set_image_s_files_through_its_catalog(tmp_path: Path) -> None:
+    """A task-set image's catalog holds task.toml but not the Dockerfile, compose file or scripts the needs are
+    read from: the catalog records them when the image is built, and the controller refuses from those."""
+    from orchestrator.controller import taskimage
+    from orchestrator.controller.resources import ExperimentResourceSpec
+    from orchestrator.tasks.image import catalog
+
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "faithful"
+    cat = catalog(load_tasks(fix))
+    spec = ExperimentResourceSpec.model_validate({"name": "e", "task_source": {"image": "tasks:1"}, "image": "x:1"})
+
+    def refused(c: dict[str, object], scratch: Path, archs: tuple[str, ...] = ()) -> list[str]:
+        tasks, root = taskimage.load_set(c, "tasks:1", scratch)
+        exp = spec.model_copy(update={"tasks_dir": str(root)})
+        message = faithful.controller_refusal(exp, tasks, architectures=archs) or ""
+        return [part.split(":")[0] for part in message.split(": ", 1)[-1].split(" | ") if part]
+
+    from_files = faithful.controller_refusal(
+        spec.model_copy(update={"tasks_dir": str(fix)}), load_tasks(fix), architectures=("amd64",)
+    )
+    assert from_files is not None
+    assert refused(cat, tmp_path / "a", ("amd64",)) == ["multi-container", "GPUs", "CPU architecture", "network"]
+    assert from_files.split(": ", 1)[1].count(" | ") == 3
+    # a catalog from before the needs were recorded: task.toml's alone (the GPU)
+    old = {**cat, "tasks": {k: {f: v for f, v in e.items() if f != "needs"} for k, e in cat["tasks"].items()}}
+    assert refused(old, tmp_path / "b", ("amd64",)) == ["GPUs"]
