@@ -9,7 +9,8 @@ Layout (read by the controller and by trial pods; nothing else in the image matt
 The catalog holds, per task, its content digest (the loader's, so a trial's digest is the
 same as a local run's over the same folder), its ``task.toml`` and instruction, the
 manifest of its tests (what the in-pod runner checks the delivered tests against), the
-image its ``environment/Dockerfile`` builds to, and its file list. The controller reads
+image its ``environment/Dockerfile`` builds to, its file list, and what it needs from a backend
+(``tasks/needs.py``, read from all its files: the controller's faithful check sees only the catalog). The controller reads
 only the catalog (from a short pod's log); trial pods copy their task's folder with an
 init container. The image needs ``/bin/sh`` and ``cp`` (and ``cat`` for the catalog):
 any Debian-like base works, e.g. the project's ``headroom.local/debian-base``.
