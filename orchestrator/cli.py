@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-from typing import cast
 
 import click
 from rich.markup import escape
@@ -31,7 +30,7 @@ from orchestrator.commands import (
     view,
 )
 from orchestrator.commands.console import err
-from orchestrator.commands.groups import OrderedGroup, moved
+from orchestrator.commands.groups import OrderedGroup
 from orchestrator.errors import UserError
 from orchestrator.report.safe import terminal_text
 
@@ -62,26 +61,6 @@ for _group, _commands in (
     for _command in _commands:
         _group.add_command(_command)
     cli.add_command(_group)
-
-#: Where each command used to be, for one release: hidden, and printing one deprecation line.
-MOVED = {
-    "compare": "runs compare",
-    "calibrate": "runs calibrate",
-    "regrade": "runs regrade",
-    "bundle": "runs bundle",
-    "verify": "runs verify",
-    "cleanup": "runs cleanup",
-    "audit": "tasks audit",
-    "judge": "tasks judge",
-    "submit": "cluster submit",
-    "status": "cluster status",
-    "export": "cluster export",
-    "controller": "cluster controller",
-    "nodes": "cluster nodes",
-}
-for _old, _new in MOVED.items():
-    _noun, _verb = _new.split()
-    cli.add_command(moved(cast(click.Group, cli.commands[_noun]).commands[_verb], _old, _new))
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.local import cgroups
+from tests.cli_run import headroom as run_cli
 
 
 def _cgroups_writable() -> bool:
@@ -69,8 +70,6 @@ def runs_sharing_nothing(tmp: Path, store: Path) -> dict[str, str]:
     "base": tasks alpha+beta under 1x-strict and unbounded; "other_tasks": task gamma only (no shared task);
     "other_configs": alpha+beta under 1x/2x and 1x/3x (shared tasks, no shared configuration). Returns run ids.
     """
-    import subprocess
-    import sys
 
     from orchestrator.store.sqlite import Store
 
@@ -85,24 +84,17 @@ def runs_sharing_nothing(tmp: Path, store: Path) -> dict[str, str]:
         ("other_tasks", g, "1,unbounded"),
         ("other_configs", ab, "2,3"),
     ):
-        res = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "orchestrator",
-                "sweep",
-                str(root),
-                "--multipliers",
-                mult,
-                "--attempts",
-                "1",
-                "--store",
-                str(store),
-                "--format",
-                "none",
-            ],
-            capture_output=True,
-            text=True,
+        res = run_cli(
+            "sweep",
+            str(root),
+            "--multipliers",
+            mult,
+            "--attempts",
+            "1",
+            "--store",
+            str(store),
+            "--format",
+            "none",
             timeout=300,
         )
         assert res.returncode == 0, res.stderr

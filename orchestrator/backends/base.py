@@ -36,7 +36,7 @@ it starts (:func:`check_capabilities`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -109,13 +109,39 @@ class Backend(Protocol):
 
     def wait(self, handles: Sequence[Handle], timeout: float) -> None: ...
 
-    def cleanup(self, run_id: str | None = None) -> CleanupReport: ...
+    def cleanup(self, run_id: str | None = None, *, force: bool = False) -> CleanupReport:
+        """What dead runs left behind (``run_id``: that run's, live or not); ``force`` only where
+        ``abilities.force_cleanup``: also runs that still look alive."""
+        ...
 
     def facts(self) -> dict[str, Any]:
         """Host or cluster facts for provenance (capabilities included)."""
         ...
 
     def close(self) -> None: ...
+
+    def __enter__(self) -> Backend: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class ClosesOnExit:
+    """``with backend:`` closes it however the block ends (every backend is one)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def refuse_force(backend: str, force: bool) -> None:
+    """A backend without ``force_cleanup`` told to force: it has no live run it could force out."""
+    if force:
+        raise ValueError(f"the {backend} backend cannot force a cleanup (abilities.force_cleanup)")
 
 
 def recorded(backend: Backend, handle: Handle) -> None:

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from orchestrator.backends.abilities import Abilities
-from orchestrator.backends.base import Handle
+from orchestrator.backends.base import ClosesOnExit, Handle
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch
 
 
-class ThreadedBackend:
+class ThreadedBackend(ClosesOnExit):
     name = "threaded"
     abilities = Abilities()  # none optional; a subclass declares its own
 

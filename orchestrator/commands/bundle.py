@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -11,7 +12,6 @@ from rich.markup import escape
 from orchestrator.commands.console import err, out
 from orchestrator.commands.options import (
     RunName,
-    deprecated,
     format_option,
     out_dir_option,
     output_option,
@@ -34,11 +34,8 @@ def bundle(run: RunName, store_path: Path, output: Path | None, out_dir: Path | 
 
     RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
     """
-    if output is not None and output.is_dir():  # -o named a directory until -o meant a file everywhere
-        deprecated("headroom runs bundle -o DIR", "--out-dir DIR")
-        if out_dir is not None:
-            raise UserError("give --out-dir once (-o DIR is its old spelling)", field="--out-dir")
-        output, out_dir = None, output
+    if output is not None and output.is_dir():
+        raise UserError(f"-o takes a file and {output} is a directory; give --out-dir DIR", field="--output")
     if output is not None and out_dir is not None:
         raise UserError("give -o FILE or --out-dir DIR, not both", field="--output")
     target = output if output is not None else out_dir
@@ -51,10 +48,8 @@ def bundle(run: RunName, store_path: Path, output: Path | None, out_dir: Path | 
     from orchestrator.trust import bundle as bundle_mod  # the statistics stack: only when the command runs
 
     store, run_id = run.open(store_path)
-    try:
+    with store:
         b = bundle_mod.build(store, run_id, rules=rules)
-    finally:
-        store.close()
     if out_dir is not None:
         make_dir(out_dir, "--out-dir")
     path = bundle_mod.write(b, target)
@@ -83,12 +78,8 @@ def verify(ctx: click.Context, file: Path, tasks_dir: Path | None, store_path: P
     from orchestrator.trust import bundle as bundle_mod
 
     loaded = bundle_mod.load(file)
-    store = Store.open_existing(store_path) if store_path is not None else None
-    try:
+    with contextlib.nullcontext() if store_path is None else Store.open_existing(store_path) as store:
         result = bundle_mod.verify(loaded, file_name=file.name, tasks_dir=tasks_dir, store=store)
-    finally:
-        if store is not None:
-            store.close()
     if fmt == "json":
         click.echo(json.dumps(result, indent=2))
     else:

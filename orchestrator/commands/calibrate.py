@@ -167,10 +167,7 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
 @click.command("calibrate")
 @run_argument()
 @store_option()
-# -o names a file on every command; calibrate writes a directory, so its old -o/--output is a hidden alias.
-@out_dir_option(
-    "directory for summary.md, bands.json and patches/ (default: headroom-results/bands-RUN)", old_dash_o=True
-)
+@out_dir_option("directory for summary.md, bands.json and patches/ (default: headroom-results/bands-RUN)")
 @click.option(
     "--tasks-out",
     type=click.Path(path_type=Path),

@@ -37,7 +37,7 @@ def cluster() -> None:
 
 
 def kube_options(f: Any) -> Any:
-    """--kubeconfig, --kube-context (old name --context, hidden) and --namespace; the command gets ``context``."""
+    """--kubeconfig, --kube-context and --namespace; the command gets ``context``."""
 
     @functools.wraps(f)
     def adapter(*args: Any, kube_context: str | None = None, **kw: Any) -> Any:

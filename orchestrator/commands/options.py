@@ -4,8 +4,8 @@ A command that takes a store uses ``@store_option()``; one that names a run take
 ``RunRef`` (a run id in ``--store``, a store file for its latest run, or ``FILE:RUN_ID``); one that
 lists or reports state takes ``@json_option``, or ``@format_option(...)`` whose ``json`` choice
 brings ``--json`` with it. Every option made here is a ``SharedOption``, which is how
-tests/cli/test_conventions.py tells a shared option from a command's own spelling of it. Old
-spellings stay as hidden aliases (``renamed``) that print one deprecation line, for one release.
+tests/cli/test_conventions.py tells a shared option from a command's own spelling of it. There are
+no hidden old spellings (nobody used 0.1.0's).
 """
 
 from __future__ import annotations
@@ -35,45 +35,6 @@ class SharedOption(click.Option):
 
 def _option(*decls: str, **kw: Any) -> Callable[[F], F]:
     return click.option(*decls, cls=SharedOption, **kw)
-
-
-def deprecated(old: str, new: str) -> None:
-    click.echo(f"warning: {old} is deprecated and will be removed in the next release; use {new}", err=True)
-
-
-def command_path(ctx: click.Context | None = None) -> str:
-    """``headroom tasks import``: the running command as a user types it, whatever the program was started as."""
-    ctx = ctx or click.get_current_context()
-    names = []
-    while ctx.parent is not None:
-        names.append(ctx.info_name or "")
-        ctx = ctx.parent
-    return " ".join(["headroom", *reversed(names)])
-
-
-def renamed(*old: str, new: str, dest: str, what: str | None = None, **kw: Any) -> Callable[[F], F]:
-    """A hidden old spelling of the option ``new`` (whose parameter is ``dest``), kept for one release.
-
-    Given, it prints one deprecation line and stands in for ``new``; both given with different values
-    is a mistake. ``what`` is how the deprecation line names the old spelling (default: its flags).
-    """
-    alias = f"{dest}__old_spelling"
-
-    def decorate(f: F) -> F:
-        @functools.wraps(f)
-        def wrapper(*args: Any, **params: Any) -> Any:
-            value = params.pop(alias, None)
-            if value is not None:
-                flag = new.split()[0]
-                if params.get(dest) is not None and params[dest] != value:
-                    raise UserError(f"give {flag} once ({'/'.join(old)} is its old name)", field=flag)
-                deprecated(f"{command_path()} {what or '/'.join(old)}", new)
-                params[dest] = value
-            return f(*args, **params)
-
-        return _option(*old, alias, hidden=True, **kw)(wrapper)  # type: ignore[return-value]
-
-    return decorate
 
 
 # ---- the store and runs ------------------------------------------------------------------------
@@ -124,8 +85,8 @@ class RunName:
         ):
             return self.text
         store, run_id = self.open(store_path)
-        store.close()
-        return run_id
+        with store:
+            return run_id
 
 
 class RunRef(click.ParamType):
@@ -155,22 +116,6 @@ def run_argument(*, required: bool = False, name: str = "run") -> Callable[[F], 
     if required:
         return click.argument(name, type=RunRef(), required=True)
     return click.argument(name, type=RunRef(), required=False, default=RunName(None))
-
-
-def old_run_id_option(f: F) -> F:
-    """The hidden ``--run-id ID`` of the commands that named a run so before RUN; see ``take_old_run_id``."""
-    return _option("--run-id", "old_run_id", hidden=True)(f)
-
-
-def take_old_run_id(run: RunName, old_run_id: str | None) -> RunName:
-    """RUN, or the run the old ``--run-id`` named (with one deprecation line); both given is a mistake."""
-    if old_run_id is None:
-        return run
-    if run.text is not None:
-        raise UserError("name the run once: RUN or --run-id (its old spelling)", field="--run-id")
-    path = command_path()
-    deprecated(f"{path} --run-id ID", f"{path} ID")
-    return RunName(old_run_id)
 
 
 # ---- output --------------------------------------------------------------------------------------
@@ -243,22 +188,9 @@ def output_option(help: str = "write to this file instead of stdout") -> Callabl
     return _option("--output", "-o", "output", type=click.Path(path_type=Path), help=help)
 
 
-def out_dir_option(help: str, *, old_dash_o: bool = False) -> Callable[[F], F]:
-    """``--out-dir DIR``; ``old_dash_o``: the command's old ``-o DIR`` stays as a hidden, deprecated spelling."""
-
-    def decorate(f: F) -> F:
-        if old_dash_o:
-            f = renamed(
-                "--output",
-                "-o",
-                new="--out-dir DIR",
-                dest="out_dir",
-                what="-o/--output DIR",
-                type=click.Path(path_type=Path),
-            )(f)
-        return _option("--out-dir", "out_dir", type=click.Path(path_type=Path), help=help)(f)
-
-    return decorate
+def out_dir_option(help: str) -> Callable[[F], F]:
+    """``--out-dir DIR``: where a command writes several files (``-o`` is always one FILE)."""
+    return _option("--out-dir", "out_dir", type=click.Path(path_type=Path), help=help)
 
 
 #: What a file's extension says its format is (``-o report.html`` means HTML unless --format says otherwise).
@@ -350,13 +282,8 @@ def agent_timeout_option() -> Callable[[F], F]:
 
 
 def kube_context_option(help: str = "kubeconfig context") -> Callable[[F], F]:
-    """``--kube-context``; ``--context`` stays as a hidden alias (the cluster commands used to spell it so)."""
-
-    def decorate(f: F) -> F:
-        f = renamed("--context", new="--kube-context", dest="kube_context")(f)
-        return _option("--kube-context", "kube_context", help=help)(f)
-
-    return decorate
+    """``--kube-context``: the kubeconfig context (``--context`` would read as a build context)."""
+    return _option("--kube-context", "kube_context", help=help)
 
 
 def namespace_option(help: str = "namespace (default: the context's, else 'default')") -> Callable[[F], F]:

@@ -19,13 +19,11 @@ from orchestrator.commands.options import (
     RunName,
     format_option,
     json_option,
-    old_run_id_option,
     output_format,
     output_option,
     rules_option,
     run_argument,
     store_option,
-    take_old_run_id,
 )
 from orchestrator.errors import UserError
 from orchestrator.report.labels import agent_label
@@ -88,7 +86,6 @@ def print_report(
 @click.command()
 @run_argument()
 @store_option()
-@old_run_id_option
 @format_option(
     REPORT_FORMATS,
     default=None,
@@ -110,7 +107,6 @@ def print_report(
 def report(
     run: RunName,
     store_path: Path,
-    old_run_id: str | None,
     fmt: str | None,
     output: Path | None,
     reference: str | None,
@@ -126,7 +122,6 @@ def report(
     from orchestrator.commands.outputs import check_file
     from orchestrator.spec.resources import LabelError, ResourceConfig
 
-    run = take_old_run_id(run, old_run_id)
     fmt = output_format(fmt, output, REPORT_FORMATS)
     if fmt == "html" and output is None:
         raise UserError("--format html needs --output FILE", field="--output")
@@ -312,11 +307,8 @@ def list_runs(store_path: Path, as_json: bool) -> None:
     """
     from orchestrator.store.sqlite import Store
 
-    store = Store.open_existing(store_path)
-    try:
+    with Store.open_existing(store_path) as store:
         rows = run_rows(store)
-    finally:
-        store.close()
     if as_json:
         click.echo(json.dumps({"store": str(store_path), "runs": rows}, indent=2))
         return
@@ -411,7 +403,7 @@ def show(run: RunName, trial: str | None, store_path: Path, lines: int, as_json:
     from orchestrator.view import artifacts, data
 
     store, run_id = run.open(store_path)
-    try:
+    with store:
         info = store.run(run_id)
         if trial is None:
             rows = trial_rows(store, info.run_id)
@@ -435,5 +427,3 @@ def show(run: RunName, trial: str | None, store_path: Path, lines: int, as_json:
             click.echo(json.dumps(body, indent=2, default=str))
         else:
             render.print_trial(info.run_id, detail, calls, out, lines=lines)
-    finally:
-        store.close()

@@ -196,11 +196,8 @@ def _not_yet_imported(sources: list[Any], store_path: Path) -> tuple[list[Any], 
 
     if not store_path.is_file():
         return sources, []
-    store = Store.open_existing(store_path)
-    try:
+    with Store.open_existing(store_path) as store:
         held = {h["digest"]: h for h in store.imported_sources()}
-    finally:
-        store.close()
     fresh, skipped = [], []
     for s in sources:
         h = held.get(s.digest) if s.files_sha256 else None
@@ -347,10 +344,9 @@ def import_(
         if separate
         else [whole]
     )
-    store = Store(store_path)
     done: list[dict[str, Any]] = []
     written: set[str] = set()  # sources this import wrote (with --separate a job of two agents is in two runs)
-    try:
+    with Store(store_path) as store:
         for p in plans:
             run_name = name or (p.configurations[0].label if separate else Path(paths[0]).resolve().name)
             run, tasks, trials = importer.records(p, name=run_name)
@@ -360,8 +356,6 @@ def import_(
             done.append(
                 {"run_id": run_id, "summary": {**p.summary(), "already_imported": held} if separate else summary}
             )
-    finally:
-        store.close()
     if fmt == "json":
         click.echo(json.dumps(done, indent=2, default=str))
     else:

@@ -28,7 +28,6 @@ from orchestrator.commands.options import (
     attempts_option,
     backend_option,
     concurrency_option,
-    deprecated,
     enforcement_option,
     format_option,
     full_report_option,
@@ -36,11 +35,9 @@ from orchestrator.commands.options import (
     kube_context_option,
     namespace_option,
     no_canary_option,
-    old_run_id_option,
     run_argument,
     seed_option,
     store_option,
-    take_old_run_id,
 )
 from orchestrator.errors import SpecError, UserError, first_validation_error
 from orchestrator.spec.defaults import DEFAULT_MULTIPLIERS, MAX_TIMEOUT_MULTIPLIER
@@ -297,13 +294,12 @@ def _run_sweep(
         check_agent_env(list(experiment.agent.env_passthrough))
         task_list = sweep_mod.prepare(experiment)  # rejects bad input before anything is written
         pending = _store_on_record(store_path)  # a store that cannot be written is refused here, before the backend
-    backend = make_backend(experiment, enforcement)
-    if resume and backend.enforcement != (started_under := store.run(run_id).enforcement):
-        err.print(
-            f"[bold yellow]warning:[/] this run started under {started_under}; the rest runs under "
-            f"{backend.enforcement}. Each trial records its own enforcement."
-        )
-    try:
+    with make_backend(experiment, enforcement) as backend:
+        if resume and backend.enforcement != (started_under := store.run(run_id).enforcement):
+            err.print(
+                f"[bold yellow]warning:[/] this run started under {started_under}; the rest runs under "
+                f"{backend.enforcement}. Each trial records its own enforcement."
+            )
         _announce(backend)
         if not resume:
             extra = _oracle_check(experiment, task_list, pending, backend) if oracle_check else None
@@ -340,8 +336,6 @@ def _run_sweep(
                 )
         finally:
             signal.signal(signal.SIGTERM, previous)
-    finally:
-        backend.close()
     s = result.summary
     if (problem := store.verify(run_id, counts["final"] + counts["retried"] + s.ran)) is not None:
         raise UserError(problem, file=str(store_path))
@@ -533,8 +527,6 @@ def print_report(store: Store, run_id: str, fmt: str, compact: bool = False) -> 
 @kube_context_option("--backend kubernetes: kubeconfig context (kubernetes.context)")
 @click.option("--queue", help="--backend kubernetes: Kueue LocalQueue for the trial pods (kubernetes.queue)")
 @keep_pods_option("--backend kubernetes: keep harvested pods for debugging")
-@click.option("--resume", is_flag=True, hidden=True)  # old spelling of `headroom resume`
-@old_run_id_option  # with the old --resume
 @format_option(REPORT_FORMATS, help="report printed when the sweep ends")
 @full_report_option
 @no_canary_option()
@@ -554,8 +546,6 @@ def sweep(
     store_path: Path,
     enforcement: str,
     experiment_file: Path | None,
-    resume: bool,
-    old_run_id: str | None,
     fmt: str,
     no_canary: bool,
     oracle_check: bool,
@@ -569,22 +559,6 @@ def sweep(
     def given(name: str) -> bool:
         return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
 
-    if old_run_id is not None and not resume:
-        raise UserError("applies only with --resume (a new sweep always gets a new run id)", field="--run-id")
-    if resume:
-        deprecated("sweep --resume", "headroom resume [RUN]")
-        kept = ("resume", "old_run_id", "store_path", "enforcement", "fmt", "as_json", "no_canary")
-        changed = [
-            p.opts[0] if isinstance(p, click.Option) else p.human_readable_name
-            for p in ctx.command.params
-            if p.name in ctx.params and p.name not in kept and given(p.name)
-        ]
-        if changed:
-            raise UserError(
-                f"a resume continues the run as it was recorded; drop {', '.join(changed)}", field="--resume"
-            )
-        _resume(ctx, RunName(old_run_id), store_path, enforcement, fmt, no_canary)
-        return
     base: dict[str, Any] = load_experiment_file(experiment_file) if experiment_file else {}
     source = str(experiment_file) if experiment_file else None
     if tasks_dir is not None:
@@ -602,7 +576,6 @@ def sweep(
         {
             name: list(value) if isinstance(value, tuple) else value
             for name, value in flags.items()
-            # given, or set through a hidden old spelling (--context), which leaves the source at DEFAULT
             if name in ("tasks_dir", "multipliers") or given(name) or value not in (None, (), defaults.get(name))
         }
     )
@@ -640,8 +613,8 @@ def _finish(ctx: click.Context, fmt: str, store: Store, run_id: str, interrupted
 
 def _resume(ctx: click.Context, run: RunName, store_path: Path, enforcement: str, fmt: str, no_canary: bool) -> None:
     store, run_id = run.open(store_path)
-    path = store.path
-    store.close()
+    with store:
+        path = store.path
     _finish(
         ctx, fmt, *_run_sweep(None, path, resume_run=run_id, resume=True, enforcement=enforcement, canary=not no_canary)
     )
@@ -718,7 +691,6 @@ def demo(ctx: click.Context, store_path: Path, attempts: int, concurrency: int, 
 @click.command("cleanup")
 @run_argument()
 @store_option(help="the results store a RUN given as a store file or FILE:RUN_ID is read from")
-@old_run_id_option
 @backend_option()
 @namespace_option("--backend kubernetes: namespace of the trial pods (default: 'default')")
 @kube_context_option("--backend kubernetes: kubeconfig context")
@@ -728,7 +700,6 @@ def demo(ctx: click.Context, store_path: Path, attempts: int, concurrency: int, 
 def cleanup(
     run: RunName,
     store_path: Path,
-    old_run_id: str | None,
     backend_name: str,
     namespace: str | None,
     kube_context: str | None,
@@ -741,16 +712,12 @@ def cleanup(
     """
     from orchestrator.spec.experiment import ExperimentOverrides
 
-    run = take_old_run_id(run, old_run_id)
     overrides = ExperimentOverrides(backend_name=backend_name, namespace=namespace, kube_context=kube_context)
     _refuse_ignored_flags(backend_name, [*overrides.flags(), *(["--force"] if force else [])])
     experiment = build_experiment(overrides, {"tasks_dir": "."}, None)
     run_id = None if run.text is None else run.run_id(store_path)
-    backend = make_backend(experiment, "auto")
-    try:
-        report = backend.cleanup(run_id, force=True) if force else backend.cleanup(run_id)  # type: ignore[call-arg]
-    finally:
-        backend.close()
+    with make_backend(experiment, "auto") as backend:
+        report = backend.cleanup(run_id, force=force)
     for item in report.removed:
         click.echo(f"removed {item}")
     for item in report.kept:

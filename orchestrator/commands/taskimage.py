@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from orchestrator.commands.console import err
-from orchestrator.commands.options import renamed
 from orchestrator.errors import UserError
 
 DEFAULT_BASE = "headroom.local/debian-base"
@@ -30,7 +29,6 @@ DEFAULT_BASE = "headroom.local/debian-base"
     help="write the build context (Dockerfile + headroom-tasks/) here and do not build",
 )
 # --context was this option's name until it clashed with --context, the old name of --kube-context.
-@renamed("--context", new="--build-dir", dest="context_dir", type=click.Path(path_type=Path, file_okay=False))
 def image(tasks_dir: Path, tag: str, base: str | None, context_dir: Path | None) -> None:
     """Build TASKS_DIR into a task-set image (layout: /headroom-tasks/catalog.json + /headroom-tasks/<task>/).
 

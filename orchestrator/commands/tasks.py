@@ -87,8 +87,7 @@ def tasks() -> None:
 
 @tasks.command("import")
 @click.argument("path", type=click.Path(path_type=Path))
-# -o names a file on every command; this writes a directory, so its old -o/--output is a hidden alias.
-@out_dir_option("directory to write the headroom task directories into (required)", old_dash_o=True)
+@out_dir_option("directory to write the headroom task directories into (required)")
 @agent_timeout_option()
 @click.option("--force", is_flag=True, help="replace task directories that already exist in --out-dir")
 @format_option(("table", "json"))
@@ -409,9 +408,6 @@ def _oracle_check(
         allow_internet=allow_internet,
         run_on_host=run_on_host,
     )
-    backend = make_backend(experiment, "auto")
-    try:
-        store_path.parent.mkdir(parents=True, exist_ok=True)
+    store_path.parent.mkdir(parents=True, exist_ok=True)
+    with make_backend(experiment, "auto") as backend:
         return oracle_check.run(experiment, load_tasks(path.resolve()), Store(store_path), backend)
-    finally:
-        backend.close()

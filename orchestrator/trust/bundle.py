@@ -264,8 +264,7 @@ def verify(
         problems.append("a trial id appears twice")
     check_artifacts(body, trials, store, checks, problems)
     with tempfile.TemporaryDirectory(prefix="headroom-verify-") as tmp:
-        store = Store(Path(tmp) / "verify.db")
-        try:
+        with Store(Path(tmp) / "verify.db") as store:
             try:
                 store.import_run(run, tasks, trials)
             except ValueError as exc:
@@ -273,8 +272,6 @@ def verify(
                 return {"ok": False, "checks": checks, "problems": problems, "content_sha256": digest}
             rules = ((body.get("published") or {}).get("statistics") or {}).get("scoring_rules", {}).get("requested")
             recomputed = document.build(store, run.run_id, rules=",".join(rules) if rules else None).to_dict()
-        finally:
-            store.close()
     mismatches: list[str] = []
     _diff(body.get("published") or {}, recomputed, "report", mismatches)
     n_values = _count(body.get("published") or {})

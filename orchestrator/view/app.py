@@ -110,16 +110,12 @@ def create_app(store_path: Path) -> Starlette:
         return templates.TemplateResponse(request, name, {"store_path": str(store_path), **ctx})
 
     def runs(request: Request) -> Response:
-        store = open_store()
-        try:
+        with open_store() as store:
             return page(request, "runs.html", runs=data.runs_overview(store))
-        finally:
-            store.close()
 
     def run(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        store = open_store()
-        try:
+        with open_store() as store:
             info = run_or_404(store, run_id)
             try:
                 doc = docs.get(store, run_id, rules=request.query_params.get("rules") or None)
@@ -133,27 +129,21 @@ def create_app(store_path: Path) -> Starlette:
                 body=run_body(doc, run_id),
                 isolation=data.isolation_of(dump(doc.provenance)),
             )
-        finally:
-            store.close()
 
     def cell(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         task, label = request.query_params.get("task", ""), request.query_params.get("config", "")
-        store = open_store()
-        try:
+        with open_store() as store:
             run_or_404(store, run_id)
             trials = data.cell_trials(store, run_id, task, label)
             if not trials:
                 raise HTTPException(404, f"run {run_id} has no trials of task {task!r} under {label!r}")
             return page(request, "cell.html", run_id=run_id, task=task, label=label, trials=trials)
-        finally:
-            store.close()
 
     def trial(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         trial_id = request.query_params.get("id", "")
-        store = open_store()
-        try:
+        with open_store() as store:
             info = run_or_404(store, run_id)
             detail = data.trial_detail(store, run_id, trial_id)
             if detail is None:
@@ -172,8 +162,6 @@ def create_app(store_path: Path) -> Starlette:
                 artifacts=artifacts.try_artifacts(store.db, run_id, trial_id),
                 model_calls=artifacts.model_calls(store.db, run_id, trial_id),
             )
-        finally:
-            store.close()
 
     def artifact_args(request: Request) -> tuple[str, str, int, str]:
         q = request.query_params
@@ -185,8 +173,7 @@ def create_app(store_path: Path) -> Starlette:
 
     def artifact(request: Request) -> Response:
         run_id, trial_id, try_index, name = artifact_args(request)
-        store = open_store()
-        try:
+        with open_store() as store:
             run_or_404(store, run_id)
             view = artifacts.artifact_view(store.db, run_id, trial_id, try_index, name)
             if view is None:
@@ -195,17 +182,12 @@ def create_app(store_path: Path) -> Starlette:
             return page(
                 request, "artifact.html", run_id=run_id, trial_id=trial_id, try_index=try_index, view=view, raw_href=raw
             )
-        finally:
-            store.close()
 
     def artifact_raw(request: Request) -> Response:
         """The content as stored, streamed, always as a download: it is the agent's, never a page of ours."""
         run_id, trial_id, try_index, name = artifact_args(request)
-        store = open_store()
-        try:
+        with open_store() as store:
             info = reader.find(store.db, run_id, trial_id, try_index, name)
-        finally:
-            store.close()
         if info is None or info.sha256 is None:
             raise HTTPException(404, f"try {try_index} of trial {trial_id!r} has no stored artifact {name!r}")
         sha = info.sha256
@@ -232,8 +214,7 @@ def create_app(store_path: Path) -> Starlette:
 
     def compare(request: Request) -> Response:
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
-        store = open_store()
-        try:
+        with open_store() as store:
             runs_list = data.runs_overview(store)
             body = None
             if a and b:
@@ -250,8 +231,6 @@ def create_app(store_path: Path) -> Starlette:
                 except UserError as exc:
                     body = f'<p class="error">{html.escape(exc.one_line())}</p>'
             return page(request, "compare.html", runs=runs_list, a=a, b=b, body=body)
-        finally:
-            store.close()
 
     def plotly_js(request: Request) -> Response:
         return FileResponse(str(PLOTLY_JS), media_type="text/javascript")

@@ -7,10 +7,8 @@ The reference agent (examples/agents/reference_agent.py) solves a bundled task, 
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ import yaml
 
 from orchestrator.artifacts import execlog, names, reader, trajectory
 from tests.agents.fake_model import FakeModel, Reply
+from tests.cli_run import headroom as run_cli
 from tests.taskfactory import write_task
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,24 +51,17 @@ NET_PROBE = (
 def sweep(tmp_path: Path, experiment: dict, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     spec = tmp_path / "exp.yaml"
     spec.write_text(yaml.safe_dump(experiment))
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            "--experiment",
-            str(spec),
-            "--store",
-            str(tmp_path / "h.db"),
-            "--format",
-            "none",
-            "--no-canary",
-        ],
-        capture_output=True,
-        text=True,
+    return run_cli(
+        "sweep",
+        "--experiment",
+        str(spec),
+        "--store",
+        str(tmp_path / "h.db"),
+        "--format",
+        "none",
+        "--no-canary",
         timeout=300,
-        env={**os.environ, **(env or {})},
+        env={**(env or {})},
         cwd=REPO,
     )
 

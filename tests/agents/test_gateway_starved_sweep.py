@@ -7,7 +7,6 @@ and ``headroom resume`` finishes it."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import yaml
 
 from tests.agents.fake_model import FakeModel, Reply
 from tests.agents.test_gateway_failures import ANTHROPIC_CREDIT, OPENAI_QUOTA, OPENAI_RATE
+from tests.cli_run import headroom as run_cli
 from tests.taskfactory import write_task
 
 UPSTREAM_KEY = "sk-upstream-starved-0123456789abcdef"
@@ -85,8 +85,7 @@ def experiment(tmp: Path, fake: FakeModel, **extra: Any) -> Path:
 
 
 def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "UP_KEY": UPSTREAM_KEY}
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, env=env)
+    return run_cli(*args, env={"UP_KEY": UPSTREAM_KEY})
 
 
 def tries(store: Path) -> dict[str, list[dict[str, Any]]]:

@@ -15,6 +15,7 @@ import yaml
 
 from orchestrator.artifacts import names, reader
 from tests.agents.fake_model import FakeModel, Reply
+from tests.cli_run import headroom as run_cli
 from tests.taskfactory import write_task
 
 UPSTREAM_KEY = "sk-upstream-e2e-0123456789abcdefghij"
@@ -154,24 +155,17 @@ def test_a_command_agent_that_cannot_reach_the_gateway_is_refused_before_the_swe
     spec = tmp_path / "exp.yaml"
     spec.write_text(yaml.safe_dump(experiment))
     store = tmp_path / "h.db"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            "--experiment",
-            str(spec),
-            "--store",
-            str(store),
-            "--format",
-            "none",
-            "--no-canary",
-        ],
-        capture_output=True,
-        text=True,
+    res = run_cli(
+        "sweep",
+        "--experiment",
+        str(spec),
+        "--store",
+        str(store),
+        "--format",
+        "none",
+        "--no-canary",
         timeout=300,
-        env={**os.environ, "UP_OPENAI": UPSTREAM_KEY},
+        env={"UP_OPENAI": UPSTREAM_KEY},
     )
     assert res.returncode == 2, res.stderr
     last = res.stderr.strip().splitlines()[-1]

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
 from orchestrator.artifacts import names, reader
+from tests.cli_run import headroom as run_cli
 from tests.taskfactory import write_task
 
 
@@ -21,22 +20,15 @@ def _sweep(tmp_path: Path, agent: dict) -> sqlite3.Connection:
     spec.write_text(
         yaml.safe_dump({"tasks_dir": str(tmp_path / "tasks"), "configurations": ["3"], "attempts": 1, "agent": agent})
     )
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            "--experiment",
-            str(spec),
-            "--store",
-            str(tmp_path / "h.db"),
-            "--format",
-            "none",
-            "--no-canary",
-        ],
-        capture_output=True,
-        text=True,
+    res = run_cli(
+        "sweep",
+        "--experiment",
+        str(spec),
+        "--store",
+        str(tmp_path / "h.db"),
+        "--format",
+        "none",
+        "--no-canary",
         timeout=300,
     )
     assert res.returncode == 0, res.stderr

@@ -27,6 +27,7 @@ from orchestrator.spec.outcome import HarnessReason, Outcome
 from orchestrator.spec.resources import ResourceConfig
 from orchestrator.spec.trial import Trial
 from orchestrator.tasks.loader import load_tasks
+from tests.cli_run import headroom as run_cli
 from tests.hostile.harness import requires_sandbox
 from tests.taskfactory import write_task
 
@@ -168,26 +169,19 @@ def test_the_host_probe_passes_a_script_that_starts(tmp_path: Path, monkeypatch:
 
 
 def _sweep(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(tmp_path / "tasks"),
-            "--multipliers",
-            "3",
-            "--attempts",
-            "2",
-            "--store",
-            str(tmp_path / "h.db"),
-            "--no-canary",
-            "--format",
-            "none",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
+    return run_cli(
+        "sweep",
+        str(tmp_path / "tasks"),
+        "--multipliers",
+        "3",
+        "--attempts",
+        "2",
+        "--store",
+        str(tmp_path / "h.db"),
+        "--no-canary",
+        "--format",
+        "none",
+        *args,
         timeout=300,
     )
 

@@ -4,8 +4,6 @@ that holds the artifacts, every digest against its content."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,11 +11,8 @@ import pytest
 from orchestrator.artifacts.sink import StoreSink, TryKey
 from orchestrator.store.sqlite import Store
 from orchestrator.trust import bundle as bundle_mod
+from tests.cli_run import headroom
 from tests.taskfactory import write_task
-
-
-def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")

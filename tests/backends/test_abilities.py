@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,6 +11,7 @@ from orchestrator import backends
 from orchestrator.backends.abilities import METHODS, Abilities, fit_checker, refuse_flags
 from orchestrator.engine.sweep import check_fit
 from orchestrator.errors import UserError
+from tests.cli_run import headroom as run_cli
 
 
 @pytest.mark.parametrize("name", backends.names())
@@ -59,12 +58,7 @@ def test_the_engine_calls_an_ability_only_when_declared() -> None:
 
 
 def test_cleanup_refuses_a_flag_the_local_backend_would_ignore() -> None:
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "runs", "cleanup", "--force"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    res = run_cli("runs", "cleanup", "--force", timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "--force applies to --backend kubernetes (this run uses local" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1

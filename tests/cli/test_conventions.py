@@ -3,8 +3,8 @@
 - Listing and status commands take ``--json``; a ``--format`` with a json choice brings ``--json`` along.
 - A run is named one way: a RUN argument of the shared ``RunRef`` type, beside the shared ``--store``.
 - An option that options.py declares is never declared again by a command (the ``SharedOption`` class tells).
-- ``-o`` is the shared output FILE everywhere; a hidden ``-o`` is only a deprecated old spelling.
-- Every old spelling of a moved command is hidden and prints one deprecation line, then does what the new one does.
+- ``-o`` is the shared output FILE everywhere.
+- Nothing is hidden: no old spelling of a command or an option is kept (there are no 0.1.0 users to protect).
 - The sweep's flags are the typed experiment overrides, one for one, and their defaults are the model's.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import click
 import pytest
 
-from orchestrator.cli import MOVED, cli
+from orchestrator.cli import cli
 from orchestrator.commands.options import RunRef, SharedOption
 from tests.cli.conftest import Headroom
 
@@ -63,7 +63,7 @@ def walk(group: click.Group = cli, path: tuple[str, ...] = ()) -> Iterator[tuple
             cmd = group.get_command(ctx, name)
             assert cmd is not None
             yield " ".join((*path, name)), cmd
-            if isinstance(cmd, click.Group) and not cmd.hidden:  # a moved group's commands are its new home's
+            if isinstance(cmd, click.Group):
                 yield from walk(cmd, (*path, name))
 
 
@@ -106,8 +106,8 @@ def test_runs_are_named_one_way() -> None:
                 assert isinstance(p.type, RunRef), f"{name}: {p.name} is not a RUN"
                 assert "--store" in flags(cmd), f"{name}: RUN without --store to look it up in"
                 named.append(name)
-            if isinstance(p, click.Option) and ("--run-id" in p.opts or "--run" in p.opts):
-                assert p.hidden, f"{name}: {p.opts} names a run some other way than RUN"
+            if isinstance(p, click.Option):
+                assert not {"--run-id", "--run"} & set(p.opts), f"{name}: {p.opts} names a run some other way than RUN"
     assert {"report", "resume", "runs compare", "runs calibrate", "runs regrade", "runs bundle", "runs cleanup"} <= set(
         named
     )
@@ -130,27 +130,24 @@ def test_every_dash_o_is_an_output_file() -> None:
         for p in options(cmd):
             if "-o" not in p.opts:
                 continue
-            if p.hidden:  # a command that writes a directory kept its old -o DIR for one release
-                assert (p.name or "").endswith("__old_spelling") and "--out-dir" in flags(cmd), name
-                continue
             seen.append(name)
             assert isinstance(p, SharedOption) and p.name == "output" and isinstance(p.type, click.Path), name
             assert "file" in (p.help or "") and "director" not in (p.help or ""), f"{name}: {p.help}"
     assert {"report", "runs bundle", "tasks audit", "tasks judge calibrate"} <= set(seen)
 
 
-@pytest.mark.parametrize(("old", "new"), sorted(MOVED.items()))
-def test_a_moved_command_is_a_hidden_alias_with_one_deprecation_line(old: str, new: str, headroom: Headroom) -> None:
-    alias, target = COMMANDS[old], COMMANDS[new]
-    assert alias.hidden and not target.hidden
-    assert alias.callback is target.callback and alias.params == target.params
-    was, now = headroom(*old.split(), "--help"), headroom(*new.split(), "--help")
-    assert was.returncode == now.returncode == 0
-    assert was.lines == [
-        f"warning: headroom {old} is deprecated and will be removed in the next release; use headroom {new}"
-    ]
-    assert now.stderr == ""
-    assert was.stdout.split("\n", 1)[1] == now.stdout.split("\n", 1)[1]  # all but the usage line
+def test_nothing_is_hidden() -> None:
+    """Every command and option a user can type is one --help lists: no old spelling lingers unseen."""
+    for name, cmd in COMMANDS.items():
+        assert not cmd.hidden, f"{name} is a hidden command"
+        for p in options(cmd):
+            assert not p.hidden, f"{name}: {p.opts} is a hidden option"
+
+
+@pytest.mark.parametrize("old", ["compare", "calibrate", "cleanup", "submit", "status", "nodes"])
+def test_an_old_top_level_spelling_is_an_unknown_command(old: str, headroom: Headroom) -> None:
+    res = headroom(old, "--help")
+    assert res.returncode == 2 and len(res.lines) == 1 and "No such command" in res.lines[0], res.stderr
 
 
 def test_the_sweep_flags_are_the_typed_overrides() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from orchestrator.agents.gateway import service
 from orchestrator.engine import launch
+from tests.cli_run import headroom as run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -47,11 +48,5 @@ def test_the_first_task_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "valid: 1 tasks" in proc.stdout
     assert "sweep: 6/6 trials finished (100%): passed 6" in proc.stderr
-    runs = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "runs", "--json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    runs = run_cli("runs", "--json", cwd=tmp_path, timeout=120)
     assert '"name": "first-task"' in runs.stdout and '"score": 1.0' in runs.stdout

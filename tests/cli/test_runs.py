@@ -1,5 +1,5 @@
 """Runs you can tell apart: `sweep --name`, `headroom runs` (table and --json), a stale run shown as interrupted,
-`headroom resume RUN` with the one way of naming a run, and the old `sweep --resume` as a deprecated alias;
+`headroom resume RUN` with the one way of naming a run (no old `sweep --resume` or `--run-id`);
 `runs cleanup RUN` names a run the same way."""
 
 from __future__ import annotations
@@ -104,21 +104,10 @@ def test_resume_names_a_run_like_every_other_command(store: Path, headroom: Head
     assert latest.returncode == 0 and second in latest.stderr
 
 
-def test_sweep_resume_is_a_deprecated_alias(store: Path, headroom: Headroom) -> None:
-    res = headroom("sweep", "--resume", "--store", str(store), "--format", "none")
-    assert res.returncode == 0, res.stderr
-    assert res.lines[0] == (
-        "warning: sweep --resume is deprecated and will be removed in the next release; use headroom resume [RUN]"
-    )
-    assert "nothing to resume" in res.stderr
-    assert "--resume" not in headroom("sweep", "--help").stdout  # hidden
-
-
-def test_report_run_id_is_a_deprecated_alias(store: Path, headroom: Headroom) -> None:
+def test_the_old_spellings_of_a_run_are_gone(store: Path, headroom: Headroom) -> None:
     first = runs_json(headroom, store)[0]["run_id"]
-    res = headroom("report", "--store", str(store), "--run-id", first, "--format", "json")
-    assert res.returncode == 0 and "deprecated" in res.stderr
-    assert json.loads(res.stdout)["run"]["run_id"] == first
+    one_line_error(headroom("sweep", "--resume", "--store", str(store)), "No such option", "--resume")
+    one_line_error(headroom("report", "--store", str(store), "--run-id", first), "No such option", "--run-id")
     assert json.loads(headroom("report", f"{store}:{first}", "--format", "json").stdout)["run"]["name"] == "baseline"
 
 
@@ -133,14 +122,12 @@ def test_runs_alone_lists_as_runs_list_does(store: Path, headroom: Headroom) -> 
 
 
 def test_cleanup_takes_run_like_every_other_command(store: Path, headroom: Headroom) -> None:
-    """RUN as a bare id (taken as written), as FILE:RUN_ID or as a store file; the old --run-id once more."""
+    """RUN as a bare id (taken as written), as FILE:RUN_ID or as a store file."""
     first, second = (r["run_id"] for r in runs_json(headroom, store))
     for args in ([first], [f"{store}:{first}"], [str(store)], ["20261201T000000Z-abcdef"]):
         res = headroom("runs", "cleanup", *args)
         assert res.returncode == 0, res.stderr
         assert res.lines[-1].endswith("removed, 0 kept"), res.stderr
-    old = headroom("runs", "cleanup", "--run-id", first)
-    assert old.returncode == 0 and old.lines[0].startswith("warning: headroom runs cleanup --run-id ID is deprecated")
-    one_line_error(headroom("runs", "cleanup", first, "--run-id", second), "name the run once")
+    one_line_error(headroom("runs", "cleanup", first, second), "unexpected extra argument")
     one_line_error(headroom("runs", "cleanup", f"{store}:nope"), "no run 'nope'")
     one_line_error(headroom("runs", "cleanup", "--namespace", "ns"), "--namespace", "applies to --backend kubernetes")

@@ -57,7 +57,6 @@ print(json.dumps({"code": code, "loaded": sorted(m for m in heavy if m in sys.mo
         ["results", "import"],
         ["cluster", "status"],
         ["view"],
-        ["calibrate"],
     ],
     ids=lambda c: " ".join(c) or "headroom",
 )

@@ -16,6 +16,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.cli_run import headroom as run_cli
+
 from .plane import FAKE_NODE_TOLERATION, REPO, Cluster, free_port, wait_for
 
 CHART = REPO / "helm" / "headroom"
@@ -39,13 +41,7 @@ def headroom(
     cluster: Cluster, *args: str, kubeconfig: Path | None = None, cwd: Path = REPO, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """The headroom CLI as a user runs it, against the test plane (``--kubeconfig``: the cluster's, or ``kubeconfig``)."""
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args, "--kubeconfig", str(kubeconfig or cluster.kubeconfig)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-    )
+    return run_cli(*args, "--kubeconfig", str(kubeconfig or cluster.kubeconfig), cwd=cwd, timeout=timeout)
 
 
 def install_crds(cluster: Cluster) -> None:

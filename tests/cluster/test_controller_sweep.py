@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -21,6 +20,7 @@ import yaml
 from kubernetes import client
 
 from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, TRIAL_PLURAL, VERSION
+from tests.cli_run import headroom as run_cli
 
 from .controller_support import ControllerProcess, crds, helm_install, service_account_kubeconfig  # noqa: F401
 from .controller_support import headroom as _cli
@@ -232,13 +232,7 @@ def test_reconciles_the_bundled_tasks_to_completion(cluster: Cluster, crds: None
         store = tmp_path / "demo.db"
         r = headroom(cluster, "cluster", "export", "demo", "-n", ns, "--store", str(store))
         assert r.returncode == 0, r.stderr
-        rep = subprocess.run(
-            [sys.executable, "-m", "orchestrator", "report", "--store", str(store), "--format", "json"],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=300,
-        )
+        rep = run_cli("report", "--store", str(store), "--format", "json", cwd=REPO, timeout=300)
         assert rep.returncode == 0, rep.stderr
         doc = json.loads(rep.stdout)
         text = json.dumps(doc)

@@ -19,7 +19,6 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from orchestrator.controller import taskimage
 from orchestrator.controller.tasksets import bundles
 from orchestrator.errors import SpecError
 from orchestrator.tasks.loader import load_tasks
+from tests.cli_run import headroom as run_cli
 from tests.docker.fixtures import DockerEnv
 
 from .conftest import RealNodeHandle
@@ -73,23 +73,16 @@ def task_set(tmp: Path) -> Path:
 
 
 def build_task_set_image(docker_env: DockerEnv, src: Path) -> str:
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "tasks",
-            "image",
-            str(src),
-            "--tag",
-            TASK_SET_IMAGE,
-            "--base",
-            docker_env.base_image,
-        ],
-        capture_output=True,
-        text=True,
+    r = run_cli(
+        "tasks",
+        "image",
+        str(src),
+        "--tag",
+        TASK_SET_IMAGE,
+        "--base",
+        docker_env.base_image,
         timeout=300,
-        env={**os.environ, "DOCKER_HOST": docker_env.host},
+        env={"DOCKER_HOST": docker_env.host},
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == TASK_SET_IMAGE
@@ -155,34 +148,21 @@ def test_an_experiment_over_a_task_set_image_runs_on_the_real_node(
                 cm_uid = cm.metadata.uid
                 # export reads the cached catalog: the local store gets the run as from a local sweep
                 store = tmp_path / "results.db"
-                ex = subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "orchestrator",
-                        "cluster",
-                        "export",
-                        name,
-                        "--store",
-                        str(store),
-                        "-n",
-                        ns,
-                        "--kubeconfig",
-                        str(cluster.kubeconfig),
-                    ],
-                    capture_output=True,
-                    text=True,
+                ex = run_cli(
+                    "cluster",
+                    "export",
+                    name,
+                    "--store",
+                    str(store),
+                    "-n",
+                    ns,
+                    "--kubeconfig",
+                    str(cluster.kubeconfig),
                     cwd=tmp_path,
                     timeout=120,
                 )
                 assert ex.returncode == 0, ex.stderr
-                rep = subprocess.run(
-                    [sys.executable, "-m", "orchestrator", "report", "--store", str(store), "--format", "json"],
-                    capture_output=True,
-                    text=True,
-                    cwd=tmp_path,
-                    timeout=120,
-                )
+                rep = run_cli("report", "--store", str(store), "--format", "json", cwd=tmp_path, timeout=120)
                 assert rep.returncode == 0, rep.stderr
                 json.loads(rep.stdout)
                 db = sqlite3.connect(store)

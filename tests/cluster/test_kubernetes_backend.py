@@ -28,6 +28,7 @@ from orchestrator.engine import sweep
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import Launch
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 
 from .plane import (
     OUTCOME_AFTER_ANNOTATION,
@@ -292,13 +293,7 @@ def test_kill_9_then_resume_adopts_live_pods(cluster: Cluster, namespace: str, t
     first.wait(10)
     live = {p.metadata.name for p in cluster.core.list_namespaced_pod(namespace).items}
     assert len(live) >= 16
-    second = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "resume", "--store", str(store_path), "--format", "json"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=240,
-    )
+    second = run_cli("resume", "--store", str(store_path), "--format", "json", cwd=REPO, timeout=240)
     assert second.returncode == 0, second.stderr
     store = Store(store_path)
     run_id = store.run(None).run_id

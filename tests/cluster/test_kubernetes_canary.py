@@ -16,8 +16,6 @@ cluster tests never schedule onto them, and are deleted at the end.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +34,7 @@ from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch
 from orchestrator.spec.resources import ResourceConfig
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 from tests.taskfactory import write_task
 
 from .plane import (
@@ -200,21 +199,14 @@ def test_a_cli_sweep_on_kwok_nodes_is_not_reported_as_a_resource_sweep(
     }
     spec = tmp_path / "exp.yaml"
     spec.write_text(yaml.safe_dump(exp))
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            "--experiment",
-            str(spec),
-            "--store",
-            str(tmp_path / "h.db"),
-            "--format",
-            "markdown",
-        ],
-        capture_output=True,
-        text=True,
+    res = run_cli(
+        "sweep",
+        "--experiment",
+        str(spec),
+        "--store",
+        str(tmp_path / "h.db"),
+        "--format",
+        "markdown",
         cwd=REPO,
         timeout=300,
     )
@@ -314,13 +306,7 @@ def test_each_try_records_its_node_s_limits_at_scheduling_against_allocatable_an
         observed = observed_by_config(store.trial_frame(run_id))["1x/4x"]
         assert observed["trials_recorded"] == 4 and observed["trials_under_memory_pressure"] == 4
         assert observed["ratio_max"] == pytest.approx((4 * per_pod + other) / (3 * 2**30))
-        res = subprocess.run(
-            [sys.executable, "-m", "orchestrator", "report", "--store", str(tmp_path / "h.db"), "--format", "markdown"],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=120,
-        )
+        res = run_cli("report", "--store", str(tmp_path / "h.db"), "--format", "markdown", cwd=REPO, timeout=120)
         assert res.returncode == 0, res.stderr
         print("\n".join(line for line in res.stdout.splitlines() if "Overcommit" in line))
         assert (

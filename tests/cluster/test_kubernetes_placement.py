@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from orchestrator.errors import UserError
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 from tests.taskfactory import write_task
 
 from .controller_support import crds  # noqa: F401  (the fixture)
@@ -80,9 +80,7 @@ def node(cluster: Cluster) -> Iterator[str]:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=REPO, timeout=240
-    )
+    return run_cli(*args, cwd=REPO, timeout=240)
 
 
 def _advertise(cluster: Cluster, *args: str) -> str:

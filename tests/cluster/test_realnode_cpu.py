@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ import yaml
 
 from orchestrator.commands.calibrate import calibration_document
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 
 from .conftest import RealNodeHandle
 from .plane import REPO, Cluster
@@ -44,34 +43,26 @@ def test_a_cluster_run_records_cpu_time_and_calibrate_measures_its_cpu_floor(
         )
     )
     store = tmp_path / "k8s.db"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(REPO / "tasks"),
-            "--task",
-            "prime-count",
-            "--backend",
-            "kubernetes",
-            "--experiment",
-            str(experiment),
-            "--multipliers",
-            "1x-strict,unbounded",
-            "--attempts",
-            str(ATTEMPTS),
-            "--concurrency",
-            "2",
-            "--store",
-            str(store),
-            "--format",
-            "none",
-        ],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "sweep",
+        str(REPO / "tasks"),
+        "--task",
+        "prime-count",
+        "--backend",
+        "kubernetes",
+        "--experiment",
+        str(experiment),
+        "--multipliers",
+        "1x-strict,unbounded",
+        "--attempts",
+        str(ATTEMPTS),
+        "--concurrency",
+        "2",
+        "--store",
+        str(store),
+        "--format",
+        "none",
         timeout=1500,
-        check=False,
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -127,36 +118,28 @@ def test_an_agent_that_forges_the_report_and_kills_the_runner_fails_once(
         )
     )
     store = tmp_path / "forge.db"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(REPO / "tasks"),
-            "--task",
-            "csv-report",
-            "--backend",
-            "kubernetes",
-            "--experiment",
-            str(experiment),
-            "--multipliers",
-            "unbounded",
-            "--attempts",
-            "1",
-            "--retries",
-            "2",
-            "--agent-command",
-            FORGE_AND_KILL,
-            "--store",
-            str(store),
-            "--format",
-            "none",
-        ],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "sweep",
+        str(REPO / "tasks"),
+        "--task",
+        "csv-report",
+        "--backend",
+        "kubernetes",
+        "--experiment",
+        str(experiment),
+        "--multipliers",
+        "unbounded",
+        "--attempts",
+        "1",
+        "--retries",
+        "2",
+        "--agent-command",
+        FORGE_AND_KILL,
+        "--store",
+        str(store),
+        "--format",
+        "none",
         timeout=900,
-        check=False,
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ import pytest
 import yaml
 
 from orchestrator.artifacts import reader
+from tests.cli_run import headroom as run_cli
 from tests.evidence_check import assert_fits_schema
 
 from .conftest import RealNodeHandle
@@ -56,24 +55,16 @@ def _sweep(
         )
     )
     store = tmp / f"{name}.db"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            "--experiment",
-            str(exp),
-            "--store",
-            str(store),
-            "--format",
-            "json",
-            "--no-canary",
-        ],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "sweep",
+        "--experiment",
+        str(exp),
+        "--store",
+        str(store),
+        "--format",
+        "json",
+        "--no-canary",
         timeout=600,
-        check=False,
         cwd=tmp,
     )
     assert store.is_file() and "Traceback" not in proc.stderr, proc.stderr[-3000:]

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from tests.cli_run import headroom as run_cli
 
 from .conftest import RealNodeHandle
 from .plane import REPO, Cluster
@@ -31,31 +31,23 @@ RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 
 def sweep(tmp_path: Path, backend: str, *extra: str) -> dict[str, Any]:
     store = tmp_path / f"{backend}.db"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(REPO / "tasks"),
-            "--backend",
-            backend,
-            "--multipliers",
-            CONFIGS,
-            "--attempts",
-            str(ATTEMPTS),
-            "--concurrency",
-            "2",
-            "--store",
-            str(store),
-            "--format",
-            "json",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "sweep",
+        str(REPO / "tasks"),
+        "--backend",
+        backend,
+        "--multipliers",
+        CONFIGS,
+        "--attempts",
+        str(ATTEMPTS),
+        "--concurrency",
+        "2",
+        "--store",
+        str(store),
+        "--format",
+        "json",
+        *extra,
         timeout=1500,
-        check=False,
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

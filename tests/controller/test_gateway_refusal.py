@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from orchestrator.controller.resources import ExperimentResourceSpec
+from tests.cli_run import headroom as run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,12 +28,8 @@ def test_submit_refuses_it_in_one_line_before_touching_a_cluster(tmp_path: Path)
     spec.write_text(
         yaml.safe_dump({"name": "g", "tasks_dir": str(REPO / "tasks"), "tasks": ["csv-report"], "gateway": GATEWAY})
     )
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "cluster", "submit", str(spec), "--dry-run", "-n", "x"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "KUBECONFIG": "/nonexistent"},
+    res = run_cli(
+        "cluster", "submit", str(spec), "--dry-run", "-n", "x", timeout=120, env={"KUBECONFIG": "/nonexistent"}
     )
     assert res.returncode == 2, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ from orchestrator.spec.resources import ResourceConfig
 from orchestrator.spec.trial import Trial, Verdict
 from orchestrator.store.sqlite import Store
 from orchestrator.tasks.loader import load_tasks
+from tests.cli_run import headroom as run_cli
 from tests.evidence_check import assert_fits_schema
 
 from .conftest import FIXTURES, REPO
@@ -51,14 +50,7 @@ def run_tries(
 def headroom(
     *args: str, env: dict[str, str] | None = None, timeout: float = 600, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-        cwd=cwd or REPO,
-    )
+    return run_cli(*args, env=env, timeout=timeout, cwd=cwd or REPO)
 
 
 def outcomes(store_path: Path) -> dict[tuple[str, str, int], str]:

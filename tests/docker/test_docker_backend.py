@@ -8,10 +8,8 @@ Tasks are the Terminal-Bench 2 layout fixtures of tests/fixtures/tb2, run unmodi
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +21,7 @@ from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.experiment import AgentSpec, Experiment
 from orchestrator.spec.outcome import InfraReason, Outcome
 from orchestrator.spec.resources import MIB
+from tests.cli_run import start as start_cli
 
 from .conftest import FIXTURES, REPO, DockerEnv
 from .helpers import copy_task, evidence, headroom, outcomes, run_tries
@@ -314,29 +313,23 @@ def _sleepy_task(root: Path, volume: bool = False) -> None:
 
 
 def _start_cli(root: Path, store: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(root),
-            "--backend",
-            "docker",
-            "--multipliers",
-            "1x-strict",
-            "--attempts",
-            "1",
-            "--store",
-            str(store),
-            "--format",
-            "none",
-        ],
+    return start_cli(
+        "sweep",
+        str(root),
+        "--backend",
+        "docker",
+        "--multipliers",
+        "1x-strict",
+        "--attempts",
+        "1",
+        "--store",
+        str(store),
+        "--format",
+        "none",
         cwd=REPO,
-        env={**os.environ, **env},
+        env={**env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        text=True,
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,14 @@ from orchestrator.stats.bands import measured_cpu_floor
 from orchestrator.stats.paired import two_rate_exact
 from orchestrator.store.sqlite import Store
 from orchestrator.tasks.loader import load_task
+from tests.cli_run import headroom as run_cli
 
 BUNDLED = Path(__file__).resolve().parents[2] / "tasks"
 HEAVY, PLAIN = ["crash-triage"], ["csv-report", "unit-convert"]
 
 
 def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=1200)
-    assert res.returncode == 0, res.stderr
-    return res
+    return run_cli(*args, timeout=1200, check=True)
 
 
 @pytest.mark.slow

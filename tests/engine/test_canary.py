@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from orchestrator.engine.canary import judge_cpu, run_canary
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch
 from orchestrator.spec.resources import ResourceAmounts, ResourceConfig
+from tests.cli_run import headroom
 from tests.taskfactory import requires_cgroups, write_task
 
 CONFIGS = [ResourceConfig.parse(x) for x in ("1x-strict", "1x/2x", "unbounded")]
@@ -129,10 +128,6 @@ def test_the_self_report_wins_over_stdout_and_a_bad_account_is_not_measured() ->
         assert got["cpu_share"] is None and got["limited"] is None, bad
         assert "reported no CPU time" in got["notes"][0]
     assert judge_cpu(0.25, _spun(0.2, wall=0.0), _spun(0.97), declared=True)["cpu_share"] is None
-
-
-def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_a_flagged_run_is_not_reported_as_a_resource_sweep(tasks_root: Path, tmp_path: Path) -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.cli_run import headroom as run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -30,12 +31,7 @@ def test_cleanup_reports_a_work_dir_it_cannot_remove_as_kept(tmp_path: Path) -> 
     if subprocess.run(["chattr", "+i", str(pinned)], capture_output=True).returncode != 0:
         pytest.skip("chattr +i is not supported on this file system")
     try:
-        res = subprocess.run(
-            [sys.executable, "-m", "orchestrator", "runs", "cleanup", "--backend", "local"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        res = run_cli("runs", "cleanup", "--backend", "local", timeout=120)
         assert res.returncode == 0, res.stderr
         lines = res.stdout.splitlines()
         # (any headroom starting on this machine reaps dead processes' work roots: another may have been first)

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli_run import headroom
 from tests.taskfactory import write_task
 
 OK_SOLVE = 'touch "$HEADROOM_WORKDIR/out"\n'
-
-
-def headroom(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=cwd, timeout=120
-    )
 
 
 def assert_user_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:

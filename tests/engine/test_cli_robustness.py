@@ -6,13 +6,13 @@ import json
 import shutil
 import sqlite3
 import subprocess
-import sys
 import time
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
+from tests.cli_run import start as start_cli
 from tests.engine.test_cli_input_errors import OK_SOLVE, assert_user_error, headroom
 from tests.taskfactory import requires_cgroups, write_task
 
@@ -119,28 +119,22 @@ def test_a_second_process_cannot_resume_a_run_that_is_still_executing(tasks_root
     # while the first still executes; both trials run at once, so the test takes one sleep.
     write_task(tasks_root, "slow", solve='sleep 15; touch "$HEADROOM_WORKDIR/out"\n', agent_timeout=60)
     store = tmp_path / "h.db"
-    first = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(tasks_root),
-            "--multipliers",
-            "1",
-            "--attempts",
-            "2",
-            "--concurrency",
-            "2",
-            "--store",
-            str(store),
-            "--format",
-            "none",
-            "--no-canary",
-        ],
+    first = start_cli(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "1",
+        "--attempts",
+        "2",
+        "--concurrency",
+        "2",
+        "--store",
+        str(store),
+        "--format",
+        "none",
+        "--no-canary",
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -7,11 +7,9 @@ a test that changes a store works on its own copy.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.cli_run import headroom as run_cli
 from tests.engine.test_cli_input_errors import OK_SOLVE, assert_user_error
 from tests.taskfactory import write_task
 
@@ -29,15 +28,7 @@ AGENT = 'touch "$HEADROOM_WORKDIR/out"; echo \'{"tokens_in": 11704, "tokens_out"
 def headroom(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if k != KEY}
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**full, **(env or {})},
-        timeout=300,
-    )
+    return run_cli(*args, env=env, cwd=cwd, without=(KEY,))
 
 
 def _copy_store(src: Path, dest_dir: Path) -> Path:
@@ -118,14 +109,14 @@ def test_unset_agent_env_refuses_a_resume_and_leaves_the_run_alone(swept: tuple[
     assert _record(store) == before
 
 
-# 5: --run-id without --resume ----------------------------------------------------------------------------
+# 5: a run id on a sweep (a new sweep always gets a new one) ---------------------------------------------
 
 
-def test_run_id_without_resume_is_refused(tasks_root: Path, tmp_path: Path) -> None:
+def test_run_id_on_a_sweep_is_refused(tasks_root: Path, tmp_path: Path) -> None:
     write_task(tasks_root, "t", solve=OK_SOLVE)
     store = tmp_path / "h.db"
     res = headroom("sweep", str(tasks_root), "--run-id", "20261201T000000Z-abcdef", "--store", str(store))
-    assert_user_error(res, "error: --run-id: applies only with --resume")
+    assert_user_error(res, "No such option", "--run-id")
     assert not store.exists()
 
 

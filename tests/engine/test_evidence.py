@@ -36,6 +36,7 @@ from orchestrator.spec.evidence import (
 from orchestrator.spec.experiment import Experiment, RetryPolicy
 from orchestrator.spec.facts import StepFacts, TrialFacts, evidence_schema
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 from tests.evidence_check import assert_fits_schema
 from tests.kubernetes.test_signals import CASES, PASS, PENDING_EVENTS, ctx, finished
 from tests.taskfactory import write_task
@@ -293,12 +294,7 @@ def test_a_trial_resources_evidence_exports_typed_whole_or_cut() -> None:
 
 
 def test_the_cli_prints_the_one_evidence_schema_a_stored_row_is_checked_against(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "schema", "evidence"], capture_output=True, text=True, timeout=120
-    )
+    res = run_cli("schema", "evidence", timeout=120)
     assert res.returncode == 0, res.stderr
     printed = json.loads(res.stdout)
     assert printed == evidence_schema() and printed["$id"].startswith("headroom.evidence/")

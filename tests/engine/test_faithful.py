@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,11 @@ from orchestrator.engine import faithful
 from orchestrator.store.sqlite import Store
 from orchestrator.tasks.loader import load_tasks
 from orchestrator.tasks.needs import host_arch
+from tests.cli_run import headroom
 from tests.taskfactory import requires_cgroups, write_task
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "faithful"
 CLASSES = ("container image:", "multi-container:", "GPUs:", "CPU architecture:", "network:")
-
-
-def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
 
 
 def refusal_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from orchestrator.engine import oracle_check
 from orchestrator.spec.resources import ResourceConfig
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 from tests.taskfactory import HOG, requires_cgroups, write_task
 
 pytestmark = [pytest.mark.cgroup, requires_cgroups]
@@ -23,7 +23,7 @@ CONFIGS = "1x-strict,1x/3x,unbounded"
 
 
 def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=600)
+    return run_cli(*args, timeout=600)
 
 
 @pytest.fixture

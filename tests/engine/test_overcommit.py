@@ -13,6 +13,7 @@ from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import Launch, StepLaunch, TaskSource
 from orchestrator.spec.resources import MIB, ResourceAmounts
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 from tests.taskfactory import write_task
 
 
@@ -128,32 +129,22 @@ def test_limit_aware_placement_caps_concurrent_limits_on_a_real_backend(tasks_ro
 
 
 def test_the_cli_records_limit_aware_placement_in_the_spec_and_on_every_trial(tasks_root: Path, tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     write_task(tasks_root, "a", solve='touch "$HEADROOM_WORKDIR/out"\n')
     store_path = tmp_path / "h.db"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(tasks_root),
-            "--multipliers",
-            "1,unbounded",
-            "--attempts",
-            "2",
-            "--placement",
-            "limit-aware",
-            "--no-canary",
-            "--store",
-            str(store_path),
-            "--format",
-            "none",
-        ],
-        capture_output=True,
-        text=True,
+    res = run_cli(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "1,unbounded",
+        "--attempts",
+        "2",
+        "--placement",
+        "limit-aware",
+        "--no-canary",
+        "--store",
+        str(store_path),
+        "--format",
+        "none",
         timeout=300,
     )
     assert res.returncode == 0, res.stderr

@@ -6,7 +6,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -14,6 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.cli_run import headroom as run_cli
+from tests.cli_run import start as start_cli
 from tests.taskfactory import write_task
 
 pytestmark = pytest.mark.slow
@@ -27,27 +28,21 @@ def make_tasks(root: Path, marker: str) -> None:
 
 
 def start_sweep(root: Path, store: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(root),
-            "--multipliers",
-            "1,unbounded",
-            "--attempts",
-            "5",
-            "--concurrency",
-            "2",
-            "--store",
-            str(store),
-            "--format",
-            "none",
-        ],
+    return start_cli(
+        "sweep",
+        str(root),
+        "--multipliers",
+        "1,unbounded",
+        "--attempts",
+        "5",
+        "--concurrency",
+        "2",
+        "--store",
+        str(store),
+        "--format",
+        "none",
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
     )
 
 
@@ -106,12 +101,7 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tasks_root: Path, tmp_
     assert any(r[2] == "running" for r in before)  # killed mid-trial
     assert sum(1 for r in before if r[3] == 1) < 20
 
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "resume", "--store", str(store), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    res = run_cli("resume", "--store", str(store), "--format", "json", timeout=120)
     assert res.returncode == 0, res.stderr
     assert "resuming run" in res.stderr
     check_complete(store, before)
@@ -144,11 +134,6 @@ def test_ctrl_c_then_resume(tasks_root: Path, tmp_path: Path) -> None:
     db = sqlite3.connect(store)
     assert db.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
     db.close()
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "resume", "--store", str(store), "--format", "none"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    res = run_cli("resume", "--store", str(store), "--format", "none", timeout=120)
     assert res.returncode == 0, res.stderr
     check_complete(store, before)

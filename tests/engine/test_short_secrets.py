@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from orchestrator.agentio.redact import MIN_GUESSED_SECRET, too_short_to_redact_cleanly
+from tests.cli_run import headroom as run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,31 +20,25 @@ def test_only_set_values_shorter_than_the_bound_are_named(monkeypatch: pytest.Mo
 
 
 def test_the_sweep_names_a_short_variable_without_printing_its_value(tmp_path: Path) -> None:
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(REPO / "tasks"),
-            "--task",
-            "csv-report",
-            "--multipliers",
-            "1x-strict",
-            "--attempts",
-            "1",
-            "--no-canary",
-            "--agent-env",
-            "HR_SHORT_PIN",
-            "--store",
-            str(tmp_path / "h.db"),
-            "--format",
-            "none",
-        ],
-        capture_output=True,
-        text=True,
+    res = run_cli(
+        "sweep",
+        str(REPO / "tasks"),
+        "--task",
+        "csv-report",
+        "--multipliers",
+        "1x-strict",
+        "--attempts",
+        "1",
+        "--no-canary",
+        "--agent-env",
+        "HR_SHORT_PIN",
+        "--store",
+        str(tmp_path / "h.db"),
+        "--format",
+        "none",
         timeout=300,
         env={"PATH": "/usr/bin:/bin", "HR_SHORT_PIN": "z9q"},
+        inherit=False,
     )
     assert res.returncode == 0, res.stderr
     notes = [ln for ln in res.stderr.splitlines() if "HR_SHORT_PIN" in ln]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.store.sqlite import SCHEMA_VERSION
+from tests.cli_run import start as start_cli
 from tests.engine.test_cli_input_errors import OK_SOLVE, assert_user_error, headroom
 from tests.taskfactory import write_task
 
@@ -123,27 +123,21 @@ def test_a_wal_lost_under_a_running_sweep_does_not_exit_zero(tasks_root: Path, t
     write_task(tasks_root, "t", solve="sleep 0.7; " + OK_SOLVE)
     store = tmp_path / "h.db"
     wal = tmp_path / "h.db-wal"
-    cli = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(tasks_root),
-            "--multipliers",
-            "1",
-            "--attempts",
-            "5",
-            "--concurrency",
-            "1",
-            "--store",
-            str(store),
-            "--format",
-            "none",
-        ],
+    cli = start_cli(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "1",
+        "--attempts",
+        "5",
+        "--concurrency",
+        "1",
+        "--store",
+        str(store),
+        "--format",
+        "none",
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

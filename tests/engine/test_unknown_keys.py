@@ -8,21 +8,17 @@ covered; Harbor fields headroom does not use are listed as ignored instead.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from orchestrator.errors import SpecError
 from orchestrator.tasks.loader import load_task
+from tests.cli_run import headroom
 from tests.taskfactory import write_task
 
 REPO = Path(__file__).resolve().parents[2]
 HARBOR_JOB = REPO / "tests" / "importers" / "fixtures" / "harbor_job"
-
-
-def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.cli_run import headroom as run_cli
+from tests.cli_run import start as start_cli
 from tests.hostile.harness import assert_no_survivors, new_marker, requires_sandbox, survivors, write_hostile_task
 from tests.taskfactory import CGROUPS
 
@@ -30,24 +31,19 @@ sleep {marker}
 """
     task = f"orphan-{marker.replace('.', '-')}"
     write_hostile_task(tasks_root, task, attack, agent_timeout=600)
-    cli = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(tasks_root),
-            "--multipliers",
-            "unbounded",
-            "--attempts",
-            "1",
-            "--agent-command",
-            'bash "$HEADROOM_TASK_DIR/environment/attack.sh"',
-            "--store",
-            str(tmp_path / "h.db"),
-            "--format",
-            "none",
-        ],
+    cli = start_cli(
+        "sweep",
+        str(tasks_root),
+        "--multipliers",
+        "unbounded",
+        "--attempts",
+        "1",
+        "--agent-command",
+        'bash "$HEADROOM_TASK_DIR/environment/attack.sh"',
+        "--store",
+        str(tmp_path / "h.db"),
+        "--format",
+        "none",
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -65,9 +61,7 @@ sleep {marker}
     # A kill -9 leaves the work dirs and trial cgroups behind. Any headroom starting on this machine
     # reaps them (a sweep on another xdist worker may get there first); `cleanup` does it on demand.
     # So what cleanup says about this run is checked for what it says, and the end state in full.
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "runs", "cleanup"], capture_output=True, text=True, timeout=60
-    )
+    res = run_cli("runs", "cleanup", timeout=60)
     assert res.returncode == 0, res.stderr
     assert not workroot.exists()
     mine = [line for line in res.stdout.splitlines() if f"/headroom-{cli.pid}" in line]

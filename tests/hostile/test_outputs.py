@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 from tests.hostile.harness import assert_nothing_leaks, reports, requires_sandbox, sweep, write_hostile_task
 
 pytestmark = [pytest.mark.slow, requires_sandbox]
@@ -51,12 +50,7 @@ json.dump({"answer": "[" * 2040 + "]" * 2040}, open(os.environ["HEADROOM_AGENT_R
     (ev,) = run.evidence
     assert ev["extra"]["grade"]["checks"] == {"json_schema": False}
     assert "nested" in ev["extra"]["grade"]["notes"]["json_schema"]
-    resumed = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "resume", "--store", str(run.store), "--format", "none"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    resumed = run_cli("resume", "--store", str(run.store), "--format", "none", timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert_nothing_leaks(run)
 

@@ -9,15 +9,13 @@ that try recorded as ``harness_error`` with the reason, while the run goes on.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 from tests.hostile.harness import assert_nothing_leaks, requires_sandbox, sweep, write_hostile_task
 
 pytestmark = [pytest.mark.slow, requires_sandbox]
@@ -100,13 +98,7 @@ def test_a_try_whose_evidence_cannot_be_stored_is_a_harness_error_and_the_run_go
     db.execute("UPDATE runs SET status='interrupted'")
     db.commit()
     db.close()
-    proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "resume", "--store", str(run.store), "--format", "none"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "SHORTPW": "x"},
-    )
+    proc = run_cli("resume", "--store", str(run.store), "--format", "none", timeout=300, env={"SHORTPW": "x"})
     assert proc.returncode == 0, proc.stderr
     s = Store.open_existing(run.store)
     try:

@@ -524,7 +524,7 @@ def test_bundle_and_verify_carry_the_rules_and_count_unrecorded_digests_apart(tm
     import_json(store, str(TB_RUN))  # a Terminal-Bench run records no task digests
     out = tmp_path / "bundles"
     out.mkdir()
-    made = cli("runs", "bundle", "--store", str(store), "--rules", "all", "-o", str(out))
+    made = cli("runs", "bundle", "--store", str(store), "--rules", "all", "--out-dir", str(out))
     assert made.returncode == 0, made.stderr
     [path] = list(out.iterdir())
     published = json.loads(path.read_text())["body"]["published"]["statistics"]["scoring_rules"]

@@ -17,12 +17,9 @@ import pytest
 
 from orchestrator.importers.taskset import read_task_set, write_task_set
 from orchestrator.tasks.loader import load_task
+from tests.cli_run import headroom
 
 FIX = Path(__file__).parent / "fixtures"
-
-
-def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
 
 
 def fields(summary: dict, kind: str) -> set[str]:

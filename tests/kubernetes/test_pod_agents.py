@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch
 from orchestrator.tasks.loader import load_tasks
+from tests.cli_run import headroom as run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,13 +56,7 @@ def test_agents_a_pod_runs_are_kept() -> None:
 def test_submit_refuses_an_external_agent_in_one_line(tmp_path: Path) -> None:
     f = tmp_path / "exp.yaml"
     f.write_text(yaml.safe_dump({**_spec({"kind": "external", "command": "python3 my_agent.py"})}))
-    r = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "cluster", "submit", str(f), "--dry-run"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
+    r = run_cli("cluster", "submit", str(f), "--dry-run", cwd=REPO, timeout=120)
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and "external agent" in r.stderr and "Traceback" not in r.stderr
     assert r.stdout == ""
@@ -70,24 +64,18 @@ def test_submit_refuses_an_external_agent_in_one_line(tmp_path: Path) -> None:
 
 def _sweep(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # No cluster here and no kubeconfig: the refusal must come before any connection is tried.
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(REPO / "tasks"),
-            "--backend",
-            "kubernetes",
-            "--store",
-            str(tmp / "s.db"),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
+    return run_cli(
+        "sweep",
+        str(REPO / "tasks"),
+        "--backend",
+        "kubernetes",
+        "--store",
+        str(tmp / "s.db"),
+        *args,
         cwd=tmp,
         timeout=120,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp), "KUBECONFIG": str(tmp / "none")},
+        inherit=False,
     )
 
 

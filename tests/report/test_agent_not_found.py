@@ -8,8 +8,6 @@ import io
 import json
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from rich.console import Console
 
 from orchestrator.report import document, html, markdown, render, terminal
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 from tests.taskfactory import write_task
 
 # Task "broken": the agent runs a tool that does not exist (exit 127); task "fine": it does the work.
@@ -29,29 +28,22 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("broken", "fine"):
         write_task(tmp / "tasks", name, solve="true\n")
     store = tmp / "h.db"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "sweep",
-            str(tmp / "tasks"),
-            "--multipliers",
-            "3",
-            "--attempts",
-            "2",
-            "--store",
-            str(store),
-            "--no-canary",
-            "--format",
-            "none",
-            "--agent",
-            "command",
-            "--agent-command",
-            AGENT,
-        ],
-        capture_output=True,
-        text=True,
+    res = run_cli(
+        "sweep",
+        str(tmp / "tasks"),
+        "--multipliers",
+        "3",
+        "--attempts",
+        "2",
+        "--store",
+        str(store),
+        "--no-canary",
+        "--format",
+        "none",
+        "--agent",
+        "command",
+        "--agent-command",
+        AGENT,
         timeout=300,
     )
     assert res.returncode == 0, res.stderr

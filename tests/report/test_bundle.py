@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from orchestrator.trust import bundle as bundle_mod
+from tests.cli_run import headroom
 from tests.taskfactory import write_task
 
 FIX = Path(__file__).parent.parent / "importers" / "fixtures"
-
-
-def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +24,7 @@ def imported_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     out = root / "bundles"
     out.mkdir()
-    res = headroom("runs", "bundle", "--store", str(store), "-o", str(out))
+    res = headroom("runs", "bundle", "--store", str(store), "--out-dir", str(out))
     assert res.returncode == 0, res.stderr
     [path] = out.iterdir()
     return path

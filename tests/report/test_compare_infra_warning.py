@@ -10,21 +10,18 @@ into. A third run C, like B, has the same infra-error rate as B: no warning ther
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli_run import headroom as run_cli
 from tests.taskfactory import HOG, requires_cgroups, write_task
 
 pytestmark = [pytest.mark.slow, requires_cgroups]
 
 
 def headroom(*args: str) -> str:
-    res = subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
-    return res.stdout
+    return run_cli(*args, check=True).stdout
 
 
 def _sweep(tmp: Path, name: str, x_solve: str, store: Path) -> str:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +19,9 @@ from orchestrator.stats.analyze import analyze
 from orchestrator.stats.paired import two_rate_exact
 from orchestrator.stats.trend import cochran_armitage
 from orchestrator.store.sqlite import SCHEMA_VERSION, Store
+from tests.cli_run import headroom
 
 FIX = Path(__file__).parent.parent / "importers" / "fixtures"
-
-
-def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
 
 
 def frame(

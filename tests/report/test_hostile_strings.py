@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from html.parser import HTMLParser
 
@@ -24,6 +23,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from orchestrator.report.safe import visible_controls
+from tests.cli_run import headroom as run_cli
 from tests.importers.formats import H, T, write_harbor_job, write_tb_run
 from tests.taskfactory import write_task
 
@@ -48,16 +48,7 @@ pytestmark = pytest.mark.slow
 
 
 def headroom(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    if ok:
-        assert res.returncode == 0, res.stdout + res.stderr
-    return res
+    return run_cli(*args, env={"COLUMNS": "200"}, check=ok)
 
 
 @pytest.fixture(scope="module")

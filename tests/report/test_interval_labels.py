@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from orchestrator.report.model import ReportDocument
 from orchestrator.stats.clustered import NEW_TASKS, THESE_TASKS
 from orchestrator.stats.synthetic import PlantedConfig, make_sweep
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 
 CONFIGS = (
     PlantedConfig("1x-strict", 1, 1, 0.20),
@@ -41,12 +40,7 @@ def doc(store: Path) -> ReportDocument:
 
 
 def test_json_names_what_each_headline_interval_generalises_to(store: Path) -> None:
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "report", "--store", str(store), "--format", "json", "--margin", "0.04"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    res = run_cli("report", "--store", str(store), "--format", "json", "--margin", "0.04", timeout=300)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     for c in out["configurations"]:

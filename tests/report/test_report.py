@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli_run import headroom
 from tests.taskfactory import HOG, write_task
 
 FLAKY = (
     "python3 -c \"import os,sys; sys.exit(0 if int(os.environ['HEADROOM_SEED']) % 3 else 1)\" "
     '&& touch "$HEADROOM_WORKDIR/out"\n'
 )
-
-
-def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")

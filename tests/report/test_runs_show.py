@@ -9,16 +9,15 @@ where cgroups are writable). `runs show` must tell, on a terminal, what the view
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.agents.fake_model import FakeModel, Reply
+from tests.cli_run import headroom as run_cli
 from tests.taskfactory import CGROUPS, write_task
 
 pytestmark = pytest.mark.slow
@@ -50,15 +49,7 @@ PY
 
 
 def headroom(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
-    return res
+    return run_cli(*args, env={"COLUMNS": "200", **(env or {})}, check=True)
 
 
 @pytest.fixture(scope="module")
@@ -170,12 +161,7 @@ def test_runs_show_a_trial_prints_what_the_viewer_s_trial_page_shows(swept) -> N
 
 def test_runs_show_names_a_missing_trial_in_one_line(swept) -> None:
     store, run_id, _ = swept
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "runs", "show", f"{store}:{run_id}", "plain:1x-strict"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    res = run_cli("runs", "show", f"{store}:{run_id}", "plain:1x-strict", timeout=120)
     assert res.returncode == 2 and res.stdout == ""
     (line,) = res.stderr.strip().splitlines()
     assert "has no trial 'plain:1x-strict'" in line and "did you mean plain:1x-strict:0" in line

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from orchestrator.report.glossary import CLUSTER_SCORE, INFRA_RATE, SCORE_EXCL
 from orchestrator.report.text import rate
 from orchestrator.stats.synthetic import make_sweep
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +61,7 @@ def test_narrow_console_splits_tables_instead_of_shrinking(store_path: Path) -> 
 
 
 def test_cli_off_a_tty_prints_whole_numbers(store_path: Path) -> None:
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "report", "--store", str(store_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    res = run_cli("report", "--store", str(store_path), timeout=300)
     assert res.returncode == 0, res.stderr
     assert "…" not in res.stdout and "cluster-level" in res.stdout and "cost reported" in res.stdout
     doc = document.build(Store.open_existing(store_path))

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from orchestrator.tasks.loader import load_tasks
 from orchestrator.trust.audit import accept_clusters, audit
 from orchestrator.trust.duplicates import all_pairs_near
 from orchestrator.trust.texts import Item, file_items, normalize
+from tests.cli_run import headroom as run_cli
 from tests.taskfactory import write_task
 
 BASE = (
@@ -117,39 +116,22 @@ def test_cli_writes_one_json_record_per_finding_and_bad_files_are_one_line_error
     root = tmp_path / "tasks"
     _task(root, "orig", BASE)
     _task(root, "same", BASE + " ")
-    proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "tasks", "audit", str(root), "--field", "prompt"],
-        capture_output=True,
-        text=True,
-    )
+    proc = run_cli("tasks", "audit", str(root), "--field", "prompt", timeout=None)
     assert proc.returncode == 0, proc.stderr
     records = [json.loads(line) for line in proc.stdout.splitlines()]
     assert {r["type"] for r in records} == {"exact", "proposed_cluster"}
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "tasks", "audit", str(root), "--against", str(bad)],
-        capture_output=True,
-        text=True,
-    )
+    proc = run_cli("tasks", "audit", str(root), "--against", str(bad), timeout=None)
     assert proc.returncode == 2 and "line 1: not JSON" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_provenance_export_lists_missing_fields(tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     _task(root, "a", BASE)
-    proc = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "tasks", "provenance", str(root), "--format", "json"],
-        capture_output=True,
-        text=True,
-    )
+    proc = run_cli("tasks", "provenance", str(root), "--format", "json", timeout=None)
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)
     assert rows[0]["task_id"] == "a" and "created_at" in rows[0]["missing"] and rows[0]["access_class"] == "unknown"
-    bundled = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "tasks", "provenance", "tasks"],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
+    bundled = run_cli("tasks", "provenance", "tasks", cwd=Path(__file__).resolve().parents[2], timeout=None)
     assert bundled.returncode == 0 and bundled.stdout.count("\n") == 11 and ",public," in bundled.stdout

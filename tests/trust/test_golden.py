@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from orchestrator.contract.grade import grade
 from orchestrator.spec.grader import GoldenGrader
+from tests.cli_run import headroom as _headroom
 from tests.taskfactory import requires_cgroups, write_task
 
 SCHEMA = {"type": "object", "required": ["total"], "properties": {"total": {"type": "integer"}}}
@@ -47,10 +46,6 @@ def test_no_answer_is_missing_and_bad_regex_is_refused() -> None:
 def _golden_task(root: Path, name: str, answer: str, grader_toml: str) -> None:
     solve = f"printf '%s' {json.dumps(json.dumps({'answer': answer}))} > \"$HEADROOM_AGENT_RESULT\"\n"
     write_task(root, name, solve=solve, test="exit 0\n", extra_toml=grader_toml)
-
-
-def _headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True)
 
 
 @pytest.mark.cgroup

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.trust.judge import Judge, calibrate, judge_pairs, load_pairs
+from tests.cli_run import headroom as run_cli
 
 SECRET = "sk-judge-canary-0123456789abcdef"
 seen_auth: list[str | None] = []
@@ -113,27 +112,22 @@ def test_cli_sends_the_key_but_never_prints_it(endpoint: str, tmp_path: Path) ->
     seen_auth.clear()
     pairs = _pairs(tmp_path / "pairs.jsonl")
     out = tmp_path / "report.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "tasks",
-            "judge",
-            "calibrate",
-            str(pairs),
-            "--endpoint",
-            endpoint,
-            "--model",
-            "fake-judge",
-            "--api-key-env",
-            "JUDGE_KEY",
-            "-o",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "tasks",
+        "judge",
+        "calibrate",
+        str(pairs),
+        "--endpoint",
+        endpoint,
+        "--model",
+        "fake-judge",
+        "--api-key-env",
+        "JUDGE_KEY",
+        "-o",
+        str(out),
         env={"PATH": "/usr/bin:/bin", "JUDGE_KEY": SECRET},
+        inherit=False,
+        timeout=None,
     )
     assert proc.returncode == 0, proc.stderr
     assert seen_auth and all(a == f"Bearer {SECRET}" for a in seen_auth)
@@ -145,40 +139,12 @@ def test_cli_sends_the_key_but_never_prints_it(endpoint: str, tmp_path: Path) ->
 def test_bad_pairs_file_and_dead_endpoint_are_one_line_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "prompt": "p"}\n')
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "tasks",
-            "judge",
-            "calibrate",
-            str(bad),
-            "--endpoint",
-            "http://127.0.0.1:9/v1",
-            "--model",
-            "m",
-        ],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "tasks", "judge", "calibrate", str(bad), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", timeout=None
     )
     assert proc.returncode == 2 and "line 1" in proc.stderr and "Traceback" not in proc.stderr
     good = _pairs(tmp_path / "p.jsonl")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "tasks",
-            "judge",
-            "calibrate",
-            str(good),
-            "--endpoint",
-            "http://127.0.0.1:9/v1",
-            "--model",
-            "m",
-        ],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "tasks", "judge", "calibrate", str(good), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", timeout=None
     )
     assert proc.returncode == 2 and "judge endpoint failed" in proc.stderr and "Traceback" not in proc.stderr

@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.cli_run import headroom
+from tests.cli_run import start as start_cli
 from tests.taskfactory import HOG, write_task
 
 FLAKY = (
     "python3 -c \"import os,sys; print('seed', os.environ['HEADROOM_SEED']); "
     'sys.exit(0 if int(os.environ[\'HEADROOM_SEED\']) % 3 else 1)" && touch "$HEADROOM_WORKDIR/out"\n'
 )
-
-
-def headroom(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="session")
@@ -47,12 +44,7 @@ def view_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def view_server(view_store: Path) -> Iterator[str]:
     """`headroom view --port 0` as a user starts it; yields its base URL and stops it afterwards."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "view", "--store", str(view_store), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_cli("view", "--store", str(view_store), "--port", "0", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()

@@ -6,8 +6,6 @@ import hashlib
 import html
 import re
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
@@ -19,6 +17,7 @@ from starlette.testclient import TestClient
 from orchestrator.store.sqlite import Store
 from orchestrator.view import data
 from orchestrator.view.app import create_app
+from tests.cli_run import headroom as run_cli
 
 
 def _digest(path: Path) -> dict[str, str]:
@@ -90,19 +89,9 @@ def test_busy_port_and_missing_store_are_one_line_errors(view_store: Path, tmp_p
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = str(busy.getsockname()[1])
-        res = subprocess.run(
-            [sys.executable, "-m", "orchestrator", "view", "--store", str(view_store), "--port", port],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        res = run_cli("view", "--store", str(view_store), "--port", port, timeout=120)
     assert res.returncode == 2 and "--port" in res.stderr and "Traceback" not in res.stderr
-    res = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "view", "--store", str(tmp_path / "none.db")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    res = run_cli("view", "--store", str(tmp_path / "none.db"), timeout=120)
     assert res.returncode == 2 and "no such store" in res.stderr and "Traceback" not in res.stderr
 
 

@@ -46,7 +46,7 @@ import docker.errors
 import requests
 
 from orchestrator.backends.abilities import Abilities
-from orchestrator.backends.base import Capabilities, CleanupReport, Handle
+from orchestrator.backends.base import Capabilities, CleanupReport, Handle, refuse_force
 from orchestrator.backends.local.backend import host_facts
 from orchestrator.backends.local.cgroups import TrialCgroup, cpu_shares
 from orchestrator.backends.threaded import ThreadedBackend
@@ -405,8 +405,9 @@ class DockerBackend(ThreadedBackend):
                     self._remove_volume(c["Name"])
         return None
 
-    def cleanup(self, run_id: str | None = None) -> CleanupReport:
+    def cleanup(self, run_id: str | None = None, *, force: bool = False) -> CleanupReport:
         """Containers (and their anonymous volumes) whose headroom process is gone."""
+        refuse_force(self.name, force)
         report = CleanupReport()
         label = f"{RUN}={label_value(run_id)}" if run_id else f"{MANAGED}=true"
         for c in self._containers(label):
@@ -418,7 +419,9 @@ class DockerBackend(ThreadedBackend):
                 report.kept.append(f"{what}: its headroom process {owner.pid} is still running")
                 continue
             if owner is not None and alive is None and run_id is None:
-                report.kept.append(f"{what}: started on host {owner.host}; name its run with --run-id to remove it")
+                report.kept.append(
+                    f"{what}: started on host {owner.host}; name its run (runs cleanup RUN) to remove it"
+                )
                 continue
             self._remove(c["Id"])
             report.removed.append(what)

@@ -24,7 +24,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from orchestrator.backends.abilities import Abilities
-from orchestrator.backends.base import Capabilities, CleanupReport, Handle
+from orchestrator.backends.base import Capabilities, CleanupReport, ClosesOnExit, Handle
 from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, node_arch, records, runlease, signals
 from orchestrator.backends.kubernetes import pod as pod_mod
 from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWorkers
@@ -112,7 +112,7 @@ class _Stats:
     by_state: dict[str, int] = field(default_factory=dict)
 
 
-class KubernetesBackend:
+class KubernetesBackend(ClosesOnExit):
     #: external agents run on this host and act on the try's pod over pods/exec (:mod:`.external`)
     abilities = Abilities(
         check_fit=True,

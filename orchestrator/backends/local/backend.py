@@ -20,7 +20,7 @@ from typing import Any, Literal, cast
 import psutil
 
 from orchestrator.backends.abilities import Abilities
-from orchestrator.backends.base import Capabilities, CleanupReport
+from orchestrator.backends.base import Capabilities, CleanupReport, refuse_force
 from orchestrator.backends.local import cgroups, sandbox
 from orchestrator.backends.local import external as local_external
 from orchestrator.backends.local import runner as runner_mod
@@ -218,8 +218,9 @@ class LocalBackend(ThreadedBackend):
         for n in names:
             self.kill(n)
 
-    def cleanup(self, run_id: str | None = None) -> CleanupReport:
+    def cleanup(self, run_id: str | None = None, *, force: bool = False) -> CleanupReport:
         """Work dirs and cgroups of headroom processes that died without cleaning up."""
+        refuse_force(self.name, force)
         report = CleanupReport(removed=list(self.reaped_at_start), kept=list(self.kept_at_start))
         self.reaped_at_start, self.kept_at_start = [], []
         _reap_workroots(report.removed, report.kept)
