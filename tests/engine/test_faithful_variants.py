@@ -207,18 +207,13 @@ def test_tasks_validate_says_where_the_architecture_was_not_checked() -> None:
     """Without connecting, a daemon's or a cluster's CPUs are not known: validate says so instead of passing
     the task in silence; on local (this host's CPUs) it is refused as a sweep would."""
     import json
-    import subprocess
-    import sys
+
+    from tests.cli_run import headroom
 
     fix = Path(__file__).resolve().parents[1] / "fixtures" / "faithful" / "other-arch"
 
     def validate(backend: str) -> dict[str, object]:
-        proc = subprocess.run(
-            [sys.executable, "-m", "orchestrator", "tasks", "validate", str(fix), "--backend", backend, "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        proc = headroom("tasks", "validate", str(fix), "--backend", backend, "--json", timeout=120)
         doc: dict[str, object] = json.loads(proc.stdout)
         return doc
 
