@@ -61,6 +61,11 @@ class Abilities(BaseModel):
         default=False, description="starts a task's docker-compose services beside it (multi-container tasks)"
     )
     gpus: bool = Field(default=False, description="can give a try GPUs where its machine has them")
+    node_architectures: bool = Field(
+        default=False,
+        description="node_architectures(): the CPU architectures of the machines its tries could land on, read "
+        "when asked (a cluster's schedulable nodes); without it capabilities.architectures is what it runs on",
+    )
     verifier_outputs: bool = Field(
         default=True,
         description="the verifier sees the folders a task declares in [verifier] outputs (the local backend's "
@@ -119,6 +124,10 @@ class PodInformer(Protocol):
     def informer(self, run_id: str) -> Any: ...
 
 
+class ArchitectureReader(Protocol):
+    def node_architectures(self) -> list[str]: ...
+
+
 def fit_checker(backend: Backend) -> FitChecker | None:
     return cast("FitChecker", backend) if backend.abilities.check_fit else None
 
@@ -139,6 +148,10 @@ def pod_informer(backend: Backend) -> PodInformer | None:
     return cast("PodInformer", backend) if backend.abilities.informer else None
 
 
+def architecture_reader(backend: Backend) -> ArchitectureReader | None:
+    return cast("ArchitectureReader", backend) if backend.abilities.node_architectures else None
+
+
 #: The method each declared ability promises (a test checks every backend class against it).
 METHODS = {
     "check_fit": ("check_fit",),
@@ -146,4 +159,5 @@ METHODS = {
     "recorded": ("recorded",),
     "canary_targets": ("canary_targets", "canary_skipped"),
     "informer": ("informer",),
+    "node_architectures": ("node_architectures",),
 }

@@ -91,9 +91,17 @@ def dns_name(text: str) -> str:
 
 
 def experiment_resource(
-    fields: dict[str, Any], source: str, name: str | None, namespace: str, push_tasks: Any
+    fields: dict[str, Any],
+    source: str,
+    name: str | None,
+    namespace: str,
+    push_tasks: Any,
+    architectures: Any = None,
 ) -> dict[str, Any]:
-    """An Experiment resource from an experiment file (or from a resource manifest)."""
+    """An Experiment resource from an experiment file (or from a resource manifest).
+
+    ``architectures(options)``: the CPU architectures of the nodes its pods could land on (None: not known, as for
+    --dry-run); a task set the controller would refuse is refused here before anything is pushed."""
     from orchestrator.controller.resources import API_VERSION, ExperimentResourceSpec
 
     meta: dict[str, Any] = {}
@@ -109,7 +117,7 @@ def experiment_resource(
         folder = Path(tasks_dir)
         if not folder.is_absolute():
             folder = (Path(source).parent / folder).resolve()
-        fields["task_source"] = {"bundle": push_tasks(folder)}
+        fields["task_source"] = {"bundle": "not-pushed-yet"}  # pushed once the checks below pass
     else:
         fields.pop("tasks_dir", None)
     from pydantic import ValidationError
@@ -120,12 +128,19 @@ def experiment_resource(
         field, msg = first_validation_error(exc, ExperimentResourceSpec)
         raise SpecError(msg, file=source, field=field) from None
     if folder is not None:  # what the controller would refuse (SpecInvalid), said here, in the CLI's words
+        from dataclasses import replace
+
         from orchestrator.engine import faithful
+        from orchestrator.spec.kubernetes import KubernetesOptions
         from orchestrator.tasks.loader import load_tasks
 
-        got = faithful.check_experiment(spec, load_tasks(folder, spec.tasks), faithful.Profile.declared("kubernetes"))
+        profile = faithful.Profile.declared("kubernetes")
+        if architectures is not None:
+            profile = replace(profile, architectures=tuple(architectures(spec.kubernetes or KubernetesOptions())))
+        got = faithful.check_experiment(spec, load_tasks(folder, spec.tasks), profile)
         if got.lines:
             raise faithful.NotFaithful("kubernetes", got.lines)
+        spec = spec.model_copy(update={"task_source": type(spec.task_source)(bundle=push_tasks(folder))})
     meta["name"] = name or meta.get("name") or dns_name(spec.name)
     meta["namespace"] = namespace
     return {
@@ -180,7 +195,12 @@ def submit(
         )
         return result.name
 
-    body = experiment_resource(fields, str(experiment_file), name, kube.namespace, push)
+    def architectures(options: Any) -> tuple[str, ...]:
+        from orchestrator.backends.kubernetes import node_arch
+
+        return node_arch.read(kube.core, options).architectures
+
+    body = experiment_resource(fields, str(experiment_file), name, kube.namespace, push, architectures)
     created = kube.call(
         f"create Experiment {body['metadata']['name']}",
         kube.custom.create_namespaced_custom_object,

@@ -317,6 +317,7 @@ def validate(
 
     why = {e.task_id: why_not(e) for e in needs_import}
     profile = faithful.Profile.declared(backend_name)
+    unchecked = faithful.arch_unchecked([taskset.as_task(e) for e in ts.entries], profile)
     check = faithful.check_tasks(
         [taskset.as_task(e) for e in ts.entries],
         profile,
@@ -338,6 +339,7 @@ def validate(
                     "needs_import": [{"task": t, "reason": r} for t, r in sorted(why.items())],
                     "backend": backend_name,
                     "refused": check.lines,
+                    "architecture_unchecked": unchecked,
                     "run_on_host": check.record(profile, run_on_host)["tasks_run_on_host"],
                     "oracle_check": oracle,
                 },
@@ -362,6 +364,13 @@ def validate(
             out.print(
                 f"{len(check.on_host)} task(s) that name a container image run on the host (--run-on-host): "
                 + escape(", ".join(sorted(check.on_host))),
+                soft_wrap=True,
+            )
+        if unchecked:
+            out.print(
+                f"CPU architecture not checked here: the {backend_name} backend's is read when a sweep connects "
+                f"(the daemon's, or the schedulable nodes' of a cluster); {len(unchecked)} task(s) declare one: "
+                + escape(", ".join(f"{t} ({a})" for t, a in list(unchecked.items())[:5])),
                 soft_wrap=True,
             )
         if oracle is not None:

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from orchestrator.agentio.redact import secret_values
 from orchestrator.backends.abilities import pod_informer
 from orchestrator.backends.base import recorded
+from orchestrator.backends.kubernetes import node_arch
 from orchestrator.controller import engine, taskimage, tasksets
 from orchestrator.controller.events import EventRecorder
 from orchestrator.controller.metrics import Metrics
@@ -250,7 +251,9 @@ class Reconciler:
                 f"spec.image: tasks without a docker_image need the experiment's image: {', '.join(no_image[:5])}"
             )
         experiment = spec.model_copy(update={"tasks_dir": str(root)})
-        if refused := faithful.controller_refusal(experiment, tasks):  # as the CLI refuses a sweep
+        # as the CLI refuses a sweep; the CPUs are those of the nodes this Experiment's pods could land on
+        archs = node_arch.read(self.core, spec.kubernetes or KubernetesOptions()).architectures
+        if refused := faithful.controller_refusal(experiment, tasks, architectures=archs):
             raise SpecInvalid(refused)
         trials = plan(experiment, tasks)
         p = _Plan(

@@ -34,6 +34,7 @@ from orchestrator.backends.kubernetes.pod import MANAGED_BY
 from orchestrator.errors import SpecError
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.task import Task
+from orchestrator.tasks import needs
 from orchestrator.tasks.image import CATALOG, FORMAT, TESTS_MANIFEST_FILE
 from orchestrator.tasks.loader import load_tasks
 
@@ -275,6 +276,8 @@ def load_set(
             raise SpecError(
                 f"golden task {t.id!r} has no tests/: the kubernetes backend needs tests/test.sh", field="tests/test.sh"
             )
+        if "needs" in entry:  # what its files need (the faithful check); an older catalog: task.toml's only
+            needs.remember(t.path, entry["needs"])
         update: dict[str, Any] = {"digest": entry["digest"]}
         built = entry.get("built_image")
         if built and not t.spec.environment.docker_image:

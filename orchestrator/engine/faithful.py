@@ -17,7 +17,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import SpecError, UserError
-from orchestrator.tasks.needs import ARCH, COMPOSE, GPUS, IMAGE, INTERNET, ORACLE, Need, host_arch, shown, task_needs
+from orchestrator.tasks.needs import (
+    ARCH,
+    COMPOSE,
+    GPUS,
+    IMAGE,
+    INTERNET,
+    ORACLE,
+    OS,
+    TPU,
+    Need,
+    host_arch,
+    shown,
+    task_needs,
+)
 
 if TYPE_CHECKING:
     from orchestrator.backends.base import Backend
@@ -25,7 +38,7 @@ if TYPE_CHECKING:
     from orchestrator.spec.task import Task
 
 #: Classes in the order the refusal lists them.
-ORDER = (IMAGE, COMPOSE, GPUS, ARCH, INTERNET)
+ORDER = (IMAGE, COMPOSE, GPUS, TPU, ARCH, OS, INTERNET)
 SHOWN_TASKS = 5
 
 
@@ -54,6 +67,11 @@ class Profile:
 
     @classmethod
     def of(cls, backend: Backend) -> Profile:
+        from orchestrator.backends.abilities import architecture_reader
+
+        # a cluster's architectures are its schedulable nodes', read now (a node pool may have changed)
+        reader = architecture_reader(backend)
+        archs = reader.node_architectures() if reader is not None else backend.capabilities.architectures
         caps, ab = backend.capabilities, backend.abilities
         return cls(
             backend.name,
@@ -61,7 +79,7 @@ class Profile:
             ab.multi_container,
             caps.gpus,
             caps.network_control,
-            tuple(caps.architectures),
+            tuple(archs),
             ab.verifier_outputs,
         )
 
@@ -163,15 +181,36 @@ def check_tasks(
         out.lines.append(
             f"GPUs: {_count(gpus, 'need')} GPUs, which the {profile.name} backend cannot give: {_tasks(gpus)}; {where}"
         )
+    if tpus := by_kind[TPU]:  # Harbor's [environment] tpu: a GKE TPU slice
+        out.lines.append(
+            f"TPUs: {_count(tpus, 'need')} a TPU slice, which no headroom backend gives "
+            f"(the {profile.name} backend would run them without one): {_tasks(tpus)}"
+        )
     if profile.architectures:
         wrong = [(tid, n) for tid, n in by_kind[ARCH] if n.value not in profile.architectures]
         if wrong:
-            wanted = sorted({n.value for _, n in wrong})
+            wanted = "/".join(sorted({n.value for _, n in wrong}))
+            has = "/".join(profile.architectures)
+            if profile.name == "kubernetes":
+                where, advice = (
+                    f"no schedulable node has them (the nodes a trial pod could land on run {has})",
+                    f"Add {wanted} nodes, or point kubernetes.node_selector / tolerations at the pool that has them",
+                )
+            else:
+                where, advice = (
+                    f"the {profile.name} backend runs on {has}",
+                    f"Run them on a {wanted} machine (--backend docker with DOCKER_HOST pointing at one) or cluster "
+                    "(--backend kubernetes)",
+                )
             out.lines.append(
-                f"CPU architecture: {_count(wrong, 'need')} {'/'.join(wanted)} CPUs and the {profile.name} backend runs "
-                f"on {'/'.join(profile.architectures)}: {_tasks(wrong)}. Run them on a {'/'.join(wanted)} machine "
-                "(--backend docker with DOCKER_HOST pointing at one) or cluster (--backend kubernetes)"
+                f"CPU architecture: {_count(wrong, 'need')} {wanted} CPUs and {where}: {_tasks(wrong)}. {advice}"
             )
+    if other_os := by_kind[OS]:  # Harbor's [environment] os = "windows"
+        wanted = "/".join(sorted({n.value for _, n in other_os}))
+        out.lines.append(
+            f"operating system: {_count(other_os, 'need')} {wanted} containers, which the {profile.name} backend does "
+            f"not run (no headroom backend does; they run Linux): {_tasks(other_os)}"
+        )
     carried = [t for t in sorted(tasks, key=lambda t: t.id) if t.spec.verifier.outputs]
     if carried and not profile.verifier_outputs:
         can = _capable("verifier_outputs")
@@ -194,6 +233,14 @@ def check_tasks(
                 "or set allow_internet = false in a task that in fact runs offline"
             )
     return out
+
+
+def arch_unchecked(tasks: Sequence[Task], profile: Profile) -> dict[str, str]:
+    """Tasks that declare a CPU architecture the check could not hold against the backend's (not known without
+    connecting: a daemon's, a cluster's nodes'), task id -> the architecture; a sweep checks them when it connects."""
+    if profile.architectures:
+        return {}
+    return {t.id: n.value for t in sorted(tasks, key=lambda t: t.id) for n in task_needs(t) if n.kind == ARCH}
 
 
 def check_experiment(experiment: Experiment, tasks: Sequence[Task], profile: Profile) -> Check:
@@ -231,8 +278,17 @@ def check(experiment: Experiment, tasks: Sequence[Task], backend: Backend) -> di
     return got.record(profile, experiment.run_on_host)
 
 
-def controller_refusal(experiment: Experiment, tasks: Sequence[Task], backend: str = "kubernetes") -> str | None:
+def controller_refusal(
+    experiment: Experiment,
+    tasks: Sequence[Task],
+    backend: str = "kubernetes",
+    architectures: Sequence[str] = (),
+) -> str | None:
     """The in-cluster controller's form of the refusal: one message for the Experiment's SpecInvalid condition,
-    the classes joined by `` | `` (a condition message is one line), or None when every task can run."""
-    got = check_experiment(experiment, tasks, Profile.declared(backend))
+    the classes joined by `` | `` (a condition message is one line), or None when every task can run.
+    ``architectures``: those of the schedulable nodes the controller read (empty: not known, not checked)."""
+    from dataclasses import replace
+
+    profile = replace(Profile.declared(backend), architectures=tuple(architectures))
+    got = check_experiment(experiment, tasks, profile)
     return f"not faithful on the {backend} backend: " + " | ".join(got.lines) if got.lines else None

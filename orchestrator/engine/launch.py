@@ -19,6 +19,7 @@ from orchestrator.spec.launch import HostAgent, Launch, SetupLaunch, StepLaunch,
 from orchestrator.spec.resources import MIB, ResourceAmounts, band_amounts, scale
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
+from orchestrator.tasks.needs import declared_architecture
 
 _NOT_DNS = re.compile(r"[^a-z0-9]+")
 MAX_NAME = 63
@@ -149,13 +150,14 @@ def build_launch(
             digest=task.digest,
             docker_image=experiment.image or env_spec.docker_image,
             include_solution=oracle,
+            architecture=declared_architecture(task),
         ),
         agent=agent,
         verifier=verifier,
         amounts=amounts,
         request_storage_bytes=int(env_spec.storage_mb * MIB * trial.config.request_multiplier),
         limit_storage_bytes=None if lim is None else int(env_spec.storage_mb * MIB * lim),
-        allow_internet=_env_network(experiment) and env_spec.allow_internet,
+        allow_internet=_env_network(experiment) and env_spec.network_allowed,
         agent_network=_agent_network(experiment),
         agent_dir=str(Path(experiment.agent.path).resolve())
         if experiment.agent.path and experiment.agent.kind == "command"

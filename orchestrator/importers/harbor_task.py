@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from orchestrator.importers.fields import CONVERTED, DEFAULTED, IGNORED, KEPT, FieldReport
 from orchestrator.spec.task import (
     HARBOR_IGNORED,
+    HARBOR_NEEDS,
     EnvironmentSpec,
     SolutionSpec,
     StepSpec,
@@ -80,6 +81,20 @@ def _unknown(section: str, key: str) -> str:
 
 def _ignored(where: str) -> tuple[str, str, str]:
     return IGNORED, where, "a Harbor field headroom does not use"
+
+
+#: Harbor fields headroom does not act on but reads as the task's needs (spec/task.py HARBOR_NEEDS)
+_AS_NEED = {
+    "network_mode": "read as a need: public or allowlist needs the network (a sweep without --allow-internet "
+    "refuses the task), no-network is a promise; headroom gives all or nothing, never an allowlist",
+    "allowed_hosts": "the hosts of network_mode = allowlist: the task needs the network",
+    "os": "read as a need: a task for windows containers is refused (headroom's backends run Linux)",
+    "tpu": "read as a need: every headroom backend refuses the task (none gives TPUs)",
+}
+
+
+def _as_need(where: str, key: str) -> tuple[str, str, str]:
+    return KEPT, where, _AS_NEED[key]
 
 
 def normalize(
@@ -147,6 +162,8 @@ def normalize(
             if key == "env" and isinstance(value, dict):
                 note = f"{len(value)} variable(s) for the task's environment"
             rep.add(KEPT, f"environment.{key}", note)
+        elif key in HARBOR_NEEDS["environment"]:
+            rep.add(*_as_need(f"environment.{key}", key))
         elif key in HARBOR_IGNORED["environment"]:
             rep.add(*_ignored(f"environment.{key}"))
         elif key not in valid_names(EnvironmentSpec):
@@ -178,6 +195,8 @@ def normalize(
             if key in _STEP_USED or (section == "verifier" and key == "outputs"):  # headroom's own: carried outputs
                 note = f"{len(value)} variable(s)" if key == "env" and isinstance(value, dict) else ""
                 rep.add(KEPT, f"{section}.{key}", note)
+            elif key in HARBOR_NEEDS.get(section, frozenset()):
+                rep.add(*_as_need(f"{section}.{key}", key))
             elif key in HARBOR_IGNORED[section]:
                 rep.add(*_ignored(f"{section}.{key}"))
             else:

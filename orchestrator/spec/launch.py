@@ -62,6 +62,11 @@ class TaskSource(BaseModel):
     digest: str = Field(description="content digest: what a cluster bundle of the files is keyed by")
     docker_image: str | None = None
     include_solution: bool = Field(description="the solution is delivered to the oracle only")
+    architecture: str | None = Field(
+        default=None,
+        description="the CPU architecture the task's files declare (FROM --platform, a compose platform); a cluster "
+        "places the try on a node of it",
+    )
 
 
 class HostAgent(BaseModel):

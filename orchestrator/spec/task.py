@@ -18,20 +18,61 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from orchestrator.spec.grader import GoldenGrader
-from orchestrator.spec.unknown import refuse_unknown
+from orchestrator.spec.unknown import RECORDED, refuse_unknown
 
 #: Harbor's task.toml fields that headroom reads but does not act on, by section: accepted, listed as
 #: ignored by `tasks validate` / `tasks import` (orchestrator/importers/harbor_task.py). Any other key
 #: is an error naming the closest valid one (orchestrator/spec/unknown.py).
 HARBOR_IGNORED: dict[str, frozenset[str]] = {
     "": frozenset({"schema_version", "task", "source"}),
-    "environment": frozenset(
-        {"gpu_types", "mcp_servers", "skills_dir", "healthcheck", "network_mode", "allowed_hosts", "user", "workdir"}
-    ),
+    "environment": frozenset({"gpu_types", "mcp_servers", "skills_dir", "healthcheck", "user", "workdir"}),
     "agent": frozenset({"user"}),
     "verifier": frozenset({"user"}),
     "solution": frozenset(),
 }
+#: Harbor's fields that headroom does not act on but reads as a task's needs (orchestrator/tasks/needs.py): a backend
+#: or sweep that cannot give them refuses the task (docs/import.md, "What a backend refuses").
+HARBOR_NEEDS: dict[str, frozenset[str]] = {
+    "environment": frozenset({"network_mode", "allowed_hosts", "os", "tpu"}),
+    "agent": frozenset({"network_mode", "allowed_hosts"}),
+    "verifier": frozenset({"network_mode", "allowed_hosts"}),
+}
+NETWORK_MODES = ("no-network", "public", "allowlist")  # Harbor's [environment]/[agent]/[verifier] network_mode
+TASK_OS = ("linux", "windows")  # Harbor's [environment] os
+
+
+def _harbor_needs(data: Any, section: str, context: Any) -> Any:
+    """Harbor's own checks of the fields read as needs: a value Harbor would refuse is refused here too."""
+    if not isinstance(data, dict) or (isinstance(context, dict) and context.get(RECORDED)):
+        return data
+    mode = data.get("network_mode")
+    if mode is not None and (not isinstance(mode, str) or mode.lower() not in NETWORK_MODES):
+        raise ValueError(f"{section}.network_mode must be one of {', '.join(NETWORK_MODES)}")
+    hosts = data.get("allowed_hosts")
+    if hosts is not None and (not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts)):
+        raise ValueError(f"{section}.allowed_hosts must be a list of host names")
+    if hosts and mode is not None and mode.lower() != "allowlist":
+        raise ValueError(f"{section}.allowed_hosts is only valid with network_mode = 'allowlist'")
+    if section == "environment":
+        os_ = data.get("os")
+        if os_ is not None and (not isinstance(os_, str) or os_.lower() not in TASK_OS):
+            raise ValueError(f"environment.os must be one of {', '.join(TASK_OS)}")
+        tpu = data.get("tpu")
+        if tpu is not None and not (isinstance(tpu, dict) and tpu.get("type") and tpu.get("topology")):
+            raise ValueError(
+                "environment.tpu must be a table with type and topology (e.g. type = 'v6e', topology = '2x4')"
+            )
+        if (
+            "allow_internet" in data
+            and mode is not None
+            and bool(data["allow_internet"]) != (mode.lower() != "no-network")
+        ):
+            raise ValueError(
+                f"environment.allow_internet = {str(data['allow_internet']).lower()} contradicts network_mode = {mode!r}: "
+                "give one"
+            )
+    return data
+
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)(b?)\s*$", re.I)
 _POW = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
@@ -99,6 +140,13 @@ class EnvironmentSpec(BaseModel):
         default=None, gt=0, le=4096, allow_inf_nan=False, description="headroom: the task's CPU ceiling (quota), cores"
     )
 
+    @property
+    def network_allowed(self) -> bool:
+        """False when the author says the task runs offline (allow_internet = false, Harbor's network_mode =
+        "no-network"): it then gets no network whatever the sweep allows."""
+        mode = (self.model_extra or {}).get("network_mode")
+        return self.allow_internet and not (isinstance(mode, str) and mode.lower() == "no-network")
+
     @model_validator(mode="after")
     def _ceiling_not_below_floor(self) -> EnvironmentSpec:
         if self.memory_limit_mb is not None and self.memory_limit_mb < self.memory_mb:
@@ -115,8 +163,8 @@ class EnvironmentSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _known_keys(cls, data: Any, info: ValidationInfo) -> Any:
-        refuse_unknown(cls, data, HARBOR_IGNORED["environment"], info.context)
-        return data
+        refuse_unknown(cls, data, HARBOR_IGNORED["environment"] | HARBOR_NEEDS["environment"], info.context)
+        return _harbor_needs(data, "environment", info.context)
 
     @model_validator(mode="before")
     @classmethod
@@ -141,8 +189,13 @@ class StepSpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _known_keys(cls, data: Any, info: ValidationInfo) -> Any:
-        refuse_unknown(cls, data, HARBOR_IGNORED["agent"] | HARBOR_IGNORED["verifier"], info.context)
-        return data
+        refuse_unknown(
+            cls,
+            data,
+            HARBOR_IGNORED["agent"] | HARBOR_IGNORED["verifier"] | HARBOR_NEEDS["agent"] | HARBOR_NEEDS["verifier"],
+            info.context,
+        )
+        return _harbor_needs(data, "verifier" if cls.__name__ == "VerifierSpec" else "agent", info.context)
 
 
 class VerifierSpec(StepSpec):

@@ -9,7 +9,8 @@ Layout (read by the controller and by trial pods; nothing else in the image matt
 The catalog holds, per task, its content digest (the loader's, so a trial's digest is the
 same as a local run's over the same folder), its ``task.toml`` and instruction, the
 manifest of its tests (what the in-pod runner checks the delivered tests against), the
-image its ``environment/Dockerfile`` builds to, and its file list. The controller reads
+image its ``environment/Dockerfile`` builds to, its file list, and what it needs from a backend
+(``tasks/needs.py``, read from all its files: the controller's faithful check sees only the catalog). The controller reads
 only the catalog (from a short pod's log); trial pods copy their task's folder with an
 init container. The image needs ``/bin/sh`` and ``cp`` (and ``cat`` for the catalog):
 any Debian-like base works, e.g. the project's ``headroom.local/debian-base``.
@@ -28,6 +29,7 @@ from orchestrator.spec.task import Task
 from orchestrator.tasks import agent_view
 from orchestrator.tasks.environment_image import built_image_ref
 from orchestrator.tasks.loader import load_tasks
+from orchestrator.tasks.needs import as_records, task_needs
 
 ROOT = "/headroom-tasks"
 CATALOG = f"{ROOT}/catalog.json"
@@ -52,6 +54,8 @@ def task_entry(task: Task) -> dict[str, Any]:
         "tests_manifest": TaskBundle(task.id, task.digest, files).tests_manifest(),
         "built_image": built_image_ref(task.id, task.path),
         "files": [f.path for f in files],
+        # what the task needs from a backend, read from all its files: the controller sees only this catalog
+        "needs": as_records(task_needs(task)),
     }
 
 

@@ -12,6 +12,7 @@ Each need carries the evidence it was read from, which the refusal quotes.
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ import yaml
 
 from orchestrator.spec.task import Task
 
-IMAGE, GPUS, INTERNET, COMPOSE, ARCH = "image", "gpus", "internet", "compose", "arch"
+IMAGE, GPUS, INTERNET, COMPOSE, ARCH, TPU, OS = "image", "gpus", "internet", "compose", "arch", "tpu", "os"
 #: Where a network need applies: the trial's environment (the verifier, the exec channel) or the oracle agent.
 ENVIRONMENT, ORACLE = "environment", "oracle"
 
@@ -66,7 +67,7 @@ _NETWORK = re.compile(
 
 @dataclass(frozen=True)
 class Need:
-    kind: str  # IMAGE | GPUS | INTERNET | COMPOSE | ARCH
+    kind: str  # IMAGE | GPUS | INTERNET | COMPOSE | ARCH | TPU | OS
     detail: str  # the evidence, as the refusal quotes it
     where: str = ENVIRONMENT  # INTERNET only: ENVIRONMENT or ORACLE
     value: str = ""  # ARCH: the architecture needed; GPUS: how many
@@ -120,10 +121,39 @@ def compose_services(root: Path) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+KINDS = (IMAGE, GPUS, INTERNET, COMPOSE, ARCH, TPU, OS)
+#: Needs a task-set image's catalog recorded, by the task folder the controller wrote its metadata to: the
+#: controller sees only the catalog, not the files the needs are read from. Kept in this process, never in a file
+#: beside the task, which a task's author could write to hide a need.
+_RECORDED: dict[str, list[Need]] = {}
+
+
+def as_records(needs: list[Need]) -> list[dict[str, str]]:
+    return [{"kind": n.kind, "detail": n.detail, "where": n.where, "value": n.value} for n in needs]
+
+
+def from_records(records: object) -> list[Need]:
+    """Needs a catalog recorded (an image's content: untrusted, so every string is flattened again)."""
+    out = []
+    for r in records if isinstance(records, list) else []:
+        if isinstance(r, dict) and r.get("kind") in KINDS:
+            where = ORACLE if r.get("where") == ORACLE else ENVIRONMENT
+            out.append(Need(str(r["kind"]), shown(r.get("detail", ""), 200), where, shown(r.get("value", ""), 40)))
+    return out
+
+
+def remember(task_path: str, records: object) -> None:
+    """The controller: the needs the catalog recorded for the task it wrote to ``task_path``."""
+    _RECORDED[str(task_path)] = from_records(records)
+
+
 def task_needs(task: Task) -> list[Need]:
     root = Path(task.path)
+    if (recorded := _RECORDED.get(str(task.path))) is not None:  # a task-set image's: its files are not here
+        return list(recorded)
     env = task.spec.environment
     needs: list[Need] = []
+    compose = compose_services(root)
     if not env.runs_on_host:
         if env.docker_image:
             needs.append(Need(IMAGE, f"docker_image {shown(env.docker_image)}"))
@@ -131,24 +161,102 @@ def task_needs(task: Task) -> list[Need]:
             needs.append(Need(IMAGE, "environment/Dockerfile"))
         elif (root / "task.yaml").is_file() and (root / "Dockerfile").is_file():  # legacy, before `tasks import`
             needs.append(Need(IMAGE, "Dockerfile"))
+        elif compose is not None and (named := _compose_image(compose)) is not None:  # its only image is compose's
+            needs.append(Need(IMAGE, named))
+    extra = env.model_extra or {}
     if env.gpus > 0:
         needs.append(Need(GPUS, f"{env.gpus} GPU(s)", value=str(env.gpus)))
-    explicit = "allow_internet" in env.model_fields_set
-    if explicit and env.allow_internet:
-        needs.append(Need(INTERNET, "allow_internet = true"))
-    elif not explicit:
-        # allow_internet = false is the author saying it runs offline; unsaid, its scripts tell
-        if (line := network_evidence(_read(root / "tests" / "test.sh"))) is not None:
-            needs.append(Need(INTERNET, f"tests/test.sh: {shown(line)}"))
-        if (line := network_evidence(_read(root / "solution" / "solve.sh"))) is not None:
-            needs.append(Need(INTERNET, f"solution/solve.sh: {shown(line)}", where=ORACLE))
-    compose = compose_services(root)
+    elif compose is not None and (gpu := _compose_gpus(compose)) is not None:  # Docker's own way to ask for one
+        needs.append(Need(GPUS, gpu, value="1"))
+    if isinstance(tpu := extra.get("tpu"), dict):
+        needs.append(Need(TPU, f"tpu {shown(tpu.get('type'), 30)} {shown(tpu.get('topology'), 20)}"))
+    if isinstance(os_ := extra.get("os"), str) and os_.lower() != "linux":
+        needs.append(Need(OS, f"os = {shown(os_, 20)}", value=os_.lower()))
+    needs += _network_needs(task, root)
     if compose is not None:
         rel, services = compose
         if not services:
             needs.append(Need(COMPOSE, f"{rel} (its services cannot be read)"))
         elif len(services) > 1:
             needs.append(Need(COMPOSE, f"{rel}: services {shown(', '.join(map(str, services)))}"))
+    return needs + _arch_needs(root, compose)
+
+
+def _compose_image(compose: tuple[str, dict[str, Any]]) -> str | None:
+    """The evidence of an image a compose service names or builds (``image:`` without a variable, ``build:``)."""
+    rel, services = compose
+    for name, svc in services.items():
+        if not isinstance(svc, dict):
+            continue
+        image = svc.get("image")
+        if isinstance(image, str) and image and "$" not in image:
+            return f"{rel}: {shown(name)} image {shown(image)}"
+        if svc.get("build"):
+            return f"{rel}: {shown(name)} build"
+    return None
+
+
+def _compose_gpus(compose: tuple[str, dict[str, Any]]) -> str | None:
+    """A compose service that reserves a GPU (``deploy.resources.reservations.devices`` with capability ``gpu``, or
+    ``runtime: nvidia``), the way a Terminal-Bench task asks Docker for one."""
+    rel, services = compose
+    for name, svc in services.items():
+        if not isinstance(svc, dict):
+            continue
+        if svc.get("runtime") == "nvidia":
+            return f"{rel}: {shown(name)} runtime nvidia"
+        reservations: Any = svc
+        for key in ("deploy", "resources", "reservations"):
+            reservations = reservations.get(key) if isinstance(reservations, dict) else None
+        devices = reservations.get("devices") if isinstance(reservations, dict) else None
+        for dev in devices if isinstance(devices, list) else []:
+            caps = dev.get("capabilities") if isinstance(dev, dict) else None
+            flat = {str(c) for group in caps or [] for c in (group if isinstance(group, list) else [group])}
+            if "gpu" in flat or (isinstance(dev, dict) and dev.get("driver") == "nvidia"):
+                return f"{rel}: {shown(name)} reserves a GPU"
+    return None
+
+
+def _declared_network(section: Any, where: str) -> tuple[bool, str] | None:
+    """(needs the internet, the evidence) from a section's allow_internet or Harbor's network_mode, or None."""
+    extra = section.model_extra or {}
+    if where == "[environment]" and "allow_internet" in section.model_fields_set:
+        return section.allow_internet, "allow_internet = true"
+    mode = extra.get("network_mode")
+    if isinstance(mode, str):
+        hosts = extra.get("allowed_hosts") or []
+        listed = f" ({shown(', '.join(map(str, hosts)), 60)})" if hosts else ""
+        prefix = "" if where == "[environment]" else f"{where} "
+        return mode.lower() != "no-network", f"{prefix}network_mode = {shown(mode, 20)}{listed}"
+    return None
+
+
+def _network_needs(task: Task, root: Path) -> list[Need]:
+    """The internet a task needs: as its author declares it (allow_internet, Harbor's network_mode for the whole
+    environment or for the agent's or the verifier's phase), else as its scripts show it. A declared offline
+    phase (false, ``no-network``) is a promise: its script is not read."""
+    spec = task.spec
+    env = _declared_network(spec.environment, "[environment]")
+    if env is not None:  # the whole environment, every phase (one need: the trial's network)
+        return [Need(INTERNET, env[1])] if env[0] else []
+    needs = []
+    for where, section, script, kind in (
+        ("[verifier]", spec.verifier, "tests/test.sh", ENVIRONMENT),
+        ("[agent]", spec.agent, "solution/solve.sh", ORACLE),  # solve.sh runs as the oracle agent
+    ):
+        said = _declared_network(section, where)
+        if said is not None:
+            if said[0]:
+                needs.append(Need(INTERNET, said[1], where=kind))
+        elif (line := network_evidence(_read(root / script))) is not None:
+            needs.append(Need(INTERNET, f"{script}: {shown(line)}", where=kind))
+    return needs
+
+
+def _arch_needs(root: Path, compose: tuple[str, dict[str, Any]] | None) -> list[Need]:
+    needs = []
+    if compose is not None:
+        rel, services = compose
         for name, svc in services.items():
             if isinstance(svc, dict) and isinstance(svc.get("platform"), str) and "$" not in svc["platform"]:
                 arch = normalize_arch(svc["platform"])
@@ -158,3 +266,17 @@ def task_needs(task: Task) -> list[Need]:
             arch = normalize_arch(m.group(1))
             needs.append(Need(ARCH, f"environment/Dockerfile: FROM --platform={shown(m.group(1))}", value=arch))
     return needs
+
+
+def declared_architecture(task: Task) -> str | None:
+    """The one CPU architecture a task's files declare, or None (none, or several that disagree)."""
+    return _declared_architecture(task.path, task.digest)
+
+
+@functools.lru_cache(maxsize=4096)
+def _declared_architecture(path: str, digest: str) -> str | None:  # once per task content, not once per try
+    root = Path(path)
+    recorded = _RECORDED.get(path)
+    arch = recorded if recorded is not None else _arch_needs(root, compose_services(root))
+    found = {n.value for n in arch if n.kind == ARCH}
+    return found.pop() if len(found) == 1 else None

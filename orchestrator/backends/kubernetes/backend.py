@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from orchestrator.backends.abilities import Abilities
 from orchestrator.backends.base import Capabilities, CleanupReport, ClosesOnExit, Handle
-from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, records, runlease, signals
+from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, node_arch, records, runlease, signals
 from orchestrator.backends.kubernetes import pod as pod_mod
 from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWorkers
 from orchestrator.backends.kubernetes.external import PodAgent
@@ -125,6 +125,7 @@ class KubernetesBackend(ClosesOnExit):
         force_cleanup=True,
         exec_channel=True,
         task_images=True,
+        node_architectures=True,
         verifier_outputs=False,  # the verifier's container gets the work dir alone (docs/container-contract.md)
         flags=frozenset({"--namespace", "--kube-context", "--queue", "--keep-pods", "--force"}),
     )
@@ -728,6 +729,18 @@ class KubernetesBackend(ClosesOnExit):
     def hold_run(self, run_id: str) -> None:
         """This process executes ``run_id``: hold its Lease, so ``cleanup`` elsewhere leaves it alone."""
         self._leases.hold(run_id)
+
+    def node_architectures(self) -> list[str]:
+        """The CPU architectures of the schedulable nodes matching ``node_selector`` (empty: not known), read now
+        for the faithful check and kept in the capabilities the provenance records (``node_arch.py``)."""
+        got = node_arch.read(self.core, self.options)
+        notes = [n for n in self.capabilities.notes if not n.startswith("node architectures:")]
+        if got.why:
+            notes.append(f"node architectures: {got.why}")
+        self.capabilities = self.capabilities.model_copy(
+            update={"architectures": list(got.architectures), "notes": notes}
+        )
+        return list(got.architectures)
 
     def check_fit(self, needs: Sequence[tuple[str, str, ResourceAmounts]], placement: str = "default") -> None:
         """Refuse a try whose pod no candidate node (``node_selector``) could ever hold, before the run.

@@ -40,6 +40,8 @@ from orchestrator.contract import paths as cc
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch, StepLaunch, environment_network
 
+ARCH_LABEL = "kubernetes.io/arch"  # the well-known label a node's kubelet sets to its CPU architecture
+
 FINALIZER = "headroom.dev/harvest"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "headroom"}
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -372,8 +374,10 @@ def build(
         "containers": [task_container, warden],
         "volumes": volumes,
     }
-    if options.node_selector:
-        spec["nodeSelector"] = dict(options.node_selector)
+    # a task built for one CPU goes to a node of it (a mixed cluster); the faithful check saw one is schedulable
+    selector = {**options.node_selector, **({ARCH_LABEL: launch.task.architecture} if launch.task.architecture else {})}
+    if selector:
+        spec["nodeSelector"] = selector
     if options.tolerations:
         spec["tolerations"] = list(options.tolerations)
     if options.runtime_class_name:
