@@ -1,0 +1,169 @@
+"""The bounds of a host-side (external) agent's process tree (orchestrator/agents/host_bounds.py), with real cgroups
+and real bubblewrap: a fork bomb, a memory hog and a disk filler each end their own try as the agent's failure
+(never an infra error a score leaves out), the host keeps its pids, memory and disk, and a process the agent
+leaves is in the agent's own cgroup while the step runs and gone after it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from orchestrator.agents import host_bounds
+from tests.hostile.harness import assert_no_survivors, new_marker, requires_sandbox, sweep, write_hostile_task
+from tests.hostile.test_external_agents import by_task
+from tests.taskfactory import requires_cgroups
+
+pytestmark = [pytest.mark.slow, requires_sandbox, requires_cgroups]
+
+WRONG = "$HEADROOM_EXEC -- bash -c 'echo wrong > answer'\n"
+LIMITS = {"memory_mb": 192, "pids": 64, "disk_mb": 16}
+FORK_BOMB = WRONG + textwrap.dedent("""\
+    python3 - <<'PY'
+    import os, time
+    kids = 0
+    while True:  # every child forks on too: the tree grows until the kernel refuses
+        try:
+            if os.fork() == 0:
+                kids = 0
+                continue
+            kids += 1
+        except OSError:
+            break
+    time.sleep(1)
+    PY
+    echo "bomb-ended"
+    """)
+MEMORY_HOG = WRONG + textwrap.dedent("""\
+    python3 -c 'b = bytearray(1 << 30); print("allocated", len(b))'
+    echo "hog-ended rc=$?"
+    """)
+DISK_FILLER = WRONG + textwrap.dedent("""\
+    for d in "$HOME" /tmp /dev/shm; do
+      dd if=/dev/zero of="$d/fill" bs=1M count=64 2>&1 | grep -o 'No space left on device' | head -1 | sed "s|^|$d: |"
+      rm -f "$d/fill"
+    done
+    echo "private-ended"
+    dd if=/dev/zero of="$HEADROOM_LOGS_DIR/fill" bs=1M count=4000 2>/dev/null
+    sleep 30
+    echo "logs-filler-survived"
+    """)
+SURVIVOR = WRONG + "(setsid nohup sleep @MARKER@ >/dev/null 2>&1 &) &\nsleep 4\n"
+
+
+def _cgroup_of(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return ""
+
+
+def test_a_host_agents_fork_bomb_memory_hog_and_disk_filler_end_its_own_try(tmp_path: Path) -> None:
+    marker = new_marker()
+    tasks_root, agent = tmp_path / "tasks", tmp_path / "agent"
+    agent.mkdir()
+    attacks = {
+        "ext-fork-bomb": FORK_BOMB,
+        "ext-memory-hog": MEMORY_HOG,
+        "ext-disk-filler": DISK_FILLER,
+        "ext-survivor": SURVIVOR,
+    }
+    for name, attack in attacks.items():
+        write_hostile_task(tasks_root, name, WRONG, agent_timeout=90)
+        (agent / f"{name}.sh").write_text(attack.replace("@MARKER@", marker))
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(yaml.safe_dump({"agent": {"kind": "external", "path": str(agent), "host_limits": LIMITS}}))
+    before = {p.pid for p in psutil.process_iter()}
+    seen: dict[int, str] = {}
+    done = threading.Event()
+
+    def watch() -> None:  # the survivor, from the host: which cgroup holds it while the step runs
+        while not done.is_set():
+            for p in psutil.process_iter(["cmdline"]):
+                if marker in " ".join(p.info["cmdline"] or []) and p.pid not in seen:
+                    seen[p.pid] = _cgroup_of(p.pid)
+            time.sleep(0.2)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        run = sweep(
+            tasks_root,
+            tmp_path,
+            "--agent",
+            "external",
+            "--experiment",
+            str(exp),
+            concurrency=2,
+            timeout=600,
+            agent_command='bash "$HEADROOM_TASK_ID.sh"',
+        )
+    finally:
+        done.set()
+        t.join()
+    assert_no_survivors(marker, list(attacks))
+    got = by_task(run)
+    # the agent's failure, graded: never infra_error(oom_killed) nor a storage eviction, never a pass
+    assert {k: g["verdict"] for k, g in got.items()} == {k: ("failed", None) for k in attacks}, got
+    agent_facts = {k: g["evidence"].get("agent") or {} for k, g in got.items()}
+    why = {k: a.get("termination_reason") or "" for k, a in agent_facts.items()}
+    out = {k: a.get("stdout_tail", "") for k, a in agent_facts.items()}
+
+    assert re.search(r"\d+ forks refused at the host agent's ceiling of 64 processes", why["ext-fork-bomb"]), why
+    assert "bomb-ended" in out["ext-fork-bomb"]
+    assert "OOM-killed at the host agent's memory limit of 192 MiB" in why["ext-memory-hog"], why
+    assert "allocated" not in out["ext-memory-hog"] and "hog-ended rc=137" in out["ext-memory-hog"]
+    for d in ("/home/agent", "/tmp", "/dev/shm"):  # the private dirs are full at their size, not the host's disk
+        assert f"{d}: No space left on device" in out["ext-disk-filler"], out["ext-disk-filler"]
+    assert "private-ended" in out["ext-disk-filler"] and "logs-filler-survived" not in out["ext-disk-filler"]
+    assert "over the host agent's bound of 16.0 MiB: killed" in why["ext-disk-filler"], why
+    assert agent_facts["ext-disk-filler"].get("signal") == 9
+    assert why["ext-survivor"] == ""
+
+    # the survivor ran in the agent's own cgroup (the try's, under this sweep's headroom-agents-PID parent) ...
+    assert seen, "the survivor was never seen running"
+    assert all(re.search(r"pids:/.*headroom-agents-\d+/", cg) for cg in seen.values()), seen
+    sweep_pid = {int(m) for cg in seen.values() for m in re.findall(r"headroom-agents-(\d+)/", cg)}
+    # ... and is gone with it: no process of the sweep is left, nor any cgroup of its agents
+    assert not [p for p in psutil.process_iter() if p.pid not in before and p.pid in seen]
+    for mount in ("pids", "memory"):
+        for pid in sweep_pid:
+            assert not (Path("/sys/fs/cgroup") / mount / f"headroom-agents-{pid}").exists() or not [
+                d for d in (Path("/sys/fs/cgroup") / mount / f"headroom-agents-{pid}").iterdir() if d.is_dir()
+            ]
+
+
+def test_the_agents_cgroups_of_a_dead_headroom_are_reaped(tmp_path: Path) -> None:
+    """A headroom killed with -9 leaves its agents' cgroup parent; the next one's driver kills and removes it."""
+    code = textwrap.dedent("""\
+        import os, subprocess, sys
+        from pathlib import Path
+        from orchestrator.agents import host_bounds
+        from orchestrator.spec.launch import HostLimits
+        b = host_bounds.open_bounds("t", HostLimits(), Path(sys.argv[1]), None)
+        p = subprocess.Popen(["bash", "-c", 'for f in $CG; do echo $$ > $f; done; exec sleep 600'],
+                             env={**os.environ, "CG": " ".join(map(str, b.cgroup.procs_files()))},
+                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        print(p.pid, os.getpid(), flush=True)
+        os.kill(os.getpid(), 9)
+        """)
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    left_pid, dead = map(int, res.stdout.split())
+    assert psutil.pid_exists(left_pid)
+    driver = host_bounds.driver()
+    assert not isinstance(driver, str), driver
+    reaped = driver.reap_stale()
+    assert any(f"headroom-agents-{dead}/" in r for r in reaped), reaped
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(left_pid) and psutil.Process(left_pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the leftover process survived its cgroup's reaping"
+        time.sleep(0.05)
