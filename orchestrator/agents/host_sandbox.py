@@ -330,6 +330,30 @@ def own_files(command: str, agent_path: str | None, host_paths: Iterable[str], p
     return found
 
 
+#: Where a host keeps credentials an agent must not see unless the user names them (agent.host_paths): the
+#: container and cluster sockets and configs. Headroom's own HOME (keyrings, ~/.kube, ~/.docker, ~/.ssh) is added.
+CREDENTIALS = (
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/containerd",
+    "/run/podman",
+    "/etc/kubernetes",
+    "/var/lib/kubelet",
+    "/root",
+)
+
+
+def credentials(env: Mapping[str, str]) -> list[str]:
+    """Host paths a view must not hold unless named: :data:`CREDENTIALS`, headroom's HOME, the kubeconfigs
+    (``KUBECONFIG``), the Docker socket of ``DOCKER_HOST``."""
+    found = [*CREDENTIALS, os.path.expanduser("~")]
+    found += [p for p in env.get("KUBECONFIG", "").split(":") if p.startswith("/")]
+    host = env.get("DOCKER_HOST", "")
+    if host.startswith("unix://"):
+        found.append(host.removeprefix("unix://"))
+    return [p for p in found if p not in ("", "/")]
+
+
 def conflicts(paths: Iterable[str], protected: Iterable[str], *, inside: bool = True) -> str | None:
     """A path of the agent's view that holds, or (``inside``) lies in, something it must not see (the tasks, the
     store), or None."""
