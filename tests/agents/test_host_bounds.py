@@ -20,43 +20,19 @@ import yaml
 
 from orchestrator.agents import host_bounds
 from tests.hostile.harness import assert_no_survivors, new_marker, requires_sandbox, sweep, write_hostile_task
-from tests.hostile.test_external_agents import by_task
+from tests.hostile.test_external_agents import (
+    DISK_FILLER,
+    FORK_BOMB,
+    HOST_LIMITS,
+    MEMORY_HOG,
+    WRONG,
+    assert_bounds_held,
+    by_task,
+)
 from tests.taskfactory import requires_cgroups
 
 pytestmark = [pytest.mark.slow, requires_sandbox, requires_cgroups]
 
-WRONG = "$HEADROOM_EXEC -- bash -c 'echo wrong > answer'\n"
-LIMITS = {"memory_mb": 192, "pids": 64, "disk_mb": 16}
-FORK_BOMB = WRONG + textwrap.dedent("""\
-    python3 - <<'PY'
-    import os, time
-    kids = 0
-    while True:  # every child forks on too: the tree grows until the kernel refuses
-        try:
-            if os.fork() == 0:
-                kids = 0
-                continue
-            kids += 1
-        except OSError:
-            break
-    time.sleep(1)
-    PY
-    echo "bomb-ended"
-    """)
-MEMORY_HOG = WRONG + textwrap.dedent("""\
-    python3 -c 'b = bytearray(1 << 30); print("allocated", len(b))'
-    echo "hog-ended rc=$?"
-    """)
-DISK_FILLER = WRONG + textwrap.dedent("""\
-    for d in "$HOME" /tmp /dev/shm; do
-      dd if=/dev/zero of="$d/fill" bs=1M count=64 2>&1 | grep -o 'No space left on device' | head -1 | sed "s|^|$d: |"
-      rm -f "$d/fill"
-    done
-    echo "private-ended"
-    dd if=/dev/zero of="$HEADROOM_LOGS_DIR/fill" bs=1M count=4000 2>/dev/null
-    sleep 30
-    echo "logs-filler-survived"
-    """)
 SURVIVOR = WRONG + "(setsid nohup sleep @MARKER@ >/dev/null 2>&1 &) &\nsleep 4\n"
 
 
@@ -81,7 +57,7 @@ def test_a_host_agents_fork_bomb_memory_hog_and_disk_filler_end_its_own_try(tmp_
         write_hostile_task(tasks_root, name, WRONG, agent_timeout=90)
         (agent / f"{name}.sh").write_text(attack.replace("@MARKER@", marker))
     exp = tmp_path / "exp.yaml"
-    exp.write_text(yaml.safe_dump({"agent": {"kind": "external", "path": str(agent), "host_limits": LIMITS}}))
+    exp.write_text(yaml.safe_dump({"agent": {"kind": "external", "path": str(agent), "host_limits": HOST_LIMITS}}))
     before = {p.pid for p in psutil.process_iter()}
     seen: dict[int, str] = {}
     done = threading.Event()
@@ -114,20 +90,8 @@ def test_a_host_agents_fork_bomb_memory_hog_and_disk_filler_end_its_own_try(tmp_
     got = by_task(run)
     # the agent's failure, graded: never infra_error(oom_killed) nor a storage eviction, never a pass
     assert {k: g["verdict"] for k, g in got.items()} == {k: ("failed", None) for k in attacks}, got
-    agent_facts = {k: g["evidence"].get("agent") or {} for k, g in got.items()}
-    why = {k: a.get("termination_reason") or "" for k, a in agent_facts.items()}
-    out = {k: a.get("stdout_tail", "") for k, a in agent_facts.items()}
-
-    assert re.search(r"\d+ forks refused at the host agent's ceiling of 64 processes", why["ext-fork-bomb"]), why
-    assert "bomb-ended" in out["ext-fork-bomb"]
-    assert "OOM-killed at the host agent's memory limit of 192 MiB" in why["ext-memory-hog"], why
-    assert "allocated" not in out["ext-memory-hog"] and "hog-ended rc=137" in out["ext-memory-hog"]
-    for d in ("/home/agent", "/tmp", "/dev/shm"):  # the private dirs are full at their size, not the host's disk
-        assert f"{d}: No space left on device" in out["ext-disk-filler"], out["ext-disk-filler"]
-    assert "private-ended" in out["ext-disk-filler"] and "logs-filler-survived" not in out["ext-disk-filler"]
-    assert "over the host agent's bound of 16.0 MiB: killed" in why["ext-disk-filler"], why
-    assert agent_facts["ext-disk-filler"].get("signal") == 9
-    assert why["ext-survivor"] == ""
+    assert_bounds_held(got)
+    assert not (got["ext-survivor"]["evidence"].get("agent") or {}).get("termination_reason")
 
     # the survivor ran in the agent's own cgroup (the try's, under this sweep's headroom-agents-PID parent) ...
     assert seen, "the survivor was never seen running"
