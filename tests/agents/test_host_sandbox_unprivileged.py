@@ -78,7 +78,6 @@ HEADROOM = _headroom_for_nobody()
 pytestmark = [pytest.mark.slow, requires_sandbox, pytest.mark.skipif(isinstance(HEADROOM, str), reason=str(HEADROOM))]
 
 SOLVE = textwrap.dedent("""\
-    tok=$($HEADROOM_EXEC -- cat /dev/null; echo)
     echo "uid=$(id -u) pids=$(ls /proc | grep -c '^[0-9]')"
     $HEADROOM_EXEC -- bash -c "echo @TOKEN@ > answer"
     """)
@@ -137,11 +136,11 @@ def test_a_sandboxed_external_agent_as_an_unprivileged_headroom(nobody_dir: Path
             "SELECT trial_id, outcome, reason FROM executions WHERE run_id=? AND final=1", (run.run_id,)
         ).fetchall()
         got = {names[r["trial_id"]]: (r["outcome"], r["reason"]) for r in rows}
+        last = {names[r["trial_id"]]: s.evidence(run.run_id, r["trial_id"])[-1] for r in rows}
+        # the agent's output, and why it did not start if it did not (spawn_error: where a failure is read first)
         out = {
-            names[r["trial_id"]]: (s.evidence(run.run_id, r["trial_id"])[-1].get("agent") or {}).get("stdout_tail", "")
-            + str((s.evidence(run.run_id, r["trial_id"])[-1].get("agent") or {}).get("spawn_error") or "")
-            + str(s.evidence(run.run_id, r["trial_id"])[-1].get("setup_error") or "")
-            for r in rows
+            k: f"{(e.get('agent') or {}).get('stdout_tail', '')}{(e.get('agent') or {}).get('spawn_error') or ''}"
+            for k, e in last.items()
         }
         provenance = json.dumps(s.provenance(run.run_id).get("agent_sandbox"))
     finally:
