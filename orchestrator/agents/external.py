@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from orchestrator.agents import host_bounds, relay
 from orchestrator.agents import host_sandbox as hb
-from orchestrator.agents import relay
 from orchestrator.agents.exec import COMMAND_VAR, SOCKET_VAR
 from orchestrator.agents.exec.server import ExecServer
 from orchestrator.agents.exec.target import ExecTarget, StepExec, StepExecTarget
-from orchestrator.backends.local.process import Limits, run_step
+from orchestrator.backends.local.process import Limits, kill_tree, run_step
 from orchestrator.backends.local.removal import remove_tree
 from orchestrator.backends.local.sandbox import SandboxUnavailable
 from orchestrator.spec.facts import StepFacts
@@ -93,28 +93,58 @@ def run_external(
                 StepFacts(name="agent", spawn_error=f"the external agent's sandbox cannot start here: {exc}"), b"", 0
             )
         box = None
-    with ExecServer(target, default_cwd=workdir_inside, base_env=exec_env, max_timeout_s=launch.agent.timeout_s) as srv:
-        contract = {
-            **launch.agent.env,
-            **secrets,
-            "HEADROOM_WORKDIR": workdir_inside,
-            "HEADROOM_TASK_DIR": task_dir_inside,
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-        with _sandboxed(box, launch, host, srv, host_dir, logs_dir, instruction) as (argv, base, paths, cwd):
-            facts, _usage = run_step(
-                "agent",
+    try:
+        bounds = host_bounds.open_bounds(launch.name, host.limits, logs_dir, launch.limit_storage_bytes)
+    except OSError as exc:
+        return ExternalRun(
+            StepFacts(name="agent", spawn_error=f"the host agent's cgroup could not be made: {exc}"), b"", 0
+        )
+    spawned: list[int] = []
+
+    def spawn(pid: int) -> None:
+        spawned.append(pid)
+        if on_spawn is not None:
+            on_spawn(pid)
+
+    def kill() -> None:  # the agent's session: what the cgroup holds is killed through it (host_bounds)
+        for pid in spawned:
+            kill_tree(pid, None)
+
+    try:
+        with ExecServer(
+            target, default_cwd=workdir_inside, base_env=exec_env, max_timeout_s=launch.agent.timeout_s
+        ) as srv:
+            contract = {
+                **launch.agent.env,
+                **secrets,
+                "HEADROOM_WORKDIR": workdir_inside,
+                "HEADROOM_TASK_DIR": task_dir_inside,
+                "PYTHONDONTWRITEBYTECODE": "1",
+            }
+            with _sandboxed(box, launch, host, srv, host_dir, logs_dir, instruction, bounds) as (
                 argv,
-                env={**base, **contract, **paths},
-                cwd=cwd,
-                logs_dir=host_dir,
-                timeout_s=launch.agent.timeout_s,
-                cgroup=None,
-                limits=Limits(memory_bytes=None),
-                on_spawn=on_spawn,
-            )
-        srv.close()  # nothing the agent left behind acts on the environment after its phase
-        return ExternalRun(facts, srv.log_bytes(), srv.count)
+                base,
+                paths,
+                cwd,
+            ):
+                bounds.watch(kill)
+                facts, _usage = run_step(
+                    "agent",
+                    argv,
+                    env={**base, **contract, **paths},
+                    cwd=cwd,
+                    logs_dir=host_dir,
+                    timeout_s=launch.agent.timeout_s,
+                    cgroup=bounds.cgroup,
+                    # without a cgroup: RLIMIT_DATA, and no process ceiling (the provenance says so)
+                    limits=Limits(memory_bytes=None if bounds.cgroup else bounds.memory_bytes),
+                    on_spawn=spawn,
+                )
+                bounds.settle(facts)
+            srv.close()  # nothing the agent left behind acts on the environment after its phase
+            return ExternalRun(facts, srv.log_bytes(), srv.count)
+    finally:
+        bounds.close()  # every process still in the agent's cgroup is killed, and the cgroup removed
 
 
 def _unsandboxed_paths(srv: ExecServer, logs_dir: Path, instruction: Path) -> dict[str, str]:
@@ -140,6 +170,7 @@ def _sandboxed(
     host_dir: Path,
     logs_dir: Path,
     instruction: Path,
+    bounds: host_bounds.Bounds,
 ) -> Iterator[Prepared]:
     """How the agent's process starts; its sandbox's work area (and gateway relay) end with it."""
     assert launch.agent.shell is not None
@@ -151,7 +182,7 @@ def _sandboxed(
     area = Path(tempfile.mkdtemp(prefix="agent-sandbox-", dir=host_dir))
     try:
         with contextlib.ExitStack() as stack:
-            yield _prepare(box, launch, host, srv, area, logs_dir, instruction, stack)
+            yield _prepare(box, launch, host, srv, area, logs_dir, instruction, stack, bounds.tmpfs_bytes)
     finally:
         remove_tree(area)
 
@@ -165,17 +196,10 @@ def _prepare(
     logs_dir: Path,
     instruction: Path,
     stack: contextlib.ExitStack,
+    private_bytes: int,
 ) -> Prepared:
     assert launch.agent.shell is not None
     owner = box.owner
-    private = {}
-    for name, inside in (("home", hb.HOME), ("tmp", hb.TMP), ("shm", hb.SHM)):
-        d = area / name
-        d.mkdir()
-        os.chmod(d, 0o711)  # bwrap enters it (as root without capabilities, when headroom is root) to chdir
-        if owner is not None:
-            os.chown(d, *owner)
-        private[inside] = d
     if owner is not None:
         os.chown(logs_dir, *owner)
         os.chown(srv.socket_path, *owner)
@@ -195,7 +219,6 @@ def _prepare(
     own = hb.own_files(launch.agent.shell, host.path, host.host_paths, path_env)
     ro = [*own, *([] if hb.under(hb.interpreter_root(), [*hb.SYSTEM_DIRS, *own]) else [hb.interpreter_root()])]
     binds = [hb.Bind(p, p) for p in ro]
-    binds += [hb.Bind(str(d), inside, writable=True) for inside, d in private.items()]
     binds += [
         hb.Bind(str(logs_dir), hb.LOGS, writable=True),
         hb.Bind(str(lib), hb.LIB),
@@ -222,7 +245,9 @@ def _prepare(
             "--",
             *command,
         ]
-    view = hb.View(binds=binds, network=host.network, cwd=host.path or str(Path.cwd()))
+    # HOME, /tmp and /dev/shm: private, memory-backed (counted in the agent's cgroup) and of a bounded size
+    private = [hb.Tmpfs(inside, private_bytes) for inside in (hb.HOME, hb.TMP, hb.SHM)]
+    view = hb.View(binds=binds, tmpfs=private, network=host.network, cwd=host.path or str(Path.cwd()))
     paths = {
         COMMAND_VAR: hb.EXEC_COMMAND,
         SOCKET_VAR: hb.EXEC_SOCKET,

@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.backends.local import seccomp
+from orchestrator.backends.local import sandbox, seccomp
 from orchestrator.backends.local.sandbox import MASKED_PROC, SECCOMP_FD, SandboxUnavailable
 from orchestrator.contract import agent_check
 
@@ -108,11 +107,20 @@ class Bind:
     writable: bool = False
 
 
+@dataclass(frozen=True)
+class Tmpfs:
+    """A private, size-bounded, memory-backed directory (its pages count in the agent's cgroup)."""
+
+    inside: str
+    size_bytes: int
+
+
 @dataclass
 class View:
     """What one agent process sees besides the system."""
 
     binds: list[Bind] = field(default_factory=list)
+    tmpfs: list[Tmpfs] = field(default_factory=list)
     network: bool = False
     cwd: str = HOME  # made (empty, read-only) where nothing is bound: headroom's own working directory, say
 
@@ -196,13 +204,19 @@ class HostSandbox:
             args += ["--perms", "0755", "--dir", d]
             made.add(d)
         args += ["--symlink", TMP, "/var/tmp"]
-        for b in sorted(view.binds, key=lambda b: (b.inside.count("/"), b.inside)):
-            for parent in _parents(b.inside):
+        mounts: list[Bind | Tmpfs] = [*view.binds, *view.tmpfs]
+        for m in sorted(mounts, key=lambda m: (m.inside.count("/"), m.inside)):
+            for parent in _parents(m.inside):
                 if parent not in made and not under(parent, SYSTEM_DIRS + ("/etc",)):
                     args += ["--perms", "0755", "--dir", parent]
                     made.add(parent)
-            args += ["--bind" if b.writable else "--ro-bind", b.host, b.inside]
-            made.add(b.inside)
+            if isinstance(m, Tmpfs):
+                # as root bwrap makes it root's: open to the agent's uid, the only one in the sandbox
+                perms = "1777" if self.setpriv or m.inside in (TMP, SHM) else "0700"
+                args += ["--size", str(m.size_bytes), "--perms", perms, "--tmpfs", m.inside]
+            else:
+                args += ["--bind" if m.writable else "--ro-bind", m.host, m.inside]
+            made.add(m.inside)
         if view.cwd not in made and not under(view.cwd, SYSTEM_DIRS + ("/etc",)):
             for d in [*_parents(view.cwd), view.cwd]:
                 if d not in made:  # inside a writable bind (the private /tmp) it is made there
@@ -316,6 +330,30 @@ def own_files(command: str, agent_path: str | None, host_paths: Iterable[str], p
     return found
 
 
+#: Where a host keeps credentials an agent must not see unless the user names them (agent.host_paths): the
+#: container and cluster sockets and configs. Headroom's own HOME (keyrings, ~/.kube, ~/.docker, ~/.ssh) is added.
+CREDENTIALS = (
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/containerd",
+    "/run/podman",
+    "/etc/kubernetes",
+    "/var/lib/kubelet",
+    "/root",
+)
+
+
+def credentials(env: Mapping[str, str]) -> list[str]:
+    """Host paths a view must not hold unless named: :data:`CREDENTIALS`, headroom's HOME, the kubeconfigs
+    (``KUBECONFIG``), the Docker socket of ``DOCKER_HOST``."""
+    found = [*CREDENTIALS, os.path.expanduser("~")]
+    found += [p for p in env.get("KUBECONFIG", "").split(":") if p.startswith("/")]
+    host = env.get("DOCKER_HOST", "")
+    if host.startswith("unix://"):
+        found.append(host.removeprefix("unix://"))
+    return [p for p in found if p not in ("", "/")]
+
+
 def conflicts(paths: Iterable[str], protected: Iterable[str], *, inside: bool = True) -> str | None:
     """A path of the agent's view that holds, or (``inside``) lies in, something it must not see (the tasks, the
     store), or None."""
@@ -352,42 +390,13 @@ def probe() -> HostSandbox:
 
 
 def _probe() -> HostSandbox:
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        raise SandboxUnavailable("bubblewrap (bwrap) is not installed")
-    setpriv = None
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None or not under(os.path.realpath(setpriv), SYSTEM_DIRS):
-            raise SandboxUnavailable("running as root but setpriv (util-linux) is missing: cannot drop the agent's uid")
-        setpriv = os.path.realpath(setpriv)
-    try:
-        flt: seccomp.Filter | None = seccomp.build()
-        offline: seccomp.Filter | None = seccomp.build(network=False)
-        reason = None
-    except seccomp.FilterUnavailable as exc:
-        flt, offline, reason = None, None, str(exc)
-    box = HostSandbox(bwrap, setpriv, flt, offline, reason)
-    err = _try(box)
-    if err and flt is not None:
-        bare = HostSandbox(bwrap, setpriv, None, None, f"bwrap refused the seccomp filter: {err}")
-        if _try(bare) is None:
-            return bare
-    if err:
-        raise SandboxUnavailable(err)
-    return box
+    def make(t: sandbox.Tools) -> HostSandbox:
+        # setpriv runs inside the sandbox, where only the system dirs are
+        if t.setpriv is not None and not under(t.setpriv, SYSTEM_DIRS):
+            raise SandboxUnavailable(f"setpriv is at {t.setpriv}, outside the system dirs the agent's sandbox shows")
+        return HostSandbox(t.bwrap, t.setpriv, t.filter, t.offline_filter, t.filter_fallback_reason)
 
-
-def _try(box: HostSandbox) -> str | None:
-    argv = box.argv(View(cwd="/"), ["/bin/sh", "-c", "exit 0"])
-    try:
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bwrap could not be started: {exc}"
-    if res.returncode != 0:
-        msg = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
-        return f"bwrap cannot create a sandbox here: {msg}"
-    return None
+    return sandbox.probe_with(make, lambda box: box.argv(View(cwd="/"), ["/bin/sh", "-c", "exit 0"]))
 
 
 def sandbox_env(host: Mapping[str, str]) -> dict[str, str]:

@@ -144,6 +144,10 @@ def check_on_host(
     return ans.note
 
 
+#: The size of the preflight's private HOME and /tmp in the external agent's sandbox.
+PREFLIGHT_TMPFS_BYTES = 64 * 1024 * 1024
+
+
 def check_in_host_sandbox(experiment: Experiment, env: dict[str, str]) -> str | None:
     """The external agent's check in the sandbox it will run in (:mod:`.host_sandbox`): the same files, the
     same PATH, the same working directory; None-or-note as :func:`check_on_host`. Unsandboxed (declared
@@ -161,15 +165,13 @@ def check_in_host_sandbox(experiment: Experiment, env: dict[str, str]) -> str | 
         binds = [
             hb.Bind(p, p) for p in hb.own_files(agent.command, agent.path, agent.host_paths, os.environ.get("PATH"))
         ]
-        for name, inside in (("home", hb.HOME), ("tmp", hb.TMP)):
-            d = Path(tmp) / name
-            d.mkdir()
-            os.chmod(d, 0o711)
-            if box.owner is not None:
-                os.chown(d, *box.owner)
-            binds.append(hb.Bind(str(d), inside, writable=True))
+        # HOME and /tmp as the agent's own sandbox makes them: private tmpfs mounts (small: a check writes little)
+        private = [hb.Tmpfs(inside, PREFLIGHT_TMPFS_BYTES) for inside in (hb.HOME, hb.TMP)]
         view = hb.View(
-            binds=binds, network=False, cwd=str(Path(agent.path).resolve()) if agent.path else str(Path.cwd())
+            binds=binds,
+            tmpfs=private,
+            network=False,
+            cwd=str(Path(agent.path).resolve()) if agent.path else str(Path.cwd()),
         )
         return check_on_host(
             agent.command,

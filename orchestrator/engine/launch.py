@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from orchestrator.spec.experiment import Experiment
-from orchestrator.spec.launch import HostAgent, Launch, SetupLaunch, StepLaunch, TaskSource
+from orchestrator.spec.launch import HostAgent, HostLimits, Launch, SetupLaunch, StepLaunch, TaskSource
 from orchestrator.spec.resources import MIB, ResourceAmounts, band_amounts, scale
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
@@ -95,6 +95,7 @@ def host_agent(experiment: Experiment) -> HostAgent | None:
         host_paths=list(agent.host_paths),
         network=_agent_network(experiment),
         trusted=agent.trusted,
+        limits=agent.host_limits or HostLimits(),
     )
 
 

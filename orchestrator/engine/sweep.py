@@ -55,8 +55,9 @@ def check_agent_can_run(experiment: Experiment, tasks: list[Task]) -> None:
 def host_sandbox_facts(experiment: Experiment, tasks: list[Task], store: Path | None = None) -> dict[str, Any]:
     """An external agent's sandbox on this host, as provenance records it; :class:`SpecError` (one line) when it
     cannot start and the agent is not declared trusted, or when what it would show holds the tasks or the store."""
-    from orchestrator.agents import host_sandbox
+    from orchestrator.agents import host_bounds, host_sandbox
     from orchestrator.backends.local.sandbox import SandboxUnavailable
+    from orchestrator.spec.launch import HostLimits
 
     agent = experiment.agent
     try:
@@ -85,7 +86,16 @@ def host_sandbox_facts(experiment: Experiment, tasks: list[Task], store: Path | 
             f"the external agent's sandbox would show {bad}: keep the agent's files apart from the tasks and the store",
             field="agent.path",
         )
-    return {"sandboxed": True, "trusted": agent.trusted, "shown_read_only": shown, **box.describe()}
+    named = {os.path.abspath(p) for p in agent.host_paths}
+    found = [p for p in shown if p not in named]  # what the user named is shown as named, credential or not
+    if (bad := host_sandbox.conflicts(found, host_sandbox.credentials(os.environ))) is not None:
+        raise SpecError(
+            f"the external agent's sandbox would show {bad}, a credential of this host: keep the agent's files "
+            "apart from it, or name what it needs in agent.host_paths",
+            field="agent.path",
+        )
+    bounds = host_bounds.describe(agent.host_limits or HostLimits())
+    return {"sandboxed": True, "trusted": agent.trusted, "shown_read_only": shown, **box.describe(), "bounds": bounds}
 
 
 def prepare(experiment: Experiment) -> list[Task]:

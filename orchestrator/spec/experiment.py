@@ -20,6 +20,7 @@ from orchestrator.spec.defaults import DEFAULT_MULTIPLIERS, MAX_TIMEOUT_MULTIPLI
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.gateway import GatewaySpec
 from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.spec.launch import HostLimits
 from orchestrator.spec.outcome import TRIAL_CAUSED, InfraReason
 from orchestrator.spec.resources import ResourceConfig
 
@@ -85,6 +86,11 @@ class AgentSpec(BaseModel):
         description="external agents: where the host sandbox cannot start, run the agent unsandboxed, as "
         "headroom's user, instead of refusing the sweep; every report says so",
     )
+    host_limits: HostLimits | None = Field(
+        default=None,
+        description="external agents: the bounds of its process tree on the host (memory_mb, pids, disk_mb); "
+        "None: the defaults (docs/isolation.md)",
+    )
     install: AgentInstall | None = Field(default=None, description="the installed agent's install phase")
 
     @field_validator("env_passthrough")
@@ -113,8 +119,10 @@ class AgentSpec(BaseModel):
             raise ValueError(
                 "an install phase is for kind 'command' (an installed agent: it runs inside the environment)"
             )
-        if self.kind != "external" and (self.host_paths or self.trusted):
-            raise ValueError("host_paths and trusted are for kind 'external' (an agent that runs on the host)")
+        if self.kind != "external" and (self.host_paths or self.trusted or self.host_limits):
+            raise ValueError(
+                "host_paths, host_limits and trusted are for kind 'external' (an agent that runs on the host)"
+            )
         for p in self.host_paths:
             if not p.startswith("/") or p.rstrip("/") == "":
                 raise ValueError(f"host_paths takes absolute paths other than /, got {p!r}")

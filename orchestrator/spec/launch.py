@@ -69,6 +69,24 @@ class TaskSource(BaseModel):
     )
 
 
+class HostLimits(BaseModel):
+    """The bounds of an external agent's own process tree on the host (orchestrator/agents/host_bounds.py): what a
+    fork bomb, a memory hog or a disk filler of the agent can take from the host before it ends its own try."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    memory_mb: int = Field(
+        default=4096, gt=0, description="memory of the agent's processes and of its private HOME, /tmp and /dev/shm"
+    )
+    pids: int = Field(default=1024, ge=16, description="processes and threads the agent may hold at once")
+    disk_mb: int = Field(
+        default=1024,
+        gt=0,
+        description="size of each of its private HOME and /tmp (memory-backed, so counted in memory_mb too) and "
+        "of what its logs dir may hold",
+    )
+
+
 class HostAgent(BaseModel):
     """An external agent's view of the host (orchestrator/agents/host_sandbox.py): what its sandbox binds."""
 
@@ -78,6 +96,7 @@ class HostAgent(BaseModel):
     host_paths: list[str] = Field(default_factory=list, description="more host paths the user named, read-only")
     network: bool = Field(default=False, description="the host's network; False: loopback and the gateway only")
     trusted: bool = Field(default=False, description="may run unsandboxed where the sandbox cannot start")
+    limits: HostLimits = Field(default_factory=HostLimits, description="its own cgroup and private disk")
 
 
 class Launch(BaseModel):

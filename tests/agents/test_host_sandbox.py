@@ -225,3 +225,34 @@ def test_a_key_in_any_transformed_form_is_found_and_redacted(prefix: str) -> Non
     for how, text in encoded.items():
         assert any(f in text for f in forms), how
         assert not any(f in redact_text(text, forms) for f in forms), how
+
+
+@requires_sandbox
+@pytest.mark.parametrize("where", ["holds a kubeconfig", "its program's install is headroom's HOME", "named"])
+def test_an_agent_view_that_would_show_a_host_credential_is_refused_unless_named(
+    tmp_path: Path, tasks_root: Path, where: str
+) -> None:
+    """The agent's directory, or the install its program is found in, holding ~/.kube, a KUBECONFIG or all of
+    headroom's HOME would show the host's credentials to the agent: refused, unless the user names it."""
+    write_task(tasks_root, "t", solve="true\n")
+    home, agent = tmp_path / "home", tmp_path / "agent"
+    (home / "bin").mkdir(parents=True)
+    (agent / "kube").mkdir(parents=True)
+    (agent / "kube" / "config").write_text("apiVersion: v1\nkind: Config\n")
+    tool = home / "bin" / "python3.99"  # not a system program: its install (PREFIX/bin/python3.99) is shown
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    env = {"HOME": str(home), "PATH": f"{home / 'bin'}:{os.environ['PATH']}"}
+    agent_spec: dict[str, object] = {"kind": "external", "command": "python3.99 -c 1"}
+    if where == "holds a kubeconfig":
+        agent_spec = {"kind": "external", "command": "true", "path": str(agent)}
+        env["KUBECONFIG"] = str(agent / "kube" / "config")
+    elif where == "named":
+        agent_spec["host_paths"] = [str(home)]
+    spec = {"tasks_dir": str(tasks_root), "configurations": ["1"], "attempts": 1, "agent": agent_spec}
+    res = cli(tmp_path, spec, env=env)
+    if where == "named":
+        assert res.returncode == 0, res.stderr
+        return
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "a credential of this host" in res.stderr and "agent.host_paths" in res.stderr, res.stderr

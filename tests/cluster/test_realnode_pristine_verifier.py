@@ -1,9 +1,10 @@
 """On Pods the verifier never runs what the agent installed: real Pods on the real node, as root and as non-root.
 
-Each plant class is a root agent's attack on the verifier's interpreter and shell: a ``sitecustomize.py``, a
-``.pth`` file and an entry-point plugin in every system site-packages, a ``python3`` earlier on ``PATH``, a
-replaced ``bash`` (which runs the verifier's ``test.sh``). In the agent's own container each of them passes
-(checked against the single-container runner this replaced). Each writes a passing reward if it ever runs where the verifier runs; the
+Each plant class is a root agent's attack on the verifier's interpreter and shell: a ``sitecustomize.py`` (in
+every system site-packages, and the one python3 imports replaced in place), a ``.pth`` file and an entry-point
+plugin, a ``python3`` earlier on ``PATH``, a replaced ``bash`` (which runs the verifier's ``test.sh``). In the
+agent's own container each of them passes (checked against the single-container runner this replaced). Each
+writes a passing reward if it ever runs where the verifier runs; the
 verifier here is corpus-shaped (tests/hostile/corpus.py: ``python3 -m hrcheck``, loading entry-point plugins as
 pytest does), and the agent writes a wrong answer. On Pods the verifier runs in a fresh container of the task's
 image (the agent in an init container before it), so every plant must end ``failed``. The channel classes
@@ -12,8 +13,9 @@ image (the agent in an init container before it), so every plant must end ``fail
 A control task proves what is carried: the agent's work dir (a file, a sub folder, a link inside it) reaches the
 verifier and passes; a file it wrote outside the work dir does not (the trade-off, docs/container-contract.md).
 
-These cases are defined here for Pods; they belong in the one corpus (tests/hostile/corpus.py) once the Docker
-backend's pristine verifier lands, so that every backend runs them.
+The plant classes are the one corpus's (``corpus.plants()``, tests/hostile/corpus.py), the same list the local
+and Docker backends run (tests/hostile/test_backends_agree.py): a plant class added there is run here too.
+The channel classes are the Pod runner's own (its hand-over files and the tests' mount exist on Pods alone).
 """
 
 from __future__ import annotations
@@ -33,78 +35,7 @@ from .plane import Cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow]
 
-#: Every system site-packages folder of the image's python3 (Debian: /usr/local/lib/python3.X/dist-packages,
-#: /usr/lib/python3/dist-packages, ...), made if missing.
-SITES = textwrap.dedent("""\
-    SITES=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))')
-    for d in $SITES; do mkdir -p "$d" 2>/dev/null; done
-    """)
-SITECUSTOMIZE = textwrap.dedent("""\
-    SC=$(python3 -c 'import importlib.util as u; s = u.find_spec("sitecustomize"); print(s.origin if s else "")')
-    """)
 FORGE_SH = 'mkdir -p "$HEADROOM_LOGS_DIR"; echo 1 > "$HEADROOM_LOGS_DIR/reward.txt"; exit 0'
-
-PLANTS = [
-    corpus.Case(
-        "plant-sitecustomize",
-        corpus.CD
-        + corpus.WRONG
-        + SITES
-        # the module python3 would import (Debian ships one, first on sys.path), and one in every site folder
-        + SITECUSTOMIZE
-        + "for f in $SC; do\n"
-        + corpus._py_plant('"$f"')
-        + "done\nfor d in $SITES; do\n"
-        + corpus._py_plant('"$d/sitecustomize.py"')
-        + "done\n",
-    ),
-    corpus.Case(
-        "plant-pth-file",
-        corpus.CD
-        + corpus.WRONG
-        + SITES
-        + "for d in $SITES; do\n"
-        + "  printf 'import os; %s; os._exit(0)\\n' '"
-        + corpus.FORGE.replace("'", "'\"'\"'")
-        + '\' > "$d/00-evil.pth"\ndone\n',
-    ),
-    corpus.Case(
-        "plant-entry-point-in-site-packages",
-        corpus.CD
-        + corpus.WRONG
-        + SITES
-        + textwrap.dedent("""\
-        for d in $SITES; do
-          mkdir -p "$d/evil-1.0.dist-info"
-          printf 'Metadata-Version: 2.1\\nName: evil\\nVersion: 1.0\\n' > "$d/evil-1.0.dist-info/METADATA"
-          printf '[hrcheck.plugins]\\nevil = evil_plugin\\n' > "$d/evil-1.0.dist-info/entry_points.txt"
-        """)
-        + corpus._py_plant('"$d/evil_plugin.py"')
-        + "done\n",
-    ),
-    corpus.Case(
-        "plant-interpreter-earlier-on-path",
-        corpus.CD
-        + corpus.WRONG
-        + "".join(
-            f"mkdir -p {d} 2>/dev/null && printf '#!/bin/sh\\n%s\\n' '{FORGE_SH}' > {d}/python3 && chmod 755 {d}/python3\n"
-            for d in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin")
-        ),
-    ),
-    corpus.Case(
-        "plant-replaced-shell",
-        corpus.CD
-        + corpus.WRONG
-        + textwrap.dedent(f"""\
-        # bash runs the verifier's test.sh (the runner's own sh is left: replacing it stops the sanitiser first)
-        cp /bin/bash /bin/hr-real-bash 2>/dev/null || exit 0
-        for s in /bin/bash /usr/bin/bash; do
-          printf '#!/bin/hr-real-bash\\n%s\\n' '{FORGE_SH}' > "$s.new" 2>/dev/null && chmod 755 "$s.new" && mv -f "$s.new" "$s"
-        done
-        exit 0
-        """),
-    ),
-]
 #: The runner's own channels (docs/kubernetes-backend.md): what the agent leaves there is its own failure, at once.
 CHANNELS = [
     corpus.Case(
@@ -173,7 +104,7 @@ def test_no_plant_of_the_agent_reaches_the_verifier_and_the_work_dir_does(
     ns = cluster.create_namespace(
         prefix="pristine", labels={"pod-security.kubernetes.io/enforce": "baseline" if as_root else "restricted"}
     )
-    cases = [*PLANTS, *CHANNELS]
+    cases = [*corpus.plants(), *CHANNELS]
     root = tmp_path / "tasks"
     corpus.write_corpus(root, cases, tests_at="/tests")
     _control(root)

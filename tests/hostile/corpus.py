@@ -97,6 +97,7 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)  # the task's [environment.env]
     fast: bool = False  # in the fast subset (one per class)
     test_sh: str = TEST_SH  # the task's tests/test.sh
+    plant: bool = False  # a plant into the system for the verifier to run: the pristine verifier's classes (plants())
 
 
 UNJUDGED = ("failed", "unjudged_state")
@@ -332,8 +333,19 @@ CASES: list[Case] = [
     # --- plants into the system a root agent can make in a container (issue 29): the verifier must not run them.
     # Each forges a pass only where the tests are in view (the verifier), so the agent's own steps are unharmed;
     # where the system is read-only (the local sandbox) the plant fails and the case is a plain failure ---
-    Case("plant-sitecustomize", WRONG + _site_plant("sitecustomize.py", _FORGE_IF_VERIFIER), fast=True),
-    Case("plant-pth-file", WRONG + _site_plant("zz-headroom-evil.pth", _PTH_LINE)),
+    Case("plant-sitecustomize", WRONG + _site_plant("sitecustomize.py", _FORGE_IF_VERIFIER), fast=True, plant=True),
+    Case(
+        "plant-sitecustomize-replaced-in-place",
+        WRONG
+        + textwrap.dedent("""\
+        sc=$(python3 -c 'import importlib.util as u; s = u.find_spec("sitecustomize"); print(s.origin if s else "")')
+        """)
+        + '[ -n "$sc" ] && printf \'%b\' "'
+        + _FORGE_IF_VERIFIER
+        + '" > "$sc" 2>/dev/null; true\n',
+        plant=True,
+    ),
+    Case("plant-pth-file", WRONG + _site_plant("zz-headroom-evil.pth", _PTH_LINE), plant=True),
     Case(
         "plant-entry-point-plugin",
         WRONG
@@ -345,6 +357,7 @@ CASES: list[Case] = [
             "evil_plugin-1.0.dist-info/entry_points.txt",
             "[hrcheck.plugins]\\nevil = evil_plugin\\n[pytest11]\\nevil = evil_plugin\\n",
         ),
+        plant=True,
     ),
     Case(
         "plant-interpreter-earlier-on-path",
@@ -359,6 +372,7 @@ CASES: list[Case] = [
         done
         true
         """),
+        plant=True,
     ),
     Case(
         "plant-replaced-shell",
@@ -372,6 +386,7 @@ CASES: list[Case] = [
         true
         """),
         fast=True,
+        plant=True,
     ),
     # --- the runner's hand-over paths squatted before the verifier exists: the tests' folder, the verifier's
     # logs and reward, the verifier's task copy, as FIFOs, links and locked folders. Nothing of it is where the
@@ -422,6 +437,12 @@ def selected() -> list[Case]:
     if unknown:
         raise ValueError(f"HEADROOM_HOSTILE_CASES names no such case: {', '.join(sorted(unknown))}")
     return [c for c in CASES if c.name in names]
+
+
+def plants() -> list[Case]:
+    """The plant classes (a root agent's plants into the system the verifier runs from): every backend's pristine
+    verifier must leave each ``failed``. Adding a plant case to :data:`CASES` adds it on every backend."""
+    return [c for c in CASES if c.plant]
 
 
 def write_corpus(root: Path, cases: list[Case], *, tests_at: str, base_image: str | None = None) -> dict[str, str]:

@@ -15,6 +15,7 @@ is assumed to know them. The model provider is a scripted fake on loopback (it c
 from __future__ import annotations
 
 import hashlib
+import re
 import textwrap
 import time
 from pathlib import Path
@@ -97,6 +98,72 @@ STEAL_KEY = WRONG + textwrap.dedent("""\
     fi
     """)
 VICTIM = WRONG + "sleep 15\n"
+WRONG = "$HEADROOM_EXEC -- bash -c 'echo wrong > answer'\n"
+#: The agent's own bounds (agent.host_limits, orchestrator/agents/host_bounds.py), small so the classes below meet them.
+HOST_LIMITS = {"memory_mb": 192, "pids": 64, "disk_mb": 16}
+FORK_BOMB = WRONG + textwrap.dedent("""\
+    python3 - <<'PY'
+    import os, time
+    kids = 0
+    while True:  # every child forks on too: the tree grows until the kernel refuses
+        try:
+            if os.fork() == 0:
+                kids = 0
+                continue
+            kids += 1
+        except OSError:
+            break
+    time.sleep(1)
+    PY
+    echo "bomb-ended"
+    """)
+MEMORY_HOG = WRONG + textwrap.dedent("""\
+    python3 -c 'b = bytearray(1 << 30); print("allocated", len(b))'
+    echo "hog-ended rc=$?"
+    """)
+DISK_FILLER = WRONG + textwrap.dedent("""\
+    for d in "$HOME" /tmp /dev/shm; do
+      dd if=/dev/zero of="$d/fill" bs=1M count=64 2>&1 | grep -o 'No space left on device' | head -1 | sed "s|^|$d: |"
+      rm -f "$d/fill"
+    done
+    echo "private-ended"
+    dd if=/dev/zero of="$HEADROOM_LOGS_DIR/fill" bs=1M count=4000 2>/dev/null
+    sleep 30
+    echo "logs-filler-survived"
+    """)
+
+
+#: The external-agent corpus: every backend runs each class (check_classes: local and Docker here, Pods in
+#: tests/cluster/test_realnode_external_agent.py), and each must end ``failed``. Add a class here to add it everywhere.
+CLASSES = {
+    "ext-read-tests": READ_TESTS,
+    "ext-proc-environ": PROC_ENVIRON,
+    "ext-rewrite-store": REWRITE_STORE,
+    "ext-survive-step": SURVIVE,
+    "ext-fork-bomb": FORK_BOMB,
+    "ext-memory-hog": MEMORY_HOG,
+    "ext-disk-filler": DISK_FILLER,
+}
+
+
+def assert_bounds_held(got: dict[str, dict]) -> None:
+    """The bound classes met the agent's own bounds, each named in its step's termination reason (as evidence:
+    the verdict stays the agent's failure)."""
+    agent = {k: g["evidence"].get("agent") or {} for k, g in got.items()}
+    why = {k: a.get("termination_reason") or "" for k, a in agent.items()}
+    out = {k: a.get("stdout_tail", "") for k, a in agent.items()}
+    limits = HOST_LIMITS
+    assert re.search(
+        rf"\d+ forks refused at the host agent's ceiling of {limits['pids']} processes", why["ext-fork-bomb"]
+    )
+    assert "bomb-ended" in out["ext-fork-bomb"], out["ext-fork-bomb"]
+    assert f"OOM-killed at the host agent's memory limit of {limits['memory_mb']} MiB" in why["ext-memory-hog"], why
+    assert "allocated" not in out["ext-memory-hog"] and "hog-ended rc=137" in out["ext-memory-hog"]
+    for d in ("/home/agent", "/tmp", "/dev/shm"):  # the private dirs are full at their size, not the host's disk
+        assert f"{d}: No space left on device" in out["ext-disk-filler"], out["ext-disk-filler"]
+    assert "private-ended" in out["ext-disk-filler"] and "logs-filler-survived" not in out["ext-disk-filler"]
+    assert f"over the host agent's bound of {limits['disk_mb']:.1f} MiB: killed" in why["ext-disk-filler"], why
+    assert agent["ext-disk-filler"].get("signal") == 9
 
 
 def write_agent(tmp_path: Path, tasks_root: Path, attacks: dict[str, str], marker: str) -> Path:
@@ -122,7 +189,7 @@ def external_sweep(
     agent = write_agent(tmp_path, tasks_root, attacks, marker)
     exp = tmp_path / "exp.yaml"
     spec = {
-        "agent": {"kind": "external", "path": str(agent)},
+        "agent": {"kind": "external", "path": str(agent), "host_limits": HOST_LIMITS},
         "gateway": {
             "openai": {"base_url": f"{fake.url}/v1", "api_key_env": "UP_HOSTILE"},
             "prices": {"fake-model-1": {"input": 3.0, "output": 15.0}},
@@ -166,12 +233,7 @@ def digest(store: Path) -> dict[str, str]:
 
 def check_classes(tmp_path: Path, tasks_root: Path, *args: str, isolation: str, extra: dict | None = None) -> None:
     marker = new_marker()
-    attacks = {
-        "ext-read-tests": READ_TESTS,
-        "ext-proc-environ": PROC_ENVIRON,
-        "ext-rewrite-store": REWRITE_STORE,
-        "ext-survive-step": SURVIVE,
-    }
+    attacks = CLASSES
     with FakeModel([Reply("nothing to say")], openai_key=UPSTREAM_KEY) as fake:
         run = external_sweep(tmp_path, tasks_root, attacks, *args, fake=fake, marker=marker, extra=extra)
     assert_no_survivors(marker, list(attacks))
@@ -183,6 +245,7 @@ def check_classes(tmp_path: Path, tasks_root: Path, *args: str, isolation: str, 
     assert "headroom-processes=0" in out["ext-proc-environ"], out["ext-proc-environ"]
     assert "own-environ-has-upstream=0" in out["ext-proc-environ"]
     assert "now: " in out["ext-rewrite-store"]  # its write failed at once (and its survivors' later: below)
+    assert_bounds_held(got)
     assert_nothing_leaks(run, more_needles=[UPSTREAM_KEY], isolation=isolation)
     assert "host agent in its own sandbox" in run.proc.stdout + "".join(_markdown(run))
     time.sleep(3)  # what a survivor would do after the sweep, had it survived: nothing changed the store

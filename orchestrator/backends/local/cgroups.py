@@ -249,7 +249,8 @@ class TrialCgroupV2(TrialCgroup):
         super().kill_all(deadline_s)
 
 
-_RUN_DIR = re.compile(r"^headroom-(?:supervisor-)?(\d+)$")
+#: a run parent: the local backend's, its supervisor leaf, the host agents' (orchestrator/agents/host_bounds.py)
+_RUN_DIR = re.compile(r"^headroom-(?:supervisor-|agents-)?(\d+)$")
 
 
 def reap_stale(base: Path, kept: list[str] | None = None) -> list[str]:

@@ -38,10 +38,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from orchestrator.backends.local import seccomp
+
+S = TypeVar("S")
 
 #: ``nobody``: owns nothing on the host, so a sandboxed step can change nothing it is not given.
 SANDBOX_UID = 65534
@@ -197,12 +201,29 @@ def _version(bwrap: str) -> str | None:
     return out.stdout.strip() or None
 
 
-def probe() -> Sandbox:
-    """A working sandbox, or :class:`SandboxUnavailable` with the reason.
+@dataclass(frozen=True)
+class Tools:
+    """What a bubblewrap sandbox is built from here: the binaries and the seccomp programs (or why none)."""
 
-    It really starts one (with every namespace and the uid drop), because a bwrap
-    binary that exists may still be refused user namespaces by the kernel or a
-    container runtime.
+    bwrap: str
+    #: set when headroom runs as root (the resolved path): the step is dropped to an unprivileged uid with it
+    setpriv: str | None
+    filter: seccomp.Filter | None
+    offline_filter: seccomp.Filter | None
+    filter_fallback_reason: str | None
+
+    def without_filter(self, why: str) -> Tools:
+        return Tools(self.bwrap, self.setpriv, None, None, f"bwrap refused the seccomp filter: {why}")
+
+
+def probe_with(make: Callable[[Tools], S], argv: Callable[[S], list[str]]) -> S:
+    """A sandbox ``make`` builds that really starts here (``argv`` of a no-op in it), or
+    :class:`SandboxUnavailable` with the reason: the local backend's steps and the host-side agents' sandbox
+    (:mod:`orchestrator.agents.host_sandbox`) are probed alike.
+
+    It really starts one (with every namespace and the uid drop), because a bwrap binary that exists may still
+    be refused user namespaces by the kernel or a container runtime. Where the same sandbox starts without the
+    seccomp filter, the filter is what failed: it runs without, and says so.
     """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -214,29 +235,27 @@ def probe() -> Sandbox:
             raise SandboxUnavailable(
                 "running as root but setpriv (util-linux) is missing: cannot drop to an unprivileged uid"
             )
+        setpriv = os.path.realpath(setpriv)
     try:
         flt: seccomp.Filter | None = seccomp.build()
         offline: seccomp.Filter | None = seccomp.build(network=False)
         reason = None
     except seccomp.FilterUnavailable as exc:
         flt, offline, reason = None, None, str(exc)
-    sandbox = Sandbox(bwrap, setpriv, flt, reason, offline)
-    err = _try(sandbox)
+    tools = Tools(bwrap, setpriv, flt, offline, reason)
+    box = make(tools)
+    err = start_once(argv(box))
     if err and flt is not None:
-        # The filter is what failed if the same sandbox starts without it: run without, and say so.
-        bare = Sandbox(bwrap, setpriv, None, f"bwrap refused the seccomp filter: {err}")
-        if _try(bare) is None:
+        bare = make(tools.without_filter(err))
+        if start_once(argv(bare)) is None:
             return bare
     if err:
         raise SandboxUnavailable(err)
-    return sandbox
+    return box
 
 
-def _try(sandbox: Sandbox) -> str | None:
-    """Start ``sandbox`` once with a no-op; None if it worked, else why not."""
-    probe_dir = Path("/")  # any directory: the probe binds nothing writable
-    view = StepView(task_dir=probe_dir, task_entries=[])
-    argv = sandbox.argv(view, ["/bin/sh", "-c", "exit 0"], cwd="/")
+def start_once(argv: list[str]) -> str | None:
+    """Run a sandbox's no-op ``argv``; None if it worked, else why not."""
     try:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -245,3 +264,11 @@ def _try(sandbox: Sandbox) -> str | None:
         msg = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
         return f"bwrap cannot create a sandbox here: {msg}"
     return None
+
+
+def probe() -> Sandbox:
+    """A working sandbox for the local backend's steps, or :class:`SandboxUnavailable` with the reason."""
+    return probe_with(
+        lambda t: Sandbox(t.bwrap, t.setpriv, t.filter, t.filter_fallback_reason, t.offline_filter),
+        lambda box: box.argv(StepView(task_dir=Path("/"), task_entries=[]), ["/bin/sh", "-c", "exit 0"], cwd="/"),
+    )
