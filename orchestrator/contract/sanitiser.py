@@ -10,6 +10,10 @@ can expand links exponentially: a link that takes longer is the agent's doing), 
 all of them and, as a last resort, by the step runner's timeout around it. Whatever a bound
 leaves unjudged is removed and the state is ``exhausted``. What it prints is parsed by
 :func:`parse`; only ``status=ok`` lets the verifier run.
+
+A backend whose roots are host folders (the local one) may first walk them itself
+(:func:`nothing_to_judge`): a tree holding nothing the script acts on gets the report the script
+would print for it (:func:`nothing_judged`) without the script's processes; any other tree runs it.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 #: MAX_LINKS costs even on a loaded machine, never the bound that decides a verdict.
 TIMEOUT_S = 300.0
 #: How many entries :func:`nothing_to_judge` looks at before it leaves the tree to the script: honest work dirs
-#: hold tens to thousands; the walk stays a few milliseconds, and a bigger tree costs what it cost before.
+#: hold tens to thousands; the walk stays within tens of milliseconds, and a bigger tree costs what it cost before.
 QUICK_MAX_ENTRIES = 10_000
 #: What a report the host walk made says (``extra.sanitiser.detail``): the script did not need to run.
 QUICK_DETAIL = "nothing to judge: no link, special file or entry needing a permission fix (host walk)"
