@@ -10,13 +10,18 @@ with limits, disk watch, classification, evidence) with ``isolation="none"``;
 "sandboxed" is the same with each step in its bubblewrap sandbox, as headroom
 runs by default. All three are measured in this run, interleaved, at
 concurrency 1 and 2, and reported as medians per trial; "sandbox +ms" is the
-sandbox's added cost per trial (sandboxed - unsandboxed).
+sandbox's added cost per trial (sandboxed - unsandboxed). "cpu ms" is CPU time per trial of this
+process (the engine, its threads) plus the children it reaped (the steps, as far as their own
+parents reaped them: a sandboxed step's processes inside bwrap's PID namespace are partly missing
+there), and the load average is printed before and after: on a shared machine only ratios within
+one run compare.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -48,6 +53,16 @@ def make_task(root: Path) -> Path:
     (d / "solution" / "solve.sh").write_text(SOLVE)
     (d / "tests" / "test.sh").write_text(TEST)
     return d
+
+
+def cpu_s() -> float:
+    """User + system CPU of this process and of the children it reaped, so far."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def bare(task: Path, trials: int, concurrency: int, scratch: Path) -> float:
@@ -96,24 +111,35 @@ def main() -> None:
         root = Path(tmp)
         task = make_task(root)
         print(f"{args.trials} trials per measurement, {args.repeats} repeats, medians of per-trial wall time")
+        print(f"load average at start: {load()}")
         print(
             f"{'concurrency':>11}  {'bare ms':>8}  {'unsandboxed ms':>14}  {'sandboxed ms':>12}  {'sandbox +ms':>11}  "
-            f"{'engine +ms':>10}  {'ratio':>6}  enforcement"
+            f"{'engine +ms':>10}  {'ratio':>6}  {'cpu ms bare/unsandboxed/sandboxed':>33}  enforcement"
         )
         for conc in (1, 2):
             b, u, s = [], [], []
+            cb, cu, cs = [], [], []
             mech = ""
             for r in range(args.repeats):  # interleaved, so drift hits all three alike
+                c0 = cpu_s()
                 b.append(bare(task, args.trials, conc, root / f"scratch-{conc}-{r}"))
+                c1 = cpu_s()
                 u.append(headroom(root, args.trials, conc, f"{conc}-{r}", "none")[0])
+                c2 = cpu_s()
                 t, mech = headroom(root, args.trials, conc, f"{conc}-{r}", "sandbox")
+                c3 = cpu_s()
                 s.append(t)
+                cb.append((c1 - c0) / args.trials)
+                cu.append((c2 - c1) / args.trials)
+                cs.append((c3 - c2) / args.trials)
             mb, mu, ms = statistics.median(b), statistics.median(u), statistics.median(s)
+            cpu = "/".join(f"{statistics.median(c) * 1000:.1f}" for c in (cb, cu, cs))
             print(
                 f"{conc:>11}  {mb * 1000:>8.1f}  {mu * 1000:>14.1f}  {ms * 1000:>12.1f}  {(ms - mu) * 1000:>11.1f}  "
-                f"{(mu - mb) * 1000:>10.1f}  {ms / mb:>6.2f}  {mech}"
+                f"{(mu - mb) * 1000:>10.1f}  {ms / mb:>6.2f}  {cpu:>33}  {mech}"
             )
         print("sandbox +ms = sandboxed - unsandboxed; engine +ms = unsandboxed - bare; ratio = sandboxed / bare")
+        print(f"load average at end: {load()}")
 
 
 if __name__ == "__main__":

@@ -87,3 +87,14 @@ class StepRunner(Protocol):
     def stop_all(self) -> None:
         """End every process in the environment, from outside it."""
         ...
+
+
+@runtime_checkable
+class HostWalk(Protocol):
+    """A runner whose environment's files are host folders (the local backend's binds) may say, by walking them,
+    that the sanitiser has nothing to judge; :func:`~orchestrator.contract.sequence.run_try` then skips its script."""
+
+    def nothing_to_sanitise(self, roots: Sequence[str], never_searched: Sequence[str]) -> bool:
+        """True only if the sanitiser script would find nothing to do under ``roots`` (environment paths); False
+        whenever it cannot tell (:func:`orchestrator.contract.sanitiser.nothing_to_judge`)."""
+        ...

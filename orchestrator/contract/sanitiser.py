@@ -10,14 +10,22 @@ can expand links exponentially: a link that takes longer is the agent's doing), 
 all of them and, as a last resort, by the step runner's timeout around it. Whatever a bound
 leaves unjudged is removed and the state is ``exhausted``. What it prints is parsed by
 :func:`parse`; only ``status=ok`` lets the verifier run.
+
+A backend whose roots are host folders (the local one) may first walk them itself
+(:func:`nothing_to_judge`): a tree holding nothing the script acts on gets the report the script
+would print for it (:func:`nothing_judged`) without the script's processes; any other tree runs it.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib.resources import files
+from pathlib import Path
 from typing import Literal
 
 from orchestrator.spec.evidence import SanitiserReport
@@ -37,6 +45,11 @@ PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 #: The step runner's hard timeout around the whole script: a safety net far above what
 #: MAX_LINKS costs even on a loaded machine, never the bound that decides a verdict.
 TIMEOUT_S = 300.0
+#: How many entries :func:`nothing_to_judge` looks at before it leaves the tree to the script: honest work dirs
+#: hold tens to thousands; the walk stays within tens of milliseconds, and a bigger tree costs what it cost before.
+QUICK_MAX_ENTRIES = 10_000
+#: What a report the host walk made says (``extra.sanitiser.detail``): the script did not need to run.
+QUICK_DETAIL = "nothing to judge: no link, special file or entry needing a permission fix (host walk)"
 Status = Literal["ok", "exhausted", "incomplete", "crashed"]
 _COUNTS = (
     "links_removed",
@@ -119,3 +132,54 @@ def parse(stdout: str, exit_code: int | None, timed_out: bool) -> Report:
         return Report("crashed", counts, f"the sanitiser gave no verdict (exit {exit_code})")
     bound = values.get("resolve_bound", "")
     return Report(status, counts, resolve_bound=bound if re.fullmatch(r"\d{1,4}s|none", bound) else "")  # type: ignore[arg-type]
+
+
+def nothing_to_judge(roots: Sequence[Path], uid: int | None, max_entries: int = QUICK_MAX_ENTRIES) -> bool:
+    """True only when the script would change nothing under ``roots`` and say ``ok`` with every count 0.
+
+    ``roots`` are host paths of exactly what the verifier sees at the script's roots (a backend that
+    binds them; nothing mounted inside them), walked after every agent process is gone, so the tree
+    cannot change under the walk. ``uid`` is the verifier's host uid (None for root, whose folders the
+    script never takes as someone else's). The script acts only on a root that is a link, a folder that
+    is not its user's or lacks ``u+rwx``, a FIFO, socket or device, a file without ``u+rw``, a link, and
+    a folder it cannot list: any of them here, more than ``max_entries`` entries, or any error (a name
+    too long to walk, say) answers False, and the script runs as it always did. No link is resolved here:
+    a tree with a link always goes to the script.
+    """
+    stack: list[str] = []
+    for r in roots:
+        try:
+            st = os.lstat(r)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode) or not _own_folder(st, uid):
+            return False
+        stack.append(str(r))
+    seen = 0
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for e in entries:
+                    seen += 1
+                    if seen > max_entries:
+                        return False
+                    st = e.stat(follow_symlinks=False)
+                    if stat.S_ISDIR(st.st_mode):
+                        if not _own_folder(st, uid):
+                            return False
+                        stack.append(e.path)
+                    elif not stat.S_ISREG(st.st_mode) or st.st_mode & 0o600 != 0o600:
+                        return False  # a link, FIFO, socket or device, or a file the script would chmod
+        except OSError:
+            return False
+    return True
+
+
+def _own_folder(st: os.stat_result, uid: int | None) -> bool:
+    """What the script's first ``find`` leaves alone: ``-perm -700``, and the verifier's own unless it is root."""
+    return st.st_mode & 0o700 == 0o700 and (uid is None or st.st_uid == uid)
+
+
+def nothing_judged(roots: int) -> Report:
+    """The report the script prints for ``roots`` folders holding nothing to judge (:func:`nothing_to_judge`)."""
+    return Report("ok", {**dict.fromkeys(_COUNTS, 0), "roots_scanned": roots}, QUICK_DETAIL)

@@ -12,6 +12,7 @@ The agent's exit code and output are recorded, never read for a verdict.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from orchestrator.contract import agent_check, sanitiser, verifier_env
 from orchestrator.contract import paths as cc
 from orchestrator.contract.outputs import MAX_READ, parse_agent_result, parse_reward
 from orchestrator.contract.phases import Phase
-from orchestrator.contract.runner import NotRegular, StepRunner, Tainted
+from orchestrator.contract.runner import HostWalk, NotRegular, StepRunner, Tainted
 from orchestrator.spec.evidence import AgentSetup
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.outcome import InfraReason
@@ -202,19 +203,25 @@ def run_try(
             runner.put_tree(src, dest)
         if not proceed(Phase.HANDOVER):
             return
-        s = runner.run(
-            sanitiser.argv(plan.roots),
-            role="verifier",
-            name=Phase.SANITISE,
-            cwd="/",
-            env=sanitiser.env(plan.hidden, plan.prune, plan.sanitiser_max_links),
-            timeout_s=sanitiser.TIMEOUT_S,
-        )
-        if s.spawn_error:  # the runner's own verdict: nothing of the agent's can stop a shell from starting
-            facts.infra_hint, facts.infra_detail = InfraReason.SPAWN_FAILED, f"sanitiser: {s.spawn_error}"
-            return
-        report = sanitiser.parse(s.stdout_tail, s.exit_code, s.timed_out)
-        facts.extra.sanitiser = san = report.evidence(round(s.duration_s, 3))
+        # A tree holding nothing the script would act on (no link, special file or permission to fix: nearly
+        # every honest one) gets the script's own `ok` from a host walk, some 30 processes fewer (issue 32).
+        walked = time.monotonic()
+        if isinstance(runner, HostWalk) and runner.nothing_to_sanitise(plan.roots, [*plan.hidden, *plan.prune]):
+            report, took = sanitiser.nothing_judged(len(plan.roots)), time.monotonic() - walked
+        else:
+            s = runner.run(
+                sanitiser.argv(plan.roots),
+                role="verifier",
+                name=Phase.SANITISE,
+                cwd="/",
+                env=sanitiser.env(plan.hidden, plan.prune, plan.sanitiser_max_links),
+                timeout_s=sanitiser.TIMEOUT_S,
+            )
+            if s.spawn_error:  # the runner's own verdict: nothing of the agent's can stop a shell from starting
+                facts.infra_hint, facts.infra_detail = InfraReason.SPAWN_FAILED, f"sanitiser: {s.spawn_error}"
+                return
+            report, took = sanitiser.parse(s.stdout_tail, s.exit_code, s.timed_out), s.duration_s
+        facts.extra.sanitiser = san = report.evidence(round(took, 3))
         # the same key on every backend: how many agent-made links the verifier will not follow
         facts.extra.verifier_only_links_removed = (
             (san.links_removed or 0) + (san.links_unjudged or 0) + (san.roots_replaced or 0)

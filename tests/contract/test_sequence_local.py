@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.backends.local.runner import LocalRunner
+from orchestrator.contract import sanitiser
 from orchestrator.contract.runner import StepRunner
 from orchestrator.engine.classify import classify
 from orchestrator.engine.launch import build_launch
@@ -206,3 +207,27 @@ def test_an_agent_that_says_not_found_after_it_started_is_judged_on_its_work(
     settled = settle(facts, reward_threshold=1.0, retry=RetryPolicy(max_retries=3), finished_before=0, secrets=[])
     assert settled.final and settled.facts.extra.agent_not_found is not None
     assert settled.facts.extra.agent_not_found.exit_code == 127
+
+
+@pytest.mark.parametrize("isolation", ["sandbox", "none"])
+def test_an_honest_tree_skips_the_sanitiser_script_and_a_link_still_runs_it(tmp_path: Path, isolation: str) -> None:
+    """The host walk (issue 32) answers for a tree holding nothing to judge; a link in it brings the script back,
+    which removes a link into the tests and the verifier never reads them through it."""
+    b = LocalBackend(enforcement="rlimit", isolation=isolation)  # type: ignore[arg-type]
+    try:
+        honest = b.run(_launch(tmp_path / "honest", 'mkdir -p "$HEADROOM_WORKDIR/d" && touch "$HEADROOM_WORKDIR/out"'))
+        assert classify(honest).outcome is Outcome.PASSED, (honest.agent, honest.agent_fault)
+        assert honest.extra.sanitiser is not None and honest.extra.sanitiser.status == "ok"
+        assert honest.extra.sanitiser.detail == sanitiser.QUICK_DETAIL
+        linked = b.run(
+            _launch(
+                tmp_path / "linked",
+                'touch "$HEADROOM_WORKDIR/out" && ln -s "$HEADROOM_TASK_DIR/tests/test.sh" "$HEADROOM_WORKDIR/peek"',
+            )
+        )
+        san = linked.extra.sanitiser
+        assert san is not None and san.status == "ok" and san.detail is None, san
+        assert san.links_removed == 1 and linked.extra.verifier_only_links_removed == 1
+        assert classify(linked).outcome is Outcome.PASSED
+    finally:
+        b.close()

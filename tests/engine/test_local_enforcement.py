@@ -141,7 +141,9 @@ def test_each_trial_gets_its_own_workdir_removed_after(tasks_root: Path) -> None
                 classify(backend.run(build_launch("test", trial, 0, tasks[trial.task_id], exp))).outcome
                 is Outcome.PASSED
             )
+        backend.removal.drain()  # work dirs go off the trial's path, on the removal's own thread
         assert sorted(p.name for p in backend.workroot.iterdir()) in ([], ["tasks"])  # only the read-only task copy
+        assert backend.removal.failed == []
     finally:
         backend.close()
     assert not backend.workroot.exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.local.backend import LocalBackend, _stale_workroots
-from orchestrator.backends.local.removal import remove_tree
+from orchestrator.backends.local.removal import BackgroundRemoval, remove_tree
 
 DEPTH = 3000  # far past Python's recursion limit, and past PATH_MAX (2 bytes a level, 6000 bytes)
 
@@ -67,3 +67,28 @@ def test_a_deep_tree_left_by_a_crashed_run_does_not_stop_the_next_start(tmp_path
             backend.close()
     finally:
         remove_tree(stale)
+
+
+def test_work_dirs_handed_to_the_background_removal_are_gone_once_it_drains_or_closes(tmp_path: Path) -> None:
+    """Issue 32: a trial's work dir goes on the removal's own thread; nothing handed over is forgotten."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("mine")
+    trees = []
+    for i in range(5):
+        t = tmp_path / f"work-{i}"
+        t.mkdir()
+        (t / "f").write_text("x")
+        (t / "link").symlink_to(outside)
+        trees.append(t)
+    _deep(trees[0])
+    removal = BackgroundRemoval(backlog=2)  # more trees than its backlog: submit waits instead of piling up
+    for t in trees[:3]:
+        removal.submit(t)
+    removal.drain()
+    assert not any(t.exists() for t in trees[:3])
+    for t in trees[3:]:
+        removal.submit(t)
+    removal.close()
+    assert not any(t.exists() for t in trees) and removal.failed == []
+    assert (outside / "keep").read_text() == "mine"

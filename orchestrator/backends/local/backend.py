@@ -25,7 +25,7 @@ from orchestrator.backends.local import cgroups, sandbox
 from orchestrator.backends.local import external as local_external
 from orchestrator.backends.local import runner as runner_mod
 from orchestrator.backends.local.process import Limits, kill_tree
-from orchestrator.backends.local.removal import remove_tree
+from orchestrator.backends.local.removal import BackgroundRemoval, remove_tree
 from orchestrator.backends.local.runner import LocalRunner
 from orchestrator.backends.local.storage import DiskWatcher
 from orchestrator.backends.threaded import ThreadedBackend
@@ -192,6 +192,8 @@ class LocalBackend(ThreadedBackend):
         self._killed: set[str] = set()
         self._snapshots: dict[str, Path] = {}
         self._snapshot_lock = threading.Lock()
+        #: finished trials' work dirs, removed off the trial's path (their artifacts are kept before)
+        self.removal = BackgroundRemoval()
         #: what a crashed headroom left behind, removed as this one starts (``cleanup`` reports it),
         #: and what could not be removed (with why): only what is really gone is called removed
         self.reaped_at_start = list(self.driver.reaped) if self.driver else []
@@ -248,6 +250,7 @@ class LocalBackend(ThreadedBackend):
     def close(self) -> None:
         self.cancel_all()
         self.shutdown()
+        self.removal.close()
         if self.driver:
             self.driver.close()
         remove_tree(self.workroot)
@@ -473,6 +476,6 @@ class LocalBackend(ThreadedBackend):
             if cg is not None:
                 cg.remove()
             if not self.keep_workdirs:
-                remove_tree(workdir)
+                self.removal.submit(workdir)
             else:
                 facts.extra.workdir = str(workdir)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from orchestrator.backends.local import cgroups, sandbox
 from orchestrator.backends.local.process import Limits, kill_tree, run_step
+from orchestrator.contract import sanitiser
 from orchestrator.contract.outputs import read_regular_file
 from orchestrator.contract.runner import NotRegular, Role
 from orchestrator.spec.facts import StepFacts
@@ -186,6 +187,21 @@ class LocalRunner:
             raise NotRegular(f"larger than {limit} bytes")
         return raw
 
+    def nothing_to_sanitise(self, roots: Sequence[str], never_searched: Sequence[str]) -> bool:
+        """:class:`~orchestrator.contract.runner.HostWalk`: the roots are binds of host folders (nothing else is
+        mounted inside them, in either view), so walking those host folders is walking what the verifier sees."""
+        never = [os.path.normpath(p) for p in (*never_searched, "/proc", "/sys", "/dev")]
+        host: list[Path] = []
+        for r in (os.path.normpath(r) for r in roots):
+            # a never-searched tree inside a root (or a root inside one) is the script's to prune
+            if any(r == p or _under(r, p) or _under(p, r) for p in never):
+                return False
+            if (h := self._host(r)) is None or h != self._mount_of(r):
+                return False
+            host.append(h)
+        uid = self.box.uid if self.box else os.getuid()  # the verifier's user on the host
+        return sanitiser.nothing_to_judge(host, None if uid == 0 else uid)
+
     def sandboxed(self, argv: list[str]) -> list[str]:
         """``argv`` in the agent's view of the environment, with the environment's network: the long-lived
         sandbox an external agent's exec channel serves (:mod:`.environment`)."""
@@ -226,6 +242,10 @@ class LocalRunner:
             make_dir(self.workdir / role / "shm", self.owner, 0o700)
         return self._homes[role]
 
+    def _mount_of(self, path: str) -> Path | None:
+        """The host folder bound at exactly ``path`` (the work dir, the agent's logs, a put folder), if any."""
+        return {self.paths["app"]: self.app, self.paths["agent_logs"]: self.agent_logs, **self.verifier_puts}.get(path)
+
     def _host(self, path: str) -> Path | None:
         """The host path of an environment path under the work dir, the agent's logs or a put folder."""
         p = Path(path)
@@ -238,3 +258,7 @@ class LocalRunner:
             if p == Path(inside) or Path(inside) in p.parents:
                 return host / p.relative_to(inside)
         return None
+
+
+def _under(path: str, parent: str) -> bool:
+    return path.startswith(parent.rstrip("/") + "/")
