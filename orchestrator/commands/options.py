@@ -243,8 +243,9 @@ def output_option(help: str = "write to this file instead of stdout") -> Callabl
     return _option("--output", "-o", "output", type=click.Path(path_type=Path), help=help)
 
 
-def out_dir_option(help: str, *, old_dash_o: bool = False) -> Callable[[F], F]:
-    """``--out-dir DIR``; ``old_dash_o``: the command's old ``-o DIR`` stays as a hidden, deprecated spelling."""
+def out_dir_option(help: str, *, old_dash_o: bool = False, also: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """``--out-dir DIR``; ``old_dash_o``: the command's old ``-o DIR`` stays as a hidden, deprecated spelling;
+    ``also``: more spellings of it (``runs export --out``)."""
 
     def decorate(f: F) -> F:
         if old_dash_o:
@@ -256,7 +257,7 @@ def out_dir_option(help: str, *, old_dash_o: bool = False) -> Callable[[F], F]:
                 what="-o/--output DIR",
                 type=click.Path(path_type=Path),
             )(f)
-        return _option("--out-dir", "out_dir", type=click.Path(path_type=Path), help=help)(f)
+        return _option(*also, "--out-dir", "out_dir", type=click.Path(path_type=Path), help=help)(f)
 
     return decorate
 
