@@ -116,12 +116,14 @@ def make_run(path: Path, task_ids: list[str] | None = None) -> tuple[Store, str]
     try:
         for t in trials:
             key = TryKey(run_id, t.trial_id, 0)
-            sink.add_bytes(key, "agent/stdout", b"agent said hello\n")
             sink.add_bytes(key, "verifier/stdout", b"1 passed\n")
             sink.add_bytes(key, "logs/trajectory.json", b'{"steps": []}')
             sink.add_bytes(key, "logs/../../../escaped.txt", b"must stay inside the trial folder")
             sink.add_bytes(key, "logs/..", b"a name of dots")
             sink.add_bytes(key, "gateway/calls.jsonl", b"{}\n")
+            # what Harbor's importer reads as SIGKILL signs, written by the agent itself
+            sink.add_bytes(key, "logs/exit-code.txt", b"137\n")
+            sink.add_bytes(key, "agent/stdout", b"agent said hello\nKilled\n")
             sink.finish(key)
     finally:
         sink.close()
