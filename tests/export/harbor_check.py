@@ -21,6 +21,28 @@ from harbor.models.job.result import JobResult, JobStats
 from harbor.models.trial.config import TrialConfig
 from harbor.models.trial.result import TrialResult
 from harbor.viewer.scanner import JobScanner
+from harbor.viewer.server import create_app
+
+
+def viewer(job_dir: Path, trial_names: list[str]) -> dict:
+    """What `harbor view` serves for the folder: its own app, asked through its own API (no browser)."""
+    from fastapi.testclient import TestClient
+
+    client = TestClient(create_app(job_dir.parent))
+    jobs = client.get("/api/jobs").json()
+    job = client.get(f"/api/jobs/{job_dir.name}")
+    tasks = client.get(f"/api/jobs/{job_dir.name}/tasks")
+    assert job.status_code == 200 and tasks.status_code == 200, (job.text, tasks.text)
+    verifier = {}
+    for name in trial_names:
+        trial = client.get(f"/api/jobs/{job_dir.name}/trials/{name}")
+        assert trial.status_code == 200, (name, trial.text)
+        verifier[name] = client.get(f"/api/jobs/{job_dir.name}/trials/{name}/verifier-output").json().get("stdout")
+    return {
+        "jobs": [j.get("name") for j in jobs.get("items", [])],
+        "tasks": tasks.json().get("total"),
+        "verifier_stdout": verifier,
+    }
 
 
 def main(job_dir: Path) -> dict:
@@ -60,6 +82,7 @@ def main(job_dir: Path) -> dict:
         by_eval.setdefault(key, []).append(r.verifier_result.rewards if r.verifier_result else None)
     written = job_result.stats
     return {
+        "viewer": viewer(job_dir, listed),
         "job_name": job_config.job_name,
         "agents": [a.name for a in job_config.agents],
         "n_total_trials": job_result.n_total_trials,

@@ -150,6 +150,9 @@ def test_every_exported_file_loads_in_harbor_and_its_stats_are_harbors(tmp_path:
     said = export(cli, tmp_path / "s.db", run_id, tmp_path / "jobs" / "job")
     assert f"{2 * len(VERDICTS)} trials of 2 configuration(s), 2 earlier tries as retries" in " ".join(said.split())
     loaded = harbor_load(tmp_path / "jobs" / "job")
+    # `harbor view`'s own app lists the job, its tasks and every trial, with the verifier's output
+    assert loaded["viewer"]["jobs"] == ["job"] and loaded["viewer"]["tasks"] == 2 * len(VERDICTS)
+    assert set(loaded["viewer"]["verifier_stdout"].values()) == {"1 passed\n"}
     assert loaded["agents"] == ["agent-a", "agent-b@model"]
     assert loaded["n_total_trials"] == len(loaded["trials"]) == loaded["lock_trials"] == 2 * len(VERDICTS)
     written, recomputed = loaded["stats_written"], loaded["stats_recomputed"]
