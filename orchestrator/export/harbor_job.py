@@ -6,7 +6,7 @@ The folder (docs/import.md, "Export to Harbor"):
     DIR/<task>__<id>/config.json, result.json, lock.json  one folder per trial: its config, result and lock
     DIR/<task>__<id>/agent/ ...                            the agent's stdout/stderr and its logs dir
     DIR/<task>__<id>/verifier/test-stdout.txt ...          the verifier's output
-    DIR/<task>__<id>/artifacts/headroom/ ...               everything else headroom kept, its evidence, a manifest
+    DIR/<task>__<id>/artifacts/headroom/files/ ...         everything else headroom kept (beside: evidence, manifest)
 
 One trial folder per trial that has a final try (its result); earlier tries count as Harbor's
 ``n_retries``. Each configuration is one Harbor agent, named by its label. A verdict that is not
@@ -187,8 +187,8 @@ def _artifacts(
             rel = Path(PLACES[a.name])
         elif a.name.startswith(artifact_names.LOGS_PREFIX + "/"):
             rel = Path("agent") / relative(a.name.removeprefix(artifact_names.LOGS_PREFIX + "/"))
-        else:
-            rel = own / relative(a.name)
+        else:  # under files/: no artifact name can reach the manifest or evidence beside it
+            rel = own / "files" / relative(a.name)
         try:
             target = inside(trial_dir, rel)
             target.parent.mkdir(parents=True, exist_ok=True)

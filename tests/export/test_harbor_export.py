@@ -121,6 +121,7 @@ def make_run(path: Path, task_ids: list[str] | None = None) -> tuple[Store, str]
             sink.add_bytes(key, "logs/../../../escaped.txt", b"must stay inside the trial folder")
             sink.add_bytes(key, "logs/..", b"a name of dots")
             sink.add_bytes(key, "gateway/calls.jsonl", b"{}\n")
+            sink.add_bytes(key, "manifest.json", b"[]")  # a name like the export's own files: kept apart from them
             # what Harbor's importer reads as SIGKILL signs, written by the agent itself
             sink.add_bytes(key, "logs/exit-code.txt", b"137\n")
             sink.add_bytes(key, "agent/stdout", b"agent said hello\nKilled\n")
@@ -166,6 +167,13 @@ def test_every_exported_file_loads_in_harbor_and_its_stats_are_harbors(tmp_path:
     one = next(t for t in loaded["trials"].values() if t["agent"] == "agent-a" and t["task_name"] == "task-0")
     assert {"agent/stdout.txt", "agent/trajectory.json", "verifier/test-stdout.txt"} <= set(one["files"])
     assert {"config.json", "result.json", "lock.json", "artifacts/headroom/manifest.json"} <= set(one["files"])
+    assert {"artifacts/headroom/files/manifest.json", "artifacts/headroom/files/gateway/calls.jsonl"} <= set(
+        one["files"]
+    )
+    manifest = json.loads(
+        (tmp_path / "jobs" / "job" / one["trial_name"] / "artifacts/headroom/manifest.json").read_text()
+    )
+    assert {m["name"] for m in manifest} >= {"manifest.json", "agent/stdout", "logs/trajectory.json"}
 
 
 def test_oom_and_infra_verdicts_are_harbor_exceptions_and_import_back_as_infra(tmp_path: Path, cli: Headroom) -> None:
