@@ -99,7 +99,7 @@ def usage_note(doc: ComparisonDocument) -> str:
     method = next((c.cost.usage_interval_method for _, c in _sides(doc) if c.cost.usage_interval_method), None)
     return (
         f"[low – high]: 95% interval, {method}. Per solved task = total / passes, over the trials that reported the "
-        "figure. No interval: fewer than two tasks reported it, or too many resamples held no pass."
+        "figure. No interval: fewer than two tasks reported it, or a resample held no pass."
         if method
         else "No intervals: this comparison was made before headroom computed them."
     )

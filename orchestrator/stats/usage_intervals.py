@@ -11,8 +11,8 @@ ratio of the resampled sums (sum of the figure / trials, or / passes), the same 
 :mod:`orchestrator.stats.cost` prints. Percentile method (the ratio of two random sums has no
 usable jackknife when a resample holds no pass, which BCa needs), 2,000 resamples, a fixed seed
 so a comparison prints the same numbers every time. A per-solved resample without a pass has no
-value and is dropped; when more than 5% of them are, or fewer than two tasks reported the figure,
-there is no interval (None): too few to say.
+value; when any has none (the passes sit in too few tasks to bound a cost per solved task), or fewer
+than two tasks reported the figure, there is no interval (None): too few to say.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from .aggregate import _col
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 20260101
-MAX_UNDEFINED = 0.05  # per-solved resamples without a pass that still leave an interval
 METHOD = (
     "bootstrap over tasks (scipy.stats.bootstrap, paired, percentile, 2,000 resamples, fixed seed): each task "
     "with all its trials, the ratio of resampled sums; 95%"
@@ -68,13 +67,8 @@ def _interval(sums: np.ndarray, counts: np.ndarray) -> tuple[float, float] | Non
     """The bootstrap interval of sum(sums) / sum(counts) over tasks (arrays of one entry per task)."""
     if len(counts) < 2 or not np.isfinite(_ratio(sums, counts)):  # fewer than two tasks reported it
         return None
-    rng = np.random.default_rng(SEED)
-    # which resamples would have no denominator: counted first, so an interval never stands on a few resamples
-    idx = rng.integers(0, len(counts), size=(RESAMPLES, len(counts)))
-    if float(np.mean(counts[idx].sum(axis=1) == 0)) > MAX_UNDEFINED:
-        return None
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a degenerate sample (every task the same) is still a valid interval
+        warnings.simplefilter("ignore")  # a degenerate sample (every task the same) or an undefined resample
         res = stats.bootstrap(
             (sums, counts),
             _ratio,
@@ -86,7 +80,7 @@ def _interval(sums: np.ndarray, counts: np.ndarray) -> tuple[float, float] | Non
             random_state=np.random.default_rng(SEED),
         )
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if not (np.isfinite(low) and np.isfinite(high)):
+    if not (np.isfinite(low) and np.isfinite(high)):  # a resample without a denominator: no interval
         return None
     return low, high
 

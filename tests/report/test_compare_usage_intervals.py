@@ -100,6 +100,15 @@ def test_too_few_tasks_or_no_pass_give_no_interval_rather_than_a_made_up_one(tmp
     k = _cost(store, none_pass, none_pass)
     assert k["cost_per_solved_usd"] is None and k["cost_per_solved_ci"] is None
     assert k["cost_per_attempt_ci"] is not None
+    # one task of ten holds every pass: a third of the resamples have none, so no cost per solved task is bounded
+    lucky = _run(store, "lucky", [0.01 * (1 + t) for t in range(10)], attempts=1, passes=0)
+    store.db.execute(
+        "UPDATE executions SET outcome='passed', reward=1.0 WHERE run_id=? AND trial_id='t0:agent:0'", (lucky,)
+    )
+    store.db.commit()
+    k = _cost(store, lucky, lucky)
+    assert k["cost_per_solved_usd"] is not None and k["cost_per_solved_ci"] is None
+    assert k["cost_per_attempt_ci"] is not None
 
 
 def test_compare_and_the_viewer_print_the_intervals(tmp_path: Path) -> None:
