@@ -20,6 +20,7 @@ from orchestrator.commands import (
     bundle,
     calibrate,
     cluster,
+    export,
     nodes,
     reporting,
     results,
@@ -52,7 +53,15 @@ for _command in (run.sweep, run.resume, run.demo, reporting.report, view.view, r
 for _group, _commands in (
     (
         reporting.runs,
-        (reporting.compare, calibrate.calibrate, trust.regrade_cmd, bundle.bundle, bundle.verify, run.cleanup),
+        (
+            reporting.compare,
+            calibrate.calibrate,
+            trust.regrade_cmd,
+            bundle.bundle,
+            bundle.verify,
+            export.export,
+            run.cleanup,
+        ),
     ),
     (tasks.tasks, (trust.provenance_cmd, trust.audit_cmd, trust.judge_group, cluster.tasks_push, taskimage.image)),
     (results.results, ()),

@@ -188,9 +188,10 @@ def output_option(help: str = "write to this file instead of stdout") -> Callabl
     return _option("--output", "-o", "output", type=click.Path(path_type=Path), help=help)
 
 
-def out_dir_option(help: str) -> Callable[[F], F]:
-    """``--out-dir DIR``: where a command writes several files (``-o`` is always one FILE)."""
-    return _option("--out-dir", "out_dir", type=click.Path(path_type=Path), help=help)
+def out_dir_option(help: str, *, also: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """``--out-dir DIR``: where a command writes several files (``-o`` is always one FILE); ``also``: more
+    spellings of it (``runs export --out``)."""
+    return _option(*also, "--out-dir", "out_dir", type=click.Path(path_type=Path), help=help)
 
 
 #: What a file's extension says its format is (``-o report.html`` means HTML unless --format says otherwise).

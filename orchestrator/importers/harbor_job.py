@@ -58,7 +58,12 @@ def _reward(vr: Any) -> tuple[float | None, str | None]:
 
 
 def _trial(
-    rec: FileRecord, data: dict[str, Any], threshold: float, overrides: dict[str, tuple[str, str | None]]
+    rec: FileRecord,
+    data: dict[str, Any],
+    threshold: float,
+    overrides: dict[str, tuple[str, str | None]],
+    *,
+    infer: bool = True,
 ) -> SourceTrial | None:
     rec.trials += 1
     name = data.get("trial_name") or rec.path.parent.name
@@ -80,7 +85,7 @@ def _trial(
     if reward is None and reward_key and reward_key.startswith("several"):
         verdict = Verdict("harness_error", "reward_malformed", f"rewards: {reward_key}")
     inferred = None
-    if verdict.outcome == "failed" and reward is not None and exc_type in (None, "NonZeroAgentExitCodeError"):
+    if infer and verdict.outcome == "failed" and reward is not None and exc_type in (None, "NonZeroAgentExitCodeError"):
         verdict, inferred = _suspected_oom(rec, verdict, exc_type, str(exc.get("exception_message") or ""))
     ar = _object(data.get("agent_result"))
     phases = {
@@ -212,6 +217,10 @@ def read(found: Found, *, threshold: float, overrides: dict[str, tuple[str, str 
     config = _meta(found, "config.json", src)
     lock = _meta(found, "lock.json", src)
     harbor = _object(lock.get("harbor"))
+    # A job headroom exported carries headroom's observed verdicts: nothing is inferred from its agent logs, which
+    # the agent wrote (an exit-code.txt saying 137 must not turn its failure into an infra error). A lock that
+    # only claims this makes the import stricter, never kinder: failures stay failures.
+    infer = _object(lock.get("exported_by")).get("tool") != "headroom"
     if harbor.get("version") or harbor.get("git_commit_hash"):  # the job lock names the Harbor that ran it
         src.harness_version = " @ ".join(str(v) for v in (harbor.get("version"), harbor.get("git_commit_hash")) if v)
     for holder in (job, config):
@@ -245,7 +254,7 @@ def read(found: Found, *, threshold: float, overrides: dict[str, tuple[str, str 
         src.files.append(rec)
         if rec.error:
             continue
-        t = _trial(rec, data, threshold, overrides)
+        t = _trial(rec, data, threshold, overrides, infer=infer)
         if t is not None:
             src.trials.append(t)
     listed = job.get("n_total_trials")

@@ -41,6 +41,27 @@ HARBOR_EXCEPTIONS: dict[str, tuple[str, str | None]] = {
     "ContextLengthExceededError": ("failed", None),
     "OutputLengthExceededError": ("failed", None),
     "NonZeroAgentExitCodeError": ("failed", None),
+    # Harbor's own sandbox memory errors (its error policy files them as sandbox failures, not the agent's)
+    "MemoryLimitExceededError": ("infra_error", InfraReason.OOM_KILLED.value),
+    "SandboxLikelyOutOfMemoryError": ("infra_error", InfraReason.SUSPECTED_OOM.value),
+}
+
+
+def _camel(reason: str) -> str:
+    return "".join(part.capitalize() for part in reason.split("_"))
+
+
+#: headroom's own verdicts as exception types, written by ``runs export --format harbor`` where Harbor has no
+#: type of the same meaning (orchestrator/export/harbor_job.py): every reason of the taxonomy has one, so an
+#: exported run imports back with the verdicts it had. Generated from the enums: a new reason gets its type.
+#: Each is a verdict headroom already reached with the reward in hand, so it stands as written (the reward
+#: decides only under Harbor's own agent-side types); ``--map`` can still restate it.
+HEADROOM_EXCEPTIONS: dict[str, tuple[str, str | None]] = {
+    **{f"HeadroomInfra{_camel(r.value)}Error": (Outcome.INFRA_ERROR.value, r.value) for r in InfraReason},
+    **{f"HeadroomHarness{_camel(r.value)}Error": (Outcome.HARNESS_ERROR.value, r.value) for r in HarnessReason},
+    "HeadroomAbstainedError": (Outcome.ABSTAINED.value, None),
+    # failed for a reason the reward does not show (no reward: the verifier never ran; a sanitiser's finding)
+    "HeadroomFailedError": (Outcome.FAILED.value, None),
 }
 UNMAPPED_EXCEPTION: tuple[str, str | None] = ("harness_error", HarnessReason.ORCHESTRATOR_ERROR.value)
 
@@ -101,7 +122,7 @@ def parse_overrides(items: tuple[str, ...] | list[str]) -> dict[str, tuple[str, 
 def refuse_unknown_types(overrides: dict[str, tuple[str, str | None]], seen: set[str]) -> None:
     """A ``--map`` TYPE that is neither a known Harbor exception or Terminal-Bench failure mode nor met in the
     sources read is a typo that would map nothing: refused, naming the closest label (exit 2)."""
-    known = set(HARBOR_EXCEPTIONS) | set(TB_FAILURE_MODES) | seen
+    known = set(HARBOR_EXCEPTIONS) | set(HEADROOM_EXCEPTIONS) | set(TB_FAILURE_MODES) | seen
     for name in overrides:
         if name not in known:
             raise UserError(
@@ -122,6 +143,9 @@ def harbor_verdict(
 ) -> Verdict:
     if exception_type is None:
         return by_reward(reward, threshold, "no exception: reward decides")
+    if exception_type in HEADROOM_EXCEPTIONS and exception_type not in overrides:
+        outcome, reason = HEADROOM_EXCEPTIONS[exception_type]
+        return Verdict(outcome, reason, f"{exception_type} -> {outcome}" + (f"({reason})" if reason else ""))
     table = {**HARBOR_EXCEPTIONS, **overrides}
     if exception_type not in table:
         outcome, reason = UNMAPPED_EXCEPTION

@@ -112,6 +112,13 @@ class Cost(Block):
     n_tokens_gateway: int = 0
     cost_source: str | None = None
     tokens_source: str | None = None
+    # 95% intervals [low, high] (a comparison's blocks; orchestrator/stats/usage_intervals.py says how)
+    cost_per_attempt_ci: list[float] | None = None
+    cost_per_solved_ci: list[float] | None = None
+    tokens_per_attempt_ci: list[float] | None = None
+    tokens_per_solved_ci: list[float] | None = None
+    latency_per_attempt_ci: list[float] | None = None
+    usage_interval_method: str | None = None
 
 
 class TaskCell(Block):

@@ -6,6 +6,7 @@ runs compare --format json`` prints, or what older callers hold) is validated in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -61,26 +62,47 @@ def _tokens(c: Configuration) -> float | None:
     return (k.tokens_in_per_attempt or 0.0) + (k.tokens_out_per_attempt or 0.0)
 
 
+def _tok(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def _ci(shown: str, ci: list[float] | None, fmt: Callable[[float | None], str]) -> str:
+    """``$0.0368 [$0.0306 – $0.0433]``: a figure with its 95% interval (none: too few tasks to say)."""
+    if shown == "—" or ci is None:
+        return shown
+    return f"{shown} [{fmt(ci[0])} – {fmt(ci[1])}]"
+
+
 def cost_rows(doc: ComparisonDocument) -> list[list[str]]:
     """Per configuration of each run: the headline with its interval beside cost, tokens and latency per trial and
-    per solved task, with how many trials reported cost and tokens."""
+    per solved task, each with its 95% interval, and how many trials reported cost and tokens."""
     rows = []
     for name, c in _sides(doc):
         k = c.cost
-        tok = _tokens(c)
         rows.append(
             [
                 name,
                 rate(c.score_infra_as_failure),
-                usd(k.cost_per_attempt_usd),
-                usd(k.cost_per_solved_usd),
-                "—" if tok is None else f"{tok:,.0f}",
-                "—" if k.tokens_per_solved is None else f"{k.tokens_per_solved:,.0f}",
-                seconds(k.latency_per_attempt_s),
+                _ci(usd(k.cost_per_attempt_usd), k.cost_per_attempt_ci, usd),
+                _ci(usd(k.cost_per_solved_usd), k.cost_per_solved_ci, usd),
+                _ci(_tok(_tokens(c)), k.tokens_per_attempt_ci, _tok),
+                _ci(_tok(k.tokens_per_solved), k.tokens_per_solved_ci, _tok),
+                _ci(seconds(k.latency_per_attempt_s), k.latency_per_attempt_ci, seconds),
                 f"{k.n_cost}/{k.n}, {k.n_tokens}/{k.n}",
             ]
         )
     return rows
+
+
+def usage_note(doc: ComparisonDocument) -> str:
+    """How the cost, token and latency intervals were made (said once under the table)."""
+    method = next((c.cost.usage_interval_method for _, c in _sides(doc) if c.cost.usage_interval_method), None)
+    return (
+        f"[low – high]: 95% interval, {method}. Per solved task = total / passes, over the trials that reported the "
+        "figure. No interval: fewer than two tasks reported it, or a resample held no pass."
+        if method
+        else "No intervals: this comparison was made before headroom computed them."
+    )
 
 
 PARETO_HEADERS = ["run: configuration", SCORE_FAIL, "cost / trial", "on the cost/score front"]
@@ -108,8 +130,8 @@ def pareto_rows(doc: ComparisonDocument) -> list[list[str]]:
 
 
 PARETO_NOTE = (
-    "On the front: no other configuration scores at least as well for no more cost per trial. The scores are "
-    "estimates: read their intervals above before calling one better. Cost and tokens have no interval here."
+    "On the front: no other configuration scores at least as well for no more cost per trial, on the estimates. "
+    "Read the intervals of scores and costs above before calling one better."
 )
 
 
@@ -234,7 +256,7 @@ def markdown(doc: ComparisonDocument | dict[str, Any]) -> str:
     lines += ["| " + " | ".join(r) + " |" for r in _rows(doc)]
     lines += [""] + [f"- {n}" for n in _notes(doc)]
     lines += ["", "## Cost, tokens and latency", "", "Per configuration of each run, on the shared tasks:", ""]
-    lines += _md_table(COST_HEADERS, cost_rows(doc))
+    lines += _md_table(COST_HEADERS, cost_rows(doc)) + [usage_note(doc), ""]
     front = pareto_rows(doc)
     lines += ["## Cost and score", ""]
     lines += (_md_table(PARETO_HEADERS, front) + [PARETO_NOTE, ""]) if front else ["No cost recorded: no front.", ""]
@@ -265,6 +287,7 @@ def print_table(doc: ComparisonDocument | dict[str, Any], console: Console) -> N
         cost_rows(doc),
         right=range(1, len(COST_HEADERS)),
     )
+    console.print(usage_note(doc))
     front = pareto_rows(doc)
     if front:
         tables.print_table(console, "Cost and score: the Pareto front", PARETO_HEADERS, front, wrap=[3])

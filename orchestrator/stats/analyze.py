@@ -69,6 +69,7 @@ from .passk import pass_curves
 from .proportions import wilson
 from .spread import spread_from_counts
 from .trend import clustered_trend, cochran_armitage
+from .usage_intervals import usage_intervals
 
 SCHEMA = "headroom.stats/1"
 DEFAULT_REFERENCE = "1x-strict"
@@ -505,6 +506,9 @@ def compare_runs(
     family = _apply_holm(comparisons)
     blocks_a = [_config_block(ga, c) for c in range(ga.n_configs)]
     blocks_b = [_config_block(gb, c) for c in range(gb.n_configs)]
+    for blocks, sub in ((blocks_a, sub_a), (blocks_b, sub_b)):  # what users compare: cost and tokens, with intervals
+        for block in blocks:
+            block["cost"].update(usage_intervals(sub, block["label"]).to_dict())
     mdd = _mdd_block(blocks_a[compared[0]])
     out = {
         "schema": SCHEMA,
