@@ -5,14 +5,13 @@ and the folder imports back with the run's figures. Harbor runs in its own venv 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from orchestrator.report import document
 from orchestrator.store.sqlite import Store
+from tests.cli_run import headroom as run_cli
 from tests.export.test_harbor_export import figures, harbor_load
 from tests.taskfactory import HOG, requires_cgroups, write_task
 
@@ -20,9 +19,7 @@ pytestmark = [pytest.mark.slow, requires_cgroups]
 
 
 def headroom(*args: str) -> str:
-    res = subprocess.run([sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
-    return res.stdout
+    return run_cli(*args, check=True).stdout
 
 
 def test_a_real_sweep_with_an_oom_kill_exports_and_imports_back(tmp_path: Path) -> None:
