@@ -80,6 +80,16 @@ def harbor_sweep(
     return db, row
 
 
+def _why(row: sqlite3.Row, kept: dict[str, bytes]) -> str:
+    """What a failed try left, for the assertion's message."""
+    shown = {
+        k: v[-1500:].decode("utf-8", "replace")
+        for k, v in kept.items()
+        if "stderr" in k or k.startswith("logs/") or k == names.EXEC_LOG
+    }
+    return json.dumps({"try": dict(row), **shown}, indent=1, default=str)
+
+
 def _harbor_record(kept: dict[str, bytes]) -> dict[str, Any]:
     return json.loads(kept["logs/harbor.json"])
 
@@ -94,8 +104,8 @@ def _commands(kept: dict[str, bytes]) -> list[str]:
 
 def check_oracle_passes(tmp_path: Path, extra: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> None:
     db, row = harbor_sweep(tmp_path, {"name": "oracle"}, extra, env)
-    assert row["outcome"] == "passed", dict(row)
     kept = artifacts(db, row["trial_id"])
+    assert row["outcome"] == "passed", _why(row, kept)
     assert _harbor_record(kept)["agent"] == "oracle" and "run_error" not in _harbor_record(kept)
     # Harbor's oracle itself ran: it uploaded the solution and kept the script's stdout as its oracle.txt
     assert kept["logs/oracle.txt"].decode().strip() == SOLVED

@@ -10,7 +10,7 @@ What it does, as Harbor's trial would:
 
 1. builds the agent with Harbor's own factory (``AgentFactory.create_agent_from_config``);
 2. gives it :class:`HeadroomEnvironment`, a Harbor ``BaseEnvironment`` whose every operation is an exec on
-   the channel (uploads and downloads are tar and ``cat`` streams through it);
+   the channel (uploads and downloads are base64 streams of files and tar archives through it);
 3. runs the agent's ``setup`` (an installed agent's install step) and then ``run`` with the instruction from
    ``$HEADROOM_INSTRUCTION_FILE``, each timed in ``$HEADROOM_LOGS_DIR/harbor.json`` with the agent's own
    context (tokens and cost as Harbor's agent counted them; headroom's gateway stays the record).
@@ -23,6 +23,7 @@ Harbor's agent names in its commands are rewritten to match.
 from __future__ import annotations
 
 import asyncio
+import base64
 import importlib
 import importlib.util
 import io
@@ -51,7 +52,8 @@ from harbor.models.task.config import EnvironmentConfig  # noqa: E402
 from harbor.models.trial.config import AgentConfig  # noqa: E402
 from harbor.models.trial.paths import EnvironmentPaths, TrialPaths  # noqa: E402
 
-#: How much one download asks for per exec: below the channel's cap on a command's stdout (16 MiB).
+#: How much one download asks for per exec: its base64 stays below the channel's cap on a command's stdout (16 MiB).
+#: Every transfer is base64 text: a Pod's exec stream carries text, and raw bytes would not survive it.
 CHUNK = 8 * 1024 * 1024
 #: Harbor's fixed paths in the environment an agent may write to besides its logs dir.
 HARBOR_PATHS = (str(EnvironmentPaths.solution_dir),)
@@ -90,10 +92,16 @@ class HeadroomEnvironment(BaseEnvironment):
             task_env_config=EnvironmentConfig(),
         )
         self.default_user = default_user
+        # Every exec gets the trial contract's variables, as the agent's own step would see them (a Pod's exec
+        # does not carry them): the task's solution and Harbor's commands may name $HEADROOM_WORKDIR and the like.
+        self._persistent_env = {**contract_env(), **self._persistent_env}
         #: Harbor path -> where it lives in this environment (only those moved)
         self.moved: dict[str, str] = {}
         #: whether the environment's logs dir is this process's logs dir (the same files, not a copy)
         self.logs_shared = False
+        #: whether the channel takes Harbor's ``user`` (Pods refuse any: each exec runs as the container's user)
+        self.users = True
+        self.users_refused: str | None = None
 
     @staticmethod
     def type() -> str:
@@ -169,15 +177,16 @@ class HeadroomEnvironment(BaseEnvironment):
         user: str | int | None = None,
         stdin: bytes | None = None,
     ) -> Any:
-        return await asyncio.to_thread(
-            hx.run,
-            command,
-            cwd=cwd,
-            env=env,
-            stdin=stdin,
-            timeout=timeout_sec,
-            user=None if user is None else str(user),
-        )
+        if user is not None and self.users:
+            try:
+                return await asyncio.to_thread(
+                    hx.run, command, cwd=cwd, env=env, stdin=stdin, timeout=timeout_sec, user=str(user)
+                )
+            except hx.ExecChannelError as exc:
+                # Pods run every exec as the container's own user and refuse another: so does Harbor's agent then
+                self.users = False
+                self.users_refused = str(exc)
+        return await asyncio.to_thread(hx.run, command, cwd=cwd, env=env, stdin=stdin, timeout=timeout_sec)
 
     async def exec(
         self,
@@ -211,7 +220,7 @@ class HeadroomEnvironment(BaseEnvironment):
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
         target = shlex.quote(self.where(target_path))
         data = Path(source_path).read_bytes()
-        await self._checked(f'mkdir -p "$(dirname {target})" && cat > {target}', stdin=data)
+        await self._checked(f'mkdir -p "$(dirname {target})" && base64 -d > {target}', stdin=base64.b64encode(data))
 
     async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
         buf = io.BytesIO()
@@ -219,7 +228,10 @@ class HeadroomEnvironment(BaseEnvironment):
             for child in sorted(Path(source_dir).iterdir()):
                 tar.add(child, arcname=child.name)
         target = shlex.quote(self.where(target_dir))
-        await self._checked(f"mkdir -p {target} && tar -xzf - --no-same-owner -C {target}", stdin=buf.getvalue())
+        await self._checked(
+            f"mkdir -p {target} && base64 -d | tar -xzf - --no-same-owner -C {target}",
+            stdin=base64.b64encode(buf.getvalue()),
+        )
 
     async def download_file(self, source_path: str, target_path: Path | str) -> None:
         source = shlex.quote(self.where(source_path))
@@ -228,7 +240,9 @@ class HeadroomEnvironment(BaseEnvironment):
         with out.open("wb") as f:
             offset = 0
             while True:
-                piece = await self._checked(f"tail -c +{offset + 1} {source} | head -c {CHUNK}")
+                piece = base64.b64decode(
+                    await self._checked(f"tail -c +{offset + 1} {source} | head -c {CHUNK} | base64")
+                )
                 f.write(piece)
                 offset += len(piece)
                 if len(piece) < CHUNK:
@@ -248,6 +262,27 @@ class HeadroomEnvironment(BaseEnvironment):
                     tar.extractall(out, filter=transfer_tar_filter)
         finally:
             await self._run(f"rm -f {shlex.quote(made)}", None, None, 30)
+
+
+#: The contract's variables, as the environment has them, that every exec carries (never the gateway's).
+CONTRACT_VARS = (
+    "HEADROOM_TASK_ID",
+    "HEADROOM_TRIAL_ID",
+    "HEADROOM_ATTEMPT",
+    "HEADROOM_TRY",
+    "HEADROOM_SEED",
+    "HEADROOM_CONFIG",
+    "HEADROOM_WORKDIR",
+    "HEADROOM_TASK_DIR",
+)
+
+
+def contract_env() -> dict[str, str]:
+    env = {k: os.environ[k] for k in CONTRACT_VARS if k in os.environ}
+    # the environment's logs dir is /logs/agent on every backend (here it may be the sandbox's own path)
+    env["HEADROOM_LOGS_DIR"] = str(EnvironmentPaths.agent_dir)
+    env["HEADROOM_AGENT_RESULT"] = str(EnvironmentPaths.agent_dir / "result.json")
+    return env
 
 
 def _gateway_env() -> None:
@@ -321,6 +356,8 @@ async def _main(spec: dict[str, Any]) -> int:
         record["context"] = context.model_dump(mode="json", exclude={"rollout_details"})
         record["moved_paths"] = environment.moved
         record["logs_shared"] = environment.logs_shared
+        if environment.users_refused:
+            record["user_ignored"] = environment.users_refused
         (logs / "harbor.json").write_text(json.dumps(record, indent=2, default=str))
     return code
 
