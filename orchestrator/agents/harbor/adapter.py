@@ -94,7 +94,8 @@ class HeadroomEnvironment(BaseEnvironment):
         self.default_user = default_user
         # Every exec gets the trial contract's variables, as the agent's own step would see them (a Pod's exec
         # does not carry them): the task's solution and Harbor's commands may name $HEADROOM_WORKDIR and the like.
-        self._persistent_env = {**contract_env(), **self._persistent_env}
+        task_env: dict[str, str] = getattr(self, "_persistent_env", None) or {}
+        self._persistent_env = {**contract_env(), **task_env}
         #: Harbor path -> where it lives in this environment (only those moved)
         self.moved: dict[str, str] = {}
         #: whether the environment's logs dir is this process's logs dir (the same files, not a copy)
