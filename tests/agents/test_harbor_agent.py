@@ -215,3 +215,60 @@ def test_harbors_nop_fails_on_the_local_backend(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_terminus_2_solves_a_task_with_a_scripted_model_on_the_local_backend(tmp_path: Path) -> None:
     check_terminus_2_solves(tmp_path)
+
+
+#: A custom Harbor agent (by import path, from agent.path, with kwargs): it solves through Harbor's environment
+#: interface and notes what of the host it can see from its sandbox.
+PEEK_AGENT = """
+import json, os
+from harbor.agents.base import BaseAgent
+
+
+class Peek(BaseAgent):
+    @staticmethod
+    def name():
+        return "peek"
+
+    def version(self):
+        return "1"
+
+    async def setup(self, environment):
+        pass
+
+    async def run(self, instruction, environment, context):
+        r = await environment.exec('echo done > "$HEADROOM_WORKDIR/out" && echo "$HEADROOM_TASK_ID"')
+        seen = {p: os.path.exists(p) for p in self._probe}
+        keys = sorted(k for k in os.environ if k in ("UP_OPENAI", "DOCKER_HOST", "KUBECONFIG"))
+        (self.logs_dir / "peek.json").write_text(
+            json.dumps({"exec": r.stdout.strip(), "rc": r.return_code, "seen": seen, "keys": keys})
+        )
+
+    def __init__(self, *args, probe=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self._probe = list(probe)
+"""
+
+
+@requires_harbor
+def test_a_custom_harbor_agent_by_import_path_acts_through_the_channel_and_sees_none_of_the_host(
+    tmp_path: Path,
+) -> None:
+    agent_dir = tmp_path / "agent"
+    agent_dir.mkdir()
+    (agent_dir / "peek_agent.py").write_text(PEEK_AGENT)
+    task = tmp_path / "tasks" / "touch-out"
+    # headroom's HOME: anything in it but the Python install the Harbor venv was made from (pyenv's, bound read-only)
+    home = sorted(str(p) for p in Path.home().iterdir() if p.name != ".pyenv")[:3]
+    probe = [str(task / "tests" / "test.sh"), str(tmp_path / "h.db"), *home]
+    db, row = harbor_sweep(
+        tmp_path,
+        {"import_path": "peek_agent:Peek", "path": str(agent_dir), "kwargs": {"probe": probe}},
+        env={"UP_OPENAI": UPSTREAM_KEY},
+    )
+    kept = artifacts(db, row["trial_id"])
+    assert row["outcome"] == "passed", _why(row, kept)
+    peek = json.loads(kept["logs/peek.json"])
+    assert peek["rc"] == 0 and peek["exec"] == "touch-out"  # its exec ran in the trial's environment
+    # the sandbox shows it neither the task's tests, nor the store, nor headroom's HOME, nor the host's variables
+    assert peek["seen"] == {p: False for p in probe}, peek["seen"]
+    assert peek["keys"] == []
