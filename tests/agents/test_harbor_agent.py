@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +114,13 @@ def check_oracle_passes(tmp_path: Path, extra: dict[str, Any] | None = None, env
     assert any("solve.sh" in c for c in _commands(kept))
     spec = json.loads(db.execute("SELECT spec_json FROM runs").fetchone()[0])
     assert spec["agent"]["kind"] == "harbor" and spec["agent"]["name"] == "oracle"  # recorded as written
+    report = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "report", "--store", str(tmp_path / "h.db"), "--format", "markdown"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "| agent | harbor: oracle |" in report.stdout, report.stderr  # named, as Harbor names it
 
 
 def check_nop_fails(tmp_path: Path, extra: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> None:
