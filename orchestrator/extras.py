@@ -13,6 +13,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "kubernetes": ("kubernetes", "the Kubernetes backend and the cluster commands"),
     "prometheus_client": ("kubernetes", "the cluster controller"),
     "docker": ("docker", "the Docker backend and task images"),
+    # never imported by headroom: the Harbor agent's adapter runs in an interpreter that has it (agents/harbor)
+    "harbor": ("harbor", "Harbor's agents (agent.kind: harbor; or scripts/harbor/install.sh on Python 3.11)"),
 }
 
 

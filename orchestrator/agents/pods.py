@@ -12,7 +12,7 @@ from __future__ import annotations
 
 def pod_agent_problem(kind: str, path: str | None, *, in_cluster: bool = False) -> str | None:
     """Why this agent cannot run as a trial pod, in one line, or None."""
-    if kind == "external":
+    if kind in ("external", "harbor"):  # a Harbor agent runs as an external agent
         if in_cluster:
             return (
                 "an external agent runs on a host beside the trial and acts through an exec channel; the "

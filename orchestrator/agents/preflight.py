@@ -267,6 +267,9 @@ def gateway_problem(experiment: Experiment) -> str | None:
 
 def check(experiment: Experiment, trials: list[Trial], tasks: list[Task], backend: Backend) -> str | None:
     """The agent's command resolves and starts where it runs, or :class:`SpecError`. The oracle is not checked."""
+    from orchestrator.agents import harbor
+
+    experiment = harbor.hosted(experiment)  # a Harbor agent: its interpreter and adapter, in the host sandbox
     if experiment.agent.kind == "oracle" or experiment.agent.command is None or not trials:
         return None
     if experiment.agent.path is not None and not Path(experiment.agent.path).is_dir():

@@ -14,6 +14,7 @@ import json
 import re
 from pathlib import Path
 
+from orchestrator.agents import harbor
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import HostAgent, HostLimits, Launch, SetupLaunch, StepLaunch, TaskSource
 from orchestrator.spec.resources import MIB, ResourceAmounts, band_amounts, scale
@@ -87,7 +88,7 @@ def _agent_network(experiment: Experiment) -> bool:
 
 def host_agent(experiment: Experiment) -> HostAgent | None:
     """An external agent's sandbox on the host: its directory, the paths the user named, its network."""
-    agent = experiment.agent
+    agent = harbor.hosted(experiment).agent
     if agent.kind != "external":
         return None
     return HostAgent(
@@ -102,6 +103,9 @@ def host_agent(experiment: Experiment) -> HostAgent | None:
 def build_launch(
     run_id: str, trial: Trial, try_index: int, task: Task, experiment: Experiment, digest: str | None = None
 ) -> Launch:
+    digest = digest or spec_digest(experiment)
+    solution = experiment.agent.kind == "oracle" or harbor.needs_solution(experiment.agent)
+    experiment = harbor.hosted(experiment)  # a Harbor agent runs as the external agent that runs it
     env_spec = task.spec.environment
     amounts = trial_amounts(task, trial)
     lim = trial.config.limit_multiplier
@@ -116,7 +120,7 @@ def build_launch(
         "HEADROOM_INSTRUCTION": task.instruction,
     }
     oracle = experiment.agent.kind == "oracle"
-    agent_env = {**env_spec.env, **(task.spec.solution.env if oracle else {}), **task.spec.agent.env, **contract}
+    agent_env = {**env_spec.env, **(task.spec.solution.env if solution else {}), **task.spec.agent.env, **contract}
     agent = StepLaunch(
         name="agent",
         script="solution/solve.sh" if oracle else None,
@@ -144,13 +148,13 @@ def build_launch(
         config_label=trial.config.label,
         attempt=trial.attempt,
         seed=trial.seed,
-        agent_kind=experiment.agent.kind,
+        agent_kind="external" if experiment.agent.kind == "harbor" else experiment.agent.kind,
         task=TaskSource(
             task_id=task.id,
             path=task.path,
             digest=task.digest,
             docker_image=experiment.image or env_spec.docker_image,
-            include_solution=oracle,
+            include_solution=solution,
             architecture=declared_architecture(task),
         ),
         agent=agent,
@@ -177,6 +181,6 @@ def build_launch(
             "headroom.dev/attempt": str(trial.attempt),
             "headroom.dev/try": str(try_index),
         },
-        spec_digest=digest or spec_digest(experiment),
+        spec_digest=digest,
         placement=experiment.placement,
     )

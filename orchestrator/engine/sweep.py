@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.agentio.redact import redact, secret_values
-from orchestrator.agents import preflight
+from orchestrator.agents import harbor, preflight
 from orchestrator.backends.abilities import fit_checker, run_holder
 from orchestrator.backends.base import Backend, check_capabilities
 from orchestrator.engine import faithful, overcommit, provenance
@@ -37,6 +37,7 @@ class SweepResult:
 
 
 def check_agent_can_run(experiment: Experiment, tasks: list[Task]) -> None:
+    experiment = harbor.hosted(experiment)  # a Harbor agent: checked as the external agent that runs it
     if experiment.gateway is not None:
         from orchestrator.agents.gateway import check
 
@@ -59,7 +60,7 @@ def host_sandbox_facts(experiment: Experiment, tasks: list[Task], store: Path | 
     from orchestrator.backends.local.sandbox import SandboxUnavailable
     from orchestrator.spec.launch import HostLimits
 
-    agent = experiment.agent
+    agent = harbor.hosted(experiment).agent
     try:
         box = host_sandbox.probe()
     except SandboxUnavailable as exc:
@@ -146,7 +147,8 @@ def start(
     trials = plan(experiment, tasks)
     check_fit(backend, tasks, trials, experiment.placement)
     placement_for(experiment, backend)  # a placement the backend cannot keep is refused before the run is written
-    if experiment.agent.kind == "external" and not backend.abilities.exec_channel:
+    host_side = experiment.agent.kind in ("external", "harbor")
+    if host_side and not backend.abilities.exec_channel:
         raise SpecError(
             f"external agents need an exec channel, which the {backend.name} backend does not give yet "
             "(local, docker and kubernetes do)",
@@ -158,11 +160,11 @@ def start(
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
     prov["faithful"] = faithfulness
     prov.update(extra_provenance or {})  # e.g. the oracle check's verdict (engine/oracle_check.py)
-    if experiment.agent.kind == "external":
+    if host_side:
         prov["agent_sandbox"] = redact(host_sandbox_facts(experiment, tasks, store.path), secrets)
     if experiment.agent.kind != "oracle":
         prov["agent_preflight"] = {
-            "where": "host" if experiment.agent.kind == "external" else backend.name,
+            "where": "host" if host_side else backend.name,
             "checked": preflight_note is None,
             "note": preflight_note,
         }

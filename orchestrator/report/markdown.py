@@ -158,7 +158,8 @@ def setup_block(doc: ReportDocument) -> list[str]:
     if agent.kind == "imported":
         rows.append(["agents", ", ".join(agent.names or []) or "unrecorded"])
     elif _known(agent.kind):
-        rows.append(["agent", f"{agent.kind}" + (f": {agent.command}" if agent.command else "")])
+        named = agent.command or agent.name or agent.import_path  # a Harbor agent is named, not a command
+        rows.append(["agent", f"{agent.kind}" + (f": {named}" if named else "")])
     if _known(model.name, model.sampling):
         rows.append(
             ["model", f"{model.name or 'unrecorded'}" + (f"; sampling {model.sampling}" if model.sampling else "")]

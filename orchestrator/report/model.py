@@ -256,6 +256,8 @@ class AgentSpec(_View):
     kind: str | None = None
     command: str | None = None
     names: list[str] | None = None
+    name: str | None = None  # a Harbor agent's (kind harbor)
+    import_path: str | None = None
 
 
 class ModelSpec(_View):

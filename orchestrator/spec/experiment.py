@@ -27,6 +27,9 @@ from orchestrator.spec.resources import ResourceConfig
 #: What a POSIX shell accepts as a variable name: --agent-env takes names only, never NAME=VALUE.
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 BACKENDS = ("local", "kubernetes", "docker")
+#: A Harbor agent, by name or by import path (checked against Harbor's own catalogue when it starts).
+HARBOR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+HARBOR_IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 def env_name_problem(name: str) -> str:
@@ -52,7 +55,7 @@ class AgentInstall(BaseModel):
 class AgentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["oracle", "command", "external"] = "oracle"
+    kind: Literal["oracle", "command", "external", "harbor"] = "oracle"
     command: str | None = Field(
         default=None,
         description="shell command: kind=command runs it inside the trial's environment; kind=external "
@@ -92,6 +95,22 @@ class AgentSpec(BaseModel):
         "None: the defaults (docs/isolation.md)",
     )
     install: AgentInstall | None = Field(default=None, description="the installed agent's install phase")
+    name: str | None = Field(
+        default=None,
+        description="kind=harbor: the Harbor agent's name (oracle, nop, terminus-2, claude-code, codex, ...), run "
+        "unchanged by Harbor's own interpreter as an external agent (docs/agents.md)",
+    )
+    import_path: str | None = Field(
+        default=None, description="kind=harbor: a custom Harbor agent, 'module.path:ClassName' (instead of name)"
+    )
+    model: str | None = Field(
+        default=None,
+        description="kind=harbor: the model name Harbor's agent is given (as Harbor's --model, e.g. "
+        "'openai/gpt-5' or 'anthropic/claude-sonnet-4-5'); default: model.name",
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="kind=harbor: keyword arguments for the Harbor agent (as Harbor's --ak)"
+    )
 
     @field_validator("env_passthrough")
     @classmethod
@@ -113,22 +132,39 @@ class AgentSpec(BaseModel):
     def _command_needs_command(self) -> AgentSpec:
         if self.kind in ("command", "external") and not (self.command and self.command.strip()):
             raise ValueError(f"agent kind '{self.kind}' needs a command")
-        if self.kind not in ("command", "external") and self.path:
-            raise ValueError("an agent directory is for kind 'command' (an installed agent) or 'external'")
+        if self.kind not in ("command", "external", "harbor") and self.path:
+            raise ValueError("an agent directory is for kind 'command' (an installed agent), 'external' or 'harbor'")
         if self.kind != "command" and self.install:
             raise ValueError(
                 "an install phase is for kind 'command' (an installed agent: it runs inside the environment)"
             )
-        if self.kind != "external" and (self.host_paths or self.trusted or self.host_limits):
+        if self.kind not in ("external", "harbor") and (self.host_paths or self.trusted or self.host_limits):
             raise ValueError(
-                "host_paths, host_limits and trusted are for kind 'external' (an agent that runs on the host)"
+                "host_paths, host_limits and trusted are for kind 'external' or 'harbor' (an agent that runs on the host)"
             )
+        self._check_harbor()
         for p in self.host_paths:
             if not p.startswith("/") or p.rstrip("/") == "":
                 raise ValueError(f"host_paths takes absolute paths other than /, got {p!r}")
         if self.kind == "oracle" and self.command:
             raise ValueError("the oracle agent runs the task's solution and takes no command; use kind 'command'")
         return self
+
+    def _check_harbor(self) -> None:
+        if self.kind != "harbor":
+            if self.name or self.import_path or self.model or self.kwargs:
+                raise ValueError("name, import_path, model and kwargs are for kind 'harbor' (a Harbor agent)")
+            return
+        if self.command:
+            raise ValueError("a Harbor agent is named (agent.name or agent.import_path) and takes no command")
+        if bool(self.name) == bool(self.import_path):
+            raise ValueError(
+                "agent kind 'harbor' needs one of name (e.g. 'terminus-2') or import_path ('module:Class')"
+            )
+        if self.import_path and not HARBOR_IMPORT_PATH.fullmatch(self.import_path):
+            raise ValueError(f"import_path takes 'module.path:ClassName', got {self.import_path!r}")
+        if self.name and not HARBOR_NAME.fullmatch(self.name):
+            raise ValueError(f"{self.name!r} is not a Harbor agent name (letters, digits, '-', '_', '.')")
 
 
 class EnvironmentOptions(BaseModel):

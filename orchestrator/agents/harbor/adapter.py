@@ -1,0 +1,377 @@
+"""Runs one Harbor agent, unchanged, against a headroom trial: the program of a ``kind: harbor`` external agent.
+
+Run by Harbor's own interpreter (Python >= 3.12 with ``harbor`` installed), never by headroom's: it imports the
+standard library and Harbor only, and reaches the trial through headroom's exec channel (the
+``headroom_exec`` client headroom puts on the sandbox's ``PYTHONPATH``; failing that, the client file beside
+this one). ``python adapter.py SPEC_JSON`` where SPEC_JSON is ``{"name" | "import_path", "model", "kwargs",
+"path"}`` (orchestrator/agents/harbor/__init__.py writes it).
+
+What it does, as Harbor's trial would:
+
+1. builds the agent with Harbor's own factory (``AgentFactory.create_agent_from_config``);
+2. gives it :class:`HeadroomEnvironment`, a Harbor ``BaseEnvironment`` whose every operation is an exec on
+   the channel (uploads and downloads are base64 streams of files and tar archives through it);
+3. runs the agent's ``setup`` (an installed agent's install step) and then ``run`` with the instruction from
+   ``$HEADROOM_INSTRUCTION_FILE``, each timed in ``$HEADROOM_LOGS_DIR/harbor.json`` with the agent's own
+   context (tokens and cost as Harbor's agent counted them; headroom's gateway stays the record).
+
+Harbor's fixed environment paths (``/solution`` and the like) are created in the environment where it can; where
+its root is read-only (the local backend), each is moved under the environment's temporary dir, and the paths
+Harbor's agent names in its commands are rewritten to match.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import importlib
+import importlib.util
+import io
+import json
+import logging
+import os
+import re
+import shlex
+import sys
+import tarfile
+import tempfile
+import time
+import traceback
+from pathlib import Path, PurePosixPath
+from types import ModuleType
+from typing import Any
+
+#: litellm fetches its price map from the internet when imported unless told not to: the sandbox may have none.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from harbor.agents.factory import AgentFactory  # noqa: E402
+from harbor.environments.base import BaseEnvironment, ExecResult, transfer_tar_filter  # noqa: E402
+from harbor.environments.capabilities import EnvironmentCapabilities  # noqa: E402
+from harbor.models.agent.context import AgentContext  # noqa: E402
+from harbor.models.task.config import EnvironmentConfig  # noqa: E402
+from harbor.models.trial.config import AgentConfig  # noqa: E402
+from harbor.models.trial.paths import EnvironmentPaths, TrialPaths  # noqa: E402
+
+#: How much one download asks for per exec: its base64 stays below the channel's cap on a command's stdout (16 MiB).
+#: Every transfer is base64 text: a Pod's exec stream carries text, and raw bytes would not survive it.
+CHUNK = 8 * 1024 * 1024
+#: Harbor's fixed paths in the environment an agent may write to besides its logs dir.
+HARBOR_PATHS = (str(EnvironmentPaths.solution_dir),)
+#: Exit status when Harbor's agent raised: the agent failed (headroom's verifier still decides the trial).
+AGENT_RAISED = 1
+
+
+def _exec_client() -> ModuleType:
+    try:
+        return importlib.import_module("headroom_exec")  # the copy headroom puts on the sandbox's PYTHONPATH
+    except ImportError:
+        path = Path(__file__).resolve().parent.parent / "exec" / "__init__.py"
+        spec = importlib.util.spec_from_file_location("headroom_exec", path)
+        if spec is None or spec.loader is None:
+            raise
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+
+hx = _exec_client()
+
+
+class HeadroomEnvironment(BaseEnvironment):
+    """Harbor's environment interface on headroom's exec channel: one trial's environment, already started by
+    headroom and ended by it (``start`` and ``stop`` do nothing)."""
+
+    def __init__(self, trial_dir: Path, task_name: str, default_user: str | None = None) -> None:
+        env_dir = trial_dir / "environment"
+        env_dir.mkdir(parents=True, exist_ok=True)
+        super().__init__(
+            environment_dir=env_dir,
+            environment_name=task_name,
+            session_id=f"{task_name}__headroom__env",
+            trial_paths=TrialPaths(trial_dir),
+            task_env_config=EnvironmentConfig(),
+        )
+        self.default_user = default_user
+        # Every exec gets the trial contract's variables, as the agent's own step would see them (a Pod's exec
+        # does not carry them): the task's solution and Harbor's commands may name $HEADROOM_WORKDIR and the like.
+        task_env: dict[str, str] = getattr(self, "_persistent_env", None) or {}
+        self._persistent_env = {**contract_env(), **task_env}
+        #: Harbor path -> where it lives in this environment (only those moved)
+        self.moved: dict[str, str] = {}
+        #: whether the environment's logs dir is this process's logs dir (the same files, not a copy)
+        self.logs_shared = False
+        #: whether the channel takes Harbor's ``user`` (Pods refuse any: each exec runs as the container's user)
+        self.users = True
+        self.users_refused: str | None = None
+
+    @staticmethod
+    def type() -> str:
+        return "headroom"
+
+    @property
+    def capabilities(self) -> EnvironmentCapabilities:
+        # headroom enforces the network itself (the task's and agent.network); Harbor is not asked to.
+        return EnvironmentCapabilities(disable_internet=True)
+
+    def _validate_definition(self) -> None:
+        pass  # headroom built and checked the environment
+
+    async def start(self, force_build: bool) -> None:
+        pass
+
+    async def stop(self, delete: bool) -> None:
+        pass
+
+    # -- Harbor's fixed paths -------------------------------------------------------------
+    async def place_fixed_paths(self) -> None:
+        """Make Harbor's fixed paths where the environment lets us, else move them under its temporary dir."""
+        for path in HARBOR_PATHS:
+            probe = await self._run(f"mkdir -p {shlex.quote(path)} && test -w {shlex.quote(path)}", None, None, 30)
+            if probe.returncode == 0:
+                continue
+            tmp = await self._run('d="$(mktemp -d)" && printf %s "$d"', None, None, 30)
+            base = tmp.stdout.decode().strip()
+            if tmp.returncode != 0 or not base.startswith("/"):
+                raise RuntimeError(f"cannot place Harbor's {path} in the environment: {tmp.stderr.decode()[-200:]}")
+            self.moved[path] = f"{base}/{PurePosixPath(path).name}"
+            await self._run(f"mkdir -p {shlex.quote(self.moved[path])}", None, None, 30)
+
+    async def check_logs_shared(self, logs: Path) -> None:
+        """Whether the environment's /logs/agent is the host logs dir itself: then Harbor must not download a file
+        onto itself (opening the target for writing would empty the source)."""
+        marker = logs / f".harbor-shared-{os.getpid()}"
+        token = os.urandom(8).hex()
+        marker.write_text(token)
+        try:
+            r = await self._run(f"cat {shlex.quote(str(EnvironmentPaths.agent_dir / marker.name))}", None, None, 30)
+            self.logs_shared = r.returncode == 0 and r.stdout.decode().strip() == token
+        finally:
+            marker.unlink(missing_ok=True)
+
+    def is_path_mounted(self, environment_path: Any, host_path: Path) -> bool:
+        agent_dir = EnvironmentPaths.agent_dir
+        path = PurePosixPath(environment_path)
+        if not (self.logs_shared and path.is_relative_to(agent_dir)):
+            return False
+        host_logs = (self.trial_paths.agent_dir).resolve()
+        return host_path.resolve() == host_logs.joinpath(*path.relative_to(agent_dir).parts)
+
+    def where(self, path: str) -> str:
+        for harbor_path, here in self.moved.items():
+            if path == harbor_path or path.startswith(harbor_path + "/"):
+                return here + path[len(harbor_path) :]
+        return path
+
+    def rewrite(self, command: str) -> str:
+        """A command with Harbor's moved paths replaced where they appear as paths (not inside other words)."""
+        for harbor_path, here in self.moved.items():
+            command = re.sub(rf"(?<![\w./-]){re.escape(harbor_path)}(?=$|[/\s'\";&|)<>])", here, command)
+        return command
+
+    # -- the channel ----------------------------------------------------------------------
+    async def _run(
+        self,
+        command: str,
+        cwd: str | None,
+        env: dict[str, str] | None,
+        timeout_sec: float | None,
+        user: str | int | None = None,
+        stdin: bytes | None = None,
+    ) -> Any:
+        if user is not None and self.users:
+            try:
+                return await asyncio.to_thread(
+                    hx.run, command, cwd=cwd, env=env, stdin=stdin, timeout=timeout_sec, user=str(user)
+                )
+            except hx.ExecChannelError as exc:
+                # Pods run every exec as the container's own user and refuse another: so does Harbor's agent then
+                self.users = False
+                self.users_refused = str(exc)
+        return await asyncio.to_thread(hx.run, command, cwd=cwd, env=env, stdin=stdin, timeout=timeout_sec)
+
+    async def exec(
+        self,
+        command: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: int | None = None,
+        user: str | int | None = None,
+    ) -> ExecResult:
+        r = await self._run(
+            self.rewrite(command),
+            self.where(cwd) if cwd else None,
+            self._merge_env(env),
+            timeout_sec,
+            user if user is not None else self.default_user,
+        )
+        return ExecResult(
+            stdout=r.stdout.decode("utf-8", "replace"),
+            stderr=r.stderr.decode("utf-8", "replace"),
+            return_code=r.returncode,
+        )
+
+    async def _checked(self, command: str, stdin: bytes | None = None) -> bytes:
+        r = await self._run(command, None, None, None, stdin=stdin)
+        if r.returncode != 0:
+            raise RuntimeError(f"{command!r} failed in the environment ({r.returncode}): {r.stderr.decode()[-300:]}")
+        if r.stdout_bytes > len(r.stdout):
+            raise RuntimeError(f"{command!r}: the channel cut its output at {len(r.stdout)} bytes")
+        return bytes(r.stdout)
+
+    async def upload_file(self, source_path: Path | str, target_path: str) -> None:
+        target = shlex.quote(self.where(target_path))
+        data = Path(source_path).read_bytes()
+        await self._checked(f'mkdir -p "$(dirname {target})" && base64 -d > {target}', stdin=base64.b64encode(data))
+
+    async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for child in sorted(Path(source_dir).iterdir()):
+                tar.add(child, arcname=child.name)
+        target = shlex.quote(self.where(target_dir))
+        await self._checked(
+            f"mkdir -p {target} && base64 -d | tar -xzf - --no-same-owner -C {target}",
+            stdin=base64.b64encode(buf.getvalue()),
+        )
+
+    async def download_file(self, source_path: str, target_path: Path | str) -> None:
+        source = shlex.quote(self.where(source_path))
+        out = Path(target_path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("wb") as f:
+            offset = 0
+            while True:
+                piece = base64.b64decode(
+                    await self._checked(f"tail -c +{offset + 1} {source} | head -c {CHUNK} | base64")
+                )
+                f.write(piece)
+                offset += len(piece)
+                if len(piece) < CHUNK:
+                    return
+
+    async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
+        source = shlex.quote(self.where(source_dir))
+        made = (await self._checked('f="$(mktemp)" && printf %s "$f"')).decode().strip()
+        try:
+            await self._checked(f"tar -czf {shlex.quote(made)} -C {source} .")
+            with tempfile.TemporaryDirectory() as tmp:
+                archive = Path(tmp) / "dir.tar.gz"
+                await self.download_file(made, archive)
+                out = Path(target_dir)
+                out.mkdir(parents=True, exist_ok=True)
+                with tarfile.open(archive, "r:gz") as tar:
+                    tar.extractall(out, filter=transfer_tar_filter)
+        finally:
+            await self._run(f"rm -f {shlex.quote(made)}", None, None, 30)
+
+
+#: The contract's variables, as the environment has them, that every exec carries (never the gateway's).
+CONTRACT_VARS = (
+    "HEADROOM_TASK_ID",
+    "HEADROOM_TRIAL_ID",
+    "HEADROOM_ATTEMPT",
+    "HEADROOM_TRY",
+    "HEADROOM_SEED",
+    "HEADROOM_CONFIG",
+    "HEADROOM_WORKDIR",
+    "HEADROOM_TASK_DIR",
+)
+
+
+def contract_env() -> dict[str, str]:
+    env = {k: os.environ[k] for k in CONTRACT_VARS if k in os.environ}
+    # the environment's logs dir is /logs/agent on every backend (here it may be the sandbox's own path)
+    env["HEADROOM_LOGS_DIR"] = str(EnvironmentPaths.agent_dir)
+    env["HEADROOM_AGENT_RESULT"] = str(EnvironmentPaths.agent_dir / "result.json")
+    return env
+
+
+def _gateway_env() -> None:
+    """Where the model is: headroom's gateway, with the try's own key (never the provider's). Harbor's agents
+    call models through litellm, which reads the *_API_BASE names as well as the SDKs' *_BASE_URL."""
+    for provider in ("OPENAI", "ANTHROPIC"):
+        base = os.environ.get(f"{provider}_BASE_URL")
+        if base:
+            os.environ.setdefault(f"{provider}_API_BASE", base)
+
+
+async def _main(spec: dict[str, Any]) -> int:
+    logs = Path(os.environ["HEADROOM_LOGS_DIR"])
+    instruction = Path(os.environ["HEADROOM_INSTRUCTION_FILE"]).read_text()
+    task = os.environ.get("HEADROOM_TASK_ID", "task")
+    _gateway_env()
+    logging.basicConfig(
+        filename=str(logs / "harbor.log"), level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
+    record: dict[str, Any] = {"agent": spec.get("name") or spec.get("import_path"), "model": spec.get("model")}
+    with tempfile.TemporaryDirectory(prefix="harbor-trial-") as tmp:
+        trial_dir = Path(tmp)
+        # The agent's host logs dir is headroom's logs dir: what Harbor's agent writes there is the try's logs/.
+        (trial_dir / "agent").symlink_to(logs, target_is_directory=True)
+        environment = HeadroomEnvironment(trial_dir, task)
+        await environment.place_fixed_paths()
+        await environment.check_logs_shared(logs)
+        extra: dict[str, Any] = {}
+        if spec.get("name") == "oracle":
+            # Harbor's oracle reads the task's solution from a task dir: headroom put it in the environment.
+            task_dir = trial_dir / "task"
+            await environment.download_dir(os.environ["HEADROOM_TASK_DIR"], task_dir)
+            # Harbor's task loader insists on a tests/test.sh; the verifier's tests stay out of the agent's reach,
+            # so the oracle's copy holds a placeholder it never runs.
+            (task_dir / "tests").mkdir(exist_ok=True)
+            (task_dir / "tests" / "test.sh").write_text("#!/bin/bash\n# placeholder: headroom runs the verifier\n")
+            timeout = os.environ.get("HEADROOM_AGENT_TIMEOUT_S")
+            extra = {
+                "task_dir": task_dir,
+                "trial_paths": TrialPaths(trial_dir),
+                "agent_timeout_sec": float(timeout) if timeout else None,
+            }
+        config = AgentConfig(
+            name=spec.get("name"),
+            import_path=spec.get("import_path"),
+            model_name=spec.get("model"),
+            kwargs=dict(spec.get("kwargs") or {}),
+        )
+        agent = AgentFactory.create_agent_from_config(config, logs_dir=trial_dir / "agent", **extra)
+        context = AgentContext()
+        code = 0
+        for phase in ("setup", "run"):
+            started = time.monotonic()
+            try:
+                if phase == "setup":
+                    await agent.setup(environment=environment)
+                else:
+                    await agent.run(instruction, environment, context)
+            except Exception as exc:  # Harbor's agent failed: say so in the logs, as Harbor's trial would
+                record[f"{phase}_error"] = f"{type(exc).__name__}: {exc}"
+                (logs / "harbor-exception.txt").write_text(traceback.format_exc())
+                code = AGENT_RAISED
+                break
+            finally:
+                record[f"{phase}_s"] = round(time.monotonic() - started, 3)
+        try:
+            if context.is_empty():
+                agent.populate_context_post_run(context)
+        except Exception as exc:  # the context is the agent's own count; headroom's gateway is the record
+            record["context_error"] = f"{type(exc).__name__}: {exc}"
+        record["context"] = context.model_dump(mode="json", exclude={"rollout_details"})
+        record["moved_paths"] = environment.moved
+        record["logs_shared"] = environment.logs_shared
+        if environment.users_refused:
+            record["user_ignored"] = environment.users_refused
+        (logs / "harbor.json").write_text(json.dumps(record, indent=2, default=str))
+    return code
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: adapter.py SPEC_JSON", file=sys.stderr)
+        return 2
+    spec = json.loads(argv[0])
+    if spec.get("path"):
+        sys.path.insert(0, spec["path"])  # a custom agent's module (import_path), from agent.path
+    return asyncio.run(_main(spec))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,41 @@
+"""Harbor's agents on Pods, on the real node: Harbor's oracle and nop, unchanged, run on this host in their sandbox
+(Harbor's own interpreter, orchestrator/agents/harbor/adapter.py) and act on the try's pod only over ``pods/exec``;
+the verdict comes from the in-pod runner. (terminus-2 needs tmux in the environment, which the node's test image
+does not hold: it is tested on the local backend, tests/agents/test_harbor_agent.py.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.agents.test_harbor_agent import check_nop_fails, check_oracle_passes, requires_harbor
+
+from .conftest import RealNodeHandle
+from .plane import Cluster
+
+pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow, requires_harbor]
+
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
+
+
+def _pods(cluster: Cluster, real_node: RealNodeHandle, prefix: str) -> tuple[str, dict]:
+    ns = cluster.create_namespace(prefix=prefix, labels=RESTRICTED)
+    return ns, {
+        "backend": "kubernetes",
+        "image": real_node.image,
+        "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp"),
+    }
+
+
+def test_harbors_oracle_passes_on_pods(cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path) -> None:
+    ns, extra = _pods(cluster, real_node, "harbororacle")
+    check_oracle_passes(tmp_path, extra)
+    assert cluster.core.list_namespaced_pod(ns).items == []
+
+
+def test_harbors_nop_fails_on_pods(cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path) -> None:
+    ns, extra = _pods(cluster, real_node, "harbornop")
+    check_nop_fails(tmp_path, extra)
+    assert cluster.core.list_namespaced_pod(ns).items == []
