@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.local import cgroups
+from orchestrator.isolation import cgroups
 
 
 def _cgroups_writable() -> bool:

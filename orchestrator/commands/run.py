@@ -200,7 +200,7 @@ def make_backend(experiment: Experiment, enforcement: str) -> Backend:
     """The experiment's backend; the local one takes --enforcement, the others their experiment section."""
     if experiment.backend == "local":
         from orchestrator.backends.local.backend import LocalBackend
-        from orchestrator.backends.local.cgroups import CgroupUnavailable
+        from orchestrator.isolation.cgroups import CgroupUnavailable
 
         try:
             return LocalBackend(enforcement)  # type: ignore[arg-type]

@@ -62,13 +62,13 @@ from orchestrator.controller.resources import (
     TrialTimings,
 )
 from orchestrator.engine import faithful
-from orchestrator.engine.launch import label_value
 from orchestrator.engine.plan import plan
 from orchestrator.engine.settle import unstorable
 from orchestrator.errors import SpecError, first_validation_error
 from orchestrator.kube.watch import Informer
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.spec.names import label_value
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial as PlannedTrial
 

@@ -16,7 +16,6 @@ from pydantic import ValidationError
 
 from orchestrator.agents.pods import pod_agent_problem
 from orchestrator.backends.kubernetes.pod import EXTERNAL_START_SLACK_S, build
-from orchestrator.backends.kubernetes.taskfiles import agent_files, bundle
 from orchestrator.controller.resources import ExperimentResourceSpec
 from orchestrator.engine.launch import build_launch
 from orchestrator.engine.plan import plan
@@ -24,6 +23,7 @@ from orchestrator.errors import SpecError, first_validation_error
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch
+from orchestrator.tasks.files import agent_files, bundle
 from orchestrator.tasks.loader import load_tasks
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.trust import bundle as bundle_mod
+from orchestrator.report import bundle as bundle_mod
 from tests.taskfactory import write_task
 
 FIX = Path(__file__).parent.parent / "importers" / "fixtures"

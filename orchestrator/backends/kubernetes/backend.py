@@ -31,9 +31,6 @@ from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWor
 from orchestrator.backends.kubernetes.external import PodAgent
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.run_cache import RunCache
-from orchestrator.backends.kubernetes.taskfiles import AgentFiles, ImageTaskFiles, TaskBundle, agent_files
-from orchestrator.backends.kubernetes.taskfiles import bundle as make_bundle
-from orchestrator.engine.launch import label_value
 from orchestrator.errors import UserError
 from orchestrator.kube import finalizers
 from orchestrator.kube.client import KubeConfigError, connect, counted
@@ -42,9 +39,12 @@ from orchestrator.spec.evidence import ApiRefusal, QueueHold
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch, environment_network
+from orchestrator.spec.names import label_value
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import ResourceAmounts
 from orchestrator.tasks.environment_image import built_image_ref
+from orchestrator.tasks.files import AgentFiles, ImageTaskFiles, TaskBundle, agent_files
+from orchestrator.tasks.files import bundle as make_bundle
 
 log = logging.getLogger(__name__)
 PodHook = Callable[[Launch, dict[str, Any]], dict[str, Any]]

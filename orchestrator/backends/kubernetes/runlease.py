@@ -23,7 +23,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from orchestrator.engine.launch import dns_label, label_value
+from orchestrator.spec.names import dns_label, label_value
 
 log = logging.getLogger(__name__)
 

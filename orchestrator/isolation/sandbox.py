@@ -41,7 +41,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.backends.local import seccomp
+from orchestrator.isolation import seccomp
 
 #: ``nobody``: owns nothing on the host, so a sandboxed step can change nothing it is not given.
 SANDBOX_UID = 65534
