@@ -50,8 +50,7 @@ class Kube:
     """API handles for one command."""
 
     def __init__(self, kubeconfig: Path | None, context: str | None, namespace: str | None) -> None:
-        from kubernetes import client
-
+        from orchestrator.kube.api import client
         from orchestrator.kube.client import KubeConfigError, connect, current_namespace
 
         try:
@@ -64,9 +63,9 @@ class Kube:
 
     def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """An API call whose failure is a one-line error, not a traceback."""
-        from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
+        from orchestrator.kube.api import ApiException
         from orchestrator.kube.errors import api_message
 
         try:

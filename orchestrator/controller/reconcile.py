@@ -23,8 +23,6 @@ from typing import Any, cast
 
 import structlog
 import urllib3
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from orchestrator.agentio.redact import secret_values
@@ -65,6 +63,7 @@ from orchestrator.engine import faithful
 from orchestrator.engine.plan import plan
 from orchestrator.engine.settle import unstorable
 from orchestrator.errors import SpecError, first_validation_error
+from orchestrator.kube.api import ApiException, client
 from orchestrator.kube.watch import Informer
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions

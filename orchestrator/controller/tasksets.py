@@ -23,12 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
 from orchestrator.backends.kubernetes.pod import MANAGED_BY
 from orchestrator.controller.resources import LABEL_TASK_BUNDLE, LABEL_TASK_SET
 from orchestrator.errors import SpecError, UserError
+from orchestrator.kube.api import ApiException, client
 from orchestrator.spec.task import Task
 from orchestrator.tasks import files as taskfiles
 from orchestrator.tasks.files import TaskBundle

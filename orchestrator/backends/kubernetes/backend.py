@@ -20,9 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
 from orchestrator.backends.abilities import Abilities
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle
 from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, records, runlease, signals
@@ -33,6 +30,7 @@ from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.run_cache import RunCache
 from orchestrator.errors import UserError
 from orchestrator.kube import finalizers
+from orchestrator.kube.api import ApiException, client
 from orchestrator.kube.client import KubeConfigError, connect, counted
 from orchestrator.kube.errors import API_ERRORS, Failure, api_message, classify
 from orchestrator.spec.evidence import ApiRefusal, QueueHold

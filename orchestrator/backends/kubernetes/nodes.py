@@ -31,12 +31,10 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-from kubernetes.utils import parse_quantity
-
 from orchestrator.backends.kubernetes import limit_resource
 from orchestrator.backends.kubernetes.node_pods import NodePods, alive, container_limit
 from orchestrator.backends.kubernetes.runlease import RUN_LABEL
+from orchestrator.kube.api import ApiException, parse_quantity
 from orchestrator.kube.watch import ListWatch, stop_all
 from orchestrator.spec.evidence import Overcommit
 from orchestrator.spec.kubernetes import KubernetesOptions
