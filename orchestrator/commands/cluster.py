@@ -27,7 +27,8 @@ from orchestrator.commands.options import (
     store_option,
 )
 from orchestrator.controller.main import controller as controller_command
-from orchestrator.errors import SpecError, UserError, first_validation_error
+from orchestrator.errors import SpecError, UserError
+from orchestrator.spec.unknown import first_validation_error
 
 
 @click.group("cluster", short_help="in a Kubernetes cluster: submit, status, export, controller ...")

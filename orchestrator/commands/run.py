@@ -42,8 +42,9 @@ from orchestrator.commands.options import (
     store_option,
     take_old_run_id,
 )
-from orchestrator.errors import SpecError, UserError, first_validation_error
+from orchestrator.errors import SpecError, UserError
 from orchestrator.spec.defaults import DEFAULT_MULTIPLIERS, MAX_TIMEOUT_MULTIPLIER
+from orchestrator.spec.unknown import first_validation_error
 
 if TYPE_CHECKING:
     from orchestrator.backends.base import Backend

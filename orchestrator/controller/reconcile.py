@@ -62,7 +62,7 @@ from orchestrator.controller.resources import (
 from orchestrator.engine import faithful
 from orchestrator.engine.plan import plan
 from orchestrator.engine.settle import unstorable
-from orchestrator.errors import SpecError, first_validation_error
+from orchestrator.errors import SpecError
 from orchestrator.kube.api import ApiException, client
 from orchestrator.kube.watch import Informer
 from orchestrator.spec.facts import TrialFacts
@@ -70,6 +70,7 @@ from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.names import label_value
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial as PlannedTrial
+from orchestrator.spec.unknown import first_validation_error
 
 log = structlog.get_logger("headroom.reconcile")
 
