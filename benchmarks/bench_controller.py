@@ -52,8 +52,8 @@ from orchestrator.controller.resources import (  # noqa: E402
     VERSION,
     ExperimentResourceSpec,
 )
-from orchestrator.engine.launch import label_value, launch_name  # noqa: E402
 from orchestrator.engine.plan import plan  # noqa: E402
+from orchestrator.spec.names import label_value, launch_name  # noqa: E402
 from orchestrator.tasks.loader import load_tasks  # noqa: E402
 from tests.cluster.plane import Cluster, LocalPlane, find_bin_dir, free_port, wait_for  # noqa: E402
 

@@ -52,7 +52,6 @@ from kubernetes.client.exceptions import ApiException  # noqa: E402
 from orchestrator.backends.kubernetes import message  # noqa: E402
 from orchestrator.backends.kubernetes import pod as pod_mod  # noqa: E402
 from orchestrator.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
-from orchestrator.backends.kubernetes.taskfiles import bundle  # noqa: E402
 from orchestrator.engine.launch import build_launch  # noqa: E402
 from orchestrator.engine.plan import plan  # noqa: E402
 from orchestrator.engine.sweep import prepare, run, start  # noqa: E402
@@ -62,6 +61,7 @@ from orchestrator.spec.experiment import Experiment  # noqa: E402
 from orchestrator.spec.kubernetes import KubernetesOptions  # noqa: E402
 from orchestrator.spec.resources import ResourceConfig  # noqa: E402
 from orchestrator.store.sqlite import Store  # noqa: E402
+from orchestrator.tasks.files import bundle  # noqa: E402
 from tests.cluster.plane import (  # noqa: E402
     FAKE_NODE_TOLERATION,
     OUTCOME_AFTER_ANNOTATION,

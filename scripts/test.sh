@@ -17,7 +17,9 @@
 # 7. Harbor, pinned from PyPI, in a Python >= 3.12 venv of its own (scripts/harbor/install.sh), for the
 #    Harbor agent and export tests;
 # 8. ruff (lint and format) and mypy (types) over the tree, configured in pyproject.toml; a finding
-#    fails the script before any test runs (docs/development.md, "Lint and types");
+#    fails the script before any test runs (docs/development.md, "Lint and types"); then the import contracts
+#    (import-linter, .importlinter): the layers of docs/engine.md, and only orchestrator/kube imports the
+#    kubernetes client;
 # 9. pytest over tests/, on two xdist workers (HEADROOM_TEST_WORKERS). Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
 set -euo pipefail
@@ -49,6 +51,11 @@ fi
 echo "==> types: mypy (pyproject.toml [tool.mypy])"
 if ! .venv/bin/python -m mypy; then
   echo "type check failed: mypy found the problems above" >&2
+  exit 1
+fi
+echo "==> layers: lint-imports (.importlinter)"
+if ! .venv/bin/lint-imports --no-cache .importlinter; then
+  echo "layer check failed: an import above breaks a contract in .importlinter (an import only points down the layers of docs/engine.md, and only orchestrator/kube imports the kubernetes client); move the helper down, never add an exemption" >&2
   exit 1
 fi
 

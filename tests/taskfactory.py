@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.local import cgroups
+from orchestrator.isolation import cgroups
 from tests.cli_run import headroom as run_cli
 
 

@@ -1,7 +1,7 @@
 """The bounds of a host-side (external) agent's process tree: a cgroup of its own per try, and a watch on its logs dir.
 
 The sandbox (:mod:`.host_sandbox`) decides what the agent sees; this decides how much of the host it can take.
-Each try's agent runs in a cgroup of its own (the local backend's cgroup code, :mod:`orchestrator.backends.local.cgroups`),
+Each try's agent runs in a cgroup of its own (the local backend's cgroup code, :mod:`orchestrator.isolation.cgroups`),
 under a per-process parent ``headroom-agents-PID`` beside the local backend's, with:
 
 * a memory limit (``memory_mb``), which also holds its private ``HOME``, ``/tmp`` and ``/dev/shm``: they are
@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.backends.local import cgroups
-from orchestrator.backends.local.storage import DiskWatcher
+from orchestrator.isolation import cgroups
+from orchestrator.isolation.storage import DiskWatcher
 from orchestrator.spec.launch import HostLimits
 from orchestrator.spec.resources import MIB, ResourceAmounts
 from orchestrator.spec.steps import StepFacts

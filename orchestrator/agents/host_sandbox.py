@@ -37,9 +37,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.backends.local import sandbox, seccomp
-from orchestrator.backends.local.sandbox import MASKED_PROC, SECCOMP_FD, SandboxUnavailable
 from orchestrator.contract import agent_check
+from orchestrator.isolation import sandbox, seccomp
+from orchestrator.isolation.sandbox import MASKED_PROC, SECCOMP_FD, SandboxUnavailable
 
 #: The agent's unprivileged host uid when headroom runs as root.
 AGENT_UID = 65534

@@ -45,7 +45,7 @@ def bundle(run: RunName, store_path: Path, output: Path | None, out_dir: Path | 
         check_file(output, "--output")
     else:
         check_dir(target, "--out-dir")
-    from orchestrator.trust import bundle as bundle_mod  # the statistics stack: only when the command runs
+    from orchestrator.report import bundle as bundle_mod  # the statistics stack: only when the command runs
 
     store, run_id = run.open(store_path)
     with store:
@@ -74,8 +74,8 @@ def bundle(run: RunName, store_path: Path, output: Path | None, out_dir: Path | 
 @click.pass_context
 def verify(ctx: click.Context, file: Path, tasks_dir: Path | None, store_path: Path | None, fmt: str) -> None:
     """Recompute every published number of a bundle from its trials and check its digests (exit 1 on any mismatch)."""
+    from orchestrator.report import bundle as bundle_mod
     from orchestrator.store.sqlite import Store
-    from orchestrator.trust import bundle as bundle_mod
 
     loaded = bundle_mod.load(file)
     with contextlib.nullcontext() if store_path is None else Store.open_existing(store_path) as store:

@@ -53,10 +53,8 @@ def nodes() -> None:
 @kube_context_option()
 def advertise(selectors: tuple[str, ...], remove: bool, kubeconfig: Path | None, kube_context: str | None) -> None:
     """Advertise headroom.dev/memory-limit-mib (= allocatable memory in MiB) on nodes, for --placement limit-aware."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
     from orchestrator.backends.kubernetes import limit_resource as lr
+    from orchestrator.kube.api import ApiException, client
     from orchestrator.kube.client import KubeConfigError, connect
 
     selector = _selector(selectors)

@@ -19,6 +19,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from orchestrator import backends
+from orchestrator.clickopts import SharedOption as SharedOption
+from orchestrator.clickopts import keep_pods_option as keep_pods_option
+from orchestrator.clickopts import kubeconfig_option as kubeconfig_option
+from orchestrator.clickopts import namespace_option as namespace_option
+from orchestrator.clickopts import shared_option
 from orchestrator.errors import UserError
 
 if TYPE_CHECKING:
@@ -29,12 +34,8 @@ DEFAULT_STORE = Path("headroom-results/headroom.db")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class SharedOption(click.Option):
-    """An option declared in this module (the convention test holds every command to using it)."""
-
-
 def _option(*decls: str, **kw: Any) -> Callable[[F], F]:
-    return click.option(*decls, cls=SharedOption, **kw)
+    return shared_option(*decls, **kw)
 
 
 # ---- the store and runs ------------------------------------------------------------------------
@@ -287,16 +288,5 @@ def kube_context_option(help: str = "kubeconfig context") -> Callable[[F], F]:
     return _option("--kube-context", "kube_context", help=help)
 
 
-def namespace_option(help: str = "namespace (default: the context's, else 'default')") -> Callable[[F], F]:
-    return _option("--namespace", "-n", help=help)
-
-
-def kubeconfig_option(
-    help: str = "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)",
-    envvar: str | None = "KUBECONFIG",
-) -> Callable[[F], F]:
-    return _option("--kubeconfig", type=click.Path(path_type=Path), envvar=envvar, help=help)
-
-
-def keep_pods_option(help: str = "keep trial pods after their result is recorded (for debugging)") -> Callable[[F], F]:
-    return _option("--keep-pods", is_flag=True, help=help)
+# --namespace, --kubeconfig and --keep-pods are declared in orchestrator/clickopts.py (imported above): the
+# controller's own process takes them too, without importing the CLI.

@@ -39,8 +39,9 @@ from orchestrator.commands.options import (
     seed_option,
     store_option,
 )
-from orchestrator.errors import SpecError, UserError, first_validation_error
+from orchestrator.errors import SpecError, UserError
 from orchestrator.spec.defaults import DEFAULT_MULTIPLIERS, MAX_TIMEOUT_MULTIPLIER
+from orchestrator.spec.unknown import first_validation_error
 
 if TYPE_CHECKING:
     from orchestrator.backends.base import Backend
@@ -197,7 +198,7 @@ def make_backend(experiment: Experiment, enforcement: str) -> Backend:
     """The experiment's backend; the local one takes --enforcement, the others their experiment section."""
     if experiment.backend == "local":
         from orchestrator.backends.local.backend import LocalBackend
-        from orchestrator.backends.local.cgroups import CgroupUnavailable
+        from orchestrator.isolation.cgroups import CgroupUnavailable
 
         try:
             return LocalBackend(enforcement)  # type: ignore[arg-type]

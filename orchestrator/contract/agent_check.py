@@ -10,7 +10,7 @@ evidence only, :func:`orchestrator.engine.classify.agent_not_found`).
 
 The same parser (:func:`target`) and script (:data:`SCRIPT`) serve the trial contract's
 ``agent_check`` phase on every backend and the sweep's preflight
-(:mod:`orchestrator.agents.preflight`, on the host for an external agent), so the two cannot
+(:mod:`orchestrator.engine.preflight`, on the host for an external agent), so the two cannot
 disagree about a command.
 
 What is checked (:func:`target`): the program of the command's first simple command (``shlex``;

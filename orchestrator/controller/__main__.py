@@ -4,6 +4,6 @@ The same command as ``headroom cluster controller``, without importing the rest 
 report stack pulls in pandas), so a long-running controller stays small.
 """
 
-from orchestrator.commands.cluster import controller_main
+from orchestrator.controller.main import controller_main
 
 controller_main()

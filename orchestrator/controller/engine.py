@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from orchestrator.agentio.redact import secret_values
 from orchestrator.backends.base import Backend, Handle
-from orchestrator.engine.launch import build_launch, launch_name, spec_digest
+from orchestrator.engine.launch import build_launch, spec_digest
 from orchestrator.engine.settle import Settlement, settle
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch
+from orchestrator.spec.names import launch_name
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
 

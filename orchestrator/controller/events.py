@@ -10,11 +10,10 @@ import hashlib
 from typing import Any
 
 import structlog
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from orchestrator.controller.progress import now_rfc3339
 from orchestrator.controller.resources import API_VERSION
+from orchestrator.kube.api import ApiException, client
 
 log = structlog.get_logger("headroom.events")
 COMPONENT = "headroom-controller"

@@ -166,7 +166,7 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
 
 
 def _server_version(kube: Any) -> str | None:
-    from kubernetes import client
+    from orchestrator.kube.api import client
 
     try:
         return str(client.VersionApi(kube.api).get_code().git_version)

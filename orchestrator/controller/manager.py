@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from kubernetes import client
 
 from orchestrator.controller import engine
 from orchestrator.controller.events import EventRecorder
@@ -32,6 +31,7 @@ from orchestrator.controller.resources import (
     VERSION,
 )
 from orchestrator.controller.workqueue import ShutDown, WorkQueue
+from orchestrator.kube.api import client
 from orchestrator.kube.client import KubeClient, connect
 from orchestrator.kube.watch import Informer, wait_synced
 from orchestrator.spec.kubernetes import KubernetesOptions
@@ -277,11 +277,8 @@ class Controller:
         if not self.cfg.leader_elect:
             self.lead()
             return
-        from kubernetes.leaderelection import electionconfig, leaderelection
-        from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+        from orchestrator.kube.leader import lead_when_elected
 
-        lock = LeaseLock(self.cfg.lease_name, self.cfg.lease_namespace or self.cfg.namespace, self.cfg.identity)
-        lock.api_instance = client.CoordinationV1Api(self.api)  # our client: counted, and the right credentials
         log.info("waiting for the leader Lease", lease=self.cfg.lease_name, identity=self.cfg.identity)
 
         def started() -> None:
@@ -292,10 +289,17 @@ class Controller:
             # Another replica may already be leading: stop at once rather than race it.
             _exit_now("lost the leader Lease", 1)
 
-        config = electionconfig.Config(
-            lock, self.cfg.lease_duration, self.cfg.renew_deadline, self.cfg.retry_period, started, stopped
+        lead_when_elected(
+            self.api,
+            lease_name=self.cfg.lease_name,
+            namespace=self.cfg.lease_namespace or self.cfg.namespace,
+            identity=self.cfg.identity,
+            lease_duration=self.cfg.lease_duration,
+            renew_deadline=self.cfg.renew_deadline,
+            retry_period=self.cfg.retry_period,
+            started=started,
+            stopped=stopped,
         )
-        leaderelection.LeaderElection(config).run()
         _exit_now("leader election ended", 1)
 
 

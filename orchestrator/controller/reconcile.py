@@ -23,8 +23,6 @@ from typing import Any, cast
 
 import structlog
 import urllib3
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from orchestrator.agentio.redact import secret_values
@@ -63,15 +61,17 @@ from orchestrator.controller.resources import (
     TrialTimings,
 )
 from orchestrator.engine import faithful
-from orchestrator.engine.launch import label_value
 from orchestrator.engine.plan import plan
 from orchestrator.engine.settle import unstorable
-from orchestrator.errors import SpecError, first_validation_error
+from orchestrator.errors import SpecError
+from orchestrator.kube.api import ApiException, client
 from orchestrator.kube.watch import Informer
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.spec.names import label_value
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial as PlannedTrial
+from orchestrator.spec.unknown import first_validation_error
 
 log = structlog.get_logger("headroom.reconcile")
 

@@ -26,12 +26,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
 from orchestrator.agentio import safejson
 from orchestrator.backends.kubernetes.pod import MANAGED_BY
 from orchestrator.errors import SpecError
+from orchestrator.kube.api import ApiException, client
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.task import Task
 from orchestrator.tasks import needs

@@ -1,7 +1,7 @@
 """Task sets in the cluster as content-addressed ConfigMaps (`headroom tasks push DIR`).
 
 * one ConfigMap per task, named by the task's content digest: exactly the object the Pod
-  backend mounts into trial pods (:mod:`orchestrator.backends.kubernetes.taskfiles`), so a
+  backend mounts into trial pods (:mod:`orchestrator.tasks.files`), so a
   pushed task is never uploaded twice and its pods mount what was pushed;
 * one index ConfigMap per task set (``headroom-tasks-<digest of the set>``) listing the
   tasks, their digests, their bundles, and where each key of a bundle goes (path, mode).
@@ -23,15 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from orchestrator.backends.kubernetes import taskfiles
 from orchestrator.backends.kubernetes.pod import MANAGED_BY
-from orchestrator.backends.kubernetes.taskfiles import TaskBundle
 from orchestrator.controller.resources import LABEL_TASK_BUNDLE, LABEL_TASK_SET
 from orchestrator.errors import SpecError, UserError
+from orchestrator.kube.api import ApiException, client
 from orchestrator.spec.task import Task
+from orchestrator.tasks import files as taskfiles
+from orchestrator.tasks.files import TaskBundle
 from orchestrator.tasks.loader import load_tasks, set_digest
 
 INDEX_KEY = "tasks.json"

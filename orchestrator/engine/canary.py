@@ -51,15 +51,15 @@ from orchestrator.backends.abilities import canary_targets
 from orchestrator.backends.base import Backend, Handle, recorded
 from orchestrator.contract.outputs import CANARY_KEYS, non_negative_number, parse_agent_result
 from orchestrator.engine.classify import classify
-from orchestrator.engine.launch import label_value, launch_name
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch, StepLaunch, TaskSource
+from orchestrator.spec.names import CANARY_NODE_LABEL as NODE_LABEL
+from orchestrator.spec.names import label_value, launch_name
 from orchestrator.spec.outcome import InfraReason, Outcome
 from orchestrator.spec.resources import MIB, ResourceAmounts, ResourceConfig
 from orchestrator.tasks.loader import load_task
 
 CANARY_TASK = Path(__file__).resolve().parent.parent / "canary_task"
-NODE_LABEL = "headroom.dev/canary-node"
 #: How far above / below the limit the hog goes (MiB, or this share of the limit if larger).
 ABOVE_MIB, ABOVE_SHARE = 16, 0.25
 BELOW_MIB, BELOW_SHARE = 24, 0.40

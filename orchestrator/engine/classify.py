@@ -37,7 +37,7 @@ would let a failing agent turn its failure into a harness error that the
 infra-excluded score leaves out. A command that cannot start is caught before it
 runs, by headroom's own check in the trial's environment (rule 3,
 orchestrator/contract/agent_check.py) and before the sweep
-(orchestrator.agents.preflight); after the agent started, an exit of 126/127 is
+(orchestrator.engine.preflight); after the agent started, an exit of 126/127 is
 kept as evidence (``extra.agent_not_found``, :func:`agent_not_found`), never a verdict. An OOM verdict
 comes only from a kernel or runtime signal recorded by the backend, never from
 text a workload printed.

@@ -3,27 +3,24 @@
 Names are DNS-1123 labels (lower-case alphanumerics and '-', at most 63
 characters), derived only from the run id, the trial id and the try number, so
 the same try always has the same name: a backend can make ``submit`` idempotent
-on it, and a resumed run or a restarted controller finds what it started.
+on it, and a resumed run or a restarted controller finds what it started. The
+naming rules live in :mod:`orchestrator.spec.names`, below the backends that read them.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import re
 from pathlib import Path
 
 from orchestrator.agents import harbor
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import HostAgent, HostLimits, Launch, SetupLaunch, StepLaunch, TaskSource
+from orchestrator.spec.names import label_value, launch_name
 from orchestrator.spec.resources import MIB, ResourceAmounts, band_amounts, scale
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
 from orchestrator.tasks.needs import declared_architecture
-
-_NOT_DNS = re.compile(r"[^a-z0-9]+")
-MAX_NAME = 63
 
 #: The environment contract every backend gives both steps (paths are added by the backend).
 CONTRACT = (
@@ -43,25 +40,6 @@ CONTRACT_PATHS = (
     "HEADROOM_INSTRUCTION_FILE",
     "HEADROOM_AGENT_RESULT",
 )
-
-
-def dns_label(text: str, limit: int = MAX_NAME) -> str:
-    """A readable DNS-1123 label for any text: slug plus a hash of the exact text, so no two texts collide."""
-    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
-    slug = _NOT_DNS.sub("-", text.lower()).strip("-")
-    slug = slug[: limit - len(digest) - 1].strip("-")
-    return f"{slug}-{digest}" if slug else f"x-{digest}"
-
-
-def launch_name(run_id: str, trial_id: str, try_index: int) -> str:
-    return dns_label(f"{run_id}/{trial_id}/{try_index}")
-
-
-@functools.lru_cache(maxsize=4096)  # the backend asks for the same run label on every look at a try
-def label_value(text: str) -> str:
-    """A Kubernetes label value (63 chars of [A-Za-z0-9._-], alphanumeric at both ends)."""
-    value = re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:63].strip("._-")
-    return value or "none"
 
 
 def spec_digest(experiment: Experiment) -> str:

@@ -146,7 +146,7 @@ def node_capacities(backend_facts: dict[str, Any]) -> dict[str, int] | str | Non
         return None
     if not isinstance(nodes, list):
         return str(nodes)  # "not readable (403 Forbidden)"
-    from kubernetes.utils import parse_quantity
+    from orchestrator.kube.api import parse_quantity
 
     return {
         n["name"]: int(parse_quantity(n["allocatable"]["memory"]))

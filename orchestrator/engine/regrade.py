@@ -17,10 +17,11 @@ from pydantic import ValidationError
 
 from orchestrator.engine.classify import classify
 from orchestrator.engine.settle import apply_grader
-from orchestrator.errors import SpecError, UserError, first_validation_error
+from orchestrator.errors import SpecError, UserError
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.grader import GoldenGrader
 from orchestrator.spec.trial import Verdict
+from orchestrator.spec.unknown import first_validation_error
 from orchestrator.store.sqlite import Store
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.agentio.redact import redact, secret_values
-from orchestrator.agents import harbor, preflight
+from orchestrator.agents import harbor
 from orchestrator.backends.abilities import fit_checker, run_holder
 from orchestrator.backends.base import Backend, check_capabilities
-from orchestrator.engine import faithful, overcommit, provenance
+from orchestrator.engine import faithful, overcommit, preflight, provenance
 from orchestrator.engine.canary import not_run as canary_not_run
 from orchestrator.engine.canary import run_canary
 from orchestrator.engine.execute import ExecutionSummary, ResultHook, execute
@@ -57,7 +57,7 @@ def host_sandbox_facts(experiment: Experiment, tasks: list[Task], store: Path | 
     """An external agent's sandbox on this host, as provenance records it; :class:`SpecError` (one line) when it
     cannot start and the agent is not declared trusted, or when what it would show holds the tasks or the store."""
     from orchestrator.agents import host_bounds, host_sandbox
-    from orchestrator.backends.local.sandbox import SandboxUnavailable
+    from orchestrator.isolation.sandbox import SandboxUnavailable
     from orchestrator.spec.launch import HostLimits
 
     agent = harbor.hosted(experiment).agent

@@ -23,10 +23,11 @@ from typing import Any, cast
 import tomlkit
 from pydantic import ValidationError
 
-from orchestrator.errors import SpecError, UserError, first_validation_error
+from orchestrator.errors import SpecError, UserError
 from orchestrator.importers import harbor_task, tb_task
 from orchestrator.importers.fields import FieldReport, summarize
 from orchestrator.spec.task import Task, TaskSpec
+from orchestrator.spec.unknown import first_validation_error
 from orchestrator.tasks.loader import REQUIRED_FILES, crlf_problem, digest_dir, load_task
 
 HARBOR, TERMINAL_BENCH = "harbor", "terminal-bench"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.report.glossary import INFRA_RATE, SCORE_EXCL, SCORE_FAIL
 from orchestrator.report.text import gap, interval_pts, pval, rate
+from orchestrator.stats.glossary import INFRA_RATE, SCORE_EXCL, SCORE_FAIL
 
 if TYPE_CHECKING:
     from orchestrator.report.blocks import Calibration

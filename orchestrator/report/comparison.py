@@ -13,10 +13,10 @@ from rich.console import Console
 
 from orchestrator.report import rules, safe, tables
 from orchestrator.report.blocks import ComparisonItem
-from orchestrator.report.glossary import INFRA_RATE, SCORE_EXCL, SCORE_FAIL
 from orchestrator.report.labels import agent_label
 from orchestrator.report.model import ComparisonDocument, Configuration, RunRef
 from orchestrator.report.text import clipped_note, gap, interval_pts, pct, pts, pval, rate, seconds, sign_counts, usd
+from orchestrator.stats.glossary import INFRA_RATE, SCORE_EXCL, SCORE_FAIL
 
 
 def typed(doc: ComparisonDocument | dict[str, Any]) -> ComparisonDocument:

@@ -11,17 +11,6 @@ from orchestrator.report import checks, costs, inferred, rules, safe, summary
 from orchestrator.report.blocks import Statistics
 from orchestrator.report.calibration import CALIBRATION_HEADERS, CALIBRATION_RULE, calibration_rows
 from orchestrator.report.comparison import infra_warnings
-from orchestrator.report.glossary import (
-    ABSTENTION_RATE,
-    CLUSTER_SCORE,
-    HARNESS_RATE,
-    INFRA_RATE,
-    SCORE_DIFF,
-    SCORE_EXCL,
-    SCORE_FAIL,
-    TIMEOUT_RATE,
-    WORST_CLUSTER,
-)
 from orchestrator.report.model import (
     AgentSpec,
     Experiment,
@@ -50,6 +39,17 @@ from orchestrator.report.text import (
     sign_counts,
 )
 from orchestrator.spec.experiment import RetryPolicy
+from orchestrator.stats.glossary import (
+    ABSTENTION_RATE,
+    CLUSTER_SCORE,
+    HARNESS_RATE,
+    INFRA_RATE,
+    SCORE_DIFF,
+    SCORE_EXCL,
+    SCORE_FAIL,
+    TIMEOUT_RATE,
+    WORST_CLUSTER,
+)
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:

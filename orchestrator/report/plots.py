@@ -12,8 +12,8 @@ matplotlib.use("Agg")  # no display; set before pyplot is imported
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from orchestrator.report.glossary import ABSTENTION_RATE, INFRA_RATE, SCORE_FAIL  # noqa: E402
 from orchestrator.report.safe import visible_controls  # noqa: E402
+from orchestrator.stats.glossary import ABSTENTION_RATE, INFRA_RATE, SCORE_FAIL  # noqa: E402
 
 if TYPE_CHECKING:
     from orchestrator.report.model import Configuration, RateName

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from orchestrator.report.glossary import SCORE_FAIL, runs_phrase
 from orchestrator.report.tables import print_table
 from orchestrator.report.text import pct
+from orchestrator.stats.glossary import SCORE_FAIL, runs_phrase
 
 if TYPE_CHECKING:
     from orchestrator.report.blocks import RuleResult, ScoringRules

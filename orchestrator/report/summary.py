@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.report import checks
-from orchestrator.report.glossary import SCORE_FAIL, trials_phrase
 from orchestrator.report.text import HEADLINE_HEADERS, headline_rows, pct, rate
+from orchestrator.stats.glossary import SCORE_FAIL, trials_phrase
 
 if TYPE_CHECKING:
     from orchestrator.report.blocks import NewTasksInterval, RuleResult

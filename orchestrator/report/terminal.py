@@ -13,14 +13,6 @@ from rich.table import Table
 from orchestrator.report import checks, costs, inferred, rules, safe, summary
 from orchestrator.report.calibration import CALIBRATION_HEADERS, calibration_rows
 from orchestrator.report.comparison import infra_warnings
-from orchestrator.report.glossary import (
-    ABSTENTION_RATE,
-    CLUSTER_SCORE,
-    INFRA_RATE,
-    SCORE_DIFF,
-    SCORE_EXCL,
-    SCORE_FAIL,
-)
 from orchestrator.report.markdown import metrics_intro, retry_text, timeout_text
 from orchestrator.report.outcomes import OUTCOME_HEADERS, count_cells
 from orchestrator.report.tables import print_table
@@ -34,6 +26,14 @@ from orchestrator.report.text import (
     pval,
     rate,
     sign_counts,
+)
+from orchestrator.stats.glossary import (
+    ABSTENTION_RATE,
+    CLUSTER_SCORE,
+    INFRA_RATE,
+    SCORE_DIFF,
+    SCORE_EXCL,
+    SCORE_FAIL,
 )
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.report.glossary import NEW_TASKS_INTERVAL, SCORE_FAIL, THESE_TASKS_INTERVAL
+from orchestrator.stats.glossary import NEW_TASKS_INTERVAL, SCORE_FAIL, THESE_TASKS_INTERVAL
 
 if TYPE_CHECKING:
     from orchestrator.report.blocks import ComparisonItem, Rate, SignTest

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from orchestrator.errors import SpecError, first_validation_error
+from orchestrator.errors import SpecError
 from orchestrator.spec.artifacts import ArtifactsSpec
 from orchestrator.spec.defaults import DEFAULT_MULTIPLIERS, MAX_TIMEOUT_MULTIPLIER
 from orchestrator.spec.docker import DockerOptions
@@ -23,6 +23,7 @@ from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import HostLimits
 from orchestrator.spec.outcome import TRIAL_CAUSED, InfraReason
 from orchestrator.spec.resources import ResourceConfig
+from orchestrator.spec.unknown import first_validation_error
 
 #: What a POSIX shell accepts as a variable name: --agent-env takes names only, never NAME=VALUE.
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

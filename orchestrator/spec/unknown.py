@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, get_args, get_origin
 if (
     TYPE_CHECKING
 ):  # pydantic loads with the models, not with `headroom --help` (importers/outcomes.py uses did_you_mean)
-    from pydantic import BaseModel
+    from pydantic import BaseModel, ValidationError
 
 #: The error type :func:`refuse_unknown` raises; ``ctx`` holds the key and the hint.
 UNKNOWN_KEY = "unknown_key"
@@ -96,3 +96,25 @@ def hint(model: type[BaseModel] | None, loc: Sequence[str | int]) -> str:
         return ""
     holder = model_at(model, loc[:-1])
     return did_you_mean(str(loc[-1]), valid_names(holder)) if holder is not None else ""
+
+
+def first_validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> tuple[str, str]:
+    """The first problem pydantic found, as (dotted field path, plain message).
+
+    An unknown key comes first when there is one (a misspelt key is why a field then seems missing), named
+    with the closest valid name when ``model`` (the model validated) is given.
+    """
+    errors = exc.errors()
+    err = next((e for e in errors if e["type"] in (UNKNOWN_KEY, "extra_forbidden")), errors[0])
+    loc = list(err["loc"])
+    if err["type"] == UNKNOWN_KEY:
+        loc.append((err.get("ctx") or {}).get("key", "?"))
+        msg = "unknown key" + (err.get("ctx") or {}).get("hint", "")
+    elif err["type"] == "extra_forbidden":
+        msg = "unknown key" + hint(model, loc)
+    elif err["type"] == "missing":
+        msg = "required field is missing"
+    else:
+        msg = str(err["msg"]).removeprefix("Value error, ")
+    field = ".".join(str(part) for part in loc) or "(root)"
+    return field, msg

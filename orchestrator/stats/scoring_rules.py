@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.report.glossary import SCORE_EXCL, SCORE_FAIL, runs_phrase
+from orchestrator.stats.glossary import SCORE_EXCL, SCORE_FAIL, runs_phrase
 
 from .clustered import clustered_se
 from .proportions import wilson

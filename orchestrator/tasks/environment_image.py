@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from orchestrator.engine.launch import dns_label
+from orchestrator.spec.names import dns_label
 
 
 def environment_digest(env_dir: Path) -> str:

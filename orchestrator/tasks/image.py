@@ -23,11 +23,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.kubernetes.taskfiles import TaskBundle, read_files
 from orchestrator.errors import SpecError
 from orchestrator.spec.task import Task
 from orchestrator.tasks import agent_view
 from orchestrator.tasks.environment_image import built_image_ref
+from orchestrator.tasks.files import TaskBundle, read_files
 from orchestrator.tasks.loader import load_tasks
 from orchestrator.tasks.needs import as_records, task_needs
 

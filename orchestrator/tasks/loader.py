@@ -9,8 +9,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from orchestrator.errors import SpecError, first_validation_error
+from orchestrator.errors import SpecError
 from orchestrator.spec.task import Task, TaskSpec
+from orchestrator.spec.unknown import first_validation_error
 
 REQUIRED_FILES = ("instruction.md", "tests/test.sh")
 #: Fields a Harbor task may leave to Harbor's defaults; headroom wants them written (they are what a sweep scales).

@@ -33,7 +33,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from scipy.stats import binomtest
 from statsmodels.stats.inter_rater import cohens_kappa
 
-from orchestrator.errors import UserError, first_validation_error
+from orchestrator.errors import UserError
+from orchestrator.spec.unknown import first_validation_error
 
 Choice = Literal["a", "b"]
 PROMPT = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.report.glossary import ABSTENTION_RATE, INFRA_RATE, SCORE_FAIL
+from orchestrator.stats.glossary import ABSTENTION_RATE, INFRA_RATE, SCORE_FAIL
 
 if TYPE_CHECKING:
     from orchestrator.report.model import Configuration, RateName

@@ -175,7 +175,7 @@ def test_a_command_agent_that_cannot_reach_the_gateway_is_refused_before_the_swe
 
 
 def test_a_gateway_is_refused_only_for_agents_that_cannot_reach_it() -> None:
-    from orchestrator.agents.preflight import gateway_problem
+    from orchestrator.engine.preflight import gateway_problem
     from orchestrator.spec.experiment import Experiment
 
     gw = {"openai": {"base_url": "http://127.0.0.1:9/v1"}}

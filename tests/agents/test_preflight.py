@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.agents import preflight
 from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.engine import preflight
 from orchestrator.engine.classify import agent_not_found, classify
 from orchestrator.engine.launch import build_launch
 from orchestrator.errors import SpecError

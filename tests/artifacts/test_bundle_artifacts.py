@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.artifacts.sink import StoreSink, TryKey
+from orchestrator.report import bundle as bundle_mod
 from orchestrator.store.sqlite import Store
-from orchestrator.trust import bundle as bundle_mod
 from tests.cli_run import headroom
 from tests.taskfactory import write_task
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.controller import reconcile
-from orchestrator.engine import launch
+from orchestrator.spec import names
 
 #: A Kubernetes label value: at most 63 characters, alphanumeric at both ends, [-A-Za-z0-9_.] between.
 K8S_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -17,12 +17,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_controller_labels_trials_as_the_backends_label_pods() -> None:
     """A Trial resource and its pod carry the same task label only if both use the same function."""
-    assert reconcile.label_value is launch.label_value
+    assert reconcile.label_value is names.label_value
 
 
 @pytest.mark.parametrize("text", ["fix-git", "a..b++c", "-x-", "é-task", "x" * 80, "1x/1.5x", "++", "_a_"])
 def test_label_values_are_valid(text: str) -> None:
-    value = launch.label_value(text)
+    value = names.label_value(text)
     assert len(value) <= 63 and K8S_LABEL_VALUE.fullmatch(value), value
 
 

@@ -98,7 +98,7 @@ def crash_before_first_create(marker: Path) -> None:
 
 def main() -> None:
     import orchestrator.controller.backend as backend_mod
-    from orchestrator.commands.cluster import controller_main
+    from orchestrator.controller.main import controller_main
 
     if marker := os.environ.get("HEADROOM_TEST_CRASH_BEFORE_CREATE"):
         crash_before_first_create(Path(marker))

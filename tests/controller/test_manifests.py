@@ -44,7 +44,7 @@ def test_example_runs_locally_and_names_the_bundled_task_set() -> None:
 
 
 def test_pushed_bundles_are_the_pod_backends_configmaps() -> None:
-    from orchestrator.backends.kubernetes.taskfiles import bundle
+    from orchestrator.tasks.files import bundle
 
     tasks = load_tasks(REPO / "tasks")
     made = bundles(tasks)

@@ -14,7 +14,6 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from orchestrator.backends.kubernetes.pod import TASK_FILES_CONTAINER, build, copy_task_script
-from orchestrator.backends.kubernetes.taskfiles import AGENT_TOML_KEY, ImageTaskFiles, bundle
 from orchestrator.cli import cli
 from orchestrator.controller import taskimage
 from orchestrator.controller.resources import ExperimentResourceSpec, TaskSource
@@ -23,6 +22,7 @@ from orchestrator.engine.plan import plan
 from orchestrator.errors import SpecError
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.tasks.files import AGENT_TOML_KEY, ImageTaskFiles, bundle
 from orchestrator.tasks.image import tests_manifest_of as manifest_of  # (a `test*` name pytest would collect)
 from orchestrator.tasks.image import write_context
 from orchestrator.tasks.loader import load_tasks

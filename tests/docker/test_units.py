@@ -14,7 +14,7 @@ from orchestrator.backends.docker import cgroup as cgroup_mod
 from orchestrator.backends.docker import steps
 from orchestrator.backends.docker.backend import container_path, task_trees
 from orchestrator.backends.docker.labels import Owner
-from orchestrator.backends.local.cgroups import Mounts, TrialCgroupV1, TrialCgroupV2
+from orchestrator.isolation.cgroups import Mounts, TrialCgroupV1, TrialCgroupV2
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.experiment import Experiment
 from orchestrator.tasks.environment_image import environment_digest

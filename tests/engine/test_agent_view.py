@@ -6,8 +6,8 @@ import tomllib
 from pathlib import Path
 
 from orchestrator.backends.docker.backend import task_toml
-from orchestrator.backends.kubernetes.taskfiles import AGENT_TOML_KEY, bundle
 from orchestrator.tasks.agent_view import agent_task_toml, delivered
+from orchestrator.tasks.files import AGENT_TOML_KEY, bundle
 from orchestrator.tasks.image import write_context
 from orchestrator.tasks.loader import load_tasks
 from tests.taskfactory import write_task

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.kubernetes.pod import build
-from orchestrator.backends.kubernetes.taskfiles import bundle
 from orchestrator.engine import faithful
 from orchestrator.engine.launch import build_launch
 from orchestrator.engine.plan import plan
@@ -20,6 +19,7 @@ from orchestrator.errors import SpecError
 from orchestrator.importers.harbor_task import normalize
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.tasks.files import bundle
 from orchestrator.tasks.loader import load_tasks
 from tests.taskfactory import write_task
 

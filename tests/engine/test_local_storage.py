@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.local import storage
 from orchestrator.backends.local.backend import LocalBackend
-from orchestrator.backends.local.removal import remove_tree
-from orchestrator.backends.local.storage import DiskWatcher, measure, usage_bytes
 from orchestrator.engine.classify import classify
 from orchestrator.engine.launch import build_launch
 from orchestrator.engine.plan import plan
+from orchestrator.isolation import storage
+from orchestrator.isolation.removal import remove_tree
+from orchestrator.isolation.storage import DiskWatcher, measure, usage_bytes
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.outcome import InfraReason, Outcome
 from orchestrator.tasks.loader import load_tasks

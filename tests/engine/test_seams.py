@@ -16,12 +16,13 @@ from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.contract.outputs import parse_agent_result, parse_reward
 from orchestrator.engine.classify import classify
 from orchestrator.engine.execute import execute
-from orchestrator.engine.launch import build_launch, dns_label, launch_name
+from orchestrator.engine.launch import build_launch
 from orchestrator.engine.settle import pending_tries
 from orchestrator.engine.sweep import prepare, start
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch
+from orchestrator.spec.names import dns_label, launch_name
 from orchestrator.spec.outcome import InfraReason, Outcome
 from orchestrator.spec.task import EnvironmentSpec, size_to_mb
 from orchestrator.store.base import TryRecord

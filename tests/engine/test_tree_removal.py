@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.local.backend import LocalBackend, _stale_workroots
-from orchestrator.backends.local.removal import BackgroundRemoval, remove_tree
+from orchestrator.isolation.removal import BackgroundRemoval, remove_tree
 
 DEPTH = 3000  # far past Python's recursion limit, and past PATH_MAX (2 bytes a level, 6000 bytes)
 

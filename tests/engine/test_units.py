@@ -11,12 +11,12 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.backends.base import Capabilities
-from orchestrator.backends.local import cgroups
 from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.engine.classify import classify
 from orchestrator.engine.execute import execute
 from orchestrator.engine.plan import plan
 from orchestrator.engine.sweep import prepare, start
+from orchestrator.isolation import cgroups
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.resources import LabelError, ResourceConfig, scale

@@ -35,7 +35,7 @@ from rich.console import Console
 
 from orchestrator.agentio.redact import transformed
 from orchestrator.artifacts import reader
-from orchestrator.backends.local import sandbox
+from orchestrator.isolation import sandbox
 from orchestrator.report import document, render, terminal
 from orchestrator.store.sqlite import Store
 from tests.evidence_check import assert_fits_schema

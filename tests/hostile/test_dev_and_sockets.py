@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.local import sandbox, seccomp
+from orchestrator.isolation import sandbox, seccomp
 from tests.hostile.harness import assert_nothing_leaks, requires_sandbox, sweep, write_hostile_task
 
 pytestmark = [pytest.mark.slow, requires_sandbox]

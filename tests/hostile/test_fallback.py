@@ -9,9 +9,9 @@ import pytest
 from rich.console import Console
 
 from orchestrator.agentio.redact import REDACTED, redact_text, secret_values
-from orchestrator.backends.local import sandbox, seccomp
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.engine.sweep import prepare, run, start
+from orchestrator.isolation import sandbox, seccomp
 from orchestrator.report import document, render, terminal
 from orchestrator.spec.experiment import Experiment
 from orchestrator.store.sqlite import Store

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.local import process
-from orchestrator.backends.local.cgroups import detect
+from orchestrator.isolation import process
+from orchestrator.isolation.cgroups import detect
 from orchestrator.spec.facts import StepFacts
 from orchestrator.spec.resources import ResourceAmounts
 from tests.hostile.harness import assert_nothing_leaks, requires_sandbox, sweep, write_hostile_task

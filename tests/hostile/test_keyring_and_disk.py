@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.backends.local import sandbox, storage
+from orchestrator.isolation import sandbox, storage
 from tests.hostile.harness import assert_nothing_leaks, requires_sandbox, sweep, write_hostile_task
 
 pytestmark = [pytest.mark.slow, requires_sandbox]

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.kubernetes.signals import Context, observe
-from orchestrator.backends.kubernetes.taskfiles import bundle
 from orchestrator.engine.classify import classify
 from orchestrator.engine.launch import build_launch
 from orchestrator.engine.plan import plan
@@ -23,6 +22,7 @@ from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.outcome import HarnessReason, Outcome
 from orchestrator.spec.resources import ResourceAmounts
 from orchestrator.spec.trial import Verdict
+from orchestrator.tasks.files import bundle
 from orchestrator.tasks.loader import load_tasks
 from tests.kubernetes.runner_harness import RunResult, cgroup_usable, run_pod
 from tests.taskfactory import write_task

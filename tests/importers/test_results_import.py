@@ -544,7 +544,7 @@ def test_bundle_and_verify_carry_the_rules_and_count_unrecorded_digests_apart(tm
     bundle = json.loads(path.read_text())
     first = next(t for t in bundle["body"]["trials"] if t["executions"][0]["evidence"]["is_resolved"] is False)
     first["executions"][0]["evidence"]["is_resolved"] = True
-    from orchestrator.trust import bundle as bundle_mod
+    from orchestrator.report import bundle as bundle_mod
 
     bundle["content_sha256"] = bundle_mod.content_digest(bundle["body"])
     forged = tmp_path / "forged.json"

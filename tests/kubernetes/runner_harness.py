@@ -26,9 +26,9 @@ from pathlib import Path
 
 from orchestrator.backends.kubernetes import message, scripts
 from orchestrator.backends.kubernetes.pod import build
-from orchestrator.backends.kubernetes.taskfiles import TaskBundle
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch
+from orchestrator.tasks.files import TaskBundle
 
 CGROUP_V1 = Path("/sys/fs/cgroup")
 CGROUP_V1_MEMORY = CGROUP_V1 / "memory"

@@ -11,7 +11,6 @@ from orchestrator.backends.kubernetes import fit
 from orchestrator.backends.kubernetes import limit_resource as lr
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.pod import build
-from orchestrator.backends.kubernetes.taskfiles import bundle
 from orchestrator.engine import sweep
 from orchestrator.engine.launch import build_launch
 from orchestrator.engine.plan import plan
@@ -19,6 +18,7 @@ from orchestrator.errors import SpecError
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.resources import MIB, ResourceAmounts
+from orchestrator.tasks.files import bundle
 from orchestrator.tasks.loader import load_tasks
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,14 +15,15 @@ from pydantic import ValidationError
 
 from orchestrator.agents.pods import pod_agent_problem
 from orchestrator.backends.kubernetes.pod import EXTERNAL_START_SLACK_S, build
-from orchestrator.backends.kubernetes.taskfiles import agent_files, bundle
 from orchestrator.controller.resources import ExperimentResourceSpec
 from orchestrator.engine.launch import build_launch
 from orchestrator.engine.plan import plan
-from orchestrator.errors import SpecError, first_validation_error
+from orchestrator.errors import SpecError
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch
+from orchestrator.spec.unknown import first_validation_error
+from orchestrator.tasks.files import agent_files, bundle
 from orchestrator.tasks.loader import load_tasks
 from tests.cli_run import headroom as run_cli
 

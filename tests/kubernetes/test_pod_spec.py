@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator.backends.kubernetes.pod import DEADLINE_SLACK_S, FINALIZER, QUEUE_LABEL, RECORDS_S, WORK_COPY_S, build
-from orchestrator.backends.kubernetes.taskfiles import MAX_CONFIGMAP_BYTES, bundle, posix_cksum
 from orchestrator.contract import sanitiser
 from orchestrator.engine.launch import build_launch
 from orchestrator.engine.plan import plan
 from orchestrator.errors import SpecError
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
+from orchestrator.tasks.files import MAX_CONFIGMAP_BYTES, bundle, posix_cksum
 from orchestrator.tasks.loader import load_tasks
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,12 +16,12 @@ import pytest
 from orchestrator.artifacts import reader
 from orchestrator.artifacts.sink import StoreSink, register, unregister
 from orchestrator.backends.kubernetes import records
-from orchestrator.backends.kubernetes.taskfiles import bundle
 from orchestrator.engine.launch import build_launch
 from orchestrator.engine.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.launch import Launch
 from orchestrator.store.sqlite import Store
+from orchestrator.tasks.files import bundle
 from orchestrator.tasks.loader import load_tasks
 from tests.taskfactory import write_task
 

@@ -15,12 +15,12 @@ import pytest
 
 from orchestrator.backends.kubernetes import message
 from orchestrator.backends.kubernetes.signals import Context, observe
-from orchestrator.backends.kubernetes.taskfiles import bundle
 from orchestrator.engine.classify import classify
 from orchestrator.engine.launch import build_launch
 from orchestrator.engine.plan import plan
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.outcome import InfraReason, Outcome
+from orchestrator.tasks.files import bundle
 from orchestrator.tasks.loader import load_tasks
 from tests.taskfactory import write_task
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.trust import bundle as bundle_mod
+from orchestrator.report import bundle as bundle_mod
 from tests.cli_run import headroom
 from tests.taskfactory import write_task
 

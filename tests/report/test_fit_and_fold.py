@@ -12,8 +12,9 @@ import pytest
 from rich.console import Console
 
 from benchmarks.bench_stats import write_store
-from orchestrator.report import document, glossary, html, markdown, terminal
+from orchestrator.report import document, html, markdown, terminal
 from orchestrator.report.model import ReportDocument
+from orchestrator.stats import glossary
 from orchestrator.stats.scoring_rules import HEADROOM_EXCL, HEADROOM_FAIL, RULES
 from orchestrator.stats.synthetic import make_sweep
 from orchestrator.store.sqlite import Store

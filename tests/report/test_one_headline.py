@@ -16,8 +16,8 @@ from rich.console import Console
 
 from benchmarks.bench_stats import write_store
 from orchestrator.report import document, html, markdown, render, summary, terminal
-from orchestrator.report.glossary import SCORE_FAIL
 from orchestrator.report.model import ReportDocument
+from orchestrator.stats.glossary import SCORE_FAIL
 from orchestrator.stats.scoring_rules import HEADROOM_FAIL, TB_LEADERBOARD
 from orchestrator.stats.synthetic import make_sweep
 from orchestrator.store.sqlite import Store

@@ -12,9 +12,9 @@ from rich.console import Console
 
 from benchmarks.bench_stats import write_store
 from orchestrator.report import document, html, markdown, safe, summary, terminal
-from orchestrator.report.glossary import SCORE_FAIL
 from orchestrator.report.model import ReportDocument
 from orchestrator.report.text import pct
+from orchestrator.stats.glossary import SCORE_FAIL
 from orchestrator.stats.scoring_rules import HEADROOM_FAIL, RULES
 from orchestrator.stats.synthetic import make_sweep
 from orchestrator.store.sqlite import Store

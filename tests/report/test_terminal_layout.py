@@ -10,8 +10,8 @@ from rich.console import Console
 
 from benchmarks.bench_stats import write_store
 from orchestrator.report import comparison, costs, document, terminal
-from orchestrator.report.glossary import CLUSTER_SCORE, INFRA_RATE, SCORE_EXCL
 from orchestrator.report.text import rate
+from orchestrator.stats.glossary import CLUSTER_SCORE, INFRA_RATE, SCORE_EXCL
 from orchestrator.stats.synthetic import make_sweep
 from orchestrator.store.sqlite import Store
 from tests.cli_run import headroom as run_cli

@@ -48,18 +48,18 @@ import requests
 from orchestrator.backends.abilities import Abilities
 from orchestrator.backends.base import Capabilities, CleanupReport, Handle, refuse_force
 from orchestrator.backends.local.backend import host_facts
-from orchestrator.backends.local.cgroups import TrialCgroup, cpu_shares
 from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.contract import agent_check, carry, sanitiser
 from orchestrator.contract import paths as cc
 from orchestrator.contract.phases import Phase
 from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
-from orchestrator.engine.launch import label_value
 from orchestrator.errors import UserError
+from orchestrator.isolation.cgroups import TrialCgroup, cpu_shares
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.evidence import ContainerState, CpuThrottling, MemoryEvents
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch, StepLaunch, environment_network
+from orchestrator.spec.names import label_value
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.tasks import agent_view
 from orchestrator.tasks.needs import normalize_arch

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.backends.local.cgroups import (
+from orchestrator.isolation.cgroups import (
     Mounts,
     TrialCgroup,
     TrialCgroupV1,

@@ -20,9 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
 from orchestrator.backends.abilities import Abilities
 from orchestrator.backends.base import Capabilities, CleanupReport, ClosesOnExit, Handle
 from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, node_arch, records, runlease, signals
@@ -31,20 +28,21 @@ from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWor
 from orchestrator.backends.kubernetes.external import PodAgent
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.run_cache import RunCache
-from orchestrator.backends.kubernetes.taskfiles import AgentFiles, ImageTaskFiles, TaskBundle, agent_files
-from orchestrator.backends.kubernetes.taskfiles import bundle as make_bundle
-from orchestrator.engine.launch import label_value
 from orchestrator.errors import UserError
 from orchestrator.kube import finalizers
+from orchestrator.kube.api import ApiException, client
 from orchestrator.kube.client import KubeConfigError, connect, counted
 from orchestrator.kube.errors import API_ERRORS, Failure, api_message, classify
 from orchestrator.spec.evidence import ApiRefusal, QueueHold
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch, environment_network
+from orchestrator.spec.names import label_value
 from orchestrator.spec.outcome import InfraReason
 from orchestrator.spec.resources import ResourceAmounts
 from orchestrator.tasks.environment_image import built_image_ref
+from orchestrator.tasks.files import AgentFiles, ImageTaskFiles, TaskBundle, agent_files
+from orchestrator.tasks.files import bundle as make_bundle
 
 log = logging.getLogger(__name__)
 PodHook = Callable[[Launch, dict[str, Any]], dict[str, Any]]

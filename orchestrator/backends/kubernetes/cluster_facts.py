@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
 from orchestrator.backends.kubernetes.node_pods import FIELD_SELECTOR
+from orchestrator.kube.api import ApiException, client
 from orchestrator.spec.kubernetes import KubernetesOptions
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
 from orchestrator.backends.kubernetes import limit_resource
 from orchestrator.backends.kubernetes.pod import WARDEN_RESOURCES
+from orchestrator.kube.api import parse_quantity
 from orchestrator.spec.resources import ResourceAmounts
 
 GIB = 1024**3

@@ -19,9 +19,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
 from orchestrator.backends.kubernetes.pod import WARDEN_RESOURCES
+from orchestrator.kube.api import parse_quantity
 
 RESOURCE = "headroom.dev/memory-limit-mib"
 #: The resource name as a JSON-pointer segment ("/" escaped as "~1").

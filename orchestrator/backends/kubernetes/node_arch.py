@@ -18,10 +18,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from orchestrator.backends.kubernetes.nodes import why_not
 from orchestrator.backends.kubernetes.pod import ARCH_LABEL
+from orchestrator.kube.api import ApiException
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.tasks.needs import normalize_arch
 

@@ -22,10 +22,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-from kubernetes.utils import parse_quantity
-
 from orchestrator.backends.kubernetes.runlease import RUN_LABEL
+from orchestrator.kube.api import ApiException, parse_quantity
 from orchestrator.kube.watch import ListWatch
 
 #: Bound and not ended: what holds memory on a node.

@@ -31,18 +31,15 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-from kubernetes.utils import parse_quantity
-
 from orchestrator.backends.kubernetes import limit_resource
 from orchestrator.backends.kubernetes.node_pods import NodePods, alive, container_limit
 from orchestrator.backends.kubernetes.runlease import RUN_LABEL
-from orchestrator.engine.canary import NODE_LABEL as CANARY_NODE_LABEL
-from orchestrator.engine.launch import label_value
+from orchestrator.kube.api import ApiException, parse_quantity
 from orchestrator.kube.watch import ListWatch, stop_all
 from orchestrator.spec.evidence import Overcommit
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch
+from orchestrator.spec.names import CANARY_NODE_LABEL, label_value
 
 log = logging.getLogger(__name__)
 

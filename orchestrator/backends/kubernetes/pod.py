@@ -34,11 +34,11 @@ from typing import Any
 
 from orchestrator.backends.kubernetes import scripts
 from orchestrator.backends.kubernetes.signals import AGENT_CONTAINER, TASK_CONTAINER, WARDEN_CONTAINER
-from orchestrator.backends.kubernetes.taskfiles import AGENT_DIR, AgentFiles, ImageTaskFiles, TaskBundle
 from orchestrator.contract import agent_check, sanitiser
 from orchestrator.contract import paths as cc
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch, StepLaunch, environment_network
+from orchestrator.tasks.files import AGENT_DIR, AgentFiles, ImageTaskFiles, TaskBundle
 
 ARCH_LABEL = "kubernetes.io/arch"  # the well-known label a node's kubelet sets to its CPU architecture
 

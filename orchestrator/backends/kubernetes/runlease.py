@@ -20,10 +20,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-from orchestrator.engine.launch import dns_label, label_value
+from orchestrator.kube.api import ApiException, client
+from orchestrator.spec.names import dns_label, label_value
 
 log = logging.getLogger(__name__)
 

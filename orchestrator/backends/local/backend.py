@@ -21,17 +21,17 @@ import psutil
 
 from orchestrator.backends.abilities import Abilities
 from orchestrator.backends.base import Capabilities, CleanupReport, refuse_force
-from orchestrator.backends.local import cgroups, sandbox
 from orchestrator.backends.local import external as local_external
 from orchestrator.backends.local import runner as runner_mod
-from orchestrator.backends.local.process import Limits, kill_tree
-from orchestrator.backends.local.removal import BackgroundRemoval, remove_tree
 from orchestrator.backends.local.runner import LocalRunner
-from orchestrator.backends.local.storage import DiskWatcher
 from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.contract import agent_check
 from orchestrator.contract.phases import Phase
 from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
+from orchestrator.isolation import cgroups, sandbox
+from orchestrator.isolation.process import Limits, kill_tree
+from orchestrator.isolation.removal import BackgroundRemoval, remove_tree
+from orchestrator.isolation.storage import DiskWatcher
 from orchestrator.processes import pid_alive
 from orchestrator.spec.evidence import CpuThrottling, MemoryEvents, PidsEvents
 from orchestrator.spec.facts import TrialFacts

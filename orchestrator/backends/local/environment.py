@@ -25,8 +25,8 @@ from typing import cast
 
 from orchestrator.agents.exec import wire
 from orchestrator.agents.exec.target import MAX_OUTPUT, ExecResult
-from orchestrator.backends.local.cgroups import TrialCgroup
-from orchestrator.backends.local.process import kill_tree
+from orchestrator.isolation.cgroups import TrialCgroup
+from orchestrator.isolation.process import kill_tree
 
 #: After a command's main process exits, how long its output may keep flowing (a background child holding it).
 DRAIN_S = 2.0

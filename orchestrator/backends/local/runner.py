@@ -17,11 +17,11 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from orchestrator.backends.local import cgroups, sandbox
-from orchestrator.backends.local.process import Limits, kill_tree, run_step
 from orchestrator.contract import sanitiser
 from orchestrator.contract.outputs import read_regular_file
 from orchestrator.contract.runner import NotRegular, Role
+from orchestrator.isolation import cgroups, sandbox
+from orchestrator.isolation.process import Limits, kill_tree, run_step
 from orchestrator.spec.facts import StepFacts
 
 

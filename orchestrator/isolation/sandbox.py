@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from orchestrator.backends.local import seccomp
+from orchestrator.isolation import seccomp
 
 S = TypeVar("S")
 

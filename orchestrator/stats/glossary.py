@@ -4,7 +4,8 @@ Every renderer (terminal, Markdown, HTML, the viewer) and the scoring rules' tit
 names, so a figure is never "pass rate" in one place, "score (infra = fail)" in another and
 "score excl. infra" in a third. :data:`GLOSSARY` defines each name once; the JSON keeps its own
 field names (given beside each definition). Plain constants and string helpers only: this module is
-imported where `headroom --help` must stay fast.
+imported where `headroom --help` must stay fast. It sits with the statistics, below the report, since
+the scoring rules title themselves with it.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Task files as one immutable ConfigMap per task content digest, shared by all its trials.
 
+Read by the Pod backend, the controller and the task-set image (``tasks/image.py``), so it sits
+with the tasks, below all three; it needs no Kubernetes client.
+
 Why a ConfigMap: the files reach the pod without building or pushing an image and
 without an init container that needs network access or a second image; one object
 per task digest is created once and mounted by every trial, and ``immutable: true``

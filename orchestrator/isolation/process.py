@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 
 from orchestrator.agentio import redact
-from orchestrator.backends.local.cgroups import TrialCgroup
+from orchestrator.isolation.cgroups import TrialCgroup
 from orchestrator.spec.facts import StepFacts
 
 # The end of a step's output, with slack: settle() redacts it whole, then cuts it to
