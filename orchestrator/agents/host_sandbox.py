@@ -331,7 +331,7 @@ def own_files(command: str, agent_path: str | None, host_paths: Iterable[str], p
 
 
 #: Where a host keeps credentials an agent must not see unless the user names them (agent.host_paths): the
-#: container and cluster sockets and configs. Headroom's own HOME (keyrings, ~/.kube, ~/.docker, ~/.ssh) is added.
+#: container and cluster sockets and configs. Each HOME's credential stores (:data:`IN_HOME`) are added.
 CREDENTIALS = (
     "/var/run/docker.sock",
     "/run/docker.sock",
@@ -339,14 +339,44 @@ CREDENTIALS = (
     "/run/podman",
     "/etc/kubernetes",
     "/var/lib/kubelet",
-    "/root",
+)
+
+#: The homes whose credentials are guarded: root's and headroom's own. A view must not hold a home (its dotfiles
+#: are credentials); it may show a part of one that is no credential store (an interpreter under ~/.pyenv).
+HOMES = ("/root",)
+
+#: Inside a home, what holds credentials, configs that point at them, or what was typed: a view lying in one of
+#: these (or holding it) is refused. Everything else in a home is the user's files, shown only where a view names it.
+IN_HOME = (
+    ".kube",
+    ".docker",
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config",
+    ".local/share/keyrings",
+    ".password-store",
+    ".netrc",
+    ".git-credentials",
+    ".gitconfig",
+    ".pypirc",
+    ".npmrc",
+    ".cargo/credentials.toml",
+    ".bash_history",
+    ".python_history",
 )
 
 
+def homes() -> list[str]:
+    return sorted({*HOMES, os.path.expanduser("~")} - {"", "/"})
+
+
 def credentials(env: Mapping[str, str]) -> list[str]:
-    """Host paths a view must not hold unless named: :data:`CREDENTIALS`, headroom's HOME, the kubeconfigs
-    (``KUBECONFIG``), the Docker socket of ``DOCKER_HOST``."""
-    found = [*CREDENTIALS, os.path.expanduser("~")]
+    """Host paths a view must neither hold nor lie in unless named: :data:`CREDENTIALS`, each home's credential
+    stores (:data:`IN_HOME`), the kubeconfigs (``KUBECONFIG``), the Docker socket of ``DOCKER_HOST``. A view that
+    holds a whole home is refused apart (:func:`homes`, ``conflicts(..., inside=False)``)."""
+    found = [*CREDENTIALS, *(os.path.join(home, part) for home in homes() for part in IN_HOME)]
     found += [p for p in env.get("KUBECONFIG", "").split(":") if p.startswith("/")]
     host = env.get("DOCKER_HOST", "")
     if host.startswith("unix://"):

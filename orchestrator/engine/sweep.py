@@ -89,7 +89,9 @@ def host_sandbox_facts(experiment: Experiment, tasks: list[Task], store: Path | 
         )
     named = {os.path.abspath(p) for p in agent.host_paths}
     found = [p for p in shown if p not in named]  # what the user named is shown as named, credential or not
-    if (bad := host_sandbox.conflicts(found, host_sandbox.credentials(os.environ))) is not None:
+    if (bad := host_sandbox.conflicts(found, host_sandbox.credentials(os.environ))) is not None or (
+        bad := host_sandbox.conflicts(found, host_sandbox.homes(), inside=False)
+    ) is not None:
         raise SpecError(
             f"the external agent's sandbox would show {bad}, a credential of this host: keep the agent's files "
             "apart from it, or name what it needs in agent.host_paths",

@@ -228,7 +228,16 @@ def test_a_key_in_any_transformed_form_is_found_and_redacted(prefix: str) -> Non
 
 
 @requires_sandbox
-@pytest.mark.parametrize("where", ["holds a kubeconfig", "its program's install is headroom's HOME", "named"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "holds a kubeconfig",
+        "its program's install is headroom's HOME",
+        "named",
+        "lies in ~/.kube",
+        "an interpreter under ~/.pyenv",
+    ],
+)
 def test_an_agent_view_that_would_show_a_host_credential_is_refused_unless_named(
     tmp_path: Path, tasks_root: Path, where: str
 ) -> None:
@@ -249,9 +258,17 @@ def test_an_agent_view_that_would_show_a_host_credential_is_refused_unless_named
         env["KUBECONFIG"] = str(agent / "kube" / "config")
     elif where == "named":
         agent_spec["host_paths"] = [str(home)]
+    elif where == "lies in ~/.kube":
+        (home / ".kube").mkdir()
+        agent_spec = {"kind": "external", "command": "true", "path": str(home / ".kube")}
+    elif where == "an interpreter under ~/.pyenv":  # a part of a home that holds no credential is the agent's own
+        prefix = home / ".pyenv" / "versions" / "3.99" / "bin"
+        prefix.mkdir(parents=True)
+        tool.rename(prefix / "python3.99")
+        env["PATH"] = f"{prefix}:{os.environ['PATH']}"
     spec = {"tasks_dir": str(tasks_root), "configurations": ["1"], "attempts": 1, "agent": agent_spec}
     res = cli(tmp_path, spec, env=env)
-    if where == "named":
+    if where in ("named", "an interpreter under ~/.pyenv"):
         assert res.returncode == 0, res.stderr
         return
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr

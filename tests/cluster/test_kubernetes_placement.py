@@ -1,5 +1,5 @@
 """Limit-aware placement in a cluster, on the kwok test plane: the real kube-scheduler places trial
-pods by the extended resource ``headroom.dev/memory-limit-mib`` that ``headroom nodes advertise``
+pods by the extended resource ``headroom.dev/memory-limit-mib`` that ``headroom cluster nodes advertise``
 puts on nodes.
 
 kwok nodes run no containers (a pod's end is its ``headroom.test/outcome`` annotation), but the
@@ -84,7 +84,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _advertise(cluster: Cluster, *args: str) -> str:
-    """`headroom nodes advertise ARGS` in this process (a subprocess costs seconds of imports); its stdout."""
+    """`headroom cluster nodes advertise ARGS` in this process (a subprocess costs seconds of imports); its stdout."""
     from click.testing import CliRunner
 
     from orchestrator.cli import cli

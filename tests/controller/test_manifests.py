@@ -28,7 +28,7 @@ def test_rendered_example_matches_submit_dry_run() -> None:
     committed = [line for line in RENDERED.read_text().splitlines() if not line.startswith("#")]
     assert committed == result.output.splitlines(), (
         "manifests/examples/experiment-resource.yaml is stale: re-render it with "
-        "headroom submit manifests/examples/experiment.yaml --dry-run -n headroom"
+        "headroom cluster submit manifests/examples/experiment.yaml --dry-run -n headroom"
     )
 
 

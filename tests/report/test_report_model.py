@@ -126,6 +126,6 @@ def test_the_comparison_is_a_typed_document(tmp_path: Path) -> None:
     assert isinstance(typed, ComparisonDocument) and typed.schema_id == "headroom.comparison/2"
     as_json = document.comparison_document(
         store, None, store, None
-    ).to_dict()  # what `headroom compare --format json` prints
+    ).to_dict()  # what `headroom runs compare --format json` prints
     assert as_json == typed.to_dict() and ComparisonDocument.model_validate(as_json).to_dict() == as_json
     assert comparison.markdown(typed) == comparison.markdown(as_json)
