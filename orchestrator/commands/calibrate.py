@@ -54,7 +54,7 @@ def calibration_document(
     oracle: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``oracle``: per task id, its ``stats.bands.OracleCheck``; default: what the run's provenance holds."""
-    from orchestrator.engine.canary import run_problems
+    from orchestrator.engine.canary_verdict import run_problems
     from orchestrator.stats.analyze import jsonable
     from orchestrator.stats.bands import CPU_STEP, MIN_CPUS, reserved_memory, task_bands
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.spec.experiment import AgentSpec, RetryPolicy
-
 if TYPE_CHECKING:
     from orchestrator.backends.base import Backend
     from orchestrator.spec.experiment import Experiment
@@ -36,6 +34,9 @@ PROVENANCE_KEY = "oracle_check"
 
 def oracle_experiment(experiment: Experiment) -> Experiment:
     """The experiment's configurations and tasks, with the oracle as the agent: one attempt, no retries."""
+    # Here, not at the top: a report reads this module's ``lines`` and needs no experiment model.
+    from orchestrator.spec.experiment import AgentSpec, RetryPolicy
+
     return experiment.model_copy(
         update={
             "name": f"{experiment.name}-oracle-check",

@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from orchestrator.spec.evidence import Overcommit
-from orchestrator.spec.experiment import Experiment
-from orchestrator.spec.launch import Launch
 from orchestrator.spec.resources import MIB
-from orchestrator.spec.task import Task
+
+if TYPE_CHECKING:  # a report reads observed_by_config and needs none of the spec models (their import is costly)
+    from orchestrator.spec.evidence import Overcommit
+    from orchestrator.spec.experiment import Experiment
+    from orchestrator.spec.launch import Launch
+    from orchestrator.spec.task import Task
 
 PlacementMode = Literal["default", "limit-aware"]
 
@@ -84,6 +86,8 @@ class Placement:
                 life.unbounded_beside = life.unbounded_beside or others_unbounded > 0
 
     def finished(self, name: str) -> Overcommit | None:
+        from orchestrator.spec.evidence import Overcommit  # already loaded by the sweep that calls this
+
         with self._lock:
             life = self._live.pop(name, None)
         if life is None:

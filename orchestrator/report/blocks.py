@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Block(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class Rate(Block):

@@ -16,7 +16,7 @@ import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.engine.canary import of_run, run_problems
+from orchestrator.engine.canary_verdict import of_run, run_problems
 from orchestrator.engine.overcommit import observed_by_config
 from orchestrator.report.text import pct, pval
 

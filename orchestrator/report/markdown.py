@@ -38,7 +38,6 @@ from orchestrator.report.text import (
     rate,
     sign_counts,
 )
-from orchestrator.spec.experiment import RetryPolicy
 from orchestrator.stats.glossary import (
     ABSTENTION_RATE,
     CLUSTER_SCORE,
@@ -118,6 +117,9 @@ def retry_text(exp: Experiment) -> str:
     if n == 0:
         return "none: every infra error is final"
     reasons = retry.reasons or []
+    # Here, not at the top: the experiment models cost every report's start-up, and only retries need them.
+    from orchestrator.spec.experiment import RetryPolicy
+
     if sorted(reasons) == sorted(RetryPolicy().reasons):
         which = "infra errors a trial cannot cause itself (not OOM kills or the storage limit)"
     else:

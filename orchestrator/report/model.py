@@ -58,13 +58,13 @@ RateName = Literal[
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class _View(BaseModel):
     """A record another part of headroom writes: the fields a renderer reads are typed, the rest kept as written."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
 
 class RunSection(_Model):

@@ -21,6 +21,16 @@ from tests.taskfactory import write_task
 #: graphics and time-series packages it drags in) is an umbrella over what the statistics import
 #: directly; the cluster and Docker clients belong to other backends.
 NEVER = ("statsmodels.api", "statsmodels.tsa", "statsmodels.graphics.api", "kubernetes", "docker", "plotly")
+#: What runs a sweep, not what reads one: the canary's runner, the backends, the launch and the task loader and
+#: the experiment's pydantic models they bring (a tenth of a report's start-up). A report reads the canary's
+#: record through ``engine/canary_verdict.py`` and the overcommit through ``engine/overcommit.py``'s reader.
+SWEEP_ONLY = (
+    "orchestrator.engine.canary",
+    "orchestrator.engine.launch",
+    "orchestrator.backends.base",
+    "orchestrator.spec.experiment",
+    "orchestrator.tasks.loader",
+)
 PLOTTING = ("matplotlib",)
 
 PROBE = """
@@ -41,7 +51,7 @@ def loaded(tmp_path: Path, *args: str) -> list[str]:
     """Run one headroom command in a fresh interpreter; the heavy modules it had loaded when it exited."""
     dump = tmp_path / "modules.json"
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(dump), json.dumps([*NEVER, *PLOTTING]), *args],
+        [sys.executable, "-c", PROBE, str(dump), json.dumps([*NEVER, *SWEEP_ONLY, *PLOTTING]), *args],
         capture_output=True,
         text=True,
         timeout=300,
