@@ -38,6 +38,7 @@ from orchestrator.agents import host_sandbox as hb
 from orchestrator.agents.exec import COMMAND_VAR, SOCKET_VAR
 from orchestrator.agents.exec.server import ExecServer
 from orchestrator.agents.exec.target import ExecTarget, StepExec, StepExecTarget
+from orchestrator.contract import paths as cc
 from orchestrator.isolation.process import Limits, kill_tree, run_step
 from orchestrator.isolation.removal import remove_tree
 from orchestrator.isolation.sandbox import SandboxUnavailable
@@ -61,6 +62,24 @@ def environment_env(launch: Launch) -> dict[str, str]:
     """What a command exec'd in the environment sees of the agent's variables: the contract and the task's own,
     never the gateway's key or the agent's secrets."""
     return {k: v for k, v in launch.agent.env.items() if not k.startswith(GATEWAY_PREFIXES)}
+
+
+def exec_paths(workdir: str, *, task_dir: str = cc.TASK_DIR, logs_dir: str = cc.AGENT_LOGS) -> dict[str, str]:
+    """The contract's path variables of a command run through the exec channel: the agent step's, at the
+    environment's own paths (``HEADROOM_WORKDIR``, ``HEADROOM_TASK_DIR``, ``HEADROOM_LOGS_DIR``...). Every
+    backend's exec target gives them, so a command sees the same contract whichever backend runs it."""
+    env = cc.step_paths("agent", workdir, task_dir)
+    env["HEADROOM_LOGS_DIR"] = logs_dir
+    env["HEADROOM_AGENT_RESULT"] = f"{logs_dir}/result.json"
+    return env
+
+
+def exec_env(
+    launch: Launch, workdir: str, *, task_dir: str = cc.TASK_DIR, logs_dir: str = cc.AGENT_LOGS
+) -> dict[str, str]:
+    """Everything of the contract a command run through the exec channel sees: the agent's variables
+    (:func:`environment_env`: never the gateway's key, never a secret) and the paths (:func:`exec_paths`)."""
+    return {**environment_env(launch), **exec_paths(workdir, task_dir=task_dir, logs_dir=logs_dir)}
 
 
 def run_external(

@@ -62,6 +62,7 @@ $HEADROOM_EXEC -- sh -c 'exit 7'; echo "exit-rc=$?"
 $HEADROOM_EXEC -- sh -c 'env' | grep -c -e OPENAI -e HEADROOM_MODEL -e HR_AGENT_ENV; true
 $HEADROOM_EXEC -- sh -c 'cat /proc/self/cgroup | head -1'
 echo 42 > "$HEADROOM_LOGS_DIR/host-note.txt"
+$HEADROOM_EXEC --cwd / -- sh -c 'echo "contract=$HEADROOM_WORKDIR $HEADROOM_TASK_DIR $HEADROOM_LOGS_DIR"'
 $HEADROOM_EXEC -- sh -c 'sleep 300 >/dev/null 2>&1 &'
 """
     res = sweep(
@@ -96,8 +97,11 @@ $HEADROOM_EXEC -- sh -c 'sleep 300 >/dev/null 2>&1 &'
     assert (
         "kubepods" in lines[lines.index("exit-rc=7") + 2] or "headroom-realnode" in lines[lines.index("exit-rc=7") + 2]
     )
+    # The contract's variables reach a command run through pods/exec, as on the local and Docker backends (not the
+    # cwd asked for: the environment's work dir).
+    assert "contract=/tmp /headroom/task /logs/agent" in lines
     records = [r for r in execlog.parse(kept[names.EXEC_LOG]) if isinstance(r, execlog.ExecRecord)]
-    assert [r.exit_code for r in records] == [0, 0, None, 7, 0, 0, 0]
+    assert [r.exit_code for r in records] == [0, 0, None, 7, 0, 0, 0, 0]
     assert records[2].timed_out and records[1].cwd == "/" and records[0].cwd == "/tmp"
     assert kept[f"{names.LOGS_PREFIX}/host-note.txt"] == b"42\n"
 

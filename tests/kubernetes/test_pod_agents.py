@@ -227,3 +227,43 @@ def test_the_hosts_agent_facts_join_the_runners_and_the_runner_keeps_its_measure
     agent.merge(never)
     agent.remove()
     assert never.agent is not None and never.agent.spawn_error == agent.problem
+
+
+def test_a_command_through_the_pod_exec_channel_gets_the_contracts_variables_and_no_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pod's exec wrapper runs in a real sh here, with the variables the pod's agent container is built with
+    # (pod.build): a command the external agent runs sees the contract's paths and the task's variables, as
+    # through the local and Docker targets (exec_env, the one definition), and the gateway's key and the
+    # agent's secret never travel, neither in the pod nor in the exec's command line.
+    from orchestrator.agents.external import exec_env
+    from orchestrator.backends.kubernetes.external import exec_target
+    from orchestrator.backends.kubernetes.signals import AGENT_CONTAINER
+    from orchestrator.engine.launch import CONTRACT_PATHS
+
+    monkeypatch.setenv("MY_TOKEN", "s3cret-value")
+    launch = _launch(tmp_path, {"kind": "external", "command": "python3 my_agent.py", "env_passthrough": ["MY_TOKEN"]})
+    launch.agent.env["HEADROOM_MODEL_KEY"] = "gateway-key"
+    body = build(
+        launch, KubernetesOptions(workdir="/tmp"), bundle("prime-count", launch.task.path, launch.task.digest), "img"
+    )
+    containers = [*body["spec"]["containers"], *body["spec"].get("initContainers", [])]
+    (agent,) = [c for c in containers if c["name"] == AGENT_CONTAINER]
+    pod_env = {e["name"]: e["value"] for e in agent["env"] if "value" in e}
+    assert "s3cret-value" not in str(body) and "gateway-key" not in str(body)
+
+    target = exec_target(None, "ns", "pod", "/tmp")
+    names_ = sorted({*CONTRACT_PATHS, "HEADROOM_TASK_ID", "HEADROOM_SEED", "HEADROOM_TRIAL_ID"})
+    probe = "; ".join(f'echo "{n}=${{{n}:-}}"' for n in names_) + '; echo "HR=${HR_AGENT_ENV:-}"; env'
+    command = target.command(["sh", "-c", probe], cwd=None, env={"GREETING": "hi"}, timeout=30)
+    assert "s3cret-value" not in str(command) and "gateway-key" not in str(command)
+    assert "HEADROOM_INSTRUCTION=" not in str(command)  # the task's variables stay in the pod, not in every exec
+    r = subprocess.run(command, env={"PATH": "/usr/bin:/bin", **pod_env}, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    seen = dict(line.split("=", 1) for line in r.stdout.splitlines()[: len(names_) + 1])
+    want = exec_env(launch, "/tmp")  # what the Docker target gives a command in a container with WORKDIR /tmp
+    assert {n: seen[n] for n in names_} == {n: want[n] for n in names_}
+    assert seen["HEADROOM_WORKDIR"] == "/tmp" and seen["HEADROOM_LOGS_DIR"] == "/logs/agent"
+    assert seen["HEADROOM_TASK_DIR"] == "/headroom/task" and seen["HR"] == ""
+    rest = r.stdout.split("\n", len(names_) + 1)[-1]
+    assert "GREETING=hi" in rest and "HEADROOM_MODEL" not in rest and "MY_TOKEN" not in rest

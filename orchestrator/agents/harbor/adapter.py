@@ -92,10 +92,8 @@ class HeadroomEnvironment(BaseEnvironment):
             task_env_config=EnvironmentConfig(),
         )
         self.default_user = default_user
-        # Every exec gets the trial contract's variables, as the agent's own step would see them (a Pod's exec
-        # does not carry them): the task's solution and Harbor's commands may name $HEADROOM_WORKDIR and the like.
-        task_env: dict[str, str] = getattr(self, "_persistent_env", None) or {}
-        self._persistent_env = {**contract_env(), **task_env}
+        # Every exec already carries the trial contract's variables ($HEADROOM_WORKDIR and the like, which the
+        # task's solution and Harbor's commands may name): the exec channel gives them on every backend.
         #: Harbor path -> where it lives in this environment (only those moved)
         self.moved: dict[str, str] = {}
         #: whether the environment's logs dir is this process's logs dir (the same files, not a copy)
@@ -263,27 +261,6 @@ class HeadroomEnvironment(BaseEnvironment):
                     tar.extractall(out, filter=transfer_tar_filter)
         finally:
             await self._run(f"rm -f {shlex.quote(made)}", None, None, 30)
-
-
-#: The contract's variables, as the environment has them, that every exec carries (never the gateway's).
-CONTRACT_VARS = (
-    "HEADROOM_TASK_ID",
-    "HEADROOM_TRIAL_ID",
-    "HEADROOM_ATTEMPT",
-    "HEADROOM_TRY",
-    "HEADROOM_SEED",
-    "HEADROOM_CONFIG",
-    "HEADROOM_WORKDIR",
-    "HEADROOM_TASK_DIR",
-)
-
-
-def contract_env() -> dict[str, str]:
-    env = {k: os.environ[k] for k in CONTRACT_VARS if k in os.environ}
-    # the environment's logs dir is /logs/agent on every backend (here it may be the sandbox's own path)
-    env["HEADROOM_LOGS_DIR"] = str(EnvironmentPaths.agent_dir)
-    env["HEADROOM_AGENT_RESULT"] = str(EnvironmentPaths.agent_dir / "result.json")
-    return env
 
 
 def _gateway_env() -> None:

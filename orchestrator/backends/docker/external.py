@@ -14,7 +14,7 @@ import docker
 import docker.errors
 import requests
 
-from orchestrator.agents.external import environment_env, run_external
+from orchestrator.agents.external import exec_env, run_external
 from orchestrator.artifacts import ArtifactSink, artifacts_for, names
 from orchestrator.artifacts.codec import CHUNK
 from orchestrator.artifacts.sink import SLACK
@@ -38,8 +38,7 @@ def run_agent(
     self-report (written on the host)."""
     logs = host_dir / "logs"
     logs.mkdir(mode=0o700, exist_ok=True)
-    env = {**environment_env(launch), **cc.step_paths("agent", workdir)}
-    target = ContainerExec(api, stream_api, cid, env=env, workdir=workdir)
+    target = ContainerExec(api, stream_api, cid, env=exec_env(launch, workdir), workdir=workdir)
     run = run_external(
         launch,
         target,

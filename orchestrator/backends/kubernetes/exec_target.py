@@ -10,7 +10,9 @@ no working dir, variables or timeout for an exec, so each command is wrapped in 
   before its sweep): nothing the host sends later reaches the environment while the tests are handed over
   or the verifier runs;
 * takes the contract's agent variables (``HR_AGENT_ENV``, as the runner's agent step does) and hides the
-  runner's own ``HR_*`` ones, then the request's variables;
+  runner's own ``HR_*`` ones, then the contract's paths (``HEADROOM_WORKDIR``, ``HEADROOM_TASK_DIR``,
+  ``HEADROOM_LOGS_DIR``...: :func:`orchestrator.agents.external.exec_paths`, as the local and Docker targets give
+  them), then the request's variables;
 * changes to the working dir (the runner's ``$WORKDIR`` when none is asked for);
 * ends the command after its timeout with the image's ``timeout(1)`` (TERM, then KILL 2 s later: exit 124 or
   137), or, in an image without one, with a shell watcher (KILL: exit 124); its stdin is passed through.
@@ -75,16 +77,43 @@ def exports(env: Mapping[str, str]) -> str:
 
 
 class PodExec:
-    """Run commands in ``pod``'s ``container`` through ``pods/exec``; ``default_cwd`` for a request without one."""
+    """Run commands in ``pod``'s ``container`` through ``pods/exec``; ``default_cwd`` for a request without one.
+
+    ``env``: the contract's variables every command gets under the request's own (the paths; the task's and the
+    contract's other variables are in the pod already, as ``HR_AGENT_ENV``, so the instruction is not sent with
+    every exec). Never a secret: it travels in the exec's command line."""
 
     def __init__(
-        self, api_client: Any, namespace: str, pod: str, *, container: str, default_cwd: str | None = None
+        self,
+        api_client: Any,
+        namespace: str,
+        pod: str,
+        *,
+        container: str,
+        default_cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.api_client = api_client
         self.namespace = namespace
         self.pod = pod
         self.container = container
         self.default_cwd = default_cwd
+        self.env = dict(env or {})
+
+    def command(
+        self, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str] | None, timeout: int
+    ) -> list[str]:
+        """The ``pods/exec`` command of one request: :data:`WRAPPER` with its working dir, timeout and exports."""
+        return [
+            "sh",
+            "-c",
+            WRAPPER,
+            "headroom-exec",
+            cwd or self.default_cwd or "",
+            str(timeout),
+            exports({**self.env, **(env or {})}),
+            *argv,
+        ]
 
     def run(
         self,
@@ -99,16 +128,7 @@ class PodExec:
         if user:
             return ExecResult(exit_code=None, error="pods/exec runs as the container's own user: no --user on Pods")
         timeout = max(1, int(timeout_s or 3600))
-        command = [
-            "sh",
-            "-c",
-            WRAPPER,
-            "headroom-exec",
-            cwd or self.default_cwd or "",
-            str(timeout),
-            exports(env or {}),
-            *argv,
-        ]
+        command = self.command(argv, cwd=cwd, env=env, timeout=timeout)
         t0 = time.monotonic()
         try:
             # The wrapper's own timeout ends the command; the websocket's is a backstop for a lost connection.

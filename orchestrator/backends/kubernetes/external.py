@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.agents.external import run_external
+from orchestrator.agents.external import exec_paths, run_external
 from orchestrator.artifacts import artifacts_for, names
 from orchestrator.backends.kubernetes.exec_target import DONE, READY, PodExec
 from orchestrator.backends.kubernetes.pod import EXTERNAL_START_SLACK_S
@@ -39,6 +39,12 @@ from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch
 
 _WAIT_READY = f'while [ ! -e {READY} ]; do sleep 1; done; printf "%s" "${{HR_WORKDIR:-$PWD}}"'
+
+
+def exec_target(api_client: Any, namespace: str, pod: str, workdir: str) -> PodExec:
+    """The try's exec channel target: its commands get the contract's variables as on the other backends (the
+    paths from here, the task's and the contract's others from the pod's ``HR_AGENT_ENV``), never a secret."""
+    return PodExec(api_client, namespace, pod, container=AGENT_CONTAINER, default_cwd=workdir, env=exec_paths(workdir))
 
 
 class PodAgent:
@@ -85,7 +91,7 @@ class PodAgent:
             self.problem = f"the runner's agent phase did not start (exit {r.exit_code}): {r.stderr.strip()[:300]}"
             return
         workdir = r.stdout.strip() or "/"
-        target = PodExec(self.api_client, self.namespace, pod, container=AGENT_CONTAINER, default_cwd=workdir)
+        target = exec_target(self.api_client, self.namespace, pod, workdir)
         run = run_external(
             self.launch,
             target,

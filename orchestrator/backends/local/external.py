@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.agents.external import environment_env, run_external
+from orchestrator.agents.external import exec_env, run_external
 from orchestrator.artifacts import artifacts_for, names
 from orchestrator.backends.local.environment import EnvironmentGone, SandboxEnvironment
 from orchestrator.backends.local.runner import LocalRunner
@@ -34,12 +34,12 @@ def contract_agent(
     def agent(_exec: Any) -> StepFacts:
         cg = runner.cg
         oom_before = cg.oom_kills() if cg is not None else 0
+        where = runner.paths
         env = {
             **base_env,
-            **environment_env(launch),
+            **exec_env(launch, where["app"], task_dir=where["task"], logs_dir=where["agent_logs"]),
             **paths,
             **runner.dirs_env(),
-            "HEADROOM_LOGS_DIR": runner.paths["agent_logs"],
         }
         environment = SandboxEnvironment(
             runner.sandboxed,
