@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.errors import CgroupUnavailable
 from orchestrator.isolation import cgroups
 from tests.cli_run import headroom as run_cli
 
@@ -14,7 +15,7 @@ from tests.cli_run import headroom as run_cli
 def _cgroups_writable() -> bool:
     try:
         d = cgroups.detect("headroom-probe")
-    except cgroups.CgroupUnavailable:
+    except CgroupUnavailable:
         return False
     d.close()
     return True

@@ -39,9 +39,9 @@ from orchestrator.agents.exec import COMMAND_VAR, SOCKET_VAR
 from orchestrator.agents.exec.server import ExecServer
 from orchestrator.agents.exec.target import ExecTarget, StepExec, StepExecTarget
 from orchestrator.contract import paths as cc
+from orchestrator.errors import SandboxUnavailable
 from orchestrator.isolation.process import Limits, kill_tree, run_step
 from orchestrator.isolation.removal import remove_tree
-from orchestrator.isolation.sandbox import SandboxUnavailable
 from orchestrator.spec.facts import StepFacts
 from orchestrator.spec.launch import HostAgent, Launch
 

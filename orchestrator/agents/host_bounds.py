@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.errors import CgroupUnavailable
 from orchestrator.isolation import cgroups
 from orchestrator.isolation.storage import DiskWatcher
 from orchestrator.spec.launch import HostLimits
@@ -53,7 +54,7 @@ def driver() -> cgroups.CgroupDriver | str:
                 d = cgroups.detect(PARENT)
                 atexit.register(d.close)
                 _driver.append(d)
-            except (cgroups.CgroupUnavailable, OSError) as exc:
+            except (CgroupUnavailable, OSError) as exc:
                 _driver.append(f"no writable cgroup for host agents: {exc}")
         return _driver[0]
 

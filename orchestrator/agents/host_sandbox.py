@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.contract import agent_check
+from orchestrator.errors import SandboxUnavailable
 from orchestrator.isolation import sandbox, seccomp
-from orchestrator.isolation.sandbox import MASKED_PROC, SECCOMP_FD, SandboxUnavailable
+from orchestrator.isolation.sandbox import MASKED_PROC, SECCOMP_FD
 
 #: The agent's unprivileged host uid when headroom runs as root.
 AGENT_UID = 65534

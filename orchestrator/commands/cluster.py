@@ -27,7 +27,7 @@ from orchestrator.commands.options import (
     store_option,
 )
 from orchestrator.controller.main import controller as controller_command
-from orchestrator.errors import SpecError, UserError
+from orchestrator.errors import NotFaithful, SpecError, UserError
 from orchestrator.spec.unknown import first_validation_error
 
 
@@ -51,8 +51,9 @@ class Kube:
     """API handles for one command."""
 
     def __init__(self, kubeconfig: Path | None, context: str | None, namespace: str | None) -> None:
+        from orchestrator.errors import KubeConfigError
         from orchestrator.kube.api import client
-        from orchestrator.kube.client import KubeConfigError, connect, current_namespace
+        from orchestrator.kube.client import connect, current_namespace
 
         try:
             self.api = connect(kubeconfig, context)  # every file a KUBECONFIG list names, merged
@@ -139,7 +140,7 @@ def experiment_resource(
             profile = replace(profile, architectures=tuple(architectures(spec.kubernetes or KubernetesOptions())))
         got = faithful.check_experiment(spec, load_tasks(folder, spec.tasks), profile)
         if got.lines:
-            raise faithful.NotFaithful("kubernetes", got.lines)
+            raise NotFaithful("kubernetes", got.lines)
         spec = spec.model_copy(update={"task_source": type(spec.task_source)(bundle=push_tasks(folder))})
     meta["name"] = name or meta.get("name") or dns_name(spec.name)
     meta["namespace"] = namespace

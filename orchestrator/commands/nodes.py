@@ -54,8 +54,9 @@ def nodes() -> None:
 def advertise(selectors: tuple[str, ...], remove: bool, kubeconfig: Path | None, kube_context: str | None) -> None:
     """Advertise headroom.dev/memory-limit-mib (= allocatable memory in MiB) on nodes, for --placement limit-aware."""
     from orchestrator.backends.kubernetes import limit_resource as lr
+    from orchestrator.errors import KubeConfigError
     from orchestrator.kube.api import ApiException, client
-    from orchestrator.kube.client import KubeConfigError, connect
+    from orchestrator.kube.client import connect
 
     selector = _selector(selectors)
     try:

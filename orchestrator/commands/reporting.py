@@ -120,7 +120,8 @@ def report(
     from pydantic import ValidationError
 
     from orchestrator.commands.outputs import check_file
-    from orchestrator.spec.resources import LabelError, ResourceConfig
+    from orchestrator.errors import LabelError
+    from orchestrator.spec.resources import ResourceConfig
 
     fmt = output_format(fmt, output, REPORT_FORMATS)
     if fmt == "html" and output is None:

@@ -57,7 +57,8 @@ def parse_multipliers(text: str) -> list[ResourceConfig]:
     """The configurations --multipliers names; a spelling that reads two ways is refused (see ambiguous)."""
     from pydantic import ValidationError
 
-    from orchestrator.spec.resources import LabelError, ResourceConfig
+    from orchestrator.errors import LabelError
+    from orchestrator.spec.resources import ResourceConfig
 
     parts = [part.strip() for part in text.split(",") if part.strip()]
     for part in parts:
@@ -198,7 +199,7 @@ def make_backend(experiment: Experiment, enforcement: str) -> Backend:
     """The experiment's backend; the local one takes --enforcement, the others their experiment section."""
     if experiment.backend == "local":
         from orchestrator.backends.local.backend import LocalBackend
-        from orchestrator.isolation.cgroups import CgroupUnavailable
+        from orchestrator.errors import CgroupUnavailable
 
         try:
             return LocalBackend(enforcement)  # type: ignore[arg-type]

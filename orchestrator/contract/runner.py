@@ -45,17 +45,6 @@ Role = Literal["agent", "verifier"]
 TAIL_BYTES = 4096
 
 
-class NotRegular(Exception):
-    """:meth:`StepRunner.read_file` found something other than a small regular file."""
-
-
-class Tainted(Exception):
-    """After :meth:`StepRunner.stop_all` the backend still sees a process it did not start for the verifier.
-
-    Only an agent can bring this about (a keep-alive binary it replaced): the try is the agent's failure.
-    """
-
-
 @runtime_checkable
 class StepRunner(Protocol):
     """One try's environment, as the trial contract drives it. See the module docstring for each operation."""

@@ -22,7 +22,8 @@ from orchestrator.contract import agent_check, sanitiser, verifier_env
 from orchestrator.contract import paths as cc
 from orchestrator.contract.outputs import MAX_READ, parse_agent_result, parse_reward
 from orchestrator.contract.phases import Phase
-from orchestrator.contract.runner import HostWalk, NotRegular, StepRunner, Tainted
+from orchestrator.contract.runner import HostWalk, StepRunner
+from orchestrator.errors import NotRegular, Tainted
 from orchestrator.spec.evidence import AgentSetup
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.outcome import InfraReason

@@ -31,16 +31,13 @@ from orchestrator.controller.resources import (
     TrialSpec,
     TrialStatus,
 )
+from orchestrator.errors import SchemaError
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_DIRS = (REPO / "helm" / "headroom" / "crds", REPO / "manifests" / "crds")
 
 # Keywords a CRD schema accepts (apiextensions JSONSchemaProps), minus the ones we drop.
 _DROP = {"title", "examples", "$schema"}
-
-
-class SchemaError(ValueError):
-    """A model uses a construct a structural schema cannot express."""
 
 
 def structural_schema(model: type[BaseModel]) -> dict[str, Any]:

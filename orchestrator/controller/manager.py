@@ -30,7 +30,8 @@ from orchestrator.controller.resources import (
     TRIAL_PLURAL,
     VERSION,
 )
-from orchestrator.controller.workqueue import ShutDown, WorkQueue
+from orchestrator.controller.workqueue import WorkQueue
+from orchestrator.errors import ShutDown
 from orchestrator.kube.api import client
 from orchestrator.kube.client import KubeClient, connect
 from orchestrator.kube.watch import Informer, wait_synced

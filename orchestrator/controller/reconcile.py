@@ -63,7 +63,7 @@ from orchestrator.controller.resources import (
 from orchestrator.engine import faithful
 from orchestrator.engine.plan import plan
 from orchestrator.engine.settle import unstorable
-from orchestrator.errors import SpecError
+from orchestrator.errors import CatalogPending, SpecError, SpecInvalid, StatusConflict
 from orchestrator.kube.api import ApiException, client
 from orchestrator.kube.watch import Informer
 from orchestrator.spec.facts import TrialFacts
@@ -82,10 +82,6 @@ IN_FLIGHT_RESYNC = 10.0
 WRITE_ATTEMPTS = 5
 
 
-class StatusConflict(RuntimeError):
-    """A status write kept meeting a newer version of the object."""
-
-
 def _transient(exc: BaseException) -> bool:
     """A failed write that may succeed on the next pass, as opposed to the API server refusing what was written."""
     if isinstance(exc, ApiException):
@@ -97,10 +93,6 @@ def run_id_of(experiment: dict[str, Any]) -> str:
     """Stable for the life of the Experiment object, different for a re-created one; a valid label value."""
     meta = experiment["metadata"]
     return f"{meta['name'][:54].rstrip('-.')}-{meta['uid'][:8]}"
-
-
-class SpecInvalid(Exception):
-    """The Experiment can never run as written (the API server's schema cannot see this)."""
 
 
 @dataclass
@@ -178,7 +170,7 @@ class Reconciler:
         except SpecError as exc:
             self._fail(exp, previous, "TasksUnavailable", exc.one_line(), terminal=False)
             return 30.0
-        except taskimage.CatalogPending:
+        except CatalogPending:
             return 2.0  # the task-set image's catalog pod is still running
         run_id = run_id_of(exp)
         book = ledger(planned.trials, self._trials_of(run_id))

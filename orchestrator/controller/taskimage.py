@@ -28,7 +28,7 @@ from typing import Any
 
 from orchestrator.agentio import safejson
 from orchestrator.backends.kubernetes.pod import MANAGED_BY
-from orchestrator.errors import SpecError
+from orchestrator.errors import CatalogPending, SpecError
 from orchestrator.kube.api import ApiException, client
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.task import Task
@@ -51,10 +51,6 @@ _STUCK = {
     "CreateContainerError",
 }
 _RESOURCES = {"cpu": "50m", "memory": "32Mi"}
-
-
-class CatalogPending(Exception):
-    """The catalog pod has not finished yet: look again in a moment."""
 
 
 def ref_key(image: str) -> str:

@@ -17,9 +17,7 @@ import time
 from collections import deque
 from collections.abc import Hashable
 
-
-class ShutDown(Exception):
-    """The queue was shut down."""
+from orchestrator.errors import ShutDown
 
 
 class WorkQueue:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import SpecError, UserError
+from orchestrator.errors import NotFaithful, UserError
 from orchestrator.tasks.needs import (
     ARCH,
     COMPOSE,
@@ -40,17 +40,6 @@ if TYPE_CHECKING:
 #: Classes in the order the refusal lists them.
 ORDER = (IMAGE, COMPOSE, GPUS, TPU, ARCH, OS, INTERNET)
 SHOWN_TASKS = 5
-
-
-class NotFaithful(SpecError):
-    """The tasks a backend cannot run faithfully: one line per class of need."""
-
-    def __init__(self, backend: str, lines: list[str]) -> None:
-        self.lines = lines
-        super().__init__(
-            f"refused before anything ran: {len(lines)} kind(s) of task the {backend} backend cannot run "
-            "faithfully\n" + "\n".join(f"  {line}" for line in lines)
-        )
 
 
 @dataclass(frozen=True)

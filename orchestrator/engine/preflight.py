@@ -153,7 +153,7 @@ def check_in_host_sandbox(experiment: Experiment, env: dict[str, str]) -> str | 
     same PATH, the same working directory; None-or-note as :func:`check_on_host`. Unsandboxed (declared
     trusted, no sandbox here): on the host, in headroom's working directory."""
     from orchestrator.agents import host_sandbox as hb
-    from orchestrator.isolation.sandbox import SandboxUnavailable
+    from orchestrator.errors import SandboxUnavailable
 
     agent = experiment.agent
     assert agent.command is not None

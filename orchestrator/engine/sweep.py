@@ -57,7 +57,7 @@ def host_sandbox_facts(experiment: Experiment, tasks: list[Task], store: Path | 
     """An external agent's sandbox on this host, as provenance records it; :class:`SpecError` (one line) when it
     cannot start and the agent is not declared trusted, or when what it would show holds the tasks or the store."""
     from orchestrator.agents import host_bounds, host_sandbox
-    from orchestrator.isolation.sandbox import SandboxUnavailable
+    from orchestrator.errors import SandboxUnavailable
     from orchestrator.spec.launch import HostLimits
 
     agent = harbor.hosted(experiment).agent

@@ -30,16 +30,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.errors import CgroupUnavailable
 from orchestrator.processes import pid_alive
 from orchestrator.spec.resources import ResourceAmounts
 
 CFS_PERIOD_US = 100_000
 #: Processes and threads one trial may hold at once (the kubelet's podPidsLimit).
 TRIAL_PIDS_MAX = 4096
-
-
-class CgroupUnavailable(RuntimeError):
-    """No writable cgroup hierarchy with the memory and cpu controllers."""
 
 
 def _read_int(path: Path) -> int | None:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from orchestrator.errors import FilterUnavailable, SandboxUnavailable
 from orchestrator.isolation import seccomp
 
 S = TypeVar("S")
@@ -70,10 +71,6 @@ _OPEN_FILTER = f'exec {SECCOMP_FD}<"$1" || exit 127; shift; exec "$@"'
 #: Task entries a step never sees unless it is named for it.
 TESTS_DIR = "tests"
 SOLUTION_DIR = "solution"
-
-
-class SandboxUnavailable(RuntimeError):
-    """bubblewrap is missing or cannot create namespaces here."""
 
 
 @dataclass(frozen=True)
@@ -240,7 +237,7 @@ def probe_with(make: Callable[[Tools], S], argv: Callable[[S], list[str]]) -> S:
         flt: seccomp.Filter | None = seccomp.build()
         offline: seccomp.Filter | None = seccomp.build(network=False)
         reason = None
-    except seccomp.FilterUnavailable as exc:
+    except FilterUnavailable as exc:
         flt, offline, reason = None, None, str(exc)
     tools = Tools(bwrap, setpriv, flt, offline, reason)
     box = make(tools)

@@ -47,6 +47,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.errors import FilterUnavailable
+
 #: Refused in every sandboxed step: the kernel keyring and io_uring (see the module doc).
 BLOCKED = ("add_key", "keyctl", "request_key", "io_uring_setup", "io_uring_enter", "io_uring_register")
 #: What a refused call returns: Docker's default profile answers EPERM too.
@@ -55,10 +57,6 @@ ERRNO = errno.EPERM
 OFFLINE_FAMILIES = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10}
 #: socketcall(2)'s call numbers that create sockets (linux/net.h SYS_SOCKET, SYS_SOCKETPAIR).
 _SOCKETCALL_CREATES = (1, 8)
-
-
-class FilterUnavailable(RuntimeError):
-    """libseccomp (or its binding) is missing, or it cannot compile the program here."""
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from orchestrator.errors import KubeConfigError
 from orchestrator.kube.requests import RequestCounter, describe
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -24,10 +25,6 @@ class RequestMetrics(Protocol):
 
     api_requests: Any
     api_errors: Any
-
-
-class KubeConfigError(Exception):
-    """No cluster can be reached with the configuration given (a user's mistake: one line, exit 2)."""
 
 
 class KubeClient(client.ApiClient):

@@ -18,11 +18,8 @@ from kubernetes import client
 from kubernetes.stream import stream
 from websocket import WebSocketConnectionClosedException
 
+from orchestrator.errors import ExecError
 from orchestrator.kube.client import KubeClient
-
-
-class ExecError(Exception):
-    """The command could not be run (no such container, the runtime refused): the server's own message."""
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from typing import Any, TypedDict
 
 import pandas as pd
 
-from orchestrator.errors import UserError
+from orchestrator.errors import NothingToCompare, UserError
 from orchestrator.report import checks, inferred
 from orchestrator.report.model import SCHEMA, SCHEMA_VERSION, ComparisonDocument, ProvenanceMix, ReportDocument
 from orchestrator.stats import scoring_rules as rules_mod
-from orchestrator.stats.analyze import NothingToCompare, analyze, compare_runs, scoring_rules_block
+from orchestrator.stats.analyze import analyze, compare_runs, scoring_rules_block
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
 from orchestrator.store.frame import config_facts
 from orchestrator.store.sqlite import RunInfo, Store

@@ -32,6 +32,8 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orchestrator.errors import LabelError
+
 _MULT = r"(\d+(?:\.\d+)?)x?"
 _LABEL_RE = re.compile(
     rf"^(?:(?P<strict>{_MULT})-strict|(?P<req>{_MULT})/(?P<lim>{_MULT}|unbounded)|(?P<single>{_MULT})|(?P<unb>unbounded))$"
@@ -39,10 +41,6 @@ _LABEL_RE = re.compile(
 
 Multiplier = Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)]
 TASK_BAND: Final = "task-band"
-
-
-class LabelError(ValueError):
-    """A configuration label that cannot be parsed."""
 
 
 def _fmt(m: float) -> str:

@@ -47,6 +47,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from orchestrator.errors import NothingToCompare
+
 from . import calibration, power, scoring_rules
 from .aggregate import (
     ABSTAINED,
@@ -410,10 +412,6 @@ def _result(
         "drift": drift_check(df),
         "notes": agg.notes,
     }
-
-
-class NothingToCompare(ValueError):
-    """The two runs share no task, or no configuration ran a shared task in both: no paired comparison exists."""
 
 
 def _align(agg: Aggregates, c: int, tasks: list[str]) -> np.ndarray:

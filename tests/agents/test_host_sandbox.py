@@ -34,7 +34,7 @@ UPSTREAM_KEY = "sk-host-sandbox-upstream-0123456789abcdef"
 #: the host sandbox's probe failing, everything else real.
 NO_SANDBOX = (
     "import sys; from orchestrator.agents import host_sandbox as hb; "
-    "from orchestrator.isolation.sandbox import SandboxUnavailable\n"
+    "from orchestrator.errors import SandboxUnavailable\n"
     "def refuse(): raise SandboxUnavailable('bubblewrap (bwrap) is not installed')\n"
     "hb._probe = refuse; sys.argv[0] = 'headroom'; from orchestrator.cli import main; main()"
 )

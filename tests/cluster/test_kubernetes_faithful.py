@@ -31,6 +31,7 @@ from orchestrator.controller.metrics import Metrics
 from orchestrator.controller.reconcile import Reconciler
 from orchestrator.controller.resources import API_VERSION, EXPERIMENT_PLURAL, GROUP, TRIAL_PLURAL, VERSION
 from orchestrator.engine import faithful, sweep
+from orchestrator.errors import NotFaithful
 from orchestrator.kube.watch import Informer, wait_synced
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
@@ -146,7 +147,7 @@ def test_a_task_for_a_cpu_no_schedulable_node_has_is_refused_and_one_a_node_has_
 
     try:
         both = experiment("for-s390x", "for-arm64")
-        with pytest.raises(faithful.NotFaithful) as refused:
+        with pytest.raises(NotFaithful) as refused:
             sweep.start(both, sweep.prepare(both), store, backend)
         (line,) = refused.value.lines
         assert line.startswith("CPU architecture: 1 task needs s390x CPUs and no schedulable node has them")

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from orchestrator.controller import crd
 from orchestrator.controller.resources import ExperimentResourceSpec
+from orchestrator.errors import SchemaError
 from orchestrator.spec.experiment import Experiment
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,7 +76,7 @@ def test_unions_without_a_structural_form_are_refused() -> None:
     class Bad(BaseModel):
         value: int | list[str]
 
-    with pytest.raises(crd.SchemaError, match="value"):
+    with pytest.raises(SchemaError, match="value"):
         crd.structural_schema(Bad)
 
 

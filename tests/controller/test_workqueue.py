@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from orchestrator.controller.workqueue import ShutDown, WorkQueue
+from orchestrator.controller.workqueue import WorkQueue
+from orchestrator.errors import ShutDown
 
 
 def test_keys_added_many_times_are_processed_once() -> None:

@@ -16,10 +16,11 @@ from orchestrator.engine.classify import classify
 from orchestrator.engine.execute import execute
 from orchestrator.engine.plan import plan
 from orchestrator.engine.sweep import prepare, start
+from orchestrator.errors import LabelError
 from orchestrator.isolation import cgroups
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
-from orchestrator.spec.resources import LabelError, ResourceConfig, scale
+from orchestrator.spec.resources import ResourceConfig, scale
 from orchestrator.store.sqlite import Store
 from tests.taskfactory import write_task
 

@@ -35,6 +35,7 @@ from rich.console import Console
 
 from orchestrator.agentio.redact import transformed
 from orchestrator.artifacts import reader
+from orchestrator.errors import SandboxUnavailable
 from orchestrator.isolation import sandbox
 from orchestrator.report import document, render, terminal
 from orchestrator.store.sqlite import Store
@@ -43,7 +44,7 @@ from tests.evidence_check import assert_fits_schema
 try:
     sandbox.probe()
     SANDBOX = True
-except sandbox.SandboxUnavailable:
+except SandboxUnavailable:
     SANDBOX = False
 #: The corpus attacks for real: without the sandbox it would damage this checkout (e.g. shadow python3 in .venv).
 requires_sandbox = pytest.mark.skipif(not SANDBOX, reason="bubblewrap sandbox unavailable (scripts/install-sandbox.sh)")

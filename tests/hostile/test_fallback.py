@@ -11,6 +11,7 @@ from rich.console import Console
 from orchestrator.agentio.redact import REDACTED, redact_text, secret_values
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.engine.sweep import prepare, run, start
+from orchestrator.errors import FilterUnavailable, SandboxUnavailable
 from orchestrator.isolation import sandbox, seccomp
 from orchestrator.report import document, render, terminal
 from orchestrator.spec.experiment import Experiment
@@ -29,7 +30,7 @@ def test_a_missing_bwrap_falls_back_loudly_or_is_refused(monkeypatch: pytest.Mon
         assert backend.facts()["isolation"] == {"tool": None, "fallback_reason": "bubblewrap (bwrap) is not installed"}
     finally:
         backend.close()
-    with pytest.raises(sandbox.SandboxUnavailable):
+    with pytest.raises(SandboxUnavailable):
         LocalBackend(isolation="sandbox")
 
 
@@ -66,7 +67,7 @@ def test_named_secrets_are_redacted_whatever_their_length(monkeypatch: pytest.Mo
 def test_a_seccomp_filter_that_cannot_be_built_is_said_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
     # Stands in for a machine without libseccomp: the sandbox still runs, without the keyring filter, and says so.
     def no_filter() -> None:
-        raise seccomp.FilterUnavailable("libseccomp is not usable (RuntimeError: Unable to find libseccomp)")
+        raise FilterUnavailable("libseccomp is not usable (RuntimeError: Unable to find libseccomp)")
 
     monkeypatch.setattr(seccomp, "build", no_filter)
     backend = LocalBackend()

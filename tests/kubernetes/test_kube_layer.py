@@ -13,8 +13,9 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from orchestrator.errors import KubeConfigError
 from orchestrator.kube import finalizers
-from orchestrator.kube.client import KubeConfigError, configuration, current_namespace, kubeconfig_files
+from orchestrator.kube.client import configuration, current_namespace, kubeconfig_files
 from orchestrator.kube.errors import Failure, classify
 from orchestrator.kube.requests import describe
 

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from orchestrator.stats.analyze import NothingToCompare, compare_runs
+from orchestrator.errors import NothingToCompare
+from orchestrator.stats.analyze import compare_runs
 from orchestrator.stats.paired import task_paired
 from tests.stats.conftest import frame_from_outcomes
 

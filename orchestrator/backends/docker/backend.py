@@ -53,7 +53,7 @@ from orchestrator.contract import agent_check, carry, sanitiser
 from orchestrator.contract import paths as cc
 from orchestrator.contract.phases import Phase
 from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
-from orchestrator.errors import UserError
+from orchestrator.errors import EngineBlind, ImageUnavailable, TryCancelled, UserError, VerifierLost
 from orchestrator.isolation.cgroups import TrialCgroup, cpu_shares
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.evidence import ContainerState, CpuThrottling, MemoryEvents
@@ -67,9 +67,9 @@ from orchestrator.tasks.needs import normalize_arch
 from . import cgroup as cgroup_mod
 from . import external as docker_external
 from . import steps
-from .images import ImageResolver, ImageUnavailable
+from .images import ImageResolver
 from .labels import LAUNCH, MANAGED, OWNER, RUN, Owner
-from .runner import DockerRunner, EngineBlind, VerifierLost, handover_archive
+from .runner import DockerRunner, handover_archive
 
 KEEP_ALIVE = ["sleep", "infinity"]
 #: The verifier's keep-alive: ``sleep`` found on the system's own PATH, never on an image PATH that may name a
@@ -137,10 +137,6 @@ def engine_version(version: dict[str, Any], engine: str) -> str | None:
         if engine == "podman" and "podman" in str(c.get("Name", "")).lower():
             return c.get("Version")
     return version.get("Version")
-
-
-class _Cancelled(Exception):
-    pass
 
 
 class _OomCounter:
@@ -591,7 +587,7 @@ class DockerBackend(ThreadedBackend):
             task_toml_bytes = (Path(launch.task.path) / agent_view.TASK_TOML).read_bytes()
             carried = carry.roots(work, carry.declared(task_toml_bytes))
             if cancelled.is_set():
-                raise _Cancelled
+                raise TryCancelled
             try:
                 volumes = self._create_volumes(launch, carried)
                 cid = self._create(launch, image.id, volumes)
@@ -612,7 +608,7 @@ class DockerBackend(ThreadedBackend):
                 make_verifier=lambda: self._create(launch, image.id, volumes, verifier=True),
             )
             return facts
-        except _Cancelled:
+        except TryCancelled:
             facts.setup_error = "cancelled"
             return facts
         except _API_ERRORS as exc:
@@ -739,7 +735,7 @@ class DockerBackend(ThreadedBackend):
         if launch.agent_dir:
             agent_env["HEADROOM_AGENT_DIR"] = docker_external.AGENT_DIR
         if cancelled.is_set():
-            raise _Cancelled
+            raise TryCancelled
         forbidden = [cc.TESTS, cc.VERIFIER_LOGS, VERIFIER_TASK_DIR, *(() if oracle else (cc.SOLUTION,))]
         assert launch.verifier is not None  # refused in run() otherwise
         setup = launch.agent_setup
@@ -793,7 +789,7 @@ class DockerBackend(ThreadedBackend):
         except (EngineBlind, VerifierLost) as exc:
             facts.infra_hint, facts.infra_detail = InfraReason.OTHER, str(exc)
         if cancelled.is_set():
-            raise _Cancelled
+            raise TryCancelled
 
     @staticmethod
     def _runtime_oom(state: dict[str, Any], steps_run: list[StepFacts]) -> None:

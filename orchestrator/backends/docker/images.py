@@ -20,6 +20,7 @@ from typing import Any
 import docker
 import docker.errors
 
+from orchestrator.errors import ImageUnavailable
 from orchestrator.spec.evidence import ContainerImage
 from orchestrator.spec.launch import TaskSource
 from orchestrator.tasks.environment_image import built_image_ref
@@ -27,10 +28,6 @@ from orchestrator.tasks.environment_image import built_image_ref
 from .labels import MANAGED
 
 MAX_BUILD_LOG = 4000
-
-
-class ImageUnavailable(Exception):
-    """The image could be neither found, pulled nor built; the text says why."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import docker.errors
 
-from orchestrator.contract.runner import NotRegular, Role
+from orchestrator.contract.runner import Role
+from orchestrator.errors import EngineBlind, NotRegular, VerifierLost
 from orchestrator.spec.facts import StepFacts
 
 from . import steps
@@ -36,14 +37,6 @@ from .external import volume_dir
 
 if TYPE_CHECKING:
     from .backend import _Container
-
-
-class EngineBlind(Exception):
-    """The verifier's container's cgroup cannot be read and the engine reports no OOM kills (Podman)."""
-
-
-class VerifierLost(Exception):
-    """The verifier's container (the pristine image, untouched by the agent) did not start or keep running."""
 
 
 def handover_archive(items: Sequence[tuple[Path | None, str]]) -> bytes:

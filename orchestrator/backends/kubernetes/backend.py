@@ -28,10 +28,10 @@ from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWor
 from orchestrator.backends.kubernetes.external import PodAgent
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.run_cache import RunCache
-from orchestrator.errors import UserError
+from orchestrator.errors import KubeConfigError, UserError
 from orchestrator.kube import finalizers
 from orchestrator.kube.api import ApiException, client
-from orchestrator.kube.client import KubeConfigError, connect, counted
+from orchestrator.kube.client import connect, counted
 from orchestrator.kube.errors import API_ERRORS, Failure, api_message, classify
 from orchestrator.spec.evidence import ApiRefusal, QueueHold
 from orchestrator.spec.facts import TrialFacts

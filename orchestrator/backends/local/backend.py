@@ -28,6 +28,7 @@ from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.contract import agent_check
 from orchestrator.contract.phases import Phase
 from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
+from orchestrator.errors import CgroupUnavailable, SandboxUnavailable
 from orchestrator.isolation import cgroups, sandbox
 from orchestrator.isolation.process import Limits, kill_tree
 from orchestrator.isolation.removal import BackgroundRemoval, remove_tree
@@ -137,7 +138,7 @@ class LocalBackend(ThreadedBackend):
         if enforcement in ("auto", "cgroup"):
             try:
                 self.driver = cgroups.detect(name)
-            except cgroups.CgroupUnavailable as exc:
+            except CgroupUnavailable as exc:
                 if enforcement == "cgroup":
                     raise
                 self.fallback_reason = str(exc)
@@ -146,7 +147,7 @@ class LocalBackend(ThreadedBackend):
         if isolation in ("auto", "sandbox"):
             try:
                 self.sandbox = sandbox.probe()
-            except sandbox.SandboxUnavailable as exc:
+            except SandboxUnavailable as exc:
                 if isolation == "sandbox":
                     if self.driver:
                         self.driver.close()

@@ -25,6 +25,7 @@ from typing import cast
 
 from orchestrator.agents.exec import wire
 from orchestrator.agents.exec.target import MAX_OUTPUT, ExecResult
+from orchestrator.errors import EnvironmentGone
 from orchestrator.isolation.cgroups import TrialCgroup
 from orchestrator.isolation.process import kill_tree
 
@@ -102,10 +103,6 @@ JOIN_CGROUP = (
     'for f in $HEADROOM_CG_PROCS; do echo $$ > "$f" || { echo "headroom: cannot join cgroup $f" >&2; exit 111; }; done; '
     'unset HEADROOM_CG_PROCS; exec "$@"'
 )
-
-
-class EnvironmentGone(RuntimeError):
-    """The sandbox's process server is not running (it could not start, or the trial's limits killed it)."""
 
 
 def python() -> str:

@@ -10,8 +10,9 @@ from typing import Any
 
 from orchestrator.agents.external import exec_env, run_external
 from orchestrator.artifacts import artifacts_for, names
-from orchestrator.backends.local.environment import EnvironmentGone, SandboxEnvironment
+from orchestrator.backends.local.environment import SandboxEnvironment
 from orchestrator.backends.local.runner import LocalRunner
+from orchestrator.errors import EnvironmentGone
 from orchestrator.spec.facts import StepFacts
 from orchestrator.spec.launch import Launch
 

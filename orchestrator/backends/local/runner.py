@@ -19,7 +19,8 @@ from pathlib import Path
 
 from orchestrator.contract import sanitiser
 from orchestrator.contract.outputs import read_regular_file
-from orchestrator.contract.runner import NotRegular, Role
+from orchestrator.contract.runner import Role
+from orchestrator.errors import NotRegular
 from orchestrator.isolation import cgroups, sandbox
 from orchestrator.isolation.process import Limits, kill_tree, run_step
 from orchestrator.spec.facts import StepFacts
