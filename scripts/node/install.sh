@@ -11,7 +11,7 @@
 #    init system): it starts its own, with its own config, socket, root and state
 #    under the session's temp folder.
 # 2. The local images (scripts/images/build.sh): headroom.local/debian-base (Debian +
-#    python3) and headroom.local/pause, cached by the digest of their inputs.
+#    debian-base.packages: python3, tmux, ...) and headroom.local/pause, cached by the digest of their inputs.
 # The kubelet itself is built with the control plane by scripts/k8s/build.sh.
 set -Eeuo pipefail
 

@@ -1,7 +1,8 @@
-"""Harbor's agents on Pods, on the real node: Harbor's oracle and nop, unchanged, run on this host in their sandbox
-(Harbor's own interpreter, orchestrator/agents/harbor/adapter.py) and act on the try's pod only over ``pods/exec``;
-the verdict comes from the in-pod runner. (terminus-2 needs tmux in the environment, which the node's test image
-does not hold: it is tested on the local backend, tests/agents/test_harbor_agent.py.)
+"""Harbor's agents on Pods, on the real node: Harbor's oracle, nop and terminus-2, unchanged, run on this host in their
+sandbox (Harbor's own interpreter, orchestrator/agents/harbor/adapter.py) and act on the try's pod only over
+``pods/exec``; the verdict comes from the in-pod runner. terminus-2 drives a tmux session inside the pod (the node's
+test image, scripts/images/debian-base.packages, carries tmux) as the pod's non-root user under Pod Security
+``restricted``; its model is tests/agents/fake_model.py, a scripted server on loopback standing in for a provider.
 """
 
 from __future__ import annotations
@@ -10,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents.test_harbor_agent import check_nop_fails, check_oracle_passes, requires_harbor
+from tests.agents.test_harbor_agent import (
+    check_nop_fails,
+    check_oracle_passes,
+    check_terminus_2_solves,
+    requires_harbor,
+)
 
 from .conftest import RealNodeHandle
 from .plane import Cluster
@@ -38,4 +44,12 @@ def test_harbors_oracle_passes_on_pods(cluster: Cluster, real_node: RealNodeHand
 def test_harbors_nop_fails_on_pods(cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path) -> None:
     ns, extra = _pods(cluster, real_node, "harbornop")
     check_nop_fails(tmp_path, extra)
+    assert cluster.core.list_namespaced_pod(ns).items == []
+
+
+def test_terminus_2_solves_a_task_with_a_scripted_model_on_pods(
+    cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path
+) -> None:
+    ns, extra = _pods(cluster, real_node, "harborterminus")
+    check_terminus_2_solves(tmp_path, extra)
     assert cluster.core.list_namespaced_pod(ns).items == []

@@ -1,9 +1,9 @@
-"""Harbor's agents on the Docker backend: Harbor's oracle and nop, unchanged, on the host in their sandbox, acting in
-the try's container through ``exec`` (tests/agents/test_harbor_agent.py has the local runs and terminus-2).
+"""Harbor's agents on the Docker backend: Harbor's oracle, nop and terminus-2, unchanged, on the host in their
+sandbox, acting in the try's container through ``exec`` (tests/agents/test_harbor_agent.py has the local runs).
 
-terminus-2 is not run here: it drives a tmux session inside the environment, the test base image
-(scripts/images/debian-base.packages: bash, coreutils, python3, procps) has no tmux, and with no registry reachable
-its own fallback (apt-get install tmux) cannot fetch one.
+terminus-2 drives a tmux session inside the container: the test base image carries tmux
+(scripts/images/debian-base.packages), since with no registry reachable its own fallback (apt-get install tmux) could
+not fetch one. Its model is tests/agents/fake_model.py, a scripted server on loopback standing in for a provider.
 """
 
 from __future__ import annotations
@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents.test_harbor_agent import check_nop_fails, check_oracle_passes, requires_harbor
+from tests.agents.test_harbor_agent import (
+    check_nop_fails,
+    check_oracle_passes,
+    check_terminus_2_solves,
+    requires_harbor,
+)
 
 from .fixtures import BASE_TAG, DockerEnv
 
@@ -26,4 +31,9 @@ def test_harbors_oracle_passes_in_a_container(docker_env: DockerEnv, tmp_path: P
 
 def test_harbors_nop_fails_in_a_container(docker_env: DockerEnv, tmp_path: Path) -> None:
     check_nop_fails(tmp_path, {"backend": "docker", "image": BASE_TAG}, env={"DOCKER_HOST": docker_env.host})
+    assert docker_env.managed_containers() == []
+
+
+def test_terminus_2_solves_a_task_with_a_scripted_model_in_a_container(docker_env: DockerEnv, tmp_path: Path) -> None:
+    check_terminus_2_solves(tmp_path, {"backend": "docker", "image": BASE_TAG}, env={"DOCKER_HOST": docker_env.host})
     assert docker_env.managed_containers() == []
