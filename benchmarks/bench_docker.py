@@ -14,9 +14,14 @@ alike, medians of per-try wall time:
 * ``bare docker``: the least a container per try costs through the same API: create,
   start, two execs, remove, nothing else;
 * ``bare isolated``: the least a try costs with the verifier isolated as the Docker backend
-  isolates it (issue 29): a volume for the work dir, the agent's container (create, start,
-  the agent's exec, kill), the verifier's container from the same image with that volume
-  (create, start, the verifier's exec), both removed, the volume removed.
+  isolates it (issue 29), done one call after another: one volume per carried folder, as
+  the backend makes them (:func:`orchestrator.contract.carry.roots`: the work dir and
+  ``/logs/agent``), the agent's container (create, start, the agent's exec, kill), the
+  verifier's container from the same image with those volumes (create, start, the task's
+  ``tests/`` uploaded, the verifier's exec, the reward read out), both removed, the volumes
+  removed. The upload and the read are what any harness must do to run a task's verifier
+  and learn its reward; nothing else of headroom's contract is in it (no agent check, no
+  sanitiser, no counters, no task copy for the agent).
 
 Issue 32's target is the ``docker`` way at most 1.3x ``bare isolated``: the same steps, the
 verifier's isolation included, without the rest of headroom's contract.
@@ -36,8 +41,10 @@ from pathlib import Path
 import docker
 
 from orchestrator.backends.base import Backend
+from orchestrator.backends.docker import steps
 from orchestrator.backends.docker.backend import DockerBackend
 from orchestrator.backends.local.backend import LocalBackend
+from orchestrator.contract import carry
 from orchestrator.engine.sweep import prepare, run, start
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.resources import ResourceConfig
@@ -105,36 +112,48 @@ def bare_docker(client: docker.DockerClient, image: str, trials: int, concurrenc
     return (time.perf_counter() - t0) / trials
 
 
-def bare_isolated(client: docker.DockerClient, image: str, trials: int, concurrency: int) -> float:
+def bare_isolated(client: docker.DockerClient, image: str, trials: int, concurrency: int, tests: Path) -> float:
     api = client.api
+    work = carry.workdir(api.inspect_image(image)["Config"].get("WorkingDir"))
+    carried = carry.roots(work, [])
+    upload = steps.tree_archive(dirs=[("/logs", 0o755), ("/logs/verifier", 0o777)], trees=[(tests, "/tests")])
 
-    def run(cid: str, script: str) -> None:
-        env = {"HEADROOM_WORKDIR": "/work", "HEADROOM_LOGS_DIR": "/tmp"}
-        exec_id = api.exec_create(cid, ["bash", "-c", script], environment=env)["Id"]
+    def run(cid: str, argv: list[str]) -> None:
+        env = {"HEADROOM_WORKDIR": work, "HEADROOM_LOGS_DIR": "/logs/verifier"}
+        exec_id = api.exec_create(cid, argv, environment=env)["Id"]
         api.exec_start(exec_id)
         assert api.exec_inspect(exec_id)["ExitCode"] == 0
 
     def one(_: int) -> None:
-        volume = api.create_volume(labels={"bench": "docker"})["Name"]
+        volumes = [api.create_volume(labels={"bench": "docker"})["Name"] for _ in carried]
         made: list[str] = []
         try:
-            for script, verifier in ((SOLVE, False), (TEST, True)):
-                mount = docker.types.Mount("/work", volume, type="volume", no_copy=verifier)
+            for verifier in (False, True):
+                mounts = [
+                    docker.types.Mount(path, v, type="volume", no_copy=verifier)
+                    for path, v in zip(carried, volumes, strict=True)
+                ]
                 cid = api.create_container(
                     image,
                     entrypoint=["sleep", "infinity"],
                     command=[],
                     labels={"bench": "docker"},
-                    host_config=api.create_host_config(network_mode="none", mem_limit=768 << 20, mounts=[mount]),
+                    host_config=api.create_host_config(network_mode="none", mem_limit=768 << 20, mounts=mounts),
                 )["Id"]
                 made.append(cid)
                 api.start(cid)
-                run(cid, script)
-                api.kill(cid)
+                if verifier:
+                    steps.put_archive(api, cid, upload)
+                    run(cid, ["bash", "/tests/test.sh"])
+                    assert steps.read_small(api, cid, "/logs/verifier/reward.txt", 1024) == (b"1\n", None)
+                else:
+                    run(cid, ["bash", "-c", SOLVE])
+                    api.kill(cid)
         finally:
             for cid in made:
                 api.remove_container(cid, force=True)
-            api.remove_volume(volume, force=True)
+            for v in volumes:
+                api.remove_volume(v, force=True)
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
@@ -172,7 +191,11 @@ def main() -> None:
             finally:
                 docker_backend.close()
             bare.append(bare_docker(client, args.image, args.trials, args.concurrency))
-            isolated.append(bare_isolated(client, args.image, args.trials, args.concurrency))
+            isolated.append(
+                bare_isolated(
+                    client, args.image, args.trials, args.concurrency, root / "tasks" / "write-file" / "tests"
+                )
+            )
     client.close()
     ml, md, mb = statistics.median(loc), statistics.median(dock), statistics.median(bare)
     mi = statistics.median(isolated)
