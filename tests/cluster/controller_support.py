@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +218,46 @@ def wait_until(ok: Any, timeout: float, what: str) -> None:
 
 
 __all__ = ["CHART", "ControllerProcess", "helm_install", "service_account_kubeconfig", "can", "time"]
+
+
+@contextmanager
+def reconciler(
+    cluster: Cluster, namespace: str, make_backend: Callable[[str, Any], Any], *, scratch: Path | None = None
+) -> Iterator[Any]:
+    """The controller's real reconciler over real informers of ``namespace`` (synced), stopped on exit."""
+    from orchestrator.controller.events import EventRecorder
+    from orchestrator.controller.manager import slim_experiment, slim_trial
+    from orchestrator.controller.metrics import Metrics
+    from orchestrator.controller.reconcile import Reconciler
+    from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, TRIAL_PLURAL, VERSION
+    from orchestrator.kube.watch import Informer, wait_synced
+
+    custom = client.CustomObjectsApi(cluster.api_client)
+    experiments = Informer(
+        "experiment",
+        lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, namespace, EXPERIMENT_PLURAL, **kw),
+        transform=slim_experiment,
+    )
+    trials = Informer(
+        "trial",
+        lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, namespace, TRIAL_PLURAL, **kw),
+        transform=slim_trial,
+    )
+    for inf in (experiments, trials):
+        inf.start()
+    try:
+        assert wait_synced([experiments, trials], timeout=60)
+        yield Reconciler(
+            namespace=namespace,
+            custom=custom,
+            core=cluster.core,
+            experiments=experiments,
+            trials=trials,
+            make_backend=make_backend,
+            metrics=Metrics(),
+            events=EventRecorder(cluster.core, namespace, "test"),
+            **({"scratch": scratch} if scratch is not None else {}),
+        )
+    finally:
+        for inf in (experiments, trials):
+            inf.stop()

@@ -12,14 +12,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from orchestrator.controller.events import EventRecorder
-from orchestrator.controller.manager import slim_experiment, slim_trial
-from orchestrator.controller.metrics import Metrics
-from orchestrator.controller.reconcile import Reconciler
 from orchestrator.controller.resources import API_VERSION, EXPERIMENT_PLURAL, GROUP, TRIAL_PLURAL, VERSION
-from orchestrator.kube.watch import Informer, wait_synced
 
-from .controller_support import crds  # noqa: F401
+from .controller_support import crds, reconciler  # noqa: F401  (crds: the fixture)
 from .plane import Cluster
 
 pytestmark = [pytest.mark.cluster]
@@ -50,30 +45,7 @@ def test_an_agent_a_pod_cannot_run_is_refused_once(cluster: Cluster, crds: None)
                 "spec": {"name": name, "task_source": {"bundle": "never-read"}, "agent": agent},
             },
         )
-    experiments = Informer(
-        "experiment",
-        lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, **kw),
-        transform=slim_experiment,
-    )
-    trials = Informer(
-        "trial",
-        lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL, **kw),
-        transform=slim_trial,
-    )
-    for inf in (experiments, trials):
-        inf.start()
-    try:
-        assert wait_synced([experiments, trials], timeout=60)
-        rec = Reconciler(
-            namespace=ns,
-            custom=custom,
-            core=cluster.core,
-            experiments=experiments,
-            trials=trials,
-            make_backend=_no_backend,
-            metrics=Metrics(),
-            events=EventRecorder(cluster.core, ns, "test"),
-        )
+    with reconciler(cluster, ns, _no_backend) as rec:
         for name in AGENTS:
             assert rec.reconcile(name) is None  # terminal: no requeue
             assert rec.reconcile(name) is None  # and a second look changes nothing
@@ -95,6 +67,3 @@ def test_an_agent_a_pod_cannot_run_is_refused_once(cluster: Cluster, crds: None)
             assert (events[0].count or 1) == 1
         assert custom.list_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL)["items"] == []
         assert cluster.core.list_namespaced_pod(ns).items == []
-    finally:
-        for inf in (experiments, trials):
-            inf.stop()

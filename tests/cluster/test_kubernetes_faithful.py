@@ -25,19 +25,14 @@ from kubernetes import client
 
 from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.controller import tasksets
-from orchestrator.controller.events import EventRecorder
-from orchestrator.controller.manager import slim_experiment, slim_trial
-from orchestrator.controller.metrics import Metrics
-from orchestrator.controller.reconcile import Reconciler
 from orchestrator.controller.resources import API_VERSION, EXPERIMENT_PLURAL, GROUP, TRIAL_PLURAL, VERSION
 from orchestrator.engine import faithful, sweep
 from orchestrator.errors import NotFaithful
-from orchestrator.kube.watch import Informer, wait_synced
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.store.sqlite import Store
 
-from .controller_support import crds  # noqa: F401  (the fixture)
+from .controller_support import crds, reconciler  # noqa: F401  (crds: the fixture)
 from .plane import FAKE_NODE_ANNOTATION, FAKE_NODE_TAINT, FAKE_NODE_TOLERATION, FAKE_NODE_VALUE, Cluster, wait_for
 from .simulate import Sim, hook, report
 
@@ -215,31 +210,7 @@ def test_the_controller_refuses_what_a_pod_cannot_run_faithfully_in_one_line_and
                 },
             },
         )
-    experiments = Informer(
-        "experiment",
-        lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, **kw),
-        transform=slim_experiment,
-    )
-    trials = Informer(
-        "trial",
-        lambda **kw: custom.list_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL, **kw),
-        transform=slim_trial,
-    )
-    for inf in (experiments, trials):
-        inf.start()
-    try:
-        assert wait_synced([experiments, trials], timeout=60)
-        rec = Reconciler(
-            namespace=ns,
-            custom=custom,
-            core=cluster.core,
-            experiments=experiments,
-            trials=trials,
-            make_backend=_no_backend,
-            metrics=Metrics(),
-            events=EventRecorder(cluster.core, ns, "test"),
-            scratch=tmp_path / "scratch",
-        )
+    with reconciler(cluster, ns, _no_backend, scratch=tmp_path / "scratch") as rec:
         for name in REFUSED:
             assert rec.reconcile(name) is None  # terminal: no requeue
             assert rec.reconcile(name) is None  # and a second look changes nothing
@@ -263,9 +234,6 @@ def test_the_controller_refuses_what_a_pod_cannot_run_faithfully_in_one_line_and
         runs = custom.get_namespaced_custom_object(GROUP, VERSION, ns, EXPERIMENT_PLURAL, "runs")
         planned = rec._plan(runs)
         assert sorted(planned.tasks) == ["for-arm64", "needs-image"] and len(planned.trials) > 0
-    finally:
-        for inf in (experiments, trials):
-            inf.stop()
 
 
 def test_cluster_submit_refuses_another_cpu_before_pushing_anything(
