@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -61,12 +62,40 @@ class ControllerConfig:
     keep_pods: bool = False
 
 
-def slim_trial(obj: dict[str, Any]) -> dict[str, Any]:
-    """What the loop keeps of a Trial (10,000 of them must fit in memory).
+#: Shared read-only parts of finished Trials (a status, a configuration): there are few distinct ones.
+_SHARED: dict[tuple[Any, ...], dict[str, Any]] = {}
+_SHARED_MAX = 4096  # distinct values seen; past it sharing starts over (memory stays bounded)
 
-    A finished try is only counted: its id, try number, configuration and result. A try in
-    flight keeps its whole spec and status (without the evidence), which the loop needs to
-    launch, observe and settle it.
+
+def _shared(d: dict[str, Any]) -> dict[str, Any]:
+    """One dict object for every finished Trial with these (small, scalar) contents.
+
+    Nothing mutates a cached Trial (readers only), so 100,000 finished Trials can point at a
+    handful of status and configuration dicts instead of holding one each.
+    """
+    key = tuple(d.items())
+    try:
+        got = _SHARED.get(key)
+    except TypeError:  # a value that is not a scalar (the CRD schema forbids it): keep it unshared
+        return d
+    if got is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        got = _SHARED.setdefault(key, d)
+    return got
+
+
+def _intern(v: Any) -> Any:
+    # Run ids, experiment names, labels and outcomes repeat across Trials: one string each.
+    return sys.intern(v) if isinstance(v, str) else v
+
+
+def slim_trial(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the loop keeps of a Trial (100,000 of them must fit in the chart's memory).
+
+    A finished try is only counted: its id, try number, configuration and result, with its
+    repeated parts shared (``_shared``, ``_intern``). A try in flight keeps its whole spec
+    and status (without the evidence), which the loop needs to launch, observe and settle it.
     """
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -76,13 +105,13 @@ def slim_trial(obj: dict[str, Any]) -> dict[str, Any]:
         return {
             "metadata": {k: meta[k] for k in ("name", "resourceVersion") if k in meta},
             "spec": {
-                "experiment": spec.get("experiment"),
-                "runId": spec.get("runId"),
+                "experiment": _intern(spec.get("experiment")),
+                "runId": _intern(spec.get("runId")),
                 "trialId": spec.get("trialId"),
                 "try": spec.get("try"),
-                "configuration": {"label": (spec.get("configuration") or {}).get("label")},
+                "configuration": _shared({"label": _intern((spec.get("configuration") or {}).get("label"))}),
             },
-            "status": {k: status[k] for k in ("phase", "outcome", "reason", "final") if k in status},
+            "status": _shared({k: _intern(status[k]) for k in ("phase", "outcome", "reason", "final") if k in status}),
         }
     return {
         "metadata": {k: meta[k] for k in keep_meta if k in meta},
