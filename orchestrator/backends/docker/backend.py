@@ -11,13 +11,12 @@ A try, in order (docs/docker-backend.md has the why of each step):
    and no network unless the try may use the internet; ``/logs/agent`` and
    ``/headroom/task`` made, ``/solution`` copied in for the oracle. While the agent runs,
    the verifier's container is created from the same image with the same volumes (not
-   filled again from the image) and limits, the hand-over put in it, and it is started
-   (its keep-alive alone runs there until step 6);
+   filled again from the image) and limits, and the hand-over put in it;
 4. the agent step, by ``exec`` in the work dir, under its timeout;
 5. the agent's container stopped through the API (counters read first): the kernel kills
    every process in it, whatever the agent changed inside. It is never started again;
 6. the rest of the contract's phases (:mod:`orchestrator.contract.sequence`, through
-   :class:`.runner.DockerRunner`) in the verifier's container, from the
+   :class:`.runner.DockerRunner`) in the verifier's container, started now from the
    pristine image, so nothing the agent installed in the system runs there: only the
    carried volumes hold what the agent made. ``/logs/verifier``, ``/tests`` and the
    verifier's task copy uploaded, the sanitiser run over the carried outputs, the
@@ -192,7 +191,8 @@ class _Container:
     Stopping the agent's through the API is how the agent's processes end: the runtime kills PID 1
     and the kernel every other process of its PID namespace, whatever the agent changed inside.
     The verifier's is another container from the same image, sharing only the carried volumes;
-    it is created and started while the agent runs (:meth:`prepare_verifier`); :meth:`to_verifier` moves to it.
+    it is created while the agent runs (:meth:`prepare_verifier`) and started by :meth:`to_verifier`, never
+    before the agent's is stopped: nothing of the verifier's runs beside the agent.
     Each run has its own cgroup, so the counters are read before each stop. ``cid`` is the
     container of the current run.
     """
@@ -268,13 +268,6 @@ class _Container:
                 self.preloaded = set(handover)
             except (*_API_ERRORS, RuntimeError, OSError):
                 pass
-            # Started here too, so the start (the dearest call of a try) overlaps the agent's run. Only its
-            # keep-alive runs in it until the agent's container is stopped; nothing of the agent's reaches it
-            # but the carried volumes' content, which starting a container never runs.
-            try:
-                self.api.start(self.verifier_cid)
-            except BaseException as exc:  # noqa: BLE001 -- raised again where the container is needed
-                self._verifier_error = exc
 
         self._verifier = threading.Thread(target=make, name="verifier-create", daemon=True)
         self._verifier.start()
@@ -285,12 +278,12 @@ class _Container:
         return self.verifier_cid
 
     def to_verifier(self) -> None:
-        """Switch to the verifier's container (the agent's is stopped), started while the agent ran: the next runs
-        are there."""
+        """Start the verifier's container (the agent's is stopped): the next runs are there."""
         self.verifier_created()
         if self._verifier_error is not None:
             raise self._verifier_error
         assert self.verifier_cid is not None
+        self.api.start(self.verifier_cid)
         self.cid = self.verifier_cid
         self.running = True
         self.runs += 1

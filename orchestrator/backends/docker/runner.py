@@ -3,8 +3,7 @@
 * ``run``: an ``exec`` into the current container (both roles run as the image's user, as in
   Harbor), its timeout enforced from outside (on expiry the container is stopped); OOM kills are
   read from the container's cgroup counter around it. After :meth:`stop_all` (the agent's
-  container stopped) the first call moves to the verifier's container (started while the agent ran, its
-  keep-alive alone in it): the same image, pristine,
+  container stopped) the first call starts the verifier's container: the same image, pristine,
   sharing only the carried volumes (:mod:`orchestrator.contract.carry`) with the agent's. Its
   keep-alive is the image's own ``sleep``, found on the system's PATH. Nothing the agent did
   reaches that container's system, so one that does not start or keep running is an infra
