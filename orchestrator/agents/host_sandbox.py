@@ -182,13 +182,8 @@ class HostSandbox:
             args += ["--cap-drop", "ALL"]
         args += ["--die-with-parent", "--new-session", "--hostname", "headroom-agent"]
         made: set[str] = {"/"}
-        for d in SYSTEM_DIRS:
-            p = Path(d)
-            if p.is_symlink():
-                args += ["--symlink", os.readlink(p), d]
-            elif p.is_dir():
-                args += ["--ro-bind", d, d]
-            made.add(d)
+        args += sandbox.system_binds(SYSTEM_DIRS)
+        made.update(SYSTEM_DIRS)
         args += ["--perms", "0755", "--dir", "/etc"]
         for name in ETC_ENTRIES:
             p = Path("/etc") / name

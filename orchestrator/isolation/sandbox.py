@@ -163,12 +163,7 @@ class Sandbox:
         if view.network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--hostname", "headroom", "--cap-drop", "ALL"]
-        for d in SYSTEM_DIRS:
-            p = Path(d)
-            if p.is_symlink():
-                args += ["--symlink", os.readlink(p), d]
-            elif p.is_dir():
-                args += ["--ro-bind", d, d]
+        args += system_binds()
         args += ["--proc", "/proc", "--dev", "/dev", "--dir", "/run", "--dir", "/var", "--symlink", TMP, "/var/tmp"]
         for masked in MASKED_PROC:
             if Path(masked).exists():  # a kernel without keyrings has no such file, and bwrap cannot bind onto nothing
@@ -211,6 +206,18 @@ class Tools:
 
     def without_filter(self, why: str) -> Tools:
         return Tools(self.bwrap, self.setpriv, None, None, f"bwrap refused the seccomp filter: {why}")
+
+
+def system_binds(dirs: tuple[str, ...] = SYSTEM_DIRS) -> list[str]:
+    """bwrap arguments showing ``dirs`` read-only (a merged-/usr link stays a link)."""
+    args: list[str] = []
+    for d in dirs:
+        p = Path(d)
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), d]
+        elif p.is_dir():
+            args += ["--ro-bind", d, d]
+    return args
 
 
 def probe_with(make: Callable[[Tools], S], argv: Callable[[S], list[str]]) -> S:

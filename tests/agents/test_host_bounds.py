@@ -117,6 +117,10 @@ def test_the_agents_cgroups_of_a_dead_headroom_are_reaped(tmp_path: Path) -> Non
         p = subprocess.Popen(["bash", "-c", 'for f in $CG; do echo $$ > $f; done; exec sleep 600'],
                              env={**os.environ, "CG": " ".join(map(str, b.cgroup.procs_files()))},
                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        import time
+        procs = [Path(f) for f in b.cgroup.procs_files()]
+        while not all(str(p.pid) in f.read_text().split() for f in procs):  # joined every hierarchy
+            time.sleep(0.01)
         print(p.pid, os.getpid(), flush=True)
         os.kill(os.getpid(), 9)
         """)
