@@ -11,10 +11,12 @@ write, the agent's bounds fall back to ``RLIMIT_DATA``, and the run's provenance
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,19 @@ def _as_nobody(*argv: str, env: dict[str, str] | None = None) -> list[str]:
     return [SETPRIV, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all", "--", *argv]
 
 
+def _let_nobody_through(*paths: Path) -> None:
+    """A checkout (or its virtualenv) under a directory only root may enter (a fresh clone in a 0700 temp dir):
+    give each such ancestor the search bit alone (no listing) while the session runs, and take it back at exit."""
+    changed: list[tuple[Path, int]] = []
+    for path in paths:
+        for d in [*reversed(Path(path).resolve().parents), Path(path).resolve()]:
+            mode = d.stat().st_mode
+            if not mode & stat.S_IXOTH and d.is_dir():
+                changed.append((d, stat.S_IMODE(mode)))
+                os.chmod(d, stat.S_IMODE(mode) | stat.S_IXOTH)
+    atexit.register(lambda: [os.chmod(d, m) for d, m in reversed(changed)])
+
+
 def _headroom_for_nobody() -> tuple[list[str], dict[str, str]] | str:
     """How nobody runs headroom from this checkout (the command and its variables), or why it cannot.
 
@@ -50,6 +65,7 @@ def _headroom_for_nobody() -> tuple[list[str], dict[str, str]] | str:
         return "setpriv (util-linux) is missing"
     minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
     site = next(Path(sys.prefix, "lib").glob(f"{minor}/site-packages"), None)
+    _let_nobody_through(REPO, *([site] if site is not None else []))
     tries = [([sys.executable], {})]
     for system in (f"/usr/bin/{minor}", f"/usr/local/bin/{minor}"):
         if os.path.exists(system) and site is not None:
