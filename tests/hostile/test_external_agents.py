@@ -239,7 +239,12 @@ def check_classes(tmp_path: Path, tasks_root: Path, *args: str, isolation: str, 
     assert_no_survivors(marker, list(attacks))
     after = digest(run.store)
     got = by_task(run)
-    assert {t: g["verdict"] for t, g in got.items()} == {t: ("failed", None) for t in attacks}, got
+    # Every class ends the agent's own failure: a wrong answer, or (seen once on Docker under CI's load, with the
+    # bound classes' fork bomb and memory hog in the same sweep) a state the harness could not judge. Both are
+    # `failed`; neither is infra, harness or a pass.
+    verdicts = {t: g["verdict"] for t, g in got.items()}
+    assert set(verdicts) == set(attacks), got
+    assert all(v[0] == "failed" and v[1] in (None, "unjudged_state") for v in verdicts.values()), got
     out = {t: (g["evidence"].get("agent") or {}).get("stdout_tail", "") for t, g in got.items()}
     assert "tasks-visible=0" in out["ext-read-tests"] and "read " not in out["ext-read-tests"]
     assert "headroom-processes=0" in out["ext-proc-environ"], out["ext-proc-environ"]
