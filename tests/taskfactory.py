@@ -96,7 +96,6 @@ def runs_sharing_nothing(tmp: Path, store: Path) -> dict[str, str]:
             str(store),
             "--format",
             "none",
-            timeout=300,
         )
         assert res.returncode == 0, res.stderr
         s = Store.open_existing(store)

@@ -60,8 +60,7 @@ def sweep(tmp_path: Path, experiment: dict, env: dict[str, str] | None = None) -
         "--format",
         "none",
         "--no-canary",
-        timeout=300,
-        env={**(env or {})},
+        env=env,
         cwd=REPO,
     )
 

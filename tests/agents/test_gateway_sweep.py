@@ -164,7 +164,6 @@ def test_a_command_agent_that_cannot_reach_the_gateway_is_refused_before_the_swe
         "--format",
         "none",
         "--no-canary",
-        timeout=300,
         env={"UP_OPENAI": UPSTREAM_KEY},
     )
     assert res.returncode == 2, res.stderr

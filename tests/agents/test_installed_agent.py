@@ -29,7 +29,6 @@ def _sweep(tmp_path: Path, agent: dict) -> sqlite3.Connection:
         "--format",
         "none",
         "--no-canary",
-        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     return sqlite3.connect(tmp_path / "h.db")

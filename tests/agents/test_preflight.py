@@ -182,7 +182,6 @@ def _sweep(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "--format",
         "none",
         *args,
-        timeout=300,
     )
 
 

@@ -232,7 +232,7 @@ def test_reconciles_the_bundled_tasks_to_completion(cluster: Cluster, crds: None
         store = tmp_path / "demo.db"
         r = headroom(cluster, "cluster", "export", "demo", "-n", ns, "--store", str(store))
         assert r.returncode == 0, r.stderr
-        rep = run_cli("report", "--store", str(store), "--format", "json", cwd=REPO, timeout=300)
+        rep = run_cli("report", "--store", str(store), "--format", "json", cwd=REPO)
         assert rep.returncode == 0, rep.stderr
         doc = json.loads(rep.stdout)
         text = json.dumps(doc)

@@ -81,7 +81,6 @@ def build_task_set_image(docker_env: DockerEnv, src: Path) -> str:
         TASK_SET_IMAGE,
         "--base",
         docker_env.base_image,
-        timeout=300,
         env={"DOCKER_HOST": docker_env.host},
     )
     assert r.returncode == 0, r.stderr

@@ -208,7 +208,6 @@ def test_a_cli_sweep_on_kwok_nodes_is_not_reported_as_a_resource_sweep(
         "--format",
         "markdown",
         cwd=REPO,
-        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     print("\n".join(line for line in res.stdout.splitlines() if "canary" in line or "resource sweep" in line))

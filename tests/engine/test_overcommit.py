@@ -145,7 +145,6 @@ def test_the_cli_records_limit_aware_placement_in_the_spec_and_on_every_trial(ta
         str(store_path),
         "--format",
         "none",
-        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     store = Store.open_existing(store_path)

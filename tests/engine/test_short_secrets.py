@@ -36,7 +36,6 @@ def test_the_sweep_names_a_short_variable_without_printing_its_value(tmp_path: P
         str(tmp_path / "h.db"),
         "--format",
         "none",
-        timeout=300,
         env={"PATH": "/usr/bin:/bin", "HR_SHORT_PIN": "z9q"},
         inherit=False,
     )

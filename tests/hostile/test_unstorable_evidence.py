@@ -98,7 +98,7 @@ def test_a_try_whose_evidence_cannot_be_stored_is_a_harness_error_and_the_run_go
     db.execute("UPDATE runs SET status='interrupted'")
     db.commit()
     db.close()
-    proc = run_cli("resume", "--store", str(run.store), "--format", "none", timeout=300, env={"SHORTPW": "x"})
+    proc = run_cli("resume", "--store", str(run.store), "--format", "none", env={"SHORTPW": "x"})
     assert proc.returncode == 0, proc.stderr
     s = Store.open_existing(run.store)
     try:

@@ -44,7 +44,6 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "command",
         "--agent-command",
         AGENT,
-        timeout=300,
     )
     assert res.returncode == 0, res.stderr
     return store

@@ -40,7 +40,7 @@ def doc(store: Path) -> ReportDocument:
 
 
 def test_json_names_what_each_headline_interval_generalises_to(store: Path) -> None:
-    res = run_cli("report", "--store", str(store), "--format", "json", "--margin", "0.04", timeout=300)
+    res = run_cli("report", "--store", str(store), "--format", "json", "--margin", "0.04")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     for c in out["configurations"]:

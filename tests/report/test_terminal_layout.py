@@ -61,7 +61,7 @@ def test_narrow_console_splits_tables_instead_of_shrinking(store_path: Path) -> 
 
 
 def test_cli_off_a_tty_prints_whole_numbers(store_path: Path) -> None:
-    res = run_cli("report", "--store", str(store_path), timeout=300)
+    res = run_cli("report", "--store", str(store_path))
     assert res.returncode == 0, res.stderr
     assert "…" not in res.stdout and "cluster-level" in res.stdout and "cost reported" in res.stdout
     doc = document.build(Store.open_existing(store_path))
