@@ -25,6 +25,7 @@ on the host as headroom's user, in headroom's working directory, in a session of
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -56,6 +57,43 @@ class ExternalRun:
     agent: StepFacts
     exec_log: bytes
     execs: int
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """Which of the external agent's host steps a run is: the agent (``launch.agent``) or its install step
+    (``launch.host_agent.setup``, the try's agent_setup phase). The step's output is ``<name>.stdout|stderr``."""
+
+    name: str
+    shell: str
+    timeout_s: float
+
+
+def agent_step(launch: Launch) -> HostStep:
+    assert launch.agent.shell is not None, "an external agent is a command"
+    return HostStep("agent", launch.agent.shell, launch.agent.timeout_s)
+
+
+def tagged(exec_log: bytes, phase: str) -> bytes:
+    """An exec log (the channel's own JSON lines) with each record marked as the ``phase``'s: the install step's
+    commands are kept in the try's one exec log, told apart from the agent's."""
+    out = []
+    for line in exec_log.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            out.append(line + b"\n")
+            continue
+        if isinstance(record, dict):
+            record["phase"] = phase
+        out.append(json.dumps(record).encode() + b"\n")
+    return b"".join(out)
+
+
+def setup_step(launch: Launch) -> HostStep | None:
+    """The external agent's install step, when it has one."""
+    setup = launch.host_agent.setup if launch.host_agent is not None else None
+    return HostStep("agent_setup", setup.shell, setup.timeout_s) if setup is not None else None
 
 
 def environment_env(launch: Launch) -> dict[str, str]:
@@ -92,31 +130,33 @@ def run_external(
     task_dir_inside: str,
     exec_env: Mapping[str, str],
     on_spawn: Callable[[int], None] | None = None,
+    step: HostStep | None = None,
 ) -> ExternalRun:
-    """Serve ``target`` on the try's exec channel and run the agent's command, in its host sandbox, until it
-    ends or times out.
+    """Serve ``target`` on the try's exec channel and run the agent's command (or ``step``: its install step), in
+    its host sandbox, until it ends or times out. Each step gets a channel and a sandbox of its own; what the
+    install step leaves is in the environment and the agent's logs dir.
 
     ``host_dir``: a private directory of the try for the agent's stdout, stderr, instruction copy and its
     sandbox's private work area.
     """
+    step = step or agent_step(launch)
     instruction = host_dir / "instruction.md"
     instruction.write_text(launch.agent.env.get("HEADROOM_INSTRUCTION", ""))
     secrets = {k: os.environ[k] for k in launch.agent.secret_env if k in os.environ}
-    assert launch.agent.shell is not None, "an external agent is a command"
     host = launch.host_agent or HostAgent()
     try:
         box: hb.HostSandbox | None = hb.probe()
     except SandboxUnavailable as exc:
         if not host.trusted:  # the sweep refuses this before it starts; a try never runs it unsandboxed
             return ExternalRun(
-                StepFacts(name="agent", spawn_error=f"the external agent's sandbox cannot start here: {exc}"), b"", 0
+                StepFacts(name=step.name, spawn_error=f"the external agent's sandbox cannot start here: {exc}"), b"", 0
             )
         box = None
     try:
         bounds = host_bounds.open_bounds(launch.name, host.limits, logs_dir, launch.limit_storage_bytes)
     except OSError as exc:
         return ExternalRun(
-            StepFacts(name="agent", spawn_error=f"the host agent's cgroup could not be made: {exc}"), b"", 0
+            StepFacts(name=step.name, spawn_error=f"the host agent's cgroup could not be made: {exc}"), b"", 0
         )
     spawned: list[int] = []
 
@@ -130,9 +170,7 @@ def run_external(
             kill_tree(pid, None)
 
     try:
-        with ExecServer(
-            target, default_cwd=workdir_inside, base_env=exec_env, max_timeout_s=launch.agent.timeout_s
-        ) as srv:
+        with ExecServer(target, default_cwd=workdir_inside, base_env=exec_env, max_timeout_s=step.timeout_s) as srv:
             contract = {
                 **launch.agent.env,
                 **secrets,
@@ -140,7 +178,7 @@ def run_external(
                 "HEADROOM_TASK_DIR": task_dir_inside,
                 "PYTHONDONTWRITEBYTECODE": "1",
             }
-            with _sandboxed(box, launch, host, srv, host_dir, logs_dir, instruction, bounds) as (
+            with _sandboxed(box, step.shell, launch, host, srv, host_dir, logs_dir, instruction, bounds) as (
                 argv,
                 base,
                 paths,
@@ -148,12 +186,12 @@ def run_external(
             ):
                 bounds.watch(kill)
                 facts, _usage = run_step(
-                    "agent",
+                    step.name,
                     argv,
                     env={**base, **contract, **paths},
                     cwd=cwd,
                     logs_dir=host_dir,
-                    timeout_s=launch.agent.timeout_s,
+                    timeout_s=step.timeout_s,
                     cgroup=bounds.cgroup,
                     # without a cgroup: RLIMIT_DATA, and no process ceiling (the provenance says so)
                     limits=Limits(memory_bytes=None if bounds.cgroup else bounds.memory_bytes),
@@ -183,6 +221,7 @@ Prepared = tuple[list[str], dict[str, str], dict[str, str], Path]
 @contextlib.contextmanager
 def _sandboxed(
     box: hb.HostSandbox | None,
+    shell: str,
     launch: Launch,
     host: HostAgent,
     srv: ExecServer,
@@ -191,23 +230,24 @@ def _sandboxed(
     instruction: Path,
     bounds: host_bounds.Bounds,
 ) -> Iterator[Prepared]:
-    """How the agent's process starts; its sandbox's work area (and gateway relay) end with it."""
-    assert launch.agent.shell is not None
+    """How the agent's process (``shell``: its command or its install step's) starts; its sandbox's work area (and
+    gateway relay) end with it."""
     if box is None:  # trusted, and no sandbox here: as headroom's user, in headroom's working directory
         env = {k: os.environ[k] for k in HOST_ENV if k in os.environ}
         paths = _unsandboxed_paths(srv, logs_dir, instruction)
-        yield ["bash", "-c", launch.agent.shell], env, paths, Path(host.path) if host.path else Path.cwd()
+        yield ["bash", "-c", shell], env, paths, Path(host.path) if host.path else Path.cwd()
         return
     area = Path(tempfile.mkdtemp(prefix="agent-sandbox-", dir=host_dir))
     try:
         with contextlib.ExitStack() as stack:
-            yield _prepare(box, launch, host, srv, area, logs_dir, instruction, stack, bounds.tmpfs_bytes)
+            yield _prepare(box, shell, launch, host, srv, area, logs_dir, instruction, stack, bounds.tmpfs_bytes)
     finally:
         remove_tree(area)
 
 
 def _prepare(
     box: hb.HostSandbox,
+    shell: str,
     launch: Launch,
     host: HostAgent,
     srv: ExecServer,
@@ -217,7 +257,6 @@ def _prepare(
     stack: contextlib.ExitStack,
     private_bytes: int,
 ) -> Prepared:
-    assert launch.agent.shell is not None
     owner = box.owner
     if owner is not None:
         os.chown(logs_dir, *owner)
@@ -235,7 +274,7 @@ def _prepare(
         os.chmod(f, 0o755 if f.parent == bin_ else 0o644)
     os.chmod(area, 0o755)
     path_env = os.environ.get("PATH")
-    own = hb.own_files(launch.agent.shell, host.path, host.host_paths, path_env)
+    own = hb.own_files(shell, host.path, host.host_paths, path_env)
     ro = [*own, *([] if hb.under(hb.interpreter_root(), [*hb.SYSTEM_DIRS, *own]) else [hb.interpreter_root()])]
     binds = [hb.Bind(p, p) for p in ro]
     binds += [
@@ -245,7 +284,7 @@ def _prepare(
         hb.Bind(srv.socket_path, hb.EXEC_SOCKET),
         hb.Bind(str(instruction), hb.INSTRUCTION),
     ]
-    command = ["bash", "-c", launch.agent.shell]
+    command = ["bash", "-c", shell]
     gateway_port = urlsplit(launch.model_gateway).port if launch.model_gateway else None
     if not host.network and gateway_port:
         short = Path(tempfile.mkdtemp(prefix="headroom-gw-"))  # a unix socket's path is at most 107 bytes

@@ -25,12 +25,15 @@ from orchestrator.commands.options import (
     DEFAULT_STORE,
     FULL_REPORT,
     RunName,
+    agent_kwarg_option,
     attempts_option,
     backend_option,
     concurrency_option,
     enforcement_option,
     format_option,
     full_report_option,
+    harbor_agent_option,
+    harbor_agent_overrides,
     keep_pods_option,
     kube_context_option,
     namespace_option,
@@ -461,6 +464,8 @@ def print_report(store: Store, run_id: str, fmt: str, compact: bool = False) -> 
     ),
     help="shell command for --agent command|external (gets HEADROOM_* variables)",
 )
+@harbor_agent_option()
+@agent_kwarg_option()
 @click.option(
     "--trusted-agent",
     is_flag=True,
@@ -570,6 +575,9 @@ def sweep(
         base["tasks_dir"] = str((experiment_file.parent / base["tasks_dir"]).resolve())
     elif "tasks_dir" not in base:
         raise UserError("give TASKS_DIR (or tasks_dir in --experiment)")
+    if flags.get("harbor_agent") and given("agent_kind"):
+        raise UserError("give --harbor-agent or --agent, not both", field="--harbor-agent")
+    harbor_agent_overrides(flags)  # kind harbor, its name or import path, its kwargs
     if given("multipliers"):
         flags["multipliers"] = parse_multipliers(multipliers)
     for line in file_notes(base.get("configurations")) if not given("multipliers") else []:

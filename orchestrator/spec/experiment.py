@@ -321,6 +321,9 @@ class ExperimentOverrides(BaseModel):
     agent_command: Annotated[str | None, Flag("--agent-command", ("agent", "command"))] = None
     agent_env: Annotated[list[str] | None, Flag("--agent-env", ("agent", "env_passthrough"))] = None
     trusted_agent: Annotated[bool | None, Flag("--trusted-agent", ("agent", "trusted"))] = None
+    harbor_name: Annotated[str | None, Flag("--harbor-agent", ("agent", "name"))] = None
+    harbor_import_path: Annotated[str | None, Flag("--harbor-agent", ("agent", "import_path"))] = None
+    agent_kwargs: Annotated[dict[str, Any] | None, Flag("--agent-kwarg", ("agent", "kwargs"))] = None
     allow_internet: Annotated[bool | None, Flag("--allow-internet/--no-internet", ("allow_internet",))] = None
     model: Annotated[str | None, Flag("--model", ("model", "name"))] = None
     task_patterns: Annotated[list[str] | None, Flag("--task", ("tasks",))] = None

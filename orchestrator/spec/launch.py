@@ -87,6 +87,17 @@ class HostLimits(BaseModel):
     )
 
 
+class HostSetup(BaseModel):
+    """An external agent's own install step (a Harbor installed agent's ``setup``): a command run on the host in
+    the agent's sandbox, acting on the environment through its exec channel, before the agent. It is the try's
+    ``agent_setup`` phase: its own timeout, its time recorded apart, a failure ``infra_error(agent_setup_failed)``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    shell: str = Field(min_length=1, description="shell command, run with bash -c in the agent's host sandbox")
+    timeout_s: float = Field(gt=0)
+
+
 class HostAgent(BaseModel):
     """An external agent's view of the host (orchestrator/agents/host_sandbox.py): what its sandbox binds."""
 
@@ -97,6 +108,7 @@ class HostAgent(BaseModel):
     network: bool = Field(default=False, description="the host's network; False: loopback and the gateway only")
     trusted: bool = Field(default=False, description="may run unsandboxed where the sandbox cannot start")
     limits: HostLimits = Field(default_factory=HostLimits, description="its own cgroup and private disk")
+    setup: HostSetup | None = Field(default=None, description="its install step, the try's agent_setup phase")
 
 
 class Launch(BaseModel):

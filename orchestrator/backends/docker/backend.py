@@ -746,6 +746,8 @@ class DockerBackend(ThreadedBackend):
             setup=(
                 SetupCommand(self._argv(setup), {**setup.env, **agent_env}, setup.timeout_s)
                 if setup is not None
+                else docker_external.contract_setup(self.api, self.stream_api, ctr, launch, workdir=workdir)
+                if launch.agent_kind == "external"
                 else None
             ),
             agent=(

@@ -385,6 +385,10 @@ class LocalBackend(ThreadedBackend):
                         network=setup.network,
                     )
                     if setup is not None
+                    else local_external.contract_setup(
+                        launch, env_runner, base_env=base, paths=paths, on_exec_log=exec_logs.append
+                    )
+                    if launch.agent_kind == "external"
                     else None
                 ),
                 agent=(
@@ -448,7 +452,10 @@ class LocalBackend(ThreadedBackend):
                 if watcher:
                     watcher.__exit__(None, None, None)
             local_external.keep_artifacts(
-                launch, out_dir=env_runner.out_dir, agent_logs=agent_logs, exec_log=exec_logs[0] if exec_logs else None
+                launch,
+                out_dir=env_runner.out_dir,
+                agent_logs=agent_logs,
+                exec_log=b"".join(exec_logs) if exec_logs else None,
             )
             if watcher:
                 facts.extra.storage_peak_bytes = watcher.peak_bytes
