@@ -337,10 +337,12 @@ def agent_kwarg_option() -> Callable[[F], F]:
 
 
 def harbor_agent_overrides(flags: dict[str, Any]) -> None:
-    """Turn ``--harbor-agent`` and ``--agent-kwarg`` (popped from ``flags``) into the experiment's agent fields."""
-    name, kwargs = flags.pop("harbor_agent", None), flags.pop("agent_kwarg", None) or {}
-    if name is None:
-        if kwargs:
+    """``--harbor-agent`` makes the agent's kind ``harbor`` (its value is agent.name: a Harbor name, or a
+    'module:Class' the experiment reads as agent.import_path); ``--agent-kwarg`` needs it."""
+    if not flags.get("agent_kwarg"):
+        flags["agent_kwarg"] = None  # none given: the experiment file's kwargs stay
+    if flags.get("harbor_agent") is None:
+        if flags["agent_kwarg"]:
             raise UserError("--agent-kwarg is for a Harbor agent: give --harbor-agent too", field="--agent-kwarg")
         return
     if flags.get("agent_command"):
@@ -348,9 +350,6 @@ def harbor_agent_overrides(flags: dict[str, Any]) -> None:
             "a Harbor agent takes no command: give --harbor-agent or --agent-command", field="--harbor-agent"
         )
     flags["agent_kind"] = "harbor"
-    flags["harbor_import_path" if ":" in name else "harbor_name"] = name
-    if kwargs:
-        flags["agent_kwargs"] = kwargs
 
 
 # ---- Kubernetes ------------------------------------------------------------------------------------

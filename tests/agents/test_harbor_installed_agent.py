@@ -15,12 +15,17 @@ backend's sandbox and bubblewrap. Nothing is fetched: the install script is a lo
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from orchestrator.agents import harbor
 from orchestrator.artifacts import execlog, names
 from tests.agents.test_external_agent import artifacts
-from tests.agents.test_harbor_agent import _why, harbor_sweep, requires_harbor
+from tests.agents.test_harbor_agent import _task, _why, harbor_sweep, requires_harbor
+from tests.cli_run import headroom as run_cli
 
 #: An installed agent in Harbor's shape. ``install_script`` is its install step (as claude-code's curl | bash);
 #: ``probe`` host paths its setup process looks for; the install step also looks, inside the environment, for the
@@ -163,3 +168,71 @@ def test_a_harbor_install_sees_neither_the_tests_nor_a_host_secret(tmp_path: Pat
     # its install script, in the environment: the task is there but not its tests, and no process holds the secret
     assert peek["env"] == ["task:seen", "tests:hidden", "secret:hidden", "proc:hidden"], peek
     assert secret.encode() not in b"".join(kept.values())
+
+
+# -- the command line: --harbor-agent, --agent-kwarg ----------------------------------------------
+
+
+def _cli_sweep(tmp_path: Path, *flags: str, env: dict[str, str] | None = None) -> Any:
+    _task(tmp_path)
+    return run_cli(
+        "sweep",
+        str(tmp_path / "tasks"),
+        "--multipliers",
+        "3",
+        "--attempts",
+        "1",
+        "--store",
+        str(tmp_path / "h.db"),
+        "--format",
+        "none",
+        "--no-canary",
+        *flags,
+        env=env,
+    )
+
+
+@requires_harbor
+def test_harbor_agent_flag_runs_the_named_agent_with_its_kwargs(tmp_path: Path) -> None:
+    res = _cli_sweep(tmp_path, "--harbor-agent", "nop", "--agent-kwarg", "max_turns=5", "--agent-kwarg", "note=x y")
+    assert res.returncode == 0, res.stderr
+    db = sqlite3.connect(tmp_path / "h.db")
+    spec = json.loads(db.execute("SELECT spec_json FROM runs").fetchone()[0])
+    assert spec["agent"]["kind"] == "harbor" and spec["agent"]["name"] == "nop"
+    assert spec["agent"]["kwargs"] == {"max_turns": 5, "note": "x y"}  # read as Harbor's --ak reads them
+    # Harbor's nop ran (its record is in the logs) and did nothing: the verifier fails the task
+    (outcome, trial_id) = db.execute("SELECT outcome, trial_id FROM executions").fetchone()
+    assert outcome == "failed"
+    db.row_factory = sqlite3.Row
+    assert json.loads(artifacts(db, trial_id)["logs/harbor.json"])["agent"] == "nop"
+
+
+@requires_harbor
+def test_an_unknown_harbor_agent_is_refused_on_one_line_naming_the_known_ones(tmp_path: Path) -> None:
+    res = _cli_sweep(tmp_path, "--harbor-agent", "claude-codes")
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "'claude-codes' is not an agent in Harbor's registry" in res.stderr and "claude-code" in res.stderr
+    assert not (tmp_path / "h.db").exists()  # refused before anything ran
+
+
+@pytest.mark.parametrize(
+    "flags, problem",
+    [
+        (("--harbor-agent", "nop", "--agent", "command"), "give --harbor-agent or --agent, not both"),
+        (("--harbor-agent", "nop", "--agent-command", "x"), "takes no command"),
+        (("--agent-kwarg", "a=1"), "give --harbor-agent too"),
+        (("--harbor-agent", "nop", "--agent-kwarg", "novalue"), "is not KEY=VALUE"),
+        (("--harbor-agent", "not a name"), "neither a Harbor agent name"),
+    ],
+)
+def test_harbor_agent_flag_mistakes_are_one_line(tmp_path: Path, flags: tuple[str, ...], problem: str) -> None:
+    res = _cli_sweep(tmp_path, *flags)
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert problem in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_harbor_agent_flag_without_harbor_names_the_install_script(tmp_path: Path) -> None:
+    res = _cli_sweep(tmp_path, "--harbor-agent", "nop", env={harbor.PYTHON_VAR: str(tmp_path / "no-such-python")})
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert "scripts/harbor/install.sh" in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
