@@ -236,3 +236,11 @@ def test_harbor_agent_flag_without_harbor_names_the_install_script(tmp_path: Pat
     res = _cli_sweep(tmp_path, "--harbor-agent", "nop", env={harbor.PYTHON_VAR: str(tmp_path / "no-such-python")})
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert "scripts/harbor/install.sh" in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_a_harbor_agent_named_module_colon_class_is_its_import_path() -> None:
+    from orchestrator.spec.experiment import AgentSpec
+
+    agent = AgentSpec.model_validate({"kind": "harbor", "name": "my_agents.mine:Mine"})  # as --harbor-agent gives it
+    assert (agent.name, agent.import_path) == (None, "my_agents.mine:Mine")
+    assert AgentSpec.model_validate({"kind": "harbor", "name": "codex"}).name == "codex"
