@@ -690,11 +690,12 @@ def cluster_provenance(backend: engine.Backend, max_nodes: int = 50) -> dict[str
         facts = backend.facts()
     except Exception as exc:  # provenance is recorded as unavailable, never a failed reconcile
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
-    nodes = facts.get("nodes")
-    if isinstance(nodes, list) and len(nodes) > max_nodes:
-        facts["nodes"] = nodes[:max_nodes]
-        facts["nodes_truncated"] = len(nodes)
-    return facts
+    cluster = facts.kubernetes
+    if cluster is not None and isinstance(cluster.nodes, list) and len(cluster.nodes) > max_nodes:
+        facts.kubernetes = cluster.model_copy(
+            update={"nodes": cluster.nodes[:max_nodes], "nodes_truncated": len(cluster.nodes)}
+        )
+    return facts.model_dump(mode="json")
 
 
 def _pod_timings(status: TrialStatus, pod: dict[str, Any]) -> None:
