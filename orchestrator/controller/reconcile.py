@@ -685,7 +685,7 @@ def _ever_placed(status: TrialStatus) -> bool:
 
 
 def cluster_provenance(backend: engine.Backend, max_nodes: int = 50) -> dict[str, Any]:
-    """The backend's cluster facts (server version, nodes, quotas, capabilities), kept small for the status."""
+    """The backend's facts (server version, nodes, quotas, abilities), kept small for the status."""
     try:
         facts = backend.facts()
     except Exception as exc:  # provenance is recorded as unavailable, never a failed reconcile

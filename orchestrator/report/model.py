@@ -303,7 +303,8 @@ class ImportInfo(_View):
 
 
 class Provenance(_View):
-    """The run's provenance as recorded (orchestrator.engine.provenance; an import writes its own)."""
+    """The run's provenance as recorded (orchestrator.engine.provenance; an import writes its own), but for the
+    backend's record, read into today's shape (``BackendFacts.from_stored``) whichever version wrote it."""
 
     orchestrator: OrchestratorInfo | None = None
     #: the backend's own record (orchestrator/spec/backend.py), in today's shape whatever version wrote it

@@ -3,6 +3,7 @@ whichever version of headroom wrote it (the old flat dicts below are the shape m
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -146,3 +147,28 @@ def test_undeclared_is_not_had() -> None:
     nothing = BackendAbilities()
     assert not any(v for k, v in nothing.model_dump().items() if isinstance(v, bool))
     assert nothing.isolation == "none" and nothing.enforced() == []
+
+
+def test_a_report_reads_a_store_written_before_backend_facts(tmp_path: Path) -> None:
+    """A run whose provenance holds the old flat record: the report reads its isolation and host from it."""
+    from orchestrator.report import markdown
+    from orchestrator.spec.experiment import Experiment
+    from orchestrator.store.sqlite import Store
+
+    old = {**OLD_LOCAL, "enforcement_fallback_reason": None}
+    spec = Experiment(tasks_dir=str(tmp_path), configurations=["1x"]).model_dump(mode="json")
+    with Store(tmp_path / "h.db") as store:
+        run_id = store.create_run(
+            name="old",
+            backend="local",
+            enforcement="cgroup-v2",
+            spec=spec,
+            provenance={"backend": old},
+            tasks=[],
+            trials=[],
+        )
+        doc = document.build(store, run_id)
+    assert doc.run.isolation == "namespaces" and doc.host.kernel == "6.1.0"
+    assert doc.provenance.backend is not None and doc.provenance.backend.local is not None
+    assert "kernel 6.1.0" in markdown.host_line(doc.host, doc.provenance.backend.local)
+    assert doc.to_dict()["provenance"]["backend"]["abilities"]["isolation"] == "namespaces"
