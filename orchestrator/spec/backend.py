@@ -289,8 +289,10 @@ def _from_flat(data: Mapping[str, Any]) -> dict[str, Any]:
     elif enforcement is not None:
         legacy["enforcement"] = enforcement
     if name == "kubernetes":
-        out["kubernetes"] = {k: rest.pop(k) for k in list(rest) if k in _CLUSTER}
-        out["kubernetes"].setdefault("namespace", "default")
+        cluster = out["kubernetes"] = {k: rest.pop(k) for k in list(rest) if k in _CLUSTER}
+        cluster.setdefault("namespace", "default")
+        if isinstance(nodes := cluster.get("nodes"), list):
+            cluster["nodes"] = [_known(NodeFacts, n, f"nodes.{i}", legacy) for i, n in enumerate(nodes)]
     elif host := {k: rest.pop(k) for k in list(rest) if k in _HOST}:
         if host.get("cgroup_version") is not None:  # an int in some early records
             host["cgroup_version"] = str(host["cgroup_version"])
