@@ -34,6 +34,7 @@ import pandas as pd
 from orchestrator.spec.resources import MIB
 
 if TYPE_CHECKING:  # a report reads observed_by_config and needs none of the spec models (their import is costly)
+    from orchestrator.spec.backend import BackendFacts
     from orchestrator.spec.evidence import Overcommit
     from orchestrator.spec.experiment import Experiment
     from orchestrator.spec.launch import Launch
@@ -135,28 +136,24 @@ def _finite(v: Any) -> float | None:
     return None if v is None or pd.isna(v) else float(v)
 
 
-def capacity_of(backend_facts: dict[str, Any]) -> int | None:
-    """The memory trials share: the host's, for the local backend; None where a backend reports per node."""
-    value = backend_facts.get("memory_bytes")
-    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+def capacity_of(backend_facts: BackendFacts) -> int | None:
+    """The memory trials share: the host's (local, docker); None where a backend reports per node."""
+    value = backend_facts.memory_bytes
+    return value if value is not None and value > 0 else None
 
 
-def node_capacities(backend_facts: dict[str, Any]) -> dict[str, int] | str | None:
+def node_capacities(backend_facts: BackendFacts) -> dict[str, int] | str | None:
     """A cluster backend's candidate nodes and their allocatable memory; why not, when it could not list them.
 
     None for a backend without nodes (local, docker)."""
-    nodes = backend_facts.get("nodes")
-    if nodes is None:
+    if backend_facts.kubernetes is None:
         return None
-    if not isinstance(nodes, list):
-        return str(nodes)  # "not readable (403 Forbidden)"
+    nodes = backend_facts.kubernetes.nodes
+    if isinstance(nodes, str):
+        return nodes  # "not readable (403 Forbidden)"
     from orchestrator.kube.api import parse_quantity
 
-    return {
-        n["name"]: int(parse_quantity(n["allocatable"]["memory"]))
-        for n in nodes
-        if isinstance(n, dict) and (n.get("allocatable") or {}).get("memory")
-    }
+    return {n.name: int(parse_quantity(n.allocatable["memory"])) for n in nodes if n.allocatable.get("memory")}
 
 
 def fill_by_request(amounts: list[tuple[int, int]], room: int, k: int, copies: int) -> tuple[int, int]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import orchestrator
+from orchestrator.spec.backend import BackendFacts
 
 _PACKAGES = ("pydantic", "numpy", "scipy", "statsmodels", "pandas", "kubernetes")
 
@@ -42,13 +43,16 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def collect(backend_facts: dict[str, Any], argv: list[str] | None = None) -> dict[str, Any]:
-    return {
+def collect(backend_facts: BackendFacts | None, argv: list[str] | None = None) -> dict[str, Any]:
+    """``backend_facts``: None for a run headroom did not run (an import), which has no backend."""
+    out: dict[str, Any] = {
         "orchestrator": {"version": orchestrator.__version__, **git_revision()},
         "python": sys.version.split()[0],
         "packages": package_versions(),
-        "backend": backend_facts,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "started_at_local": datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": argv or [],
     }
+    if backend_facts is not None:
+        out["backend"] = backend_facts.model_dump(mode="json")
+    return out

@@ -23,6 +23,7 @@ from orchestrator.engine.launch import trial_amounts
 from orchestrator.engine.plan import plan
 from orchestrator.engine.services import TryServices, run_secret_names
 from orchestrator.errors import SpecError
+from orchestrator.spec.backend import BackendFacts
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
@@ -175,14 +176,14 @@ def start(
         if canary
         else canary_not_run("not requested (--no-canary)")
     )
-    facts = prov.get("backend") or {}
+    facts = BackendFacts.from_stored(prov.get("backend"))  # as recorded: redacted
     prov["overcommit"] = overcommit.warnings_for(
         experiment, tasks, overcommit.capacity_of(facts), overcommit.node_capacities(facts)
     )
     run_id = store.create_run(
         name=experiment.name,
         backend=backend.name,
-        enforcement=backend.enforcement,
+        enforcement=backend.abilities.enforcement,
         spec=spec,
         provenance=prov,
         tasks=tasks,

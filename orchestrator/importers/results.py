@@ -612,8 +612,7 @@ def records(
         "configuration_sources": {c.label: [s.name for s in c.sources] for c in p.configurations},
         "scoring": {"source_kinds": kinds, "default_rule": rules_mod.default_rule(kinds)},
     }
-    base = provenance_mod.collect({}, argv or sys.argv)
-    base.pop("backend", None)
+    base = provenance_mod.collect(None, argv or sys.argv)
     prov = {
         **base,
         "import": {

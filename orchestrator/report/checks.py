@@ -19,10 +19,16 @@ from rich.markup import escape
 from orchestrator.engine.canary_verdict import of_run, run_problems
 from orchestrator.engine.overcommit import observed_by_config
 from orchestrator.report.text import pct, pval
+from orchestrator.spec.backend import BackendFacts, ClusterFacts
 
 if TYPE_CHECKING:
     from orchestrator.report.blocks import Drift
     from orchestrator.report.model import AgentNotFound, Canary, Checks, Overcommit, ReportDocument, UsageIncomplete
+
+
+def _cluster(prov: dict[str, Any]) -> ClusterFacts | None:
+    """The cluster the run's backend recorded (kubernetes), whatever version recorded it."""
+    return BackendFacts.from_stored(prov.get("backend")).kubernetes
 
 
 def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
@@ -46,7 +52,7 @@ def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
             "observed": observed_by_config(frame),
             # a cluster backend records overcommit per node, the engine per host
             "scope": "node" if (doc.get("run") or {}).get("backend") == "kubernetes" else "host",
-            "other_workloads": (prov.get("backend") or {}).get("other_workloads"),
+            "other_workloads": cluster.other_workloads if (cluster := _cluster(prov)) else None,
         },
         "drift": stats.get("drift"),
         "agent_not_found": agent_not_found(frame),

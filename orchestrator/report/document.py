@@ -16,6 +16,7 @@ import pandas as pd
 from orchestrator.errors import NothingToCompare, UserError
 from orchestrator.report import checks, inferred
 from orchestrator.report.model import SCHEMA, SCHEMA_VERSION, ComparisonDocument, ProvenanceMix, ReportDocument
+from orchestrator.spec.backend import BackendFacts
 from orchestrator.stats import scoring_rules as rules_mod
 from orchestrator.stats.analyze import analyze, compare_runs, scoring_rules_block
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
@@ -65,13 +66,13 @@ def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
     """
     if prov.get("import"):
         return {"isolation": IMPORTED_UNKNOWN, "storage_limit": None, "network_control": None}
-    caps = (prov.get("backend") or {}).get("capabilities") or {}
+    caps = BackendFacts.from_stored(prov.get("backend")).abilities
     on_host = (prov.get("faithful") or {}).get("tasks_run_on_host") or {}
     host = prov.get("agent_sandbox")
     return {
-        "isolation": caps.get("isolation", "unrecorded"),
-        "storage_limit": caps.get("storage_limit"),
-        "network_control": caps.get("network_control"),
+        "isolation": caps.isolation if caps else "unrecorded",
+        "storage_limit": caps.storage_limit if caps else None,
+        "network_control": caps.network_control if caps else None,
         "run_on_host": sorted(str(t) for t in on_host),
         "agent_sandbox": None
         if not isinstance(host, dict)
@@ -166,6 +167,8 @@ def build(
     df = store.rule_frame(info.run_id)
     planned = store.planned_count(info.run_id)
     prov = store.provenance(info.run_id)
+    if "backend" in prov:  # the backend's record in today's shape, whichever version wrote it
+        prov["backend"] = BackendFacts.from_stored(prov["backend"]).model_dump(mode="json")
     tries = store.try_counts(info.run_id)
     extra: AnalyzeOptions = {} if margin is None else {"margin": margin}
     stats = (

@@ -42,6 +42,7 @@ from orchestrator.report.blocks import (
     Statistics,
 )
 from orchestrator.report.inferred import Inferred
+from orchestrator.spec.backend import BackendFacts, HostFacts
 
 SCHEMA: Final = "headroom.report/2"
 SCHEMA_VERSION: Final = 2
@@ -288,19 +289,6 @@ class OrchestratorInfo(_View):
     dirty: bool | None = None
 
 
-class HostInfo(_View):
-    """The backend's host as provenance records it; ``capabilities`` is what the backend declared."""
-
-    kernel: str | None = None
-    cpu_model: str | None = None
-    cpu_count: int | None = None
-    memory_bytes: int | None = None
-    cgroup_version: str | int | None = None
-    enforcement_fallback_reason: str | None = None
-    capabilities: dict[str, Any] | None = None
-    other_workloads: str | None = None
-
-
 class ImportedSource(_View):
     format: str | None = None
     path: str | None = None
@@ -315,10 +303,12 @@ class ImportInfo(_View):
 
 
 class Provenance(_View):
-    """The run's provenance as recorded (orchestrator.engine.provenance; an import writes its own)."""
+    """The run's provenance as recorded (orchestrator.engine.provenance; an import writes its own), but for the
+    backend's record, read into today's shape (``BackendFacts.from_stored``) whichever version wrote it."""
 
     orchestrator: OrchestratorInfo | None = None
-    backend: HostInfo | None = None
+    #: the backend's own record (orchestrator/spec/backend.py), in today's shape whatever version wrote it
+    backend: BackendFacts | None = None
     packages: dict[str, str | None] | None = None
     python: str | None = None
     import_: ImportInfo | None = Field(None, alias="import")
@@ -360,8 +350,9 @@ class ReportDocument(_Model):
         return self.provenance.import_ is not None
 
     @property
-    def host(self) -> HostInfo:
-        return self.provenance.backend or HostInfo()
+    def host(self) -> HostFacts:
+        """The machine the tries ran on (empty for a cluster, an import or an old record without it)."""
+        return (self.provenance.backend.host if self.provenance.backend else None) or HostFacts()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON format's content: every field the builder set, by its JSON name (None kept where it was set)."""

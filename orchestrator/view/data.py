@@ -15,6 +15,7 @@ from typing import Any
 from orchestrator.report import document
 from orchestrator.report.labels import agent_label
 from orchestrator.report.model import ReportDocument
+from orchestrator.spec.backend import BackendFacts
 from orchestrator.spec.evidence import evidence_path
 from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL, current_outcome
 from orchestrator.store.sqlite import Store
@@ -27,8 +28,8 @@ def isolation_of(prov: dict[str, Any]) -> str:
     "unknown (imported)" for results headroom did not run."""
     if prov.get("import"):
         return document.IMPORTED_UNKNOWN
-    caps = (prov.get("backend") or {}).get("capabilities") or {}
-    return str(caps.get("isolation") or prov.get("isolation") or UNKNOWN)
+    caps = BackendFacts.from_stored(prov.get("backend")).abilities
+    return str(caps.isolation if caps else prov.get("isolation") or UNKNOWN)
 
 
 def runs_overview(store: Store) -> list[dict[str, Any]]:
