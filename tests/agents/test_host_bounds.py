@@ -24,7 +24,14 @@ from orchestrator.artifacts import names
 from orchestrator.spec.resources import MIB
 from orchestrator.store.sqlite import Store
 from tests.agents.test_external_agent import artifacts
-from tests.hostile.harness import assert_no_survivors, new_marker, requires_sandbox, sweep, write_hostile_task
+from tests.hostile.harness import (
+    assert_no_survivors,
+    new_marker,
+    reports,
+    requires_sandbox,
+    sweep,
+    write_hostile_task,
+)
 from tests.hostile.test_external_agents import (
     DISK_FILLER,
     FORK_BOMB,
@@ -104,6 +111,8 @@ def test_a_host_agents_fork_bomb_memory_hog_and_disk_filler_end_its_own_try(tmp_
         kept = artifacts(db, trial)
     finally:
         db.close()
+    line = reports(run.store, run.run_id)["markdown"]
+    assert re.search(r"memory 192 MiB by cgroup v\d, 64 processes by cgroup v\d, HOME, /tmp, /dev/shm and logs", line)
     fill = kept.get(f"{names.LOGS_PREFIX}/fill", b"")
     assert 0 < len(fill) <= HOST_LIMITS["disk_mb"] * MIB, sorted(kept)
 
@@ -185,6 +194,8 @@ def test_without_a_cgroup_a_host_agents_fork_bomb_meets_rlimit_nproc(tmp_path: P
     bounds = Store.open_existing(run.store).provenance(run.run_id)["agent_sandbox"]["bounds"]
     assert bounds["enforcement"] == "rlimit" and bounds["pids"] == HOST_LIMITS["pids"], bounds
     assert bounds["applied"]["pids"].startswith("RLIMIT_NPROC"), bounds
+    line = reports(run.store, run.run_id)["markdown"]  # the report says what applied, from the provenance
+    assert "memory 192 MiB by RLIMIT_DATA, 64 processes by RLIMIT_NPROC (per uid)" in line, line
 
 
 def test_the_agents_cgroups_of_a_dead_headroom_are_reaped(tmp_path: Path) -> None:
@@ -193,10 +204,6 @@ def test_the_agents_cgroups_of_a_dead_headroom_are_reaped(tmp_path: Path) -> Non
         import os, subprocess, sys
         from pathlib import Path
         from orchestrator.agents import host_bounds
-from orchestrator.artifacts import names
-from orchestrator.spec.resources import MIB
-from orchestrator.store.sqlite import Store
-from tests.agents.test_external_agent import artifacts
         from orchestrator.spec.launch import HostLimits
         b = host_bounds.open_bounds("t", HostLimits(), Path(sys.argv[1]), None)
         p = subprocess.Popen(["bash", "-c", 'for f in $CG; do echo $$ > $f; done; exec sleep 600'],
