@@ -54,8 +54,9 @@ class Copied:
 def receive(sock: socket.socket) -> int | None:
     """The directory the sandbox's first program sent, or None (it never ran: the sandbox did not start). Only the
     first datagram counts: the agent never held the socket, and anything after it is ignored."""
+    sock.setblocking(False)  # not MSG_DONTWAIT: a socket with a (default) timeout would wait that long
     try:
-        _msg, fds, _flags, _addr = socket.recv_fds(sock, 16, 4, socket.MSG_DONTWAIT)
+        _msg, fds, _flags, _addr = socket.recv_fds(sock, 16, 4)
     except OSError:
         return None
     got = None
