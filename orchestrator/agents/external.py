@@ -28,13 +28,14 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orchestrator.agents import host_bounds, relay
+from orchestrator.agents import host_bounds, host_logs, relay
 from orchestrator.agents import host_sandbox as hb
 from orchestrator.agents.exec import COMMAND_VAR, SOCKET_VAR
 from orchestrator.agents.exec.server import ExecServer
@@ -183,8 +184,10 @@ def run_external(
                 base,
                 paths,
                 cwd,
+                handoff,
             ):
-                bounds.watch(kill)
+                if handoff is None:  # no sandbox, no tmpfs: the host logs dir is watched
+                    bounds.watch(kill)
                 facts, _usage = run_step(
                     step.name,
                     argv,
@@ -193,11 +196,13 @@ def run_external(
                     logs_dir=host_dir,
                     timeout_s=step.timeout_s,
                     cgroup=bounds.cgroup,
-                    # without a cgroup: RLIMIT_DATA, and no process ceiling (the provenance says so)
+                    # without a cgroup: RLIMIT_DATA here, RLIMIT_NPROC in the sandbox (the provenance says so)
                     limits=Limits(memory_bytes=None if bounds.cgroup else bounds.memory_bytes),
                     on_spawn=spawn,
+                    pass_fds=(handoff[1].fileno(),) if handoff else (),
                 )
-                bounds.settle(facts)
+                copied = _copy_logs(handoff[0], logs_dir, facts) if handoff else None
+                bounds.settle(facts, copied)
             srv.close()  # nothing the agent left behind acts on the environment after its phase
             return ExternalRun(facts, srv.log_bytes(), srv.count)
     finally:
@@ -214,8 +219,27 @@ def _unsandboxed_paths(srv: ExecServer, logs_dir: Path, instruction: Path) -> di
     }
 
 
-#: argv, the variables under the contract's, the paths over them, the directory the process starts in
-Prepared = tuple[list[str], dict[str, str], dict[str, str], Path]
+#: argv, the variables under the contract's, the paths over them, the directory the process starts in, and the
+#: logs dir's hand-over socket pair (headroom's end, the sandbox's end; None without a sandbox)
+Handoff = tuple[socket.socket, socket.socket]
+Prepared = tuple[list[str], dict[str, str], dict[str, str], Path, Handoff | None]
+
+
+def _copy_logs(ours: socket.socket, logs_dir: Path, facts: StepFacts) -> host_logs.Copied | None:
+    """What the agent wrote to its tmpfs logs dir, copied into the try's host logs dir (the backend keeps it)."""
+    got = host_logs.receive(ours)
+    if got is None:
+        if not facts.spawn_error and not facts.timed_out:  # the sandbox's first program never ran
+            why = (facts.stderr_tail or "").strip().splitlines()[-1:] or [f"exit {facts.exit_code}"]
+            facts.spawn_error = f"the host agent's sandbox did not start: {why[0][:300]}"
+        return None
+    try:
+        return host_logs.copy_out(got, logs_dir)
+    except OSError as exc:  # the host's side failed (its disk): the record says so; nothing of the agent's is read
+        facts.termination_reason = f"its logs dir could not be copied out: {exc}"
+        return None
+    finally:
+        os.close(got)
 
 
 @contextlib.contextmanager
@@ -235,12 +259,17 @@ def _sandboxed(
     if box is None:  # trusted, and no sandbox here: as headroom's user, in headroom's working directory
         env = {k: os.environ[k] for k in HOST_ENV if k in os.environ}
         paths = _unsandboxed_paths(srv, logs_dir, instruction)
-        yield ["bash", "-c", shell], env, paths, Path(host.path) if host.path else Path.cwd()
+        yield ["bash", "-c", shell], env, paths, Path(host.path) if host.path else Path.cwd(), None
         return
     area = Path(tempfile.mkdtemp(prefix="agent-sandbox-", dir=host_dir))
     try:
         with contextlib.ExitStack() as stack:
-            yield _prepare(box, shell, launch, host, srv, area, logs_dir, instruction, stack, bounds.tmpfs_bytes)
+            # a datagram pair: the sandbox's first program sends its logs dir on one end, headroom reads the other
+            pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            for end in pair:
+                stack.callback(end.close)
+            argv, base, paths, cwd = _prepare(box, shell, launch, host, srv, area, instruction, stack, bounds, pair[1])
+            yield argv, base, paths, cwd, pair
     finally:
         remove_tree(area)
 
@@ -252,14 +281,13 @@ def _prepare(
     host: HostAgent,
     srv: ExecServer,
     area: Path,
-    logs_dir: Path,
     instruction: Path,
     stack: contextlib.ExitStack,
-    private_bytes: int,
-) -> Prepared:
+    bounds: host_bounds.Bounds,
+    handoff: socket.socket,
+) -> tuple[list[str], dict[str, str], dict[str, str], Path]:
     owner = box.owner
     if owner is not None:
-        os.chown(logs_dir, *owner)
         os.chown(srv.socket_path, *owner)
     lib, bin_ = area / "lib", area / "bin"
     lib.mkdir(mode=0o755)
@@ -268,6 +296,7 @@ def _prepare(
     shutil.copyfile(here / "exec" / "__init__.py", lib / "headroom_exec.py")
     shutil.copyfile(here / "exec" / "client.py", lib / "headroom_exec_cli.py")
     shutil.copyfile(here / "relay.py", lib / "headroom_relay.py")
+    shutil.copyfile(here / "handoff.py", lib / "headroom_handoff.py")
     python = hb.interpreter()
     (bin_ / "headroom-exec").write_text(f'#!/bin/sh\nexec {python} -E -s -S {hb.LIB}/headroom_exec_cli.py "$@"\n')
     for f in (*lib.iterdir(), bin_ / "headroom-exec"):
@@ -278,13 +307,12 @@ def _prepare(
     ro = [*own, *([] if hb.under(hb.interpreter_root(), [*hb.SYSTEM_DIRS, *own]) else [hb.interpreter_root()])]
     binds = [hb.Bind(p, p) for p in ro]
     binds += [
-        hb.Bind(str(logs_dir), hb.LOGS, writable=True),
         hb.Bind(str(lib), hb.LIB),
         hb.Bind(str(bin_), f"{hb.RUN}/bin"),
         hb.Bind(srv.socket_path, hb.EXEC_SOCKET),
         hb.Bind(str(instruction), hb.INSTRUCTION),
     ]
-    command = ["bash", "-c", shell]
+    agent = ["bash", "-c", shell]
     gateway_port = urlsplit(launch.model_gateway).port if launch.model_gateway else None
     if not host.network and gateway_port:
         short = Path(tempfile.mkdtemp(prefix="headroom-gw-"))  # a unix socket's path is at most 107 bytes
@@ -292,7 +320,7 @@ def _prepare(
         sock = short / "gateway.sock"
         stack.enter_context(relay.UnixToTcp(str(sock), gateway_port, owner))
         binds.append(hb.Bind(str(sock), hb.GATEWAY_SOCKET))
-        command = [
+        agent = [
             python,
             "-E",
             "-s",
@@ -301,10 +329,16 @@ def _prepare(
             str(gateway_port),
             hb.GATEWAY_SOCKET,
             "--",
-            *command,
+            *agent,
         ]
-    # HOME, /tmp and /dev/shm: private, memory-backed (counted in the agent's cgroup) and of a bounded size
-    private = [hb.Tmpfs(inside, private_bytes) for inside in (hb.HOME, hb.TMP, hb.SHM)]
+    # first in the sandbox: the logs dir handed out, the process ceiling set where there is no cgroup (handoff.py)
+    nproc = str(bounds.nproc) if bounds.nproc is not None else ""
+    command = [python, "-E", "-s", "-S", f"{hb.LIB}/headroom_handoff.py", str(handoff.fileno()), hb.LOGS, nproc]
+    command += ["--", *agent]
+    # HOME, /tmp, /dev/shm and the logs dir: private, memory-backed (counted in the agent's cgroup) and of a
+    # bounded size: a write past it fails with ENOSPC. The logs dir is copied out after the step (host_logs.py).
+    private = [hb.Tmpfs(inside, bounds.tmpfs_bytes) for inside in (hb.HOME, hb.TMP, hb.SHM)]
+    private.append(hb.Tmpfs(hb.LOGS, bounds.logs_bytes))
     view = hb.View(binds=binds, tmpfs=private, network=host.network, cwd=host.path or str(Path.cwd()))
     paths = {
         COMMAND_VAR: hb.EXEC_COMMAND,

@@ -76,10 +76,37 @@ def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
         "run_on_host": sorted(str(t) for t in on_host),
         "agent_sandbox": None
         if not isinstance(host, dict)
-        else str(host.get("tool") or "bubblewrap")
+        else str(host.get("tool") or "bubblewrap") + host_bounds_clause(host.get("bounds"))
         if host.get("sandboxed")
         else "none (trusted)",
     }
+
+
+#: How a host agent's bound was applied, as provenance names it (anything else, from an older or edited store,
+#: is shown as unrecorded: the line never carries a string it did not make).
+_MECHANISMS = {"cgroup-v1": "cgroup v1", "cgroup-v2": "cgroup v2", "rlimit": "rlimit"}
+
+
+def host_bounds_clause(bounds: Any) -> str:
+    """The bounds a host agent's sandbox applied, from the run's provenance (``agent_sandbox.bounds``): what this
+    host could enforce (a cgroup's limits, or the rlimits without one), not only what the experiment asked. An
+    older run that recorded no mechanisms gets no clause."""
+    if not isinstance(bounds, dict) or not isinstance(bounds.get("applied"), dict):
+        return ""
+
+    def num(key: str) -> int | None:
+        v = bounds.get(key)
+        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    how = _MECHANISMS.get(str(bounds.get("enforcement")), "unrecorded")
+    rlimit = how == "rlimit"
+    memory, pids, disk = num("memory_mb"), num("pids"), num("disk_mb")
+    parts = [
+        f"memory {memory} MiB by {'RLIMIT_DATA' if rlimit else how}" if memory else "memory unrecorded",
+        f"{pids} processes by {'RLIMIT_NPROC (per uid)' if rlimit else how}" if pids else "processes unrecorded",
+        f"HOME, /tmp, /dev/shm and logs dir each a tmpfs of {disk} MiB at most" if disk else "tmpfs size unrecorded",
+    ]
+    return ": " + ", ".join(parts)
 
 
 def oracle_check_lines(prov: dict[str, Any]) -> list[str]:

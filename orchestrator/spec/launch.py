@@ -76,14 +76,20 @@ class HostLimits(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     memory_mb: int = Field(
-        default=4096, gt=0, description="memory of the agent's processes and of its private HOME, /tmp and /dev/shm"
+        default=4096,
+        gt=0,
+        description="memory of the agent's processes and of its private HOME, /tmp, /dev/shm and logs dir",
     )
-    pids: int = Field(default=1024, ge=16, description="processes and threads the agent may hold at once")
+    pids: int = Field(
+        default=1024,
+        ge=16,
+        description="processes and threads the agent may hold at once (without a cgroup: RLIMIT_NPROC, a per-uid count)",
+    )
     disk_mb: int = Field(
         default=1024,
         gt=0,
-        description="size of each of its private HOME and /tmp (memory-backed, so counted in memory_mb too) and "
-        "of what its logs dir may hold",
+        description="size of each of its private HOME, /tmp, /dev/shm and logs dir (tmpfs mounts: a write past it "
+        "fails with ENOSPC; memory-backed, so counted in memory_mb too)",
     )
 
 
