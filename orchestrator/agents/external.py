@@ -268,10 +268,34 @@ def _sandboxed(
             pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
             for end in pair:
                 stack.callback(end.close)
-            argv, base, paths, cwd = _prepare(box, shell, launch, host, srv, area, instruction, stack, bounds, pair[1])
+            argv, base, paths, cwd = _prepare(
+                box, shell, launch, host, srv, area, logs_dir, instruction, stack, bounds, pair[1]
+            )
             yield argv, base, paths, cwd, pair
     finally:
         remove_tree(area)
+
+
+#: where an earlier step's logs are seen (read-only) in the sandbox, for handoff.py to copy into the logs dir
+CARRIED = f"{hb.RUN}/carried-logs"
+
+
+def _carry_logs(logs_dir: Path, area: Path) -> Path | None:
+    """A private copy of what the try's host logs dir holds before this step (None: nothing), made with the same
+    copier that takes the logs out (links never followed, entries bounded): the sandbox sees the copy, not the dir."""
+    try:
+        if not any(os.scandir(logs_dir)):
+            return None
+        carried = area / "carried-logs"
+        carried.mkdir(mode=0o755)
+        src = os.open(logs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            host_logs.copy_out(src, carried)
+        finally:
+            os.close(src)
+    except OSError:  # nothing to carry is the first step's case too: the step starts with an empty logs dir
+        return None
+    return carried
 
 
 def _prepare(
@@ -281,6 +305,7 @@ def _prepare(
     host: HostAgent,
     srv: ExecServer,
     area: Path,
+    logs_dir: Path,
     instruction: Path,
     stack: contextlib.ExitStack,
     bounds: host_bounds.Bounds,
@@ -331,9 +356,15 @@ def _prepare(
             "--",
             *agent,
         ]
+    # what an earlier host step of this try left in its logs dir (an installed agent's setup, its state for the run)
+    # is carried into this step's fresh tmpfs logs dir, as one logs dir across the try's steps would hold it
+    carried = _carry_logs(logs_dir, area)
+    if carried is not None:
+        binds.append(hb.Bind(str(carried), CARRIED))
     # first in the sandbox: the logs dir handed out, the process ceiling set where there is no cgroup (handoff.py)
     nproc = str(bounds.nproc) if bounds.nproc is not None else ""
     command = [python, "-E", "-s", "-S", f"{hb.LIB}/headroom_handoff.py", str(handoff.fileno()), hb.LOGS, nproc]
+    command += [CARRIED if carried is not None else ""]
     command += ["--", *agent]
     # HOME, /tmp, /dev/shm and the logs dir: private, memory-backed (counted in the agent's cgroup) and of a
     # bounded size: a write past it fails with ENOSPC. The logs dir is copied out after the step (host_logs.py).

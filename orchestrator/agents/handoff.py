@@ -1,5 +1,5 @@
 """The first program in a host-side agent's sandbox: it hands the agent's logs dir out, sets the agent's process
-ceiling where there is no cgroup, and execs the agent (``python3 headroom_handoff.py FD DIR NPROC -- COMMAND...``).
+ceiling where there is no cgroup, and execs the agent (``python3 headroom_handoff.py FD DIR NPROC CARRIED -- COMMAND...``).
 
 The agent's logs dir is a size-bounded tmpfs of the sandbox (:mod:`.host_sandbox`), so a write past its bound
 fails with ENOSPC in the kernel, not after a poll; but a tmpfs of the sandbox is gone with the sandbox. So,
@@ -11,6 +11,9 @@ sandbox's namespaces are gone, and headroom copies what the agent wrote out of i
 ``NPROC`` (empty: none) is set as ``RLIMIT_NPROC`` before the exec, here, after the sandbox dropped the agent to
 its uid: where the host cannot give the agent a cgroup, the kernel's per-uid process count is its ceiling.
 
+``CARRIED`` (empty: none) is a read-only copy of what an earlier host step of the try left in its logs dir (an
+installed agent's setup: its state for the run); it is copied into ``DIR`` first, as far as the bound lets it.
+
 Standard library only, no import from the rest of headroom: it is copied into the sandbox and run there by a
 bare interpreter.
 """
@@ -19,14 +22,22 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import socket
 import sys
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) < 5 or argv[3] != "--":
-        sys.exit("usage: headroom_handoff.py FD DIR NPROC -- COMMAND...")
-    fd, where, nproc, command = int(argv[0]), argv[1], argv[2], argv[4:]
+    if len(argv) < 6 or argv[4] != "--":
+        sys.exit("usage: headroom_handoff.py FD DIR NPROC CARRIED -- COMMAND...")
+    fd, where, nproc, carried, command = int(argv[0]), argv[1], argv[2], argv[3], argv[5:]
+    if carried:
+        try:
+            shutil.copytree(carried, where, symlinks=True, dirs_exist_ok=True)
+        except (OSError, shutil.Error) as exc:  # a full logs dir: the agent starts with what fitted, and is told
+            sys.stderr.write(
+                f"headroom-handoff: the earlier step's logs were not all carried over: {exc}"[:2000] + "\n"
+            )
     try:
         if nproc:
             n = int(nproc)
