@@ -129,6 +129,9 @@ class PhaseDef:
     ends: tuple[Ending, ...] = ()
     #: the backend is asked after this phase whether to go on (a cancel, a limit it watches)
     checkpoint: bool = False
+    #: its facts must outlive an environment killed during the next phase (the setup's, should the agent's step be
+    #: OOM-killed): a backend that keeps facts inside the environment (the Pod's message) writes them out at once
+    durable: bool = False
     #: what a runner fault (:class:`~orchestrator.errors.Tainted`) in this phase is blamed on
     tainted: str | None = None
     #: the facts it records (``TrialFacts`` fields and ``extra`` keys): documentation a test holds to the code
@@ -148,6 +151,7 @@ DEFINITION: tuple[PhaseDef, ...] = (
         pod_prefix="SETUP",
         logs="agent",
         output="agent_setup",
+        durable=True,
         ends=(Ending(tuple(Failure), "agent_setup_failed", "infra_error(agent_setup_failed)"),),
         records=("extra.agent_setup", "infra_hint"),
     ),

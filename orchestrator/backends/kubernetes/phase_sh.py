@@ -96,8 +96,10 @@ def _endings(d: PhaseDef) -> list[str]:
             kinds = " ".join(Failure(k).value for k in e.on)
             test = f"failed {(e.step or d.phase).value} {kinds}"
         out.append(f"if {test}; then skip={word}; fi")
-    if d.ends:
-        out.append("flush")  # the message as it stands when the try may end here
+    if d.durable:  # written out now: the next phase may end the container
+        out.append("flush")
+    elif d.ends and d.phase in agent_side:  # the agent's container's message, when the try ends here
+        out.append('if [ -n "$skip" ]; then flush; fi')
     return out
 
 
