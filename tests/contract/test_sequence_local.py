@@ -70,6 +70,23 @@ def test_a_failed_setup_is_an_infra_error_and_the_agent_never_runs(
     assert facts.agent is None and facts.verifier is None
 
 
+def test_the_sequence_ends_a_try_where_the_phase_definition_says(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_try reads each phase's endings from phases.DEFINITION: a setup that may exit non-zero (a definition
+    without the EXIT ending) no longer ends the try, and the agent runs; nothing in the sequence had to change."""
+    setup = SetupLaunch(shell="exit 3", timeout_s=20)
+    d = phases.get(phases.Phase.AGENT_SETUP)
+    lenient = dataclasses.replace(
+        d, ends=(phases.Ending((phases.Failure.SPAWN, phases.Failure.TIMEOUT), "agent_setup_failed", ""),)
+    )
+    monkeypatch.setattr(phases, "DEFINITION", tuple(lenient if x is d else x for x in phases.DEFINITION))
+    facts = backend.run(_launch(tmp_path, 'touch "$HEADROOM_WORKDIR/out"', setup))
+    assert facts.extra.agent_setup is not None and facts.extra.agent_setup.exit_code == 3
+    assert facts.infra_hint is None and facts.agent is not None and facts.agent.exit_code == 0
+    assert classify(facts).outcome is Outcome.PASSED, (facts.agent, facts.verifier)
+
+
 def test_the_verifier_runs_without_the_agents_variables(backend: LocalBackend, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("HR_TEST_SECRET", "s3cr3t-value")
     write_task(
@@ -232,20 +249,3 @@ def test_an_honest_tree_skips_the_sanitiser_script_and_a_link_still_runs_it(tmp_
         assert classify(linked).outcome is Outcome.PASSED
     finally:
         b.close()
-
-
-def test_the_sequence_ends_a_try_where_the_phase_definition_says(
-    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """run_try reads each phase's endings from phases.DEFINITION: a setup that may exit non-zero (a definition
-    without the EXIT ending) no longer ends the try, and the agent runs; nothing in the sequence had to change."""
-    setup = SetupLaunch(shell="exit 3", timeout_s=20)
-    d = phases.get(phases.Phase.AGENT_SETUP)
-    lenient = dataclasses.replace(
-        d, ends=(phases.Ending((phases.Failure.SPAWN, phases.Failure.TIMEOUT), "agent_setup_failed", ""),)
-    )
-    monkeypatch.setattr(phases, "DEFINITION", tuple(lenient if x is d else x for x in phases.DEFINITION))
-    facts = backend.run(_launch(tmp_path, 'touch "$HEADROOM_WORKDIR/out"', setup))
-    assert facts.extra.agent_setup is not None and facts.extra.agent_setup.exit_code == 3
-    assert facts.infra_hint is None and facts.agent is not None and facts.agent.exit_code == 0
-    assert classify(facts).outcome is Outcome.PASSED, (facts.agent, facts.verifier)
