@@ -3,8 +3,8 @@
 Every backend that runs tries (local bubblewrap sandboxes, Docker containers) implements
 :class:`StepRunner`; :func:`orchestrator.contract.sequence.run_try` is written against it
 and nothing else, so the steps between "the agent stops" and "the reward is recorded"
-exist once. The Pod backend runs the same phases inside the Pod (``runner.sh``, generated
-from :data:`orchestrator.contract.phases.PHASES`) with the same sanitiser script.
+exist once. The Pod backend runs the same phases inside the Pod (``runner.sh``, its phases generated
+from :data:`orchestrator.contract.phases.DEFINITION`) with the same sanitiser script.
 
 This interface is public and stable: a host-side agent (issue 21's ``$HEADROOM_EXEC``)
 acts in its try's environment through :meth:`StepRunner.run` with ``role="agent"`` and

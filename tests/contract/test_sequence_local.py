@@ -6,6 +6,7 @@ Real bubblewrap sandboxes (skipped without them); the launches are built by the 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.backends.local.runner import LocalRunner
-from orchestrator.contract import sanitiser
+from orchestrator.contract import phases, sanitiser
 from orchestrator.contract.runner import StepRunner
 from orchestrator.engine.classify import classify
 from orchestrator.engine.launch import build_launch
@@ -67,6 +68,23 @@ def test_a_failed_setup_is_an_infra_error_and_the_agent_never_runs(
     v = classify(facts)
     assert (v.outcome, v.reason) == (Outcome.INFRA_ERROR, InfraReason.AGENT_SETUP_FAILED), facts.infra_detail
     assert facts.agent is None and facts.verifier is None
+
+
+def test_the_sequence_ends_a_try_where_the_phase_definition_says(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_try reads each phase's endings from phases.DEFINITION: a setup that may exit non-zero (a definition
+    without the EXIT ending) no longer ends the try, and the agent runs; nothing in the sequence had to change."""
+    setup = SetupLaunch(shell="exit 3", timeout_s=20)
+    d = phases.get(phases.Phase.AGENT_SETUP)
+    lenient = dataclasses.replace(
+        d, ends=(phases.Ending((phases.Failure.SPAWN, phases.Failure.TIMEOUT), "agent_setup_failed", ""),)
+    )
+    monkeypatch.setattr(phases, "DEFINITION", tuple(lenient if x is d else x for x in phases.DEFINITION))
+    facts = backend.run(_launch(tmp_path, 'touch "$HEADROOM_WORKDIR/out"', setup))
+    assert facts.extra.agent_setup is not None and facts.extra.agent_setup.exit_code == 3
+    assert facts.infra_hint is None and facts.agent is not None and facts.agent.exit_code == 0
+    assert classify(facts).outcome is Outcome.PASSED, (facts.agent, facts.verifier)
 
 
 def test_the_verifier_runs_without_the_agents_variables(backend: LocalBackend, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -34,7 +34,7 @@ from typing import Any
 
 from orchestrator.backends.kubernetes import scripts
 from orchestrator.backends.kubernetes.signals import AGENT_CONTAINER, TASK_CONTAINER, WARDEN_CONTAINER
-from orchestrator.contract import agent_check, sanitiser
+from orchestrator.contract import agent_check, phases, sanitiser
 from orchestrator.contract import paths as cc
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.launch import Launch, StepLaunch, environment_network
@@ -110,7 +110,9 @@ def host_setup_s(launch: Launch) -> float:
     return setup.timeout_s if setup is not None else 0.0
 
 
-def _step_env(step: StepLaunch, prefix: str, extra: dict[str, str] | None = None) -> list[dict[str, str]]:
+def _step_env(step: StepLaunch, phase: phases.Phase, extra: dict[str, str] | None = None) -> list[dict[str, str]]:
+    """A launch command's variables, named as the phase's definition names them (the runner's are rendered from it)."""
+    prefix = phases.get(phase).pod_prefix
     env = [
         {"name": f"HR_{prefix}_ENV", "value": env_script({**step.env, **(extra or {})})},
         {"name": f"HR_{prefix}_TIMEOUT", "value": str(max(1, math.ceil(step.timeout_s)))},
@@ -234,8 +236,8 @@ def build(
     # manifest or the verifier's script and environment, the verifier's never holds a secret.
     agent_env: list[dict[str, Any]] = [
         {"name": "HR_ROLE", "value": "agent"},
-        *(_external_agent_env(launch) if external else _step_env(launch.agent, "AGENT", agent_dir)),
-        *(_step_env(launch.agent_setup, "SETUP", agent_dir) if launch.agent_setup is not None else []),
+        *(_external_agent_env(launch) if external else _step_env(launch.agent, phases.Phase.AGENT, agent_dir)),
+        *(_step_env(launch.agent_setup, phases.Phase.AGENT_SETUP, agent_dir) if launch.agent_setup is not None else []),
         # An external agent's secrets stay on the host with it: the pod never gets them.
         {"name": "HR_SECRET_NAMES", "value": "" if external else " ".join(launch.agent.secret_env)},
         {"name": "HR_WORK_COPY_S", "value": str(WORK_COPY_S)},
@@ -243,7 +245,7 @@ def build(
     ]
     verifier_env: list[dict[str, Any]] = [
         {"name": "HR_ROLE", "value": "verifier"},
-        *_step_env(verifier, "VERIFIER"),
+        *_step_env(verifier, phases.Phase.VERIFIER),
         {"name": "HR_TESTS_MANIFEST", "value": bundle.tests_manifest()},
         # The warden's handoff holds the tests too: a link into it is as good as one into /tests.
         {

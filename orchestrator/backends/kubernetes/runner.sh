@@ -1,7 +1,9 @@
 # headroom in-pod runner (POSIX sh). Runs in two containers of one pod, from the same image:
 #
-# HR_ROLE=agent: the agent's container, an init container. The phases of orchestrator/contract/phases.py up
-#   to `stop` (filled in by scripts.py): optional agent setup (HR_SETUP_*); the agent check; the agent step
+# The phases are not written here: phase_sh.py renders them from orchestrator/contract/phases.py's DEFINITION
+# (below, at the end of the step runner's operations); this file is the Pod's step runner and its two halves.
+# HR_ROLE=agent: the agent's container, an init container. The definition's phases up
+#   to `stop`: optional agent setup (HR_SETUP_*); the agent check; the agent step
 #   (cwd = the image's WORKDIR, logs in /logs/agent, own timeout; an external agent's: the environment is
 #   held while the host's agent acts on it over pods/exec, see end_external); every other process of this
 #   container killed (same cgroup) until none is left. Then the work dir is copied out into the agent's run
@@ -442,51 +444,35 @@ carry_in() {
   return 0
 }
 
-# ---- phases: orchestrator/contract/phases.py's list, in its order (filled in by scripts.py) -----
-skip="" agent_skip=""
-phase_agent_setup() {  # optional; a failure is infra_error(agent_setup_failed), and nothing else runs
-  [ -n "${HR_SETUP_SCRIPT:-}${HR_SETUP_SHELL:-}" ] || return 0
-  setup_script=""
-  [ -n "${HR_SETUP_SCRIPT:-}" ] && setup_script=$(command_of "$HR_SETUP_SCRIPT")
-  mkdir -p "$LOGS/agent_setup"
-  run_step agent_setup "${HR_SETUP_TIMEOUT:-600}" "${HR_SETUP_ENV:-}" "$setup_script" "${HR_SETUP_SHELL:-}" "$LOGS/agent" "$TASK" "$LOGS/agent_setup"
-  if [ "$STEP_EXIT" != 0 ] || [ "$STEP_TIMEOUT" = 1 ] || [ "$STEP_OOM" -gt 0 ] 2>/dev/null; then
-    skip=agent_setup_failed
-  fi
-  flush
+# ---- the Pod's step runner: the operations the phases ask for -------------------------------------
+# No phase is written here. The phase_* functions are generated from orchestrator/contract/phases.py's
+# DEFINITION (orchestrator/backends/kubernetes/phase_sh.py, filled in below by scripts.py): each calls one of
+# these operations with the definition's arguments, then ends the try (skip=WORD) where the definition says.
+skip=""
+# A step's failures, as this runner saw them (its watchdog, the cgroup's OOM counter, the exit status): the words
+# of orchestrator/contract/phases.py's Failure, kept in F_<step>; `failed STEP KIND...` asks for any of them.
+note_failures() {  # STEP, after run_step
+  hr_f=""
+  [ "$STEP_EXIT" != 0 ] && hr_f="$hr_f exit"
+  [ "$STEP_TIMEOUT" = 1 ] && hr_f="$hr_f timeout"
+  [ "$STEP_OOM" -gt 0 ] 2>/dev/null && hr_f="$hr_f oom"
+  eval "F_$1=\$hr_f"
 }
-# The contract's agent_check (orchestrator/contract/agent_check.py, filled in by scripts.py): before the
-# agent gets control, headroom's own script resolves the agent command's program (HR_AGENT_PROGRAM) and,
-# for an interpreter, its script (HR_AGENT_PROGRAM_SCRIPT, the check's third argument) in the agent's
-# environment and working directory. Not found: the agent never starts (agent_not_found).
-HR_AGENT_CHECK=@AGENT_CHECK@
-phase_agent_check() {
-  [ -z "${HR_AGENT_EXTERNAL:-}" ] && [ -n "${HR_AGENT_PROGRAM:-}" ] && [ -z "${HR_AGENT_SCRIPT:-}" ] || return 0
-  rm -f "$RUN/agent_check.out"
-  # The check and its words become positional parameters before the task's variables are eval'd: a task
-  # variable of the same name as one of the runner's cannot replace them.
-  ( cd "$WORKDIR" 2>/dev/null; name=agent logdir=$LOGS/agent taskdir=$TASK
-    set -- "$HR_AGENT_CHECK" headroom-agent-check "$HR_AGENT_PROGRAM" "$SH" \
-      ${HR_AGENT_PROGRAM_SCRIPT:+"$HR_AGENT_PROGRAM_SCRIPT"}
-    envs=${HR_AGENT_ENV:-}; unset $HIDDEN; PATH=$IMAGE_PATH; step_env; eval "$envs"
-    exec "$RSH" -c "$@" ) > "$RUN/agent_check.out" 2>/dev/null &
-  cpid=$!
-  ( sleep @AGENT_CHECK_TIMEOUT@; kill -KILL "$cpid" 2>/dev/null ) > /dev/null 2>&1 &
-  wpid=$!
-  wait "$cpid"
-  kill -KILL "$wpid" 2>/dev/null
-  name=agent_check
-  sweep
-  cst="" cdetail=""
-  while IFS='=' read -r k v; do
-    case $k in agent_check) [ -z "$cst" ] && cst=$v ;; agent_check_detail) [ -z "$cdetail" ] && cdetail=$v ;; esac
-  done < "$RUN/agent_check.out"
-  emit "agent_check=$(printf '%s' "${cst:-unchecked}" | no_ctl | dd bs=20 count=1 2>/dev/null)"
-  if [ "$cst" = not_found ]; then
-    emit "agent_not_found=$(printf '%s' "$cdetail" | no_ctl | dd bs=300 count=1 2>/dev/null)"
-    skip=agent_not_found
-    flush
-  fi
+add_failure() { eval "F_$1=\"\${F_$1:-} \$2\""; }
+failed() {
+  eval "hr_f=\" \${F_$1:-} \""
+  shift
+  for hr_k in "$@"; do case $hr_f in *" $hr_k "*) return 0 ;; esac; done
+  return 1
+}
+# command_step NAME TIMEOUT ENVS SCRIPT SHELLCMD LOGS OUTPUT TASKDIR: one of the launch's commands (a script by its
+# path in the task, or a shell command line), seeing $LOGS/LOGS as its logs dir, its output in $LOGS/OUTPUT.
+command_step() {
+  cs_script=""
+  [ -n "$4" ] && cs_script=$(command_of "$4")
+  mkdir -p "$LOGS/$7"
+  run_step "$1" "$2" "$3" "$cs_script" "$5" "$LOGS/$6" "$8" "$LOGS/$7"
+  note_failures "$1"
 }
 # An external agent (HR_AGENT_EXTERNAL=1) runs on the host and acts on this container over pods/exec
 # (orchestrator/backends/kubernetes/exec_target.py). Its phase here only holds the environment: it
@@ -498,25 +484,51 @@ end_external() {
   mkdir "$RUN/agent.ended" 2>/dev/null
 }
 EXTERNAL_WAIT="rm -f '$RUN/agent.done'; : > '$RUN/agent.ready'; while [ ! -s '$RUN/agent.done' ]; do sleep 1; done"
-phase_agent() {
-  agent_script=""
-  [ -n "${HR_AGENT_SCRIPT:-}" ] && agent_script=$(command_of "$HR_AGENT_SCRIPT")
-  if [ -n "${HR_AGENT_EXTERNAL:-}" ]; then
-    rm -rf "$RUN/agent.ended" "$RUN/agent.done" "$RUN/agent.ready"
-    run_step agent "${HR_AGENT_TIMEOUT:-600}" "" "" "$EXTERNAL_WAIT" "$LOGS/agent" "$TASK" "$RUN"
-    how=none
-    [ -f "$RUN/agent.done" ] && read -r how _ < "$RUN/agent.done"
-    emit "agent_external=$(printf '%s' "$how" | no_ctl | dd bs=20 count=1 2>/dev/null)"
-    case $how in
-      timeout) STEP_TIMEOUT=1 ;;
-      spawn_error) agent_skip=agent_spawn_error ;;
-    esac
-  else
-    run_step agent "${HR_AGENT_TIMEOUT:-600}" "${HR_AGENT_ENV:-}" "$agent_script" "${HR_AGENT_SHELL:-}" "$LOGS/agent" "$TASK"
-  fi
-  agent_oom=$STEP_OOM agent_timeout=$STEP_TIMEOUT
+external_step() {  # NAME TIMEOUT LOGS TASKDIR: the host's word is the step's facts
+  rm -rf "$RUN/agent.ended" "$RUN/agent.done" "$RUN/agent.ready"
+  run_step "$1" "$2" "" "" "$EXTERNAL_WAIT" "$LOGS/$3" "$4" "$RUN"
+  note_failures "$1"
+  how=none
+  [ -f "$RUN/agent.done" ] && read -r how _ < "$RUN/agent.done"
+  emit "agent_external=$(printf '%s' "$how" | no_ctl | dd bs=20 count=1 2>/dev/null)"
+  case $how in
+    timeout) add_failure "$1" timeout ;;
+    spawn_error) add_failure "$1" spawn_error ;;
+  esac
 }
-phase_stop() {  # run_step swept every process of this container; what the agent left is read now
+# The contract's agent_check (orchestrator/contract/agent_check.py, filled in by scripts.py): before the
+# agent gets control, headroom's own script resolves the agent command's program (HR_AGENT_PROGRAM) and,
+# for an interpreter, its script (HR_AGENT_PROGRAM_SCRIPT, the check's third argument) in the agent's
+# environment and working directory. Returns 1 when there is nothing to check (an external agent, a task
+# script, a program the check cannot tell); STATUS is its answer.
+HR_AGENT_CHECK=@AGENT_CHECK@
+script_agent_check() {  # TIMEOUT
+  [ -z "${HR_AGENT_EXTERNAL:-}" ] && [ -n "${HR_AGENT_PROGRAM:-}" ] && [ -z "${HR_AGENT_SCRIPT:-}" ] || return 1
+  rm -f "$RUN/agent_check.out"
+  # The check and its words become positional parameters before the task's variables are eval'd: a task
+  # variable of the same name as one of the runner's cannot replace them.
+  ( cd "$WORKDIR" 2>/dev/null; name=agent logdir=$LOGS/agent taskdir=$TASK
+    set -- "$HR_AGENT_CHECK" headroom-agent-check "$HR_AGENT_PROGRAM" "$SH" \
+      ${HR_AGENT_PROGRAM_SCRIPT:+"$HR_AGENT_PROGRAM_SCRIPT"}
+    envs=${HR_AGENT_ENV:-}; unset $HIDDEN; PATH=$IMAGE_PATH; step_env; eval "$envs"
+    exec "$RSH" -c "$@" ) > "$RUN/agent_check.out" 2>/dev/null &
+  cpid=$!
+  ( sleep "$1"; kill -KILL "$cpid" 2>/dev/null ) > /dev/null 2>&1 &
+  wpid=$!
+  wait "$cpid"
+  kill -KILL "$wpid" 2>/dev/null
+  name=agent_check
+  sweep
+  cst="" cdetail=""
+  while IFS='=' read -r k v; do
+    case $k in agent_check) [ -z "$cst" ] && cst=$v ;; agent_check_detail) [ -z "$cdetail" ] && cdetail=$v ;; esac
+  done < "$RUN/agent_check.out"
+  STATUS=${cst:-unchecked}
+  emit "agent_check=$(printf '%s' "$STATUS" | no_ctl | dd bs=20 count=1 2>/dev/null)"
+  [ "$cst" = not_found ] && emit "agent_not_found=$(printf '%s' "$cdetail" | no_ctl | dd bs=300 count=1 2>/dev/null)"
+  return 0
+}
+stop_agent() {  # run_step swept every process of this container; what the agent left is read now
   [ -n "${HR_AGENT_EXTERNAL:-}" ] && end_external  # again, now that no process of the agent can remove it
   # The agent's output tails for the container log, taken now: the secrets are still in our
   # environment, so they are redacted in 4 KiB of slack before the 2 KiB cut (a secret printed
@@ -537,12 +549,9 @@ phase_stop() {  # run_step swept every process of this container; what the agent
   fi
   stage_records
   flush
-  [ -n "${agent_skip:-}" ] && skip=$agent_skip
-  [ "$agent_timeout" = 1 ] && skip=agent_timeout
-  [ "$agent_oom" -gt 0 ] 2>/dev/null && skip=agent_oom
   for name in ${HR_SECRET_NAMES:-}; do unset "$name"; done
 }
-phase_handover() {
+take_tests() {  # the hand-over: the warden's tests at /tests (checked against their manifest), fresh verifier logs
   # Nothing of the agent runs any more (sweep): what we create now it cannot touch.
   rm -rf "$RUN/wake" "$RUN/request"
   mkfifo -m 622 "$RUN/wake" || { skip=no_fifo; return; }
@@ -564,7 +573,7 @@ phase_handover() {
   rm -rf "$RUN/vtask/tests"
   ln -s "$TESTS" "$RUN/vtask/tests"
 }
-phase_sanitise() {  # the contract's sanitiser, as the verifier's user (ours), in /, with a hard timeout
+script_sanitise() {  # TIMEOUT: the contract's sanitiser, as the verifier's user (ours), in /; STATUS is its verdict
   hidden="$RUN/vtask"
   for v in ${HR_VERIFIER_ONLY:-/tests /logs/verifier /solution /headroom/handoff}; do hidden="$hidden $R$v"; done
   rm -f "$RUN/sanitise.out"  # the agent could have left a FIFO or a link there
@@ -574,7 +583,7 @@ phase_sanitise() {  # the contract's sanitiser, as the verifier's user (ours), i
     export HR_SAN_SCRIPT HR_SAN_HIDDEN HR_SAN_PRUNE HR_SAN_MAX_LINKS HR_SAN_RESOLVE_S HR_SAN_BUDGET_S
     exec "$RSH" -c "$HR_SAN_SCRIPT" headroom-sanitise "$WORKDIR" "$LOGS/agent" ) > "$RUN/sanitise.out" 2>/dev/null &
   spid=$!
-  ( sleep "${HR_SAN_TIMEOUT:-@SAN_TIMEOUT@}"; kill -KILL "$spid" 2>/dev/null ) > /dev/null 2>&1 &
+  ( sleep "$1"; kill -KILL "$spid" 2>/dev/null ) > /dev/null 2>&1 &
   wpid=$!
   wait "$spid"
   kill -KILL "$wpid" 2>/dev/null
@@ -585,15 +594,12 @@ phase_sanitise() {  # the contract's sanitiser, as the verifier's user (ours), i
       special_removed|special_left|unlistable|links_unremovable) [ "$v" != 0 ] && emit "sanitise_$k=$v" ;;
     esac
   done < "$RUN/sanitise.out"
+  STATUS=$st
   emit "sanitise=$(printf '%s' "$st" | no_ctl | dd bs=20 count=1 2>/dev/null)"
   emit "verifier_only_links_removed=$((lr + lu + rr))"
-  [ "$st" = ok ] || skip=unjudged_state
 }
-phase_verifier() {
-  run_step verifier "${HR_VERIFIER_TIMEOUT:-600}" "${HR_VERIFIER_ENV:-}" "$(command_of "${HR_VERIFIER_SCRIPT:-tests/test.sh}")" "" "$LOGS/verifier" "$RUN/vtask"
-}
-phase_reward() {
-  for f in reward.txt reward.json; do
+read_reward() {  # FILE...: the first regular file of these in the verifier's logs, as reward_file/size/b64
+  for f in "$@"; do
     p="$LOGS/verifier/$f"
     [ -f "$p" ] && [ ! -L "$p" ] || continue
     n=$(size_of "$p")
@@ -603,11 +609,14 @@ phase_reward() {
     break
   done
 }
+
+# ---- the phases: generated from orchestrator/contract/phases.py ----------------------------------
+@PHASES@
 # ---- the two halves ----------------------------------------------------------------------------
 # The agent's facts reach the verifier's container through the agent's run dir, written after the sweep (no
 # agent process is left to change them) and read bounded; the word that skips the verifier is one of a
 # known few. A missing report (the agent's container ended without writing it) is the agent's failure.
-AGENT_SKIPS="agent_setup_failed agent_not_found agent_timeout agent_oom agent_spawn_error"
+AGENT_SKIPS="@AGENT_SKIPS@"
 agent_half() {
   emit "v=1"
   emit "workdir=$(printf '%s' "$WORKDIR" | no_ctl | dd bs=200 count=1 2>/dev/null)"
@@ -625,7 +634,7 @@ agent_half() {
   rm -rf "$RUN/agent.msg" "$RUN/agent.msg.new" "$RUN/agent.skip" "$RUN/work" "$RUN/work.none" 2>/dev/null
   [ -n "$REC_STAGED" ] || rm -rf "$RUN/rec" "$RUN/rec.left" "$RUN/rec.count" "$RUN/rec.withheld" 2>/dev/null
   stage_records  # after setup failed: the stop phase never ran
-  case $skip in agent_setup_failed|agent_not_found) ;; *) carry_out ;; esac
+  case $skip in @BEFORE_AGENT_SKIPS@) ;; *) carry_out ;; esac  # the agent never ran: nothing to carry
   for name in ${HR_SECRET_NAMES:-}; do unset "$name"; done
   flush
   printf '%s' "$MSG" > "$RUN/agent.msg.new" && mv "$RUN/agent.msg.new" "$RUN/agent.msg"

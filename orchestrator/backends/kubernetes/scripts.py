@@ -1,7 +1,7 @@
 """The two POSIX-sh programs a trial pod runs: the runner (task container) and the warden (tests holder).
 
-The runner is generated: its phase list is :data:`orchestrator.contract.phases.PHASES` (up to ``stop`` in the
-agent's container, the rest in the verifier's), its sanitiser
+The runner is generated: its phases are :data:`orchestrator.contract.phases.DEFINITION`, rendered as sh by
+:mod:`.phase_sh` (up to ``stop`` in the agent's container, the rest in the verifier's), its sanitiser
 the contract's ``sanitise.sh`` (with its bounds), its own fixed PATH the sanitiser's
 (:data:`orchestrator.contract.sanitiser.PATH`) and its verifier environment
 :mod:`orchestrator.contract.verifier_env`'s, so the Pod runs the one contract the other backends run,
@@ -14,17 +14,18 @@ import shlex
 from functools import cache
 from importlib.resources import files
 
+from orchestrator.backends.kubernetes import phase_sh
+from orchestrator.backends.kubernetes.phase_sh import agent_side, verifier_side
 from orchestrator.contract import agent_check, phases, sanitiser, verifier_env
-
-#: The phases up to ``stop`` run in the agent's container, the rest in the verifier's (a fresh root filesystem).
-_CUT = phases.PHASES.index(phases.Phase.STOP) + 1
-agent_side, verifier_side = phases.PHASES[:_CUT], phases.PHASES[_CUT:]
 
 
 @cache
 def runner() -> str:
     text = files(__package__).joinpath("runner.sh").read_text()
     for key, value in (
+        ("@PHASES@", phase_sh.render()),
+        ("@AGENT_SKIPS@", " ".join(phases.ending_words(agent_side))),
+        ("@BEFORE_AGENT_SKIPS@", "|".join(phase_sh.before_agent)),
         ("@AGENT_PHASES@", " ".join(p.value for p in agent_side)),
         ("@VERIFIER_PHASES@", " ".join(p.value for p in verifier_side)),
         ("@SANITISER@", shlex.quote(sanitiser.script())),
@@ -33,9 +34,7 @@ def runner() -> str:
         ("@SAN_MAX_LINKS@", str(sanitiser.MAX_LINKS)),
         ("@SAN_RESOLVE_S@", str(sanitiser.RESOLVE_S)),
         ("@SAN_BUDGET_S@", str(sanitiser.BUDGET_S)),
-        ("@SAN_TIMEOUT@", str(int(sanitiser.TIMEOUT_S))),
         ("@AGENT_CHECK@", shlex.quote(agent_check.SCRIPT)),
-        ("@AGENT_CHECK_TIMEOUT@", str(int(agent_check.TIMEOUT_S))),
     ):
         if key not in text:
             raise RuntimeError(f"runner.sh has no {key}")  # a packaging mistake, caught by every pod test
