@@ -7,17 +7,13 @@ The engine (pandas, httpx, the gateway, the backends) is imported when a command
 from __future__ import annotations
 
 import math
-import os
 import re
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
-from rich.markup import escape
 
 from orchestrator import backends
 from orchestrator.commands.console import err
@@ -39,12 +35,12 @@ from orchestrator.commands.options import (
     seed_option,
     store_option,
 )
-from orchestrator.errors import SpecError, UserError
+from orchestrator.errors import UserError
 from orchestrator.spec.defaults import DEFAULT_MULTIPLIERS, MAX_TIMEOUT_MULTIPLIER
 from orchestrator.spec.unknown import first_validation_error
 
 if TYPE_CHECKING:
-    from orchestrator.backends.base import Backend
+    from orchestrator.engine.entry import Resume
     from orchestrator.spec.experiment import Experiment, ExperimentOverrides
     from orchestrator.spec.resources import ResourceConfig
     from orchestrator.store.sqlite import Store
@@ -144,49 +140,6 @@ def finite(value: float, flag: str) -> float:
     return value
 
 
-def check_agent_env(names: list[str]) -> None:
-    """Every --agent-env variable must be set here: an agent run without its key fails as if it were the model's fault."""
-    from orchestrator.agentio.redact import MIN_GUESSED_SECRET, too_short_to_redact_cleanly
-
-    missing = [n for n in names if n not in os.environ]
-    if missing:
-        verb = "is" if len(missing) == 1 else "are"
-        raise UserError(
-            f"{', '.join(missing)} {verb} not set in this environment; set it before the sweep "
-            "(the agent would run without it)",
-            field="--agent-env",
-        )
-    for name in too_short_to_redact_cleanly(names):
-        err.print(
-            f"note: --agent-env {name}: its value is shorter than {MIN_GUESSED_SECRET} characters; it is "
-            "redacted as a secret all the same, so that text is wiped wherever it appears in outputs and "
-            "trajectories (pass only secrets with --agent-env)",
-            soft_wrap=True,
-            markup=False,
-        )
-
-
-def _nothing_left(store_path: Path, run_id: str | None) -> tuple[str, int] | None:
-    """Before a resume, read-only and before anything is written: (run id, trials) if the run is already complete.
-
-    Also refuses a resume whose --agent-env variables are not set here.
-    """
-    from orchestrator.store.sqlite import Store
-
-    peek = Store.open_existing(store_path)
-    try:
-        info = peek.run(run_id)
-        if info.spec.get("kind") == "import":
-            return None  # sweep.resume says why an import cannot be resumed
-        planned = peek.planned_count(info.run_id)
-        if info.status == "finished" and peek.try_counts(info.run_id)["final"] >= planned:
-            return info.run_id, planned
-        check_agent_env(list((info.spec.get("agent") or {}).get("env_passthrough") or []))
-        return None
-    finally:
-        peek.close()
-
-
 def build_experiment(overrides: ExperimentOverrides, base: dict[str, Any], source: str | None) -> Experiment:
     """The experiment the flags say over ``base`` (an experiment file's mapping, or a command's own); a
     backend-specific flag the experiment's backend would ignore is refused."""
@@ -195,232 +148,21 @@ def build_experiment(overrides: ExperimentOverrides, base: dict[str, Any], sourc
     return experiment
 
 
-def make_backend(experiment: Experiment, enforcement: str) -> Backend:
-    """The experiment's backend; the local one takes --enforcement, the others their experiment section."""
-    if experiment.backend == "local":
-        from orchestrator.backends.local.backend import LocalBackend
-        from orchestrator.errors import CgroupUnavailable
-
-        try:
-            return LocalBackend(enforcement)  # type: ignore[arg-type]
-        except CgroupUnavailable as exc:
-            raise UserError(f"--enforcement cgroup: no usable cgroup hierarchy ({exc})") from None
-    if enforcement != "auto":
-        raise UserError(
-            f"--enforcement applies to the local backend only (this run uses {experiment.backend})",
-            field="--enforcement",
-        )
-    if experiment.backend == "kubernetes":
-        from orchestrator.agents.pods import pod_agent_problem
-
-        # Before connecting to a cluster: a refusal needs none (an external agent is not refused here any more: it
-        # runs on this host over pods/exec; sweep.start checks the backend's exec_channel ability).
-        if problem := pod_agent_problem(experiment.agent.kind, experiment.agent.path):
-            raise SpecError(problem, field="agent")
-    return backends.load(experiment.backend, options=getattr(experiment, experiment.backend, None))
-
-
-def _announce(backend: Backend) -> None:
-    caps = backend.capabilities
-    if backend.enforcement == "rlimit":
-        err.print(
-            "[bold yellow]enforcement: rlimit[/] — no cgroup could be created"
-            f" ({backend.facts().get('enforcement_fallback_reason')}). Memory is capped with RLIMIT_DATA; OOM kills cannot be"
-            " observed and CPU limits are NOT enforced. Results are recorded with enforcement=rlimit.",
-            soft_wrap=True,
-        )
-    else:
-        enforced = [
-            what
-            for what, on in (
-                ("memory limit", caps.memory_limit),
-                ("memory guarantee", caps.memory_request),
-                ("CPU quota", caps.cpu_quota),
-                ("CPU weight", caps.cpu_request),
-                ("storage limit", caps.storage_limit),
-            )
-            if on
-        ]
-        err.print(
-            f"backend: {backend.name}, enforcement: {backend.enforcement} ({', '.join(enforced)}; "
-            f"OOM from {caps.oom_signal}); isolation: {caps.isolation}",
-            soft_wrap=True,
-        )
-    if caps.isolation == "none":
-        err.print(
-            "[bold red]isolation: none[/] — agents are not sandboxed; recorded in provenance and in every report",
-            soft_wrap=True,
-        )
-    for note in caps.notes:
-        err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
-
-
-def _announce_checks(prov: dict[str, Any]) -> None:
-    """The canary's verdict and overcommit warnings, before the first trial runs."""
-    from orchestrator.engine.canary import describe
-
-    for line in describe(prov.get("canary") or {}):
-        err.print(line, soft_wrap=True)
-    for w in (prov.get("overcommit") or {}).get("warnings", []):
-        err.print(f"[bold yellow]overcommit:[/] {w}", soft_wrap=True)
-
-
 def _run_sweep(
-    experiment: Experiment | None,
+    what: Experiment | Resume,
     store_path: Path,
     *,
-    resume_run: str | None,
-    resume: bool,
     enforcement: str,
     canary: bool = True,
     oracle_check: bool = False,
 ) -> tuple[Store, str, bool]:
-    """Returns (store, run_id, interrupted)."""
-    from orchestrator.engine import sweep as sweep_mod
-    from orchestrator.engine.progress import SweepProgress
-    from orchestrator.store.sqlite import Store
+    """The engine's sweep (orchestrator/engine/entry.py), its events shown on stderr: (store, run_id, interrupted)."""
+    from orchestrator.commands.sweep_console import SweepConsole
+    from orchestrator.engine.entry import SweepOptions, run_sweep
 
-    store: Store
-    if resume:
-        if (done := _nothing_left(store_path, resume_run)) is not None:
-            err.print(
-                f"run {done[0]}: all {done[1]} trials are already finished; nothing to resume "
-                "(the run and its record are unchanged)"
-            )
-            return Store.open_existing(store_path), done[0], False
-        store = Store.open_for_resume(store_path)
-        run_id, experiment, tasks = sweep_mod.resume(store, resume_run)
-        err.print(f"resuming run {run_id} from {store_path}")
-    else:
-        assert experiment is not None
-        check_agent_env(list(experiment.agent.env_passthrough))
-        task_list = sweep_mod.prepare(experiment)  # rejects bad input before anything is written
-        pending = _store_on_record(store_path)  # a store that cannot be written is refused here, before the backend
-    with make_backend(experiment, enforcement) as backend:
-        if resume and backend.enforcement != (started_under := store.run(run_id).enforcement):
-            err.print(
-                f"[bold yellow]warning:[/] this run started under {started_under}; the rest runs under "
-                f"{backend.enforcement}. Each trial records its own enforcement."
-            )
-        _announce(backend)
-        if not resume:
-            extra = _oracle_check(experiment, task_list, pending, backend) if oracle_check else None
-            run_id, tasks = sweep_mod.start(
-                experiment, task_list, pending, backend, argv=sys.argv, canary=canary, extra_provenance=extra
-            )
-            store = pending.opened if isinstance(pending, _Pending) else pending
-            _announce_checks(store.provenance(run_id))
-            err.print(
-                f"run {run_id}: {len(tasks)} tasks x {len(experiment.configurations)} configurations x "
-                f"{experiment.attempts} attempts -> {store_path}"
-            )
-        else:  # the nodes, or how they are set up, may have changed since the run started
-            from orchestrator.engine.canary import describe
-
-            for line in describe(
-                sweep_mod.rerun_canary(store, run_id, experiment, list(tasks.values()), backend, canary=canary)
-            ):
-                err.print(f"(resume) {line}", soft_wrap=True)
-        stop = threading.Event()
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        counts = store.try_counts(run_id)
-        try:
-            with SweepProgress(err) as progress:
-                result = sweep_mod.run(
-                    store,
-                    run_id,
-                    experiment,
-                    tasks,
-                    backend,
-                    on_result=progress.on_result,
-                    on_pending=progress.on_pending,
-                    stop=stop,
-                )
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-    s = result.summary
-    if (problem := store.verify(run_id, counts["final"] + counts["retried"] + s.ran)) is not None:
-        raise UserError(problem, file=str(store_path))
-    if s.interrupted and s.paused:
-        err.print(
-            f"[bold]paused[/]: the model provider is failing: {escape(s.paused)}. {s.ran} tries recorded this "
-            f"session; no new try was started. When the provider is back: headroom resume {store_path}:{run_id}"
-        )
-    elif s.interrupted:
-        err.print(
-            f"[bold]interrupted[/]: {s.ran} tries recorded this session; nothing finished is lost. "
-            f"Resume with: headroom resume {store_path}:{run_id}"
-        )
-    elif s.already_done:
-        err.print(f"{s.already_done} trials were already finished and were not re-run")
-    return store, run_id, s.interrupted
-
-
-def _oracle_check(experiment: Experiment, task_list: list[Any], pending: Store, backend: Backend) -> dict[str, Any]:
-    """``--oracle-check``: each task's oracle once per configuration, as a run of its own, before the sweep."""
-    from orchestrator.engine import faithful, oracle_check
-
-    faithful.check(experiment, task_list, backend)  # a refused sweep runs no oracle either
-    store = _opened(pending)
-    err.print(
-        f"oracle check: {len(task_list)} tasks x {len(experiment.configurations)} configurations, the task's own "
-        "solution once each (a run of its own, kept apart from the agent's)"
-    )
-    record = oracle_check.run(experiment, task_list, store, backend)
-    found = oracle_check.lines(record)
-    for line in found:
-        err.print(f"[bold yellow]oracle check:[/] {escape(line)}", soft_wrap=True)
-    if not found:
-        err.print(f"oracle check: every task's oracle passes under every configuration (run {record['run_id']})")
-    return {oracle_check.PROVENANCE_KEY: record}
-
-
-def _opened(store: Store) -> Store:
-    """The real store behind ``_store_on_record``'s stand-in (created now), or the store itself."""
-    if isinstance(store, _Pending) and not hasattr(store, "opened"):
-        from orchestrator.store.sqlite import Store as RealStore
-
-        store.opened = RealStore(store.path)
-    return store.opened if isinstance(store, _Pending) else store
-
-
-class _Pending:
-    """Marks the stand-in ``_store_on_record`` returns for a store file that does not exist yet."""
-
-    opened: Store
-
-
-def _store_on_record(path: Path) -> Store:
-    """The store a new sweep records into, created only when ``sweep.start`` writes the run.
-
-    Everything before that (capabilities, fit, the agent's preflight, the canary) may still refuse the
-    sweep, and a refused sweep must leave no store file behind. An existing store is opened now: its
-    own checks (not a headroom store, read-only) come first and nothing is created. ``sweep.start``
-    touches its store only through ``create_run``; splitting it into a check and a record step would
-    let this be a plain ``Store`` again.
-    """
-    from orchestrator.store.sqlite import Store, read_only_reason
-
-    if path.exists():
-        return Store(path)
-    base = path.absolute().parent
-    while not base.exists() and base != base.parent:
-        base = base.parent
-    if not base.is_dir():  # what creating it would run into, said as Store says it
-        raise UserError(f"cannot create the store ({base} is not a directory)", file=str(path))
-    if (why := read_only_reason(path)) is not None:
-        raise UserError(f"the store is read-only ({why}); copy it to a writable place to continue", file=str(path))
-
-    class OnRecord(Store, _Pending):
-        def __init__(self) -> None:  # no file yet: Store.__init__ runs in create_run
-            self.path = path
-
-        def create_run(self, **kwargs: Any) -> str:
-            if not hasattr(self, "opened"):  # the oracle check (--oracle-check) may have opened it first
-                self.opened = Store(path)
-            return self.opened.create_run(**kwargs)
-
-    return OnRecord()
+    options = SweepOptions(enforcement=enforcement, canary=canary, oracle_check=oracle_check, argv=sys.argv)
+    done = run_sweep(what, store_path, options, SweepConsole())
+    return done.store, done.run_id, done.interrupted
 
 
 def print_report(store: Store, run_id: str, fmt: str, compact: bool = False) -> None:
@@ -588,8 +330,6 @@ def sweep(
         *_run_sweep(
             experiment,
             store_path,
-            resume_run=None,
-            resume=False,
             enforcement=enforcement,
             canary=not no_canary,
             oracle_check=oracle_check,
@@ -614,12 +354,12 @@ def _finish(ctx: click.Context, fmt: str, store: Store, run_id: str, interrupted
 
 
 def _resume(ctx: click.Context, run: RunName, store_path: Path, enforcement: str, fmt: str, no_canary: bool) -> None:
+    from orchestrator.engine.entry import Resume
+
     store, run_id = run.open(store_path)
     with store:
         path = store.path
-    _finish(
-        ctx, fmt, *_run_sweep(None, path, resume_run=run_id, resume=True, enforcement=enforcement, canary=not no_canary)
-    )
+    _finish(ctx, fmt, *_run_sweep(Resume(run_id), path, enforcement=enforcement, canary=not no_canary))
 
 
 @click.command()
@@ -678,7 +418,7 @@ def demo(ctx: click.Context, store_path: Path, attempts: int, concurrency: int, 
         },
         None,
     )
-    store, rid, interrupted = _run_sweep(experiment, store_path, resume_run=None, resume=False, enforcement=enforcement)
+    store, rid, interrupted = _run_sweep(experiment, store_path, enforcement=enforcement)
     print_report(store, rid, "table")
     listing = "headroom runs" if store_path == DEFAULT_STORE else f"headroom runs --store {store_path}"
     err.print(
@@ -716,10 +456,11 @@ def cleanup(
 
     overrides = ExperimentOverrides(backend_name=backend_name, namespace=namespace, kube_context=kube_context)
     _refuse_ignored_flags(backend_name, [*overrides.flags(), *(["--force"] if force else [])])
+    from orchestrator.engine.entry import cleanup as clean
+
     experiment = build_experiment(overrides, {"tasks_dir": "."}, None)
     run_id = None if run.text is None else run.run_id(store_path)
-    with make_backend(experiment, "auto") as backend:
-        report = backend.cleanup(run_id, force=force)
+    report = clean(experiment, run_id, force=force)
     for item in report.removed:
         click.echo(f"removed {item}")
     for item in report.kept:
