@@ -19,22 +19,12 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from orchestrator.commands import (
-    bundle,
-    calibrate,
-    cluster,
-    export,
-    nodes,
-    reporting,
-    results,
-    run,
-    taskimage,
-    tasks,
-    trust,
-    view,
-)
+from orchestrator.commands import report, results, sweep, view
+from orchestrator.commands.cluster import experiments, nodes
 from orchestrator.commands.console import err
 from orchestrator.commands.groups import OrderedGroup
+from orchestrator.commands.runs import bundle, calibrate, export
+from orchestrator.commands.tasks import image, taskset, trust
 from orchestrator.errors import Unavailable, UserError
 from orchestrator.report.safe import terminal_text
 
@@ -50,25 +40,25 @@ def cli() -> None:
 
 
 # The everyday verbs stay short, as Harbor keeps `harbor run` and Inspect `inspect eval` and `inspect view`.
-for _command in (run.sweep, run.resume, run.demo, reporting.report, view.view, reporting.schema):
+for _command in (sweep.sweep, sweep.resume, sweep.demo, report.report, view.view, report.schema):
     cli.add_command(_command)
 # Nouns, each holding what acts on it: the runs in a store, task sets, results made elsewhere, the cluster.
 for _group, _commands in (
     (
-        reporting.runs,
+        report.runs,
         (
-            reporting.compare,
+            report.compare,
             calibrate.calibrate,
             trust.regrade_cmd,
             bundle.bundle,
             bundle.verify,
             export.export,
-            run.cleanup,
+            sweep.cleanup,
         ),
     ),
-    (tasks.tasks, (trust.provenance_cmd, trust.audit_cmd, trust.judge_group, cluster.tasks_push, taskimage.image)),
+    (taskset.tasks, (trust.provenance_cmd, trust.audit_cmd, trust.judge_group, experiments.tasks_push, image.image)),
     (results.results, ()),
-    (cluster.cluster, (nodes.nodes,)),
+    (experiments.cluster, (nodes.nodes,)),
 ):
     for _command in _commands:
         _group.add_command(_command)

@@ -170,7 +170,7 @@ def submit(
     A tasks_dir in the file is pushed first as content-addressed ConfigMaps (see `tasks push`);
     a resource manifest (kind: Experiment) is accepted as well.
     """
-    from orchestrator.commands.run import load_experiment_file
+    from orchestrator.commands.sweep import load_experiment_file
     from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, VERSION
 
     fields = load_experiment_file(experiment_file)

@@ -166,7 +166,7 @@ def _run_sweep(
 
 
 def print_report(store: Store, run_id: str, fmt: str, compact: bool = False) -> None:
-    from orchestrator.commands.reporting import print_report as show
+    from orchestrator.commands.report import print_report as show
 
     show(store, run_id, fmt, compact=compact)
 

@@ -394,7 +394,7 @@ def _oracle_check(
     run_on_host: bool,
 ) -> dict[str, Any]:
     """`tasks validate --oracle-check`: the oracle check a sweep's --oracle-check runs, on its own."""
-    from orchestrator.commands.run import parse_multipliers
+    from orchestrator.commands.sweep import parse_multipliers
     from orchestrator.engine import oracle_check
     from orchestrator.engine.entry import make_backend
     from orchestrator.spec.experiment import Experiment

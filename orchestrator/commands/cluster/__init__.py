@@ -1,0 +1,1 @@
+"""The `cluster` group's commands (being split: see cli.py)."""

@@ -1,0 +1,1 @@
+"""The `runs` group's commands (being split: see cli.py)."""

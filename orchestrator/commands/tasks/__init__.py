@@ -1,0 +1,1 @@
+"""The `tasks` group's commands (being split: see cli.py)."""
