@@ -1,4 +1,4 @@
-"""Running sweeps: ``sweep``, ``resume``, ``demo`` and ``cleanup``.
+"""``headroom sweep``: a resource sweep over a task set (resume.py continues one, demo.py runs the bundled one).
 
 The engine (pandas, httpx, the gateway, the backends) is imported when a command runs, so
 ``headroom --help`` loads none of it.
@@ -6,21 +6,22 @@ The engine (pandas, httpx, the gateway, the backends) is imported when a command
 
 from __future__ import annotations
 
-import math
-import re
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
-import yaml
 
-from orchestrator import backends
 from orchestrator.commands.console import err
+from orchestrator.commands.experiment_flags import (
+    build_experiment,
+    check_env_names,
+    file_notes,
+    finite,
+    load_experiment_file,
+    nonempty,
+    parse_multipliers,
+)
 from orchestrator.commands.options import (
-    DEFAULT_STORE,
-    FULL_REPORT,
-    RunName,
     attempts_option,
     backend_option,
     concurrency_option,
@@ -31,144 +32,12 @@ from orchestrator.commands.options import (
     kube_context_option,
     namespace_option,
     no_canary_option,
-    run_argument,
     seed_option,
     store_option,
 )
+from orchestrator.commands.sweep_console import REPORT_FORMATS, finish, run_and_show
 from orchestrator.errors import UserError
 from orchestrator.spec.defaults import DEFAULT_MULTIPLIERS, MAX_TIMEOUT_MULTIPLIER
-from orchestrator.spec.unknown import first_validation_error
-
-if TYPE_CHECKING:
-    from orchestrator.engine.entry import Resume
-    from orchestrator.spec.experiment import Experiment, ExperimentOverrides
-    from orchestrator.spec.resources import ResourceConfig
-    from orchestrator.store.sqlite import Store
-
-BUNDLED_TASKS = Path(__file__).resolve().parent.parent.parent / "tasks"
-REPORT_FORMATS = ("table", "json", "markdown", "none")
-
-
-def parse_multipliers(text: str) -> list[ResourceConfig]:
-    """The configurations --multipliers names; a spelling that reads two ways is refused (see ambiguous)."""
-    from pydantic import ValidationError
-
-    from orchestrator.errors import LabelError
-    from orchestrator.spec.resources import ResourceConfig
-
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    for part in parts:
-        if (problem := ambiguous(part)) is not None:
-            raise UserError(problem, field="--multipliers")
-    try:
-        return [ResourceConfig.parse(part) for part in parts]
-    except LabelError as exc:
-        raise UserError(str(exc), field="--multipliers") from None
-    except ValidationError as exc:
-        raise UserError(first_validation_error(exc)[1], field="--multipliers") from None
-
-
-def ambiguous(label: str) -> str | None:
-    """Why ``Nx`` alone (N other than 1) cannot be read: it says a multiple, not of what.
-
-    The label grammar reads it as request 1x, limit Nx (as a bare ``N`` is), but ``4x`` reads just as
-    well as both at 4x; on the command line, where it was measured being misread, it is refused.
-    """
-    text = str(label).strip().lower()
-    if not re.fullmatch(r"\d+(?:\.\d+)?x", text):
-        return None
-    n = float(text[:-1])
-    if n == 1:
-        return None  # 1x/1x either way
-    m = f"{n:g}x"
-    return f"{label!r} reads two ways: write 1x/{m} for a {m} limit over the spec's request, or {m}/{m} for both at {m}"
-
-
-def file_notes(configurations: Any) -> list[str]:
-    """An experiment file's ``Nx``: still read as 1x/Nx (files and cluster Experiments are written so), said aloud."""
-    if not isinstance(configurations, list):
-        return []
-    return [
-        f"configurations: {str(c)!r} is read as 1x/{str(c).strip().lower()} (request 1x); write "
-        f"{str(c).strip().lower()}/{str(c).strip().lower()} for both at that multiple"
-        for c in configurations
-        if isinstance(c, str) and ambiguous(c) is not None
-    ]
-
-
-def load_experiment_file(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except IsADirectoryError:
-        raise UserError("is a directory; give the experiment's YAML file", file=str(path)) from None
-    except OSError as exc:
-        raise UserError(f"cannot read ({exc.strerror})", file=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
-    except yaml.YAMLError as exc:
-        raise UserError(f"malformed YAML ({yaml_problem(exc)})", file=str(path)) from None
-    if not isinstance(data, dict):
-        raise UserError("expected a mapping of experiment fields", file=str(path))
-    return data
-
-
-def yaml_problem(exc: yaml.YAMLError) -> str:
-    """What the parser found and where (1-based line and column), on one line."""
-    mark = getattr(exc, "problem_mark", None)
-    what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    return f"line {mark.line + 1}, column {mark.column + 1}: {what}" if mark is not None else what
-
-
-def check_env_names(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
-    from orchestrator.spec.experiment import ENV_NAME, env_name_problem
-
-    for name in names:
-        if not ENV_NAME.fullmatch(name):
-            raise UserError(env_name_problem(name), field="--agent-env")
-    return names
-
-
-def nonempty(value: str | None, flag: str, problem: str = "is empty; give a value or leave the flag out") -> str | None:
-    if value is not None and not value.strip():
-        raise UserError(problem, field=flag)
-    return value
-
-
-def finite(value: float, flag: str) -> float:
-    if math.isnan(value):  # click's range check lets NaN through (every comparison with it is false)
-        raise UserError("not a number; give a multiple such as 1.5", field=flag)
-    return value
-
-
-def build_experiment(overrides: ExperimentOverrides, base: dict[str, Any], source: str | None) -> Experiment:
-    """The experiment the flags say over ``base`` (an experiment file's mapping, or a command's own); a
-    backend-specific flag the experiment's backend would ignore is refused."""
-    experiment = overrides.apply(base, source)
-    _refuse_ignored_flags(experiment.backend, overrides.flags())
-    return experiment
-
-
-def _run_sweep(
-    what: Experiment | Resume,
-    store_path: Path,
-    *,
-    enforcement: str,
-    canary: bool = True,
-    oracle_check: bool = False,
-) -> tuple[Store, str, bool]:
-    """The engine's sweep (orchestrator/engine/entry.py), its events shown on stderr: (store, run_id, interrupted)."""
-    from orchestrator.commands.sweep_console import SweepConsole
-    from orchestrator.engine.entry import SweepOptions, run_sweep
-
-    options = SweepOptions(enforcement=enforcement, canary=canary, oracle_check=oracle_check, argv=sys.argv)
-    done = run_sweep(what, store_path, options, SweepConsole())
-    return done.store, done.run_id, done.interrupted
-
-
-def print_report(store: Store, run_id: str, fmt: str, compact: bool = False) -> None:
-    from orchestrator.commands.report import print_report as show
-
-    show(store, run_id, fmt, compact=compact)
 
 
 @click.command()
@@ -324,10 +193,10 @@ def sweep(
         }
     )
     experiment = build_experiment(overrides, base, source)
-    _finish(
+    finish(
         ctx,
         fmt,
-        *_run_sweep(
+        *run_and_show(
             experiment,
             store_path,
             enforcement=enforcement,
@@ -335,134 +204,3 @@ def sweep(
             oracle_check=oracle_check,
         ),
     )
-
-
-def _refuse_ignored_flags(backend_name: str, flags: list[str]) -> None:
-    """A backend-specific flag the run's backend does not declare is refused before anything runs."""
-    from orchestrator.backends.abilities import BACKEND_FLAGS, refuse_flags
-
-    if specific := [f for f in flags if f in BACKEND_FLAGS]:
-        refuse_flags(backend_name, backends.declared_abilities(backend_name), specific)
-
-
-def _finish(ctx: click.Context, fmt: str, store: Store, run_id: str, interrupted: bool) -> None:
-    """The report a sweep or a resume prints when it ends; 130 when it was interrupted."""
-    if fmt != "none":  # as a table, the summary unless --full-report asked for the whole report
-        print_report(store, run_id, fmt, compact=not ctx.meta.get(FULL_REPORT, False))
-    if interrupted:
-        ctx.exit(130)
-
-
-def _resume(ctx: click.Context, run: RunName, store_path: Path, enforcement: str, fmt: str, no_canary: bool) -> None:
-    from orchestrator.engine.entry import Resume
-
-    store, run_id = run.open(store_path)
-    with store:
-        path = store.path
-    _finish(ctx, fmt, *_run_sweep(Resume(run_id), path, enforcement=enforcement, canary=not no_canary))
-
-
-@click.command()
-@run_argument()
-@store_option()
-@enforcement_option("local backend: cgroup limits, or the rlimit fallback (each trial records its own)")
-@format_option(REPORT_FORMATS, help="report printed when the run ends")
-@full_report_option
-@no_canary_option("skip re-checking enforcement before the rest runs")
-@click.pass_context
-def resume(ctx: click.Context, run: RunName, store_path: Path, enforcement: str, fmt: str, no_canary: bool) -> None:
-    """Continue an interrupted run as it was recorded: finished trials are kept, the rest run.
-
-    RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
-    """
-    _resume(ctx, run, store_path, enforcement, fmt, no_canary)
-
-
-#: The demo's sweep: 1.5x dropped and two attempts added, so the same ~500 trials show the spike OOMs removed at
-#: 2x significantly (one-sided exact test) -- the limit the calibration should publish -- before 3x, where the
-#: headroom-dependent tasks switch strategy and the score moves (docs/resource-specs.md).
-DEMO_MULTIPLIERS, DEMO_ATTEMPTS = ("1", "2", "3", "unbounded"), 12
-
-#: The demo's first line: its agent is a script and the dollar figures its tasks write are made up, so no one reads
-#: the report as a measurement of a model (tasks/README.md).
-DEMO_NOTICE = (
-    "demo: the agent is scripted (the bundled tasks' own solutions, no model is called); its tokens and dollar "
-    "costs are synthetic numbers from a scripted model, not real spend"
-)
-
-
-@click.command()
-@store_option()
-@attempts_option(default=DEMO_ATTEMPTS, most=1000)
-@concurrency_option(most=64)
-@seed_option()
-@enforcement_option()
-@click.pass_context
-def demo(ctx: click.Context, store_path: Path, attempts: int, concurrency: int, seed: int, enforcement: str) -> None:
-    """Sweep the bundled demo tasks (480 trials: 2 to 6 minutes on 2 cores) and print the report.
-
-    Its agent is scripted and its costs are synthetic. The run goes to the default store, so `headroom runs` lists it.
-    """
-    from orchestrator.spec.experiment import ExperimentOverrides
-
-    err.print(DEMO_NOTICE, soft_wrap=True, markup=False)
-
-    experiment = build_experiment(
-        ExperimentOverrides(attempts=attempts, concurrency=concurrency, seed=seed),
-        {
-            "name": "demo",
-            "tasks_dir": str(BUNDLED_TASKS),
-            "configurations": list(DEMO_MULTIPLIERS),
-            "agent": {"kind": "oracle"},
-            "model": {"name": "oracle"},
-        },
-        None,
-    )
-    store, rid, interrupted = _run_sweep(experiment, store_path, enforcement=enforcement)
-    print_report(store, rid, "table")
-    listing = "headroom runs" if store_path == DEFAULT_STORE else f"headroom runs --store {store_path}"
-    err.print(
-        f"store: {store_path}   list: {listing}   more: headroom report {store_path}:{rid} -o report.html (or .md, .json)",
-        soft_wrap=True,
-        markup=False,
-    )
-    if interrupted:
-        ctx.exit(130)
-
-
-@click.command("cleanup")
-@run_argument()
-@store_option(help="the results store a RUN given as a store file or FILE:RUN_ID is read from")
-@backend_option()
-@namespace_option("--backend kubernetes: namespace of the trial pods (default: 'default')")
-@kube_context_option("--backend kubernetes: kubeconfig context")
-@click.option(
-    "--force", is_flag=True, help="--backend kubernetes: also remove runs whose Lease says they are still executing"
-)
-def cleanup(
-    run: RunName,
-    store_path: Path,
-    backend_name: str,
-    namespace: str | None,
-    kube_context: str | None,
-    force: bool,
-) -> None:
-    """Remove what a crashed headroom left behind: trial cgroups, work dirs, containers, pods.
-
-    RUN: only what that run left behind, live or not (a run id, taken as written even when no local store
-    holds it; a store file for its latest run; or FILE:RUN_ID). Default: every run whose process is gone.
-    """
-    from orchestrator.spec.experiment import ExperimentOverrides
-
-    overrides = ExperimentOverrides(backend_name=backend_name, namespace=namespace, kube_context=kube_context)
-    _refuse_ignored_flags(backend_name, [*overrides.flags(), *(["--force"] if force else [])])
-    from orchestrator.engine.entry import cleanup as clean
-
-    experiment = build_experiment(overrides, {"tasks_dir": "."}, None)
-    run_id = None if run.text is None else run.run_id(store_path)
-    report = clean(experiment, run_id, force=force)
-    for item in report.removed:
-        click.echo(f"removed {item}")
-    for item in report.kept:
-        click.echo(f"kept    {item}")
-    err.print(f"{len(report.removed)} removed, {len(report.kept)} kept")

@@ -1,21 +1,29 @@
 """A sweep's events (orchestrator/engine/events.py) as the terminal shows them, on stderr.
 
-The engine reports; this renders: the backend and what it enforces, the canary's verdict, the oracle
+``run_and_show`` is what the sweep verbs call: the engine's one entry point, its events shown here; ``finish``
+prints the report a sweep or a resume ends with. The engine reports; this renders: the backend and what it enforces, the canary's verdict, the oracle
 check, the live progress (orchestrator/commands/progress.py) and how the session ended.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
 from rich.markup import escape
 
 from orchestrator.commands.console import err
-from orchestrator.commands.progress import SweepProgress
+from orchestrator.commands.options import FULL_REPORT
 from orchestrator.engine import events
 
 if TYPE_CHECKING:
     from orchestrator.backends.base import Backend
+    from orchestrator.commands.progress import SweepProgress
+    from orchestrator.engine.entry import Resume
+    from orchestrator.spec.experiment import Experiment
+    from orchestrator.store.sqlite import Store
 
 
 class SweepConsole:
@@ -72,6 +80,8 @@ class SweepConsole:
                 for line in describe(verdict):
                     err.print(f"(resume) {line}", soft_wrap=True)
             case events.TriesStarting():
+                from orchestrator.commands.progress import SweepProgress
+
                 self.progress = SweepProgress(err).__enter__()
             case events.Pending(total=total, done=done):
                 if self.progress is not None:
@@ -142,3 +152,38 @@ def announce_checks(prov: dict[str, Any]) -> None:
         err.print(line, soft_wrap=True)
     for w in (prov.get("overcommit") or {}).get("warnings", []):
         err.print(f"[bold yellow]overcommit:[/] {w}", soft_wrap=True)
+
+
+#: What a sweep or a resume may print when it ends (``none``: nothing; ``headroom report`` has more formats).
+REPORT_FORMATS = ("table", "json", "markdown", "none")
+
+
+def run_and_show(
+    what: Experiment | Resume,
+    store_path: Path,
+    *,
+    enforcement: str,
+    canary: bool = True,
+    oracle_check: bool = False,
+) -> tuple[Store, str, bool]:
+    """The engine's sweep (orchestrator/engine/entry.py), its events shown on stderr: (store, run_id, interrupted)."""
+    from orchestrator.engine.entry import SweepOptions, run_sweep
+
+    options = SweepOptions(enforcement=enforcement, canary=canary, oracle_check=oracle_check, argv=sys.argv)
+    done = run_sweep(what, store_path, options, SweepConsole())
+    return done.store, done.run_id, done.interrupted
+
+
+def print_report(store: Store, run_id: str, fmt: str, compact: bool = False) -> None:
+    """``headroom report``'s printing (imported when a sweep ends: the report's libraries are heavy)."""
+    from orchestrator.commands.report import print_report as show
+
+    show(store, run_id, fmt, compact=compact)
+
+
+def finish(ctx: click.Context, fmt: str, store: Store, run_id: str, interrupted: bool) -> None:
+    """The report a sweep or a resume prints when it ends; 130 when it was interrupted."""
+    if fmt != "none":  # as a table, the summary unless --full-report asked for the whole report
+        print_report(store, run_id, fmt, compact=not ctx.meta.get(FULL_REPORT, False))
+    if interrupted:
+        ctx.exit(130)
