@@ -1,9 +1,10 @@
-"""The ``headroom`` command line: the group, every command registered in one place, and ``main``.
+"""The ``headroom`` command line: the top-level group, assembled from the commands' modules and packages, and ``main``.
 
-Commands live in orchestrator/commands/, one module per job; options they share (``--store``,
-a run's name, ``--json``/``--format``, ``--namespace``, ...) are declared once in orchestrator/commands/options.py.
-The tree: the everyday verbs (sweep, resume, demo, report, view, schema) at the top, and four nouns:
-``runs``, ``tasks``, ``results``, ``cluster`` (docs/guide.md, "The commands").
+Commands live in orchestrator/commands/, whose files follow the tree: each everyday verb (sweep, resume,
+demo, report, view, schema) in a module of its own, and each of the four nouns in one package or module that
+holds the group and its commands: ``runs/``, ``tasks/``, ``results.py``, ``cluster/`` (docs/guide.md, "The
+commands"). Options they share (``--store``, a run's name, ``--json``/``--format``, ``--namespace``, ...) are
+declared once in orchestrator/commands/options.py; this module only assembles.
 Nothing heavy is imported here: each command imports its engine when it runs, so ``--help`` is quick
 (tests/cli/test_startup.py, benchmarks/bench_cli_startup.py).
 """
@@ -19,20 +20,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from orchestrator.commands import (
-    bundle,
-    calibrate,
-    cluster,
-    export,
-    nodes,
-    reporting,
-    results,
-    run,
-    taskimage,
-    tasks,
-    trust,
-    view,
-)
+from orchestrator.commands import cluster, demo, report, results, resume, runs, schema, sweep, tasks, view
 from orchestrator.commands.console import err
 from orchestrator.commands.groups import OrderedGroup
 from orchestrator.errors import Unavailable, UserError
@@ -50,28 +38,11 @@ def cli() -> None:
 
 
 # The everyday verbs stay short, as Harbor keeps `harbor run` and Inspect `inspect eval` and `inspect view`.
-for _command in (run.sweep, run.resume, run.demo, reporting.report, view.view, reporting.schema):
+for _command in (sweep.sweep, resume.resume, demo.demo, report.report, view.view, schema.schema):
     cli.add_command(_command)
-# Nouns, each holding what acts on it: the runs in a store, task sets, results made elsewhere, the cluster.
-for _group, _commands in (
-    (
-        reporting.runs,
-        (
-            reporting.compare,
-            calibrate.calibrate,
-            trust.regrade_cmd,
-            bundle.bundle,
-            bundle.verify,
-            export.export,
-            run.cleanup,
-        ),
-    ),
-    (tasks.tasks, (trust.provenance_cmd, trust.audit_cmd, trust.judge_group, cluster.tasks_push, taskimage.image)),
-    (results.results, ()),
-    (cluster.cluster, (nodes.nodes,)),
-):
-    for _command in _commands:
-        _group.add_command(_command)
+# Nouns, each holding what acts on it (its package or module holds the group and its commands): the runs in a
+# store, task sets, results made elsewhere, the cluster.
+for _group in (runs.runs, tasks.tasks, results.results, cluster.cluster):
     cli.add_command(_group)
 
 

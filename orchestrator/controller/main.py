@@ -1,6 +1,6 @@
 """The controller process's command line: ``headroom cluster controller`` and ``python -m orchestrator.controller``.
 
-One command, registered in the CLI's ``cluster`` group (orchestrator/commands/cluster.py) and run on
+One command, registered in the CLI's ``cluster`` group (orchestrator/commands/cluster/) and run on
 its own by ``python -m orchestrator.controller`` without importing the rest of the CLI (the report
 stack pulls in pandas), so a long-running controller stays small. It lives with the controller, and
 the options it shares with the CLI come from orchestrator/clickopts.py, so that no module of the

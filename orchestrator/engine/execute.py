@@ -20,12 +20,11 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from orchestrator.agentio.redact import secret_values
 from orchestrator.artifacts.sink import TryKey
 from orchestrator.backends.base import Backend, Handle, recorded
 from orchestrator.engine.launch import build_launch, spec_digest
 from orchestrator.engine.overcommit import Placement
-from orchestrator.engine.services import TryServices, run_secret_names
+from orchestrator.engine.services import TryServices, run_secrets
 from orchestrator.engine.settle import finished_counts, pending_tries, retry_wait, settle, unstorable
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
@@ -65,11 +64,13 @@ def execute(
     stop: threading.Event | None = None,
     placement: Placement | None = None,
     services: TryServices | None = None,
+    secrets: list[str] | None = None,
 ) -> ExecutionSummary:
+    """``secrets``: the run's (``services.run_secrets``, derived once by its caller); None, derived here."""
     stop = stop or threading.Event()
     store.claim(run_id)  # refuses if another live process is executing this run
     digest = spec_digest(experiment)
-    secrets = secret_values(run_secret_names(experiment))
+    secrets = run_secrets(experiment) if secrets is None else secrets
     if services is not None:  # the gateway took its keys out of the environment: its own list of them
         secrets = sorted({*secrets, *services.upstream_secrets()}, key=len, reverse=True)
     trials = store.planned(run_id)

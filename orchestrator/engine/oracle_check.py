@@ -80,7 +80,7 @@ def verdict(run_id: str, configurations: list[ResourceConfig], outcomes: dict[tu
         "too_low": too_low,
         "fails_everywhere": everywhere,
         "lowest_passing": lowest,
-        # What `runs calibrate` reads (commands/calibrate.py: oracle_checks): the smallest limit multiplier at
+        # What `runs calibrate` reads (commands/runs/calibrate.py: oracle_checks): the smallest limit multiplier at
         # which the oracle passed ("unbounded" when only there), null when it passed at none.
         "tasks": {t: {"passes_from": None if t not in lowest else _multiplier(limit_of.get(lowest[t]))} for t in tasks},
     }

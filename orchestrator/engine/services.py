@@ -29,6 +29,13 @@ def run_secret_names(experiment: Experiment) -> list[str]:
     return [*experiment.agent.env_passthrough, *(experiment.gateway.key_vars() if experiment.gateway else [])]
 
 
+def run_secrets(experiment: Experiment) -> list[str]:
+    """The values redacted from everything a run writes, longest first: those of :func:`run_secret_names` and
+    of any variable that looks secret. Derived once per run, before the gateway takes its keys out of the
+    environment (engine/entry.py), and passed down to the run's record, its tries and their services."""
+    return secret_values(run_secret_names(experiment))
+
+
 @dataclass
 class TryServices:
     run_id: str
@@ -36,13 +43,19 @@ class TryServices:
     gateway: Gateway | None = None
 
     @classmethod
-    def open(cls, store_path: Path, experiment: Experiment, run_id: str) -> TryServices:
-        """The run's sink (registered for its backends) and, if the experiment has one, its gateway, started."""
+    def open(
+        cls, store_path: Path, experiment: Experiment, run_id: str, secrets: list[str] | None = None
+    ) -> TryServices:
+        """The run's sink (registered for its backends) and, if the experiment has one, its gateway, started.
+
+        ``secrets``: the run's (:func:`run_secrets`); None, derived here (before the keys are taken).
+        """
+        run_values = run_secrets(experiment) if secrets is None else secrets
         # The upstream keys live in the gateway alone: taken out of this process's environment (and its start-up
         # block, which /proc/PID/environ shows), so no child, and no reader of /proc, finds them.
         keys = take(experiment.gateway.key_vars()) if experiment.gateway is not None else {}
-        secrets = {*secret_values(run_secret_names(experiment)), *(t for v in keys.values() for t in transformed(v))}
-        sink = StoreSink(store_path, experiment.artifacts, sorted(secrets, key=len, reverse=True))
+        every = {*run_values, *(t for v in keys.values() for t in transformed(v))}
+        sink = StoreSink(store_path, experiment.artifacts, sorted(every, key=len, reverse=True))
         gateway = None
         try:
             if experiment.gateway is not None:
@@ -50,7 +63,7 @@ class TryServices:
                     experiment.gateway,
                     store_path,
                     environ=keys,
-                    secrets=secret_values(experiment.agent.env_passthrough),
+                    secrets=run_values,
                 ).start()
         except BaseException:
             sink.close()

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.agentio.redact import redact, secret_values
+from orchestrator.agentio.redact import redact
 from orchestrator.agents import harbor
 from orchestrator.backends.abilities import fit_checker, run_holder
 from orchestrator.backends.base import Backend, check_capabilities
@@ -21,7 +21,7 @@ from orchestrator.engine.canary import run_canary
 from orchestrator.engine.execute import ExecutionSummary, ResultHook, execute
 from orchestrator.engine.launch import trial_amounts
 from orchestrator.engine.plan import plan
-from orchestrator.engine.services import TryServices, run_secret_names
+from orchestrator.engine.services import TryServices, run_secrets
 from orchestrator.errors import SpecError
 from orchestrator.spec.backend import BackendFacts
 from orchestrator.spec.experiment import Experiment
@@ -133,11 +133,13 @@ def start(
     argv: list[str] | None = None,
     canary: bool = False,
     extra_provenance: dict[str, Any] | None = None,
+    secrets: list[str] | None = None,
 ) -> tuple[str, dict[str, Task]]:
     """Write the run, its provenance and its plan in one transaction.
 
     With ``canary``, the enforcement canary (:mod:`orchestrator.engine.canary`) runs first on this
-    backend for every configuration, and its verdict goes into the provenance.
+    backend for every configuration, and its verdict goes into the provenance. ``secrets``: the run's
+    (``services.run_secrets``, derived once by the caller, engine/entry.py); None, derived here.
     """
     faithfulness = faithful.check(experiment, tasks, backend)  # a task the backend would run wrongly is refused
     check_capabilities(
@@ -158,7 +160,7 @@ def start(
             field="agent.kind",
         )
     preflight_note = preflight.check(experiment, trials, tasks, backend)  # refuses an agent that cannot start
-    secrets = secret_values(run_secret_names(experiment))
+    secrets = run_secrets(experiment) if secrets is None else secrets
     spec = redact(experiment.model_dump(mode="json"), secrets)
     prov = redact(provenance.collect(backend.facts(), argv), secrets)
     prov["faithful"] = faithfulness
@@ -288,14 +290,17 @@ def run(
     on_result: ResultHook | None = None,
     on_pending: Callable[[int, int], None] | None = None,
     stop: threading.Event | None = None,
+    secrets: list[str] | None = None,
 ) -> SweepResult:
+    """Execute the run's pending tries, with its services around them. ``secrets``: as :func:`start`'s."""
+    secrets = run_secrets(experiment) if secrets is None else secrets  # before the gateway takes its keys
     holder = run_holder(backend)
     if holder is not None:  # a liveness signal other processes' cleanup can see (kubernetes: a Lease)
         holder.hold_run(run_id)
     placement = placement_for(experiment, backend)
     # The run's artifact sink and, if the experiment has one, its model gateway: started before the first try
     # (a resume starts a new gateway: keys of tries that ended with the old one stay refused), stopped at the end.
-    services = TryServices.open(store.path, experiment, run_id)
+    services = TryServices.open(store.path, experiment, run_id, secrets)
     try:
         summary = execute(
             store,
@@ -308,6 +313,7 @@ def run(
             stop=stop,
             placement=placement,
             services=services,
+            secrets=secrets,
         )
     finally:
         services.close()

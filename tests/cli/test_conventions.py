@@ -174,7 +174,7 @@ def test_the_sweep_flags_are_the_typed_overrides() -> None:
 
 def test_sweep_defaults_are_the_experiment_s() -> None:
     """A flag left out and a field left out mean the same: an experiment file is not overridden by a default."""
-    from orchestrator.commands.run import parse_multipliers
+    from orchestrator.commands.experiment_flags import parse_multipliers
     from orchestrator.spec.experiment import Experiment
 
     sweep = LEAVES["sweep"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.commands.calibrate import calibration_document
+from orchestrator.commands.runs.calibrate import calibration_document
 from orchestrator.store.sqlite import Store
 from tests.cli_run import headroom as run_cli
 

@@ -98,7 +98,7 @@ def test_verdict_orders_configurations_by_their_limit() -> None:
 
 def test_the_verdict_is_what_runs_calibrate_reads() -> None:
     """The oracle check writes its verdict in the shape `runs calibrate` reads ("its oracle fails below 3x")."""
-    from orchestrator.commands.calibrate import oracle_checks
+    from orchestrator.commands.runs.calibrate import oracle_checks
 
     configs = [ResourceConfig.parse(t) for t in ("1x-strict", "1x/3x", "unbounded")]
     outcomes = {

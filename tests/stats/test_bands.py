@@ -212,7 +212,7 @@ def test_ceiling_below_floor_and_harbor_size_spelling() -> None:
 
 
 def test_the_cli_shows_the_same_defaults_the_statistics_use() -> None:
-    from orchestrator.commands import calibrate
+    from orchestrator.commands.runs import calibrate
     from orchestrator.stats import bands
 
     assert (calibrate.ALPHA, calibrate.MARGIN, calibrate.MIN_PEAKS) == (bands.ALPHA, bands.MARGIN, bands.MIN_PEAKS)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.commands.calibrate import calibrate, calibration_document, write_outputs
+from orchestrator.commands.runs.calibrate import calibrate, calibration_document, write_outputs
 from orchestrator.engine.plan import plan
 from orchestrator.engine.sweep import prepare
 from orchestrator.errors import UserError

@@ -1,30 +1,18 @@
-"""Reading runs: the ``runs`` group (``runs list``, ``runs compare``), ``report`` and ``schema``."""
+"""``headroom runs list`` (``headroom runs`` alone) and ``runs show``: what a store holds, and why a trial ended as it did."""
 
 from __future__ import annotations
 
 import difflib
-import io
 import json
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from orchestrator.commands.console import err, out
-from orchestrator.commands.groups import ListingGroup
-from orchestrator.commands.options import (
-    RunName,
-    format_option,
-    json_option,
-    output_format,
-    output_option,
-    rules_option,
-    run_argument,
-    store_option,
-)
+from orchestrator.commands.options import RunName, json_option, run_argument, store_option
 from orchestrator.errors import UserError
 from orchestrator.report.labels import agent_label
 from orchestrator.report.safe import terminal_text, visible_controls
@@ -32,154 +20,15 @@ from orchestrator.report.safe import terminal_text, visible_controls
 if TYPE_CHECKING:
     from orchestrator.store.sqlite import RunInfo, Store
 
-REPORT_FORMATS = ("table", "json", "markdown", "html")
+
 #: The listing's headline column, and what each line of it is (printed under the table).
 HEADLINE_COLUMN = "headline per configuration"
+
+
 HEADLINE_NOTE = (
     "each headline line: configuration: score with infra errors counted as failures [Wilson 95%, these tasks], "
     "infra-error rate; `headroom report RUN` has the rest"
 )
-
-
-def print_report(
-    store: Store,
-    run_id: str | None,
-    fmt: str,
-    output: Path | None = None,
-    reference: str | None = None,
-    rules: str | None = None,
-    margin: float | None = None,
-    *,
-    compact: bool = False,
-) -> None:
-    """The report in ``fmt``; ``compact``: a table holds only the summary (what a sweep prints when it ends)."""
-    from orchestrator.commands.outputs import write_file
-    from orchestrator.report import document
-
-    doc = document.build(store, run_id, reference=reference, rules=rules, margin=margin)
-    if fmt == "table":
-        from orchestrator.report import terminal
-
-        if output is None:
-            if compact:
-                terminal.print_compact(doc, out, f"headroom report {store.path}:{run_id}")
-                return
-            terminal.print_report(doc, out)
-            return
-        # The same table as on a terminal, as plain text (no colour codes) at a fixed width.
-        buf = io.StringIO()
-        terminal.print_report(
-            doc, Console(file=buf, width=160, highlight=False, color_system=None, force_terminal=False, soft_wrap=False)
-        )
-        text = buf.getvalue()
-    else:
-        from orchestrator.report import render
-
-        text = render.render_text(doc, fmt)
-    if output:
-        write_file(output, text, "--output")
-        err.print(f"report written to {output} ({fmt})")
-    else:
-        click.echo(text)
-
-
-@click.command()
-@run_argument()
-@store_option()
-@format_option(
-    REPORT_FORMATS,
-    default=None,
-    help="table, json, markdown or html (default: what --output's extension says, else table)",
-)
-@output_option("write to this file instead of stdout; .html, .md and .json choose the format")
-@click.option(
-    "--reference",
-    help="reference configuration for paired tests, any label in the run "
-    "(default: 1x-strict in a sweep, the first label in an import)",
-)
-@rules_option()
-@click.option(
-    "--margin",
-    type=click.FloatRange(0, 1, min_open=True),
-    default=None,
-    help="calibration: equivalence margin of the agent score, as a fraction (default 0.04 = 4 points)",
-)
-def report(
-    run: RunName,
-    store_path: Path,
-    fmt: str | None,
-    output: Path | None,
-    reference: str | None,
-    rules: str,
-    margin: float | None,
-) -> None:
-    """Report a run: outcomes, rates with Wilson 95% intervals, paired and trend tests, calibration, provenance.
-
-    RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
-    """
-    from pydantic import ValidationError
-
-    from orchestrator.commands.outputs import check_file
-    from orchestrator.errors import LabelError
-    from orchestrator.spec.resources import ResourceConfig
-
-    fmt = output_format(fmt, output, REPORT_FORMATS)
-    if fmt == "html" and output is None:
-        raise UserError("--format html needs --output FILE", field="--output")
-    if output is not None:
-        check_file(output, "--output")
-    store, run_id = run.open(store_path)
-    if reference is not None:
-        finished = store.finished_labels(run_id)
-        if reference not in finished:  # any label in the store is taken as written; else a resource spelling
-            try:
-                reference = ResourceConfig.parse(reference).label
-            except (LabelError, ValidationError):
-                raise UserError(
-                    f"unknown configuration label {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
-                    field="--reference",
-                ) from None
-        if reference not in finished:
-            raise UserError(
-                f"run has no finished trials under {reference!r} (has: {', '.join(sorted(finished)) or 'none'})",
-                field="--reference",
-            )
-    print_report(store, run_id, fmt, output, reference, rules, margin)
-
-
-@click.command("compare")
-@run_argument(required=True, name="run_a")
-@run_argument(required=True, name="run_b")
-@store_option()
-@format_option(("table", "json", "markdown"))
-@rules_option()
-@click.option(
-    "--label",
-    "labels",
-    multiple=True,
-    help="what to call A's agent, then B's (give it once or twice; default: each agent's name)",
-)
-def compare(run_a: RunName, run_b: RunName, store_path: Path, fmt: str, rules: str, labels: tuple[str, ...]) -> None:
-    """Paired comparison of two runs on the tasks and configurations both hold (different agents or models):
-    scores and their tests, cost, tokens and latency per configuration, and the cost/score front.
-
-    RUN_A and RUN_B are run ids in --store, store files (their latest run), or FILE:RUN_ID.
-    """
-    from orchestrator.report import comparison, document
-
-    if len(labels) > 2 or any(not lab.strip() for lab in labels):
-        raise UserError("give --label once or twice (A's agent, then B's), each non-empty", field="--label")
-    sa, ra = run_a.open(store_path)
-    sb, rb = run_b.open(store_path)
-    doc = document.comparison_document(sa, ra, sb, rb, rules=rules)
-    for side, lab in zip((doc.a, doc.b), labels):
-        side.label = lab
-    if fmt == "json":
-        click.echo(doc.to_json())
-    elif fmt == "markdown":
-        click.echo(comparison.markdown(doc))
-    else:
-        comparison.print_table(doc, out)
 
 
 def liveness(info: RunInfo, last_activity: str | None) -> tuple[str, str | None]:
@@ -288,15 +137,7 @@ def run_rows(store: Store) -> list[dict[str, Any]]:
     return rows
 
 
-@click.group("runs", cls=ListingGroup, short_help="the runs in a store: list, compare, calibrate, bundle ...")
-def runs() -> None:
-    """The runs in a store: list them (`headroom runs` alone lists), compare two, calibrate, re-grade, bundle.
-
-    RUN is a run id in --store, a store file (its latest run) or FILE:RUN_ID; default: the latest run in --store.
-    """
-
-
-@runs.command("list")
+@click.command("list")
 @store_option()
 @json_option
 def list_runs(store_path: Path, as_json: bool) -> None:
@@ -348,22 +189,6 @@ def list_runs(store_path: Path, as_json: bool) -> None:
             )
 
 
-@click.command()
-@click.argument("what", type=click.Choice(["experiment", "task", "evidence"]))
-def schema(what: str) -> None:
-    """Print the JSON Schema of an experiment spec, a task.toml, or a try's stored evidence (versioned)."""
-    if what == "evidence":
-        from orchestrator.spec.facts import evidence_schema
-
-        click.echo(json.dumps(evidence_schema(), indent=2))
-        return
-    from orchestrator.spec.experiment import Experiment
-    from orchestrator.spec.task import TaskSpec
-
-    model = Experiment if what == "experiment" else TaskSpec
-    click.echo(json.dumps(model.model_json_schema(), indent=2))
-
-
 def trial_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
     """Every planned trial of a run with its latest try's outcome and reason (the final one once settled)."""
     from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL
@@ -380,7 +205,7 @@ def trial_rows(store: Store, run_id: str) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-@runs.command("show")
+@click.command("show")
 @run_argument(required=True)
 @click.argument("trial", required=False)
 @store_option()

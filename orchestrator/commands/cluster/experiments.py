@@ -1,4 +1,4 @@
-"""The ``cluster`` group (submit, status, export, controller; ``nodes`` comes from nodes.py) and ``tasks push``.
+"""``headroom cluster submit|status|export``: an Experiment resource in a cluster (the group: cluster/__init__.py).
 
 They talk to the Kubernetes API with the user's kubeconfig (``--kubeconfig``, ``KUBECONFIG``
 or ``~/.kube/config``; in a pod, the service account). The Kubernetes client is imported
@@ -7,7 +7,6 @@ only when one of these commands runs, so local sweeps never load it.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import sys
@@ -19,66 +18,13 @@ import yaml
 from rich.table import Table
 
 from orchestrator.commands.console import err, out
+from orchestrator.commands.kube import Kube, kube_options
 from orchestrator.commands.options import (
     json_option,
-    kube_context_option,
-    kubeconfig_option,
-    namespace_option,
     store_option,
 )
-from orchestrator.controller.main import controller as controller_command
 from orchestrator.errors import NotFaithful, SpecError, UserError
 from orchestrator.spec.unknown import first_validation_error
-
-
-@click.group("cluster", short_help="in a Kubernetes cluster: submit, status, export, controller ...")
-def cluster() -> None:
-    """headroom in a Kubernetes cluster: submit an Experiment, follow it, export its Trials to a store; run the
-    controller; advertise nodes for limit-aware placement (docs/kubernetes.md)."""
-
-
-def kube_options(f: Any) -> Any:
-    """--kubeconfig, --kube-context and --namespace; the command gets ``context``."""
-
-    @functools.wraps(f)
-    def adapter(*args: Any, kube_context: str | None = None, **kw: Any) -> Any:
-        return f(*args, context=kube_context, **kw)
-
-    return kubeconfig_option()(kube_context_option()(namespace_option()(adapter)))
-
-
-class Kube:
-    """API handles for one command."""
-
-    def __init__(self, kubeconfig: Path | None, context: str | None, namespace: str | None) -> None:
-        from orchestrator.errors import KubeConfigError
-        from orchestrator.kube.api import client
-        from orchestrator.kube.client import connect, current_namespace
-
-        try:
-            self.api = connect(kubeconfig, context)  # every file a KUBECONFIG list names, merged
-        except KubeConfigError as exc:
-            raise UserError(str(exc), field="--kubeconfig") from None
-        self.namespace = namespace or current_namespace(kubeconfig, context)
-        self.custom = client.CustomObjectsApi(self.api)
-        self.core = client.CoreV1Api(self.api)
-
-    def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """An API call whose failure is a one-line error, not a traceback."""
-        from urllib3.exceptions import HTTPError
-
-        from orchestrator.kube.api import ApiException
-        from orchestrator.kube.errors import api_message
-
-        try:
-            return fn(*args, **kwargs)
-        except ApiException as exc:
-            message = api_message(exc)
-            if exc.status == 404 and "could not find the requested resource" in message:
-                message = "the headroom CRDs are not installed in this cluster (helm install headroom helm/headroom)"
-            raise UserError(f"{what}: {exc.status} {message}") from None
-        except (HTTPError, OSError) as exc:
-            raise UserError(f"{what}: cannot reach the Kubernetes API ({type(exc).__name__})") from None
 
 
 def dns_name(text: str) -> str:
@@ -150,7 +96,7 @@ def experiment_resource(
     }
 
 
-@cluster.command("submit")
+@click.command("submit")
 @click.argument("experiment_file", type=click.Path(path_type=Path))
 @click.option("--name", help="the Experiment's name (default: its spec name)")
 @click.option("--dry-run", is_flag=True, help="print the Experiment resource instead of creating it")
@@ -168,7 +114,7 @@ def submit(
     A tasks_dir in the file is pushed first as content-addressed ConfigMaps (see `tasks push`);
     a resource manifest (kind: Experiment) is accepted as well.
     """
-    from orchestrator.commands.run import load_experiment_file
+    from orchestrator.commands.experiment_flags import load_experiment_file
     from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, VERSION
 
     fields = load_experiment_file(experiment_file)
@@ -225,7 +171,7 @@ def _pct(interval: dict[str, Any]) -> str:
     return f"{interval['estimate']:.0%} [{interval['low']:.0%}, {interval['high']:.0%}]"
 
 
-@cluster.command("status")
+@click.command("status")
 @click.argument("experiment", required=False)
 @kube_options
 @json_option
@@ -331,7 +277,7 @@ def status(
 # ---- export ---------------------------------------------------------------------------------
 
 
-@cluster.command("export")
+@click.command("export")
 @click.argument("experiment")
 @store_option(
     default=None, required=True, help="SQLite store to write (created if missing); `headroom report STORE` reads it"
@@ -350,27 +296,3 @@ def export(
         f"({result.unfinished} unfinished) -> {store_path} run {result.run_id}"
     )
     click.echo(result.run_id)
-
-
-# ---- tasks push -------------------------------------------------------------------------------
-
-
-@click.command("push")
-@click.argument("tasks_dir", type=click.Path(path_type=Path))
-@kube_options
-def tasks_push(tasks_dir: Path, kubeconfig: Path | None, context: str | None, namespace: str | None) -> None:
-    """Store the tasks of TASKS_DIR as content-addressed ConfigMaps; prints the task set's name."""
-    from orchestrator.controller import tasksets
-
-    kube = Kube(kubeconfig, context, namespace)
-    result = kube.call("push tasks", tasksets.push, kube.core, kube.namespace, tasks_dir)
-    err.print(
-        f"{result.tasks} tasks -> {result.created} ConfigMaps created, {result.existing} already there "
-        f"(namespace {kube.namespace})"
-    )
-    click.echo(result.name)
-
-
-# ---- controller: orchestrator/controller/main.py (python -m orchestrator.controller parses the same command) --
-
-cluster.add_command(controller_command)

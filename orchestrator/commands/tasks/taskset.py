@@ -1,8 +1,5 @@
-"""``headroom tasks validate|list|show|import``: task sets made for Harbor or Terminal-Bench.
-
-The group also holds the task-set commands of other modules (provenance, audit, judge, push, image): cli.py
-registers them.
-"""
+"""``headroom tasks validate|list|show|import``: a task set on disk, headroom's own or made for Harbor or
+Terminal-Bench (the group and its other commands: orchestrator/commands/tasks/)."""
 
 from __future__ import annotations
 
@@ -79,13 +76,7 @@ def print_resources(res: dict[str, Any]) -> None:
     out.print(t)
 
 
-@click.group("tasks", short_help="task sets: validate, list, show, import, audit ...")
-def tasks() -> None:
-    """Task sets: validate, list, show and import them (Harbor task.toml, dataset.toml, legacy Terminal-Bench
-    task.yaml); their provenance, duplicates and judges; push or build them for a cluster."""
-
-
-@tasks.command("import")
+@click.command("import")
 @click.argument("path", type=click.Path(path_type=Path))
 @out_dir_option("directory to write the headroom task directories into (required)")
 @agent_timeout_option()
@@ -138,7 +129,7 @@ def import_(
         ctx.exit(1)
 
 
-@tasks.command("list")
+@click.command("list")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--above-cpus", type=float, help="list only tasks asking for more CPUs than this")
 @click.option("--above-memory", help="list only tasks asking for more memory than this (e.g. 4G, 2048M)")
@@ -196,7 +187,7 @@ def list_(path: Path, above_cpus: float | None, above_memory: str | None, fmt: s
         out.print(f"[red]bad[/] {escape(b.path)}: {escape(b.reason)}", soft_wrap=True)
 
 
-@tasks.command("show")
+@click.command("show")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.argument("task_id", required=False)
 @json_option
@@ -253,7 +244,7 @@ def show(path: Path, task_id: str | None, as_json: bool) -> None:
         out.print(f)
 
 
-@tasks.command("validate")
+@click.command("validate")
 @click.argument("path", type=click.Path(path_type=Path))
 @agent_timeout_option()
 @backend_option(
@@ -394,8 +385,9 @@ def _oracle_check(
     run_on_host: bool,
 ) -> dict[str, Any]:
     """`tasks validate --oracle-check`: the oracle check a sweep's --oracle-check runs, on its own."""
-    from orchestrator.commands.run import make_backend, parse_multipliers
+    from orchestrator.commands.experiment_flags import parse_multipliers
     from orchestrator.engine import oracle_check
+    from orchestrator.engine.entry import make_backend
     from orchestrator.spec.experiment import Experiment
     from orchestrator.store.sqlite import Store
     from orchestrator.tasks.loader import load_tasks
