@@ -187,25 +187,26 @@ def build(
     planned = store.planned_count(info.run_id)
     prov = store.provenance(info.run_id)
     tries = store.try_counts(info.run_id)
+    facts = config_facts(df)  # what only the store knows per configuration: the enforcement its trials ran under
+    headline_rule = requested_rules(info, rules)[1]  # a mistake in --rules is said before any statistics run
     extra: AnalyzeOptions = {} if margin is None else {"margin": margin}
+    # The statistics, typed where they are made (orchestrator.spec.analysis); none before any trial finished.
     analysis = (
         analyze(df, reference=reference, axis=info.axis, config_order=_label_order(info), **extra) if len(df) else None
     )
+    scoring = scoring_block(df, info, rules, analysis.config_order) if analysis is not None else None
     # The drift's blocks read in the time of day where the run started; the checks and the statistics show the same.
     drift = checks.local_times(analysis.drift if analysis else None, prov.get("started_at_local"))
     run_checks = checks.build(prov, df, backend=info.backend, drift=drift)  # canary, overcommit, drift
-    headline_rule = requested_rules(info, rules)[1]
     statistics: Statistics | None = None
     configurations: list[Configuration] = []
     if analysis is not None:
-        sr = scoring_block(df, info, rules, analysis.config_order)
         # One headline per run, said once: the rule the scoring block led with (the source's own when it was
         # requested) is the document's headline_rule.
-        headline_rule = sr.default or headline_rule
+        headline_rule = (scoring.default if scoring else None) or headline_rule
         statistics = Statistics.of(
-            analysis, sr, drift=drift, calibration=checks.calibration(run_checks, analysis.calibration)
+            analysis, scoring, drift=drift, calibration=checks.calibration(run_checks, analysis.calibration)
         )
-        facts = config_facts(df)
         configurations = [Configuration.of(c, facts.get(c.label)) for c in analysis.configs]
     return ReportDocument(
         schema_id=SCHEMA,
