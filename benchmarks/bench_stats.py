@@ -327,15 +327,15 @@ def main() -> None:
     print(f"rows: {len(df):,}  (tasks={args.tasks}, configs=6, attempts={args.attempts}); generated in {t_gen:.2f} s")
 
     t_an, c_an, result = timed_cpu(lambda: analyze(df), args.repeats)
-    json.dumps(result, allow_nan=False)
+    json.dumps(result.to_dict(), allow_nan=False)
     t_loop, c_loop, base = timed_cpu(lambda: baseline_loop(df), args.repeats)
     t_it, base_it = timed(lambda: baseline_itertuples(df), 1)
 
     # The baselines and analyze must agree on what they all compute.
-    for cfg in result["configs"]:
-        for b in (base[cfg["label"]], base_it[cfg["label"]]):
-            assert b["n"] == cfg["n"] and abs(b["pass_rate"] - cfg["pass_rate"]["estimate"]) < 1e-12
-            assert abs(b["infra_rate"] - cfg["infra_error_rate"]["estimate"]) < 1e-12
+    for cfg in result.configs:
+        for b in (base[cfg.label], base_it[cfg.label]):
+            assert b["n"] == cfg.n and abs(b["pass_rate"] - (cfg.pass_rate.estimate or 0.0)) < 1e-12
+            assert abs(b["infra_rate"] - (cfg.infra_error_rate.estimate or 0.0)) < 1e-12
 
     print(f"medians of {args.repeats} runs (itertuples loop: 1 run)")
     print(f"analyze (full report)                          : {t_an:8.3f} s  (CPU {c_an:.3f} s)")

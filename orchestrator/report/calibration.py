@@ -8,7 +8,7 @@ from orchestrator.report.text import gap, interval_pts, pval, rate
 from orchestrator.stats.glossary import INFRA_RATE, SCORE_EXCL, SCORE_FAIL
 
 if TYPE_CHECKING:
-    from orchestrator.report.blocks import Calibration
+    from orchestrator.spec.analysis import Calibration
 
 CALIBRATION_RULE = (
     "Rule: every candidate limit is compared with the strict limit only. Infra errors: one-sided exact test "

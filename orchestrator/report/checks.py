@@ -1,10 +1,10 @@
 """Checks on the run itself: did the limits bite (canary), did trials run overcommitted, did the run drift?
 
 Kept apart from the rest of the report so other sections stay as they are: the
-document gets one ``checks`` block, and renderers call :func:`markdown` and
+document gets one ``checks`` block (:func:`build`), and renderers call :func:`markdown` and
 :func:`print_terminal`. When the canary shows the limits did not bite, the run
 is not a resource sweep: the block says so first, and the calibration
-recommendation is replaced by a refusal.
+recommendation is replaced by a refusal (:func:`calibration`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,21 @@ from rich.markup import escape
 
 from orchestrator.engine.canary_verdict import of_run, run_problems
 from orchestrator.engine.overcommit import observed_by_config
+from orchestrator.report.model import (
+    AgentNotFound,
+    Canary,
+    Checks,
+    Overcommit,
+    Paused,
+    ResourceSweep,
+    UsageIncomplete,
+)
 from orchestrator.report.text import pct, pval
+from orchestrator.spec.analysis import Calibration, Drift
 from orchestrator.spec.backend import BackendFacts, ClusterFacts
 
 if TYPE_CHECKING:
-    from orchestrator.report.blocks import Drift
-    from orchestrator.report.model import AgentNotFound, Canary, Checks, Overcommit, ReportDocument, UsageIncomplete
+    from orchestrator.report.model import ReportDocument
 
 
 def _cluster(prov: dict[str, Any]) -> ClusterFacts | None:
@@ -31,59 +40,61 @@ def _cluster(prov: dict[str, Any]) -> ClusterFacts | None:
     return BackendFacts.from_stored(prov.get("backend")).kubernetes
 
 
-def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
-    """Add ``doc["checks"]`` to the document being built (before it is validated); refuse the calibration of a run whose limits did not bite."""
-    prov = doc["provenance"]
+NOT_BITING = "the enforcement canary shows the limits did not bite: this run is not a resource sweep"
+
+
+def build(prov: dict[str, Any], frame: pd.DataFrame, *, backend: str, drift: Drift | None) -> Checks:
+    """The document's ``checks``: the canary of the start and of every ``--resume``, overcommit, ``drift`` (the
+    statistics' own, None before any trial finished), agents that did not start, incomplete usage, pauses."""
     canary = prov.get("canary") or (
         {"status": "unknown (imported)", "reason": "headroom did not run these trials", "arms": [], "problems": []}
         if prov.get("import")
         else {"status": "not recorded", "reason": "run started before the canary existed", "arms": [], "problems": []}
     )
     problems = run_problems(prov)  # the canary of the start and of every --resume
-    valid = problems is None
-    reasons = problems or []
-    stats = doc.get("statistics") or {}
-    doc["checks"] = {
-        "resource_sweep": {"valid": valid, "reasons": reasons},
-        "canary": canary,
-        "canary_resumed": [c for when, c in of_run(prov) if when != "at start"],
-        "overcommit": {
-            **(prov.get("overcommit") or {}),
-            "observed": observed_by_config(frame),
-            # a cluster backend records overcommit per node, the engine per host
-            "scope": "node" if (doc.get("run") or {}).get("backend") == "kubernetes" else "host",
-            "other_workloads": cluster.other_workloads if (cluster := _cluster(prov)) else None,
-        },
-        "drift": stats.get("drift"),
-        "agent_not_found": agent_not_found(frame),
-        "usage_incomplete": usage_incomplete(frame),
-        "paused": prov.get("paused") or [],
-    }
-    _local_times(doc["checks"]["drift"], prov.get("started_at_local"))
-    if not valid and stats.get("calibration"):
-        stats["calibration"] = {
-            "status": "refused",
-            "reasons": ["the enforcement canary shows the limits did not bite: this run is not a resource sweep"],
-            "evidence": [],
-        }
+    return Checks(
+        resource_sweep=ResourceSweep(valid=problems is None, reasons=problems or []),
+        canary=Canary.model_validate(canary),
+        canary_resumed=[Canary.model_validate(c) for when, c in of_run(prov) if when != "at start"],
+        overcommit=Overcommit.model_validate(
+            {
+                **(prov.get("overcommit") or {}),
+                "observed": observed_by_config(frame),
+                # a cluster backend records overcommit per node, the engine per host
+                "scope": "node" if backend == "kubernetes" else "host",
+                "other_workloads": cluster.other_workloads if (cluster := _cluster(prov)) else None,
+            }
+        ),
+        drift=drift,
+        agent_not_found=agent_not_found(frame),
+        usage_incomplete=usage_incomplete(frame),
+        paused=[Paused.model_validate(p) for p in prov.get("paused") or []],
+    )
+
+
+def calibration(checks: Checks, computed: Calibration | None) -> Calibration | None:
+    """The calibration the report shows: the computed one, or a refusal when the run's limits did not bite."""
+    if checks.resource_sweep.valid or computed is None:
+        return computed
+    return Calibration(status="refused", reasons=[NOT_BITING], evidence=[])
 
 
 AGENT_NOT_FOUND = "agent_not_found"
 
 
-def agent_not_found(frame: pd.DataFrame) -> dict[str, Any]:
+def agent_not_found(frame: pd.DataFrame) -> AgentNotFound:
     """Trials whose agent could not start (exit 126/127, or the outcome harness_error(agent_not_found)), per
     configuration: not the model's failure, whatever verdict the trial got (orchestrator.engine.classify)."""
     if frame.empty:
-        return {"trials": 0, "by_configuration": {}, "as_harness_error": 0}
+        return AgentNotFound(trials=0, by_configuration={}, as_harness_error=0)
     as_reason = (frame["outcome"] == "harness_error") & (frame["reason"] == AGENT_NOT_FOUND).fillna(False)
     hit = as_reason | frame["agent_not_found"].astype(bool) if "agent_not_found" in frame.columns else as_reason
     by = frame.loc[hit, "config_label"].astype(str).value_counts(sort=False)
-    return {
-        "trials": int(hit.sum()),
-        "by_configuration": {str(k): int(v) for k, v in by.items()},
-        "as_harness_error": int(as_reason.sum()),
-    }
+    return AgentNotFound(
+        trials=int(hit.sum()),
+        by_configuration={str(k): int(v) for k, v in by.items()},
+        as_harness_error=int(as_reason.sum()),
+    )
 
 
 def agent_not_found_line(found: AgentNotFound | None) -> str | None:
@@ -105,13 +116,13 @@ def agent_not_found_line(found: AgentNotFound | None) -> str | None:
     )
 
 
-def usage_incomplete(frame: pd.DataFrame) -> dict[str, Any]:
+def usage_incomplete(frame: pd.DataFrame) -> UsageIncomplete:
     """Trials (any of their tries) whose model calls the gateway could not all put on record, per configuration."""
     if frame.empty or "usage_incomplete" not in frame.columns:
-        return {"trials": 0, "by_configuration": {}}
+        return UsageIncomplete(trials=0, by_configuration={})
     hit = frame["usage_incomplete"].fillna(0).astype(bool)
     by = frame.loc[hit, "config_label"].astype(str).value_counts(sort=False)
-    return {"trials": int(hit.sum()), "by_configuration": {str(k): int(v) for k, v in by.items()}}
+    return UsageIncomplete(trials=int(hit.sum()), by_configuration={str(k): int(v) for k, v in by.items()})
 
 
 def usage_incomplete_line(found: UsageIncomplete | None) -> str | None:
@@ -134,18 +145,31 @@ def paused_lines(c: Checks) -> list[str]:
     ]
 
 
-def _local_times(drift: dict[str, Any] | None, started_local: str | None) -> None:
-    """Each block's start and end as the time of day where the run was started (provenance's offset)."""
+def local_times(drift: Drift | None, started_local: str | None) -> Drift | None:
+    """``drift`` with each block's start and end as the time of day where the run was started (provenance's
+    offset); as it was when the run recorded no offset."""
     if not drift or not started_local:
-        return
+        return drift
     try:
         tz = timezone(datetime.fromisoformat(started_local).utcoffset() or timedelta(0))
     except ValueError:
-        return
-    for b in drift.get("blocks", []):
-        for key in ("first_start", "last_start"):
-            if b.get(f"{key}_utc"):
-                b[f"{key}_local"] = datetime.fromisoformat(b[f"{key}_utc"]).astimezone(tz).isoformat(timespec="seconds")
+        return drift
+
+    def local(utc: str | None) -> dict[str, str]:
+        return {} if not utc else {"at": datetime.fromisoformat(utc).astimezone(tz).isoformat(timespec="seconds")}
+
+    blocks = []
+    for b in drift.blocks:
+        first, last = local(b.first_start_utc), local(b.last_start_utc)
+        blocks.append(
+            b.model_copy(
+                update={
+                    **({"first_start_local": first["at"]} if first else {}),
+                    **({"last_start_local": last["at"]} if last else {}),
+                }
+            )
+        )
+    return drift.model_copy(update={"blocks": blocks})
 
 
 def _nodes_part(canary: Canary) -> str:

@@ -12,10 +12,10 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.report import rules, safe, tables
-from orchestrator.report.blocks import ComparisonItem
 from orchestrator.report.labels import agent_label
-from orchestrator.report.model import ComparisonDocument, Configuration, RunRef
+from orchestrator.report.model import ComparisonDocument, RunRef
 from orchestrator.report.text import clipped_note, gap, interval_pts, pct, pts, pval, rate, seconds, sign_counts, usd
+from orchestrator.spec.analysis import ComparisonItem, ConfigStats
 from orchestrator.stats.glossary import INFRA_RATE, SCORE_EXCL, SCORE_FAIL
 
 
@@ -45,7 +45,7 @@ COST_HEADERS = [
 ]
 
 
-def _sides(doc: ComparisonDocument) -> list[tuple[str, Configuration]]:
+def _sides(doc: ComparisonDocument) -> list[tuple[str, ConfigStats]]:
     """(``A (agent): label``, configuration block) for each configuration of each run, on the shared tasks."""
     out = []
     for key, ref in (("A", doc.a), ("B", doc.b)):
@@ -55,7 +55,7 @@ def _sides(doc: ComparisonDocument) -> list[tuple[str, Configuration]]:
     return out
 
 
-def _tokens(c: Configuration) -> float | None:
+def _tokens(c: ConfigStats) -> float | None:
     k = c.cost
     if k.tokens_in_per_attempt is None and k.tokens_out_per_attempt is None:
         return None

@@ -7,10 +7,11 @@ figures use only the trials that reported.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from orchestrator.report.model import Configuration
+    from orchestrator.spec.analysis import ConfigStats
 
 HEADERS = [
     "config",
@@ -55,7 +56,7 @@ def source_label(source: str | None, reported: int, measured: int) -> str:
     return f", {source}" if source else ""
 
 
-def cost_rows(configurations: list[Configuration]) -> list[list[str]]:
+def cost_rows(configurations: Sequence[ConfigStats]) -> list[list[str]]:
     rows = []
     for c in configurations:
         k = c.cost

@@ -1,9 +1,10 @@
 """The report as data: builds the typed :class:`~orchestrator.report.model.ReportDocument` every renderer reads.
 
 Renderers never compute statistics; they lay out this document. The statistics
-come from :func:`orchestrator.stats.analyze.analyze`; this module adds what only
-the store knows: the run, its provenance, enforcement per configuration, the
-raw try accounting (retries, abandoned tries) and the exclusions.
+come from :func:`orchestrator.stats.analyze.analyze`, typed (:mod:`orchestrator.spec.analysis`), and the
+document composes those models as they are; this module adds what only the store knows: the run, its
+provenance, enforcement per configuration, the raw try accounting (retries, abandoned tries) and the
+exclusions. Each part is a model when it is made, so the document is validated as it is built.
 """
 
 from __future__ import annotations
@@ -15,7 +16,26 @@ import pandas as pd
 
 from orchestrator.errors import NothingToCompare, UserError
 from orchestrator.report import checks, inferred
-from orchestrator.report.model import SCHEMA, SCHEMA_VERSION, ComparisonDocument, ProvenanceMix, ReportDocument
+from orchestrator.report.blocks import ComparisonRules, ComparisonStatistics, Statistics
+from orchestrator.report.inferred import Inferred
+from orchestrator.report.model import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    AgentSpec,
+    ComparisonDocument,
+    Configuration,
+    ExcludedReason,
+    Exclusions,
+    Experiment,
+    ModelSpec,
+    Provenance,
+    ProvenanceMix,
+    ReportDocument,
+    RunRef,
+    RunSection,
+    Trust,
+)
+from orchestrator.spec.analysis import Rate, ScoringRules
 from orchestrator.spec.backend import BackendFacts
 from orchestrator.stats import scoring_rules as rules_mod
 from orchestrator.stats.analyze import analyze, compare_runs, scoring_rules_block
@@ -48,12 +68,12 @@ def provenance_mix(prov: dict[str, Any]) -> ProvenanceMix:
     )
 
 
-def trust_block(df: pd.DataFrame, prov: dict[str, Any], configs: list[dict[str, Any]]) -> dict[str, Any]:
+def trust_block(df: pd.DataFrame, prov: dict[str, Any], abstention_rates: dict[str, Rate]) -> Trust:
     """Abstention rates (configurations with any abstention) and the paraphrase gap, when the task set has them."""
-    return {
-        "abstentions": {c["label"]: c["abstention_rate"] for c in configs if c["abstention_rate"]["k"]},
-        "paraphrase_gap": paraphrase_gap(df, paraphrase_pairs(prov.get("tasks", {}))),
-    }
+    return Trust(
+        abstentions={label: r for label, r in abstention_rates.items() if r.k},
+        paraphrase_gap=paraphrase_gap(df, paraphrase_pairs(prov.get("tasks", {}))),
+    )
 
 
 IMPORTED_UNKNOWN = "unknown (imported)"
@@ -138,7 +158,7 @@ def requested_rules(info: RunInfo, rules: str | None) -> tuple[list[str], str]:
     return names, rules_mod.default_rule(kinds)
 
 
-def scoring_block(df: pd.DataFrame, info: RunInfo, rules: str | None, order: list[str] | None) -> dict[str, Any]:
+def scoring_block(df: pd.DataFrame, info: RunInfo, rules: str | None, order: list[str] | None) -> ScoringRules:
     names, default = requested_rules(info, rules)
     return scoring_rules_block(
         df,
@@ -149,24 +169,24 @@ def scoring_block(df: pd.DataFrame, info: RunInfo, rules: str | None, order: lis
     )
 
 
-def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> dict[str, Any]:
+def exclusions(df: pd.DataFrame, tries: dict[str, int], planned: int) -> Exclusions:
     """What the infra-excluded score leaves out, and why; plus tries that never became results."""
     excluded = df[df["outcome"].isin(["infra_error", "harness_error"])]
     reasons = excluded.groupby(["outcome", "reason"], dropna=False, observed=True).size()
-    return {
-        "excluded_from_infra_excluded_score": sorted(
+    return Exclusions(
+        excluded_from_infra_excluded_score=sorted(
             (
-                {"outcome": str(o), "reason": None if pd.isna(r) else str(r), "trials": int(n)}
+                ExcludedReason(outcome=str(o), reason=None if pd.isna(r) else str(r), trials=int(n))
                 for (o, r), n in reasons.items()
                 if n
             ),
-            key=lambda e: (e["outcome"], e["reason"] or ""),
+            key=lambda e: (e.outcome, e.reason or ""),
         ),
-        "retried_tries": tries["retried"],
-        "abandoned_tries": tries["abandoned"],
-        "running_tries": tries["running"],
-        "unfinished_trials": int(planned - len(df)),
-    }
+        retried_tries=tries["retried"],
+        abandoned_tries=tries["abandoned"],
+        running_tries=tries["running"],
+        unfinished_trials=int(planned - len(df)),
+    )
 
 
 def _label_order(info: RunInfo) -> list[str] | None:
@@ -197,50 +217,62 @@ def build(
     if "backend" in prov:  # the backend's record in today's shape, whichever version wrote it
         prov["backend"] = BackendFacts.from_stored(prov["backend"]).model_dump(mode="json")
     tries = store.try_counts(info.run_id)
+    facts = config_facts(df)  # what only the store knows per configuration: the enforcement its trials ran under
+    headline_rule = requested_rules(info, rules)[1]  # a mistake in --rules is said before any statistics run
     extra: AnalyzeOptions = {} if margin is None else {"margin": margin}
-    stats = (
+    # The statistics, typed where they are made (orchestrator.spec.analysis); none before any trial finished.
+    analysis = (
         analyze(df, reference=reference, axis=info.axis, config_order=_label_order(info), **extra) if len(df) else None
     )
-    headline_rule = requested_rules(info, rules)[1]
-    if stats is not None:
-        sr = scoring_block(df, info, rules, stats.get("config_order"))
+    scoring = scoring_block(df, info, rules, analysis.config_order) if analysis is not None else None
+    # The drift's blocks read in the time of day where the run started; the checks and the statistics show the same.
+    drift = checks.local_times(analysis.drift if analysis else None, prov.get("started_at_local"))
+    run_checks = checks.build(prov, df, backend=info.backend, drift=drift)  # canary, overcommit, drift
+    statistics: Statistics | None = None
+    configurations: list[Configuration] = []
+    if analysis is not None:
         # One headline per run, said once: the rule the scoring block led with (the source's own when it was
-        # requested) becomes the document's headline_rule.
-        headline_rule = sr.pop("default")
-        stats["scoring_rules"] = sr
-    facts = config_facts(df)
-    configurations = [{**c, **facts.get(c["label"], {})} for c in (stats or {}).get("configs", [])]
-    doc = {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
-        "headline_rule": headline_rule,
-        "run": {
-            "run_id": info.run_id,
-            "name": info.name,
-            "status": info.status,
-            "created_at": info.created_at,
-            "finished_at": info.finished_at,
-            "backend": info.backend,
-            "enforcement": info.enforcement,
-            "axis": info.axis,
-            "trials_planned": planned,
-            "trials_finished": len(df),
+        # requested) is the document's headline_rule.
+        headline_rule = (scoring.default if scoring else None) or headline_rule
+        statistics = Statistics.of(
+            analysis, scoring, drift=drift, calibration=checks.calibration(run_checks, analysis.calibration)
+        )
+        configurations = [Configuration.of(c, facts.get(c.label)) for c in analysis.configs]
+    return ReportDocument(
+        schema_id=SCHEMA,
+        schema_version=SCHEMA_VERSION,
+        headline_rule=headline_rule,
+        run=RunSection(
+            run_id=info.run_id,
+            name=info.name,
+            status=info.status,
+            created_at=info.created_at,
+            finished_at=info.finished_at,
+            backend=info.backend,
+            enforcement=info.enforcement,
+            axis=info.axis,
+            trials_planned=planned,
+            trials_finished=len(df),
             **isolation_facts(prov),
-            "oracle_check": oracle_check_lines(prov),
-        },
-        "experiment": info.spec,
-        "provenance": prov,
-        "task_provenance_mix": provenance_mix(prov),
-        "trust": trust_block(df, prov, configurations),
-        "configurations": configurations,
-        "tries": tries,
-        "exclusions": exclusions(df, tries, planned),
-        "statistics": None if stats is None else {k: v for k, v in stats.items() if k != "configs"},
-    }
-    checks.attach(doc, df)  # canary, overcommit, drift (orchestrator/report/checks.py)
-    if (guessed := inferred.build(df)) is not None:  # imported verdicts inferred, not observed
-        doc["inferred"] = guessed
-    return ReportDocument.model_validate(doc)
+            oracle_check=oracle_check_lines(prov),
+        ),
+        experiment=Experiment.model_validate(info.spec),
+        provenance=Provenance.model_validate(prov),
+        task_provenance_mix=provenance_mix(prov),
+        trust=trust_block(df, prov, {c.label: c.abstention_rate for c in configurations}),
+        configurations=configurations,
+        tries=tries,
+        exclusions=exclusions(df, tries, planned),
+        statistics=statistics,
+        checks=run_checks,
+        # imported verdicts inferred, not observed; left out (unset, so absent from the JSON) when there are none
+        **_inferred(df),
+    )
+
+
+def _inferred(df: pd.DataFrame) -> dict[str, Inferred]:
+    guessed = inferred.build(df)
+    return {} if guessed is None else {"inferred": guessed}
 
 
 def comparison_document(
@@ -264,33 +296,27 @@ def comparison_document(
     names_a, default_a = requested_rules(ia, rules)
     names_b, default_b = requested_rules(ib, rules)
     names = list(dict.fromkeys(names_a + names_b))
-    stats["scoring_rules"] = {
-        "basis": "each run on the tasks both hold",
-        "requested": names,
-        "default": {"A": default_a, "B": default_b},
-        "A": scoring_block(da[da["task_id"].astype(str).isin(shared)], ia, ",".join(names), _label_order(ia)),
-        "B": scoring_block(db[db["task_id"].astype(str).isin(shared)], ib, ",".join(names), _label_order(ib)),
-    }
-    for side in ("A", "B"):  # each side's headline rule is said once, in "default" above
-        stats["scoring_rules"][side].pop("default", None)
-    return ComparisonDocument.model_validate(
-        {
-            "schema": "headroom.comparison/2",
-            "a": {
-                "run_id": ia.run_id,
-                "name": ia.name,
-                "model": ia.spec.get("model"),
-                "agent": ia.spec.get("agent"),
-                "enforcement": ia.enforcement,
-            },
-            "b": {
-                "run_id": ib.run_id,
-                "name": ib.name,
-                "model": ib.spec.get("model"),
-                "agent": ib.spec.get("agent"),
-                "enforcement": ib.enforcement,
-            },
-            "tasks_with_different_content": changed_tasks,
-            "statistics": stats,
-        }
+    rules_ = ComparisonRules(
+        basis="each run on the tasks both hold",
+        requested=names,
+        default={"A": default_a, "B": default_b},  # each side's headline rule, said once here
+        A=scoring_block(da[da["task_id"].astype(str).isin(shared)], ia, ",".join(names), _label_order(ia)),
+        B=scoring_block(db[db["task_id"].astype(str).isin(shared)], ib, ",".join(names), _label_order(ib)),
+    )
+    return ComparisonDocument(
+        schema_id="headroom.comparison/2",
+        a=_run_ref(ia),
+        b=_run_ref(ib),
+        tasks_with_different_content=changed_tasks,
+        statistics=ComparisonStatistics.of(stats, rules_),
+    )
+
+
+def _run_ref(info: RunInfo) -> RunRef:
+    return RunRef(
+        run_id=info.run_id,
+        name=info.name,
+        model=ModelSpec.model_validate(info.spec["model"]) if info.spec.get("model") is not None else None,
+        agent=AgentSpec.model_validate(info.spec["agent"]) if info.spec.get("agent") is not None else None,
+        enforcement=info.enforcement,
     )

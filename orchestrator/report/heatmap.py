@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from orchestrator.report.safe import visible_controls
 
 if TYPE_CHECKING:
-    from orchestrator.report.blocks import TaskCell, TaskRow
+    from orchestrator.spec.analysis import TaskCell, TaskRow
 
 
 def colour(rate: float | None) -> str:

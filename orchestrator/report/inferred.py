@@ -9,7 +9,7 @@ report is what the source recorded or headroom observed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -43,7 +43,7 @@ class Inferred(BaseModel):
     configs: list[InferredConfig]
 
 
-def build(df: pd.DataFrame) -> dict[str, Any] | None:
+def build(df: pd.DataFrame) -> Inferred | None:
     """Per configuration holding inferred verdicts: how many, and the score both ways (None: there are none)."""
     if df.empty or "reason" not in df:
         return None
@@ -55,25 +55,25 @@ def build(df: pd.DataFrame) -> dict[str, Any] | None:
                 continue
             n, passed = len(rows), int((rows["outcome"] == "passed").sum())
             configs.append(
-                {
-                    "label": str(label),
-                    "reason": reason,
-                    "trials": k,
-                    "n": n,
-                    "passed": passed,
-                    "score_as_failures": passed / n,
-                    "score_as_infra_errors": passed / (n - k) if n > k else None,
-                }
+                InferredConfig(
+                    label=str(label),
+                    reason=reason,
+                    trials=k,
+                    n=n,
+                    passed=passed,
+                    score_as_failures=passed / n,
+                    score_as_infra_errors=passed / (n - k) if n > k else None,
+                )
             )
     if not configs:
         return None
-    return {
-        "note": "infra_error(suspected_oom): the agent step was SIGKILLed (exit 137 or the shell's 'Killed' in the "
+    return Inferred(
+        note="infra_error(suspected_oom): the agent step was SIGKILLed (exit 137 or the shell's 'Killed' in the "
         "agent's log) and the source then scored the trial a failure without another exception; SIGKILL alone does "
         "not prove an OOM kill, so headroom infers it from the source's files (each trial's evidence names them) "
         "and shows the score both ways",
-        "configs": configs,
-    }
+        configs=configs,
+    )
 
 
 def lines(doc: ReportDocument) -> list[str]:

@@ -5,9 +5,11 @@ its attributes, never string keys. The JSON format is :meth:`ReportDocument.to_j
 JSON name (``model_dump`` by alias), and only the fields the builder set (``exclude_unset``), so a block that
 leaves a figure out (a rule without a stderr) leaves it out of the JSON too.
 
-Typed all the way down. The statistical blocks (:mod:`orchestrator.report.blocks`) mirror the results of
-:mod:`orchestrator.stats` and forbid unknown keys, so a block the statistics add without declaring it fails
-the build (and the test suite), never a reader downstream. What other parts of headroom record and the
+Typed all the way down, and built typed: :func:`~orchestrator.report.document.build` composes the models the
+statistics return (:mod:`orchestrator.spec.analysis`, produced by :func:`orchestrator.stats.analyze.analyze`)
+with what the store knows, and each part is validated as it is made, never as a dict afterwards. The
+statistical models forbid unknown keys, so a figure the statistics add without declaring it fails where it is
+produced, never in a reader downstream. What other parts of headroom record and the
 report passes through as recorded (the experiment spec, the provenance, the enforcement canary, the
 overcommit record) is read through views that type the fields the renderers read and keep every other
 field as it was written.
@@ -26,36 +28,19 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.report.blocks import (
+from orchestrator.report.blocks import ComparisonStatistics, Statistics
+from orchestrator.report.inferred import Inferred
+from orchestrator.spec.analysis import (
     Calibration,
-    ClusterScores,
-    Comparisons,
-    Cost,
+    ConfigStats,
     Drift,
-    Mdd,
     ParaphraseGap,
     Rate,
-    ScoreIntervals,
-    ScoringRules,
-    Spread,
-    StandardErrors,
-    Statistics,
 )
-from orchestrator.report.inferred import Inferred
 from orchestrator.spec.backend import BackendFacts, HostFacts
 
 SCHEMA: Final = "headroom.report/2"
 SCHEMA_VERSION: Final = 2
-
-RateName = Literal[
-    "pass_rate",
-    "infra_error_rate",
-    "timeout_rate",
-    "harness_error_rate",
-    "abstention_rate",
-    "score_infra_as_failure",
-    "score_infra_excluded",
-]
 
 
 class _Model(BaseModel):
@@ -96,40 +81,21 @@ class RunSection(_Model):
     agent_sandbox: str | None = None
 
 
-class Configuration(_Model):
-    """One configuration's figures (``orchestrator.stats.analyze``) and the enforcement its trials ran under."""
+class Configuration(ConfigStats):
+    """One configuration's figures (:class:`~orchestrator.spec.analysis.ConfigStats`, as ``analyze`` produced
+    them) and the enforcement its trials ran under (what only the store knows)."""
 
-    label: str
-    request_multiplier: float
-    limit_multiplier: float | None
-    n: int
-    n_tasks: int
-    attempts_per_task_min: int
-    attempts_per_task_max: int
-    counts: dict[str, int]
-    infra_reasons: dict[str, int]
-    pass_rate: Rate
-    infra_error_rate: Rate
-    timeout_rate: Rate
-    harness_error_rate: Rate
-    abstention_rate: Rate
-    score_infra_as_failure: Rate
-    score_intervals: ScoreIntervals
-    score_infra_excluded: Rate
-    se: StandardErrors
-    icc_infra: float | None
-    pass_at_k: list[float | None]  # index k-1: pass@k
-    pass_hat_k: list[float | None]
-    spread: Spread
-    clusters: ClusterScores
-    cost: Cost
     enforcement: list[str] = Field(default_factory=list)
     qos_class: list[str] = Field(default_factory=list)
 
-    def rate_block(self, name: RateName) -> Rate:
-        """One of the Wilson-interval rates by name (a plot draws several series from one loop)."""
-        rate: Rate = getattr(self, name)
-        return rate
+    @classmethod
+    def of(cls, stats: ConfigStats, facts: dict[str, list[str]] | None) -> Configuration:
+        """``stats``' own figures (the models, not copies) with the store's ``facts`` (enforcement, qos_class;
+        None: none recorded, and the JSON leaves them out)."""
+        figures = {name: getattr(stats, name) for name in stats.model_fields_set}
+        if facts is None:
+            return cls(**figures)
+        return cls(**figures, enforcement=facts["enforcement"], qos_class=facts["qos_class"])
 
 
 class Trust(_Model):
@@ -373,36 +339,6 @@ class RunRef(_Model):
     enforcement: str
     #: What the user called this side (``runs compare --label``); shown instead of the agent's own name.
     label: str | None = None
-
-
-class ComparedRun(_Model):
-    n_trials: int
-    n_trials_shared_tasks: int
-    configs: list[Configuration]
-
-
-class ComparisonRules(_Model):
-    """Each run under the named rules, on the tasks both hold."""
-
-    basis: str
-    requested: list[str]
-    default: dict[str, str]  # each run's headline rule, by side (A, B)
-    A: ScoringRules
-    B: ScoringRules
-
-
-class ComparisonStatistics(_Model):
-    """``orchestrator.stats.analyze.compare_runs``' result, plus the named rules."""
-
-    schema_id: str = Field(alias="schema")
-    shared_tasks: int
-    basis: str
-    runs: dict[str, ComparedRun]
-    tasks_only_in: dict[str, list[str]]
-    comparisons: Comparisons
-    mdd: Mdd
-    notes: list[str] = Field(default_factory=list)
-    scoring_rules: ComparisonRules | None = None
 
 
 class ComparisonDocument(_Model):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
@@ -16,7 +17,7 @@ from orchestrator.report.safe import visible_controls  # noqa: E402
 from orchestrator.stats.glossary import ABSTENTION_RATE, INFRA_RATE, SCORE_FAIL  # noqa: E402
 
 if TYPE_CHECKING:
-    from orchestrator.report.model import Configuration, RateName
+    from orchestrator.spec.analysis import ConfigStats, RateName
 
 
 def _png(fig: Any) -> str:
@@ -29,7 +30,7 @@ def _png(fig: Any) -> str:
 SERIES_ALT = f"{SCORE_FAIL} and infra-error rate by configuration"
 
 
-def rates_vs_multiplier(configs: list[Configuration], *, labels_axis: bool = False) -> str:
+def rates_vs_multiplier(configs: Sequence[ConfigStats], *, labels_axis: bool = False) -> str:
     """Pass rate, infra-error rate (and abstention rate) against the configuration, with Wilson 95% bands.
 
     Labels (agents, models, imports) have no order to connect: points with error bars, no line.

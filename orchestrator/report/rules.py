@@ -16,8 +16,9 @@ from orchestrator.report.text import pct
 from orchestrator.stats.glossary import SCORE_FAIL, runs_phrase
 
 if TYPE_CHECKING:
-    from orchestrator.report.blocks import RuleResult, ScoringRules
-    from orchestrator.report.model import ComparisonDocument, ComparisonRules, ReportDocument
+    from orchestrator.report.blocks import ComparisonRules
+    from orchestrator.report.model import ComparisonDocument, ReportDocument
+    from orchestrator.spec.analysis import RuleResult, ScoringRules
 
 MAX_RUNS_LISTED = 12
 LEADERBOARD = "terminal-bench:leaderboard"

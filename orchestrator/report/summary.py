@@ -19,8 +19,8 @@ from orchestrator.report.text import HEADLINE_HEADERS, headline_rows, pct, rate
 from orchestrator.stats.glossary import SCORE_FAIL, trials_phrase
 
 if TYPE_CHECKING:
-    from orchestrator.report.blocks import NewTasksInterval, RuleResult
     from orchestrator.report.model import Configuration, ReportDocument
+    from orchestrator.spec.analysis import NewTasksInterval, RuleResult
 
 INFRA_RATE = "infra-error rate"
 #: The summary table of a run headroom made: the headline with its two intervals, then the infra-error rate.

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from orchestrator.stats.glossary import NEW_TASKS_INTERVAL, SCORE_FAIL, THESE_TASKS_INTERVAL
 
 if TYPE_CHECKING:
-    from orchestrator.report.blocks import ComparisonItem, Rate, SignTest
-    from orchestrator.report.model import Configuration
+    from orchestrator.spec.analysis import ComparisonItem, ConfigStats, Rate, SignTest
 
 
 def pct(x: float | None, digits: int = 1) -> str:
@@ -92,7 +92,7 @@ HEADLINE_NOTE = (
 )
 
 
-def headline_rows(configs: list[Configuration]) -> list[list[str]]:
+def headline_rows(configs: Sequence[ConfigStats]) -> list[list[str]]:
     """One row per configuration: headroom's score with its on-these-tasks and new-tasks intervals."""
     rows = []
     for c in configs:

@@ -35,8 +35,9 @@ other.
 on the tasks and configurations both hold, paired by task, with the same tests
 and intervals; every figure it returns is computed on those shared tasks only.
 
-Output is plain JSON types only (NaN/inf -> None), so
-``json.dumps(result, allow_nan=False)`` always works.
+Each returns a typed model (:mod:`orchestrator.spec.analysis`: :class:`Analysis`, :class:`RunComparison`,
+:class:`ScoringRules`), validated here, where it is made: a figure without a declared field fails at its
+producer. Its numbers are plain JSON types (NaN/inf -> None), so its JSON dump always works.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.errors import NothingToCompare
+from orchestrator.spec.analysis import SCHEMA, Analysis, RunComparison, ScoringRules
 
 from . import calibration, power, scoring_rules
 from .aggregate import (
@@ -73,7 +75,6 @@ from .spread import spread_from_counts
 from .trend import clustered_trend, cochran_armitage
 from .usage_intervals import usage_intervals
 
-SCHEMA = "headroom.stats/1"
 DEFAULT_REFERENCE = "1x-strict"
 
 
@@ -330,7 +331,7 @@ def analyze(
     min_attempts: int = 2,
     axis: str = "resources",
     config_order: list[str] | None = None,
-) -> dict[str, Any]:
+) -> Analysis:
     """Full statistics report for one run (see module docstring)."""
     labels_axis = axis == "labels"
     agg = aggregate(df, config_order if labels_axis else None)
@@ -353,7 +354,7 @@ def analyze(
         not_applicable = "not applicable: the configurations are labels (agents, models, imports), not resource levels"
         out = _result(df, agg, ref, blocks, comparisons, family, mdd, None, None)
         out["trends_note"] = out["calibration_note"] = not_applicable
-        return jsonable(out)
+        return Analysis.model_validate(jsonable(out))
 
     # A task-band arm (sorted last) is each task at its own band, not a point on the multiplier
     # axis: it stays out of the trend and is no calibration candidate.
@@ -375,7 +376,7 @@ def analyze(
     calib = calibration.recommend(
         blocks[:n_axis], ref, axis_counts, margin=margin, min_tasks=min_tasks, min_attempts=min_attempts
     )
-    return jsonable(_result(df, agg, ref, blocks, comparisons, family, mdd, trends, calib))
+    return Analysis.model_validate(jsonable(_result(df, agg, ref, blocks, comparisons, family, mdd, trends, calib)))
 
 
 def _result(
@@ -443,7 +444,7 @@ def compare_runs(
     boschloo_max_cells: int = BOSCHLOO_MAX_CELLS,
     order_a: list[str] | None = None,
     order_b: list[str] | None = None,
-) -> dict[str, Any]:
+) -> RunComparison:
     """Paired comparison of two runs (e.g. two agents) on the tasks both ran.
 
     ``order_a`` / ``order_b``: a labels-axis run's configurations in the user's order.
@@ -522,7 +523,7 @@ def compare_runs(
         "mdd": mdd,
         "notes": notes,
     }
-    return jsonable(out)
+    return RunComparison.model_validate(jsonable(out))
 
 
 def _few(names: list[str], k: int = 5) -> str:
@@ -540,12 +541,17 @@ def scoring_rules_block(
     config_order: list[str] | None = None,
     default_rule: str | None = None,
     reward_threshold: float = 1.0,
-) -> dict[str, Any]:
-    """The run under named scoring rules, side by side (orchestrator.stats.scoring_rules), JSON-ready.
+) -> ScoringRules:
+    """The run under named scoring rules, side by side (orchestrator.stats.scoring_rules).
 
-    Kept beside :func:`analyze` (the report document puts it under ``statistics.scoring_rules``):
-    every rule labels what its interval or stderr generalises to.
+    Kept beside :func:`analyze` (the report document puts it under ``statistics.scoring_rules``, and its
+    ``default`` is the document's ``headline_rule``): every rule labels what its interval or stderr
+    generalises to.
     """
-    return jsonable(
-        scoring_rules.evaluate(df, rules, config_order=config_order, default=default_rule, threshold=reward_threshold)
+    return ScoringRules.model_validate(
+        jsonable(
+            scoring_rules.evaluate(
+                df, rules, config_order=config_order, default=default_rule, threshold=reward_threshold
+            )
+        )
     )

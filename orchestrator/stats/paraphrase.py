@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from orchestrator.spec.analysis import ParaphraseGap
+
 
 def paraphrase_pairs(task_provenance: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     """(original, paraphrase) for every task whose provenance names an original that is in the run."""
@@ -25,7 +27,7 @@ def paraphrase_pairs(task_provenance: dict[str, dict[str, Any]]) -> list[tuple[s
     )
 
 
-def paraphrase_gap(df: pd.DataFrame, pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+def paraphrase_gap(df: pd.DataFrame, pairs: list[tuple[str, str]]) -> list[ParaphraseGap]:
     if not pairs or df.empty:
         return []
     rates = (
@@ -36,20 +38,20 @@ def paraphrase_gap(df: pd.DataFrame, pairs: list[tuple[str, str]]) -> list[dict[
     out = []
     for label in df["config_label"].drop_duplicates():
         per = rates.loc[label] if label in rates.index.get_level_values(0) else pd.Series(dtype=float)
-        diffs = np.array([per[o] - per[p] for o, p in pairs if o in per.index and p in per.index])
-        row: dict[str, Any] = {
-            "config": label,
-            "pairs": int(len(diffs)),
-            "mean_gap": float(diffs.mean()) if len(diffs) else None,
-            "original_rate": float(np.mean([per[o] for o, p in pairs if o in per.index and p in per.index]))
-            if len(diffs)
-            else None,
-        }
-        row["paraphrase_rate"] = None if row["original_rate"] is None else row["original_rate"] - row["mean_gap"]
-        if len(diffs) >= 2 and np.any(diffs != 0):
-            row["wilcoxon_p"] = float(stats.wilcoxon(diffs).pvalue)
-            row["paired_t_p"] = float(stats.ttest_1samp(diffs, 0.0).pvalue) if np.std(diffs) > 0 else None
-        else:
-            row["wilcoxon_p"] = row["paired_t_p"] = None
-        out.append(row)
+        both = [(o, p) for o, p in pairs if o in per.index and p in per.index]
+        diffs = np.array([per[o] - per[p] for o, p in both])
+        original = float(np.mean([per[o] for o, _ in both])) if len(diffs) else None
+        mean_gap = float(diffs.mean()) if len(diffs) else None
+        testable = len(diffs) >= 2 and bool(np.any(diffs != 0))
+        out.append(
+            ParaphraseGap(
+                config=str(label),
+                pairs=int(len(diffs)),
+                mean_gap=mean_gap,
+                original_rate=original,
+                paraphrase_rate=None if original is None or mean_gap is None else original - mean_gap,
+                wilcoxon_p=float(stats.wilcoxon(diffs).pvalue) if testable else None,
+                paired_t_p=float(stats.ttest_1samp(diffs, 0.0).pvalue) if testable and np.std(diffs) > 0 else None,
+            )
+        )
     return out

@@ -6,12 +6,13 @@ the page needs only the JSON, and it costs nothing to build for any run size.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.stats.glossary import ABSTENTION_RATE, INFRA_RATE, SCORE_FAIL
 
 if TYPE_CHECKING:
-    from orchestrator.report.model import Configuration, RateName
+    from orchestrator.spec.analysis import ConfigStats, RateName
 
 SERIES: tuple[tuple[RateName, str, str], ...] = (
     ("score_infra_as_failure", SCORE_FAIL, "#1f77b4"),
@@ -25,7 +26,7 @@ def _pct(x: float | None) -> float | None:
     return None if x is None else round(100 * x, 2)
 
 
-def rates_by_configuration(configs: list[Configuration]) -> dict[str, Any]:
+def rates_by_configuration(configs: Sequence[ConfigStats]) -> dict[str, Any]:
     """Pass, infra-error (and abstention) rates per configuration with Wilson 95% error bars; hover shows the numbers."""
     labels = [c.label for c in configs]
     traces = []

@@ -81,8 +81,8 @@ def test_labels_report_has_no_resource_axis_trend_or_calibration(labels_store: P
 def test_resource_runs_still_parse_reference_spellings(tmp_path: Path) -> None:
     df = frame({"1x-strict": [0.5] * 6, "1x/2x": [0.75] * 6}, limit={"1x-strict": 1.0, "1x/2x": 2.0})
     stats_ = analyze(df)
-    assert stats_["axis"] == "resources" and stats_["reference"] == "1x-strict" and stats_["trends"] is not None
-    assert stats_["config_order"] == ["1x-strict", "1x/2x"]
+    assert stats_.axis == "resources" and stats_.reference == "1x-strict" and stats_.trends is not None
+    assert stats_.config_order == ["1x-strict", "1x/2x"]
 
 
 def test_task_level_paired_test_matches_scipy_and_reads_b_minus_a() -> None:
@@ -90,22 +90,21 @@ def test_task_level_paired_test_matches_scipy_and_reads_b_minus_a() -> None:
     a = list(rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=12))
     b = [min(1.0, x + 0.25) if i % 3 else x for i, x in enumerate(a)]
     s = analyze(frame({"agent-a": a, "agent-b": b}), axis="labels", config_order=["agent-a", "agent-b"])
-    [it] = s["comparisons"]["items"]
-    paired = it["score"]["paired"]
+    [it] = s.comparisons.items
+    paired = it.score.paired
     d = np.array(b) - np.array(a)
     ref = stats.ttest_rel(b, a)
-    assert paired["t_p"] == pytest.approx(ref.pvalue, rel=1e-9) and paired["t_statistic"] == pytest.approx(
-        ref.statistic
-    )
-    assert paired["mean_task_diff"] == pytest.approx(d.mean()) and paired["mean_task_diff"] > 0
-    assert paired["bootstrap_low"] <= paired["mean_task_diff"] <= paired["bootstrap_high"]
-    assert paired["t_p_holm"] == pytest.approx(paired["t_p"])  # one comparison: Holm changes nothing
-    sign = it["score"]["sign"]
-    assert sign["b_only"] > 0 and sign["a_only"] == 0
-    typed = Statistics.model_validate({k: v for k, v in s.items() if k != "configs"})
-    assert sign_counts(typed.comparisons.items[0].score.sign) == f"+{sign['b_only']}/−0"  # B gained: the plus side
+    assert paired.t_p == pytest.approx(ref.pvalue, rel=1e-9) and paired.t_statistic == pytest.approx(ref.statistic)
+    assert paired.mean_task_diff == pytest.approx(d.mean()) and paired.mean_task_diff > 0
+    assert paired.bootstrap_low <= paired.mean_task_diff <= paired.bootstrap_high  # type: ignore[operator]
+    assert paired.t_p_holm == pytest.approx(paired.t_p)  # one comparison: Holm changes nothing
+    sign = it.score.sign
+    assert sign.b_only > 0 and sign.a_only == 0
+    typed = Statistics.of(s, None)  # the report's section: the analysis' own models, composed
+    assert typed.comparisons is s.comparisons
+    assert sign_counts(typed.comparisons.items[0].score.sign) == f"+{sign.b_only}/−0"  # B gained: the plus side
     md = "\n".join(markdown.comparisons_block(typed))
-    assert f"+{sign['b_only']}/−0" in md
+    assert f"+{sign.b_only}/−0" in md
 
 
 def test_classical_cochran_armitage_equals_the_textbook_formula() -> None:
@@ -127,14 +126,14 @@ def test_untestable_trend_and_missing_latency_print_a_dash() -> None:
         {"1x-strict": [1.0] * 5, "1x/2x": [1.0] * 5}, with_duration=False, limit={"1x-strict": 1.0, "1x/2x": 2.0}
     )
     s = analyze(df)
-    assert s["trends"]["pass"]["cochran_armitage"]["z"] is None
-    typed = Statistics.model_validate({k: v for k, v in s.items() if k != "configs"})
+    assert s.trends is not None and s.trends.pass_.cochran_armitage.z is None
+    typed = Statistics.of(s, None)
     trend_md = "\n".join(markdown.trends_block(typed))
     assert "z=0.00" not in trend_md and "| pass | — |" in trend_md
-    assert all(c["cost"]["latency_per_attempt_s"] is None for c in s["configs"])
+    assert all(c.cost.latency_per_attempt_s is None for c in s.configs)
     # Only what metrics_block reads: the configurations and statistics of a resources-axis run.
     doc = ReportDocument.model_construct(
-        configurations=[Configuration.model_validate(c) for c in s["configs"]],
+        configurations=[Configuration.of(c, None) for c in s.configs],
         statistics=typed,
         run=RunSection.model_construct(axis="resources"),
         headline_rule="headroom:infra-as-failure",

@@ -84,7 +84,8 @@ def test_the_builder_returns_the_model(tmp_path: Path) -> None:
 
 
 def test_the_statistical_blocks_are_typed_and_forbid_unknown_keys(doc: ReportDocument) -> None:
-    from orchestrator.report.blocks import ComparisonItem, Rate, Statistics
+    from orchestrator.report.blocks import Statistics
+    from orchestrator.spec.analysis import ComparisonItem, Rate
 
     stats = doc.statistics
     assert isinstance(stats, Statistics) and isinstance(stats.comparisons.items[0], ComparisonItem)
@@ -129,3 +130,43 @@ def test_the_comparison_is_a_typed_document(tmp_path: Path) -> None:
     ).to_dict()  # what `headroom runs compare --format json` prints
     assert as_json == typed.to_dict() and ComparisonDocument.model_validate(as_json).to_dict() == as_json
     assert comparison.markdown(typed) == comparison.markdown(as_json)
+
+
+def test_the_report_publishes_the_analysis_as_the_statistics_produced_it(tmp_path: Path) -> None:
+    """``analyze`` returns the typed result; the document composes it without re-declaring or re-shaping a figure:
+    its ``statistics`` is the analysis' JSON without the configurations, and each configuration is the analysis'
+    block plus the enforcement the store recorded. A limit that did not bite replaces only the calibration."""
+    from orchestrator.report import checks
+    from orchestrator.report.blocks import Statistics
+    from orchestrator.report.model import Configuration
+    from orchestrator.spec.analysis import Analysis, Calibration
+    from orchestrator.stats.analyze import analyze
+
+    path = tmp_path / "p.db"
+    write_store(make_sweep(12, 2, seed=3), path).close()
+    store = Store.open_existing(path)
+    analysis = analyze(store.rule_frame(store.run(None).run_id))
+    assert isinstance(analysis, Analysis) and analysis.calibration is not None
+    out = document.build(store).to_dict()
+    expected = analysis.to_dict()
+    configs = expected.pop("configs")
+    published = dict(out["statistics"])
+    assert published.pop("scoring_rules")["requested"]  # the one section the report adds beside the analysis
+    assert published == expected
+    assert [{k: v for k, v in c.items() if k not in ("enforcement", "qos_class")} for c in out["configurations"]] == (
+        configs
+    )
+    # Composed from the produced models themselves, not from a dump of them.
+    section = Statistics.of(analysis, None)
+    assert section.comparisons is analysis.comparisons and section.mdd is analysis.mdd
+    assert Configuration.of(analysis.configs[0], None).cost is analysis.configs[0].cost
+    flagged = checks.build(
+        {"canary": {"status": "flagged", "problems": ["1x-strict: the hog was not killed"]}},
+        store.rule_frame(store.run(None).run_id),
+        backend="local",
+        drift=analysis.drift,
+    )
+    refused = checks.calibration(flagged, analysis.calibration)
+    assert isinstance(refused, Calibration) and refused.status == "refused" and refused.evidence == []
+    assert checks.calibration(flagged, None) is None  # nothing computed (a labels axis): nothing to refuse
+    store.close()

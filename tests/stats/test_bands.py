@@ -226,7 +226,7 @@ def test_a_task_band_arm_is_reported_but_is_no_point_on_the_multiplier_axis() ->
     band = df[df["config_label"] == "1x-strict"].assign(
         config_label="task-band", limit_multiplier=1.0, outcome="passed", reason=None
     )
-    out = analyze(pd.concat([df, band]).assign(cluster_id=lambda d: d["task_id"]))
+    out = analyze(pd.concat([df, band]).assign(cluster_id=lambda d: d["task_id"])).to_dict()
     assert out["config_order"][-1] == "task-band"  # sorted after unbounded
     assert "task-band" not in [e["label"] for e in out["calibration"]["evidence"]]
     assert any(c["b"] == "task-band" for c in out["comparisons"]["items"])  # still compared with the reference

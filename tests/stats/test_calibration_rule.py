@@ -21,7 +21,7 @@ from tests.stats.conftest import frame_from_outcomes
 
 def analyze(df: pd.DataFrame, **kw: object) -> dict:
     """The report's statistics; Fisher for the (unused here) two-sided infra comparisons keeps the tests fast."""
-    return _analyze(df, boschloo_max_cells=0, **kw)  # type: ignore[arg-type]
+    return _analyze(df, boschloo_max_cells=0, **kw).to_dict()  # type: ignore[arg-type]
 
 
 LIMITS = {"1x-strict": 1.0, "1x/1.5x": 1.5, "1x/3x": 3.0, "unbounded": np.inf}

@@ -8,6 +8,7 @@ through orchestrator.stats.aggregate.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,9 +16,15 @@ import pytest
 from scipy import stats
 
 from orchestrator.errors import NothingToCompare
-from orchestrator.stats.analyze import compare_runs
+from orchestrator.stats.analyze import compare_runs as compare_model
 from orchestrator.stats.paired import task_paired
 from tests.stats.conftest import frame_from_outcomes
+
+
+def compare_runs(a: pd.DataFrame, b: pd.DataFrame, **kw: Any) -> dict[str, Any]:
+    """``compare_runs``' result as ``headroom runs compare --format json`` publishes it (its model's JSON dump)."""
+    return compare_model(a, b, **kw).to_dict()
+
 
 OUTCOMES = ["passed", "failed", "infra_error", "timeout"]
 

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pandas as pd
 
 from orchestrator.report import costs
-from orchestrator.report.model import Configuration
-from orchestrator.stats.analyze import analyze
+from orchestrator.stats.analyze import analyze as analyze_model
 from tests.stats.conftest import frame_from_outcomes
+
+
+def analyze(df: pd.DataFrame, **kw: Any) -> dict[str, Any]:
+    """``analyze``'s result as ``headroom report --format json`` publishes it (its model's JSON dump)."""
+    return analyze_model(df, **kw).to_dict()
 
 
 def _partial_cost_frame():
@@ -47,8 +54,8 @@ def test_no_pass_among_reporters_means_unknown_not_cheap():
 
 
 def test_coverage_is_printed_beside_the_figures():
-    cfg = analyze(_partial_cost_frame())["configs"][0]
-    row = dict(zip(costs.HEADERS, costs.cost_rows([Configuration.model_validate(cfg)])[0]))
+    cfg = analyze_model(_partial_cost_frame()).configs[0]  # the typed result, as the report's tables read it
+    row = dict(zip(costs.HEADERS, costs.cost_rows([cfg])[0]))
     # Without a gateway every figure is the agent's own, and the table says so.
     assert row["cost / solved"] == "$3.000000" and row["cost reported"] == "30/100 reported (10 passed), self-reported"
     assert row["tokens / solved"] == "2,000" and row["tokens reported"] == "20/100 reported (10 passed), self-reported"
@@ -58,11 +65,11 @@ def test_gateway_figures_are_labelled_as_measured_and_a_mix_is_split():
     df = _partial_cost_frame()
     df["usage_source"] = np.where(df["cost_usd"].notna(), "self-reported", None)
     df.loc[df["task_id"].isin(["t004", "t005"]), "usage_source"] = "gateway"  # 20 of the 30 cost reports
-    cfg = analyze(df)["configs"][0]
-    cost = cfg["cost"]
-    assert (cost["n_cost_gateway"], cost["cost_source"]) == (20, "mixed")
-    assert (cost["n_tokens_gateway"], cost["tokens_source"]) == (20, "gateway")
-    row = dict(zip(costs.HEADERS, costs.cost_rows([Configuration.model_validate(cfg)])[0]))
+    cfg = analyze_model(df).configs[0]
+    cost = cfg.cost
+    assert (cost.n_cost_gateway, cost.cost_source) == (20, "mixed")
+    assert (cost.n_tokens_gateway, cost.tokens_source) == (20, "gateway")
+    row = dict(zip(costs.HEADERS, costs.cost_rows([cfg])[0]))
     assert row["cost reported"] == "30/100 reported (10 passed), 20 gateway + 10 self-reported"
     assert row["tokens reported"] == "20/100 reported (10 passed), gateway"
     nothing = analyze(frame_from_outcomes([["passed"] * 3]))["configs"][0]["cost"]

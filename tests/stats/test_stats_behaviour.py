@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,8 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_effectsize
 
 from orchestrator.stats import power
-from orchestrator.stats.analyze import analyze, compare_runs
+from orchestrator.stats.analyze import analyze as analyze_model
+from orchestrator.stats.analyze import compare_runs as compare_model
 from orchestrator.stats.clustered import clustered_se
 from orchestrator.stats.clusters import cluster_scores
 from orchestrator.stats.multiplicity import holm
@@ -23,6 +25,16 @@ from orchestrator.stats.paired import cmh_test, task_paired, two_rate_exact
 from orchestrator.stats.passk import pass_at_k_per_task, pass_curves, pass_hat_k_per_task
 from orchestrator.stats.synthetic import TERMINAL_BENCH_LIKE, PlantedConfig, make_sweep
 from orchestrator.stats.trend import clustered_trend, cochran_armitage
+
+
+def analyze(df: pd.DataFrame, **kw: Any) -> dict[str, Any]:
+    """``analyze``'s result as ``headroom report --format json`` publishes it (its model's JSON dump)."""
+    return analyze_model(df, **kw).to_dict()
+
+
+def compare_runs(a: pd.DataFrame, b: pd.DataFrame, **kw: Any) -> dict[str, Any]:
+    return compare_model(a, b, **kw).to_dict()
+
 
 # ---------------------------------------------------------------- pass@k / pass^k
 

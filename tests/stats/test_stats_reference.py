@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
-from orchestrator.stats.analyze import analyze
+from orchestrator.stats.analyze import analyze as analyze_model
 from orchestrator.stats.compounding import all_parts_expected, mean_part_rate
 from orchestrator.stats.cost import cost_latency
 from orchestrator.stats.paired import sign_test
 from orchestrator.stats.passk import pass_curves
 from orchestrator.stats.proportions import wilson, wilson_many
 from orchestrator.stats.spread import spread_from_counts
+
+
+def analyze(df: pd.DataFrame, **kw: Any) -> dict[str, Any]:
+    """``analyze``'s result as ``headroom report --format json`` publishes it (its model's JSON dump)."""
+    return analyze_model(df, **kw).to_dict()
+
 
 WILSON_ROWS = [
     (52, 200, 26.0, 20.4, 32.5),
