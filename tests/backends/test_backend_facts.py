@@ -173,3 +173,12 @@ def test_a_report_reads_a_store_written_before_backend_facts(tmp_path: Path) -> 
     assert doc.provenance.backend is not None and doc.provenance.backend.local is not None
     assert "kernel 6.1.0" in markdown.host_line(doc.host, doc.provenance.backend.local)
     assert doc.to_dict()["provenance"]["backend"]["abilities"]["isolation"] == "namespaces"
+
+
+def test_the_flags_are_recorded_in_one_order_whatever_the_hash_seed() -> None:
+    """A set's iteration order follows PYTHONHASHSEED; a bundle's published report is re-derived in another process,
+    so the stored list must not depend on it (runs verify saw '--enforcement' against '--run-on-host')."""
+    from orchestrator.spec.backend import BackendAbilities
+
+    dumped = BackendAbilities(flags=frozenset({"--run-on-host", "--enforcement", "--build"})).model_dump(mode="json")
+    assert dumped["flags"] == ["--build", "--enforcement", "--run-on-host"]
