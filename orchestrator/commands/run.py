@@ -46,6 +46,7 @@ from orchestrator.spec.unknown import first_validation_error
 if TYPE_CHECKING:
     from orchestrator.backends.base import Backend
     from orchestrator.spec.experiment import Experiment, ExperimentOverrides
+    from orchestrator.spec.provenance import Provenance
     from orchestrator.spec.resources import ResourceConfig
     from orchestrator.store.sqlite import Store
 
@@ -255,13 +256,13 @@ def _announce(backend: Backend) -> None:
         err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
 
 
-def _announce_checks(prov: dict[str, Any]) -> None:
+def _announce_checks(prov: Provenance) -> None:
     """The canary's verdict and overcommit warnings, before the first trial runs."""
     from orchestrator.engine.canary import describe
 
-    for line in describe(prov.get("canary") or {}):
+    for line in describe(prov.canary):
         err.print(line, soft_wrap=True)
-    for w in (prov.get("overcommit") or {}).get("warnings", []):
+    for w in prov.overcommit.warnings if prov.overcommit else []:
         err.print(f"[bold yellow]overcommit:[/] {w}", soft_wrap=True)
 
 
@@ -356,7 +357,7 @@ def _run_sweep(
     return store, run_id, s.interrupted
 
 
-def _oracle_check(experiment: Experiment, task_list: list[Any], pending: Store, backend: Backend) -> dict[str, Any]:
+def _oracle_check(experiment: Experiment, task_list: list[Any], pending: Store, backend: Backend) -> Provenance:
     """``--oracle-check``: each task's oracle once per configuration, as a run of its own, before the sweep."""
     from orchestrator.engine import faithful, oracle_check
 
@@ -371,8 +372,10 @@ def _oracle_check(experiment: Experiment, task_list: list[Any], pending: Store, 
     for line in found:
         err.print(f"[bold yellow]oracle check:[/] {escape(line)}", soft_wrap=True)
     if not found:
-        err.print(f"oracle check: every task's oracle passes under every configuration (run {record['run_id']})")
-    return {oracle_check.PROVENANCE_KEY: record}
+        err.print(f"oracle check: every task's oracle passes under every configuration (run {record.run_id})")
+    from orchestrator.spec.provenance import Provenance as Prov
+
+    return Prov(oracle_check=record)  # the part of the provenance the oracle check owns
 
 
 def _opened(store: Store) -> Store:

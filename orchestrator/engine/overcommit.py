@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from orchestrator.spec.provenance import BackendFacts, NodeFill, OvercommitPlan
 from orchestrator.spec.resources import MIB
 
 if TYPE_CHECKING:  # a report reads observed_by_config and needs none of the spec models (their import is costly)
@@ -135,13 +136,13 @@ def _finite(v: Any) -> float | None:
     return None if v is None or pd.isna(v) else float(v)
 
 
-def capacity_of(backend_facts: dict[str, Any]) -> int | None:
+def capacity_of(backend_facts: BackendFacts) -> int | None:
     """The memory trials share: the host's, for the local backend; None where a backend reports per node."""
     value = backend_facts.get("memory_bytes")
     return int(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def node_capacities(backend_facts: dict[str, Any]) -> dict[str, int] | str | None:
+def node_capacities(backend_facts: BackendFacts) -> dict[str, int] | str | None:
     """A cluster backend's candidate nodes and their allocatable memory; why not, when it could not list them.
 
     None for a backend without nodes (local, docker)."""
@@ -178,7 +179,7 @@ def fill_by_request(amounts: list[tuple[int, int]], room: int, k: int, copies: i
 
 def warnings_for(
     experiment: Experiment, tasks: list[Task], capacity: int | None, nodes: dict[str, int] | str | None = None
-) -> dict[str, Any]:
+) -> OvercommitPlan:
     """Per configuration, the worst sum of limits at the run's concurrency, and warnings where it exceeds capacity.
 
     ``capacity`` is the host's memory (local, docker). In a cluster (``nodes``: each candidate
@@ -189,7 +190,7 @@ def warnings_for(
     from orchestrator.spec.trial import Trial
 
     per_config: dict[str, int | None] = {}
-    per_node: dict[str, dict[str, Any]] = {}
+    per_node: dict[str, NodeFill] = {}
     warnings: list[str] = []
     k = experiment.concurrency
     for config in experiment.configurations:
@@ -215,7 +216,7 @@ def warnings_for(
                 key=lambda w: w[3] / max(w[1], 1),
             )
             name, room, n, held = fullest
-            per_node[config.label] = {"node": name, "capacity_bytes": room, "trials": n, "limit_bytes": held}
+            per_node[config.label] = NodeFill(node=name, capacity_bytes=room, trials=n, limit_bytes=held)
             if held > room and experiment.placement != "limit-aware":
                 warnings.append(
                     f"{config.label}: {n} trials fit node {name} ({room / MIB:.0f} MiB allocatable) by "
@@ -237,14 +238,14 @@ def warnings_for(
                 f"{config.label}: {k} trials at once can hold {worst / MIB:.0f} MiB of limits, more than "
                 f"the {capacity / MIB:.0f} MiB available; use --placement limit-aware or lower --concurrency"
             )
-    out: dict[str, Any] = {
-        "capacity_bytes": capacity,
-        "placement": experiment.placement,
-        "concurrency": k,
-        "worst_concurrent_limit_bytes": per_config,
-        "warnings": warnings,
-    }
+    out = OvercommitPlan(
+        capacity_bytes=capacity,
+        placement=experiment.placement,
+        concurrency=k,
+        worst_concurrent_limit_bytes=per_config,
+        warnings=warnings,
+    )
     if nodes is not None:
-        out["worst_node"] = per_node
-        out["nodes_checked"] = len(nodes) if isinstance(nodes, dict) else f"nodes {nodes}: not checked per node"
+        out.worst_node = per_node
+        out.nodes_checked = len(nodes) if isinstance(nodes, dict) else f"nodes {nodes}: not checked per node"
     return out

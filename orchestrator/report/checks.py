@@ -19,19 +19,20 @@ from rich.markup import escape
 from orchestrator.engine.canary_verdict import of_run, run_problems
 from orchestrator.engine.overcommit import observed_by_config
 from orchestrator.report.text import pct, pval
+from orchestrator.spec.provenance import CanaryVerdict, Provenance
 
 if TYPE_CHECKING:
     from orchestrator.report.blocks import Drift
-    from orchestrator.report.model import AgentNotFound, Canary, Checks, Overcommit, ReportDocument, UsageIncomplete
+    from orchestrator.report.model import AgentNotFound, Checks, Overcommit, ReportDocument, UsageIncomplete
 
 
 def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
     """Add ``doc["checks"]`` to the document being built (before it is validated); refuse the calibration of a run whose limits did not bite."""
-    prov = doc["provenance"]
-    canary = prov.get("canary") or (
-        {"status": "unknown (imported)", "reason": "headroom did not run these trials", "arms": [], "problems": []}
-        if prov.get("import")
-        else {"status": "not recorded", "reason": "run started before the canary existed", "arms": [], "problems": []}
+    prov: Provenance = doc["provenance"]
+    canary = prov.canary or (
+        CanaryVerdict(status="unknown (imported)", reason="headroom did not run these trials", arms=[], problems=[])
+        if prov.import_
+        else CanaryVerdict(status="not recorded", reason="run started before the canary existed", arms=[], problems=[])
     )
     problems = run_problems(prov)  # the canary of the start and of every --resume
     valid = problems is None
@@ -42,18 +43,18 @@ def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
         "canary": canary,
         "canary_resumed": [c for when, c in of_run(prov) if when != "at start"],
         "overcommit": {
-            **(prov.get("overcommit") or {}),
+            **(prov.overcommit.model_dump(mode="json") if prov.overcommit else {}),
             "observed": observed_by_config(frame),
             # a cluster backend records overcommit per node, the engine per host
             "scope": "node" if (doc.get("run") or {}).get("backend") == "kubernetes" else "host",
-            "other_workloads": (prov.get("backend") or {}).get("other_workloads"),
+            "other_workloads": (prov.backend or {}).get("other_workloads"),
         },
         "drift": stats.get("drift"),
         "agent_not_found": agent_not_found(frame),
         "usage_incomplete": usage_incomplete(frame),
-        "paused": prov.get("paused") or [],
+        "paused": prov.paused,
     }
-    _local_times(doc["checks"]["drift"], prov.get("started_at_local"))
+    _local_times(doc["checks"]["drift"], prov.started_at_local)
     if not valid and stats.get("calibration"):
         stats["calibration"] = {
             "status": "refused",
@@ -142,7 +143,7 @@ def _local_times(drift: dict[str, Any] | None, started_local: str | None) -> Non
                 b[f"{key}_local"] = datetime.fromisoformat(b[f"{key}_utc"]).astimezone(tz).isoformat(timespec="seconds")
 
 
-def _nodes_part(canary: Canary) -> str:
+def _nodes_part(canary: CanaryVerdict) -> str:
     """Per node (cluster runs): each node's verdict, and the candidate nodes left unchecked."""
     by_target, skipped = canary.by_target, canary.skipped_targets
     if set(by_target) <= {"local"} and not skipped:
@@ -162,7 +163,7 @@ def _nodes_part(canary: Canary) -> str:
     return part
 
 
-def _canary_line(canary: Canary, when: str = "") -> str:
+def _canary_line(canary: CanaryVerdict, when: str = "") -> str:
     status = canary.status
     head = f"Enforcement canary{f' ({when})' if when else ''}"
     if status == "enforced":

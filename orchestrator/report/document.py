@@ -16,6 +16,7 @@ import pandas as pd
 from orchestrator.errors import NothingToCompare, UserError
 from orchestrator.report import checks, inferred
 from orchestrator.report.model import SCHEMA, SCHEMA_VERSION, ComparisonDocument, ProvenanceMix, ReportDocument
+from orchestrator.spec.provenance import Provenance
 from orchestrator.stats import scoring_rules as rules_mod
 from orchestrator.stats.analyze import analyze, compare_runs, scoring_rules_block
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
@@ -24,15 +25,15 @@ from orchestrator.store.sqlite import RunInfo, Store
 from orchestrator.trust.provenance import ACCESS_CLASSES, access_class
 
 
-def provenance_mix(prov: dict[str, Any]) -> ProvenanceMix:
+def provenance_mix(prov: Provenance) -> ProvenanceMix:
     """How the task set is made up: sources, licences, release status, clusters."""
-    tasks = prov.get("tasks", {})
+    tasks = prov.tasks
 
     def counts(field: str) -> dict[str, int]:
-        return dict(Counter((t.get("provenance") or {}).get(field) or "unrecorded" for t in tasks.values()))
+        return dict(Counter(t.provenance.get(field) or "unrecorded" for t in tasks.values()))
 
-    clusters = Counter(t.get("cluster_id") for t in tasks.values())
-    access = Counter(access_class(t.get("provenance") or {}) for t in tasks.values())
+    clusters = Counter(t.cluster_id for t in tasks.values())
+    access = Counter(access_class(t.provenance) for t in tasks.values())
     return ProvenanceMix(
         source=counts("source"),
         license_or_access=counts("license_or_access"),
@@ -41,55 +42,55 @@ def provenance_mix(prov: dict[str, Any]) -> ProvenanceMix:
         n_tasks=len(tasks),
         n_clusters=len(clusters),
         largest_cluster_size=max(clusters.values(), default=0),
-        missing_provenance=sorted(tid for tid, t in tasks.items() if not (t.get("provenance") or {}).get("source")),
+        missing_provenance=sorted(tid for tid, t in tasks.items() if not t.provenance.get("source")),
         access={c: access.get(c, 0) for c in (*ACCESS_CLASSES, "unknown")},
         unknown_access_share=access.get("unknown", 0) / len(tasks) if tasks else None,
     )
 
 
-def trust_block(df: pd.DataFrame, prov: dict[str, Any], configs: list[dict[str, Any]]) -> dict[str, Any]:
+def trust_block(df: pd.DataFrame, prov: Provenance, configs: list[dict[str, Any]]) -> dict[str, Any]:
     """Abstention rates (configurations with any abstention) and the paraphrase gap, when the task set has them."""
     return {
         "abstentions": {c["label"]: c["abstention_rate"] for c in configs if c["abstention_rate"]["k"]},
-        "paraphrase_gap": paraphrase_gap(df, paraphrase_pairs(prov.get("tasks", {}))),
+        "paraphrase_gap": paraphrase_gap(df, paraphrase_pairs(prov.tasks)),
     }
 
 
 IMPORTED_UNKNOWN = "unknown (imported)"
 
 
-def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
+def isolation_facts(prov: Provenance) -> dict[str, Any]:
     """What kept agents away from what grades them, as the backend declared it (``unrecorded`` for old stores).
 
     An imported run was not run by headroom: its isolation is not known, and is said so.
     """
-    if prov.get("import"):
+    if prov.import_:
         return {"isolation": IMPORTED_UNKNOWN, "storage_limit": None, "network_control": None}
-    caps = (prov.get("backend") or {}).get("capabilities") or {}
-    on_host = (prov.get("faithful") or {}).get("tasks_run_on_host") or {}
-    host = prov.get("agent_sandbox")
+    caps = (prov.backend or {}).get("capabilities") or {}
+    on_host = prov.faithful.tasks_run_on_host if prov.faithful else {}
+    host = prov.agent_sandbox
     return {
         "isolation": caps.get("isolation", "unrecorded"),
         "storage_limit": caps.get("storage_limit"),
         "network_control": caps.get("network_control"),
         "run_on_host": sorted(str(t) for t in on_host),
         "agent_sandbox": None
-        if not isinstance(host, dict)
-        else str(host.get("tool") or "bubblewrap")
-        if host.get("sandboxed")
+        if host is None
+        else str(host.tool or "bubblewrap")
+        if host.sandboxed
         else "none (trusted)",
     }
 
 
-def oracle_check_lines(prov: dict[str, Any]) -> list[str]:
+def oracle_check_lines(prov: Provenance) -> list[str]:
     """The oracle check's findings (``sweep --oracle-check``), one line per task whose oracle fails somewhere."""
-    record = prov.get("oracle_check")
-    if not isinstance(record, dict):
+    record = prov.oracle_check
+    if record is None:
         return []
     from orchestrator.engine.oracle_check import lines
 
     found = lines(record)
-    return found or [f"every task's oracle passes under every configuration (run {record.get('run_id')})"]
+    return found or [f"every task's oracle passes under every configuration (run {record.run_id})"]
 
 
 def source_kinds(info: RunInfo) -> list[str]:
@@ -223,9 +224,7 @@ def comparison_document(
         if frame.empty:
             raise UserError(f"run {info.run_id} has no finished trials to compare")
     pa, pb = store_a.provenance(ia.run_id), store_b.provenance(ib.run_id)
-    changed_tasks = sorted(
-        t for t in set(pa["tasks"]) & set(pb["tasks"]) if pa["tasks"][t]["digest"] != pb["tasks"][t]["digest"]
-    )
+    changed_tasks = sorted(t for t in set(pa.tasks) & set(pb.tasks) if pa.tasks[t].digest != pb.tasks[t].digest)
     try:
         stats = compare_runs(da, db, name_a="A", name_b="B", order_a=_label_order(ia), order_b=_label_order(ib))
     except NothingToCompare as exc:

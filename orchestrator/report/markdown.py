@@ -16,7 +16,6 @@ from orchestrator.report.model import (
     Experiment,
     HostInfo,
     ModelSpec,
-    OrchestratorInfo,
     ReportDocument,
     RetrySpec,
     RunSection,
@@ -38,6 +37,7 @@ from orchestrator.report.text import (
     rate,
     sign_counts,
 )
+from orchestrator.spec.provenance import OrchestratorInfo
 from orchestrator.stats.glossary import (
     ABSTENTION_RATE,
     CLUSTER_SCORE,

@@ -42,6 +42,7 @@ from orchestrator.report.blocks import (
     Statistics,
 )
 from orchestrator.report.inferred import Inferred
+from orchestrator.spec.provenance import CanaryVerdict, Paused, Provenance
 
 SCHEMA: Final = "headroom.report/2"
 SCHEMA_VERSION: Final = 2
@@ -172,31 +173,8 @@ class ResourceSweep(_Model):
     reasons: list[str]
 
 
-# -- what other parts of headroom record (orchestrator.engine.canary, orchestrator.engine.overcommit, provenance) --------
-
-
-class CanaryArm(_View):
-    config: str = ""
-    status: str = ""
-    notes: list[str] = Field(default_factory=list)
-
-
-class SkippedTarget(_View):
-    target: str = ""
-    reason: str = ""
-
-
-class Canary(_View):
-    """The enforcement canary as ``orchestrator.engine.canary`` recorded it (or why there is none)."""
-
-    status: str | None = None
-    reason: str | None = None
-    arms: list[CanaryArm] = Field(default_factory=list)
-    problems: list[Any] = Field(default_factory=list)
-    targets: list[str] = Field(default_factory=list)
-    by_target: dict[str, str] = Field(default_factory=dict)
-    skipped_targets: list[SkippedTarget] = Field(default_factory=list)
-    resumed_at: str | None = None
+# -- what other parts of headroom record (orchestrator.engine.overcommit; the provenance and the canary's verdict are
+# orchestrator.spec.provenance's models, read as they are) --------------------------------------------------------
 
 
 class ObservedOvercommit(_Model):
@@ -232,19 +210,12 @@ class UsageIncomplete(_Model):
     by_configuration: dict[str, int] = Field(default_factory=dict)
 
 
-class Paused(_View):
-    """A pause of the sweep by the model gateway's circuit breaker (provenance ``paused``)."""
-
-    at: str = ""
-    why: str = ""
-
-
 class Checks(_Model):
     """Checks on the run itself (orchestrator/report/checks.py): canary, overcommit, drift, agents that did not start."""
 
     resource_sweep: ResourceSweep
-    canary: Canary
-    canary_resumed: list[Canary]
+    canary: CanaryVerdict
+    canary_resumed: list[CanaryVerdict]
     overcommit: Overcommit
     drift: Drift | None
     agent_not_found: AgentNotFound = Field(default_factory=AgentNotFound)
@@ -282,12 +253,6 @@ class Experiment(_View):
     retry: RetrySpec | None = None
 
 
-class OrchestratorInfo(_View):
-    version: str | None = None
-    revision: str | None = None
-    dirty: bool | None = None
-
-
 class HostInfo(_View):
     """The backend's host as provenance records it; ``capabilities`` is what the backend declared."""
 
@@ -299,30 +264,6 @@ class HostInfo(_View):
     enforcement_fallback_reason: str | None = None
     capabilities: dict[str, Any] | None = None
     other_workloads: str | None = None
-
-
-class ImportedSource(_View):
-    format: str | None = None
-    path: str | None = None
-    harness: str | None = None
-    harness_version: str | None = None
-    files_sha256: dict[str, str] | None = None
-
-
-class ImportInfo(_View):
-    sources: list[ImportedSource] = Field(default_factory=list)
-    imported_at: str | None = None
-
-
-class Provenance(_View):
-    """The run's provenance as recorded (orchestrator.engine.provenance; an import writes its own)."""
-
-    orchestrator: OrchestratorInfo | None = None
-    backend: HostInfo | None = None
-    packages: dict[str, str | None] | None = None
-    python: str | None = None
-    import_: ImportInfo | None = Field(None, alias="import")
-    started_at_local: str | None = None
 
 
 class ReportDocument(_Model):
@@ -361,7 +302,7 @@ class ReportDocument(_Model):
 
     @property
     def host(self) -> HostInfo:
-        return self.provenance.backend or HostInfo()
+        return HostInfo.model_validate(self.provenance.backend or {})
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON format's content: every field the builder set, by its JSON name (None kept where it was set)."""
