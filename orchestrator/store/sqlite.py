@@ -395,7 +395,15 @@ class Store:
 
     def _stored_provenance(self, run_id: str) -> Provenance:
         row = self.db.execute("SELECT json FROM provenance WHERE run_id=?", (run_id,)).fetchone()
-        return read_provenance(json.loads(row["json"]) if row else {})
+        try:
+            return read_provenance(json.loads(row["json"]) if row else {})
+        except ValidationError as exc:  # a newer headroom's row, or one no headroom wrote: one line, no traceback
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise UserError(
+                f"run {run_id}: its provenance cannot be read ({where + ': ' if where else ''}{first['msg']})",
+                file=str(self.path),
+            ) from None
 
     def provenance(self, run_id: str) -> Provenance:
         """A run's provenance as stored by any version of headroom, with its tasks (digest, cluster, the task's

@@ -18,7 +18,6 @@ from orchestrator.report.model import ReportDocument
 from orchestrator.spec.evidence import evidence_path
 from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL, current_outcome
 from orchestrator.spec.provenance import Provenance
-from orchestrator.spec.provenance import read_stored as read_provenance
 from orchestrator.store.sqlite import Store
 
 UNKNOWN = "unknown"
@@ -39,7 +38,6 @@ def runs_overview(store: Store) -> list[dict[str, Any]]:
     finished = dict(
         store.db.execute("SELECT run_id, COUNT(*) FROM executions WHERE final = 1 GROUP BY run_id").fetchall()
     )
-    provs = {r[0]: read_provenance(json.loads(r[1])) for r in store.db.execute("SELECT run_id, json FROM provenance")}
     out = []
     for r in reversed(store.runs()):
         out.append(
@@ -49,7 +47,7 @@ def runs_overview(store: Store) -> list[dict[str, Any]]:
                 "status": r.status,
                 "backend": r.backend,
                 "enforcement": r.enforcement,
-                "isolation": isolation_of(provs.get(r.run_id) or Provenance()),
+                "isolation": isolation_of(store.provenance(r.run_id)),
                 "created_at": r.created_at,
                 "finished_at": r.finished_at,
                 "planned": int(planned.get(r.run_id, 0)),
