@@ -1,8 +1,9 @@
 """The enforcement canary's record, read back: whether it flags a run, its problems, its lines for a terminal.
 
-Reports, ``runs calibrate`` and the viewer read a run's canary from its provenance; they need none of what
-runs one (the backends, the launch, the task loader: the pydantic spec models, which cost a report about a
-tenth of its start-up). So the reading side lives here, and ``engine/canary.py`` re-exports it.
+Reports, ``runs calibrate`` and the viewer read a run's canary (a :class:`~orchestrator.spec.provenance.CanaryVerdict`)
+from its provenance; they need none of what runs one (the backends, the launch, the task loader: the spec models of
+a run, which cost a report about a tenth of its start-up). So the reading side lives here, and ``engine/canary.py``
+re-exports it.
 """
 
 from __future__ import annotations

@@ -54,7 +54,8 @@ BackendFacts = dict[str, Any]
 
 
 class _Part(OnlySet):
-    model_config = ConfigDict(populate_by_name=True)
+    # defer_build: a report, the viewer and `runs` import these models; each is built on its first use
+    model_config = ConfigDict(populate_by_name=True, defer_build=True)
 
 
 # -- the enforcement canary (orchestrator/engine/canary.py) ---------------------------------------------------
