@@ -522,6 +522,6 @@ def test_the_enforcement_canary_runs_on_docker_with_a_default_image(
     assert "oom_kill counter" in (above.oom_evidence or "")  # the kernel's verdict, not an exit code
     # the spins' account comes back in the agent's self-report; the container's CPU quota bites
     # (or the host was too busy to tell, as in tests/engine/test_canary.py)
-    (cpu,) = canary["cpu"].values()
-    assert cpu["cpu_share"] is not None and cpu["unlimited_cpu_share"] is not None, cpu
-    assert cpu["limited"] is True or any("too busy" in n for n in cpu["notes"]), cpu
+    (cpu,) = canary.cpu.values()
+    assert cpu.cpu_share is not None and cpu.unlimited_cpu_share is not None, cpu
+    assert cpu.limited is True or any("too busy" in n for n in cpu.notes), cpu
