@@ -99,7 +99,7 @@ def headroom(root: Path, trials: int, concurrency: int, tag: str, isolation: str
     finally:
         backend.close()
     assert result.summary.outcomes == {"passed": trials}, result.summary.outcomes
-    return elapsed / trials, f"{backend.enforcement}, isolation {backend.capabilities.isolation}"
+    return elapsed / trials, f"{backend.abilities.enforcement}, isolation {backend.abilities.isolation}"
 
 
 def main() -> None:

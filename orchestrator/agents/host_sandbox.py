@@ -10,8 +10,9 @@ environment and command line), the host's credentials. In its sandbox it sees:
 * its own files read-only, at their host paths (so a virtualenv's absolute paths hold): ``agent.path``,
   the program of its command (the virtualenv it lives in, and the Python install that virtualenv was made
   from) and the script its interpreter is given, and whatever the user names in ``agent.host_paths``;
-* a private work area: ``HOME`` (:data:`HOME`), ``/tmp`` and ``/dev/shm``, host directories of the try;
-  its logs dir (:data:`LOGS`) and the instruction file;
+* a private work area: ``HOME`` (:data:`HOME`), ``/tmp``, ``/dev/shm`` and its logs dir (:data:`LOGS`), each a
+  tmpfs of a bounded size (:mod:`.host_bounds`; the logs dir is copied out after the step, :mod:`.host_logs`);
+  the instruction file;
 * the try's exec channel and, without the network, the model gateway (:data:`RUN`; see
   :mod:`orchestrator.agents.relay`);
 * its own PID, IPC, UTS, cgroup and mount namespaces (a fresh ``/proc``: no other process of the host,

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.errors import UserError
 
 if TYPE_CHECKING:  # the CLI lists the names without loading the interface and its models
-    from orchestrator.backends.abilities import Abilities
     from orchestrator.backends.base import Backend
+    from orchestrator.spec.backend import BackendAbilities
 
 _REGISTRY = {
     "local": ("orchestrator.backends.local.backend", "LocalBackend"),
@@ -41,9 +41,9 @@ def backend_class(name: str) -> Any:
     return getattr(module, cls_name)
 
 
-def declared_abilities(name: str) -> Abilities:
+def declared_abilities(name: str) -> BackendAbilities:
     """What the backend called ``name`` declares it can do, before one is constructed (flags are checked first)."""
-    declared: Abilities = backend_class(name).abilities
+    declared: BackendAbilities = backend_class(name).abilities
     return declared
 
 

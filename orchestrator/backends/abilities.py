@@ -1,8 +1,9 @@
-"""Optional backend abilities, declared by each backend class instead of found with ``getattr``.
+"""Typed views of a backend's optional methods, and the flags it honours, read from its one declaration.
 
-A backend sets ``abilities = Abilities(...)`` on its class; the engine asks the declaration, then uses the
-typed view of the method (:func:`fit_checker`, :func:`run_holder`, ...). ``tests/backends/test_abilities.py``
-holds every backend to its declaration: an ability declared has its method, one not declared has none.
+A backend sets ``abilities = BackendAbilities(...)`` on its class (:mod:`orchestrator.spec.backend`); the
+engine asks the declaration, then uses the typed view of the method (:func:`fit_checker`, :func:`run_holder`,
+...), never ``getattr``. ``tests/backends/test_abilities.py`` holds every backend to its declaration: an
+ability declared has its method, one not declared has none.
 
 The ``flags`` a backend honours are checked before a sweep (:func:`refuse_flags`): a flag the backend
 would ignore is refused in one line, never silently dropped.
@@ -13,66 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from orchestrator.errors import UserError
+from orchestrator.spec.backend import BackendAbilities
 
 if TYPE_CHECKING:
     from orchestrator.backends.base import Backend, Handle
     from orchestrator.spec.resources import ResourceAmounts
-
-
-class Abilities(BaseModel):
-    """What a backend can do beyond the required interface (``orchestrator.backends.base.Backend``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    check_fit: bool = Field(
-        default=False, description="check_fit(needs, placement=...): refuses a try no node could hold"
-    )
-    hold_run: bool = Field(
-        default=False, description="hold_run(run_id): a liveness signal other processes' cleanup sees"
-    )
-    recorded: bool = Field(
-        default=False, description="recorded(handle): told once a result is durable, to release its remains"
-    )
-    canary_targets: bool = Field(
-        default=False, description="canary_targets() and canary_skipped(): the canary per node"
-    )
-    informer: bool = Field(
-        default=False, description="informer(run_id): a cache of the run's pods (the controller reads it)"
-    )
-    exec_channel: bool = Field(default=False, description="an exec channel into a try, which external agents need")
-    places_tries: bool = Field(
-        default=False, description="places each try on a node itself and records overcommit per node"
-    )
-    canary_needs_image: bool = Field(
-        default=False, description="the canary's try needs the experiment's (or a task's) image"
-    )
-    force_cleanup: bool = Field(
-        default=False, description="cleanup(run_id, force=True): also runs that still look alive"
-    )
-    task_images: bool = Field(
-        default=False,
-        description="runs each task in its docker_image or the image its environment/Dockerfile builds; without it "
-        "a task runs on the host, and one that names an image is refused unless run_on_host (engine/faithful.py)",
-    )
-    multi_container: bool = Field(
-        default=False, description="starts a task's docker-compose services beside it (multi-container tasks)"
-    )
-    gpus: bool = Field(default=False, description="can give a try GPUs where its machine has them")
-    node_architectures: bool = Field(
-        default=False,
-        description="node_architectures(): the CPU architectures of the machines its tries could land on, read "
-        "when asked (a cluster's schedulable nodes); without it capabilities.architectures is what it runs on",
-    )
-    verifier_outputs: bool = Field(
-        default=True,
-        description="the verifier sees the folders a task declares in [verifier] outputs (the local backend's "
-        "verifier shares the agent's files; Docker carries them into the verifier's container); without it such a "
-        "task is refused (engine/faithful.py)",
-    )
-    flags: frozenset[str] = Field(default=frozenset(), description="backend-specific command-line flags it honours")
 
 
 #: Every backend-specific flag, and what honours it; the message a refusal names.
@@ -88,7 +35,7 @@ BACKEND_FLAGS = {
 }
 
 
-def refuse_flags(backend_name: str, abilities: Abilities, given: Sequence[str]) -> None:
+def refuse_flags(backend_name: str, abilities: BackendAbilities, given: Sequence[str]) -> None:
     """Refuse, in one line, the flags this backend would ignore (exit 2 through UserError)."""
     ignored = [f for f in given if f not in abilities.flags]
     if not ignored:

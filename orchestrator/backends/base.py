@@ -14,7 +14,7 @@
   containers, pods); ``None`` means every run of this backend.
 
 Optional methods, called when the backend declares them in its ``abilities``
-(:class:`orchestrator.backends.abilities.Abilities`, never found with ``getattr``):
+(:class:`orchestrator.spec.backend.BackendAbilities`, never found with ``getattr``):
 
 * ``check_fit([(task_id, config_label, amounts), ...], placement=...)`` raises ``UserError``
   before the run when a try's request could never be placed (kubernetes: larger than every
@@ -28,47 +28,24 @@ Optional methods, called when the backend declares them in its ``abilities``
   it). A crash between ``observe`` and the write must find the try still adoptable, or
   it is abandoned and run again, and its result is lost.
 
-Each backend declares its :class:`Capabilities`; they are recorded in
-provenance, and a run that needs what a backend cannot give is refused before
-it starts (:func:`check_capabilities`).
+Each backend declares what it can do once, in ``abilities`` (:class:`BackendAbilities`: what it enforces,
+isolates and runs, its optional methods and flags). The refusals read it (a run that needs what a backend
+cannot give is refused before it starts: :func:`check_capabilities`, ``engine/faithful.py``), and so do
+the provenance (``facts()``, a :class:`BackendFacts`, holds it) and the reports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.backends.abilities import Abilities, result_releaser
+from orchestrator.backends.abilities import result_releaser
 from orchestrator.errors import SpecError
+from orchestrator.spec.backend import BackendAbilities, BackendFacts
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch
-
-Isolation = Literal["none", "namespaces", "container", "pod"]
-
-
-class Capabilities(BaseModel):
-    """What a backend really enforces. Reports show it; nothing is assumed."""
-
-    model_config = ConfigDict(frozen=True)
-
-    memory_limit: bool = Field(description="a hard memory limit with kernel OOM kills")
-    memory_request: bool = Field(description="a memory guarantee (memory.min, soft limit, or the scheduler's request)")
-    cpu_quota: bool = Field(description="a CPU limit enforced by quota")
-    cpu_request: bool = Field(description="CPU shares/weight from the request")
-    storage_limit: bool = Field(description="the disk limit is enforced (storage_mb)")
-    isolation: Isolation = Field(description="what keeps the agent away from what grades it")
-    network_control: bool = Field(description="network can be switched off for a try")
-    gpus: bool = False
-    architectures: list[str] = Field(
-        default_factory=list, description="CPU architectures trials run on (amd64, arm64); empty: not known"
-    )
-    skips_verifier: bool = Field(
-        default=False, description="runs a golden task without tests/: the verifier step is skipped, the grader decides"
-    )
-    oom_signal: str = Field(description="where an OOM verdict comes from")
-    notes: list[str] = Field(default_factory=list, description="anything a reader of the report must know")
 
 
 class Handle(BaseModel):
@@ -93,11 +70,8 @@ class CleanupReport(BaseModel):
 class Backend(Protocol):
     #: "local", "kubernetes", "docker"
     name: str
-    #: the enforcement mechanism: "cgroup-v1", "cgroup-v2", "rlimit", "kubernetes", "docker"
-    enforcement: str
-    capabilities: Capabilities
-    #: the optional methods and flags it has (orchestrator/backends/abilities.py)
-    abilities: Abilities
+    #: what it can do, its enforcement mechanism included: declared once on the class, narrowed by an instance
+    abilities: BackendAbilities
 
     def submit(self, launch: Launch) -> Handle: ...
 
@@ -114,8 +88,8 @@ class Backend(Protocol):
         ``abilities.force_cleanup``: also runs that still look alive."""
         ...
 
-    def facts(self) -> dict[str, Any]:
-        """Host or cluster facts for provenance (capabilities included)."""
+    def facts(self) -> BackendFacts:
+        """Host or cluster facts for provenance (its abilities included)."""
         ...
 
     def close(self) -> None: ...
@@ -138,10 +112,10 @@ class ClosesOnExit:
         self.close()
 
 
-def refuse_force(backend: str, force: bool) -> None:
+def refuse_force(backend: Backend, force: bool) -> None:
     """A backend without ``force_cleanup`` told to force: it has no live run it could force out."""
-    if force:
-        raise ValueError(f"the {backend} backend cannot force a cleanup (abilities.force_cleanup)")
+    if force and not backend.abilities.force_cleanup:
+        raise ValueError(f"the {backend.name} backend cannot force a cleanup (abilities.force_cleanup)")
 
 
 def recorded(backend: Backend, handle: Handle) -> None:
@@ -157,7 +131,7 @@ def check_capabilities(backend: Backend, launches_need: dict[str, Any]) -> None:
     ``launches_need`` summarises the run: ``gpus`` (max over tasks), ``network_off``
     (some try must run without network), ``without_tests`` (ids of golden tasks without tests/).
     """
-    caps = backend.capabilities
+    caps = backend.abilities
     if (bare := launches_need.get("without_tests")) and not caps.skips_verifier:
         raise SpecError(
             f"golden task(s) without tests/ ({', '.join(sorted(bare)[:5])}{', ...' if len(bare) > 5 else ''}) run on the "

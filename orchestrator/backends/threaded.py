@@ -14,15 +14,15 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from orchestrator.backends.abilities import Abilities
 from orchestrator.backends.base import ClosesOnExit, Handle
+from orchestrator.spec.backend import BackendAbilities
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch
 
 
 class ThreadedBackend(ClosesOnExit):
     name = "threaded"
-    abilities = Abilities()  # none optional; a subclass declares its own
+    abilities = BackendAbilities()  # nothing; a subclass declares its own
 
     def __init__(self, max_workers: int = 256) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{self.name}-try")

@@ -129,15 +129,13 @@ def experiment_resource(
         field, msg = first_validation_error(exc, ExperimentResourceSpec)
         raise SpecError(msg, file=source, field=field) from None
     if folder is not None:  # what the controller would refuse (SpecInvalid), said here, in the CLI's words
-        from dataclasses import replace
-
         from orchestrator.engine import faithful
         from orchestrator.spec.kubernetes import KubernetesOptions
         from orchestrator.tasks.loader import load_tasks
 
         profile = faithful.Profile.declared("kubernetes")
         if architectures is not None:
-            profile = replace(profile, architectures=tuple(architectures(spec.kubernetes or KubernetesOptions())))
+            profile = profile.with_architectures(architectures(spec.kubernetes or KubernetesOptions()))
         got = faithful.check_experiment(spec, load_tasks(folder, spec.tasks), profile)
         if got.lines:
             raise NotFaithful("kubernetes", got.lines)

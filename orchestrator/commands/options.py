@@ -280,6 +280,78 @@ def agent_timeout_option() -> Callable[[F], F]:
     )
 
 
+# ---- Harbor's agents ----------------------------------------------------------------------------
+
+
+def _harbor_agent(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    from orchestrator.spec.experiment import HARBOR_IMPORT_PATH, HARBOR_NAME
+
+    if value is not None and not (HARBOR_NAME.fullmatch(value) or HARBOR_IMPORT_PATH.fullmatch(value)):
+        raise UserError(
+            f"{value!r} is neither a Harbor agent name (terminus-2, claude-code, ...) nor 'module.path:ClassName'",
+            field="--harbor-agent",
+        )
+    return value
+
+
+def harbor_agent_option() -> Callable[[F], F]:
+    """``--harbor-agent NAME``: run one of Harbor's agents (agent.kind harbor), by its Harbor name or import path."""
+    return _option(
+        "--harbor-agent",
+        "harbor_agent",
+        metavar="NAME",
+        callback=_harbor_agent,
+        help="run a Harbor agent unchanged (agent.kind: harbor): its Harbor name (terminus-2, claude-code, codex...) "
+        "or 'module.path:ClassName'; needs scripts/harbor/install.sh (docs/agents.md)",
+    )
+
+
+def _agent_kwargs(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
+    import json
+
+    out: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{item!r} is not KEY=VALUE", field="--agent-kwarg")
+        raw = raw.strip()
+        try:  # as Harbor's own --ak: a JSON value (a number, true, a list...), else the text itself
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = {"True": True, "False": False}.get(raw, raw)
+        out[key.strip()] = value
+    return out
+
+
+def agent_kwarg_option() -> Callable[[F], F]:
+    """``--agent-kwarg KEY=VALUE`` (repeatable): a keyword argument for a Harbor agent (agent.kwargs, Harbor's --ak)."""
+    return _option(
+        "--agent-kwarg",
+        "agent_kwarg",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=_agent_kwargs,
+        help="--harbor-agent: a keyword argument for the agent, as Harbor's --ak (VALUE read as JSON, else text); "
+        "repeatable",
+    )
+
+
+def harbor_agent_overrides(flags: dict[str, Any]) -> None:
+    """``--harbor-agent`` makes the agent's kind ``harbor`` (its value is agent.name: a Harbor name, or a
+    'module:Class' the experiment reads as agent.import_path); ``--agent-kwarg`` needs it."""
+    if not flags.get("agent_kwarg"):
+        flags["agent_kwarg"] = None  # none given: the experiment file's kwargs stay
+    if flags.get("harbor_agent") is None:
+        if flags["agent_kwarg"]:
+            raise UserError("--agent-kwarg is for a Harbor agent: give --harbor-agent too", field="--agent-kwarg")
+        return
+    if flags.get("agent_command"):
+        raise UserError(
+            "a Harbor agent takes no command: give --harbor-agent or --agent-command", field="--harbor-agent"
+        )
+    flags["agent_kind"] = "harbor"
+
+
 # ---- Kubernetes ------------------------------------------------------------------------------------
 
 

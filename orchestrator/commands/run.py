@@ -25,12 +25,15 @@ from orchestrator.commands.options import (
     DEFAULT_STORE,
     FULL_REPORT,
     RunName,
+    agent_kwarg_option,
     attempts_option,
     backend_option,
     concurrency_option,
     enforcement_option,
     format_option,
     full_report_option,
+    harbor_agent_option,
+    harbor_agent_overrides,
     keep_pods_option,
     kube_context_option,
     namespace_option,
@@ -222,28 +225,18 @@ def make_backend(experiment: Experiment, enforcement: str) -> Backend:
 
 
 def _announce(backend: Backend) -> None:
-    caps = backend.capabilities
-    if backend.enforcement == "rlimit":
+    caps = backend.abilities
+    if caps.enforcement == "rlimit":
+        local = backend.facts().local
         err.print(
             "[bold yellow]enforcement: rlimit[/] — no cgroup could be created"
-            f" ({backend.facts().get('enforcement_fallback_reason')}). Memory is capped with RLIMIT_DATA; OOM kills cannot be"
+            f" ({local.enforcement_fallback_reason if local else None}). Memory is capped with RLIMIT_DATA; OOM kills cannot be"
             " observed and CPU limits are NOT enforced. Results are recorded with enforcement=rlimit.",
             soft_wrap=True,
         )
     else:
-        enforced = [
-            what
-            for what, on in (
-                ("memory limit", caps.memory_limit),
-                ("memory guarantee", caps.memory_request),
-                ("CPU quota", caps.cpu_quota),
-                ("CPU weight", caps.cpu_request),
-                ("storage limit", caps.storage_limit),
-            )
-            if on
-        ]
         err.print(
-            f"backend: {backend.name}, enforcement: {backend.enforcement} ({', '.join(enforced)}; "
+            f"backend: {backend.name}, enforcement: {caps.enforcement} ({', '.join(caps.enforced())}; "
             f"OOM from {caps.oom_signal}); isolation: {caps.isolation}",
             soft_wrap=True,
         )
@@ -298,10 +291,10 @@ def _run_sweep(
         task_list = sweep_mod.prepare(experiment)  # rejects bad input before anything is written
         pending = _store_on_record(store_path)  # a store that cannot be written is refused here, before the backend
     with make_backend(experiment, enforcement) as backend:
-        if resume and backend.enforcement != (started_under := store.run(run_id).enforcement):
+        if resume and backend.abilities.enforcement != (started_under := store.run(run_id).enforcement):
             err.print(
                 f"[bold yellow]warning:[/] this run started under {started_under}; the rest runs under "
-                f"{backend.enforcement}. Each trial records its own enforcement."
+                f"{backend.abilities.enforcement}. Each trial records its own enforcement."
             )
         _announce(backend)
         if not resume:
@@ -464,6 +457,8 @@ def print_report(store: Store, run_id: str, fmt: str, compact: bool = False) -> 
     ),
     help="shell command for --agent command|external (gets HEADROOM_* variables)",
 )
+@harbor_agent_option()
+@agent_kwarg_option()
 @click.option(
     "--trusted-agent",
     is_flag=True,
@@ -573,6 +568,9 @@ def sweep(
         base["tasks_dir"] = str((experiment_file.parent / base["tasks_dir"]).resolve())
     elif "tasks_dir" not in base:
         raise UserError("give TASKS_DIR (or tasks_dir in --experiment)")
+    if flags.get("harbor_agent") and given("agent_kind"):
+        raise UserError("give --harbor-agent or --agent, not both", field="--harbor-agent")
+    harbor_agent_overrides(flags)  # kind harbor, its name or import path, its kwargs
     if given("multipliers"):
         flags["multipliers"] = parse_multipliers(multipliers)
     for line in file_notes(base.get("configurations")) if not given("multipliers") else []:

@@ -62,6 +62,8 @@ class Exec(Protocol):
 #: A host-side agent: runs its loop on the host, acting in the environment only through ``Exec``; returns the
 #: agent step's facts (its own exit status, timeout, spawn error: the host process's, not a command's).
 ExternalAgent = Callable[[Exec], StepFacts]
+#: A host-side agent's install step (a Harbor installed agent's ``setup``), as the agent_setup phase: the same shape.
+ExternalSetup = Callable[[Exec], StepFacts]
 
 
 @dataclass
@@ -76,7 +78,7 @@ class Plan:
     hidden: list[str]  # verifier-only paths as the verifier sees them
     roots: list[str]  # what the agent could write that the verifier sees
     prune: list[str] = field(default_factory=list)  # never searched by the sanitiser (read-only system folders)
-    setup: SetupCommand | None = None
+    setup: SetupCommand | ExternalSetup | None = None
     #: what the agent_check phase resolves before the agent runs (:func:`.agent_check.target`): the command's
     #: program word and, for an interpreter (``python3 agent.py``), its script word, so a try refuses what the
     #: sweep's preflight refuses; None: a host-side agent, a task script, or a command whose program cannot be
@@ -123,6 +125,11 @@ def _failed_step(s: StepFacts) -> str | None:
     return None
 
 
+#: Why a step failed (None: it did not), as the agent_setup phase reads its step: public for the Pod backend's
+#: host-side install step, which runs outside this sequence.
+failed_step = _failed_step
+
+
 def run_try(
     runner: StepRunner,
     plan: Plan,
@@ -137,15 +144,18 @@ def run_try(
     try was cancelled or went over a limit it watches (the facts already say so).
     """
     if plan.setup is not None:
-        s = runner.run(
-            plan.setup.argv,
-            role="agent",
-            name=Phase.AGENT_SETUP,
-            cwd=plan.workdir,
-            env=plan.setup.env,
-            timeout_s=plan.setup.timeout_s,
-            network=plan.setup.network,
-        )
+        if isinstance(plan.setup, SetupCommand):
+            s = runner.run(
+                plan.setup.argv,
+                role="agent",
+                name=Phase.AGENT_SETUP,
+                cwd=plan.workdir,
+                env=plan.setup.env,
+                timeout_s=plan.setup.timeout_s,
+                network=plan.setup.network,
+            )
+        else:
+            s = plan.setup(_bound_exec(runner, plan.workdir, agent_env or {}))
         facts.extra.agent_setup = AgentSetup(
             exit_code=s.exit_code, duration_s=round(s.duration_s, 3), timed_out=s.timed_out
         )

@@ -28,6 +28,7 @@ from orchestrator.controller.resources import (
 from orchestrator.engine import overcommit, provenance
 from orchestrator.engine.plan import plan
 from orchestrator.errors import UserError
+from orchestrator.spec.backend import BackendFacts, ClusterFacts
 from orchestrator.spec.evidence import Evidence
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.outcome import Outcome, current_outcome, parse_reason
@@ -126,11 +127,19 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
                     f"{name} (run {run_id}) is already in this store as run {r.run_id}", file=str(store_path)
                 )
         version = _server_version(kube)
-        prov = provenance.collect(status.get("cluster") or {"backend": "kubernetes", "server_version": version}, argv)
-        # the warning a CLI sweep prints before its run, from the nodes the controller recorded when it started
-        prov.overcommit = overcommit.warnings_for(
-            experiment, tasks, None, overcommit.node_capacities(status.get("cluster") or {})
+        # the cluster's facts as the controller recorded them when the run started (an older controller's flat
+        # dict reads too); without them, the server's version alone
+        facts = (
+            BackendFacts.from_stored(status["cluster"])
+            if status.get("cluster")
+            else BackendFacts(
+                name="kubernetes",
+                kubernetes=ClusterFacts(namespace=kube.namespace, server_version={"git_version": version}),
+            )
         )
+        prov = provenance.collect(facts, argv)
+        # the warning a CLI sweep prints before its run, from the nodes the controller recorded when it started
+        prov.overcommit = overcommit.warnings_for(experiment, tasks, None, overcommit.node_capacities(facts))
         prov.cluster = ClusterRecord(
             namespace=kube.namespace,
             experiment=name,

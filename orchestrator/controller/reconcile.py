@@ -685,16 +685,17 @@ def _ever_placed(status: TrialStatus) -> bool:
 
 
 def cluster_provenance(backend: engine.Backend, max_nodes: int = 50) -> dict[str, Any]:
-    """The backend's cluster facts (server version, nodes, quotas, capabilities), kept small for the status."""
+    """The backend's facts (server version, nodes, quotas, abilities), kept small for the status."""
     try:
         facts = backend.facts()
     except Exception as exc:  # provenance is recorded as unavailable, never a failed reconcile
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
-    nodes = facts.get("nodes")
-    if isinstance(nodes, list) and len(nodes) > max_nodes:
-        facts["nodes"] = nodes[:max_nodes]
-        facts["nodes_truncated"] = len(nodes)
-    return facts
+    cluster = facts.kubernetes
+    if cluster is not None and isinstance(cluster.nodes, list) and len(cluster.nodes) > max_nodes:
+        facts.kubernetes = cluster.model_copy(
+            update={"nodes": cluster.nodes[:max_nodes], "nodes_truncated": len(cluster.nodes)}
+        )
+    return facts.model_dump(mode="json")
 
 
 def _pod_timings(status: TrialStatus, pod: dict[str, Any]) -> None:

@@ -228,7 +228,7 @@ class ExperimentStatus(_Camel):
     cluster: dict[str, Any] | None = Field(
         default=None,
         description="cluster provenance recorded when the run started: server version, nodes "
-        "(when the chart's nodeProvenance is on), quotas, limit ranges, the backend's capabilities",
+        "(when the chart's nodeProvenance is on), quotas, limit ranges, the backend's abilities (orchestrator/spec/backend.py)",
     )
     configurations: list[ConfigurationStatus] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)

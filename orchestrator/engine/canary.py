@@ -353,7 +353,7 @@ def run_canary(
                 env.cpus,
                 results.get(("1x-strict", target, "cpu-probe")),
                 results.get(("unbounded", target, "cpu-reference")),
-                backend.capabilities.cpu_quota,
+                backend.abilities.cpu_quota,
             )
         for config in configs:
             arm = _amounts(config, env.cpus, env.memory_mb)
@@ -407,7 +407,7 @@ def record(
     return CanaryVerdict(
         status="flagged" if flagged else "enforced",
         backend=backend.name,
-        enforcement=backend.enforcement,
+        enforcement=backend.abilities.enforcement,
         started_at=started,
         targets=targets,
         # per target (node): the worst verdict of its configurations

@@ -2,8 +2,8 @@
 
 A task that needs what the backend cannot give still runs, and its trials score as the model's failures: the
 oracle of a Terminal-Bench 2 task run on the host, without its image, fails. So every need of every task
-(``orchestrator/tasks/needs.py``) is held against what the backend declares (its ``abilities`` and
-``capabilities``), and the sweep is refused with one line per class of need: which tasks, what they need,
+(``orchestrator/tasks/needs.py``) is held against what the backend declares (its ``abilities``: the class's, or
+the declaration it narrowed to this host), and the sweep is refused with one line per class of need: which tasks, what they need,
 and what can run them. ``tasks validate --backend NAME`` runs the same check from the backend's declaration.
 
 Running image tasks on the host anyway is the experiment's explicit ``run_on_host``; :func:`record` says which
@@ -28,13 +28,13 @@ from orchestrator.tasks.needs import (
     OS,
     TPU,
     Need,
-    host_arch,
     shown,
     task_needs,
 )
 
 if TYPE_CHECKING:
     from orchestrator.backends.base import Backend
+    from orchestrator.spec.backend import BackendAbilities
     from orchestrator.spec.experiment import Experiment
     from orchestrator.spec.task import Task
 
@@ -45,50 +45,35 @@ SHOWN_TASKS = 5
 
 @dataclass(frozen=True)
 class Profile:
-    """What a backend can give a task, from a live backend or from its class's declaration."""
+    """A backend's name and what it can give a task: a live backend's abilities, or its class's declaration."""
 
     name: str
-    task_images: bool
-    multi_container: bool
-    gpus: bool
-    network_control: bool
-    architectures: tuple[str, ...] = ()  # empty: not known (not checked)
-    verifier_outputs: bool = True
+    abilities: BackendAbilities
+
+    @property
+    def architectures(self) -> list[str]:
+        """Empty: not known (not checked)."""
+        return self.abilities.architectures
 
     @classmethod
     def of(cls, backend: Backend) -> Profile:
         from orchestrator.backends.abilities import architecture_reader
 
         # a cluster's architectures are its schedulable nodes', read now (a node pool may have changed)
-        reader = architecture_reader(backend)
-        archs = reader.node_architectures() if reader is not None else backend.capabilities.architectures
-        caps, ab = backend.capabilities, backend.abilities
-        return cls(
-            backend.name,
-            ab.task_images,
-            ab.multi_container,
-            caps.gpus,
-            caps.network_control,
-            tuple(archs),
-            ab.verifier_outputs,
-        )
+        if (reader := architecture_reader(backend)) is not None:
+            reader.node_architectures()  # the backend keeps them in its abilities, for the provenance
+        return cls(backend.name, backend.abilities)
 
     @classmethod
     def declared(cls, name: str) -> Profile:
-        """Without constructing the backend (no daemon or cluster needed): the local one runs on this host's
+        """Without constructing the backend (no daemon or cluster needed): the local one declares this host's
         CPUs; a docker daemon's or a cluster's architecture is checked when a sweep connects to it."""
         from orchestrator import backends
 
-        ab = backends.declared_abilities(name)
-        return cls(
-            name,
-            ab.task_images,
-            ab.multi_container,
-            ab.gpus,
-            True,
-            (host_arch(),) if name == "local" else (),
-            ab.verifier_outputs,
-        )
+        return cls(name, backends.declared_abilities(name))
+
+    def with_architectures(self, architectures: Sequence[str]) -> Profile:
+        return Profile(self.name, self.abilities.model_copy(update={"architectures": list(architectures)}))
 
 
 @dataclass
@@ -147,7 +132,8 @@ def check_tasks(
             by_kind[need.kind].append((t.id, need))
     out = Check()
     images = by_kind[IMAGE]
-    if images and not profile.task_images:
+    can_do = profile.abilities
+    if images and not can_do.task_images:
         if run_on_host:
             out.on_host = {tid: n.detail for tid, n in images}
         else:
@@ -158,14 +144,14 @@ def check_tasks(
                 f"{_tasks(images)}. Run them with --backend {' or '.join(can) or 'a container backend'}, or give "
                 "--run-on-host (experiment: run_on_host: true) to run them on the host anyway, recorded as such"
             )
-    if (compose := by_kind[COMPOSE]) and not profile.multi_container:
+    if (compose := by_kind[COMPOSE]) and not can_do.multi_container:
         can = _capable("multi_container")
         where = f"--backend {' or '.join(can)}" if can else "no headroom backend starts a task's other services yet"
         out.lines.append(
             f"multi-container: {_count(compose, 'need')} services beside their own container, which the "
             f"{profile.name} backend does not start: {_tasks(compose)}. {where[0].upper() + where[1:]}"
         )
-    if (gpus := by_kind[GPUS]) and not profile.gpus:
+    if (gpus := by_kind[GPUS]) and not can_do.gpus:
         can = _capable("gpus")
         where = f"run them with --backend {' or '.join(can)}" if can else "no headroom backend gives GPUs yet"
         out.lines.append(
@@ -202,7 +188,7 @@ def check_tasks(
             f"not run (no headroom backend does; they run Linux): {_tasks(other_os)}"
         )
     carried = [t for t in sorted(tasks, key=lambda t: t.id) if t.spec.verifier.outputs]
-    if carried and not profile.verifier_outputs:
+    if carried and not can_do.verifier_outputs:
         can = _capable("verifier_outputs")
         names = "; ".join(f"{shown(t.id, 60)} ({', '.join(t.spec.verifier.outputs)})" for t in carried[:SHOWN_TASKS])
         more = f" and {len(carried) - SHOWN_TASKS} more" if len(carried) > SHOWN_TASKS else ""
@@ -212,7 +198,7 @@ def check_tasks(
             f"work dir for the verifier ([verifier] outputs), which the {profile.name} backend does not carry to its "
             f"verifier (it would grade without them): {names}{more}. Run them with --backend {' or '.join(can)}"
         )
-    if profile.network_control:
+    if can_do.network_control:
         offline = [
             (tid, n) for tid, n in by_kind[INTERNET] if not (oracle_network if n.where == ORACLE else env_network)
         ]
@@ -245,7 +231,7 @@ def check_experiment(experiment: Experiment, tasks: Sequence[Task], profile: Pro
         # solution/solve.sh runs only as the oracle agent
         oracle_network=experiment.agent.kind != "oracle" or _agent_network(experiment),
     )
-    if experiment.image and not profile.task_images and not experiment.run_on_host:
+    if experiment.image and not profile.abilities.task_images and not experiment.run_on_host:
         can = _capable("task_images")
         got.lines = [ln for ln in got.lines if not ln.startswith("container image:")]  # one image: the experiment's
         got.lines.insert(
@@ -254,7 +240,7 @@ def check_experiment(experiment: Experiment, tasks: Sequence[Task], profile: Pro
             f"by the {profile.name} backend, which runs tasks on the host. Run with --backend {' or '.join(can)}, or "
             "give --run-on-host (experiment: run_on_host: true) to run them on the host anyway, recorded as such",
         )
-    elif experiment.image and not profile.task_images:
+    elif experiment.image and not profile.abilities.task_images:
         got.on_host.update({t.id: f"the experiment's image {shown(experiment.image)}" for t in tasks})
     return got
 
@@ -277,8 +263,6 @@ def controller_refusal(
     """The in-cluster controller's form of the refusal: one message for the Experiment's SpecInvalid condition,
     the classes joined by `` | `` (a condition message is one line), or None when every task can run.
     ``architectures``: those of the schedulable nodes the controller read (empty: not known, not checked)."""
-    from dataclasses import replace
-
-    profile = replace(Profile.declared(backend), architectures=tuple(architectures))
+    profile = Profile.declared(backend).with_architectures(architectures)
     got = check_experiment(experiment, tasks, profile)
     return f"not faithful on the {backend} backend: " + " | ".join(got.lines) if got.lines else None

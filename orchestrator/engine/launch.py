@@ -83,6 +83,7 @@ def build_launch(
 ) -> Launch:
     digest = digest or spec_digest(experiment)
     solution = experiment.agent.kind == "oracle" or harbor.needs_solution(experiment.agent)
+    setup = harbor.host_setup(experiment.agent, experiment.model.name, experiment.timeout_multiplier)
     experiment = harbor.hosted(experiment)  # a Harbor agent runs as the external agent that runs it
     env_spec = task.spec.environment
     amounts = trial_amounts(task, trial)
@@ -145,7 +146,7 @@ def build_launch(
         agent_dir=str(Path(experiment.agent.path).resolve())
         if experiment.agent.path and experiment.agent.kind == "command"
         else None,
-        host_agent=host_agent(experiment),
+        host_agent=host.model_copy(update={"setup": setup}) if (host := host_agent(experiment)) else None,
         agent_setup=SetupLaunch(
             shell=install.command, env=agent_env, timeout_s=install.timeout_s, network=install.network
         )

@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from orchestrator.spec.provenance import BackendFacts, NodeFill, OvercommitPlan
 from orchestrator.spec.resources import MIB
 
 if TYPE_CHECKING:  # a report reads observed_by_config and needs none of the spec models (their import is costly)
+    from orchestrator.spec.backend import BackendFacts
     from orchestrator.spec.evidence import Overcommit
     from orchestrator.spec.experiment import Experiment
     from orchestrator.spec.launch import Launch
+    from orchestrator.spec.provenance import OvercommitPlan
     from orchestrator.spec.task import Task
 
 PlacementMode = Literal["default", "limit-aware"]
@@ -137,27 +138,23 @@ def _finite(v: Any) -> float | None:
 
 
 def capacity_of(backend_facts: BackendFacts) -> int | None:
-    """The memory trials share: the host's, for the local backend; None where a backend reports per node."""
-    value = backend_facts.get("memory_bytes")
-    return int(value) if isinstance(value, (int, float)) and value > 0 else None
+    """The memory trials share: the host's (local, docker); None where a backend reports per node."""
+    value = backend_facts.memory_bytes
+    return value if value is not None and value > 0 else None
 
 
 def node_capacities(backend_facts: BackendFacts) -> dict[str, int] | str | None:
     """A cluster backend's candidate nodes and their allocatable memory; why not, when it could not list them.
 
     None for a backend without nodes (local, docker)."""
-    nodes = backend_facts.get("nodes")
-    if nodes is None:
+    if backend_facts.kubernetes is None:
         return None
-    if not isinstance(nodes, list):
-        return str(nodes)  # "not readable (403 Forbidden)"
+    nodes = backend_facts.kubernetes.nodes
+    if isinstance(nodes, str):
+        return nodes  # "not readable (403 Forbidden)"
     from orchestrator.kube.api import parse_quantity
 
-    return {
-        n["name"]: int(parse_quantity(n["allocatable"]["memory"]))
-        for n in nodes
-        if isinstance(n, dict) and (n.get("allocatable") or {}).get("memory")
-    }
+    return {n.name: int(parse_quantity(n.allocatable["memory"])) for n in nodes if n.allocatable.get("memory")}
 
 
 def fill_by_request(amounts: list[tuple[int, int]], room: int, k: int, copies: int) -> tuple[int, int]:
@@ -187,6 +184,7 @@ def warnings_for(
     their requests, and the limits they then hold there.
     """
     from orchestrator.engine.launch import trial_amounts
+    from orchestrator.spec.provenance import NodeFill, OvercommitPlan
     from orchestrator.spec.trial import Trial
 
     per_config: dict[str, int | None] = {}

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TypedDict
 
 import orchestrator
-from orchestrator.spec.provenance import BackendFacts, OrchestratorInfo, Provenance
+from orchestrator.spec.backend import BackendFacts
+from orchestrator.spec.provenance import OrchestratorInfo, Provenance
 
 _PACKAGES = ("pydantic", "numpy", "scipy", "statsmodels", "pandas", "kubernetes")
 

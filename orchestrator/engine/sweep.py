@@ -22,6 +22,7 @@ from orchestrator.engine.launch import trial_amounts
 from orchestrator.engine.plan import plan
 from orchestrator.engine.services import TryServices, run_secret_names
 from orchestrator.errors import SpecError
+from orchestrator.spec.backend import BackendFacts
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.provenance import (
     AgentPreflight,
@@ -185,7 +186,7 @@ def start(
         if canary
         else canary_not_run("not requested (--no-canary)")
     )
-    facts = prov.backend or {}
+    facts = prov.backend or BackendFacts.from_stored({})
     prov.overcommit = overcommit.warnings_for(
         experiment, tasks, overcommit.capacity_of(facts), overcommit.node_capacities(facts)
     )
@@ -194,7 +195,7 @@ def start(
     run_id = store.create_run(
         name=experiment.name,
         backend=backend.name,
-        enforcement=backend.enforcement,
+        enforcement=backend.abilities.enforcement,
         spec=spec,
         provenance=prov,
         tasks=tasks,

@@ -139,8 +139,10 @@ def run_step(
     limits: Limits,
     on_spawn: Callable[[int], None] | None = None,
     stdin: bytes | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> tuple[StepFacts, dict[str, float | int | None]]:
-    """Run ``argv`` to completion or timeout; return its facts and resource usage."""
+    """Run ``argv`` to completion or timeout; return its facts and resource usage. ``pass_fds``: descriptors the
+    step inherits at their numbers (the host agent's hand-over socket)."""
     out_path, err_path = logs_dir / f"{name}.stdout", logs_dir / f"{name}.stderr"
     env = dict(env)
     if cgroup is not None:
@@ -177,7 +179,7 @@ def run_step(
                     stdout=out,
                     stderr=err,
                     start_new_session=True,
-                    pass_fds=(verdict_w,) if verdict_w >= 0 else (),
+                    pass_fds=((verdict_w,) if verdict_w >= 0 else ()) + pass_fds,
                 )
             except OSError as exc:
                 facts.spawn_error = f"{type(exc).__name__}: {exc}"

@@ -19,11 +19,17 @@ from rich.markup import escape
 from orchestrator.engine.canary_verdict import of_run, run_problems
 from orchestrator.engine.overcommit import observed_by_config
 from orchestrator.report.text import pct, pval
+from orchestrator.spec.backend import ClusterFacts
 from orchestrator.spec.provenance import CanaryVerdict, Provenance
 
 if TYPE_CHECKING:
     from orchestrator.report.blocks import Drift
     from orchestrator.report.model import AgentNotFound, Checks, Overcommit, ReportDocument, UsageIncomplete
+
+
+def _cluster(prov: Provenance) -> ClusterFacts | None:
+    """The cluster the run's backend recorded (kubernetes), whatever version recorded it."""
+    return prov.backend.kubernetes if prov.backend else None
 
 
 def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
@@ -47,7 +53,7 @@ def attach(doc: dict[str, Any], frame: pd.DataFrame) -> None:
             "observed": observed_by_config(frame),
             # a cluster backend records overcommit per node, the engine per host
             "scope": "node" if (doc.get("run") or {}).get("backend") == "kubernetes" else "host",
-            "other_workloads": (prov.backend or {}).get("other_workloads"),
+            "other_workloads": cluster.other_workloads if (cluster := _cluster(prov)) else None,
         },
         "drift": stats.get("drift"),
         "agent_not_found": agent_not_found(frame),

@@ -66,20 +66,47 @@ def isolation_facts(prov: Provenance) -> dict[str, Any]:
     """
     if prov.import_:
         return {"isolation": IMPORTED_UNKNOWN, "storage_limit": None, "network_control": None}
-    caps = (prov.backend or {}).get("capabilities") or {}
+    caps = prov.backend.abilities if prov.backend else None
     on_host = prov.faithful.tasks_run_on_host if prov.faithful else {}
     host = prov.agent_sandbox
     return {
-        "isolation": caps.get("isolation", "unrecorded"),
-        "storage_limit": caps.get("storage_limit"),
-        "network_control": caps.get("network_control"),
+        "isolation": caps.isolation if caps else "unrecorded",
+        "storage_limit": caps.storage_limit if caps else None,
+        "network_control": caps.network_control if caps else None,
         "run_on_host": sorted(str(t) for t in on_host),
         "agent_sandbox": None
         if host is None
-        else str(host.tool or "bubblewrap")
+        else str(host.tool or "bubblewrap") + host_bounds_clause(host.bounds.model_dump() if host.bounds else None)
         if host.sandboxed
         else "none (trusted)",
     }
+
+
+#: How a host agent's bound was applied, as provenance names it (anything else, from an older or edited store,
+#: is shown as unrecorded: the line never carries a string it did not make).
+_MECHANISMS = {"cgroup-v1": "cgroup v1", "cgroup-v2": "cgroup v2", "rlimit": "rlimit"}
+
+
+def host_bounds_clause(bounds: Any) -> str:
+    """The bounds a host agent's sandbox applied, from the run's provenance (``agent_sandbox.bounds``): what this
+    host could enforce (a cgroup's limits, or the rlimits without one), not only what the experiment asked. An
+    older run that recorded no mechanisms gets no clause."""
+    if not isinstance(bounds, dict) or not isinstance(bounds.get("applied"), dict):
+        return ""
+
+    def num(key: str) -> int | None:
+        v = bounds.get(key)
+        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    how = _MECHANISMS.get(str(bounds.get("enforcement")), "unrecorded")
+    rlimit = how == "rlimit"
+    memory, pids, disk = num("memory_mb"), num("pids"), num("disk_mb")
+    parts = [
+        f"memory {memory} MiB by {'RLIMIT_DATA' if rlimit else how}" if memory else "memory unrecorded",
+        f"{pids} processes by {'RLIMIT_NPROC (per uid)' if rlimit else how}" if pids else "processes unrecorded",
+        f"HOME, /tmp, /dev/shm and logs dir each a tmpfs of {disk} MiB at most" if disk else "tmpfs size unrecorded",
+    ]
+    return ": " + ", ".join(parts)
 
 
 def oracle_check_lines(prov: Provenance) -> list[str]:

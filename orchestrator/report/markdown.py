@@ -14,7 +14,6 @@ from orchestrator.report.comparison import infra_warnings
 from orchestrator.report.model import (
     AgentSpec,
     Experiment,
-    HostInfo,
     ModelSpec,
     ReportDocument,
     RetrySpec,
@@ -37,6 +36,7 @@ from orchestrator.report.text import (
     rate,
     sign_counts,
 )
+from orchestrator.spec.backend import HostFacts, LocalFacts
 from orchestrator.spec.provenance import OrchestratorInfo
 from orchestrator.stats.glossary import (
     ABSTENTION_RATE,
@@ -81,13 +81,13 @@ def isolation_line(run: RunSection) -> str:
     return f"{text}{summary.host_agent(run.agent_sandbox)}; storage limit {storage}"
 
 
-def host_line(host: HostInfo) -> str:
+def host_line(host: HostFacts, local: LocalFacts | None = None) -> str:
     """The machine, naming only what was recorded; without a cgroup it says what applied instead."""
     cpu = " ".join(p for p in (host.cpu_model, f"x{host.cpu_count}" if host.cpu_count else None) if p)
     if host.cgroup_version:
         cgroup = f"cgroup {host.cgroup_version}"
     else:
-        why = host.enforcement_fallback_reason
+        why = local.enforcement_fallback_reason if local else None
         cgroup = "no cgroup: rlimit" + (f" ({why})" if why else "")
     parts = [
         f"kernel {host.kernel}" if host.kernel else None,
@@ -146,7 +146,7 @@ def setup_block(doc: ReportDocument) -> list[str]:
         ["isolation", isolation_line(run)],
     ]
     if _known(host.kernel, host.cpu_model):
-        rows.append(["host", host_line(host)])
+        rows.append(["host", host_line(host, prov.backend.local if prov.backend else None)])
     if imported:
         for src in imported.sources:
             rows.append(

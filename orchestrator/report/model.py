@@ -42,6 +42,7 @@ from orchestrator.report.blocks import (
     Statistics,
 )
 from orchestrator.report.inferred import Inferred
+from orchestrator.spec.backend import HostFacts
 from orchestrator.spec.provenance import CanaryVerdict, Paused, Provenance
 
 SCHEMA: Final = "headroom.report/2"
@@ -253,19 +254,6 @@ class Experiment(_View):
     retry: RetrySpec | None = None
 
 
-class HostInfo(_View):
-    """The backend's host as provenance records it; ``capabilities`` is what the backend declared."""
-
-    kernel: str | None = None
-    cpu_model: str | None = None
-    cpu_count: int | None = None
-    memory_bytes: int | None = None
-    cgroup_version: str | int | None = None
-    enforcement_fallback_reason: str | None = None
-    capabilities: dict[str, Any] | None = None
-    other_workloads: str | None = None
-
-
 class ReportDocument(_Model):
     """One run's report."""
 
@@ -301,8 +289,9 @@ class ReportDocument(_Model):
         return self.provenance.import_ is not None
 
     @property
-    def host(self) -> HostInfo:
-        return HostInfo.model_validate(self.provenance.backend or {})
+    def host(self) -> HostFacts:
+        """The machine the tries ran on (empty for a cluster, an import or an old record without it)."""
+        return (self.provenance.backend.host if self.provenance.backend else None) or HostFacts()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON format's content: every field the builder set, by its JSON name (None kept where it was set)."""

@@ -98,6 +98,8 @@ def _walk(value: object, fn: Callable[[str], str]) -> object:
         return [_walk(v, fn) for v in value]
     if isinstance(value, tuple):
         return tuple(_walk(v, fn) for v in value)
+    if isinstance(value, frozenset):
+        return frozenset(_walk(v, fn) for v in value)
     return value
 
 

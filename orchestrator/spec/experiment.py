@@ -123,6 +123,16 @@ class AgentSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _harbor_name_as_import_path(cls, data: Any) -> Any:
+        # a Harbor agent named 'module:Class' (as --harbor-agent takes it) is a custom agent: its import path
+        if isinstance(data, dict) and data.get("kind") == "harbor" and not data.get("import_path"):
+            name = data.get("name")
+            if isinstance(name, str) and ":" in name:
+                return {**{k: v for k, v in data.items() if k != "name"}, "import_path": name}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
     def _command_implies_kind(cls, data: Any) -> Any:
         # {command: ...} alone means the user's agent, never the oracle.
         if isinstance(data, dict) and data.get("command") and "kind" not in data:
@@ -321,6 +331,8 @@ class ExperimentOverrides(BaseModel):
     agent_command: Annotated[str | None, Flag("--agent-command", ("agent", "command"))] = None
     agent_env: Annotated[list[str] | None, Flag("--agent-env", ("agent", "env_passthrough"))] = None
     trusted_agent: Annotated[bool | None, Flag("--trusted-agent", ("agent", "trusted"))] = None
+    harbor_agent: Annotated[str | None, Flag("--harbor-agent", ("agent", "name"))] = None  # or 'module:Class'
+    agent_kwarg: Annotated[dict[str, Any] | None, Flag("--agent-kwarg", ("agent", "kwargs"))] = None
     allow_internet: Annotated[bool | None, Flag("--allow-internet/--no-internet", ("allow_internet",))] = None
     model: Annotated[str | None, Flag("--model", ("model", "name"))] = None
     task_patterns: Annotated[list[str] | None, Flag("--task", ("tasks",))] = None

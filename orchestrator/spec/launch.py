@@ -76,15 +76,32 @@ class HostLimits(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     memory_mb: int = Field(
-        default=4096, gt=0, description="memory of the agent's processes and of its private HOME, /tmp and /dev/shm"
+        default=4096,
+        gt=0,
+        description="memory of the agent's processes and of its private HOME, /tmp, /dev/shm and logs dir",
     )
-    pids: int = Field(default=1024, ge=16, description="processes and threads the agent may hold at once")
+    pids: int = Field(
+        default=1024,
+        ge=16,
+        description="processes and threads the agent may hold at once (without a cgroup: RLIMIT_NPROC, a per-uid count)",
+    )
     disk_mb: int = Field(
         default=1024,
         gt=0,
-        description="size of each of its private HOME and /tmp (memory-backed, so counted in memory_mb too) and "
-        "of what its logs dir may hold",
+        description="size of each of its private HOME, /tmp, /dev/shm and logs dir (tmpfs mounts: a write past it "
+        "fails with ENOSPC; memory-backed, so counted in memory_mb too)",
     )
+
+
+class HostSetup(BaseModel):
+    """An external agent's own install step (a Harbor installed agent's ``setup``): a command run on the host in
+    the agent's sandbox, acting on the environment through its exec channel, before the agent. It is the try's
+    ``agent_setup`` phase: its own timeout, its time recorded apart, a failure ``infra_error(agent_setup_failed)``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    shell: str = Field(min_length=1, description="shell command, run with bash -c in the agent's host sandbox")
+    timeout_s: float = Field(gt=0)
 
 
 class HostAgent(BaseModel):
@@ -97,6 +114,7 @@ class HostAgent(BaseModel):
     network: bool = Field(default=False, description="the host's network; False: loopback and the gateway only")
     trusted: bool = Field(default=False, description="may run unsandboxed where the sandbox cannot start")
     limits: HostLimits = Field(default_factory=HostLimits, description="its own cgroup and private disk")
+    setup: HostSetup | None = Field(default=None, description="its install step, the try's agent_setup phase")
 
 
 class Launch(BaseModel):

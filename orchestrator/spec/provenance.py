@@ -25,8 +25,9 @@ not declare, so a writer cannot invent one. A stored row (read with :func:`read_
 bundle's import and every reader do) of this or an older version reads: a key this version has no field for
 (an older writer's, or a newer writer's optional addition at the same version) moves to
 :attr:`Provenance.legacy` by its dotted path, so nothing is lost when the row is re-stored. A row of a newer
-version is refused. The open-ended records of other systems are kept as written: the backend's ``facts()``
-(:data:`BackendFacts`), an import's mapping tables and the source's own summary.
+version is refused. The backend's ``facts()`` is :class:`orchestrator.spec.backend.BackendFacts`, read from
+any older shape by its own ``from_stored``. The open-ended records of other systems are kept as written: an
+import's mapping tables and the source's own summary.
 
 Versions: :data:`SCHEMA_VERSION`; bump it when a field is removed, renamed or changes meaning, and say what
 the older version's rows become in :func:`_migrate`. Provenance stored before it was typed has no
@@ -41,16 +42,13 @@ from typing import Any, Final, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, model_validator
 
+from orchestrator.spec.backend import BackendFacts
 from orchestrator.spec.grader import GoldenGrader
 from orchestrator.spec.stored import OnlySet, check_version, set_aside
 
 SCHEMA_VERSION: Final = 1
 #: The validation context key that marks a stored row (see :func:`read_stored`).
 STORED: Final = "headroom_stored_provenance"
-
-#: A backend's ``facts()``: host or cluster facts, capabilities included, as the backend reports them.
-#: Kept as the backend wrote it until the backends declare their facts as a model (issue 34, item 4).
-BackendFacts = dict[str, Any]
 
 
 class _Part(OnlySet):
@@ -188,6 +186,7 @@ class HostBoundsRecord(_Part):
     pids: int | None = None
     disk_mb: int | None = None
     enforcement: str | None = None
+    applied: dict[str, str] | None = Field(default=None, description="per bound, the mechanism that applies it")
     fallback_reason: str | None = None
 
 
@@ -349,6 +348,10 @@ def read_stored(data: Mapping[str, Any]) -> Provenance:
 
 def _migrate(data: dict[str, Any]) -> dict[str, Any]:
     check_version("provenance", data, SCHEMA_VERSION)
+    # The backend's facts have their own reader of every older shape (a flat dict before they were typed),
+    # which keeps what it has no field for in the facts' own legacy part.
+    if isinstance(data.get("backend"), Mapping):
+        data["backend"] = BackendFacts.from_stored(data["backend"])
     # Version 0 (untyped) used version 1's names; what no field holds is kept aside.
     legacy = dict(data.get("legacy") or {})
     set_aside(Provenance, data, "", legacy)

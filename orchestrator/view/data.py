@@ -28,8 +28,8 @@ def isolation_of(prov: Provenance) -> str:
     "unknown (imported)" for results headroom did not run (early versions wrote it at the top level)."""
     if prov.import_:
         return document.IMPORTED_UNKNOWN
-    caps = (prov.backend or {}).get("capabilities") or {}
-    return str(caps.get("isolation") or prov.legacy.get("isolation") or UNKNOWN)
+    caps = prov.backend.abilities if prov.backend else None
+    return str(caps.isolation if caps else prov.legacy.get("isolation") or UNKNOWN)
 
 
 def runs_overview(store: Store) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Optional backend abilities are declared, held to their declaration, and checked before a sweep."""
+"""A backend declares what it can do once (``BackendAbilities``), is held to it, and is refused by it."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from orchestrator import backends
-from orchestrator.backends.abilities import METHODS, Abilities, fit_checker, refuse_flags
+from orchestrator.backends.abilities import METHODS, fit_checker, refuse_flags
 from orchestrator.engine.sweep import check_fit
 from orchestrator.errors import UserError
+from orchestrator.spec.backend import BackendAbilities
 from tests.cli_run import headroom as run_cli
 
 
@@ -18,7 +19,7 @@ from tests.cli_run import headroom as run_cli
 def test_every_backend_declares_exactly_the_optional_methods_it_has(name: str) -> None:
     cls = backends.backend_class(name)
     declared = cls.abilities
-    assert isinstance(declared, Abilities)
+    assert isinstance(declared, BackendAbilities)
     for ability, methods in METHODS.items():
         has = [callable(getattr(cls, m, None)) for m in methods]
         assert all(has) == getattr(declared, ability) and any(has) == all(has), (name, ability, has)
@@ -42,7 +43,7 @@ class _Fits:
     """STAND-IN for a backend's fit check (no cluster here): records what the engine asked, refuses on demand."""
 
     def __init__(self, declared: bool) -> None:
-        self.abilities = Abilities(check_fit=declared)
+        self.abilities = BackendAbilities(check_fit=declared)
         self.asked: list[Any] = []
 
     def check_fit(self, needs: Sequence[Any], placement: str = "default") -> None:
@@ -62,3 +63,12 @@ def test_cleanup_refuses_a_flag_the_local_backend_would_ignore() -> None:
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "--force applies to --backend kubernetes (this run uses local" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", backends.names())
+def test_a_backend_declares_what_it_can_do_in_one_place(name: str) -> None:
+    """No second declaration beside ``abilities``: no capabilities, no enforcement string of its own."""
+    cls = backends.backend_class(name)
+    assert not hasattr(cls, "capabilities") and not hasattr(cls, "enforcement")
+    assert cls.abilities.enforcement and cls.abilities.isolation != "none"
+    assert backends.declared_abilities(name) is cls.abilities

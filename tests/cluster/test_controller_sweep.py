@@ -189,8 +189,8 @@ def test_reconciles_the_bundled_tasks_to_completion(cluster: Cluster, crds: None
         assert [(t["spec"]["try"], t["status"]["final"]) for t in unsched] == [(0, False), (1, True)]  # retried once
         conds = {c["type"]: c["status"] for c in st["conditions"]}
         assert conds == {"Planned": "True", "Progressing": "False", "Complete": "True"}
-        assert st["cluster"]["server_version"]["git_version"].startswith("v1.")
-        assert st["cluster"]["nodes"].startswith("not readable")  # nodeProvenance is off: no node reads
+        assert st["cluster"]["kubernetes"]["server_version"]["git_version"].startswith("v1.")
+        assert st["cluster"]["kubernetes"]["nodes"].startswith("not readable")  # nodeProvenance is off: no node reads
         # Events on the Experiment.
         reasons = Counter(e.reason for e in cluster.events_for(ns, "demo"))
         assert reasons["Started"] == 1 and reasons["Completed"] == 1 and reasons["TrialInfraError"] >= 10

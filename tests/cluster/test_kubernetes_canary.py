@@ -343,6 +343,6 @@ def test_a_user_who_may_not_read_nodes_gets_a_canary_not_run_and_one_refused_lis
         assert backend.nodes.forbidden is not None and backend.nodes.forbidden.startswith("403")
         assert backend.request_report()["by_kind"].get("list nodes") == 1  # refused once, not retried in a loop
         # nor may it list other namespaces' pods: overcommit records then count the run's own pods, and say so
-        assert backend.facts()["other_workloads"].startswith("not readable (403")
+        assert backend.facts().kubernetes.other_workloads.startswith("not readable (403")
     finally:
         backend.close()

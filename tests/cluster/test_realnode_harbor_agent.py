@@ -17,6 +17,7 @@ from tests.agents.test_harbor_agent import (
     check_terminus_2_solves,
     requires_harbor,
 )
+from tests.agents.test_harbor_installed_agent import check_failed_install_is_infra, check_install_is_its_own_phase
 
 from .conftest import RealNodeHandle
 from .plane import Cluster
@@ -52,4 +53,20 @@ def test_terminus_2_solves_a_task_with_a_scripted_model_on_pods(
 ) -> None:
     ns, extra = _pods(cluster, real_node, "harborterminus")
     check_terminus_2_solves(tmp_path, extra)
+    assert cluster.core.list_namespaced_pod(ns).items == []
+
+
+def test_an_installed_harbor_agents_setup_is_the_agent_setup_phase_on_pods(
+    cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path
+) -> None:
+    ns, extra = _pods(cluster, real_node, "harborinstall")
+    check_install_is_its_own_phase(tmp_path, extra)
+    assert cluster.core.list_namespaced_pod(ns).items == []
+
+
+def test_a_failed_harbor_install_is_an_infra_error_on_pods(
+    cluster: Cluster, real_node: RealNodeHandle, tmp_path: Path
+) -> None:
+    ns, extra = _pods(cluster, real_node, "harborinstallfail")
+    check_failed_install_is_infra(tmp_path, extra)
     assert cluster.core.list_namespaced_pod(ns).items == []

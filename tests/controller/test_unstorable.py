@@ -20,12 +20,12 @@ import pytest
 import structlog
 from kubernetes.client.exceptions import ApiException
 
-from orchestrator.backends.abilities import Abilities
 from orchestrator.backends.base import Handle
 from orchestrator.controller.metrics import Metrics
 from orchestrator.controller.reconcile import WRITE_ATTEMPTS, Reconciler, _Plan
 from orchestrator.controller.resources import ExperimentResourceSpec, TaskSource
 from orchestrator.engine.plan import plan
+from orchestrator.spec.backend import BackendAbilities
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.task import Task, TaskSpec
 
@@ -80,7 +80,7 @@ class _TrialCache:
 class _EndedTry:
     """A backend whose one try has ended; it keeps its pod until told the result is recorded."""
 
-    abilities = Abilities(recorded=True)
+    abilities = BackendAbilities(recorded=True)
 
     def __init__(self, facts: TrialFacts) -> None:
         self.facts, self.observed, self.released = facts, 0, 0

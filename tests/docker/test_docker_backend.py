@@ -389,11 +389,11 @@ def test_without_the_hosts_cgroup_files_the_api_gives_the_oom_verdict(
     )
     if backend.engine == "podman":
         # Podman's API reports no OOM kill of a step's process: without the cgroup nothing could tell
-        # one from a failure, so the backend refuses the try (and says so in its capabilities).
+        # one from a failure, so the backend refuses the try (and says so in its abilities).
         for facts, verdict in ((strict, v_strict), (unb, v_unb)):
             assert verdict.reason is InfraReason.OTHER and facts.infra_detail == backend_mod.PODMAN_OOM_NOTE
             assert facts.agent is None
-        assert backend_mod.PODMAN_OOM_NOTE in backend.capabilities.notes
+        assert backend_mod.PODMAN_OOM_NOTE in backend.abilities.notes
         return
     assert v_strict.reason is InfraReason.OOM_KILLED
     assert strict.agent is not None and strict.agent.oom_kills >= 1

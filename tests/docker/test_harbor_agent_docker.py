@@ -18,6 +18,7 @@ from tests.agents.test_harbor_agent import (
     check_terminus_2_solves,
     requires_harbor,
 )
+from tests.agents.test_harbor_installed_agent import check_failed_install_is_infra, check_install_is_its_own_phase
 
 from .fixtures import BASE_TAG, DockerEnv
 
@@ -36,4 +37,20 @@ def test_harbors_nop_fails_in_a_container(docker_env: DockerEnv, tmp_path: Path)
 
 def test_terminus_2_solves_a_task_with_a_scripted_model_in_a_container(docker_env: DockerEnv, tmp_path: Path) -> None:
     check_terminus_2_solves(tmp_path, {"backend": "docker", "image": BASE_TAG}, env={"DOCKER_HOST": docker_env.host})
+    assert docker_env.managed_containers() == []
+
+
+def test_an_installed_harbor_agents_setup_is_the_agent_setup_phase_in_a_container(
+    docker_env: DockerEnv, tmp_path: Path
+) -> None:
+    check_install_is_its_own_phase(
+        tmp_path, {"backend": "docker", "image": BASE_TAG}, env={"DOCKER_HOST": docker_env.host}
+    )
+    assert docker_env.managed_containers() == []
+
+
+def test_a_failed_harbor_install_is_an_infra_error_in_a_container(docker_env: DockerEnv, tmp_path: Path) -> None:
+    check_failed_install_is_infra(
+        tmp_path, {"backend": "docker", "image": BASE_TAG}, env={"DOCKER_HOST": docker_env.host}
+    )
     assert docker_env.managed_containers() == []

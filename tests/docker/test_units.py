@@ -182,3 +182,51 @@ def test_usage_over_the_two_runs_of_a_container() -> None:
         "cpu": None,
         "usage_source": "docker stats endpoint",
     }
+
+
+class _SlowDaemon:
+    """Stands in for a daemon under load (which cannot be made on demand here): the step's process has exited, but
+    its output reaches the stream in pieces, the last (the sanitiser's verdict line) after the drain would have
+    ended counted from the exit; ``exec_inspect`` fails now and then, as a busy daemon's API does."""
+
+    def __init__(self, pieces: list[bytes], gap_s: float) -> None:
+        self.pieces, self.gap_s, self.calls = pieces, gap_s, 0
+
+    def exec_create(self, *_a: object, **_k: object) -> dict[str, str]:
+        return {"Id": "e"}
+
+    def exec_start(self, *_a: object, **_k: object):  # type: ignore[no-untyped-def]
+        import time
+
+        for p in self.pieces:
+            time.sleep(self.gap_s)
+            yield p, None
+
+    def exec_inspect(self, _id: str) -> dict[str, object]:
+        import docker
+
+        self.calls += 1
+        if self.calls % 3 == 0:
+            raise docker.errors.APIError("busy")
+        return {"Running": False, "ExitCode": 0}
+
+
+def test_a_step_whose_output_arrives_late_is_read_to_its_end(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import threading
+
+    monkeypatch.setattr(steps, "DRAIN_S", 0.5)
+    pieces = [f"links_removed={i}\n".encode() for i in range(4)] + [b"status=ok\n"]
+    daemon = _SlowDaemon(pieces, gap_s=0.3)  # 1.5 s in all: three drains, counted from the exit
+    facts = steps.run_step(
+        daemon,  # type: ignore[arg-type]
+        daemon,  # type: ignore[arg-type]
+        "c",
+        "sanitise",
+        ["sh"],
+        env={},
+        workdir="/",
+        timeout_s=60,
+        cancelled=threading.Event(),
+        on_expiry=lambda: None,
+    )
+    assert facts.stdout_tail.endswith("status=ok\n") and facts.exit_code == 0, facts

@@ -106,4 +106,4 @@ def test_rlimit_enforcement_is_said_plainly_and_recorded(tasks_root: Path, store
     doc = json.loads(proc.stdout)
     assert doc["run"]["enforcement"] == "rlimit"
     assert all(c["enforcement"] == ["rlimit"] for c in doc["configurations"])
-    assert doc["provenance"]["backend"]["enforcement_fallback_reason"] == "rlimit enforcement requested"
+    assert doc["provenance"]["backend"]["local"]["enforcement_fallback_reason"] == "rlimit enforcement requested"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.engine import faithful
+from orchestrator.spec.backend import BackendAbilities
 from orchestrator.store.sqlite import Store
 from orchestrator.tasks.loader import load_tasks
 from orchestrator.tasks.needs import host_arch
@@ -84,7 +85,7 @@ def test_the_network_need_is_met_by_allowing_it_and_read_from_the_task() -> None
     assert faithful.check_tasks(tasks, profile).lines[0].startswith("network:")
     assert faithful.check_tasks(tasks, profile, env_network=True).lines == []
     # a backend that cannot cut the network gives it anyway: nothing to refuse
-    open_host = faithful.Profile("local", False, False, False, False)
+    open_host = faithful.Profile("local", BackendAbilities())
     assert faithful.check_tasks(tasks, open_host).lines == []
 
 
@@ -104,10 +105,13 @@ def test_allow_internet_true_is_a_need_and_false_is_a_promise(tmp_path: Path) ->
 
 def test_architecture_is_checked_where_the_backend_knows_it() -> None:
     tasks = load_tasks(FIX, ["other-arch"])
-    on = faithful.Profile("docker", True, False, False, True, ("amd64",))
-    assert [ln.split(":")[0] for ln in faithful.check_tasks(tasks, on).lines] == ["CPU architecture"]
-    assert faithful.check_tasks(tasks, faithful.Profile("docker", True, False, False, True, ("s390x",))).lines == []
-    assert faithful.check_tasks(tasks, faithful.Profile("kubernetes", True, False, False, True, ())).lines == []
+
+    def on(name: str, *archs: str) -> faithful.Profile:
+        return faithful.Profile(name, BackendAbilities(task_images=True, network_control=True, architectures=archs))
+
+    assert [ln.split(":")[0] for ln in faithful.check_tasks(tasks, on("docker", "amd64")).lines] == ["CPU architecture"]
+    assert faithful.check_tasks(tasks, on("docker", "s390x")).lines == []
+    assert faithful.check_tasks(tasks, on("kubernetes")).lines == []
 
 
 def test_bundled_tasks_declare_they_run_on_the_host() -> None:

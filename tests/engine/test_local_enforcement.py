@@ -32,7 +32,7 @@ def run_all(root: Path, configs: list[str], enforcement: str = "auto", **kw):
         for trial in plan(exp, list(tasks.values())):
             facts = backend.run(build_launch("test", trial, 0, tasks[trial.task_id], exp))
             results[trial.config.label] = (facts, classify(facts))
-        return backend.enforcement, results
+        return backend.abilities.enforcement, results
     finally:
         backend.close()
 

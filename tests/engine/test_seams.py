@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.backends.base import Capabilities, CleanupReport, Handle
+from orchestrator.backends.base import CleanupReport, Handle
 from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.contract.outputs import parse_agent_result, parse_reward
 from orchestrator.engine.classify import classify
@@ -19,6 +19,7 @@ from orchestrator.engine.execute import execute
 from orchestrator.engine.launch import build_launch
 from orchestrator.engine.settle import pending_tries
 from orchestrator.engine.sweep import prepare, start
+from orchestrator.spec.backend import BackendAbilities, BackendFacts
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch
@@ -30,16 +31,7 @@ from orchestrator.store.sqlite import Store
 from tests.taskfactory import write_task
 
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-CAPS = Capabilities(
-    memory_limit=False,
-    memory_request=False,
-    cpu_quota=False,
-    cpu_request=False,
-    storage_limit=False,
-    isolation="none",
-    network_control=False,
-    oom_signal="none (a stand-in backend)",
-)
+CAPS = BackendAbilities(enforcement="fake", oom_signal="none (a stand-in backend)")
 
 
 def _ok() -> TrialFacts:
@@ -183,8 +175,7 @@ class SlowBackend(ThreadedBackend):
     """A stand-in whose tries end when the test says so; 'alive' tries can be adopted (like pods)."""
 
     name = "fake"
-    enforcement = "fake"
-    capabilities = CAPS
+    abilities = CAPS
 
     def __init__(self, alive: set[str] | None = None, fail_submit: bool = False) -> None:
         super().__init__()
@@ -212,8 +203,8 @@ class SlowBackend(ThreadedBackend):
     def cleanup(self, run_id: str | None = None) -> CleanupReport:
         return CleanupReport()
 
-    def facts(self) -> dict[str, Any]:
-        return {"capabilities": CAPS.model_dump()}
+    def facts(self) -> BackendFacts:
+        return BackendFacts(name=self.name, abilities=CAPS)
 
     def close(self) -> None:
         self.shutdown()

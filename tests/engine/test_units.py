@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.backends.base import Capabilities
 from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.engine.classify import classify
 from orchestrator.engine.execute import execute
@@ -18,6 +17,7 @@ from orchestrator.engine.plan import plan
 from orchestrator.engine.sweep import prepare, start
 from orchestrator.errors import LabelError
 from orchestrator.isolation import cgroups
+from orchestrator.spec.backend import BackendAbilities, BackendFacts
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.resources import ResourceConfig, scale
@@ -157,17 +157,7 @@ class ScriptedBackend(ThreadedBackend):
     """Stands in for infra failures that cannot happen on a local machine (evictions): the test says so."""
 
     name = "scripted"
-    enforcement = "scripted"
-    capabilities = Capabilities(
-        memory_limit=False,
-        memory_request=False,
-        cpu_quota=False,
-        cpu_request=False,
-        storage_limit=False,
-        isolation="none",
-        network_control=False,
-        oom_signal="none",
-    )
+    abilities = BackendAbilities(enforcement="scripted")
 
     def __init__(self, evict_first_n: int) -> None:
         super().__init__()
@@ -175,8 +165,8 @@ class ScriptedBackend(ThreadedBackend):
         self.evict_first_n = evict_first_n
         self.lock = threading.Lock()
 
-    def facts(self) -> dict:
-        return {"backend": "scripted"}
+    def facts(self) -> BackendFacts:
+        return BackendFacts(name=self.name, abilities=self.abilities)
 
     def close(self) -> None:
         self.shutdown()

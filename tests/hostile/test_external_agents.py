@@ -122,14 +122,12 @@ MEMORY_HOG = WRONG + textwrap.dedent("""\
     echo "hog-ended rc=$?"
     """)
 DISK_FILLER = WRONG + textwrap.dedent("""\
-    for d in "$HOME" /tmp /dev/shm; do
+    for d in "$HOME" /tmp /dev/shm "$HEADROOM_LOGS_DIR"; do
       dd if=/dev/zero of="$d/fill" bs=1M count=64 2>&1 | grep -o 'No space left on device' | head -1 | sed "s|^|$d: |"
-      rm -f "$d/fill"
+      [ "$d" = "$HEADROOM_LOGS_DIR" ] || rm -f "$d/fill"
     done
-    echo "private-ended"
-    dd if=/dev/zero of="$HEADROOM_LOGS_DIR/fill" bs=1M count=4000 2>/dev/null
-    sleep 30
-    echo "logs-filler-survived"
+    dd if=/dev/zero of="$HEADROOM_LOGS_DIR/more" bs=1M count=1 2>&1 | grep -o 'No space left on device' | head -1
+    echo "filler-ended"
     """)
 
 
@@ -159,11 +157,16 @@ def assert_bounds_held(got: dict[str, dict]) -> None:
     assert "bomb-ended" in out["ext-fork-bomb"], out["ext-fork-bomb"]
     assert f"OOM-killed at the host agent's memory limit of {limits['memory_mb']} MiB" in why["ext-memory-hog"], why
     assert "allocated" not in out["ext-memory-hog"] and "hog-ended rc=137" in out["ext-memory-hog"]
-    for d in ("/home/agent", "/tmp", "/dev/shm"):  # the private dirs are full at their size, not the host's disk
+    # every private dir and the logs dir is full at its size, in the kernel (ENOSPC at once, not after a poll):
+    # the host's disk is not touched, and the agent went on to its end, a wrong answer
+    for d in ("/home/agent", "/tmp", "/dev/shm", "/logs/agent"):
         assert f"{d}: No space left on device" in out["ext-disk-filler"], out["ext-disk-filler"]
-    assert "private-ended" in out["ext-disk-filler"] and "logs-filler-survived" not in out["ext-disk-filler"]
-    assert f"over the host agent's bound of {limits['disk_mb']:.1f} MiB: killed" in why["ext-disk-filler"], why
-    assert agent["ext-disk-filler"].get("signal") == 9
+    assert "No space left on device\nfiller-ended" in out["ext-disk-filler"], out["ext-disk-filler"]
+    assert (
+        f"its logs dir filled the host agent's bound of {limits['disk_mb']:.1f} MiB (a tmpfs: writes past it failed "
+        "with ENOSPC)" in why["ext-disk-filler"]
+    ), why
+    assert agent["ext-disk-filler"].get("exit_code") == 0 and not agent["ext-disk-filler"].get("signal")
 
 
 def write_agent(tmp_path: Path, tasks_root: Path, attacks: dict[str, str], marker: str) -> Path:

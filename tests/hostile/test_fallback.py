@@ -25,9 +25,9 @@ def test_a_missing_bwrap_falls_back_loudly_or_is_refused(monkeypatch: pytest.Mon
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
     backend = LocalBackend()
     try:
-        assert backend.capabilities.isolation == "none" and not backend.capabilities.network_control
-        assert any("NO ISOLATION (bubblewrap (bwrap) is not installed)" in n for n in backend.capabilities.notes)
-        assert backend.facts()["isolation"] == {"tool": None, "fallback_reason": "bubblewrap (bwrap) is not installed"}
+        assert backend.abilities.isolation == "none" and not backend.abilities.network_control
+        assert any("NO ISOLATION (bubblewrap (bwrap) is not installed)" in n for n in backend.abilities.notes)
+        assert backend.facts().local.sandbox == {"tool": None, "fallback_reason": "bubblewrap (bwrap) is not installed"}
     finally:
         backend.close()
     with pytest.raises(SandboxUnavailable):
@@ -44,7 +44,7 @@ def test_isolation_none_is_recorded_and_shown_in_every_report(tasks_root: Path, 
         run(store, run_id, exp, tasks, backend)
     finally:
         backend.close()
-    assert (store.provenance(run_id).backend or {})["capabilities"]["isolation"] == "none"
+    assert store.provenance(run_id).to_stored()["backend"]["abilities"]["isolation"] == "none"
     doc = document.build(store, run_id)
     assert doc.run.isolation == "none"
     buf = io.StringIO()
@@ -74,12 +74,12 @@ def test_a_seccomp_filter_that_cannot_be_built_is_said_loudly(monkeypatch: pytes
     try:
         if backend.sandbox is None:
             pytest.skip("no bubblewrap sandbox here")
-        assert backend.capabilities.isolation == "namespaces"
+        assert backend.abilities.isolation == "namespaces"
         assert any(
             n.startswith("NO SECCOMP FILTER (libseccomp is not usable") and "kernel keyring" in n
-            for n in backend.capabilities.notes
+            for n in backend.abilities.notes
         )
-        assert backend.facts()["isolation"]["seccomp"] == {
+        assert backend.facts().local.sandbox["seccomp"] == {
             "filter": None,
             "fallback_reason": "libseccomp is not usable (RuntimeError: Unable to find libseccomp)",
         }

@@ -114,14 +114,17 @@ def test_limit_aware_is_placed_by_the_cluster_or_the_engine_and_refused_without_
     exp = Experiment(tasks_dir=str(REPO / "tasks"), configurations=["1x"], placement="limit-aware")
 
     from orchestrator.backends import declared_abilities
+    from orchestrator.spec.backend import BackendFacts, HostFacts
 
     class Named:  # only the declared abilities and the facts matter to the choice (the real backends need daemons)
         def __init__(self, name: str, memory_bytes: int | None) -> None:
             self.name, self.memory_bytes = name, memory_bytes
             self.abilities = declared_abilities(name)
 
-        def facts(self) -> dict[str, int | None]:
-            return {"memory_bytes": self.memory_bytes}
+        def facts(self) -> BackendFacts:
+            return BackendFacts(
+                name=self.name, abilities=self.abilities, host=HostFacts(memory_bytes=self.memory_bytes)
+            )
 
     assert sweep.placement_for(exp, Named("kubernetes", None)) is None  # type: ignore[arg-type]  # the backend places
     host = sweep.placement_for(exp, Named("docker", 8 << 30))  # type: ignore[arg-type]  # one daemon, one host

@@ -154,3 +154,31 @@ def test_the_secrets_object_name_is_a_dns_subdomain_whatever_the_run_label() -> 
     name = secret_name("20261202T045429Z-fcd537")
     assert name == "headroom-secrets-20261202t045429z-fcd537"
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", secret_name("Run_ID.Z-")) is not None
+
+
+def test_a_host_side_install_step_is_held_by_the_runners_agent_phase_and_the_deadline() -> None:
+    # An external agent's install step (a Harbor installed agent's setup) runs on the host inside the runner's held
+    # agent phase: the phase and the pod's deadline hold its own timeout too, or a slow install would read as the
+    # runner's deadline (infra, retried) instead of the install's own verdict.
+    from orchestrator.spec.launch import HostAgent, HostSetup
+
+    exp = Experiment(
+        tasks_dir=str(REPO / "tasks"),
+        tasks=["word-index"],
+        configurations=["1x-strict"],
+        attempts=1,
+        agent={"kind": "external", "command": "true"},
+    )
+    tasks = load_tasks(REPO / "tasks", ["word-index"])
+    launch = build_launch("run-p", plan(exp, tasks)[0], 0, tasks[0], exp)
+    b = bundle("word-index", tasks[0].path, tasks[0].digest)
+
+    def held(pod: dict) -> tuple[int, int]:
+        env = {e["name"]: e.get("value") for c in pod["spec"]["initContainers"] for e in c.get("env", [])}
+        return int(env["HR_AGENT_TIMEOUT"]), pod["spec"]["activeDeadlineSeconds"]
+
+    assert launch.host_agent is not None and launch.host_agent.setup is None
+    phase, deadline = held(build(launch, KubernetesOptions(), b, "img:1"))
+    with_setup = launch.model_copy(update={"host_agent": HostAgent(setup=HostSetup(shell="install", timeout_s=500.0))})
+    phase_s, deadline_s = held(build(with_setup, KubernetesOptions(), b, "img:1"))
+    assert (phase_s - phase, deadline_s - deadline) == (500, 500)

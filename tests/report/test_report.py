@@ -63,7 +63,7 @@ def test_json_report_has_what_issue_2_promises(sweep_store: Path) -> None:
     ir = strict["infra_error_rate"]
     assert (ir["k"], ir["n"]) == (3, 9) and ir["low"] < 3 / 9 < ir["high"]
     prov = doc["provenance"]
-    assert prov["backend"]["kernel"] and prov["orchestrator"]["version"]
+    assert prov["backend"]["host"]["kernel"] and prov["orchestrator"]["version"]
     assert set(prov["tasks"]) == {"hog", "flaky", "steady"} and all(
         len(t["digest"]) == 64 for t in prov["tasks"].values()
     )

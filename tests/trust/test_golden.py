@@ -160,22 +160,13 @@ def test_backends_that_always_verify_refuse_a_task_without_tests_before_the_run(
     for name in ("docker", "kubernetes"):
         caps = _caps(name)
         with pytest.raises(SpecError, match=f"the {name} backend needs tests/test.sh") as err:
-            check_capabilities(SimpleNamespace(name=name, capabilities=caps), {"without_tests": [task.id]})
+            check_capabilities(SimpleNamespace(name=name, abilities=caps), {"without_tests": [task.id]})
         assert "\n" not in str(err.value)
     with pytest.raises(SpecError, match="kubernetes backend needs tests/test.sh"):
         bundles([task])  # the controller's task-set upload (headroom cluster): refused before anything is written
 
 
 def _caps(name: str):
-    from orchestrator.backends.base import Capabilities
+    from orchestrator import backends
 
-    return Capabilities(
-        memory_limit=True,
-        memory_request=True,
-        cpu_quota=True,
-        cpu_request=True,
-        storage_limit=True,
-        isolation="container" if name == "docker" else "pod",
-        network_control=True,
-        oom_signal="x",
-    )
+    return backends.declared_abilities(name)

@@ -74,7 +74,9 @@ def test_foreign_host_header_is_refused(view_store: Path) -> None:
 
 
 def test_isolation_shown_when_recorded_and_unknown_otherwise() -> None:
-    assert data.isolation_of(read_stored({"backend": {"capabilities": {"isolation": "namespace"}}})) == "namespace"
+    assert data.isolation_of(read_stored({"backend": {"abilities": {"isolation": "container"}}})) == "container"
+    # provenance written before backends kept one declaration: its capabilities still say
+    assert data.isolation_of(read_stored({"backend": {"capabilities": {"isolation": "namespaces"}}})) == "namespaces"
     assert data.isolation_of(read_stored({"backend": {"kernel": "6.1"}})) == "unknown"
     assert data.isolation_of(read_stored({"isolation": "none"})) == "none"  # an early row's, kept in legacy
 

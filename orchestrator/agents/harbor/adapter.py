@@ -15,6 +15,14 @@ What it does, as Harbor's trial would:
    ``$HEADROOM_INSTRUCTION_FILE``, each timed in ``$HEADROOM_LOGS_DIR/harbor.json`` with the agent's own
    context (tokens and cost as Harbor's agent counted them; headroom's gateway stays the record).
 
+An installed agent (a ``BaseInstalledAgent``: its ``setup`` runs an install script in the environment) is run in
+two processes, each in the host sandbox: ``"phase": "setup"`` is headroom's ``agent_setup`` phase (its own timeout,
+its time recorded apart, its failure ``infra_error(agent_setup_failed)``), ``"phase": "run"`` the agent step. What
+``run`` needs of ``setup`` (the moved paths, the version it found) is handed over in ``harbor-setup.json`` in the
+logs dir. Any other agent's ``setup`` holds state of its own process (terminus-2's tmux session), so it runs in the
+agent step as before. ``adapter.py --describe SPEC_JSON`` prints what headroom plans by (is the name in Harbor's
+registry, is the agent installed, its setup timeout) without running anything of the agent's.
+
 Harbor's fixed environment paths (``/solution`` and the like) are created in the environment where it can; where
 its root is read-only (the local backend), each is moved under the environment's temporary dir, and the paths
 Harbor's agent names in its commands are rewritten to match.
@@ -44,10 +52,13 @@ from typing import Any
 #: litellm fetches its price map from the internet when imported unless told not to: the sandbox may have none.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from harbor.agents.base import BaseAgent  # noqa: E402
 from harbor.agents.factory import AgentFactory  # noqa: E402
+from harbor.agents.installed.base import BaseInstalledAgent  # noqa: E402
 from harbor.environments.base import BaseEnvironment, ExecResult, transfer_tar_filter  # noqa: E402
 from harbor.environments.capabilities import EnvironmentCapabilities  # noqa: E402
 from harbor.models.agent.context import AgentContext  # noqa: E402
+from harbor.models.agent.name import AgentName  # noqa: E402
 from harbor.models.task.config import EnvironmentConfig  # noqa: E402
 from harbor.models.trial.config import AgentConfig  # noqa: E402
 from harbor.models.trial.paths import EnvironmentPaths, TrialPaths  # noqa: E402
@@ -55,10 +66,13 @@ from harbor.models.trial.paths import EnvironmentPaths, TrialPaths  # noqa: E402
 #: How much one download asks for per exec: its base64 stays below the channel's cap on a command's stdout (16 MiB).
 #: Every transfer is base64 text: a Pod's exec stream carries text, and raw bytes would not survive it.
 CHUNK = 8 * 1024 * 1024
-#: Harbor's fixed paths in the environment an agent may write to besides its logs dir.
-HARBOR_PATHS = (str(EnvironmentPaths.solution_dir),)
+#: Harbor's fixed paths in the environment an agent may write to besides its logs dir (``/installed-agent``: where
+#: every installed agent's ``setup`` puts its files).
+HARBOR_PATHS = (str(EnvironmentPaths.solution_dir), "/installed-agent")
 #: Exit status when Harbor's agent raised: the agent failed (headroom's verifier still decides the trial).
 AGENT_RAISED = 1
+#: What the setup process hands the run process, in the logs dir.
+SETUP_STATE = "harbor-setup.json"
 
 
 def _exec_client() -> ModuleType:
@@ -70,6 +84,7 @@ def _exec_client() -> ModuleType:
         if spec is None or spec.loader is None:
             raise
         module = importlib.util.module_from_spec(spec)
+        sys.modules["headroom_exec"] = module  # its dataclasses look their module up while it loads
         spec.loader.exec_module(module)
         return module
 
@@ -272,13 +287,29 @@ def _gateway_env() -> None:
             os.environ.setdefault(f"{provider}_API_BASE", base)
 
 
+def _restore(environment: HeadroomEnvironment, agent: BaseAgent, state: dict[str, Any]) -> None:
+    """The run process takes over what the setup process placed: the same moved paths, the version it found.
+    The file is in the agent's own logs dir, so only what fits its shape is taken."""
+    moved = state.get("moved")
+    if isinstance(moved, dict):
+        for path, here in moved.items():
+            if path in HARBOR_PATHS and isinstance(here, str) and here.startswith("/") and "\n" not in here:
+                environment.moved[path] = here
+    version = state.get("version")
+    if isinstance(version, str) and isinstance(agent, BaseInstalledAgent) and agent._version is None:
+        agent._version = version
+
+
 async def _main(spec: dict[str, Any]) -> int:
     logs = Path(os.environ["HEADROOM_LOGS_DIR"])
     instruction = Path(os.environ["HEADROOM_INSTRUCTION_FILE"]).read_text()
     task = os.environ.get("HEADROOM_TASK_ID", "task")
+    phase = spec.get("phase") or "all"
     _gateway_env()
     logging.basicConfig(
-        filename=str(logs / "harbor.log"), level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+        filename=str(logs / ("harbor-setup.log" if phase == "setup" else "harbor.log")),
+        level=logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     record: dict[str, Any] = {"agent": spec.get("name") or spec.get("import_path"), "model": spec.get("model")}
     with tempfile.TemporaryDirectory(prefix="harbor-trial-") as tmp:
@@ -286,8 +317,6 @@ async def _main(spec: dict[str, Any]) -> int:
         # The agent's host logs dir is headroom's logs dir: what Harbor's agent writes there is the try's logs/.
         (trial_dir / "agent").symlink_to(logs, target_is_directory=True)
         environment = HeadroomEnvironment(trial_dir, task)
-        await environment.place_fixed_paths()
-        await environment.check_logs_shared(logs)
         extra: dict[str, Any] = {}
         if spec.get("name") == "oracle":
             # Harbor's oracle reads the task's solution from a task dir: headroom put it in the environment.
@@ -310,22 +339,38 @@ async def _main(spec: dict[str, Any]) -> int:
             kwargs=dict(spec.get("kwargs") or {}),
         )
         agent = AgentFactory.create_agent_from_config(config, logs_dir=trial_dir / "agent", **extra)
+        installed = isinstance(agent, BaseInstalledAgent)
+        state_file = logs / SETUP_STATE
+        if phase == "setup":
+            return await _setup_phase(agent, environment, logs, state_file, installed)
+        phases: tuple[str, ...] = ("setup", "run")
+        if phase == "run" and installed:
+            # headroom's agent_setup phase ran setup() in a process of its own: only what it placed is taken over
+            phases = ("run",)
+            state = _read_state(state_file)
+            _restore(environment, agent, state)
+            record["setup_phase"] = "agent_setup"
+            if isinstance(state.get("setup_s"), (int, float)):
+                record["setup_s"] = state["setup_s"]
+        else:
+            await environment.place_fixed_paths()
+        await environment.check_logs_shared(logs)
         context = AgentContext()
         code = 0
-        for phase in ("setup", "run"):
+        for step in phases:
             started = time.monotonic()
             try:
-                if phase == "setup":
+                if step == "setup":
                     await agent.setup(environment=environment)
                 else:
                     await agent.run(instruction, environment, context)
             except Exception as exc:  # Harbor's agent failed: say so in the logs, as Harbor's trial would
-                record[f"{phase}_error"] = f"{type(exc).__name__}: {exc}"
+                record[f"{step}_error"] = f"{type(exc).__name__}: {exc}"
                 (logs / "harbor-exception.txt").write_text(traceback.format_exc())
                 code = AGENT_RAISED
                 break
             finally:
-                record[f"{phase}_s"] = round(time.monotonic() - started, 3)
+                record[f"{step}_s"] = round(time.monotonic() - started, 3)
         try:
             if context.is_empty():
                 agent.populate_context_post_run(context)
@@ -340,9 +385,65 @@ async def _main(spec: dict[str, Any]) -> int:
     return code
 
 
+def _read_state(state_file: Path) -> dict[str, Any]:
+    try:
+        state = json.loads(state_file.read_text())
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+async def _setup_phase(
+    agent: BaseAgent, environment: HeadroomEnvironment, logs: Path, state_file: Path, installed: bool
+) -> int:
+    """headroom's agent_setup phase: an installed agent's ``setup`` (its install script, run in the environment);
+    for any other agent nothing (its ``setup`` runs in the agent step). Exit 0 when it is done, else non-zero."""
+    state: dict[str, Any] = {"installed": installed}
+    if not installed:
+        state_file.write_text(json.dumps(state))
+        return 0
+    started = time.monotonic()
+    code = 0
+    try:
+        await environment.place_fixed_paths()
+        await environment.check_logs_shared(logs)
+        await agent.setup(environment=environment)
+        state["version"] = agent.version()
+    except Exception as exc:  # an install that failed: headroom's agent_setup_failed, never the model's failure
+        state["setup_error"] = f"{type(exc).__name__}: {exc}"
+        (logs / "harbor-setup-exception.txt").write_text(traceback.format_exc())
+        print(f"harbor agent setup failed: {state['setup_error']}"[-2000:], file=sys.stderr)
+        code = AGENT_RAISED
+    state["setup_s"] = round(time.monotonic() - started, 3)
+    state["moved"] = environment.moved
+    state_file.write_text(json.dumps(state, indent=2, default=str))
+    return code
+
+
+def describe(spec: dict[str, Any]) -> dict[str, Any]:
+    """What headroom plans a Harbor agent by, from Harbor's own registry: whether the name is there, whether the
+    agent is installed (its ``setup`` is an install: headroom's agent_setup phase), its setup timeout. A custom
+    agent (``import_path``) is not imported here (its code runs only in the sandbox): ``installed`` is None."""
+    name = spec.get("name")
+    if not name:
+        return {"known": True, "installed": None, "setup_timeout_s": BaseAgent.DEFAULT_SETUP_TIMEOUT_SEC}
+    try:
+        cls = AgentFactory.get_agent_class(AgentName(name))
+    except ValueError:
+        return {"known": False, "names": AgentFactory.registered_names()}
+    return {
+        "known": True,
+        "installed": issubclass(cls, BaseInstalledAgent),
+        "setup_timeout_s": float(cls.DEFAULT_SETUP_TIMEOUT_SEC),
+    }
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--describe"] and len(argv) == 2:
+        print(json.dumps(describe(json.loads(argv[1]))))
+        return 0
     if len(argv) != 1:
-        print("usage: adapter.py SPEC_JSON", file=sys.stderr)
+        print("usage: adapter.py SPEC_JSON | adapter.py --describe SPEC_JSON", file=sys.stderr)
         return 2
     spec = json.loads(argv[0])
     if spec.get("path"):

@@ -45,8 +45,7 @@ import docker
 import docker.errors
 import requests
 
-from orchestrator.backends.abilities import Abilities
-from orchestrator.backends.base import Capabilities, CleanupReport, Handle, refuse_force
+from orchestrator.backends.base import CleanupReport, Handle, refuse_force
 from orchestrator.backends.local.backend import host_facts
 from orchestrator.backends.threaded import ThreadedBackend
 from orchestrator.contract import agent_check, carry, sanitiser
@@ -55,6 +54,7 @@ from orchestrator.contract.phases import Phase
 from orchestrator.contract.sequence import Command, Plan, SetupCommand, run_try
 from orchestrator.errors import EngineBlind, ImageUnavailable, TryCancelled, UserError, VerifierLost
 from orchestrator.isolation.cgroups import TrialCgroup, cpu_shares
+from orchestrator.spec.backend import BackendAbilities, BackendFacts, DockerFacts, HostFacts
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.evidence import ContainerState, CpuThrottling, MemoryEvents
 from orchestrator.spec.facts import StepFacts, TrialFacts
@@ -292,9 +292,28 @@ class _Container:
 
 class DockerBackend(ThreadedBackend):
     name = "docker"
-    enforcement = "docker"
-    #: external agents act on the container through ``exec`` (:mod:`.external`)
-    abilities = Abilities(exec_channel=True, task_images=True, flags=frozenset({"--build"}))
+    #: an instance adds what its daemon says (its architecture, Podman's OOM signal).
+    #: External agents act on the container through ``exec`` (:mod:`.external`).
+    abilities = BackendAbilities(
+        enforcement="docker",
+        memory_limit=True,
+        memory_request=True,
+        cpu_quota=True,
+        cpu_request=True,
+        storage_limit=False,
+        oom_signal="container cgroup oom_kill counter (else docker 'oom' events) and State.OOMKilled",
+        isolation="container",
+        network_control=True,
+        task_images=True,
+        verifier_outputs=True,
+        exec_channel=True,
+        flags=frozenset({"--build"}),
+        notes=[
+            "storage is recorded, not enforced (a per-container disk quota needs overlay2 on xfs with pquota)",
+            "the verifier runs in a fresh container from the task's image: of the agent's it sees only the carried "
+            "outputs (the work dir, /logs/agent, the task's [verifier] outputs)",
+        ],
+    )
 
     def __init__(self, options: DockerOptions | None = None) -> None:
         self.options = options or DockerOptions()
@@ -331,28 +350,20 @@ class DockerBackend(ThreadedBackend):
             default_image=self.options.default_image,
         )
         self._cancel: dict[str, threading.Event] = {}
-        self.capabilities = Capabilities(
-            memory_limit=True,
-            memory_request=True,
-            cpu_quota=True,
-            cpu_request=True,
-            storage_limit=False,
-            isolation="container",
-            network_control=True,
-            gpus=False,
-            architectures=[normalize_arch(str(self.version["Arch"]))] if self.version.get("Arch") else [],
-            oom_signal=(
-                "container cgroup oom_kill counter (Podman reports no OOM kill of a step's process through "
-                "its API, so the cgroup must be readable from here)"
-                if self.engine == "podman"
-                else "container cgroup oom_kill counter (else docker 'oom' events) and State.OOMKilled"
-            ),
-            notes=[
-                "storage is recorded, not enforced (a per-container disk quota needs overlay2 on xfs with pquota)",
-                "the verifier runs in a fresh container from the task's image: of the agent's it sees only the carried "
-                "outputs (the work dir, /logs/agent, the task's [verifier] outputs)",
-                *([PODMAN_OOM_NOTE] if self.engine == "podman" else []),
-            ],
+        podman = self.engine == "podman"
+        self.abilities = self.abilities.model_copy(
+            update={
+                "architectures": [normalize_arch(str(self.version["Arch"]))] if self.version.get("Arch") else [],
+                **(
+                    {
+                        "oom_signal": "container cgroup oom_kill counter (Podman reports no OOM kill of a step's "
+                        "process through its API, so the cgroup must be readable from here)",
+                        "notes": [*self.abilities.notes, PODMAN_OOM_NOTE],
+                    }
+                    if podman
+                    else {}
+                ),
+            }
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -404,7 +415,7 @@ class DockerBackend(ThreadedBackend):
 
     def cleanup(self, run_id: str | None = None, *, force: bool = False) -> CleanupReport:
         """Containers (and their anonymous volumes) whose headroom process is gone."""
-        refuse_force(self.name, force)
+        refuse_force(self, force)
         report = CleanupReport()
         label = f"{RUN}={label_value(run_id)}" if run_id else f"{MANAGED}=true"
         for c in self._containers(label):
@@ -436,33 +447,35 @@ class DockerBackend(ThreadedBackend):
                 report.kept.append(f"volume {v['Name']}: {exc.explanation or exc}")
         return report
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> BackendFacts:
         info, version = self.info, self.version
-        return {
-            "hostname": info.get("Name"),
-            "kernel": info.get("KernelVersion"),
-            "os": info.get("OperatingSystem"),
-            "cpu_count": info.get("NCPU"),
-            "memory_bytes": info.get("MemTotal"),
-            "enforcement": self.enforcement,
-            "capabilities": self.capabilities.model_dump(mode="json"),
-            "cgroup_version": f"cgroup-v{info.get('CgroupVersion', '1')}",
-            "docker": {
-                "engine": self.engine,
-                "engine_version": engine_version(self.version, self.engine),
-                "address": self.address,
-                "server_version": version.get("Version"),
-                "api_version": version.get("ApiVersion"),
-                "components": [c.get("Name") + " " + c.get("Version", "") for c in version.get("Components") or []],
-                "cgroup_driver": info.get("CgroupDriver"),
-                "storage_driver": info.get("Driver"),
-                "default_runtime": info.get("DefaultRuntime"),
-                "security_options": info.get("SecurityOptions"),
-                "sdk": docker.__version__,
-                "options": self.options.model_dump(mode="json"),
-            },
-            "orchestrator_host": host_facts(),
-        }
+        return BackendFacts(
+            name=self.name,
+            abilities=self.abilities,
+            host=HostFacts(
+                hostname=info.get("Name"),
+                kernel=info.get("KernelVersion"),
+                os=info.get("OperatingSystem"),
+                cpu_count=info.get("NCPU"),
+                memory_bytes=info.get("MemTotal"),
+                cgroup_version=f"cgroup-v{info.get('CgroupVersion', '1')}",
+            ),
+            docker=DockerFacts(
+                engine=self.engine,
+                engine_version=engine_version(self.version, self.engine),
+                address=self.address,
+                server_version=version.get("Version"),
+                api_version=version.get("ApiVersion"),
+                components=[c.get("Name") + " " + c.get("Version", "") for c in version.get("Components") or []],
+                cgroup_driver=info.get("CgroupDriver"),
+                storage_driver=info.get("Driver"),
+                default_runtime=info.get("DefaultRuntime"),
+                security_options=info.get("SecurityOptions"),
+                sdk=docker.__version__,
+                options=self.options.model_dump(mode="json"),
+            ),
+            orchestrator_host=host_facts(),
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -555,7 +568,7 @@ class DockerBackend(ThreadedBackend):
     def run(self, launch: Launch) -> TrialFacts:
         a = launch.amounts
         facts = TrialFacts(
-            enforcement=self.enforcement,
+            enforcement=self.abilities.enforcement,
             request_cpus=a.request_cpus,
             request_memory_bytes=a.request_memory_bytes,
             limit_cpus=a.limit_cpus,
@@ -746,6 +759,8 @@ class DockerBackend(ThreadedBackend):
             setup=(
                 SetupCommand(self._argv(setup), {**setup.env, **agent_env}, setup.timeout_s)
                 if setup is not None
+                else docker_external.contract_setup(self.api, self.stream_api, ctr, launch, workdir=workdir)
+                if launch.agent_kind == "external"
                 else None
             ),
             agent=(

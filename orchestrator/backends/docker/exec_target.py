@@ -109,7 +109,7 @@ class ContainerExec:
         reader = threading.Thread(target=pump, name="container-exec", daemon=True)
         reader.start()
         deadline = None if timeout_s is None else started + timeout_s
-        timed_out, exited_at = False, None
+        timed_out, exited_at, seen = False, None, 0
         while reader.is_alive():
             reader.join(0.1)
             now = time.monotonic()
@@ -118,8 +118,10 @@ class ContainerExec:
                 self._kill(exec_id)
                 reader.join(5)
                 break
-            if exited_at is None and not self._running(exec_id):
+            if exited_at is None and self._running(exec_id) is False:
                 exited_at = now
+            if exited_at is not None and out.total + err.total != seen:  # still arriving: a late flush (steps.py)
+                seen, exited_at = out.total + err.total, now
             if exited_at is not None and now - exited_at > DRAIN_S:
                 break
         try:
@@ -140,11 +142,12 @@ class ContainerExec:
             result.error = f"lost the exec's output stream: {failure[0]}"
         return result
 
-    def _running(self, exec_id: str) -> bool:
+    def _running(self, exec_id: str) -> bool | None:
+        """None when the daemon could not say: no exit, so no drain (steps.py)."""
         try:
             return bool(self.api.exec_inspect(exec_id).get("Running"))
         except docker.errors.APIError:
-            return False
+            return None
 
     def _kill(self, exec_id: str) -> None:
         """The exec's process and its descendants, by their host pids (the API cannot stop one exec)."""

@@ -14,7 +14,7 @@ import docker
 import docker.errors
 import requests
 
-from orchestrator.agents.external import exec_env, run_external
+from orchestrator.agents.external import HostStep, exec_env, run_external, setup_step, tagged
 from orchestrator.artifacts import ArtifactSink, artifacts_for, names
 from orchestrator.artifacts.codec import CHUNK
 from orchestrator.artifacts.sink import SLACK
@@ -32,10 +32,17 @@ LOGS_ARCHIVE_MARGIN = 64 * 1024 * 1024
 
 
 def run_agent(
-    api: docker.APIClient, stream_api: docker.APIClient, cid: str, launch: Launch, *, workdir: str, host_dir: Path
+    api: docker.APIClient,
+    stream_api: docker.APIClient,
+    cid: str,
+    launch: Launch,
+    *,
+    workdir: str,
+    host_dir: Path,
+    step: HostStep | None = None,
 ) -> tuple[StepFacts, bytes, dict]:
-    """The external agent on the host against ``exec`` in the container: its facts, the exec log, and its
-    self-report (written on the host)."""
+    """The external agent (or ``step``: its install step) on the host against ``exec`` in the container: its
+    facts, the exec log, and its self-report (written on the host)."""
     logs = host_dir / "logs"
     logs.mkdir(mode=0o700, exist_ok=True)
     target = ContainerExec(api, stream_api, cid, env=exec_env(launch, workdir), workdir=workdir)
@@ -47,6 +54,7 @@ def run_agent(
         workdir_inside=workdir,
         task_dir_inside=cc.TASK_DIR,
         exec_env={},
+        step=step,
     )
     return run.agent, run.exec_log, read_agent_result(logs / "result.json")
 
@@ -58,10 +66,30 @@ def contract_agent(
     complete output, not the step runner's tails) and leaves its exec log on ``ctr.exec_log``."""
 
     def agent(_exec: Any) -> StepFacts:
-        facts, ctr.exec_log, _report = run_agent(api, stream_api, ctr.cid, launch, workdir=workdir, host_dir=ctr.spool)
+        facts, log, _report = run_agent(api, stream_api, ctr.cid, launch, workdir=workdir, host_dir=ctr.spool)
+        ctr.exec_log = (ctr.exec_log or b"") + log  # after the install step's, when it had one
         return facts
 
     return agent
+
+
+def contract_setup(
+    api: docker.APIClient, stream_api: docker.APIClient, ctr: Any, launch: Launch, *, workdir: str
+) -> Callable[[Any], StepFacts] | None:
+    """The external agent's install step as the contract's agent_setup phase (None: it has none); its commands
+    open the try's exec log, marked as the phase's."""
+    step = setup_step(launch)
+    if step is None:
+        return None
+
+    def setup(_exec: Any) -> StepFacts:
+        facts, log, _report = run_agent(
+            api, stream_api, ctr.cid, launch, workdir=workdir, host_dir=ctr.spool, step=step
+        )
+        ctr.exec_log = tagged(log, step.name)
+        return facts
+
+    return setup
 
 
 def keep_artifacts(

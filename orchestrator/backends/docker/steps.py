@@ -40,10 +40,12 @@ class _Tail:
     def __init__(self) -> None:
         self.chunks: deque[bytes] = deque()
         self.size = 0
+        self.received = 0  # every byte, the tail's cut ones too: whether output still arrives
 
     def add(self, data: bytes) -> None:
         self.chunks.append(data)
         self.size += len(data)
+        self.received += len(data)
         while self.size - len(self.chunks[0]) >= TAIL_BYTES:
             self.size -= len(self.chunks.popleft())
 
@@ -113,6 +115,7 @@ def run_step(
     reader.start()
     deadline = started + timeout_s
     exited_at: float | None = None
+    seen = 0
     while reader.is_alive():
         reader.join(0.2)
         now = time.monotonic()
@@ -121,8 +124,12 @@ def run_step(
         if now >= deadline:
             facts.timed_out = True
             break
-        if exited_at is None and not _running(api, exec_id):
+        if exited_at is None and _running(api, exec_id) is False:
             exited_at = now
+        if exited_at is not None and out.received + err.received != seen:
+            # output still arrives after the exit: a loaded daemon flushing it late, not a child holding the
+            # stream open; the drain counts from the last byte (a sanitiser's verdict line once came after it)
+            seen, exited_at = out.received + err.received, now
         if exited_at is not None and now - exited_at > DRAIN_S:
             break  # a background child holds the output open; the step itself is over
     if facts.timed_out or cancelled.is_set():
@@ -145,11 +152,13 @@ def run_step(
     return facts
 
 
-def _running(api: docker.APIClient, exec_id: str) -> bool:
+def _running(api: docker.APIClient, exec_id: str) -> bool | None:
+    """Whether the exec still runs; None when the daemon could not say (a busy daemon's error is no exit: the
+    drain must not start, and cut the output, on it)."""
     try:
         return bool(api.exec_inspect(exec_id).get("Running"))
     except docker.errors.APIError:
-        return False
+        return None
 
 
 def _add_dir(tar: tarfile.TarFile, arcname: str, mode: int) -> None:

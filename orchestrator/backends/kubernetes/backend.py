@@ -20,8 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.backends.abilities import Abilities
-from orchestrator.backends.base import Capabilities, CleanupReport, ClosesOnExit, Handle
+from orchestrator.backends.base import CleanupReport, ClosesOnExit, Handle
 from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, node_arch, records, runlease, signals
 from orchestrator.backends.kubernetes import pod as pod_mod
 from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWorkers
@@ -33,6 +32,7 @@ from orchestrator.kube import finalizers
 from orchestrator.kube.api import ApiException, client
 from orchestrator.kube.client import connect, counted
 from orchestrator.kube.errors import API_ERRORS, Failure, api_message, classify
+from orchestrator.spec.backend import BackendAbilities, BackendFacts
 from orchestrator.spec.evidence import ApiRefusal, QueueHold
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
@@ -112,7 +112,20 @@ class _Stats:
 
 class KubernetesBackend(ClosesOnExit):
     #: external agents run on this host and act on the try's pod over pods/exec (:mod:`.external`)
-    abilities = Abilities(
+    abilities = BackendAbilities(
+        enforcement="kubernetes",
+        memory_limit=True,
+        memory_request=True,
+        cpu_quota=True,
+        cpu_request=True,
+        storage_limit=True,
+        oom_signal="container status OOMKilled, and the container cgroup's oom_kill counter read by the runner",
+        isolation="pod",
+        network_control=True,
+        notes=[
+            "limits are enforced by the kubelet and container runtime of each node (recorded per trial)",
+            "allow_internet=false is a NetworkPolicy: enforced only where the cluster's network plugin implements it",
+        ],
         check_fit=True,
         hold_run=True,
         recorded=True,
@@ -128,7 +141,6 @@ class KubernetesBackend(ClosesOnExit):
         flags=frozenset({"--namespace", "--kube-context", "--queue", "--keep-pods", "--force"}),
     )
     name = "kubernetes"
-    enforcement = "kubernetes"
 
     def __init__(
         self,
@@ -147,22 +159,8 @@ class KubernetesBackend(ClosesOnExit):
         self.pod_hook = self.nodes.pinning(pod_hook)  # tests add the simulated plane's outcome annotations
         self.clock = clock
         self.stats = _Stats()
-        self.capabilities = Capabilities(
-            memory_limit=True,
-            memory_request=True,
-            cpu_quota=True,
-            cpu_request=True,
-            storage_limit=True,
-            isolation="pod",
-            network_control=True,
-            gpus=False,
-            oom_signal="container status OOMKilled, and the container cgroup's oom_kill counter read by the runner",
-            notes=[
-                "limits are enforced by the kubelet and container runtime of each node (recorded per trial)",
-                "allow_internet=false is a NetworkPolicy: enforced only where the cluster's network plugin implements it",
-                *(["task containers run as root (Pod Security 'baseline')"] if self.options.run_as_root else []),
-            ],
-        )
+        if self.options.run_as_root:
+            self._note("task containers run as root (Pod Security 'baseline')")
         self._lock = threading.RLock()
         self._changed = threading.Condition()
         self._informers: dict[str, RunCache] = {}
@@ -275,8 +273,12 @@ class KubernetesBackend(ClosesOnExit):
         except ApiException as exc:
             if exc.status not in (403, 404):
                 raise
-            self.capabilities.notes.append(f"could not create the no-network policy ({exc.status})")
+            self._note(f"could not create the no-network policy ({exc.status})")
         self._policy_done = True
+
+    def _note(self, note: str) -> None:
+        """What a reader of the report must know, learnt since the class declared its abilities."""
+        self.abilities = self.abilities.model_copy(update={"notes": [*self.abilities.notes, note]})
 
     # -- the protocol ---------------------------------------------------------------------
     def _handle(self, launch: Launch) -> Handle:
@@ -730,14 +732,12 @@ class KubernetesBackend(ClosesOnExit):
 
     def node_architectures(self) -> list[str]:
         """The CPU architectures of the schedulable nodes matching ``node_selector`` (empty: not known), read now
-        for the faithful check and kept in the capabilities the provenance records (``node_arch.py``)."""
+        for the faithful check and kept in the abilities the provenance records (``node_arch.py``)."""
         got = node_arch.read(self.core, self.options)
-        notes = [n for n in self.capabilities.notes if not n.startswith("node architectures:")]
+        notes = [n for n in self.abilities.notes if not n.startswith("node architectures:")]
         if got.why:
             notes.append(f"node architectures: {got.why}")
-        self.capabilities = self.capabilities.model_copy(
-            update={"architectures": list(got.architectures), "notes": notes}
-        )
+        self.abilities = self.abilities.model_copy(update={"architectures": list(got.architectures), "notes": notes})
         return list(got.architectures)
 
     def check_fit(self, needs: Sequence[tuple[str, str, ResourceAmounts]], placement: str = "default") -> None:
@@ -883,18 +883,10 @@ class KubernetesBackend(ClosesOnExit):
     def canary_skipped(self) -> list[dict[str, str]]:
         return self.nodes.canary_skipped()
 
-    def facts(self) -> dict[str, Any]:
-        f = cluster_facts.collect(self.api_client, self.options)
-        f["enforcement"] = self.enforcement
-        f["capabilities"] = self.capabilities.model_dump(mode="json")
-        f["options"] = self.options.model_dump(mode="json")
-        f["fit_check"] = dict(self._fit_check)
-        f["pod_security"] = {
-            "profile": "baseline" if self.options.run_as_root else "restricted",
-            "run_as_root": self.options.run_as_root,
-            "namespace_labels": f.get("pod_security"),
-        }
-        return f
+    def facts(self) -> BackendFacts:
+        cluster = cluster_facts.collect(self.api_client, self.options)
+        cluster.fit_check = dict(self._fit_check)
+        return BackendFacts(name=self.name, abilities=self.abilities, kubernetes=cluster)
 
     def request_report(self) -> dict[str, Any]:
         """API requests so far, by kind, and per harvested try."""

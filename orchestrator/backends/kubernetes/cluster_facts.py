@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.backends.kubernetes.node_pods import FIELD_SELECTOR
 from orchestrator.kube.api import ApiException, client
+from orchestrator.spec.backend import ClusterFacts, NodeFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
@@ -17,29 +18,29 @@ INSTANCE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/insta
 MAX_NODES = 200
 
 
-def node_facts(node: Any) -> dict[str, Any]:
+def node_facts(node: Any) -> NodeFacts:
     info = node.status.node_info
     labels = node.metadata.labels or {}
-    return {
-        "name": node.metadata.name,
-        "kubelet_version": info.kubelet_version if info else None,
-        "kernel": info.kernel_version if info else None,
-        "container_runtime": info.container_runtime_version if info else None,
-        "os_image": info.os_image if info else None,
-        "architecture": info.architecture if info else None,
-        "instance_type": next((labels[k] for k in INSTANCE_LABELS if k in labels), None),
-        "zone": next((labels[k] for k in ZONE_LABELS if k in labels), None),
-        "allocatable": dict(node.status.allocatable or {}),
-    }
+    return NodeFacts(
+        name=node.metadata.name,
+        kubelet_version=info.kubelet_version if info else None,
+        kernel=info.kernel_version if info else None,
+        container_runtime=info.container_runtime_version if info else None,
+        os_image=info.os_image if info else None,
+        architecture=info.architecture if info else None,
+        instance_type=next((labels[k] for k in INSTANCE_LABELS if k in labels), None),
+        zone=next((labels[k] for k in ZONE_LABELS if k in labels), None),
+        allocatable=dict(node.status.allocatable or {}),
+    )
 
 
 def _forbidden(exc: ApiException) -> str:
     return f"not readable ({exc.status} {exc.reason})"
 
 
-def collect(api_client: Any, options: KubernetesOptions) -> dict[str, Any]:
+def collect(api_client: Any, options: KubernetesOptions) -> ClusterFacts:
     core = client.CoreV1Api(api_client)
-    out: dict[str, Any] = {"namespace": options.namespace}
+    out: dict[str, Any] = {"namespace": options.namespace, "options": options.model_dump(mode="json")}
     try:
         v = client.VersionApi(api_client).get_code()
         out["server_version"] = {"git_version": v.git_version, "platform": v.platform}
@@ -85,11 +86,16 @@ def collect(api_client: Any, options: KubernetesOptions) -> dict[str, Any]:
         out["limit_ranges"] = _forbidden(exc)
     try:
         ns = core.read_namespace(options.namespace)
-        out["pod_security"] = {
+        labels: dict[str, str] | str = {
             k: v
             for k, v in (ns.metadata.labels or {}).items()  # type: ignore[union-attr]  # a read namespace has metadata
             if k.startswith("pod-security.kubernetes.io/")
         }
     except ApiException as exc:
-        out["pod_security"] = _forbidden(exc)
-    return out
+        labels = _forbidden(exc)
+    out["pod_security"] = {
+        "profile": "baseline" if options.run_as_root else "restricted",
+        "run_as_root": options.run_as_root,
+        "namespace_labels": labels,
+    }
+    return ClusterFacts.model_validate(out)

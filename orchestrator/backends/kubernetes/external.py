@@ -5,8 +5,10 @@ One :class:`PodAgent` (a thread) per try, started when the backend first sees th
 
 1. it waits, in one exec, until the runner's agent phase has started (``agent.ready``), and reads the
    environment's working dir;
-2. it runs the agent on the host with ``HEADROOM_EXEC`` pointing at the try's channel, under the agent's
-   timeout; every exec is recorded in the exec log;
+2. it runs the agent's install step, if it has one (a Harbor installed agent's ``setup``), then the agent, on the
+   host with ``HEADROOM_EXEC`` pointing at the try's channel, each under its own timeout (the runner holds the
+   phase for both); every exec is recorded in the exec log. A failed install is ``infra_error(agent_setup_failed)``
+   and the agent does not start;
 3. it tells the runner the agent ended (``agent.done``); the runner ends the phase (every later exec is
    refused), sweeps the container and runs the verifier as for any agent.
 
@@ -26,17 +28,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.agents.external import exec_paths, run_external
+from orchestrator.agents.external import exec_paths, run_external, setup_step, tagged
 from orchestrator.artifacts import artifacts_for, names
 from orchestrator.backends.kubernetes.exec_target import DONE, READY, PodExec
 from orchestrator.backends.kubernetes.pod import EXTERNAL_START_SLACK_S
 from orchestrator.backends.kubernetes.signals import AGENT_CONTAINER
 from orchestrator.contract import paths as cc
 from orchestrator.contract.outputs import read_agent_result
+from orchestrator.contract.sequence import failed_step
 from orchestrator.kube.exec import exec_in_pod
-from orchestrator.spec.evidence import ExternalAgent
+from orchestrator.spec.evidence import AgentSetup, ExternalAgent
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.launch import Launch
+from orchestrator.spec.outcome import InfraReason
 
 _WAIT_READY = f'while [ ! -e {READY} ]; do sleep 1; done; printf "%s" "${{HR_WORKDIR:-$PWD}}"'
 
@@ -57,6 +61,7 @@ class PodAgent:
         self.logs = self.spool / "logs"
         self.logs.mkdir(mode=0o700)
         self.facts: StepFacts | None = None
+        self.setup: StepFacts | None = None  # the install step's facts, when it has one
         self.exec_log: bytes | None = None
         self.execs = 0
         self.problem: str | None = None  # why the agent did not run (the pod ended first, the channel failed)
@@ -92,24 +97,7 @@ class PodAgent:
             return
         workdir = r.stdout.strip() or "/"
         target = exec_target(self.api_client, self.namespace, pod, workdir)
-        run = run_external(
-            self.launch,
-            target,
-            host_dir=self.spool,
-            logs_dir=self.logs,
-            workdir_inside=workdir,
-            task_dir_inside=cc.TASK_DIR,
-            exec_env={},
-            on_spawn=self._spawned,
-        )
-        self.facts, self.exec_log, self.execs = run.agent, run.exec_log, run.execs
-        how = (
-            "timeout"
-            if run.agent.timed_out
-            else "spawn_error"
-            if run.agent.spawn_error
-            else f"exit {run.agent.exit_code if run.agent.exit_code is not None else -1}"
-        )
+        how = self._steps(target, workdir)
         for _ in range(3):  # the runner waits for this word until its own deadline: try again on a lost connection
             try:
                 done = exec_in_pod(
@@ -126,6 +114,44 @@ class PodAgent:
                 pass
             time.sleep(1)
         self.problem = "the runner was not told the agent ended: its phase ended at its own deadline"
+
+    def _steps(self, target: Any, workdir: str) -> str:
+        """The install step (if any), then the agent; the word the runner is told."""
+        step = setup_step(self.launch)
+        if step is not None:
+            setup = run_external(
+                self.launch,
+                target,
+                host_dir=self.spool,
+                logs_dir=self.logs,
+                workdir_inside=workdir,
+                task_dir_inside=cc.TASK_DIR,
+                exec_env={},
+                on_spawn=self._spawned,
+                step=step,
+            )
+            self.setup, self.exec_log, self.execs = setup.agent, tagged(setup.exec_log, step.name), setup.execs
+            if failed_step(setup.agent) is not None or self._stopping.is_set():
+                return "setup_failed"
+        run = run_external(
+            self.launch,
+            target,
+            host_dir=self.spool,
+            logs_dir=self.logs,
+            workdir_inside=workdir,
+            task_dir_inside=cc.TASK_DIR,
+            exec_env={},
+            on_spawn=self._spawned,
+        )
+        self.facts, self.exec_log = run.agent, (self.exec_log or b"") + run.exec_log
+        self.execs += run.execs
+        return (
+            "timeout"
+            if run.agent.timed_out
+            else "spawn_error"
+            if run.agent.spawn_error
+            else f"exit {run.agent.exit_code if run.agent.exit_code is not None else -1}"
+        )
 
     def _kill(self) -> None:
         if self._pid is not None:
@@ -148,6 +174,15 @@ class PodAgent:
         facts.extra.external_agent = ExternalAgent(
             ran_on="host", execs=self.execs, problem=self.problem, runner_phase=runner.model_copy() if runner else None
         )
+        if self.setup is not None:
+            s = self.setup
+            facts.extra.agent_setup = AgentSetup(
+                exit_code=s.exit_code, duration_s=round(s.duration_s, 3), timed_out=s.timed_out
+            )
+            if (why := failed_step(s)) is not None:  # headroom's own facts of a host process: the harness's failure
+                facts.infra_hint = InfraReason.AGENT_SETUP_FAILED
+                facts.infra_detail = f"agent setup failed: {why}; {s.stderr_tail[-500:]}".strip()
+                return
         if self.facts is None:
             if runner is not None:
                 runner.spawn_error = runner.spawn_error or self.problem or "the external agent did not run"
@@ -162,7 +197,12 @@ class PodAgent:
     def keep_artifacts(self, launch: Launch) -> None:
         """The agent's own stdout and stderr, its host logs dir and the exec log, as the try's artifacts."""
         sink = artifacts_for(launch)
-        for name, file in ((names.AGENT_STDOUT, "agent.stdout"), (names.AGENT_STDERR, "agent.stderr")):
+        for name, file in (
+            ("agent_setup/stdout", "agent_setup.stdout"),
+            ("agent_setup/stderr", "agent_setup.stderr"),
+            (names.AGENT_STDOUT, "agent.stdout"),
+            (names.AGENT_STDERR, "agent.stderr"),
+        ):
             if (self.spool / file).is_file():
                 sink.add_file(launch, name, self.spool / file)
         if self.logs.is_dir():

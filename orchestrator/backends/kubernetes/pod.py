@@ -104,6 +104,12 @@ def env_script(env: dict[str, str]) -> str:
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()) if k.isidentifier())
 
 
+def host_setup_s(launch: Launch) -> float:
+    """An external agent's install step runs on the host inside the runner's agent phase: the phase holds it too."""
+    setup = launch.host_agent.setup if launch.host_agent is not None else None
+    return setup.timeout_s if setup is not None else 0.0
+
+
 def _step_env(step: StepLaunch, prefix: str, extra: dict[str, str] | None = None) -> list[dict[str, str]]:
     env = [
         {"name": f"HR_{prefix}_ENV", "value": env_script({**step.env, **(extra or {})})},
@@ -125,7 +131,10 @@ def _external_agent_env(launch: Launch) -> list[dict[str, str]]:
     return [
         {"name": "HR_AGENT_EXTERNAL", "value": "1"},
         {"name": "HR_AGENT_ENV", "value": env_script(environment_env(launch))},
-        {"name": "HR_AGENT_TIMEOUT", "value": str(math.ceil(launch.agent.timeout_s + EXTERNAL_START_SLACK_S))},
+        {
+            "name": "HR_AGENT_TIMEOUT",
+            "value": str(math.ceil(launch.agent.timeout_s + host_setup_s(launch) + EXTERNAL_START_SLACK_S)),
+        },
         {"name": "HR_AGENT_SHELL", "value": ""},
     ]
 
@@ -363,7 +372,7 @@ def build(
             + 2 * WORK_COPY_S
             + 2 * RECORDS_S
             + DEADLINE_SLACK_S
-            + (EXTERNAL_START_SLACK_S if external else 0)
+            + (EXTERNAL_START_SLACK_S + host_setup_s(launch) if external else 0)
         ),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,

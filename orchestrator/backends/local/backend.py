@@ -15,12 +15,11 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 import psutil
 
-from orchestrator.backends.abilities import Abilities
-from orchestrator.backends.base import Capabilities, CleanupReport, refuse_force
+from orchestrator.backends.base import CleanupReport, refuse_force
 from orchestrator.backends.local import external as local_external
 from orchestrator.backends.local import runner as runner_mod
 from orchestrator.backends.local.runner import LocalRunner
@@ -34,6 +33,7 @@ from orchestrator.isolation.process import Limits, kill_tree
 from orchestrator.isolation.removal import BackgroundRemoval, remove_tree
 from orchestrator.isolation.storage import DiskWatcher
 from orchestrator.processes import pid_alive
+from orchestrator.spec.backend import BackendAbilities, BackendFacts, HostFacts, LocalFacts
 from orchestrator.spec.evidence import CpuThrottling, MemoryEvents, PidsEvents
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch, StepLaunch, agent_step_network
@@ -48,7 +48,7 @@ _BASE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 _WORKROOT_PREFIX = "headroom-"
 
 
-def host_facts() -> dict[str, Any]:
+def host_facts() -> HostFacts:
     cpu_model = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -57,15 +57,15 @@ def host_facts() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    return {
-        "hostname": platform.node(),
-        "kernel": platform.release(),
-        "os": platform.platform(),
-        "cpu_model": cpu_model,
-        "cpu_count": os.cpu_count(),
-        "memory_bytes": psutil.virtual_memory().total,
-        "python": platform.python_version(),
-    }
+    return HostFacts(
+        hostname=platform.node(),
+        kernel=platform.release(),
+        os=platform.platform(),
+        cpu_model=cpu_model,
+        cpu_count=os.cpu_count(),
+        memory_bytes=psutil.virtual_memory().total,
+        python=platform.python_version(),
+    )
 
 
 def _stale_workroots() -> list[Path]:
@@ -116,8 +116,23 @@ def _snapshot(src: Path, dst: Path, task: bool = True) -> None:
 
 class LocalBackend(ThreadedBackend):
     name = "local"
-    #: external agents act on the trial's sandbox through it (:mod:`.external`)
-    abilities = Abilities(exec_channel=True, flags=frozenset({"--enforcement", "--run-on-host"}))
+    #: at best (a cgroup and a sandbox); an instance narrows it to what this host gives.
+    #: External agents act on the trial's sandbox through the exec channel (:mod:`.external`).
+    abilities = BackendAbilities(
+        enforcement="cgroup-v2",
+        memory_limit=True,
+        memory_request=True,
+        cpu_quota=True,
+        cpu_request=True,
+        storage_limit=True,
+        isolation="namespaces",
+        network_control=True,
+        architectures=[host_arch()],
+        verifier_outputs=True,
+        skips_verifier=True,
+        exec_channel=True,
+        flags=frozenset({"--enforcement", "--run-on-host"}),
+    )
 
     def __init__(
         self,
@@ -155,7 +170,7 @@ class LocalBackend(ThreadedBackend):
                 self.isolation_fallback_reason = str(exc)
         else:
             self.isolation_fallback_reason = "isolation 'none' requested"
-        self.enforcement = self.driver.mechanism if self.driver else "rlimit"
+        mechanism = self.driver.mechanism if self.driver else "rlimit"
         cg = self.driver is not None
         notes = (
             []
@@ -175,19 +190,17 @@ class LocalBackend(ThreadedBackend):
                 f"NO SECCOMP FILTER ({self.sandbox.filter_fallback_reason}): sandboxed steps can use the "
                 "kernel keyring, i.e. read keys of the orchestrator's session and pass keys between trials"
             )
-        self.capabilities = Capabilities(
-            memory_limit=True,
-            memory_request=cg,
-            cpu_quota=cg,
-            cpu_request=cg,
-            storage_limit=True,
-            isolation="namespaces" if self.sandbox else "none",
-            network_control=self.sandbox is not None,
-            gpus=False,
-            architectures=[host_arch()],
-            skips_verifier=True,
-            oom_signal=f"{self.enforcement} oom_kill counter" if cg else "none: rlimit gives no kernel OOM signal",
-            notes=notes,
+        self.abilities = self.abilities.model_copy(
+            update={
+                "enforcement": mechanism,
+                "memory_request": cg,
+                "cpu_quota": cg,
+                "cpu_request": cg,
+                "isolation": "namespaces" if self.sandbox else "none",
+                "network_control": self.sandbox is not None,
+                "oom_signal": f"{mechanism} oom_kill counter" if cg else "none: rlimit gives no kernel OOM signal",
+                "notes": notes,
+            }
         )
         self._active: dict[str, tuple[cgroups.TrialCgroup | None, set[int]]] = {}
         self._killed: set[str] = set()
@@ -223,7 +236,7 @@ class LocalBackend(ThreadedBackend):
 
     def cleanup(self, run_id: str | None = None, *, force: bool = False) -> CleanupReport:
         """Work dirs and cgroups of headroom processes that died without cleaning up."""
-        refuse_force(self.name, force)
+        refuse_force(self, force)
         report = CleanupReport(removed=list(self.reaped_at_start), kept=list(self.kept_at_start))
         self.reaped_at_start, self.kept_at_start = [], []
         _reap_workroots(report.removed, report.kept)
@@ -231,22 +244,22 @@ class LocalBackend(ThreadedBackend):
             report.removed.extend(self.driver.reap_stale(report.kept))
         return report
 
-    def facts(self) -> dict[str, Any]:
-        f = host_facts()
-        f["enforcement"] = self.enforcement
-        f["capabilities"] = self.capabilities.model_dump(mode="json")
-        f["isolation"] = (
-            self.sandbox.describe()
-            if self.sandbox
-            else {"tool": None, "fallback_reason": self.isolation_fallback_reason}
+    def facts(self) -> BackendFacts:
+        cgroup = dict(self.driver.describe()) if self.driver else {}
+        version = cgroup.pop("cgroup_version", None)  # the host's; the rest are this run's parents
+        return BackendFacts(
+            name=self.name,
+            abilities=self.abilities,
+            host=host_facts().model_copy(update={"cgroup_version": version}),
+            local=LocalFacts(
+                sandbox=self.sandbox.describe()
+                if self.sandbox
+                else {"tool": None, "fallback_reason": self.isolation_fallback_reason},
+                cgroup=cgroup,
+                trial_pids_max=self.pids_max if self.driver else None,
+                enforcement_fallback_reason=None if self.driver else self.fallback_reason,
+            ),
         )
-        if self.driver:
-            f.update(self.driver.describe())
-            f["trial_pids_max"] = self.pids_max
-        else:
-            f["cgroup_version"] = None
-            f["enforcement_fallback_reason"] = self.fallback_reason
-        return f
 
     def close(self) -> None:
         self.cancel_all()
@@ -290,14 +303,14 @@ class LocalBackend(ThreadedBackend):
     def run(self, launch: Launch) -> TrialFacts:
         amounts = launch.amounts
         facts = TrialFacts(
-            enforcement=self.enforcement,
+            enforcement=self.abilities.enforcement,
             request_cpus=amounts.request_cpus,
             request_memory_bytes=amounts.request_memory_bytes,
             limit_cpus=amounts.limit_cpus,
             limit_memory_bytes=amounts.limit_memory_bytes,
             qos_class=amounts.qos_class,
         )
-        facts.extra.isolation = self.capabilities.isolation
+        facts.extra.isolation = self.abilities.isolation
         box = self.sandbox
         owner = (box.uid, box.gid) if box and os.geteuid() == 0 else None
         # mkdtemp's random suffix keeps names unique; the try's cgroup takes the same name.
@@ -385,6 +398,10 @@ class LocalBackend(ThreadedBackend):
                         network=setup.network,
                     )
                     if setup is not None
+                    else local_external.contract_setup(
+                        launch, env_runner, base_env=base, paths=paths, on_exec_log=exec_logs.append
+                    )
+                    if launch.agent_kind == "external"
                     else None
                 ),
                 agent=(
@@ -448,7 +465,10 @@ class LocalBackend(ThreadedBackend):
                 if watcher:
                     watcher.__exit__(None, None, None)
             local_external.keep_artifacts(
-                launch, out_dir=env_runner.out_dir, agent_logs=agent_logs, exec_log=exec_logs[0] if exec_logs else None
+                launch,
+                out_dir=env_runner.out_dir,
+                agent_logs=agent_logs,
+                exec_log=b"".join(exec_logs) if exec_logs else None,
             )
             if watcher:
                 facts.extra.storage_peak_bytes = watcher.peak_bytes
