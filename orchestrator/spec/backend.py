@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, model_validator
 
 Isolation = Literal["none", "namespaces", "container", "pod"]
 
@@ -101,6 +101,12 @@ class BackendAbilities(BaseModel):
     )
     flags: frozenset[str] = Field(default=frozenset(), description="backend-specific command-line flags it honours")
     notes: list[str] = Field(default_factory=list, description="anything a reader of the report must know")
+
+    @field_serializer("flags")
+    def _flags_in_order(self, flags: frozenset[str]) -> list[str]:
+        # WHY: a set's order changes with each process's hash seed; a bundle's published report and its
+        # recomputation (another process) must write the same list.
+        return sorted(flags)
 
     def enforced(self) -> list[str]:
         """The resource controls it enforces, in words (the CLI's announcement)."""
