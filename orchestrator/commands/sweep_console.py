@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.commands.progress import SweepProgress
     from orchestrator.engine.entry import Resume
     from orchestrator.spec.experiment import Experiment
+    from orchestrator.spec.provenance import Provenance
     from orchestrator.store.sqlite import Store
 
 
@@ -66,7 +67,7 @@ class SweepConsole:
                     err.print(f"[bold yellow]oracle check:[/] {escape(line)}", soft_wrap=True)
                 if not found:
                     err.print(
-                        f"oracle check: every task's oracle passes under every configuration (run {record['run_id']})"
+                        f"oracle check: every task's oracle passes under every configuration (run {record.run_id})"
                     )
             case events.RunRecorded() as rec:
                 announce_checks(rec.provenance)
@@ -134,13 +135,13 @@ def announce(backend: Backend) -> None:
         err.print(f"[yellow]note:[/] {note}", soft_wrap=True)
 
 
-def announce_checks(prov: dict[str, Any]) -> None:
+def announce_checks(prov: Provenance) -> None:
     """The canary's verdict and overcommit warnings, before the first trial runs."""
     from orchestrator.engine.canary_verdict import describe
 
-    for line in describe(prov.get("canary") or {}):
+    for line in describe(prov.canary):
         err.print(line, soft_wrap=True)
-    for w in (prov.get("overcommit") or {}).get("warnings", []):
+    for w in prov.overcommit.warnings if prov.overcommit else []:
         err.print(f"[bold yellow]overcommit:[/] {w}", soft_wrap=True)
 
 

@@ -32,6 +32,7 @@ from orchestrator.spec.backend import BackendFacts, ClusterFacts
 from orchestrator.spec.evidence import Evidence
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.outcome import Outcome, current_outcome, parse_reason
+from orchestrator.spec.provenance import ClusterRecord
 from orchestrator.spec.trial import Verdict
 from orchestrator.store.sqlite import Store
 
@@ -121,7 +122,7 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
             raise UserError(f"Trials not in the Experiment's plan: {', '.join(strangers[:5])}")
         store = Store(store_path)
         for r in store.runs():
-            if (store.provenance(r.run_id).get("cluster") or {}).get("run_id") == run_id:
+            if (cluster := store.provenance(r.run_id).cluster) is not None and cluster.run_id == run_id:
                 raise UserError(
                     f"{name} (run {run_id}) is already in this store as run {r.run_id}", file=str(store_path)
                 )
@@ -138,17 +139,17 @@ def export(kube: Any, name: str, store_path: Path, *, argv: list[str] | None = N
         )
         prov = provenance.collect(facts, argv)
         # the warning a CLI sweep prints before its run, from the nodes the controller recorded when it started
-        prov["overcommit"] = overcommit.warnings_for(experiment, tasks, None, overcommit.node_capacities(facts))
-        prov["cluster"] = {
-            "namespace": kube.namespace,
-            "experiment": name,
-            "uid": exp["metadata"]["uid"],
-            "run_id": run_id,
-            "server_version": version,
-            "task_set": source.bundle or source.image,
-            "started_at": status.get("startedAt"),
-            "completed_at": status.get("completedAt"),
-        }
+        prov.overcommit = overcommit.warnings_for(experiment, tasks, None, overcommit.node_capacities(facts))
+        prov.cluster = ClusterRecord(
+            namespace=kube.namespace,
+            experiment=name,
+            uid=exp["metadata"]["uid"],
+            run_id=run_id,
+            server_version=version,
+            task_set=source.bundle or source.image,
+            started_at=status.get("startedAt"),
+            completed_at=status.get("completedAt"),
+        )
         local_id = store.create_run(
             name=spec.name,
             backend="kubernetes",

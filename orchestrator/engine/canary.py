@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from orchestrator.backends.abilities import canary_targets
 from orchestrator.backends.base import Backend, Handle, recorded
@@ -61,6 +59,7 @@ from orchestrator.spec.launch import Launch, StepLaunch, TaskSource
 from orchestrator.spec.names import CANARY_NODE_LABEL as NODE_LABEL
 from orchestrator.spec.names import label_value, launch_name
 from orchestrator.spec.outcome import InfraReason, Outcome
+from orchestrator.spec.provenance import CanaryArm, CanaryTry, CanaryVerdict, CpuCheck, SkippedTarget
 from orchestrator.spec.resources import MIB, ResourceAmounts, ResourceConfig
 from orchestrator.tasks.loader import load_task
 
@@ -73,19 +72,6 @@ SPIN_S = 0.3
 #: only lower the share, so a busy host can hide a missing quota but never invent one.
 CPU_SLACK = 1.6
 DEADLINE_S = 120.0
-
-
-@dataclass
-class ArmCheck:
-    config: str
-    target: str
-    status: str  # enforced | not_enforced | weak | inconclusive | skipped
-    limit_memory_bytes: int | None
-    limit_cpus: float | None
-    above: dict[str, Any] = field(default_factory=dict)
-    below: dict[str, Any] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
 
 def _amounts(config: ResourceConfig, cpus: float, memory_mb: int) -> ResourceAmounts | None:
@@ -163,24 +149,24 @@ def _launch(
     )
 
 
-def _summary(facts: TrialFacts | BaseException | None) -> dict[str, Any]:
+def _summary(facts: TrialFacts | BaseException | None) -> CanaryTry:
     if facts is None:
-        return {"verdict": "no result before the deadline"}
+        return CanaryTry(verdict="no result before the deadline")
     if isinstance(facts, BaseException):
-        return {"verdict": "backend error", "error": f"{type(facts).__name__}: {facts}"}
+        return CanaryTry(verdict="backend error", error=f"{type(facts).__name__}: {facts}")
     a = facts.agent
-    return {
-        "verdict": str(classify(facts)),
-        "enforcement": facts.enforcement,
-        "limit_memory_bytes": facts.limit_memory_bytes,
-        "peak_memory_bytes": facts.peak_memory_bytes,
-        "cpu_time_s": facts.cpu_time_s,
-        "duration_s": facts.duration_s,
-        "agent_duration_s": a.duration_s if a else None,
-        "oom_evidence": a.oom_evidence if a else None,
-        "exit_code": a.exit_code if a else None,
-        "signal": a.signal if a else None,
-    }
+    return CanaryTry(
+        verdict=str(classify(facts)),
+        enforcement=facts.enforcement,
+        limit_memory_bytes=facts.limit_memory_bytes,
+        peak_memory_bytes=facts.peak_memory_bytes,
+        cpu_time_s=facts.cpu_time_s,
+        duration_s=facts.duration_s,
+        agent_duration_s=a.duration_s if a else None,
+        oom_evidence=a.oom_evidence if a else None,
+        exit_code=a.exit_code if a else None,
+        signal=a.signal if a else None,
+    )
 
 
 def _spin(facts: TrialFacts) -> dict[str, float]:
@@ -204,18 +190,26 @@ def judge(
     amounts: ResourceAmounts,
     above: TrialFacts | BaseException | None,
     below: TrialFacts | BaseException | None,
-) -> ArmCheck:
+) -> CanaryArm:
     """The memory verdict for one arm from its two tries (pure: testable without running anything)."""
-    check = ArmCheck(
-        config, target, "enforced", amounts.limit_memory_bytes, amounts.limit_cpus, _summary(above), _summary(below)
+    check = CanaryArm(
+        config=config,
+        target=target,
+        status="enforced",
+        limit_memory_bytes=amounts.limit_memory_bytes,
+        limit_cpus=amounts.limit_cpus,
+        above=_summary(above),
+        below=_summary(below),
+        problems=[],
+        notes=[],
     )
     if not (isinstance(below, TrialFacts) and classify(below).outcome is Outcome.PASSED):
         check.status = "inconclusive"
-        check.problems.append(f"the below-limit try did not pass ({check.below['verdict']}): the canary could not run")
+        check.problems.append(f"the below-limit try did not pass ({check.below.verdict}): the canary could not run")
         return check
     if not isinstance(above, TrialFacts):
         check.status = "inconclusive"
-        check.problems.append(f"the above-limit try gave no result ({check.above['verdict']})")
+        check.problems.append(f"the above-limit try gave no result ({check.above.verdict})")
         return check
     verdict = classify(above)
     killed = verdict.outcome is Outcome.INFRA_ERROR and verdict.reason is InfraReason.OOM_KILLED
@@ -245,54 +239,62 @@ def judge_cpu(
     probe: TrialFacts | BaseException | None,
     reference: TrialFacts | BaseException | None,
     declared: bool,
-) -> dict[str, Any]:
+) -> CpuCheck:
     """Whether a CPU quota bites on a target: a spin under the quota against the same spin without one.
 
     ``limited`` is False (not limited), True, or None (not checkable: the host is too busy, or no
     CPU time was reported). A backend that declares no quota is not limited whatever was measured.
     """
-    out: dict[str, Any] = {"limit_cpus": limit_cpus, "declared": declared, "problems": [], "notes": []}
     spin = _spin(probe) if isinstance(probe, TrialFacts) else {}
     ref = _spin(reference) if isinstance(reference, TrialFacts) else {}
     share = spin["spin_cpu_s"] / spin["spin_wall_s"] if spin.get("spin_wall_s") else None
     ref_share = ref["spin_cpu_s"] / ref["spin_wall_s"] if ref.get("spin_wall_s") else None
-    out.update(cpu_share=share, unlimited_cpu_share=ref_share, limited=None)
+    out = CpuCheck(
+        limit_cpus=limit_cpus,
+        declared=declared,
+        problems=[],
+        notes=[],
+        cpu_share=share,
+        unlimited_cpu_share=ref_share,
+        limited=None,
+    )
     if not declared:
-        out["limited"] = False
-        out["problems"].append("CPU not limited: the backend declares no CPU quota")
+        out.limited = False
+        out.problems.append("CPU not limited: the backend declares no CPU quota")
     if share is None:
-        out["notes"].append("CPU quota not measured: the spinning try reported no CPU time")
+        out.notes.append("CPU quota not measured: the spinning try reported no CPU time")
     elif ref_share is not None and ref_share <= limit_cpus * CPU_SLACK:
-        out["notes"].append(
+        out.notes.append(
             f"CPU quota not measured: the host is too busy (an unlimited spin got only {ref_share:.2f} cpu)"
         )
     elif share > limit_cpus * CPU_SLACK:
-        out["limited"] = False
-        out["problems"].append(
+        out.limited = False
+        out.problems.append(
             f"CPU not limited: a spinning thread got {share:.2f} cpu under a {limit_cpus:g}-cpu quota"
             + (f" (without a quota: {ref_share:.2f})" if ref_share is not None else "")
         )
     elif declared:
-        out["limited"] = True
+        out.limited = True
     return out
 
 
 def run_canary(
     backend: Backend, configs: list[ResourceConfig], *, deadline_s: float = DEADLINE_S, image: str | None = None
-) -> dict[str, Any]:
+) -> CanaryVerdict:
     """Run the canary for every configuration on every target; the provenance record."""
     started = datetime.now(UTC).isoformat(timespec="seconds")
     task = load_task(CANARY_TASK)
     env = task.spec.environment
     per_node = canary_targets(backend)
     targets: list[str] = list(per_node.canary_targets()) if per_node else ["local"]
-    skipped: list[dict[str, str]] = list(per_node.canary_skipped()) if per_node else []
+    skipped = [SkippedTarget.model_validate(s) for s in per_node.canary_skipped()] if per_node else []
     if not targets:
         out = not_run(
             "no node to check: "
-            + ("; ".join(f"{s['target']}: {s['reason']}" for s in skipped[:5]) or "the backend named none")
+            + ("; ".join(f"{s.target}: {s.reason}" for s in skipped[:5]) or "the backend named none")
         )
-        return {**out, "started_at": started, "skipped_targets": skipped}
+        out.started_at, out.skipped_targets = started, skipped
+        return out
     run_id = f"canary-{uuid.uuid4().hex[:8]}"
     bounded = [(c, a) for c in configs if (a := _amounts(c, env.cpus, env.memory_mb)) is not None]
     pending: dict[str, tuple[str, str, str, Handle]] = {}
@@ -343,8 +345,8 @@ def run_canary(
     for label, target, which, handle in pending.values():
         backend.cancel(handle)
         results[(label, target, which)] = None
-    checks: list[ArmCheck] = []
-    cpu: dict[str, dict[str, Any]] = {}
+    checks: list[CanaryArm] = []
+    cpu: dict[str, CpuCheck] = {}
     for target in targets:
         if bounded:
             cpu[target] = judge_cpu(
@@ -357,7 +359,17 @@ def run_canary(
             arm = _amounts(config, env.cpus, env.memory_mb)
             if arm is None:
                 checks.append(
-                    ArmCheck(config.label, target, "skipped", None, None, notes=["no limit to check (unbounded)"])
+                    CanaryArm(
+                        config=config.label,
+                        target=target,
+                        status="skipped",
+                        limit_memory_bytes=None,
+                        limit_cpus=None,
+                        above=CanaryTry(),
+                        below=CanaryTry(),
+                        problems=[],
+                        notes=["no limit to check (unbounded)"],
+                    )
                 )
                 continue
             check = judge(
@@ -367,11 +379,11 @@ def run_canary(
                 results.get((config.label, target, "above")),
                 results.get((config.label, target, "below")),
             )
-            if cpu[target]["limited"] is False:
-                check.problems += cpu[target]["problems"]
+            if cpu[target].limited is False:
+                check.problems += cpu[target].problems
                 if check.status == "enforced":
                     check.status = "weak"
-            check.notes += cpu[target]["notes"]
+            check.notes += cpu[target].notes
             checks.append(check)
     return record(checks, backend, started, cpu, skipped)
 
@@ -384,24 +396,24 @@ def _worst(statuses: list[str]) -> str:
 
 
 def record(
-    checks: list[ArmCheck],
+    checks: list[CanaryArm],
     backend: Backend,
     started: str,
-    cpu: dict[str, dict[str, Any]] | None = None,
-    skipped: list[dict[str, str]] | None = None,
-) -> dict[str, Any]:
+    cpu: dict[str, CpuCheck] | None = None,
+    skipped: list[SkippedTarget] | None = None,
+) -> CanaryVerdict:
     flagged = [c for c in checks if c.status not in ("enforced", "skipped")]
     targets = sorted({c.target for c in checks})
-    return {
-        "status": "flagged" if flagged else "enforced",
-        "backend": backend.name,
-        "enforcement": backend.abilities.enforcement,
-        "started_at": started,
-        "targets": targets,
+    return CanaryVerdict(
+        status="flagged" if flagged else "enforced",
+        backend=backend.name,
+        enforcement=backend.abilities.enforcement,
+        started_at=started,
+        targets=targets,
         # per target (node): the worst verdict of its configurations
-        "by_target": {t: _worst([c.status for c in checks if c.target == t]) for t in targets},
-        "skipped_targets": skipped or [],
-        "arms": [asdict(c) for c in checks],
-        "cpu": cpu or {},
-        "problems": sorted({f"{c.config} on {c.target}: {p}" for c in flagged for p in c.problems}),
-    }
+        by_target={t: _worst([c.status for c in checks if c.target == t]) for t in targets},
+        skipped_targets=skipped or [],
+        arms=checks,
+        cpu=cpu or {},
+        problems=sorted({f"{c.config} on {c.target}: {p}" for c in flagged for p in c.problems}),
+    )

@@ -14,7 +14,7 @@ import signal
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.engine import events
 from orchestrator.engine.events import EventSink
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from orchestrator.backends.base import Backend, CleanupReport
     from orchestrator.engine.execute import ExecutionSummary
     from orchestrator.spec.experiment import Experiment
+    from orchestrator.spec.provenance import Provenance
     from orchestrator.spec.task import Task
     from orchestrator.store.sqlite import Store
 
@@ -244,14 +245,15 @@ def _nothing_left(store_path: Path, run_id: str | None, on_event: EventSink) -> 
 
 def _oracle_check(
     experiment: Experiment, task_list: list[Task], pending: Store, backend: Backend, on_event: EventSink
-) -> dict[str, Any]:
+) -> Provenance:
     """``--oracle-check``: each task's oracle once per configuration, as a run of its own, before the sweep."""
     from orchestrator.engine import faithful, oracle_check
     from orchestrator.engine.store_on_record import opened
+    from orchestrator.spec.provenance import Provenance
 
     faithful.check(experiment, task_list, backend)  # a refused sweep runs no oracle either
     store = opened(pending)
     on_event(events.OracleCheckStarting(len(task_list), len(experiment.configurations)))
     record = oracle_check.run(experiment, task_list, store, backend)
     on_event(events.OracleCheckDone(record, oracle_check.lines(record)))
-    return {oracle_check.PROVENANCE_KEY: record}
+    return Provenance(oracle_check=record)  # the part of the provenance the oracle check owns

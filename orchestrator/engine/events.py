@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from orchestrator.backends.base import Backend
     from orchestrator.engine.execute import ExecutionSummary
+    from orchestrator.spec.provenance import CanaryVerdict, OracleCheck, Provenance
     from orchestrator.spec.trial import Trial, Verdict
 
 
@@ -65,7 +66,7 @@ class OracleCheckStarting:
 class OracleCheckDone:
     """The oracle check's record (engine/oracle_check.py) and its lines, one per task whose oracle fails."""
 
-    record: dict[str, Any]
+    record: OracleCheck
     lines: list[str]
 
 
@@ -74,7 +75,7 @@ class RunRecorded:
     """A new run is written: its provenance (the canary's verdict, overcommit warnings) and its size."""
 
     run_id: str
-    provenance: dict[str, Any]
+    provenance: Provenance
     tasks: int
     configurations: int
     attempts: int
@@ -85,7 +86,7 @@ class RunRecorded:
 class CanaryRerun:
     """A resume's canary verdict (appended to the run's provenance as ``canary_resumed``)."""
 
-    verdict: dict[str, Any]
+    verdict: CanaryVerdict
 
 
 @dataclass(frozen=True)

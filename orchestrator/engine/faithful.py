@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import NotFaithful, UserError
+from orchestrator.spec.provenance import FaithfulCheck
 from orchestrator.tasks.needs import (
     ARCH,
     COMPOSE,
@@ -82,13 +83,13 @@ class Check:
     lines: list[str] = field(default_factory=list)
     on_host: dict[str, str] = field(default_factory=dict)  # task id -> the image it would have needed
 
-    def record(self, profile: Profile, run_on_host: bool) -> dict[str, Any]:
-        return {
-            "backend": profile.name,
-            "run_on_host": run_on_host,
-            "tasks_run_on_host": dict(sorted(self.on_host.items())),
-            "architectures": list(profile.architectures),
-        }
+    def record(self, profile: Profile, run_on_host: bool) -> FaithfulCheck:
+        return FaithfulCheck(
+            backend=profile.name,
+            run_on_host=run_on_host,
+            tasks_run_on_host=dict(sorted(self.on_host.items())),
+            architectures=list(profile.architectures),
+        )
 
 
 def _capable(predicate: str) -> list[str]:
@@ -244,7 +245,7 @@ def check_experiment(experiment: Experiment, tasks: Sequence[Task], profile: Pro
     return got
 
 
-def check(experiment: Experiment, tasks: Sequence[Task], backend: Backend) -> dict[str, Any]:
+def check(experiment: Experiment, tasks: Sequence[Task], backend: Backend) -> FaithfulCheck:
     """Refuse the sweep (:class:`NotFaithful`) or return what the provenance records of the check."""
     profile = Profile.of(backend)
     got = check_experiment(experiment, tasks, profile)

@@ -20,7 +20,9 @@ retries), so its trials never mix with the agent's. Its verdict is recorded in t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
+
+from orchestrator.spec.provenance import OracleCheck, OraclePass, Provenance
 
 if TYPE_CHECKING:
     from orchestrator.backends.base import Backend
@@ -28,8 +30,6 @@ if TYPE_CHECKING:
     from orchestrator.spec.resources import ResourceConfig
     from orchestrator.spec.task import Task
     from orchestrator.store.sqlite import Store
-
-PROVENANCE_KEY = "oracle_check"
 
 
 def oracle_experiment(experiment: Experiment) -> Experiment:
@@ -53,7 +53,7 @@ def _size(config: ResourceConfig) -> float:
     return float("inf") if config.limit_multiplier is None else float(config.limit_multiplier)
 
 
-def verdict(run_id: str, configurations: list[ResourceConfig], outcomes: dict[tuple[str, str], str]) -> dict[str, Any]:
+def verdict(run_id: str, configurations: list[ResourceConfig], outcomes: dict[tuple[str, str], str]) -> OracleCheck:
     """``outcomes``: (task, configuration label) -> outcome text. See the module's docstring for the shape."""
     labels = [c.label for c in configurations]
     by_size = [c.label for c in sorted(configurations, key=_size)]
@@ -73,37 +73,39 @@ def verdict(run_id: str, configurations: list[ResourceConfig], outcomes: dict[tu
         if low:
             too_low[t] = low
     limit_of = {c.label: c.limit_multiplier for c in configurations}
-    return {
-        "run_id": run_id,
-        "configurations": labels,
-        "results": results,
-        "too_low": too_low,
-        "fails_everywhere": everywhere,
-        "lowest_passing": lowest,
+    return OracleCheck(
+        run_id=run_id,
+        configurations=labels,
+        results=results,
+        too_low=too_low,
+        fails_everywhere=everywhere,
+        lowest_passing=lowest,
         # What `runs calibrate` reads (commands/runs/calibrate.py: oracle_checks): the smallest limit multiplier at
         # which the oracle passed ("unbounded" when only there), null when it passed at none.
-        "tasks": {t: {"passes_from": None if t not in lowest else _multiplier(limit_of.get(lowest[t]))} for t in tasks},
-    }
+        tasks={
+            t: OraclePass(passes_from=None if t not in lowest else _multiplier(limit_of.get(lowest[t]))) for t in tasks
+        },
+    )
 
 
-def _multiplier(limit: float | None) -> float | str:
+def _multiplier(limit: float | None) -> float | Literal["unbounded"]:
     return "unbounded" if limit is None else float(limit)
 
 
-def lines(record: dict[str, Any]) -> list[str]:
+def lines(record: OracleCheck) -> list[str]:
     """What a person reads: one line per task whose oracle fails somewhere."""
     out = []
-    for task, labels in sorted((record.get("too_low") or {}).items()):
-        got = record["results"][task]
+    for task, labels in sorted(record.too_low.items()):
+        got = record.results[task]
         why = ", ".join(f"{lab}: {got[lab]}" for lab in labels)
         out.append(
             f"task {task}: its spec is too low for {', '.join(labels)} (its oracle fails there: {why}; "
-            f"passes from {record['lowest_passing'][task]})"
+            f"passes from {record.lowest_passing[task]})"
         )
-    if unsolved := record.get("no_solution"):
+    if unsolved := record.no_solution:
         out.append(f"not checked (no solution/solve.sh): {', '.join(unsolved)}")
-    for task in record.get("fails_everywhere") or []:
-        got = record["results"][task]
+    for task in record.fails_everywhere:
+        got = record.results[task]
         out.append(
             f"task {task}: its oracle fails under every configuration "
             f"({', '.join(f'{lab}: {o}' for lab, o in got.items())}): the task or its solution is broken"
@@ -111,7 +113,7 @@ def lines(record: dict[str, Any]) -> list[str]:
     return out
 
 
-def run(experiment: Experiment, tasks: list[Task], store: Store, backend: Backend) -> dict[str, Any]:
+def run(experiment: Experiment, tasks: list[Task], store: Store, backend: Backend) -> OracleCheck:
     """Run the oracle check as its own run in ``store`` and return its verdict."""
     from orchestrator.engine import sweep
 
@@ -119,9 +121,11 @@ def run(experiment: Experiment, tasks: list[Task], store: Store, backend: Backen
     unsolved = sorted(t.id for t in tasks if not (Path(t.path) / "solution" / "solve.sh").is_file())
     checked = [t for t in tasks if t.id not in unsolved]
     if not checked:
-        return {**verdict("", list(experiment.configurations), {}), "no_solution": unsolved}
+        empty = verdict("", list(experiment.configurations), {})
+        empty.no_solution = unsolved
+        return empty
     run_id, by_id = sweep.start(
-        oracle, checked, store, backend, canary=False, extra_provenance={"oracle_check_for": experiment.name}
+        oracle, checked, store, backend, canary=False, extra_provenance=Provenance(oracle_check_for=experiment.name)
     )
     sweep.run(store, run_id, oracle, by_id, backend)
     planned = {t.trial_id: t for t in store.planned(run_id)}
@@ -130,4 +134,6 @@ def run(experiment: Experiment, tasks: list[Task], store: Store, backend: Backen
         trial = planned[trial_id]
         text = str(outcome) if outcome is not None else "unrecorded"
         outcomes[(trial.task_id, trial.config.label)] = f"{text}({reason})" if reason else text
-    return {**verdict(run_id, list(experiment.configurations), outcomes), "no_solution": unsolved}
+    got = verdict(run_id, list(experiment.configurations), outcomes)
+    got.no_solution = unsolved
+    return got

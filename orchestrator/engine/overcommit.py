@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # a report reads observed_by_config and needs none of the spe
     from orchestrator.spec.evidence import Overcommit
     from orchestrator.spec.experiment import Experiment
     from orchestrator.spec.launch import Launch
+    from orchestrator.spec.provenance import OvercommitPlan
     from orchestrator.spec.task import Task
 
 PlacementMode = Literal["default", "limit-aware"]
@@ -175,7 +176,7 @@ def fill_by_request(amounts: list[tuple[int, int]], room: int, k: int, copies: i
 
 def warnings_for(
     experiment: Experiment, tasks: list[Task], capacity: int | None, nodes: dict[str, int] | str | None = None
-) -> dict[str, Any]:
+) -> OvercommitPlan:
     """Per configuration, the worst sum of limits at the run's concurrency, and warnings where it exceeds capacity.
 
     ``capacity`` is the host's memory (local, docker). In a cluster (``nodes``: each candidate
@@ -183,10 +184,11 @@ def warnings_for(
     their requests, and the limits they then hold there.
     """
     from orchestrator.engine.launch import trial_amounts
+    from orchestrator.spec.provenance import NodeFill, OvercommitPlan
     from orchestrator.spec.trial import Trial
 
     per_config: dict[str, int | None] = {}
-    per_node: dict[str, dict[str, Any]] = {}
+    per_node: dict[str, NodeFill] = {}
     warnings: list[str] = []
     k = experiment.concurrency
     for config in experiment.configurations:
@@ -212,7 +214,7 @@ def warnings_for(
                 key=lambda w: w[3] / max(w[1], 1),
             )
             name, room, n, held = fullest
-            per_node[config.label] = {"node": name, "capacity_bytes": room, "trials": n, "limit_bytes": held}
+            per_node[config.label] = NodeFill(node=name, capacity_bytes=room, trials=n, limit_bytes=held)
             if held > room and experiment.placement != "limit-aware":
                 warnings.append(
                     f"{config.label}: {n} trials fit node {name} ({room / MIB:.0f} MiB allocatable) by "
@@ -234,14 +236,14 @@ def warnings_for(
                 f"{config.label}: {k} trials at once can hold {worst / MIB:.0f} MiB of limits, more than "
                 f"the {capacity / MIB:.0f} MiB available; use --placement limit-aware or lower --concurrency"
             )
-    out: dict[str, Any] = {
-        "capacity_bytes": capacity,
-        "placement": experiment.placement,
-        "concurrency": k,
-        "worst_concurrent_limit_bytes": per_config,
-        "warnings": warnings,
-    }
+    out = OvercommitPlan(
+        capacity_bytes=capacity,
+        placement=experiment.placement,
+        concurrency=k,
+        worst_concurrent_limit_bytes=per_config,
+        warnings=warnings,
+    )
     if nodes is not None:
-        out["worst_node"] = per_node
-        out["nodes_checked"] = len(nodes) if isinstance(nodes, dict) else f"nodes {nodes}: not checked per node"
+        out.worst_node = per_node
+        out.nodes_checked = len(nodes) if isinstance(nodes, dict) else f"nodes {nodes}: not checked per node"
     return out

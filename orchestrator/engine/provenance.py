@@ -7,15 +7,21 @@ import sys
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import orchestrator
 from orchestrator.spec.backend import BackendFacts
+from orchestrator.spec.provenance import OrchestratorInfo, Provenance
 
 _PACKAGES = ("pydantic", "numpy", "scipy", "statsmodels", "pandas", "kubernetes")
 
 
-def git_revision(path: Path | None = None) -> dict[str, Any]:
+class _Revision(TypedDict):
+    revision: str | None
+    dirty: bool | None
+
+
+def git_revision(path: Path | None = None) -> _Revision:
     """The orchestrator's own revision, and whether its tree had local changes."""
     where = path or Path(orchestrator.__file__).resolve().parent.parent
     try:
@@ -43,16 +49,16 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def collect(backend_facts: BackendFacts | None, argv: list[str] | None = None) -> dict[str, Any]:
-    """``backend_facts``: None for a run headroom did not run (an import), which has no backend."""
-    out: dict[str, Any] = {
-        "orchestrator": {"version": orchestrator.__version__, **git_revision()},
-        "python": sys.version.split()[0],
-        "packages": package_versions(),
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "started_at_local": datetime.now().astimezone().isoformat(timespec="seconds"),
-        "command": argv or [],
-    }
+def collect(backend_facts: BackendFacts | None, argv: list[str] | None = None) -> Provenance:
+    """What every run records of where it ran; ``backend_facts`` None: no backend ran it (an import)."""
+    prov = Provenance(
+        orchestrator=OrchestratorInfo(version=orchestrator.__version__, **git_revision()),
+        python=sys.version.split()[0],
+        packages=package_versions(),
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        started_at_local=datetime.now().astimezone().isoformat(timespec="seconds"),
+        command=list(argv or []),
+    )
     if backend_facts is not None:
-        out["backend"] = backend_facts.model_dump(mode="json")
-    return out
+        prov.backend = backend_facts
+    return prov

@@ -20,6 +20,7 @@ from orchestrator.engine.settle import apply_grader
 from orchestrator.errors import SpecError, UserError
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.grader import GoldenGrader
+from orchestrator.spec.provenance import RegradeRecord
 from orchestrator.spec.trial import Verdict
 from orchestrator.spec.unknown import first_validation_error
 from orchestrator.store.sqlite import Store
@@ -96,14 +97,8 @@ def regrade(
     if unknown:
         raise SpecError(f"graders for tasks not in the run: {', '.join(unknown)}", file=source)
     threshold = float(info.spec.get("reward_threshold", 1.0))
-    prov = store.provenance(info.run_id)
-    prov.pop("tasks", None)
-    prov["regrade"] = {
-        "from_run": info.run_id,
-        "grader_file": source,
-        "default": default.model_dump() if default else None,
-        "per_task": {k: v.model_dump() for k, v in per_task.items()},
-    }
+    prov = store.provenance(info.run_id)  # its tasks are the store's own: never written into the new run's row
+    prov.regrade = RegradeRecord(from_run=info.run_id, grader_file=source, default=default, per_task=per_task)
     # One suffix however often a run is re-graded: the chain is in spec.regraded_from.
     new_id = store.create_run(
         name=info.name.removesuffix(REGRADED) + REGRADED,

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from orchestrator.agentio.redact import redact
 from orchestrator.agents import harbor
@@ -25,6 +24,14 @@ from orchestrator.engine.services import TryServices, run_secrets
 from orchestrator.errors import SpecError
 from orchestrator.spec.backend import BackendFacts
 from orchestrator.spec.experiment import Experiment
+from orchestrator.spec.provenance import (
+    AgentPreflight,
+    AgentSandbox,
+    CanaryVerdict,
+    HostBoundsRecord,
+    Paused,
+    Provenance,
+)
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
 from orchestrator.store.sqlite import Store
@@ -54,7 +61,7 @@ def check_agent_can_run(experiment: Experiment, tasks: list[Task]) -> None:
                 raise SpecError("the oracle agent needs the task's solution", file=str(solve))
 
 
-def host_sandbox_facts(experiment: Experiment, tasks: list[Task], store: Path | None = None) -> dict[str, Any]:
+def host_sandbox_facts(experiment: Experiment, tasks: list[Task], store: Path | None = None) -> AgentSandbox:
     """An external agent's sandbox on this host, as provenance records it; :class:`SpecError` (one line) when it
     cannot start and the agent is not declared trusted, or when what it would show holds the tasks or the store."""
     from orchestrator.agents import host_bounds, host_sandbox
@@ -72,7 +79,7 @@ def host_sandbox_facts(experiment: Experiment, tasks: list[Task], store: Path | 
                 "--trusted-agent) to run it unsandboxed as this user",
                 field="agent.trusted",
             ) from None
-        return {"sandboxed": False, "trusted": True, "fallback_reason": str(exc)}
+        return AgentSandbox(sandboxed=False, trusted=True, fallback_reason=str(exc))
     assert agent.command is not None
     shown = host_sandbox.own_files(agent.command, agent.path, agent.host_paths, os.environ.get("PATH"))
     # the temporary directory holds every try's work area and exec channel, and the backends' work roots
@@ -98,8 +105,11 @@ def host_sandbox_facts(experiment: Experiment, tasks: list[Task], store: Path | 
             "apart from it, or name what it needs in agent.host_paths",
             field="agent.path",
         )
-    bounds = host_bounds.describe(agent.host_limits or HostLimits())
-    return {"sandboxed": True, "trusted": agent.trusted, "shown_read_only": shown, **box.describe(), "bounds": bounds}
+    bounds = HostBoundsRecord.model_validate(host_bounds.describe(agent.host_limits or HostLimits()))
+    described = box.describe()
+    return AgentSandbox.model_validate(
+        {"sandboxed": True, "trusted": agent.trusted, "shown_read_only": shown, **described, "bounds": bounds}
+    )
 
 
 def prepare(experiment: Experiment) -> list[Task]:
@@ -132,13 +142,14 @@ def start(
     *,
     argv: list[str] | None = None,
     canary: bool = False,
-    extra_provenance: dict[str, Any] | None = None,
+    extra_provenance: Provenance | None = None,
     secrets: list[str] | None = None,
 ) -> tuple[str, dict[str, Task]]:
     """Write the run, its provenance and its plan in one transaction.
 
     With ``canary``, the enforcement canary (:mod:`orchestrator.engine.canary`) runs first on this
-    backend for every configuration, and its verdict goes into the provenance. ``secrets``: the run's
+    backend for every configuration, and its verdict goes into the provenance. ``extra_provenance``: the parts
+    a caller owns (the oracle check's verdict, engine/oracle_check.py), each part it set. ``secrets``: the run's
     (``services.run_secrets``, derived once by the caller, engine/entry.py); None, derived here.
     """
     faithfulness = faithful.check(experiment, tasks, backend)  # a task the backend would run wrongly is refused
@@ -162,26 +173,27 @@ def start(
     preflight_note = preflight.check(experiment, trials, tasks, backend)  # refuses an agent that cannot start
     secrets = run_secrets(experiment) if secrets is None else secrets
     spec = redact(experiment.model_dump(mode="json"), secrets)
-    prov = redact(provenance.collect(backend.facts(), argv), secrets)
-    prov["faithful"] = faithfulness
-    prov.update(extra_provenance or {})  # e.g. the oracle check's verdict (engine/oracle_check.py)
+    prov = provenance.collect(backend.facts(), argv)
+    prov.faithful = faithfulness
+    for part in extra_provenance.model_fields_set if extra_provenance else ():
+        setattr(prov, part, getattr(extra_provenance, part))
     if host_side:
-        prov["agent_sandbox"] = redact(host_sandbox_facts(experiment, tasks, store.path), secrets)
+        prov.agent_sandbox = host_sandbox_facts(experiment, tasks, store.path)
     if experiment.agent.kind != "oracle":
-        prov["agent_preflight"] = {
-            "where": "host" if host_side else backend.name,
-            "checked": preflight_note is None,
-            "note": preflight_note,
-        }
-    prov["canary"] = (
+        prov.agent_preflight = AgentPreflight(
+            where="host" if host_side else backend.name, checked=preflight_note is None, note=preflight_note
+        )
+    prov.canary = (
         run_canary(backend, list(experiment.configurations), image=canary_image(experiment, tasks, backend))
         if canary
         else canary_not_run("not requested (--no-canary)")
     )
-    facts = BackendFacts.from_stored(prov.get("backend"))  # as recorded: redacted
-    prov["overcommit"] = overcommit.warnings_for(
+    facts = prov.backend or BackendFacts.from_stored({})
+    prov.overcommit = overcommit.warnings_for(
         experiment, tasks, overcommit.capacity_of(facts), overcommit.node_capacities(facts)
     )
+    # Every part redacted, not only those known to hold input: a secret must never reach the record.
+    prov = Provenance.model_validate(redact(prov.to_stored(), secrets))
     run_id = store.create_run(
         name=experiment.name,
         backend=backend.name,
@@ -220,7 +232,7 @@ def canary_image(experiment: Experiment, tasks: list[Task], backend: Backend) ->
 
 def rerun_canary(
     store: Store, run_id: str, experiment: Experiment, tasks: list[Task], backend: Backend, *, canary: bool = True
-) -> dict[str, Any]:
+) -> CanaryVerdict:
     """On ``--resume``: the canary again (the backend, its nodes or their setup may have changed since the start).
 
     Appended to the provenance's ``canary_resumed`` list; the canary of the start stays as it was.
@@ -230,8 +242,8 @@ def rerun_canary(
         if canary
         else canary_not_run("not requested (--no-canary)")
     )
-    got["resumed_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    store.append_provenance(run_id, "canary_resumed", got)
+    got.resumed_at = datetime.now(UTC).isoformat(timespec="seconds")
+    store.append_canary_resumed(run_id, got)
     return got
 
 
@@ -251,12 +263,12 @@ def resume(store: Store, run_id: str | None) -> tuple[str, Experiment, dict[str,
         )
     tasks = load_tasks(Path(experiment.tasks_dir), experiment.tasks)
     check_agent_can_run(experiment, tasks)
-    recorded = store.provenance(info.run_id)["tasks"]
+    recorded = store.provenance(info.run_id).tasks
     missing = sorted(set(recorded) - {t.id for t in tasks})
     if missing:
         raise SpecError(f"tasks of this run are gone: {', '.join(missing)}", file=experiment.tasks_dir)
     for t in tasks:
-        if t.id in recorded and recorded[t.id]["digest"] != t.digest:
+        if t.id in recorded and recorded[t.id].digest != t.digest:
             raise SpecError("task changed since the run started (content digest differs)", file=t.path)
     return info.run_id, experiment, {t.id: t for t in tasks}
 
@@ -319,5 +331,5 @@ def run(
         services.close()
     if summary.paused and summary.interrupted:  # on record: the run stopped for its provider, not for its trials
         at = datetime.now(UTC).isoformat(timespec="seconds")
-        store.append_provenance(run_id, "paused", {"at": at, "why": summary.paused})
+        store.append_paused(run_id, Paused(at=at, why=summary.paused))
     return SweepResult(run_id, summary)

@@ -38,6 +38,7 @@ from orchestrator.importers import discover as discover_mod
 from orchestrator.importers import harbor_job, sigkill, tb_run
 from orchestrator.importers.outcomes import HARBOR_EXCEPTIONS, TB_FAILURE_MODES, UNMAPPED_EXCEPTION
 from orchestrator.importers.source import FileRecord, Source, SourceTrial
+from orchestrator.spec.provenance import ImportedSource, ImportRecord
 from orchestrator.stats import scoring_rules as rules_mod
 from orchestrator.store.records import ExecutionRecord, RunRecord, TaskRecord, TrialRecord
 
@@ -612,36 +613,33 @@ def records(
         "configuration_sources": {c.label: [s.name for s in c.sources] for c in p.configurations},
         "scoring": {"source_kinds": kinds, "default_rule": rules_mod.default_rule(kinds)},
     }
-    base = provenance_mod.collect(None, argv or sys.argv)
-    prov = {
-        **base,
-        "import": {
-            "imported_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "harnesses": harnesses,
-            "sources": [
-                {
-                    "name": s.name,
-                    "path": str(s.path),
-                    "format": s.format,
-                    "harness": s.harness,
-                    "harness_version": s.harness_version,
-                    "files_sha256": s.files_sha256,
-                    "digest": s.digest,
-                    "details": s.details,
-                    "reported": s.reported,
-                }
-                for s in p.sources
-            ],
-            "mapping": {
-                "harbor_exceptions": {k: list(v) for k, v in HARBOR_EXCEPTIONS.items()},
-                "terminal_bench_failure_modes": {k: list(v) for k, v in TB_FAILURE_MODES.items()},
-                "unmapped_becomes": list(UNMAPPED_EXCEPTION),
-                "harbor_inferred": {"suspected_oom": sigkill.RULE},
-                "reward_threshold": p.threshold,
-            },
-            "summary": _compact(p.summary()),
+    prov = provenance_mod.collect(None, argv or sys.argv)  # no backend ran these trials
+    prov.import_ = ImportRecord(
+        imported_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        harnesses=harnesses,
+        sources=[
+            ImportedSource(
+                name=s.name,
+                path=str(s.path),
+                format=s.format,
+                harness=s.harness,
+                harness_version=s.harness_version,
+                files_sha256=s.files_sha256,
+                digest=s.digest,
+                details=s.details,
+                reported=s.reported,
+            )
+            for s in p.sources
+        ],
+        mapping={
+            "harbor_exceptions": {k: list(v) for k, v in HARBOR_EXCEPTIONS.items()},
+            "terminal_bench_failure_modes": {k: list(v) for k, v in TB_FAILURE_MODES.items()},
+            "unmapped_becomes": list(UNMAPPED_EXCEPTION),
+            "harbor_inferred": {"suspected_oom": sigkill.RULE},
+            "reward_threshold": p.threshold,
         },
-    }
+        summary=_compact(p.summary()),
+    )
     backend = "import:" + "+".join(sorted({s.harness for s in p.sources}))
     run = RunRecord(name=name, backend=backend, enforcement=enforcement, axis="labels", spec=spec, provenance=prov)
     return run, tasks, trials

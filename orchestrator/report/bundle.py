@@ -31,10 +31,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 import orchestrator
 from orchestrator.artifacts import reader as artifacts
 from orchestrator.errors import UserError
 from orchestrator.report import document
+from orchestrator.spec.provenance import read_stored as read_provenance
 from orchestrator.store.records import ExecutionRecord, RunRecord, TaskRecord, TrialRecord
 from orchestrator.store.sqlite import Store
 from orchestrator.tasks.loader import digest_dir
@@ -60,7 +63,7 @@ def build(store: Store, run_id: str | None, rules: str | None = None) -> dict[st
     body = {
         "run": {k: v for k, v in asdict(run).items() if k not in ("spec", "provenance")},
         "experiment": run.spec,
-        "provenance": run.provenance,
+        "provenance": run.provenance.to_stored(),
         "tasks": [asdict(t) for t in tasks],
         "trials": [asdict(t) for t in trials],
         "artifacts": artifacts.run_manifest(store.db, info.run_id),
@@ -95,15 +98,24 @@ def load(path: Path) -> dict[str, Any]:
     return data
 
 
+def _why(exc: Exception) -> str:
+    """One line for a malformed part: a validation error's first complaint and where, else the exception's words."""
+    if isinstance(exc, ValidationError) and (errors := exc.errors()):
+        where = ".".join(str(p) for p in errors[0]["loc"])
+        return f"{where}: {errors[0]['msg']}" if where else str(errors[0]["msg"])
+    return " ".join(str(exc).split())
+
+
 def _records(body: dict[str, Any]) -> tuple[RunRecord, list[TaskRecord], list[TrialRecord]]:
     try:
-        run = RunRecord(**body["run"], spec=body["experiment"], provenance=body["provenance"])
+        # Read as a stored row: a bundle of an older headroom reads, a newer one's is refused (a ValueError).
+        run = RunRecord(**body["run"], spec=body["experiment"], provenance=read_provenance(body["provenance"]))
         tasks = [TaskRecord(**t) for t in body["tasks"]]
         trials = [
             TrialRecord(**{**t, "executions": [ExecutionRecord(**e) for e in t["executions"]]}) for t in body["trials"]
         ]
-    except (KeyError, TypeError) as exc:
-        raise UserError(f"bundle body is incomplete or malformed ({exc})") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"bundle body is incomplete or malformed ({_why(exc)})") from None
     return run, tasks, trials
 
 
@@ -222,7 +234,7 @@ def verify(
         if m and not digest.startswith(m.group(1)):
             problems.append(f"file name carries digest {m.group(1)}, the body hashes to {digest[:16]}")
     run, tasks, trials = _records(body)
-    published_by = (body.get("provenance") or {}).get("orchestrator", {}).get("version")
+    published_by = run.provenance.orchestrator.version if run.provenance.orchestrator else None
     if published_by and published_by != orchestrator.__version__:
         checks.append(
             f"note: published by headroom {published_by}, recomputed with headroom {orchestrator.__version__}; "
@@ -231,11 +243,15 @@ def verify(
     for t in tasks:
         if t.digest != "unrecorded" and not _HEX64.match(t.digest):
             problems.append(f"task {t.task_id}: digest {t.digest!r} is not a sha256")
-    stated = (body.get("published") or {}).get("provenance", {}).get("tasks", {})
+    try:
+        stated = read_provenance((body.get("published") or {}).get("provenance") or {}).tasks
+    except ValueError as exc:
+        problems.append(f"the published report's provenance is malformed ({_why(exc)})")
+        stated = {}
     for t in tasks:
-        if t.task_id in stated and stated[t.task_id].get("digest") != t.digest:
+        if t.task_id in stated and stated[t.task_id].digest != t.digest:
             problems.append(
-                f"task {t.task_id}: the report states digest {stated[t.task_id].get('digest')}, the bundle {t.digest}"
+                f"task {t.task_id}: the report states digest {stated[t.task_id].digest}, the bundle {t.digest}"
             )
     unrecorded = sum(1 for t in tasks if t.digest == "unrecorded")
     recorded = len(tasks) - unrecorded

@@ -10,7 +10,7 @@ recommendation is replaced by a refusal (:func:`calibration`).
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from rich.console import Console
@@ -20,45 +20,44 @@ from orchestrator.engine.canary_verdict import of_run, run_problems
 from orchestrator.engine.overcommit import observed_by_config
 from orchestrator.report.model import (
     AgentNotFound,
-    Canary,
     Checks,
     Overcommit,
-    Paused,
     ResourceSweep,
     UsageIncomplete,
 )
 from orchestrator.report.text import pct, pval
 from orchestrator.spec.analysis import Calibration, Drift
-from orchestrator.spec.backend import BackendFacts, ClusterFacts
+from orchestrator.spec.backend import ClusterFacts
+from orchestrator.spec.provenance import CanaryVerdict, Provenance
 
 if TYPE_CHECKING:
     from orchestrator.report.model import ReportDocument
 
 
-def _cluster(prov: dict[str, Any]) -> ClusterFacts | None:
+def _cluster(prov: Provenance) -> ClusterFacts | None:
     """The cluster the run's backend recorded (kubernetes), whatever version recorded it."""
-    return BackendFacts.from_stored(prov.get("backend")).kubernetes
+    return prov.backend.kubernetes if prov.backend else None
 
 
 NOT_BITING = "the enforcement canary shows the limits did not bite: this run is not a resource sweep"
 
 
-def build(prov: dict[str, Any], frame: pd.DataFrame, *, backend: str, drift: Drift | None) -> Checks:
+def build(prov: Provenance, frame: pd.DataFrame, *, backend: str, drift: Drift | None) -> Checks:
     """The document's ``checks``: the canary of the start and of every ``--resume``, overcommit, ``drift`` (the
     statistics' own, None before any trial finished), agents that did not start, incomplete usage, pauses."""
-    canary = prov.get("canary") or (
-        {"status": "unknown (imported)", "reason": "headroom did not run these trials", "arms": [], "problems": []}
-        if prov.get("import")
-        else {"status": "not recorded", "reason": "run started before the canary existed", "arms": [], "problems": []}
+    canary = prov.canary or (
+        CanaryVerdict(status="unknown (imported)", reason="headroom did not run these trials", arms=[], problems=[])
+        if prov.import_
+        else CanaryVerdict(status="not recorded", reason="run started before the canary existed", arms=[], problems=[])
     )
     problems = run_problems(prov)  # the canary of the start and of every --resume
     return Checks(
         resource_sweep=ResourceSweep(valid=problems is None, reasons=problems or []),
-        canary=Canary.model_validate(canary),
-        canary_resumed=[Canary.model_validate(c) for when, c in of_run(prov) if when != "at start"],
+        canary=canary,
+        canary_resumed=[c for when, c in of_run(prov) if when != "at start"],
         overcommit=Overcommit.model_validate(
             {
-                **(prov.get("overcommit") or {}),
+                **(prov.overcommit.model_dump(mode="json") if prov.overcommit else {}),
                 "observed": observed_by_config(frame),
                 # a cluster backend records overcommit per node, the engine per host
                 "scope": "node" if backend == "kubernetes" else "host",
@@ -68,7 +67,7 @@ def build(prov: dict[str, Any], frame: pd.DataFrame, *, backend: str, drift: Dri
         drift=drift,
         agent_not_found=agent_not_found(frame),
         usage_incomplete=usage_incomplete(frame),
-        paused=[Paused.model_validate(p) for p in prov.get("paused") or []],
+        paused=list(prov.paused),
     )
 
 
@@ -172,7 +171,7 @@ def local_times(drift: Drift | None, started_local: str | None) -> Drift | None:
     return drift.model_copy(update={"blocks": blocks})
 
 
-def _nodes_part(canary: Canary) -> str:
+def _nodes_part(canary: CanaryVerdict) -> str:
     """Per node (cluster runs): each node's verdict, and the candidate nodes left unchecked."""
     by_target, skipped = canary.by_target, canary.skipped_targets
     if set(by_target) <= {"local"} and not skipped:
@@ -192,7 +191,7 @@ def _nodes_part(canary: Canary) -> str:
     return part
 
 
-def _canary_line(canary: Canary, when: str = "") -> str:
+def _canary_line(canary: CanaryVerdict, when: str = "") -> str:
     status = canary.status
     head = f"Enforcement canary{f' ({when})' if when else ''}"
     if status == "enforced":

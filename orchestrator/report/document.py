@@ -28,7 +28,6 @@ from orchestrator.report.model import (
     Exclusions,
     Experiment,
     ModelSpec,
-    Provenance,
     ProvenanceMix,
     ReportDocument,
     RunRef,
@@ -36,7 +35,7 @@ from orchestrator.report.model import (
     Trust,
 )
 from orchestrator.spec.analysis import Rate, ScoringRules
-from orchestrator.spec.backend import BackendFacts
+from orchestrator.spec.provenance import Provenance
 from orchestrator.stats import scoring_rules as rules_mod
 from orchestrator.stats.analyze import analyze, compare_runs, scoring_rules_block
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
@@ -45,15 +44,15 @@ from orchestrator.store.sqlite import RunInfo, Store
 from orchestrator.trust.provenance import ACCESS_CLASSES, access_class
 
 
-def provenance_mix(prov: dict[str, Any]) -> ProvenanceMix:
+def provenance_mix(prov: Provenance) -> ProvenanceMix:
     """How the task set is made up: sources, licences, release status, clusters."""
-    tasks = prov.get("tasks", {})
+    tasks = prov.tasks
 
     def counts(field: str) -> dict[str, int]:
-        return dict(Counter((t.get("provenance") or {}).get(field) or "unrecorded" for t in tasks.values()))
+        return dict(Counter(t.provenance.get(field) or "unrecorded" for t in tasks.values()))
 
-    clusters = Counter(t.get("cluster_id") for t in tasks.values())
-    access = Counter(access_class(t.get("provenance") or {}) for t in tasks.values())
+    clusters = Counter(t.cluster_id for t in tasks.values())
+    access = Counter(access_class(t.provenance) for t in tasks.values())
     return ProvenanceMix(
         source=counts("source"),
         license_or_access=counts("license_or_access"),
@@ -62,42 +61,42 @@ def provenance_mix(prov: dict[str, Any]) -> ProvenanceMix:
         n_tasks=len(tasks),
         n_clusters=len(clusters),
         largest_cluster_size=max(clusters.values(), default=0),
-        missing_provenance=sorted(tid for tid, t in tasks.items() if not (t.get("provenance") or {}).get("source")),
+        missing_provenance=sorted(tid for tid, t in tasks.items() if not t.provenance.get("source")),
         access={c: access.get(c, 0) for c in (*ACCESS_CLASSES, "unknown")},
         unknown_access_share=access.get("unknown", 0) / len(tasks) if tasks else None,
     )
 
 
-def trust_block(df: pd.DataFrame, prov: dict[str, Any], abstention_rates: dict[str, Rate]) -> Trust:
+def trust_block(df: pd.DataFrame, prov: Provenance, abstention_rates: dict[str, Rate]) -> Trust:
     """Abstention rates (configurations with any abstention) and the paraphrase gap, when the task set has them."""
     return Trust(
         abstentions={label: r for label, r in abstention_rates.items() if r.k},
-        paraphrase_gap=paraphrase_gap(df, paraphrase_pairs(prov.get("tasks", {}))),
+        paraphrase_gap=paraphrase_gap(df, paraphrase_pairs(prov.tasks)),
     )
 
 
 IMPORTED_UNKNOWN = "unknown (imported)"
 
 
-def isolation_facts(prov: dict[str, Any]) -> dict[str, Any]:
+def isolation_facts(prov: Provenance) -> dict[str, Any]:
     """What kept agents away from what grades them, as the backend declared it (``unrecorded`` for old stores).
 
     An imported run was not run by headroom: its isolation is not known, and is said so.
     """
-    if prov.get("import"):
+    if prov.import_:
         return {"isolation": IMPORTED_UNKNOWN, "storage_limit": None, "network_control": None}
-    caps = BackendFacts.from_stored(prov.get("backend")).abilities
-    on_host = (prov.get("faithful") or {}).get("tasks_run_on_host") or {}
-    host = prov.get("agent_sandbox")
+    caps = prov.backend.abilities if prov.backend else None
+    on_host = prov.faithful.tasks_run_on_host if prov.faithful else {}
+    host = prov.agent_sandbox
     return {
         "isolation": caps.isolation if caps else "unrecorded",
         "storage_limit": caps.storage_limit if caps else None,
         "network_control": caps.network_control if caps else None,
         "run_on_host": sorted(str(t) for t in on_host),
         "agent_sandbox": None
-        if not isinstance(host, dict)
-        else str(host.get("tool") or "bubblewrap") + host_bounds_clause(host.get("bounds"))
-        if host.get("sandboxed")
+        if host is None
+        else str(host.tool or "bubblewrap") + host_bounds_clause(host.bounds.model_dump() if host.bounds else None)
+        if host.sandboxed
         else "none (trusted)",
     }
 
@@ -129,15 +128,15 @@ def host_bounds_clause(bounds: Any) -> str:
     return ": " + ", ".join(parts)
 
 
-def oracle_check_lines(prov: dict[str, Any]) -> list[str]:
+def oracle_check_lines(prov: Provenance) -> list[str]:
     """The oracle check's findings (``sweep --oracle-check``), one line per task whose oracle fails somewhere."""
-    record = prov.get("oracle_check")
-    if not isinstance(record, dict):
+    record = prov.oracle_check
+    if record is None:
         return []
     from orchestrator.engine.oracle_check import lines
 
     found = lines(record)
-    return found or [f"every task's oracle passes under every configuration (run {record.get('run_id')})"]
+    return found or [f"every task's oracle passes under every configuration (run {record.run_id})"]
 
 
 def source_kinds(info: RunInfo) -> list[str]:
@@ -214,8 +213,6 @@ def build(
     df = store.rule_frame(info.run_id)
     planned = store.planned_count(info.run_id)
     prov = store.provenance(info.run_id)
-    if "backend" in prov:  # the backend's record in today's shape, whichever version wrote it
-        prov["backend"] = BackendFacts.from_stored(prov["backend"]).model_dump(mode="json")
     tries = store.try_counts(info.run_id)
     facts = config_facts(df)  # what only the store knows per configuration: the enforcement its trials ran under
     headline_rule = requested_rules(info, rules)[1]  # a mistake in --rules is said before any statistics run
@@ -226,7 +223,7 @@ def build(
     )
     scoring = scoring_block(df, info, rules, analysis.config_order) if analysis is not None else None
     # The drift's blocks read in the time of day where the run started; the checks and the statistics show the same.
-    drift = checks.local_times(analysis.drift if analysis else None, prov.get("started_at_local"))
+    drift = checks.local_times(analysis.drift if analysis else None, prov.started_at_local)
     run_checks = checks.build(prov, df, backend=info.backend, drift=drift)  # canary, overcommit, drift
     statistics: Statistics | None = None
     configurations: list[Configuration] = []
@@ -257,7 +254,7 @@ def build(
             oracle_check=oracle_check_lines(prov),
         ),
         experiment=Experiment.model_validate(info.spec),
-        provenance=Provenance.model_validate(prov),
+        provenance=prov,
         task_provenance_mix=provenance_mix(prov),
         trust=trust_block(df, prov, {c.label: c.abstention_rate for c in configurations}),
         configurations=configurations,
@@ -285,9 +282,7 @@ def comparison_document(
         if frame.empty:
             raise UserError(f"run {info.run_id} has no finished trials to compare")
     pa, pb = store_a.provenance(ia.run_id), store_b.provenance(ib.run_id)
-    changed_tasks = sorted(
-        t for t in set(pa["tasks"]) & set(pb["tasks"]) if pa["tasks"][t]["digest"] != pb["tasks"][t]["digest"]
-    )
+    changed_tasks = sorted(t for t in set(pa.tasks) & set(pb.tasks) if pa.tasks[t].digest != pb.tasks[t].digest)
     try:
         stats = compare_runs(da, db, name_a="A", name_b="B", order_a=_label_order(ia), order_b=_label_order(ib))
     except NothingToCompare as exc:

@@ -15,7 +15,6 @@ from orchestrator.report.model import (
     AgentSpec,
     Experiment,
     ModelSpec,
-    OrchestratorInfo,
     ReportDocument,
     RetrySpec,
     RunSection,
@@ -38,6 +37,7 @@ from orchestrator.report.text import (
     sign_counts,
 )
 from orchestrator.spec.backend import HostFacts, LocalFacts
+from orchestrator.spec.provenance import OrchestratorInfo
 from orchestrator.stats.glossary import (
     ABSTENTION_RATE,
     CLUSTER_SCORE,

@@ -37,7 +37,8 @@ from orchestrator.spec.analysis import (
     ParaphraseGap,
     Rate,
 )
-from orchestrator.spec.backend import BackendFacts, HostFacts
+from orchestrator.spec.backend import HostFacts
+from orchestrator.spec.provenance import CanaryVerdict, Paused, Provenance
 
 SCHEMA: Final = "headroom.report/2"
 SCHEMA_VERSION: Final = 2
@@ -139,31 +140,8 @@ class ResourceSweep(_Model):
     reasons: list[str]
 
 
-# -- what other parts of headroom record (orchestrator.engine.canary, orchestrator.engine.overcommit, provenance) --------
-
-
-class CanaryArm(_View):
-    config: str = ""
-    status: str = ""
-    notes: list[str] = Field(default_factory=list)
-
-
-class SkippedTarget(_View):
-    target: str = ""
-    reason: str = ""
-
-
-class Canary(_View):
-    """The enforcement canary as ``orchestrator.engine.canary`` recorded it (or why there is none)."""
-
-    status: str | None = None
-    reason: str | None = None
-    arms: list[CanaryArm] = Field(default_factory=list)
-    problems: list[Any] = Field(default_factory=list)
-    targets: list[str] = Field(default_factory=list)
-    by_target: dict[str, str] = Field(default_factory=dict)
-    skipped_targets: list[SkippedTarget] = Field(default_factory=list)
-    resumed_at: str | None = None
+# -- what other parts of headroom record (orchestrator.engine.overcommit; the provenance and the canary's verdict are
+# orchestrator.spec.provenance's models, read as they are) --------------------------------------------------------
 
 
 class ObservedOvercommit(_Model):
@@ -199,19 +177,12 @@ class UsageIncomplete(_Model):
     by_configuration: dict[str, int] = Field(default_factory=dict)
 
 
-class Paused(_View):
-    """A pause of the sweep by the model gateway's circuit breaker (provenance ``paused``)."""
-
-    at: str = ""
-    why: str = ""
-
-
 class Checks(_Model):
     """Checks on the run itself (orchestrator/report/checks.py): canary, overcommit, drift, agents that did not start."""
 
     resource_sweep: ResourceSweep
-    canary: Canary
-    canary_resumed: list[Canary]
+    canary: CanaryVerdict
+    canary_resumed: list[CanaryVerdict]
     overcommit: Overcommit
     drift: Drift | None
     agent_not_found: AgentNotFound = Field(default_factory=AgentNotFound)
@@ -247,38 +218,6 @@ class Experiment(_View):
     concurrency: int | None = None
     timeout_multiplier: float | None = None
     retry: RetrySpec | None = None
-
-
-class OrchestratorInfo(_View):
-    version: str | None = None
-    revision: str | None = None
-    dirty: bool | None = None
-
-
-class ImportedSource(_View):
-    format: str | None = None
-    path: str | None = None
-    harness: str | None = None
-    harness_version: str | None = None
-    files_sha256: dict[str, str] | None = None
-
-
-class ImportInfo(_View):
-    sources: list[ImportedSource] = Field(default_factory=list)
-    imported_at: str | None = None
-
-
-class Provenance(_View):
-    """The run's provenance as recorded (orchestrator.engine.provenance; an import writes its own), but for the
-    backend's record, read into today's shape (``BackendFacts.from_stored``) whichever version wrote it."""
-
-    orchestrator: OrchestratorInfo | None = None
-    #: the backend's own record (orchestrator/spec/backend.py), in today's shape whatever version wrote it
-    backend: BackendFacts | None = None
-    packages: dict[str, str | None] | None = None
-    python: str | None = None
-    import_: ImportInfo | None = Field(None, alias="import")
-    started_at_local: str | None = None
 
 
 class ReportDocument(_Model):

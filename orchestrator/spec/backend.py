@@ -104,7 +104,8 @@ class BackendAbilities(BaseModel):
 
     @field_serializer("flags")
     def _flags_in_order(self, flags: frozenset[str]) -> list[str]:
-        # a set's order follows the process's hash seed: a stored record (and a bundle's digest) must not
+        # WHY: a set's order changes with each process's hash seed; a bundle's published report and its
+        # recomputation (another process) must write the same list.
         return sorted(flags)
 
     def enforced(self) -> list[str]:

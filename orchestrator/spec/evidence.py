@@ -31,42 +31,21 @@ these models, so renaming a field breaks at import, not in a report.
 
 from __future__ import annotations
 
-import types
-import typing
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializerFunctionWrapHandler,
-    ValidationInfo,
-    model_serializer,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 from orchestrator.spec.steps import StepFacts
+from orchestrator.spec.stored import OnlySet, check_version, set_aside, submodels
 
 SCHEMA_VERSION: Final = 1
 #: The validation context key that marks stored evidence (see :func:`read_stored`).
 STORED: Final = "headroom_stored_evidence"
 
 
-class _Part(BaseModel):
+class _Part(OnlySet):
     """Every evidence model: unknown keys refused, assignments validated, only what was set written."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, json_schema_mode_override="validation")
-
-    @model_serializer(mode="wrap")
-    def _only_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # WHY: the evidence was a dict holding only the keys a backend wrote; writing every unset
-        # field as null would change its shape and make each of a million rows several times larger.
-        data = handler(self)
-        declared = type(self).model_fields
-        return {
-            k: v for k, v in data.items() if k not in declared or k in self.model_fields_set or k == "schema_version"
-        }
 
 
 class _Counters(_Part):
@@ -476,59 +455,14 @@ def read_stored(data: Mapping[str, Any]) -> Evidence:
 
 
 def _migrate(data: dict[str, Any]) -> dict[str, Any]:
-    version = data.get("schema_version", 0)
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise ValueError(
-            f"evidence schema version {version!r} is newer than this headroom reads "
-            f"({SCHEMA_VERSION}); upgrade headroom to read it"
-        )
+    check_version("evidence", data, SCHEMA_VERSION)
     # Version 0 (untyped) used version 1's names; what no field holds is kept aside.
     legacy = dict(data.get("legacy") or {})
-    _set_aside(Evidence, data, "", legacy)
+    set_aside(Evidence, data, "", legacy)
     data["schema_version"] = SCHEMA_VERSION
     if legacy:
         data["legacy"] = legacy
     return data
-
-
-def _set_aside(model: type[BaseModel], data: dict[str, Any], prefix: str, legacy: dict[str, Any]) -> None:
-    """Move the keys ``model`` (a model that refuses unknown keys) has no field for into ``legacy``, at every depth."""
-    fields = model.model_fields
-    for key in list(data):
-        if key == "legacy" and model is Evidence:
-            continue
-        field = fields.get(key)
-        if field is None:
-            if model.model_config.get("extra") != "allow":
-                legacy[prefix + key] = data.pop(key)
-            continue
-        value = data[key]
-        for sub, shape in _submodels(field.annotation):
-            if shape == "one":
-                items = [("", value)]
-            elif shape == "list" and isinstance(value, list):
-                items = [(f"{i}.", v) for i, v in enumerate(value)]
-            elif shape == "dict" and isinstance(value, dict):
-                items = [(f"{k}.", v) for k, v in value.items()]
-            else:
-                items = []
-            for where, item in items:
-                if isinstance(item, dict):
-                    _set_aside(sub, item, f"{prefix}{key}.{where}", legacy)
-
-
-def _submodels(annotation: Any) -> list[tuple[type[BaseModel], str]]:
-    """The evidence models a field holds: itself (``one``), in a ``list`` or as ``dict`` values."""
-    origin = typing.get_origin(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [(annotation, "one")]
-    if origin in (typing.Union, types.UnionType):
-        return [s for a in typing.get_args(annotation) for s in _submodels(a)]
-    if origin is list:
-        return [(m, "list") for m, shape in _submodels(typing.get_args(annotation)[0]) if shape == "one"]
-    if origin is dict:
-        return [(m, "dict") for m, shape in _submodels(typing.get_args(annotation)[1]) if shape == "one"]
-    return []
 
 
 def evidence_path(*keys: str) -> str:
@@ -537,6 +471,6 @@ def evidence_path(*keys: str) -> str:
     for key in keys:
         if model is None or key not in model.model_fields:
             raise KeyError(f"evidence has no field {'.'.join(keys)!r}")
-        subs = [m for m, shape in _submodels(model.model_fields[key].annotation) if shape == "one"]
+        subs = [m for m, shape in submodels(model.model_fields[key].annotation) if shape == "one"]
         model = subs[0] if subs else None
     return "$.extra." + ".".join(keys)

@@ -9,21 +9,22 @@ suggests the originals were memorised rather than solved.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from orchestrator.spec.analysis import ParaphraseGap
+from orchestrator.spec.provenance import RunTask
 
 
-def paraphrase_pairs(task_provenance: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
-    """(original, paraphrase) for every task whose provenance names an original that is in the run."""
+def paraphrase_pairs(tasks: Mapping[str, RunTask]) -> list[tuple[str, str]]:
+    """(original, paraphrase) for every task of the run whose provenance names an original that is in the run."""
     return sorted(
         (orig, tid)
-        for tid, t in task_provenance.items()
-        if (orig := (t.get("provenance") or {}).get("paraphrase_of")) and orig in task_provenance and orig != tid
+        for tid, t in tasks.items()
+        if (orig := t.provenance.get("paraphrase_of")) and orig in tasks and orig != tid
     )
 
 

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.spec.provenance import Provenance
+
 #: What a run's configurations are. ``resources``: resource levels of a sweep
 #: (ordered by headroom; trend tests and calibration apply). ``labels``: agents,
 #: models or imported submissions (kept in the user's order; no resource axis).
@@ -75,7 +77,7 @@ class RunRecord:
     enforcement: str
     axis: str
     spec: dict[str, Any]
-    provenance: dict[str, Any]
+    provenance: Provenance
     status: str = "finished"
     created_at: str | None = None
     finished_at: str | None = None

@@ -14,7 +14,7 @@ import re
 import socket
 import sqlite3
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.resources import files
@@ -29,6 +29,8 @@ from orchestrator.processes import pid_alive
 from orchestrator.spec.evidence import Overcommit, evidence_path, read_stored
 from orchestrator.spec.facts import GATEWAY, SELF_REPORTED, TrialFacts
 from orchestrator.spec.outcome import current_outcome
+from orchestrator.spec.provenance import CanaryVerdict, Paused, Provenance, RunTask
+from orchestrator.spec.provenance import read_stored as read_provenance
 from orchestrator.spec.resources import TASK_BAND, ResourceConfig
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
@@ -247,7 +249,7 @@ class Store:
         backend: str,
         enforcement: str,
         spec: dict[str, Any],
-        provenance: dict[str, Any],
+        provenance: Provenance,
         tasks: list[Task],
         trials: list[Trial],
         axis: str = "resources",
@@ -271,7 +273,9 @@ class Store:
                     axis,
                 ),
             )
-            self.db.execute("INSERT INTO provenance VALUES (?,?)", (run_id, json.dumps(provenance, sort_keys=True)))
+            self.db.execute(
+                "INSERT INTO provenance VALUES (?,?)", (run_id, json.dumps(provenance.to_stored(), sort_keys=True))
+            )
             self.db.executemany(
                 "INSERT INTO tasks VALUES (?,?,?,?,?)",
                 [(run_id, t.id, t.digest, t.cluster_id, t.spec.model_dump_json()) for t in tasks],
@@ -371,23 +375,46 @@ class Store:
                 return r
         raise UserError(f"no run {run_id!r} (have: {', '.join(r.run_id for r in runs)})", file=str(self.path))
 
-    def append_provenance(self, run_id: str, key: str, value: Any) -> None:
-        """Add ``value`` to the list under ``key`` of a run's provenance (e.g. the canary of a ``--resume``)."""
-        with self._tx():
-            row = self.db.execute("SELECT json FROM provenance WHERE run_id=?", (run_id,)).fetchone()
-            prov: dict[str, Any] = json.loads(row["json"]) if row else {}
-            prov.setdefault(key, []).append(value)
-            self.db.execute("UPDATE provenance SET json=? WHERE run_id=?", (json.dumps(prov, sort_keys=True), run_id))
+    def append_canary_resumed(self, run_id: str, canary: CanaryVerdict) -> None:
+        """Add the canary of a ``--resume`` to a run's provenance; the canary of its start stays as it was."""
+        self._update_provenance(run_id, lambda p: setattr(p, "canary_resumed", [*p.canary_resumed, canary]))
 
-    def provenance(self, run_id: str) -> dict[str, Any]:
+    def append_paused(self, run_id: str, paused: Paused) -> None:
+        """Add a pause of the sweep (the model gateway's circuit breaker) to a run's provenance."""
+        self._update_provenance(run_id, lambda p: setattr(p, "paused", [*p.paused, paused]))
+
+    def _update_provenance(self, run_id: str, change: Callable[[Provenance], None]) -> None:
+        # Read, change and write in one transaction; the row is re-stored at this version (what an older
+        # version held that no field does stays in its legacy part).
+        with self._tx():
+            prov = self._stored_provenance(run_id)
+            change(prov)
+            self.db.execute(
+                "UPDATE provenance SET json=? WHERE run_id=?", (json.dumps(prov.to_stored(), sort_keys=True), run_id)
+            )
+
+    def _stored_provenance(self, run_id: str) -> Provenance:
         row = self.db.execute("SELECT json FROM provenance WHERE run_id=?", (run_id,)).fetchone()
-        prov: dict[str, Any] = json.loads(row["json"]) if row else {}
-        prov["tasks"] = {
-            r["task_id"]: {
-                "digest": r["digest"],
-                "cluster_id": r["cluster_id"],
-                "provenance": json.loads(r["spec_json"]).get("provenance", {}),
-            }
+        try:
+            return read_provenance(json.loads(row["json"]) if row else {})
+        except ValidationError as exc:  # a newer headroom's row, or one no headroom wrote: one line, no traceback
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise UserError(
+                f"run {run_id}: its provenance cannot be read ({where + ': ' if where else ''}{first['msg']})",
+                file=str(self.path),
+            ) from None
+
+    def provenance(self, run_id: str) -> Provenance:
+        """A run's provenance as stored by any version of headroom, with its tasks (digest, cluster, the task's
+        own [provenance]) from the tasks table."""
+        prov = self._stored_provenance(run_id)
+        prov.tasks = {
+            r["task_id"]: RunTask(
+                digest=r["digest"],
+                cluster_id=r["cluster_id"],
+                provenance=json.loads(r["spec_json"]).get("provenance") or {},
+            )
             for r in self.db.execute("SELECT * FROM tasks WHERE run_id=? ORDER BY task_id", (run_id,))
         }
         return prov
@@ -694,7 +721,9 @@ class Store:
                     run.axis,
                 ),
             )
-            self.db.execute("INSERT INTO provenance VALUES (?,?)", (run_id, json.dumps(run.provenance, sort_keys=True)))
+            self.db.execute(
+                "INSERT INTO provenance VALUES (?,?)", (run_id, json.dumps(run.provenance.to_stored(), sort_keys=True))
+            )
             self.db.executemany(
                 "INSERT INTO tasks VALUES (?,?,?,?,?)",
                 [(run_id, t.task_id, t.digest, t.cluster_id, json.dumps(t.spec, sort_keys=True)) for t in tasks],
@@ -770,7 +799,7 @@ class Store:
             enforcement=info.enforcement,
             axis=info.axis,
             spec=info.spec,
-            provenance=json.loads(prov_row["json"]) if prov_row else {},
+            provenance=read_provenance(json.loads(prov_row["json"]) if prov_row else {}),
             status=info.status,
             created_at=info.created_at,
             finished_at=info.finished_at,

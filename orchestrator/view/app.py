@@ -32,7 +32,6 @@ from orchestrator.artifacts import reader
 from orchestrator.errors import UserError
 from orchestrator.report import comparison, document, markdown
 from orchestrator.report import html as html_report
-from orchestrator.report.blocks import dump
 from orchestrator.report.model import ReportDocument
 from orchestrator.report.text import mib
 from orchestrator.store.sqlite import Store, read_only_reason
@@ -127,7 +126,7 @@ def create_app(store_path: Path) -> Starlette:
                 run=doc.run,
                 info=info,
                 body=run_body(doc, run_id),
-                isolation=data.isolation_of(dump(doc.provenance)),
+                isolation=data.isolation_of(doc.provenance),
             )
 
     def cell(request: Request) -> Response:
@@ -149,7 +148,8 @@ def create_app(store_path: Path) -> Starlette:
             if detail is None:
                 raise HTTPException(404, f"run {run_id} has no trial {trial_id!r}")
             prov = store.provenance(run_id)
-            task_prov = prov.pop("tasks", {}).get(detail["plan"]["task_id"])
+            task = prov.tasks.get(detail["plan"]["task_id"])
+            task_prov = task.model_dump(mode="json") if task is not None else None
             return page(
                 request,
                 "trial.html",
@@ -157,7 +157,7 @@ def create_app(store_path: Path) -> Starlette:
                 info=info,
                 trial=detail,
                 task_provenance=task_prov,
-                provenance_json=json.dumps(prov, indent=2, sort_keys=True),
+                provenance_json=json.dumps(prov.to_stored(), indent=2, sort_keys=True),
                 task_provenance_json=json.dumps(task_prov, indent=2, sort_keys=True),
                 artifacts=artifacts.try_artifacts(store.db, run_id, trial_id),
                 model_calls=artifacts.model_calls(store.db, run_id, trial_id),

@@ -15,21 +15,21 @@ from typing import Any
 from orchestrator.report import document
 from orchestrator.report.labels import agent_label
 from orchestrator.report.model import ReportDocument
-from orchestrator.spec.backend import BackendFacts
 from orchestrator.spec.evidence import evidence_path
 from orchestrator.spec.outcome import OUTCOME_SQL, REASON_SQL, current_outcome
+from orchestrator.spec.provenance import Provenance
 from orchestrator.store.sqlite import Store
 
 UNKNOWN = "unknown"
 
 
-def isolation_of(prov: dict[str, Any]) -> str:
+def isolation_of(prov: Provenance) -> str:
     """The run's isolation as its backend declared it; "unknown" for runs recorded before it was,
-    "unknown (imported)" for results headroom did not run."""
-    if prov.get("import"):
+    "unknown (imported)" for results headroom did not run (early versions wrote it at the top level)."""
+    if prov.import_:
         return document.IMPORTED_UNKNOWN
-    caps = BackendFacts.from_stored(prov.get("backend")).abilities
-    return str(caps.isolation if caps else prov.get("isolation") or UNKNOWN)
+    caps = prov.backend.abilities if prov.backend else None
+    return str(caps.isolation if caps else prov.legacy.get("isolation") or UNKNOWN)
 
 
 def runs_overview(store: Store) -> list[dict[str, Any]]:
@@ -38,7 +38,6 @@ def runs_overview(store: Store) -> list[dict[str, Any]]:
     finished = dict(
         store.db.execute("SELECT run_id, COUNT(*) FROM executions WHERE final = 1 GROUP BY run_id").fetchall()
     )
-    provs = {r[0]: json.loads(r[1]) for r in store.db.execute("SELECT run_id, json FROM provenance").fetchall()}
     out = []
     for r in reversed(store.runs()):
         out.append(
@@ -48,7 +47,7 @@ def runs_overview(store: Store) -> list[dict[str, Any]]:
                 "status": r.status,
                 "backend": r.backend,
                 "enforcement": r.enforcement,
-                "isolation": isolation_of(provs.get(r.run_id, {})),
+                "isolation": isolation_of(store.provenance(r.run_id)),
                 "created_at": r.created_at,
                 "finished_at": r.finished_at,
                 "planned": int(planned.get(r.run_id, 0)),

@@ -191,7 +191,7 @@ def test_without_a_cgroup_a_host_agents_fork_bomb_meets_rlimit_nproc(tmp_path: P
     out = (got["evidence"].get("agent") or {}).get("stdout_tail", "")
     m = re.search(r"bomb-ended refused=(\d+)", out)
     assert m and int(m.group(1)) > 0, out  # forks were refused well before the bomb's own 340
-    bounds = Store.open_existing(run.store).provenance(run.run_id)["agent_sandbox"]["bounds"]
+    bounds = Store.open_existing(run.store).provenance(run.run_id).to_stored()["agent_sandbox"]["bounds"]
     assert bounds["enforcement"] == "rlimit" and bounds["pids"] == HOST_LIMITS["pids"], bounds
     assert bounds["applied"]["pids"].startswith("RLIMIT_NPROC"), bounds
     line = reports(run.store, run.run_id)["markdown"]  # the report says what applied, from the provenance

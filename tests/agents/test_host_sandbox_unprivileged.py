@@ -158,7 +158,7 @@ def test_a_sandboxed_external_agent_as_an_unprivileged_headroom(nobody_dir: Path
             k: f"{(e.get('agent') or {}).get('stdout_tail', '')}{(e.get('agent') or {}).get('spawn_error') or ''}"
             for k, e in last.items()
         }
-        provenance = json.dumps(s.provenance(run.run_id).get("agent_sandbox"))
+        provenance = json.dumps(s.provenance(run.run_id).to_stored().get("agent_sandbox"))
     finally:
         s.close()
     assert got == {"solve": ("passed", None), "hostile": ("failed", None)}, (got, out)

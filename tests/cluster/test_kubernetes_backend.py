@@ -239,7 +239,7 @@ def test_sweep_over_the_bundled_tasks_has_the_right_counts(cluster: Cluster, nam
         )
         per_trial = backend.request_report()["per_trial"]
         assert per_trial is not None and per_trial < 4  # create + release, the LISTs and WATCHes shared
-        recorded = store.provenance(run_id)["backend"]
+        recorded = store.provenance(run_id).to_stored()["backend"]
         kube = recorded["kubernetes"]
         assert kube["server_version"]["git_version"].startswith("v1.")
         assert {n["name"] for n in kube["nodes"]} >= set(cluster.nodes)
@@ -374,7 +374,8 @@ def test_a_full_resource_quota_waits_and_never_fails_a_trial(cluster: Cluster, n
         assert set(finals(store, run_id).values()) == {("passed", None)}
         assert backend.stats.quota_waits > 0
         assert any(
-            q["name"] == "three-pods" for q in store.provenance(run_id)["backend"]["kubernetes"]["resource_quotas"]
+            q["name"] == "three-pods"
+            for q in store.provenance(run_id).to_stored()["backend"]["kubernetes"]["resource_quotas"]
         )
     finally:
         backend.close()

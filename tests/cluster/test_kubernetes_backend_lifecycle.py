@@ -379,7 +379,7 @@ def test_a_fitting_request_is_checked_and_recorded(cluster: Cluster, namespace: 
     backend = make_backend(cluster, namespace, lambda launch: Sim("succeed", report("1")))
     try:
         store, run_id = run_sweep(backend, tasks=["csv-report"], configs=["1x-strict"], attempts=1, tmp=tmp_path)
-        fit = store.provenance(run_id)["backend"]["kubernetes"]["fit_check"]
+        fit = store.provenance(run_id).to_stored()["backend"]["kubernetes"]["fit_check"]
         assert fit["checked"] is True and fit["candidate_nodes"] == len(cluster.nodes)
         assert fit["node_selector"] == "type=kwok"
     finally:

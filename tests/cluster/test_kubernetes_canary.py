@@ -150,6 +150,7 @@ def test_the_canary_runs_pinned_on_each_candidate_node_and_finds_kwok_nodes_not_
         )
     finally:
         backend.close()
+    got = got.model_dump(mode="json")  # the record as the store keeps it
     assert got.get("targets") == [a, b], got
     skipped = {s["target"]: s["reason"] for s in got["skipped_targets"]}
     assert skipped[c].startswith("over canary_max_nodes=2 (same kernel")
@@ -215,8 +216,8 @@ def test_a_cli_sweep_on_kwok_nodes_is_not_reported_as_a_resource_sweep(
     assert "**Not a resource sweep: the limits did not bite.**" in res.stdout
     assert f"Per node: {a} not enforced, {b} not enforced, {c} not enforced." in res.stdout
     assert "cordoned (unschedulable)" in res.stdout  # the nodes left out are named with their reason
-    canary = Store(tmp_path / "h.db").provenance(Store(tmp_path / "h.db").run().run_id)["canary"]
-    assert canary["by_target"] == {a: "not_enforced", b: "not_enforced", c: "not_enforced"}
+    canary = Store(tmp_path / "h.db").provenance(Store(tmp_path / "h.db").run().run_id).canary
+    assert canary is not None and canary.by_target == {a: "not_enforced", b: "not_enforced", c: "not_enforced"}
 
 
 def test_each_try_records_its_node_s_limits_at_scheduling_against_allocatable_and_memory_pressure(
@@ -337,7 +338,7 @@ def test_a_user_who_may_not_read_nodes_gets_a_canary_not_run_and_one_refused_lis
     kubeconfig = service_account_kubeconfig(cluster, namespace, "default", tmp_path / "sa.kubeconfig")
     backend = KubernetesBackend(options=KubernetesOptions(namespace=namespace, kubeconfig=str(kubeconfig)))
     try:
-        got = run_canary(backend, [ResourceConfig.parse("1x-strict")], image=IMAGE)
+        got = run_canary(backend, [ResourceConfig.parse("1x-strict")], image=IMAGE).model_dump(mode="json")
         assert got["status"] == "not run" and got["reason"].startswith("no node to check: *: nodes not readable (403")
         assert backend.nodes.forbidden is not None and backend.nodes.forbidden.startswith("403")
         assert backend.request_report()["by_kind"].get("list nodes") == 1  # refused once, not retried in a loop

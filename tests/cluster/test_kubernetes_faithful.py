@@ -158,13 +158,14 @@ def test_a_task_for_a_cpu_no_schedulable_node_has_is_refused_and_one_a_node_has_
         outcomes = store.db.execute("SELECT outcome FROM executions WHERE run_id=? AND final=1", (run_id,)).fetchall()
         assert [tuple(r) for r in outcomes] == [("passed",)]
         prov = store.provenance(run_id)
-        assert prov["faithful"]["architectures"] == ["arm64"]
-        assert prov["backend"]["abilities"]["architectures"] == ["arm64"]
+        assert prov.faithful is not None and prov.faithful.architectures == ["arm64"]
+        assert prov.backend is not None and prov.backend.abilities is not None
+        assert prov.backend.abilities.architectures == ["arm64"]
 
         # uncordoned, the s390x node can take a pod: the nodes are read again when asked
         cluster.core.patch_node(pool["s390x"], {"spec": {"unschedulable": False}})
         wait_for(lambda: backend.node_architectures() == ["arm64", "s390x"], 60, "the s390x node schedulable")
-        assert faithful.check(both, sweep.prepare(both), backend)["architectures"] == ["arm64", "s390x"]
+        assert faithful.check(both, sweep.prepare(both), backend).architectures == ["arm64", "s390x"]
     finally:
         cluster.core.patch_node(pool["s390x"], {"spec": {"unschedulable": True}})
         backend.close()

@@ -147,7 +147,7 @@ def _sweep(
     ).fetchall()
     assert len(rows) == 3 * len(configurations)
     assert all(outcome == "passed" for outcome, _ in rows), rows  # every trial still finishes
-    return [json.loads(ev)["extra"]["overcommit"] for _, ev in rows], store.provenance(run_id)["overcommit"]
+    return [json.loads(ev)["extra"]["overcommit"] for _, ev in rows], store.provenance(run_id).to_stored()["overcommit"]
 
 
 def test_nothing_advertised_refuses_a_limit_aware_sweep_in_one_line(
@@ -350,7 +350,7 @@ def test_the_controller_places_an_experiment_by_limit_too(
             assert rec["placement"] == "limit-aware" and rec["node"] == node and rec["ratio_max"] <= 1.0, rec
             assert rec["concurrent_tries_max"] == 1, rec
         # the pre-run check of a CLI sweep, from the nodes the controller recorded: limit-aware, so no 1x/4x warning
-        before = db.provenance(db.run().run_id)["overcommit"]
+        before = db.provenance(db.run().run_id).to_stored()["overcommit"]
         assert before["nodes_checked"] == 1 and before["worst_node"]["1x/4x"]["node"] == node, before
         assert not any(w.startswith("1x/4x") for w in before["warnings"]), before
     finally:

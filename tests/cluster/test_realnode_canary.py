@@ -66,6 +66,7 @@ def test_the_canary_reports_enforcement_per_node_real_node_enforced_kwok_node_no
         )
     finally:
         backend.close()
+    got = got.model_dump(mode="json")  # the record as the store keeps it
     print(got["by_target"], got["cpu"].get(real))
     assert got["targets"] == sorted([real, kwok]), got.get("skipped_targets")
     assert got["by_target"][kwok] == "not_enforced"

@@ -108,7 +108,7 @@ def test_run_provenance_names_the_daemon(engine_env: DockerEnv, engine_host: str
     store = Store.open_existing(store_path)
     prov = store.provenance(store.run().run_id)
     store.close()
-    text = json.dumps(prov)
+    text = json.dumps(prov.to_stored())
     assert "cgroup_driver" in text and '"isolation": "container"' in text
     version = {"docker": '"engine_version": "20.10', "podman": '"engine_version": "4.3'}[engine_env.engine]
     assert f'"engine": "{engine_env.engine}"' in text and version in text
@@ -513,15 +513,15 @@ def test_the_enforcement_canary_runs_on_docker_with_a_default_image(
     )
     assert res.returncode == 0, res.stderr
     store = Store.open_existing(tmp_path / "r.db")
-    canary = store.provenance(store.run().run_id)["canary"]
+    canary = store.provenance(store.run().run_id).canary
     store.close()
-    assert canary["status"] == "enforced", canary["problems"]
-    checked = {a["config"]: a["status"] for a in canary["arms"]}
+    assert canary is not None and canary.status == "enforced", canary
+    checked = {a.config: a.status for a in canary.arms}
     assert checked["1x-strict"] == "enforced" and checked["1x/2x"] == "enforced"
-    above = next(a for a in canary["arms"] if a["config"] == "1x-strict")["above"]
-    assert "oom_kill counter" in above["oom_evidence"]  # the kernel's verdict, not an exit code
+    above = next(a for a in canary.arms if a.config == "1x-strict").above
+    assert "oom_kill counter" in (above.oom_evidence or "")  # the kernel's verdict, not an exit code
     # the spins' account comes back in the agent's self-report; the container's CPU quota bites
     # (or the host was too busy to tell, as in tests/engine/test_canary.py)
-    (cpu,) = canary["cpu"].values()
-    assert cpu["cpu_share"] is not None and cpu["unlimited_cpu_share"] is not None, cpu
-    assert cpu["limited"] is True or any("too busy" in n for n in cpu["notes"]), cpu
+    (cpu,) = canary.cpu.values()
+    assert cpu.cpu_share is not None and cpu.unlimited_cpu_share is not None, cpu
+    assert cpu.limited is True or any("too busy" in n for n in cpu.notes), cpu

@@ -28,18 +28,18 @@ def test_cgroup_limits_pass_the_canary_through_the_backend_seam() -> None:
         got = run_canary(backend, CONFIGS)
     finally:
         backend.close()
-    assert got["status"] == "enforced", got["problems"]
-    arms = {a["config"]: a for a in got["arms"]}
-    assert arms["unbounded"]["status"] == "skipped"
+    assert got.status == "enforced", got.problems
+    arms = {a.config: a for a in got.arms}
+    assert arms["unbounded"].status == "skipped"
     for label, limit_mib in (("1x-strict", 64), ("1x/2x", 128)):
         arm = arms[label]
-        assert arm["status"] == "enforced" and arm["limit_memory_bytes"] == limit_mib * 2**20
-        assert arm["above"]["verdict"] == "infra_error(oom_killed)"
-        assert "oom_kill counter" in arm["above"]["oom_evidence"]  # the kernel's word, not an exit code
-        assert arm["below"]["verdict"] == "passed"
-    cpu = got["cpu"]["local"]
-    assert cpu["declared"] is True and cpu["limited"] is not False
-    assert cpu["cpu_share"] is not None and cpu["unlimited_cpu_share"] is not None  # measured
+        assert arm.status == "enforced" and arm.limit_memory_bytes == limit_mib * 2**20
+        assert arm.above.verdict == "infra_error(oom_killed)"
+        assert "oom_kill counter" in arm.above.oom_evidence  # the kernel's word, not an exit code
+        assert arm.below.verdict == "passed"
+    cpu = got.cpu["local"]
+    assert cpu.declared is True and cpu.limited is not False
+    assert cpu.cpu_share is not None and cpu.unlimited_cpu_share is not None  # measured
 
 
 def test_the_rlimit_fallback_is_flagged_memory_weak_and_cpu_unlimited() -> None:
@@ -48,11 +48,11 @@ def test_the_rlimit_fallback_is_flagged_memory_weak_and_cpu_unlimited() -> None:
         got = run_canary(backend, CONFIGS[:1])
     finally:
         backend.close()
-    assert got["status"] == "flagged"
-    arm = got["arms"][0]
-    assert arm["status"] == "weak"
-    assert any("rlimit fallback" in p for p in arm["problems"])
-    assert any("CPU not limited" in p for p in arm["problems"])
+    assert got.status == "flagged"
+    arm = got.arms[0]
+    assert arm.status == "weak"
+    assert any("rlimit fallback" in p for p in arm.problems)
+    assert any("CPU not limited" in p for p in arm.problems)
 
 
 class IgnoresLimits(LocalBackend):
@@ -79,11 +79,11 @@ def test_a_limit_that_is_set_but_not_enforced_is_flagged() -> None:
         got = run_canary(backend, CONFIGS[:1])
     finally:
         backend.close()
-    assert got["status"] == "flagged"
-    arm = got["arms"][0]
-    assert arm["status"] == "not_enforced"
-    assert arm["above"]["verdict"] == "passed"
-    assert any("set but not enforced" in p for p in got["problems"])
+    assert got.status == "flagged"
+    arm = got.arms[0]
+    assert arm.status == "not_enforced"
+    assert arm.above.verdict == "passed"
+    assert any("set but not enforced" in p for p in got.problems)
 
 
 def _spun(share: float | str, *, via: str = "result", wall: float | str = 1.0) -> TrialFacts:
@@ -105,11 +105,11 @@ def _spun(share: float | str, *, via: str = "result", wall: float | str = 1.0) -
 
 @pytest.mark.parametrize("via", ["result", "stdout"])
 def test_cpu_quota_judgement_compares_with_an_unlimited_spin(via: str) -> None:
-    assert judge_cpu(0.25, _spun(0.95, via=via), _spun(0.97, via=via), declared=True)["limited"] is False  # ignored
-    assert judge_cpu(0.25, _spun(0.24, via=via), _spun(0.97, via=via), declared=True)["limited"] is True
+    assert judge_cpu(0.25, _spun(0.95, via=via), _spun(0.97, via=via), declared=True).limited is False  # ignored
+    assert judge_cpu(0.25, _spun(0.24, via=via), _spun(0.97, via=via), declared=True).limited is True
     busy = judge_cpu(0.25, _spun(0.2, via=via), _spun(0.3, via=via), declared=True)  # host too busy to tell
-    assert busy["limited"] is None and "too busy" in busy["notes"][0]
-    assert judge_cpu(0.25, _spun(0.2, via=via), _spun(0.3, via=via), declared=False)["limited"] is False
+    assert busy.limited is None and "too busy" in busy.notes[0]
+    assert judge_cpu(0.25, _spun(0.2, via=via), _spun(0.3, via=via), declared=False).limited is False
 
 
 def test_the_self_report_wins_over_stdout_and_a_bad_account_is_not_measured() -> None:
@@ -117,7 +117,7 @@ def test_the_self_report_wins_over_stdout_and_a_bad_account_is_not_measured() ->
     both = _spun(0.24).model_copy(
         update={"agent": StepFacts(name="agent", exit_code=0, stdout_tail='{"spin_wall_s": 1, "spin_cpu_s": 0.9}\n')}
     )
-    assert judge_cpu(0.25, both, _spun(0.97), declared=True)["cpu_share"] == 0.24
+    assert judge_cpu(0.25, both, _spun(0.97), declared=True).cpu_share == 0.24
     # the try's own words are input: a NaN, a negative or a string is no account (and no crash)
     for bad in ("NaN", "-0.1", '"0.2"'):
         line = f'{{"spin_wall_s": 1.0, "spin_cpu_s": {bad}}}\n'
@@ -125,9 +125,9 @@ def test_the_self_report_wins_over_stdout_and_a_bad_account_is_not_measured() ->
             update={"agent": StepFacts(name="agent", exit_code=0, stdout_tail=line)}
         )
         got = judge_cpu(0.25, facts, _spun(0.97), declared=True)
-        assert got["cpu_share"] is None and got["limited"] is None, bad
-        assert "reported no CPU time" in got["notes"][0]
-    assert judge_cpu(0.25, _spun(0.2, wall=0.0), _spun(0.97), declared=True)["cpu_share"] is None
+        assert got.cpu_share is None and got.limited is None, bad
+        assert "reported no CPU time" in got.notes[0]
+    assert judge_cpu(0.25, _spun(0.2, wall=0.0), _spun(0.97), declared=True).cpu_share is None
 
 
 def test_a_flagged_run_is_not_reported_as_a_resource_sweep(tasks_root: Path, tmp_path: Path) -> None:
@@ -198,8 +198,8 @@ def test_the_canary_runs_on_every_node_a_backend_names() -> None:
         got = run_canary(backend, CONFIGS[:1])
     finally:
         backend.close()
-    assert got["targets"] == ["node-a", "node-b"]
-    assert sorted({a["target"] for a in got["arms"]}) == ["node-a", "node-b"] and set(got["cpu"]) == {
+    assert got.targets == ["node-a", "node-b"]
+    assert sorted({a.target for a in got.arms}) == ["node-a", "node-b"] and set(got.cpu) == {
         "node-a",
         "node-b",
     }
@@ -247,21 +247,19 @@ def test_resume_runs_the_canary_again_and_a_resume_whose_limits_do_not_bite_flag
 
     s = Store(store)
     prov = s.provenance(s.run().run_id)
-    assert prov["canary"]["status"] == "enforced"  # the start's verdict is kept as it was
-    (again,) = prov["canary_resumed"]
-    assert again["status"] == "flagged" and again["resumed_at"] and again["enforcement"] == "rlimit"
+    assert prov.canary.status == "enforced"  # the start's verdict is kept as it was
+    (again,) = prov.canary_resumed
+    assert again.status == "flagged" and again.resumed_at and again.enforcement == "rlimit"
     assert "**Not a resource sweep: the limits did not bite.**" in resumed.stdout
     assert "Enforcement canary (at start): limits bite" in resumed.stdout
-    assert f"Enforcement canary (on resume at {again['resumed_at']}): **limits do not bite" in resumed.stdout
-    assert (
-        f"on resume at {again['resumed_at']}: 1x-strict on local: memory is capped only by the rlimit" in resumed.stdout
-    )
+    assert f"Enforcement canary (on resume at {again.resumed_at}): **limits do not bite" in resumed.stdout
+    assert f"on resume at {again.resumed_at}: 1x-strict on local: memory is capped only by the rlimit" in resumed.stdout
     # a second resume that is fine again does not wash the flag out: every canary of the run counts
     interrupt(store)
     second = headroom("resume", "--store", str(store), "--format", "markdown")
     assert second.returncode == 0, second.stderr
     prov = s.provenance(s.run().run_id)
-    assert [c["status"] for c in prov["canary_resumed"]] == ["flagged", "enforced"]
+    assert [c.status for c in prov.canary_resumed] == ["flagged", "enforced"]
     assert "**Not a resource sweep: the limits did not bite.**" in second.stdout
     calibrate = headroom("runs", "calibrate", str(store))
     assert calibrate.returncode == 2 and "is not a resource sweep" in calibrate.stderr

@@ -35,6 +35,7 @@ from orchestrator.spec.evidence import (
 )
 from orchestrator.spec.experiment import Experiment, RetryPolicy
 from orchestrator.spec.facts import StepFacts, TrialFacts, evidence_schema
+from orchestrator.spec.provenance import Provenance
 from orchestrator.store.sqlite import Store
 from tests.cli_run import headroom as run_cli
 from tests.evidence_check import assert_fits_schema
@@ -57,7 +58,7 @@ def _local_run(root: Path, store: Store) -> tuple[str, TrialFacts]:
         backend="local",
         enforcement="auto",
         spec=exp.model_dump(mode="json"),
-        provenance={},
+        provenance=Provenance(),
         tasks=tasks,
         trials=[trial],
     )

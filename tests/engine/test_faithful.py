@@ -141,8 +141,8 @@ def test_run_on_host_is_an_explicit_choice_recorded_in_provenance_and_reports(tm
     s = Store(store)
     run = s.runs()[0]
     prov = s.provenance(run.run_id)
-    assert prov["faithful"]["run_on_host"] is True
-    assert prov["faithful"]["tasks_run_on_host"] == {"portable": "docker_image python:3.11-slim"}
+    assert prov.faithful is not None and prov.faithful.run_on_host is True
+    assert prov.faithful.tasks_run_on_host == {"portable": "docker_image python:3.11-slim"}
     assert s.run(run.run_id).spec["run_on_host"] is True
     assert "Run on the host by choice (run_on_host): 1 task(s) without the container image they name (portable)" in (
         " ".join(ran.stdout.split())

@@ -52,13 +52,13 @@ def test_sweep_oracle_check_names_the_tasks_and_keeps_them_apart(tasks: Path, tm
     agent_run, oracle_run = runs["sweep"], runs["sweep-oracle-check"]
     assert s.run(oracle_run.run_id).spec["agent"]["kind"] == "oracle"
     assert len(s.planned(oracle_run.run_id)) == 9 and len(s.planned(agent_run.run_id)) == 9
-    record = s.provenance(agent_run.run_id)["oracle_check"]
-    assert record["run_id"] == oracle_run.run_id
-    assert record["too_low"] == {"spiky": ["1x-strict"]}
-    assert record["fails_everywhere"] == ["broken"]
-    assert record["lowest_passing"] == {"spiky": "1x/3x", "steady": "1x-strict"}
-    assert record["results"]["spiky"]["1x-strict"] == "infra_error(oom_killed)"
-    assert s.provenance(oracle_run.run_id)["oracle_check_for"] == "sweep"
+    record = s.provenance(agent_run.run_id).oracle_check
+    assert record is not None and record.run_id == oracle_run.run_id
+    assert record.too_low == {"spiky": ["1x-strict"]}
+    assert record.fails_everywhere == ["broken"]
+    assert record.lowest_passing == {"spiky": "1x/3x", "steady": "1x-strict"}
+    assert record.results["spiky"]["1x-strict"] == "infra_error(oom_killed)"
+    assert s.provenance(oracle_run.run_id).oracle_check_for == "sweep"
     # the report of the agent's run names them
     report = headroom("report", f"{store}:{agent_run.run_id}", "--format", "markdown")
     assert "Oracle check: task spiky: its spec is too low for 1x-strict" in report.stdout
@@ -91,14 +91,15 @@ def test_verdict_orders_configurations_by_their_limit() -> None:
             ("b", "unbounded"): "passed",
         },
     )
-    assert got["too_low"] == {"a": ["1x-strict", "1x/2x"], "b": ["1x/2x"]}
-    assert got["lowest_passing"] == {"a": "1x/3x", "b": "1x-strict"}
+    assert got.too_low == {"a": ["1x-strict", "1x/2x"], "b": ["1x/2x"]}
+    assert got.lowest_passing == {"a": "1x/3x", "b": "1x-strict"}
     assert oracle_check.lines(got)[0].startswith("task a: its spec is too low for 1x-strict, 1x/2x")
 
 
 def test_the_verdict_is_what_runs_calibrate_reads() -> None:
     """The oracle check writes its verdict in the shape `runs calibrate` reads ("its oracle fails below 3x")."""
     from orchestrator.commands.runs.calibrate import oracle_checks
+    from orchestrator.spec.provenance import read_stored
 
     configs = [ResourceConfig.parse(t) for t in ("1x-strict", "1x/3x", "unbounded")]
     outcomes = {
@@ -115,8 +116,8 @@ def test_the_verdict_is_what_runs_calibrate_reads() -> None:
         ("steady", "1x/3x"): "passed",
         ("steady", "unbounded"): "passed",
     }
-    record = json.loads(json.dumps(oracle_check.verdict("r1", configs, outcomes)))  # as the store keeps it
-    read = oracle_checks({"oracle_check": record})
+    record = json.loads(json.dumps(oracle_check.verdict("r1", configs, outcomes).model_dump(mode="json")))
+    read = oracle_checks(read_stored({"oracle_check": record}))  # as the store keeps it, and reads it back
     assert read is not None
     assert {t: c.passes_from for t, c in read.items()} == {
         "spiky": 3.0,

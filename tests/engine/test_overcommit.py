@@ -68,10 +68,10 @@ def test_warnings_name_the_configurations_whose_limits_can_exceed_the_machine(ta
     write_task(tasks_root, "small", solve="true\n", memory_mb=64)
     exp = Experiment(tasks_dir=str(tasks_root), configurations=["1", "3", "unbounded"], concurrency=2)
     got = warnings_for(exp, prepare(exp), capacity=10 * 1024 * MIB)
-    assert got["worst_concurrent_limit_bytes"]["1x-strict"] == (4096 + 64) * MIB
-    assert [w.split(":")[0] for w in got["warnings"]] == ["1x/3x", "unbounded"]
+    assert got.worst_concurrent_limit_bytes["1x-strict"] == (4096 + 64) * MIB
+    assert [w.split(":")[0] for w in got.warnings] == ["1x/3x", "unbounded"]
     limit_aware = warnings_for(exp.model_copy(update={"placement": "limit-aware"}), prepare(exp), 10 * 1024 * MIB)
-    assert [w.split(":")[0] for w in limit_aware["warnings"]] == ["unbounded"]
+    assert [w.split(":")[0] for w in limit_aware.warnings] == ["unbounded"]
 
 
 def test_in_a_cluster_the_warning_is_per_node_what_fits_by_request_and_the_limits_it_then_holds(
@@ -83,23 +83,24 @@ def test_in_a_cluster_the_warning_is_per_node_what_fits_by_request_and_the_limit
     nodes = {"small-node": 3072 * MIB, "large-node": 8192 * MIB}
     got = warnings_for(exp, prepare(exp), None, nodes)
     # three attempts of "big" fill the small node by request (3 x 1024 MiB) and hold 4x that in limits
-    assert got["worst_node"]["1x/4x"] == {
+    assert got.worst_node is not None and got.worst_node["1x/4x"].model_dump() == {
         "node": "small-node",
         "capacity_bytes": 3072 * MIB,
         "trials": 3,
         "limit_bytes": 3 * 4096 * MIB,
     }
-    assert got["worst_node"]["1x-strict"]["limit_bytes"] <= 3072 * MIB  # limits = requests: never beyond the node
-    assert got["nodes_checked"] == 2
-    assert [w.split(":")[0] for w in got["warnings"]] == ["1x/4x", "unbounded"]
-    assert "3 trials fit node small-node (3072 MiB allocatable)" in got["warnings"][0]
-    assert "12288 MiB" in got["warnings"][0]
+    assert got.worst_node["1x-strict"].limit_bytes <= 3072 * MIB  # limits = requests: never beyond the node
+    assert got.nodes_checked == 2
+    assert [w.split(":")[0] for w in got.warnings] == ["1x/4x", "unbounded"]
+    assert "3 trials fit node small-node (3072 MiB allocatable)" in got.warnings[0]
+    assert "12288 MiB" in got.warnings[0]
     limit_aware = warnings_for(exp.model_copy(update={"placement": "limit-aware"}), prepare(exp), None, nodes)
-    assert [w.split(":")[0] for w in limit_aware["warnings"]] == ["unbounded"]
+    assert [w.split(":")[0] for w in limit_aware.warnings] == ["unbounded"]
     unread = warnings_for(exp, prepare(exp), None, "not readable (403 Forbidden)")
-    assert unread["nodes_checked"] == "nodes not readable (403 Forbidden): not checked per node"
-    assert [w.split(":")[0] for w in unread["warnings"]] == ["unbounded"]
-    assert "worst_node" not in warnings_for(exp, prepare(exp), 10 * 1024 * MIB)  # a host has no nodes
+    assert unread.nodes_checked == "nodes not readable (403 Forbidden): not checked per node"
+    assert [w.split(":")[0] for w in unread.warnings] == ["unbounded"]
+    host = warnings_for(exp, prepare(exp), 10 * 1024 * MIB)
+    assert host.worst_node is None and "worst_node" not in host.model_dump()  # a host has no nodes
 
 
 def _sweep(root: Path, store_path: Path, placement: Placement) -> list[dict]:
@@ -150,7 +151,7 @@ def test_the_cli_records_limit_aware_placement_in_the_spec_and_on_every_trial(ta
     store = Store.open_existing(store_path)
     run = store.run()
     assert run.spec["placement"] == "limit-aware"
-    assert store.provenance(run.run_id)["overcommit"]["placement"] == "limit-aware"
+    assert store.provenance(run.run_id).overcommit.placement == "limit-aware"
     observed = observed_by_config(store.trial_frame(run.run_id))
     assert observed["1x-strict"]["trials_recorded"] == 2
     # An unbounded trial runs alone under limit-aware placement, so nothing ran beside one.

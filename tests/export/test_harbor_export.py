@@ -23,6 +23,7 @@ from orchestrator.export.harbor_job import exception_type
 from orchestrator.importers.outcomes import harbor_verdict
 from orchestrator.report import document
 from orchestrator.spec.outcome import HarnessReason, InfraReason, Outcome
+from orchestrator.spec.provenance import Provenance
 from orchestrator.store.records import ExecutionRecord, RunRecord, TaskRecord, TrialRecord
 from orchestrator.store.sqlite import Store
 from tests.conftest import REPO
@@ -108,7 +109,7 @@ def make_run(path: Path, task_ids: list[str] | None = None) -> tuple[Store, str]
             trials.append(TrialRecord(f"{task_id}:{label}:0", task_id, label, 1.0, 1.0, 0, i, len(trials), executions))
     store = Store(path)
     run_id = store.import_run(
-        RunRecord("export-me", "local", "cgroup-v2", "labels", {"reward_threshold": 1.0}, {}),
+        RunRecord("export-me", "local", "cgroup-v2", "labels", {"reward_threshold": 1.0}, Provenance()),
         list(tasks.values()),
         trials,
     )

@@ -44,7 +44,7 @@ def test_isolation_none_is_recorded_and_shown_in_every_report(tasks_root: Path, 
         run(store, run_id, exp, tasks, backend)
     finally:
         backend.close()
-    assert store.provenance(run_id)["backend"]["abilities"]["isolation"] == "none"
+    assert store.provenance(run_id).to_stored()["backend"]["abilities"]["isolation"] == "none"
     doc = document.build(store, run_id)
     assert doc.run.isolation == "none"
     buf = io.StringIO()

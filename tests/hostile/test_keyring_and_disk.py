@@ -128,7 +128,7 @@ def test_the_filter_is_recorded_in_provenance(tasks_root: Path, tmp_path: Path) 
     from orchestrator.store.sqlite import Store
 
     s = Store.open_existing(run.store)
-    iso = s.provenance(run.run_id)["backend"]["local"]["sandbox"]
+    iso = s.provenance(run.run_id).to_stored()["backend"]["local"]["sandbox"]
     s.close()
     assert (
         iso["seccomp"]["blocked"]

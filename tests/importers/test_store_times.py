@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from orchestrator.spec.provenance import Provenance
 from orchestrator.stats.drift import drift_check
 from orchestrator.store.records import ExecutionRecord, RunRecord, TaskRecord, TrialRecord
 from orchestrator.store.sqlite import SCHEMA_VERSION, Store
@@ -15,7 +16,13 @@ from orchestrator.store.sqlite import SCHEMA_VERSION, Store
 
 def _imported(n: int, started: list[str | None]) -> tuple[RunRecord, list[TaskRecord], list[TrialRecord]]:
     run = RunRecord(
-        "r", "import:terminal-bench", "tb", "labels", {"configurations": ["c"]}, {"import": {"sources": []}}, run_id="r"
+        "r",
+        "import:terminal-bench",
+        "tb",
+        "labels",
+        {"configurations": ["c"]},
+        Provenance.model_validate({"import": {"sources": []}}),
+        run_id="r",
     )
     trials = [
         TrialRecord(

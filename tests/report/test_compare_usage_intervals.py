@@ -16,6 +16,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from orchestrator.report import comparison, document
+from orchestrator.spec.provenance import Provenance
 from orchestrator.store.records import ExecutionRecord, RunRecord, TaskRecord, TrialRecord
 from orchestrator.store.sqlite import Store
 from orchestrator.view.app import create_app
@@ -47,7 +48,7 @@ def _run(
                 usage_source="gateway",
             )
             trials.append(TrialRecord(f"t{t}:agent:{a}", f"t{t}", "agent", 1.0, 1.0, a, a, len(trials), [ex]))
-    return store.import_run(RunRecord(name, "local", "cgroup-v2", "labels", {}, {}), tasks, trials)
+    return store.import_run(RunRecord(name, "local", "cgroup-v2", "labels", {}, Provenance()), tasks, trials)
 
 
 def _cost(store: Store, a: str, b: str) -> dict:

@@ -4,12 +4,17 @@ it did not make itself."""
 
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
+
 from orchestrator.report import summary
 from orchestrator.report.document import isolation_facts
+from orchestrator.spec.provenance import read_stored
 
 
 def _line(bounds: object) -> str:
-    prov = {"agent_sandbox": {"sandboxed": True, "tool": "bubblewrap", "bounds": bounds}}
+    """The line from a stored row (read as the store reads it: typed, or refused)."""
+    prov = read_stored({"agent_sandbox": {"sandboxed": True, "trusted": False, "tool": "bubblewrap", "bounds": bounds}})
     return summary.host_agent(isolation_facts(prov)["agent_sandbox"])
 
 
@@ -36,5 +41,7 @@ def test_a_run_that_recorded_no_mechanisms_or_an_edited_store_shows_nothing_it_d
         "enforcement": "<script>alert(1)</script>",
         "applied": {},
     }
-    line = _line(hostile)
+    with pytest.raises(ValidationError):  # a number the store holds as markup is refused, never shown
+        _line(hostile)
+    line = _line({**hostile, "memory_mb": None, "pids": None})
     assert "<" not in line and "memory unrecorded" in line and "processes unrecorded" in line, line

@@ -23,6 +23,7 @@ from orchestrator.report import document, terminal
 from orchestrator.report.outcomes import OUTCOME_HEADERS
 from orchestrator.report.render import render_text
 from orchestrator.spec.outcome import MODEL_OUTCOMES, Outcome
+from orchestrator.spec.provenance import Provenance
 from orchestrator.stats.aggregate import OUTCOMES
 from orchestrator.store.records import ExecutionRecord, RunRecord, TaskRecord, TrialRecord
 from orchestrator.store.sqlite import SCHEMA_VERSION, Store
@@ -75,7 +76,7 @@ def _store(path: Path, legacy_abstained: int = 0) -> tuple[Store, str]:
     ]
     tasks = [TaskRecord(f"t{i}", "0" * 64, f"t{i}") for i in range(len(rows))]
     store = Store(path)
-    run_id = store.import_run(RunRecord("taxonomy", "local", "cgroup-v2", "resources", {}, {}), tasks, trials)
+    run_id = store.import_run(RunRecord("taxonomy", "local", "cgroup-v2", "resources", {}, Provenance()), tasks, trials)
     return store, run_id
 
 

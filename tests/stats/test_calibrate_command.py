@@ -16,6 +16,7 @@ from orchestrator.spec.evidence import CpuThrottling
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.outcome import InfraReason, Outcome
+from orchestrator.spec.provenance import Provenance
 from orchestrator.spec.trial import Verdict
 from orchestrator.store.sqlite import Store
 from orchestrator.tasks.loader import load_task
@@ -46,7 +47,9 @@ def recorded_run(
         backend="local",
         enforcement="cgroup-v2",
         spec=exp.model_dump(mode="json"),
-        provenance={"canary": canary, **({"oracle_check": oracle} if oracle is not None else {})},
+        provenance=Provenance.model_validate(
+            {"canary": canary, **({"oracle_check": oracle} if oracle is not None else {})}
+        ),
         tasks=tasks,
         trials=trials,
     )

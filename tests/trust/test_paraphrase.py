@@ -9,6 +9,7 @@ from scipy import stats
 from orchestrator.report.document import provenance_mix, trust_block
 from orchestrator.report.markdown import trust_lines
 from orchestrator.spec.analysis import Rate
+from orchestrator.spec.provenance import Provenance, RunTask
 from orchestrator.stats.paraphrase import paraphrase_gap, paraphrase_pairs
 from orchestrator.stats.proportions import wilson
 
@@ -29,19 +30,23 @@ def _frame(rates: dict[str, float], attempts: int = 4, config: str = "1x/3x") ->
     return pd.DataFrame(rows)
 
 
-def _prov(pairs: dict[str, str | None], status: str = "public") -> dict:
-    return {
-        "tasks": {
-            t: {"cluster_id": t, "provenance": {"paraphrase_of": o, "source": "s", "release_status": status}}
+def _prov(pairs: dict[str, str | None], status: str = "public") -> Provenance:
+    return Provenance(
+        tasks={
+            t: RunTask(
+                digest="0" * 64,
+                cluster_id=t,
+                provenance={"paraphrase_of": o, "source": "s", "release_status": status},
+            )
             for t, o in pairs.items()
         }
-    }
+    )
 
 
 def test_memorised_originals_show_a_significant_gap() -> None:
     rates = {**{f"o{i}": 1.0 for i in range(8)}, **{f"p{i}": 0.25 for i in range(8)}}
     prov = _prov({**{f"o{i}": None for i in range(8)}, **{f"p{i}": f"o{i}" for i in range(8)}})
-    pairs = paraphrase_pairs(prov["tasks"])
+    pairs = paraphrase_pairs(prov.tasks)
     assert pairs == [(f"o{i}", f"p{i}") for i in range(8)]
     [g] = paraphrase_gap(_frame(rates), pairs)
     assert g.pairs == 8 and g.mean_gap == pytest.approx(0.75)
@@ -52,13 +57,13 @@ def test_memorised_originals_show_a_significant_gap() -> None:
 def test_no_gap_and_dangling_references() -> None:
     rates = {"o0": 0.5, "p0": 0.5, "o1": 0.75, "p1": 0.75, "lonely": 1.0}
     prov = _prov({"o0": None, "p0": "o0", "o1": None, "p1": "o1", "lonely": "not-in-run"})
-    [g] = paraphrase_gap(_frame(rates), paraphrase_pairs(prov["tasks"]))
+    [g] = paraphrase_gap(_frame(rates), paraphrase_pairs(prov.tasks))
     assert g.pairs == 2 and g.mean_gap == 0 and g.wilcoxon_p is None  # nothing to test
 
 
 def test_report_shows_access_mix_unknown_share_abstentions_and_gap() -> None:
     prov = _prov({"o0": None, "p0": "o0"})
-    prov["tasks"]["p0"]["provenance"]["release_status"] = None
+    prov.tasks["p0"].provenance["release_status"] = None
     mix = provenance_mix(prov)
     assert mix.access["public"] == 1 and mix.access["unknown"] == 1 and mix.unknown_access_share == 0.5
     df = _frame({"o0": 1.0, "p0": 0.5})

@@ -79,7 +79,7 @@ def test_run_list_shows_what_the_store_holds(browser, view_server, view_store):
         assert row.find_element(By.CSS_SELECTOR, ".status").text == info.status == "finished"
         assert row.find_element(By.CSS_SELECTOR, ".backend").text == info.backend
         assert row.find_element(By.CSS_SELECTOR, ".enforcement").text == info.enforcement
-        caps = store.provenance(info.run_id)["backend"]["abilities"]
+        caps = store.provenance(info.run_id).to_stored()["backend"]["abilities"]
         assert row.find_element(By.CSS_SELECTOR, ".isolation").text == caps["isolation"]
 
 

@@ -14,6 +14,7 @@ import psutil
 import pytest
 from starlette.testclient import TestClient
 
+from orchestrator.spec.provenance import read_stored
 from orchestrator.store.sqlite import Store
 from orchestrator.view import data
 from orchestrator.view.app import create_app
@@ -73,10 +74,11 @@ def test_foreign_host_header_is_refused(view_store: Path) -> None:
 
 
 def test_isolation_shown_when_recorded_and_unknown_otherwise() -> None:
-    assert data.isolation_of({"backend": {"abilities": {"isolation": "container"}}}) == "container"
+    assert data.isolation_of(read_stored({"backend": {"abilities": {"isolation": "container"}}})) == "container"
     # provenance written before backends kept one declaration: its capabilities still say
-    assert data.isolation_of({"backend": {"capabilities": {"isolation": "namespaces"}}}) == "namespaces"
-    assert data.isolation_of({"backend": {"kernel": "6.1"}}) == "unknown"
+    assert data.isolation_of(read_stored({"backend": {"capabilities": {"isolation": "namespaces"}}})) == "namespaces"
+    assert data.isolation_of(read_stored({"backend": {"kernel": "6.1"}})) == "unknown"
+    assert data.isolation_of(read_stored({"isolation": "none"})) == "none"  # an early row's, kept in legacy
 
 
 def test_server_listens_on_loopback_only(view_server: str) -> None:

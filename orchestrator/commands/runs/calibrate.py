@@ -14,6 +14,7 @@ from orchestrator.commands.outputs import check_dir, make_dir, write_file
 from orchestrator.errors import UserError
 
 if TYPE_CHECKING:  # the statistics stack loads only when the command runs: `headroom --help` stays fast
+    from orchestrator.spec.provenance import Provenance
     from orchestrator.store.sqlite import Store
 
 #: Defaults of orchestrator.stats.bands (the margin is the run-level rule's, stats.calibration.MARGIN), repeated
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # the statistics stack loads only when the command runs: `hea
 ALPHA, MARGIN, MIN_PEAKS = 0.05, 0.04, 5
 
 
-def oracle_checks(provenance: dict[str, Any]) -> dict[str, Any] | None:
+def oracle_checks(provenance: Provenance) -> dict[str, Any] | None:
     """The oracle check's per-task result, where one ran: the hook the calibration reads it through.
 
     Expected under the provenance's ``oracle_check``: ``{"tasks": {TASK_ID: {"passes_from": MULTIPLIER or
@@ -32,12 +33,11 @@ def oracle_checks(provenance: dict[str, Any]) -> dict[str, Any] | None:
     """
     from orchestrator.stats.bands import OracleCheck
 
-    tasks = (provenance.get("oracle_check") or {}).get("tasks")
-    if not isinstance(tasks, dict):
+    if provenance.oracle_check is None:
         return None
     out: dict[str, Any] = {}
-    for task_id, res in tasks.items():
-        frm = res.get("passes_from") if isinstance(res, dict) else None
+    for task_id, res in provenance.oracle_check.tasks.items():
+        frm = res.passes_from
         out[str(task_id)] = OracleCheck(
             passes_from=None if frm is None else float("inf") if frm == "unbounded" else float(frm)
         )
@@ -80,7 +80,7 @@ def calibration_document(
     if oracle is None:
         oracle = oracle_checks(prov)
     bands = task_bands(df, specs, alpha=alpha, margin=margin, min_peaks=min_peaks, oracle=oracle)
-    canary = prov.get("canary") or {}
+    canary = prov.canary
     if (problems := run_problems(prov)) is not None:  # at the start or on any --resume
         raise UserError(
             f"run {run_id} is not a resource sweep: the enforcement canary shows its limits did not bite "
@@ -96,7 +96,7 @@ def calibration_document(
                 "enforcement": info.enforcement,
                 "tasks_dir": info.spec.get("tasks_dir"),
             },
-            "canary_status": canary.get("status"),
+            "canary_status": canary.status if canary else None,
             "n_trials": len(df),
             "configurations": sorted(set(df["config_label"]), key=lambda lab: (lab == "unbounded", lab)),
             "parameters": {

@@ -27,6 +27,7 @@ from orchestrator.spec.defaults import DEFAULT_MULTIPLIERS
 
 if TYPE_CHECKING:
     from orchestrator.importers.taskset import TaskEntry, TaskSet
+    from orchestrator.spec.provenance import OracleCheck
 
 
 def _memory_option(text: str | None) -> int | None:
@@ -331,8 +332,8 @@ def validate(
                     "backend": backend_name,
                     "refused": check.lines,
                     "architecture_unchecked": unchecked,
-                    "run_on_host": check.record(profile, run_on_host)["tasks_run_on_host"],
-                    "oracle_check": oracle,
+                    "run_on_host": check.record(profile, run_on_host).tasks_run_on_host,
+                    "oracle_check": oracle.model_dump(mode="json") if oracle is not None else None,
                 },
                 indent=2,
             )
@@ -369,8 +370,8 @@ def validate(
 
             for line in oc.lines(oracle) or ["oracle check: every oracle passes under every configuration"]:
                 out.print(escape(line), soft_wrap=True)
-            out.print(f"oracle check recorded as run {oracle['run_id']} in {store_path}")
-    oracle_failed = oracle is not None and bool(oracle["too_low"] or oracle["fails_everywhere"])
+            out.print(f"oracle check recorded as run {oracle.run_id} in {store_path}")
+    oracle_failed = oracle is not None and bool(oracle.too_low or oracle.fails_everywhere)
     if ts.bad or needs_import or check.lines or oracle_failed:
         ctx.exit(1)
 
@@ -383,7 +384,7 @@ def _oracle_check(
     store_path: Path,
     allow_internet: bool,
     run_on_host: bool,
-) -> dict[str, Any]:
+) -> OracleCheck:
     """`tasks validate --oracle-check`: the oracle check a sweep's --oracle-check runs, on its own."""
     from orchestrator.commands.experiment_flags import parse_multipliers
     from orchestrator.engine import oracle_check
