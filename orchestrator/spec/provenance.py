@@ -350,10 +350,12 @@ def _migrate(data: dict[str, Any]) -> dict[str, Any]:
     check_version("provenance", data, SCHEMA_VERSION)
     # The backend's facts have their own reader of every older shape (a flat dict before they were typed),
     # which keeps what it has no field for in the facts' own legacy part.
+    legacy = dict(data.get("legacy") or {})
     if isinstance(data.get("backend"), Mapping):
         data["backend"] = BackendFacts.from_stored(data["backend"])
+    elif data.get("backend") is not None:  # a shape no version wrote: kept aside, never read as facts
+        legacy["backend"] = data.pop("backend")
     # Version 0 (untyped) used version 1's names; what no field holds is kept aside.
-    legacy = dict(data.get("legacy") or {})
     set_aside(Provenance, data, "", legacy)
     data["schema_version"] = SCHEMA_VERSION
     if legacy:

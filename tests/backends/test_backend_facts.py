@@ -3,6 +3,8 @@ whichever version of headroom wrote it (the old flat dicts below are the shape m
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ from orchestrator.backends.local.backend import LocalBackend
 from orchestrator.engine import overcommit
 from orchestrator.report import checks, document
 from orchestrator.spec.backend import BackendAbilities, BackendFacts
+from orchestrator.spec.provenance import Provenance, read_stored
 from orchestrator.view import data
 
 #: What the local backend recorded before BackendFacts (flat: host, capabilities, enforcement, its sandbox).
@@ -83,8 +86,8 @@ def test_old_flat_local_provenance_reads_into_its_blocks() -> None:
     assert got.local.cgroup == {"cgroup_parent": "/sys/fs/cgroup/headroom-1"} and got.local.trial_pids_max == 4096
     assert got.legacy == {}
     # what the reports read of it
-    assert document.isolation_facts({"backend": OLD_LOCAL})["isolation"] == "namespaces"
-    assert data.isolation_of({"backend": OLD_LOCAL}) == "namespaces"
+    assert document.isolation_facts(read_stored({"backend": OLD_LOCAL}))["isolation"] == "namespaces"
+    assert data.isolation_of(read_stored({"backend": OLD_LOCAL})) == "namespaces"
     assert overcommit.capacity_of(got) == 16 << 30
 
 
@@ -96,7 +99,7 @@ def test_old_flat_kubernetes_provenance_reads_into_its_cluster() -> None:
     assert cluster is not None and cluster.namespace == "bench" and cluster.fit_check == {"checked": True}
     assert cluster.limit_ranges == "not readable (403 Forbidden)"
     assert overcommit.node_capacities(got) == {"n1": 8 << 30}
-    assert checks._cluster({"backend": OLD_KUBERNETES}) == cluster
+    assert checks._cluster(read_stored({"backend": OLD_KUBERNETES})) == cluster
     assert got.legacy == {"nodes.0.dropped": 1}  # a node key this version has no field for: kept aside
     assert overcommit.capacity_of(got) is None  # a cluster's memory is per node
 
@@ -116,7 +119,7 @@ def test_old_docker_provenance_keeps_what_this_version_has_no_field_for() -> Non
 def test_any_stored_shape_reads_and_never_fails_a_report(stored: Any) -> None:
     got = BackendFacts.from_stored(stored)
     assert got.abilities is None
-    assert document.isolation_facts({"backend": stored})["isolation"] == "unrecorded"
+    assert document.isolation_facts(read_stored({"backend": stored}))["isolation"] == "unrecorded"
     if isinstance(stored, dict) and stored:
         assert got.legacy or got.host  # nothing recorded is dropped
 
@@ -164,10 +167,16 @@ def test_a_report_reads_a_store_written_before_backend_facts(tmp_path: Path) -> 
             backend="local",
             enforcement="cgroup-v2",
             spec=spec,
-            provenance={"backend": old},
+            provenance=Provenance(),
             tasks=[],
             trials=[],
         )
+    # the row as a version before typed backend facts wrote it
+    db = sqlite3.connect(tmp_path / "h.db")
+    with db:
+        db.execute("UPDATE provenance SET json = ? WHERE run_id = ?", (json.dumps({"backend": old}), run_id))
+    db.close()
+    with Store(tmp_path / "h.db") as store:
         doc = document.build(store, run_id)
     assert doc.run.isolation == "namespaces" and doc.host.kernel == "6.1.0"
     assert doc.provenance.backend is not None and doc.provenance.backend.local is not None

@@ -61,7 +61,8 @@ def test_a_deep_tree_left_by_a_crashed_run_does_not_stop_the_next_start(tmp_path
     try:
         backend = LocalBackend()  # reaps what crashed runs left, as every start does
         try:
-            assert str(stale) in backend.reaped_at_start
+            # gone, and the start went on; which start reaped it is not asked: a LocalBackend starting in another
+            # xdist worker reaps every dead run's workroot too, and may come first (seen once under load)
             assert not stale.exists()
         finally:
             backend.close()

@@ -145,6 +145,7 @@ def test_the_report_publishes_the_analysis_as_the_statistics_produced_it(tmp_pat
     from orchestrator.report.blocks import Statistics
     from orchestrator.report.model import Configuration
     from orchestrator.spec.analysis import Analysis, Calibration
+    from orchestrator.spec.provenance import read_stored
     from orchestrator.stats.analyze import analyze
 
     path = tmp_path / "p.db"
@@ -166,7 +167,7 @@ def test_the_report_publishes_the_analysis_as_the_statistics_produced_it(tmp_pat
     assert section.comparisons is analysis.comparisons and section.mdd is analysis.mdd
     assert Configuration.of(analysis.configs[0], None).cost is analysis.configs[0].cost
     flagged = checks.build(
-        {"canary": {"status": "flagged", "problems": ["1x-strict: the hog was not killed"]}},
+        read_stored({"canary": {"status": "flagged", "problems": ["1x-strict: the hog was not killed"]}}),
         store.rule_frame(store.run(None).run_id),
         backend="local",
         drift=analysis.drift,
