@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.agents.external import exec_paths, run_external, setup_step, tagged
+from orchestrator.agents.external import ExternalRun, HostStep, exec_paths, run_external, setup_step, tagged
 from orchestrator.artifacts import artifacts_for, names
 from orchestrator.backends.kubernetes.exec_target import DONE, READY, PodExec
 from orchestrator.backends.kubernetes.pod import EXTERNAL_START_SLACK_S
@@ -117,9 +117,9 @@ class PodAgent:
 
     def _steps(self, target: Any, workdir: str) -> str:
         """The install step (if any), then the agent; the word the runner is told."""
-        step = setup_step(self.launch)
-        if step is not None:
-            setup = run_external(
+
+        def host_step(step: HostStep | None = None) -> ExternalRun:
+            return run_external(
                 self.launch,
                 target,
                 host_dir=self.spool,
@@ -130,19 +130,14 @@ class PodAgent:
                 on_spawn=self._spawned,
                 step=step,
             )
+
+        step = setup_step(self.launch)
+        if step is not None:
+            setup = host_step(step)
             self.setup, self.exec_log, self.execs = setup.agent, tagged(setup.exec_log, step.name), setup.execs
             if failed_step(setup.agent) is not None or self._stopping.is_set():
                 return "setup_failed"
-        run = run_external(
-            self.launch,
-            target,
-            host_dir=self.spool,
-            logs_dir=self.logs,
-            workdir_inside=workdir,
-            task_dir_inside=cc.TASK_DIR,
-            exec_env={},
-            on_spawn=self._spawned,
-        )
+        run = host_step()
         self.facts, self.exec_log = run.agent, (self.exec_log or b"") + run.exec_log
         self.execs += run.execs
         return (
