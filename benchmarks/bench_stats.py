@@ -343,7 +343,10 @@ def main() -> None:
     print(f"baseline: per-row loop with df.itertuples()    : {t_it:8.3f} s  (counts/rates only)")
     print(f"ratio analyze / column-list loop               : {t_an / t_loop:8.2f}x")
     print(f"ratio analyze / itertuples loop                : {t_an / t_it:8.2f}x")
-    print(f"calibration: {result['calibration']['status']} -> {result['calibration'].get('recommended_label')}")
+    calibration = result.calibration
+    print(
+        f"calibration: {calibration.status if calibration else None} -> {calibration.recommended_label if calibration else None}"
+    )
 
     if args.store:
         with tempfile.TemporaryDirectory() as tmp:
