@@ -284,12 +284,13 @@ def _carry_logs(logs_dir: Path, area: Path) -> Path | None:
     """A private copy of what the try's host logs dir holds before this step (None: nothing), made with the same
     copier that takes the logs out (links never followed, entries bounded): the sandbox sees the copy, not the dir."""
     try:
-        if not any(os.scandir(logs_dir)):
-            return None
-        carried = area / "carried-logs"
-        carried.mkdir(mode=0o755)
-        src = os.open(logs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        src = os.open(logs_dir, host_logs.DIR_FLAGS)
         try:
+            with os.scandir(src) as entries:
+                if not any(entries):
+                    return None
+            carried = area / "carried-logs"
+            carried.mkdir(mode=0o755)
             host_logs.copy_out(src, carried)
         finally:
             os.close(src)

@@ -29,7 +29,8 @@ from pathlib import Path
 MAX_ENTRIES = 10_000
 MAX_DEPTH = 64
 CHUNK = 1 << 20
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: how a directory of either tree is opened: never through a link
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -79,7 +80,7 @@ def copy_out(src: int, dest: Path) -> Copied:
         done.not_copied += 1
         reasons[why] = reasons.get(why, 0) + 1
 
-    root = os.open(str(dest), _DIR)
+    root = os.open(str(dest), DIR_FLAGS)
     stack: list[tuple[int, int, Iterator[os.DirEntry[str]], int]] = []
     try:
         top = os.dup(src)
@@ -112,7 +113,7 @@ def copy_out(src: int, dest: Path) -> Copied:
                     leave("its name is taken in the logs dir by a directory of the environment's")
                     continue
                 try:
-                    ssub = os.open(e.name, _DIR, dir_fd=s)
+                    ssub = os.open(e.name, DIR_FLAGS, dir_fd=s)
                     stack.append((ssub, sub, iter(os.scandir(ssub)), depth + 1))
                 except OSError:
                     os.close(sub)
@@ -150,7 +151,7 @@ def copy_out(src: int, dest: Path) -> Copied:
 def _make_dir(name: str, d: int) -> int | None:
     """The directory ``name`` in ``d``: the one there (a real directory), or a fresh one in place of another entry."""
     try:
-        return os.open(name, _DIR, dir_fd=d)
+        return os.open(name, DIR_FLAGS, dir_fd=d)
     except OSError as exc:
         if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
             return None
@@ -158,7 +159,7 @@ def _make_dir(name: str, d: int) -> int | None:
         return None
     try:
         os.mkdir(name, 0o755, dir_fd=d)
-        return os.open(name, _DIR, dir_fd=d)
+        return os.open(name, DIR_FLAGS, dir_fd=d)
     except OSError:
         return None
 
