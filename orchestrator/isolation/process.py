@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -26,21 +27,33 @@ TAIL_BYTES = redact.TAIL_BYTES + redact.TAIL_SLACK
 
 # The child joins the trial's cgroup(s) before exec'ing the real command, so not one
 # instruction of the workload runs outside its limits. A shell does this instead of
-# preexec_fn, which is unsafe in a threaded parent (bash, not sh: dash names only fds 0-9).
-# Its verdict travels on a pipe only it holds ($1: the write end's number), never in the step's
-# exit code or output, which the workload writes too: an agent exiting 111 with the wrapper's
-# message on stderr once got infra_error(spawn_failed), a retried verdict, i.e. a re-roll. The
-# wrapper writes "joined" there and closes the pipe before exec, so the workload never holds it.
+# preexec_fn, which is unsafe in a threaded parent. Its verdict travels on a pipe only it holds,
+# never in the step's exit code or output, which the workload writes too: an agent exiting 111
+# with the wrapper's message on stderr once got infra_error(spawn_failed), a retried verdict,
+# i.e. a re-roll. That pipe's write end is the wrapper's fd 0: it writes "joined" there, then
+# replaces its fd 0 with the step's input (opened by path, $1) before exec, so the workload never
+# holds the pipe. With fd 0 (not a number past 9) the wrapper can be dash, which starts faster
+# than bash and, unlike bash, runs nothing its environment names (BASH_ENV, exported functions).
+# $2, when set, is a file the step gets open on fd 3 (a sandboxed step's seccomp program: one
+# open file per step, so concurrent steps never share a read offset), saving the process that
+# opened it before. The cgroup files are iterated in a function with a local variable, so an
+# exported variable of the step's own (``f``, say) reaches the workload unchanged.
 _JOIN = (
-    "fd=$1; shift; "
-    'for f in $HEADROOM_CG_PROCS; do { echo $$ > "$f"; } 2>/dev/null '
-    '|| { echo "cannot join cgroup $f" >&"$fd"; exit 111; }; done; '
+    '_hr_join() { local f; for f in $HEADROOM_CG_PROCS; do { echo $$ > "$f"; } 2>/dev/null '
+    '|| { echo "cannot join cgroup $f" >&0; exit 111; }; done; }; _hr_join; unset -f _hr_join; '
     "unset HEADROOM_CG_PROCS; "
-    'command -v "$1" >/dev/null 2>&1 || { echo "cannot run $1: not found" >&"$fd"; exit 127; }; '
-    'echo joined >&"$fd"; eval "exec $fd>&-"; exec "$@"'
+    '[ -r "$1" ] || { echo "cannot open the step\'s input" >&0; exit 127; }; '
+    '[ -z "$2" ] || [ -r "$2" ] || { echo "cannot open $2 for fd 3" >&0; exit 127; }; '
+    'command -v "$3" >/dev/null 2>&1 || { echo "cannot run $3: not found" >&0; exit 127; }; '
+    'echo joined >&0; if [ -n "$2" ]; then exec 3<"$2"; fi; exec 0<"$1"; shift 2; exec "$@"'
 )
 JOINED = "joined"
-_BASH = shutil.which("bash") or "/bin/bash"  # the steps themselves run with bash
+#: The wrapper's shell: dash where there is one (see _JOIN), else the system's sh.
+_SH = shutil.which("dash") or "/bin/sh"
+#: The fd on which ``run_step(fd3=...)`` opens a file for the step.
+FD3 = 3
+#: Opens a file on FD3, then execs the rest: ``fd3`` for a step without a cgroup wrapper.
+_OPEN_FD3 = f'exec {FD3}<"$1" || exit 127; shift; exec "$@"'
 _RLIMIT = (
     "import os, resource, sys\n"
     "n = int(sys.argv[1])\n"
@@ -140,10 +153,18 @@ def run_step(
     on_spawn: Callable[[int], None] | None = None,
     stdin: bytes | None = None,
     pass_fds: tuple[int, ...] = (),
+    fd3: str | None = None,
 ) -> tuple[StepFacts, dict[str, float | int | None]]:
     """Run ``argv`` to completion or timeout; return its facts and resource usage. ``pass_fds``: descriptors the
-    step inherits at their numbers (the host agent's hand-over socket)."""
+    step inherits at their numbers (the host agent's hand-over socket). ``fd3``: a file the step is started with
+    open for reading on fd 3 (:data:`FD3`), a fresh open file of its own."""
+    if fd3 is not None and FD3 in pass_fds:
+        raise ValueError(f"fd {FD3} is both passed and opened for the step")
     out_path, err_path = logs_dir / f"{name}.stdout", logs_dir / f"{name}.stderr"
+    in_path = logs_dir / f"{name}.stdin"
+    if stdin is not None:
+        in_path.write_bytes(stdin)  # a file, not a pipe: a step that never reads it cannot block us
+    step_in = str(in_path) if stdin is not None else os.devnull
     env = dict(env)
     if cgroup is not None:
         files = [str(p) for p in cgroup.procs_files()]
@@ -151,35 +172,35 @@ def run_step(
             raise RuntimeError(f"cgroup path with a space: {files}")
         env["HEADROOM_CG_PROCS"] = " ".join(files)
         verdict_r, verdict_w = os.pipe()
-        wrapped = [_BASH, "-c", _JOIN, "headroom-join", str(verdict_w), *argv]
+        wrapped = [_SH, "-c", _JOIN, "headroom-join", step_in, fd3 or "", *argv]
         oom_before = cgroup.oom_kills()
     else:
         verdict_r = verdict_w = -1
         wrapped = list(argv)
         if limits.memory_bytes is not None:
             wrapped = [sys.executable, "-S", "-c", _RLIMIT, str(limits.memory_bytes), *argv]
+        if fd3 is not None:
+            wrapped = [_SH, "-c", _OPEN_FD3, "headroom-fd3", fd3, *wrapped]
         oom_before = 0
     facts = StepFacts(name=name)
     started = time.monotonic()
-    in_path = logs_dir / f"{name}.stdin"
-    if stdin is not None:
-        in_path.write_bytes(stdin)  # a file, not a pipe: a step that never reads it cannot block us
     try:
         with (
             out_path.open("wb") as out,
             err_path.open("wb") as err,
-            in_path.open("rb") if stdin is not None else open(os.devnull, "rb") as inp,
+            open(step_in, "rb") if verdict_w < 0 else contextlib.nullcontext(verdict_w) as inp,
         ):
             try:
                 proc = subprocess.Popen(
                     wrapped,
                     cwd=cwd,
                     env=env,
+                    # the cgroup wrapper's fd 0 is its verdict pipe; it opens the step's input itself
                     stdin=inp,
                     stdout=out,
                     stderr=err,
                     start_new_session=True,
-                    pass_fds=((verdict_w,) if verdict_w >= 0 else ()) + pass_fds,
+                    pass_fds=pass_fds,
                 )
             except OSError as exc:
                 facts.spawn_error = f"{type(exc).__name__}: {exc}"

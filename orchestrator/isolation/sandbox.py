@@ -144,10 +144,17 @@ class Sandbox:
             "masked": [p for p in MASKED_PROC if Path(p).exists()],
         }
 
-    def argv(self, view: StepView, command: list[str], cwd: str = APP) -> list[str]:
+    def filter_for(self, view: StepView) -> seccomp.Filter | None:
+        """The seccomp program a step with ``view`` runs under (None where none could be built)."""
+        return self.filter if view.network else (self.offline_filter or self.filter)
+
+    def argv(self, view: StepView, command: list[str], cwd: str = APP, *, filter_opened: bool = False) -> list[str]:
+        """``command`` in a fresh sandbox showing ``view``. ``filter_opened``: the caller starts this argv with
+        :meth:`filter_for`'s program already open on :data:`SECCOMP_FD` (``run_step(fd3=...)`` does, from the
+        wrapper that joins the cgroup), so no process of its own opens it."""
         args: list[str] = []
-        flt = self.filter if view.network else (self.offline_filter or self.filter)
-        if flt:
+        flt = self.filter_for(view)
+        if flt and not filter_opened:
             args += ["/bin/sh", "-c", _OPEN_FILTER, "headroom-seccomp", flt.path]
         if self.setpriv:
             args += [

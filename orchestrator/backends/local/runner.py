@@ -140,7 +140,11 @@ class LocalRunner:
                 binds=binds,
                 network=network if network is not None else own if own is not None else self.network,
             )
-            command = self.box.argv(view, command, cwd=cwd)
+            flt = self.box.filter_for(view)
+            fd3 = flt.path if flt else None
+            command = self.box.argv(view, command, cwd=cwd, filter_opened=True)
+        else:
+            fd3 = None
         self._n += 1
         facts, usage = run_step(
             f"{self._n:02d}-{name}",
@@ -153,6 +157,7 @@ class LocalRunner:
             limits=self.limits,
             on_spawn=self.on_spawn,
             stdin=stdin,
+            fd3=fd3,
         )
         facts.name = name
         self.usage.append(usage)
