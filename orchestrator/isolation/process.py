@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,7 +38,10 @@ TAIL_BYTES = redact.TAIL_BYTES + redact.TAIL_SLACK
 # $2, when set, is a file the step gets open on fd 3 (a sandboxed step's seccomp program: one
 # open file per step, so concurrent steps never share a read offset), saving the process that
 # opened it before. The cgroup files are iterated in a function with a local variable, so an
-# exported variable of the step's own (``f``, say) reaches the workload unchanged.
+# exported variable of the step's own (``f``, say) reaches the workload unchanged. dash passes on
+# only variables whose names are shell names: the others (``a-b``, ``x.y``, which Docker and
+# Kubernetes pass) are given to the workload by ``env`` after the wrapper (:func:`_odd_names`), and
+# the wrapper checks the real program ($3) either way.
 _JOIN = (
     '_hr_join() { local f; for f in $HEADROOM_CG_PROCS; do { echo $$ > "$f"; } 2>/dev/null '
     '|| { echo "cannot join cgroup $f" >&0; exit 111; }; done; }; _hr_join; unset -f _hr_join; '
@@ -45,8 +49,10 @@ _JOIN = (
     '[ -r "$1" ] || { echo "cannot open the step\'s input" >&0; exit 127; }; '
     '[ -z "$2" ] || [ -r "$2" ] || { echo "cannot open $2 for fd 3" >&0; exit 127; }; '
     'command -v "$3" >/dev/null 2>&1 || { echo "cannot run $3: not found" >&0; exit 127; }; '
-    'echo joined >&0; if [ -n "$2" ]; then exec 3<"$2"; fi; exec 0<"$1"; shift 2; exec "$@"'
+    'echo joined >&0; if [ -n "$2" ]; then exec 3<"$2"; fi; exec 0<"$1"; shift 3; exec "$@"'
 )
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV = shutil.which("env") or "/usr/bin/env"
 JOINED = "joined"
 #: The wrapper's shell: dash where there is one (see _JOIN), else the system's sh.
 _SH = shutil.which("dash") or "/bin/sh"
@@ -60,6 +66,16 @@ _RLIMIT = (
     "resource.setrlimit(resource.RLIMIT_DATA, (n, n))\n"
     "os.execvp(sys.argv[2], sys.argv[2:])\n"
 )
+
+
+def _odd_names(env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """``env`` without the variables dash would drop (names that are not shell names), and the ``env`` command
+    that gives them back to the workload (empty when there are none, as for nearly every step). A name with
+    ``=`` stays in ``env``, where ``Popen`` refuses it as before."""
+    odd = {k: v for k, v in env.items() if "=" not in k and not _SHELL_NAME.fullmatch(k)}
+    if not odd:
+        return env, []
+    return {k: v for k, v in env.items() if k not in odd}, [_ENV, "--", *(f"{k}={v}" for k, v in odd.items())]
 
 
 @dataclass
@@ -172,7 +188,8 @@ def run_step(
             raise RuntimeError(f"cgroup path with a space: {files}")
         env["HEADROOM_CG_PROCS"] = " ".join(files)
         verdict_r, verdict_w = os.pipe()
-        wrapped = [_SH, "-c", _JOIN, "headroom-join", step_in, fd3 or "", *argv]
+        env, odd = _odd_names(env)
+        wrapped = [_SH, "-c", _JOIN, "headroom-join", step_in, fd3 or "", argv[0], *odd, *argv]
         oom_before = cgroup.oom_kills()
     else:
         verdict_r = verdict_w = -1
