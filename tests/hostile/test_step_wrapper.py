@@ -72,19 +72,24 @@ def _step(
     return facts
 
 
+def _fds(out: str) -> list[str]:
+    lines = out.splitlines()
+    return sorted(lines[lines.index("FDS") + 1 : lines.index("END")])
+
+
 def test_the_step_starts_in_its_cgroup_with_its_input_and_holds_nothing_of_the_wrappers(
     tmp_path: Path, trial_cgroup: cgroups.TrialCgroup
 ) -> None:
-    # The workload's own shell has its fds listed (by a child: a glob would open the dir) before it opens anything.
-    script = 'cat /proc/self/cgroup; ls /proc/$$/fd | sed "s/^/FD /"; read line; echo "IN $line"'
+    # The workload's own shell has its fds listed by a child before it opens anything (a glob would open the
+    # dir, a pipeline's pipe would be open in the shell while it runs).
+    script = 'cat /proc/self/cgroup; echo FDS; ls /proc/$$/fd; echo END; read line; echo "IN $line"'
     facts = _step(tmp_path, trial_cgroup, ["sh", "-c", script], stdin=b"the step's own input\n")
     assert facts.spawn_error is None and facts.exit_code == 0, facts
     out = facts.stdout_tail
     for d in trial_cgroup.dirs.values():  # every hierarchy's trial cgroup, as the kernel reports it
         rel = str(d).split("/", 4)[-1]  # /sys/fs/cgroup/<controller>/<path>
         assert any(line.endswith("/" + rel.split("/", 1)[1]) for line in out.splitlines()), (rel, out)
-    fds = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FD "))
-    assert fds == ["0", "1", "2"], out  # no verdict pipe, no fd 3, nothing else the wrapper had
+    assert _fds(out) == ["0", "1", "2"], out  # no verdict pipe, no fd 3, nothing else the wrapper had
     assert "IN the step's own input" in out
     # without input the step reads an empty /dev/null, as before
     facts = _step(tmp_path, trial_cgroup, ["sh", "-c", 'read line || echo "EOF"'])
@@ -165,7 +170,7 @@ def test_a_sandboxed_step_runs_under_its_seccomp_filter_opened_by_the_wrapper(
         )
         argv = box.argv(
             view,
-            ["sh", "-c", 'grep "^Seccomp:" /proc/self/status; id -u; ls /proc/$$/fd | sed "s/^/FD /"'],
+            ["sh", "-c", 'grep "^Seccomp:" /proc/self/status; id -u; echo FDS; ls /proc/$$/fd; echo END'],
             filter_opened=True,
         )
         assert "headroom-seccomp" not in argv  # no process of its own opens the filter
@@ -176,7 +181,7 @@ def test_a_sandboxed_step_runs_under_its_seccomp_filter_opened_by_the_wrapper(
         lines = facts.stdout_tail.splitlines()
         assert "Seccomp:\t2" in lines, facts  # mode 2: a filter is installed
         assert str(box.uid) in lines
-        assert sorted(x.split()[1] for x in lines if x.startswith("FD ")) == ["0", "1", "2"], facts
+        assert _fds(facts.stdout_tail) == ["0", "1", "2"], facts
         # the same argv without the program on fd 3 does not start: the filter is never silently left out
         facts = _step(tmp_path, trial_cgroup, argv, cwd=app)
         assert facts.exit_code != 0 and "Seccomp:\t2" not in facts.stdout_tail, facts
