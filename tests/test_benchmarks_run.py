@@ -55,6 +55,20 @@ def test_overhead_benchmark_runs() -> None:
     assert "sandbox +ms" in res.stdout and res.stdout.count("isolation namespaces") == 2
 
 
+@pytest.mark.cgroup
+@requires_cgroups
+def test_overhead_parts_benchmark_runs() -> None:
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "bench_overhead_parts.py"), "--trials", "2", "--isolation", "none"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    for part in ("whole trial", "engine thread", "run_step (one step)", "wait4", "cgroup create", "keep_artifacts"):
+        assert part in res.stdout, part
+
+
 @pytest.mark.slow
 def test_link_bomb_benchmark_runs() -> None:
     from tests.hostile.harness import SANDBOX
