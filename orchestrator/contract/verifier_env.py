@@ -62,9 +62,12 @@ PATH_FILES: tuple[str, ...] = (
 #: the entries that pass.
 PATH_FILTER = r"""
 set -f  # LD_PRELOAD's words are split, never expanded as patterns
+# hr_phys enters each folder in this shell (a subshell per path was a fork each, 6 ms a verifier); the folder it
+# started in is entered again at the end, and PWD and OLDPWD are given back their values.
+hr_pwd=$PWD hr_owd=${OLDPWD-} hr_owd_set=${OLDPWD+x}
 hr_phys() {  # $1 -> P: its physical path (its folder's, for a file), or itself when it cannot be entered
-  if [ -d "$1" ]; then P=$(cd -P -- "$1" 2>/dev/null && pwd -P) || P=$1
-  else P=$(cd -P -- "${1%/*}/" 2>/dev/null && pwd -P) || P=$1; fi
+  if [ -d "$1" ]; then hr_p=$1; else hr_p=${1%/*}/; fi
+  if cd -P -- "$hr_p" 2>/dev/null; then P=$PWD; else P=$1; fi
   [ -n "$P" ] || P=$1
 }
 hr_u="" hr_rest="${HR_UNTRUSTED:-}:/tmp:/var/tmp:/dev/shm:${HOME:-}:"
@@ -111,7 +114,10 @@ for hr_v in @PATH_FILES@; do
   done
   [ -z "$hr_bad" ] || unset "$hr_v"
 done
-unset HR_UNTRUSTED hr_u hr_rest hr_d hr_t hr_r hr_in hr_set hr_out hr_v hr_w hr_bad P
+cd -P -- "$hr_pwd" 2>/dev/null || { echo "headroom: the verifier's prelude cannot return to $hr_pwd" >&2; exit 126; }
+PWD=$hr_pwd
+if [ -n "$hr_owd_set" ]; then OLDPWD=$hr_owd; else unset OLDPWD; fi
+unset HR_UNTRUSTED hr_u hr_rest hr_d hr_t hr_r hr_in hr_set hr_out hr_v hr_w hr_bad P hr_p hr_pwd hr_owd hr_owd_set
 unset -f hr_phys hr_ok hr_list 2>/dev/null
 set +f
 """.replace("@PATH_LISTS@", " ".join(PATH_LISTS)).replace("@PATH_FILES@", " ".join(PATH_FILES))

@@ -101,3 +101,30 @@ def test_nothing_left_falls_back_to_the_system_path(work: Path) -> None:
 def test_an_agent_writable_tree_cannot_hold_the_separator() -> None:
     with pytest.raises(ValueError):
         verifier_env.build({}, {}, ["/a:/b"])
+
+
+@pytest.mark.parametrize("shell", sorted({SH, shutil.which("bash") or SH}))
+@pytest.mark.parametrize("oldpwd", [None, "/somewhere/before"])
+def test_the_prelude_leaves_the_verifier_where_it_started(
+    work: Path, base: Path, shell: str, oldpwd: str | None
+) -> None:
+    """The prelude enters each folder it resolves (no subshell per path); the verifier still starts in its own
+    folder, reached through a link as it was, with PWD and OLDPWD as they were, and the filter's verdicts unchanged."""
+    (base / "start-link").symlink_to(work)  # the verifier's folder, named through a link
+    logical = str(base / "start-link")
+    env = verifier_env.build({"PATH": f"{base / 'via'}:{base / 'kept'}:/usr/bin:/bin"}, {"PWD": logical}, [str(work)])
+    if oldpwd is not None:
+        env["OLDPWD"] = oldpwd
+    show = 'pwd -P; echo "PWD=$PWD"; echo "OLDPWD=${OLDPWD-unset}"; echo "PATH=$PATH"'
+    argv = [shell, *verifier_env.wrap(["/bin/sh", "-c", show])[1:]]
+    res = subprocess.run(argv, env=env, cwd=logical, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == str(work.resolve())
+    assert lines[1] == f"PWD={logical}"
+    assert lines[3] == f"PATH={base / 'kept'}:/usr/bin:/bin"  # the link into the work dir is still dropped
+    # OLDPWD as the same shell passes it on without the prelude (bash drops an inherited one, dash keeps it)
+    bare = subprocess.run(
+        [shell, "-c", 'exec "$@"', "sh", "/bin/sh", "-c", show], env=env, cwd=logical, capture_output=True, text=True
+    )
+    assert lines[:3] == bare.stdout.splitlines()[:3]
