@@ -96,9 +96,15 @@ def test_the_step_starts_in_its_cgroup_with_its_input_and_holds_nothing_of_the_w
     assert facts.exit_code == 0 and "EOF" in facts.stdout_tail, facts
 
 
+@pytest.mark.parametrize("shell", ["dash", "bash"])
 def test_the_wrapper_runs_nothing_its_environment_names_and_passes_it_on_unchanged(
-    tmp_path: Path, trial_cgroup: cgroups.TrialCgroup
+    tmp_path: Path, trial_cgroup: cgroups.TrialCgroup, shell: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """With dash, and with bash as the wrapper's shell too (a host whose ``sh`` is bash and has no dash)."""
+    found = shutil.which(shell)
+    if found is None:
+        pytest.skip(f"no {shell} here")
+    monkeypatch.setattr(process, "_SH", found)
     ran = tmp_path / "ran"
     hostile = {
         "BASH_ENV": f"$(echo BASH_ENV >> {ran})",
@@ -106,6 +112,7 @@ def test_the_wrapper_runs_nothing_its_environment_names_and_passes_it_on_unchang
         "BASH_FUNC_command%%": f"() {{ echo command >> {ran}; }}",
         "BASH_FUNC_echo%%": f"() {{ builtin echo echo >> {ran}; }}",
         "SHELLOPTS": "xtrace",
+        "PS4": f"$(echo PS4 >> {ran})",
         # names a wrapper might use for itself: the workload must see the step's own values
         "f": "the step's f",
         "fd": "the step's fd",
