@@ -55,6 +55,14 @@ _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Variables some ``sh`` acts on at start (bash as ``sh`` still honours SHELLOPTS, then expands PS4): like the
 #: names dash cannot pass, they go around the wrapper, so no ``sh`` ever sees them (dash ignores them anyway).
 _SHELL_STARTUP = frozenset({"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4"})
+
+
+def loader_variable(name: str) -> bool:
+    """A variable the dynamic loader acts on in every program it starts (``LD_PRELOAD``, ``LD_LIBRARY_PATH``,
+    ``LD_AUDIT``...): one of a task's must never reach a process headroom runs on the host before the step."""
+    return name.startswith("LD_") or name == "GCONV_PATH"
+
+
 _ENV = shutil.which("env") or "/usr/bin/env"
 JOINED = "joined"
 #: The wrapper's shell: dash where there is one (see _JOIN), else the system's sh.
@@ -73,10 +81,15 @@ _RLIMIT = (
 
 def _odd_names(env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """``env`` without the variables dash would drop (names that are not shell names) and those a shell acts on at
-    start (:data:`_SHELL_STARTUP`: bash's exported functions are among the former), and the ``env`` command
+    start (:data:`_SHELL_STARTUP`: bash's exported functions are among the former) or the loader acts on in
+    the wrapper (:func:`loader_variable`: ``env`` sets them for the program it execs only), and the ``env`` command
     that gives them back to the workload (empty when there are none, as for nearly every step). A name with
     ``=`` stays in ``env``, where ``Popen`` refuses it as before."""
-    odd = {k: v for k, v in env.items() if "=" not in k and (k in _SHELL_STARTUP or not _SHELL_NAME.fullmatch(k))}
+    odd = {
+        k: v
+        for k, v in env.items()
+        if "=" not in k and (k in _SHELL_STARTUP or loader_variable(k) or not _SHELL_NAME.fullmatch(k))
+    }
     if not odd:
         return env, []
     return {k: v for k, v in env.items() if k not in odd}, [_ENV, "--", *(f"{k}={v}" for k, v in odd.items())]

@@ -148,10 +148,19 @@ class Sandbox:
         """The seccomp program a step with ``view`` runs under (None where none could be built)."""
         return self.filter if view.network else (self.offline_filter or self.filter)
 
-    def argv(self, view: StepView, command: list[str], cwd: str = APP, *, filter_opened: bool = False) -> list[str]:
+    def argv(
+        self,
+        view: StepView,
+        command: list[str],
+        cwd: str = APP,
+        *,
+        filter_opened: bool = False,
+        setenv: dict[str, str] | None = None,
+    ) -> list[str]:
         """``command`` in a fresh sandbox showing ``view``. ``filter_opened``: the caller starts this argv with
         :meth:`filter_for`'s program already open on :data:`SECCOMP_FD` (``run_step(fd3=...)`` does, from the
-        wrapper that joins the cgroup), so no process of its own opens it."""
+        wrapper that joins the cgroup), so no process of its own opens it. ``setenv``: variables bwrap sets for
+        the step only (the loader's, which ``setpriv`` and ``bwrap`` on the host must not see)."""
         args: list[str] = []
         flt = self.filter_for(view)
         if flt and not filter_opened:
@@ -170,6 +179,8 @@ class Sandbox:
         if view.network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--hostname", "headroom", "--cap-drop", "ALL"]
+        for k, v in (setenv or {}).items():
+            args += ["--setenv", k, v]
         args += system_binds()
         args += ["--proc", "/proc", "--dev", "/dev", "--dir", "/run", "--dir", "/var", "--symlink", TMP, "/var/tmp"]
         for masked in MASKED_PROC:

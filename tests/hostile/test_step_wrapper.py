@@ -196,10 +196,15 @@ def test_a_sandboxed_step_runs_under_its_seccomp_filter_opened_by_the_wrapper(
 
 @requires_sandbox
 def test_a_tasks_env_tables_run_nothing_on_the_host(tasks_root: Path, tmp_path: Path) -> None:
-    """End to end: a task whose env tables name shell start-up code; it may run inside the sandbox (the step's own
-    bash reads it there), never on the host, where the wrapper runs as headroom's user before the sandbox."""
+    """End to end: a task whose env tables name shell start-up code and the loader's variables; they may act inside
+    the sandbox (the step's own bash reads them there), never on the host, where the wrapper, setpriv and bwrap run
+    as headroom's user before the sandbox."""
     ran = tmp_path / "host-marker"
+    # the loader of every host-side process (the wrapper, setpriv, bwrap) would write LD_DEBUG_OUTPUT.<pid> here;
+    # inside the sandbox this host folder does not exist
+    ld_out = tmp_path / "ld-debug"
     env_table = (
+        f"LD_DEBUG = 'files'\nLD_DEBUG_OUTPUT = '{ld_out}'\n"
         f"BASH_ENV = '$(echo BASH_ENV >> {ran})'\n"
         f"'BASH_FUNC_command%%' = '() {{ echo command >> {ran}; }}'\n"
         f"'BASH_FUNC_echo%%' = '() {{ builtin echo echo >> {ran}; }}'\n"
@@ -213,3 +218,4 @@ def test_a_tasks_env_tables_run_nothing_on_the_host(tasks_root: Path, tmp_path: 
     run = sweep(tasks_root, tmp_path)
     assert len(run.outcomes) == 1, run.outcomes
     assert not ran.exists(), ran.read_text()
+    assert not list(tmp_path.glob("ld-debug*")), sorted(p.name for p in tmp_path.glob("ld-debug*"))

@@ -22,7 +22,7 @@ from orchestrator.contract.outputs import read_regular_file
 from orchestrator.contract.runner import Role
 from orchestrator.errors import NotRegular
 from orchestrator.isolation import cgroups, sandbox
-from orchestrator.isolation.process import Limits, kill_tree, run_step
+from orchestrator.isolation.process import Limits, kill_tree, loader_variable, run_step
 from orchestrator.spec.facts import StepFacts
 
 
@@ -111,6 +111,7 @@ class LocalRunner:
         )
         command = list(argv)
         host_cwd = self._host(cwd) if not self.box else self.app
+        step_env = {**self.base_env, **env, **dirs_env}
         if self.box:
             # /dev/shm too is a dir of the work dir on the host: the storage limit counts it (an uncapped
             # tmpfs there once took 300 MB under a 30 MiB limit); the rest of /dev is read-only.
@@ -142,14 +143,18 @@ class LocalRunner:
             )
             flt = self.box.filter_for(view)
             fd3 = flt.path if flt else None
-            command = self.box.argv(view, command, cwd=cwd, filter_opened=True)
+            # the loader's variables (a task's env tables may set them) are set by bwrap inside the sandbox only:
+            # the wrapper, setpriv and bwrap run on the host, as headroom's user, before the uid drop
+            inside = {k: v for k, v in step_env.items() if loader_variable(k)}
+            step_env = {k: v for k, v in step_env.items() if k not in inside}
+            command = self.box.argv(view, command, cwd=cwd, filter_opened=True, setenv=inside)
         else:
             fd3 = None
         self._n += 1
         facts, usage = run_step(
             f"{self._n:02d}-{name}",
             command,
-            env={**self.base_env, **env, **dirs_env},
+            env=step_env,
             cwd=host_cwd or self.app,
             logs_dir=self.out_dir,
             timeout_s=timeout_s,
