@@ -6,8 +6,8 @@ import copy
 from typing import Any
 
 from orchestrator.controller.manager import slim_trial
+from orchestrator.controller.planned import CompactPlan
 from orchestrator.controller.progress import ExperimentStatus, experiment_status, ledger
-from orchestrator.engine.plan import plan
 from tests.controller.test_progress import _experiment, _tasks
 
 OUTCOMES = ["passed", "failed", "infra_error", "timeout"]
@@ -54,7 +54,7 @@ def _full(trial_id: str, label: str, i: int, *, finished: bool = True) -> dict[s
 
 
 def test_finished_trials_keep_their_counted_fields_and_share_the_repeated_parts() -> None:
-    p = plan(_experiment(), _tasks(4))  # 24 trials over 3 configurations
+    p = CompactPlan.of(_experiment(), _tasks(4))  # 24 trials over 3 configurations
     full = [_full(t.trial_id, t.config.label, i) for i, t in enumerate(p)]
     # Each Trial decoded on its own, as the watch and the paged list hand them over.
     slim = [slim_trial(copy.deepcopy(t)) for t in full]
@@ -84,7 +84,7 @@ def test_finished_trials_keep_their_counted_fields_and_share_the_repeated_parts(
 
 
 def test_a_trial_in_flight_keeps_its_spec_and_status_without_evidence() -> None:
-    p = plan(_experiment(), _tasks(1))
+    p = CompactPlan.of(_experiment(), _tasks(1))
     full = _full(p[0].trial_id, p[0].config.label, 0, finished=False)
     s = slim_trial(copy.deepcopy(full))
     assert s["spec"] == full["spec"]
