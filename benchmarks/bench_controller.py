@@ -145,6 +145,22 @@ def restore_trial_crd(cluster: Cluster, ns: str, probe: str) -> None:
 
     wait_for(served, 60, "the Trial CRD's status subresource")
 
+    def listed() -> bool:
+        # The switch rebuilds the API server's cache of the Trials: until it holds them all again, a list
+        # (the bare list's, the controller's) is refused (429, "storage is (re)initializing"). The same
+        # list as the bare one, once, so nothing is measured before the cache is back (and none cold).
+        try:
+            custom.list_namespaced_custom_object(
+                GROUP, VERSION, ns, TRIAL_PLURAL, _preload_content=False
+            ).release_conn()
+            return True
+        except client.exceptions.ApiException as exc:
+            if exc.status == 429:
+                return False
+            raise
+
+    wait_for(listed, 900, "the API server's cache of the Trials after the CRD switch")
+
 
 def populate(cluster: Cluster, ns: str, trials: int, procs: int, threads: int) -> tuple[str, int]:
     custom = client.CustomObjectsApi(cluster.api_client)
