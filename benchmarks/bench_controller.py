@@ -150,9 +150,8 @@ def restore_trial_crd(cluster: Cluster, ns: str, probe: str) -> None:
         # (the bare list's, the controller's) is refused (429, "storage is (re)initializing"). The same
         # list as the bare one, once, so nothing is measured before the cache is back (and none cold).
         try:
-            custom.list_namespaced_custom_object(
-                GROUP, VERSION, ns, TRIAL_PLURAL, _preload_content=False
-            ).release_conn()
+            resp: Any = custom.list_namespaced_custom_object(GROUP, VERSION, ns, TRIAL_PLURAL, _preload_content=False)
+            resp.release_conn()  # a raw urllib3 response: its body is not read into this process
             return True
         except client.exceptions.ApiException as exc:
             if exc.status == 429:
