@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from statistics import NormalDist
 from typing import Any, Literal
 
+from orchestrator.controller.planned import CompactPlan
 from orchestrator.controller.resources import (
     Condition,
     ConfigurationStatus,
@@ -30,13 +31,22 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass
+@dataclass(slots=True)
 class Pending:
-    """A try to start: which planned trial, which try number, and the Trial it retries."""
+    """A try to start: which planned trial (by plan order), which try number, and the Trial it retries.
 
-    trial: PlannedTrial
+    A fresh Experiment has every planned trial pending: the planned trial is built only when
+    asked for (``trial``), for the few a reconcile starts.
+    """
+
+    plan: CompactPlan
+    order: int
     try_index: int
     retry_of: str | None
+
+    @property
+    def trial(self) -> PlannedTrial:
+        return self.plan[self.order]
 
 
 @dataclass
@@ -58,35 +68,46 @@ def is_finished(t: Obj) -> bool:
     return (t.get("status") or {}).get("phase") in ("Finished", "Abandoned")
 
 
-def ledger(plan: list[PlannedTrial], trials: Iterable[Obj]) -> Ledger:
+def ledger(plan: CompactPlan, trials: Iterable[Obj]) -> Ledger:
     """What is done, what runs, what to start next (retries first, then the plan's order)."""
-    by_id: dict[str, list[Obj]] = defaultdict(list)
-    for t in trials:
-        by_id[t["spec"]["trialId"]].append(t)
+    # Each planned trial's tries, by plan order: the Trial itself while it has one (the usual
+    # case), a list from its second; nothing is allocated per planned trial that has none.
+    slots: list[Any] = [None] * len(plan)
     out = Ledger(planned=len(plan))
-    planned_ids = {p.trial_id for p in plan}
-    for tid, tries in by_id.items():
-        out.all_tries += len(tries)
-        if tid not in planned_ids:
-            out.finished_unplanned += len(tries)
+    for t in trials:
+        out.all_tries += 1
+        order = plan.order_of(t["spec"]["trialId"])
+        if order is None:
+            out.finished_unplanned += 1
+            continue
+        held = slots[order]
+        if held is None:
+            slots[order] = t
+        elif isinstance(held, list):
+            held.append(t)
+        else:
+            slots[order] = [held, t]
     retries: list[Pending] = []
     fresh: list[Pending] = []
-    for p in plan:
-        tries = sorted(by_id.get(p.trial_id, ()), key=lambda t: t["spec"]["try"])
+    for order, held in enumerate(slots):
+        if held is None:
+            fresh.append(Pending(plan, order, 0, None))
+            continue
+        tries = sorted(held, key=lambda t: t["spec"]["try"]) if isinstance(held, list) else [held]
         before = out.retried
-        _settle_one(p, tries, out, retries, fresh)
+        _settle_one(plan, order, tries, out, retries)
         if out.retried > before:
-            lab = p.config.label
+            lab = plan.label(order)
             out.retried_by_label[lab] = out.retried_by_label.get(lab, 0) + out.retried - before
     out.to_start = retries + fresh
     return out
 
 
-def _settle_one(p: PlannedTrial, tries: list[Obj], out: Ledger, retries: list[Pending], fresh: list[Pending]) -> None:
-    """Sort one planned trial's tries (ordered by try number) into the ledger."""
+def _settle_one(plan: CompactPlan, order: int, tries: list[Obj], out: Ledger, retries: list[Pending]) -> None:
+    """Sort one planned trial's tries (ordered by try number, at least one) into the ledger."""
     final = next((t for t in tries if is_finished(t) and t["status"].get("final")), None)
     if final is not None:
-        out.final[p.trial_id] = final
+        out.final[final["spec"]["trialId"]] = final
         out.retried += sum(1 for t in tries if is_finished(t) and not t["status"].get("final"))
         return
     running = [t for t in tries if not is_finished(t)]
@@ -94,12 +115,10 @@ def _settle_one(p: PlannedTrial, tries: list[Obj], out: Ledger, retries: list[Pe
         out.in_flight.extend(running)
         out.retried += sum(1 for t in tries if is_finished(t))
         return
-    if tries:  # the latest try finished and was not final: its retry is due
-        last = tries[-1]
-        out.retried += len(tries)
-        retries.append(Pending(p, last["spec"]["try"] + 1, last["metadata"]["name"]))
-    else:
-        fresh.append(Pending(p, 0, None))
+    # the latest try finished and was not final: its retry is due
+    last = tries[-1]
+    out.retried += len(tries)
+    retries.append(Pending(plan, order, last["spec"]["try"] + 1, last["metadata"]["name"]))
 
 
 # ---- statistics for the status ---------------------------------------------------------
@@ -125,14 +144,9 @@ def wilson(k: int, n: int) -> Interval:
     return Interval(k=k, n=n, estimate=p, low=max(0.0, centre - half), high=min(1.0, centre + half))
 
 
-def configuration_status(plan: list[PlannedTrial], book: Ledger) -> list[ConfigurationStatus]:
-    labels: list[str] = []
-    planned: dict[str, int] = defaultdict(int)
-    for p in plan:
-        if p.config.label not in planned:
-            labels.append(p.config.label)
-        planned[p.config.label] += 1
-    counts: dict[str, dict[str, int]] = {lab: defaultdict(int) for lab in labels}
+def configuration_status(plan: CompactPlan, book: Ledger) -> list[ConfigurationStatus]:
+    planned = plan.planned_by_label()
+    counts: dict[str, dict[str, int]] = {lab: defaultdict(int) for lab in planned}
     for t in book.final.values():
         st = t["status"]
         outcome, _ = current_outcome(
@@ -142,7 +156,8 @@ def configuration_status(plan: list[PlannedTrial], book: Ledger) -> list[Configu
     in_flight: dict[str, int] = defaultdict(int)
     for t in book.in_flight:
         in_flight[t["spec"]["configuration"]["label"]] += 1
-    order = sorted(labels, key=lambda lab: next(p.config.sort_key for p in plan if p.config.label == lab))
+    sort_key = {c.label: c.sort_key for c in plan.configs}
+    order = sorted(planned, key=lambda lab: sort_key[lab])
     out = []
     for lab in order:
         c = counts[lab]
@@ -210,7 +225,7 @@ def experiment_status(
     *,
     generation: int | None,
     run_id: str,
-    plan: list[PlannedTrial],
+    plan: CompactPlan,
     book: Ledger,
     task_digests: dict[str, str],
 ) -> ExperimentStatus:

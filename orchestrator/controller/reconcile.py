@@ -32,6 +32,7 @@ from orchestrator.backends.kubernetes import node_arch
 from orchestrator.controller import engine, taskimage, tasksets
 from orchestrator.controller.events import EventRecorder
 from orchestrator.controller.metrics import Metrics
+from orchestrator.controller.planned import CompactPlan
 from orchestrator.controller.progress import (
     Ledger,
     Pending,
@@ -61,7 +62,6 @@ from orchestrator.controller.resources import (
     TrialTimings,
 )
 from orchestrator.engine import faithful
-from orchestrator.engine.plan import plan
 from orchestrator.engine.settle import unstorable
 from orchestrator.errors import CatalogPending, SpecError, SpecInvalid, StatusConflict
 from orchestrator.kube.api import ApiException, client
@@ -70,7 +70,6 @@ from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.names import label_value
 from orchestrator.spec.task import Task
-from orchestrator.spec.trial import Trial as PlannedTrial
 from orchestrator.spec.unknown import first_validation_error
 
 log = structlog.get_logger("headroom.reconcile")
@@ -101,8 +100,7 @@ class _Plan:
     digest: str
     experiment: ExperimentResourceSpec
     tasks: dict[str, Task]
-    trials: list[PlannedTrial]
-    by_id: dict[str, PlannedTrial]
+    trials: CompactPlan  # a few bytes per planned trial: a 100,000-trial Experiment is held for its whole life
 
 
 BackendMaker = Callable[[str, "ExperimentResourceSpec | None"], engine.Backend]
@@ -247,14 +245,12 @@ class Reconciler:
         archs = node_arch.read(self.core, spec.kubernetes or KubernetesOptions()).architectures
         if refused := faithful.controller_refusal(experiment, tasks, architectures=archs):
             raise SpecInvalid(refused)
-        trials = plan(experiment, tasks)
         p = _Plan(
             key,
             engine.experiment_digest(experiment),
             experiment,
             {t.id: t for t in tasks},
-            trials,
-            {t.trial_id: t for t in trials},
+            CompactPlan.of(experiment, tasks),
         )
         self._plans[meta["name"]] = p
         return p
@@ -362,7 +358,9 @@ class Reconciler:
 
     def _launch(self, trial: dict[str, Any], planned: _Plan) -> Any:
         spec = trial["spec"]
-        p = planned.by_id[spec["trialId"]]
+        p = planned.trials.get(spec["trialId"])
+        if p is None:
+            raise KeyError(f"trial {spec['trialId']!r} is not in the plan")
         return engine.launch_for(
             planned.experiment,
             planned.tasks[p.task_id],
@@ -433,7 +431,8 @@ class Reconciler:
     def _advance(self, exp: dict[str, Any], planned: _Plan, trial: dict[str, Any], bound: Any) -> bool:
         """Observe one in-flight try; settle it when it ended. True when it was settled (or abandoned)."""
         name = trial["metadata"]["name"]
-        if trial["spec"]["trialId"] not in planned.by_id:
+        order = planned.trials.order_of(trial["spec"]["trialId"])
+        if order is None:
             return False  # not in this plan (cannot happen while the spec is immutable)
         backend = self.backend(exp["metadata"]["name"], planned)
         handle = self._handle(trial, planned, backend)
@@ -449,7 +448,7 @@ class Reconciler:
             for t in self._trials_of(spec["runId"])
             if t["spec"]["trialId"] == spec["trialId"] and (t.get("status") or {}).get("phase") == "Finished"
         )
-        task = planned.tasks[planned.by_id[spec["trialId"]].task_id]
+        task = planned.tasks[planned.trials.task_id(order)]
         settled = engine.settle_try(facts, planned.experiment, task, finished_before)
         try:
             written = self._finish(self.trials.get(name) or trial, settled)

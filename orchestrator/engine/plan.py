@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterator
 
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.resources import ResourceConfig
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial
 
-__all__ = ["Trial", "plan", "trial_id", "trial_seed"]
+__all__ = ["Trial", "plan", "plan_order", "trial_id", "trial_seed"]
 
 
 def trial_id(task_id: str, config: ResourceConfig, attempt: int) -> str:
@@ -34,25 +35,37 @@ def trial_seed(experiment_seed: int, task_id: str, attempt: int) -> int:
     return int.from_bytes(h[:4], "big")
 
 
-def plan(experiment: Experiment, tasks: list[Task]) -> list[Trial]:
-    rng = random.Random(experiment.seed)
-    trials: list[Trial] = []
-    task_ids = [t.id for t in tasks]
-    for attempt in range(experiment.attempts):
-        round_tasks = task_ids[:]
+def plan_order(seed: int, n_tasks: int, n_configs: int, attempts: int) -> Iterator[tuple[int, int, int]]:
+    """Each planned trial as (attempt, task index, configuration index), in plan order.
+
+    The one place the order is drawn: ``plan`` builds its Trials from it, and the controller keeps
+    these indices instead of Trials (orchestrator/controller/planned.py). A shuffle's permutation
+    depends only on the list's length, so shuffling indices draws exactly what shuffling the items did.
+    """
+    rng = random.Random(seed)
+    for attempt in range(attempts):
+        round_tasks = list(range(n_tasks))
         rng.shuffle(round_tasks)
-        for task_id in round_tasks:
-            configs = list(experiment.configurations)
+        for task in round_tasks:
+            configs = list(range(n_configs))
             rng.shuffle(configs)
             for config in configs:
-                trials.append(
-                    Trial(
-                        trial_id=trial_id(task_id, config, attempt),
-                        task_id=task_id,
-                        config=config,
-                        attempt=attempt,
-                        seed=trial_seed(experiment.seed, task_id, attempt),
-                        order=len(trials),
-                    )
-                )
+                yield attempt, task, config
+
+
+def plan(experiment: Experiment, tasks: list[Task]) -> list[Trial]:
+    trials: list[Trial] = []
+    configs = list(experiment.configurations)
+    for attempt, t, c in plan_order(experiment.seed, len(tasks), len(configs), experiment.attempts):
+        task_id, config = tasks[t].id, configs[c]
+        trials.append(
+            Trial(
+                trial_id=trial_id(task_id, config, attempt),
+                task_id=task_id,
+                config=config,
+                attempt=attempt,
+                seed=trial_seed(experiment.seed, task_id, attempt),
+                order=len(trials),
+            )
+        )
     return trials

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.controller.planned import CompactPlan
 from orchestrator.controller.progress import (
     ExperimentStatus,
     experiment_status,
@@ -13,7 +14,6 @@ from orchestrator.controller.progress import (
     wilson,
 )
 from orchestrator.controller.reconcile import bounded_evidence
-from orchestrator.engine.plan import plan
 from orchestrator.spec.evidence import Evidence, PodEvent
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import StepFacts, TrialFacts
@@ -59,7 +59,7 @@ def _trial(
 
 
 def test_ledger_counts_done_running_and_due() -> None:
-    p = plan(_experiment(), _tasks(2))  # 2 tasks x 3 configs x 2 attempts
+    p = CompactPlan.of(_experiment(), _tasks(2))  # 2 tasks x 3 configs x 2 attempts
     assert len(p) == 12
     a, b, c, d = p[0], p[1], p[2], p[3]
     trials = [
@@ -80,7 +80,7 @@ def test_ledger_counts_done_running_and_due() -> None:
 
 
 def test_status_counts_and_intervals() -> None:
-    p = plan(_experiment(), _tasks(2))
+    p = CompactPlan.of(_experiment(), _tasks(2))
     strict = [t for t in p if t.config.label == "1x-strict"]
     trials = [
         _trial(strict[0].trial_id, "1x-strict", 0, "Finished", "infra_error", True),
@@ -105,7 +105,7 @@ def test_status_counts_and_intervals() -> None:
 
 
 def test_status_complete() -> None:
-    p = plan(_experiment(), _tasks(1))
+    p = CompactPlan.of(_experiment(), _tasks(1))
     trials = [_trial(t.trial_id, t.config.label, 0, "Finished", "failed", True) for t in p]
     st = experiment_status(
         ExperimentStatus(), generation=1, run_id="r", plan=p, book=ledger(p, trials), task_digests={}

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import copy
+import json
+import sys
 from typing import Any
 
+import pytest
+
 from orchestrator.controller.manager import slim_trial
+from orchestrator.controller.planned import CompactPlan
 from orchestrator.controller.progress import ExperimentStatus, experiment_status, ledger
-from orchestrator.engine.plan import plan
 from tests.controller.test_progress import _experiment, _tasks
 
 OUTCOMES = ["passed", "failed", "infra_error", "timeout"]
@@ -54,7 +58,7 @@ def _full(trial_id: str, label: str, i: int, *, finished: bool = True) -> dict[s
 
 
 def test_finished_trials_keep_their_counted_fields_and_share_the_repeated_parts() -> None:
-    p = plan(_experiment(), _tasks(4))  # 24 trials over 3 configurations
+    p = CompactPlan.of(_experiment(), _tasks(4))  # 24 trials over 3 configurations
     full = [_full(t.trial_id, t.config.label, i) for i, t in enumerate(p)]
     # Each Trial decoded on its own, as the watch and the paged list hand them over.
     slim = [slim_trial(copy.deepcopy(t)) for t in full]
@@ -84,7 +88,7 @@ def test_finished_trials_keep_their_counted_fields_and_share_the_repeated_parts(
 
 
 def test_a_trial_in_flight_keeps_its_spec_and_status_without_evidence() -> None:
-    p = plan(_experiment(), _tasks(1))
+    p = CompactPlan.of(_experiment(), _tasks(1))
     full = _full(p[0].trial_id, p[0].config.label, 0, finished=False)
     s = slim_trial(copy.deepcopy(full))
     assert s["spec"] == full["spec"]
@@ -92,3 +96,23 @@ def test_a_trial_in_flight_keeps_its_spec_and_status_without_evidence() -> None:
     assert s["metadata"]["uid"] == "uid-0" and "managedFields" not in s["metadata"]
     other = slim_trial(copy.deepcopy(full))
     assert other["status"] is not s["status"]  # in flight: its own, the loop updates it
+
+
+def test_a_finished_trial_reads_like_the_dict_and_refuses_writes() -> None:
+    p = CompactPlan.of(_experiment(), _tasks(1))
+    full = _full(p[0].trial_id, p[0].config.label, 2)
+    s = slim_trial(copy.deepcopy(full))
+    assert s["spec"]["trialId"] == p[0].trial_id and s["spec"].get("try") == 0 and s["spec"].get("seed") is None
+    assert s.get("status") == {"phase": "Finished", "outcome": "infra_error", "final": True, "reason": "oom_killed"}
+    assert "trialId" in s["spec"] and "uid" not in s["metadata"] and dict(s["metadata"])["name"] == "r-2"
+    assert {**s["spec"]}["configuration"] == {"label": p[0].config.label}
+    with pytest.raises(KeyError):
+        s["metadata"]["uid"]
+    with pytest.raises(TypeError):
+        s["spec"]["try"] = 1  # the cache's Trials are read, never written
+    with pytest.raises(TypeError):
+        json.dumps(s)  # loudly, never as "{}"
+    # Held in slots, not hash tables: the three levels together cost less than one small dict each.
+    levels = [s, s["metadata"], s["spec"]]
+    assert not any(isinstance(x, dict) for x in levels)
+    assert sum(sys.getsizeof(x) for x in levels) < 2 * sys.getsizeof({"name": "", "resourceVersion": ""})

@@ -22,9 +22,9 @@ from kubernetes.client.exceptions import ApiException
 
 from orchestrator.backends.base import Handle
 from orchestrator.controller.metrics import Metrics
+from orchestrator.controller.planned import CompactPlan
 from orchestrator.controller.reconcile import WRITE_ATTEMPTS, Reconciler, _Plan
 from orchestrator.controller.resources import ExperimentResourceSpec, TaskSource
-from orchestrator.engine.plan import plan
 from orchestrator.spec.backend import BackendAbilities
 from orchestrator.spec.facts import StepFacts, TrialFacts
 from orchestrator.spec.task import Task, TaskSpec
@@ -99,15 +99,9 @@ def _setup(refuse: Callable[[dict[str, Any]], int | None]) -> tuple[Reconciler, 
     )
     task = Task(id="t", path="/x/t", spec=spec, instruction="", digest="0" * 64)
     experiment = ExperimentResourceSpec(task_source=TaskSource(bundle="b"), configurations=["unbounded"], attempts=1)
-    [planned_trial] = plan(experiment, [task])
-    planned = _Plan(
-        key=("e", 1, "d"),
-        digest="d",
-        experiment=experiment,
-        tasks={"t": task},
-        trials=[planned_trial],
-        by_id={planned_trial.trial_id: planned_trial},
-    )
+    trials = CompactPlan.of(experiment, [task])
+    [planned_trial] = trials
+    planned = _Plan(key=("e", 1, "d"), digest="d", experiment=experiment, tasks={"t": task}, trials=trials)
     name = "e-t-0"
     trial = {
         "metadata": {"name": name, "resourceVersion": "1", "uid": "u", "creationTimestamp": None},

@@ -161,13 +161,11 @@ def test_an_old_store_reads_failed_abstained_as_abstained(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("stored", [("abstained", None), ("failed", "abstained")])
 def test_controller_counts_abstentions_apart(stored: tuple[str, str | None]) -> None:
+    from orchestrator.controller.planned import CompactPlan
     from orchestrator.spec.resources import ResourceConfig
-    from orchestrator.spec.trial import Trial
 
     cfg = ResourceConfig(request_multiplier=1.0, limit_multiplier=2.0)
-    plan = [
-        Trial(trial_id=f"t{i}:{cfg.label}:0", task_id=f"t{i}", config=cfg, attempt=0, seed=i, order=i) for i in range(3)
-    ]
+    plan = CompactPlan(seed=0, task_ids=["t0", "t1", "t2"], configs=[cfg], attempts=1)
     book = Ledger(planned=3)
     for i, (outcome, reason) in enumerate([("passed", None), ("failed", None), stored]):
         book.final[f"t{i}"] = {
