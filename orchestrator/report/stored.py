@@ -92,6 +92,12 @@ def _json(doc: BaseModel) -> str:
     return doc.model_dump_json(by_alias=True, exclude_unset=True)
 
 
+def _rules_key(rules: str | None) -> str | None:
+    """``--rules`` as the key holds it: unset and ``auto`` are one request (``scoring_rules.parse_rules``), so the
+    report a sweep prints at its end (no ``--rules``) is the one ``headroom report`` asks for by default."""
+    return "auto" if rules is None or rules.strip() in ("", "auto") else rules
+
+
 def report_document(
     store: Store,
     run_id: str | None,
@@ -109,7 +115,7 @@ def report_document(
 
         return document.build(store, rid, reference=reference, rules=rules, margin=margin)
 
-    options = {"run": rid, "reference": reference, "rules": rules, "margin": margin}
+    options = {"run": rid, "reference": reference, "rules": _rules_key(rules), "margin": margin}
     return kept("report", [store], options, compute, ReportDocument.model_validate_json, _json)
 
 
@@ -136,7 +142,7 @@ def report_text(
     def same(text: str) -> str:
         return text
 
-    options = {"run": rid, "reference": reference, "rules": rules, "margin": margin}
+    options = {"run": rid, "reference": reference, "rules": _rules_key(rules), "margin": margin}
     return kept("report/html", [store], options, compute, same, same)
 
 
@@ -155,7 +161,7 @@ def comparison_document(
 
     # One file given twice is one store, its version counted once.
     same = store_a.path.resolve() == store_b.path.resolve()
-    options = {"a": ra, "b": rb, "rules": rules, "same_store": same}
+    options = {"a": ra, "b": rb, "rules": _rules_key(rules), "same_store": same}
     stores = [store_a] if same else [store_a, store_b]
     return kept("comparison", stores, options, compute, ComparisonDocument.model_validate_json, _json)
 

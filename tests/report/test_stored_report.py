@@ -278,3 +278,13 @@ def test_calibrate_is_stored_and_voided_by_a_change(store: Path, tmp_path: Path)
     with sqlite3.connect(store) as db:
         db.execute("UPDATE executions SET peak_memory_bytes = peak_memory_bytes + 1 WHERE final = 1")
     assert SENTINEL not in calibrate("d")
+
+
+def test_the_report_a_sweep_prints_at_its_end_is_kept_for_the_next_report(tmp_path: Path) -> None:
+    root = tmp_path / "tasks"
+    write_task(root, "steady", solve='touch "$HEADROOM_WORKDIR/out"\n')
+    store = tmp_path / "h.db"
+    headroom("sweep", str(root), "--store", str(store), "--multipliers", "1", "--attempts", "1", "--model", "m")
+    assert stored_kinds(store) == ["report"]  # the summary it printed came from the document it kept
+    mark(store)
+    assert report(store)["run"]["name"] == SENTINEL
