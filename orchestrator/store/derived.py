@@ -64,15 +64,27 @@ def ensure(db: sqlite3.Connection) -> None:
     """Create the token, the results table and a trigger for each event on every other table (idempotent).
 
     Run on every writable open, after the schema and its migrations, so a table a later schema adds (or a
-    migration rebuilds) gets its triggers without anyone listing it here.
+    migration rebuilds) gets its triggers without anyone listing it here. Nothing is written when all is in
+    place; otherwise one transaction (the caller's, if it holds one), so the WAL takes the schema pages once.
     """
-    for statement in DDL:
-        db.execute(statement)
-    have = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    for table in _tables(db):
-        for event in _EVENTS:
-            if _trigger_name(table, event) not in have:
-                db.execute(_trigger_sql(table, event))
+    have = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')")}
+    missing = [(t, e) for t in _tables(db) for e in _EVENTS if _trigger_name(t, e) not in have]
+    if not missing and STATE in have and RESULTS in have:
+        return
+    own = not db.in_transaction
+    if own:
+        db.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in DDL:
+            db.execute(statement)
+        for table, event in missing:
+            db.execute(_trigger_sql(table, event))
+        if own:
+            db.execute("COMMIT")
+    except BaseException:
+        if own:
+            db.execute("ROLLBACK")
+        raise
 
 
 @dataclass(frozen=True)
