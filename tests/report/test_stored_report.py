@@ -288,3 +288,28 @@ def test_the_report_a_sweep_prints_at_its_end_is_kept_for_the_next_report(tmp_pa
     assert stored_kinds(store) == ["report"]  # the summary it printed came from the document it kept
     mark(store)
     assert report(store)["run"]["name"] == SENTINEL
+
+
+#: Markup, script, terminal controls and a forged Markdown heading (tests/report/test_hostile_strings.py has more).
+HOSTILE = "<img src=x onerror=alert(1)><script>x()</script>[red]r[/red] **b** |p| \x1b[31mred\x1b]0;t\x07\n## Forged"
+
+
+def test_hostile_strings_come_out_of_a_stored_result_exactly_as_escaped_as_computed(tmp_path: Path) -> None:
+    store = tmp_path / "h.db"
+    tb = tmp_path / "tb"
+    task = HOSTILE.replace("/", "%").replace("\n", " ")
+    write_tb_run(tb / "run-1", [T(task, True, mode=HOSTILE), T(task, False, mode=HOSTILE)], agent=HOSTILE,
+                 model=HOSTILE, per_trial_copies=False)  # fmt: skip
+    headroom("results", "import", str(tb), "--store", str(store), "--name", HOSTILE)
+    outputs: dict[str, list[str]] = {}
+    for fmt in ("json", "markdown", "table", "html"):
+        out = tmp_path / f"r.{fmt}"
+        for _ in range(2):  # computed and kept, then shown from the store
+            headroom("report", str(store), "--format", fmt, "-o", str(out))
+            outputs.setdefault(fmt, []).append(out.read_text())
+    for fmt, (computed, kept) in outputs.items():
+        assert kept == computed, fmt
+    assert "<script>x()" not in outputs["html"][1] and "<img src=x" not in outputs["html"][1]
+    assert "\x1b" not in outputs["table"][1] and "\x1b" not in outputs["markdown"][1]
+    assert json.loads(outputs["json"][1])["run"]["name"] == HOSTILE  # raw in the data, escaped where rendered
+    assert stored_kinds(store) == ["report", "report/html"]
