@@ -12,12 +12,20 @@ A result is stored under the token read before it was computed, and only if the 
 same: every read in between saw that one state of the store. Tokens are random (not a counter), so two copies
 of one store file that each take a different write never share one: a result stored in one file, or keyed on
 another file's token (``runs compare`` across two stores), names exactly one state of that file.
+
+A store file can come from anyone (a colleague's run, a download), and whoever wrote it could also write a
+result its rows do not support, under the right key. So each result carries an HMAC under a key of this user's
+own (:func:`local_key`, made on first use, never in a store): a result this user's headroom did not store, or
+one changed since, fails it and is computed again, as on any other miss.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
+import secrets
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +50,7 @@ DDL = (
     key    TEXT NOT NULL,                  -- sha256 of the token(s), schema version, options and code version
     token  TEXT NOT NULL,                  -- this store's token when it was derived (older ones are removed)
     value  TEXT NOT NULL,                  -- the result as JSON
+    mac    TEXT NOT NULL,                  -- HMAC-SHA256 of kind, key and value under this user's local key
     PRIMARY KEY (kind, key)
 )""",
 )
@@ -130,13 +139,49 @@ def key(kind: str, versions: list[Version], options: dict[str, Any], code: str) 
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def lookup(db: sqlite3.Connection, kind: str, key_: str) -> str | None:
-    """The stored result under ``key_``, or None."""
+KEY_FILE = "derived.key"
+
+
+def local_key() -> bytes | None:
+    """This user's key for the results' HMAC (``$HEADROOM_CACHE_DIR`` or ``~/.cache/headroom``, mode 0600,
+    made on first use), or None where it can be neither read nor made: then nothing is stored or read."""
+    path = Path(os.environ.get("HEADROOM_CACHE_DIR") or Path.home() / ".cache" / "headroom") / KEY_FILE
     try:
-        row = db.execute(f"SELECT value FROM {RESULTS} WHERE kind = ? AND key = ?", (kind, key_)).fetchone()
+        data = path.read_bytes()
+    except FileNotFoundError:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it first
+            return local_key()
+        except OSError:
+            return None
+        try:
+            os.write(fd, secrets.token_bytes(32))
+        finally:
+            os.close(fd)
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if len(data) == 32 else None
+
+
+def _mac(secret: bytes, kind: str, key_: str, value: str) -> str:
+    return hmac.new(secret, json.dumps([kind, key_, value]).encode(), hashlib.sha256).hexdigest()
+
+
+def lookup(db: sqlite3.Connection, kind: str, key_: str) -> str | None:
+    """The stored result under ``key_``, or None (also when its HMAC is not this user's headroom's)."""
+    secret = local_key()
+    if secret is None:
+        return None
+    try:
+        row = db.execute(f"SELECT value, mac FROM {RESULTS} WHERE kind = ? AND key = ?", (kind, key_)).fetchone()
     except sqlite3.DatabaseError:
         return None
-    return None if row is None else str(row[0])
+    if row is None or not hmac.compare_digest(str(row[1]), _mac(secret, kind, key_, str(row[0]))):
+        return None
+    return str(row[0])
 
 
 def save(path: Path, kind: str, key_: str, derived_from: Version, value: str) -> bool:
@@ -148,7 +193,8 @@ def save(path: Path, kind: str, key_: str, derived_from: Version, value: str) ->
     """
     from orchestrator.store.sqlite import APPLICATION_ID, SCHEMA_VERSION, read_only_reason
 
-    if read_only_reason(path) is not None:
+    secret = local_key()
+    if secret is None or read_only_reason(path) is not None:
         return False
     try:
         db = sqlite3.connect(path, timeout=2, isolation_level=None)
@@ -169,8 +215,8 @@ def save(path: Path, kind: str, key_: str, derived_from: Version, value: str) ->
                 return False
             db.execute(f"DELETE FROM {RESULTS} WHERE token != ?", (derived_from.token,))
             db.execute(
-                f"INSERT OR REPLACE INTO {RESULTS} (kind, key, token, value) VALUES (?, ?, ?, ?)",
-                (kind, key_, derived_from.token, value),
+                f"INSERT OR REPLACE INTO {RESULTS} (kind, key, token, value, mac) VALUES (?, ?, ?, ?, ?)",
+                (kind, key_, derived_from.token, value, _mac(secret, kind, key_, value)),
             )
             db.execute("COMMIT")
             return True

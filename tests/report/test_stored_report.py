@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.store import derived
 from orchestrator.store.sqlite import Store
 from tests.cli_run import headroom as run_cli
 from tests.importers.formats import T, write_tb_run
@@ -39,8 +40,11 @@ def stored_kinds(store: Path) -> list[str]:
         return sorted(r[0] for r in db.execute("SELECT kind FROM derived_results"))
 
 
-def mark(store: Path) -> int:
-    """Put SENTINEL where each stored result names its run; how many results were marked."""
+def mark(store: Path, *, sign: bool = True) -> int:
+    """Put SENTINEL where each stored result names its run; how many results were marked. ``sign``: with this
+    user's HMAC, as headroom itself would store it (else the old MAC stays: what a forger without the key writes)."""
+    secret = derived.local_key()
+    assert secret is not None
     db = sqlite3.connect(store)
     rows = db.execute("SELECT kind, key, value FROM derived_results").fetchall()
     for kind, key, value in rows:
@@ -51,6 +55,9 @@ def mark(store: Path) -> int:
             doc["a" if kind == "comparison" else "run"]["name"] = SENTINEL
             value = json.dumps(doc)
         db.execute("UPDATE derived_results SET value = ? WHERE kind = ? AND key = ?", (value, kind, key))
+        if sign:
+            mac = derived._mac(secret, kind, key, value)
+            db.execute("UPDATE derived_results SET mac = ? WHERE kind = ? AND key = ?", (mac, kind, key))
     db.commit()
     db.close()
     return len(rows)
@@ -313,3 +320,18 @@ def test_hostile_strings_come_out_of_a_stored_result_exactly_as_escaped_as_compu
     assert "\x1b" not in outputs["table"][1] and "\x1b" not in outputs["markdown"][1]
     assert json.loads(outputs["json"][1])["run"]["name"] == HOSTILE  # raw in the data, escaped where rendered
     assert stored_kinds(store) == ["report", "report/html"]
+
+
+def test_a_result_this_users_headroom_did_not_store_is_computed_again(store: Path, tmp_path: Path) -> None:
+    # A store file from someone else can hold any result under the right key (the key is no secret: the token is
+    # in the file, the code's version in the package). Only a result with this user's HMAC is shown.
+    report(store)
+    assert mark(store, sign=False) == 1
+    assert report(store)["run"]["name"] != SENTINEL  # a changed value under the old MAC: computed again
+    assert mark(store, sign=True) == 1
+    assert report(store)["run"]["name"] == SENTINEL  # the control: signed as headroom signs, it is read
+    # The same store read by another user (another key): what this user stored is not theirs to trust.
+    other = tmp_path / "other-user"
+    out = run_cli("report", str(store), "--format", "json", env={"HEADROOM_CACHE_DIR": str(other)}, check=True)
+    assert json.loads(out.stdout)["run"]["name"] != SENTINEL
+    assert (other / derived.KEY_FILE).stat().st_mode & 0o777 == 0o600
