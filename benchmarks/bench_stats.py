@@ -18,7 +18,9 @@ path starts from the store, so each includes reading and analysing the rows.
 
 Small runs (--small, on by default; --small-only skips the 1M-row part): stores of 480 trials (the demo's
 size) and 10,080 trials, each command a user runs after a sweep as a whole fresh process, start-up
-included: `headroom report` to the terminal, JSON, Markdown and HTML, `runs compare` and `runs calibrate`.
+included: `headroom report` to the terminal, JSON, Markdown and HTML, `runs compare` and `runs calibrate`, each
+twice in a row: cold (the store's kept results cleared first, so it computes and keeps its result) and warm (it
+shows the kept result; see orchestrator/report/stored.py).
 The baselines, interleaved in the same run so load on a shared machine hits both sides: `python -c pass`,
 `python -c "import numpy"`, `python -c "import orchestrator"`, and the library floor (pandas, scipy.stats and
 statsmodels.stats.proportion: what any report imports before headroom's own code runs). The children write
@@ -248,6 +250,20 @@ def wall(argv: list[str]) -> tuple[float, float]:
     return time.perf_counter() - t0, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
+def forget_results(path: Path) -> None:
+    """Remove every result the store keeps (orchestrator/store/derived.py): the next command computes its own."""
+    import sqlite3
+
+    from orchestrator.store import derived
+
+    db = sqlite3.connect(path)
+    try:
+        derived.clear(db)
+        db.commit()
+    finally:
+        db.close()
+
+
 def small_runs(seed: int, repeats: int) -> None:
     """Each post-sweep command on a small store, as a whole process, against bare Python in the same run."""
     py = [sys.executable]
@@ -273,24 +289,32 @@ def small_runs(seed: int, repeats: int) -> None:
             }
             for argv in commands.values():  # the first run writes the .pyc files; it is not counted
                 wall(argv)
-            times: dict[str, list[float]] = {name: [] for name in [*baselines, *commands]}
+            paths = [f"{name} {path}" for name in commands for path in ("cold", "warm")]
+            times: dict[str, list[float]] = {name: [] for name in [*baselines, *paths]}
             cpus: dict[str, list[float]] = {name: [] for name in times}
             for _ in range(max(1, repeats)):  # interleaved rounds: a burst of load hits the baselines too
-                for key, run in (*baselines.items(), *commands.items()):
+                for key, run in baselines.items():
                     w, c = wall(run)
                     times[key].append(w)
                     cpus[key].append(c)
+                for key, run in commands.items():
+                    # Cold: no stored result (cleared), so the command computes it and keeps it; warm: it is shown.
+                    forget_results(path)
+                    for which in ("cold", "warm"):
+                        w, c = wall(run)
+                        times[f"{key} {which}"].append(w)
+                        cpus[f"{key} {which}"].append(c)
         base, base_cpu = statistics.median(times["python -c pass"]), statistics.median(cpus["python -c pass"])
         print(f"small run: {len(df):,} trials (tasks={tasks}, configs=6, attempts={attempts}); medians of {repeats}")
         floor, floor_cpu = (statistics.median(d["library floor (pandas, scipy.stats)"]) for d in (times, cpus))
         print(
-            f"  {'command (whole process)':<36} {'wall s':>7} {'x pass':>7} {'x floor':>8} {'CPU s':>7} "
+            f"  {'command (whole process)':<41} {'wall s':>7} {'x pass':>7} {'x floor':>8} {'CPU s':>7} "
             f"{'CPU x pass':>11} {'CPU x floor':>12}"
         )
         for name, ts in times.items():
             m, c = statistics.median(ts), statistics.median(cpus[name])
             print(
-                f"  {name:<36} {m:7.3f} {m / base:7.1f} {m / floor:8.2f} {c:7.3f} {c / base_cpu:11.1f} "
+                f"  {name:<41} {m:7.3f} {m / base:7.1f} {m / floor:8.2f} {c:7.3f} {c / base_cpu:11.1f} "
                 f"{c / floor_cpu:12.2f}"
             )
 

@@ -40,10 +40,11 @@ def print_report(
 ) -> None:
     """The report in ``fmt``; ``compact``: a table holds only the summary (what a sweep prints when it ends)."""
     from orchestrator.commands.outputs import write_file
-    from orchestrator.report import document
+    from orchestrator.report import stored
 
-    doc = document.build(store, run_id, reference=reference, rules=rules, margin=margin)
     if fmt == "table":
+        # The stored document when the store holds one for exactly this state and these options; else computed.
+        doc = stored.report_document(store, run_id, reference=reference, rules=rules, margin=margin)
         from orchestrator.report import terminal
 
         if output is None:
@@ -59,9 +60,7 @@ def print_report(
         )
         text = buf.getvalue()
     else:
-        from orchestrator.report import render
-
-        text = render.render_text(doc, fmt)
+        text = stored.report_text(store, run_id, fmt, reference=reference, rules=rules, margin=margin)
     if output:
         write_file(output, text, "--output")
         err.print(f"report written to {output} ({fmt})")

@@ -12,12 +12,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
-import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 
 from orchestrator.engine.canary_verdict import of_run, run_problems
-from orchestrator.engine.overcommit import observed_by_config
 from orchestrator.report.model import (
     AgentNotFound,
     Checks,
@@ -30,7 +28,9 @@ from orchestrator.spec.analysis import Calibration, Drift
 from orchestrator.spec.backend import ClusterFacts
 from orchestrator.spec.provenance import CanaryVerdict, Provenance
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pandas only where a document is built: a stored report is rendered without it
+    import pandas as pd
+
     from orchestrator.report.model import ReportDocument
 
 
@@ -45,6 +45,8 @@ NOT_BITING = "the enforcement canary shows the limits did not bite: this run is 
 def build(prov: Provenance, frame: pd.DataFrame, *, backend: str, drift: Drift | None) -> Checks:
     """The document's ``checks``: the canary of the start and of every ``--resume``, overcommit, ``drift`` (the
     statistics' own, None before any trial finished), agents that did not start, incomplete usage, pauses."""
+    from orchestrator.engine.overcommit import observed_by_config  # imports pandas
+
     canary = prov.canary or (
         CanaryVerdict(status="unknown (imported)", reason="headroom did not run these trials", arms=[], problems=[])
         if prov.import_

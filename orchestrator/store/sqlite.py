@@ -34,6 +34,7 @@ from orchestrator.spec.provenance import read_stored as read_provenance
 from orchestrator.spec.resources import TASK_BAND, ResourceConfig
 from orchestrator.spec.task import Task
 from orchestrator.spec.trial import Trial, Verdict
+from orchestrator.store import derived
 from orchestrator.store.base import RunStatus, TryRecord
 from orchestrator.store.records import AXES, ExecutionRecord, RunRecord, TaskRecord, TrialRecord, content_digest
 
@@ -128,6 +129,8 @@ class Store:
                 self.db.executescript(_SCHEMA_SQL)
                 if has_tables and version < SCHEMA_VERSION:
                     self._migrate(version)
+                # After the schema and any migration: every table then has the triggers that void stored reports.
+                derived.ensure(self.db)
         except sqlite3.DatabaseError as exc:
             raise UserError(f"cannot use as a headroom store: {store_error(exc)}", file=str(self.path)) from None
         except OSError as exc:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import tomlkit
 
-from orchestrator.stats.bands import TaskBand
+from orchestrator.stats.band_types import TaskBand
 
 
 def patched_toml(text: str, band: TaskBand, note: str) -> str:

@@ -9,6 +9,7 @@ loaded. The time itself is measured by benchmarks/bench_stats.py (its small-run 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,9 @@ SWEEP_ONLY = (
     "orchestrator.tasks.loader",
 )
 PLOTTING = ("matplotlib",)
+#: What a command showing a stored result (orchestrator/report/stored.py) must not load: the statistics and their
+#: frames, and the plots (the HTML page is stored whole).
+STATISTICS = ("numpy", "pandas", "pyarrow", "scipy", "scipy.stats", "statsmodels", "matplotlib")
 
 PROBE = """
 import json, sys
@@ -47,11 +51,11 @@ with open(dump, "w") as fh:
 """
 
 
-def loaded(tmp_path: Path, *args: str) -> list[str]:
+def loaded(tmp_path: Path, *args: str, heavy: tuple[str, ...] = (*NEVER, *SWEEP_ONLY, *PLOTTING)) -> list[str]:
     """Run one headroom command in a fresh interpreter; the heavy modules it had loaded when it exited."""
     dump = tmp_path / "modules.json"
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(dump), json.dumps([*NEVER, *SWEEP_ONLY, *PLOTTING]), *args],
+        [sys.executable, "-c", PROBE, str(dump), json.dumps(heavy), *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -86,6 +90,8 @@ def test_report_loads_no_plotting_or_umbrella_module(store: Path, tmp_path: Path
 
 def test_html_report_loads_matplotlib_so_the_probe_can_see_it(store: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
+    with sqlite3.connect(store) as db:  # computed, not the page a test before kept (shown without matplotlib)
+        db.execute("DELETE FROM derived_results")
     assert loaded(tmp_path, "report", str(store), "-o", str(out)) == ["matplotlib"]
     assert "data:image/png;base64," in out.read_text()
 
@@ -96,3 +102,23 @@ def test_compare_loads_no_plotting_or_umbrella_module(store: Path, tmp_path: Pat
 
 def test_calibrate_loads_no_plotting_or_umbrella_module(store: Path, tmp_path: Path) -> None:
     assert loaded(tmp_path, "runs", "calibrate", str(store), "--out-dir", str(tmp_path / "bands")) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("report", "{store}", "--format", "table"),
+        ("report", "{store}", "--format", "json"),
+        ("report", "{store}", "--format", "markdown"),
+        ("report", "{store}", "-o", "{tmp}/report.html"),
+        ("runs", "compare", "{store}", "{store}", "--format", "json"),
+        ("runs", "calibrate", "{store}", "--out-dir", "{tmp}/bands"),
+    ],
+)
+def test_a_stored_result_is_shown_without_the_statistics(store: Path, tmp_path: Path, command: tuple[str, ...]) -> None:
+    args = [a.format(store=store, tmp=tmp_path) for a in command]
+    with sqlite3.connect(store) as db:  # what an earlier case kept (the HTML page reads the kept document)
+        db.execute("DELETE FROM derived_results")
+    first = loaded(tmp_path, *args, heavy=STATISTICS)  # computed, then kept
+    assert "scipy.stats" in first
+    assert loaded(tmp_path, *args, heavy=STATISTICS) == []

@@ -120,7 +120,7 @@ def write_outputs(doc: dict[str, Any], out_dir: Path, tasks_out: Path | None) ->
     Returns (notes, the published tasks whose patch was written).
     """
     from orchestrator.report.bands import summary_markdown
-    from orchestrator.stats.bands import LimitTest, TaskBand
+    from orchestrator.stats.band_types import LimitTest, TaskBand
     from orchestrator.tasks.patch import patched_toml, read_task_toml, unified_patch
 
     make_dir(out_dir, "--out-dir")
@@ -194,7 +194,9 @@ def calibrate(
     check_dir(out_dir, "--out-dir")  # path mistakes before the statistics run
     if tasks_out is not None:
         check_dir(tasks_out, "--tasks-out")
-    doc = calibration_document(store, run_id, alpha=alpha, margin=margin)
+    from orchestrator.report.stored import calibration
+
+    doc = calibration(store, run_id, alpha=alpha, margin=margin)
     notes, patched = write_outputs(doc, out_dir, tasks_out)
     for b in doc["bands"]:
         if b["status"] == "recommended":

@@ -29,13 +29,13 @@ def compare(run_a: RunName, run_b: RunName, store_path: Path, fmt: str, rules: s
 
     RUN_A and RUN_B are run ids in --store, store files (their latest run), or FILE:RUN_ID.
     """
-    from orchestrator.report import comparison, document
+    from orchestrator.report import comparison, stored
 
     if len(labels) > 2 or any(not lab.strip() for lab in labels):
         raise UserError("give --label once or twice (A's agent, then B's), each non-empty", field="--label")
     sa, ra = run_a.open(store_path)
     sb, rb = run_b.open(store_path)
-    doc = document.comparison_document(sa, ra, sb, rb, rules=rules)
+    doc = stored.comparison_document(sa, ra, sb, rb, rules=rules)
     for side, lab in zip((doc.a, doc.b), labels):
         side.label = lab
     if fmt == "json":
