@@ -38,6 +38,11 @@ if [[ ! -f "${stamp}" || pyproject.toml -nt "${stamp}" ]]; then
   touch "${stamp}"
 fi
 
+# Bytecode for the package, once: the tests start the CLI as a process many times, and where the environment sets
+# PYTHONDONTWRITEBYTECODE (this machine kind does) each of them compiled the modules it imports from source again.
+# A module edited later is compiled from source as before (a .pyc records its source's mtime and size).
+.venv/bin/python -m compileall -q orchestrator
+
 echo "==> lint: ruff check (pyproject.toml [tool.ruff])"
 if ! .venv/bin/ruff check orchestrator tests benchmarks examples scripts; then
   echo "lint failed: ruff found the problems above (fix them, or .venv/bin/ruff check --fix for the safe ones)" >&2

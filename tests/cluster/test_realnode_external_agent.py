@@ -16,7 +16,7 @@ import pytest
 from orchestrator.artifacts import execlog, names, reader
 from tests.agents.test_external_agent import solve_with_the_reference_agent, sweep
 
-from .conftest import RealNodeHandle
+from .conftest import POD_TASK_CPUS, RealNodeHandle
 from .plane import Cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow]
@@ -124,5 +124,7 @@ def test_host_agent_attacks_fail_on_pods(
     classes, theft = tmp_path / "classes", tmp_path / "theft"
     for d in (classes, theft):
         (d / "tasks").mkdir(parents=True)
-    check_classes(classes, classes / "tasks", "--backend", "kubernetes", isolation="pod", extra=extra)
-    check_key_theft(theft, theft / "tasks", "--backend", "kubernetes", extra=extra)
+    check_classes(
+        classes, classes / "tasks", "--backend", "kubernetes", isolation="pod", extra=extra, cpus=POD_TASK_CPUS
+    )
+    check_key_theft(theft, theft / "tasks", "--backend", "kubernetes", extra=extra, cpus=POD_TASK_CPUS)

@@ -15,6 +15,8 @@ from tests.hostile import corpus
 from tests.hostile.harness import assert_nothing_leaks, sweep
 from tests.hostile.test_backends_agree import check, corpus_image
 
+from .conftest import POD_TASK_CPUS
+
 pytestmark = [pytest.mark.slow]
 
 
@@ -29,12 +31,12 @@ def test_the_corpus_on_pods_on_the_real_node(docker_env, real_node, cluster, tmp
     ns = cluster.create_namespace(prefix="hostile", labels={"pod-security.kubernetes.io/enforce": "baseline"})
     cases = corpus.selected()
     root = tmp_path / "tasks"
-    corpus.write_corpus(root, cases, tests_at="/tests")
+    corpus.write_corpus(root, cases, tests_at="/tests", cpus=POD_TASK_CPUS)
     exp = tmp_path / "k8s.yaml"
     # Terminal-Bench 2 images run as root (as on Docker): Pod Security baseline
     exp.write_text(
         yaml.safe_dump({"image": image, "kubernetes": real_node.kubernetes_options(cluster, ns, run_as_root=True)})
     )
-    run = sweep(root, tmp_path, "--backend", "kubernetes", "--experiment", str(exp), "--concurrency", "2", timeout=1500)
+    run = sweep(root, tmp_path, "--backend", "kubernetes", "--experiment", str(exp), "--concurrency", "4", timeout=1500)
     check(run.store, cases)
     assert_nothing_leaks(run, isolation="pod")

@@ -30,7 +30,7 @@ from tests.hostile import corpus
 from tests.hostile.harness import sweep
 from tests.hostile.test_backends_agree import with_details
 
-from .conftest import RealNodeHandle
+from .conftest import POD_TASK_CPUS, RealNodeHandle
 from .plane import Cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow]
@@ -89,7 +89,7 @@ def _control(root: Path) -> None:
     (d / "tests").mkdir(parents=True)
     (d / "environment").mkdir()
     (d / "task.toml").write_text(
-        'version = "1.0"\n[environment]\ncpus = 1\nmemory_mb = 256\nstorage_mb = 1024\n'
+        f'version = "1.0"\n[environment]\ncpus = {POD_TASK_CPUS}\nmemory_mb = 256\nstorage_mb = 1024\n'
         "[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 60\n"
     )
     (d / "instruction.md").write_text("Write 42 to answer.\n")
@@ -106,7 +106,7 @@ def test_no_plant_of_the_agent_reaches_the_verifier_and_the_work_dir_does(
     )
     cases = [*corpus.plants(), *CHANNELS]
     root = tmp_path / "tasks"
-    corpus.write_corpus(root, cases, tests_at="/tests")
+    corpus.write_corpus(root, cases, tests_at="/tests", cpus=POD_TASK_CPUS)
     _control(root)
     exp = tmp_path / "k8s.yaml"
     exp.write_text(
@@ -120,7 +120,7 @@ def test_no_plant_of_the_agent_reaches_the_verifier_and_the_work_dir_does(
             }
         )
     )
-    run = sweep(root, tmp_path, "--backend", "kubernetes", "--experiment", str(exp), "--concurrency", "2", timeout=900)
+    run = sweep(root, tmp_path, "--backend", "kubernetes", "--experiment", str(exp), "--concurrency", "4", timeout=900)
     details = with_details(run.store)
     got = {task: verdict for task, (verdict, _) in details.items()}
     table = "\n".join(f"{n:<40} {got.get(n)!s:<34} {details.get(n, (None, ''))[1][:300]}" for n in sorted(got))

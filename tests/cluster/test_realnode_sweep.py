@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,11 @@ def test_bundled_sweep_on_the_real_node_against_the_local_backend(
             }
         )
     )
-    k8s = sweep(tmp_path, "kubernetes", "--experiment", str(experiment))
-    local = sweep(tmp_path, "local")
+    # both sweeps at once (each its own process and store): the local one runs while the node's pods do
+    with ThreadPoolExecutor(2) as pool:
+        k8s_run = pool.submit(sweep, tmp_path, "kubernetes", "--experiment", str(experiment))
+        local_run = pool.submit(sweep, tmp_path, "local")
+        k8s, local = k8s_run.result(), local_run.result()
     kc, lc = by_label(k8s), by_label(local)
 
     rows = [f"{'config':<10} {'kubernetes infra rate':>28} {'local infra rate':>28}   oom_killed k8s/local"]

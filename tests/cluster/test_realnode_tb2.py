@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -178,22 +179,22 @@ def test_memory_tasks_agree_on_local_docker_and_the_real_node(
     cluster: Cluster, real_node: RealNodeHandle, docker_env: DockerEnv, docker_host: str, tmp_path: Path
 ) -> None:
     ns = cluster.create_namespace(prefix="three", labels={"pod-security.kubernetes.io/enforce": "restricted"})
-    runs = {
-        "local": side_sweep(tmp_path, "local", {}, {}),
-        "docker": side_sweep(
-            tmp_path,
-            "docker",
+    sweeps: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
+        "local": ({}, {}),
+        "docker": (
             {"image": docker_env.base_image, "docker": {"default_image": docker_env.base_image}},
             {"DOCKER_HOST": docker_host},
         ),
         # the base image sets no WORKDIR and / is not writable for the agent's uid
-        "kubernetes": side_sweep(
-            tmp_path,
-            "kubernetes",
+        "kubernetes": (
             {"image": real_node.image, "kubernetes": real_node.kubernetes_options(cluster, ns, workdir="/tmp")},
             {},
         ),
     }
+    # the three sweeps at once (each its own process and store): the outcomes depend on the seeds, not the timing
+    with ThreadPoolExecutor(len(sweeps)) as pool:
+        futures = {b: pool.submit(side_sweep, tmp_path, b, extra, env) for b, (extra, env) in sweeps.items()}
+        runs = {b: f.result() for b, f in futures.items()}
     keys = sorted(runs["local"])
     assert len(keys) == len(MEMORY_TASKS) * len(SIDE_CONFIGS) * SIDE_ATTEMPTS
     lines = [

@@ -445,8 +445,11 @@ def plants() -> list[Case]:
     return [c for c in CASES if c.plant]
 
 
-def write_corpus(root: Path, cases: list[Case], *, tests_at: str, base_image: str | None = None) -> dict[str, str]:
+def write_corpus(
+    root: Path, cases: list[Case], *, tests_at: str, base_image: str | None = None, cpus: float = 1
+) -> dict[str, str]:
     """One task per case under ``root``; ``tests_at`` is where the backend's verifier sees the tests.
+    ``cpus``: the tasks' request (no case is about CPU; a 2-CPU test node fits one 1-CPU trial pod at a time).
     Returns task id -> the token the verifier expects (never given to the agent)."""
     tokens = {}
     for c in cases:
@@ -458,7 +461,7 @@ def write_corpus(root: Path, cases: list[Case], *, tests_at: str, base_image: st
             textwrap.dedent("""\
             version = "1.0"
             [environment]
-            cpus = 1
+            cpus = @CPUS@
             memory_mb = 256
             storage_mb = 1024
             [agent]
@@ -467,7 +470,7 @@ def write_corpus(root: Path, cases: list[Case], *, tests_at: str, base_image: st
             timeout_sec = 60
             [provenance]
             source = "headroom hostile corpus"
-            """)
+            """).replace("@CPUS@", f"{cpus:g}")
             + (f"[environment.env]\n{env}" if env else "")
         )
         (d / "instruction.md").write_text("Write the expected token to $HEADROOM_WORKDIR/answer.\n")

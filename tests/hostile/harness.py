@@ -76,8 +76,10 @@ def write_hostile_task(
     agent_timeout: float = 30,
     extra_toml: str = "",
     storage_mb: int | None = None,
+    cpus: float = 1,
 ) -> tuple[Path, str]:
-    """A task whose agent is ``attack``; returns (task dir, the expected answer)."""
+    """A task whose agent is ``attack``; returns (task dir, the expected answer). ``cpus``: its request (a
+    2-CPU test node fits one 1-CPU trial pod at a time, so the Pod tests ask for less where CPU is not the point)."""
     expected = expected or secrets.token_hex(12)
     # storage_mb: Harbor's default (10 GiB) unless a test sets it; only limited configurations enforce it.
     d = root / name
@@ -87,7 +89,7 @@ def write_hostile_task(
         textwrap.dedent(f"""\
         version = "1.0"
         [environment]
-        cpus = 1
+        cpus = {cpus:g}
         memory_mb = {memory_mb}
         storage_mb = {storage_mb or 10240}
         [agent]

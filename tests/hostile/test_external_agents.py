@@ -169,12 +169,12 @@ def assert_bounds_held(got: dict[str, dict]) -> None:
     assert agent["ext-disk-filler"].get("exit_code") == 0 and not agent["ext-disk-filler"].get("signal")
 
 
-def write_agent(tmp_path: Path, tasks_root: Path, attacks: dict[str, str], marker: str) -> Path:
-    """The tasks, and the agent's own directory with one attack per task."""
+def write_agent(tmp_path: Path, tasks_root: Path, attacks: dict[str, str], marker: str, cpus: float = 1) -> Path:
+    """The tasks (each asking for ``cpus``), and the agent's own directory with one attack per task."""
     agent = tmp_path / "agent"
     agent.mkdir()
     for name, attack in attacks.items():
-        write_hostile_task(tasks_root, name, WRONG, agent_timeout=60)
+        write_hostile_task(tasks_root, name, WRONG, agent_timeout=60, cpus=cpus)
         text = attack.replace("@TASKS@", str(tasks_root)).replace("@STORE@", str(tmp_path / "h.db"))
         (agent / f"{name}.sh").write_text(text.replace("@MARKER@", marker))
     return agent
@@ -188,8 +188,9 @@ def external_sweep(
     fake: FakeModel,
     marker: str,
     extra: dict | None = None,
+    cpus: float = 1,
 ) -> HostileRun:
-    agent = write_agent(tmp_path, tasks_root, attacks, marker)
+    agent = write_agent(tmp_path, tasks_root, attacks, marker, cpus)
     exp = tmp_path / "exp.yaml"
     spec = {
         "agent": {"kind": "external", "path": str(agent), "host_limits": HOST_LIMITS},
@@ -234,11 +235,13 @@ def digest(store: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(store.parent.glob(store.name + "*"))}
 
 
-def check_classes(tmp_path: Path, tasks_root: Path, *args: str, isolation: str, extra: dict | None = None) -> None:
+def check_classes(
+    tmp_path: Path, tasks_root: Path, *args: str, isolation: str, extra: dict | None = None, cpus: float = 1
+) -> None:
     marker = new_marker()
     attacks = CLASSES
     with FakeModel([Reply("nothing to say")], openai_key=UPSTREAM_KEY) as fake:
-        run = external_sweep(tmp_path, tasks_root, attacks, *args, fake=fake, marker=marker, extra=extra)
+        run = external_sweep(tmp_path, tasks_root, attacks, *args, fake=fake, marker=marker, extra=extra, cpus=cpus)
     assert_no_survivors(marker, list(attacks))
     after = digest(run.store)
     got = by_task(run)
@@ -266,10 +269,12 @@ def _markdown(run: HostileRun) -> list[str]:
     return [reports(run.store, run.run_id)["markdown"]]
 
 
-def check_key_theft(tmp_path: Path, tasks_root: Path, *args: str, extra: dict | None = None) -> None:
+def check_key_theft(tmp_path: Path, tasks_root: Path, *args: str, extra: dict | None = None, cpus: float = 1) -> None:
     attacks = {"ext-steal-key": STEAL_KEY, "ext-victim": VICTIM}
     with FakeModel([Reply("billed")], openai_key=UPSTREAM_KEY) as fake:
-        run = external_sweep(tmp_path, tasks_root, attacks, *args, fake=fake, marker=new_marker(), extra=extra)
+        run = external_sweep(
+            tmp_path, tasks_root, attacks, *args, fake=fake, marker=new_marker(), extra=extra, cpus=cpus
+        )
         assert fake.seen == []  # no call reached the provider, on anyone's key
     got = by_task(run)
     assert {t: g["verdict"] for t, g in got.items()} == {t: ("failed", None) for t in attacks}

@@ -175,7 +175,13 @@ run_step() {
   ( sleep "$tmo"; kill -KILL "$spid" 2>/dev/null ) > /dev/null 2>&1 &
   wpid=$!
   wait "$spid"; STEP_EXIT=$?
-  kill -KILL "$wpid" 2>/dev/null
+  now_cs; STEP_CS=$((NOW_CS - t0))
+  # A step SIGKILLed at its deadline may have been killed by the watcher, which then still has to exit: a
+  # SIGKILL from us in that moment (a busy node) turned its 0 into 137 and a timeout into the agent's own
+  # death. There the watcher is waited for (its sleep is over or ends within the 5 cs below); else ended.
+  if [ "$STEP_EXIT" != 137 ] || [ "$STEP_CS" -lt $((tmo * 100 - 5)) ]; then
+    kill -KILL "$wpid" 2>/dev/null
+  fi
   wait "$wpid"; fired=$?
   [ "$name" = agent ] && [ -n "${HR_AGENT_EXTERNAL:-}" ] && end_external
   now_cs; STEP_CS=$((NOW_CS - t0))
