@@ -166,17 +166,24 @@ def comparison_document(
     return kept("comparison", stores, options, compute, ComparisonDocument.model_validate_json, _json)
 
 
-def calibration(store: Store, run_id: str | None, *, alpha: float, margin: float) -> dict[str, Any]:
-    """``runs calibrate``'s document (:func:`orchestrator.commands.runs.calibrate.calibration_document`), kept in
-    the store; its oracle check is the run's own (provenance), so the store's version covers it."""
+def calibration(
+    store: Store,
+    run_id: str | None,
+    *,
+    alpha: float,
+    margin: float,
+    min_peaks: int,
+    compute_document: Callable[[Store, str], dict[str, Any]],
+) -> dict[str, Any]:
+    """``runs calibrate``'s document (``compute_document``, the command's own, for the run), kept in the store;
+    its oracle check is the run's own (provenance), so the store's version covers it. Every input of
+    ``compute_document`` besides the store is in the options, so the key names it."""
     import json
-
-    from orchestrator.commands.runs.calibrate import MIN_PEAKS, calibration_document
 
     rid = store.run(run_id).run_id
 
     def compute() -> dict[str, Any]:
-        return calibration_document(store, rid, alpha=alpha, margin=margin, min_peaks=MIN_PEAKS)
+        return compute_document(store, rid)
 
     def load(text: str) -> dict[str, Any]:
         doc = json.loads(text)
@@ -184,5 +191,5 @@ def calibration(store: Store, run_id: str | None, *, alpha: float, margin: float
             raise ValueError("not a calibration document")
         return doc
 
-    options = {"run": rid, "alpha": alpha, "margin": margin, "min_peaks": MIN_PEAKS}
+    options = {"run": rid, "alpha": alpha, "margin": margin, "min_peaks": min_peaks}
     return kept("calibration", [store], options, compute, load, lambda doc: json.dumps(doc, allow_nan=False))

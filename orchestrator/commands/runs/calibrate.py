@@ -196,7 +196,14 @@ def calibrate(
         check_dir(tasks_out, "--tasks-out")
     from orchestrator.report.stored import calibration
 
-    doc = calibration(store, run_id, alpha=alpha, margin=margin)
+    doc = calibration(
+        store,
+        run_id,
+        alpha=alpha,
+        margin=margin,
+        min_peaks=MIN_PEAKS,
+        compute_document=lambda s, rid: calibration_document(s, rid, alpha=alpha, margin=margin, min_peaks=MIN_PEAKS),
+    )
     notes, patched = write_outputs(doc, out_dir, tasks_out)
     for b in doc["bands"]:
         if b["status"] == "recommended":
