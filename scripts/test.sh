@@ -20,7 +20,7 @@
 #    fails the script before any test runs (docs/development.md, "Lint and types"); then the import contracts
 #    (import-linter, .importlinter): the layers of docs/engine.md, and only orchestrator/kube imports the
 #    kubernetes client;
-# 9. pytest over tests/, on two xdist workers (HEADROOM_TEST_WORKERS). Exit code 5 (nothing collected) is an error here: a
+# 9. pytest over tests/, on three xdist workers (HEADROOM_TEST_WORKERS). Exit code 5 (nothing collected) is an error here: a
 #    suite that runs no test must not pass.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -86,11 +86,12 @@ scripts/docker/install.sh
 echo "==> Harbor in its own interpreter (scripts/harbor/install.sh)"
 scripts/harbor/install.sh >/dev/null
 
-# Workers: the suite spends most of its time waiting on Pods, containers and sandboxes, so two
-# workers on two cores finish it in about half the time (docs/development.md). Tests that share a
+# Workers: the suite spends much of its time waiting on Pods, containers and sandboxes. The real node's
+# tests stay on one worker (one node), about 18 minutes of the run, so two more take the rest: on two cores
+# three workers ran the suite in 21 min against 32 for two (docs/development.md). Tests that share a
 # service (the control plane and real node; the private dockerd and Podman) stay on one worker
 # (tests/conftest.py). HEADROOM_TEST_WORKERS=0, or an -n of your own, runs it your way.
-workers=(-n "${HEADROOM_TEST_WORKERS:-2}" --dist loadgroup)
+workers=(-n "${HEADROOM_TEST_WORKERS:-3}" --dist loadgroup)
 for arg in "$@"; do
   case "${arg}" in -n|-n[0-9]*|--numprocesses|--numprocesses=*|no:xdist) workers=() ;; esac
 done
