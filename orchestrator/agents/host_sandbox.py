@@ -41,6 +41,7 @@ from pathlib import Path
 from orchestrator.contract import agent_check
 from orchestrator.errors import SandboxUnavailable
 from orchestrator.isolation import sandbox, seccomp
+from orchestrator.isolation.process import OPEN_FD3
 from orchestrator.isolation.sandbox import MASKED_PROC, SECCOMP_FD
 
 #: The agent's unprivileged host uid when headroom runs as root.
@@ -98,8 +99,6 @@ ETC_ENTRIES = (
 )
 #: Host variables an agent program keeps (its HOME, TMPDIR and USER are the sandbox's own).
 HOST_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TERM")
-#: Opens the seccomp program on SECCOMP_FD, then execs the rest (as the local sandbox does).
-_OPEN_FILTER = f'exec {SECCOMP_FD}<"$1" || exit 127; shift; exec "$@"'
 
 
 @dataclass(frozen=True)
@@ -166,7 +165,7 @@ class HostSandbox:
         args: list[str] = []
         flt = self.filter if view.network else (self.offline_filter or self.filter)
         if flt:
-            args += ["/bin/sh", "-c", _OPEN_FILTER, "headroom-seccomp", flt.path]
+            args += ["/bin/sh", "-c", OPEN_FD3, "headroom-seccomp", flt.path]
         args.append(self.bwrap)
         if self.setpriv:
             args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]

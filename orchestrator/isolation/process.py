@@ -69,8 +69,9 @@ JOINED = "joined"
 _SH = shutil.which("dash") or "/bin/sh"
 #: The fd on which ``run_step(fd3=...)`` opens a file for the step.
 FD3 = 3
-#: Opens a file on FD3, then execs the rest: ``fd3`` for a step without a cgroup wrapper.
-_OPEN_FD3 = f'exec {FD3}<"$1" || exit 127; shift; exec "$@"'
+#: Opens a file on FD3, then execs the rest: ``fd3`` for a step without a cgroup wrapper, and the sandboxes'
+#: seccomp program where no wrapper opened it (:mod:`.sandbox`, :mod:`orchestrator.agents.host_sandbox`).
+OPEN_FD3 = f'exec {FD3}<"$1" || exit 127; shift; exec "$@"'
 _RLIMIT = (
     "import os, resource, sys\n"
     "n = int(sys.argv[1])\n"
@@ -214,7 +215,7 @@ def run_step(
         if limits.memory_bytes is not None:
             wrapped = [sys.executable, "-S", "-c", _RLIMIT, str(limits.memory_bytes), *argv]
         if fd3 is not None:
-            wrapped = [_SH, "-c", _OPEN_FD3, "headroom-fd3", fd3, *wrapped]
+            wrapped = [_SH, "-c", OPEN_FD3, "headroom-fd3", fd3, *wrapped]
         oom_before = 0
     facts = StepFacts(name=name)
     started = time.monotonic()

@@ -45,6 +45,7 @@ from typing import TypeVar
 
 from orchestrator.errors import FilterUnavailable, SandboxUnavailable
 from orchestrator.isolation import seccomp
+from orchestrator.isolation.process import FD3, OPEN_FD3
 
 S = TypeVar("S")
 
@@ -64,10 +65,9 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "
 #: Host files hidden from a step (Docker's maskedPaths for the keyring): they list keys by description.
 MASKED_PROC = ("/proc/keys", "/proc/key-users")
 #: The fd on which bwrap reads the seccomp program (0-2 are the step's stdio; nothing else is inherited).
-SECCOMP_FD = 3
-#: Opens the filter on SECCOMP_FD, then execs the rest: a fresh open file per step, so concurrent
-#: steps never share a read offset, and nothing but the sandbox's own bwrap ever holds it.
-_OPEN_FILTER = f'exec {SECCOMP_FD}<"$1" || exit 127; shift; exec "$@"'
+#: Opened with :data:`~orchestrator.isolation.process.OPEN_FD3` where no wrapper opened it: a fresh open file per
+#: step, so concurrent steps never share a read offset, and nothing but the sandbox's own bwrap ever holds it.
+SECCOMP_FD = FD3
 #: Task entries a step never sees unless it is named for it.
 TESTS_DIR = "tests"
 SOLUTION_DIR = "solution"
@@ -164,7 +164,7 @@ class Sandbox:
         args: list[str] = []
         flt = self.filter_for(view)
         if flt and not filter_opened:
-            args += ["/bin/sh", "-c", _OPEN_FILTER, "headroom-seccomp", flt.path]
+            args += ["/bin/sh", "-c", OPEN_FD3, "headroom-seccomp", flt.path]
         if self.setpriv:
             args += [
                 self.setpriv,
