@@ -264,11 +264,22 @@ def forget_results(path: Path) -> None:
         db.close()
 
 
-def small_runs(seed: int, repeats: int) -> None:
+def small_run_size(text: str) -> tuple[int, int]:
+    """``TASKSxATTEMPTS`` (e.g. ``10x8``: 480 trials over the 6 configurations) as a pair."""
+    try:
+        tasks, attempts = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not TASKSxATTEMPTS, e.g. 10x8") from None
+    if tasks < 1 or attempts < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: tasks and attempts must be at least 1")
+    return tasks, attempts
+
+
+def small_runs(seed: int, repeats: int, sizes: tuple[tuple[int, int], ...] = SMALL_RUNS) -> None:
     """Each post-sweep command on a small store, as a whole process, against bare Python in the same run."""
     py = [sys.executable]
     headroom = [*py, "-m", "orchestrator"]
-    for tasks, attempts in SMALL_RUNS:
+    for tasks, attempts in sizes:
         df = make_sweep(tasks, attempts, seed=seed)
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "small.db"
@@ -338,10 +349,18 @@ def main() -> None:
         help="also time each post-sweep command on 480- and 10,080-trial stores, start-up included",
     )
     ap.add_argument("--small-only", action="store_true", help="only the small-run case (skips the 1M rows)")
+    ap.add_argument(
+        "--small-runs",
+        type=small_run_size,
+        nargs="+",
+        default=list(SMALL_RUNS),
+        metavar="TASKSxATTEMPTS",
+        help="the small stores' sizes, 6 configurations each (default: 10x8 20x84, i.e. 480 and 10,080 trials)",
+    )
     args = ap.parse_args()
 
     if args.small or args.small_only:
-        small_runs(args.seed, args.repeats)
+        small_runs(args.seed, args.repeats, tuple(args.small_runs))
     if args.small_only:
         return
 

@@ -16,13 +16,16 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 def test_stats_benchmark_runs() -> None:
     res = subprocess.run(
-        [sys.executable, str(BENCH / "bench_stats.py"), "--tasks", "12", "--attempts", "4", "--repeats", "1"],
+        # one small store (480 trials) instead of the default two: the 10,080-trial one adds a minute of CPU here
+        [sys.executable, str(BENCH / "bench_stats.py"), "--tasks", "12", "--attempts", "4", "--repeats", "1"]
+        + ["--small-runs", "10x8"],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert res.returncode == 0, res.stderr
     assert "store -> Markdown" in res.stdout and "store -> `headroom view` run page" in res.stdout
+    assert "small run: 480 trials" in res.stdout and "runs calibrate cold" in res.stdout
 
 
 def test_calibration_benchmark_runs() -> None:
