@@ -39,14 +39,73 @@ def service_group(fixturenames: list[str]) -> str | None:
     return None
 
 
+def _in_the_suite(func: object) -> bool:
+    code = getattr(func, "__code__", None)
+    return code is not None and Path(code.co_filename).resolve().is_relative_to(_SUITE)
+
+
+_SUITE = Path(__file__).resolve().parent
+
+
+def wide_fixtures(item: pytest.Item) -> set[str]:
+    """The suite's own fixtures wider than a test that ``item`` uses: a session fixture by its name, a module,
+    class or package fixture by its module. Pytest's own (``tmp_path_factory``) cost nothing and are left out."""
+    info = getattr(item, "_fixtureinfo", None)
+    keys: set[str] = set()
+    for name in getattr(item, "fixturenames", ()):
+        for fixturedef in info.name2fixturedefs.get(name, ()) if info is not None else ():
+            if fixturedef.scope == "function" or not _in_the_suite(fixturedef.func):
+                continue
+            keys.add(f"fixture:{name}" if fixturedef.scope == "session" else f"module:{item.nodeid.split('::')[0]}")
+    return keys
+
+
+def shared_fixture_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """The xdist group of each test (by node id) that shares a wide fixture of the suite's with another test.
+
+    ``--dist loadgroup`` hands every ungrouped test out on its own, so the tests of one module land on every
+    worker and each worker builds the module's fixture again: a module fixture that runs three sweeps ran them
+    up to three times. Tests that share such a fixture, directly or through another test, form one group (the
+    smallest key of their connected set names it), so each fixture is built once.
+    """
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    uses = {item.nodeid: sorted(wide_fixtures(item)) for item in items}
+    for keys in uses.values():
+        for key in keys[1:]:
+            a, b = root(keys[0]), root(key)
+            parent[max(a, b)] = min(a, b)
+    return {nodeid: root(keys[0]) for nodeid, keys in uses.items() if keys}
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks into the test's id
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.pluginmanager.hasplugin("xdist"):
         return
+    shared = shared_fixture_groups(items)
+    first = [group for group, _ in _SERVICE_GROUPS]
+    rank: dict[str, int] = {}
     for item in items:
-        group = service_group(list(getattr(item, "fixturenames", ())))
+        group = service_group(list(getattr(item, "fixturenames", ()))) or shared.get(item.nodeid)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        rank[item.nodeid] = first.index(group) if group in first else len(first)
+    # The services' groups first, the real node's at their head: xdist hands out work in this order, and the real
+    # node's group is the suite's longest chain (pods, image imports), so it starts at once on a worker of its own.
+    items.sort(key=lambda item: rank[item.nodeid])  # stable: the rest keep their order
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist would otherwise sort the groups by their number of tests and hand out the largest first, which put
+    # the real node's group behind a longer-listed one on the same worker; keep the order set above.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 REPO = Path(__file__).resolve().parents[1]

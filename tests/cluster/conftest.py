@@ -22,6 +22,9 @@ Node capacity: ``HEADROOM_TEST_NODES`` (2), ``HEADROOM_TEST_NODE_CPU`` (4),
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import tomllib
 import warnings
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
@@ -30,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from .plane import Cluster, LocalPlane, PlaneError, default_node_specs, find_bin_dir
+from .plane import REPO, Cluster, LocalPlane, PlaneError, default_node_specs, find_bin_dir
 from .realnode import (
     REAL_NODE_LABEL,
     REAL_NODE_TOLERATION,
@@ -46,6 +49,24 @@ from .stale import reap
 #: each trial pod adds its warden's 10m, so 1-CPU trials ran one at a time whatever the concurrency (the next pod
 #: waited out the scheduler's back-off); at 0.25 seven fit, and the corpus's sweep took 150 s instead of 340 s.
 POD_TASK_CPUS = 0.25
+
+#: The CPU request of the bundled tasks where a real-node test sweeps them for something else than CPU: at their
+#: own 1 CPU one trial pod ran at a time (see above); at 0.5 three fit beside their wardens.
+BUNDLED_TASK_CPUS = 0.5
+
+
+def bundled_tasks_at(dst: Path, *, cpus: float = BUNDLED_TASK_CPUS) -> Path:
+    """A copy of the bundled tasks in ``dst`` whose CPU requests above ``cpus`` are lowered to it (nothing else
+    changes: memory, timeouts, solutions and tests are the bundled ones)."""
+    shutil.copytree(REPO / "tasks", dst)
+    for toml in dst.glob("*/task.toml"):
+        text = toml.read_text()
+        (line,) = re.findall(r"(?m)^cpus = .*$", text)  # one [environment] request per bundled task
+        if float(line.split("=", 1)[1]) > cpus:
+            toml.write_text(text.replace(line, f"cpus = {cpus:g}"))
+        assert tomllib.loads(toml.read_text())["environment"]["cpus"] <= cpus
+    return dst
+
 
 _active: list[Cluster] = []
 _nodes: list[RealNode] = []

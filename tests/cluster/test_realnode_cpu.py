@@ -20,7 +20,7 @@ from orchestrator.commands.runs.calibrate import calibration_document
 from orchestrator.store.sqlite import Store
 from tests.cli_run import headroom as run_cli
 
-from .conftest import RealNodeHandle
+from .conftest import RealNodeHandle, bundled_tasks_at
 from .plane import REPO, Cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow]
@@ -43,9 +43,12 @@ def test_a_cluster_run_records_cpu_time_and_calibrate_measures_its_cpu_floor(
         )
     )
     store = tmp_path / "k8s.db"
+    # prime-count at half a CPU: three of its pods fit on the node at once (at 1 CPU one did); it still computes
+    # for real, and its 1x-strict limit is then half a CPU, whose quota the runner counts
+    tasks = bundled_tasks_at(tmp_path / "tasks")
     proc = run_cli(
         "sweep",
-        str(REPO / "tasks"),
+        str(tasks),
         "--task",
         "prime-count",
         "--backend",
@@ -57,7 +60,7 @@ def test_a_cluster_run_records_cpu_time_and_calibrate_measures_its_cpu_floor(
         "--attempts",
         str(ATTEMPTS),
         "--concurrency",
-        "2",
+        "3",
         "--store",
         str(store),
         "--format",

@@ -20,7 +20,7 @@ import yaml
 
 from tests.cli_run import headroom as run_cli
 
-from .conftest import RealNodeHandle
+from .conftest import RealNodeHandle, bundled_tasks_at
 from .plane import REPO, Cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.slow]
@@ -30,11 +30,11 @@ ATTEMPTS = 1
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 
 
-def sweep(tmp_path: Path, backend: str, *extra: str) -> dict[str, Any]:
+def sweep(tmp_path: Path, tasks: Path, backend: str, *extra: str) -> dict[str, Any]:
     store = tmp_path / f"{backend}.db"
     proc = run_cli(
         "sweep",
-        str(REPO / "tasks"),
+        str(tasks),
         "--backend",
         backend,
         "--multipliers",
@@ -42,7 +42,7 @@ def sweep(tmp_path: Path, backend: str, *extra: str) -> dict[str, Any]:
         "--attempts",
         str(ATTEMPTS),
         "--concurrency",
-        "2",
+        "3",
         "--store",
         str(store),
         "--format",
@@ -77,10 +77,13 @@ def test_bundled_sweep_on_the_real_node_against_the_local_backend(
             }
         )
     )
+    # The bundled tasks at half a CPU each, on both backends: three trial pods fit on the node at once (at their
+    # own 1 CPU, one did); what this test is about, their memory and its limits, is the bundled tasks'.
+    tasks = bundled_tasks_at(tmp_path / "tasks")
     # both sweeps at once (each its own process and store): the local one runs while the node's pods do
     with ThreadPoolExecutor(2) as pool:
-        k8s_run = pool.submit(sweep, tmp_path, "kubernetes", "--experiment", str(experiment))
-        local_run = pool.submit(sweep, tmp_path, "local")
+        k8s_run = pool.submit(sweep, tmp_path, tasks, "kubernetes", "--experiment", str(experiment))
+        local_run = pool.submit(sweep, tmp_path, tasks, "local")
         k8s, local = k8s_run.result(), local_run.result()
     kc, lc = by_label(k8s), by_label(local)
 

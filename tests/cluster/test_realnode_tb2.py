@@ -29,8 +29,8 @@ from orchestrator.tasks.loader import load_tasks
 from tests.docker.fixtures import FIXTURES, DockerEnv
 from tests.docker.helpers import evidence, headroom, outcomes
 
-from .conftest import RealNodeHandle
-from .plane import REPO, Cluster
+from .conftest import RealNodeHandle, bundled_tasks_at
+from .plane import Cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.realnode, pytest.mark.docker, pytest.mark.slow]
 
@@ -153,18 +153,18 @@ SIDE_ATTEMPTS = 2
 
 
 def side_sweep(
-    tmp_path: Path, backend: str, extra: dict[str, Any], env: dict[str, str]
+    tmp_path: Path, tasks: Path, backend: str, extra: dict[str, Any], env: dict[str, str]
 ) -> dict[tuple[str, str, int], str]:
     spec = {
         "name": f"three-backends-{backend}",
-        "tasks_dir": str(REPO / "tasks"),
+        "tasks_dir": str(tasks),
         "tasks": MEMORY_TASKS,
         "configurations": SIDE_CONFIGS,
         "attempts": SIDE_ATTEMPTS,
         "seed": 7,
         "agent": {"kind": "oracle"},
         "backend": backend,
-        "concurrency": 2,
+        "concurrency": 3,
         **extra,
     }
     exp = tmp_path / f"{backend}.yaml"
@@ -191,9 +191,11 @@ def test_memory_tasks_agree_on_local_docker_and_the_real_node(
             {},
         ),
     }
+    # the bundled tasks at half a CPU, on all three backends: three trial pods fit on the node at once
+    tasks = bundled_tasks_at(tmp_path / "tasks")
     # the three sweeps at once (each its own process and store): the outcomes depend on the seeds, not the timing
     with ThreadPoolExecutor(len(sweeps)) as pool:
-        futures = {b: pool.submit(side_sweep, tmp_path, b, extra, env) for b, (extra, env) in sweeps.items()}
+        futures = {b: pool.submit(side_sweep, tmp_path, tasks, b, extra, env) for b, (extra, env) in sweeps.items()}
         runs = {b: f.result() for b, f in futures.items()}
     keys = sorted(runs["local"])
     assert len(keys) == len(MEMORY_TASKS) * len(SIDE_CONFIGS) * SIDE_ATTEMPTS
