@@ -30,10 +30,10 @@ from kubernetes import client
 from orchestrator.controller.resources import EXPERIMENT_PLURAL, GROUP, TRIAL_PLURAL, VERSION
 from tests.docker.fixtures import DockerEnv
 
-from .conftest import RealNodeHandle
+from .conftest import RealNodeHandle, bundled_tasks_at
 from .controller_image import IMAGE_REPO, IMAGE_TAG, ControllerImage, controller_image
 from .controller_support import CHART, RELEASE, crds, headroom  # noqa: F401
-from .plane import REPO, Cluster, wait_for
+from .plane import Cluster, wait_for
 from .realnode import REAL_NODE_LABEL, REAL_NODE_TOLERATION, RealNode
 
 # The image build (a pip install of ~190 MB of wheels) and its import take minutes on 2 cores.
@@ -82,11 +82,12 @@ def experiment_file(tmp_path: Path, image: str) -> Path:
         yaml.safe_dump(
             {
                 "name": "realnode",
-                "tasks_dir": str(REPO / "tasks"),
+                # the bundled tasks at half a CPU: three trial pods fit beside the controller's (at 1 CPU, one did)
+                "tasks_dir": str(bundled_tasks_at(tmp_path / "tasks")),
                 "tasks": TASKS,
                 "configurations": CONFIGS,
                 "attempts": ATTEMPTS,
-                "concurrency": 2,
+                "concurrency": 3,
                 "seed": 7,
                 "agent": {"kind": "oracle"},
                 "image": image,
