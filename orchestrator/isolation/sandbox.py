@@ -160,7 +160,8 @@ class Sandbox:
         """``command`` in a fresh sandbox showing ``view``. ``filter_opened``: the caller starts this argv with
         :meth:`filter_for`'s program already open on :data:`SECCOMP_FD` (``run_step(fd3=...)`` does, from the
         wrapper that joins the cgroup), so no process of its own opens it. ``setenv``: variables bwrap sets for
-        the step only (the loader's, which ``setpriv`` and ``bwrap`` on the host must not see)."""
+        the step only (:func:`~orchestrator.isolation.hostenv.split`'s workload-only ones, which ``setpriv`` and
+        ``bwrap`` on the host must not see)."""
         args: list[str] = []
         flt = self.filter_for(view)
         if flt and not filter_opened:
