@@ -110,7 +110,7 @@ def main() -> None:
             CPU.clear()
             print(f"isolation {isolation}: {args.trials} trials at concurrency 1, load average {load()}")
             c0 = cpu()
-            per, _ = headroom(root, args.trials, 1, f"parts-{isolation}", isolation)
+            per, _, _ = headroom(root, args.trials, 1, f"parts-{isolation}", isolation)
             c1 = cpu()
             n = args.trials
             print(
