@@ -16,12 +16,14 @@ sandbox (``bwrap --setenv``, or ``env`` after the uid drop) or, without one, by 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from collections.abc import Mapping
 
-#: ``env``, which sets the deferred variables for the program it execs and acts on none of them itself.
-ENV = shutil.which("env") or "/usr/bin/env"
+#: ``env``, which sets the deferred variables for the program it execs and acts on none of them itself. The system's
+#: own first: inside a sandbox only the system dirs are shown, never a ``PATH`` entry of headroom's user.
+ENV = "/usr/bin/env" if os.access("/usr/bin/env", os.X_OK) else shutil.which("env") or "/usr/bin/env"
 _SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Variables some ``sh`` acts on at start (bash as ``sh`` still honours SHELLOPTS, then expands PS4; dash reads ENV
 #: when interactive).
