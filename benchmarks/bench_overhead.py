@@ -14,7 +14,9 @@ sandbox's added cost per trial (sandboxed - unsandboxed). "cpu ms" is CPU time p
 process (the engine, its threads) plus the children it reaped (the steps, as far as their own
 parents reaped them: a sandboxed step's processes inside bwrap's PID namespace are partly missing
 there), and the load average is printed before and after: on a shared machine only ratios within
-one run compare.
+one run compare. "trial cgroup CPU" is what the trials' cgroups counted (every process of both steps,
+those in bubblewrap's PID namespace too): the sandbox's CPU is the difference of its two columns, a
+figure a loaded machine inflates far less than wall time.
 """
 
 from __future__ import annotations
@@ -81,7 +83,9 @@ def bare(task: Path, trials: int, concurrency: int, scratch: Path) -> float:
     return (time.perf_counter() - t0) / trials
 
 
-def headroom(root: Path, trials: int, concurrency: int, tag: str, isolation: str) -> tuple[float, str]:
+def headroom(root: Path, trials: int, concurrency: int, tag: str, isolation: str) -> tuple[float, str, float | None]:
+    """Wall time per trial, the backend's enforcement, and the trial cgroups' CPU time per trial (every process of
+    both steps, those in bubblewrap's PID namespace included: the store's ``cpu_time_s``; None without cgroups)."""
     exp = Experiment(
         tasks_dir=str(root / "tasks"),
         configurations=[ResourceConfig.parse("1x/3x")],
@@ -96,10 +100,12 @@ def headroom(root: Path, trials: int, concurrency: int, tag: str, isolation: str
         t0 = time.perf_counter()
         result = run(store, run_id, exp, tmap, backend)
         elapsed = time.perf_counter() - t0
+        (cg_cpu,) = store.db.execute("SELECT sum(cpu_time_s) FROM executions WHERE run_id=?", (run_id,)).fetchone()
     finally:
         backend.close()
     assert result.summary.outcomes == {"passed": trials}, result.summary.outcomes
-    return elapsed / trials, f"{backend.abilities.enforcement}, isolation {backend.abilities.isolation}"
+    mech = f"{backend.abilities.enforcement}, isolation {backend.abilities.isolation}"
+    return elapsed / trials, mech, cg_cpu / trials if cg_cpu is not None else None
 
 
 def main() -> None:
@@ -119,16 +125,21 @@ def main() -> None:
         for conc in (1, 2):
             b, u, s = [], [], []
             cb, cu, cs = [], [], []
+            gu: list[float] = []
+            gs: list[float] = []
             mech = ""
             for r in range(args.repeats):  # interleaved, so drift hits all three alike
                 c0 = cpu_s()
                 b.append(bare(task, args.trials, conc, root / f"scratch-{conc}-{r}"))
                 c1 = cpu_s()
-                u.append(headroom(root, args.trials, conc, f"{conc}-{r}", "none")[0])
+                tu, _, g = headroom(root, args.trials, conc, f"{conc}-{r}", "none")
+                u.append(tu)
+                gu += [g] if g is not None else []
                 c2 = cpu_s()
-                t, mech = headroom(root, args.trials, conc, f"{conc}-{r}", "sandbox")
+                t, mech, g = headroom(root, args.trials, conc, f"{conc}-{r}", "sandbox")
                 c3 = cpu_s()
                 s.append(t)
+                gs += [g] if g is not None else []
                 cb.append((c1 - c0) / args.trials)
                 cu.append((c2 - c1) / args.trials)
                 cs.append((c3 - c2) / args.trials)
@@ -138,6 +149,12 @@ def main() -> None:
                 f"{conc:>11}  {mb * 1000:>8.1f}  {mu * 1000:>14.1f}  {ms * 1000:>12.1f}  {(ms - mu) * 1000:>11.1f}  "
                 f"{(mu - mb) * 1000:>10.1f}  {ms / mb:>6.2f}  {cpu:>33}  {mech}"
             )
+            if gu and gs:
+                steps = (statistics.median(gu) * 1000, statistics.median(gs) * 1000)
+                print(
+                    f"{'':>11}  trial cgroup CPU ms unsandboxed / sandboxed {steps[0]:.1f} / {steps[1]:.1f}: "
+                    f"the sandbox's CPU {steps[1] - steps[0]:+.1f} ms a trial (both steps, all their processes)"
+                )
         print("sandbox +ms = sandboxed - unsandboxed; engine +ms = unsandboxed - bare; ratio = sandboxed / bare")
         print(f"load average at end: {load()}")
 

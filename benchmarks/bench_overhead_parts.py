@@ -8,8 +8,9 @@ step (``run_step``, and inside it ``Popen``, the wait for the step's main proces
 after it), the trial cgroup's creation, removal and reads, the host walk, the artifacts, the
 work dir's folders. Parts nest (``run_step`` holds ``Popen`` and ``wait4``), so the column does
 not add up; ``engine thread`` is the whole trial less ``backend.run``: the engine's settle,
-store and scheduling between trials. CPU is this process (the engine) and its reaped children
-(the steps). A diagnostic, not a ratio against a baseline: on a shared machine compare only
+store and scheduling between trials. Each part's CPU column is its calling thread's CPU time
+(``time.thread_time``), the figure a loaded machine does not inflate; the whole trial's CPU is this
+process (the engine) and its reaped children (the steps). A diagnostic, not a ratio against a baseline: on a shared machine compare only
 rows of one run, and read ``bench_overhead.py`` for the targets.
 """
 
@@ -29,10 +30,15 @@ from bench_overhead import headroom, load, make_task
 
 from orchestrator.backends.local import backend as local_backend
 from orchestrator.backends.local import external, runner
+from orchestrator.engine import execute, settle
 from orchestrator.isolation import cgroups, process, removal
+from orchestrator.store.sqlite import Store
 
 TOTAL: dict[str, float] = collections.defaultdict(float)
 COUNT: dict[str, int] = collections.defaultdict(int)
+#: CPU time of the calling thread in each part (``time.thread_time``): on a loaded machine the wall time of a
+#: part is mostly waiting for a CPU, its thread's CPU time is what the part itself costs.
+CPU: dict[str, float] = collections.defaultdict(float)
 
 
 def _timed(owner: Any, name: str, label: str) -> None:
@@ -40,11 +46,12 @@ def _timed(owner: Any, name: str, label: str) -> None:
 
     @functools.wraps(f)
     def timed(*a: Any, **k: Any) -> Any:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         try:
             return f(*a, **k)
         finally:
             TOTAL[label] += time.perf_counter() - t
+            CPU[label] += time.thread_time() - c
             COUNT[label] += 1
 
     setattr(owner, name, timed)
@@ -73,6 +80,11 @@ def instrument() -> None:
         (local_backend, "_make_dir", "work dir folders (app, logs)"),
         (external, "keep_artifacts", "keep_artifacts"),
         (removal.BackgroundRemoval, "submit", "work dir removal (queued)"),
+        # the engine thread's own parts (execute.py calls settle by the name it imported)
+        (execute, "settle", "settle (classify, redact; engine thread)"),
+        (settle, "_redact_facts", "of which the redaction round trip"),
+        (Store, "finish_try", "store finish_try (engine thread)"),
+        (Store, "start_try", "store start_try (engine thread)"),
     ):
         _timed(owner, name, label)
 
@@ -95,9 +107,10 @@ def main() -> None:
             headroom(root, 3, 1, f"warm-{isolation}", isolation)
             TOTAL.clear()
             COUNT.clear()
+            CPU.clear()
             print(f"isolation {isolation}: {args.trials} trials at concurrency 1, load average {load()}")
             c0 = cpu()
-            per, _ = headroom(root, args.trials, 1, f"parts-{isolation}", isolation)
+            per, _, _ = headroom(root, args.trials, 1, f"parts-{isolation}", isolation)
             c1 = cpu()
             n = args.trials
             print(
@@ -108,9 +121,11 @@ def main() -> None:
             rows.insert(
                 1, ("engine thread (trial less backend.run)", per * n - TOTAL["backend.run (the trial's thread)"])
             )
+            print(f"  {'part':42s} {'wall ms':>8s}  {'CPU ms':>7s}  calls a trial")
             for label, total in rows:
                 calls = f"{COUNT[label] / n:4.1f}" if label in COUNT else "    "
-                print(f"  {label:42s} {total / n * 1000:8.2f} ms  {calls} a trial")
+                used = f"{CPU[label] / n * 1000:7.2f}" if label in CPU else "       "
+                print(f"  {label:42s} {total / n * 1000:8.2f}  {used}  {calls}")
         print(f"load average at end: {load()}")
 
 

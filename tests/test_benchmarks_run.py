@@ -56,6 +56,7 @@ def test_overhead_benchmark_runs() -> None:
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("cgroup-v") == 2  # one row per concurrency level
     assert "sandbox +ms" in res.stdout and res.stdout.count("isolation namespaces") == 2
+    assert res.stdout.count("trial cgroup CPU ms") == 2  # the sandbox's CPU, from the trials' own cgroups
 
 
 @pytest.mark.cgroup
@@ -68,7 +69,15 @@ def test_overhead_parts_benchmark_runs() -> None:
         timeout=300,
     )
     assert res.returncode == 0, res.stderr
-    for part in ("whole trial", "engine thread", "run_step (one step)", "wait4", "cgroup create", "keep_artifacts"):
+    for part in (
+        "whole trial",
+        "engine thread",
+        "run_step (one step)",
+        "wait4",
+        "cgroup create",
+        "keep_artifacts",
+        "settle",
+    ):
         assert part in res.stdout, part
 
 

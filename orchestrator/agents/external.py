@@ -42,6 +42,7 @@ from orchestrator.agents.exec.server import ExecServer
 from orchestrator.agents.exec.target import ExecTarget, StepExec, StepExecTarget
 from orchestrator.contract import paths as cc
 from orchestrator.errors import SandboxUnavailable
+from orchestrator.isolation import hostenv
 from orchestrator.isolation.process import Limits, kill_tree, run_step
 from orchestrator.isolation.removal import remove_tree
 from orchestrator.spec.facts import StepFacts
@@ -179,7 +180,11 @@ def run_external(
                 "HEADROOM_TASK_DIR": task_dir_inside,
                 "PYTHONDONTWRITEBYTECODE": "1",
             }
-            with _sandboxed(box, step.shell, launch, host, srv, host_dir, logs_dir, instruction, bounds) as (
+            # the task's env tables are in it: what would act in a host-side process (the wrapper, bwrap, setpriv)
+            # reaches the agent's program only (hostenv); the host's secrets are never put in an argv
+            untrusted, inside = hostenv.split({k: v for k, v in contract.items() if k not in secrets})
+            contract = {**untrusted, **{k: v for k, v in contract.items() if k in secrets}}
+            with _sandboxed(box, step.shell, launch, host, srv, host_dir, logs_dir, instruction, bounds, inside) as (
                 argv,
                 base,
                 paths,
@@ -253,13 +258,15 @@ def _sandboxed(
     logs_dir: Path,
     instruction: Path,
     bounds: host_bounds.Bounds,
+    inside: Mapping[str, str],
 ) -> Iterator[Prepared]:
     """How the agent's process (``shell``: its command or its install step's) starts; its sandbox's work area (and
     gateway relay) end with it."""
     if box is None:  # trusted, and no sandbox here: as headroom's user, in headroom's working directory
         env = {k: os.environ[k] for k in HOST_ENV if k in os.environ}
         paths = _unsandboxed_paths(srv, logs_dir, instruction)
-        yield ["bash", "-c", shell], env, paths, Path(host.path) if host.path else Path.cwd(), None
+        argv = [*hostenv.env_argv(inside), "bash", "-c", shell]
+        yield argv, env, paths, Path(host.path) if host.path else Path.cwd(), None
         return
     area = Path(tempfile.mkdtemp(prefix="agent-sandbox-", dir=host_dir))
     try:
@@ -269,7 +276,7 @@ def _sandboxed(
             for end in pair:
                 stack.callback(end.close)
             argv, base, paths, cwd = _prepare(
-                box, shell, launch, host, srv, area, logs_dir, instruction, stack, bounds, pair[1]
+                box, shell, launch, host, srv, area, logs_dir, instruction, stack, bounds, pair[1], inside
             )
             yield argv, base, paths, cwd, pair
     finally:
@@ -311,6 +318,7 @@ def _prepare(
     stack: contextlib.ExitStack,
     bounds: host_bounds.Bounds,
     handoff: socket.socket,
+    inside: Mapping[str, str],
 ) -> tuple[list[str], dict[str, str], dict[str, str], Path]:
     owner = box.owner
     if owner is not None:
@@ -379,7 +387,7 @@ def _prepare(
         "HEADROOM_AGENT_RESULT": f"{hb.LOGS}/result.json",
         "HEADROOM_INSTRUCTION_FILE": hb.INSTRUCTION,
     }
-    return box.argv(view, command), hb.sandbox_env(os.environ), paths, area
+    return box.argv(view, command, setenv=inside), hb.sandbox_env(os.environ), paths, area
 
 
 def contract_agent(

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from orchestrator.contract import agent_check
 from orchestrator.errors import SandboxUnavailable
-from orchestrator.isolation import sandbox, seccomp
+from orchestrator.isolation import hostenv, sandbox, seccomp
 from orchestrator.isolation.process import OPEN_FD3
 from orchestrator.isolation.sandbox import MASKED_PROC, SECCOMP_FD
 
@@ -161,7 +161,10 @@ class HostSandbox:
             "and the model gateway",
         }
 
-    def argv(self, view: View, command: list[str]) -> list[str]:
+    def argv(self, view: View, command: list[str], setenv: Mapping[str, str] | None = None) -> list[str]:
+        """``command`` in a fresh sandbox showing ``view``. ``setenv``: variables for ``command`` only
+        (:func:`~orchestrator.isolation.hostenv.split`'s workload-only ones), set by ``env`` in the sandbox after the
+        uid drop, so neither bwrap (root when headroom is) nor setpriv ever runs with them."""
         args: list[str] = []
         flt = self.filter if view.network else (self.offline_filter or self.filter)
         if flt:
@@ -230,7 +233,7 @@ class HostSandbox:
                 "--no-new-privs",
                 "--",
             ]
-        return args + command
+        return args + hostenv.env_argv(setenv or {}) + command
 
 
 def _parents(path: str) -> list[str]:

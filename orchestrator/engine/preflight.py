@@ -154,6 +154,7 @@ def check_in_host_sandbox(experiment: Experiment, env: dict[str, str]) -> str | 
     trusted, no sandbox here): on the host, in headroom's working directory."""
     from orchestrator.agents import host_sandbox as hb
     from orchestrator.errors import SandboxUnavailable
+    from orchestrator.isolation import hostenv
 
     agent = experiment.agent
     assert agent.command is not None
@@ -173,10 +174,12 @@ def check_in_host_sandbox(experiment: Experiment, env: dict[str, str]) -> str | 
             network=False,
             cwd=str(Path(agent.path).resolve()) if agent.path else str(Path.cwd()),
         )
+        # the task's env tables are in ``env``: bwrap and the seccomp opener on the host never get what acts there
+        host, inside = hostenv.split({**hb.sandbox_env(os.environ), **env})
         return check_on_host(
             agent.command,
-            {**hb.sandbox_env(os.environ), **env},
-            wrap=lambda argv: box.argv(view, argv),
+            host,
+            wrap=lambda argv: box.argv(view, argv, setenv=inside),
             cwd=Path(tmp),
             where=f"in the agent's sandbox, in {view.cwd}",
         )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -19,6 +18,7 @@ from typing import Any
 import psutil
 
 from orchestrator.agentio import redact
+from orchestrator.isolation import hostenv
 from orchestrator.isolation.cgroups import TrialCgroup
 from orchestrator.spec.facts import StepFacts
 
@@ -40,8 +40,9 @@ TAIL_BYTES = redact.TAIL_BYTES + redact.TAIL_SLACK
 # opened it before. The cgroup files are iterated in a function with a local variable, so an
 # exported variable of the step's own (``f``, say) reaches the workload unchanged. dash passes on
 # only variables whose names are shell names: the others (``a-b``, ``x.y``, which Docker and
-# Kubernetes pass) are given to the workload by ``env`` after the wrapper (:func:`_odd_names`), and
-# the wrapper checks the real program ($3) either way.
+# Kubernetes pass) are given to the workload by ``env`` after the wrapper (:func:`hostenv.split`, which also
+# keeps a shell's start-up variables and the loader's from every host-side helper), and the wrapper checks
+# the real program ($3) either way.
 _JOIN = (
     '_hr_join() { local f; for f in $HEADROOM_CG_PROCS; do { echo $$ > "$f"; } 2>/dev/null '
     '|| { echo "cannot join cgroup $f" >&0; exit 111; }; done; }; _hr_join; unset -f _hr_join; '
@@ -51,19 +52,6 @@ _JOIN = (
     'command -v "$3" >/dev/null 2>&1 || { echo "cannot run $3: not found" >&0; exit 127; }; '
     'echo joined >&0; if [ -n "$2" ]; then exec 3<"$2"; fi; exec 0<"$1"; shift 3; exec "$@"'
 )
-_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: Variables some ``sh`` acts on at start (bash as ``sh`` still honours SHELLOPTS, then expands PS4): like the
-#: names dash cannot pass, they go around the wrapper, so no ``sh`` ever sees them (dash ignores them anyway).
-_SHELL_STARTUP = frozenset({"BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4"})
-
-
-def loader_variable(name: str) -> bool:
-    """A variable the dynamic loader acts on in every program it starts (``LD_PRELOAD``, ``LD_LIBRARY_PATH``,
-    ``LD_AUDIT``...): one of a task's must never reach a process headroom runs on the host before the step."""
-    return name.startswith("LD_") or name == "GCONV_PATH"
-
-
-_ENV = shutil.which("env") or "/usr/bin/env"
 JOINED = "joined"
 #: The wrapper's shell: dash where there is one (see _JOIN), else the system's sh.
 _SH = shutil.which("dash") or "/bin/sh"
@@ -78,22 +66,6 @@ _RLIMIT = (
     "resource.setrlimit(resource.RLIMIT_DATA, (n, n))\n"
     "os.execvp(sys.argv[2], sys.argv[2:])\n"
 )
-
-
-def _odd_names(env: dict[str, str]) -> tuple[dict[str, str], list[str]]:
-    """``env`` without the variables dash would drop (names that are not shell names) and those a shell acts on at
-    start (:data:`_SHELL_STARTUP`: bash's exported functions are among the former) or the loader acts on in
-    the wrapper (:func:`loader_variable`: ``env`` sets them for the program it execs only), and the ``env`` command
-    that gives them back to the workload (empty when there are none, as for nearly every step). A name with
-    ``=`` stays in ``env``, where ``Popen`` refuses it as before."""
-    odd = {
-        k: v
-        for k, v in env.items()
-        if "=" not in k and (k in _SHELL_STARTUP or loader_variable(k) or not _SHELL_NAME.fullmatch(k))
-    }
-    if not odd:
-        return env, []
-    return {k: v for k, v in env.items() if k not in odd}, [_ENV, "--", *(f"{k}={v}" for k, v in odd.items())]
 
 
 @dataclass
@@ -191,7 +163,9 @@ def run_step(
 ) -> tuple[StepFacts, dict[str, float | int | None]]:
     """Run ``argv`` to completion or timeout; return its facts and resource usage. ``pass_fds``: descriptors the
     step inherits at their numbers (the host agent's hand-over socket). ``fd3``: a file the step is started with
-    open for reading on fd 3 (:data:`FD3`), a fresh open file of its own."""
+    open for reading on fd 3 (:data:`FD3`), a fresh open file of its own. ``env``'s workload-only variables
+    (:func:`hostenv.split`) reach ``argv`` through ``env`` in front of it, never a helper of ours: a caller whose
+    ``argv`` is a sandbox's takes them out first and has the sandbox set them (``Sandbox.argv(setenv=...)``)."""
     if fd3 is not None and FD3 in pass_fds:
         raise ValueError(f"fd {FD3} is both passed and opened for the step")
     out_path, err_path = logs_dir / f"{name}.stdout", logs_dir / f"{name}.stderr"
@@ -199,21 +173,23 @@ def run_step(
     if stdin is not None:
         in_path.write_bytes(stdin)  # a file, not a pipe: a step that never reads it cannot block us
     step_in = str(in_path) if stdin is not None else os.devnull
-    env = dict(env)
+    # what only the workload may see goes around every helper in front of it (hostenv): by ``env`` right before
+    # ``argv``, so a caller whose ``argv`` starts with a sandbox's host-side tools gives those to the sandbox itself
+    env, workload_only = hostenv.split(env)
+    deferred = hostenv.env_argv(workload_only)
     if cgroup is not None:
         files = [str(p) for p in cgroup.procs_files()]
         if any(" " in f for f in files):
             raise RuntimeError(f"cgroup path with a space: {files}")
         env["HEADROOM_CG_PROCS"] = " ".join(files)
         verdict_r, verdict_w = os.pipe()
-        env, odd = _odd_names(env)
-        wrapped = [_SH, "-c", _JOIN, "headroom-join", step_in, fd3 or "", argv[0], *odd, *argv]
+        wrapped = [_SH, "-c", _JOIN, "headroom-join", step_in, fd3 or "", argv[0], *deferred, *argv]
         oom_before = cgroup.oom_kills()
     else:
         verdict_r = verdict_w = -1
-        wrapped = list(argv)
+        wrapped = [*deferred, *argv]
         if limits.memory_bytes is not None:
-            wrapped = [sys.executable, "-S", "-c", _RLIMIT, str(limits.memory_bytes), *argv]
+            wrapped = [sys.executable, "-S", "-c", _RLIMIT, str(limits.memory_bytes), *wrapped]
         if fd3 is not None:
             wrapped = [_SH, "-c", OPEN_FD3, "headroom-fd3", fd3, *wrapped]
         oom_before = 0

@@ -35,7 +35,10 @@ everything under it are inside the trial's limits.
 
 from __future__ import annotations
 
+import functools
+import grp
 import os
+import pwd
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -160,16 +163,18 @@ class Sandbox:
         """``command`` in a fresh sandbox showing ``view``. ``filter_opened``: the caller starts this argv with
         :meth:`filter_for`'s program already open on :data:`SECCOMP_FD` (``run_step(fd3=...)`` does, from the
         wrapper that joins the cgroup), so no process of its own opens it. ``setenv``: variables bwrap sets for
-        the step only (the loader's, which ``setpriv`` and ``bwrap`` on the host must not see)."""
+        the step only (:func:`~orchestrator.isolation.hostenv.split`'s workload-only ones, which ``setpriv`` and
+        ``bwrap`` on the host must not see)."""
         args: list[str] = []
         flt = self.filter_for(view)
         if flt and not filter_opened:
             args += ["/bin/sh", "-c", OPEN_FD3, "headroom-seccomp", flt.path]
         if self.setpriv:
+            user, group = setpriv_ids()
             args += [
                 self.setpriv,
-                f"--reuid={SANDBOX_UID}",
-                f"--regid={SANDBOX_GID}",
+                f"--reuid={user}",
+                f"--regid={group}",
                 "--clear-groups",
                 "--inh-caps=-all",
                 "--no-new-privs",
@@ -201,6 +206,22 @@ class Sandbox:
         # of the step's own host dir (SHM) when the caller gives one, and read-only otherwise.
         args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", cwd, "--"]
         return args + command
+
+
+@functools.cache
+def setpriv_ids() -> tuple[str, str]:
+    """How ``setpriv`` is told :data:`SANDBOX_UID` and :data:`SANDBOX_GID`: by name where the host's name for each
+    resolves back to exactly that id, else by number. setpriv looks its argument up as a name first: a number is
+    no name in ``/etc/passwd``, so NSS goes on to its next module (``systemd`` on Debian, which it loads for
+    it), about 0.5 ms of a sandboxed step's CPU; a name the files module finds ends the lookup there."""
+    try:
+        user, group = pwd.getpwuid(SANDBOX_UID).pw_name, grp.getgrgid(SANDBOX_GID).gr_name
+        same = pwd.getpwnam(user).pw_uid == SANDBOX_UID and grp.getgrnam(group).gr_gid == SANDBOX_GID
+    except KeyError:
+        same = False
+    if not same or user.isdigit() or group.isdigit():
+        return str(SANDBOX_UID), str(SANDBOX_GID)
+    return user, group
 
 
 def _version(bwrap: str) -> str | None:

@@ -26,6 +26,7 @@ from typing import cast
 from orchestrator.agents.exec import wire
 from orchestrator.agents.exec.target import MAX_OUTPUT, ExecResult
 from orchestrator.errors import EnvironmentGone
+from orchestrator.isolation import hostenv
 from orchestrator.isolation.cgroups import TrialCgroup
 from orchestrator.isolation.process import kill_tree
 
@@ -121,7 +122,7 @@ class SandboxEnvironment:
 
     def __init__(
         self,
-        argv_for: Callable[[list[str]], list[str]],
+        argv_for: Callable[[list[str], Mapping[str, str]], list[str]],
         *,
         env: Mapping[str, str],
         cwd: Path,
@@ -129,8 +130,10 @@ class SandboxEnvironment:
         stderr_path: Path,
         on_spawn: Callable[[int], None] | None = None,
     ) -> None:
-        command = argv_for([python(), "-S", "-I", "-c", SERVER, str(MAX_OUTPUT), str(DRAIN_S)])
-        env = dict(env)
+        # The task's env tables are in ``env``: what would make a host-side process (the cgroup wrapper, setpriv,
+        # bwrap) run the task's code goes to the server only, inside its sandbox (hostenv), and from it to each exec.
+        env, inside = hostenv.split(env)
+        command = argv_for([python(), "-S", "-I", "-c", SERVER, str(MAX_OUTPUT), str(DRAIN_S)], inside)
         if cgroup is not None:
             env["HEADROOM_CG_PROCS"] = " ".join(str(p) for p in cgroup.procs_files())
             command = ["/bin/sh", "-c", JOIN_CGROUP, "headroom-join", *command]

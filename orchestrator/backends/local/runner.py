@@ -21,8 +21,8 @@ from orchestrator.contract import sanitiser
 from orchestrator.contract.outputs import read_regular_file
 from orchestrator.contract.runner import Role
 from orchestrator.errors import NotRegular
-from orchestrator.isolation import cgroups, sandbox
-from orchestrator.isolation.process import Limits, kill_tree, loader_variable, run_step
+from orchestrator.isolation import cgroups, hostenv, sandbox
+from orchestrator.isolation.process import Limits, kill_tree, run_step
 from orchestrator.spec.facts import StepFacts
 
 
@@ -143,10 +143,9 @@ class LocalRunner:
             )
             flt = self.box.filter_for(view)
             fd3 = flt.path if flt else None
-            # the loader's variables (a task's env tables may set them) are set by bwrap inside the sandbox only:
-            # the wrapper, setpriv and bwrap run on the host, as headroom's user, before the uid drop
-            inside = {k: v for k, v in step_env.items() if loader_variable(k)}
-            step_env = {k: v for k, v in step_env.items() if k not in inside}
+            # the loader's and a shell's start-up variables (a task's env tables may set them) are set by bwrap inside
+            # the sandbox only: the wrapper, setpriv and bwrap run on the host, as headroom's user, before the uid drop
+            step_env, inside = hostenv.split(step_env)
             command = self.box.argv(view, command, cwd=cwd, filter_opened=True, setenv=inside)
         else:
             fd3 = None
@@ -213,11 +212,12 @@ class LocalRunner:
         uid = self.box.uid if self.box else os.getuid()  # the verifier's user on the host
         return sanitiser.nothing_to_judge(host, None if uid == 0 else uid)
 
-    def sandboxed(self, argv: list[str]) -> list[str]:
+    def sandboxed(self, argv: list[str], setenv: Mapping[str, str]) -> list[str]:
         """``argv`` in the agent's view of the environment, with the environment's network: the long-lived
-        sandbox an external agent's exec channel serves (:mod:`.environment`)."""
+        sandbox an external agent's exec channel serves (:mod:`.environment`). ``setenv``: what of its environment
+        only ``argv`` may get (:func:`hostenv.split`), set inside the sandbox (without one, by ``env`` before it)."""
         if not self.box:
-            return argv
+            return [*hostenv.env_argv(setenv), *argv]
         home, tmp = self._home("agent")
         binds = [
             sandbox.Bind(self.app, sandbox.APP, True),
@@ -232,7 +232,7 @@ class LocalRunner:
             network=self.network,
             task_entries=sandbox.task_entries(self.task_host, tests=False, solution=self.include_solution),
         )
-        return self.box.argv(view, argv)
+        return self.box.argv(view, argv, setenv=dict(setenv))
 
     def dirs_env(self) -> dict[str, str]:
         home, tmp = self._home("agent")
