@@ -29,11 +29,11 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import pandas as pd
-
 from orchestrator.spec.resources import MIB
 
 if TYPE_CHECKING:  # a report reads observed_by_config and needs none of the spec models (their import is costly)
+    import pandas as pd
+
     from orchestrator.spec.backend import BackendFacts
     from orchestrator.spec.evidence import Overcommit
     from orchestrator.spec.experiment import Experiment
@@ -134,6 +134,8 @@ def observed_by_config(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
 
 
 def _finite(v: Any) -> float | None:
+    import pandas as pd  # a report's import: the engine (Placement) never needs it
+
     return None if v is None or pd.isna(v) else float(v)
 
 

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.agentio.environ import take
 from orchestrator.agentio.redact import secret_values, transformed
-from orchestrator.agents.gateway import Gateway, TryEnd
 from orchestrator.artifacts import names
 from orchestrator.artifacts.sink import StoreSink, TryKey, register, unregister
 from orchestrator.spec.experiment import Experiment
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.launch import Launch
+
+if TYPE_CHECKING:  # the gateway (uvicorn, httpx) is imported only by a run that has one
+    from orchestrator.agents.gateway import Gateway, TryEnd
 
 
 def run_secret_names(experiment: Experiment) -> list[str]:
@@ -59,6 +62,8 @@ class TryServices:
         gateway = None
         try:
             if experiment.gateway is not None:
+                from orchestrator.agents.gateway import Gateway
+
                 gateway = Gateway(
                     experiment.gateway,
                     store_path,

@@ -51,10 +51,12 @@ print(json.dumps({"code": code, "loaded": sorted({m.split(".")[0] for m in sys.m
 """
 
 
-def probe(*args: str, cwd: Path, hide: bool = False) -> tuple[dict[str, object], str]:
+def probe(
+    *args: str, cwd: Path, hide: bool = False, watched: list[str] = CLUSTER_ONLY
+) -> tuple[dict[str, object], str]:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), **({"HIDE": "1"} if hide else {})}
     res = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(CLUSTER_ONLY), *args],
+        [sys.executable, "-c", PROBE, json.dumps(watched), *args],
         cwd=cwd,
         env={**env, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -95,6 +97,19 @@ def test_a_local_sweep_its_reports_and_the_viewer_run_without_the_cluster_client
     out, stderr = probe("report", str(swept), "-o", str(swept.parent / "r.html"), cwd=swept.parent, hide=True)
     assert out == {"code": 0, "loaded": []} and (swept.parent / "r.html").stat().st_size > 0, stderr
     out, stderr = probe("runs", "--store", str(swept), cwd=swept.parent, hide=True)
+    assert out == {"code": 0, "loaded": []}, stderr
+
+
+#: What only a report (the statistics, the plots) or a run with a model gateway (the web server) needs.
+REPORT_OR_GATEWAY_ONLY = ["pandas", "scipy", "statsmodels", "matplotlib", "uvicorn", "starlette", "fastapi"]
+
+
+def test_a_sweep_that_prints_no_report_and_calls_no_model_imports_no_statistics_or_web_server(tmp_path: Path) -> None:
+    # Every sweep paid about half a second of CPU for pandas (the overcommit module's report helper) and uvicorn
+    # (the gateway's module, imported with the engine) before it ran a trial; neither is used on this path.
+    write_task(tmp_path / "tasks", "t", solve='touch "$HEADROOM_WORKDIR/out"\n')
+    args = ("sweep", str(tmp_path / "tasks"), "--attempts", "1", "--store", str(tmp_path / "h.db"), "--format", "none")
+    out, stderr = probe(*args, cwd=tmp_path, watched=REPORT_OR_GATEWAY_ONLY)
     assert out == {"code": 0, "loaded": []}, stderr
 
 
