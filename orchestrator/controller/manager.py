@@ -23,7 +23,7 @@ import structlog
 
 from orchestrator.controller import engine
 from orchestrator.controller.events import EventRecorder
-from orchestrator.controller.finished import FinishedMetadata, FinishedSpec, FinishedTrial
+from orchestrator.controller.finished import FinishedTrial
 from orchestrator.controller.metrics import Metrics, TrialCounts, serve
 from orchestrator.controller.reconcile import Reconciler
 from orchestrator.controller.resources import (
@@ -104,17 +104,16 @@ def slim_trial(obj: dict[str, Any]) -> dict[str, Any]:
     keep_meta = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
     if status.get("phase") in ("Finished", "Abandoned") and "name" in meta and "resourceVersion" in meta:
         finished = FinishedTrial(
-            FinishedMetadata(meta["name"], meta["resourceVersion"]),
-            FinishedSpec(
-                _intern(spec.get("experiment")),
-                _intern(spec.get("runId")),
-                spec.get("trialId"),
-                spec.get("try"),
-                _shared({"label": _intern((spec.get("configuration") or {}).get("label"))}),
-            ),
+            meta["name"],
+            meta["resourceVersion"],
+            _intern(spec.get("experiment")),
+            _intern(spec.get("runId")),
+            spec.get("trialId"),
+            spec.get("try"),
+            _shared({"label": _intern((spec.get("configuration") or {}).get("label"))}),
             _shared({k: _intern(status[k]) for k in ("phase", "outcome", "reason", "final") if k in status}),
         )
-        # Read-only slots instead of three dicts (controller/finished.py): the cache's readers only
+        # One read-only record in slots instead of three dicts (controller/finished.py): the cache's readers only
         # read a cached Trial, and a finished one is never written back, so it stands in for the dict.
         return cast("dict[str, Any]", finished)
     return {
