@@ -36,6 +36,7 @@ from orchestrator.controller.workqueue import WorkQueue
 from orchestrator.errors import ShutDown
 from orchestrator.kube.api import client
 from orchestrator.kube.client import KubeClient, connect
+from orchestrator.kube.raw import LazyCoreV1Api
 from orchestrator.kube.watch import Informer, wait_synced
 from orchestrator.spec.kubernetes import KubernetesOptions
 
@@ -137,7 +138,9 @@ class Controller:
         self.metrics = metrics or Metrics()
         self.api = connect(cfg.kubeconfig, metrics=self.metrics)
         self.custom = client.CustomObjectsApi(self.api)
-        self.core = client.CoreV1Api(self.api)
+        # Made on first use (kube/raw.py): the controller's own core calls are JSON, so one that only counts
+        # finished Trials never imports the typed core API (20 MB); its Pod backend makes its own.
+        self.core = cast("client.CoreV1Api", LazyCoreV1Api(self.api))
         self.queue = WorkQueue()
         self.leading = threading.Event()
         self.stopping = threading.Event()
