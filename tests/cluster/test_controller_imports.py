@@ -13,6 +13,7 @@ Trials are all finished, waits for the status and the Completed event, and reads
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from orchestrator.controller.resources import (
     ExperimentResourceSpec,
 )
 from orchestrator.engine.plan import plan
+from orchestrator.errors import SpecError
 from orchestrator.spec.names import label_value, launch_name
 from orchestrator.tasks.loader import load_tasks
 
@@ -168,3 +170,36 @@ def test_a_controller_over_finished_trials_never_loads_the_typed_core_api(
     assert "orchestrator.controller.reconcile" in loaded and "kubernetes.client.api.custom_objects_api" in loaded
     models = sorted(m for m in loaded if m.startswith("kubernetes.client.models."))
     assert sorted(m for m in NOT_LOADED if m in loaded) == [], f"{len(models)} client models loaded: {models[:20]}"
+
+
+def test_a_cached_task_catalog_is_read_as_json_without_the_typed_core_api(cluster: Cluster, tmp_path: Path) -> None:
+    """An Experiment over a task-set image, once its catalog is cached, plans without the typed core API."""
+    import subprocess
+
+    from orchestrator.controller import taskimage
+    from orchestrator.kube.raw import LazyCoreV1Api
+    from orchestrator.spec.kubernetes import KubernetesOptions
+    from orchestrator.tasks.image import write_context
+
+    src = tmp_path / "src"
+    src.mkdir()
+    subprocess.run(["cp", "-a", str(REPO / "tasks" / "word-index"), str(src / "word-index")], check=True)
+    cat = write_context(src, tmp_path / "context", "headroom.local/debian-base:test")
+    image = "headroom.local/tasks:json-read"
+    ns = cluster.create_namespace(prefix="ctlcat")
+    cluster.core.create_namespaced_config_map(
+        ns,
+        {  # type: ignore[arg-type]  # the client serialises a plain dict body
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": taskimage.catalog_name(image)},
+            "data": {taskimage.CATALOG_KEY: json.dumps(cat, sort_keys=True)},
+        },
+    )
+    core = LazyCoreV1Api(cluster.api_client)
+    got = taskimage.read_catalog(core, ns, image, KubernetesOptions())  # type: ignore[arg-type]  # the lazy stand-in
+    assert got == taskimage.parse(json.dumps(cat, sort_keys=True), image) and sorted(got["tasks"]) == ["word-index"]
+    assert taskimage.cached_catalog(core, ns, image) == got  # type: ignore[arg-type]  # the lazy stand-in
+    assert core._api is None  # both reads went out as JSON: no CoreV1Api was made
+    with pytest.raises(SpecError, match="no cached task catalog"):
+        taskimage.cached_catalog(core, ns, "headroom.local/tasks:absent")  # type: ignore[arg-type]
