@@ -3,10 +3,10 @@
 A long sweep leaves almost all of its Trials finished, and the loop only counts them. As three
 dicts (the object, its metadata, its spec) one costs about 550 bytes of hash tables before its
 strings; one read-only mapping holds the same keys and values in eight slots, 96 bytes (its
-``metadata`` and ``spec`` are views made when read), so 100,000 finished Trials take some 37 MB
-instead of 80. They support what the loop does with a
-cached Trial (``t["spec"]["trialId"]``, ``t.get("status")``, comparison with a dict) and refuse
-what it must never do: a write raises, and ``json.dumps`` of one raises instead of writing ``{}``.
+``metadata`` and ``spec`` are views made when read; three slotted objects took 176 bytes, 8 MB
+more at 100,000 Trials). They support what the loop does with a cached Trial
+(``t["spec"]["trialId"]``, ``t.get("status")``, comparison with a dict) and refuse what it must
+never do: a write raises, and ``json.dumps`` of one raises instead of writing ``{}``.
 """
 
 from __future__ import annotations
