@@ -7,8 +7,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
 from orchestrator.agentio import safejson
 from orchestrator.spec.grader import GoldenGrader
 
@@ -43,6 +41,10 @@ def grade(grader: GoldenGrader, answer: Any) -> Grade:
         except ValueError:
             checks["numeric"] = False
     if grader.json_schema is not None:
+        # Imported here: only a json_schema grader needs it, and every process that settles tries (the
+        # long-running controller among them) would otherwise hold its ~3 MB of validators.
+        import jsonschema
+
         try:
             jsonschema.validate(safejson.loads(text), grader.json_schema)
             checks["json_schema"] = True

@@ -14,6 +14,7 @@ import structlog
 from orchestrator.controller.progress import now_rfc3339
 from orchestrator.controller.resources import API_VERSION
 from orchestrator.kube.api import ApiException, client
+from orchestrator.kube.raw import CoreJson
 
 log = structlog.get_logger("headroom.events")
 COMPONENT = "headroom-controller"
@@ -51,7 +52,7 @@ class EventRecorder:
             "count": 1,
         }
         try:
-            self.core.create_namespaced_event(self.namespace, body)  # type: ignore[arg-type]  # the client serialises a plain dict body
+            CoreJson(self.core.api_client).create_event(self.namespace, body)  # JSON: no typed core API (kube/raw.py)
         except ApiException as exc:
             if exc.status != 409:  # 409: this milestone was already recorded (before a restart)
                 log.warning("event not recorded", reason=reason, status=exc.status)

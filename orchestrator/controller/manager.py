@@ -23,7 +23,7 @@ import structlog
 
 from orchestrator.controller import engine
 from orchestrator.controller.events import EventRecorder
-from orchestrator.controller.finished import FinishedMetadata, FinishedSpec, FinishedTrial
+from orchestrator.controller.finished import FinishedTrial
 from orchestrator.controller.metrics import Metrics, TrialCounts, serve
 from orchestrator.controller.reconcile import Reconciler
 from orchestrator.controller.resources import (
@@ -36,6 +36,7 @@ from orchestrator.controller.workqueue import WorkQueue
 from orchestrator.errors import ShutDown
 from orchestrator.kube.api import client
 from orchestrator.kube.client import KubeClient, connect
+from orchestrator.kube.raw import LazyCoreV1Api
 from orchestrator.kube.watch import Informer, wait_synced
 from orchestrator.spec.kubernetes import KubernetesOptions
 
@@ -104,17 +105,16 @@ def slim_trial(obj: dict[str, Any]) -> dict[str, Any]:
     keep_meta = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
     if status.get("phase") in ("Finished", "Abandoned") and "name" in meta and "resourceVersion" in meta:
         finished = FinishedTrial(
-            FinishedMetadata(meta["name"], meta["resourceVersion"]),
-            FinishedSpec(
-                _intern(spec.get("experiment")),
-                _intern(spec.get("runId")),
-                spec.get("trialId"),
-                spec.get("try"),
-                _shared({"label": _intern((spec.get("configuration") or {}).get("label"))}),
-            ),
+            meta["name"],
+            meta["resourceVersion"],
+            _intern(spec.get("experiment")),
+            _intern(spec.get("runId")),
+            spec.get("trialId"),
+            spec.get("try"),
+            _shared({"label": _intern((spec.get("configuration") or {}).get("label"))}),
             _shared({k: _intern(status[k]) for k in ("phase", "outcome", "reason", "final") if k in status}),
         )
-        # Read-only slots instead of three dicts (controller/finished.py): the cache's readers only
+        # One read-only record in slots instead of three dicts (controller/finished.py): the cache's readers only
         # read a cached Trial, and a finished one is never written back, so it stands in for the dict.
         return cast("dict[str, Any]", finished)
     return {
@@ -138,7 +138,9 @@ class Controller:
         self.metrics = metrics or Metrics()
         self.api = connect(cfg.kubeconfig, metrics=self.metrics)
         self.custom = client.CustomObjectsApi(self.api)
-        self.core = client.CoreV1Api(self.api)
+        # Made on first use (kube/raw.py): the controller's own core calls are JSON, so one that only counts
+        # finished Trials never imports the typed core API (20 MB); its Pod backend makes its own.
+        self.core = cast("client.CoreV1Api", LazyCoreV1Api(self.api))
         self.queue = WorkQueue()
         self.leading = threading.Event()
         self.stopping = threading.Event()

@@ -54,7 +54,9 @@ class Ledger:
     """The plan read against the Trials that exist."""
 
     planned: int
-    final: dict[str, Obj] = field(default_factory=dict)  # trial id -> the Trial that is its result
+    # The Trial that is each finished planned trial's result (one per planned trial: the ledger is keyed by plan
+    # order). A list, not a dict by trial id: with 100,000 finished Trials a reconcile's dict was 5 MB of the peak.
+    final: list[Obj] = field(default_factory=list)
     in_flight: list[Obj] = field(default_factory=list)
     to_start: list[Pending] = field(default_factory=list)
     all_tries: int = 0
@@ -107,7 +109,7 @@ def _settle_one(plan: CompactPlan, order: int, tries: list[Obj], out: Ledger, re
     """Sort one planned trial's tries (ordered by try number, at least one) into the ledger."""
     final = next((t for t in tries if is_finished(t) and t["status"].get("final")), None)
     if final is not None:
-        out.final[final["spec"]["trialId"]] = final
+        out.final.append(final)
         out.retried += sum(1 for t in tries if is_finished(t) and not t["status"].get("final"))
         return
     running = [t for t in tries if not is_finished(t)]
@@ -147,7 +149,7 @@ def wilson(k: int, n: int) -> Interval:
 def configuration_status(plan: CompactPlan, book: Ledger) -> list[ConfigurationStatus]:
     planned = plan.planned_by_label()
     counts: dict[str, dict[str, int]] = {lab: defaultdict(int) for lab in planned}
-    for t in book.final.values():
+    for t in book.final:
         st = t["status"]
         outcome, _ = current_outcome(
             st.get("outcome"), st.get("reason")

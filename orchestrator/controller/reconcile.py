@@ -65,6 +65,7 @@ from orchestrator.engine import faithful
 from orchestrator.engine.settle import unstorable
 from orchestrator.errors import CatalogPending, SpecError, SpecInvalid, StatusConflict
 from orchestrator.kube.api import ApiException, client
+from orchestrator.kube.raw import CoreJson
 from orchestrator.kube.watch import Informer
 from orchestrator.spec.facts import TrialFacts
 from orchestrator.spec.kubernetes import KubernetesOptions
@@ -242,7 +243,7 @@ class Reconciler:
             )
         experiment = spec.model_copy(update={"tasks_dir": str(root)})
         # as the CLI refuses a sweep; the CPUs are those of the nodes this Experiment's pods could land on
-        archs = node_arch.read(self.core, spec.kubernetes or KubernetesOptions()).architectures
+        archs = node_arch.read(CoreJson(self.core.api_client), spec.kubernetes or KubernetesOptions()).architectures
         if refused := faithful.controller_refusal(experiment, tasks, architectures=archs):
             raise SpecInvalid(refused)
         p = _Plan(
@@ -265,7 +266,9 @@ class Reconciler:
         pods = self._pods_of(name)
         with self._lock:
             backend = self._backends.get(name)
-        runs = sorted(cast("set[str]", {(p.metadata.labels or {}).get(LABEL_RUN) for p in pods} - {None}))
+        runs = sorted(
+            cast("set[str]", {((p.get("metadata") or {}).get("labels") or {}).get(LABEL_RUN) for p in pods} - {None})
+        )
         if runs and backend is None:
             backend = self.make_backend(name, None)
             with self._lock:
@@ -276,12 +279,9 @@ class Reconciler:
             backend.cleanup(run)
         self._drop_backend(name)
 
-    def _pods_of(self, experiment: str) -> list[Any]:
-        return list(
-            self.core.list_namespaced_pod(
-                self.namespace, label_selector=f"{LABEL_EXPERIMENT}={label_value(experiment)}"
-            ).items
-        )
+    def _pods_of(self, experiment: str) -> list[dict[str, Any]]:
+        # JSON, not V1Pods: the typed core API is 20 MB the controller loads only once it runs pods (kube/raw.py).
+        return CoreJson(self.core.api_client).list_pods(self.namespace, f"{LABEL_EXPERIMENT}={label_value(experiment)}")
 
     def _trials_of(self, run_id: str) -> list[dict[str, Any]]:
         return [t for t in self.trials.items() if t["spec"].get("runId") == run_id]

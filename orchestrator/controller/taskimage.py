@@ -30,6 +30,7 @@ from orchestrator.agentio import safejson
 from orchestrator.backends.kubernetes.pod import MANAGED_BY
 from orchestrator.errors import CatalogPending, SpecError
 from orchestrator.kube.api import ApiException, client
+from orchestrator.kube.raw import CoreJson
 from orchestrator.spec.kubernetes import KubernetesOptions
 from orchestrator.spec.task import Task
 from orchestrator.tasks import needs
@@ -133,7 +134,7 @@ def _delete_pod(core: client.CoreV1Api, namespace: str, name: str) -> None:
 def cached_catalog(core: client.CoreV1Api, namespace: str, image: str) -> dict[str, Any]:
     """The catalog the controller cached for ``image`` (SpecError when it has not read it yet)."""
     try:
-        cm = core.read_namespaced_config_map(catalog_name(image), namespace)
+        cm = CoreJson(core.api_client).read_config_map(namespace, catalog_name(image))
     except ApiException as exc:
         if exc.status == 404:
             raise SpecError(
@@ -142,7 +143,7 @@ def cached_catalog(core: client.CoreV1Api, namespace: str, image: str) -> dict[s
                 field="task_source.image",
             ) from None
         raise
-    return parse((cm.data or {}).get(CATALOG_KEY, ""), image)
+    return parse((cm.get("data") or {}).get(CATALOG_KEY, ""), image)
 
 
 def read_catalog(
@@ -155,8 +156,9 @@ def read_catalog(
     """
     name = catalog_name(image)
     try:
-        cm = core.read_namespaced_config_map(name, namespace)
-        return parse((cm.data or {}).get(CATALOG_KEY, ""), image)
+        # JSON (kube/raw.py): once the catalog is cached, planning over the image never loads the typed core API.
+        cm = CoreJson(core.api_client).read_config_map(namespace, name)
+        return parse((cm.get("data") or {}).get(CATALOG_KEY, ""), image)
     except ApiException as exc:
         if exc.status != 404:
             raise

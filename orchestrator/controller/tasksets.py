@@ -27,6 +27,7 @@ from orchestrator.backends.kubernetes.pod import MANAGED_BY
 from orchestrator.controller.resources import LABEL_TASK_BUNDLE, LABEL_TASK_SET
 from orchestrator.errors import SpecError, UserError
 from orchestrator.kube.api import ApiException, client
+from orchestrator.kube.raw import CoreJson
 from orchestrator.spec.task import Task
 from orchestrator.tasks import files as taskfiles
 from orchestrator.tasks.files import TaskBundle
@@ -107,7 +108,7 @@ def push(core: client.CoreV1Api, namespace: str, tasks_dir: Path) -> PushResult:
 
 def read_index(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, dict[str, Any]]:
     try:
-        cm = core.read_namespaced_config_map(name, namespace)
+        cm = CoreJson(core.api_client).read_config_map(namespace, name)  # JSON: no typed core API in the controller
     except ApiException as exc:
         if exc.status == 404:
             raise SpecError(
@@ -116,7 +117,7 @@ def read_index(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, d
             ) from None
         raise
     try:
-        return json.loads((cm.data or {})[INDEX_KEY])
+        return json.loads((cm.get("data") or {})[INDEX_KEY])
     except (KeyError, ValueError):
         raise SpecError(f"ConfigMap {name!r} is not a headroom task set", field="task_source.bundle") from None
 
@@ -131,8 +132,8 @@ def unpack(core: client.CoreV1Api, namespace: str, name: str, into: Path) -> Pat
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=into))
     try:
         for task_id, entry in index.items():
-            cm = core.read_namespaced_config_map(entry["bundle"], namespace)
-            data, binary = cm.data or {}, cm.binary_data or {}
+            cm = CoreJson(core.api_client).read_config_map(namespace, entry["bundle"])
+            data, binary = cm.get("data") or {}, cm.get("binaryData") or {}
             for key, meta in entry["files"].items():
                 target = tmp / task_id / meta["path"]
                 target.parent.mkdir(parents=True, exist_ok=True)

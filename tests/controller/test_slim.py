@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -116,3 +118,9 @@ def test_a_finished_trial_reads_like_the_dict_and_refuses_writes() -> None:
     levels = [s, s["metadata"], s["spec"]]
     assert not any(isinstance(x, dict) for x in levels)
     assert sum(sys.getsizeof(x) for x in levels) < 2 * sys.getsizeof({"name": "", "resourceVersion": ""})
+    # One object per finished Trial: its metadata and spec are views made when read, not held beside it.
+    held = [x for x in gc.get_referents(s) if not isinstance(x, type)]
+    assert not any(
+        isinstance(x, Mapping) and x is not s["status"] and x is not s["spec"]["configuration"] for x in held
+    )
+    assert s["metadata"] == {"name": "r-2", "resourceVersion": "102"}

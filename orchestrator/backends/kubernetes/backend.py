@@ -18,13 +18,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.backends.base import CleanupReport, ClosesOnExit, Handle
-from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, node_arch, records, runlease, signals
+from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, node_arch, runlease, signals
 from orchestrator.backends.kubernetes import pod as pod_mod
 from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWorkers
-from orchestrator.backends.kubernetes.external import PodAgent
 from orchestrator.backends.kubernetes.nodes import Nodes
 from orchestrator.backends.kubernetes.run_cache import RunCache
 from orchestrator.errors import KubeConfigError, UserError
@@ -43,6 +42,9 @@ from orchestrator.spec.resources import ResourceAmounts
 from orchestrator.tasks.environment_image import built_image_ref
 from orchestrator.tasks.files import AgentFiles, ImageTaskFiles, TaskBundle, agent_files
 from orchestrator.tasks.files import bundle as make_bundle
+
+if TYPE_CHECKING:
+    from orchestrator.backends.kubernetes.external import PodAgent
 
 log = logging.getLogger(__name__)
 PodHook = Callable[[Launch, dict[str, Any]], dict[str, Any]]
@@ -523,6 +525,11 @@ class KubernetesBackend(ClosesOnExit):
             agent.merge(facts)
             agent.keep_artifacts(t.launch)
             agent.remove()
+        # Imported at the first harvest, as PodAgent at the first external agent: a controller that
+        # only counts finished Trials never loads their imports (tarfile, sqlite3, zstandard; the host
+        # agent's sandbox), about 4 MB of its fixed size (docs/development.md).
+        from orchestrator.backends.kubernetes import records
+
         if pod is not None and (rec := records.harvest(self.core, self.namespace, pod, t.launch)) is not None:
             facts.extra.records = rec.evidence()
         if pod is not None:  # released once the caller has recorded the result (``recorded``)
@@ -531,6 +538,8 @@ class KubernetesBackend(ClosesOnExit):
         return self._finish(t, facts)
 
     def _start_pod_agent(self, launch: Launch) -> None:
+        from orchestrator.backends.kubernetes.external import PodAgent
+
         with self._lock:
             if launch.name in self._pod_agents:
                 return
