@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO))
 from kubernetes import client  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
-from orchestrator.backends.kubernetes import message  # noqa: E402
+from orchestrator.backends.kubernetes import message, scripts  # noqa: E402
 from orchestrator.backends.kubernetes import pod as pod_mod  # noqa: E402
 from orchestrator.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
 from orchestrator.engine.launch import build_launch  # noqa: E402
@@ -123,8 +123,11 @@ def experiment(opts: KubernetesOptions, trials: int, in_flight: int) -> Experime
     )
 
 
-def pod_bodies(opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The pods headroom would create for the same experiment, without the finalizer (nobody harvests)."""
+def pod_bodies(
+    opts: KubernetesOptions, trials: int, in_flight: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pods headroom would create for the same experiment, without the finalizer (nobody harvests), and the
+    ConfigMaps they mount (the task's files, the runner and the warden)."""
     exp = experiment(opts, trials, in_flight)
     tasks = prepare(exp)
     b = bundle(TASK, tasks[0].path, tasks[0].digest)
@@ -134,7 +137,7 @@ def pod_bodies(opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[li
         body = pod_mod.build(launch, opts, b, tasks[0].spec.environment.docker_image or "bench:1")
         body["metadata"].pop("finalizers")
         bodies.append(body)
-    return bodies, b.configmap(dict(pod_mod.MANAGED_BY))
+    return bodies, [b.configmap(dict(pod_mod.MANAGED_BY)), scripts.configmap(dict(pod_mod.MANAGED_BY))]
 
 
 def api(kubeconfig: Path) -> tuple[Any, client.CoreV1Api, RequestCounter]:
@@ -154,9 +157,10 @@ def create(core: client.CoreV1Api, ns: str, body: dict[str, Any]) -> None:
 
 
 def bare(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[float, int]:
-    bodies, cm = pod_bodies(opts, trials, in_flight)
+    bodies, cms = pod_bodies(opts, trials, in_flight)
     ac, core, counter = api(kubeconfig)
-    core.create_namespaced_config_map(ns, cm)  # type: ignore[arg-type]  # the client serialises a plain dict body
+    for cm in cms:
+        core.create_namespaced_config_map(ns, cm)  # type: ignore[arg-type]  # the client serialises a plain dict body
     t0 = time.monotonic()
     done: set[str] = set()
     cond = threading.Condition()
@@ -226,9 +230,10 @@ def _finished_after_s(pod: Any) -> float | None:
 
 def poll(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[float, int, int]:
     """(wall, requests sent, requests owed by a 1 s polling design): see the module doc."""
-    bodies, cm = pod_bodies(opts, trials, in_flight)
+    bodies, cms = pod_bodies(opts, trials, in_flight)
     ac, core, counter = api(kubeconfig)
-    core.create_namespaced_config_map(ns, cm)  # type: ignore[arg-type]  # the client serialises a plain dict body
+    for cm in cms:
+        core.create_namespaced_config_map(ns, cm)  # type: ignore[arg-type]  # the client serialises a plain dict body
     t0 = time.monotonic()
     queue = list(bodies)
     flying: dict[str, tuple[float, float]] = {}  # name -> (next poll, created at, local clock)
