@@ -26,7 +26,9 @@ two counts are printed:
   server, so the loop's own lag does not inflate it), at least one per pod.
 
 Printed: wall time, trials per second and API requests per trial for each, the ratios
-headroom/(a) for throughput and (b)/headroom for requests (managed and owed), and the
+headroom/(a) for throughput and (b)/headroom for requests (managed and owed), headroom's own
+CPU per trial (this process's user + system time during its run: the engine, its watches and
+its API calls, not the plane's processes; steadier than wall time on a shared machine), and the
 load average before and after. Nothing is asserted.
 """
 
@@ -36,6 +38,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import sys
 import tempfile
 import threading
@@ -49,7 +52,7 @@ sys.path.insert(0, str(REPO))
 from kubernetes import client  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
-from orchestrator.backends.kubernetes import message  # noqa: E402
+from orchestrator.backends.kubernetes import message, scripts  # noqa: E402
 from orchestrator.backends.kubernetes import pod as pod_mod  # noqa: E402
 from orchestrator.backends.kubernetes.backend import KubernetesBackend  # noqa: E402
 from orchestrator.engine.launch import build_launch  # noqa: E402
@@ -123,8 +126,11 @@ def experiment(opts: KubernetesOptions, trials: int, in_flight: int) -> Experime
     )
 
 
-def pod_bodies(opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The pods headroom would create for the same experiment, without the finalizer (nobody harvests)."""
+def pod_bodies(
+    opts: KubernetesOptions, trials: int, in_flight: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pods headroom would create for the same experiment, without the finalizer (nobody harvests), and the
+    ConfigMaps they mount (the task's files, the runner and the warden)."""
     exp = experiment(opts, trials, in_flight)
     tasks = prepare(exp)
     b = bundle(TASK, tasks[0].path, tasks[0].digest)
@@ -134,7 +140,7 @@ def pod_bodies(opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[li
         body = pod_mod.build(launch, opts, b, tasks[0].spec.environment.docker_image or "bench:1")
         body["metadata"].pop("finalizers")
         bodies.append(body)
-    return bodies, b.configmap(dict(pod_mod.MANAGED_BY))
+    return bodies, [b.configmap(dict(pod_mod.MANAGED_BY)), scripts.configmap(dict(pod_mod.MANAGED_BY))]
 
 
 def api(kubeconfig: Path) -> tuple[Any, client.CoreV1Api, RequestCounter]:
@@ -154,9 +160,10 @@ def create(core: client.CoreV1Api, ns: str, body: dict[str, Any]) -> None:
 
 
 def bare(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[float, int]:
-    bodies, cm = pod_bodies(opts, trials, in_flight)
+    bodies, cms = pod_bodies(opts, trials, in_flight)
     ac, core, counter = api(kubeconfig)
-    core.create_namespaced_config_map(ns, cm)  # type: ignore[arg-type]  # the client serialises a plain dict body
+    for cm in cms:
+        core.create_namespaced_config_map(ns, cm)  # type: ignore[arg-type]  # the client serialises a plain dict body
     t0 = time.monotonic()
     done: set[str] = set()
     cond = threading.Condition()
@@ -226,9 +233,10 @@ def _finished_after_s(pod: Any) -> float | None:
 
 def poll(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_flight: int) -> tuple[float, int, int]:
     """(wall, requests sent, requests owed by a 1 s polling design): see the module doc."""
-    bodies, cm = pod_bodies(opts, trials, in_flight)
+    bodies, cms = pod_bodies(opts, trials, in_flight)
     ac, core, counter = api(kubeconfig)
-    core.create_namespaced_config_map(ns, cm)  # type: ignore[arg-type]  # the client serialises a plain dict body
+    for cm in cms:
+        core.create_namespaced_config_map(ns, cm)  # type: ignore[arg-type]  # the client serialises a plain dict body
     t0 = time.monotonic()
     queue = list(bodies)
     flying: dict[str, tuple[float, float]] = {}  # name -> (next poll, created at, local clock)
@@ -264,6 +272,12 @@ def poll(kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_fli
     return wall, requests, requests - gets_sent + gets_owed
 
 
+def _own_cpu_s() -> float:
+    """This process's CPU (user + system, all its threads), without the plane's processes: the engine's own work."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def headroom(
     kubeconfig: Path, ns: str, opts: KubernetesOptions, trials: int, in_flight: int, scratch: Path
 ) -> tuple[float, int, dict[str, Any]]:
@@ -273,12 +287,14 @@ def headroom(
     tasks = prepare(exp)
     run_id, task_map = start(exp, tasks, store, backend)
     before = backend.requests.total  # provenance: server version, nodes, quota, limit ranges
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), _own_cpu_s()
     result = run(store, run_id, exp, task_map, backend)
     backend.sweep_harvested(force=True)
     wall = time.monotonic() - t0
+    cpu = _own_cpu_s() - cpu0
     requests = backend.requests.total - before
     report = backend.request_report()
+    report["cpu_s"] = cpu
     backend.close()
     outcomes = result.summary.outcomes
     if outcomes.get("passed") != trials:
@@ -341,6 +357,10 @@ def main() -> None:
             print(f"requests per trial (b) poll / headroom, polls sent:  {poll_sent / h[1]:.1f}x  (target >= 5x)")
             print(f"requests per trial (b) poll / headroom, polls owed:  {poll_owed / h[1]:.1f}x  (target >= 5x)")
         print("headroom requests by kind:", json.dumps(report["by_kind"], sort_keys=True))
+        print(
+            f"headroom's own CPU (this process, user + system): {report['cpu_s']:.1f} s, "
+            f"{1000 * report['cpu_s'] / args.trials:.1f} ms a trial"
+        )
         load_after = os.getloadavg()
         print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     finally:

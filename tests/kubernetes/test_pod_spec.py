@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from orchestrator.backends.kubernetes import scripts
 from orchestrator.backends.kubernetes.pod import DEADLINE_SLACK_S, FINALIZER, QUEUE_LABEL, RECORDS_S, WORK_COPY_S, build
 from orchestrator.contract import sanitiser
 from orchestrator.engine.launch import build_launch
@@ -90,7 +92,8 @@ def test_the_agent_runs_in_an_init_container_the_verifier_in_a_fresh_one_of_the_
     assert env(agent)["HR_ROLE"] == "agent" and env(task)["HR_ROLE"] == "verifier"
     assert "HR_TESTS_MANIFEST" not in env(agent) and "HR_VERIFIER_ENV" not in env(agent)  # the verifier's alone
     assert "HR_AGENT_SHELL" not in env(task) and "HR_SECRET_NAMES" not in env(task)  # the agent's alone
-    assert set(mounts(agent)) - {"/solution"} == {"/headroom/task", "/logs", "/headroom/run"}  # the oracle: solution
+    # the oracle: solution; /headroom/bin: the runner itself (read-only, the same programs the verifier's half runs)
+    assert set(mounts(agent)) - {"/solution"} == {"/headroom/task", "/logs", "/headroom/run", "/headroom/bin"}
     assert {"/tests", "/headroom/handoff", "/headroom/agent-run"} <= set(mounts(task))
     assert mounts(task)["/headroom/agent-run"]["name"] == mounts(agent)["/headroom/run"]["name"]
     assert mounts(task)["/headroom/agent-run"]["readOnly"] is True
@@ -128,6 +131,28 @@ def test_only_the_warden_mounts_the_tests() -> None:
     assert all(i["path"] for v in volumes.values() if (cm := v.get("configMap")) for i in cm["items"])
     handoff = next(m for m in task["volumeMounts"] if m["name"] == "handoff")
     assert handoff["readOnly"] is True
+
+
+@pytest.mark.parametrize("run_as_root", [False, True], ids=["restricted", "root"])
+def test_the_runner_and_warden_are_mounted_from_their_configmap_not_inlined(run_as_root: bool) -> None:
+    """Each container running a program runs it from the read-only ``scripts`` volume: the ConfigMap of exactly the
+    generated runner and warden, immutable and named by their content (another version's programs are never
+    mounted). Inlined, every pod object and every watch event about it carried the runner twice (about 120 KB)."""
+    spec = pod_for("1x-strict", run_as_root=run_as_root)["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    cm = scripts.configmap({"app.kubernetes.io/managed-by": "headroom"})
+    assert cm["immutable"] is True and cm["data"] == {"runner.sh": scripts.runner(), "warden.sh": scripts.warden()}
+    assert volumes["scripts"]["configMap"] == {
+        "name": cm["metadata"]["name"],
+        "items": [{"key": k, "path": k, "mode": 0o444} for k in ("runner.sh", "warden.sh")],
+    }
+    assert cm["metadata"]["name"] == scripts.configmap_name() and len(cm["metadata"]["name"]) <= 253
+    programs = {"agent": "runner.sh", "task": "runner.sh", "warden": "warden.sh"}
+    for c in [*spec["initContainers"], *spec["containers"]]:
+        mount = next(m for m in c["volumeMounts"] if m["name"] == "scripts")
+        assert mount == {"name": "scripts", "mountPath": "/headroom/bin", "readOnly": True}, c["name"]
+        assert c["command"] == ["/bin/sh", f"/headroom/bin/{programs[c['name']]}"], c["name"]
+    assert len(json.dumps(spec)) < 16_000  # the programs are not in the pod object
 
 
 def test_posix_cksum_matches_the_cksum_tool(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.backends.base import CleanupReport, ClosesOnExit, Handle
-from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, node_arch, runlease, signals
+from orchestrator.backends.kubernetes import cluster_facts, fit, limit_resource, node_arch, runlease, scripts, signals
 from orchestrator.backends.kubernetes import pod as pod_mod
 from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWorkers
 from orchestrator.backends.kubernetes.nodes import Nodes
@@ -211,6 +211,7 @@ class KubernetesBackend(ClosesOnExit):
 
     # -- objects a try needs --------------------------------------------------------------
     def _bundle(self, launch: Launch) -> TaskBundle | ImageTaskFiles:
+        self._scripts()  # every pod mounts the runner and the warden, whatever delivers the task's files
         if self.options.task_set_image:
             # The files come from the task-set image; its catalog's tests manifest is next to the
             # task's metadata the controller wrote out (see orchestrator.controller.taskimage).
@@ -225,6 +226,13 @@ class KubernetesBackend(ClosesOnExit):
             self._create(self.core.create_namespaced_config_map, b.configmap(dict(pod_mod.MANAGED_BY)))
             self._configmaps.add(b.name)
         return b
+
+    def _scripts(self) -> None:
+        """The runner and the warden as their ConfigMap (one per content, created once per process)."""
+        name = scripts.configmap_name()
+        if name not in self._configmaps:
+            self._create(self.core.create_namespaced_config_map, scripts.configmap(dict(pod_mod.MANAGED_BY)))
+            self._configmaps.add(name)
 
     def _agent_files(self, launch: Launch) -> AgentFiles | None:
         """An installed agent's directory as its ConfigMap (read once per directory, created once per content)."""
@@ -421,7 +429,15 @@ class KubernetesBackend(ClosesOnExit):
             try:
                 bundle = self._bundle(t.launch)
                 image = t.launch.task.docker_image or built_image_ref(t.launch.task_id, t.launch.task.path) or ""
-                t.body = pod_mod.build(t.launch, self.options, bundle, image, self._secret(t.launch), t.extended)
+                t.body = pod_mod.build(
+                    t.launch,
+                    self.options,
+                    bundle,
+                    image,
+                    self._secret(t.launch),
+                    t.extended,
+                    self._agent_files(t.launch),
+                )
                 if self.pod_hook:
                     t.body = self.pod_hook(t.launch, t.body)
             except API_ERRORS as exc:

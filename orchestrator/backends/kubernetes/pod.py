@@ -287,6 +287,7 @@ def build(
         {"name": "run", "emptyDir": {}},  # the agent's: its runner's scratch and the work dir it carries out
         {"name": "vrun", "emptyDir": {}},  # the verifier's and the warden's: the agent never mounts it
         {"name": "handoff", "emptyDir": {}},
+        scripts.volume(),  # the runner and the warden (scripts.py): mounted, not inlined in every pod object
     ]
     # The agent's container: no /tests, no hand-over channel, no handoff. As root the agent may create a
     # /tests of its own; it lives in a root filesystem the verifier never sees.
@@ -294,6 +295,7 @@ def build(
         {"name": "task", "mountPath": cc.TASK_DIR, "readOnly": True},
         {"name": "logs", "mountPath": cc.LOGS},
         {"name": "run", "mountPath": RUN},
+        scripts.mount(),
     ]
     verifier_mounts: list[dict[str, Any]] = [
         {"name": "task", "mountPath": cc.TASK_DIR, "readOnly": True},
@@ -302,6 +304,7 @@ def build(
         {"name": "vrun", "mountPath": RUN},
         {"name": "run", "mountPath": AGENT_RUN, "readOnly": True},
         {"name": "handoff", "mountPath": HANDOFF, "readOnly": True},
+        scripts.mount(),
     ]
     if launch.task.include_solution:
         if isinstance(bundle, ImageTaskFiles):
@@ -332,7 +335,7 @@ def build(
             "name": name,
             "image": image,
             "imagePullPolicy": options.image_pull_policy,
-            "command": ["/bin/sh", "-c", kubelet_literal(scripts.runner())],
+            "command": scripts.command(scripts.RUNNER),
             "env": env,
             "resources": resources(launch, extended),
             "securityContext": dict(task_security),
@@ -349,7 +352,7 @@ def build(
         "name": WARDEN_CONTAINER,
         "image": options.warden_image or image,
         "imagePullPolicy": options.image_pull_policy,
-        "command": ["/bin/sh", "-c", kubelet_literal(scripts.warden())],
+        "command": scripts.command(scripts.WARDEN),
         "resources": {"requests": dict(WARDEN_RESOURCES), "limits": dict(WARDEN_RESOURCES)},
         "securityContext": {
             "runAsNonRoot": True,
@@ -363,6 +366,7 @@ def build(
             {"name": "tests-src", "mountPath": "/headroom/tests-src", "readOnly": True},
             {"name": "vrun", "mountPath": RUN},
             {"name": "handoff", "mountPath": HANDOFF},
+            scripts.mount(),
         ],
     }
     spec: dict[str, Any] = {
