@@ -127,8 +127,9 @@ def test_store_b(session_store, n):
 
 
 def test_a_module_or_session_fixture_of_the_suite_is_built_once_on_one_worker(tmp_path: Path) -> None:
-    tests = tmp_path / "tests"
-    tests.mkdir()
+    suite = tmp_path / "suite"  # its own checkout: the builds' log stays outside it (the guard above watches it)
+    tests = suite / "tests"
+    tests.mkdir(parents=True)
     conftest = (REPO / "tests" / "conftest.py").read_text().replace("from tests.docker.fixtures import", "# ")
     (tests / "conftest.py").write_text(conftest + SHARED["conftest_extra"])
     for name in ("test_module_fixture.py", "test_store_a.py", "test_store_b.py"):
@@ -137,7 +138,7 @@ def test_a_module_or_session_fixture_of_the_suite_is_built_once_on_one_worker(tm
     builds = tmp_path / "builds.txt"
     res = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "3", "--dist", "loadgroup", "-p", "no:cacheprovider", "-v", "tests"],
-        cwd=tmp_path,
+        cwd=suite,
         capture_output=True,
         text=True,
         timeout=120,
@@ -154,7 +155,7 @@ def test_a_module_or_session_fixture_of_the_suite_is_built_once_on_one_worker(tm
     # the shared service's group is handed out first (xdist's reordering by group size is switched off)
     collected = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=tmp_path,
+        cwd=suite,
         capture_output=True,
         text=True,
         timeout=120,
