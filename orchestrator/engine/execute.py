@@ -36,6 +36,9 @@ from orchestrator.store.base import RunStore
 ResultHook = Callable[[Trial, Verdict, bool], None]
 #: How long the loop waits for a backend's news before looking again.
 POLL_S = 0.5
+#: How often every in-flight try is observed when the backend names the tries that changed (``changed()``):
+#: between these sweeps only the named ones are, and a sweep catches what only the clock changes (a deadline).
+FULL_SWEEP_S = 1.0
 
 
 @dataclass
@@ -50,6 +53,22 @@ class ExecutionSummary:
     #: why the model gateway's circuit breaker paused the run (no new try started; `headroom resume` continues)
     paused: str | None = None
     outcomes: dict[str, int] = field(default_factory=dict)
+
+
+def to_observe(backend: Backend, last_sweep: float) -> tuple[set[str] | None, float]:
+    """Which in-flight tries to observe now (None: all of them), and the time of the last sweep of all.
+
+    A backend that names its changed tries (``changed()``, the Pod backend) has only those observed, and every
+    try once per :data:`FULL_SWEEP_S`; any other backend has every try observed on every wake-up.
+    """
+    changed: Callable[[], set[str]] | None = getattr(backend, "changed", None)
+    if changed is None:
+        return None, last_sweep
+    now = time.monotonic()
+    names = changed()  # taken either way: a sweep of all covers what it names
+    if now - last_sweep >= FULL_SWEEP_S:
+        return None, now
+    return names, last_sweep
 
 
 def execute(
@@ -81,6 +100,7 @@ def execute(
         return services.launch(launch) if services is not None else launch
 
     in_flight: dict[str, tuple[Trial, int, Handle]] = {}
+    last_sweep = 0.0  # monotonic time of the last observation of every in-flight try
     abandoned = 0
     for trial_id, records in store.tries(run_id).items():
         for r in records:
@@ -173,9 +193,12 @@ def execute(
                     stop.wait(min(POLL_S, max(min(w[0] for w in waiting) - time.monotonic(), 0.0)))
                 continue
             backend.wait([h for _, _, h in in_flight.values()], POLL_S)
+            names, last_sweep = to_observe(backend, last_sweep)
             for name, (trial, try_index, h) in list(in_flight.items()):
                 if stop.is_set():
                     break  # a cancelled try's facts describe the cancellation, not the trial
+                if names is not None and name not in names:
+                    continue
                 try:
                     result: TrialFacts | BaseException | None = backend.observe(h)
                 except Exception as exc:

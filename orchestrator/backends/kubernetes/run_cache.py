@@ -39,6 +39,7 @@ class RunCache:
         self.interest: set[str] = set()
         self.events: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         self.versions: dict[str, int] = {}  # per pod name: how many changes (pod or Event) seen
+        self.changed: set[str] = set()  # pod names changed since the last take_changed()
         self.stop_event = threading.Event()
         self.pod_stream = ListWatch(
             "pods",
@@ -91,6 +92,13 @@ class RunCache:
 
     def _bump(self, name: str) -> None:
         self.versions[name] = self.versions.get(name, 0) + 1
+        self.changed.add(name)
+
+    def take_changed(self) -> set[str]:
+        """The pod names whose pod or Events changed since the last call."""
+        with self._lock:
+            names, self.changed = self.changed, set()
+        return names
 
     def pod(self, name: str) -> dict[str, Any] | None:
         with self._lock:
