@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
+from orchestrator.backends.kubernetes import scripts
 from orchestrator.backends.kubernetes.pod import TASK_FILES_CONTAINER, build, copy_task_script
 from orchestrator.cli import cli
 from orchestrator.controller import taskimage
@@ -144,7 +145,8 @@ def test_an_image_delivered_pod_has_the_same_mounts_with_an_init_container(oracl
     assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and sc["capabilities"] == {"drop": ["ALL"]}
     assert init["resources"]["requests"] == init["resources"]["limits"]  # keeps a Guaranteed pod Guaranteed
     vols = {v["name"]: v for v in pod["spec"]["volumes"]}
-    assert not any("configMap" in v for v in vols.values())
+    # no task file comes from a ConfigMap: the only one mounted is the runner's and warden's scripts
+    assert [n for n, v in vols.items() if "configMap" in v] == [scripts.VOLUME]
     want = {"task", "tests-src", *(["solution"] if oracle else [])}
     assert {m["name"] for m in init["volumeMounts"]} == want and all("emptyDir" in vols[n] for n in want)
     # the containers see exactly what they see with a ConfigMap bundle

@@ -167,11 +167,10 @@ def test_controller_counts_abstentions_apart(stored: tuple[str, str | None]) -> 
     cfg = ResourceConfig(request_multiplier=1.0, limit_multiplier=2.0)
     plan = CompactPlan(seed=0, task_ids=["t0", "t1", "t2"], configs=[cfg], attempts=1)
     book = Ledger(planned=3)
-    for i, (outcome, reason) in enumerate([("passed", None), ("failed", None), stored]):
-        book.final[f"t{i}"] = {
-            "spec": {"configuration": {"label": cfg.label}},
-            "status": {"outcome": outcome, "reason": reason},
-        }
+    for outcome, reason in [("passed", None), ("failed", None), stored]:
+        book.final.append(
+            {"spec": {"configuration": {"label": cfg.label}}, "status": {"outcome": outcome, "reason": reason}}
+        )
     [st] = configuration_status(plan, book)
     assert (st.passed, st.failed, st.abstained, st.finished) == (1, 1, 1, 3)
     assert (st.abstention_rate.k, st.abstention_rate.n) == (1, 3) and st.pass_rate.n == 3
