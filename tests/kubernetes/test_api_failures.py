@@ -170,3 +170,51 @@ def test_an_unreachable_server_on_the_sweep_is_retried_without_a_warning(caplog:
         assert not [r for r in caplog.records if r.name == BACKEND_LOG and r.levelno == logging.WARNING]
     finally:
         backend.close()
+
+
+class _PolicyFailsOnce(BaseHTTPRequestHandler):
+    """An API server whose first NetworkPolicy create fails (503, etcd away) and that takes every other POST."""
+
+    posts: list[str] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server name
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        path = self.path.split("?")[0]
+        failing = path.endswith("/networkpolicies") and not any(p.endswith("/networkpolicies") for p in self.posts)
+        self.posts.append(path)
+        code = 503 if failing else 201
+        body = json.dumps({"kind": "Status", "code": code} if failing else {}).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_retried_create_makes_the_no_network_policy_before_the_offline_pod() -> None:
+    """A transient error on the NetworkPolicy at submit is retried like any other: the pod body built at the
+    retry makes the policy first, so an offline task's pod never exists without it (the retry path used to build
+    the body without the policy, and created the pod with the network open)."""
+    _PolicyFailsOnce.posts = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _PolicyFailsOnce)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    now = [1000.0]
+    backend = _backend(now, host=f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        t = _try(now[0])
+        with pytest.raises(ApiException):
+            backend._pod_body(t)  # at submit: the policy's 503 stops the body (submit records it as an API failure)
+        assert not t.body
+        backend._try_create(t)  # the retry
+        assert t.created, _PolicyFailsOnce.posts
+        kinds = [p.rsplit("/", 1)[1] for p in _PolicyFailsOnce.posts]
+        assert kinds.count("networkpolicies") == 2 and kinds[-1] == "pods", kinds
+        last_policy = max(i for i, kind in enumerate(kinds) if kind == "networkpolicies")
+        assert kinds.index("pods") > last_policy, kinds  # the policy existed before the pod was asked for
+    finally:
+        backend.close()
+        server.shutdown()
+        server.server_close()

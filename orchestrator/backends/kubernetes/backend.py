@@ -184,7 +184,9 @@ class KubernetesBackend(ClosesOnExit):
         self._latency: dict[str, float] = {"submit_to_created_s": 0.0, "created_to_harvest_s": 0.0, "n": 0}
         self._generation = 0
         self._waited_generation = 0
-        self._touched: set[str] = set()  # tries whose create ended since the engine last asked (changed())
+        # tries whose create ended since the engine last asked (changed()): the watch may show the pod before the
+        # create's answer comes back, and until then observe cannot use what it shows
+        self._touched: set[str] = set()
         self._pool = ApiWorkers(API_WORKERS)
         self._leases = runlease.RunLeases(self.api_client, self.namespace, self.clock)
         self._fit_check: dict[str, Any] = {
@@ -211,8 +213,28 @@ class KubernetesBackend(ClosesOnExit):
             return inf
 
     # -- objects a try needs --------------------------------------------------------------
+    def _pod_body(self, t: _Try) -> dict[str, Any]:
+        """The try's pod, once every object it needs exists: the no-network policy (an offline pod is never
+        created before it), the runner's and the task's ConfigMaps, the agent's Secret and files. At submit, and
+        again before a create when an API error stopped that (``_try_create``)."""
+        launch = t.launch
+        if not environment_network(launch):
+            self._network_policy()
+        self._config_map(scripts.configmap_name(), scripts.configmap)  # every pod mounts the runner and the warden
+        bundle = self._bundle(launch)
+        image = launch.task.docker_image or built_image_ref(launch.task_id, launch.task.path) or ""
+        body = pod_mod.build(
+            launch, self.options, bundle, image, self._secret(launch), t.extended, self._agent_files(launch)
+        )
+        return self.pod_hook(launch, body) if self.pod_hook else body
+
+    def _config_map(self, name: str, body: Callable[[dict[str, str]], dict[str, Any]]) -> None:
+        """The ConfigMap ``name`` (named by its content), created once per process; one already there is kept."""
+        if name not in self._configmaps:
+            self._create(self.core.create_namespaced_config_map, body(dict(pod_mod.MANAGED_BY)))
+            self._configmaps.add(name)
+
     def _bundle(self, launch: Launch) -> TaskBundle | ImageTaskFiles:
-        self._scripts()  # every pod mounts the runner and the warden, whatever delivers the task's files
         if self.options.task_set_image:
             # The files come from the task-set image; its catalog's tests manifest is next to the
             # task's metadata the controller wrote out (see orchestrator.controller.taskimage).
@@ -223,17 +245,8 @@ class KubernetesBackend(ClosesOnExit):
         if b is None:
             b = make_bundle(launch.task.task_id, launch.task.path, launch.task.digest)
             self._bundles[launch.task.digest] = b
-        if b.name not in self._configmaps:
-            self._create(self.core.create_namespaced_config_map, b.configmap(dict(pod_mod.MANAGED_BY)))
-            self._configmaps.add(b.name)
+        self._config_map(b.name, b.configmap)
         return b
-
-    def _scripts(self) -> None:
-        """The runner and the warden as their ConfigMap (one per content, created once per process)."""
-        name = scripts.configmap_name()
-        if name not in self._configmaps:
-            self._create(self.core.create_namespaced_config_map, scripts.configmap(dict(pod_mod.MANAGED_BY)))
-            self._configmaps.add(name)
 
     def _agent_files(self, launch: Launch) -> AgentFiles | None:
         """An installed agent's directory as its ConfigMap (read once per directory, created once per content)."""
@@ -243,9 +256,7 @@ class KubernetesBackend(ClosesOnExit):
         if a is None:
             a = agent_files(launch.agent_dir)
             self._agents[launch.agent_dir] = a
-        if a.name not in self._configmaps:
-            self._create(self.core.create_namespaced_config_map, a.configmap(dict(pod_mod.MANAGED_BY)))
-            self._configmaps.add(a.name)
+        self._config_map(a.name, a.configmap)
         return a
 
     def _create(self, fn: Callable[..., Any], body: dict[str, Any]) -> None:
@@ -340,15 +351,7 @@ class KubernetesBackend(ClosesOnExit):
                 )
                 return self._handle(launch)
         try:
-            if not environment_network(launch):
-                self._network_policy()
-            bundle = self._bundle(launch)
-            body = pod_mod.build(
-                launch, self.options, bundle, image, self._secret(launch), t.extended, self._agent_files(launch)
-            )
-            if self.pod_hook:
-                body = self.pod_hook(launch, body)
-            t.body = body
+            t.body = self._pod_body(t)
         except API_ERRORS as exc:
             self._api_failure(t, exc)
             return self._handle(launch)
@@ -428,21 +431,9 @@ class KubernetesBackend(ClosesOnExit):
         return signals.without_pod(t.launch.name, ctx, reason, detail)
 
     def _try_create(self, t: _Try) -> None:
-        if not t.body:  # the ConfigMap or Secret could not be made yet
+        if not t.body:  # an object the pod needs (the policy, a ConfigMap, the Secret) could not be made yet
             try:
-                bundle = self._bundle(t.launch)
-                image = t.launch.task.docker_image or built_image_ref(t.launch.task_id, t.launch.task.path) or ""
-                t.body = pod_mod.build(
-                    t.launch,
-                    self.options,
-                    bundle,
-                    image,
-                    self._secret(t.launch),
-                    t.extended,
-                    self._agent_files(t.launch),
-                )
-                if self.pod_hook:
-                    t.body = self.pod_hook(t.launch, t.body)
+                t.body = self._pod_body(t)
             except API_ERRORS as exc:
                 self._api_failure(t, exc)
                 return
@@ -756,9 +747,9 @@ class KubernetesBackend(ClosesOnExit):
 
     def changed(self) -> set[str]:
         """The tries whose :meth:`observe` may have news since the last call: their pod or its Events changed,
-        their create ended, or they still wait for a create or hold a result. Between its sweeps of every try
-        (``engine.execute.FULL_SWEEP_S``, which catch what only the clock changes) the engine observes only
-        these: with 200 pods in flight it observed all 200 on every event of any of them."""
+        their create ended, or they still wait for a create or hold a result. Between its sweeps of every try (``engine.execute.FULL_SWEEP_S``, which catch what only the clock
+        changes) the engine observes only these: with 200 pods in flight it observed all 200 on every event of
+        any of them."""
         with self._lock:
             names, self._touched = self._touched, set()
             names |= {n for n, t in self._tries.items() if t.result is not None or not t.created}
