@@ -1,10 +1,11 @@
-"""The backend's API workers (real threads): creates go before queued releases, nothing queued is lost."""
+"""The backend's API workers (real threads): creates go first and paced, releases beside them, nothing lost."""
 
 from __future__ import annotations
 
 import threading
+import time
 
-from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWorkers
+from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWorkers, CreatePace
 
 
 def test_a_create_runs_before_releases_queued_ahead_of_it() -> None:
@@ -49,3 +50,66 @@ def test_a_failing_call_does_not_take_its_worker_away() -> None:
     workers.submit(done.set)
     workers.shutdown(wait=True)
     assert done.is_set()
+
+
+class _Concurrency:
+    """Counts how many calls run at once (real threads, real sleeps)."""
+
+    def __init__(self) -> None:
+        self.now = self.most = 0
+        self.lock = threading.Lock()
+
+    def call(self, seconds: float) -> None:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(seconds)
+        with self.lock:
+            self.now -= 1
+
+
+def test_fast_creates_run_one_at_a_time_on_any_number_of_workers() -> None:
+    # 5 ms a create reaches 50 creates a second alone: more at once would only queue in the scheduler.
+    workers = ApiWorkers(6, pace=CreatePace(ceiling=6, per_s=50))
+    seen = _Concurrency()
+    for _ in range(20):
+        workers.submit(seen.call, 0.005, priority=CREATE)
+    workers.shutdown(wait=True)
+    assert seen.most == 1
+    assert workers.pace.limit() == 1
+
+
+def test_slow_creates_run_several_at_once_up_to_the_ceiling() -> None:
+    # 100 ms a create (a distant API server) needs five at once for 50 a second; the ceiling is four.
+    workers = ApiWorkers(6, pace=CreatePace(ceiling=4, per_s=50))
+    seen = _Concurrency()
+    for _ in range(16):
+        workers.submit(seen.call, 0.1, priority=CREATE)
+    workers.shutdown(wait=True)
+    assert seen.most == 4
+
+
+def test_a_release_runs_beside_a_create_that_holds_the_only_create_slot() -> None:
+    workers = ApiWorkers(2, pace=CreatePace(ceiling=2))
+    gate, released = threading.Event(), threading.Event()
+    try:
+        workers.submit(gate.wait, priority=CREATE)
+        workers.submit(lambda: None, priority=CREATE)  # waits: one create at a time until one is timed
+        workers.submit(released.set, priority=RELEASE)
+        assert released.wait(5), "the release waited for the create"
+    finally:
+        gate.set()
+        workers.shutdown(wait=True)
+
+
+def test_the_pace_follows_the_fastest_recent_create_not_the_slow_ones() -> None:
+    pace = CreatePace(ceiling=8, per_s=50, window=4)
+    assert pace.limit() == 1  # nothing timed yet
+    for s in (0.1, 0.1, 0.1):
+        pace.observe(s)
+    assert pace.limit() == 5
+    pace.observe(0.01)  # contention makes creates slower, never faster: the fast one is the round trip
+    assert pace.limit() == 1
+    for s in (0.3, 0.3, 0.3, 0.3):  # the fast one has left the window: the round trip itself grew
+        pace.observe(s)
+    assert pace.limit() == 8
