@@ -113,3 +113,17 @@ def test_the_pace_follows_the_fastest_recent_create_not_the_slow_ones() -> None:
     for s in (0.3, 0.3, 0.3, 0.3):  # the fast one has left the window: the round trip itself grew
         pace.observe(s)
     assert pace.limit() == 8
+
+
+def test_a_stalled_create_stops_holding_up_the_creates_behind_it() -> None:
+    # One hung connection must not stop every create until its request times out.
+    workers = ApiWorkers(2, pace=CreatePace(ceiling=2), stalled_s=0.2)
+    gate, second = threading.Event(), threading.Event()
+    try:
+        workers.submit(gate.wait, priority=CREATE)  # holds the only slot (nothing timed yet: one at a time)
+        workers.submit(second.set, priority=CREATE)
+        assert not second.wait(0.1), "the second create ran beside the first before it counted as stalled"
+        assert second.wait(5), "the second create waited for the stalled one"
+    finally:
+        gate.set()
+        workers.shutdown(wait=True)

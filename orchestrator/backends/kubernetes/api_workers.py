@@ -15,6 +15,7 @@ the test plane (2 cores, 50 kwok nodes, 200 pods in flight) eight creates at onc
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import threading
@@ -35,6 +36,9 @@ RELEASE = 1
 CREATES_PER_S = 50.0
 #: The creates whose fastest one estimates the API server's round trip.
 PACE_WINDOW = 50
+#: A create running this long no longer holds its place in the pace: one stalled connection must not hold up
+#: every other create until its request times out (the others then run beside it, as they would unpaced).
+STALLED_S = 5.0
 
 _Job = tuple[Callable[..., Any], tuple[Any, ...]]
 
@@ -66,11 +70,15 @@ class CreatePace:
 class ApiWorkers:
     """``submit(fn, *args, priority=...)`` runs ``fn(*args)`` on one of ``workers`` threads."""
 
-    def __init__(self, workers: int, name: str = "k8s-api", pace: CreatePace | None = None) -> None:
+    def __init__(
+        self, workers: int, name: str = "k8s-api", pace: CreatePace | None = None, stalled_s: float = STALLED_S
+    ) -> None:
         self.pace = pace or CreatePace(workers)
+        self.stalled_s = stalled_s
         self._creates: deque[_Job] = deque()
         self._others: deque[_Job] = deque()
-        self._creating = 0
+        self._started: dict[int, float] = {}  # a running create's token -> when it started
+        self._tokens = itertools.count()
         self._closed = False
         self._cond = threading.Condition()
         self._threads = [threading.Thread(target=self._run, name=f"{name}_{i}", daemon=True) for i in range(workers)]
@@ -101,30 +109,32 @@ class ApiWorkers:
                 if t is not threading.current_thread():
                     t.join()
 
-    def _next(self) -> tuple[bool, _Job] | None:
-        """The next call (and whether it is a create), or None once closed with nothing left to run."""
+    def _next(self) -> tuple[int | None, _Job] | None:
+        """The next call (with its token when it is a create), or None once closed with nothing left to run."""
         with self._cond:
             while True:
-                if self._creates and self._creating < self.pace.limit():
-                    self._creating += 1
-                    return True, self._creates.popleft()
+                now = time.monotonic()
+                pacing = [at for at in self._started.values() if now - at < self.stalled_s]
+                if self._creates and len(pacing) < self.pace.limit():
+                    token = next(self._tokens)
+                    self._started[token] = now
+                    return token, self._creates.popleft()
                 if self._others:
-                    return False, self._others.popleft()
+                    return None, self._others.popleft()
                 if self._closed and not self._creates:
                     return None
-                self._cond.wait()
+                # Woken by a submit or a create's end; or when the oldest running create counts as stalled.
+                self._cond.wait(self.stalled_s - (now - min(pacing)) if self._creates and pacing else None)
 
     def _run(self) -> None:
         while (job := self._next()) is not None:
-            is_create, (fn, args) = job
-            started = time.monotonic()
+            token, (fn, args) = job
             try:
                 fn(*args)
             except Exception:  # one call's bug must not take a worker away from the others
                 log.exception("kubernetes API worker: %s failed", getattr(fn, "__qualname__", fn))
             finally:
-                if is_create:
+                if token is not None:
                     with self._cond:
-                        self._creating -= 1
-                        self.pace.observe(time.monotonic() - started)
+                        self.pace.observe(time.monotonic() - self._started.pop(token))
                         self._cond.notify_all()

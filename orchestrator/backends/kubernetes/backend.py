@@ -54,7 +54,10 @@ SWEEP_EVERY_S = 5.0
 #: A pod created but not yet seen by the watch is looked up once after this long.
 UNSEEN_GRACE_S = 30.0
 LOG_TAIL_BYTES = 8192
-#: Creates and finalizer releases run on this many workers, off the engine's loop (creates first).
+#: A pod create's connect and read timeouts (s): a create that hangs is retried (a 409 then says it had landed),
+#: never waited on for good. An admission webhook may take up to 30 s.
+CREATE_TIMEOUT_S = (10, 60)
+#: Creates and finalizer releases run on this many workers, off the engine's loop (creates first, paced).
 API_WORKERS = 8
 #: An infrastructure ending is held this long for its Events: they come on their own watch and
 #: are often written after the status change (the kubelet's eviction, kwok's stages), so a
@@ -439,7 +442,14 @@ class KubernetesBackend(ClosesOnExit):
                 return
         try:
             # The created pod comes back on the watch: its echo here is not turned into client models.
-            _drain(self.core.create_namespaced_pod(self.namespace, t.body, _preload_content=False))  # type: ignore[arg-type]  # the client serialises a plain dict body
+            _drain(
+                self.core.create_namespaced_pod(
+                    self.namespace,
+                    t.body,  # type: ignore[arg-type]  # the client serialises a plain dict body
+                    _preload_content=False,
+                    _request_timeout=CREATE_TIMEOUT_S,
+                )
+            )
         except ApiException as exc:
             if exc.status == 409:
                 t.created = True  # an earlier create did reach the server
