@@ -218,3 +218,55 @@ def test_a_retried_create_makes_the_no_network_policy_before_the_offline_pod() -
         backend.close()
         server.shutdown()
         server.server_close()
+
+
+class _PodCreateHangs(BaseHTTPRequestHandler):
+    """An API server that takes every POST but never answers a pod's (a connection that stalled)."""
+
+    release = threading.Event()
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server name
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.split("?")[0].endswith("/pods"):
+            self.release.wait(30)
+            return
+        body = b"{}"
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_create_that_never_answers_times_out_and_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pod create whose answer never comes ends at its timeout as an API error to retry, not a worker held
+    for good (the create had no timeout: a stalled connection kept its worker, and its place among the paced
+    creates, forever)."""
+    from orchestrator.backends.kubernetes import backend as backend_mod
+
+    monkeypatch.setattr(backend_mod, "CREATE_TIMEOUT_S", (5, 0.5))
+    _PodCreateHangs.release.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _PodCreateHangs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    now = [1000.0]
+    backend = _backend(now, host=f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        t = _try(now[0])
+        done = threading.Event()
+
+        def create() -> None:
+            backend._try_create(t)
+            done.set()
+
+        threading.Thread(target=create, daemon=True).start()
+        assert done.wait(20), "the create waited past its timeout"
+        assert not t.created and t.result is None
+        assert t.retry_at > now[0]  # an API error within api_retry_s: tried again later
+    finally:
+        _PodCreateHangs.release.set()
+        backend.close()
+        server.shutdown()
+        server.server_close()
