@@ -10,7 +10,7 @@ Creates are also paced (:class:`CreatePace`): only as many run at once as it tak
 about as fast as a scheduler binds them. Pods created faster only queue in the scheduler and the
 kubelets, and on a control plane that shares its cores with them they slow everything down: on
 the test plane (2 cores, 50 kwok nodes, 200 pods in flight) eight creates at once made a pod take
-2.3-3.1 s from its create to Running against 0.3 s at one at a time, and the run 20% longer.
+2.3-3.1 s from its create to Running against 0.3-0.7 s one at a time, and the run 12-19% longer.
 """
 
 from __future__ import annotations
