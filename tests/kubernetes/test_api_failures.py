@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -42,6 +43,28 @@ def _status(code: int, reason: str, message: str) -> ApiException:
     exc = ApiException(status=code, reason=reason)
     exc.body = json.dumps({"kind": "Status", "status": "Failure", "message": message, "reason": reason, "code": code})
     return exc
+
+
+def _answer(handler: BaseHTTPRequestHandler, code: int, obj: object) -> None:
+    """Send ``obj`` as the JSON answer of the loopback API servers below."""
+    body = json.dumps(obj).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+@contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A loopback HTTP server answering with ``handler``, by its URL, shut down on leaving."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_refused_spec_is_spawn_failed_with_the_servers_message() -> None:
@@ -102,21 +125,8 @@ class _RefusesDeletes(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:  # noqa: N802 - the http.server name
         self.seen.append(self.path)
-        body = json.dumps(
-            {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "status": "Failure",
-                "message": FORBIDDEN,
-                "reason": "Forbidden",
-                "code": 403,
-            }
-        ).encode()
-        self.send_response(403)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": FORBIDDEN}
+        _answer(self, 403, {**status, "reason": "Forbidden", "code": 403})
 
     def log_message(self, *args: object) -> None:
         pass
@@ -125,14 +135,8 @@ class _RefusesDeletes(BaseHTTPRequestHandler):
 @pytest.fixture
 def refusing_server() -> Iterator[str]:
     _RefusesDeletes.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _RefusesDeletes)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _serving(_RefusesDeletes) as url:
+        yield url
 
 
 def test_a_refused_collection_delete_is_said_once_and_tried_again(
@@ -182,13 +186,7 @@ class _PolicyFailsOnce(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         failing = path.endswith("/networkpolicies") and not any(p.endswith("/networkpolicies") for p in self.posts)
         self.posts.append(path)
-        code = 503 if failing else 201
-        body = json.dumps({"kind": "Status", "code": code} if failing else {}).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        _answer(self, 503, {"kind": "Status", "code": 503}) if failing else _answer(self, 201, {})
 
     def log_message(self, *args: object) -> None:
         pass
@@ -199,25 +197,22 @@ def test_a_retried_create_makes_the_no_network_policy_before_the_offline_pod() -
     retry makes the policy first, so an offline task's pod never exists without it (the retry path used to build
     the body without the policy, and created the pod with the network open)."""
     _PolicyFailsOnce.posts = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _PolicyFailsOnce)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     now = [1000.0]
-    backend = _backend(now, host=f"http://127.0.0.1:{server.server_address[1]}")
-    try:
-        t = _try(now[0])
-        with pytest.raises(ApiException):
-            backend._pod_body(t)  # at submit: the policy's 503 stops the body (submit records it as an API failure)
-        assert not t.body
-        backend._try_create(t)  # the retry
-        assert t.created, _PolicyFailsOnce.posts
-        kinds = [p.rsplit("/", 1)[1] for p in _PolicyFailsOnce.posts]
-        assert kinds.count("networkpolicies") == 2 and kinds[-1] == "pods", kinds
-        last_policy = max(i for i, kind in enumerate(kinds) if kind == "networkpolicies")
-        assert kinds.index("pods") > last_policy, kinds  # the policy existed before the pod was asked for
-    finally:
-        backend.close()
-        server.shutdown()
-        server.server_close()
+    with _serving(_PolicyFailsOnce) as url:
+        backend = _backend(now, host=url)
+        try:
+            t = _try(now[0])
+            with pytest.raises(ApiException):
+                backend._pod_body(t)  # at submit: the policy's 503 stops the body (submit records it as an API failure)
+            assert not t.body
+            backend._try_create(t)  # the retry
+            assert t.created, _PolicyFailsOnce.posts
+            kinds = [p.rsplit("/", 1)[1] for p in _PolicyFailsOnce.posts]
+            assert kinds.count("networkpolicies") == 2 and kinds[-1] == "pods", kinds
+            last_policy = max(i for i, kind in enumerate(kinds) if kind == "networkpolicies")
+            assert kinds.index("pods") > last_policy, kinds  # the policy existed before the pod was asked for
+        finally:
+            backend.close()
 
 
 class _PodCreateHangs(BaseHTTPRequestHandler):
@@ -230,12 +225,7 @@ class _PodCreateHangs(BaseHTTPRequestHandler):
         if self.path.split("?")[0].endswith("/pods"):
             self.release.wait(30)
             return
-        body = b"{}"
-        self.send_response(201)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        _answer(self, 201, {})
 
     def log_message(self, *args: object) -> None:
         pass
@@ -249,24 +239,21 @@ def test_a_create_that_never_answers_times_out_and_is_retried(monkeypatch: pytes
 
     monkeypatch.setattr(backend_mod, "CREATE_TIMEOUT_S", (5, 0.5))
     _PodCreateHangs.release.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _PodCreateHangs)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     now = [1000.0]
-    backend = _backend(now, host=f"http://127.0.0.1:{server.server_address[1]}")
-    try:
-        t = _try(now[0])
-        done = threading.Event()
+    with _serving(_PodCreateHangs) as url:
+        backend = _backend(now, host=url)
+        try:
+            t = _try(now[0])
+            done = threading.Event()
 
-        def create() -> None:
-            backend._try_create(t)
-            done.set()
+            def create() -> None:
+                backend._try_create(t)
+                done.set()
 
-        threading.Thread(target=create, daemon=True).start()
-        assert done.wait(20), "the create waited past its timeout"
-        assert not t.created and t.result is None
-        assert t.retry_at > now[0]  # an API error within api_retry_s: tried again later
-    finally:
-        _PodCreateHangs.release.set()
-        backend.close()
-        server.shutdown()
-        server.server_close()
+            threading.Thread(target=create, daemon=True).start()
+            assert done.wait(20), "the create waited past its timeout"
+            assert not t.created and t.result is None
+            assert t.retry_at > now[0]  # an API error within api_retry_s: tried again later
+        finally:
+            _PodCreateHangs.release.set()
+            backend.close()
