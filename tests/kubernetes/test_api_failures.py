@@ -186,7 +186,10 @@ class _PolicyFailsOnce(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         failing = path.endswith("/networkpolicies") and not any(p.endswith("/networkpolicies") for p in self.posts)
         self.posts.append(path)
-        _answer(self, 503, {"kind": "Status", "code": 503}) if failing else _answer(self, 201, {})
+        if failing:
+            _answer(self, 503, {"kind": "Status", "code": 503})
+        else:
+            _answer(self, 201, {})
 
     def log_message(self, *args: object) -> None:
         pass
