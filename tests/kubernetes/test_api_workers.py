@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from orchestrator.backends.kubernetes.api_workers import CREATE, RELEASE, ApiWorkers, CreatePace
 
 
@@ -68,25 +70,25 @@ class _Concurrency:
             self.now -= 1
 
 
-def test_fast_creates_run_one_at_a_time_on_any_number_of_workers() -> None:
-    # 5 ms a create reaches 50 creates a second alone: more at once would only queue in the scheduler.
-    workers = ApiWorkers(6, pace=CreatePace(ceiling=6, per_s=50))
+@pytest.mark.parametrize(
+    ("create_s", "ceiling", "calls", "at_once"),
+    [
+        # 5 ms a create reaches 50 creates a second alone: more at once would only queue in the scheduler.
+        pytest.param(0.005, 6, 20, 1, id="fast creates run one at a time on any number of workers"),
+        # 100 ms a create (a distant API server) needs five at once for 50 a second; the ceiling is four.
+        pytest.param(0.1, 4, 16, 4, id="slow creates run several at once up to the ceiling"),
+    ],
+)
+def test_creates_run_as_many_at_once_as_the_pace_allows(
+    create_s: float, ceiling: int, calls: int, at_once: int
+) -> None:
+    workers = ApiWorkers(6, pace=CreatePace(ceiling=ceiling, per_s=50))
     seen = _Concurrency()
-    for _ in range(20):
-        workers.submit(seen.call, 0.005, priority=CREATE)
+    for _ in range(calls):
+        workers.submit(seen.call, create_s, priority=CREATE)
     workers.shutdown(wait=True)
-    assert seen.most == 1
-    assert workers.pace.limit() == 1
-
-
-def test_slow_creates_run_several_at_once_up_to_the_ceiling() -> None:
-    # 100 ms a create (a distant API server) needs five at once for 50 a second; the ceiling is four.
-    workers = ApiWorkers(6, pace=CreatePace(ceiling=4, per_s=50))
-    seen = _Concurrency()
-    for _ in range(16):
-        workers.submit(seen.call, 0.1, priority=CREATE)
-    workers.shutdown(wait=True)
-    assert seen.most == 4
+    assert seen.most == at_once
+    assert workers.pace.limit() == at_once
 
 
 def test_a_release_runs_beside_a_create_that_holds_the_only_create_slot() -> None:

@@ -92,10 +92,6 @@ class ApiWorkers:
             (self._creates if priority == CREATE else self._others).append((fn, args))
             self._cond.notify()
 
-    def pending(self) -> int:
-        with self._cond:
-            return len(self._creates) + len(self._others)
-
     def threads(self) -> list[threading.Thread]:
         return list(self._threads)
 

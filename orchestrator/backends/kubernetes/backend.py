@@ -757,9 +757,9 @@ class KubernetesBackend(ClosesOnExit):
 
     def changed(self) -> set[str]:
         """The tries whose :meth:`observe` may have news since the last call: their pod or its Events changed,
-        their create ended, or they still wait for a create or hold a result. Between its sweeps of every try (``engine.execute.FULL_SWEEP_S``, which catch what only the clock
-        changes) the engine observes only these: with 200 pods in flight it observed all 200 on every event of
-        any of them."""
+        their create ended, or they still wait for a create or hold a result. Between its sweeps of every try
+        (``engine.execute.FULL_SWEEP_S``, which catch what only the clock changes) the engine observes only these:
+        with 200 pods in flight it observed all 200 on every event of any of them."""
         with self._lock:
             names, self._touched = self._touched, set()
             names |= {n for n, t in self._tries.items() if t.result is not None or not t.created}
