@@ -3,6 +3,10 @@
 #
 #   scripts/harbor/install.sh            # prints the venv's python on its last line
 #
+# The venv is made once per pin and interpreter under ${HEADROOM_CACHE_DIR:-$HOME/.cache/headroom}/harbor/
+# and .cache/harbor/venv links to it (as scripts/k8s/build.sh links the plane's binaries), so a fresh clone
+# on a warm machine installs nothing. HEADROOM_HARBOR_VENV names a venv of your own instead (no link).
+#
 # Harbor 0.25 needs Python >= 3.12 while headroom supports 3.11, so headroom never imports Harbor:
 # the Harbor agent adapter and the export checks run in this venv's interpreter (docs/agents.md).
 # The interpreter is the first of $HEADROOM_HARBOR_BASE_PYTHON, python3.13/python3.12 on PATH,
@@ -11,10 +15,10 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 pin="harbor==0.25.0"
-venv="${HEADROOM_HARBOR_VENV:-${repo}/.cache/harbor/venv}"
-stamp="${venv}/.headroom-${pin}"
-if [[ -f "${stamp}" && -x "${venv}/bin/python" ]]; then
-  echo "${venv}/bin/python"
+link="${repo}/.cache/harbor/venv"
+own="${HEADROOM_HARBOR_VENV:-}"
+if [[ -n "${own}" && -f "${own}/.headroom-${pin}" && -x "${own}/bin/python" ]]; then
+  echo "${own}/bin/python"
   exit 0
 fi
 
@@ -39,12 +43,34 @@ if [[ -z "${base}" ]]; then
   exit 1
 fi
 
-echo "==> installing ${pin} into ${venv} (with $("${base}" --version))" >&2
-rm -rf "${venv}"
+if [[ -n "${own}" ]]; then
+  venv="${own}"
+else
+  # one venv per pin and base interpreter (a venv is bound to the install it was made from)
+  key="$(printf '%s\n%s\n' "${pin}" "$(realpath "${base}") $("${base}" --version 2>&1)" | sha256sum | cut -c1-12)"
+  venv="${HEADROOM_CACHE_DIR:-${HOME}/.cache/headroom}/harbor/${key}/venv"
+fi
+stamp="${venv}/.headroom-${pin}"
+
+link_into_repo() {
+  [[ -n "${own}" ]] && return 0
+  mkdir -p "$(dirname "${link}")"
+  # an older checkout's venv was a folder here, not a link: ln would put the link inside it
+  [[ -d "${link}" && ! -L "${link}" ]] && rm -rf "${link}"
+  ln -sfn "${venv}" "${link}"
+}
+
 mkdir -p "$(dirname "${venv}")"
-"${base}" -m venv "${venv}"
-"${venv}/bin/pip" install --quiet --upgrade pip >&2
-"${venv}/bin/pip" install --quiet "${pin}" >&2
-"${venv}/bin/python" -c 'import harbor.agents.factory, harbor.models.trial.result' >&2
-touch "${stamp}"
-echo "${venv}/bin/python"
+exec 9>"$(dirname "${venv}")/.lock"
+flock 9  # two checkouts installing at once: the second waits, then finds it done
+if [[ ! -f "${stamp}" || ! -x "${venv}/bin/python" ]]; then
+  echo "==> installing ${pin} into ${venv} (with $("${base}" --version))" >&2
+  rm -rf "${venv}"
+  "${base}" -m venv "${venv}"
+  "${venv}/bin/python" -m pip install --quiet --upgrade pip >&2
+  "${venv}/bin/python" -m pip install --quiet "${pin}" >&2
+  "${venv}/bin/python" -c 'import harbor.agents.factory, harbor.models.trial.result' >&2
+  touch "${stamp}"
+fi
+link_into_repo
+if [[ -n "${own}" ]]; then echo "${venv}/bin/python"; else echo "${link}/bin/python"; fi
