@@ -98,7 +98,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         rank[item.nodeid] = first.index(group) if group in first else len(first)
     # The services' groups first, the real node's at their head: xdist hands out work in this order, and the real
     # node's group is the suite's longest chain (pods, image imports), so it starts at once on a worker of its own.
-    items.sort(key=lambda item: rank[item.nodeid])  # stable: the rest keep their order
+    # Within a group, _FIRST_IN_GROUP's tests lead and _LAST_IN_GROUP's trail (the controller image's build).
+    items.sort(key=lambda item: (rank[item.nodeid], _place_in_group(item.nodeid)))  # stable: the rest keep their order
+
+
+#: The controller image is built (about a minute, more under load) by the first test that asks for it
+#: (tests/cluster/controller_image.py, one build at a time): the engine worker's image test, first in its group,
+#: builds it at the suite's start, and the real node's chart test, last in the suite's longest group, imports it.
+_FIRST_IN_GROUP = ("tests/docker/test_controller_image.py::",)
+_LAST_IN_GROUP = ("tests/cluster/test_controller_realnode.py::",)
+
+
+def _place_in_group(nodeid: str) -> int:
+    if nodeid.startswith(_FIRST_IN_GROUP):
+        return 0
+    return 2 if nodeid.startswith(_LAST_IN_GROUP) else 1
 
 
 def pytest_configure(config: pytest.Config) -> None:

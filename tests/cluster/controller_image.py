@@ -11,11 +11,15 @@ Two archives are cached (``docker save``) under ``${HEADROOM_CACHE_DIR:-~/.cache
   tasks/ alone loads it and builds with ``cache_from`` it, so only headroom itself is installed
   again. The test's dockerd is private to the session, so its own build cache never outlives it.
 
-Only the newest archive of each kind is kept.
+Only the newest archive of each kind is kept. One process builds at a time (a lock file beside the
+archives): the engine worker's image test (tests/docker/test_controller_image.py, first in its group) builds
+it at the suite's start, and the real node's chart test, last in the longest group, waits for it if it is
+still being built and imports the archive, so the build is off the suite's critical path.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import os
@@ -132,11 +136,19 @@ def controller_image(docker_env: DockerEnv) -> ControllerImage:
     t0 = time.monotonic()
     ref = f"{IMAGE_REPO}:{IMAGE_TAG}"
     cache = Path(os.environ.get("HEADROOM_CACHE_DIR") or Path.home() / ".cache" / "headroom") / "images"
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / "headroom-controller.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker building the same image: wait for its archive
+        archive, built = _cached_or_built(docker_env, cache, ref)
+    return ControllerImage(ref, archive, built, time.monotonic() - t0)
+
+
+def _cached_or_built(docker_env: DockerEnv, cache: Path, ref: str) -> tuple[Path, bool]:
+    """The archive of ``ref`` for these inputs, and whether it was built now."""
     base_id = docker_env.client.images.get(docker_env.base_image).id
     archive = cache / f"headroom-controller-{inputs_digest(base_id)}.tar"
     if archive.exists():
-        return ControllerImage(ref, archive, False, time.monotonic() - t0)
-    cache.mkdir(parents=True, exist_ok=True)
+        return archive, False
     deps_key = deps_digest(base_id)
     deps_ref = f"{IMAGE_REPO}-deps:{deps_key}"
     deps_archive = cache / f"headroom-controller-deps-{deps_key}.tar"
@@ -149,4 +161,4 @@ def controller_image(docker_env: DockerEnv) -> ControllerImage:
         _save(docker_env, deps_ref, deps_archive, "headroom-controller-deps")
     _build(docker_env, ref, cache_from=[deps_ref])
     _save(docker_env, ref, archive, "headroom-controller")
-    return ControllerImage(ref, archive, True, time.monotonic() - t0)
+    return archive, True
