@@ -4,9 +4,9 @@ stayed, and every later headroom start crashed while reaping it)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,19 +51,25 @@ def test_a_tree_deeper_than_python_can_recurse_is_removed_without_following_link
     assert remove_tree(tree) is True  # already gone: still fine
 
 
-def test_a_deep_tree_left_by_a_crashed_run_does_not_stop_the_next_start(tmp_path: Path) -> None:
+def test_a_deep_tree_left_by_a_crashed_run_does_not_stop_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A temp dir of this test's own: a LocalBackend starting in another xdist worker reaps every dead run's
+    # work root in the shared one, and once did so while this tree was being built (its mkdir then failed).
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     dead = subprocess.Popen(["true"])
     dead.wait()  # a pid no process has now
-    stale = Path(os.environ.get("TMPDIR", "/tmp")) / f"headroom-{dead.pid}"
+    stale = temp / f"headroom-{dead.pid}"
     (stale / "trial").mkdir(parents=True)
     _deep(stale / "trial")
-    assert stale in _stale_workroots()
+    assert _stale_workroots() == [stale]
     try:
         backend = LocalBackend()  # reaps what crashed runs left, as every start does
         try:
-            # gone, and the start went on; which start reaped it is not asked: a LocalBackend starting in another
-            # xdist worker reaps every dead run's workroot too, and may come first (seen once under load)
-            assert not stale.exists()
+            assert not stale.exists()  # gone, and the start went on
+            assert str(stale) in backend.reaped_at_start
         finally:
             backend.close()
     finally:
