@@ -37,6 +37,11 @@ if [[ ! -f "${stamp}" || pyproject.toml -nt "${stamp}" ]]; then
   # 50 s for a fresh clone on a warm machine, docs/development.md); the bytecode is compiled at install, as pip does,
   # since the suite starts hundreds of processes and this machine kind sets PYTHONDONTWRITEBYTECODE.
   .venv/bin/pip install --quiet --upgrade pip 'uv==0.13.10'
+  # uv reads its own settings, not pip's: a mirror given to pip by environment is given to uv too
+  if [[ -n "${PIP_INDEX_URL:-}" && -z "${UV_INDEX_URL:-}" ]]; then export UV_INDEX_URL="${PIP_INDEX_URL}"; fi
+  if [[ -n "${PIP_EXTRA_INDEX_URL:-}" && -z "${UV_EXTRA_INDEX_URL:-}" ]]; then
+    export UV_EXTRA_INDEX_URL="${PIP_EXTRA_INDEX_URL}"
+  fi
   .venv/bin/uv pip install --quiet --compile-bytecode --python .venv/bin/python -e '.[test]'
   touch "${stamp}"
 fi

@@ -5,7 +5,8 @@
 #
 # The venv is made once per pin and interpreter under ${HEADROOM_CACHE_DIR:-$HOME/.cache/headroom}/harbor/
 # and .cache/harbor/venv links to it (as scripts/k8s/build.sh links the plane's binaries), so a fresh clone
-# on a warm machine installs nothing. HEADROOM_HARBOR_VENV names a venv of your own instead (no link).
+# on a warm machine installs nothing. HEADROOM_HARBOR_VENV=<new folder> makes it there instead (no link; point
+# HEADROOM_HARBOR_PYTHON at the interpreter this prints, which headroom then uses).
 #
 # Harbor 0.25 needs Python >= 3.12 while headroom supports 3.11, so headroom never imports Harbor:
 # the Harbor agent adapter and the export checks run in this venv's interpreter (docs/agents.md).
@@ -60,10 +61,16 @@ link_into_repo() {
   ln -sfn "${venv}" "${link}"
 }
 
-mkdir -p "$(dirname "${venv}")"
-exec 9>"$(dirname "${venv}")/.lock"
+locks="${HEADROOM_CACHE_DIR:-${HOME}/.cache/headroom}/harbor"
+mkdir -p "${locks}" "$(dirname "${venv}")"
+exec 9>"${locks}/.lock"
 flock 9  # two checkouts installing at once: the second waits, then finds it done
 if [[ ! -f "${stamp}" || ! -x "${venv}/bin/python" ]]; then
+  if [[ -n "${own}" && -e "${venv}" && -n "$(ls -A "${venv}")" && ! -f "${stamp}" ]]; then
+    echo "harbor/install.sh: HEADROOM_HARBOR_VENV=${venv} is not empty and not a venv this script made;" \
+      "name a new folder" >&2
+    exit 1
+  fi
   echo "==> installing ${pin} into ${venv} (with $("${base}" --version))" >&2
   rm -rf "${venv}"
   "${base}" -m venv "${venv}"
