@@ -161,3 +161,12 @@ def test_a_module_or_session_fixture_of_the_suite_is_built_once_on_one_worker(tm
         timeout=120,
     ).stdout.splitlines()
     assert all("test_uses_the_plane" in line for line in collected[:6]), collected
+
+
+def test_the_files_the_suite_orders_by_name_exist() -> None:
+    """tests/conftest.py places two files by name in their groups (the controller image's build first on its
+    worker, the chart's test last on the real node's): a renamed file would lose its place silently."""
+    from tests.conftest import _FIRST_IN_GROUP, _LAST_IN_GROUP
+
+    for nodeid in _FIRST_IN_GROUP + _LAST_IN_GROUP:
+        assert (REPO / nodeid.split("::")[0]).is_file(), nodeid

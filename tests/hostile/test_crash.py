@@ -66,5 +66,7 @@ sleep {marker}
     assert not workroot.exists()
     mine = [line for line in res.stdout.splitlines() if f"/headroom-{cli.pid}" in line]
     assert all(line.startswith("removed") for line in mine), res.stdout
-    leftovers = [p for p in Path("/sys/fs/cgroup").glob(f"**/headroom-{cli.pid}") if p.is_dir()] if CGROUPS else []
+    # os.walk passes over a folder that vanishes mid-walk (another worker's trial cgroups come and go); glob raised
+    name = f"headroom-{cli.pid}"
+    leftovers = [Path(root) / name for root, dirs, _ in os.walk("/sys/fs/cgroup") if name in dirs] if CGROUPS else []
     assert not leftovers
