@@ -44,12 +44,13 @@ if [[ -z "${base}" ]]; then
   exit 1
 fi
 
+cache="${HEADROOM_CACHE_DIR:-${HOME}/.cache/headroom}/harbor"
 if [[ -n "${own}" ]]; then
   venv="${own}"
 else
   # one venv per pin and base interpreter (a venv is bound to the install it was made from)
   key="$(printf '%s\n%s\n' "${pin}" "$(realpath "${base}") $("${base}" --version 2>&1)" | sha256sum | cut -c1-12)"
-  venv="${HEADROOM_CACHE_DIR:-${HOME}/.cache/headroom}/harbor/${key}/venv"
+  venv="${cache}/${key}/venv"
 fi
 stamp="${venv}/.headroom-${pin}"
 
@@ -61,9 +62,8 @@ link_into_repo() {
   ln -sfn "${venv}" "${link}"
 }
 
-locks="${HEADROOM_CACHE_DIR:-${HOME}/.cache/headroom}/harbor"
-mkdir -p "${locks}" "$(dirname "${venv}")"
-exec 9>"${locks}/.lock"
+mkdir -p "${cache}" "$(dirname "${venv}")"
+exec 9>"${cache}/.lock"
 flock 9  # two checkouts installing at once: the second waits, then finds it done
 if [[ ! -f "${stamp}" || ! -x "${venv}/bin/python" ]]; then
   if [[ -n "${own}" && -e "${venv}" && -n "$(ls -A "${venv}")" && ! -f "${stamp}" ]]; then

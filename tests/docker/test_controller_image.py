@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.controller_image import IMAGE_REPO, IMAGE_TAG, controller_image
-from tests.docker.fixtures import REPO, DockerEnv
+from tests.cluster.controller_image import IMAGE_REPO, IMAGE_TAG, _context_files, controller_image
+from tests.docker.fixtures import DockerEnv
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -57,10 +57,5 @@ def test_the_controller_image_runs_headroom_as_the_chart_expects(docker_env: Doc
     # a read-only root filesystem: nothing writes bytecode, and HOME is the chart's writable /tmp
     assert env["PYTHONDONTWRITEBYTECODE"] == "1" and env["HOME"] == "/tmp"
     assert "8080/tcp" in config["ExposedPorts"]  # the chart's /metrics and /healthz
-    # what the build context sends: files (an empty folder under tasks/ is not in it)
-    sent = {
-        p.relative_to(REPO / "tasks").parts[0]
-        for p in (REPO / "tasks").rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts
-    }
-    assert tasks == sent
+    # what the build context sends (its files: an empty folder under tasks/ is not in it)
+    assert tasks == {arc.split("/")[1] for arc, _ in _context_files() if arc.startswith("tasks/")}
