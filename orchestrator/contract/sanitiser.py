@@ -100,6 +100,9 @@ class Report:
     detail: str = ""
     #: how one resolution was bounded: ``2s`` (``timeout``), ``none`` (the image has no ``timeout``)
     resolve_bound: str = ""
+    #: it exited 0 and no verdict arrived: the script prints one right before its one ``exit 0`` (the ``--judge``
+    #: helper's is find's), so the output was lost on its way to headroom (a loaded Docker daemon once closed an exec's stream without it), not judged by the agent
+    lost: bool = False
 
     @property
     def ok(self) -> bool:
@@ -129,7 +132,7 @@ def parse(stdout: str, exit_code: int | None, timed_out: bool) -> Report:
     if timed_out:
         return Report("crashed", counts, "the sanitiser ran out of time")
     if status not in ("ok", "exhausted", "incomplete") or exit_code != 0:
-        return Report("crashed", counts, f"the sanitiser gave no verdict (exit {exit_code})")
+        return Report("crashed", counts, f"the sanitiser gave no verdict (exit {exit_code})", lost=exit_code == 0)
     bound = values.get("resolve_bound", "")
     return Report(status, counts, resolve_bound=bound if re.fullmatch(r"\d{1,4}s|none", bound) else "")  # type: ignore[arg-type]
 

@@ -7,6 +7,7 @@ On the backends the same script runs inside the sandbox, container or pod (tests
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -169,6 +170,33 @@ def test_no_shell_verdict_is_a_crash_not_a_pass() -> None:
     assert sanitiser.parse("", 127, False).status == "crashed"
     assert sanitiser.parse("status=ok\n", 0, True).status == "crashed"
     assert sanitiser.parse("status=ok\nlinks_removed=3\n", 0, False).counts["links_removed"] == 3
+
+
+def test_only_a_clean_exit_without_a_verdict_counts_as_a_lost_verdict() -> None:
+    """The script prints its verdict right before its one ``exit 0``: exit 0 with none means the output was lost."""
+    assert sanitiser.parse("", 0, False).lost
+    assert sanitiser.parse("links_removed=1\n", 0, False).lost  # cut before the last line
+    assert not sanitiser.parse("", 127, False).lost  # no shell: the script never ran
+    assert not sanitiser.parse("", None, False).lost  # killed: no exit code
+    assert not sanitiser.parse("", 0, True).lost  # ran out of time
+    assert not sanitiser.parse("status=exhausted\n", 0, False).lost
+    assert not sanitiser.parse("status=ok\n", 0, False).lost
+
+
+def test_the_script_prints_its_verdict_on_every_path_to_exit_0() -> None:
+    """What makes a clean exit without a verdict a lost output: the script's exits are ``exit 1`` (no ``/``), the
+    ``--judge`` helper's ``exit 0`` (find runs it, never headroom) and the last line, right after ``status=``."""
+    lines = (Path(sanitiser.__file__).parent / "sanitise.sh").read_text().rstrip("\n").splitlines()
+    exits = [(i, line) for i, line in enumerate(lines) if re.search(r"\bexit\b", line.split("#")[0])]
+    judge_start = next(i for i, line in enumerate(lines) if line.startswith('if [ "${1:-}" = --judge ]'))
+    judge_end = next(i for i in range(judge_start, len(lines)) if lines[i] == "fi")
+    for i, line in exits:
+        code = line.split("#")[0]
+        assert "exit 1" in code or (judge_start < i < judge_end and code.strip() == "exit 0") or i == len(lines) - 1, (
+            i,
+            line,
+        )
+    assert lines[-1] == "exit 0" and lines[-2] == 'echo "status=$status"'
 
 
 def test_the_pod_runner_runs_the_contracts_phase_list_and_sanitiser() -> None:

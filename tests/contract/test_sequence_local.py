@@ -249,3 +249,48 @@ def test_an_honest_tree_skips_the_sanitiser_script_and_a_link_still_runs_it(tmp_
         assert classify(linked).outcome is Outcome.PASSED
     finally:
         b.close()
+
+
+def _lose_the_sanitisers_output(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int | None]:
+    """A runtime that loses a step's output (a loaded Docker daemon closed the sanitiser's exec stream without its
+    verdict, once in a suite run) cannot be made to on demand: the real runner runs the real script in its sandbox,
+    and its output is then dropped ``times`` times. Returns the exit codes of the runs whose output was dropped."""
+    real = LocalRunner.run
+    dropped: list[int | None] = []
+
+    def run(self: LocalRunner, argv: list[str], **kw: object) -> StepFacts:
+        facts = real(self, argv, **kw)  # type: ignore[arg-type]
+        if kw["name"] == phases.Phase.SANITISE and len(dropped) < times:
+            dropped.append(facts.exit_code)
+            return facts.model_copy(update={"stdout_tail": ""})
+        return facts
+
+    monkeypatch.setattr(LocalRunner, "run", run)
+    return dropped
+
+
+#: a link into the tests, so the script runs (an honest tree gets the host walk's verdict) and has work to do
+LINKING_AGENT = 'touch "$HEADROOM_WORKDIR/out" && ln -s "$HEADROOM_TASK_DIR/tests/test.sh" "$HEADROOM_WORKDIR/peek"'
+
+
+def test_a_sanitiser_verdict_lost_on_its_way_is_judged_again_not_counted_against_the_agent(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dropped = _lose_the_sanitisers_output(monkeypatch, times=1)
+    facts = backend.run(_launch(tmp_path, LINKING_AGENT))
+    assert dropped == [0]  # the script did finish cleanly: only its output was lost
+    san = facts.extra.sanitiser
+    assert san is not None and san.status == "ok" and san.detail is not None and "judged twice" in san.detail, san
+    assert classify(facts).outcome is Outcome.PASSED, (facts.agent_fault, facts.infra_detail)
+
+
+def test_a_sanitiser_verdict_lost_twice_is_the_runtimes_failure_retried_never_the_agents(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dropped = _lose_the_sanitisers_output(monkeypatch, times=2)
+    facts = backend.run(_launch(tmp_path, LINKING_AGENT))
+    assert dropped == [0, 0]
+    v = classify(facts)
+    assert (v.outcome, v.reason) == (Outcome.INFRA_ERROR, InfraReason.API_ERROR), (facts.agent_fault, v)
+    assert facts.agent_fault is None and facts.verifier is None  # the verifier never ran on an unjudged tree
+    assert facts.infra_detail is not None and "sanitiser" in facts.infra_detail
