@@ -27,7 +27,7 @@ phase              what happens
 ``handover``       a fresh, empty verifier-logs dir; the tests copied in
 ``sanitise``       the sanitiser script runs in the verifier's own view, as its user; anything
                    but ``ok`` is ``failed(unjudged_state)``, except a verdict the runtime lost
-                   (exit 0, none printed): judged again once, then ``infra_error(api_error)``
+                   (exit 0, none received): ``infra_error(api_error)``
 ``verifier``       the task's verifier, in the verifier environment (:mod:`.verifier_env`)
 ``reward``         the reward read from the verifier's logs
 =================  =====================================================================

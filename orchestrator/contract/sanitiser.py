@@ -100,8 +100,9 @@ class Report:
     detail: str = ""
     #: how one resolution was bounded: ``2s`` (``timeout``), ``none`` (the image has no ``timeout``)
     resolve_bound: str = ""
-    #: it exited 0 and no verdict arrived: the script prints one right before its one ``exit 0`` (the ``--judge``
-    #: helper's is find's), so the output was lost on its way to headroom (a loaded Docker daemon once closed an exec's stream without it), not judged by the agent
+    #: it exited 0 and no verdict arrived: the script exits 0 only after its verdict was written whole (a failed
+    #: write exits 3), so the output was lost on its way to headroom (a loaded Docker daemon once closed an exec's
+    #: stream without it), not brought about by the agent
     lost: bool = False
 
     @property

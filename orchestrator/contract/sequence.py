@@ -251,34 +251,25 @@ def _sanitise(t: _Try, d: PhaseDef) -> bool:
         report, took = sanitiser.nothing_judged(len(plan.roots)), time.monotonic() - walked
     else:
         assert d.timeout is not None
-        took, runs = 0.0, 0
-        while True:
-            runs += 1
-            s = runner.run(
-                sanitiser.argv(plan.roots),
-                role="verifier",
-                name=d.phase,
-                cwd="/",
-                env=sanitiser.env(plan.hidden, plan.prune, plan.sanitiser_max_links),
-                timeout_s=float(d.timeout.seconds or 0),
-            )
-            if s.spawn_error:  # the runner's own verdict: nothing of the agent's can stop a shell from starting
-                facts.infra_hint, facts.infra_detail = InfraReason.SPAWN_FAILED, f"sanitiser: {s.spawn_error}"
-                return False
-            report, took = sanitiser.parse(s.stdout_tail, s.exit_code, s.timed_out), took + s.duration_s
-            if not report.lost or runs == 2:
-                break
-            # The runtime lost the verdict (no agent process is left to have done it): judge the tree again, as the
-            # first run left it. A second loss is the runtime's failure, retried, never the agent's unjudged state.
-        if report.lost:
+        s = runner.run(
+            sanitiser.argv(plan.roots),
+            role="verifier",
+            name=d.phase,
+            cwd="/",
+            env=sanitiser.env(plan.hidden, plan.prune, plan.sanitiser_max_links),
+            timeout_s=float(d.timeout.seconds or 0),
+        )
+        if s.spawn_error:  # the runner's own verdict: nothing of the agent's can stop a shell from starting
+            facts.infra_hint, facts.infra_detail = InfraReason.SPAWN_FAILED, f"sanitiser: {s.spawn_error}"
+            return False
+        report, took = sanitiser.parse(s.stdout_tail, s.exit_code, s.timed_out), s.duration_s
+        if report.lost:  # the runtime's failure, not the agent's: the script exits 0 only once its verdict is written
             facts.extra.sanitiser = report.evidence(round(took, 3))
             facts.infra_hint = InfraReason.API_ERROR
             facts.infra_detail = (
-                "sanitiser: it exited 0 twice and neither verdict reached headroom (the runtime lost its output)"
+                "sanitiser: it exited 0 and its verdict never reached headroom (the runtime lost its output)"
             )
             return False
-        if runs == 2:
-            report.detail = "judged twice: the first run's verdict was lost on its way (its counts with it)"
     facts.extra.sanitiser = san = report.evidence(round(took, 3))
     # the same key on every backend: how many agent-made links the verifier will not follow
     facts.extra.verifier_only_links_removed = (

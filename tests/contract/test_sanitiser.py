@@ -183,20 +183,37 @@ def test_only_a_clean_exit_without_a_verdict_counts_as_a_lost_verdict() -> None:
     assert not sanitiser.parse("status=ok\n", 0, False).lost
 
 
-def test_the_script_prints_its_verdict_on_every_path_to_exit_0() -> None:
-    """What makes a clean exit without a verdict a lost output: the script's exits are ``exit 1`` (no ``/``), the
-    ``--judge`` helper's ``exit 0`` (find runs it, never headroom) and the last line, right after ``status=``."""
+def test_a_verdict_that_cannot_be_written_never_exits_0(view: Path) -> None:
+    """What makes a clean exit without a verdict the runtime's loss: the script exits 0 only once its verdict is
+    written. A full disk under the file headroom reads its output from (the local backend's) fails the write:
+    /dev/full gives the real ENOSPC, and the script must not exit 0, or a disk-filling agent would turn its
+    unjudged state into an infra error."""
+    (view / "app" / "peek").symlink_to(view / "tests" / "expected.txt")
+    env = sanitiser.env([str(view / "tests"), str(view / "logs" / "verifier")], [], sanitiser.MAX_LINKS)
+    with open("/dev/full", "w") as full:
+        res = subprocess.run([SH, *sanitiser.argv([str(view / "app")])[1:]], env=env, stdout=full, timeout=120)
+    assert res.returncode == 3
+    assert not (view / "app" / "peek").is_symlink()  # it did its work; only the verdict could not be written
+    assert run(view).status == "ok"  # the same tree, with a stdout that takes the verdict
+
+
+def test_the_script_exits_0_in_one_place_after_its_checked_verdict() -> None:
+    """Every ``exit`` is ``exit 1`` (no ``/``), the ``--judge`` helper's ``exit 0`` (find runs it, never headroom),
+    the failed verdict's ``exit 3``, or the last line."""
     lines = (Path(sanitiser.__file__).parent / "sanitise.sh").read_text().rstrip("\n").splitlines()
-    exits = [(i, line) for i, line in enumerate(lines) if re.search(r"\bexit\b", line.split("#")[0])]
     judge_start = next(i for i, line in enumerate(lines) if line.startswith('if [ "${1:-}" = --judge ]'))
     judge_end = next(i for i in range(judge_start, len(lines)) if lines[i] == "fi")
-    for i, line in exits:
+    for i, line in enumerate(lines):
         code = line.split("#")[0]
-        assert "exit 1" in code or (judge_start < i < judge_end and code.strip() == "exit 0") or i == len(lines) - 1, (
-            i,
-            line,
-        )
-    assert lines[-1] == "exit 0" and lines[-2] == 'echo "status=$status"'
+        if not re.search(r"\bexit\b", code):
+            continue
+        assert (
+            "exit 1" in code
+            or code.rstrip().endswith("|| exit 3")
+            or (judge_start < i < judge_end and code.strip() == "exit 0")
+            or i == len(lines) - 1
+        ), (i, line)
+    assert lines[-1] == "exit 0" and lines[-2].rstrip().endswith('"$status" || exit 3')
 
 
 def test_the_pod_runner_runs_the_contracts_phase_list_and_sanitiser() -> None:

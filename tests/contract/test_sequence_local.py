@@ -7,6 +7,7 @@ Real bubblewrap sandboxes (skipped without them); the launches are built by the 
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -231,7 +232,9 @@ def test_an_agent_that_says_not_found_after_it_started_is_judged_on_its_work(
 def test_an_honest_tree_skips_the_sanitiser_script_and_a_link_still_runs_it(tmp_path: Path, isolation: str) -> None:
     """The host walk (issue 32) answers for a tree holding nothing to judge; a link in it brings the script back,
     which removes a link into the tests and the verifier never reads them through it."""
-    b = LocalBackend(enforcement="rlimit", isolation=isolation)  # type: ignore[arg-type]
+    # A work root of its own: by default every LocalBackend of a process shares /tmp/headroom-<pid>, and closing
+    # this one would remove the module's backend's from under the tests that follow.
+    b = LocalBackend(enforcement="rlimit", isolation=isolation, run_name=f"headroom-seq-{uuid.uuid4().hex[:12]}")  # type: ignore[arg-type]
     try:
         honest = b.run(_launch(tmp_path / "honest", 'mkdir -p "$HEADROOM_WORKDIR/d" && touch "$HEADROOM_WORKDIR/out"'))
         assert classify(honest).outcome is Outcome.PASSED, (honest.agent, honest.agent_fault)
@@ -251,16 +254,16 @@ def test_an_honest_tree_skips_the_sanitiser_script_and_a_link_still_runs_it(tmp_
         b.close()
 
 
-def _lose_the_sanitisers_output(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int | None]:
-    """A runtime that loses a step's output (a loaded Docker daemon closed the sanitiser's exec stream without its
-    verdict, once in a suite run) cannot be made to on demand: the real runner runs the real script in its sandbox,
-    and its output is then dropped ``times`` times. Returns the exit codes of the runs whose output was dropped."""
+def _lose_the_sanitisers_output(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """A runtime that loses a step's output (a CPU-starved Docker daemon closed the sanitiser's exec stream without
+    its verdict, once in a suite run) cannot be made to on demand: the real runner runs the real script in its
+    sandbox, and its output is then dropped. Returns the exit codes of the runs whose output was dropped."""
     real = LocalRunner.run
     dropped: list[int | None] = []
 
     def run(self: LocalRunner, argv: list[str], **kw: object) -> StepFacts:
         facts = real(self, argv, **kw)  # type: ignore[arg-type]
-        if kw["name"] == phases.Phase.SANITISE and len(dropped) < times:
+        if kw["name"] == phases.Phase.SANITISE:
             dropped.append(facts.exit_code)
             return facts.model_copy(update={"stdout_tail": ""})
         return facts
@@ -269,28 +272,16 @@ def _lose_the_sanitisers_output(monkeypatch: pytest.MonkeyPatch, times: int) -> 
     return dropped
 
 
-#: a link into the tests, so the script runs (an honest tree gets the host walk's verdict) and has work to do
-LINKING_AGENT = 'touch "$HEADROOM_WORKDIR/out" && ln -s "$HEADROOM_TASK_DIR/tests/test.sh" "$HEADROOM_WORKDIR/peek"'
-
-
-def test_a_sanitiser_verdict_lost_on_its_way_is_judged_again_not_counted_against_the_agent(
+def test_a_sanitiser_verdict_lost_on_its_way_is_the_runtimes_failure_never_the_agents(
     backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    dropped = _lose_the_sanitisers_output(monkeypatch, times=1)
-    facts = backend.run(_launch(tmp_path, LINKING_AGENT))
-    assert dropped == [0]  # the script did finish cleanly: only its output was lost
-    san = facts.extra.sanitiser
-    assert san is not None and san.status == "ok" and san.detail is not None and "judged twice" in san.detail, san
-    assert classify(facts).outcome is Outcome.PASSED, (facts.agent_fault, facts.infra_detail)
-
-
-def test_a_sanitiser_verdict_lost_twice_is_the_runtimes_failure_retried_never_the_agents(
-    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    dropped = _lose_the_sanitisers_output(monkeypatch, times=2)
-    facts = backend.run(_launch(tmp_path, LINKING_AGENT))
-    assert dropped == [0, 0]
+    dropped = _lose_the_sanitisers_output(monkeypatch)
+    # a link into the tests, so the script runs (an honest tree gets the host walk's verdict) and has work to do
+    agent = 'touch "$HEADROOM_WORKDIR/out" && ln -s "$HEADROOM_TASK_DIR/tests/test.sh" "$HEADROOM_WORKDIR/peek"'
+    facts = backend.run(_launch(tmp_path, agent))
+    assert dropped == [0]  # the script finished cleanly, its verdict written: only the output was lost
     v = classify(facts)
     assert (v.outcome, v.reason) == (Outcome.INFRA_ERROR, InfraReason.API_ERROR), (facts.agent_fault, v)
     assert facts.agent_fault is None and facts.verifier is None  # the verifier never ran on an unjudged tree
     assert facts.infra_detail is not None and "sanitiser" in facts.infra_detail
+    assert facts.extra.sanitiser is not None and facts.extra.sanitiser.status == "crashed"
