@@ -220,14 +220,17 @@ scan_root() {  # $1: one folder; counts into the totals, dir targets of its link
   # shellcheck disable=SC2086
   out=$(find -P "$r" \( $PRUNE \) -prune -o -type l -exec sh -c 'eval "$HR_SAN_SCRIPT"' headroom-judge --judge {} + 2>/dev/null; echo "E$?")
   # One judge's word per line, read as lines: no line is split on anything else or taken as a pattern.
+  # The last line is find's `E`: a here-document a shell could not make (bash writes a large one to a file, which
+  # a full disk refuses; it then skips the loop and goes on) never reaches it, and what went unread is unlistable.
+  ended=""
   while IFS= read -r line; do
     case $line in
       L) removed=$((removed + 1)) ;;
       U) unjudged=$((unjudged + 1)) stopped=1 ;;
       X) unremovable=$((unremovable + 1)) ;;
       K) kept=$((kept + 1)) ;;
-      E0) ;;
-      E*) unlistable=$((unlistable + 1)) ;;
+      E0) ended=1 ;;
+      E*) ended=1 unlistable=$((unlistable + 1)) ;;
       D/*)
         d=${line#D} known=""
         for k in $SEEN $NEXT /proc /sys /dev ${HR_SAN_PRUNE:-}; do
@@ -239,6 +242,7 @@ scan_root() {  # $1: one folder; counts into the totals, dir targets of its link
   done <<EOF
 $out
 EOF
+  [ -n "$ended" ] || unlistable=$((unlistable + 1))
 }
 
 for r in "$@"; do

@@ -197,6 +197,30 @@ def test_a_verdict_that_cannot_be_written_never_exits_0(view: Path) -> None:
     assert run(view).status == "ok"  # the same tree, with a stdout that takes the verdict
 
 
+def test_judges_words_a_shell_could_not_read_make_the_state_incomplete_never_ok(view: Path) -> None:
+    """Where /bin/sh is bash (Fedora, RHEL, Amazon Linux images), a here-document larger than a pipe goes to a
+    temp file; a full disk refuses it, and bash skips the loop that reads the judges' words and goes on. Without a
+    check that the loop read find's last line, the links those words named (1,100 here, each a ``D`` line to a
+    folder) went uncounted and the state came out ``ok``. The full disk is a real one: a file-size limit of 0."""
+    app = view / "app"
+    for i in range(1100):
+        target = app / f"folder-with-a-rather-long-name-to-fill-the-here-document-{i:04d}"
+        target.mkdir()
+        (app / f"l{i}").symlink_to(target)
+    env = sanitiser.env([str(view / "tests"), str(view / "logs" / "verifier")], [], sanitiser.MAX_LINKS)
+    full_disk = ["bash", "-c", "ulimit -f 0; trap '' XFSZ; exec \"$@\"", "full-disk"]
+    res = subprocess.run(
+        [*full_disk, "bash", "--posix", *sanitiser.argv([str(app)])[1:]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "here-document" in res.stderr  # the shell really could not make it
+    report = sanitiser.parse(res.stdout, res.returncode, False)
+    assert report.status == "incomplete" and report.counts["unlistable"] >= 1, (report, res.stderr[-300:])
+
+
 def test_the_script_exits_0_in_one_place_after_its_checked_verdict() -> None:
     """Every ``exit`` is ``exit 1`` (no ``/``), the ``--judge`` helper's ``exit 0`` (find runs it, never headroom),
     the failed verdict's ``exit 3``, or the last line."""
