@@ -97,14 +97,22 @@ def test_real_and_fake_pods_stay_apart(cluster: Cluster, real_node: RealNodeHand
 
 
 def test_memory_hog_over_32Mi_limit_is_oom_killed(cluster: Cluster, real_node: RealNodeHandle, namespace: str) -> None:
-    body = real_node.pod(
-        "hog",
-        ["dd", "if=/dev/zero", "of=/dev/null", "bs=100M", "count=1"],
-        requests={"cpu": "100m", "memory": "32Mi"},
-        limits={"cpu": "100m", "memory": "32Mi"},
-    )
-    pod = run_to_end(cluster, namespace, body)
+    def hog(name: str) -> Any:
+        body = real_node.pod(
+            name,
+            ["dd", "if=/dev/zero", "of=/dev/null", "bs=100M", "count=1"],
+            requests={"cpu": "100m", "memory": "32Mi"},
+            limits={"cpu": "100m", "memory": "32Mi"},
+        )
+        return run_to_end(cluster, namespace, body)
+
+    pod = hog("hog")
     t = terminated(pod)
+    if (pod.status.phase, t.reason, t.exit_code) == ("Failed", "Error", 137):
+        # containerd 1.6 on cgroup v1 names the reason from its OOM event, which can come after the exit it
+        # reports (once in a suite run on a busy machine): the kill is seen, its name is not. Once more.
+        pod = hog("hog-again")
+        t = terminated(pod)
     assert (pod.status.phase, t.reason, t.exit_code) == ("Failed", "OOMKilled", 137)
     assert pod.status.qos_class == "Guaranteed"
 
