@@ -96,9 +96,9 @@ scripts/harbor/install.sh >/dev/null
 
 # Workers: the suite spends much of its time waiting on Pods, containers and sandboxes. The real node's
 # tests stay on one worker (one node; 12 of pytest's 17-18 minutes in 2026-12-07's runs), so two more take
-# the rest: on two cores three workers ran the suite in 21 min against 32 for two (docs/development.md). Tests that share a
-# service (the control plane and real node; the private dockerd and Podman) stay on one worker
-# (tests/conftest.py). HEADROOM_TEST_WORKERS=0, or an -n of your own, runs it your way.
+# the rest: on two cores three workers ran the suite in 21 min against 32 for two (docs/development.md).
+# Tests that share a service (the control plane and real node; the private dockerd and Podman) stay on one
+# worker (tests/conftest.py). HEADROOM_TEST_WORKERS=0, or an -n of your own, runs it your way.
 workers=(-n "${HEADROOM_TEST_WORKERS:-3}" --dist loadgroup)
 for arg in "$@"; do
   case "${arg}" in -n|-n[0-9]*|--numprocesses|--numprocesses=*|no:xdist) workers=() ;; esac

@@ -263,14 +263,13 @@ def _sanitise(t: _Try, d: PhaseDef) -> bool:
             facts.infra_hint, facts.infra_detail = InfraReason.SPAWN_FAILED, f"sanitiser: {s.spawn_error}"
             return False
         report, took = sanitiser.parse(s.stdout_tail, s.exit_code, s.timed_out), s.duration_s
-        if report.lost:  # the runtime's failure, not the agent's: the script exits 0 only once its verdict is written
-            facts.extra.sanitiser = report.evidence(round(took, 3))
-            facts.infra_hint = InfraReason.API_ERROR
-            facts.infra_detail = (
-                "sanitiser: it exited 0 and its verdict never reached headroom (the runtime lost its output)"
-            )
-            return False
     facts.extra.sanitiser = san = report.evidence(round(took, 3))
+    if report.lost:  # the runtime's failure, not the agent's: the script exits 0 only once its verdict is written
+        facts.infra_hint = InfraReason.API_ERROR
+        facts.infra_detail = (
+            "sanitiser: it exited 0 and its verdict never reached headroom (the runtime lost its output)"
+        )
+        return False
     # the same key on every backend: how many agent-made links the verifier will not follow
     facts.extra.verifier_only_links_removed = (
         (san.links_removed or 0) + (san.links_unjudged or 0) + (san.roots_replaced or 0)

@@ -23,6 +23,11 @@ from orchestrator.contract import phases, sanitiser
 SH = shutil.which("dash") or "/bin/sh"
 
 
+def view_env(root: Path, prune: list[Path] = (), max_links: int = sanitiser.MAX_LINKS) -> dict[str, str]:  # type: ignore[assignment]
+    """The script's environment over ``root``'s view: its tests and verifier logs hidden, as the backends set it."""
+    return sanitiser.env([str(root / "tests"), str(root / "logs" / "verifier")], [str(p) for p in prune], max_links)
+
+
 def run(
     root: Path,
     *,
@@ -35,7 +40,7 @@ def run(
     wrap: list[str] = (),
     env_more: dict[str, str] | None = None,
 ) -> sanitiser.Report:  # type: ignore[assignment]
-    env = sanitiser.env([str(root / "tests"), str(root / "logs" / "verifier")], [str(p) for p in prune], max_links)
+    env = view_env(root, prune, max_links)
     env.update(env_more or {})
     if path is not None:
         env["PATH"] = path
@@ -189,7 +194,7 @@ def test_a_verdict_that_cannot_be_written_never_exits_0(view: Path) -> None:
     /dev/full gives the real ENOSPC, and the script must not exit 0, or a disk-filling agent would turn its
     unjudged state into an infra error."""
     (view / "app" / "peek").symlink_to(view / "tests" / "expected.txt")
-    env = sanitiser.env([str(view / "tests"), str(view / "logs" / "verifier")], [], sanitiser.MAX_LINKS)
+    env = view_env(view)
     with open("/dev/full", "w") as full:
         res = subprocess.run([SH, *sanitiser.argv([str(view / "app")])[1:]], env=env, stdout=full, timeout=120)
     assert res.returncode == 3
@@ -207,7 +212,7 @@ def test_judges_words_a_shell_could_not_read_make_the_state_incomplete_never_ok(
         target = app / f"folder-with-a-rather-long-name-to-fill-the-here-document-{i:04d}"
         target.mkdir()
         (app / f"l{i}").symlink_to(target)
-    env = sanitiser.env([str(view / "tests"), str(view / "logs" / "verifier")], [], sanitiser.MAX_LINKS)
+    env = view_env(view)
     full_disk = ["bash", "-c", "ulimit -f 0; trap '' XFSZ; exec \"$@\"", "full-disk"]
     res = subprocess.run(
         [*full_disk, "bash", "--posix", *sanitiser.argv([str(app)])[1:]],
