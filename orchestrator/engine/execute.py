@@ -14,6 +14,7 @@ Ctrl-C or SIGTERM), so a resume picks it up.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import deque
@@ -100,6 +101,10 @@ def execute(
         return services.launch(launch) if services is not None else launch
 
     in_flight: dict[str, tuple[Trial, int, Handle]] = {}
+    # each in-flight try's place in start order: the tries a wake-up names are observed in that order, as a sweep
+    # of all is, without walking every try in flight to find them
+    started = itertools.count()
+    position: dict[str, int] = {}
     last_sweep = 0.0  # monotonic time of the last observation of every in-flight try
     abandoned = 0
     for trial_id, records in store.tries(run_id).items():
@@ -109,6 +114,7 @@ def execute(
             h = backend.adopt(launch_of(by_id[trial_id], r.try_index))
             if h is not None:
                 in_flight[h.name] = (by_id[trial_id], r.try_index, h)
+                position[h.name] = next(started)
             elif store.abandon_try(run_id, trial_id, r.try_index):
                 abandoned += 1
     tries = store.tries(run_id)
@@ -186,6 +192,7 @@ def execute(
                     record(trial, try_index, exc)
                     continue
                 in_flight[h.name] = (trial, try_index, h)
+                position[h.name] = next(started)
                 if placement is not None and isinstance(launch, Launch):
                     placement.started(h.name, launch)
             if not in_flight:
@@ -194,11 +201,11 @@ def execute(
                 continue
             backend.wait([h for _, _, h in in_flight.values()], POLL_S)
             names, last_sweep = to_observe(backend, last_sweep)
-            for name, (trial, try_index, h) in list(in_flight.items()):
+            due = list(in_flight) if names is None else sorted(names & in_flight.keys(), key=position.__getitem__)
+            for name in due:
                 if stop.is_set():
                     break  # a cancelled try's facts describe the cancellation, not the trial
-                if names is not None and name not in names:
-                    continue
+                trial, try_index, h = in_flight[name]
                 try:
                     result: TrialFacts | BaseException | None = backend.observe(h)
                 except Exception as exc:
@@ -206,6 +213,7 @@ def execute(
                 if result is None:
                     continue
                 del in_flight[name]
+                del position[name]
                 seen = placement.finished(name) if placement is not None else None
                 if seen is not None and isinstance(result, TrialFacts) and result.extra.overcommit is None:
                     result.extra.overcommit = seen  # a cluster backend's own node record wins

@@ -207,3 +207,48 @@ def test_a_host_side_install_step_is_held_by_the_runners_agent_phase_and_the_dea
     with_setup = launch.model_copy(update={"host_agent": HostAgent(setup=HostSetup(shell="install", timeout_s=500.0))})
     phase_s, deadline_s = held(build(with_setup, KubernetesOptions(), b, "img:1"))
     assert (phase_s - phase, deadline_s - deadline) == (500, 500)
+
+
+class _Sent(Exception):
+    """Raised by :class:`_Capture` with the body a request would have sent."""
+
+
+def _capturing_client() -> object:
+    """An ``ApiClient`` whose requests stop where they would be sent, keeping what would go on the wire (no API
+    server is asked: only the client's own serialisation is compared)."""
+    from kubernetes import client
+
+    class Capture(client.ApiClient):
+        def call_api(
+            self, method: str, url: str, header_params: object = None, body: object = None, *rest: object, **kw: object
+        ):  # type: ignore[no-untyped-def]
+            raise _Sent(method, url, header_params, json.loads(json.dumps(body)))
+
+    return Capture(client.Configuration(host="https://headroom.invalid"))
+
+
+@pytest.mark.parametrize(
+    ("config", "opts"),
+    [("1x/3x", {}), ("unbounded", {}), ("1x-strict", {"run_as_root": True}), ("2x", {"queue": "team-a"})],
+    ids=["bounded", "unbounded", "root", "queued"],
+)
+def test_the_pod_goes_out_as_the_same_json_the_typed_client_sent(config: str, opts: dict[str, object]) -> None:
+    """The backend creates its pods with the body as built (``kube.raw``), no longer through the generated
+    ``create_namespaced_pod``, which validated the dict into a ``V1Pod`` and dumped it back on every create. That
+    round trip changed nothing of these bodies, so leaving it out changes nothing the API server sees: a field the
+    client's models dropped, renamed or defaulted would show here."""
+    from kubernetes import client
+
+    from orchestrator.kube import raw
+
+    body = pod_for(config, **opts)
+    capture = _capturing_client()
+    with pytest.raises(_Sent) as typed:
+        client.CoreV1Api(capture).create_namespaced_pod("ns", body)  # type: ignore[arg-type]
+    with pytest.raises(_Sent) as sent:
+        raw.request(capture, "POST", "/api/v1/namespaces/ns/pods", body=body)
+    t_method, t_url, _, t_body = typed.value.args
+    r_method, r_url, r_headers, r_body = sent.value.args
+    assert (r_method, r_url) == (t_method, t_url)
+    assert r_headers["Content-Type"] == "application/json"  # type: ignore[index]
+    assert r_body == t_body == json.loads(json.dumps(body))
