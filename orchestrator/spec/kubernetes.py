@@ -8,10 +8,25 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+
+
+class Toleration(BaseModel):
+    """One of the trial pods' tolerations, as the API server spells it (``tolerationSeconds``; the Python client's
+    ``toleration_seconds`` is taken too). Checked when the experiment is read: the pods are created under strict
+    field validation, where a misspelt field would refuse every try of the run."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
 
 
 class KubernetesOptions(BaseModel):
@@ -55,3 +70,9 @@ class KubernetesOptions(BaseModel):
     warden_image: str | None = Field(
         default=None, description="image of the container holding the tests (default: the task image, which is cached)"
     )
+
+    @field_validator("tolerations")
+    @classmethod
+    def _tolerations_as_the_api_spells_them(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        # kept as plain dicts (what the pod body and the node matching read, and what digests were made of)
+        return [Toleration.model_validate(t).model_dump(by_alias=True, exclude_none=True) for t in value]

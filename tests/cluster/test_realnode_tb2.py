@@ -165,6 +165,9 @@ def side_sweep(
         "agent": {"kind": "oracle"},
         "backend": backend,
         "concurrency": 3,
+        # a runtime's own failure (a loaded dockerd that lost a step's output: infra_error(api_error)) is retried as
+        # a user would; what must agree is each trial's verdict, and OOM kills, the measurement, are never retried
+        "retry": {"max_retries": 2},
         **extra,
     }
     exp = tmp_path / f"{backend}.yaml"

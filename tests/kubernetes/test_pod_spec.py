@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from orchestrator.backends.kubernetes import scripts
 from orchestrator.backends.kubernetes.pod import DEADLINE_SLACK_S, FINALIZER, QUEUE_LABEL, RECORDS_S, WORK_COPY_S, build
@@ -209,6 +210,28 @@ def test_a_host_side_install_step_is_held_by_the_runners_agent_phase_and_the_dea
     assert (phase_s - phase, deadline_s - deadline) == (500, 500)
 
 
+TOLERATIONS = [
+    {"key": "pool", "operator": "Equal", "value": "a", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "toleration_seconds": 30},
+]
+
+
+def test_tolerations_are_spelt_as_the_api_server_spells_them_and_a_misspelt_one_is_refused() -> None:
+    """Pods are created under strict field validation, so the options check each toleration when the experiment is
+    read: the Python client's ``toleration_seconds`` becomes the API's ``tolerationSeconds``, and a field no
+    toleration has is refused there, in the experiment, not by the API server on every try."""
+    pod = pod_for("1x-strict", tolerations=TOLERATIONS)
+    assert pod["spec"]["tolerations"][1] == {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 30,
+    }
+    for bad in ({"key": "a", "operatr": "Exists"}, {"key": "a", "operator": "Sometimes"}, {"tolerationSeconds": "x"}):
+        with pytest.raises(ValidationError):
+            KubernetesOptions(tolerations=[bad])
+
+
 class _Sent(Exception):
     """Raised by :class:`_Capture` with the body a request would have sent."""
 
@@ -229,8 +252,14 @@ def _capturing_client() -> object:
 
 @pytest.mark.parametrize(
     ("config", "opts"),
-    [("1x/3x", {}), ("unbounded", {}), ("1x-strict", {"run_as_root": True}), ("2x", {"queue": "team-a"})],
-    ids=["bounded", "unbounded", "root", "queued"],
+    [
+        ("1x/3x", {}),
+        ("unbounded", {}),
+        ("1x-strict", {"run_as_root": True}),
+        ("2x", {"queue": "team-a"}),
+        ("1x/2x", {"tolerations": TOLERATIONS, "node_selector": {"pool": "a"}, "runtime_class_name": "gvisor"}),
+    ],
+    ids=["bounded", "unbounded", "root", "queued", "tolerations"],
 )
 def test_the_pod_goes_out_as_the_same_json_the_typed_client_sent(config: str, opts: dict[str, object]) -> None:
     """The backend creates its pods with the body as built (``kube.raw``), no longer through the generated

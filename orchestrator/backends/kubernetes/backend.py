@@ -397,7 +397,7 @@ class KubernetesBackend(ClosesOnExit):
             finally:
                 with self._lock:
                     self._touched.add(t.launch.name)
-                    if t.created:
+                    if t.created and self._tries.get(t.launch.name) is t:  # not a later try of that name
                         self._uncreated.discard(t.launch.name)
                 t.creating = False
                 self._notify()
@@ -451,11 +451,13 @@ class KubernetesBackend(ClosesOnExit):
         try:
             # The body is sent as the JSON it is: the generated create_namespaced_pod validated it into a V1Pod and
             # dumped that back (about 1.5 ms of CPU a pod, the same JSON: tests/kubernetes/test_pod_spec.py), and the
-            # created pod comes back on the watch, so its echo here is read but not decoded.
+            # created pod comes back on the watch, so its echo here is read but not decoded. Strict: a field the API
+            # server does not know is a refusal (spawn_failed, its words as evidence), never silently dropped.
             raw.request(
                 self.api_client,
                 "POST",
                 f"/api/v1/namespaces/{quote(self.namespace, safe='')}/pods",
+                query={"fieldValidation": "Strict"},
                 body=t.body,
                 timeout=CREATE_TIMEOUT_S,
             )
@@ -480,6 +482,7 @@ class KubernetesBackend(ClosesOnExit):
             self._tries[launch.name] = _Try(
                 launch=launch, body={}, submitted_at=self.clock(), created=True, adopted=True
             )
+            self._uncreated.discard(launch.name)
         return self._handle(launch)
 
     def observe(self, handle: Handle) -> TrialFacts | None:
