@@ -445,45 +445,40 @@ def test_oversized_is_judged_against_the_selected_nodes_only(cluster: Cluster, n
 # ---- 4. a pod spec the API server refuses ---------------------------------------------------------
 
 
-def test_a_refused_pod_spec_is_a_classified_infra_outcome(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
-    def invalid(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:
+def _invalid_name(body: dict[str, Any]) -> None:
+    body["spec"]["containers"][0]["name"] = "Not_A_Valid_Name"  # the API server answers 422 Invalid
+
+
+def _unknown_field(body: dict[str, Any]) -> None:
+    body["spec"]["tolerations"][0]["operatr"] = "Exists"  # a misspelt key: the server's strict validation refuses it
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle", "statuses"),
+    [(_invalid_name, "Not_A_Valid_Name", {422}), (_unknown_field, "operatr", {400, 422})],
+    ids=["invalid", "unknown-field"],
+)
+def test_a_refused_pod_spec_is_a_classified_infra_outcome(
+    cluster: Cluster, namespace: str, tmp_path: Path, edit: Any, needle: str, statuses: set[int]
+) -> None:
+    """A pod the API server refuses is ``infra_error(spawn_failed)`` with the server's words as evidence. Pods are
+    created under strict field validation: by default the server drops a field it does not know with only a
+    warning, and the pod would run without what was asked (a misspelt toleration: a pod that never schedules,
+    and a pending deadline that reads as a capacity problem)."""
+
+    def refused(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:
         body = hook(lambda _l: Sim("succeed", report("1")))(launch, body)
-        body["spec"]["containers"][0]["name"] = "Not_A_Valid_Name"  # the API server answers 422 Invalid
+        edit(body)
         return body
 
-    backend = KubernetesBackend(options=kwok_options(namespace, kubeconfig=str(cluster.kubeconfig)), pod_hook=invalid)
+    backend = KubernetesBackend(options=kwok_options(namespace, kubeconfig=str(cluster.kubeconfig)), pod_hook=refused)
     try:
         store, run_id = run_sweep(backend, tasks=["csv-report"], configs=["1x-strict"], attempts=2, tmp=tmp_path)
         assert set(finals(store, run_id).values()) == {("infra_error", "spawn_failed")}
         ev = store.evidence(run_id, "csv-report:1x-strict:0")[0]
         assert ev["infra_detail"].startswith("the API server refused the pod: ")
-        assert "Not_A_Valid_Name" in ev["infra_detail"]
-        assert ev["extra"]["api_refusal"]["status"] == 422
-    finally:
-        backend.close()
-    assert not cluster.core.list_namespaced_pod(namespace).items
-
-
-def test_a_field_the_api_server_does_not_know_is_refused_not_dropped(
-    cluster: Cluster, namespace: str, tmp_path: Path
-) -> None:
-    """Pods are created under strict field validation: by default the API server drops a field it does not know
-    with only a warning, and the pod would run without what was asked (a misspelt toleration: a pod that never
-    schedules, and a pending deadline that reads as a capacity problem)."""
-
-    def unknown(launch: Launch, body: dict[str, Any]) -> dict[str, Any]:
-        body = hook(lambda _l: Sim("succeed", report("1")))(launch, body)
-        body["spec"]["tolerations"][0]["operatr"] = "Exists"
-        return body
-
-    backend = KubernetesBackend(options=kwok_options(namespace, kubeconfig=str(cluster.kubeconfig)), pod_hook=unknown)
-    try:
-        store, run_id = run_sweep(backend, tasks=["csv-report"], configs=["1x-strict"], attempts=1, tmp=tmp_path)
-        assert set(finals(store, run_id).values()) == {("infra_error", "spawn_failed")}
-        ev = store.evidence(run_id, "csv-report:1x-strict:0")[0]
-        assert ev["infra_detail"].startswith("the API server refused the pod: ")
-        assert "operatr" in ev["infra_detail"]
-        assert ev["extra"]["api_refusal"]["status"] in (400, 422)
+        assert needle in ev["infra_detail"]
+        assert ev["extra"]["api_refusal"]["status"] in statuses
     finally:
         backend.close()
     assert not cluster.core.list_namespaced_pod(namespace).items
