@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
@@ -27,6 +27,10 @@ class Toleration(BaseModel):
     value: str | None = None
     effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = None
+
+
+#: validates the list as one, so an error names the toleration by its place (``tolerations.1.operatr``)
+_TOLERATIONS = TypeAdapter(list[Toleration])
 
 
 class KubernetesOptions(BaseModel):
@@ -75,4 +79,4 @@ class KubernetesOptions(BaseModel):
     @classmethod
     def _tolerations_as_the_api_spells_them(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # kept as plain dicts (what the pod body and the node matching read, and what digests were made of)
-        return [Toleration.model_validate(t).model_dump(by_alias=True, exclude_none=True) for t in value]
+        return [t.model_dump(by_alias=True, exclude_none=True) for t in _TOLERATIONS.validate_python(value)]

@@ -227,9 +227,14 @@ def test_tolerations_are_spelt_as_the_api_server_spells_them_and_a_misspelt_one_
         "effect": "NoExecute",
         "tolerationSeconds": 30,
     }
-    for bad in ({"key": "a", "operatr": "Exists"}, {"key": "a", "operator": "Sometimes"}, {"tolerationSeconds": "x"}):
-        with pytest.raises(ValidationError):
-            KubernetesOptions(tolerations=[bad])
+    for bad, field in (
+        ({"key": "a", "operatr": "Exists"}, "operatr"),
+        ({"key": "a", "operator": "Sometimes"}, "operator"),
+        ({"tolerationSeconds": "x"}, "tolerationSeconds"),
+    ):
+        with pytest.raises(ValidationError) as refused:
+            KubernetesOptions(tolerations=[TOLERATIONS[0], bad])
+        assert refused.value.errors()[0]["loc"] == ("tolerations", 1, field)  # the one refused, by its place
 
 
 class _Sent(Exception):
