@@ -18,9 +18,8 @@ from orchestrator.backends.kubernetes.backend import KubernetesBackend
 from orchestrator.backends.kubernetes.run_cache import RunCache
 from orchestrator.engine import sweep
 from orchestrator.engine.launch import build_launch
+from orchestrator.engine.plan import plan
 from orchestrator.spec.experiment import Experiment
-from orchestrator.spec.resources import ResourceConfig
-from orchestrator.spec.trial import Trial
 
 from .plane import Cluster, wait_for
 from .simulate import Sim, hook, kwok_options
@@ -89,23 +88,7 @@ def test_the_backend_names_a_try_until_its_pod_is_created_then_only_when_it_chan
         kubernetes=options,
     )
     task = sweep.prepare(exp)[0]
-    launches = [
-        build_launch(
-            "changed-run",
-            Trial(
-                trial_id=f"csv-report:1x-strict:{i}",
-                task_id=task.id,
-                config=ResourceConfig.parse("1x-strict"),
-                attempt=i,
-                seed=1,
-                order=i,
-            ),
-            0,
-            task,
-            exp,
-        )
-        for i in range(2)
-    ]
+    launches = [build_launch("changed-run", trial, 0, task, exp) for trial in plan(exp, [task])]
     backend = KubernetesBackend(options=options, pod_hook=hook(lambda launch: Sim("none")))  # pods keep running
     try:
         first, second = (backend.submit(launch) for launch in launches)
