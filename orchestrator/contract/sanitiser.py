@@ -50,6 +50,10 @@ TIMEOUT_S = 300.0
 QUICK_MAX_ENTRIES = 10_000
 #: What a report the host walk made says (``extra.sanitiser.detail``): the script did not need to run.
 QUICK_DETAIL = "nothing to judge: no link, special file or entry needing a permission fix (host walk)"
+#: How much of the verdict's copy is read: its twelve short lines take some 250 bytes.
+VERDICT_LIMIT = 4096
+#: What a verdict read from its copy says (``extra.sanitiser.detail``).
+RECOVERED_DETAIL = "the runtime lost the script's output; its verdict was read from the copy the script wrote"
 Status = Literal["ok", "exhausted", "incomplete", "crashed"]
 _COUNTS = (
     "links_removed",
@@ -75,8 +79,9 @@ def argv(roots: list[str]) -> list[str]:
     return ["/bin/sh", "-c", script(), "headroom-sanitise", *roots]
 
 
-def env(hidden: list[str], prune: list[str], max_links: int = MAX_LINKS) -> dict[str, str]:
-    """Its variables (the bounds: :data:`MAX_LINKS`, :data:`RESOLVE_S`, :data:`BUDGET_S`)."""
+def env(hidden: list[str], prune: list[str], max_links: int = MAX_LINKS, verdict: str | None = None) -> dict[str, str]:
+    """Its variables (the bounds: :data:`MAX_LINKS`, :data:`RESOLVE_S`, :data:`BUDGET_S`); ``verdict``: a file the
+    script also writes its verdict to (:func:`recovered`)."""
     for p in (*hidden, *prune):
         if any(c.isspace() for c in p):
             raise ValueError(f"a verifier-only or pruned path may not hold white space: {p!r}")
@@ -88,6 +93,7 @@ def env(hidden: list[str], prune: list[str], max_links: int = MAX_LINKS) -> dict
         "HR_SAN_RESOLVE_S": str(RESOLVE_S),
         "HR_SAN_BUDGET_S": str(BUDGET_S),
         "PATH": PATH,
+        **({"HR_SAN_VERDICT": verdict} if verdict is not None else {}),
     }
 
 
@@ -104,6 +110,8 @@ class Report:
     #: write exits 3), so the output was lost on its way to headroom (a loaded Docker daemon once closed an exec's
     #: stream without it), not brought about by the agent
     lost: bool = False
+    #: read from the copy the script wrote (:func:`recovered`): its output was lost, its verdict was not
+    from_copy: bool = False
 
     @property
     def ok(self) -> bool:
@@ -115,7 +123,11 @@ class Report:
             {
                 "status": self.status,
                 **self.counts,
-                **({"detail": self.detail} if self.detail else {}),
+                **(
+                    {"detail": RECOVERED_DETAIL if self.from_copy else self.detail}
+                    if self.detail or self.from_copy
+                    else {}
+                ),
                 **({"resolve_bound": self.resolve_bound} if self.resolve_bound else {}),
                 "duration_s": duration_s,
             }
@@ -136,6 +148,20 @@ def parse(stdout: str, exit_code: int | None, timed_out: bool) -> Report:
         return Report("crashed", counts, f"the sanitiser gave no verdict (exit {exit_code})", lost=exit_code == 0)
     bound = values.get("resolve_bound", "")
     return Report(status, counts, resolve_bound=bound if re.fullmatch(r"\d{1,4}s|none", bound) else "")  # type: ignore[arg-type]
+
+
+def recovered(copy: bytes | None) -> Report | None:
+    """The verdict from the copy the script wrote (``HR_SAN_VERDICT``) before the output that was lost: written
+    first, so an exit 0 means it is whole unless the write failed, and then it holds no ``status`` line and the
+    verdict stays lost (None). The backend names a file nothing of the agent's can reach, so the copy is the
+    script's own."""
+    if copy is None:
+        return None
+    report = parse(copy.decode(errors="replace"), 0, False)
+    if report.status == "crashed":
+        return None
+    report.from_copy = True
+    return report
 
 
 def nothing_to_judge(roots: Sequence[Path], uid: int | None, max_entries: int = QUICK_MAX_ENTRIES) -> bool:

@@ -88,6 +88,11 @@ class Plan:
     agent_result: str = cc.AGENT_RESULT
     verifier_logs: str = cc.VERIFIER_LOGS
     sanitiser_max_links: int = sanitiser.MAX_LINKS
+    #: a folder of the verifier's own view, made by the hand-over, that nothing of the agent's can reach (the
+    #: verifier's fresh container): the sanitiser writes a copy of its verdict there, read only when the runtime
+    #: loses the script's output (a loaded Docker daemon has closed an exec's stream without it). None: a runtime
+    #: that does not lose output (a pipe), or no such folder.
+    verdict_dir: str | None = None
 
 
 def _bound_exec(runner: StepRunner, workdir: str, base_env: Mapping[str, str]) -> Exec:
@@ -251,18 +256,21 @@ def _sanitise(t: _Try, d: PhaseDef) -> bool:
         report, took = sanitiser.nothing_judged(len(plan.roots)), time.monotonic() - walked
     else:
         assert d.timeout is not None
+        copy = f"{plan.verdict_dir}/verdict" if plan.verdict_dir else None
         s = runner.run(
             sanitiser.argv(plan.roots),
             role="verifier",
             name=d.phase,
             cwd="/",
-            env=sanitiser.env(plan.hidden, plan.prune, plan.sanitiser_max_links),
+            env=sanitiser.env(plan.hidden, plan.prune, plan.sanitiser_max_links, verdict=copy),
             timeout_s=float(d.timeout.seconds or 0),
         )
         if s.spawn_error:  # the runner's own verdict: nothing of the agent's can stop a shell from starting
             facts.infra_hint, facts.infra_detail = InfraReason.SPAWN_FAILED, f"sanitiser: {s.spawn_error}"
             return False
         report, took = sanitiser.parse(s.stdout_tail, s.exit_code, s.timed_out), s.duration_s
+        if report.lost and copy is not None:
+            report = _verdict_copy(runner, copy) or report
     facts.extra.sanitiser = san = report.evidence(round(took, 3))
     if report.lost:  # the runtime's failure, not the agent's: the script exits 0 only once its verdict is written
         facts.infra_hint = InfraReason.API_ERROR
@@ -278,6 +286,14 @@ def _sanitise(t: _Try, d: PhaseDef) -> bool:
         facts.agent_fault = f"the sanitiser could not judge what the agent left: {report.status} {report.detail}"
         return False
     return True
+
+
+def _verdict_copy(runner: StepRunner, path: str) -> sanitiser.Report | None:
+    try:
+        raw = runner.read_file(path, sanitiser.VERDICT_LIMIT)
+    except Exception:  # noqa: BLE001 -- a runtime that lost the output may fail this read too: the verdict stays lost
+        return None
+    return sanitiser.recovered(raw)
 
 
 def _verifier(t: _Try, d: PhaseDef) -> bool:

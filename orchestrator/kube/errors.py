@@ -44,6 +44,10 @@ def classify(exc: BaseException) -> Failure:
     body = str(getattr(exc, "body", "") or "")
     if status == 429 or (status == 403 and "exceeded quota" in body):
         return Failure.THROTTLED
+    if status == 403 and "status unknown for quota" in body:
+        # The quota controller has not counted a quota's usage yet (one made a moment ago): it will, so retry; a
+        # quota it can never count stays refused once api_retry_s is over, instead of a wait with no end.
+        return Failure.UNREACHABLE
     if status == 409:
         return Failure.CONFLICT
     if status == 404:

@@ -365,7 +365,14 @@ def test_a_full_resource_quota_waits_and_never_fails_a_trial(cluster: Cluster, n
             "spec": {"hard": {"pods": "3"}},
         },
     )
-    time.sleep(1)  # the quota controller fills in status.used before admission counts against it
+
+    # Admission counts only what a quota's status names: one the quota controller has not filled in yet (a second
+    # was not always enough under CI's load) lets every pod through.
+    def filled_in() -> bool:
+        status = cluster.core.read_namespaced_resource_quota("three-pods", namespace).status
+        return (status.hard or {}).get("pods") == "3" and "pods" in (status.used or {})
+
+    wait_for(filled_in, 60, "the quota controller to fill in the quota's status")
     backend = make_backend(cluster, namespace, lambda launch: Sim("succeed", report("1"), after="2s"))
     try:
         store, run_id = run_sweep(

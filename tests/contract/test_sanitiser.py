@@ -188,6 +188,38 @@ def test_only_a_clean_exit_without_a_verdict_counts_as_a_lost_verdict() -> None:
     assert not sanitiser.parse("status=ok\n", 0, False).lost
 
 
+def test_the_script_writes_a_copy_of_its_verdict_where_asked_and_a_failed_copy_changes_nothing(view: Path) -> None:
+    """The copy a runtime that lost the output is read from (the Docker backend) is the verdict the script printed;
+    a copy that cannot be written (no such folder, a full disk) is no verdict and leaves the printed one as it was."""
+    (view / "app" / "peek").symlink_to(view / "tests" / "expected.txt")
+    copy = view / "verdict"
+    printed = run(view, env_more={"HR_SAN_VERDICT": str(copy)})
+    assert printed.status == "ok" and printed.counts["links_removed"] == 1
+    got = sanitiser.recovered(copy.read_bytes())
+    assert got is not None and (got.status, got.counts) == (printed.status, printed.counts)
+    assert got.from_copy and got.evidence(0.1).detail == sanitiser.RECOVERED_DETAIL
+    env = {**view_env(view), "HR_SAN_VERDICT": ""}
+    for unwritable, limit in ((view / "no-such-folder" / "verdict", ""), ("/dev/full", ""), (copy, "ulimit -f 0; ")):
+        (view / "app" / "peek").symlink_to(view / "tests" / "expected.txt")
+        env["HR_SAN_VERDICT"] = str(unwritable)
+        argv = [SH, "-c", limit + 'exec "$0" -c "$HR_SAN_SCRIPT" headroom-sanitise "$1"', SH, str(view / "app")]
+        res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and res.stdout.count("status=") == 1, (unwritable, limit, res)
+        again = sanitiser.parse(res.stdout, res.returncode, False)
+        assert (again.status, again.counts) == (printed.status, printed.counts), unwritable
+
+
+def test_only_a_whole_copy_of_a_verdict_is_read_as_one() -> None:
+    assert sanitiser.recovered(None) is None  # never written
+    assert sanitiser.recovered(b"") is None  # made, never filled
+    assert sanitiser.recovered(b"links_removed=1\nlinks_unjudged=0\n") is None  # cut before its status line
+    assert sanitiser.recovered(b"status=crashed\n") is None  # no status the script prints
+    got = sanitiser.recovered(b"links_removed=2\nstatus=exhausted\n")
+    assert got is not None and got.status == "exhausted" and got.counts == {"links_removed": 2} and not got.lost
+    assert got.detail == ""  # what an agent's fault quotes stays the script's own words; the evidence says where from
+    assert got.evidence(0.1).detail == sanitiser.RECOVERED_DETAIL
+
+
 def test_a_verdict_that_cannot_be_written_never_exits_0(view: Path) -> None:
     """What makes a clean exit without a verdict the runtime's loss: the script exits 0 only once its verdict is
     written. A full disk under the file headroom reads its output from (the local backend's) fails the write:
@@ -242,7 +274,12 @@ def test_the_script_exits_0_in_one_place_after_its_checked_verdict() -> None:
             or (judge_start < i < judge_end and code.strip() == "exit 0")
             or i == len(lines) - 1
         ), (i, line)
-    assert lines[-1] == "exit 0" and lines[-2].rstrip().endswith('"$status" || exit 3')
+    assert lines[-1] == "exit 0" and lines[-2] == "verdict || exit 3"
+    printed = lines.index("verdict() {")  # what `verdict` prints: every count, the status last
+    assert lines[printed + 1].lstrip().startswith("printf 'links_removed=%s") and lines[printed + 3].rstrip().endswith(
+        '"$status"'
+    )
+    assert lines[printed + 4] == "}"
 
 
 def test_the_pod_runner_runs_the_contracts_phase_list_and_sanitiser() -> None:

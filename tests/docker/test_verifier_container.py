@@ -9,13 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import docker
 import pytest
 
-from orchestrator.backends.docker.backend import DockerBackend
+from orchestrator.backends.docker.backend import VERDICT_DIR, DockerBackend
+from orchestrator.backends.docker.runner import DockerRunner
+from orchestrator.contract import sanitiser
+from orchestrator.contract.phases import Phase
 from orchestrator.spec.docker import DockerOptions
 from orchestrator.spec.experiment import AgentSpec, Experiment
-from orchestrator.spec.outcome import Outcome
+from orchestrator.spec.facts import StepFacts
+from orchestrator.spec.outcome import InfraReason, Outcome
 
 from .conftest import DockerEnv
 from .helpers import copy_task, run_tries
@@ -69,3 +75,48 @@ def test_an_image_without_a_workdir_works_in_app_which_is_carried(backend: Docke
     )
     assert verdict.outcome is Outcome.PASSED, (verdict, facts.agent, facts.verifier)
     assert facts.agent is not None and facts.agent.exit_code == 0
+
+
+@pytest.mark.parametrize("copy", ["read", "unreadable"])
+def test_a_sanitiser_verdict_the_daemon_lost_is_read_from_the_copy_the_script_wrote(
+    backend: DockerBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy: str
+) -> None:
+    """A loaded daemon has closed the sanitiser's exec stream without its verdict (moby/moby#27289, twice in CI's
+    suite runs); that cannot be brought about on demand, so the real script runs in the real verifier container
+    and its output is then dropped here. The script wrote a copy of its verdict in that container first: the try
+    goes on with the script's own counts. Where the copy cannot be read either, the verdict stays lost: the
+    runtime's failure (infra), never the agent's."""
+    real_run, real_read = DockerRunner.run, DockerRunner.read_file
+    dropped: list[int | None] = []
+    reads: list[str] = []
+
+    def run(self: DockerRunner, argv: list[str], **kw: Any) -> StepFacts:
+        facts = real_run(self, argv, **kw)
+        if kw["name"] == Phase.SANITISE:
+            dropped.append(facts.exit_code)
+            return facts.model_copy(update={"stdout_tail": ""})
+        return facts
+
+    def read_file(self: DockerRunner, path: str, limit: int) -> bytes | None:
+        if path.startswith(VERDICT_DIR):
+            reads.append(path)
+            if copy == "unreadable":
+                raise docker.errors.APIError("the daemon lost this too")
+        return real_read(self, path, limit)
+
+    monkeypatch.setattr(DockerRunner, "run", run)
+    monkeypatch.setattr(DockerRunner, "read_file", read_file)
+    root = tmp_path / "tasks"
+    copy_task("tests-hidden", root)
+    # a link into the tests, for the script to remove: its count shows the verdict is the script's own
+    facts, verdict = _run(backend, root, "echo 42 > answer.txt && ln -s /tests/test.sh peek")
+    assert dropped == [0] and reads == [f"{VERDICT_DIR}/verdict"]
+    san = facts.extra.sanitiser
+    assert san is not None
+    if copy == "read":
+        assert verdict.outcome is Outcome.PASSED, (verdict, facts.infra_detail, facts.agent_fault)
+        assert san.status == "ok" and san.detail == sanitiser.RECOVERED_DETAIL, san
+        assert san.links_removed == 1 and facts.extra.verifier_only_links_removed == 1
+    else:
+        assert (verdict.outcome, verdict.reason) == (Outcome.INFRA_ERROR, InfraReason.API_ERROR), verdict
+        assert facts.agent_fault is None and facts.verifier is None and san.status == "crashed"

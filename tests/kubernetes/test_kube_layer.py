@@ -119,6 +119,9 @@ def test_error_mapping() -> None:
     quota = ApiException(status=403)
     quota.body = '{"message": "pods \\"x\\" is forbidden: exceeded quota: q"}'
     assert classify(quota) is Failure.THROTTLED
+    uncounted = ApiException(status=403)
+    uncounted.body = '{"message": "pods \\"x\\" is forbidden: status unknown for quota: q, resources: pods"}'
+    assert classify(uncounted) is Failure.UNREACHABLE  # retried for api_retry_s, not refused at once
     assert classify(ApiException(status=403)) is Failure.REFUSED
     assert classify(ApiException(status=422)) is Failure.REFUSED
     assert classify(ApiException(status=409)) is Failure.CONFLICT

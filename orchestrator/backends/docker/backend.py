@@ -77,6 +77,8 @@ KEEP_ALIVE = ["sleep", "infinity"]
 VERIFIER_KEEP_ALIVE = ["/bin/sh", "-c", f"PATH={sanitiser.PATH} exec sleep infinity"]
 #: The verifier's HEADROOM_TASK_DIR: a fresh copy of the task's files with tests/ -> /tests (as the Pod runner has).
 VERIFIER_TASK_DIR = "/headroom/run/vtask"
+#: where the sanitiser writes a copy of its verdict, in the verifier's fresh container (Plan.verdict_dir)
+VERDICT_DIR = "/headroom/run/sanitiser"
 #: What of the task directory the agent sees under HEADROOM_TASK_DIR (solution/ for the oracle only; never tests/),
 #: besides task.toml, which it gets without the grader's, verifier's and oracle's sections (tasks/agent_view.py).
 AGENT_TASK_FILES = ("instruction.md", "environment")
@@ -721,6 +723,7 @@ class DockerBackend(ThreadedBackend):
             (None, cc.VERIFIER_LOGS),
             (task_dir / "tests", cc.TESTS),
             (vtask, VERIFIER_TASK_DIR),
+            (None, VERDICT_DIR),
         ]
         ctr.prepare_verifier(make_verifier, handover)
         trees = task_trees(task_dir, cc.TASK_DIR, solution=oracle)
@@ -777,6 +780,7 @@ class DockerBackend(ThreadedBackend):
             hidden=forbidden,
             roots=carried,
             prune=["/headroom"],  # headroom's own: the agent's task view and the verifier's copy
+            verdict_dir=VERDICT_DIR,
             agent_target=(
                 agent_check.target(launch.agent.shell)
                 if launch.agent_kind != "external" and launch.agent.shell

@@ -587,6 +587,7 @@ script_sanitise() {  # TIMEOUT: the contract's sanitiser, as the verifier's user
     HR_SAN_SCRIPT=$HR_SAN_SCRIPT HR_SAN_HIDDEN=$hidden HR_SAN_PRUNE="$R/headroom" \
       HR_SAN_MAX_LINKS="${HR_SAN_MAX_LINKS:-@SAN_MAX_LINKS@}" HR_SAN_RESOLVE_S=@SAN_RESOLVE_S@ HR_SAN_BUDGET_S=@SAN_BUDGET_S@
     export HR_SAN_SCRIPT HR_SAN_HIDDEN HR_SAN_PRUNE HR_SAN_MAX_LINKS HR_SAN_RESOLVE_S HR_SAN_BUDGET_S
+    unset HR_SAN_VERDICT  # no copy here (its output is a file); an image's ENV names none
     exec "$RSH" -c "$HR_SAN_SCRIPT" headroom-sanitise "$WORKDIR" "$LOGS/agent" ) > "$RUN/sanitise.out" 2>/dev/null &
   spid=$!
   ( sleep "$1"; kill -KILL "$spid" 2>/dev/null ) > /dev/null 2>&1 &
