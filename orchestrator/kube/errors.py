@@ -13,7 +13,7 @@ API_ERRORS = (ApiException, HTTPError, OSError)
 
 
 class Failure(enum.Enum):
-    UNREACHABLE = "unreachable"  # no answer (connection refused or reset, timeout, 5xx): retry later
+    UNREACHABLE = "unreachable"  # no answer (refused or reset, timeout, 5xx), or a quota not counted yet: retry later
     THROTTLED = "throttled"  # 429, or a full ResourceQuota: wait as long as it takes
     CONFLICT = "conflict"  # 409 or a failed JSON-patch test (422 on a stale precondition): re-read and retry
     NOT_FOUND = "not_found"  # 404 (the object is gone)
