@@ -188,9 +188,17 @@ def test_only_a_clean_exit_without_a_verdict_counts_as_a_lost_verdict() -> None:
     assert not sanitiser.parse("status=ok\n", 0, False).lost
 
 
-def test_the_script_writes_a_copy_of_its_verdict_where_asked_and_a_failed_copy_changes_nothing(view: Path) -> None:
+#: The shells an image's ``/bin/sh`` is: dash (Debian, Ubuntu) and bash in its POSIX mode (Fedora, RHEL, Amazon Linux).
+SHELLS = {"dash": [SH], **({"bash-posix": [bash, "--posix"]} if (bash := shutil.which("bash")) else {})}
+
+
+@pytest.mark.parametrize("shell", list(SHELLS))
+def test_the_script_writes_a_copy_of_its_verdict_where_asked_and_a_failed_copy_changes_nothing(
+    view: Path, shell: str
+) -> None:
     """The copy a runtime that lost the output is read from (the Docker backend) is the verdict the script printed;
-    a copy that cannot be written (no such folder, a full disk) is no verdict and leaves the printed one as it was."""
+    a copy that cannot be written (no such folder, a full disk, a file-size limit) is no verdict and leaves the
+    printed one and the exit code as they were, in each shell an image's ``/bin/sh`` may be."""
     (view / "app" / "peek").symlink_to(view / "tests" / "expected.txt")
     copy = view / "verdict"
     printed = run(view, env_more={"HR_SAN_VERDICT": str(copy)})
@@ -198,12 +206,14 @@ def test_the_script_writes_a_copy_of_its_verdict_where_asked_and_a_failed_copy_c
     got = sanitiser.recovered(copy.read_bytes())
     assert got is not None and (got.status, got.counts) == (printed.status, printed.counts)
     assert got.from_copy and got.evidence(0.1).detail == sanitiser.RECOVERED_DETAIL
-    env = {**view_env(view), "HR_SAN_VERDICT": ""}
+    env = {**view_env(view), "HR_SAN_VERDICT": "", "APP": str(view / "app")}
     for unwritable, limit in ((view / "no-such-folder" / "verdict", ""), ("/dev/full", ""), (copy, "ulimit -f 0; ")):
         (view / "app" / "peek").symlink_to(view / "tests" / "expected.txt")
         env["HR_SAN_VERDICT"] = str(unwritable)
-        argv = [SH, "-c", limit + 'exec "$0" -c "$HR_SAN_SCRIPT" headroom-sanitise "$1"', SH, str(view / "app")]
-        res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        script = limit + 'exec "$@" -c "$HR_SAN_SCRIPT" headroom-sanitise "$APP"'
+        res = subprocess.run(
+            [SH, "-c", script, "sh", *SHELLS[shell]], env=env, capture_output=True, text=True, timeout=120
+        )
         assert res.returncode == 0 and res.stdout.count("status=") == 1, (unwritable, limit, res)
         again = sanitiser.parse(res.stdout, res.returncode, False)
         assert (again.status, again.counts) == (printed.status, printed.counts), unwritable
