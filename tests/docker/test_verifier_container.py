@@ -14,6 +14,7 @@ from typing import Any
 import docker
 import pytest
 
+from orchestrator.backends.docker import image_links
 from orchestrator.backends.docker.backend import VERDICT_DIR, DockerBackend
 from orchestrator.backends.docker.runner import DockerRunner
 from orchestrator.contract import sanitiser
@@ -120,3 +121,43 @@ def test_a_sanitiser_verdict_the_daemon_lost_is_read_from_the_copy_the_script_wr
     else:
         assert (verdict.outcome, verdict.reason) == (Outcome.INFRA_ERROR, InfraReason.API_ERROR), verdict
         assert facts.agent_fault is None and facts.verifier is None and san.status == "crashed"
+
+
+@pytest.fixture
+def either_backend(engine_env: DockerEnv, engine_host: str) -> Iterator[DockerBackend]:
+    """The backend on dockerd, then on Podman (its archive stat names every entry's resolved path as linkTarget)."""
+    b = DockerBackend(DockerOptions(host=engine_host, build=True))
+    yield b
+    b.close()
+
+
+def test_an_image_that_reaches_a_carried_folder_through_a_link_is_refused_before_the_agent_runs(
+    either_backend: DockerBackend, tmp_path: Path
+) -> None:
+    """The image makes ``/data`` a link into the work dir and the task carries ``/data/out``. The verifier's
+    container would resolve that mount point through what the agent left in ``/app``: this agent re-points
+    ``/app/data/out`` at the system's Python, and its output volume was mounted over ``/usr/lib/python3.11``
+    (tried by hand on dockerd 20.10: the verifier's ``python3`` could not start). The try is refused before the
+    agent starts, naming the link."""
+    root = tmp_path / "tasks"
+    copy_task(
+        "tests-hidden",
+        root,
+        {
+            "environment/Dockerfile": ("WORKDIR /app", "RUN mkdir -p /app/data && ln -s /app/data /data\nWORKDIR /app"),
+            "task.toml": ("[verifier]\ntimeout_sec = 60.0", '[verifier]\ntimeout_sec = 60.0\noutputs = ["/data/out"]'),
+        },
+    )
+    attack = (
+        "echo 42 > answer.txt; echo 'import sys' > /data/out/os.py; "
+        "mv /app/data /app/data.old && mkdir /app/data && ln -s /usr/lib/python3.11 /app/data/out; touch /tmp/ran"
+    )
+    facts, verdict = _run(either_backend, root, attack)
+    assert (verdict.outcome, verdict.reason) == (Outcome.INFRA_ERROR, InfraReason.SPAWN_FAILED), verdict
+    assert facts.setup_error is not None and "makes /data a link (to /app/data)" in facts.setup_error
+    assert facts.agent is None and facts.verifier is None  # nothing of the agent's ran
+
+
+def test_the_link_check_walks_every_component() -> None:
+    assert image_links.components("/a/b/c") == ["/a", "/a/b", "/a/b/c"]
+    assert image_links.components("/") == []

@@ -66,7 +66,7 @@ from orchestrator.tasks.needs import normalize_arch
 
 from . import cgroup as cgroup_mod
 from . import external as docker_external
-from . import steps
+from . import image_links, steps
 from .images import ImageResolver
 from .labels import LAUNCH, MANAGED, OWNER, RUN, Owner
 from .runner import DockerRunner, handover_archive
@@ -79,6 +79,9 @@ VERIFIER_KEEP_ALIVE = ["/bin/sh", "-c", f"PATH={sanitiser.PATH} exec sleep infin
 VERIFIER_TASK_DIR = "/headroom/run/vtask"
 #: where the sanitiser writes a copy of its verdict, in the verifier's fresh container (Plan.verdict_dir)
 VERDICT_DIR = "/headroom/run/sanitiser"
+#: What the verifier's container gets or gives after the agent ran, besides the carried folders: none may pass a
+#: link of the image (image_links.py).
+VERIFIER_PATHS = (cc.TESTS, cc.VERIFIER_LOGS, VERIFIER_TASK_DIR, VERDICT_DIR, cc.SOLUTION)
 #: What of the task directory the agent sees under HEADROOM_TASK_DIR (solution/ for the oracle only; never tests/),
 #: besides task.toml, which it gets without the grader's, verifier's and oracle's sections (tasks/agent_view.py).
 AGENT_TASK_FILES = ("instruction.md", "environment")
@@ -352,6 +355,8 @@ class DockerBackend(ThreadedBackend):
             default_image=self.options.default_image,
         )
         self._cancel: dict[str, threading.Event] = {}
+        #: (image id, paths) -> why the image cannot be trusted with them (image_links.py), or None
+        self._links_checked: dict[tuple[str, tuple[str, ...]], str | None] = {}
         podman = self.engine == "podman"
         self.abilities = self.abilities.model_copy(
             update={
@@ -607,6 +612,9 @@ class DockerBackend(ThreadedBackend):
             try:
                 volumes = self._create_volumes(launch, carried)
                 cid = self._create(launch, image.id, volumes)
+                if (why := self._linked(cid, image.id, [*carried, *VERIFIER_PATHS])) is not None:
+                    facts.setup_error = why
+                    return facts
                 self.api.start(cid)
             except docker.errors.APIError as exc:
                 facts.infra_hint = InfraReason.CONTAINER_CONFIG
@@ -658,6 +666,17 @@ class DockerBackend(ThreadedBackend):
             facts.duration_s = time.monotonic() - started
             with self._lock:
                 self._cancel.pop(launch.name, None)
+
+    def _linked(self, cid: str, image_id: str, paths: list[str]) -> str | None:
+        """:func:`.image_links.first_link` in the try's container before it starts, once per image and paths."""
+        key = (image_id, tuple(paths))
+        with self._lock:
+            if key in self._links_checked:
+                return self._links_checked[key]
+        why = image_links.first_link(self.api, cid, paths)
+        with self._lock:
+            self._links_checked[key] = why
+        return why
 
     def _drop_volumes(self, volumes: dict[str, str]) -> None:
         if self.options.keep_containers:
