@@ -48,7 +48,8 @@ SYSTEM: Final = (
 CONTRACT: Final = (cc.LOGS, cc.TESTS, cc.SOLUTION, "/headroom")
 
 
-def _overlaps(a: str, b: str) -> bool:
+def overlaps(a: str, b: str) -> bool:
+    """One path is the other or inside it."""
     return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
 
 
@@ -61,10 +62,10 @@ def problem(path: str) -> str | None:
     if path == "/":
         return "'/' is the whole system"
     for s in SYSTEM:
-        if _overlaps(path, s):
+        if overlaps(path, s):
             return f"{path!r} overlaps the system folder {s}: the verifier would run what the agent installed"
     for c in CONTRACT:
-        if _overlaps(path, c):
+        if overlaps(path, c):
             return f"{path!r} overlaps headroom's own {c}"
     return None
 
@@ -81,7 +82,7 @@ def roots(work: str, declared: list[str]) -> list[str]:
     wanted = [work, cc.AGENT_LOGS, *declared]
     out: list[str] = []
     for p in sorted(set(wanted), key=len):
-        if not any(_overlaps(p, q) for q in out):
+        if not any(overlaps(p, q) for q in out):
             out.append(p)
     return sorted(out, key=wanted.index)
 

@@ -131,30 +131,51 @@ def either_backend(engine_env: DockerEnv, engine_host: str) -> Iterator[DockerBa
     b.close()
 
 
+#: (the image's lines before WORKDIR, the declared outputs, what the refusal names)
+IMAGE_LINKS = {
+    # a link in the middle of a declared output's path, into the work dir
+    "link-on-the-way": ("RUN mkdir -p /app/data && ln -s /app/data /data", '["/data/out"]', "makes /data a link"),
+    # the same with the link's target missing from the image (Podman answers 404 with the link's stat)
+    "dangling-link": ("RUN ln -s /app/data /data", '["/data/out"]', "makes /data a link"),
+    # the declared folder is itself the link (Podman answers for a volume's mount point from the volume)
+    "the-folder-itself": (
+        "RUN mkdir -p /srv /app/out && ln -s /app/out /srv/out",
+        '["/srv/out"]',
+        "makes /srv/out a link",
+    ),
+    # no link at all: the image's own VOLUME inside the work dir is mounted through the agent's files
+    "volume-inside": ("VOLUME /app/data", "[]", "declares VOLUME /app/data"),
+    # a link into the work dir on the way to the tests
+    "tests-through-a-link": ("RUN mkdir -p /app/t && ln -s /app/t /tests", "[]", "makes /tests a link"),
+}
+
+
+@pytest.mark.parametrize("case", list(IMAGE_LINKS))
 def test_an_image_that_reaches_a_carried_folder_through_a_link_is_refused_before_the_agent_runs(
-    either_backend: DockerBackend, tmp_path: Path
+    either_backend: DockerBackend, tmp_path: Path, case: str
 ) -> None:
-    """The image makes ``/data`` a link into the work dir and the task carries ``/data/out``. The verifier's
-    container would resolve that mount point through what the agent left in ``/app``: this agent re-points
-    ``/app/data/out`` at the system's Python, and its output volume was mounted over ``/usr/lib/python3.11``
-    (tried by hand on dockerd 20.10: the verifier's ``python3`` could not start). The try is refused before the
-    agent starts, naming the link."""
+    """The verifier's container resolves its mount points and uploads after the agent wrote the carried folders,
+    following links through them. Tried by hand on dockerd 20.10 with the first case: an agent that re-pointed
+    ``/app/data/out`` at ``/usr/lib/python3.11`` had its output volume mounted over the verifier's Python, which
+    then could not start. Each way an image can put a path of the verifier's container behind the agent's files is
+    refused before the agent starts, naming what the image does; an image without one runs (the other tests)."""
+    lines, outputs, named = IMAGE_LINKS[case]
     root = tmp_path / "tasks"
     copy_task(
         "tests-hidden",
         root,
         {
-            "environment/Dockerfile": ("WORKDIR /app", "RUN mkdir -p /app/data && ln -s /app/data /data\nWORKDIR /app"),
-            "task.toml": ("[verifier]\ntimeout_sec = 60.0", '[verifier]\ntimeout_sec = 60.0\noutputs = ["/data/out"]'),
+            "environment/Dockerfile": ("WORKDIR /app", f"{lines}\nWORKDIR /app"),
+            "task.toml": ("[verifier]\ntimeout_sec = 60.0", f"[verifier]\ntimeout_sec = 60.0\noutputs = {outputs}"),
         },
     )
     attack = (
-        "echo 42 > answer.txt; echo 'import sys' > /data/out/os.py; "
-        "mv /app/data /app/data.old && mkdir /app/data && ln -s /usr/lib/python3.11 /app/data/out; touch /tmp/ran"
+        "echo 42 > answer.txt; mkdir -p /data/out && echo 'import sys' > /data/out/os.py; "
+        "mv /app/data /app/data.old; mkdir -p /app/data && ln -s /usr/lib/python3.11 /app/data/out; touch /tmp/ran"
     )
     facts, verdict = _run(either_backend, root, attack)
-    assert (verdict.outcome, verdict.reason) == (Outcome.INFRA_ERROR, InfraReason.SPAWN_FAILED), verdict
-    assert facts.setup_error is not None and "makes /data a link (to /app/data)" in facts.setup_error
+    assert (verdict.outcome, verdict.reason) == (Outcome.INFRA_ERROR, InfraReason.SPAWN_FAILED), (verdict, facts)
+    assert facts.setup_error is not None and named in facts.setup_error, facts.setup_error
     assert facts.agent is None and facts.verifier is None  # nothing of the agent's ran
 
 

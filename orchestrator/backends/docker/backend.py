@@ -610,11 +610,14 @@ class DockerBackend(ThreadedBackend):
             if cancelled.is_set():
                 raise TryCancelled
             try:
-                volumes = self._create_volumes(launch, carried)
-                cid = self._create(launch, image.id, volumes)
-                if (why := self._linked(cid, image.id, [*carried, *VERIFIER_PATHS])) is not None:
+                why = image_links.volume_problem(image.volumes, carried) or self._linked(
+                    launch, image.id, [*carried, *VERIFIER_PATHS, *image.volumes]
+                )
+                if why is not None:
                     facts.setup_error = why
                     return facts
+                volumes = self._create_volumes(launch, carried)
+                cid = self._create(launch, image.id, volumes)
                 self.api.start(cid)
             except docker.errors.APIError as exc:
                 facts.infra_hint = InfraReason.CONTAINER_CONFIG
@@ -667,13 +670,23 @@ class DockerBackend(ThreadedBackend):
             with self._lock:
                 self._cancel.pop(launch.name, None)
 
-    def _linked(self, cid: str, image_id: str, paths: list[str]) -> str | None:
-        """:func:`.image_links.first_link` in the try's container before it starts, once per image and paths."""
+    def _linked(self, launch: Launch, image_id: str, paths: list[str]) -> str | None:
+        """:func:`.image_links.first_link` in a container of the image with nothing mounted, never started; once
+        per image and paths."""
         key = (image_id, tuple(paths))
         with self._lock:
             if key in self._links_checked:
                 return self._links_checked[key]
-        why = image_links.first_link(self.api, cid, paths)
+        cid = self.api.create_container(
+            image=image_id,
+            entrypoint=KEEP_ALIVE,
+            command=[],
+            labels={**self._labels(launch), "headroom.dev/role": "link-check"},
+        )["Id"]
+        try:
+            why = image_links.first_link(self.api, cid, paths)
+        finally:
+            self.api.remove_container(cid, force=True, v=True)
         with self._lock:
             self._links_checked[key] = why
         return why

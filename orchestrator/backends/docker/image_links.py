@@ -8,7 +8,13 @@ path whose image form passes through a link into a carried folder (``/data -> /a
 left there: the agent re-points ``/app/data/out`` and its volume is mounted over the verifier's
 Python (seen on dockerd 20.10: ``/usr/lib/python3.11`` replaced, the verifier's ``python3`` dead).
 A path with no link on its way is resolved by its components alone, so the image is checked once:
-every component of every such path, in a container of the image before anything ran in it.
+every component of every such path, in a container of the image with nothing mounted (Podman
+answers for a volume's mount point from the volume) that never starts.
+
+The image's own ``VOLUME`` folders are mounted in the verifier's container too (fresh anonymous
+volumes): one inside a carried folder would be resolved through the agent's files with no link of
+the image's at all, and one around it would hide it, so such an image is refused as well
+(:func:`volume_problem`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from typing import Any
 
 import docker
 from docker import utils as docker_utils
+
+from orchestrator.contract import carry
 
 
 def components(path: str) -> list[str]:
@@ -35,14 +43,27 @@ def link_target(api: docker.APIClient, container_id: str, path: str) -> str | No
     """Where ``path`` leads if the container's own entry at it is a link (the archive endpoint's stat, which does
     not follow its last component); None for anything else or nothing."""
     res = api.head(api._url("/containers/{0}/archive", container_id), params={"path": path})
-    if res.status_code == 404:
-        return None
-    api._raise_for_status(res)
     encoded = res.headers.get("x-docker-container-path-stat")
+    if res.status_code == 404 and not encoded:
+        return None
+    if res.status_code != 404:  # Podman answers a link to nothing with 404 and the link's stat
+        api._raise_for_status(res)
     stat: dict[str, Any] = docker_utils.decode_json_header(encoded) if encoded else {}
     if not int(stat.get("mode") or 0) & MODE_SYMLINK:
         return None
     return str(stat.get("linkTarget") or "?")
+
+
+def volume_problem(image_volumes: Iterable[str], carried: Iterable[str]) -> str | None:
+    """Why an image's ``VOLUME`` folders cannot stand beside the carried ones, or None."""
+    for v in image_volumes:
+        for c in carried:
+            if carry.overlaps(v.rstrip("/") or "/", c):
+                return (
+                    f"the image declares VOLUME {v}, which overlaps the carried folder {c}: the verifier's container "
+                    "would mount it through (or over) what the agent left"
+                )
+    return None
 
 
 def first_link(api: docker.APIClient, container_id: str, paths: Iterable[str]) -> str | None:

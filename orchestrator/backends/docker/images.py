@@ -37,6 +37,8 @@ class ImageInfo:
     repo_digests: tuple[str, ...] = ()
     built: bool = False
     workdir: str = ""
+    #: the image's VOLUME folders (a fresh anonymous volume each, in every container of it)
+    volumes: tuple[str, ...] = ()
 
     def provenance(self) -> ContainerImage:
         return ContainerImage(ref=self.ref, id=self.id, repo_digests=list(self.repo_digests), built_here=self.built)
@@ -50,6 +52,7 @@ def _info(image: Any, ref: str, built: bool) -> ImageInfo:
         repo_digests=tuple(attrs.get("RepoDigests") or ()),
         built=built,
         workdir=(attrs.get("Config") or {}).get("WorkingDir") or "",
+        volumes=tuple(sorted((attrs.get("Config") or {}).get("Volumes") or {})),
     )
 
 
