@@ -18,6 +18,7 @@ import ctypes
 import datetime as dt
 import ipaddress
 import os
+import random
 import shutil
 import signal
 import socket
@@ -101,11 +102,42 @@ def find_bin_dir() -> Path:
 # small helpers
 
 
+#: The ports this process has handed out: never twice, even once their server has gone.
+_HANDED: set[int] = set()
+_PICK = random.SystemRandom()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections (32768 where it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    """A TCP port free on 127.0.0.1 right now, for a server started next, below the kernel's range for outgoing
+    connections. A port from that range (what binding to port 0 gives) can be taken by any client's connection in
+    the moment before the server binds it: a suite run lost a plane that way (etcd: "bind: address already in
+    use" on 55345), where client connections never take a port below the range."""
+    top = _ephemeral_low()
+    if top > 10_100:
+        for _ in range(200):
+            port = _PICK.randrange(10_000, top)
+            if port in _HANDED:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _HANDED.add(port)
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a machine whose range starts low: the kernel's
         s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        port = int(s.getsockname()[1])
+    _HANDED.add(port)
+    return port
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
