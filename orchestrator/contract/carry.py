@@ -53,6 +53,12 @@ def overlaps(a: str, b: str) -> bool:
     return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
 
 
+def components(path: str) -> list[str]:
+    """Each folder on the way to an absolute ``path``, then the path: ``/a/b/c`` -> ``/a``, ``/a/b``, ``/a/b/c``."""
+    parts = [p for p in path.split("/") if p]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
 def problem(path: str) -> str | None:
     """Why ``path`` cannot be carried to the verifier, or None."""
     if not path.startswith("/"):

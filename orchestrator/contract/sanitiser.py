@@ -119,15 +119,12 @@ class Report:
 
     def evidence(self, duration_s: float) -> SanitiserReport:
         """As the try's evidence (``extra.sanitiser``): only the counts the script printed."""
+        detail = RECOVERED_DETAIL if self.from_copy else self.detail
         return SanitiserReport.model_validate(
             {
                 "status": self.status,
                 **self.counts,
-                **(
-                    {"detail": RECOVERED_DETAIL if self.from_copy else self.detail}
-                    if self.detail or self.from_copy
-                    else {}
-                ),
+                **({"detail": detail} if detail else {}),
                 **({"resolve_bound": self.resolve_bound} if self.resolve_bound else {}),
                 "duration_s": duration_s,
             }

@@ -66,3 +66,10 @@ def test_a_task_declares_its_outputs_and_a_system_folder_is_refused_in_one_line(
     with pytest.raises(SpecError) as err:
         load_task(_task(tmp_path / "b", '["/usr/local/lib"]'))
     assert "system folder /usr" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_components_are_each_folder_on_the_way_then_the_path() -> None:
+    """What the Docker backend's link check stats and its hand-over creates, in order."""
+    assert carry.components("/a/b/c") == ["/a", "/a/b", "/a/b/c"]
+    assert carry.components("/headroom/run/") == ["/headroom", "/headroom/run"]
+    assert carry.components("/") == []

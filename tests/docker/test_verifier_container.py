@@ -14,7 +14,6 @@ from typing import Any
 import docker
 import pytest
 
-from orchestrator.backends.docker import image_links
 from orchestrator.backends.docker.backend import VERDICT_DIR, DockerBackend
 from orchestrator.backends.docker.runner import DockerRunner
 from orchestrator.contract import sanitiser
@@ -177,8 +176,3 @@ def test_an_image_that_reaches_a_carried_folder_through_a_link_is_refused_before
     assert (verdict.outcome, verdict.reason) == (Outcome.INFRA_ERROR, InfraReason.SPAWN_FAILED), (verdict, facts)
     assert facts.setup_error is not None and named in facts.setup_error, facts.setup_error
     assert facts.agent is None and facts.verifier is None  # nothing of the agent's ran
-
-
-def test_the_link_check_walks_every_component() -> None:
-    assert image_links.components("/a/b/c") == ["/a", "/a/b", "/a/b/c"]
-    assert image_links.components("/") == []

@@ -27,13 +27,6 @@ from docker import utils as docker_utils
 
 from orchestrator.contract import carry
 
-
-def components(path: str) -> list[str]:
-    """``/a/b/c`` -> ``/a``, ``/a/b``, ``/a/b/c``."""
-    parts = [p for p in path.split("/") if p]
-    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
 #: Go's ``os.ModeSymlink``, the bit the archive endpoint's stat sets in ``mode`` for a link (dockerd and Podman alike;
 #: Podman's ``linkTarget`` names the resolved path of every entry, a link or not).
 MODE_SYMLINK = 1 << 27
@@ -71,7 +64,7 @@ def first_link(api: docker.APIClient, container_id: str, paths: Iterable[str]) -
     is."""
     seen: set[str] = set()
     for path in paths:
-        for c in components(path):
+        for c in carry.components(path):
             if c in seen:
                 continue
             seen.add(c)

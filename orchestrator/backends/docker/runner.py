@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import docker.errors
 
+from orchestrator.contract import carry
 from orchestrator.contract.runner import Role
 from orchestrator.errors import EngineBlind, NotRegular, VerifierLost
 from orchestrator.spec.facts import StepFacts
@@ -44,11 +45,7 @@ def handover_archive(items: Sequence[tuple[Path | None, str]]) -> bytes:
     any user the verifier runs as), with its parent folders."""
     parents: list[tuple[str, int]] = []
     for _src, dest in items:
-        parent, chain = str(Path(dest).parent), list[tuple[str, int]]()
-        while parent not in ("/", ""):
-            chain.insert(0, (parent, 0o755))
-            parent = str(Path(parent).parent)
-        parents += [p for p in chain if p not in parents]
+        parents += [p for p in ((c, 0o755) for c in carry.components(dest)[:-1]) if p not in parents]
     return steps.tree_archive(
         dirs=parents,
         fresh=[(dest, 0o777 if src is None else 0o755) for src, dest in items],
